@@ -1,0 +1,103 @@
+//! `SeqCount`: the kernel's sequence counter (`seqcount_t`) on the loom seam.
+//!
+//! Protocol:
+//!
+//! ```text
+//! writer (serialised by an outer lock)      reader
+//! write_begin():  seq += 1  (now odd)       s = read_begin()        (waits while odd)
+//!   ... modify the protected data ...         ... copy the protected data ...
+//! write_end():    seq += 1  (now even)      if read_retry(s) { start again }
+//! ```
+//!
+//! A reader whose snapshot `s` is unchanged at `read_retry` saw no writer inside during its copy. The data the
+//! reader copies must itself be read with atomics (possibly `Relaxed`): the sequence only tells whether the copy
+//! can be trusted, it does not make racing plain reads defined.
+//!
+//! Orderings, as `include/linux/seqlock.h` places its barriers:
+//! - `write_begin`: the increment is followed by a release fence, so it is visible before any data store
+//!   (pairs with the reader's acquire fence in `read_retry`: a reader that read new data sees an odd or newer
+//!   count there).
+//! - `write_end`: a release store of the even value, after the data stores (pairs with `read_begin`'s acquire
+//!   load: a reader that sees the new even value sees all the data).
+//! - `read_retry`: an acquire fence before re-reading the count (orders the data loads before it).
+
+use crate::sync::{AtomicU64, Ordering, fence, spin_loop};
+
+/// A sequence counter: even when no writer is inside, odd while one is.
+#[derive(Debug, Default)]
+pub struct SeqCount {
+    seq: AtomicU64,
+}
+
+impl SeqCount {
+    /// A counter at 0 (stable).
+    #[cfg(not(loom))]
+    pub const fn new() -> Self {
+        Self { seq: AtomicU64::new(0) }
+    }
+
+    /// A counter at 0 (stable).
+    #[cfg(loom)]
+    pub fn new() -> Self {
+        Self { seq: AtomicU64::new(0) }
+    }
+
+    /// Waits until no writer is inside and returns the (even) sequence to validate against.
+    #[inline]
+    pub fn read_begin(&self) -> u64 {
+        loop {
+            // Acquire: pairs with `write_end`'s release store; the data written before it is visible.
+            let s = self.seq.load(Ordering::Acquire);
+            if s & 1 == 0 {
+                return s;
+            }
+            spin_loop();
+        }
+    }
+
+    /// Returns the sequence if no writer is inside, `None` otherwise (the kernel's `raw_seqcount_try_begin`,
+    /// used by `mmap_lock_speculate_try_begin`).
+    #[inline]
+    pub fn try_read_begin(&self) -> Option<u64> {
+        // Acquire: as in `read_begin`.
+        let s = self.seq.load(Ordering::Acquire);
+        if s & 1 == 0 { Some(s) } else { None }
+    }
+
+    /// True if a writer entered since `start` was read: the copy taken since then must be discarded.
+    #[inline]
+    pub fn read_retry(&self, start: u64) -> bool {
+        // Acquire fence: the data loads above cannot be reordered after the re-read of the count. Pairs with the
+        // release fence in `write_begin`.
+        fence(Ordering::Acquire);
+        self.seq.load(Ordering::Relaxed) != start
+    }
+
+    /// The current value, odd or even (the kernel's `raw_read_seqcount`), with acquire ordering.
+    #[inline]
+    pub fn raw_read(&self) -> u64 {
+        // Acquire: pairs with `write_end`'s release store (used by `vma_start_read`'s re-check of
+        // `mm_lock_seq`, which pairs with the release in `vma_end_write_all`).
+        self.seq.load(Ordering::Acquire)
+    }
+
+    /// Enters the write side. Writers must be serialised by the caller (an outer lock).
+    #[inline]
+    pub fn write_begin(&self) {
+        let s = self.seq.load(Ordering::Relaxed);
+        debug_assert!(s & 1 == 0, "SeqCount::write_begin while a writer is inside");
+        self.seq.store(s.wrapping_add(1), Ordering::Relaxed);
+        // Release fence: the odd value is ordered before every data store that follows; pairs with the acquire
+        // fence in `read_retry`.
+        fence(Ordering::Release);
+    }
+
+    /// Leaves the write side.
+    #[inline]
+    pub fn write_end(&self) {
+        let s = self.seq.load(Ordering::Relaxed);
+        debug_assert!(s & 1 == 1, "SeqCount::write_end without write_begin");
+        // Release: every data store of this write section is visible to a reader that sees the even value.
+        self.seq.store(s.wrapping_add(1), Ordering::Release);
+    }
+}

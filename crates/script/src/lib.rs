@@ -1,0 +1,6 @@
+//! Op scripts: the one format that drives the engine (`vmspace replay`), the live kernel (`vmspace replay
+//! --kernel`) and the differential tests that compare them (`../shared/DESIGN.md`, "Op scripts").
+//!
+//! This crate owns the syntax (parser with line-numbered errors), the canonical result lines
+//! (`L<line> <op> = <value>`, `MAPS` ... `END`), the comparison of two runs, and the seeded random generator.
+//! It executes nothing: runners live in `mm` (engine) and `linux` (kernel). It depends only on `proc`.
