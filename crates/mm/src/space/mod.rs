@@ -1,0 +1,1 @@
+//! The address space and its calls (see the crate docs).

@@ -1,0 +1,1 @@
+//! The VMA and its locks (see the crate docs).
