@@ -101,3 +101,61 @@ impl SeqCount {
         self.seq.store(s.wrapping_add(1), Ordering::Release);
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::SeqCount;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    #[test]
+    fn even_when_stable_odd_inside() {
+        let s = SeqCount::new();
+        assert_eq!(s.try_read_begin(), Some(0));
+        s.write_begin();
+        assert_eq!(s.raw_read(), 1);
+        assert_eq!(s.try_read_begin(), None);
+        s.write_end();
+        assert_eq!(s.read_begin(), 2);
+    }
+
+    #[test]
+    fn retry_detects_a_completed_write() {
+        let s = SeqCount::new();
+        let start = s.read_begin();
+        assert!(!s.read_retry(start));
+        s.write_begin();
+        s.write_end();
+        assert!(s.read_retry(start));
+    }
+
+    /// Readers validating copies of a two-word value never accept a torn copy while a writer keeps changing it.
+    #[test]
+    fn concurrent_readers_never_accept_torn_copies() {
+        let seq = Arc::new(SeqCount::new());
+        let words = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
+        let writer = {
+            let (seq, words) = (seq.clone(), words.clone());
+            std::thread::spawn(move || {
+                for i in 1..=200_000u64 {
+                    seq.write_begin();
+                    words[0].store(i, Ordering::Relaxed);
+                    words[1].store(i, Ordering::Relaxed);
+                    seq.write_end();
+                }
+            })
+        };
+        let mut accepted = 0u64;
+        while !writer.is_finished() {
+            let s = seq.read_begin();
+            let a = words[0].load(Ordering::Relaxed);
+            let b = words[1].load(Ordering::Relaxed);
+            if !seq.read_retry(s) {
+                assert_eq!(a, b);
+                accepted += 1;
+            }
+        }
+        writer.join().unwrap();
+        assert!(accepted > 0);
+    }
+}
