@@ -4,3 +4,13 @@
 //! This crate is pure formatting: it knows nothing of VMAs, locks or syscalls, and depends on no other vmspace
 //! crate. The engine (`mm`) renders through it; the live-kernel side (`linux`) parses the kernel's output with it,
 //! so that both sides compare records, not strings that merely look alike.
+
+pub mod maps;
+pub mod query;
+pub mod smaps;
+
+pub use maps::{MapsLine, MapsName, MapsParseError, PAD_COLUMN, Perms, parse_maps, render_maps};
+pub use query::{QueryAnswer, QueryRequest};
+pub use smaps::{
+    MemStats, MemStatsAccumulator, PSS_SHIFT, SmapsRecord, SmapsRollup, VmFlags, parse_smaps, render_smaps,
+};

@@ -1,0 +1,443 @@
+//! One line of `/proc/PID/maps`: the model, the renderer and the parser.
+//!
+//! # The format (Linux 6.18, 64-bit; `reference/linux-mm.md` §4.1)
+//!
+//! ```text
+//! start-end perms offset major:minor inode␠[padding␠name]\n
+//! ```
+//!
+//! * `start`, `end` and `offset` are lowercase hex, zero-padded to **at least** 8 digits (wider values are
+//!   printed in full, never truncated).
+//! * `perms` is four characters: `r`/`-`, `w`/`-`, `x`/`-`, then `s` when the VMA may be shared
+//!   (VM_MAYSHARE) or `p` when it is private.
+//! * `major` and `minor` are hex, at least 2 digits each; `inode` is decimal.
+//! * The inode is **always** followed by one space. A line without a name ends right there (with that trailing
+//!   space). A line with a name is first padded with spaces up to column [`PAD_COLUMN`] (72 on 64-bit; nothing
+//!   is added when the prefix is already that long), then one more space, then the name.
+//!
+//! # Names
+//!
+//! The kernel prints a file path through `seq_path(.., "\n")`, which escapes a newline in the path as the
+//! octal `\012` and nothing else; `d_path` appends ` (deleted)` to an unlinked file. Other names are literal:
+//! `[heap]`, `[stack]`, `[anon:NAME]` (an anonymous VMA named with `PR_SET_VMA_ANON_NAME`),
+//! `[anon_shmem:NAME]`, special mappings (`[vdso]`, `[vvar]`, `[vsyscall]`, ...) and, rarely, a path that
+//! does not start with `/` (`anon_inode:...`). [`MapsName`] models these; its rendering is exactly the text
+//! the kernel prints, and parsing any real line then rendering it gives back the same bytes.
+//!
+//! # Invariants
+//!
+//! [`MapsLine`] does not require `start < end` or page alignment: it is a record of text, and the parser
+//! accepts what a kernel may print. [`MapsLine::render`] never fails.
+
+use core::fmt;
+use core::str::FromStr;
+
+/// The column the name is padded to: `seq_setwidth(m, 25 + 6 * sizeof(void *) - 1)` = 72 on 64-bit. The name
+/// itself starts one space later, at byte 73 of the line (counting from 0).
+pub const PAD_COLUMN: usize = 25 + 6 * 8 - 1;
+
+/// The permission column: three access bits and shared/private.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Perms {
+    /// `r`: VM_READ.
+    pub read: bool,
+    /// `w`: VM_WRITE.
+    pub write: bool,
+    /// `x`: VM_EXEC.
+    pub exec: bool,
+    /// `s` when VM_MAYSHARE is set, `p` otherwise.
+    pub shared: bool,
+}
+
+impl Perms {
+    /// The four characters the kernel prints, e.g. `rw-p`.
+    pub fn as_chars(&self) -> [u8; 4] {
+        [
+            if self.read { b'r' } else { b'-' },
+            if self.write { b'w' } else { b'-' },
+            if self.exec { b'x' } else { b'-' },
+            if self.shared { b's' } else { b'p' },
+        ]
+    }
+
+    /// Parses the four-character permission column.
+    pub fn parse(s: &str) -> Result<Self, MapsParseError> {
+        let b = s.as_bytes();
+        if b.len() != 4 {
+            return Err(MapsParseError::new(format!("permissions {s:?}: expected 4 characters")));
+        }
+        let bit = |c: u8, yes: u8| -> Result<bool, MapsParseError> {
+            if c == yes {
+                Ok(true)
+            } else if c == b'-' {
+                Ok(false)
+            } else {
+                Err(MapsParseError::new(format!("permissions {s:?}: expected '{}' or '-'", yes as char)))
+            }
+        };
+        let shared = match b[3] {
+            b's' => true,
+            b'p' => false,
+            _ => return Err(MapsParseError::new(format!("permissions {s:?}: expected 's' or 'p' last"))),
+        };
+        Ok(Perms { read: bit(b[0], b'r')?, write: bit(b[1], b'w')?, exec: bit(b[2], b'x')?, shared })
+    }
+}
+
+impl fmt::Display for Perms {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for c in self.as_chars() {
+            write!(f, "{}", c as char)?;
+        }
+        Ok(())
+    }
+}
+
+/// The name column of a maps line (see the module documentation for how each is printed).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum MapsName {
+    /// A file path starting with `/`. `path` is the real path (a newline is a newline here; it is printed as
+    /// `\012`); `deleted` appends ` (deleted)`.
+    Path {
+        /// The path as the file system knows it.
+        path: String,
+        /// The file was unlinked: ` (deleted)` follows the path.
+        deleted: bool,
+    },
+    /// `[heap]`: the VMA overlaps the initial brk area.
+    Heap,
+    /// `[stack]`: the VMA contains the initial stack pointer.
+    Stack,
+    /// `[anon:NAME]`: an anonymous VMA named by `PR_SET_VMA_ANON_NAME`.
+    Anon(String),
+    /// `[anon_shmem:NAME]`: a named shared anonymous (shmem) VMA.
+    AnonShmem(String),
+    /// Any other bracketed name, brackets included: `[vdso]`, `[vvar]`, `[vsyscall]`, `[rollup]`, ...
+    Special(String),
+    /// Anything else, printed verbatim (e.g. `anon_inode:[io_uring]`, a path outside the reader's root).
+    Other(String),
+}
+
+impl MapsName {
+    /// Parses the name column (the text after the padding, without the newline).
+    pub fn parse(s: &str) -> Result<Self, MapsParseError> {
+        if s.is_empty() {
+            return Err(MapsParseError::new("empty name after the padding"));
+        }
+        if let Some(rest) = s.strip_prefix('/') {
+            let (body, deleted) = match rest.strip_suffix(" (deleted)") {
+                Some(b) => (b, true),
+                None => (rest, false),
+            };
+            return Ok(MapsName::Path { path: format!("/{}", body.replace("\\012", "\n")), deleted });
+        }
+        if s == "[heap]" {
+            return Ok(MapsName::Heap);
+        }
+        if s == "[stack]" {
+            return Ok(MapsName::Stack);
+        }
+        if let Some(inner) = s.strip_prefix("[anon:").and_then(|r| r.strip_suffix(']')) {
+            return Ok(MapsName::Anon(inner.to_string()));
+        }
+        if let Some(inner) = s.strip_prefix("[anon_shmem:").and_then(|r| r.strip_suffix(']')) {
+            return Ok(MapsName::AnonShmem(inner.to_string()));
+        }
+        if s.starts_with('[') && s.ends_with(']') {
+            return Ok(MapsName::Special(s.to_string()));
+        }
+        Ok(MapsName::Other(s.to_string()))
+    }
+
+    /// Appends the name exactly as the kernel prints it.
+    pub fn render_into(&self, out: &mut String) {
+        match self {
+            MapsName::Path { path, deleted } => {
+                // seq_path(m, path, "\n"): a newline in the path is escaped as octal, nothing else is.
+                for ch in path.chars() {
+                    if ch == '\n' {
+                        out.push_str("\\012");
+                    } else {
+                        out.push(ch);
+                    }
+                }
+                if *deleted {
+                    out.push_str(" (deleted)");
+                }
+            }
+            MapsName::Heap => out.push_str("[heap]"),
+            MapsName::Stack => out.push_str("[stack]"),
+            MapsName::Anon(n) => {
+                out.push_str("[anon:");
+                out.push_str(n);
+                out.push(']');
+            }
+            MapsName::AnonShmem(n) => {
+                out.push_str("[anon_shmem:");
+                out.push_str(n);
+                out.push(']');
+            }
+            MapsName::Special(s) | MapsName::Other(s) => out.push_str(s),
+        }
+    }
+}
+
+impl fmt::Display for MapsName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut s = String::new();
+        self.render_into(&mut s);
+        f.write_str(&s)
+    }
+}
+
+/// One `/proc/PID/maps` line (one VMA).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct MapsLine {
+    /// First address (inclusive).
+    pub start: u64,
+    /// End address (exclusive).
+    pub end: u64,
+    /// The permission column.
+    pub perms: Perms,
+    /// `vm_pgoff << PAGE_SHIFT` for a file VMA, 0 for an anonymous one.
+    pub offset: u64,
+    /// Device major number (0 for anonymous).
+    pub dev_major: u32,
+    /// Device minor number (0 for anonymous).
+    pub dev_minor: u32,
+    /// Inode number (0 for anonymous).
+    pub inode: u64,
+    /// The name column, if any.
+    pub name: Option<MapsName>,
+}
+
+impl MapsLine {
+    /// An anonymous line: offset, device and inode 0, no name.
+    pub fn anon(start: u64, end: u64, perms: Perms) -> Self {
+        MapsLine { start, end, perms, offset: 0, dev_major: 0, dev_minor: 0, inode: 0, name: None }
+    }
+
+    /// Appends the line, **with** its trailing newline, exactly as Linux 6.18 prints it.
+    pub fn render_into(&self, out: &mut String) {
+        use fmt::Write as _;
+        let line_start = out.len();
+        // Writing into a String cannot fail.
+        let _ = write!(
+            out,
+            "{:08x}-{:08x} {} {:08x} {:02x}:{:02x} {} ",
+            self.start, self.end, self.perms, self.offset, self.dev_major, self.dev_minor, self.inode
+        );
+        if let Some(name) = &self.name {
+            let used = out.len() - line_start;
+            for _ in used..PAD_COLUMN {
+                out.push(' ');
+            }
+            out.push(' ');
+            name.render_into(out);
+        }
+        out.push('\n');
+    }
+
+    /// The line with its trailing newline.
+    pub fn render(&self) -> String {
+        let mut s = String::with_capacity(96);
+        self.render_into(&mut s);
+        s
+    }
+}
+
+impl fmt::Display for MapsLine {
+    /// The line **without** its trailing newline.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = self.render();
+        f.write_str(&s[..s.len() - 1])
+    }
+}
+
+/// Why a maps (or smaps) line was rejected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MapsParseError {
+    /// What was wrong, naming the offending text.
+    pub reason: String,
+}
+
+impl MapsParseError {
+    pub(crate) fn new(reason: impl Into<String>) -> Self {
+        MapsParseError { reason: reason.into() }
+    }
+}
+
+impl fmt::Display for MapsParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.reason)
+    }
+}
+
+impl std::error::Error for MapsParseError {}
+
+/// Parses a hex field printed with at least `min` digits, lowercase.
+fn hex_field(s: &str, what: &str, min: usize) -> Result<u64, MapsParseError> {
+    if s.len() < min || !s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+        return Err(MapsParseError::new(format!(
+            "{what} {s:?}: expected at least {min} lowercase hex digits"
+        )));
+    }
+    // A value printed wider than `min` has no leading zero (the kernel never over-pads).
+    if s.len() > min && s.starts_with('0') {
+        return Err(MapsParseError::new(format!("{what} {s:?}: leading zero beyond {min} digits")));
+    }
+    u64::from_str_radix(s, 16).map_err(|e| MapsParseError::new(format!("{what} {s:?}: {e}")))
+}
+
+/// Takes the text up to the next space, which must exist, and returns (field, rest after the space).
+fn take_field<'a>(s: &'a str, what: &str) -> Result<(&'a str, &'a str), MapsParseError> {
+    s.split_once(' ').ok_or_else(|| MapsParseError::new(format!("line ends before the {what} field")))
+}
+
+impl FromStr for MapsLine {
+    type Err = MapsParseError;
+
+    /// Parses one line, with or without its trailing newline. Accepts exactly what [`MapsLine::render`]
+    /// produces: the parse is strict so that parse-then-render is byte-identical.
+    fn from_str(line: &str) -> Result<Self, Self::Err> {
+        let line = line.strip_suffix('\n').unwrap_or(line);
+        if line.contains('\n') {
+            return Err(MapsParseError::new("more than one line"));
+        }
+        let (range, rest) = take_field(line, "permissions")?;
+        let (start_s, end_s) = range
+            .split_once('-')
+            .ok_or_else(|| MapsParseError::new(format!("address range {range:?}: expected start-end")))?;
+        let start = hex_field(start_s, "start address", 8)?;
+        let end = hex_field(end_s, "end address", 8)?;
+        let (perms_s, rest) = take_field(rest, "offset")?;
+        let perms = Perms::parse(perms_s)?;
+        let (off_s, rest) = take_field(rest, "device")?;
+        let offset = hex_field(off_s, "offset", 8)?;
+        let (dev_s, rest) = take_field(rest, "inode")?;
+        let (maj_s, min_s) = dev_s
+            .split_once(':')
+            .ok_or_else(|| MapsParseError::new(format!("device {dev_s:?}: expected major:minor")))?;
+        let dev_major = u32::try_from(hex_field(maj_s, "device major", 2)?)
+            .map_err(|_| MapsParseError::new(format!("device major {maj_s:?} too large")))?;
+        let dev_minor = u32::try_from(hex_field(min_s, "device minor", 2)?)
+            .map_err(|_| MapsParseError::new(format!("device minor {min_s:?} too large")))?;
+        let (ino_s, tail) =
+            rest.split_once(' ').ok_or_else(|| MapsParseError::new("missing the space after the inode"))?;
+        if ino_s.is_empty()
+            || !ino_s.bytes().all(|b| b.is_ascii_digit())
+            || (ino_s.len() > 1 && ino_s.starts_with('0'))
+        {
+            return Err(MapsParseError::new(format!("inode {ino_s:?}: expected a decimal number")));
+        }
+        let inode: u64 = ino_s.parse().map_err(|e| MapsParseError::new(format!("inode {ino_s:?}: {e}")))?;
+        let name = if tail.is_empty() {
+            None
+        } else {
+            // The prefix (everything up to and including the space after the inode) is `used` bytes long;
+            // the name starts after padding to PAD_COLUMN and one more space.
+            let used = line.len() - tail.len();
+            let pad = PAD_COLUMN.saturating_sub(used) + 1;
+            if tail.len() <= pad || !tail.as_bytes()[..pad].iter().all(|&b| b == b' ') {
+                return Err(MapsParseError::new(format!(
+                    "name column: expected {pad} space(s) of padding then a name, got {tail:?}"
+                )));
+            }
+            Some(MapsName::parse(&tail[pad..])?)
+        };
+        Ok(MapsLine { start, end, perms, offset, dev_major, dev_minor, inode, name })
+    }
+}
+
+/// Parses a whole maps file, one [`MapsLine`] per line; the error names the 1-based line number.
+pub fn parse_maps(text: &str) -> Result<Vec<MapsLine>, (usize, MapsParseError)> {
+    text.lines().enumerate().map(|(i, l)| l.parse().map_err(|e| (i + 1, e))).collect()
+}
+
+/// Renders lines back into a maps file.
+pub fn render_maps(lines: &[MapsLine]) -> String {
+    let mut s = String::with_capacity(lines.len() * 96);
+    for l in lines {
+        l.render_into(&mut s);
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rw() -> Perms {
+        Perms { read: true, write: true, exec: false, shared: false }
+    }
+
+    #[test]
+    fn anonymous_line_has_trailing_space_and_no_padding() {
+        let l = MapsLine::anon(0x2000_0000_0000, 0x2000_0000_2000, rw());
+        assert_eq!(l.render(), "200000000000-200000002000 rw-p 00000000 00:00 0 \n");
+    }
+
+    #[test]
+    fn small_addresses_pad_to_eight_digits() {
+        let l = MapsLine::anon(0x1000, 0x2000, Perms::default());
+        assert_eq!(l.render(), "00001000-00002000 ---p 00000000 00:00 0 \n");
+    }
+
+    #[test]
+    fn named_line_pads_to_column_73() {
+        let mut l = MapsLine::anon(0x7fff_0360_7000, 0x7fff_0362_8000, rw());
+        l.name = Some(MapsName::Stack);
+        let s = l.render();
+        assert_eq!(s.find('[').unwrap(), PAD_COLUMN + 1);
+        assert_eq!(s, "7fff03607000-7fff03628000 rw-p 00000000 00:00 0                          [stack]\n");
+    }
+
+    #[test]
+    fn long_prefix_gets_a_single_space() {
+        let l = MapsLine {
+            start: 0xffff_ffff_ff60_0000,
+            end: 0xffff_ffff_ff60_1000,
+            perms: Perms { exec: true, ..Perms::default() },
+            offset: 0x1234_5678_9abc,
+            dev_major: 0xfe,
+            dev_minor: 0x12345,
+            inode: 123_456_789_012,
+            name: Some(MapsName::Path { path: "/a\nb".into(), deleted: true }),
+        };
+        let s = l.render();
+        assert_eq!(
+            s,
+            "ffffffffff600000-ffffffffff601000 --xp 123456789abc fe:12345 123456789012  /a\\012b (deleted)\n"
+        );
+        assert_eq!(s.parse::<MapsLine>().unwrap(), l);
+    }
+
+    #[test]
+    fn parse_rejects_with_reasons() {
+        for bad in [
+            "",
+            "200000000000 rw-p 00000000 00:00 0 ",
+            "200000000000-200000001000 rw-q 00000000 00:00 0 ",
+            "200000000000-200000001000 rw-p 0000000 00:00 0 ",
+            "200000000000-200000001000 rw-p 00000000 00:00 0",
+            "200000000000-200000001000 rw-p 00000000 00:00 0  [heap]",
+            "200000000000-200000001000 rw-p 00000000 0:00 0 ",
+            "2000000X0000-200000001000 rw-p 00000000 00:00 0 ",
+        ] {
+            let e = bad.parse::<MapsLine>().unwrap_err();
+            assert!(!e.reason.is_empty(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn names_parse_into_kinds() {
+        assert_eq!(MapsName::parse("[anon:foo bar]").unwrap(), MapsName::Anon("foo bar".into()));
+        assert_eq!(MapsName::parse("[vdso]").unwrap(), MapsName::Special("[vdso]".into()));
+        assert_eq!(MapsName::parse("[heap]").unwrap(), MapsName::Heap);
+        assert_eq!(
+            MapsName::parse("/tmp/x (deleted)").unwrap(),
+            MapsName::Path { path: "/tmp/x".into(), deleted: true }
+        );
+        assert_eq!(MapsName::parse("anon_inode:x").unwrap(), MapsName::Other("anon_inode:x".into()));
+    }
+}

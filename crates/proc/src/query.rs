@@ -1,0 +1,217 @@
+//! The `PROCMAP_QUERY` model: the ioctl's flags, request and answer as plain Rust values, with the argument
+//! validation and the matching rule of Linux 6.18 (`reference/linux-mm.md` §3.7), independent of the ioctl
+//! itself. The engine's query reader implements the lookup over its VMAs; the live-kernel side fills the
+//! same answer from the real ioctl; the two compare as values.
+//!
+//! Matching rule (`query_matching_vma`): start from the first VMA whose end is above the address; reject it
+//! if FILE_BACKED is asked and it has no file, or if it lacks one of the asked permissions (the asked
+//! permissions must be a subset of the VMA's). Without COVERING_OR_NEXT the first VMA found must contain the
+//! address, otherwise the answer is ENOENT; with it, a rejected VMA makes the search continue from that VMA's
+//! end, so the answer is the covering VMA or the closest following one that matches.
+
+/// `PROCFS_IOCTL_MAGIC`.
+pub const PROCFS_IOCTL_MAGIC: u8 = b'f';
+/// The ioctl number: `_IOWR('f', 17, struct procmap_query)`.
+pub const PROCMAP_QUERY_NR: u8 = 17;
+/// Size of `struct procmap_query` in bytes.
+pub const PROCMAP_QUERY_SIZE: usize = 104;
+/// The smallest `size` the kernel accepts: `offsetofend(struct procmap_query, query_addr)`.
+pub const PROCMAP_QUERY_MIN_SIZE: usize = 24;
+
+/// The VMA must be readable.
+pub const PROCMAP_QUERY_VMA_READABLE: u64 = 0x01;
+/// The VMA must be writable.
+pub const PROCMAP_QUERY_VMA_WRITABLE: u64 = 0x02;
+/// The VMA must be executable.
+pub const PROCMAP_QUERY_VMA_EXECUTABLE: u64 = 0x04;
+/// The VMA must be shared (VM_MAYSHARE).
+pub const PROCMAP_QUERY_VMA_SHARED: u64 = 0x08;
+/// Return the covering VMA or, failing that, the next matching one.
+pub const PROCMAP_QUERY_COVERING_OR_NEXT_VMA: u64 = 0x10;
+/// Only file-backed VMAs match.
+pub const PROCMAP_QUERY_FILE_BACKED_VMA: u64 = 0x20;
+/// All flags the kernel knows; any other bit is EINVAL.
+pub const PROCMAP_QUERY_ALL_FLAGS: u64 = 0x3f;
+/// The permission bits among the flags (also the bits of [`QueryAnswer::vma_flags`]).
+pub const PROCMAP_QUERY_VMA_PERMS: u64 = 0x0f;
+
+/// Linux errno values the query can return.
+pub mod errno {
+    /// No such file or directory: no matching VMA.
+    pub const ENOENT: i32 = 2;
+    /// No such process: the mm is gone.
+    pub const ESRCH: i32 = 3;
+    /// Interrupted.
+    pub const EINTR: i32 = 4;
+    /// Out of memory.
+    pub const ENOMEM: i32 = 12;
+    /// Bad address in a user buffer.
+    pub const EFAULT: i32 = 14;
+    /// Invalid argument.
+    pub const EINVAL: i32 = 22;
+    /// Argument list too long: struct size too big, or non-zero unknown tail.
+    pub const E2BIG: i32 = 7;
+    /// Name (or build ID) buffer too small.
+    pub const ENAMETOOLONG: i32 = 36;
+}
+
+/// A query, as the caller fills it (the input fields of `struct procmap_query`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct QueryRequest {
+    /// `size`: the caller's struct size.
+    pub size: u64,
+    /// `query_flags`.
+    pub flags: u64,
+    /// `query_addr`.
+    pub addr: u64,
+    /// `vma_name_size`: capacity of the name buffer (0 = no name wanted).
+    pub vma_name_size: u32,
+    /// Whether a name buffer address was given (`vma_name_addr != 0`).
+    pub vma_name_buf: bool,
+    /// `build_id_size`: capacity of the build-ID buffer.
+    pub build_id_size: u32,
+    /// Whether a build-ID buffer address was given.
+    pub build_id_buf: bool,
+}
+
+impl QueryRequest {
+    /// A request of the current struct size, without name or build-ID buffers.
+    pub fn new(flags: u64, addr: u64) -> Self {
+        QueryRequest { size: PROCMAP_QUERY_SIZE as u64, flags, addr, ..Default::default() }
+    }
+
+    /// The argument checks the kernel makes before looking anything up, in its order: size too big (E2BIG),
+    /// too small (EINVAL), unknown flags (EINVAL), name size/address not both zero or both set (EINVAL), the
+    /// same for the build ID (EINVAL). Returns the errno (positive) on failure.
+    pub fn validate(&self) -> Result<(), i32> {
+        if self.size > 4096 {
+            return Err(errno::E2BIG);
+        }
+        if self.size < PROCMAP_QUERY_MIN_SIZE as u64 {
+            return Err(errno::EINVAL);
+        }
+        if self.flags & !PROCMAP_QUERY_ALL_FLAGS != 0 {
+            return Err(errno::EINVAL);
+        }
+        if (self.vma_name_size != 0) != self.vma_name_buf {
+            return Err(errno::EINVAL);
+        }
+        if (self.build_id_size != 0) != self.build_id_buf {
+            return Err(errno::EINVAL);
+        }
+        Ok(())
+    }
+
+    /// Whether a VMA with these permission bits (`PROCMAP_QUERY_VMA_*`) and file-ness passes the filters
+    /// (not the address condition).
+    pub fn accepts(&self, vma_perms: u64, file_backed: bool) -> bool {
+        if self.flags & PROCMAP_QUERY_FILE_BACKED_VMA != 0 && !file_backed {
+            return false;
+        }
+        let want = self.flags & PROCMAP_QUERY_VMA_PERMS;
+        want & vma_perms == want
+    }
+
+    /// The matching rule over VMAs in address order, each given as `(start, end, perms, file_backed)`:
+    /// returns the index of the answer, or ENOENT.
+    pub fn find<I>(&self, vmas: I) -> Result<usize, i32>
+    where
+        I: IntoIterator<Item = (u64, u64, u64, bool)>,
+    {
+        let covering_or_next = self.flags & PROCMAP_QUERY_COVERING_OR_NEXT_VMA != 0;
+        for (i, (start, end, perms, file)) in vmas.into_iter().enumerate() {
+            if end <= self.addr {
+                continue;
+            }
+            if !covering_or_next && start > self.addr {
+                return Err(errno::ENOENT);
+            }
+            if self.accepts(perms, file) {
+                return Ok(i);
+            }
+            if !covering_or_next {
+                return Err(errno::ENOENT);
+            }
+        }
+        Err(errno::ENOENT)
+    }
+}
+
+/// What a successful query returns (the output fields of `struct procmap_query`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct QueryAnswer {
+    /// `vma_start`.
+    pub vma_start: u64,
+    /// `vma_end` (exclusive).
+    pub vma_end: u64,
+    /// `vma_flags`: `PROCMAP_QUERY_VMA_*` bits.
+    pub vma_flags: u64,
+    /// `vma_page_size`.
+    pub vma_page_size: u64,
+    /// `vma_offset`: `vm_pgoff << PAGE_SHIFT` for file VMAs, 0 for anonymous.
+    pub vma_offset: u64,
+    /// `inode` (0 if anonymous).
+    pub inode: u64,
+    /// `dev_major`.
+    pub dev_major: u32,
+    /// `dev_minor`.
+    pub dev_minor: u32,
+    /// The name the kernel would copy out (same text as the maps name column), if asked and present.
+    pub name: Option<String>,
+}
+
+impl QueryAnswer {
+    /// `vma_name_size` as returned: bytes written including the NUL, 0 without a name; ENAMETOOLONG when
+    /// the caller's buffer (`cap`, including the NUL) is too small.
+    pub fn name_size(&self, cap: u32) -> Result<u32, i32> {
+        match &self.name {
+            None => Ok(0),
+            Some(n) => {
+                let need = n.len() as u64 + 1;
+                if need > u64::from(cap) { Err(errno::ENAMETOOLONG) } else { Ok(need as u32) }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const R: u64 = PROCMAP_QUERY_VMA_READABLE;
+    const W: u64 = PROCMAP_QUERY_VMA_WRITABLE;
+
+    #[test]
+    fn validation_order() {
+        assert_eq!(QueryRequest { size: 8192, ..QueryRequest::new(0, 0) }.validate(), Err(errno::E2BIG));
+        assert_eq!(QueryRequest { size: 16, ..QueryRequest::new(0, 0) }.validate(), Err(errno::EINVAL));
+        assert_eq!(QueryRequest::new(0x40, 0).validate(), Err(errno::EINVAL));
+        assert_eq!(
+            QueryRequest { vma_name_size: 10, ..QueryRequest::new(0, 0) }.validate(),
+            Err(errno::EINVAL)
+        );
+        assert_eq!(QueryRequest::new(PROCMAP_QUERY_ALL_FLAGS, 0).validate(), Ok(()));
+    }
+
+    #[test]
+    fn matching_rule() {
+        let vmas =
+            [(0x1000, 0x2000, R, false), (0x3000, 0x4000, R | W, true), (0x5000, 0x6000, R | W, false)];
+        assert_eq!(QueryRequest::new(0, 0x1800).find(vmas), Ok(0));
+        assert_eq!(QueryRequest::new(0, 0x2800).find(vmas), Err(errno::ENOENT));
+        assert_eq!(QueryRequest::new(PROCMAP_QUERY_COVERING_OR_NEXT_VMA, 0x2800).find(vmas), Ok(1));
+        assert_eq!(QueryRequest::new(W, 0x1800).find(vmas), Err(errno::ENOENT));
+        assert_eq!(QueryRequest::new(W | PROCMAP_QUERY_COVERING_OR_NEXT_VMA, 0x1800).find(vmas), Ok(1));
+        let f = PROCMAP_QUERY_FILE_BACKED_VMA | PROCMAP_QUERY_COVERING_OR_NEXT_VMA;
+        assert_eq!(QueryRequest::new(f, 0x3800).find(vmas), Ok(1));
+        assert_eq!(QueryRequest::new(f, 0x4000).find(vmas), Err(errno::ENOENT));
+    }
+
+    #[test]
+    fn name_size_counts_the_nul() {
+        let a = QueryAnswer { name: Some("[heap]".into()), ..Default::default() };
+        assert_eq!(a.name_size(7), Ok(7));
+        assert_eq!(a.name_size(6), Err(errno::ENAMETOOLONG));
+        assert_eq!(QueryAnswer::default().name_size(0), Ok(0));
+    }
+}
