@@ -3,3 +3,13 @@
 //!
 //! This is the only crate that issues memory-management syscalls against the host. It depends on `proc` and
 //! `script` for formats; never on the engine.
+
+pub mod child;
+pub mod contention;
+pub mod hostinfo;
+pub mod maps;
+pub mod placement;
+pub mod procmap_query;
+pub mod report;
+pub mod stats;
+pub mod sys;

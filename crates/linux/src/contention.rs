@@ -1,0 +1,498 @@
+//! The proc-vs-map contention experiment (the seeds' method), natively.
+//!
+//! # Method
+//! * **Mapper** (one process, nice 0, pinned to the mapper CPU): maps a populated private anonymous region
+//!   (128 MiB by default), then until the run's duration has passed picks a random page and, 50/50, maps a fresh
+//!   page there (`MAP_FIXED`) or unmaps it, timing each call with the monotonic clock into a histogram, and
+//!   sleeps 10 µs between calls (one `nanosleep`; the kernel's timer slack makes that longer, as it does for the
+//!   seeds' `usleep`).
+//! * **Scanners** (S processes, nice 15): in a loop, open `/proc/MAPPER/{maps,smaps,smaps_rollup}` and read it to
+//!   the end with 128 KiB reads, discarding the text (what `cat FILE > /dev/null` does); or, for `query`, open
+//!   `/proc/MAPPER/maps` and walk every VMA with PROCMAP_QUERY (`COVERING_OR_NEXT`, names fetched). One
+//!   completed file read or walk counts as one scanner read.
+//! * **Busy tasks** (B processes, nice 0): spin for `busy_ms`, sleep 1 ms, repeat; `busy_ms = 0` spins forever.
+//! * Placement: see [`crate::placement`]. Scanners and busy tasks start first; after a 200 ms warm-up the
+//!   parent releases the mapper, waits for it to finish, stops and reaps everyone. Only reads completed while
+//!   the mapper runs are counted.
+//!
+//! All coordination goes through a [`SharedSlots`] page: the mapper publishes its statistics there as `f64`
+//! bits before exiting, so no pipe or serialisation is needed.
+
+use crate::child::{self, Exit, SharedSlots, check_interrupted, sleep_interruptible};
+use crate::hostinfo::HostInfo;
+use crate::placement::Layout;
+use crate::report::{Placement, Report};
+use crate::stats::LatencyRecorder;
+use crate::sys;
+use anyhow::{Context, Result, bail};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// What the scanners read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProcFile {
+    /// `/proc/PID/maps` text.
+    Maps,
+    /// `/proc/PID/smaps` text (walks page tables under mmap_lock).
+    Smaps,
+    /// `/proc/PID/smaps_rollup` text.
+    SmapsRollup,
+    /// A PROCMAP_QUERY walk of `/proc/PID/maps`.
+    Query,
+    /// No scanners.
+    None,
+}
+
+impl ProcFile {
+    /// The name used on the command line and in labels.
+    pub fn name(self) -> &'static str {
+        match self {
+            ProcFile::Maps => "maps",
+            ProcFile::Smaps => "smaps",
+            ProcFile::SmapsRollup => "smaps_rollup",
+            ProcFile::Query => "query",
+            ProcFile::None => "none",
+        }
+    }
+}
+
+impl std::str::FromStr for ProcFile {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s {
+            "maps" => ProcFile::Maps,
+            "smaps" => ProcFile::Smaps,
+            "smaps_rollup" | "rollup" => ProcFile::SmapsRollup,
+            "query" | "procmap_query" => ProcFile::Query,
+            "none" => ProcFile::None,
+            _ => return Err(format!("unknown proc file {s:?} (maps, smaps, smaps_rollup, query, none)")),
+        })
+    }
+}
+
+/// One configuration of the experiment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// What the scanners read (`None`: no scanners, whatever `scanners` says).
+    pub procfile: ProcFile,
+    /// Number of scanner processes.
+    pub scanners: usize,
+    /// Number of busy tasks.
+    pub busy: usize,
+    /// Busy tasks spin this long, then sleep 1 ms; 0 = spin forever.
+    pub busy_ms: u64,
+    /// The mapper's CPU (default: the first usable CPU).
+    pub mapper_cpu: Option<usize>,
+    /// The CPUs for scanners and busy tasks (default: all other usable CPUs).
+    pub others_cpus: Option<Vec<usize>>,
+    /// Runs.
+    pub samples: usize,
+    /// Length of each run.
+    pub duration: Duration,
+    /// Size of the mapper's region, in MiB.
+    pub region_mib: usize,
+    /// Pause between mapper calls, in µs.
+    pub pause_us: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            procfile: ProcFile::Maps,
+            scanners: 1,
+            busy: 0,
+            busy_ms: 2,
+            mapper_cpu: None,
+            others_cpus: None,
+            samples: 5,
+            duration: Duration::from_secs(5),
+            region_mib: 128,
+            pause_us: 10,
+        }
+    }
+}
+
+impl Config {
+    /// The number of scanners that actually run.
+    pub fn effective_scanners(&self) -> usize {
+        if self.procfile == ProcFile::None { 0 } else { self.scanners }
+    }
+
+    /// Checks the configuration (bad input is an error, never a panic).
+    pub fn validate(&self) -> Result<()> {
+        if self.samples == 0 || self.samples > 10_000 {
+            bail!("--samples must be 1..=10000");
+        }
+        if self.duration < Duration::from_millis(10) || self.duration > Duration::from_secs(24 * 3600) {
+            bail!("--duration must be between 0.01 s and 24 h");
+        }
+        if self.scanners > 256 || self.busy > 256 {
+            bail!("at most 256 scanners and 256 busy tasks");
+        }
+        if self.region_mib == 0 || self.region_mib > 1 << 20 {
+            bail!("--region-mib must be 1..=1048576");
+        }
+        if self.pause_us > 1_000_000 {
+            bail!("--pause-us must be at most 1 s");
+        }
+        Ok(())
+    }
+
+    /// The row label in the seeds' style: `smaps, 1 scanner + 1 busy B=0`.
+    pub fn label(&self) -> String {
+        let s = self.effective_scanners();
+        let busy = if self.busy > 0 { Some(format!("{} busy B={}", self.busy, self.busy_ms)) } else { None };
+        match (s, busy) {
+            (0, None) => "no scanner, no busy task".to_string(),
+            (0, Some(b)) => format!("{b}, no scanner"),
+            (s, b) => {
+                let sc = format!("{}, {s} scanner{}", self.procfile.name(), if s == 1 { "" } else { "s" });
+                match b {
+                    Some(b) => format!("{sc} + {b}"),
+                    None => sc,
+                }
+            }
+        }
+    }
+}
+
+/// The seed grid around `base`: the no-scanner baseline, busy tasks only (B=0), then for each proc file
+/// {scanners only, + busy B=2, + busy B=0}. Scanner and busy counts come from `base` (a busy count of 0 is
+/// taken as 1 for the busy rows).
+pub fn sweep_grid(base: &Config) -> Vec<Config> {
+    let busy = base.busy.max(1);
+    let scanners = base.scanners.max(1);
+    let mut rows = vec![
+        Config { procfile: ProcFile::None, busy: 0, ..base.clone() },
+        Config { procfile: ProcFile::None, busy, busy_ms: 0, ..base.clone() },
+    ];
+    for pf in [ProcFile::Maps, ProcFile::Smaps, ProcFile::SmapsRollup, ProcFile::Query] {
+        rows.push(Config { procfile: pf, scanners, busy: 0, ..base.clone() });
+        rows.push(Config { procfile: pf, scanners, busy, busy_ms: 2, ..base.clone() });
+        rows.push(Config { procfile: pf, scanners, busy, busy_ms: 0, ..base.clone() });
+    }
+    rows
+}
+
+// Shared slot indices.
+const MAPPER_READY: usize = 0;
+const GO: usize = 1;
+const STOP: usize = 2;
+const MAPPER_ERRORS: usize = 3;
+const RESULT: usize = 4; // count, mean, p50, p99, p999, max: 6 words
+const SCANNER_BASE: usize = 16; // two words per scanner: reads, errno
+
+/// Runs every sample of `cfg`; `on_sample(i)` is called after sample `i` finishes.
+pub fn run(cfg: &Config, host: &HostInfo, on_sample: &mut dyn FnMut(usize)) -> Result<Report> {
+    cfg.validate()?;
+    let layout = Layout::resolve(&host.cpus_usable, cfg.mapper_cpu, cfg.others_cpus.as_deref())?;
+    let mut report = Report::new("kernel.contention", cfg.label(), host.clone());
+    report.param("procfile", cfg.procfile);
+    report.param("scanners", cfg.effective_scanners());
+    report.param("busy", cfg.busy);
+    report.param("busy_ms", cfg.busy_ms);
+    report.param("samples", cfg.samples);
+    report.param("duration_s", cfg.duration.as_secs_f64());
+    report.param("region_mib", cfg.region_mib);
+    report.param("pause_us", cfg.pause_us);
+    report.placement.push(Placement { role: "mapper".into(), index: 0, cpu: Some(layout.mapper), nice: 0 });
+    for i in 0..cfg.effective_scanners() {
+        report.placement.push(Placement {
+            role: "scanner".into(),
+            index: i,
+            cpu: Some(layout.other(i)),
+            nice: 15,
+        });
+    }
+    for i in 0..cfg.busy {
+        report.placement.push(Placement {
+            role: "busy".into(),
+            index: i,
+            cpu: Some(layout.other(i)),
+            nice: 0,
+        });
+    }
+    report.notes.extend(layout.notes.iter().cloned());
+    for i in 0..cfg.samples {
+        let m = run_once(cfg, &layout)?;
+        report.push_run(m);
+        on_sample(i);
+    }
+    report.summarise();
+    Ok(report)
+}
+
+fn f(slot: &std::sync::atomic::AtomicU64) -> f64 {
+    // Acquire: pairs with the mapper's Release stores of its results (and waitpid already ordered them).
+    f64::from_bits(slot.load(Ordering::Acquire))
+}
+
+fn run_once(cfg: &Config, layout: &Layout) -> Result<BTreeMap<String, f64>> {
+    let nscan = cfg.effective_scanners();
+    let slots = SharedSlots::new(SCANNER_BASE + 2 * nscan)?;
+    let page = sys::page_size();
+    let region = cfg.region_mib << 20;
+    let (duration, pause) = (cfg.duration, Duration::from_micros(cfg.pause_us));
+    let mapper_cpu = layout.mapper;
+
+    let mut mapper = child::spawn(|| mapper_main(&slots, mapper_cpu, region, page, duration, pause))
+        .context("fork of the mapper")?;
+    let t0 = Instant::now();
+    // Acquire: pairs with the mapper's Release store of MAPPER_READY after its region is populated.
+    while slots.get(MAPPER_READY).load(Ordering::Acquire) == 0 {
+        if let Some(e) = mapper.try_wait()? {
+            bail!("the mapper exited before it was ready ({e:?}); could it map {} MiB?", cfg.region_mib);
+        }
+        if t0.elapsed() > Duration::from_secs(60) {
+            bail!("the mapper did not get ready within 60 s");
+        }
+        check_interrupted()?;
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let mapper_pid = mapper.pid().as_raw_nonzero().get();
+    let mut others = Vec::new();
+    for i in 0..nscan {
+        let cpu = layout.other(i);
+        let pf = cfg.procfile;
+        others.push(
+            child::spawn(|| scanner_main(&slots, i, cpu, pf, mapper_pid)).context("fork of a scanner")?,
+        );
+    }
+    for i in 0..cfg.busy {
+        let cpu = layout.other(i);
+        let ms = cfg.busy_ms;
+        others.push(child::spawn(|| busy_main(&slots, cpu, ms)).context("fork of a busy task")?);
+    }
+    sleep_interruptible(Duration::from_millis(200))?;
+    // Release: the warm-up is over; the mapper and scanners only need the flag itself.
+    slots.get(GO).store(1, Ordering::Release);
+    let exit = mapper.wait()?;
+    // Release: tells scanners and busy tasks to stop counting and exit; they are also killed right after.
+    slots.get(STOP).store(1, Ordering::Release);
+    let reads: Vec<u64> =
+        (0..nscan).map(|i| slots.get(SCANNER_BASE + 2 * i).load(Ordering::Relaxed)).collect();
+    for o in &mut others {
+        o.kill_and_wait();
+    }
+    if exit != Exit::Code(0) {
+        bail!("the mapper failed: {exit:?}");
+    }
+    for i in 0..nscan {
+        let errno = slots.get(SCANNER_BASE + 2 * i + 1).load(Ordering::Relaxed);
+        if errno != 0 {
+            bail!(
+                "scanner {i} failed reading {}: {}",
+                cfg.procfile.name(),
+                rustix::io::Errno::from_raw_os_error(errno as i32)
+            );
+        }
+    }
+    let calls = f(slots.get(RESULT));
+    let mut m = BTreeMap::new();
+    m.insert("calls_count".to_string(), calls);
+    m.insert("calls_per_s".to_string(), calls / cfg.duration.as_secs_f64());
+    m.insert("call_mean_ms".to_string(), f(slots.get(RESULT + 1)));
+    m.insert("call_p50_ms".to_string(), f(slots.get(RESULT + 2)));
+    m.insert("call_p99_ms".to_string(), f(slots.get(RESULT + 3)));
+    m.insert("call_p999_ms".to_string(), f(slots.get(RESULT + 4)));
+    m.insert("call_max_ms".to_string(), f(slots.get(RESULT + 5)));
+    m.insert("mapper_errors_count".to_string(), slots.get(MAPPER_ERRORS).load(Ordering::Relaxed) as f64);
+    m.insert("scanner_reads_count".to_string(), reads.iter().sum::<u64>() as f64);
+    Ok(m)
+}
+
+/// Waits for GO (or STOP); returns false on STOP.
+fn wait_go(slots: &SharedSlots) -> bool {
+    loop {
+        // Acquire: pairs with the parent's Release store of GO / STOP.
+        if slots.get(STOP).load(Ordering::Acquire) != 0 {
+            return false;
+        }
+        if slots.get(GO).load(Ordering::Acquire) != 0 {
+            return true;
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+fn mapper_main(
+    slots: &SharedSlots,
+    cpu: usize,
+    region: usize,
+    page: usize,
+    duration: Duration,
+    pause: Duration,
+) -> i32 {
+    if sys::pin_to_cpu(cpu).is_err() || sys::set_nice(0).is_err() {
+        return 2;
+    }
+    let rw = sys::prot(true, true, false);
+    let Ok(base) = sys::map_anon(region, rw, true) else { return 3 };
+    // Release: the region is populated; the parent may start the others.
+    slots.get(MAPPER_READY).store(1, Ordering::Release);
+    if !wait_go(slots) {
+        return 0;
+    }
+    let pages = region / page;
+    let mut rng = SmallRng::seed_from_u64(seed());
+    let mut rec = LatencyRecorder::new();
+    let mut errors = 0u64;
+    let start = Instant::now();
+    while start.elapsed() < duration {
+        let addr = base + rng.random_range(0..pages) * page;
+        let map = rng.random_bool(0.5);
+        let t = Instant::now();
+        // SAFETY: the region belongs to this experiment; nothing holds references into it.
+        let r = unsafe { if map { sys::map_fixed(addr, page, rw) } else { sys::unmap(addr, page) } };
+        let ns = t.elapsed().as_nanos() as u64;
+        rec.record(ns);
+        if r.is_err() {
+            errors += 1;
+        }
+        if !pause.is_zero() {
+            sys::sleep_once(pause);
+        }
+    }
+    let s = rec.stats();
+    // Relaxed: the parent reads these only after reaping this process (waitpid orders them).
+    slots.get(MAPPER_ERRORS).store(errors, Ordering::Relaxed);
+    for (i, v) in [s.count as f64, s.mean_ms, s.p50_ms, s.p99_ms, s.p999_ms, s.max_ms].into_iter().enumerate()
+    {
+        // Release: pairs with the parent's Acquire loads in `f`.
+        slots.get(RESULT + i).store(v.to_bits(), Ordering::Release);
+    }
+    0
+}
+
+/// A per-process random seed (time and pid).
+fn seed() -> u64 {
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64);
+    t.unwrap_or(1) ^ (u64::from(std::process::id()) << 32)
+}
+
+fn scanner_main(slots: &SharedSlots, index: usize, cpu: usize, pf: ProcFile, pid: i32) -> i32 {
+    if sys::pin_to_cpu(cpu).is_err() || sys::set_nice(15).is_err() {
+        return 2;
+    }
+    let file = match pf {
+        ProcFile::Maps | ProcFile::Query => "maps",
+        ProcFile::Smaps => "smaps",
+        ProcFile::SmapsRollup => "smaps_rollup",
+        ProcFile::None => return 0,
+    };
+    let path = format!("/proc/{pid}/{file}");
+    let mut buf = vec![0u8; 128 << 10];
+    let mut name = Vec::with_capacity(4096);
+    let reads = slots.get(SCANNER_BASE + 2 * index);
+    loop {
+        // Acquire: pairs with the parent's Release store of STOP.
+        if slots.get(STOP).load(Ordering::Acquire) != 0 {
+            return 0;
+        }
+        let r = match pf {
+            ProcFile::Query => std::fs::File::open(&path)
+                .map_err(|e| rustix::io::Errno::from_io_error(&e).unwrap_or(rustix::io::Errno::IO))
+                .and_then(|f| crate::procmap_query::walk_count(&f, &mut name)),
+            _ => crate::maps::read_discard(&path, &mut buf),
+        };
+        if let Err(e) = r {
+            // Relaxed: a lone error word read after STOP.
+            slots.get(SCANNER_BASE + 2 * index + 1).store(e.raw_os_error() as u64, Ordering::Relaxed);
+            return 3;
+        }
+        // Relaxed: GO is a plain flag; the count is read by the parent after STOP, a stale count by a few
+        // reads does not matter.
+        if slots.get(GO).load(Ordering::Relaxed) != 0 {
+            reads.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+fn busy_main(slots: &SharedSlots, cpu: usize, busy_ms: u64) -> i32 {
+    if sys::pin_to_cpu(cpu).is_err() || sys::set_nice(0).is_err() {
+        return 2;
+    }
+    let spin = Duration::from_millis(busy_ms);
+    loop {
+        let t = Instant::now();
+        while busy_ms == 0 || t.elapsed() < spin {
+            // Relaxed: a stop flag polled in a spin loop; the parent also SIGKILLs us.
+            if slots.get(STOP).load(Ordering::Relaxed) != 0 {
+                return 0;
+            }
+            std::hint::spin_loop();
+        }
+        sys::sleep_once(Duration::from_millis(1));
+    }
+}
+
+/// Ratios of a row's median mean latency and median max latency to the baseline's.
+pub fn ratios(row: &Report, baseline: &Report) -> Option<(f64, f64)> {
+    let m = |r: &Report, k: &str| r.metric(k).map(|s| s.median);
+    Some((
+        m(row, "call_mean_ms")? / m(baseline, "call_mean_ms")?,
+        m(row, "call_max_ms")? / m(baseline, "call_max_ms")?,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_and_labels() {
+        assert_eq!("smaps_rollup".parse::<ProcFile>().unwrap(), ProcFile::SmapsRollup);
+        assert!("smap".parse::<ProcFile>().is_err());
+        let c = Config { procfile: ProcFile::Smaps, busy: 1, busy_ms: 0, ..Config::default() };
+        assert_eq!(c.label(), "smaps, 1 scanner + 1 busy B=0");
+        let c = Config { procfile: ProcFile::None, busy: 0, ..Config::default() };
+        assert_eq!(c.label(), "no scanner, no busy task");
+        assert_eq!(c.effective_scanners(), 0);
+    }
+
+    #[test]
+    fn grid_has_the_seed_rows() {
+        let g = sweep_grid(&Config::default());
+        assert_eq!(g.len(), 14);
+        assert_eq!(g[0].label(), "no scanner, no busy task");
+        assert_eq!(g[1].label(), "1 busy B=0, no scanner");
+        assert!(g.iter().any(|c| c.label() == "smaps_rollup, 1 scanner + 1 busy B=2"));
+    }
+
+    #[test]
+    fn validation() {
+        assert!(Config { samples: 0, ..Config::default() }.validate().is_err());
+        assert!(Config { duration: Duration::ZERO, ..Config::default() }.validate().is_err());
+        assert!(Config { scanners: 1000, ..Config::default() }.validate().is_err());
+        assert!(Config::default().validate().is_ok());
+    }
+
+    #[test]
+    fn short_run_with_a_scanner_and_a_busy_task() {
+        let host = HostInfo::gather();
+        let cfg = Config {
+            procfile: ProcFile::SmapsRollup,
+            busy: 1,
+            busy_ms: 2,
+            samples: 2,
+            duration: Duration::from_millis(300),
+            region_mib: 16,
+            ..Config::default()
+        };
+        let mut seen = 0;
+        let r = run(&cfg, &host, &mut |_| seen += 1).unwrap();
+        assert_eq!(seen, 2);
+        assert_eq!(r.runs.len(), 2);
+        let calls = r.metric("calls_count").unwrap();
+        assert!(calls.min > 100.0, "{calls:?}");
+        assert!(r.metric("scanner_reads_count").unwrap().min > 0.0);
+        let s = |k| r.metric(k).unwrap().median;
+        assert!(s("call_p50_ms") <= s("call_p99_ms") && s("call_p99_ms") <= s("call_max_ms"));
+        assert_eq!(s("mapper_errors_count"), 0.0);
+        assert_eq!(r.placement.len(), 3);
+    }
+}
