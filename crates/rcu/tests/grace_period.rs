@@ -1,0 +1,146 @@
+//! Integration tests of the ordinary (membarrier) build: retired objects are freed, but never while a guard
+//! that predates their retirement is alive.
+#![cfg(not(loom))]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+struct Counted(Arc<AtomicUsize>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// Drives reclamation until `cond` holds or a deadline passes.
+fn reclaim_until(cond: impl Fn() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if cond() {
+            return true;
+        }
+        vmspace_rcu::pin().flush();
+        std::thread::yield_now();
+    }
+    cond()
+}
+
+#[test]
+fn retired_box_is_freed_after_guards_drop() {
+    let freed = Arc::new(AtomicUsize::new(0));
+    let reader = vmspace_rcu::pin();
+    {
+        let writer = vmspace_rcu::pin();
+        let p = Box::into_raw(Box::new(Counted(freed.clone())));
+        // SAFETY: `p` was never published; it is retired once.
+        unsafe { writer.defer_destroy(p) };
+        writer.flush();
+    }
+    // The reader's guard predates the retirement: nothing may be freed while it lives.
+    for _ in 0..64 {
+        reader.flush();
+    }
+    assert_eq!(
+        freed.load(Ordering::SeqCst),
+        0,
+        "freed while a reader that predates the retirement was pinned"
+    );
+    drop(reader);
+    assert!(reclaim_until(|| freed.load(Ordering::SeqCst) == 1), "retired object never freed");
+}
+
+#[test]
+fn deferred_closures_run_once() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    for _ in 0..100 {
+        let runs = runs.clone();
+        vmspace_rcu::pin().defer(move || {
+            runs.fetch_add(1, Ordering::SeqCst);
+        });
+    }
+    assert!(reclaim_until(|| runs.load(Ordering::SeqCst) == 100));
+}
+
+/// An object that is never freed (so a late reader cannot crash the test) but is marked when its grace period
+/// has elapsed: a reader that still holds it then has found a reclamation bug.
+struct Canary {
+    reclaimed: AtomicUsize,
+}
+
+/// Readers keep loading the current object and check it is not reclaimed while they hold their guard; a writer
+/// keeps replacing it and retiring the old one.
+#[test]
+fn readers_never_see_a_reclaimed_object() {
+    use std::sync::atomic::{AtomicBool, AtomicPtr};
+    let first: &'static Canary = Box::leak(Box::new(Canary { reclaimed: AtomicUsize::new(0) }));
+    let slot = Arc::new(AtomicPtr::new(first as *const Canary as *mut Canary));
+    let stop = Arc::new(AtomicBool::new(false));
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let (slot, stop) = (slot.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut reads = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let guard = vmspace_rcu::pin();
+                    // SAFETY: canaries are leaked, so the reference is always valid memory.
+                    let c = unsafe { &*slot.load(Ordering::Acquire) };
+                    for _ in 0..16 {
+                        assert_eq!(c.reclaimed.load(Ordering::SeqCst), 0, "object reclaimed under a reader");
+                        std::hint::spin_loop();
+                    }
+                    drop(guard);
+                    reads += 1;
+                }
+                reads
+            })
+        })
+        .collect();
+    let mut reclaimed_total = Vec::new();
+    let deadline = Instant::now() + Duration::from_millis(1500);
+    while Instant::now() < deadline {
+        for _ in 0..1000 {
+            let next: &'static Canary = Box::leak(Box::new(Canary { reclaimed: AtomicUsize::new(0) }));
+            let old = slot.swap(next as *const Canary as *mut Canary, Ordering::AcqRel);
+            // SAFETY: canaries are leaked, never freed.
+            let old: &'static Canary = unsafe { &*old };
+            reclaimed_total.push(old);
+            vmspace_rcu::pin().defer(move || {
+                old.reclaimed.store(1, Ordering::SeqCst);
+            });
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    for r in readers {
+        assert!(r.join().unwrap() > 0);
+    }
+    vmspace_rcu::synchronize();
+    vmspace_rcu::synchronize();
+    let done = reclaimed_total.iter().filter(|c| c.reclaimed.load(Ordering::SeqCst) == 1).count();
+    assert_eq!(done, reclaimed_total.len(), "every retired object is reclaimed once readers are gone");
+}
+
+/// `synchronize` returns only after a reader that was inside when it was called has left.
+#[test]
+fn synchronize_waits_for_preexisting_reader() {
+    use std::sync::atomic::AtomicBool;
+    let inside = Arc::new(AtomicBool::new(false));
+    let left = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let (inside, left) = (inside.clone(), left.clone());
+        std::thread::spawn(move || {
+            let guard = vmspace_rcu::pin();
+            inside.store(true, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(200));
+            left.store(true, Ordering::SeqCst);
+            drop(guard);
+        })
+    };
+    while !inside.load(Ordering::SeqCst) {
+        std::thread::yield_now();
+    }
+    vmspace_rcu::synchronize();
+    assert!(left.load(Ordering::SeqCst), "synchronize returned while a pre-existing reader was inside");
+    reader.join().unwrap();
+}
