@@ -18,7 +18,7 @@
 //! `membarrier(2)`. Entering a critical section costs a few nanoseconds instead of the 14-19 ns of
 //! `crossbeam_epoch::pin` or `seize`'s `enter` on the project's machine (the module docs give the measurements
 //! and the case analysis). Writers never wait for readers: retired objects queue until their grace period has
-//! passed. Under `--cfg loom` a small reclamation model built on loom's atomics replaces it ([`loom_model`]),
+//! passed. Under `--cfg loom` a small reclamation model built on loom's atomics replaces it (`loom_model`),
 //! so that loom explores the orderings of *our* publication and retirement protocols with the reclamation
 //! decision made explicitly.
 //!
