@@ -1,0 +1,346 @@
+//! The canonical output of a script run and the comparison of two runs.
+//!
+//! # Output format
+//!
+//! One line per call, then a maps block after every `maps` op and once more at the end of the script:
+//!
+//! ```text
+//! L<line> <op> = <value>
+//! MAPS
+//! <maps lines inside the arena>
+//! END
+//! ```
+//!
+//! * `<line>` is the op's 1-based line in the script, `<op>` its keyword.
+//! * `<value>`: for mmap, mremap and brk the resulting address in `0x` hex; for the other calls `0` on success;
+//!   on failure `-E<NAME>` (`-ENOMEM`). A `touch` that cannot access a page prints `-EFAULT <page>` with the
+//!   address of the first page it could not access (pages before it were touched).
+//! * The maps lines are the kernel's `/proc/self/maps` text for every VMA that overlaps the arena, byte for
+//!   byte, with one canonicalisation so that the engine and the kernel compare: a mapping of a script file
+//!   (`fd=NAME`) prints device `00:00`, inode = the file's 1-based declaration number in the script, and name
+//!   `fd=NAME` (plus ` (deleted)` if the file was unlinked) instead of the runner's real path, device and
+//!   inode. Everything else (addresses, permissions, offsets, padding, `[anon:..]` names) is verbatim.
+//!
+//! # Comparison
+//!
+//! Two outputs compare line by line. Lines must be identical, except that two address results (mmap, mremap,
+//! brk) are equal when **both** addresses lie outside the arena: where the kernel puts a refused hint or a
+//! moving mremap depends on the process's layout, not on the semantics under test. [`compare`] returns the
+//! first difference with the lines before it as context.
+
+use crate::errno::Errno;
+use core::fmt;
+
+/// The address window that scripts use and that outputs show (default: 1 GiB at `0x200000000000`, free in
+/// every process on x86-64).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Arena {
+    /// First address.
+    pub base: u64,
+    /// Size in bytes.
+    pub size: u64,
+}
+
+impl Default for Arena {
+    fn default() -> Self {
+        Arena { base: 0x2000_0000_0000, size: 1 << 30 }
+    }
+}
+
+impl Arena {
+    /// One past the last address.
+    pub fn end(&self) -> u64 {
+        self.base.saturating_add(self.size)
+    }
+
+    /// Whether `addr` lies inside the arena.
+    pub fn contains(&self, addr: u64) -> bool {
+        addr >= self.base && addr < self.end()
+    }
+
+    /// Whether `[start, end)` overlaps the arena.
+    pub fn overlaps(&self, start: u64, end: u64) -> bool {
+        start < self.end() && end > self.base
+    }
+}
+
+/// The result of one call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Value {
+    /// An address (mmap, mremap, brk).
+    Addr(u64),
+    /// Success of a call that returns no address.
+    Zero,
+    /// Failure.
+    Err(Errno),
+    /// `touch` could not access the page at this address.
+    Fault(u64),
+}
+
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Addr(a) => write!(f, "{a:#x}"),
+            Value::Zero => f.write_str("0"),
+            Value::Err(e) => write!(f, "{e}"),
+            Value::Fault(a) => write!(f, "{} {a:#x}", Errno::EFAULT),
+        }
+    }
+}
+
+/// One entry of an output.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Entry {
+    /// `L<line> <op> = <value>`.
+    Call {
+        /// 1-based script line.
+        line: usize,
+        /// The op keyword.
+        op: String,
+        /// The result.
+        value: Value,
+    },
+    /// `MAPS`, the (canonical) maps lines inside the arena without their newlines, `END`.
+    Maps(Vec<String>),
+}
+
+/// The output of a run.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Output {
+    /// Entries in order.
+    pub entries: Vec<Entry>,
+}
+
+/// A malformed output text (from [`Output::parse`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutputParseError {
+    /// 1-based line in the output text.
+    pub line: usize,
+    /// What is wrong.
+    pub reason: String,
+}
+
+impl fmt::Display for OutputParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "output line {}: {}", self.line, self.reason)
+    }
+}
+
+impl std::error::Error for OutputParseError {}
+
+fn parse_hex(s: &str) -> Option<u64> {
+    u64::from_str_radix(s.strip_prefix("0x")?, 16).ok()
+}
+
+impl Output {
+    /// The text lines (without newlines).
+    pub fn text_lines(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        for e in &self.entries {
+            match e {
+                Entry::Call { line, op, value } => v.push(format!("L{line} {op} = {value}")),
+                Entry::Maps(lines) => {
+                    v.push("MAPS".into());
+                    v.extend(lines.iter().cloned());
+                    v.push("END".into());
+                }
+            }
+        }
+        v
+    }
+
+    /// The whole text, one line per entry line, each ending in a newline.
+    pub fn render(&self) -> String {
+        let mut s = String::new();
+        for l in self.text_lines() {
+            s.push_str(&l);
+            s.push('\n');
+        }
+        s
+    }
+
+    /// Parses text produced by [`Output::render`].
+    pub fn parse(text: &str) -> Result<Output, OutputParseError> {
+        let mut entries = Vec::new();
+        let mut maps: Option<Vec<String>> = None;
+        for (i, l) in text.lines().enumerate() {
+            let err = |reason: String| OutputParseError { line: i + 1, reason };
+            if let Some(m) = maps.as_mut() {
+                if l == "END" {
+                    entries.push(Entry::Maps(maps.take().unwrap_or_default()));
+                } else {
+                    m.push(l.to_string());
+                }
+                continue;
+            }
+            if l == "MAPS" {
+                maps = Some(Vec::new());
+                continue;
+            }
+            let (head, val) =
+                l.split_once(" = ").ok_or_else(|| err(format!("expected L<n> <op> = <value>: {l:?}")))?;
+            let (ln, op) =
+                head.split_once(' ').ok_or_else(|| err(format!("expected L<n> <op>: {head:?}")))?;
+            let line: usize = ln
+                .strip_prefix('L')
+                .and_then(|n| n.parse().ok())
+                .ok_or_else(|| err(format!("bad line tag {ln:?}")))?;
+            let value = if val == "0" {
+                Value::Zero
+            } else if let Some(a) = parse_hex(val) {
+                Value::Addr(a)
+            } else if let Some(rest) = val.strip_prefix("-EFAULT ") {
+                Value::Fault(parse_hex(rest).ok_or_else(|| err(format!("bad fault address {rest:?}")))?)
+            } else if let Some(e) = val.strip_prefix('-').and_then(Errno::from_name) {
+                Value::Err(e)
+            } else {
+                return Err(err(format!("bad value {val:?}")));
+            };
+            entries.push(Entry::Call { line, op: op.to_string(), value });
+        }
+        if maps.is_some() {
+            return Err(OutputParseError { line: text.lines().count(), reason: "MAPS without END".into() });
+        }
+        Ok(Output { entries })
+    }
+}
+
+/// One output line, flattened, with what the comparison needs to know about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Flat {
+    text: String,
+    /// For an address result: `(line, op, address)`.
+    addr: Option<(usize, String, u64)>,
+}
+
+fn flatten(o: &Output) -> Vec<Flat> {
+    let mut v = Vec::new();
+    for e in &o.entries {
+        match e {
+            Entry::Call { line, op, value } => {
+                let addr = match value {
+                    Value::Addr(a) => Some((*line, op.clone(), *a)),
+                    _ => None,
+                };
+                v.push(Flat { text: format!("L{line} {op} = {value}"), addr });
+            }
+            Entry::Maps(lines) => {
+                v.push(Flat { text: "MAPS".into(), addr: None });
+                v.extend(lines.iter().map(|l| Flat { text: l.clone(), addr: None }));
+                v.push(Flat { text: "END".into(), addr: None });
+            }
+        }
+    }
+    v
+}
+
+/// The first difference between two outputs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Difference {
+    /// 0-based index of the differing output line.
+    pub index: usize,
+    /// Up to [`CONTEXT`] lines before it (equal on both sides, as printed by the left side).
+    pub context: Vec<String>,
+    /// The left line (`None`: the left output ended).
+    pub left: Option<String>,
+    /// The right line (`None`: the right output ended).
+    pub right: Option<String>,
+    /// Names of the two sides, for display.
+    pub names: (String, String),
+}
+
+/// Lines of context shown before a difference.
+pub const CONTEXT: usize = 8;
+
+impl fmt::Display for Difference {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "first difference at output line {}:", self.index + 1)?;
+        for c in &self.context {
+            writeln!(f, "  {c}")?;
+        }
+        let show = |s: &Option<String>| s.clone().unwrap_or_else(|| "<end of output>".into());
+        writeln!(f, "- {}: {}", self.names.0, show(&self.left))?;
+        write!(f, "+ {}: {}", self.names.1, show(&self.right))
+    }
+}
+
+/// Compares two outputs (see the module documentation); `None` when they agree.
+pub fn compare(left: &Output, right: &Output, arena: Arena, names: (&str, &str)) -> Option<Difference> {
+    let (l, r) = (flatten(left), flatten(right));
+    for i in 0..l.len().max(r.len()) {
+        let same = match (l.get(i), r.get(i)) {
+            (Some(a), Some(b)) => {
+                a.text == b.text
+                    || matches!((&a.addr, &b.addr), (Some((la, lo, x)), Some((ra, ro, y)))
+                        if la == ra && lo == ro && !arena.contains(*x) && !arena.contains(*y))
+            }
+            (None, None) => true,
+            _ => false,
+        };
+        if !same {
+            return Some(Difference {
+                index: i,
+                context: l[i.saturating_sub(CONTEXT)..i.min(l.len())]
+                    .iter()
+                    .map(|f| f.text.clone())
+                    .collect(),
+                left: l.get(i).map(|f| f.text.clone()),
+                right: r.get(i).map(|f| f.text.clone()),
+                names: (names.0.to_string(), names.1.to_string()),
+            });
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Output {
+        Output {
+            entries: vec![
+                Entry::Call { line: 1, op: "file".into(), value: Value::Zero },
+                Entry::Call { line: 2, op: "mmap".into(), value: Value::Addr(0x2000_0000_0000) },
+                Entry::Call { line: 3, op: "touch".into(), value: Value::Fault(0x2000_0000_1000) },
+                Entry::Call { line: 4, op: "mprotect".into(), value: Value::Err(Errno::ENOMEM) },
+                Entry::Call { line: 5, op: "brk".into(), value: Value::Addr(0x5555_0000_0000) },
+                Entry::Maps(vec!["200000000000-200000001000 rw-p 00000000 00:00 0 ".into()]),
+            ],
+        }
+    }
+
+    #[test]
+    fn render_parse_round_trip() {
+        let o = sample();
+        let text = o.render();
+        assert!(text.contains("L3 touch = -EFAULT 0x200000001000\n"));
+        assert!(text.contains("L4 mprotect = -ENOMEM\n"));
+        assert!(text.ends_with("MAPS\n200000000000-200000001000 rw-p 00000000 00:00 0 \nEND\n"));
+        assert_eq!(Output::parse(&text).unwrap(), o);
+    }
+
+    #[test]
+    fn outside_addresses_compare_equal() {
+        let a = sample();
+        let mut b = sample();
+        b.entries[4] = Entry::Call { line: 5, op: "brk".into(), value: Value::Addr(0x5655_0000_0000) };
+        assert_eq!(compare(&a, &b, Arena::default(), ("a", "b")), None);
+        // Inside vs outside is a difference.
+        b.entries[1] = Entry::Call { line: 2, op: "mmap".into(), value: Value::Addr(0x7f00_0000_0000) };
+        let d = compare(&a, &b, Arena::default(), ("engine", "kernel")).unwrap();
+        assert_eq!(d.index, 1);
+        assert_eq!(d.context, vec!["L1 file = 0".to_string()]);
+        assert!(d.to_string().contains("+ kernel: L2 mmap = 0x7f0000000000"));
+    }
+
+    #[test]
+    fn length_mismatch_is_a_difference() {
+        let a = sample();
+        let mut b = sample();
+        b.entries.pop();
+        let d = compare(&a, &b, Arena::default(), ("a", "b")).unwrap();
+        assert_eq!(d.right, None);
+        assert_eq!(d.left.as_deref(), Some("MAPS"));
+    }
+}

@@ -1,0 +1,268 @@
+//! Running a script: the [`Target`] trait that a runner implements (the engine in `vmspace_mm`, the live
+//! kernel in `vmspace_linux::replay`), and [`run`], which drives any target through a script and builds the
+//! canonical [`Output`].
+//!
+//! The driver owns everything that must be identical on both sides: the order of calls, which value each call
+//! prints, when maps blocks are taken, which maps lines are kept (those overlapping the arena) and how file
+//! mappings are canonicalised. A target only performs calls and reports raw results.
+
+use crate::ast::{Advice, MmapFlags, MremapFlags, Op, Prot, Script};
+use crate::errno::Errno;
+use crate::output::{Arena, Entry, Output, Value};
+use vmspace_proc::{MapsLine, MapsName};
+
+/// A system that executes op-script calls. One method per op; each returns what the Linux syscall would
+/// (the value on success, the errno on failure), and must leave the address space unchanged when it fails.
+///
+/// All addresses and lengths are passed exactly as written in the script (no rounding or validation by the
+/// driver): rejecting unaligned addresses, zero or overflowing lengths, unknown flags etc. is the target's job,
+/// with the kernel's errno.
+pub trait Target {
+    /// `file NAME SIZE`: create a backing file of `size` bytes (contents zero) that later `mmap ... fd=NAME`
+    /// calls map. The file stays open (and linked) until the target is dropped. Returns `Ok(0)`; an error
+    /// (e.g. EFBIG/ENOSPC from the host) is reported as the line's result. The parser guarantees each NAME is
+    /// declared once and before use.
+    fn file(&mut self, name: &str, size: u64) -> Result<u64, Errno>;
+
+    /// `mmap(addr, len, prot, flags, fd, off)`. `file` is `Some((NAME, off))` for a file mapping (`flags`
+    /// then lacks `anon`), `None` for an anonymous one. Returns the mapped address. Addresses the target picks
+    /// itself (no `fixed`, hint refused) may lie anywhere; the comparison treats two results outside the arena
+    /// as equal.
+    fn mmap(
+        &mut self,
+        addr: u64,
+        len: u64,
+        prot: Prot,
+        flags: MmapFlags,
+        file: Option<(&str, u64)>,
+    ) -> Result<u64, Errno>;
+
+    /// `munmap(addr, len)`: `Ok(0)` on success.
+    fn munmap(&mut self, addr: u64, len: u64) -> Result<u64, Errno>;
+
+    /// `mprotect(addr, len, prot)`: `Ok(0)` on success.
+    fn mprotect(&mut self, addr: u64, len: u64, prot: Prot) -> Result<u64, Errno>;
+
+    /// `mremap(addr, old_len, new_len, flags, new_addr)`; `new_addr` is 0 when the script gives none (only
+    /// allowed without `fixed`). Returns the new address.
+    fn mremap(
+        &mut self,
+        addr: u64,
+        old_len: u64,
+        new_len: u64,
+        flags: MremapFlags,
+        new_addr: u64,
+    ) -> Result<u64, Errno>;
+
+    /// `madvise(addr, len, advice)`: `Ok(0)` on success.
+    fn madvise(&mut self, addr: u64, len: u64, advice: Advice) -> Result<u64, Errno>;
+
+    /// `touch ADDR LEN r|w`: access one byte in every page of `[addr & PAGE_MASK, addr + len)` in address
+    /// order, as a user read or write would (a write to a read-only page, any access to a `---` page, to an
+    /// unmapped page or to a file page beyond the end of the file fails). Returns `Ok(())` when every page was
+    /// accessed, or `Err(page)` with the page-aligned address of the first page that could not be (pages
+    /// before it have been accessed, with their faults' side effects; none after it). `len == 0` touches
+    /// nothing. Never kills the process (no SIGSEGV/SIGBUS).
+    fn touch(&mut self, addr: u64, len: u64, write: bool) -> Result<(), u64>;
+
+    /// `prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, addr, len, name)`; `None` clears the name. On a kernel (or an
+    /// engine config) without anonymous VMA names this is EINVAL. `Ok(0)` on success.
+    fn name(&mut self, addr: u64, len: u64, name: Option<&str>) -> Result<u64, Errno>;
+
+    /// `brk(addr)`: returns the resulting break (the old one when the request is refused; brk itself never
+    /// fails with an errno). On the kernel the break lives near the program's heap, outside the arena.
+    fn brk(&mut self, addr: u64) -> Result<u64, Errno>;
+
+    /// `fork()`: later calls run in the child, whose address space is the parent's copy per the fork rules
+    /// (DONTCOPY VMAs absent, WIPEONFORK VMAs empty). The parent does nothing more. Returns `Ok(0)` (the
+    /// child's view).
+    fn fork(&mut self) -> Result<u64, Errno>;
+
+    /// The complete `/proc/self/maps` text of the current address space (the driver keeps the lines that
+    /// overlap the arena).
+    fn maps(&mut self) -> String;
+
+    /// The path that maps lines show for the script file NAME (for the kernel, the temporary file's path; for
+    /// the engine, its model file's name), so that the driver can canonicalise it to `fd=NAME`. `None` if the
+    /// file was never created.
+    fn file_path(&self, name: &str) -> Option<String>;
+}
+
+/// Keeps the maps lines of `text` that overlap `arena`, canonicalising mappings of script files (see
+/// [`crate::output`]): `files` lists `(NAME, path)` in declaration order. A line that does not parse is kept
+/// verbatim (it will show up in a comparison).
+pub fn canonical_maps(text: &str, arena: Arena, files: &[(String, String)]) -> Vec<String> {
+    let mut out = Vec::new();
+    for raw in text.lines() {
+        let Ok(mut l) = raw.parse::<MapsLine>() else {
+            out.push(raw.to_string());
+            continue;
+        };
+        if !arena.overlaps(l.start, l.end) {
+            continue;
+        }
+        if let Some(MapsName::Path { path, deleted }) = &l.name
+            && let Some(idx) = files.iter().position(|(_, p)| p == path)
+        {
+            let suffix = if *deleted { " (deleted)" } else { "" };
+            l.name = Some(MapsName::Other(format!("fd={}{suffix}", files[idx].0)));
+            l.dev_major = 0;
+            l.dev_minor = 0;
+            l.inode = idx as u64 + 1;
+        }
+        out.push(l.to_string());
+    }
+    out
+}
+
+fn maps_entry<T: Target + ?Sized>(script: &Script, target: &mut T, arena: Arena) -> Entry {
+    let files: Vec<(String, String)> = script
+        .file_names()
+        .into_iter()
+        .filter_map(|n| target.file_path(n).map(|p| (n.to_string(), p)))
+        .collect();
+    Entry::Maps(canonical_maps(&target.maps(), arena, &files))
+}
+
+/// Runs `script` on `target` with the default arena. See [`run_in`].
+pub fn run<T: Target + ?Sized>(script: &Script, target: &mut T) -> Output {
+    run_in(script, target, Arena::default())
+}
+
+/// Runs every op of `script` on `target` in order and returns the output: one [`Entry::Call`] per call (a
+/// `maps` op gives a maps block instead) and a final maps block.
+pub fn run_in<T: Target + ?Sized>(script: &Script, target: &mut T, arena: Arena) -> Output {
+    let mut out = Output::default();
+    for l in &script.lines {
+        let addr_value = |r: Result<u64, Errno>| r.map_or_else(Value::Err, Value::Addr);
+        let zero_value = |r: Result<u64, Errno>| r.map_or_else(Value::Err, |_| Value::Zero);
+        let value = match &l.op {
+            Op::File { name, size } => zero_value(target.file(name, *size)),
+            Op::Mmap { addr, len, prot, flags, file } => addr_value(target.mmap(
+                *addr,
+                *len,
+                *prot,
+                *flags,
+                file.as_ref().map(|(n, o)| (n.as_str(), *o)),
+            )),
+            Op::Munmap { addr, len } => zero_value(target.munmap(*addr, *len)),
+            Op::Mprotect { addr, len, prot } => zero_value(target.mprotect(*addr, *len, *prot)),
+            Op::Mremap { addr, old_len, new_len, flags, new_addr } => {
+                addr_value(target.mremap(*addr, *old_len, *new_len, *flags, new_addr.unwrap_or(0)))
+            }
+            Op::Madvise { addr, len, advice } => zero_value(target.madvise(*addr, *len, *advice)),
+            Op::Touch { addr, len, write } => match target.touch(*addr, *len, *write) {
+                Ok(()) => Value::Zero,
+                Err(page) => Value::Fault(page),
+            },
+            Op::Name { addr, len, name } => zero_value(target.name(*addr, *len, name.as_deref())),
+            Op::Brk { addr } => addr_value(target.brk(*addr)),
+            Op::Fork => zero_value(target.fork()),
+            Op::Maps => {
+                let e = maps_entry(script, target, arena);
+                out.entries.push(e);
+                continue;
+            }
+        };
+        out.entries.push(Entry::Call { line: l.line, op: l.op.keyword().to_string(), value });
+    }
+    let e = maps_entry(script, target, arena);
+    out.entries.push(e);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A target that records calls and answers from a fixed rule, to check the driver's plumbing (not any
+    /// memory semantics).
+    #[derive(Default)]
+    struct Recorder {
+        calls: Vec<String>,
+    }
+
+    impl Target for Recorder {
+        fn file(&mut self, name: &str, size: u64) -> Result<u64, Errno> {
+            self.calls.push(format!("file {name} {size}"));
+            Ok(0)
+        }
+        fn mmap(
+            &mut self,
+            addr: u64,
+            len: u64,
+            _: Prot,
+            _: MmapFlags,
+            f: Option<(&str, u64)>,
+        ) -> Result<u64, Errno> {
+            self.calls.push(format!("mmap {addr:#x} {len:#x} {f:?}"));
+            if len == 0 { Err(Errno::EINVAL) } else { Ok(addr) }
+        }
+        fn munmap(&mut self, _: u64, _: u64) -> Result<u64, Errno> {
+            Ok(0)
+        }
+        fn mprotect(&mut self, _: u64, _: u64, _: Prot) -> Result<u64, Errno> {
+            Err(Errno::ENOMEM)
+        }
+        fn mremap(&mut self, _: u64, _: u64, _: u64, _: MremapFlags, n: u64) -> Result<u64, Errno> {
+            Ok(n)
+        }
+        fn madvise(&mut self, _: u64, _: u64, _: Advice) -> Result<u64, Errno> {
+            Ok(0)
+        }
+        fn touch(&mut self, addr: u64, _: u64, _: bool) -> Result<(), u64> {
+            Err(addr + 0x1000)
+        }
+        fn name(&mut self, _: u64, _: u64, _: Option<&str>) -> Result<u64, Errno> {
+            Err(Errno::EINVAL)
+        }
+        fn brk(&mut self, _: u64) -> Result<u64, Errno> {
+            Ok(0x5555_5555_0000)
+        }
+        fn fork(&mut self) -> Result<u64, Errno> {
+            Ok(0)
+        }
+        fn maps(&mut self) -> String {
+            concat!(
+                "1fffffffe000-200000001000 rw-p 00000000 00:00 0 \n",
+                "200000002000-200000003000 r--s 00001000 fe:00 4242                       /tmp/x/a\n",
+                "7fff03607000-7fff03628000 rw-p 00000000 00:00 0                          [stack]\n",
+            )
+            .into()
+        }
+        fn file_path(&self, name: &str) -> Option<String> {
+            (name == "a").then(|| "/tmp/x/a".to_string())
+        }
+    }
+
+    #[test]
+    fn driver_prints_each_call_and_canonical_maps() {
+        let s = Script::parse(
+            "file a 8192\nmmap 0x200000002000 4096 r-- shared|fixed fd=a off=4096\nmprotect 0 0 ---\n\
+             touch 0x200000000000 8192 w\nname 0x200000000000 4096 x\nbrk 0\nmaps\nmremap 1 2 3 fixed 0x4000\n",
+        )
+        .unwrap();
+        let mut t = Recorder::default();
+        let out = run(&s, &mut t);
+        assert_eq!(t.calls[1], "mmap 0x200000002000 0x1000 Some((\"a\", 4096))");
+        let text = out.render();
+        let expect = "\
+L1 file = 0
+L2 mmap = 0x200000002000
+L3 mprotect = -ENOMEM
+L4 touch = -EFAULT 0x200000001000
+L5 name = -EINVAL
+L6 brk = 0x555555550000
+MAPS
+1fffffffe000-200000001000 rw-p 00000000 00:00 0 
+200000002000-200000003000 r--s 00001000 00:00 1                          fd=a
+END
+L8 mremap = 0x4000
+MAPS
+1fffffffe000-200000001000 rw-p 00000000 00:00 0 
+200000002000-200000003000 r--s 00001000 00:00 1                          fd=a
+END
+";
+        assert_eq!(text, expect);
+    }
+}
