@@ -6,10 +6,13 @@
 
 pub mod child;
 pub mod contention;
+pub mod faults;
+pub mod fork;
 pub mod hostinfo;
 pub mod maps;
 pub mod placement;
 pub mod procmap_query;
+pub mod race;
 pub mod report;
 pub mod stats;
 pub mod sys;

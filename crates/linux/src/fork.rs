@@ -1,0 +1,218 @@
+//! Fork rate against the number of VMAs (seed 004's experiment).
+//!
+//! For each count N, the process adds N single-page VMAs: it maps N pages read-only in one call and makes every
+//! other page read-write, so no two neighbours can merge (N is exact: the region becomes N VMAs). Then, for the
+//! run's duration, it forks a child that exits at once (`_exit(0)`) and waits for it, again and again. Results:
+//! forks per second, forks per 10 s (the seed's unit), and VMAs duplicated per second (= forks per second x all
+//! VMAs of the process, counted from `/proc/self/maps` after the setup; the seed's "VMAs * forks/10s"). The pages
+//! are never touched, so fork copies VMAs and the tree but no page tables. The forking thread is pinned to one
+//! CPU during the runs (the seed used CPU binding) and its affinity restored afterwards.
+//!
+//! The count is checked against `vm.max_map_count` first: a count that cannot fit is an error naming the limit.
+
+use crate::child::check_interrupted;
+use crate::hostinfo::HostInfo;
+use crate::report::{Placement, Report};
+use crate::sys;
+use anyhow::{Context, Result, bail};
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// Seed 004's increments of VMAs over the default (its table goes on to 1,638,400; only counts that fit under
+/// `max_map_count` are used by default).
+pub const SEED_COUNTS: [usize; 14] =
+    [0, 100, 200, 400, 800, 1600, 3200, 6400, 12800, 25600, 51200, 102400, 204800, 409600];
+
+/// The experiment's parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// Extra VMA counts (one report each).
+    pub vmas: Vec<usize>,
+    /// Runs per count.
+    pub samples: usize,
+    /// Length of each run.
+    pub duration: Duration,
+    /// The CPU to fork on (default: the last usable CPU).
+    pub cpu: Option<usize>,
+}
+
+/// Head-room kept below `max_map_count` for the process's own VMAs and their growth.
+pub const HEADROOM: usize = 200;
+
+/// The counts of [`SEED_COUNTS`] that fit under `max_map_count` with [`HEADROOM`].
+pub fn default_counts(max_map_count: Option<u64>) -> Vec<usize> {
+    let limit = max_map_count.unwrap_or(65530) as usize;
+    SEED_COUNTS.iter().copied().filter(|&n| n + HEADROOM <= limit).collect()
+}
+
+/// Counts the VMAs of this process (lines of /proc/self/maps, minus the gate area).
+pub fn count_own_vmas() -> Result<usize> {
+    let t = std::fs::read_to_string("/proc/self/maps").context("read /proc/self/maps")?;
+    Ok(t.lines().filter(|l| !l.ends_with("[vsyscall]")).count())
+}
+
+/// Runs every count; `on_run(n, sample)` after each run.
+pub fn run(cfg: &Config, host: &HostInfo, on_run: &mut dyn FnMut(usize, usize)) -> Result<Vec<Report>> {
+    if cfg.vmas.is_empty() {
+        bail!("--vmas must list at least one count");
+    }
+    if cfg.samples == 0 || cfg.samples > 10_000 {
+        bail!("--samples must be 1..=10000");
+    }
+    if cfg.duration < Duration::from_millis(10) || cfg.duration > Duration::from_secs(24 * 3600) {
+        bail!("--duration must be between 0.01 s and 24 h");
+    }
+    let limit = host.max_map_count.unwrap_or(65530) as usize;
+    let own = count_own_vmas()?;
+    if let Some(&n) = cfg.vmas.iter().find(|&&n| n.saturating_add(own).saturating_add(HEADROOM) > limit) {
+        bail!(
+            "{n} extra VMAs do not fit: this process already has {own}, vm.max_map_count is {limit} (keeping \
+             {HEADROOM} spare); the largest count that fits is {}",
+            limit.saturating_sub(own + HEADROOM)
+        );
+    }
+    let cpu = match cfg.cpu {
+        Some(c) if !host.cpus_usable.contains(&c) => {
+            bail!("CPU {c} is not usable here ({:?})", host.cpus_usable)
+        }
+        Some(c) => c,
+        None => *host.cpus_usable.last().context("no usable CPU")?,
+    };
+    let saved = rustix::thread::sched_getaffinity(None)?;
+    sys::pin_to_cpu(cpu)?;
+    let result = (|| {
+        let mut reports = Vec::new();
+        for &n in &cfg.vmas {
+            reports.push(run_count(cfg, host, n, cpu, on_run)?);
+        }
+        Ok(reports)
+    })();
+    let _ = rustix::thread::sched_setaffinity(None, &saved);
+    result
+}
+
+/// N single-page VMAs that are unmapped on drop.
+struct ExtraVmas {
+    addr: usize,
+    len: usize,
+}
+
+impl ExtraVmas {
+    fn new(n: usize) -> Result<Self> {
+        let page = sys::page_size();
+        if n == 0 {
+            return Ok(Self { addr: 0, len: 0 });
+        }
+        let len = n * page;
+        let addr = sys::map_anon(len, sys::prot(true, false, false), false)?;
+        let me = Self { addr, len };
+        let rw = sys::prot(true, true, false);
+        for i in (1..n).step_by(2) {
+            check_interrupted()?;
+            // SAFETY: the page lies inside the region mapped above, which only this guard owns.
+            unsafe { sys::protect(addr + i * page, page, rw) }
+                .with_context(|| format!("mprotect while making {n} VMAs"))?;
+        }
+        Ok(me)
+    }
+}
+
+impl Drop for ExtraVmas {
+    fn drop(&mut self) {
+        if self.len > 0 {
+            // SAFETY: the region was mapped by `new` and nothing references it.
+            let _ = unsafe { sys::unmap(self.addr, self.len) };
+        }
+    }
+}
+
+fn run_count(
+    cfg: &Config,
+    host: &HostInfo,
+    n: usize,
+    cpu: usize,
+    on_run: &mut dyn FnMut(usize, usize),
+) -> Result<Report> {
+    let extra = ExtraVmas::new(n)?;
+    let total = count_own_vmas()?;
+    let mut r = Report::new("kernel.fork", format!("+{n} VMAs"), host.clone());
+    r.param("extra_vmas", n);
+    r.param("total_vmas", total);
+    r.param("samples", cfg.samples);
+    r.param("duration_s", cfg.duration.as_secs_f64());
+    r.placement.push(Placement { role: "forker".into(), index: 0, cpu: Some(cpu), nice: 0 });
+    r.placement.push(Placement { role: "child".into(), index: 0, cpu: Some(cpu), nice: 0 });
+    for s in 0..cfg.samples {
+        let start = Instant::now();
+        let mut forks = 0u64;
+        while start.elapsed() < cfg.duration {
+            check_interrupted()?;
+            // SAFETY: the child only calls `_exit`, which is async-signal-safe, so forking from a possibly
+            // multi-threaded process is sound.
+            let pid = unsafe { libc::fork() };
+            if pid < 0 {
+                bail!("fork failed: {}", std::io::Error::last_os_error());
+            }
+            if pid == 0 {
+                // SAFETY: ends the child at once, without running any of the parent's code.
+                unsafe { libc::_exit(0) };
+            }
+            let pid = rustix::process::Pid::from_raw(pid).context("fork returned a bad pid")?;
+            while let Err(rustix::io::Errno::INTR) =
+                rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty())
+            {}
+            forks += 1;
+        }
+        let secs = start.elapsed().as_secs_f64();
+        let rate = forks as f64 / secs;
+        r.push_run(BTreeMap::from([
+            ("forks_count".to_string(), forks as f64),
+            ("forks_per_s".to_string(), rate),
+            ("forks_per_10s".to_string(), rate * 10.0),
+            ("fork_mean_us".to_string(), secs * 1e6 / forks.max(1) as f64),
+            ("vmas_duplicated_per_s".to_string(), rate * total as f64),
+        ]));
+        on_run(n, s);
+    }
+    drop(extra);
+    r.summarise();
+    Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_fit_the_limit() {
+        assert_eq!(
+            default_counts(Some(65530)),
+            vec![0, 100, 200, 400, 800, 1600, 3200, 6400, 12800, 25600, 51200]
+        );
+        assert_eq!(default_counts(Some(1000)), vec![0, 100, 200, 400, 800]);
+        assert_eq!(default_counts(Some(999)), vec![0, 100, 200, 400]);
+    }
+
+    #[test]
+    fn extra_vmas_are_exact() {
+        let before = count_own_vmas().unwrap();
+        let e = ExtraVmas::new(101).unwrap();
+        let during = count_own_vmas().unwrap();
+        drop(e);
+        // Other test threads may map or unmap meanwhile; the 101 dominate.
+        assert!((during as isize - before as isize - 101).abs() <= 3, "{before} -> {during}");
+    }
+
+    #[test]
+    fn forks_and_rejects_too_many() {
+        let host = HostInfo::gather();
+        let cfg = Config { vmas: vec![0, 1000], samples: 1, duration: Duration::from_millis(200), cpu: None };
+        let reports = run(&cfg, &host, &mut |_, _| {}).unwrap();
+        let f0 = reports[0].metric("forks_per_s").unwrap().median;
+        let f1 = reports[1].metric("forks_per_s").unwrap().median;
+        assert!(f0 > 10.0 && f1 > 1.0, "{f0} {f1}");
+        assert!(reports[1].metric("vmas_duplicated_per_s").unwrap().median > f1 * 1000.0);
+        let too_many = Config { vmas: vec![10_000_000], ..cfg };
+        assert!(run(&too_many, &host, &mut |_, _| {}).is_err());
+    }
+}
