@@ -1,1 +1,61 @@
-//! The VMA and its locks (see the crate docs).
+//! The VMA object and every lock that protects it (`linux-mm.md` §2; seed 003).
+//!
+//! # Pieces
+//!
+//! - [`VmFlags`] ([`flags`]): the `vm_flags` word with Linux 6.18 x86-64 bit values and smaps mnemonics.
+//! - [`Vma`] ([`object`]): start, end, flags, pgoff, `vm_mm`, the lock words, and the reference-counted
+//!   attributes ([`VmFile`], [`AnonVma`], the anon name, in RCU-safe cells: [`attrs`]). Every field a reader may
+//!   load without a lock is atomic; each field documents who writes it under which lock.
+//! - [`MmLocking`] ([`mmap_lock`]): the lock side of an mm, embedded by the address space's `Mm`: identity,
+//!   [`MmapLock`] (writer-preferring rwsem with contention reporting), `mm_lock_seq`, speculation, stats.
+//! - The per-VMA lock ([`lock`]): `vm_refcnt` with the writer-exclusion flag and `vm_lock_seq`;
+//!   [`vma_start_read`], [`vma_end_read`], [`vma_start_write`], [`vma_mark_attached`], [`vma_mark_detached`],
+//!   [`vma_start_read_locked`]; all VMA write locks end together at `mmap_write_unlock`.
+//! - [`VmaPool`] ([`pool`]): type-stable VMAs reused without a grace period.
+//! - [`lock_vma_under_rcu`] ([`lookup`]): the fault path's RCU walk plus per-VMA read lock.
+//!
+//! # The writer's protocol (what the address-space code must do)
+//!
+//! ```text
+//! let w = mm.write_lock();                    // mmap_write_lock: mm_lock_seq odd
+//! vma_start_write(&mm, vma);                  // for every attached VMA that will change or go
+//! new = pool.alloc(&mm)?;                     // allocate everything before the point of no return
+//! new.set_range(..); vma_start_write(&mm, new); vma_mark_attached(&mm, new);
+//! tree.store(range, new);                     // publish the new VMA / unpublish the old one ...
+//! vma_mark_detached(&mm, old);                // ... then detach the old one (waits for stragglers)
+//! pool.free(old);                             // reusable at once
+//! drop(w);                                    // mmap_write_unlock: every VMA write lock ends
+//! ```
+//!
+//! The tree must be updated before a VMA is detached (so that a reader that finds it detached and walks again
+//! does not find it again).
+
+pub mod attrs;
+pub mod errno;
+pub mod flags;
+pub mod lock;
+pub mod lookup;
+pub mod mmap_lock;
+pub mod object;
+mod park;
+pub mod pool;
+pub mod stats;
+
+pub use attrs::{AnonVma, RcuArc, VmFile};
+pub use errno::Errno;
+pub use flags::VmFlags;
+pub use lock::{
+    VMA_LOCK_OFFSET, VMA_REF_LIMIT, VmaLockFail, VmaReadGuard, vma_assert_write_locked, vma_end_read,
+    vma_is_write_locked, vma_mark_attached, vma_mark_detached, vma_start_read, vma_start_read_locked,
+    vma_start_write,
+};
+pub use lookup::{VmaLookup, lock_vma_under_rcu};
+pub use mmap_lock::{MmLocking, MmapLock, MmapReadGuard, MmapWriteGuard};
+pub use object::{VM_LOCK_SEQ_NONE, Vma, VmaSnapshot};
+pub use pool::{PoolStats, VmaPool};
+pub use stats::{VmaLockCounts, VmaLockStats};
+
+/// Page size (x86-64, 4 KiB).
+pub const PAGE_SIZE: u64 = 4096;
+/// log2 of [`PAGE_SIZE`].
+pub const PAGE_SHIFT: u32 = 12;

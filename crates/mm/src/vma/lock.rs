@@ -1,0 +1,599 @@
+//! The per-VMA lock (Linux 6.15 – 6.18, seed 003, `linux-mm.md` §2.2 – 2.3).
+//!
+//! # State
+//!
+//! The lock is two words: `vm_refcnt` in the VMA, and `vm_lock_seq` in the VMA compared against the mm's
+//! `mm_lock_seq`.
+//!
+//! ```text
+//! vm_refcnt            meaning
+//! 0                    detached (not in a tree); readers can never raise it from 0
+//! 1                    attached, no reader (unlocked, or write-locked: that is recorded in vm_lock_seq)
+//! 2 ..= LIMIT          attached with n-1 readers (some may be transient, about to back off)
+//! FLAG                 detached while a writer excludes readers (only goes down)
+//! FLAG+1               attached, a writer has excluded every reader (or detaching with one straggler)
+//! > FLAG+1             a writer waits for readers to leave
+//! ```
+//!
+//! with `FLAG` = [`VMA_LOCK_OFFSET`] = 1 << 30 and `LIMIT` = [`VMA_REF_LIMIT`] = `FLAG - 1`. A VMA is
+//! write-locked iff `vm_lock_seq == mm_lock_seq` (meaningful while the mmap write lock is held: the sequence is
+//! odd then, and `mmap_write_unlock` makes it even, releasing every VMA write lock at once).
+//!
+//! # Operations
+//!
+//! - [`vma_start_read`]: never blocks. Fails if the VMA is write-locked (cheap check, then re-check), detached
+//!   ([`VmaLockFail::Detached`], the kernel's `-EAGAIN`, on which the caller re-walks), over the reader limit or
+//!   being excluded by a writer (the increment is limited to `LIMIT`, so a set FLAG refuses it), or recycled into
+//!   another mm (`vm_mm` differs). The increment has acquire ordering; `vm_mm` and `vm_lock_seq` are read after
+//!   it, and `mm_lock_seq` with acquire (pairs with the release in `vma_end_write_all`).
+//! - [`vma_end_read`] (or dropping a [`VmaReadGuard`]): release decrement; if what is left is the writer alone
+//!   (FLAG set and at most FLAG+1), wakes the waiting writer.
+//! - [`vma_start_write`] (mmap write lock held): returns at once if already write-locked in this epoch; if the
+//!   VMA is detached just records the epoch; otherwise adds FLAG (shutting out new readers), waits for the
+//!   count to fall to FLAG+1, stores `vm_lock_seq`, and subtracts FLAG with release ordering.
+//! - [`vma_mark_attached`]: detached and write-locked → release store of 1.
+//! - [`vma_mark_detached`]: attached and write-locked → decrement; if transient readers remain, add FLAG, wait
+//!   for the count to reach FLAG, subtract FLAG (0).
+//! - [`vma_start_read_locked`]: under the mmap read lock no writer can interfere, so only the reader limit can
+//!   make it fail.
+//!
+//! After any successful read lock taken outside the mmap lock the caller must still check the VMA's range: the
+//! VMA may have been recycled *within the same mm* at another address (`lock_vma_under_rcu` does this).
+//!
+//! # Waiting
+//!
+//! A writer waits on a key equal to the address of the VMA's `vm_refcnt` ([`super::park`]). The kernel waits
+//! on the mm's `vma_writer_wait` and a reader of a recycled VMA pins the other mm to wake it; keying the wait on
+//! the type-stable VMA itself gives the reader the right queue without knowing the mm.
+
+use std::fmt;
+
+use vmspace_rcu::sync::{Ordering, spin_loop};
+
+use super::mmap_lock::MmLocking;
+use super::object::Vma;
+use super::park::{SPINS, park, unpark_all};
+
+/// The writer-exclusion flag in `vm_refcnt` (bit 30), the kernel's `VMA_LOCK_OFFSET`.
+pub const VMA_LOCK_OFFSET: u32 = 1 << 30;
+/// The largest `vm_refcnt` a reader may create (`VMA_LOCK_OFFSET - 1`), the kernel's `VMA_REF_LIMIT`.
+pub const VMA_REF_LIMIT: u32 = VMA_LOCK_OFFSET - 1;
+
+/// Why a VMA read lock was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VmaLockFail {
+    /// The VMA is detached (`vm_refcnt` 0): removed from the tree, maybe freed. The kernel's `-EAGAIN`; the
+    /// caller should walk the tree again.
+    Detached,
+    /// The VMA is write-locked in the current write epoch, or a writer is excluding readers.
+    WriteLocked,
+    /// The reader count is at [`VMA_REF_LIMIT`].
+    RefLimit,
+    /// The VMA was freed and reused by another mm while the caller held a stale pointer.
+    OtherMm,
+}
+
+impl VmaLockFail {
+    /// True for [`VmaLockFail::Detached`] (retry the walk); every other failure means "fall back to
+    /// mmap_lock".
+    #[inline]
+    pub fn is_detached(self) -> bool {
+        self == Self::Detached
+    }
+}
+
+impl fmt::Display for VmaLockFail {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Detached => "VMA detached (EAGAIN)",
+            Self::WriteLocked => "VMA write-locked",
+            Self::RefLimit => "VMA reader limit reached",
+            Self::OtherMm => "VMA recycled into another mm",
+        })
+    }
+}
+
+/// A VMA read lock: the VMA cannot be changed (nor detached, nor freed) while this guard lives. Dropping it is
+/// `vma_end_read`.
+#[must_use = "dropping the guard releases the VMA read lock at once"]
+pub struct VmaReadGuard<'v> {
+    vma: &'v Vma,
+}
+
+impl<'v> VmaReadGuard<'v> {
+    /// The locked VMA.
+    #[inline]
+    pub fn vma(&self) -> &'v Vma {
+        self.vma
+    }
+
+    /// Gives up the guard without unlocking; the caller must later call [`vma_end_read`] on the VMA exactly
+    /// once.
+    #[inline]
+    pub fn into_raw(self) -> &'v Vma {
+        let vma = self.vma;
+        std::mem::forget(self);
+        vma
+    }
+
+    /// Re-wraps a read lock given up with [`VmaReadGuard::into_raw`] (or taken by a raw path).
+    ///
+    /// The caller must hold exactly one read lock on `vma` that no other guard or call will release. Breaking
+    /// this corrupts the lock count (a logic error, not memory unsafety: VMA memory is type-stable).
+    #[inline]
+    pub fn from_raw(vma: &'v Vma) -> Self {
+        Self { vma }
+    }
+}
+
+impl std::ops::Deref for VmaReadGuard<'_> {
+    type Target = Vma;
+    #[inline]
+    fn deref(&self) -> &Vma {
+        self.vma
+    }
+}
+
+impl Drop for VmaReadGuard<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        vma_end_read(self.vma);
+    }
+}
+
+impl fmt::Debug for VmaReadGuard<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("VmaReadGuard").field(self.vma).finish()
+    }
+}
+
+#[inline]
+fn wait_key(vma: &Vma) -> usize {
+    &vma.vm_refcnt.v as *const _ as usize
+}
+
+/// True if the count shows only the writer left (FLAG set, at most FLAG+1): the value at which a waiting writer
+/// must be woken (the kernel's `is_vma_writer_only`).
+#[inline]
+fn is_writer_only(cnt: u32) -> bool {
+    cnt & VMA_LOCK_OFFSET != 0 && cnt <= VMA_LOCK_OFFSET + 1
+}
+
+/// Adds one reference unless the count is 0 or the result would exceed [`VMA_REF_LIMIT`]; returns the old
+/// value on failure. Acquire on success (`__refcount_inc_not_zero_limited_acquire`).
+#[inline]
+fn inc_not_zero_limited(vma: &Vma) -> Result<(), u32> {
+    // Relaxed: the CAS carries the ordering.
+    let mut old = vma.vm_refcnt.v.load(Ordering::Relaxed);
+    loop {
+        if old == 0 || old >= VMA_REF_LIMIT {
+            return Err(old);
+        }
+        // Acquire: pairs with the release of `vma_mark_attached`'s store, a writer's `fetch_sub(FLAG)` in
+        // `vma_start_write`, and readers' release decrements (one release sequence of RMWs), so the fields and
+        // `vm_lock_seq` written before them are visible to the loads that follow.
+        match vma.vm_refcnt.v.compare_exchange_weak(old, old + 1, Ordering::Acquire, Ordering::Relaxed) {
+            Ok(_) => return Ok(()),
+            Err(now) => old = now,
+        }
+    }
+}
+
+/// Drops one reader reference and wakes a writer left alone with the VMA (`vma_refcount_put`).
+#[inline]
+fn refcount_put(vma: &Vma) {
+    // Release: this reader's section happens-before the writer that acquires the count it waits for.
+    let old = vma.vm_refcnt.v.fetch_sub(1, Ordering::Release);
+    debug_assert!(old != 0 && old != VMA_LOCK_OFFSET, "vma_end_read without a read lock (refcnt {old:#x})");
+    if is_writer_only(old - 1) {
+        unpark_all(wait_key(vma));
+    }
+}
+
+/// True if `vma` is write-locked in `mm`'s current write epoch. Meaningful for the mmap write-lock holder (and
+/// as a best-effort answer for anyone else).
+#[inline]
+pub fn vma_is_write_locked(mm: &MmLocking, vma: &Vma) -> bool {
+    // Relaxed: the holder reads its own stores; others get a snapshot.
+    vma.lock_seq_cell().load(Ordering::Relaxed) == mm_seq_relaxed(mm)
+}
+
+#[inline]
+fn mm_seq_relaxed(mm: &MmLocking) -> u64 {
+    // `raw_read` is acquire; a relaxed read would do for the cheap checks, the extra ordering is free on x86.
+    mm.mm_lock_seq().raw_read()
+}
+
+/// `vma_start_read`: tries to read-lock `vma` of `mm` without blocking. See the module docs for the failure
+/// cases. The caller found `vma` in an RCU walk (or holds it otherwise); VMA memory is type-stable, so a stale
+/// pointer is safe to pass and is detected.
+pub fn vma_start_read<'v>(mm: &MmLocking, vma: &'v Vma) -> Result<VmaReadGuard<'v>, VmaLockFail> {
+    // 1. Cheap check: write-locked in the current epoch. Relaxed: a false "unlocked" is caught by step 4.
+    if vma.lock_seq_cell().load(Ordering::Relaxed) == mm_seq_relaxed(mm) {
+        return Err(VmaLockFail::WriteLocked);
+    }
+    // 2. Limited increment with acquire.
+    if let Err(old) = inc_not_zero_limited(vma) {
+        return Err(if old == 0 {
+            VmaLockFail::Detached
+        } else if old & VMA_LOCK_OFFSET != 0 {
+            VmaLockFail::WriteLocked
+        } else {
+            VmaLockFail::RefLimit
+        });
+    }
+    let guard = VmaReadGuard { vma };
+    // 3. Recycled into another mm? `vm_mm` is read after the acquire increment, so it is at least as new as the
+    //    attach that made the count non-zero. Dropping the guard puts the reference and may wake the other mm's
+    //    writer (keyed by the VMA, see the module docs).
+    if vma.mm_id() != mm.id() {
+        return Err(VmaLockFail::OtherMm);
+    }
+    // 4. Re-check the write lock. `vm_lock_seq` (relaxed) is ordered after the acquire increment; `mm_lock_seq`
+    //    is read with acquire, pairing with the release in `vma_end_write_all`: if it shows the write epoch that
+    //    locked the VMA as over, the changes made in it are visible. A sequence that wrapped could only produce
+    //    a false "locked" (a harmless fall-back), never a false "unlocked".
+    if vma.lock_seq_cell().load(Ordering::Relaxed) == mm.mm_lock_seq().raw_read() {
+        return Err(VmaLockFail::WriteLocked);
+    }
+    Ok(guard)
+}
+
+/// `vma_start_read_locked`: read-locks `vma` while the caller holds `mm`'s mmap read lock (so no writer can
+/// interfere). Fails only at the reader limit (or, on a misuse, on a detached VMA).
+pub fn vma_start_read_locked(vma: &Vma) -> Result<VmaReadGuard<'_>, VmaLockFail> {
+    match inc_not_zero_limited(vma) {
+        Ok(()) => Ok(VmaReadGuard { vma }),
+        Err(0) => {
+            debug_assert!(false, "vma_start_read_locked on a detached VMA");
+            Err(VmaLockFail::Detached)
+        }
+        Err(_) => Err(VmaLockFail::RefLimit),
+    }
+}
+
+/// `vma_end_read`: releases one read lock on `vma` (taken by [`vma_start_read`] or
+/// [`vma_start_read_locked`] and given up with [`VmaReadGuard::into_raw`]).
+#[inline]
+pub fn vma_end_read(vma: &Vma) {
+    refcount_put(vma);
+}
+
+/// Adds FLAG unless the count is 0 (`refcount_add_not_zero`). Acquire: the readers' sections that ended before
+/// are visible.
+#[inline]
+fn add_flag_not_zero(vma: &Vma) -> bool {
+    // Relaxed: the CAS carries the ordering.
+    let mut old = vma.vm_refcnt.v.load(Ordering::Relaxed);
+    loop {
+        if old == 0 {
+            return false;
+        }
+        debug_assert!(old & VMA_LOCK_OFFSET == 0, "two writers excluding readers on one VMA");
+        // Acquire: pairs with readers' release decrements.
+        match vma.vm_refcnt.v.compare_exchange_weak(
+            old,
+            old + VMA_LOCK_OFFSET,
+            Ordering::Acquire,
+            Ordering::Relaxed,
+        ) {
+            Ok(_) => return true,
+            Err(now) => old = now,
+        }
+    }
+}
+
+/// Waits until `vm_refcnt == target` (spin, then park on the VMA's key).
+fn wait_for_refcnt(vma: &Vma, target: u32) {
+    let mut spins = 0;
+    loop {
+        // Acquire: reading `target` synchronises with the last reader's release decrement (all decrements are
+        // RMWs in one release sequence), so every reader's section happens-before what the writer does next.
+        if vma.vm_refcnt.v.load(Ordering::Acquire) == target {
+            return;
+        }
+        if spins < SPINS {
+            spins += 1;
+            spin_loop();
+            continue;
+        }
+        park(wait_key(vma), || {
+            // Relaxed under the queue lock: a reader decrements before it takes the same lock to wake us.
+            vma.vm_refcnt.v.load(Ordering::Relaxed) != target
+        });
+    }
+}
+
+/// `__vma_enter_locked`: adds FLAG (if attached) and waits for readers to leave. Returns false if the VMA is
+/// detached (nothing to wait for).
+fn enter_locked(vma: &Vma, detaching: bool) -> bool {
+    if !add_flag_not_zero(vma) {
+        return false;
+    }
+    wait_for_refcnt(vma, if detaching { VMA_LOCK_OFFSET } else { VMA_LOCK_OFFSET + 1 });
+    true
+}
+
+/// `__vma_exit_locked`: subtracts FLAG with release ordering (readers that increment afterwards see every store
+/// made while they were excluded, in particular `vm_lock_seq`). Returns the new count.
+fn exit_locked(vma: &Vma) -> u32 {
+    // Release: pairs with the acquire increment in `inc_not_zero_limited`.
+    let old = vma.vm_refcnt.v.fetch_sub(VMA_LOCK_OFFSET, Ordering::Release);
+    debug_assert!(old & VMA_LOCK_OFFSET != 0);
+    old - VMA_LOCK_OFFSET
+}
+
+/// `vma_start_write`: write-locks `vma` for the rest of `mm`'s current write epoch, waiting for its readers to
+/// leave. The caller holds `mm`'s mmap write lock and `vma` belongs to `mm`. The lock is released by
+/// `mmap_write_unlock` / `mmap_write_downgrade` (there is no per-VMA unlock).
+pub fn vma_start_write(mm: &MmLocking, vma: &Vma) {
+    debug_assert!(mm.is_write_locked(), "vma_start_write without the mmap write lock");
+    debug_assert_eq!(vma.mm_id(), mm.id(), "vma_start_write on another mm's VMA");
+    let seq = mm_seq_relaxed(mm);
+    // Relaxed: only this thread (the mmap write-lock holder) stores the current epoch.
+    if vma.lock_seq_cell().load(Ordering::Relaxed) == seq {
+        return;
+    }
+    if enter_locked(vma, false) {
+        // Relaxed: published by `exit_locked`'s release to readers that increment afterwards; readers that
+        // incremented before are the ones we waited for.
+        vma.lock_seq_cell().store(seq, Ordering::Relaxed);
+        let left = exit_locked(vma);
+        debug_assert_eq!(left, 1, "readers entered while excluded");
+    } else {
+        // Detached: no reader can take a reference; `vma_mark_attached`'s release store publishes this.
+        vma.lock_seq_cell().store(seq, Ordering::Relaxed);
+    }
+}
+
+/// `vma_assert_write_locked` as a predicate for the holder: true if `vma` is write-locked in `mm`'s current
+/// epoch and `mm` is write-locked.
+#[inline]
+pub fn vma_assert_write_locked(mm: &MmLocking, vma: &Vma) -> bool {
+    mm.is_write_locked() && vma_is_write_locked(mm, vma)
+}
+
+/// `vma_mark_attached`: a detached, write-locked VMA becomes attached (count 1). Call it when (or right before)
+/// the VMA is stored in the tree.
+pub fn vma_mark_attached(mm: &MmLocking, vma: &Vma) {
+    debug_assert!(vma_assert_write_locked(mm, vma), "vma_mark_attached without the VMA write lock");
+    debug_assert_eq!(vma.refcnt(), 0, "vma_mark_attached on an attached VMA");
+    // Release: the fields, `vm_mm` and `vm_lock_seq` set while detached are visible to a reader whose acquire
+    // increment reads this value (or a later one in its release sequence).
+    vma.vm_refcnt.v.store(1, Ordering::Release);
+}
+
+/// `vma_mark_detached`: an attached, write-locked VMA becomes detached (count 0), waiting for any transient
+/// reader still holding a reference. Call it after the VMA was removed from (or replaced in) the tree; once it
+/// returns the VMA may be freed to the pool.
+pub fn vma_mark_detached(mm: &MmLocking, vma: &Vma) {
+    debug_assert!(vma_assert_write_locked(mm, vma), "vma_mark_detached without the VMA write lock");
+    // AcqRel: the release orders the writer's earlier stores before the detached state; the acquire (when the
+    // count reaches 0 here) orders readers' sections before whatever follows (freeing).
+    let old = vma.vm_refcnt.v.fetch_sub(1, Ordering::AcqRel);
+    debug_assert!(old != 0 && old & VMA_LOCK_OFFSET == 0, "vma_mark_detached on a detached VMA ({old:#x})");
+    if old != 1 && enter_locked(vma, true) {
+        // Transient readers held references (they saw the write lock and are backing off): we waited for them.
+        let left = exit_locked(vma);
+        debug_assert_eq!(left, 0);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::vma::pool::VmaPool;
+
+    fn setup() -> (&'static VmaPool, MmLocking) {
+        (VmaPool::leak_new(), MmLocking::new())
+    }
+
+    /// Allocates a VMA in `mm`, sets a range and attaches it (count 1) inside a write section.
+    fn attached(pool: &VmaPool, mm: &MmLocking, start: u64, end: u64) -> &'static Vma {
+        let vma = pool.alloc(mm).expect("alloc");
+        let _w = mm.write_lock();
+        vma.set_range(mm, start, end);
+        vma_start_write(mm, vma);
+        vma_mark_attached(mm, vma);
+        vma
+    }
+
+    #[test]
+    fn constants() {
+        assert_eq!(VMA_LOCK_OFFSET, 0x4000_0000);
+        assert_eq!(VMA_REF_LIMIT, 0x3fff_ffff);
+    }
+
+    #[test]
+    fn fresh_vma_is_detached_and_refuses_readers() {
+        let (pool, mm) = setup();
+        let vma = pool.alloc(&mm).unwrap();
+        assert_eq!(vma.refcnt(), 0);
+        assert_eq!(vma_start_read(&mm, vma).unwrap_err(), VmaLockFail::Detached);
+        assert_eq!(vma.refcnt(), 0);
+    }
+
+    #[test]
+    fn attach_then_read_lock_counts() {
+        let (pool, mm) = setup();
+        let vma = attached(pool, &mm, 0x1000, 0x3000);
+        // 0 -> 1 (attached), write lock dropped by the guard above.
+        assert_eq!(vma.refcnt(), 1);
+        let r1 = vma_start_read(&mm, vma).unwrap();
+        assert_eq!(vma.refcnt(), 2);
+        let r2 = vma_start_read(&mm, vma).unwrap();
+        assert_eq!(vma.refcnt(), 3);
+        drop(r1);
+        drop(r2);
+        assert_eq!(vma.refcnt(), 1);
+    }
+
+    #[test]
+    fn write_locked_refuses_readers_until_mmap_write_unlock() {
+        let (pool, mm) = setup();
+        let vma = attached(pool, &mm, 0x1000, 0x3000);
+        let w = mm.write_lock();
+        vma_start_write(&mm, vma);
+        // Write-locked: count stays 1, vm_lock_seq is the (odd) epoch.
+        assert_eq!(vma.refcnt(), 1);
+        assert_eq!(vma.lock_seq(), mm.mm_lock_seq().raw_read());
+        assert_eq!(vma.lock_seq() & 1, 1);
+        assert!(vma_is_write_locked(&mm, vma));
+        assert_eq!(vma_start_read(&mm, vma).unwrap_err(), VmaLockFail::WriteLocked);
+        assert_eq!(vma.refcnt(), 1);
+        // Idempotent within the epoch.
+        vma_start_write(&mm, vma);
+        assert_eq!(vma.refcnt(), 1);
+        drop(w);
+        // mmap_write_unlock released the VMA write lock.
+        assert!(!vma_is_write_locked(&mm, vma));
+        let r = vma_start_read(&mm, vma).unwrap();
+        assert_eq!(vma.refcnt(), 2);
+        drop(r);
+    }
+
+    #[test]
+    fn downgrade_releases_vma_write_locks() {
+        let (pool, mm) = setup();
+        let vma = attached(pool, &mm, 0x1000, 0x2000);
+        let w = mm.write_lock();
+        vma_start_write(&mm, vma);
+        let r = w.downgrade();
+        assert!(!mm.is_write_locked());
+        let g = vma_start_read(&mm, vma).unwrap();
+        drop(g);
+        // Under the mmap read lock, the locked variant works too.
+        let g = vma_start_read_locked(vma).unwrap();
+        assert_eq!(vma.refcnt(), 2);
+        drop(g);
+        drop(r);
+    }
+
+    #[test]
+    fn writer_excluding_readers_refuses_them() {
+        let (pool, mm) = setup();
+        let vma = attached(pool, &mm, 0x1000, 0x2000);
+        // Simulate the middle of vma_start_write: FLAG added, readers excluded.
+        vma.vm_refcnt.v.fetch_add(VMA_LOCK_OFFSET, Ordering::Relaxed);
+        assert_eq!(vma.refcnt(), VMA_LOCK_OFFSET + 1);
+        assert_eq!(vma_start_read(&mm, vma).unwrap_err(), VmaLockFail::WriteLocked);
+        assert_eq!(vma_start_read_locked(vma).unwrap_err(), VmaLockFail::RefLimit);
+        assert_eq!(vma.refcnt(), VMA_LOCK_OFFSET + 1);
+        vma.vm_refcnt.v.fetch_sub(VMA_LOCK_OFFSET, Ordering::Relaxed);
+    }
+
+    #[test]
+    fn reader_limit() {
+        let (pool, mm) = setup();
+        let vma = attached(pool, &mm, 0x1000, 0x2000);
+        vma.vm_refcnt.v.store(VMA_REF_LIMIT - 1, Ordering::Relaxed);
+        let g = vma_start_read(&mm, vma).unwrap();
+        assert_eq!(vma.refcnt(), VMA_REF_LIMIT);
+        assert_eq!(vma_start_read(&mm, vma).unwrap_err(), VmaLockFail::RefLimit);
+        assert_eq!(vma_start_read_locked(vma).unwrap_err(), VmaLockFail::RefLimit);
+        drop(g);
+        vma.vm_refcnt.v.store(1, Ordering::Relaxed);
+    }
+
+    #[test]
+    fn detach_with_no_readers_and_free() {
+        let (pool, mm) = setup();
+        let vma = attached(pool, &mm, 0x1000, 0x2000);
+        {
+            let _w = mm.write_lock();
+            vma_start_write(&mm, vma);
+            vma_mark_detached(&mm, vma);
+            assert_eq!(vma.refcnt(), 0);
+        }
+        assert_eq!(vma_start_read(&mm, vma).unwrap_err(), VmaLockFail::Detached);
+        pool.free(vma);
+        assert_eq!(pool.stats().in_use, 0);
+    }
+
+    #[test]
+    fn detach_waits_for_straggler() {
+        let (pool, mm) = setup();
+        let vma = attached(pool, &mm, 0x1000, 0x2000);
+        let w = mm.write_lock();
+        vma_start_write(&mm, vma);
+        // A transient reader: it incremented before seeing the write lock (count 2), and will back off.
+        vma.vm_refcnt.v.fetch_add(1, Ordering::Acquire);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                vma_end_read(vma);
+            });
+            vma_mark_detached(&mm, vma);
+            assert_eq!(vma.refcnt(), 0);
+        });
+        drop(w);
+    }
+
+    #[test]
+    fn start_write_waits_for_reader() {
+        let (pool, mm) = setup();
+        let vma = attached(pool, &mm, 0x1000, 0x2000);
+        let r = vma_start_read(&mm, vma).unwrap();
+        let released = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                released.store(true, std::sync::atomic::Ordering::SeqCst);
+                drop(r);
+            });
+            let _w = mm.write_lock();
+            vma_start_write(&mm, vma);
+            assert!(released.load(std::sync::atomic::Ordering::SeqCst));
+            assert_eq!(vma.refcnt(), 1);
+            assert!(vma_is_write_locked(&mm, vma));
+        });
+    }
+
+    #[test]
+    fn start_write_on_detached_only_records_epoch() {
+        let (pool, mm) = setup();
+        let vma = pool.alloc(&mm).unwrap();
+        let _w = mm.write_lock();
+        vma_start_write(&mm, vma);
+        assert_eq!(vma.refcnt(), 0);
+        assert!(vma_is_write_locked(&mm, vma));
+        vma_mark_attached(&mm, vma);
+        assert_eq!(vma.refcnt(), 1);
+        // Attached but still write-locked in this epoch: readers refused.
+        assert_eq!(vma_start_read(&mm, vma).unwrap_err(), VmaLockFail::WriteLocked);
+    }
+
+    #[test]
+    fn recycled_into_other_mm_is_refused() {
+        let pool = VmaPool::leak_new();
+        let a = MmLocking::new();
+        let b = MmLocking::new();
+        let vma = attached(pool, &a, 0x1000, 0x2000);
+        {
+            let _w = a.write_lock();
+            vma_start_write(&a, vma);
+            vma_mark_detached(&a, vma);
+        }
+        pool.free(vma);
+        // The same object is handed to mm b and attached there.
+        let again = attached(pool, &b, 0x5000, 0x6000);
+        assert!(std::ptr::eq(again, vma));
+        // A stale reader of mm a: the increment succeeds, vm_mm differs, the reference is given back.
+        assert_eq!(vma_start_read(&a, vma).unwrap_err(), VmaLockFail::OtherMm);
+        assert_eq!(vma.refcnt(), 1);
+        assert!(vma_start_read(&b, vma).is_ok());
+    }
+
+    #[test]
+    fn guard_raw_round_trip() {
+        let (pool, mm) = setup();
+        let vma = attached(pool, &mm, 0x1000, 0x2000);
+        let raw = vma_start_read(&mm, vma).unwrap().into_raw();
+        assert_eq!(vma.refcnt(), 2);
+        drop(VmaReadGuard::from_raw(raw));
+        assert_eq!(vma.refcnt(), 1);
+        let raw = vma_start_read(&mm, vma).unwrap().into_raw();
+        vma_end_read(raw);
+        assert_eq!(vma.refcnt(), 1);
+    }
+}

@@ -1,0 +1,572 @@
+//! The mmap_lock (a reader/writer semaphore with writer preference and contention reporting) and
+//! [`MmLocking`], the per-mm bundle of every lock-side field: mm identity, mmap_lock, `mm_lock_seq`, and the
+//! per-VMA-lock statistics.
+//!
+//! # `MmapLock`: the algorithm
+//!
+//! One atomic word holds the whole state:
+//!
+//! ```text
+//! bit 0   WRITER    a writer owns the lock, or has claimed it and is waiting for readers to drain
+//! bit 1   PARKED    threads are parked (or about to park) on key K, waiting for WRITER to clear
+//! bit 2   DRAINING  the writer is parked (or about to park) on key K+1, waiting for the reader count to reach 0
+//! bits 3+ readers   number of read holders
+//! ```
+//!
+//! - A reader enters with a CAS that adds one reader, allowed only while WRITER is clear.
+//! - A writer first claims WRITER (allowed while WRITER is clear, whatever the reader count), which at once
+//!   shuts out new readers, then waits for the readers already inside to leave. This is the writer preference
+//!   mmap_lock needs: a waiting writer gets in ahead of readers that arrive after it, so a stream of readers
+//!   (e.g. `/proc` scanners) cannot starve `mmap()`.
+//! - Waiting: spin a little, then set PARKED (or DRAINING) and park with a validation that re-checks the state
+//!   under the parking queue's lock (see [`super::park`]); the releasing side clears the bit and unparks.
+//! - `write_unlock` clears WRITER and PARKED and wakes every thread parked on K; they race again. There is no
+//!   hand-off, so a writer that re-locks at once may overtake woken readers (the kernel hands the lock to the
+//!   queue head instead); readers still make progress because a writer cannot re-claim WRITER while it is still
+//!   waiting for readers that got in.
+//! - `downgrade` turns the write hold into one read hold in a single RMW and wakes K, letting waiting readers in.
+//!
+//! `is_contended` reports queued waiters as `rwsem_is_contended` does: PARKED or DRAINING set, or a writer that
+//! has claimed WRITER while readers are still inside (it is waiting, parked or spinning).
+//!
+//! Why not `parking_lot::RawRwLock`: it lets a parked writer block new readers, but it does not expose whether
+//! anyone is waiting, which `mmap_lock_is_contended` (smaps_rollup's drop-and-resume) needs; and under loom it
+//! cannot run. This lock is built on the loom seam and runs in the loom models.
+//!
+//! # `mm_lock_seq`
+//!
+//! A [`SeqCount`] advanced right after the write lock is taken (odd: write-locked) and right before it is
+//! released or downgraded (even). Its odd value is the epoch of the current write section: a VMA whose
+//! `vm_lock_seq` equals it is write-locked ([`super::lock`]), so advancing it at unlock releases every VMA write
+//! lock at once (`vma_end_write_all`). The release store of the even value pairs with the acquire re-read in
+//! `vma_start_read`, and also serves the speculative readers ([`MmLocking::speculate_try_begin`]).
+
+use std::fmt;
+
+use vmspace_rcu::SeqCount;
+use vmspace_rcu::sync::{AtomicU64, Ordering, spin_loop};
+
+use super::park::{SPINS, park, unpark_all};
+use crate::vma::stats::VmaLockStats;
+
+const WRITER: u64 = 1;
+const PARKED: u64 = 2;
+const DRAINING: u64 = 4;
+const ONE_READER: u64 = 8;
+const READER_SHIFT: u32 = 3;
+
+#[inline]
+fn readers(s: u64) -> u64 {
+    s >> READER_SHIFT
+}
+
+/// A reader/writer semaphore with writer preference and contention reporting (the kernel's `rw_semaphore` as
+/// mmap_lock uses it). See the module docs for the algorithm.
+///
+/// It is a raw lock: `*_unlock` must be called only by a thread that holds the corresponding side (a violation
+/// corrupts the lock's state but is not memory-unsafe).
+pub struct MmapLock {
+    state: AtomicU64,
+}
+
+impl MmapLock {
+    /// An unlocked semaphore.
+    #[cfg(not(loom))]
+    pub const fn new() -> Self {
+        Self { state: AtomicU64::new(0) }
+    }
+
+    /// An unlocked semaphore.
+    #[cfg(loom)]
+    pub fn new() -> Self {
+        Self { state: AtomicU64::new(0) }
+    }
+
+    #[inline]
+    fn key_waiters(&self) -> usize {
+        &self.state as *const AtomicU64 as usize
+    }
+
+    #[inline]
+    fn key_drain(&self) -> usize {
+        self.key_waiters() + 1
+    }
+
+    /// Takes a read hold if no writer owns or has claimed the lock.
+    #[inline]
+    pub fn try_read(&self) -> bool {
+        // Relaxed: the CAS below carries the ordering.
+        let mut s = self.state.load(Ordering::Relaxed);
+        while s & WRITER == 0 {
+            // Acquire on success: pairs with the release in `write_unlock`/`downgrade`, so the previous write
+            // section happens-before this read section.
+            match self.state.compare_exchange_weak(s, s + ONE_READER, Ordering::Acquire, Ordering::Relaxed) {
+                Ok(_) => return true,
+                Err(now) => s = now,
+            }
+        }
+        false
+    }
+
+    /// Takes a read hold, waiting while a writer owns or has claimed the lock.
+    pub fn read(&self) {
+        if self.try_read() {
+            return;
+        }
+        let mut spins = 0;
+        loop {
+            if self.try_read() {
+                return;
+            }
+            if spins < SPINS {
+                spins += 1;
+                spin_loop();
+                continue;
+            }
+            // Relaxed: only decides whether to announce ourselves; `park`'s validation re-checks under the queue
+            // lock.
+            let s = self.state.load(Ordering::Relaxed);
+            if s & WRITER == 0 {
+                continue;
+            }
+            if s & PARKED == 0
+                // Relaxed: the bit is a hint to the unlocker; the queue lock orders the wake-up.
+                && self.state.compare_exchange(s, s | PARKED, Ordering::Relaxed, Ordering::Relaxed).is_err()
+            {
+                continue;
+            }
+            park(self.key_waiters(), || {
+                // Relaxed under the queue lock: `write_unlock` clears the bits before it takes the same lock.
+                let s = self.state.load(Ordering::Relaxed);
+                s & WRITER != 0 && s & PARKED != 0
+            });
+            spins = 0;
+        }
+    }
+
+    /// Drops a read hold.
+    #[inline]
+    pub fn read_unlock(&self) {
+        // Release: this read section happens-before the writer's section (pairs with the acquire loads of the
+        // drain loop in `write`).
+        let prev = self.state.fetch_sub(ONE_READER, Ordering::Release);
+        debug_assert!(readers(prev) > 0, "MmapLock::read_unlock without a read hold");
+        if readers(prev) == 1 && prev & DRAINING != 0 {
+            unpark_all(self.key_drain());
+        }
+    }
+
+    /// Takes the write hold if nobody holds the lock.
+    #[inline]
+    pub fn try_write(&self) -> bool {
+        // Relaxed: the CAS below carries the ordering.
+        let mut s = self.state.load(Ordering::Relaxed);
+        while s & WRITER == 0 && readers(s) == 0 {
+            // Acquire on success: pairs with the release of the previous holder's unlock.
+            match self.state.compare_exchange_weak(s, s | WRITER, Ordering::Acquire, Ordering::Relaxed) {
+                Ok(_) => return true,
+                Err(now) => s = now,
+            }
+        }
+        false
+    }
+
+    /// Takes the write hold: claims WRITER (shutting out new readers), then waits for the readers inside.
+    pub fn write(&self) {
+        // Acquire on success: pairs with the release of the previous holder's unlock.
+        if self.state.compare_exchange(0, WRITER, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+            return;
+        }
+        self.claim_writer();
+        self.drain_readers();
+    }
+
+    fn claim_writer(&self) {
+        let mut spins = 0;
+        loop {
+            // Relaxed: the CAS carries the ordering.
+            let s = self.state.load(Ordering::Relaxed);
+            if s & WRITER == 0 {
+                // Acquire: pairs with the previous writer's release in `write_unlock`.
+                if self
+                    .state
+                    .compare_exchange_weak(s, s | WRITER, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    return;
+                }
+                continue;
+            }
+            if spins < SPINS {
+                spins += 1;
+                spin_loop();
+                continue;
+            }
+            if s & PARKED == 0
+                // Relaxed: a hint for the unlocker, see `read`.
+                && self.state.compare_exchange(s, s | PARKED, Ordering::Relaxed, Ordering::Relaxed).is_err()
+            {
+                continue;
+            }
+            park(self.key_waiters(), || {
+                // Relaxed under the queue lock, as in `read`.
+                let s = self.state.load(Ordering::Relaxed);
+                s & WRITER != 0 && s & PARKED != 0
+            });
+            spins = 0;
+        }
+    }
+
+    fn drain_readers(&self) {
+        let mut spins = 0;
+        loop {
+            // Acquire: reading 0 readers synchronises with every reader's release `fetch_sub` (they form one
+            // release sequence of RMWs), so their read sections happen-before the write section.
+            let s = self.state.load(Ordering::Acquire);
+            if readers(s) == 0 {
+                if s & DRAINING != 0 {
+                    // Relaxed: our own bit; nobody else reads it while WRITER is ours and no reader is inside.
+                    self.state.fetch_and(!DRAINING, Ordering::Relaxed);
+                }
+                return;
+            }
+            if spins < SPINS {
+                spins += 1;
+                spin_loop();
+                continue;
+            }
+            if s & DRAINING == 0
+                // Relaxed: a CAS against a value with readers > 0; the last reader's `fetch_sub` either sees the
+                // bit (and wakes us) or makes this CAS fail.
+                && self.state.compare_exchange(s, s | DRAINING, Ordering::Relaxed, Ordering::Relaxed).is_err()
+            {
+                continue;
+            }
+            park(self.key_drain(), || {
+                // Relaxed under the queue lock: the last reader decrements before it takes the same lock.
+                readers(self.state.load(Ordering::Relaxed)) > 0
+            });
+            spins = 0;
+        }
+    }
+
+    /// Drops the write hold and wakes every waiter.
+    #[inline]
+    pub fn write_unlock(&self) {
+        // Release: the write section happens-before the next holder's section.
+        if self.state.compare_exchange(WRITER, 0, Ordering::Release, Ordering::Relaxed).is_ok() {
+            return;
+        }
+        // Release: as above. The bits are cleared before the queue lock is taken in `unpark_all`, so a waiter
+        // that validates after us sees them clear and does not park.
+        let prev = self.state.fetch_and(!(WRITER | PARKED), Ordering::Release);
+        debug_assert!(prev & WRITER != 0, "MmapLock::write_unlock without the write hold");
+        if prev & PARKED != 0 {
+            unpark_all(self.key_waiters());
+        }
+    }
+
+    /// Turns the write hold into a read hold without letting another writer in between.
+    pub fn downgrade(&self) {
+        // Release: the write section happens-before the sections of readers let in now.
+        let prev = self
+            .state
+            .fetch_update(Ordering::Release, Ordering::Relaxed, |s| {
+                Some((s & !(WRITER | PARKED)) + ONE_READER)
+            })
+            .unwrap_or_else(|s| s);
+        debug_assert!(prev & WRITER != 0 && readers(prev) == 0, "MmapLock::downgrade without the write hold");
+        if prev & PARKED != 0 {
+            unpark_all(self.key_waiters());
+        }
+    }
+
+    /// True if another thread waits for the lock (the kernel's `rwsem_is_contended`).
+    #[inline]
+    pub fn is_contended(&self) -> bool {
+        // Relaxed: a heuristic snapshot; callers that act on it re-take the lock.
+        let s = self.state.load(Ordering::Relaxed);
+        s & (PARKED | DRAINING) != 0 || (s & WRITER != 0 && readers(s) > 0)
+    }
+
+    /// True if a writer owns or has claimed the lock.
+    #[inline]
+    pub fn is_write_locked(&self) -> bool {
+        // Relaxed: a snapshot for assertions and diagnostics.
+        self.state.load(Ordering::Relaxed) & WRITER != 0
+    }
+
+    /// The number of read holders (a snapshot).
+    #[inline]
+    pub fn reader_count(&self) -> u64 {
+        // Relaxed: a snapshot for assertions and diagnostics.
+        readers(self.state.load(Ordering::Relaxed))
+    }
+}
+
+impl Default for MmapLock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for MmapLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Relaxed: a diagnostic snapshot.
+        let s = self.state.load(Ordering::Relaxed);
+        f.debug_struct("MmapLock")
+            .field("writer", &(s & WRITER != 0))
+            .field("parked", &(s & PARKED != 0))
+            .field("draining", &(s & DRAINING != 0))
+            .field("readers", &readers(s))
+            .finish()
+    }
+}
+
+/// Hands out mm identities: unique for the life of the process, never 0 (0 means "no mm" in `vm_mm`).
+// An identity source outside every checked protocol, so std's atomic is used directly (a loom atomic cannot be
+// built in a `static`).
+static NEXT_MM_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// The lock side of an `mm_struct`: its identity, mmap_lock, `mm_lock_seq` and per-VMA-lock statistics.
+///
+/// The address-space `Mm` embeds one. Every VMA-lock operation ([`super::lock`]) takes it to compare a VMA's
+/// `vm_lock_seq` against `mm_lock_seq` and its `vm_mm` against [`MmLocking::id`]. The writer's wait for VMA
+/// readers is not here: it is keyed by the VMA's own address (see [`super::park`]), so a reader that took a
+/// transient reference on a VMA recycled into another mm wakes that mm's writer without having to find the mm.
+///
+/// Concurrency contract: `id` is immutable. `mmap_lock` and `mm_lock_seq` are the synchronisation themselves;
+/// `mm_lock_seq` is advanced only by the write-lock holder (in `write_lock`, `write_unlock`, `downgrade`) and
+/// read by anyone. The statistics are relaxed counters.
+pub struct MmLocking {
+    id: u64,
+    mmap_lock: MmapLock,
+    mm_lock_seq: SeqCount,
+    stats: VmaLockStats,
+}
+
+impl MmLocking {
+    /// Lock state for a new mm with a fresh identity.
+    pub fn new() -> Self {
+        // Relaxed: only uniqueness matters.
+        let id = NEXT_MM_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Self::with_id(id)
+    }
+
+    /// Lock state for an mm with the given identity (loom models and tests that need fixed ids; `id` must not
+    /// be 0 and should be unique among live mms).
+    pub fn with_id(id: u64) -> Self {
+        assert_ne!(id, 0, "mm id 0 means \"no mm\"");
+        Self { id, mmap_lock: MmapLock::new(), mm_lock_seq: SeqCount::new(), stats: VmaLockStats::new() }
+    }
+
+    /// The mm identity stored in `vm_mm` of this mm's VMAs (never 0).
+    #[inline]
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The raw mmap_lock (for assertions and contention checks; take it through the methods below).
+    #[inline]
+    pub fn mmap_lock(&self) -> &MmapLock {
+        &self.mmap_lock
+    }
+
+    /// `mm_lock_seq`: odd while the mmap write lock is held.
+    #[inline]
+    pub fn mm_lock_seq(&self) -> &SeqCount {
+        &self.mm_lock_seq
+    }
+
+    /// The per-VMA-lock statistics of this mm.
+    #[inline]
+    pub fn stats(&self) -> &VmaLockStats {
+        &self.stats
+    }
+
+    /// `mmap_read_lock`: takes mmap_lock for read, waiting behind any writer that claimed it first.
+    #[inline]
+    pub fn read_lock(&self) -> MmapReadGuard<'_> {
+        self.mmap_lock.read();
+        MmapReadGuard { mm: self }
+    }
+
+    /// `mmap_read_trylock`.
+    #[inline]
+    pub fn try_read_lock(&self) -> Option<MmapReadGuard<'_>> {
+        self.mmap_lock.try_read().then_some(MmapReadGuard { mm: self })
+    }
+
+    /// `mmap_write_lock`: takes mmap_lock for write and opens a new write epoch (`mm_lock_seq` becomes odd).
+    #[inline]
+    pub fn write_lock(&self) -> MmapWriteGuard<'_> {
+        self.mmap_lock.write();
+        self.mm_lock_seq.write_begin();
+        MmapWriteGuard { mm: self }
+    }
+
+    /// `mmap_write_trylock`.
+    #[inline]
+    pub fn try_write_lock(&self) -> Option<MmapWriteGuard<'_>> {
+        if self.mmap_lock.try_write() {
+            self.mm_lock_seq.write_begin();
+            Some(MmapWriteGuard { mm: self })
+        } else {
+            None
+        }
+    }
+
+    /// Raw `mmap_read_lock` for callers that cannot hold a guard (a reader that keeps the lock across calls).
+    /// Pair it with [`MmLocking::raw_read_unlock`].
+    #[inline]
+    pub fn raw_read_lock(&self) {
+        self.mmap_lock.read();
+    }
+
+    /// Raw `mmap_read_unlock`. The caller must hold a read lock taken with [`MmLocking::raw_read_lock`] (or a
+    /// guard it forgot).
+    #[inline]
+    pub fn raw_read_unlock(&self) {
+        self.mmap_lock.read_unlock();
+    }
+
+    /// Raw `mmap_write_lock`. Pair it with [`MmLocking::raw_write_unlock`] or [`MmLocking::raw_write_downgrade`].
+    #[inline]
+    pub fn raw_write_lock(&self) {
+        self.mmap_lock.write();
+        self.mm_lock_seq.write_begin();
+    }
+
+    /// Raw `mmap_write_unlock`: ends the write epoch (releasing every VMA write lock at once) and the write
+    /// hold. The caller must hold the write lock.
+    #[inline]
+    pub fn raw_write_unlock(&self) {
+        self.vma_end_write_all();
+        self.mmap_lock.write_unlock();
+    }
+
+    /// Raw `mmap_write_downgrade`: ends the write epoch and keeps a read hold. The caller must hold the write
+    /// lock.
+    #[inline]
+    pub fn raw_write_downgrade(&self) {
+        self.vma_end_write_all();
+        self.mmap_lock.downgrade();
+    }
+
+    /// `vma_end_write_all`: `mm_lock_seq` becomes even, so no VMA's `vm_lock_seq` equals it any more. Release:
+    /// pairs with the acquire re-read of `mm_lock_seq` in `vma_start_read` (a reader that sees the even value
+    /// sees every change made under the VMA write locks).
+    #[inline]
+    fn vma_end_write_all(&self) {
+        debug_assert!(self.mmap_lock.is_write_locked());
+        self.mm_lock_seq.write_end();
+    }
+
+    /// True if a writer holds mmap_lock for write, as far as `mm_lock_seq` shows (odd). Meaningful as an
+    /// assertion by the holder itself.
+    #[inline]
+    pub fn is_write_locked(&self) -> bool {
+        // `raw_read` is an acquire load: harmless here.
+        self.mm_lock_seq.raw_read() & 1 == 1
+    }
+
+    /// `mmap_lock_is_contended`: true if some thread waits for mmap_lock.
+    #[inline]
+    pub fn is_contended(&self) -> bool {
+        self.mmap_lock.is_contended()
+    }
+
+    /// `mmap_lock_speculate_try_begin`: the current `mm_lock_seq` if no writer holds mmap_lock, else `None`.
+    /// A reader that copies state without locks validates the copy with
+    /// [`MmLocking::speculate_retry`].
+    #[inline]
+    pub fn speculate_try_begin(&self) -> Option<u64> {
+        self.mm_lock_seq.try_read_begin()
+    }
+
+    /// `mmap_lock_speculate_retry`: true if a writer took mmap_lock since `seq` was read (the copy is stale).
+    #[inline]
+    pub fn speculate_retry(&self, seq: u64) -> bool {
+        self.mm_lock_seq.read_retry(seq)
+    }
+}
+
+impl Default for MmLocking {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for MmLocking {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MmLocking")
+            .field("id", &self.id)
+            .field("mmap_lock", &self.mmap_lock)
+            .field("mm_lock_seq", &self.mm_lock_seq.raw_read())
+            .finish()
+    }
+}
+
+/// A read hold on mmap_lock; released on drop (`mmap_read_unlock`).
+#[must_use = "dropping the guard releases mmap_lock at once"]
+pub struct MmapReadGuard<'a> {
+    mm: &'a MmLocking,
+}
+
+impl<'a> MmapReadGuard<'a> {
+    /// The mm whose lock this is.
+    #[inline]
+    pub fn mm(&self) -> &'a MmLocking {
+        self.mm
+    }
+}
+
+impl Drop for MmapReadGuard<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        self.mm.mmap_lock.read_unlock();
+    }
+}
+
+impl fmt::Debug for MmapReadGuard<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "MmapReadGuard(mm {})", self.mm.id)
+    }
+}
+
+/// The write hold on mmap_lock with an open write epoch; on drop, `mmap_write_unlock` (which also releases every
+/// VMA write lock taken under it).
+#[must_use = "dropping the guard releases mmap_lock at once"]
+pub struct MmapWriteGuard<'a> {
+    mm: &'a MmLocking,
+}
+
+impl<'a> MmapWriteGuard<'a> {
+    /// The mm whose lock this is.
+    #[inline]
+    pub fn mm(&self) -> &'a MmLocking {
+        self.mm
+    }
+
+    /// `mmap_write_downgrade`: releases every VMA write lock and keeps mmap_lock for read.
+    #[inline]
+    pub fn downgrade(self) -> MmapReadGuard<'a> {
+        let mm = self.mm;
+        std::mem::forget(self);
+        mm.raw_write_downgrade();
+        MmapReadGuard { mm }
+    }
+}
+
+impl Drop for MmapWriteGuard<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        self.mm.raw_write_unlock();
+    }
+}
+
+impl fmt::Debug for MmapWriteGuard<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "MmapWriteGuard(mm {})", self.mm.id)
+    }
+}

@@ -1,0 +1,400 @@
+//! `Vma`: the virtual memory area object (`struct vm_area_struct`), laid out for concurrent readers.
+//!
+//! # Who touches a VMA, and how
+//!
+//! - **Writers** hold the mm's mmap write lock and, for a VMA that is attached (in the tree), its VMA write lock
+//!   ([`super::lock::vma_start_write`]); only then do they change its range, flags, pgoff or attributes. A VMA
+//!   that is detached (fresh from the pool, or taken out of the tree) belongs to the thread that prepared it and
+//!   may be changed without the VMA write lock, as long as it is not (re)inserted into a tree concurrently.
+//! - **Locked readers** hold the VMA read lock ([`super::lock::vma_start_read`]) or the mmap read lock; no writer
+//!   changes the VMA meanwhile, so every field they load is stable.
+//! - **Stale readers** found the VMA in an RCU walk and may read it at any moment, even after it was freed to the
+//!   pool and reused for another mm ([`super::pool`]). Every field a reader may read without a lock is therefore
+//!   an atomic (or an [`RcuArc`]), never a plain field, so such reads are always defined; the lock protocol makes
+//!   the reader detect that what it read is stale (`vm_refcnt` 0, `vm_mm` of another mm, `vm_lock_seq` of the
+//!   current write epoch, or a range that no longer covers the address).
+//!
+//! Orderings: the range, flags, pgoff and `vm_mm` are stored and loaded `Relaxed`. Their publication to readers
+//! is carried by the lock protocol, not by the fields: a new VMA is published by `vma_mark_attached`'s release
+//! store of `vm_refcnt` (paired with `vma_start_read`'s acquire increment) and by the tree's release publication;
+//! a change under the VMA write lock is published by `mmap_write_unlock`'s release of `mm_lock_seq` (paired with
+//! `vma_start_read`'s acquire re-read) or by the release that ends a VMA writer's exclusion of readers.
+//!
+//! # Layout
+//!
+//! Three 64-byte lines, as the kernel's `vm_area_struct` since 6.15: line 0 holds what every walker and fault
+//! reads (range, mm, flags, pgoff, `vm_lock_seq`, file, anon_vma); line 1 the rarely read anon name and the pool
+//! state; line 2 `vm_refcnt` alone, so that readers' increments do not bounce the line the walkers read.
+//! The pool's free list keeps its links outside the VMA ([`super::pool`]), so a free VMA's `vm_refcnt`,
+//! `vm_mm` and `vm_lock_seq` are never overwritten by allocator metadata.
+
+use std::fmt;
+use std::sync::Arc;
+
+use vmspace_rcu::sync::{AtomicU32, AtomicU64, Ordering};
+
+use super::attrs::{AnonVma, RcuArc, VmFile};
+use super::flags::VmFlags;
+use super::lock::vma_is_write_locked;
+use super::mmap_lock::MmLocking;
+
+/// `vm_lock_seq` of a VMA that has never been write-locked in its current life (the kernel's `UINT_MAX`). Odd,
+/// and never reached by a `mm_lock_seq` in practice (2^64 - 1 write sections).
+pub const VM_LOCK_SEQ_NONE: u64 = u64::MAX;
+
+/// `vm_refcnt` on its own cache line.
+#[repr(C, align(64))]
+pub(crate) struct RefcntLine {
+    pub(crate) v: AtomicU32,
+}
+
+/// A virtual memory area: `[start, end)` of one mm with uniform flags and backing.
+///
+/// VMAs live in a type-stable pool ([`super::pool::VmaPool`]) and are handled as `&'static Vma`. See the module
+/// docs for the concurrency rules; each field's contract is on the field.
+#[repr(C, align(64))]
+pub struct Vma {
+    /// First address (page aligned). Written by the owner of a detached VMA or under the VMA write lock;
+    /// read by anyone (stable under the VMA read lock or the mmap lock).
+    vm_start: AtomicU64,
+    /// One past the last address (page aligned, exclusive). Same contract as `vm_start`.
+    vm_end: AtomicU64,
+    /// Identity of the owning mm ([`MmLocking::id`]), 0 while free in the pool. Written by the pool at
+    /// allocation (before the VMA is attached) and at free (after it is detached); read by `vma_start_read` after
+    /// its acquire increment of `vm_refcnt` to detect a VMA recycled into another mm.
+    vm_mm: AtomicU64,
+    /// `VmFlags` bits. Same contract as `vm_start`.
+    vm_flags: AtomicU64,
+    /// Offset of `vm_start` in the file, in pages (for anonymous VMAs: `vm_start >> PAGE_SHIFT` as Linux sets
+    /// it). Same contract as `vm_start`.
+    vm_pgoff: AtomicU64,
+    /// The `mm_lock_seq` value of the write epoch in which this VMA was write-locked ([`VM_LOCK_SEQ_NONE`] if
+    /// never in its current life). Written only by the mmap write-lock holder (`vma_start_write`) while readers
+    /// are excluded or the VMA is detached; read by `vma_start_read` (relaxed, after its acquire increment).
+    vm_lock_seq: AtomicU64,
+    /// The model file of a file-backed VMA. Written under the VMA write lock (or by the owner of a detached
+    /// VMA); read by anyone through [`RcuArc::load`].
+    file: RcuArc<VmFile>,
+    /// The anon_vma identity, once the VMA has private anonymous pages (or inherited one). Same contract as
+    /// `file`.
+    anon_vma: RcuArc<AnonVma>,
+    /// The anonymous VMA name (`PR_SET_VMA_ANON_NAME`). Same contract as `file`.
+    anon_name: RcuArc<Arc<str>>,
+    /// 1 while the VMA sits free in the pool, 0 while allocated. Written by the pool only; read by assertions.
+    pub(crate) in_pool: AtomicU32,
+    /// The per-VMA lock: reader count plus the writer-exclusion flag, 0 = detached ([`super::lock`]). Changed
+    /// by readers (acquire increment / release decrement) and by the mmap write-lock holder.
+    pub(crate) vm_refcnt: RefcntLine,
+}
+
+/// A consistent copy of a VMA's fields, taken under the VMA read lock or the mmap lock.
+#[derive(Clone, PartialEq, Eq)]
+pub struct VmaSnapshot {
+    /// First address.
+    pub start: u64,
+    /// One past the last address.
+    pub end: u64,
+    /// Flags.
+    pub flags: VmFlags,
+    /// File offset in pages.
+    pub pgoff: u64,
+    /// Owning mm identity.
+    pub mm_id: u64,
+    /// Model file.
+    pub file: Option<Arc<VmFile>>,
+    /// anon_vma identity.
+    pub anon_vma: Option<Arc<AnonVma>>,
+    /// Anonymous name.
+    pub anon_name: Option<Arc<str>>,
+}
+
+impl fmt::Debug for VmaSnapshot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("VmaSnapshot")
+            .field("range", &format_args!("{:#x}-{:#x}", self.start, self.end))
+            .field("flags", &self.flags)
+            .field("pgoff", &self.pgoff)
+            .field("mm_id", &self.mm_id)
+            .field("file", &self.file.as_ref().map(|f| &f.name))
+            .field("anon_vma", &self.anon_vma.as_ref().map(|a| a.id()))
+            .field("anon_name", &self.anon_name)
+            .finish()
+    }
+}
+
+impl Vma {
+    /// A fresh, detached VMA belonging to no mm (used by the pool when it grows).
+    pub(crate) fn new_detached() -> Self {
+        Self {
+            vm_start: AtomicU64::new(0),
+            vm_end: AtomicU64::new(0),
+            vm_mm: AtomicU64::new(0),
+            vm_flags: AtomicU64::new(0),
+            vm_pgoff: AtomicU64::new(0),
+            vm_lock_seq: AtomicU64::new(VM_LOCK_SEQ_NONE),
+            file: RcuArc::empty(),
+            anon_vma: RcuArc::empty(),
+            anon_name: RcuArc::empty(),
+            in_pool: AtomicU32::new(0),
+            vm_refcnt: RefcntLine { v: AtomicU32::new(0) },
+        }
+    }
+
+    /// First address.
+    #[inline]
+    pub fn start(&self) -> u64 {
+        // Relaxed: see the module docs (publication is carried by the lock protocol).
+        self.vm_start.load(Ordering::Relaxed)
+    }
+
+    /// One past the last address.
+    #[inline]
+    pub fn end(&self) -> u64 {
+        // Relaxed: see the module docs.
+        self.vm_end.load(Ordering::Relaxed)
+    }
+
+    /// `end - start` (0 for a VMA whose range is being set up).
+    #[inline]
+    pub fn len(&self) -> u64 {
+        self.end().saturating_sub(self.start())
+    }
+
+    /// True if the range is empty (a VMA not yet set up).
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// True if `addr` lies in `[start, end)`.
+    #[inline]
+    pub fn contains(&self, addr: u64) -> bool {
+        self.start() <= addr && addr < self.end()
+    }
+
+    /// Flags.
+    #[inline]
+    pub fn flags(&self) -> VmFlags {
+        // Relaxed: see the module docs.
+        VmFlags::from_bits(self.vm_flags.load(Ordering::Relaxed))
+    }
+
+    /// File offset of `start`, in pages.
+    #[inline]
+    pub fn pgoff(&self) -> u64 {
+        // Relaxed: see the module docs.
+        self.vm_pgoff.load(Ordering::Relaxed)
+    }
+
+    /// Identity of the owning mm (`vm_mm`), 0 while free.
+    #[inline]
+    pub fn mm_id(&self) -> u64 {
+        // Relaxed: see the module docs; `vma_start_read` orders its load after the acquire increment.
+        self.vm_mm.load(Ordering::Relaxed)
+    }
+
+    /// The model file, if file-backed.
+    #[inline]
+    pub fn file(&self) -> Option<Arc<VmFile>> {
+        self.file.load()
+    }
+
+    /// True if file-backed (without cloning the file).
+    #[inline]
+    pub fn is_file_backed(&self) -> bool {
+        self.file.is_some()
+    }
+
+    /// The anon_vma, if any.
+    #[inline]
+    pub fn anon_vma(&self) -> Option<Arc<AnonVma>> {
+        self.anon_vma.load()
+    }
+
+    /// True if this VMA's anon_vma is exactly `other` (pointer identity, both `None` included).
+    #[inline]
+    pub fn anon_vma_is(&self, other: Option<&Arc<AnonVma>>) -> bool {
+        self.anon_vma.is(other)
+    }
+
+    /// True if this VMA's file is exactly `other` (pointer identity, both `None` included).
+    #[inline]
+    pub fn file_is(&self, other: Option<&Arc<VmFile>>) -> bool {
+        self.file.is(other)
+    }
+
+    /// The anonymous name, if any.
+    #[inline]
+    pub fn anon_name(&self) -> Option<Arc<str>> {
+        self.anon_name.load().map(|a| Arc::clone(&*a))
+    }
+
+    /// The raw `vm_refcnt` (diagnostics and tests).
+    #[inline]
+    pub fn refcnt(&self) -> u32 {
+        // Relaxed: a snapshot.
+        self.vm_refcnt.v.load(Ordering::Relaxed)
+    }
+
+    /// The raw `vm_lock_seq` (diagnostics and tests).
+    #[inline]
+    pub fn lock_seq(&self) -> u64 {
+        // Relaxed: a snapshot.
+        self.vm_lock_seq.load(Ordering::Relaxed)
+    }
+
+    /// True if detached (`vm_refcnt` 0): not in any tree.
+    #[inline]
+    pub fn is_detached(&self) -> bool {
+        self.refcnt() == 0
+    }
+
+    /// Copies every field. Consistent only under the VMA read lock, the VMA write lock or the mmap lock (or
+    /// when validated by a sequence count).
+    pub fn snapshot(&self) -> VmaSnapshot {
+        VmaSnapshot {
+            start: self.start(),
+            end: self.end(),
+            flags: self.flags(),
+            pgoff: self.pgoff(),
+            mm_id: self.mm_id(),
+            file: self.file(),
+            anon_vma: self.anon_vma(),
+            anon_name: self.anon_name(),
+        }
+    }
+
+    /// True if `mm` may change this VMA now: it belongs to `mm` and is either detached (owned by the thread
+    /// preparing it) or write-locked in `mm`'s current write epoch.
+    pub fn writable_by(&self, mm: &MmLocking) -> bool {
+        self.mm_id() == mm.id() && (self.is_detached() || vma_is_write_locked(mm, self))
+    }
+
+    #[inline]
+    fn assert_writable(&self, mm: &MmLocking) {
+        debug_assert!(
+            self.writable_by(mm),
+            "VMA {:#x}-{:#x} changed without its write lock (vm_mm {}, mm {}, refcnt {:#x})",
+            self.start(),
+            self.end(),
+            self.mm_id(),
+            mm.id(),
+            self.refcnt()
+        );
+    }
+
+    /// Sets the range. Requires [`Vma::writable_by`]`(mm)` (debug-asserted).
+    #[inline]
+    pub fn set_range(&self, mm: &MmLocking, start: u64, end: u64) {
+        self.assert_writable(mm);
+        debug_assert!(start <= end);
+        // Relaxed: published by the lock protocol (module docs).
+        self.vm_start.store(start, Ordering::Relaxed);
+        self.vm_end.store(end, Ordering::Relaxed);
+    }
+
+    /// Sets `start` only. Requires [`Vma::writable_by`]`(mm)`.
+    #[inline]
+    pub fn set_start(&self, mm: &MmLocking, start: u64) {
+        self.assert_writable(mm);
+        // Relaxed: published by the lock protocol (module docs).
+        self.vm_start.store(start, Ordering::Relaxed);
+    }
+
+    /// Sets `end` only. Requires [`Vma::writable_by`]`(mm)`.
+    #[inline]
+    pub fn set_end(&self, mm: &MmLocking, end: u64) {
+        self.assert_writable(mm);
+        // Relaxed: published by the lock protocol (module docs).
+        self.vm_end.store(end, Ordering::Relaxed);
+    }
+
+    /// Sets the flags. Requires [`Vma::writable_by`]`(mm)`.
+    #[inline]
+    pub fn set_flags(&self, mm: &MmLocking, flags: VmFlags) {
+        self.assert_writable(mm);
+        // Relaxed: published by the lock protocol (module docs).
+        self.vm_flags.store(flags.bits(), Ordering::Relaxed);
+    }
+
+    /// Sets the page offset. Requires [`Vma::writable_by`]`(mm)`.
+    #[inline]
+    pub fn set_pgoff(&self, mm: &MmLocking, pgoff: u64) {
+        self.assert_writable(mm);
+        // Relaxed: published by the lock protocol (module docs).
+        self.vm_pgoff.store(pgoff, Ordering::Relaxed);
+    }
+
+    /// Sets the file. Requires [`Vma::writable_by`]`(mm)`. The old file reference is dropped after a grace
+    /// period.
+    #[inline]
+    pub fn set_file(&self, mm: &MmLocking, file: Option<Arc<VmFile>>) {
+        self.assert_writable(mm);
+        self.file.store(file);
+    }
+
+    /// Sets the anon_vma. Requires [`Vma::writable_by`]`(mm)`.
+    #[inline]
+    pub fn set_anon_vma(&self, mm: &MmLocking, anon_vma: Option<Arc<AnonVma>>) {
+        self.assert_writable(mm);
+        self.anon_vma.store(anon_vma);
+    }
+
+    /// Sets the anonymous name. Requires [`Vma::writable_by`]`(mm)`.
+    #[inline]
+    pub fn set_anon_name(&self, mm: &MmLocking, name: Option<Arc<str>>) {
+        self.assert_writable(mm);
+        self.anon_name.store(name.map(Arc::new));
+    }
+
+    /// Copies range, flags, pgoff and attributes from `src` (the kernel's `vm_area_init_from`, used by split,
+    /// fork and mremap). Lock state (`vm_refcnt`, `vm_lock_seq`) and `vm_mm` are not copied. Requires
+    /// [`Vma::writable_by`]`(mm)` on `self`.
+    pub fn copy_fields_from(&self, mm: &MmLocking, src: &Vma) {
+        self.set_range(mm, src.start(), src.end());
+        self.set_flags(mm, src.flags());
+        self.set_pgoff(mm, src.pgoff());
+        self.set_file(mm, src.file());
+        self.set_anon_vma(mm, src.anon_vma());
+        self.set_anon_name(mm, src.anon_name());
+    }
+
+    /// Resets range, flags, pgoff and attributes (the pool does this when a VMA is freed).
+    pub(crate) fn clear_fields(&self) {
+        // Relaxed: the VMA is detached (refcount 0), so no reader can take a lock on it and trust these.
+        self.vm_start.store(0, Ordering::Relaxed);
+        self.vm_end.store(0, Ordering::Relaxed);
+        self.vm_flags.store(0, Ordering::Relaxed);
+        self.vm_pgoff.store(0, Ordering::Relaxed);
+        self.file.store(None);
+        self.anon_vma.store(None);
+        self.anon_name.store(None);
+    }
+
+    /// Sets `vm_mm` (pool only: at allocation, before attach; at free, after detach).
+    #[inline]
+    pub(crate) fn set_mm_id(&self, id: u64) {
+        // Relaxed: published to readers by `vma_mark_attached`'s release store of `vm_refcnt`, which readers
+        // acquire before they load `vm_mm`.
+        self.vm_mm.store(id, Ordering::Relaxed);
+    }
+
+    /// `vm_lock_seq` access for the lock module.
+    #[inline]
+    pub(crate) fn lock_seq_cell(&self) -> &AtomicU64 {
+        &self.vm_lock_seq
+    }
+}
+
+impl fmt::Debug for Vma {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Vma")
+            .field("range", &format_args!("{:#x}-{:#x}", self.start(), self.end()))
+            .field("flags", &self.flags())
+            .field("pgoff", &self.pgoff())
+            .field("mm_id", &self.mm_id())
+            .field("refcnt", &format_args!("{:#x}", self.refcnt()))
+            .field("lock_seq", &self.lock_seq())
+            .finish()
+    }
+}

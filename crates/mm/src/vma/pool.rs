@@ -1,0 +1,289 @@
+//! The type-stable VMA pool: VMAs are reused at once, without waiting for an RCU grace period (the kernel's
+//! `SLAB_TYPESAFE_BY_RCU` `vm_area_cachep`, seed 003).
+//!
+//! # Why the memory is type-stable
+//!
+//! Every VMA the pool creates is leaked (`Box::leak`): its memory is never returned to the allocator while the
+//! process lives, so every `&'static Vma` ever handed out stays a valid `Vma` forever. A freed VMA goes onto
+//! the free list and the next [`VmaPool::alloc`] may hand it out again, to any mm, while RCU readers that found
+//! it earlier still hold the pointer. Those readers only ever load atomics (and [`RcuArc`] cells, whose payloads
+//! *are* reclaimed after a grace period), so what they read is always defined; the lock protocol tells them
+//! whether it is still the VMA they looked up:
+//!
+//! - a free VMA has `vm_refcnt` 0, which no reader can raise, so `vma_start_read` fails with `Detached`;
+//! - once reused and attached elsewhere, `vm_mm` differs (`OtherMm`); reused in the same mm, the caller's range
+//!   re-check fails, or `vm_lock_seq` still shows the write epoch that set it up.
+//!
+//! This is also why freeing needs no grace period: nothing about a VMA's memory becomes invalid.
+//!
+//! # What allocation and freeing touch
+//!
+//! The free list is a vector of pointers beside the VMAs, not a link stored inside them, so neither operation
+//! overwrites a free VMA's `vm_refcnt`, `vm_mm` or `vm_lock_seq` with allocator metadata (§8 item 2 of the
+//! reference). [`VmaPool::free`] requires the VMA detached (`vm_refcnt` 0), clears its fields and attributes
+//! (attributes are released after a grace period) and sets `vm_mm` to 0; it does not touch `vm_refcnt`.
+//! [`VmaPool::alloc`] sets `vm_mm` to the new owner and `vm_lock_seq` to [`VM_LOCK_SEQ_NONE`]; `vm_refcnt` stays
+//! 0 until `vma_mark_attached` publishes the VMA with a release store.
+//!
+//! # Failure injection and statistics
+//!
+//! [`VmaPool::fail_nth`] makes the n-th next allocation fail with `ENOMEM` (for "a failed call changes nothing"
+//! tests); [`VmaPool::stats`] counts created, free and in-use VMAs (leak tests). Tests that inject failures or
+//! check exact counts use their own pool ([`VmaPool::leak_new`]) so that tests running in parallel do not
+//! disturb each other.
+
+use std::fmt;
+
+use vmspace_rcu::sync::{AtomicU64, Ordering};
+
+use super::errno::Errno;
+use super::mmap_lock::MmLocking;
+use super::object::{VM_LOCK_SEQ_NONE, Vma};
+
+#[cfg(loom)]
+type Lock<T> = loom::sync::Mutex<T>;
+#[cfg(not(loom))]
+type Lock<T> = parking_lot::Mutex<T>;
+
+#[cfg(loom)]
+fn lock<T>(l: &Lock<T>) -> loom::sync::MutexGuard<'_, T> {
+    l.lock().expect("VMA pool lock poisoned")
+}
+#[cfg(not(loom))]
+fn lock<T>(l: &Lock<T>) -> parking_lot::MutexGuard<'_, T> {
+    l.lock()
+}
+
+/// Counts of a pool's VMAs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PoolStats {
+    /// VMAs ever created (memory taken from the system; never returned).
+    pub created: u64,
+    /// VMAs on the free list.
+    pub free: u64,
+    /// VMAs handed out and not freed (`created - free`).
+    pub in_use: u64,
+    /// Successful allocations.
+    pub allocs: u64,
+    /// Frees.
+    pub frees: u64,
+    /// Allocations refused by failure injection.
+    pub injected_failures: u64,
+}
+
+/// A pool of type-stable VMAs (see the module docs).
+pub struct VmaPool {
+    free: Lock<Vec<&'static Vma>>,
+    created: AtomicU64,
+    allocs: AtomicU64,
+    frees: AtomicU64,
+    injected_failures: AtomicU64,
+    /// 0: no injection. n > 0: the n-th allocation from now fails (then injection stops).
+    fail_countdown: AtomicU64,
+}
+
+#[cfg(not(loom))]
+static GLOBAL: VmaPool = VmaPool::new();
+
+impl VmaPool {
+    /// An empty pool.
+    #[cfg(not(loom))]
+    pub const fn new() -> Self {
+        Self {
+            free: parking_lot::const_mutex(Vec::new()),
+            created: AtomicU64::new(0),
+            allocs: AtomicU64::new(0),
+            frees: AtomicU64::new(0),
+            injected_failures: AtomicU64::new(0),
+            fail_countdown: AtomicU64::new(0),
+        }
+    }
+
+    /// An empty pool.
+    #[cfg(loom)]
+    pub fn new() -> Self {
+        Self {
+            free: Lock::new(Vec::new()),
+            created: AtomicU64::new(0),
+            allocs: AtomicU64::new(0),
+            frees: AtomicU64::new(0),
+            injected_failures: AtomicU64::new(0),
+            fail_countdown: AtomicU64::new(0),
+        }
+    }
+
+    /// A new pool that lives for the rest of the process (its VMAs do anyway).
+    pub fn leak_new() -> &'static Self {
+        Box::leak(Box::new(Self::new()))
+    }
+
+    /// The process-wide pool.
+    #[cfg(not(loom))]
+    pub fn global() -> &'static Self {
+        &GLOBAL
+    }
+
+    /// Makes the `n`-th allocation from now fail with `ENOMEM` (`n` = 1: the next one); 0 cancels.
+    pub fn fail_nth(&self, n: u64) {
+        // Relaxed: test control; the allocating thread is the one that set it, or ordered after it by the test.
+        self.fail_countdown.store(n, Ordering::Relaxed);
+    }
+
+    fn injected_failure(&self) -> bool {
+        // Relaxed: test control (see `fail_nth`).
+        let r = self.fail_countdown.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+        matches!(r, Ok(1))
+    }
+
+    /// Hands out a detached VMA owned by `mm` (`vm_mm` = `mm.id()`, `vm_lock_seq` = "never locked", fields
+    /// cleared). `ENOMEM` only under failure injection.
+    pub fn alloc(&self, mm: &MmLocking) -> Result<&'static Vma, Errno> {
+        if self.injected_failure() {
+            // Relaxed: statistics.
+            self.injected_failures.fetch_add(1, Ordering::Relaxed);
+            return Err(Errno::ENOMEM);
+        }
+        let reused = lock(&self.free).pop();
+        let vma = match reused {
+            Some(v) => {
+                // Relaxed: pool-private flag; the free list's lock orders it.
+                let was = v.in_pool.swap(0, Ordering::Relaxed);
+                debug_assert_eq!(was, 1, "VMA on the free list not marked free");
+                v
+            }
+            None => {
+                // Relaxed: statistics.
+                self.created.fetch_add(1, Ordering::Relaxed);
+                &*Box::leak(Box::new(Vma::new_detached()))
+            }
+        };
+        debug_assert_eq!(vma.refcnt(), 0, "free VMA with a non-zero refcount");
+        // Relaxed: the VMA is detached; readers cannot lock it until `vma_mark_attached`'s release store, which
+        // publishes these stores to them.
+        vma.lock_seq_cell().store(VM_LOCK_SEQ_NONE, Ordering::Relaxed);
+        vma.set_mm_id(mm.id());
+        // Relaxed: statistics.
+        self.allocs.fetch_add(1, Ordering::Relaxed);
+        Ok(vma)
+    }
+
+    /// Returns a detached VMA to the pool. It may be handed out again at once.
+    ///
+    /// The VMA must be detached (`vma_mark_detached` returned, or never attached) and unreachable for new
+    /// lookups (removed from its tree); stale RCU readers are fine. Freeing an attached VMA or freeing twice is a
+    /// bug, caught by assertions.
+    pub fn free(&self, vma: &'static Vma) {
+        assert_eq!(vma.refcnt(), 0, "freeing an attached VMA: {vma:?}");
+        vma.clear_fields();
+        vma.set_mm_id(0);
+        // Relaxed: pool-private flag; the free list's lock orders it for the next `alloc`.
+        let was = vma.in_pool.swap(1, Ordering::Relaxed);
+        assert_eq!(was, 0, "VMA freed twice: {vma:?}");
+        lock(&self.free).push(vma);
+        // Relaxed: statistics.
+        self.frees.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Current counts (exact when no allocation or free is in flight).
+    pub fn stats(&self) -> PoolStats {
+        let free = lock(&self.free).len() as u64;
+        // Relaxed: statistics.
+        let created = self.created.load(Ordering::Relaxed);
+        PoolStats {
+            created,
+            free,
+            in_use: created.saturating_sub(free),
+            allocs: self.allocs.load(Ordering::Relaxed),
+            frees: self.frees.load(Ordering::Relaxed),
+            injected_failures: self.injected_failures.load(Ordering::Relaxed),
+        }
+    }
+}
+
+#[cfg(not(loom))]
+impl Default for VmaPool {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for VmaPool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.stats().fmt(f)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alloc_free_reuse_and_stats() {
+        let pool = VmaPool::leak_new();
+        let mm = MmLocking::new();
+        let a = pool.alloc(&mm).unwrap();
+        let b = pool.alloc(&mm).unwrap();
+        assert_eq!(a.mm_id(), mm.id());
+        assert_eq!(a.lock_seq(), VM_LOCK_SEQ_NONE);
+        assert_eq!(pool.stats().created, 2);
+        assert_eq!(pool.stats().in_use, 2);
+        pool.free(a);
+        assert_eq!(a.mm_id(), 0);
+        assert_eq!(pool.stats().free, 1);
+        let c = pool.alloc(&mm).unwrap();
+        assert!(std::ptr::eq(a, c), "freed VMA reused at once");
+        assert_eq!(
+            pool.stats(),
+            PoolStats { created: 2, free: 0, in_use: 2, allocs: 3, frees: 1, injected_failures: 0 }
+        );
+        pool.free(b);
+        pool.free(c);
+        assert_eq!(pool.stats().in_use, 0);
+    }
+
+    #[test]
+    fn failure_injection() {
+        let pool = VmaPool::leak_new();
+        let mm = MmLocking::new();
+        pool.fail_nth(2);
+        let a = pool.alloc(&mm).unwrap();
+        assert_eq!(pool.alloc(&mm).unwrap_err(), Errno::ENOMEM);
+        let b = pool.alloc(&mm).unwrap();
+        assert_eq!(pool.stats().injected_failures, 1);
+        pool.fail_nth(1);
+        pool.fail_nth(0);
+        let c = pool.alloc(&mm).unwrap();
+        for v in [a, b, c] {
+            pool.free(v);
+        }
+        assert_eq!(pool.stats().in_use, 0);
+    }
+
+    #[test]
+    fn free_clears_fields_and_attributes() {
+        let pool = VmaPool::leak_new();
+        let mm = MmLocking::new();
+        let v = pool.alloc(&mm).unwrap();
+        v.set_range(&mm, 0x1000, 0x2000);
+        v.set_anon_name(&mm, Some("x".into()));
+        pool.free(v);
+        assert_eq!((v.start(), v.end()), (0, 0));
+        assert!(v.anon_name().is_none());
+    }
+
+    #[test]
+    #[should_panic(expected = "freed twice")]
+    fn double_free_is_caught() {
+        let pool = VmaPool::leak_new();
+        let mm = MmLocking::new();
+        let v = pool.alloc(&mm).unwrap();
+        pool.free(v);
+        pool.free(v);
+    }
+
+    #[test]
+    fn vma_is_three_cache_lines() {
+        assert_eq!(std::mem::size_of::<Vma>(), 192);
+        assert_eq!(std::mem::align_of::<Vma>(), 64);
+    }
+}
