@@ -1,3 +1,630 @@
-//! The maple tree: an RCU-safe range B-tree (seed 004; `linux-mm.md` §1).
+//! The maple tree: an RCU-safe range B-tree with gap tracking and O(n) duplication (seed 004; `linux-mm.md` §1).
 //!
 //! Depends only on `rcu`.
+//!
+//! # Model
+//!
+//! A [`MapleTree<T>`] maps every index of `[0, u64::MAX]` (`u64::MAX` plays `ULONG_MAX`) to an entry or to
+//! nothing (NULL). Stored entries are non-overlapping inclusive ranges `[first, last]`; adjacent NULL ranges are
+//! always coalesced. Values are pointer-sized non-zero words ([`Entry`]); the tree never dereferences them.
+//!
+//! # Node layout
+//!
+//! Every node is 256 bytes, 256-byte aligned, and made of 32 atomic words:
+//!
+//! ```text
+//!            word 0      1 ............ 15   16 ........................... 31
+//! leaf     [ parent | pivot 0..14 (15)     | slot 0..15 (16 values)          ]
+//!
+//!            word 0      1 ...... 9   10 ...... 19   20 ...... 29   30     31
+//! internal [ parent | pivot 0..8  | child 0..9   | gap 0..9     | meta | 0  ]
+//!                                                                  end | gap_offset << 8
+//! ```
+//!
+//! Internal nodes are always the kernel's *allocation-range* kind (10 children, 9 pivots, a max gap per child):
+//! gap tracking is always on because the address space needs `get_unmapped_area`. A tree without gap tracking
+//! would use 16-way internal nodes (`maple_range_64`) instead; this crate does not provide that variant.
+//!
+//! ## Pivots
+//!
+//! A node covers `[min, max]`, known to every walker from the parent's pivots (`[0, u64::MAX]` at the root).
+//! Slot `i` covers `[pivot[i-1] + 1, pivot[i]]`, with `pivot[-1] + 1 = min`. The last used slot (`end`) ends
+//! at `max`: when `end < pivots` its pivot is stored and equals `max`, otherwise it is implied. Used pivots
+//! strictly increase; unused pivots and slots are 0. A lookup therefore scans pivots linearly for the first
+//! `pivot >= index` and never needs `end`.
+//!
+//! ## Tagged words
+//!
+//! * Child pointers and the root word: node address | kind (1 = leaf, 2 = internal); 0 = no node (the root is 0
+//!   for an empty tree).
+//! * Parent word: 1 for the root; `parent address | slot_in_parent << 3 | 0b110` otherwise; **the node's own
+//!   address when the node is dead**.
+//!
+//! ## Structural invariants (checked by [`MapleTree::validate`])
+//!
+//! All leaves are at one depth; no two adjacent NULL ranges (within or across leaves); a leaf ends with a NULL
+//! only if its max is `u64::MAX`, so a NULL range never straddles two leaves; non-root leaves have at least 6
+//! used slots and non-root internal nodes at least 4; a root internal node has at least 2 children; every
+//! internal `gap[i]` equals the largest NULL range inside child `i`; the tree of a single NULL range is empty
+//! (root word 0).
+//!
+//! # Readers and writers
+//!
+//! Readers ([`MapleTree::load`], `find`, cursors, gap searches) take no lock: they run under an RCU guard
+//! ([`vmspace_rcu::pin`]), load the root and child pointers with Acquire (pairing with the Release that
+//! published them), and read pivots and slots with atomic loads. Writers are serialised by an internal mutex
+//! ([`MapleTree::lock`] returns a [`Writer`]); readers never wait for it.
+//!
+//! In **RCU mode** (the default) a published node is never changed in its layout. A store builds new nodes for
+//! everything it changes (copy-on-write), publishes the top of the new subtree with one Release store (a parent
+//! slot or the root), marks the replaced nodes dead, and retires them with `Guard::defer`. The only in-place
+//! changes to live nodes are (1) the exact-fit store, one Release store of a leaf slot whose range is unchanged,
+//! and (2) max-gap bookkeeping in internal nodes, which only gap searches read. The kernel's two-slot in-place
+//! slot store is deliberately *not* used in RCU mode: it moves a pivot and a slot in two stores, so a concurrent
+//! `load_range` could report a range that never existed (old pivot with new value); the copy-on-write node store
+//! costs one node allocation instead.
+//!
+//! In **non-RCU mode** ([`MapleTree::new_non_rcu`], [`Writer::set_rcu`]) — for a tree no reader can see yet, as
+//! fork's new tree — the top node of a change is rewritten in place and replaced nodes are freed at once.
+//!
+//! A reader sees each index's entry as before or after any concurrent write, never a torn range, and never
+//! misses a range that existed for its whole read, because every node it reads is either live or a frozen
+//! (dead, never modified again) copy of a consistent earlier state.
+//!
+//! # Dead nodes
+//!
+//! Writer: (1) fill the new nodes; (2) publish with a Release store; (3) store `parent = self` into each
+//! replaced node with Release; (4) retire it (freed after a grace period). Reader: load a node's pivots and
+//! slot, then `fence(Acquire)`, then load its parent word; if it equals the node's address the node is dead:
+//! `fence(Acquire)` (synchronising with step 3, hence with step 2) and restart from the root (or, for a cursor,
+//! re-walk to the saved index). Data read from a node that was alive after those loads is current; data from a
+//! dead node is a consistent earlier state, which is never returned.
+//!
+//! # Modules
+//!
+//! `node` (layout, tagged words, allocation and counters), `read` (lookups and the cursor), `write` (stores),
+//! `build` (node construction and distribution, shared by stores and the bulk builder), `gap` (empty-area
+//! searches), `dup` (the O(n) copy), `validate` (invariant checks, dump, statistics).
+
+#![cfg_attr(not(loom), warn(missing_docs))]
+
+mod build;
+mod dup;
+mod gap;
+mod node;
+mod read;
+mod validate;
+mod write;
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::num::{NonZeroU64, NonZeroUsize};
+use std::sync::Arc;
+
+#[cfg(loom)]
+use loom::sync::{Mutex, MutexGuard};
+#[cfg(not(loom))]
+use std::sync::{Mutex, MutexGuard};
+
+use vmspace_rcu::Guard;
+use vmspace_rcu::sync::{AtomicU64, Ordering};
+
+pub use read::{Cursor, PausedCursor};
+
+use node::Counters;
+
+/// A value the tree can store: pointer-sized, non-zero, `Copy`.
+///
+/// The tree stores the raw word in an atomic slot (as the kernel stores pointers) and hands copies back to
+/// readers on any thread. The lifetime of whatever a value points to is the caller's business (VMAs are
+/// type-stable: recycled, never unmapped, while readers may hold them).
+///
+/// # Safety
+///
+/// `from_raw(into_raw(v))` must give back a value equal to `v`, and a value rebuilt from its raw word on another
+/// thread must be valid there (hence `Send + Sync`).
+pub unsafe trait Entry: Copy + Send + Sync + 'static {
+    /// The raw word stored in a slot.
+    fn into_raw(self) -> NonZeroUsize;
+    /// Rebuilds a value from a word produced by [`Entry::into_raw`].
+    ///
+    /// # Safety
+    ///
+    /// `raw` was produced by `into_raw` of a value of this type.
+    unsafe fn from_raw(raw: NonZeroUsize) -> Self;
+}
+
+// SAFETY: the identity on a non-zero word.
+unsafe impl Entry for NonZeroUsize {
+    #[inline]
+    fn into_raw(self) -> NonZeroUsize {
+        self
+    }
+    #[inline]
+    unsafe fn from_raw(raw: NonZeroUsize) -> Self {
+        raw
+    }
+}
+
+// SAFETY: usize is 64 bits (asserted in `node`), so the conversion is lossless both ways.
+unsafe impl Entry for NonZeroU64 {
+    #[inline]
+    fn into_raw(self) -> NonZeroUsize {
+        // 64-bit only (asserted in `node`): lossless.
+        NonZeroUsize::new(self.get() as usize).unwrap_or(NonZeroUsize::MIN)
+    }
+    #[inline]
+    unsafe fn from_raw(raw: NonZeroUsize) -> Self {
+        NonZeroU64::new(raw.get() as u64).unwrap_or(NonZeroU64::MIN)
+    }
+}
+
+// SAFETY: a `&'static U` is a non-null address valid forever on every thread (`U: Sync`); the round trip
+// through the address is exact.
+unsafe impl<U: Sync + 'static> Entry for &'static U {
+    #[inline]
+    fn into_raw(self) -> NonZeroUsize {
+        std::ptr::NonNull::from(self).addr()
+    }
+    #[inline]
+    unsafe fn from_raw(raw: NonZeroUsize) -> Self {
+        // SAFETY: `raw` came from `into_raw` of a `&'static U`, so it is a valid, aligned, forever-live address.
+        unsafe { &*(raw.get() as *const U) }
+    }
+}
+
+/// Errors, as Linux errno values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MapleError {
+    /// A node allocation failed (`ENOMEM`). Nothing was changed.
+    NoMem,
+    /// `insert_range` found an index already occupied (`EEXIST`).
+    Exists,
+    /// Bad arguments, e.g. `first > last` (`EINVAL`).
+    Invalid,
+    /// No free area of the requested size (`EBUSY`).
+    Busy,
+}
+
+impl MapleError {
+    /// The positive errno value (ENOMEM 12, EEXIST 17, EINVAL 22, EBUSY 16).
+    pub fn errno(&self) -> i32 {
+        match self {
+            MapleError::NoMem => 12,
+            MapleError::Exists => 17,
+            MapleError::Invalid => 22,
+            MapleError::Busy => 16,
+        }
+    }
+}
+
+impl fmt::Display for MapleError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = match self {
+            MapleError::NoMem => "ENOMEM",
+            MapleError::Exists => "EEXIST",
+            MapleError::Invalid => "EINVAL",
+            MapleError::Busy => "EBUSY",
+        };
+        f.write_str(s)
+    }
+}
+
+impl std::error::Error for MapleError {}
+
+/// Why [`MapleTree::dup`] failed. Either way nothing was left allocated and `undo` saw every produced value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DupError<E> {
+    /// A node allocation failed.
+    NoMem,
+    /// The map function failed with this error.
+    Map(E),
+}
+
+/// Node accounting, for leak tests (see [`MapleTree::node_stats`]).
+///
+/// `allocated`, `freed` and `pending_free` count the tree's allocation domain: the tree and every tree
+/// [`MapleTree::dup`] made from it (or that it was made from) share one. `reserved` and `live` are this tree's.
+/// Without leaks, `allocated - freed - pending_free` equals the sum of `live + reserved` over the domain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct NodeStats {
+    /// Nodes ever allocated in the domain.
+    pub allocated: u64,
+    /// Nodes whose memory was released (at once, or after their grace period).
+    pub freed: u64,
+    /// Nodes retired and waiting for their grace period.
+    pub pending_free: u64,
+    /// Nodes preallocated by [`Writer::reserve`] and not used yet (this tree).
+    pub reserved: u64,
+    /// Nodes reachable from this tree's root.
+    pub live: u64,
+}
+
+impl NodeStats {
+    /// `allocated - freed - pending_free - live - reserved`: zero for a single tree with no leak.
+    pub fn unaccounted(&self) -> i64 {
+        self.allocated as i64
+            - self.freed as i64
+            - self.pending_free as i64
+            - self.live as i64
+            - self.reserved as i64
+    }
+}
+
+/// Writer-side state, under the tree's mutex.
+pub(crate) struct WState {
+    /// Levels of nodes (0 = empty tree, 1 = a root leaf).
+    pub(crate) height: usize,
+    /// RCU mode (copy-on-write) or not (in place, immediate frees).
+    pub(crate) rcu: bool,
+    /// Preallocated nodes (addresses).
+    pub(crate) pool: Vec<usize>,
+}
+
+/// The maple tree. See the crate docs.
+///
+/// `Send + Sync`: share it with `&` or `Arc`; readers on any thread, one writer at a time.
+pub struct MapleTree<T: Entry> {
+    /// Encoded root node, or 0 for an empty tree.
+    root: AtomicU64,
+    /// Number of non-NULL ranges.
+    len: AtomicU64,
+    w: Mutex<WState>,
+    counters: Arc<Counters>,
+    _t: PhantomData<T>,
+}
+
+/// The writer: holds the tree's writer mutex; all mutating operations. Readers keep running meanwhile.
+pub struct Writer<'a, T: Entry> {
+    tree: &'a MapleTree<T>,
+    st: MutexGuard<'a, WState>,
+}
+
+impl<T: Entry> Default for MapleTree<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T: Entry> fmt::Debug for MapleTree<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MapleTree").field("len", &self.len()).finish()
+    }
+}
+
+impl<T: Entry> MapleTree<T> {
+    fn with_mode(rcu: bool, counters: Arc<Counters>) -> Self {
+        MapleTree {
+            root: AtomicU64::new(0),
+            len: AtomicU64::new(0),
+            w: Mutex::new(WState { height: 0, rcu, pool: Vec::new() }),
+            counters,
+            _t: PhantomData,
+        }
+    }
+
+    /// An empty tree in RCU mode with gap tracking (the VMA tree's configuration).
+    pub fn new() -> Self {
+        Self::with_mode(true, Counters::new())
+    }
+
+    /// An empty tree in non-RCU mode: nodes change in place and are freed at once. Only for a tree no
+    /// lock-free reader can see yet (fork's new tree); switch with [`Writer::set_rcu`] before publishing it.
+    pub fn new_non_rcu() -> Self {
+        Self::with_mode(false, Counters::new())
+    }
+
+    /// Takes the writer mutex. Every mutating operation goes through the returned [`Writer`]; the convenience
+    /// methods on `MapleTree` take and release it per call.
+    pub fn lock(&self) -> Writer<'_, T> {
+        #[cfg(not(loom))]
+        let st = self.w.lock().unwrap_or_else(|e| e.into_inner());
+        #[cfg(loom)]
+        let st = self.w.lock().unwrap();
+        Writer { tree: self, st }
+    }
+
+    /// The entry at `index`, if any (one guard pinned for the call).
+    #[inline]
+    pub fn load(&self, index: u64) -> Option<T> {
+        let g = vmspace_rcu::pin();
+        self.load_in(index, &g)
+    }
+
+    /// The entry at `index` under the caller's guard.
+    #[inline]
+    pub fn load_in(&self, index: u64, guard: &Guard) -> Option<T> {
+        let _ = guard;
+        read::load_raw(&self.root, index).map(|r| {
+            // SAFETY: every non-zero leaf word was stored from `T::into_raw`.
+            unsafe { T::from_raw(r) }
+        })
+    }
+
+    /// The entry at `index` with its whole range `[first, last]`.
+    #[inline]
+    pub fn load_range_in(&self, index: u64, guard: &Guard) -> Option<(u64, u64, T)> {
+        let _ = guard;
+        let (s, e, v) = read::load_range_raw(&self.root, index);
+        NonZeroUsize::new(v).map(|r| {
+            // SAFETY: as in `load_in`.
+            (s, e, unsafe { T::from_raw(r) })
+        })
+    }
+
+    /// The first entry intersecting `[from, max]`, with its range.
+    pub fn find(&self, from: u64, max: u64) -> Option<(u64, u64, T)> {
+        let g = vmspace_rcu::pin();
+        self.find_in(from, max, &g)
+    }
+
+    /// [`MapleTree::find`] under the caller's guard.
+    pub fn find_in(&self, from: u64, max: u64, guard: &Guard) -> Option<(u64, u64, T)> {
+        if from > max {
+            return None;
+        }
+        let mut c = self.cursor(guard);
+        c.set(from);
+        c.find(max)
+    }
+
+    /// The last entry intersecting `[min, from]`, with its range.
+    pub fn find_rev(&self, from: u64, min: u64) -> Option<(u64, u64, T)> {
+        let g = vmspace_rcu::pin();
+        self.find_rev_in(from, min, &g)
+    }
+
+    /// [`MapleTree::find_rev`] under the caller's guard.
+    pub fn find_rev_in(&self, from: u64, min: u64, guard: &Guard) -> Option<(u64, u64, T)> {
+        if from < min {
+            return None;
+        }
+        let mut c = self.cursor(guard);
+        c.set(from);
+        c.find_rev(min)
+    }
+
+    /// A read cursor positioned at index 0 (state "start"). See [`Cursor`].
+    pub fn cursor<'g>(&'g self, guard: &'g Guard) -> Cursor<'g, T> {
+        Cursor::new(self, guard)
+    }
+
+    /// The lowest `s` such that `[s, s + size - 1]` lies in `[min, max]` and holds no entry.
+    ///
+    /// `EINVAL` if `size == 0`, `min > max` or `max - min < size - 1`; `EBUSY` if there is no such area.
+    /// O(log n) through the per-child max gaps. Lock-free (exact when no writer runs concurrently; a
+    /// concurrent writer makes the answer one of the states during the call).
+    pub fn empty_area(&self, min: u64, max: u64, size: u64) -> Result<u64, MapleError> {
+        let g = vmspace_rcu::pin();
+        gap::empty_area(&self.root, min, max, size, false, &g)
+    }
+
+    /// The highest free area of `size` within `[min, max]`; returns its start. Errors as [`MapleTree::empty_area`].
+    pub fn empty_area_rev(&self, min: u64, max: u64, size: u64) -> Result<u64, MapleError> {
+        let g = vmspace_rcu::pin();
+        gap::empty_area(&self.root, min, max, size, true, &g)
+    }
+
+    /// Number of non-NULL ranges.
+    #[inline]
+    pub fn len(&self) -> usize {
+        // Relaxed: a statistic maintained by the writer.
+        self.len.load(Ordering::Relaxed) as usize
+    }
+
+    /// True if no index holds an entry.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Stores `value` over `[first, last]` (None erases), overwriting whatever was there.
+    ///
+    /// Returns the entries it replaced, **clipped to `[first, last]`**, in order. `EINVAL` if `first > last`,
+    /// `ENOMEM` if a node allocation failed (nothing changed).
+    pub fn store_range(
+        &self,
+        first: u64,
+        last: u64,
+        value: Option<T>,
+    ) -> Result<Vec<(u64, u64, T)>, MapleError> {
+        self.lock().store_range(first, last, value)
+    }
+
+    /// Stores `value` over `[first, last]` only if every index there is empty; `EEXIST` otherwise.
+    pub fn insert_range(&self, first: u64, last: u64, value: T) -> Result<(), MapleError> {
+        self.lock().insert_range(first, last, value)
+    }
+
+    /// Removes the whole range holding `index`; returns it. An allocation failure leaves it in place and
+    /// returns None (use [`Writer::try_erase`] to see the error).
+    pub fn erase(&self, index: u64) -> Option<(u64, u64, T)> {
+        self.lock().erase(index)
+    }
+
+    /// Erases `[first, last]`; returns the removed entries clipped to it.
+    pub fn erase_range(&self, first: u64, last: u64) -> Result<Vec<(u64, u64, T)>, MapleError> {
+        self.lock().erase_range(first, last)
+    }
+
+    /// An O(n) depth-first pre-order copy of the node structure, with `map` applied to each value (given its
+    /// range). The copy shares this tree's allocation domain (node counters and failure injection) and mode.
+    ///
+    /// On any failure (a node allocation: [`DupError::NoMem`]; `map`: [`DupError::Map`]) every node allocated
+    /// is freed and `undo` is called on every value `map` already produced.
+    pub fn dup<U: Entry, E>(
+        &self,
+        map: impl FnMut(u64, u64, T) -> Result<U, E>,
+        undo: impl FnMut(U),
+    ) -> Result<MapleTree<U>, DupError<E>> {
+        self.lock().dup(map, undo)
+    }
+
+    /// Builds a tree from sorted, non-overlapping `(first, last, value)` ranges, packing leaves densely.
+    /// `EINVAL` for unsorted, overlapping or reversed ranges; `ENOMEM` on allocation failure.
+    pub fn from_sorted(iter: impl IntoIterator<Item = (u64, u64, T)>) -> Result<Self, MapleError> {
+        let t = Self::new();
+        {
+            let mut w = t.lock();
+            build::from_sorted(&mut w, iter)?;
+        }
+        Ok(t)
+    }
+
+    /// Checks every structural invariant (see the crate docs); `Err` describes the first violation.
+    pub fn validate(&self) -> Result<(), String> {
+        let w = self.lock();
+        validate::validate(&w)
+    }
+
+    /// A human-readable dump of the node structure.
+    pub fn dump(&self) -> String {
+        let w = self.lock();
+        validate::dump(&w)
+    }
+
+    /// Node accounting (see [`NodeStats`]).
+    pub fn node_stats(&self) -> NodeStats {
+        let w = self.lock();
+        validate::stats(&w)
+    }
+
+    /// Makes the `(after + 1)`-th node allocation from now fail (once); `None` switches injection off. Applies to
+    /// stores, [`Writer::reserve`] and [`MapleTree::dup`] (the whole allocation domain).
+    pub fn inject_alloc_failure(&self, after: Option<u64>) {
+        // Relaxed: a test knob read by the allocating writer.
+        self.counters.fail_countdown.store(after.map_or(0, |a| a.saturating_add(1)), Ordering::Relaxed);
+    }
+
+    /// Nodes a single store may allocate in the worst case for a tree of `height` levels (every level gathers
+    /// at most 49 slots into at most 4 new nodes, plus one new root).
+    pub fn worst_case_nodes(height: usize) -> usize {
+        4 * height + 1
+    }
+}
+
+impl<T: Entry> Drop for MapleTree<T> {
+    fn drop(&mut self) {
+        let mut st = self.lock();
+        // Owning the tree means no reader holds a borrow of it: free everything at once.
+        write::free_all(&mut st);
+    }
+}
+
+impl<'a, T: Entry> Writer<'a, T> {
+    /// The tree this writer locks.
+    pub fn tree(&self) -> &'a MapleTree<T> {
+        self.tree
+    }
+
+    /// Height in levels (0 = empty).
+    pub fn height(&self) -> usize {
+        self.st.height
+    }
+
+    /// True in RCU (copy-on-write) mode.
+    pub fn is_rcu(&self) -> bool {
+        self.st.rcu
+    }
+
+    /// Switches RCU mode. Turn it on before any lock-free reader can see the tree.
+    pub fn set_rcu(&mut self, rcu: bool) {
+        self.st.rcu = rcu;
+    }
+
+    /// Preallocates nodes so that the following stores, up to `nodes` allocations in total, cannot fail (the
+    /// kernel's `mas_preallocate`). `ENOMEM` (with nothing added to the reserve) if an allocation fails.
+    /// Unused reserved nodes stay reserved until [`Writer::release_reserve`] or the tree is dropped.
+    pub fn reserve(&mut self, nodes: usize) -> Result<(), MapleError> {
+        write::reserve(self, nodes)
+    }
+
+    /// Frees unused reserved nodes.
+    pub fn release_reserve(&mut self) {
+        write::release_reserve(self)
+    }
+
+    /// Nodes currently reserved.
+    pub fn reserved(&self) -> usize {
+        self.st.pool.len()
+    }
+
+    /// Worst-case nodes for `stores` consecutive stores starting from the current height (each store may grow
+    /// the tree by one level): reserve this many to make a multi-step change atomic.
+    pub fn worst_case(&self, stores: usize) -> usize {
+        (0..stores).map(|i| MapleTree::<T>::worst_case_nodes(self.st.height + i)).sum::<usize>().max(1)
+    }
+
+    /// See [`MapleTree::store_range`].
+    pub fn store_range(
+        &mut self,
+        first: u64,
+        last: u64,
+        value: Option<T>,
+    ) -> Result<Vec<(u64, u64, T)>, MapleError> {
+        let raw = value.map_or(0, |v| v.into_raw().get());
+        let out = write::store(self, first, last, raw)?;
+        Ok(out
+            .into_iter()
+            .map(|(s, e, r)| {
+                // SAFETY: non-zero leaf words were stored from `T::into_raw`.
+                (s, e, unsafe { T::from_raw(NonZeroUsize::new_unchecked(r)) })
+            })
+            .collect())
+    }
+
+    /// See [`MapleTree::insert_range`].
+    pub fn insert_range(&mut self, first: u64, last: u64, value: T) -> Result<(), MapleError> {
+        if first > last {
+            return Err(MapleError::Invalid);
+        }
+        let g = vmspace_rcu::pin();
+        if self.tree.find_in(first, last, &g).is_some() {
+            return Err(MapleError::Exists);
+        }
+        drop(g);
+        self.store_range(first, last, Some(value)).map(|_| ())
+    }
+
+    /// Removes the whole range holding `index`; `Ok(None)` if it is empty.
+    pub fn try_erase(&mut self, index: u64) -> Result<Option<(u64, u64, T)>, MapleError> {
+        let g = vmspace_rcu::pin();
+        let Some((s, e, v)) = self.tree.load_range_in(index, &g) else {
+            return Ok(None);
+        };
+        drop(g);
+        self.store_range(s, e, None)?;
+        Ok(Some((s, e, v)))
+    }
+
+    /// See [`MapleTree::erase`].
+    pub fn erase(&mut self, index: u64) -> Option<(u64, u64, T)> {
+        self.try_erase(index).ok().flatten()
+    }
+
+    /// See [`MapleTree::erase_range`].
+    pub fn erase_range(&mut self, first: u64, last: u64) -> Result<Vec<(u64, u64, T)>, MapleError> {
+        self.store_range(first, last, None)
+    }
+
+    /// [`MapleTree::empty_area`] under the writer lock (exact).
+    pub fn empty_area(&self, min: u64, max: u64, size: u64) -> Result<u64, MapleError> {
+        let g = vmspace_rcu::pin();
+        gap::empty_area(&self.tree.root, min, max, size, false, &g)
+    }
+
+    /// [`MapleTree::empty_area_rev`] under the writer lock (exact).
+    pub fn empty_area_rev(&self, min: u64, max: u64, size: u64) -> Result<u64, MapleError> {
+        let g = vmspace_rcu::pin();
+        gap::empty_area(&self.tree.root, min, max, size, true, &g)
+    }
+
+    /// See [`MapleTree::dup`]; the source is stable because this writer holds its lock.
+    pub fn dup<U: Entry, E>(
+        &self,
+        map: impl FnMut(u64, u64, T) -> Result<U, E>,
+        undo: impl FnMut(U),
+    ) -> Result<MapleTree<U>, DupError<E>> {
+        dup::dup(self, map, undo)
+    }
+}

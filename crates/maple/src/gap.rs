@@ -1,0 +1,108 @@
+//! Gap searches (`mas_empty_area`, `mas_empty_area_rev`) in O(log n) through the per-child max gaps.
+//!
+//! A depth-first search over the children intersecting `[min, max]`, in index order (reverse order for the
+//! highest area), descending only into children whose recorded max gap is at least `size`. A recorded gap can
+//! be unusable only where `[min, max]` clips it, which happens on the two boundary paths, so the search visits
+//! O(height) nodes beyond those it descends into successfully. At a leaf, each NULL range is clipped to
+//! `[min, max]` and taken if it still holds `size` indices.
+//!
+//! The search is a reader: it checks each node it reads for death (after an Acquire fence) and restarts from
+//! the root if it meets one.
+
+use vmspace_rcu::Guard;
+use vmspace_rcu::sync::{AtomicU64, Ordering, fence};
+
+use crate::MapleError;
+use crate::node::{Enode, INT_PIVOTS, INT_SLOTS, LEAF_PIVOTS, LEAF_SLOTS, is_leaf, node};
+use crate::read::load_root;
+
+/// Met a dead node: restart.
+struct Dead;
+
+/// See [`crate::MapleTree::empty_area`]; `rev` searches for the highest area and returns its start.
+pub(crate) fn empty_area(
+    root: &AtomicU64,
+    min: u64,
+    max: u64,
+    size: u64,
+    rev: bool,
+    _guard: &Guard,
+) -> Result<u64, MapleError> {
+    if size == 0 || min > max || max - min < size - 1 {
+        return Err(MapleError::Invalid);
+    }
+    loop {
+        let r = load_root(root);
+        if r == 0 {
+            return Ok(if rev { max - (size - 1) } else { min });
+        }
+        match search(r, 0, u64::MAX, min, max, size, rev) {
+            Ok(Some(s)) => return Ok(s),
+            Ok(None) => return Err(MapleError::Busy),
+            Err(Dead) => {
+                // Acquire: pairs with the writer's Release dead-mark; the restart sees the replacement.
+                fence(Ordering::Acquire);
+            }
+        }
+    }
+}
+
+fn search(
+    e: Enode,
+    nmin: u64,
+    nmax: u64,
+    min: u64,
+    max: u64,
+    size: u64,
+    rev: bool,
+) -> Result<Option<u64>, Dead> {
+    // SAFETY: reached from the root under the caller's guard; nodes are freed after a grace period.
+    let n = unsafe { node(e) };
+    let leaf = is_leaf(e);
+    let (np, ns) = if leaf { (LEAF_PIVOTS, LEAF_SLOTS) } else { (INT_PIVOTS, INT_SLOTS) };
+    // Snapshot the node: (first, last, slot, gap) per used slot.
+    let mut snap = [(0u64, 0u64, 0usize, 0u64); LEAF_SLOTS];
+    let mut cnt = 0;
+    let mut s = nmin;
+    for i in 0..ns {
+        let l = if i < np { n.pivot(i) } else { nmax };
+        let l = if l >= nmax || i == np { nmax } else { l };
+        let (v, g) = if leaf { (n.leaf_slot(i), 0) } else { (n.child(i), n.gap(i)) };
+        snap[cnt] = (s, l, v, g);
+        cnt += 1;
+        if l == nmax {
+            break;
+        }
+        s = l + 1;
+    }
+    // Acquire fence: the loads above happen before the dead check.
+    fence(Ordering::Acquire);
+    if n.is_dead() {
+        return Err(Dead);
+    }
+    let sizem1 = size - 1;
+    for k in 0..cnt {
+        let (s, l, v, g) = snap[if rev { cnt - 1 - k } else { k }];
+        if l < min || s > max {
+            continue;
+        }
+        if leaf {
+            if v != 0 {
+                continue;
+            }
+            let cs = s.max(min);
+            let ce = l.min(max);
+            if ce - cs >= sizem1 {
+                return Ok(Some(if rev { ce - sizem1 } else { cs }));
+            }
+        } else {
+            if g < size || v == 0 {
+                continue;
+            }
+            if let Some(x) = search(v, s, l, min, max, size, rev)? {
+                return Ok(Some(x));
+            }
+        }
+    }
+    Ok(None)
+}

@@ -1,0 +1,414 @@
+//! Raw node layout, tagged pointers, and the one place nodes are allocated and freed.
+//!
+//! A node is 32 machine words (256 bytes, 256-aligned), all atomics so that lock-free readers may load them
+//! while a writer stores to them (see the crate docs for which stores a live node can see). Word 0 is the
+//! parent word; the other 31 are interpreted by node kind:
+//!
+//! ```text
+//! leaf     : w[0..15]  pivot[0..15]   w[15..31] slot[0..16]  (values; 0 = NULL)
+//! internal : w[0..9]   pivot[0..9]    w[9..19]  slot[0..10]  (encoded child pointers)
+//!            w[19..29] gap[0..10]     w[29]     meta (end | gap_offset << 8)      w[30] unused (0)
+//! ```
+//!
+//! The node's *end* (index of its last used slot) is implied by the pivots and the node's maximum, which every
+//! walker knows from the parent pivot: `pivot[end] == max` when `end < pivots`, otherwise `end == pivots`
+//! (implied pivot). Used pivots are strictly increasing; pivots and slots after `end` are 0. So a reader's
+//! linear scan for the first `pivot >= index` always stops at or before `end` without knowing it.
+//!
+//! Encoded node pointers (`Enode`, used in internal slots and the tree root) are the node address with the node
+//! kind in the low bits ([`KIND_LEAF`] or [`KIND_INTERNAL`]); 0 means "no node".
+//!
+//! Parent word: [`ROOT_PARENT`] for the root; `parent address | slot << 3 | 0b110` for others; the node's own
+//! address once it is dead (replaced and unpublished; freed after a grace period).
+
+use std::sync::Arc;
+
+use vmspace_rcu::sync::{AtomicU64, Ordering};
+
+/// Slots in a leaf.
+pub(crate) const LEAF_SLOTS: usize = 16;
+/// Pivots in a leaf.
+pub(crate) const LEAF_PIVOTS: usize = 15;
+/// Slots (children) in an allocation-range internal node.
+pub(crate) const INT_SLOTS: usize = 10;
+/// Pivots in an internal node.
+pub(crate) const INT_PIVOTS: usize = 9;
+/// Minimum used slots of a non-root leaf (the kernel's `mt_min_slots` for range nodes).
+pub(crate) const LEAF_MIN: usize = LEAF_SLOTS / 2 - 2;
+/// Minimum used slots of a non-root internal node (`mt_min_slots` for arange nodes).
+pub(crate) const INT_MIN: usize = INT_SLOTS / 2 - 1;
+/// Maximum tree height handled (the kernel's `MAPLE_HEIGHT_MAX`).
+pub(crate) const MAX_HEIGHT: usize = 31;
+
+/// Low bits of an [`Enode`]: leaf.
+pub(crate) const KIND_LEAF: usize = 1;
+/// Low bits of an [`Enode`]: internal allocation-range node.
+pub(crate) const KIND_INTERNAL: usize = 2;
+const KIND_MASK: usize = 3;
+const ADDR_MASK: usize = !0xff;
+/// The root node's parent word.
+pub(crate) const ROOT_PARENT: u64 = 1;
+const PARENT_TAG: u64 = 0b110;
+
+/// Word index of leaf slot 0.
+pub(crate) const LEAF_SLOT_BASE: usize = LEAF_PIVOTS;
+/// Word index of internal child 0.
+pub(crate) const INT_SLOT_BASE: usize = INT_PIVOTS;
+/// Word index of internal gap 0.
+pub(crate) const INT_GAP_BASE: usize = INT_SLOT_BASE + INT_SLOTS;
+/// Word index of the internal metadata.
+pub(crate) const INT_META: usize = INT_GAP_BASE + INT_SLOTS;
+
+/// An encoded node pointer: address | kind. 0 = none.
+pub(crate) type Enode = usize;
+
+/// One 256-byte tree node. See the module docs for the layout.
+#[repr(C, align(256))]
+pub(crate) struct Node {
+    parent: AtomicU64,
+    w: [AtomicU64; 31],
+    /// Loom builds only: set instead of freeing, so that a reader touching a reclaimed node fails the model.
+    #[cfg(loom)]
+    freed: vmspace_rcu::sync::AtomicBool,
+}
+
+#[cfg(not(loom))]
+const _: () = assert!(std::mem::size_of::<Node>() == 256 && std::mem::align_of::<Node>() == 256);
+const _: () =
+    assert!(usize::BITS == 64, "the maple tree stores u64 pivots and usize slots in the same words");
+
+#[inline]
+pub(crate) fn is_leaf(e: Enode) -> bool {
+    e & KIND_MASK == KIND_LEAF
+}
+
+#[inline]
+pub(crate) fn addr(e: Enode) -> usize {
+    e & ADDR_MASK
+}
+
+/// Dereferences an encoded node pointer.
+///
+/// # Safety
+///
+/// `e` is a non-zero Enode of a node that is not yet freed: reachable from the root under the caller's RCU
+/// guard or the writer lock, or owned by the caller.
+#[inline]
+pub(crate) unsafe fn node<'a>(e: Enode) -> &'a Node {
+    debug_assert!(e != 0);
+    // SAFETY: the caller guarantees the node is allocated for the duration of the borrow.
+    let n = unsafe { &*(addr(e) as *const Node) };
+    #[cfg(loom)]
+    assert!(!n.freed.load(Ordering::Relaxed), "maple: access to a reclaimed node");
+    n
+}
+
+impl Node {
+    fn zeroed() -> Self {
+        Node {
+            parent: AtomicU64::new(0),
+            w: std::array::from_fn(|_| AtomicU64::new(0)),
+            #[cfg(loom)]
+            freed: vmspace_rcu::sync::AtomicBool::new(false),
+        }
+    }
+
+    /// Pivot `i` (Relaxed: pivots of a published node change only in non-RCU mode, where no reader exists; a
+    /// reader reached this node through an Acquire load of its pointer, which orders the initialising stores).
+    #[inline(always)]
+    pub(crate) fn pivot(&self, i: usize) -> u64 {
+        self.w[i].load(Ordering::Relaxed)
+    }
+
+    #[cfg(test)]
+    pub(crate) fn set_pivot(&self, i: usize, v: u64) {
+        // Relaxed: written before publication (ordered by the publishing Release store) or in non-RCU mode.
+        self.w[i].store(v, Ordering::Relaxed);
+    }
+
+    /// Leaf slot `i` (Acquire: pairs with the Release of an in-place exact-fit store, so a value's pointee
+    /// initialisation is visible; also orders this load before the dead check that follows).
+    #[inline(always)]
+    pub(crate) fn leaf_slot(&self, i: usize) -> usize {
+        self.w[LEAF_SLOT_BASE + i].load(Ordering::Acquire) as usize
+    }
+
+    /// Stores leaf slot `i`. Release: pairs with [`Node::leaf_slot`]'s Acquire (in-place exact-fit stores on a
+    /// live node); before publication it is ordered anyway by the publishing store.
+    #[inline(always)]
+    pub(crate) fn set_leaf_slot(&self, i: usize, v: usize) {
+        self.w[LEAF_SLOT_BASE + i].store(v as u64, Ordering::Release);
+    }
+
+    /// Internal slot `i`, an encoded child pointer (Acquire: pairs with the Release store that published the
+    /// child, so the child's initialised contents are visible).
+    #[inline(always)]
+    pub(crate) fn child(&self, i: usize) -> Enode {
+        self.w[INT_SLOT_BASE + i].load(Ordering::Acquire) as usize
+    }
+
+    /// Publishes child `i` (Release: the child's contents happen-before any reader that loads the pointer).
+    #[inline(always)]
+    pub(crate) fn set_child(&self, i: usize, e: Enode) {
+        self.w[INT_SLOT_BASE + i].store(e as u64, Ordering::Release);
+    }
+
+    /// Max gap recorded for child `i` (Relaxed: gaps are hints for the gap search; a concurrent lock-free
+    /// search tolerates a stale value, the writer reads its own stores).
+    #[inline(always)]
+    pub(crate) fn gap(&self, i: usize) -> u64 {
+        self.w[INT_GAP_BASE + i].load(Ordering::Relaxed)
+    }
+
+    #[inline(always)]
+    pub(crate) fn set_gap(&self, i: usize, g: u64) {
+        // Relaxed: see `gap`.
+        self.w[INT_GAP_BASE + i].store(g, Ordering::Relaxed);
+    }
+
+    /// Internal-node metadata: (end, offset of the largest gap).
+    #[inline]
+    pub(crate) fn meta(&self) -> (usize, usize) {
+        // Relaxed: written by the writer only; readers do not use it.
+        let m = self.w[INT_META].load(Ordering::Relaxed);
+        ((m & 0xff) as usize, ((m >> 8) & 0xff) as usize)
+    }
+
+    #[inline]
+    pub(crate) fn set_meta(&self, end: usize, gap_off: usize) {
+        // Relaxed: writer-only field.
+        self.w[INT_META].store(end as u64 | (gap_off as u64) << 8, Ordering::Relaxed);
+    }
+
+    /// Raw word `i` (for dump/validate/copy).
+    #[inline]
+    pub(crate) fn word(&self, i: usize) -> u64 {
+        // Relaxed: used by the writer (its own stores) and by dup under the writer lock.
+        self.w[i].load(Ordering::Relaxed)
+    }
+
+    #[inline]
+    pub(crate) fn set_word(&self, i: usize, v: u64) {
+        // Relaxed: only on unpublished nodes.
+        self.w[i].store(v, Ordering::Relaxed);
+    }
+
+    /// The parent word.
+    #[inline]
+    pub(crate) fn parent_word(&self) -> u64 {
+        // Relaxed: used by the writer and validate; readers use `is_dead`.
+        self.parent.load(Ordering::Relaxed)
+    }
+
+    /// Sets the parent word of a live node to (parent, slot) or [`ROOT_PARENT`].
+    #[inline]
+    pub(crate) fn set_parent(&self, parent: Option<(Enode, usize)>) {
+        let w = match parent {
+            None => ROOT_PARENT,
+            Some((p, slot)) => addr(p) as u64 | (slot as u64) << 3 | PARENT_TAG,
+        };
+        // Relaxed: readers only compare the parent word with the node's own address; no live node's parent word
+        // ever equals that, so any value they read of a re-parenting store is "alive", which is true.
+        self.parent.store(w, Ordering::Relaxed);
+    }
+
+    /// Decodes a non-root parent word into (parent address, slot).
+    #[inline]
+    pub(crate) fn decode_parent(w: u64) -> Option<(usize, usize)> {
+        if w & 0xff & PARENT_TAG == PARENT_TAG && w & 1 == 0 {
+            Some(((w as usize) & ADDR_MASK, ((w >> 3) & 0x1f) as usize))
+        } else {
+            None
+        }
+    }
+
+    /// Marks this (already unpublished) node dead: parent = self.
+    #[inline]
+    pub(crate) fn mark_dead(&self) {
+        // Release: the store that unpublished this node (program-order earlier) happens-before any reader that
+        // sees the node dead and then (after its Acquire fence in `dead_restart`) re-reads the root.
+        self.parent.store(self as *const Node as u64, Ordering::Release);
+    }
+
+    /// True if the node was replaced. Call after loading the fields you want to trust and an Acquire fence
+    /// (`fence(Acquire)` orders those loads before this one; pairs with nothing by itself).
+    #[inline(always)]
+    pub(crate) fn is_dead(&self) -> bool {
+        // Relaxed: ordering comes from the caller's fences (see the crate docs, "dead nodes").
+        self.parent.load(Ordering::Relaxed) == self as *const Node as u64
+    }
+
+    /// Leaf: end (last used slot) given the node maximum.
+    #[inline(always)]
+    pub(crate) fn end(&self, np: usize, max: u64) -> usize {
+        let mut i = 0;
+        while i < np {
+            if self.pivot(i) >= max {
+                return i;
+            }
+            i += 1;
+        }
+        np
+    }
+}
+
+/// Per-allocation-domain node counters, shared (Arc) by a tree and the trees `dup` made from it, and by the
+/// deferred frees, so that nodes freed after a grace period are still counted.
+pub(crate) struct Counters {
+    pub(crate) allocated: AtomicU64,
+    pub(crate) freed: AtomicU64,
+    pub(crate) pending: AtomicU64,
+    /// 0 = no injection; n = the n-th allocation from now fails (then injection switches off).
+    pub(crate) fail_countdown: AtomicU64,
+}
+
+impl Counters {
+    pub(crate) fn new() -> Arc<Self> {
+        Arc::new(Counters {
+            allocated: AtomicU64::new(0),
+            freed: AtomicU64::new(0),
+            pending: AtomicU64::new(0),
+            fail_countdown: AtomicU64::new(0),
+        })
+    }
+
+    /// Allocates one zeroed node, honouring failure injection. `None` = ENOMEM.
+    pub(crate) fn alloc(&self) -> Option<usize> {
+        // Relaxed throughout: statistics and a test knob, no data is published through them.
+        let c = self.fail_countdown.load(Ordering::Relaxed);
+        if c != 0 {
+            self.fail_countdown.store(c - 1, Ordering::Relaxed);
+            if c == 1 {
+                return None;
+            }
+        }
+        self.allocated.fetch_add(1, Ordering::Relaxed);
+        Some(Box::into_raw(Box::new(Node::zeroed())) as usize)
+    }
+
+    /// Frees a node no reader can reach (never published, or non-RCU mode).
+    ///
+    /// # Safety
+    ///
+    /// `a` came from [`Counters::alloc`] and is freed once; no reference to it is used afterwards.
+    pub(crate) unsafe fn free_now(&self, a: usize) {
+        // Relaxed: statistics.
+        self.freed.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the caller's contract: `a` is a live `Box<Node>` that nobody else will touch.
+        unsafe { release(a) };
+    }
+
+    /// Frees a node after a grace period.
+    ///
+    /// # Safety
+    ///
+    /// `a` came from [`Counters::alloc`], has been unpublished (and marked dead) and is retired once.
+    pub(crate) unsafe fn free_deferred(self: &Arc<Self>, a: usize, guard: &vmspace_rcu::Guard) {
+        // Relaxed: statistics.
+        self.pending.fetch_add(1, Ordering::Relaxed);
+        let c = Arc::clone(self);
+        guard.defer(move || {
+            c.pending.fetch_sub(1, Ordering::Relaxed);
+            c.freed.fetch_add(1, Ordering::Relaxed);
+            // SAFETY: every guard that could have reached the node is gone (grace period); retired once.
+            unsafe { release(a) };
+        });
+    }
+}
+
+/// Releases a node's memory.
+///
+/// # Safety
+///
+/// `a` is a `Box<Node>` address, released once, unreachable.
+unsafe fn release(a: usize) {
+    #[cfg(loom)]
+    {
+        // Loom: keep the memory and mark it, so that a late reader trips the assertion in `node()`.
+        // SAFETY: the node is still allocated (we never free under loom).
+        let n = unsafe { &*(a as *const Node) };
+        n.freed.store(true, Ordering::Relaxed);
+    }
+    #[cfg(not(loom))]
+    // SAFETY: the caller's contract.
+    drop(unsafe { Box::from_raw(a as *mut Node) });
+}
+
+/// Size in keys of `[s, e]`, saturating at `u64::MAX` (the whole key space).
+#[inline]
+pub(crate) fn range_size(s: u64, e: u64) -> u64 {
+    (e - s).saturating_add(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_is_256_bytes() {
+        assert_eq!(std::mem::size_of::<Node>(), 256);
+        assert_eq!(std::mem::align_of::<Node>(), 256);
+        assert_eq!(LEAF_SLOT_BASE + LEAF_SLOTS, 31);
+        const { assert!(INT_META < 31) };
+    }
+
+    #[test]
+    fn enode_and_parent_encoding() {
+        let c = Counters::new();
+        let a = c.alloc().unwrap();
+        let b = c.alloc().unwrap();
+        assert_eq!(a & 0xff, 0);
+        let e = a | KIND_INTERNAL;
+        assert!(!is_leaf(e));
+        assert!(is_leaf(b | KIND_LEAF));
+        assert_eq!(addr(e), a);
+        // SAFETY: `b` is a freshly allocated node we own.
+        let nb = unsafe { node(b | KIND_LEAF) };
+        nb.set_parent(Some((e, 7)));
+        assert_eq!(Node::decode_parent(nb.parent_word()), Some((a, 7)));
+        nb.set_parent(None);
+        assert_eq!(Node::decode_parent(nb.parent_word()), None);
+        assert!(!nb.is_dead());
+        nb.mark_dead();
+        assert!(nb.is_dead());
+        // SAFETY: both nodes are ours and unpublished.
+        unsafe {
+            c.free_now(a);
+            c.free_now(b);
+        }
+        assert_eq!(c.allocated.load(Ordering::Relaxed), 2);
+        assert_eq!(c.freed.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn end_from_pivots() {
+        let c = Counters::new();
+        let a = c.alloc().unwrap();
+        // SAFETY: our own unpublished node.
+        let n = unsafe { node(a | KIND_LEAF) };
+        n.set_pivot(0, 10);
+        n.set_pivot(1, 20);
+        n.set_pivot(2, 99);
+        assert_eq!(n.end(LEAF_PIVOTS, 99), 2);
+        for i in 0..LEAF_PIVOTS {
+            n.set_pivot(i, i as u64 * 10);
+        }
+        assert_eq!(n.end(LEAF_PIVOTS, 1000), LEAF_PIVOTS);
+        // SAFETY: as above.
+        unsafe { c.free_now(a) };
+    }
+
+    #[test]
+    fn injection_fails_once() {
+        let c = Counters::new();
+        c.fail_countdown.store(2, Ordering::Relaxed);
+        let a = c.alloc().unwrap();
+        assert!(c.alloc().is_none());
+        let b = c.alloc().unwrap();
+        // SAFETY: ours.
+        unsafe {
+            c.free_now(a);
+            c.free_now(b);
+        }
+    }
+}

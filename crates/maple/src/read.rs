@@ -1,0 +1,508 @@
+//! Lock-free readers: point lookups and the cursor.
+//!
+//! Every reader runs under an RCU guard (the caller's, or one pinned per call). Per node it (1) loads pivots
+//! (Relaxed) and a slot (Acquire), (2) issues `fence(Acquire)` so those loads are ordered before (3) the load of
+//! the node's parent word; if the node is dead it issues another `fence(Acquire)` (synchronising with the
+//! writer's Release dead-mark, which follows its Release publication) and restarts from the root, or — for a
+//! cursor — re-walks from the root to the index it was about to visit. Lookups allocate nothing and take no
+//! lock.
+
+use std::num::NonZeroUsize;
+
+use vmspace_rcu::Guard;
+use vmspace_rcu::sync::{AtomicU64, Ordering, fence};
+
+use crate::node::{Enode, INT_PIVOTS, LEAF_PIVOTS, MAX_HEIGHT, Node, is_leaf, node};
+use crate::{Entry, MapleTree};
+
+/// First slot whose pivot is `>= index` (or `np`, the slot with the implied pivot).
+#[inline(always)]
+fn scan(n: &Node, np: usize, index: u64) -> usize {
+    let mut i = 0;
+    while i < np && n.pivot(i) < index {
+        i += 1;
+    }
+    i
+}
+
+/// Called after finding a dead node, before restarting.
+#[inline]
+fn dead_restart() {
+    // Acquire: pairs with the writer's Release dead-mark (and so with its earlier publication): the restart
+    // sees the replacement.
+    fence(Ordering::Acquire);
+}
+
+/// Loads the root word (Acquire: pairs with the Release store that published the root node).
+#[inline(always)]
+pub(crate) fn load_root(root: &AtomicU64) -> Enode {
+    root.load(Ordering::Acquire) as usize
+}
+
+/// The raw entry at `index`. The caller holds a guard.
+#[inline]
+pub(crate) fn load_raw(root: &AtomicU64, index: u64) -> Option<NonZeroUsize> {
+    'restart: loop {
+        let mut e = load_root(root);
+        if e == 0 {
+            return None;
+        }
+        loop {
+            // SAFETY: `e` was loaded from the root or a live node under the caller's guard; nodes are freed only
+            // after a grace period.
+            let n = unsafe { node(e) };
+            if is_leaf(e) {
+                let v = n.leaf_slot(scan(n, LEAF_PIVOTS, index));
+                // Acquire fence: the pivot and slot loads above happen before the dead check below.
+                fence(Ordering::Acquire);
+                if n.is_dead() {
+                    dead_restart();
+                    continue 'restart;
+                }
+                return NonZeroUsize::new(v);
+            }
+            let c = n.child(scan(n, INT_PIVOTS, index));
+            // Acquire fence: as above.
+            fence(Ordering::Acquire);
+            if n.is_dead() {
+                dead_restart();
+                continue 'restart;
+            }
+            e = c;
+        }
+    }
+}
+
+/// The raw slot holding `index` with its range (value 0 for NULL). The caller holds a guard.
+#[inline]
+pub(crate) fn load_range_raw(root: &AtomicU64, index: u64) -> (u64, u64, usize) {
+    'restart: loop {
+        let mut e = load_root(root);
+        if e == 0 {
+            return (0, u64::MAX, 0);
+        }
+        let (mut min, mut max) = (0u64, u64::MAX);
+        loop {
+            // SAFETY: as in `load_raw`.
+            let n = unsafe { node(e) };
+            let np = if is_leaf(e) { LEAF_PIVOTS } else { INT_PIVOTS };
+            let i = scan(n, np, index);
+            let s = if i == 0 { min } else { n.pivot(i - 1) + 1 };
+            let l = if i < np { n.pivot(i) } else { max };
+            let v = if is_leaf(e) { n.leaf_slot(i) } else { n.child(i) };
+            // Acquire fence: as in `load_raw`.
+            fence(Ordering::Acquire);
+            if n.is_dead() {
+                dead_restart();
+                continue 'restart;
+            }
+            if is_leaf(e) {
+                return (s, l, v);
+            }
+            (min, max, e) = (s, l, v);
+        }
+    }
+}
+
+/// One level of a cursor's cached path.
+#[derive(Clone, Copy, Default)]
+struct Lvl {
+    e: Enode,
+    min: u64,
+    max: u64,
+    off: usize,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Status {
+    /// Not walked: the next operation starts at `index`.
+    Start,
+    /// `index..=last` is the slot at the cached path.
+    Active,
+    /// Path dropped; forward operations resume at `last + 1`, backward ones at `index - 1`.
+    Paused,
+}
+
+/// A read cursor over a [`MapleTree`] under an RCU guard (the kernel's `ma_state` for readers).
+///
+/// States: *start* (after [`Cursor::set`]: the next operation walks to the set index), *active* (positioned on
+/// an entry, `index()..=last()`), *paused* (after [`Cursor::pause`] or a search that found nothing: forward
+/// operations resume at `last() + 1`, backward ones at `index() - 1`, like `mas_pause`).
+///
+/// * [`Cursor::find`]`(max)`: from start, the first entry intersecting `[index, max]`; when active, the next
+///   entry after the current one that starts at or before `max`.
+/// * [`Cursor::find_rev`]`(min)`: mirror image.
+/// * [`Cursor::next`]`(max)` / [`Cursor::prev`]`(min)`: the entry after / before the current one (from start:
+///   after / before the range holding the set index).
+///
+/// A cursor re-walks from the root when it meets a dead node, so each returned entry is current at the time it
+/// is read; iteration never goes backwards (forward) and never skips a range that existed throughout.
+pub struct Cursor<'g, T: Entry> {
+    tree: &'g MapleTree<T>,
+    _guard: &'g Guard,
+    path: [Lvl; MAX_HEIGHT],
+    depth: usize,
+    status: Status,
+    index: u64,
+    last: u64,
+}
+
+/// A cursor without a guard (after [`Cursor::into_paused`]): resume it later under a new guard.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PausedCursor {
+    status: Status,
+    index: u64,
+    last: u64,
+}
+
+impl PausedCursor {
+    /// A paused position from which forward searches resume at `last + 1` and backward ones at `index - 1`.
+    pub fn at(index: u64, last: u64) -> Self {
+        PausedCursor { status: Status::Paused, index, last }
+    }
+
+    /// Re-attaches to `tree` under `guard`.
+    pub fn resume<'g, T: Entry>(self, tree: &'g MapleTree<T>, guard: &'g Guard) -> Cursor<'g, T> {
+        let mut c = Cursor::new(tree, guard);
+        c.status = self.status;
+        c.index = self.index;
+        c.last = self.last;
+        c
+    }
+}
+
+impl<'g, T: Entry> Cursor<'g, T> {
+    pub(crate) fn new(tree: &'g MapleTree<T>, guard: &'g Guard) -> Self {
+        Cursor {
+            tree,
+            _guard: guard,
+            path: [Lvl::default(); MAX_HEIGHT],
+            depth: 0,
+            status: Status::Start,
+            index: 0,
+            last: 0,
+        }
+    }
+
+    /// Moves to `index` (state start).
+    pub fn set(&mut self, index: u64) {
+        self.status = Status::Start;
+        self.index = index;
+        self.last = index;
+    }
+
+    /// First index of the current entry (or the set/paused position).
+    pub fn index(&self) -> u64 {
+        self.index
+    }
+
+    /// Last index of the current entry (or the paused position).
+    pub fn last(&self) -> u64 {
+        self.last
+    }
+
+    /// Drops the cached path (the kernel's `mas_pause`): the next forward operation resumes at `last + 1`, the
+    /// next backward one at `index - 1`.
+    pub fn pause(&mut self) {
+        if self.status == Status::Active {
+            self.status = Status::Paused;
+        }
+    }
+
+    /// Pauses and detaches from the guard.
+    pub fn into_paused(mut self) -> PausedCursor {
+        self.pause();
+        PausedCursor { status: self.status, index: self.index, last: self.last }
+    }
+
+    /// Walks from the root to the slot holding `key`, caching the path.
+    fn walk(&mut self, key: u64) -> (u64, u64, usize) {
+        loop {
+            let e = load_root(&self.tree.root);
+            if e == 0 {
+                self.depth = 0;
+                return (0, u64::MAX, 0);
+            }
+            if let Some(r) = self.descend(0, e, 0, u64::MAX, key) {
+                return r;
+            }
+        }
+    }
+
+    /// Descends from node `e` (covering `[min, max]`) at `level` to the leaf slot holding `key`. None if a dead
+    /// node was met (the caller restarts from the root).
+    #[inline]
+    fn descend(
+        &mut self,
+        mut level: usize,
+        mut e: Enode,
+        mut min: u64,
+        mut max: u64,
+        key: u64,
+    ) -> Option<(u64, u64, usize)> {
+        loop {
+            // SAFETY: `e` came from the root or a node checked alive after the load, under the guard.
+            let n = unsafe { node(e) };
+            let np = if is_leaf(e) { LEAF_PIVOTS } else { INT_PIVOTS };
+            let i = scan(n, np, key);
+            let s = if i == 0 { min } else { n.pivot(i - 1) + 1 };
+            let l = if i < np { n.pivot(i) } else { max };
+            let v = if is_leaf(e) { n.leaf_slot(i) } else { n.child(i) };
+            // Acquire fence: the loads above happen before the dead check.
+            fence(Ordering::Acquire);
+            if n.is_dead() {
+                dead_restart();
+                return None;
+            }
+            if level >= MAX_HEIGHT {
+                return None;
+            }
+            self.path[level] = Lvl { e, min, max, off: i };
+            if is_leaf(e) {
+                self.depth = level + 1;
+                return Some((s, l, v));
+            }
+            (min, max, e) = (s, l, v);
+            level += 1;
+        }
+    }
+
+    /// The slot after the current one (`[last + 1, ..]`), or None at the end of the key space.
+    fn step_fwd(&mut self) -> Option<(u64, u64, usize)> {
+        if self.last == u64::MAX {
+            return None;
+        }
+        let key = self.last + 1;
+        if self.depth == 0 {
+            return Some(self.walk(key));
+        }
+        let d = self.depth - 1;
+        let lv = self.path[d];
+        if key <= lv.max {
+            // SAFETY: a cached path node under the cursor's guard.
+            let n = unsafe { node(lv.e) };
+            let off = lv.off + 1;
+            if off >= crate::node::LEAF_SLOTS {
+                return Some(self.walk(key));
+            }
+            let l = if off < LEAF_PIVOTS { n.pivot(off) } else { lv.max };
+            let v = n.leaf_slot(off);
+            // Acquire fence: the loads above happen before the dead check.
+            fence(Ordering::Acquire);
+            if n.is_dead() {
+                dead_restart();
+                return Some(self.walk(key));
+            }
+            self.path[d].off = off;
+            return Some((key, l, v));
+        }
+        let mut level = d;
+        while level > 0 {
+            level -= 1;
+            let p = self.path[level];
+            if key > p.max {
+                continue;
+            }
+            // SAFETY: as above.
+            let pn = unsafe { node(p.e) };
+            let off = p.off + 1;
+            let cmax = if off < INT_PIVOTS { pn.pivot(off) } else { p.max };
+            let c = if off < crate::node::INT_SLOTS { pn.child(off) } else { 0 };
+            // Acquire fence: as above.
+            fence(Ordering::Acquire);
+            if pn.is_dead() || c == 0 {
+                dead_restart();
+                return Some(self.walk(key));
+            }
+            self.path[level].off = off;
+            return match self.descend(level + 1, c, key, cmax, key) {
+                Some(r) => Some(r),
+                None => Some(self.walk(key)),
+            };
+        }
+        Some(self.walk(key))
+    }
+
+    /// The slot before the current one (`[.., index - 1]`), or None at index 0.
+    fn step_back(&mut self) -> Option<(u64, u64, usize)> {
+        if self.index == 0 {
+            return None;
+        }
+        let key = self.index - 1;
+        if self.depth == 0 {
+            return Some(self.walk(key));
+        }
+        let d = self.depth - 1;
+        let lv = self.path[d];
+        if key >= lv.min && lv.off > 0 {
+            // SAFETY: a cached path node under the cursor's guard.
+            let n = unsafe { node(lv.e) };
+            let off = lv.off - 1;
+            let s = if off == 0 { lv.min } else { n.pivot(off - 1) + 1 };
+            let v = n.leaf_slot(off);
+            // Acquire fence: the loads above happen before the dead check.
+            fence(Ordering::Acquire);
+            if n.is_dead() {
+                dead_restart();
+                return Some(self.walk(key));
+            }
+            self.path[d].off = off;
+            return Some((s, key, v));
+        }
+        let mut level = d;
+        while level > 0 {
+            level -= 1;
+            let p = self.path[level];
+            if key < p.min || p.off == 0 {
+                continue;
+            }
+            // SAFETY: as above.
+            let pn = unsafe { node(p.e) };
+            let off = p.off - 1;
+            let cmin = if off == 0 { p.min } else { pn.pivot(off - 1) + 1 };
+            let c = pn.child(off);
+            // Acquire fence: as above.
+            fence(Ordering::Acquire);
+            if pn.is_dead() || c == 0 {
+                dead_restart();
+                return Some(self.walk(key));
+            }
+            self.path[level].off = off;
+            return match self.descend(level + 1, c, cmin, key, key) {
+                Some(r) => Some(r),
+                None => Some(self.walk(key)),
+            };
+        }
+        Some(self.walk(key))
+    }
+
+    fn found(&mut self, s: u64, l: u64, v: usize) -> Option<(u64, u64, T)> {
+        self.status = Status::Active;
+        self.index = s;
+        self.last = l;
+        // SAFETY: non-zero leaf words were stored from `T::into_raw`.
+        Some((s, l, unsafe { T::from_raw(NonZeroUsize::new_unchecked(v)) }))
+    }
+
+    /// Scans forward from candidate `c` for a non-NULL entry starting at or before `max`.
+    fn scan_fwd(&mut self, mut c: Option<(u64, u64, usize)>, max: u64) -> Option<(u64, u64, T)> {
+        loop {
+            let Some((s, l, v)) = c else {
+                self.status = Status::Paused;
+                self.last = u64::MAX;
+                return None;
+            };
+            if s > max {
+                self.status = Status::Paused;
+                self.index = s;
+                self.last = s - 1;
+                return None;
+            }
+            self.index = s;
+            self.last = l;
+            if v != 0 {
+                return self.found(s, l, v);
+            }
+            c = self.step_fwd();
+        }
+    }
+
+    /// Scans backward from candidate `c` for a non-NULL entry ending at or after `min`.
+    fn scan_back(&mut self, mut c: Option<(u64, u64, usize)>, min: u64) -> Option<(u64, u64, T)> {
+        loop {
+            let Some((s, l, v)) = c else {
+                self.status = Status::Paused;
+                self.index = 0;
+                return None;
+            };
+            if l < min {
+                self.status = Status::Paused;
+                self.index = l + 1;
+                self.last = l;
+                return None;
+            }
+            self.index = s;
+            self.last = l;
+            if v != 0 {
+                return self.found(s, l, v);
+            }
+            c = self.step_back();
+        }
+    }
+
+    /// See the type docs: the first entry intersecting `[index, max]` from start, else the next one.
+    pub fn find(&mut self, max: u64) -> Option<(u64, u64, T)> {
+        let c = match self.status {
+            Status::Start => Some(self.walk(self.index)),
+            Status::Active => self.step_fwd(),
+            Status::Paused => {
+                if self.last == u64::MAX {
+                    return None;
+                }
+                Some(self.walk(self.last + 1))
+            }
+        };
+        self.scan_fwd(c, max)
+    }
+
+    /// See the type docs: the last entry intersecting `[min, index]` from start, else the previous one.
+    pub fn find_rev(&mut self, min: u64) -> Option<(u64, u64, T)> {
+        let c = match self.status {
+            Status::Start => Some(self.walk(self.index)),
+            Status::Active => self.step_back(),
+            Status::Paused => {
+                if self.index == 0 {
+                    return None;
+                }
+                Some(self.walk(self.index - 1))
+            }
+        };
+        self.scan_back(c, min)
+    }
+
+    /// The next entry (starting at or before `max`) after the current one; from start, after the range holding
+    /// the set index.
+    pub fn next(&mut self, max: u64) -> Option<(u64, u64, T)> {
+        if self.status == Status::Start {
+            let (s, l, _) = self.walk(self.index);
+            self.index = s;
+            self.last = l;
+            self.status = Status::Active;
+        }
+        self.find(max)
+    }
+
+    /// The previous entry (ending at or after `min`) before the current one; from start, before the range
+    /// holding the set index.
+    pub fn prev(&mut self, min: u64) -> Option<(u64, u64, T)> {
+        if self.status == Status::Start {
+            let (s, l, _) = self.walk(self.index);
+            self.index = s;
+            self.last = l;
+            self.status = Status::Active;
+        }
+        self.find_rev(min)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scan_stops_at_end_pivot() {
+        let c = crate::node::Counters::new();
+        let a = c.alloc().unwrap();
+        // SAFETY: our own unpublished node.
+        let n = unsafe { node(a | crate::node::KIND_LEAF) };
+        n.set_pivot(0, 9);
+        n.set_pivot(1, 19);
+        n.set_pivot(2, 100);
+        assert_eq!(scan(n, LEAF_PIVOTS, 0), 0);
+        assert_eq!(scan(n, LEAF_PIVOTS, 9), 0);
+        assert_eq!(scan(n, LEAF_PIVOTS, 10), 1);
+        assert_eq!(scan(n, LEAF_PIVOTS, 100), 2);
+        // SAFETY: as above.
+        unsafe { c.free_now(a) };
+    }
+}

@@ -1,0 +1,117 @@
+//! Deterministic smoke tests of the basic API against a brute-force oracle (randomised, fixed seeds).
+
+use std::collections::BTreeMap;
+use std::num::NonZeroUsize;
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use vmspace_maple::MapleTree;
+
+type V = NonZeroUsize;
+
+fn v(x: usize) -> V {
+    NonZeroUsize::new(x).unwrap()
+}
+
+/// start -> (last, value)
+#[derive(Default, Clone)]
+struct Oracle(BTreeMap<u64, (u64, usize)>);
+
+impl Oracle {
+    fn store(&mut self, f: u64, l: u64, val: Option<usize>) {
+        let over: Vec<(u64, (u64, usize))> =
+            self.0.range(..=l).rev().take_while(|(_, (e, _))| *e >= f).map(|(s, x)| (*s, *x)).collect();
+        for (s, (e, x)) in over {
+            self.0.remove(&s);
+            if s < f {
+                self.0.insert(s, (f - 1, x));
+            }
+            if e > l {
+                self.0.insert(l + 1, (e, x));
+            }
+        }
+        if let Some(x) = val {
+            self.0.insert(f, (l, x));
+        }
+    }
+    fn load(&self, i: u64) -> Option<usize> {
+        self.0.range(..=i).next_back().filter(|(_, (e, _))| *e >= i).map(|(_, (_, x))| *x)
+    }
+}
+
+fn check(t: &MapleTree<V>, o: &Oracle) {
+    if let Err(e) = t.validate() {
+        panic!("{e}\n{}", t.dump());
+    }
+    assert_eq!(t.len(), o.0.len());
+    let got: Vec<(u64, u64, usize)> = {
+        let g = vmspace_rcu::pin();
+        let mut c = t.cursor(&g);
+        let mut out = Vec::new();
+        while let Some((s, e, x)) = c.find(u64::MAX) {
+            out.push((s, e, x.get()));
+        }
+        out
+    };
+    let want: Vec<(u64, u64, usize)> = o.0.iter().map(|(s, (e, x))| (*s, *e, *x)).collect();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn random_stores_small_keyspace() {
+    for seed in 0..20u64 {
+        let mut r = SmallRng::seed_from_u64(seed);
+        let t = MapleTree::<V>::new();
+        let mut o = Oracle::default();
+        for step in 0..400 {
+            let f = r.random_range(0..2000u64);
+            let w = if r.random_bool(0.1) { 500 } else { 8 };
+            let l = f + r.random_range(0..w);
+            let val = if r.random_bool(0.3) { None } else { Some(step + 1) };
+            t.store_range(f, l, val.map(v)).unwrap();
+            o.store(f, l, val);
+            check(&t, &o);
+            for _ in 0..5 {
+                let i = r.random_range(0..2100u64);
+                assert_eq!(t.load(i).map(|x| x.get()), o.load(i), "load {i}");
+            }
+        }
+    }
+}
+
+fn run(seed: u64, rcu: bool, keys: u64, steps: usize) -> usize {
+    let mut r = SmallRng::seed_from_u64(seed);
+    let t = if rcu { MapleTree::<V>::new() } else { MapleTree::<V>::new_non_rcu() };
+    let mut o = Oracle::default();
+    let mut maxh = 0;
+    for step in 0..steps {
+        let f = r.random_range(0..keys);
+        let w = if r.random_bool(0.05) { keys / 20 } else { 8 };
+        let l = f + r.random_range(0..w);
+        let val = if r.random_bool(0.25) { None } else { Some(step + 1) };
+        let got = t.store_range(f, l, val.map(v)).unwrap();
+        let want: Vec<(u64, u64, usize)> =
+            o.0.iter()
+                .filter(|(s, (e, _))| **s <= l && *e >= f)
+                .map(|(s, (e, x))| ((*s).max(f), (*e).min(l), *x))
+                .collect();
+        assert_eq!(got.iter().map(|(a, b, x)| (*a, *b, x.get())).collect::<Vec<_>>(), want);
+        o.store(f, l, val);
+        if step % 97 == 0 || steps < 1000 {
+            check(&t, &o);
+        }
+        maxh = maxh.max(t.lock().height());
+    }
+    check(&t, &o);
+    maxh
+}
+
+#[test]
+fn random_stores_both_modes_tall() {
+    let mut maxh = 0;
+    for seed in 0..3 {
+        maxh = maxh.max(run(seed, true, 200_000, 6000));
+        maxh = maxh.max(run(seed + 100, false, 200_000, 6000));
+    }
+    assert!(maxh >= 3, "height {maxh}");
+}
