@@ -13,6 +13,7 @@ pub mod maps;
 pub mod placement;
 pub mod procmap_query;
 pub mod race;
+pub mod replay;
 pub mod report;
 pub mod stats;
 pub mod sys;

@@ -1,0 +1,583 @@
+//! The live-kernel op-script runner: runs a script with real syscalls and prints the same canonical output
+//! as the engine (`vmspace_script::output`), so that `vmspace diff` can hold one against the other.
+//!
+//! # Process model (chosen: fork, no re-exec)
+//!
+//! [`replay_kernel`] forks a child and the script runs entirely in it; the caller's address space is never
+//! touched. The child runs [`vmspace_script::run_in`] with a [`KernelTarget`], renders the output, writes it
+//! to a pipe and leaves with `_exit`. The parent reads the pipe to its end and waits for the child.
+//!
+//! The caller may be multi-threaded (the test harness is). After `fork` only the forking thread exists in the
+//! child, so the child must not wait for a lock another thread might have held at the instant of the fork.
+//! What the child uses: raw syscalls (rustix, and libc for `prctl`, `brk`, `process_vm_*`, `fork`,
+//! `_exit`), reads of `/proc/self/maps`, and heap allocation. Allocation is safe here because glibc's `fork`
+//! takes and resets malloc's locks around the fork (its atfork handling), so the child's allocator is
+//! consistent. The child never touches stdio, the environment (no `std::env`, no `tempfile` calls: the
+//! temporary directory is created by the parent, before the fork), or any Rust `Mutex` shared with other
+//! threads. A panic in the child is caught and turned into an exit status; it never unwinds into the
+//! caller's code. Re-executing the binary was the alternative; it would need a hidden subcommand in every
+//! binary that runs scripts (each test binary included), so fork it is.
+//!
+//! `fork` in a script is a real fork inside the child: the new process continues with the remaining ops and
+//! everything the driver had accumulated so far (the output is in its memory, copied by fork); the old one
+//! waits for it and exits with its status without writing anything. So exactly one process writes the output.
+//!
+//! # Calls
+//!
+//! mmap/munmap/mprotect/mremap/madvise go through rustix with the script's values passed unchanged (flags as
+//! raw bits), so the kernel does all validation. `name` is `prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, ...)`
+//! (EINVAL on kernels built without CONFIG_ANON_VMA_NAME, like this project's hosts). `brk` is the raw
+//! syscall (it returns the resulting break). `file NAME SIZE` creates `NAME` in a fresh temporary directory
+//! (opened read-write, truncated to SIZE); `fd=NAME` maps it. `touch` accesses one byte per page with
+//! `process_vm_readv`/`process_vm_writev` on the child itself: the kernel faults the page in exactly as a
+//! user access would (through GUP, honouring the VMA's protection, without FOLL_FORCE), but reports EFAULT
+//! instead of raising SIGSEGV or SIGBUS, which gives the first bad page without signal handling. A write
+//! stores the byte 0x5a.
+//!
+//! # Guard
+//!
+//! A script could name addresses outside the arena, where the runner's own code, heap and stack live. Before
+//! a call that can change memory (fixed mmap, munmap, mprotect, mremap source and fixed destination, madvise,
+//! touch w, brk below the current break) whose page range is one the kernel would act on (aligned, non-empty,
+//! below TASK_SIZE) and is not entirely inside the arena, the runner reads `/proc/self/maps`; if the range
+//! overlaps any mapping outside the arena, the run stops with [`ReplayError::Refused`] instead of corrupting
+//! itself. Ranges outside the arena that only cover free space run normally.
+
+use rustix::fd::{AsFd, OwnedFd};
+use rustix::fs::{Mode, OFlags};
+use rustix::mm::{MapFlags, MprotectFlags, MremapFlags as RxMremapFlags, ProtFlags};
+use std::ffi::c_void;
+use std::fmt;
+use std::path::PathBuf;
+use vmspace_script::{Advice, Arena, Errno, MmapFlags, MremapFlags, Output, Prot, Script, Target};
+
+const PAGE: u64 = 4096;
+/// x86-64 TASK_SIZE with 4-level paging: the end of user space.
+const TASK_SIZE: u64 = 0x7fff_ffff_f000;
+/// Exit status of a child that refused a call (message on the pipe).
+const EXIT_REFUSED: i32 = 3;
+/// Exit status of a child that panicked (message on the pipe).
+const EXIT_PANIC: i32 = 4;
+
+/// Why a kernel replay did not produce an output.
+#[derive(Debug)]
+pub enum ReplayError {
+    /// Setting up (temporary directory, pipe, fork) failed.
+    Setup(std::io::Error),
+    /// The guard refused a call that would have changed the runner's own memory.
+    Refused(String),
+    /// The child died or misbehaved.
+    Child(String),
+}
+
+impl fmt::Display for ReplayError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReplayError::Setup(e) => write!(f, "kernel runner setup failed: {e}"),
+            ReplayError::Refused(m) => write!(f, "kernel runner refused the script: {m}"),
+            ReplayError::Child(m) => write!(f, "kernel runner child failed: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for ReplayError {}
+
+impl From<std::io::Error> for ReplayError {
+    fn from(e: std::io::Error) -> Self {
+        ReplayError::Setup(e)
+    }
+}
+
+fn errno_of(e: rustix::io::Errno) -> Errno {
+    Errno::from_raw(e.raw_os_error())
+}
+
+fn last_errno() -> Errno {
+    Errno::from_raw(std::io::Error::last_os_error().raw_os_error().unwrap_or(0))
+}
+
+/// The [`Target`] that issues real syscalls on the calling process. Only ever used inside the child that
+/// [`replay_kernel_in`] forks (its calls change the calling process's address space).
+pub struct KernelTarget {
+    dir: PathBuf,
+    dir_fd: OwnedFd,
+    /// (NAME, open file) in creation order.
+    files: Vec<(String, OwnedFd)>,
+    arena: Arena,
+    /// Where a refusal message goes before the process exits.
+    out: OwnedFd,
+}
+
+impl KernelTarget {
+    fn file_fd(&self, name: &str) -> Option<&OwnedFd> {
+        self.files.iter().find(|(n, _)| n == name).map(|(_, f)| f)
+    }
+
+    /// Stops the run: writes `msg` to the pipe and exits the process with [`EXIT_REFUSED`].
+    fn refuse(&self, msg: String) -> ! {
+        write_all(&self.out, msg.as_bytes());
+        // SAFETY: _exit ends the process at once; nothing of this process is needed afterwards.
+        unsafe { libc::_exit(EXIT_REFUSED) }
+    }
+
+    /// The guard (see the module documentation).
+    fn guard(&self, what: &str, addr: u64, len: u64) {
+        if len == 0 || !addr.is_multiple_of(PAGE) {
+            return;
+        }
+        let Some(end) = addr.checked_add(len).and_then(|e| e.checked_next_multiple_of(PAGE)) else {
+            return;
+        };
+        if end > TASK_SIZE || (addr >= self.arena.base && end <= self.arena.end()) {
+            return;
+        }
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+        for l in maps.lines().filter_map(|l| l.parse::<vmspace_proc::MapsLine>().ok()) {
+            if self.arena.overlaps(l.start, l.end) {
+                continue;
+            }
+            if l.start < end && l.end > addr {
+                self.refuse(format!(
+                    "{what} {addr:#x}+{len:#x} reaches outside the arena into the runner's own mapping {l}"
+                ));
+            }
+        }
+    }
+}
+
+fn write_all(fd: &OwnedFd, mut buf: &[u8]) {
+    while !buf.is_empty() {
+        match rustix::io::write(fd, buf) {
+            Ok(0) => return,
+            Ok(n) => buf = &buf[n..],
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(_) => return,
+        }
+    }
+}
+
+fn prot_flags(p: Prot) -> ProtFlags {
+    ProtFlags::from_bits_retain(p.bits())
+}
+
+impl Target for KernelTarget {
+    fn file(&mut self, name: &str, size: u64) -> Result<u64, Errno> {
+        let fd = rustix::fs::openat(
+            &self.dir_fd,
+            name,
+            OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC,
+            Mode::from_bits_truncate(0o600),
+        )
+        .map_err(errno_of)?;
+        rustix::fs::ftruncate(&fd, size).map_err(errno_of)?;
+        self.files.push((name.to_string(), fd));
+        Ok(0)
+    }
+
+    fn mmap(
+        &mut self,
+        addr: u64,
+        len: u64,
+        prot: Prot,
+        flags: MmapFlags,
+        file: Option<(&str, u64)>,
+    ) -> Result<u64, Errno> {
+        if flags.0 & (MmapFlags::FIXED | MmapFlags::FIXED_NOREPLACE) != 0 {
+            self.guard("mmap", addr, len);
+        }
+        let ptr = addr as *mut c_void;
+        let r = match file {
+            None => {
+                let f = MapFlags::from_bits_retain(flags.0 & !MmapFlags::ANON);
+                // SAFETY: the mapping lands in the arena or in free space (the guard refused any fixed mapping
+                // over the runner's own memory); no Rust reference points into the affected range.
+                unsafe { rustix::mm::mmap_anonymous(ptr, len as usize, prot_flags(prot), f) }
+            }
+            Some((name, off)) => {
+                let fd = self.file_fd(name).ok_or(Errno::EBADF)?.as_fd();
+                let f = MapFlags::from_bits_retain(flags.0);
+                // SAFETY: as above; `fd` is an open file of this target.
+                unsafe { rustix::mm::mmap(ptr, len as usize, prot_flags(prot), f, fd, off) }
+            }
+        };
+        r.map(|p| p as u64).map_err(errno_of)
+    }
+
+    fn munmap(&mut self, addr: u64, len: u64) -> Result<u64, Errno> {
+        self.guard("munmap", addr, len);
+        // SAFETY: the guard refused ranges over the runner's own memory; only script mappings are affected.
+        unsafe { rustix::mm::munmap(addr as *mut c_void, len as usize) }.map(|()| 0).map_err(errno_of)
+    }
+
+    fn mprotect(&mut self, addr: u64, len: u64, prot: Prot) -> Result<u64, Errno> {
+        self.guard("mprotect", addr, len);
+        let f = MprotectFlags::from_bits_retain(prot.bits());
+        // SAFETY: as for munmap: only script mappings are affected.
+        unsafe { rustix::mm::mprotect(addr as *mut c_void, len as usize, f) }.map(|()| 0).map_err(errno_of)
+    }
+
+    fn mremap(
+        &mut self,
+        addr: u64,
+        old_len: u64,
+        new_len: u64,
+        flags: MremapFlags,
+        new_addr: u64,
+    ) -> Result<u64, Errno> {
+        self.guard("mremap", addr, old_len);
+        let old = addr as *mut c_void;
+        let r = if flags.has(MremapFlags::FIXED) {
+            self.guard("mremap destination", new_addr, new_len);
+            let f = RxMremapFlags::from_bits_retain(flags.0 & !MremapFlags::FIXED);
+            // SAFETY: source and destination passed the guard; no Rust reference points into them.
+            unsafe {
+                rustix::mm::mremap_fixed(old, old_len as usize, new_len as usize, f, new_addr as *mut c_void)
+            }
+        } else {
+            let f = RxMremapFlags::from_bits_retain(flags.0);
+            // SAFETY: the source passed the guard; a move goes to free space the kernel picks.
+            unsafe { rustix::mm::mremap(old, old_len as usize, new_len as usize, f) }
+        };
+        r.map(|p| p as u64).map_err(errno_of)
+    }
+
+    fn madvise(&mut self, addr: u64, len: u64, advice: Advice) -> Result<u64, Errno> {
+        self.guard("madvise", addr, len);
+        let a = match advice {
+            Advice::DontNeed => rustix::mm::Advice::LinuxDontNeed,
+            Advice::Free => rustix::mm::Advice::LinuxFree,
+            Advice::DontFork => rustix::mm::Advice::LinuxDontFork,
+            Advice::DoFork => rustix::mm::Advice::LinuxDoFork,
+            Advice::WipeOnFork => rustix::mm::Advice::LinuxWipeOnFork,
+            Advice::KeepOnFork => rustix::mm::Advice::LinuxKeepOnFork,
+        };
+        // SAFETY: the guard refused ranges over the runner's own memory (dropping pages there would lose
+        // data); script mappings hold nothing the runner reads.
+        unsafe { rustix::mm::madvise(addr as *mut c_void, len as usize, a) }.map(|()| 0).map_err(errno_of)
+    }
+
+    fn touch(&mut self, addr: u64, len: u64, write: bool) -> Result<(), u64> {
+        if len == 0 {
+            return Ok(());
+        }
+        let first = addr & !(PAGE - 1);
+        let end = addr.saturating_add(len);
+        if write {
+            self.guard("touch", first, end - first);
+        }
+        let pid = rustix::process::getpid().as_raw_nonzero().get();
+        let mut page = first;
+        while page < end {
+            let mut byte = 0x5au8;
+            let local = libc::iovec { iov_base: (&raw mut byte).cast(), iov_len: 1 };
+            let remote = libc::iovec { iov_base: page as *mut c_void, iov_len: 1 };
+            // SAFETY: `local` points at a live one-byte stack buffer; `remote` is only accessed by the kernel,
+            // which checks it and returns EFAULT for an inaccessible page. A write changes one byte of a
+            // script mapping (the guard refused the runner's own memory).
+            let n = unsafe {
+                if write {
+                    libc::process_vm_writev(pid, &local, 1, &remote, 1, 0)
+                } else {
+                    libc::process_vm_readv(pid, &local, 1, &remote, 1, 0)
+                }
+            };
+            if n != 1 {
+                return Err(page);
+            }
+            page = match page.checked_add(PAGE) {
+                Some(p) => p,
+                None => break,
+            };
+        }
+        Ok(())
+    }
+
+    fn name(&mut self, addr: u64, len: u64, name: Option<&str>) -> Result<u64, Errno> {
+        let cname = match name {
+            Some(n) => Some(std::ffi::CString::new(n).map_err(|_| Errno::EINVAL)?),
+            None => None,
+        };
+        let ptr = cname.as_ref().map_or(std::ptr::null(), |c| c.as_ptr());
+        // SAFETY: prctl reads at most the NUL-terminated name (or nothing for NULL); it changes VMA names only.
+        let r = unsafe {
+            libc::prctl(libc::PR_SET_VMA, libc::PR_SET_VMA_ANON_NAME as libc::c_ulong, addr, len, ptr)
+        };
+        if r == 0 { Ok(0) } else { Err(last_errno()) }
+    }
+
+    fn brk(&mut self, addr: u64) -> Result<u64, Errno> {
+        if addr != 0 && !self.arena.contains(addr) {
+            // SAFETY: brk(0) only queries the current break.
+            let cur = unsafe { libc::syscall(libc::SYS_brk, 0usize) } as u64;
+            if addr < cur {
+                self.refuse(format!("brk {addr:#x} would shrink the runner's own heap (break {cur:#x})"));
+            }
+        }
+        // SAFETY: the request is 0, inside the arena (below the heap: the kernel refuses it) or at/above the
+        // current break (growth only); the runner's heap is never shrunk.
+        let r = unsafe { libc::syscall(libc::SYS_brk, addr as usize) };
+        Ok(r as u64)
+    }
+
+    fn fork(&mut self) -> Result<u64, Errno> {
+        // SAFETY: fork in the runner child. The new process continues the script; this one only waits and
+        // exits (async-signal-safe calls only).
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            return Err(last_errno());
+        }
+        if pid == 0 {
+            return Ok(0);
+        }
+        let mut status = 0;
+        loop {
+            // SAFETY: waiting for our own child; `status` is a valid out-pointer.
+            let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+            if r == pid || (r < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR)) {
+                break;
+            }
+        }
+        let code =
+            if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { 128 + libc::WTERMSIG(status) };
+        // SAFETY: the child carries on; this process has nothing left to do and writes nothing.
+        unsafe { libc::_exit(code) }
+    }
+
+    fn maps(&mut self) -> String {
+        std::fs::read_to_string("/proc/self/maps").unwrap_or_default()
+    }
+
+    fn file_path(&self, name: &str) -> Option<String> {
+        self.file_fd(name).map(|_| self.dir.join(name).to_string_lossy().into_owned())
+    }
+}
+
+/// Runs `script` on the live kernel in a child process with the default arena.
+pub fn replay_kernel(script: &Script) -> Result<Output, ReplayError> {
+    replay_kernel_in(script, Arena::default())
+}
+
+/// Runs `script` on the live kernel in a child process (see the module documentation) and returns its
+/// canonical output.
+pub fn replay_kernel_in(script: &Script, arena: Arena) -> Result<Output, ReplayError> {
+    let tmp = tempfile::Builder::new().prefix("vmspace-replay").tempdir()?;
+    // The path maps lines will show: resolve symlinks so it matches the kernel's d_path.
+    let dir = std::fs::canonicalize(tmp.path())?;
+    let dir_fd = rustix::fs::open(&dir, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+        .map_err(std::io::Error::from)?;
+    let (rd, wr) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(std::io::Error::from)?;
+
+    // SAFETY: fork; the child follows the rules of the module documentation (syscalls, allocation through
+    // glibc's fork-safe malloc, no stdio/env/shared locks) and always ends with _exit.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(ReplayError::Setup(std::io::Error::last_os_error()));
+    }
+    if pid == 0 {
+        drop(rd);
+        child_main(script, arena, dir, dir_fd, wr);
+    }
+    drop(wr);
+    drop(dir_fd);
+    let mut bytes = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        match rustix::io::read(&rd, &mut buf) {
+            Ok(0) => break,
+            Ok(n) => bytes.extend_from_slice(&buf[..n]),
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(ReplayError::Setup(e.into())),
+        }
+    }
+    let mut status = 0;
+    loop {
+        // SAFETY: waiting for our own child; `status` is a valid out-pointer.
+        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if r == pid {
+            break;
+        }
+        if r < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return Err(ReplayError::Setup(std::io::Error::last_os_error()));
+        }
+    }
+    drop(tmp);
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    if libc::WIFSIGNALED(status) {
+        return Err(ReplayError::Child(format!("killed by signal {}", libc::WTERMSIG(status))));
+    }
+    match libc::WEXITSTATUS(status) {
+        0 => Output::parse(&text).map_err(|e| ReplayError::Child(format!("unreadable output: {e}"))),
+        EXIT_REFUSED => Err(ReplayError::Refused(text)),
+        EXIT_PANIC => Err(ReplayError::Child(format!("panicked: {text}"))),
+        c => Err(ReplayError::Child(format!("exit status {c}: {text}"))),
+    }
+}
+
+/// The child: run, write, `_exit`. Never returns.
+fn child_main(script: &Script, arena: Arena, dir: PathBuf, dir_fd: OwnedFd, out: OwnedFd) -> ! {
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut t = KernelTarget { dir, dir_fd, files: Vec::new(), arena, out };
+        let output = vmspace_script::run_in(script, &mut t, arena);
+        write_all(&t.out, output.render().as_bytes());
+    }));
+    let code = if r.is_ok() { 0 } else { EXIT_PANIC };
+    // SAFETY: ends the child without running the parent's atexit handlers or destructors.
+    unsafe { libc::_exit(code) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vmspace_script::{Entry, Value};
+
+    /// CONFIG_ANON_VMA_NAME from /proc/config.gz, if the host exposes it.
+    fn anon_vma_name_config() -> Option<bool> {
+        use std::io::Read as _;
+        let f = std::fs::File::open("/proc/config.gz").ok()?;
+        let mut s = String::new();
+        flate2::read::GzDecoder::new(f).read_to_string(&mut s).ok()?;
+        if s.lines().any(|l| l == "CONFIG_ANON_VMA_NAME=y") { Some(true) } else { Some(false) }
+    }
+
+    fn run_text(text: &str) -> Output {
+        replay_kernel(&Script::parse(text).unwrap()).unwrap()
+    }
+
+    fn last_maps(o: &Output) -> Vec<String> {
+        match o.entries.last() {
+            Some(Entry::Maps(m)) => m.clone(),
+            other => panic!("no final maps: {other:?}"),
+        }
+    }
+
+    fn values(o: &Output) -> Vec<Value> {
+        o.entries
+            .iter()
+            .filter_map(|e| match e {
+                Entry::Call { value, .. } => Some(*value),
+                Entry::Maps(_) => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn adjacent_anonymous_mappings_merge() {
+        let o = run_text(
+            "mmap 0x200000000000 0x2000 rw- private|anon|fixed_noreplace\n\
+             mmap 0x200000002000 0x3000 rw- private|anon|fixed_noreplace\n",
+        );
+        assert_eq!(values(&o), vec![Value::Addr(0x2000_0000_0000), Value::Addr(0x2000_0000_2000)]);
+        assert_eq!(last_maps(&o), vec!["200000000000-200000005000 rw-p 00000000 00:00 0 ".to_string()]);
+    }
+
+    #[test]
+    fn mprotect_of_the_middle_splits_in_three() {
+        let o = run_text(
+            "mmap 0x200000000000 0x3000 rw- private|anon|fixed\nmprotect 0x200000001000 0x1000 r--\n",
+        );
+        assert_eq!(values(&o)[1], Value::Zero);
+        assert_eq!(
+            last_maps(&o),
+            vec![
+                "200000000000-200000001000 rw-p 00000000 00:00 0 ".to_string(),
+                "200000001000-200000002000 r--p 00000000 00:00 0 ".to_string(),
+                "200000002000-200000003000 rw-p 00000000 00:00 0 ".to_string(),
+            ]
+        );
+    }
+
+    #[test]
+    fn errors_come_back_as_errno_names() {
+        let o = run_text(
+            "mmap 0x200000000000 0x2000 rw- private|anon|fixed\n\
+             mmap 0x200000001000 0x1000 rw- private|anon|fixed_noreplace\n\
+             name 0x200000000000 0x1000 x\n\
+             munmap 0x200000000001 0x1000\n\
+             mprotect 0x200000000000 0x4000 r--\n\
+             touch 0x200000000000 0x3000 w\n\
+             mremap 0x200000100000 0x1000 0x2000 0\n\
+             mmap 0x200000010000 0x1000 rw- anon|fixed\n",
+        );
+        let v = values(&o);
+        assert_eq!(v[1], Value::Err(Errno::EEXIST));
+        // This project's hosts are built without CONFIG_ANON_VMA_NAME: the name call is EINVAL there.
+        match anon_vma_name_config() {
+            Some(false) => assert_eq!(v[2], Value::Err(Errno::EINVAL)),
+            Some(true) => assert_eq!(v[2], Value::Zero),
+            None => assert!(matches!(v[2], Value::Err(Errno::EINVAL) | Value::Zero)),
+        }
+        assert_eq!(v[3], Value::Err(Errno::EINVAL));
+        // mprotect over a hole fails with ENOMEM, but only after changing the VMAs before the hole (Linux
+        // applies it VMA by VMA): the pages [0, 2) are now read-only, so the write faults on the first page.
+        assert_eq!(v[4], Value::Err(Errno::ENOMEM));
+        assert_eq!(v[5], Value::Fault(0x2000_0000_0000));
+        assert_eq!(v[6], Value::Err(Errno::EFAULT));
+        assert_eq!(v[7], Value::Err(Errno::EINVAL));
+    }
+
+    #[test]
+    fn file_mappings_are_canonicalised_and_merge_on_contiguous_offsets() {
+        let o = run_text(
+            "file a 0x10000\n\
+             mmap 0x200000000000 0x2000 r-- private|fixed fd=a off=0\n\
+             mmap 0x200000002000 0x2000 r-- private|fixed fd=a off=0x2000\n\
+             mmap 0x200000004000 0x1000 r-- private|fixed fd=a off=0x8000\n\
+             touch 0x200000000000 0x5000 r\n\
+             touch 0x200000000000 0x1000 w\n",
+        );
+        let v = values(&o);
+        assert_eq!(v[0], Value::Zero);
+        assert_eq!(v[4], Value::Zero);
+        assert_eq!(v[5], Value::Fault(0x2000_0000_0000));
+        let pad = |s: &str| format!("{s:<72} fd=a");
+        assert_eq!(
+            last_maps(&o),
+            vec![
+                pad("200000000000-200000004000 r--p 00000000 00:00 1 "),
+                pad("200000004000-200000005000 r--p 00008000 00:00 1 "),
+            ]
+        );
+    }
+
+    #[test]
+    fn fork_continues_in_the_child() {
+        let o = run_text(
+            "mmap 0x200000000000 0x1000 rw- private|anon|fixed\n\
+             mmap 0x200000001000 0x1000 r-- private|anon|fixed\n\
+             madvise 0x200000001000 0x1000 dontfork\n\
+             maps\nfork\nmaps\n",
+        );
+        let maps: Vec<&Vec<String>> =
+            o.entries.iter().filter_map(|e| if let Entry::Maps(m) = e { Some(m) } else { None }).collect();
+        assert_eq!(maps[0].len(), 2);
+        // The DONTCOPY VMA is not in the child.
+        assert_eq!(maps[1], &vec!["200000000000-200000001000 rw-p 00000000 00:00 0 ".to_string()]);
+        assert!(o.render().contains("L5 fork = 0\n"));
+    }
+
+    #[test]
+    fn the_guard_refuses_the_runners_own_memory() {
+        // The runner's stack is certainly mapped; munmap of it must be refused, not executed.
+        let probe = 0u8;
+        let page = (&raw const probe as u64) & !(PAGE - 1);
+        let s = Script::parse(&format!("munmap {page:#x} 0x1000\n")).unwrap();
+        assert!(matches!(replay_kernel(&s), Err(ReplayError::Refused(_))));
+    }
+
+    #[test]
+    fn generated_scripts_run_to_completion() {
+        let cfg = vmspace_script::GenConfig { calls: 60, fork: true, ..Default::default() };
+        for seed in 0..12 {
+            let s = vmspace_script::generate(seed, &cfg);
+            let o = replay_kernel(&s).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+            let calls = o.entries.iter().filter(|e| matches!(e, Entry::Call { .. })).count();
+            let expected = s.lines.iter().filter(|l| l.op != vmspace_script::Op::Maps).count();
+            assert_eq!(calls, expected, "seed {seed}");
+            // Every maps line in the output lies in the arena and parses.
+            for l in last_maps(&o) {
+                let m: vmspace_proc::MapsLine = l.parse().unwrap();
+                assert!(Arena::default().overlaps(m.start, m.end), "{l}");
+            }
+        }
+    }
+}
