@@ -1,0 +1,379 @@
+//! Model tests: random operation sequences against a BTreeMap oracle, `validate()` after every operation.
+//!
+//! The oracle is a map `range start -> (last, value)` with brute-force implementations of every operation.
+//! Sequences mix small stores (node stores, splits, pushes), wide stores and erasures (spanning stores,
+//! rebalancing, height changes), bulk fills (height >= 3), and every read: load, find, find_rev, cursor walks
+//! with pause/resume, gap searches both ways, and dup (with and without a failing map). Set `PROPTEST_CASES` to
+//! run more cases than the default.
+
+use std::collections::BTreeMap;
+use std::num::NonZeroUsize;
+
+use proptest::prelude::*;
+use vmspace_maple::{DupError, MapleError, MapleTree, PausedCursor};
+
+type V = NonZeroUsize;
+
+fn nz(x: usize) -> V {
+    NonZeroUsize::new(x).unwrap()
+}
+
+#[derive(Default, Clone, Debug)]
+struct Oracle(BTreeMap<u64, (u64, usize)>);
+
+impl Oracle {
+    fn overlapping(&self, f: u64, l: u64) -> Vec<(u64, u64, usize)> {
+        let mut v: Vec<(u64, u64, usize)> = self
+            .0
+            .range(..=l)
+            .rev()
+            .take_while(|(_, (e, _))| *e >= f)
+            .map(|(s, (e, x))| (*s, *e, *x))
+            .collect();
+        v.reverse();
+        v
+    }
+    fn store(&mut self, f: u64, l: u64, val: Option<usize>) -> Vec<(u64, u64, usize)> {
+        let over = self.overlapping(f, l);
+        for &(s, e, x) in &over {
+            self.0.remove(&s);
+            if s < f {
+                self.0.insert(s, (f - 1, x));
+            }
+            if e > l {
+                self.0.insert(l + 1, (e, x));
+            }
+        }
+        if let Some(x) = val {
+            self.0.insert(f, (l, x));
+        }
+        over.into_iter().map(|(s, e, x)| (s.max(f), e.min(l), x)).collect()
+    }
+    fn entry_at(&self, i: u64) -> Option<(u64, u64, usize)> {
+        self.0.range(..=i).next_back().filter(|(_, (e, _))| *e >= i).map(|(s, (e, x))| (*s, *e, *x))
+    }
+    fn find(&self, from: u64, max: u64) -> Option<(u64, u64, usize)> {
+        if from > max {
+            return None;
+        }
+        self.entry_at(from).or_else(|| self.0.range(from..=max).next().map(|(s, (e, x))| (*s, *e, *x)))
+    }
+    fn find_rev(&self, from: u64, min: u64) -> Option<(u64, u64, usize)> {
+        if from < min {
+            return None;
+        }
+        self.0.range(..=from).next_back().filter(|(_, (e, _))| *e >= min).map(|(s, (e, x))| (*s, *e, *x))
+    }
+    fn empty_area(&self, min: u64, max: u64, size: u64, rev: bool) -> Result<u64, MapleError> {
+        if size == 0 || min > max || max - min < size - 1 {
+            return Err(MapleError::Invalid);
+        }
+        // Free intervals within [min, max], in order.
+        let mut free = Vec::new();
+        let mut cand = Some(min);
+        for (s, e, _) in self.overlapping(min, max) {
+            if let Some(c) = cand
+                && s > c
+            {
+                free.push((c, s - 1));
+            }
+            cand = e.checked_add(1);
+        }
+        if let Some(c) = cand
+            && c <= max
+        {
+            free.push((c, max));
+        }
+        let fits = |&(a, b): &(u64, u64)| b - a >= size - 1;
+        let r = if rev {
+            free.iter().rev().find(|x| fits(x)).map(|&(_, b)| b - (size - 1))
+        } else {
+            free.iter().find(|x| fits(x)).map(|&(a, _)| a)
+        };
+        r.ok_or(MapleError::Busy)
+    }
+    fn all(&self) -> Vec<(u64, u64, usize)> {
+        self.0.iter().map(|(s, (e, x))| (*s, *e, *x)).collect()
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Store(u64, u64, bool),
+    Insert(u64, u64),
+    Erase(u64),
+    EraseRange(u64, u64),
+    Bulk(u64, u64, u64, u64),
+    Load(u64),
+    Find(u64, u64),
+    FindRev(u64, u64),
+    Walk(u64, u64, u8),
+    WalkRev(u64, u64),
+    Area(u64, u64, u64, bool),
+    Dup(Option<u16>),
+}
+
+const SPACE: u64 = 100_000;
+
+fn key() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        8 => 0..SPACE,
+        1 => Just(0u64),
+        1 => u64::MAX - 100..=u64::MAX,
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        30 => (key(), 0..20u64, any::<bool>()).prop_map(|(f, w, s)| Op::Store(f, f.saturating_add(w), s)),
+        4 => (key(), 0..5000u64, any::<bool>()).prop_map(|(f, w, s)| Op::Store(f, f.saturating_add(w), s)),
+        4 => (key(), 0..10u64).prop_map(|(f, w)| Op::Insert(f, f.saturating_add(w))),
+        5 => key().prop_map(Op::Erase),
+        3 => (key(), 0..3000u64).prop_map(|(f, w)| Op::EraseRange(f, f.saturating_add(w))),
+        2 => (0..SPACE, 1..400u64, 1..12u64, 0..5u64).prop_map(|(s, n, w, g)| Op::Bulk(s, n, w, g)),
+        6 => key().prop_map(Op::Load),
+        4 => (key(), key()).prop_map(|(a, b)| Op::Find(a, b)),
+        4 => (key(), key()).prop_map(|(a, b)| Op::FindRev(a, b)),
+        3 => (key(), 1..200u64, any::<u8>()).prop_map(|(a, n, p)| Op::Walk(a, n, p)),
+        2 => (key(), 1..200u64).prop_map(|(a, n)| Op::WalkRev(a, n)),
+        5 => (key(), key(), prop_oneof![1..20u64, 1..3000u64, Just(1u64)], any::<bool>())
+            .prop_map(|(a, b, s, r)| Op::Area(a.min(b), a.max(b), s, r)),
+        1 => proptest::option::of(any::<u16>()).prop_map(Op::Dup),
+    ]
+}
+
+fn contents(t: &MapleTree<V>) -> Vec<(u64, u64, usize)> {
+    let g = vmspace_rcu::pin();
+    let mut c = t.cursor(&g);
+    let mut out = Vec::new();
+    while let Some((s, e, x)) = c.find(u64::MAX) {
+        out.push((s, e, x.get()));
+    }
+    out
+}
+
+fn unraw(v: Vec<(u64, u64, V)>) -> Vec<(u64, u64, usize)> {
+    v.into_iter().map(|(a, b, x)| (a, b, x.get())).collect()
+}
+
+fn run(ops: Vec<Op>, rcu: bool) -> Result<usize, TestCaseError> {
+    let mut max_height = 0;
+    let t = if rcu { MapleTree::<V>::new() } else { MapleTree::<V>::new_non_rcu() };
+    let mut o = Oracle::default();
+    let mut next_val = 1usize;
+    for op in ops {
+        match op {
+            Op::Store(f, l, some) => {
+                let val = some.then(|| {
+                    next_val += 1;
+                    next_val
+                });
+                let got = unraw(t.store_range(f, l, val.map(nz)).unwrap());
+                prop_assert_eq!(got, o.store(f, l, val));
+            }
+            Op::Insert(f, l) => {
+                next_val += 1;
+                let r = t.insert_range(f, l, nz(next_val));
+                if o.overlapping(f, l).is_empty() {
+                    prop_assert_eq!(r, Ok(()));
+                    o.store(f, l, Some(next_val));
+                } else {
+                    prop_assert_eq!(r, Err(MapleError::Exists));
+                }
+            }
+            Op::Erase(i) => {
+                let want = o.entry_at(i);
+                let got = t.erase(i).map(|(a, b, x)| (a, b, x.get()));
+                prop_assert_eq!(got, want);
+                if let Some((s, e, _)) = want {
+                    o.store(s, e, None);
+                }
+            }
+            Op::EraseRange(f, l) => {
+                let got = unraw(t.erase_range(f, l).unwrap());
+                prop_assert_eq!(got, o.store(f, l, None));
+            }
+            Op::Bulk(s, n, w, g) => {
+                let mut w8 = t.lock();
+                for k in 0..n {
+                    let f = s + k * (w + g);
+                    next_val += 1;
+                    w8.store_range(f, f + w - 1, Some(nz(next_val))).unwrap();
+                    o.store(f, f + w - 1, Some(next_val));
+                }
+            }
+            Op::Load(i) => {
+                prop_assert_eq!(t.load(i).map(|x| x.get()), o.entry_at(i).map(|e| e.2));
+                let g = vmspace_rcu::pin();
+                prop_assert_eq!(t.load_range_in(i, &g).map(|(a, b, x)| (a, b, x.get())), o.entry_at(i));
+            }
+            Op::Find(a, b) => {
+                prop_assert_eq!(t.find(a, b).map(|(s, e, x)| (s, e, x.get())), o.find(a, b));
+            }
+            Op::FindRev(a, b) => {
+                prop_assert_eq!(t.find_rev(a, b).map(|(s, e, x)| (s, e, x.get())), o.find_rev(a, b));
+            }
+            Op::Walk(a, n, pause_at) => {
+                let mut want = Vec::new();
+                let mut from = Some(a);
+                while let Some(f) = from {
+                    if want.len() >= n as usize {
+                        break;
+                    }
+                    match o.find(f, u64::MAX) {
+                        Some(x) => {
+                            want.push(x);
+                            from = x.1.checked_add(1);
+                        }
+                        None => break,
+                    }
+                }
+                let mut got = Vec::new();
+                let mut pc: Option<PausedCursor> = None;
+                while got.len() < n as usize {
+                    let g = vmspace_rcu::pin();
+                    let mut c = match pc.take() {
+                        Some(p) => p.resume(&t, &g),
+                        None => {
+                            let mut c = t.cursor(&g);
+                            c.set(a);
+                            c
+                        }
+                    };
+                    let mut stop = false;
+                    for _ in 0..(pause_at as usize % 7 + 1) {
+                        if got.len() >= n as usize {
+                            break;
+                        }
+                        match c.find(u64::MAX) {
+                            Some((s, e, x)) => got.push((s, e, x.get())),
+                            None => {
+                                stop = true;
+                                break;
+                            }
+                        }
+                    }
+                    if stop {
+                        break;
+                    }
+                    pc = Some(c.into_paused());
+                }
+                prop_assert_eq!(got, want);
+            }
+            Op::WalkRev(a, n) => {
+                let mut want = Vec::new();
+                let mut from = Some(a);
+                while let Some(f) = from {
+                    if want.len() >= n as usize {
+                        break;
+                    }
+                    match o.find_rev(f, 0) {
+                        Some(x) => {
+                            want.push(x);
+                            from = x.0.checked_sub(1);
+                        }
+                        None => break,
+                    }
+                }
+                let g = vmspace_rcu::pin();
+                let mut c = t.cursor(&g);
+                c.set(a);
+                let mut got = Vec::new();
+                while got.len() < n as usize {
+                    match c.find_rev(0) {
+                        Some((s, e, x)) => got.push((s, e, x.get())),
+                        None => break,
+                    }
+                }
+                prop_assert_eq!(got, want);
+            }
+            Op::Area(a, b, s, rev) => {
+                let got = if rev { t.empty_area_rev(a, b, s) } else { t.empty_area(a, b, s) };
+                prop_assert_eq!(got, o.empty_area(a, b, s, rev), "area {} {} {} rev {}", a, b, s, rev);
+            }
+            Op::Dup(fail) => {
+                let before = t.node_stats();
+                let n = t.len();
+                let mut produced = 0usize;
+                let mut undone = 0usize;
+                let fail_at = fail.map(|f| f as usize % (n + 1));
+                let r = t.dup(
+                    |_, _, x: V| {
+                        if Some(produced) == fail_at {
+                            return Err("map failed");
+                        }
+                        produced += 1;
+                        Ok(nz(x.get() * 2))
+                    },
+                    |_| undone += 1,
+                );
+                match r {
+                    Ok(d) => {
+                        prop_assert!(fail_at.is_none() || fail_at == Some(n));
+                        d.validate().map_err(TestCaseError::fail)?;
+                        let want: Vec<_> = o.all().into_iter().map(|(a, b, x)| (a, b, x * 2)).collect();
+                        prop_assert_eq!(contents(&d), want);
+                        prop_assert_eq!(d.node_stats().live, before.live);
+                    }
+                    Err(e) => {
+                        prop_assert_eq!(e, DupError::Map("map failed"));
+                        prop_assert_eq!(produced, undone);
+                        let after = t.node_stats();
+                        prop_assert_eq!(
+                            after.allocated - after.freed - after.pending_free,
+                            before.allocated - before.freed - before.pending_free
+                        );
+                    }
+                }
+            }
+        }
+        if let Err(e) = t.validate() {
+            return Err(TestCaseError::fail(format!("{e}\n{}", t.dump())));
+        }
+        prop_assert_eq!(t.len(), o.0.len());
+        max_height = max_height.max(t.lock().height());
+    }
+    prop_assert_eq!(contents(&t), o.all());
+    Ok(max_height)
+}
+
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(48)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(), max_shrink_iters: 2000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn model_rcu(ops in proptest::collection::vec(op(), 1..160)) {
+        let _ = run(ops, true)?;
+    }
+
+    #[test]
+    fn model_non_rcu(ops in proptest::collection::vec(op(), 1..160)) {
+        let _ = run(ops, false)?;
+    }
+}
+
+#[test]
+fn tall_tree_model() {
+    // A deterministic long sequence reaching height >= 3 (bulk fills, then churn and wide erasures).
+    let mut ops = vec![Op::Bulk(0, 3000, 4, 2), Op::Bulk(30_000, 2000, 1, 1)];
+    let mut x = 12345u64;
+    for i in 0..600u64 {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let k = (x >> 20) % 40_000;
+        ops.push(match i % 9 {
+            0 => Op::EraseRange(k, k + (x >> 50) % 800),
+            1 => Op::Area(k, k + 5000, 1 + (x >> 55) % 16, i % 2 == 0),
+            2 => Op::Walk(k, 50, (x >> 40) as u8),
+            3 => Op::Store(k, k + (x >> 58), false),
+            4 => Op::FindRev(k, k.saturating_sub(100)),
+            5 => Op::Dup(if i % 4 == 0 { Some((x >> 33) as u16) } else { None }),
+            _ => Op::Store(k, k + (x >> 59), true),
+        });
+    }
+    let h = run(ops.clone(), true).unwrap();
+    assert!(h >= 3, "height {h}");
+    run(ops, false).unwrap();
+}
