@@ -189,8 +189,9 @@ impl<T: Send + Sync + 'static> RcuArc<T> {
 
 impl<T: Send + Sync + 'static> Drop for RcuArc<T> {
     fn drop(&mut self) {
-        // `&mut self`: no reader can hold a reference to the cell any more.
-        let p = *self.ptr.get_mut();
+        // `&mut self`: no reader can hold a reference to the cell any more. Acquire: pairs with the release
+        // half of the `store` that published the payload (a plain load, as loom's atomics have no `get_mut`).
+        let p = self.ptr.load(Ordering::Acquire);
         if !p.is_null() {
             // SAFETY: the cell owns one strong count on `p` (from `Arc::into_raw`), released here exactly once.
             drop(unsafe { Arc::from_raw(p) });

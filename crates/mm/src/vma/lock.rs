@@ -163,16 +163,18 @@ fn is_writer_only(cnt: u32) -> bool {
 /// value on failure. Acquire on success (`__refcount_inc_not_zero_limited_acquire`).
 #[inline]
 fn inc_not_zero_limited(vma: &Vma) -> Result<(), u32> {
-    // Relaxed: the CAS carries the ordering.
-    let mut old = vma.vm_refcnt.v.load(Ordering::Relaxed);
+    // Acquire, also on the failure paths: a reader that finds the VMA detached (0) synchronises with the
+    // detach (`vma_mark_detached`'s release RMWs), which the writer performs after it updated the tree, so the
+    // reader's re-walk sees the update and the `Detached` retry loop of `lock_vma_under_rcu` terminates.
+    let mut old = vma.vm_refcnt.v.load(Ordering::Acquire);
     loop {
         if old == 0 || old >= VMA_REF_LIMIT {
             return Err(old);
         }
-        // Acquire: pairs with the release of `vma_mark_attached`'s store, a writer's `fetch_sub(FLAG)` in
-        // `vma_start_write`, and readers' release decrements (one release sequence of RMWs), so the fields and
-        // `vm_lock_seq` written before them are visible to the loads that follow.
-        match vma.vm_refcnt.v.compare_exchange_weak(old, old + 1, Ordering::Acquire, Ordering::Relaxed) {
+        // Acquire on success: pairs with the release of `vma_mark_attached`'s store, a writer's `fetch_sub(FLAG)`
+        // in `vma_start_write`, and readers' release decrements (one release sequence of RMWs), so the fields and
+        // `vm_lock_seq` written before them are visible to the loads that follow. Acquire on failure: see above.
+        match vma.vm_refcnt.v.compare_exchange_weak(old, old + 1, Ordering::Acquire, Ordering::Acquire) {
             Ok(_) => return Ok(()),
             Err(now) => old = now,
         }
