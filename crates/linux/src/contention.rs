@@ -184,6 +184,7 @@ const GO: usize = 1;
 const STOP: usize = 2;
 const MAPPER_ERRORS: usize = 3;
 const RESULT: usize = 4; // count, mean, p50, p99, p999, max: 6 words
+const MAPPER_DONE: usize = 10;
 const SCANNER_BASE: usize = 16; // two words per scanner: reads, errno
 
 /// Runs every sample of `cfg`; `on_sample(i)` is called after sample `i` finishes.
@@ -357,6 +358,9 @@ fn mapper_main(
             sys::sleep_once(pause);
         }
     }
+    // Release: pairs with a scanner's Acquire load after a failed read: once the mapper is done, its /proc files
+    // may vanish, and the scanner must not call that a failure.
+    slots.get(MAPPER_DONE).store(1, Ordering::Release);
     let s = rec.stats();
     // Relaxed: the parent reads these only after reaping this process (waitpid orders them).
     slots.get(MAPPER_ERRORS).store(errors, Ordering::Relaxed);
@@ -400,6 +404,10 @@ fn scanner_main(slots: &SharedSlots, index: usize, cpu: usize, pf: ProcFile, pid
             _ => crate::maps::read_discard(&path, &mut buf),
         };
         if let Err(e) = r {
+            // Acquire: pairs with the mapper's Release store of MAPPER_DONE before it exits.
+            if slots.get(MAPPER_DONE).load(Ordering::Acquire) != 0 {
+                return 0;
+            }
             // Relaxed: a lone error word read after STOP.
             slots.get(SCANNER_BASE + 2 * index + 1).store(e.raw_os_error() as u64, Ordering::Relaxed);
             return 3;

@@ -39,6 +39,8 @@ pub struct HostInfo {
     pub preempt_model: Option<String>,
     /// /sys/kernel/mm/transparent_hugepage/enabled (the bracketed choice).
     pub thp_enabled: Option<String>,
+    /// /proc/loadavg's three load averages when gathered (other work on the machine disturbs measurements).
+    pub load_average: Option<String>,
 }
 
 impl HostInfo {
@@ -77,6 +79,8 @@ impl HostInfo {
             preempt_model: preempt_model(config.as_deref(), &kernel_version),
             thp_enabled: crate::sys::read_text("/sys/kernel/mm/transparent_hugepage/enabled")
                 .and_then(|t| bracketed(&t).map(str::to_string)),
+            load_average: crate::sys::read_text("/proc/loadavg")
+                .map(|t| t.split_whitespace().take(3).collect::<Vec<_>>().join(" ")),
             kernel_version,
         }
     }

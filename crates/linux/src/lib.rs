@@ -4,6 +4,7 @@
 //! This is the only crate that issues memory-management syscalls against the host. It depends on `proc` and
 //! `script` for formats; never on the engine.
 
+pub mod args;
 pub mod child;
 pub mod contention;
 pub mod faults;
@@ -17,3 +18,4 @@ pub mod replay;
 pub mod report;
 pub mod stats;
 pub mod sys;
+pub mod table;

@@ -1,0 +1,235 @@
+//! End-to-end checks of `vmspace kernel ...`: each command runs for about a second against the live kernel,
+//! and its JSON must have the shared report shape and sane values; bad arguments must fail cleanly; and no child
+//! process may outlive the command, whether it ends normally, by Ctrl-C (SIGINT) or by SIGKILL.
+
+use serde_json::Value;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn vmspace(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_vmspace")).args(args).output().expect("run vmspace")
+}
+
+fn json(args: &[&str]) -> Value {
+    let out = vmspace(args);
+    assert!(out.status.success(), "{args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{args:?}: bad JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+/// Checks the shared report shape; returns the reports.
+fn reports(v: &Value, benchmark: &str) -> Vec<Value> {
+    assert_eq!(v["schema"], "vmspace.report.v1");
+    assert!(v["command"].as_str().unwrap().starts_with("vmspace kernel"));
+    let reports = v["reports"].as_array().expect("reports").clone();
+    assert!(!reports.is_empty());
+    for r in &reports {
+        assert_eq!(r["benchmark"], benchmark);
+        assert!(r["host"]["kernel_release"].as_str().is_some_and(|s| !s.is_empty()));
+        assert!(!r["runs"].as_array().unwrap().is_empty());
+        for (name, s) in r["summary"].as_object().unwrap() {
+            let (min, med, max) =
+                (s["min"].as_f64().unwrap(), s["median"].as_f64().unwrap(), s["max"].as_f64().unwrap());
+            assert!(min <= med && med <= max, "{name}: {s}");
+        }
+    }
+    reports
+}
+
+fn median(r: &Value, metric: &str) -> f64 {
+    r["summary"][metric]["median"].as_f64().unwrap_or_else(|| panic!("no metric {metric} in {}", r["label"]))
+}
+
+#[test]
+fn info_reports_the_host() {
+    let v = json(&["kernel", "info", "--json"]);
+    assert!(v["page_size"].as_u64().unwrap() >= 4096);
+    assert!(!v["cpus_usable"].as_array().unwrap().is_empty());
+    assert_eq!(v["procmap_query"], "yes", "PROCMAP_QUERY needs Linux 6.11+");
+    let text = vmspace(&["kernel", "info"]);
+    assert!(text.status.success());
+    assert!(String::from_utf8_lossy(&text.stdout).contains("max_map_count"));
+}
+
+#[test]
+fn contention_single_configuration() {
+    let v = json(&[
+        "kernel",
+        "contention",
+        "--procfile",
+        "smaps_rollup",
+        "--busy",
+        "1",
+        "--samples",
+        "2",
+        "--duration",
+        "0.5s",
+        "--region-mib",
+        "16",
+        "--json",
+    ]);
+    let r = &reports(&v, "kernel.contention")[0];
+    assert_eq!(r["runs"].as_array().unwrap().len(), 2);
+    assert!(median(r, "calls_count") > 0.0);
+    assert!(r["summary"]["scanner_reads_count"]["max"].as_f64().unwrap() > 0.0);
+    assert!(median(r, "call_p50_ms") <= median(r, "call_max_ms"));
+    let roles: Vec<&str> =
+        r["placement"].as_array().unwrap().iter().map(|p| p["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["mapper", "scanner", "busy"]);
+}
+
+#[test]
+fn contention_sweep_table() {
+    let out = vmspace(&[
+        "kernel",
+        "contention",
+        "--sweep",
+        "--samples",
+        "1",
+        "--duration",
+        "0.1s",
+        "--region-mib",
+        "8",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for row in ["no scanner, no busy task", "smaps, 1 scanner + 1 busy B=0", "query, 1 scanner + 1 busy B=2"]
+    {
+        assert!(text.contains(row), "missing row {row}:\n{text}");
+    }
+    assert!(text.contains("1.00x"), "the baseline's ratio is 1:\n{text}");
+    assert!(text.contains("placement: mapper 0: cpu"));
+}
+
+#[test]
+fn race_finds_no_tearing() {
+    let v = json(&["kernel", "race", "--duration", "0.7s", "--json"]);
+    let rs = reports(&v, "kernel.race");
+    assert_eq!(rs.len(), 3);
+    for r in &rs {
+        assert_eq!(median(r, "failures_count"), 0.0, "{}: {}", r["label"], r["notes"]);
+        assert!(median(r, "iterations_count") > 0.0);
+        assert_eq!(median(r, "query_checks_count"), median(r, "iterations_count"));
+    }
+    let v = json(&["kernel", "race", "--file", "smaps", "--tests", "resize", "--duration", "0.5s", "--json"]);
+    let rs = reports(&v, "kernel.race");
+    assert_eq!(rs.len(), 1);
+    assert_eq!(median(&rs[0], "failures_count"), 0.0);
+}
+
+#[test]
+fn faults_and_fork() {
+    let v = json(&["kernel", "faults", "--threads", "1,2", "--samples", "1", "--duration", "0.4s", "--json"]);
+    let rs = reports(&v, "kernel.faults");
+    assert_eq!(rs.len(), 2);
+    assert!(rs.iter().all(|r| median(r, "faults_per_s") > 0.0));
+    let v = json(&["kernel", "fork", "--vmas", "0,1000", "--samples", "1", "--duration", "0.4s", "--json"]);
+    let rs = reports(&v, "kernel.fork");
+    assert_eq!(rs.len(), 2);
+    let total = |r: &Value| r["parameters"]["total_vmas"].as_u64().unwrap();
+    // The 1000 pages may merge with a neighbouring mapping at either end.
+    assert!(total(&rs[1]) >= total(&rs[0]) + 998, "{} -> {}", total(&rs[0]), total(&rs[1]));
+    assert!(rs.iter().all(|r| median(r, "forks_per_s") > 0.0));
+}
+
+#[test]
+fn bad_arguments_fail_cleanly() {
+    for args in [
+        &["kernel", "contention", "--procfile", "bogus"][..],
+        &["kernel", "contention", "--mapper-cpu", "4096", "--duration", "0.1"],
+        &["kernel", "contention", "--others-cpus", "1-", "--duration", "0.1"],
+        &["kernel", "contention", "--samples", "0"],
+        &["kernel", "race", "--tests", "split,twist"],
+        &["kernel", "faults", "--threads", "0"],
+        &["kernel", "fork", "--vmas", "100000000"],
+        &["kernel", "fork", "--duration", "soon"],
+    ] {
+        let out = vmspace(args);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
+        assert!(!err.is_empty());
+    }
+}
+
+/// The pids whose parent is `pid`.
+fn children_of(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else { continue };
+        // Fields after the parenthesised command: state ppid ...
+        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else { continue };
+        if rest.split_whitespace().nth(1).and_then(|s| s.parse::<u32>().ok()) == Some(pid) {
+            out.push(p);
+        }
+    }
+    out
+}
+
+fn alive(pid: u32) -> bool {
+    // A reaped process has no /proc entry; a zombie would still show state Z.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| !s.rsplit_once(')').is_some_and(|(_, r)| r.trim_start().starts_with('Z')))
+        .unwrap_or(false)
+}
+
+fn no_child_outlives(signal: &str) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_vmspace"))
+        .args([
+            "kernel",
+            "contention",
+            "--busy",
+            "1",
+            "--busy-ms",
+            "0",
+            "--duration",
+            "30s",
+            "--samples",
+            "1",
+            "--region-mib",
+            "8",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = cmd.id();
+    // Wait until the mapper, the scanner and the busy task exist.
+    let t = Instant::now();
+    let mut kids = Vec::new();
+    while t.elapsed() < Duration::from_secs(10) {
+        kids = children_of(pid);
+        if kids.len() >= 3 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(kids.len() >= 3, "children never appeared: {kids:?}");
+    let st = Command::new("kill").args([signal, &pid.to_string()]).status().unwrap();
+    assert!(st.success());
+    let t = Instant::now();
+    let status = loop {
+        if let Some(s) = cmd.try_wait().unwrap() {
+            break s;
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "vmspace did not stop on {signal}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(!status.success());
+    let t = Instant::now();
+    while kids.iter().any(|&k| alive(k)) {
+        assert!(t.elapsed() < Duration::from_secs(5), "children outlived vmspace after {signal}: {kids:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn no_child_outlives_ctrl_c() {
+    no_child_outlives("-INT");
+}
+
+#[test]
+fn no_child_outlives_sigkill() {
+    no_child_outlives("-KILL");
+}
