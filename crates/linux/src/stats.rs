@@ -73,7 +73,9 @@ impl LatencyRecorder {
                 max_ms: 0.0,
             };
         }
-        let ms = |ns: u64| ns as f64 / 1e6;
+        // A histogram bucket's reported value can exceed the exact maximum by its resolution; clamp so that
+        // p50 <= p99 <= p99.9 <= max always holds.
+        let ms = |ns: u64| ns.min(self.max_ns) as f64 / 1e6;
         LatencyStats {
             count: self.count,
             mean_ms: self.sum_ns as f64 / self.count as f64 / 1e6,
@@ -148,6 +150,16 @@ mod tests {
         assert!((s.p50_ms - 0.5).abs() < 0.001, "{}", s.p50_ms);
         assert!((s.p99_ms - 0.99).abs() < 0.001, "{}", s.p99_ms);
         assert!((s.p999_ms - 0.999).abs() < 0.001, "{}", s.p999_ms);
+    }
+
+    #[test]
+    fn percentiles_never_exceed_the_max() {
+        let mut r = LatencyRecorder::new();
+        r.record(123_456_789);
+        r.record(1_000);
+        let s = r.stats();
+        assert!(s.p50_ms <= s.p99_ms && s.p99_ms <= s.p999_ms && s.p999_ms <= s.max_ms, "{s:?}");
+        assert_eq!(s.p999_ms, s.max_ms);
     }
 
     #[test]
