@@ -136,7 +136,9 @@ enum Status {
 ///   after / before the range holding the set index).
 ///
 /// A cursor re-walks from the root when it meets a dead node, so each returned entry is current at the time it
-/// is read; iteration never goes backwards (forward) and never skips a range that existed throughout.
+/// is read. Forward iteration never goes backwards: each entry intersects `[previous last + 1, max]` (its start
+/// may lie before that if a writer stored it meanwhile, exactly as with `mas_find`), and it never skips a range
+/// that existed throughout.
 pub struct Cursor<'g, T: Entry> {
     tree: &'g MapleTree<T>,
     _guard: &'g Guard,

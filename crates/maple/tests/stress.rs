@@ -1,0 +1,138 @@
+//! Multi-threaded stress: readers keep checking that ranges that never change are always found (load,
+//! load_range, find, find_rev) and that cursor iteration never goes backwards (each entry ends after the last) and never skips a stable range,
+//! while a writer churns the neighbouring ranges (node stores, splits, spanning stores, erasures that shrink
+//! the tree). Runs `MAPLE_STRESS_MS` milliseconds (default 1500).
+
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use vmspace_maple::MapleTree;
+
+type V = NonZeroUsize;
+
+const STABLE: u64 = 300;
+const STRIDE: u64 = 1000;
+const WIDTH: u64 = 100;
+
+fn stable_val(k: u64) -> usize {
+    (k as usize + 1) << 20
+}
+
+fn run(rcu_readers: usize) {
+    let ms: u64 = std::env::var("MAPLE_STRESS_MS").ok().and_then(|s| s.parse().ok()).unwrap_or(1500);
+    let t = Arc::new(MapleTree::<V>::new());
+    for k in 0..STABLE {
+        t.store_range(k * STRIDE, k * STRIDE + WIDTH - 1, Some(NonZeroUsize::new(stable_val(k)).unwrap()))
+            .unwrap();
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let checks = Arc::new(AtomicU64::new(0));
+    let mut hs = Vec::new();
+    for r in 0..rcu_readers {
+        let (t, stop, checks) = (Arc::clone(&t), Arc::clone(&stop), Arc::clone(&checks));
+        hs.push(std::thread::spawn(move || {
+            let mut rng = SmallRng::seed_from_u64(r as u64 + 1);
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let k = rng.random_range(0..STABLE);
+                let base = k * STRIDE;
+                let i = base + rng.random_range(0..WIDTH);
+                assert_eq!(t.load(i).map(|v| v.get()), Some(stable_val(k)), "load {i}");
+                let g = vmspace_rcu::pin();
+                assert_eq!(
+                    t.load_range_in(i, &g).map(|(a, b, v)| (a, b, v.get())),
+                    Some((base, base + WIDTH - 1, stable_val(k)))
+                );
+                assert_eq!(t.find_in(i, u64::MAX, &g).map(|x| x.0), Some(base));
+                assert_eq!(t.find_rev_in(i, 0, &g).map(|x| x.0), Some(base));
+                // Iterate a window: increasing, and every stable range in it is seen.
+                let from = base + WIDTH;
+                let to = from + STRIDE * 8;
+                let mut c = t.cursor(&g);
+                c.set(from);
+                let mut prev_last: Option<u64> = None;
+                let mut next_stable = k + 1;
+                let mut steps = 0;
+                while let Some((s, e, v)) = c.find(to) {
+                    if let Some(p) = prev_last {
+                        // mas_find semantics: the next entry intersects [previous last + 1, to]; it may start
+                        // earlier if a writer stored it meanwhile, but the walk position only moves forward.
+                        assert!(e > p, "iteration went backwards: [{s}, {e}] after {p}");
+                    }
+                    assert!(s <= e);
+                    prev_last = Some(e);
+                    if s % STRIDE == 0 && v.get() == stable_val(s / STRIDE) {
+                        assert_eq!(s / STRIDE, next_stable, "skipped stable range {next_stable}");
+                        next_stable += 1;
+                    }
+                    steps += 1;
+                    if steps % 16 == 0 {
+                        c.pause();
+                    }
+                }
+                let expect_end = (to / STRIDE + 1).min(STABLE);
+                assert_eq!(next_stable, expect_end, "stable ranges missed in [{from}, {to}]");
+                n += 1;
+            }
+            checks.fetch_add(n, Ordering::Relaxed);
+        }));
+    }
+    let deadline = Instant::now() + Duration::from_millis(ms);
+    let mut rng = SmallRng::seed_from_u64(99);
+    let mut writes = 0u64;
+    let mut v = 1usize;
+    while Instant::now() < deadline {
+        let k = rng.random_range(0..STABLE);
+        let lo = k * STRIDE + WIDTH;
+        let span = if k + 1 < STABLE { STRIDE - WIDTH } else { 50_000 };
+        let hi = lo + span - 1;
+        let mut w = t.lock();
+        match rng.random_range(0..6) {
+            0 | 1 => {
+                // Many small ranges in the gap: splits.
+                for j in 0..rng.random_range(1..40u64) {
+                    let f = lo + j * 20;
+                    if f + 9 <= hi {
+                        v += 1;
+                        w.store_range(f, f + 9, Some(NonZeroUsize::new(v).unwrap())).unwrap();
+                    }
+                }
+            }
+            2 => {
+                let f = rng.random_range(lo..=hi);
+                let l = rng.random_range(f..=hi);
+                v += 1;
+                w.store_range(f, l, Some(NonZeroUsize::new(v).unwrap())).unwrap();
+            }
+            3 => {
+                let f = rng.random_range(lo..=hi);
+                let l = rng.random_range(f..=hi);
+                w.erase_range(f, l).unwrap();
+            }
+            4 => {
+                w.erase_range(lo, hi).unwrap();
+            }
+            _ => {
+                let f = rng.random_range(lo..=hi);
+                let _ = w.erase(f);
+            }
+        }
+        writes += 1;
+        drop(w);
+    }
+    stop.store(true, Ordering::Relaxed);
+    for h in hs {
+        h.join().unwrap();
+    }
+    t.validate().unwrap();
+    assert!(writes > 100 && checks.load(Ordering::Relaxed) > 100, "writes {writes} checks {checks:?}");
+}
+
+#[test]
+fn readers_never_miss_stable_ranges() {
+    run(2);
+}
