@@ -81,6 +81,9 @@ pub struct ContentionArgs {
     /// Print JSON.
     #[arg(long)]
     json: bool,
+    /// Also write the JSON report set to this file (the tables are still printed).
+    #[arg(long)]
+    json_file: Option<std::path::PathBuf>,
 }
 
 /// `kernel race`.
@@ -98,6 +101,9 @@ pub struct RaceArgs {
     /// Print JSON.
     #[arg(long)]
     json: bool,
+    /// Also write the JSON report set to this file (the tables are still printed).
+    #[arg(long)]
+    json_file: Option<std::path::PathBuf>,
 }
 
 /// `kernel faults`.
@@ -121,6 +127,9 @@ pub struct FaultsArgs {
     /// Print JSON.
     #[arg(long)]
     json: bool,
+    /// Also write the JSON report set to this file (the tables are still printed).
+    #[arg(long)]
+    json_file: Option<std::path::PathBuf>,
 }
 
 /// `kernel fork`.
@@ -141,6 +150,9 @@ pub struct ForkArgs {
     /// Print JSON.
     #[arg(long)]
     json: bool,
+    /// Also write the JSON report set to this file (the tables are still printed).
+    #[arg(long)]
+    json_file: Option<std::path::PathBuf>,
 }
 
 fn cpu_list(s: &str) -> Result<Vec<usize>, String> {
@@ -191,9 +203,25 @@ fn print_json(reports: Vec<Report>) -> Result<()> {
     Ok(())
 }
 
+fn save_json(path: Option<&std::path::Path>, reports: &[Report]) -> Result<()> {
+    if let Some(p) = path {
+        let text = serde_json::to_string_pretty(&ReportSet::new(command_line(), reports.to_vec()))?;
+        std::fs::write(p, text + "\n").map_err(|e| anyhow::anyhow!("write {}: {e}", p.display()))?;
+    }
+    Ok(())
+}
+
 fn print_header(host: &HostInfo) {
     println!("host: {}", host.one_line());
     println!("load average at start: {}", host.load_average.as_deref().unwrap_or("unknown"));
+    let load1: f64 =
+        host.load_average.as_deref().and_then(|l| l.split(' ').next()?.parse().ok()).unwrap_or(0.0);
+    if load1 > 0.5 {
+        println!(
+            "warning: the 1-minute load average is {load1:.2}: other work is running on this machine and will \
+             disturb the measurements"
+        );
+    }
 }
 
 fn print_notes(reports: &[Report]) {
@@ -293,6 +321,7 @@ fn contention_cmd(host: &HostInfo, a: ContentionArgs) -> Result<()> {
         reports.push(r);
     }
     pb.finish_and_clear();
+    save_json(a.json_file.as_deref(), &reports)?;
     if a.json {
         return print_json(reports);
     }
@@ -391,6 +420,7 @@ fn race_cmd(host: &HostInfo, a: RaceArgs) -> Result<()> {
     let reports = race::run(a.file, &a.tests, a.duration, host, &mut |_, _| pb.inc(1));
     pb.finish_and_clear();
     let reports = reports?;
+    save_json(a.json_file.as_deref(), &reports)?;
     let failures: f64 = reports.iter().filter_map(|r| r.metric("failures_count")).map(|s| s.max).sum();
     if a.json {
         print_json(reports)?;
@@ -457,6 +487,7 @@ fn faults_cmd(host: &HostInfo, a: FaultsArgs) -> Result<()> {
     let reports = faults::run(&cfg, host, &mut |_, _| pb.inc(1));
     pb.finish_and_clear();
     let reports = reports?;
+    save_json(a.json_file.as_deref(), &reports)?;
     if a.json {
         return print_json(reports);
     }
@@ -501,6 +532,7 @@ fn fork_cmd(host: &HostInfo, a: ForkArgs) -> Result<()> {
     let reports = fork::run(&cfg, host, &mut |_, _| pb.inc(1));
     pb.finish_and_clear();
     let reports = reports?;
+    save_json(a.json_file.as_deref(), &reports)?;
     if a.json {
         return print_json(reports);
     }

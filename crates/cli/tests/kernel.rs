@@ -130,6 +130,25 @@ fn faults_and_fork() {
     // The 1000 pages may merge with a neighbouring mapping at either end.
     assert!(total(&rs[1]) >= total(&rs[0]) + 998, "{} -> {}", total(&rs[0]), total(&rs[1]));
     assert!(rs.iter().all(|r| median(r, "forks_per_s") > 0.0));
+    // --json-file writes the same report set while the table goes to stdout.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("fork.json");
+    let out = vmspace(&[
+        "kernel",
+        "fork",
+        "--vmas",
+        "0",
+        "--samples",
+        "1",
+        "--duration",
+        "0.1s",
+        "--json-file",
+        path.to_str().unwrap(),
+    ]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("forks/10s"));
+    let saved: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(reports(&saved, "kernel.fork").len(), 1);
 }
 
 #[test]
