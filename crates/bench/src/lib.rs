@@ -1,4 +1,14 @@
 //! Benchmarks: workloads x targets (vmspace's structures in each mode, peer data structures, the live kernel),
-//! one JSON schema for every result, terminal tables and SVG plots.
+//! one JSON schema for every result (`vmspace_linux::report`), terminal tables and SVG plots.
 //!
 //! Benchmarks measure; they assert nothing. Tests check behaviour and live beside the code they test.
+//!
+//! - [`rangemap`]: the [`rangemap::RangeMap`] trait and its implementations (vmspace's maple tree and the peers);
+//! - [`layout`]: the kernel's benchmark shapes and VMA-like layouts at scale;
+//! - [`measure`]: batch timing, medians, CPU placement;
+//! - [`tree`]: `vmspace bench tree`.
+
+pub mod layout;
+pub mod measure;
+pub mod rangemap;
+pub mod tree;

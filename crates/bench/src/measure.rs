@@ -1,0 +1,174 @@
+//! Timing and placement primitives shared by the benchmarks.
+//!
+//! # Method
+//!
+//! An operation is never timed alone: `Instant::now()` costs about as much as a tree lookup. A measurement
+//! times a *batch* of `iters` operations and divides. [`Timer::per_op`] first calibrates `iters` (doubling until a
+//! batch takes a quarter of the batch time, then scaling to the full batch time), then runs `repeats` batches and
+//! returns each batch's time per operation; reports carry every repeat and their median. The batch closure
+//! receives `iters` and returns the time it measured, so it can keep set-up and tear-down (dropping copies, say)
+//! out of the timed region.
+//!
+//! # Placement
+//!
+//! Single-threaded measurements run on the calling thread pinned to the first usable CPU; multi-threaded ones pin
+//! thread *i* to the *i*-th usable CPU. Which CPU each thread got is recorded in the reports; when there are fewer
+//! usable CPUs than threads, threads share CPUs and a note says so.
+
+use std::time::{Duration, Instant};
+use vmspace_linux::report::Placement;
+
+/// Batch sizing and repetition.
+#[derive(Debug, Clone, Copy)]
+pub struct Timer {
+    /// How long one timed batch should last.
+    pub batch: Duration,
+    /// How many timed batches to run.
+    pub repeats: usize,
+}
+
+impl Timer {
+    /// Calibrates a batch size for `run` and returns the time per operation of each of [`Timer::repeats`]
+    /// batches, in nanoseconds. `run(iters)` performs `iters` operations and returns the time they took.
+    pub fn per_op(&self, mut run: impl FnMut(u64) -> Duration) -> Vec<f64> {
+        let iters = self.calibrate(&mut run);
+        (0..self.repeats).map(|_| run(iters).as_nanos() as f64 / iters as f64).collect()
+    }
+
+    /// The number of operations that makes one batch last about [`Timer::batch`] (at least 1).
+    pub fn calibrate(&self, run: &mut impl FnMut(u64) -> Duration) -> u64 {
+        let quarter = self.batch / 4;
+        let mut iters = 1u64;
+        loop {
+            let took = run(iters);
+            if took >= quarter || iters >= 1 << 40 {
+                let scaled = iters as f64 * self.batch.as_secs_f64() / took.as_secs_f64().max(1e-9);
+                return (scaled.ceil() as u64).max(1);
+            }
+            iters *= 2;
+        }
+    }
+}
+
+/// Times `f` once.
+#[inline]
+pub fn time(f: impl FnOnce()) -> Duration {
+    let start = Instant::now();
+    f();
+    start.elapsed()
+}
+
+/// The median of `values` (mean of the two middle ones for an even count); NaN when empty.
+pub fn median(values: &[f64]) -> f64 {
+    vmspace_linux::stats::Summary::of(values).map_or(f64::NAN, |s| s.median)
+}
+
+/// Which CPU each benchmark thread runs on.
+#[derive(Debug, Clone)]
+pub struct Cpus {
+    /// The usable CPUs, ascending.
+    pub usable: Vec<usize>,
+    /// Whether pinning works here (it may be forbidden in some containers).
+    pub pinning: bool,
+    /// Adaptations made, for the reports.
+    pub notes: Vec<String>,
+}
+
+impl Cpus {
+    /// Discovers the usable CPUs and whether the calling thread can be pinned (it is pinned to the first).
+    pub fn discover() -> Self {
+        let mut notes = Vec::new();
+        let usable = match vmspace_linux::sys::usable_cpus() {
+            Ok(list) if !list.is_empty() => list,
+            Ok(_) | Err(_) => {
+                notes.push("could not read the affinity mask; assuming CPU 0 only".to_string());
+                vec![0]
+            }
+        };
+        let pinning = match vmspace_linux::sys::pin_to_cpu(usable[0]) {
+            Ok(()) => true,
+            Err(e) => {
+                notes.push(format!("sched_setaffinity failed ({e}): threads run unpinned"));
+                false
+            }
+        };
+        Cpus { usable, pinning, notes }
+    }
+
+    /// The CPU thread `i` of a multi-threaded measurement is pinned to.
+    pub fn cpu_of(&self, i: usize) -> usize {
+        self.usable[i % self.usable.len()]
+    }
+
+    /// Pins the calling thread as thread `i`; returns the CPU it now runs on (`None`: unpinned).
+    pub fn pin(&self, i: usize) -> Option<usize> {
+        if !self.pinning {
+            return None;
+        }
+        let cpu = self.cpu_of(i);
+        vmspace_linux::sys::pin_to_cpu(cpu).ok().map(|()| cpu)
+    }
+
+    /// The placement records of `threads` threads with the given `roles` (cycled).
+    pub fn placement(&self, roles: &[&str], threads: usize) -> Vec<Placement> {
+        (0..threads)
+            .map(|i| Placement {
+                role: roles[i % roles.len()].to_string(),
+                index: i,
+                cpu: self.pinning.then(|| self.cpu_of(i)),
+                nice: 0,
+            })
+            .collect()
+    }
+
+    /// A note when `threads` threads must share CPUs.
+    pub fn sharing_note(&self, threads: usize) -> Option<String> {
+        (threads > self.usable.len()).then(|| {
+            format!(
+                "{threads} threads on {} usable CPU(s): threads share CPUs, so this measures time-slicing, not \
+                 parallelism",
+                self.usable.len()
+            )
+        })
+    }
+
+    /// One line for the terminal.
+    pub fn describe(&self) -> String {
+        if self.pinning {
+            format!(
+                "usable CPUs {:?}; single-threaded runs pinned to CPU {}; thread i of a multi-threaded run pinned \
+                 to CPU usable[i]",
+                self.usable, self.usable[0]
+            )
+        } else {
+            format!("usable CPUs {:?}; pinning unavailable, threads unpinned", self.usable)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calibration_reaches_the_batch_time() {
+        let t = Timer { batch: Duration::from_millis(4), repeats: 3 };
+        let per_op = t.per_op(|iters| {
+            time(|| {
+                for i in 0..iters {
+                    std::hint::black_box(i);
+                    std::thread::sleep(Duration::from_micros(100));
+                }
+            })
+        });
+        assert_eq!(per_op.len(), 3);
+        assert!(per_op.iter().all(|&ns| ns >= 100_000.0), "{per_op:?}");
+    }
+
+    #[test]
+    fn median_of_odd_and_even() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
+        assert!(median(&[]).is_nan());
+    }
+}
