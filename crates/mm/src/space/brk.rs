@@ -1,0 +1,98 @@
+//! brk (`SYSCALL_DEFINE1(brk)` and `do_brk_flags`).
+//!
+//! The break moves within `[start_brk, ...)`: a request below `start_brk` is refused. Equal page-rounded
+//! values just record the new break. Shrinking unmaps `[PAGE_ALIGN(brk), PAGE_ALIGN(old brk))` (refused if
+//! no brk VMA lies there). Growing needs the new range to pass the `MAP_FIXED` address checks and to keep a
+//! page plus `stack_guard_gap` from the next VMA's start gap; the heap VMA (the VMA ending at the old break,
+//! above `start_brk`) is extended when compatible (`vma_merge_new_range` in expand-only mode: never with the
+//! next VMA), otherwise a new VMA `rw-` + `VM_ACCOUNT` is created. brk never fails with an errno: a refused
+//! request returns the old break.
+
+use super::flags::*;
+use super::merge::{Cand, NewMerge};
+use super::{AnonState, Area, Errno, Mm, PAGE_SIZE, config::PAGE_SHIFT, page_align};
+
+impl Mm {
+    /// `brk(brk)`: returns the resulting break.
+    pub fn brk(&mut self, brk: u64) -> u64 {
+        let origbrk = self.brk;
+        if self.try_brk(brk).is_err() {
+            self.brk = origbrk;
+        }
+        self.brk
+    }
+
+    fn try_brk(&mut self, brk: u64) -> Result<(), Errno> {
+        if brk < self.start_brk {
+            return Err(Errno::EINVAL);
+        }
+        let newbrk = page_align(brk);
+        let oldbrk = page_align(self.brk);
+        if oldbrk == newbrk {
+            self.brk = brk;
+            return Ok(());
+        }
+        if brk <= self.brk {
+            // Always allow shrinking.
+            match self.find_intersection(newbrk, oldbrk) {
+                Some(a) if a.start < oldbrk => {}
+                _ => return Err(Errno::EINVAL),
+            }
+            self.reserve(3)?;
+            self.brk = brk;
+            self.gather_split(newbrk, oldbrk)?;
+            self.remove_range(newbrk, oldbrk);
+            return Ok(());
+        }
+        // check_brk_limits: get_unmapped_area(NULL, oldbrk, len, 0, MAP_FIXED).
+        self.get_unmapped_area(true, oldbrk, newbrk - oldbrk, MAP_FIXED)?;
+        let guard_end = newbrk.saturating_add(PAGE_SIZE).saturating_add(self.cfg.stack_guard_gap);
+        if let Some(next) = self.find_intersection(oldbrk, guard_end)
+            && newbrk + PAGE_SIZE > self.vm_start_gap(next)
+        {
+            return Err(Errno::ENOMEM);
+        }
+        // do_brk_flags.
+        let len = newbrk - oldbrk;
+        let flags = VM_READ | VM_WRITE | VM_MAYREAD | VM_MAYWRITE | VM_MAYEXEC | VM_ACCOUNT;
+        if self.map_count() > self.cfg.max_map_count {
+            return Err(Errno::ENOMEM);
+        }
+        self.enough_memory(len >> PAGE_SHIFT)?;
+        self.reserve(2)?;
+        let brkvma = self.prev_of(oldbrk).filter(|a| a.start >= self.start_brk).map(|a| (a.start, a.end));
+        let none = AnonState::default();
+        if let Some((_, e)) = brkvma
+            && e == oldbrk
+        {
+            let c = Cand {
+                start: oldbrk,
+                end: newbrk,
+                flags,
+                pgoff: oldbrk >> PAGE_SHIFT,
+                file: None,
+                anon: &none,
+                name: None,
+                src_uncowed: false,
+                copied_uncowed: false,
+            };
+            let m = self.plan_new_merge(&c, true);
+            if m != NewMerge::None {
+                self.apply_new_merge(m, oldbrk, newbrk, oldbrk >> PAGE_SHIFT, &none);
+                self.brk = brk;
+                return Ok(());
+            }
+        }
+        self.insert(Area {
+            start: oldbrk,
+            end: newbrk,
+            flags,
+            pgoff: oldbrk >> PAGE_SHIFT,
+            file: None,
+            anon: AnonState::default(),
+            name: None,
+        });
+        self.brk = brk;
+        Ok(())
+    }
+}

@@ -1,0 +1,261 @@
+//! mmap (x86 `sys_mmap` → `ksys_mmap_pgoff` → `do_mmap` → `mmap_region` → `__mmap_region`).
+//!
+//! Order of checks, as in Linux 6.18 (the first failing one decides the errno):
+//! 1. offset not page-aligned: EINVAL; length 0: EINVAL; a hint below `mmap_min_addr` is raised to it;
+//!    length rounding to 0 (overflow): ENOMEM; file offset + length overflow: EOVERFLOW;
+//!    `map_count > max_map_count`: ENOMEM;
+//! 2. `get_unmapped_area` (ENOMEM / EINVAL / EPERM, see [`super::unmapped`]);
+//! 3. `MAP_FIXED_NOREPLACE` over an existing VMA: EEXIST;
+//! 4. file: offset beyond the maximum file size: EOVERFLOW; by type: `MAP_SHARED` drops non-legacy flags,
+//!    `MAP_SHARED_VALIDATE` refuses them (EOPNOTSUPP), shared writable needs a file opened for writing
+//!    (EACCES), any mapping needs one opened for reading (EACCES), exec on a noexec mount is EPERM,
+//!    growsdown is EINVAL, an unknown type EINVAL; anonymous: shared (not growsdown, else EINVAL) or
+//!    private (pgoff = address >> 12), anything else EINVAL;
+//! 5. `mmap_region`: VMAs under the range are gathered (split at both ends), a private writable mapping
+//!    without `MAP_NORESERVE` is accounted (`VM_ACCOUNT`; ENOMEM beyond the overcommit limit), then the range
+//!    merges with its neighbours (`vma_merge_new_range`) or becomes a new VMA (shared anonymous memory gets
+//!    its shmem object now, so it never merges when created).
+//! 6. `MAP_POPULATE` faults the range in afterwards: writes for private writable VMAs, which gives them an
+//!    anon_vma.
+
+use std::sync::Arc;
+
+use super::flags::*;
+use super::merge::{Cand, NewMerge};
+use super::{
+    AnonState, Area, Errno, FileKind, MapFile, Mm, PAGE_MASK, PAGE_SIZE, config::PAGE_SHIFT, page_align,
+};
+
+/// `MAX_LFS_FILESIZE` on 64-bit.
+const MAX_LFS_FILESIZE: u64 = i64::MAX as u64;
+
+impl Mm {
+    /// `mmap(addr, len, prot, flags, fd, off)`: `file` is the mapped file (`None` with `MAP_ANONYMOUS`).
+    /// Returns the address.
+    pub fn mmap(
+        &mut self,
+        addr: u64,
+        len: u64,
+        prot: u32,
+        flags: u32,
+        file: Option<&Arc<MapFile>>,
+        off: u64,
+    ) -> Result<u64, Errno> {
+        if off & !PAGE_MASK != 0 {
+            return Err(Errno::EINVAL);
+        }
+        // ksys_mmap_pgoff: MAP_ANONYMOUS ignores the fd.
+        let file = if flags & MAP_ANONYMOUS != 0 { None } else { Some(file.ok_or(Errno::EBADF)?) };
+        if flags & MAP_HUGETLB != 0 {
+            return Err(Errno::EINVAL);
+        }
+        let (a, populate) = self.do_mmap(file, addr, len, prot, flags, off >> PAGE_SHIFT)?;
+        if populate {
+            self.populate(a, page_align(len));
+        }
+        Ok(a)
+    }
+
+    /// `do_mmap`. Returns the address and whether to populate.
+    fn do_mmap(
+        &mut self,
+        file: Option<&Arc<MapFile>>,
+        mut addr: u64,
+        len: u64,
+        prot: u32,
+        mut flags: u32,
+        mut pgoff: u64,
+    ) -> Result<(u64, bool), Errno> {
+        if len == 0 {
+            return Err(Errno::EINVAL);
+        }
+        if flags & MAP_FIXED_NOREPLACE != 0 {
+            flags |= MAP_FIXED;
+        }
+        if flags & MAP_FIXED == 0 {
+            // round_hint_to_min.
+            addr &= PAGE_MASK;
+            if addr != 0 && addr < self.cfg.mmap_min_addr {
+                addr = page_align(self.cfg.mmap_min_addr);
+            }
+        }
+        let len = page_align(len);
+        if len == 0 {
+            return Err(Errno::ENOMEM);
+        }
+        if pgoff.checked_add(len >> PAGE_SHIFT).is_none() {
+            return Err(Errno::EOVERFLOW);
+        }
+        if self.map_count() > self.cfg.max_map_count {
+            return Err(Errno::ENOMEM);
+        }
+        let mut vm_flags = prot_to_vm(prot) | VM_MAYREAD | VM_MAYWRITE | VM_MAYEXEC;
+        if flags & MAP_GROWSDOWN != 0 {
+            vm_flags |= VM_GROWSDOWN;
+        }
+        if flags & MAP_LOCKED != 0 {
+            vm_flags |= VM_LOCKED;
+        }
+        let addr = self.get_unmapped_area(file.is_none(), addr, len, flags)?;
+        if flags & MAP_FIXED_NOREPLACE != 0 && self.find_intersection(addr, addr + len).is_some() {
+            return Err(Errno::EEXIST);
+        }
+        if let Some(f) = file {
+            // file_mmap_ok.
+            if len > MAX_LFS_FILESIZE || pgoff > (MAX_LFS_FILESIZE - len) >> PAGE_SHIFT {
+                return Err(Errno::EOVERFLOW);
+            }
+            let mut ty = flags & MAP_TYPE;
+            if ty == MAP_SHARED {
+                flags &= LEGACY_MAP_MASK;
+                ty = MAP_SHARED_VALIDATE;
+            }
+            match ty {
+                MAP_SHARED_VALIDATE | MAP_PRIVATE => {
+                    if ty == MAP_SHARED_VALIDATE {
+                        if flags & !LEGACY_MAP_MASK != 0 {
+                            return Err(Errno::EOPNOTSUPP);
+                        }
+                        if prot & PROT_WRITE != 0 && !f.writable {
+                            return Err(Errno::EACCES);
+                        }
+                        vm_flags |= VM_SHARED | VM_MAYSHARE;
+                        if !f.writable {
+                            vm_flags &= !(VM_MAYWRITE | VM_SHARED);
+                        }
+                    }
+                    if !f.readable {
+                        return Err(Errno::EACCES);
+                    }
+                    if f.noexec {
+                        if vm_flags & VM_EXEC != 0 {
+                            return Err(Errno::EPERM);
+                        }
+                        vm_flags &= !VM_MAYEXEC;
+                    }
+                    if vm_flags & VM_GROWSDOWN != 0 {
+                        return Err(Errno::EINVAL);
+                    }
+                }
+                _ => return Err(Errno::EINVAL),
+            }
+        } else {
+            match flags & MAP_TYPE {
+                MAP_SHARED => {
+                    if vm_flags & VM_GROWSDOWN != 0 {
+                        return Err(Errno::EINVAL);
+                    }
+                    pgoff = 0;
+                    vm_flags |= VM_SHARED | VM_MAYSHARE;
+                }
+                MAP_PRIVATE => pgoff = addr >> PAGE_SHIFT,
+                _ => return Err(Errno::EINVAL),
+            }
+        }
+        if flags & MAP_NORESERVE != 0 && self.cfg.overcommit != super::Overcommit::Never {
+            vm_flags |= VM_NORESERVE;
+        }
+        let a = self.mmap_region(file, addr, len, vm_flags, pgoff)?;
+        let populate = vm_flags & VM_LOCKED != 0 || flags & (MAP_POPULATE | MAP_NONBLOCK) == MAP_POPULATE;
+        Ok((a, populate))
+    }
+
+    /// `__mmap_region`.
+    fn mmap_region(
+        &mut self,
+        file: Option<&Arc<MapFile>>,
+        addr: u64,
+        len: u64,
+        mut vm_flags: u64,
+        pgoff: u64,
+    ) -> Result<u64, Errno> {
+        let end = addr + len;
+        // Worst case: two splits, one new VMA, the tree store.
+        self.reserve(4)?;
+        self.gather_split(addr, end)?;
+        let (_, nr_accounted) = self.accounted_in(addr, end);
+        // accountable_mapping.
+        if vm_flags & (VM_NORESERVE | VM_SHARED | VM_WRITE) == VM_WRITE {
+            let charged = (len >> PAGE_SHIFT) - nr_accounted;
+            if charged > 0 {
+                self.enough_memory(charged)?;
+            }
+            vm_flags |= VM_ACCOUNT;
+        }
+        self.remove_range(addr, end);
+        // Shared anonymous memory has no file yet when the merge is tried.
+        let merge_file = file;
+        let none = AnonState::default();
+        let c = Cand {
+            start: addr,
+            end,
+            flags: vm_flags,
+            pgoff,
+            file: merge_file,
+            anon: &none,
+            name: None,
+            src_uncowed: false,
+            copied_uncowed: false,
+        };
+        let m = self.plan_new_merge(&c, false);
+        if m != NewMerge::None {
+            self.apply_new_merge(m, addr, end, pgoff, &none);
+            return Ok(addr);
+        }
+        let file = match file {
+            Some(f) => Some(f.clone()),
+            None if vm_flags & VM_SHARED != 0 => Some(self.shmem_zero_file(len)),
+            None => None,
+        };
+        self.insert(Area {
+            start: addr,
+            end,
+            flags: vm_flags,
+            pgoff,
+            file,
+            anon: AnonState::default(),
+            name: None,
+        });
+        Ok(addr)
+    }
+
+    /// `shmem_zero_setup`: a new shmem object of `len` bytes, shown as `/dev/zero (deleted)` on 00:01.
+    fn shmem_zero_file(&mut self, len: u64) -> Arc<MapFile> {
+        let ino = self.next_shmem_ino;
+        self.next_shmem_ino += 1;
+        Arc::new(MapFile {
+            path: "/dev/zero".into(),
+            deleted: true,
+            dev_major: 0,
+            dev_minor: 1,
+            inode: ino,
+            size: len,
+            readable: true,
+            writable: true,
+            noexec: false,
+            kind: FileKind::ShmemZero,
+        })
+    }
+
+    /// `__mm_populate` with errors ignored: each accessible VMA in the range is faulted from its first page;
+    /// a private writable one with write faults (`FOLL_WRITE`), which gives it an anon_vma if the first page
+    /// can be faulted (within the file).
+    pub(crate) fn populate(&mut self, start: u64, len: u64) {
+        let end = start.saturating_add(len);
+        let mut nstart = start;
+        while nstart < end {
+            let Some(a) = self.find_intersection(nstart, end) else { break };
+            let (s, e, fl) = (a.start, a.end, a.flags);
+            let first = nstart.max(s);
+            let within_file = a.file.as_ref().is_none_or(|f| a.pgoff_at(first) < f.size.div_ceil(PAGE_SIZE));
+            if fl & (VM_IO | VM_PFNMAP) == 0
+                && fl & VM_LOCKONFAULT == 0
+                && fl & (VM_WRITE | VM_SHARED) == VM_WRITE
+                && within_file
+            {
+                self.anon_vma_prepare(s);
+            }
+            nstart = e.min(end);
+        }
+    }
+}

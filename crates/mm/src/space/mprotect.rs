@@ -1,0 +1,109 @@
+//! mprotect (`do_mprotect_pkey` → `mprotect_fixup` → `vma_modify_flags`), §6.8.
+//!
+//! Checks: both `PROT_GROWSDOWN` and `PROT_GROWSUP`: EINVAL; unaligned start: EINVAL; length 0: success;
+//! a length or end that wraps: ENOMEM; unknown protection bits: EINVAL. Then the first VMA must cover
+//! `start` (else ENOMEM). VMAs are processed in order; each gets the new access bits (keeping its other
+//! flags), refused with EACCES when a bit is not allowed by the VM_MAY* bits. A hole stops the walk with
+//! ENOMEM **after** the VMAs before it were changed, as in Linux.
+//!
+//! `mprotect_fixup` adjusts accounting: making a private, unaccounted, non-NORESERVE VMA writable charges it
+//! (`VM_ACCOUNT`); making an anonymous VMA without anon_vma read-only drops `VM_ACCOUNT`. The VMA part is
+//! then merged with a neighbour or split off (`vma_modify`), and its flags set.
+
+use super::flags::*;
+use super::{Errno, Mm, PAGE_MASK, page_align};
+
+impl Mm {
+    /// `mprotect(start, len, prot)`.
+    pub fn mprotect(&mut self, start: u64, len: u64, prot: u32) -> Result<(), Errno> {
+        let grows = prot & (PROT_GROWSDOWN | PROT_GROWSUP);
+        let prot = prot & !(PROT_GROWSDOWN | PROT_GROWSUP);
+        if grows == PROT_GROWSDOWN | PROT_GROWSUP {
+            return Err(Errno::EINVAL);
+        }
+        if start & !PAGE_MASK != 0 {
+            return Err(Errno::EINVAL);
+        }
+        if len == 0 {
+            return Ok(());
+        }
+        let len = page_align(len);
+        let end = start.wrapping_add(len);
+        if end <= start {
+            return Err(Errno::ENOMEM);
+        }
+        if prot & !(PROT_READ | PROT_WRITE | PROT_EXEC | PROT_SEM) != 0 {
+            return Err(Errno::EINVAL);
+        }
+        let Some(first) = self.find_intersection(start, end) else { return Err(Errno::ENOMEM) };
+        let (first_start, first_flags) = (first.start, first.flags);
+        let mut start = start;
+        if grows & PROT_GROWSDOWN != 0 {
+            if first_start >= end {
+                return Err(Errno::ENOMEM);
+            }
+            start = first_start;
+            if first_flags & VM_GROWSDOWN == 0 {
+                return Err(Errno::EINVAL);
+            }
+        } else {
+            if first_start > start {
+                return Err(Errno::ENOMEM);
+            }
+            if grows & PROT_GROWSUP != 0 {
+                return Err(Errno::EINVAL);
+            }
+        }
+        // Worst case per VMA: two splits and a tree store; reserved up front so that an allocation failure
+        // changes nothing.
+        let n = self.vmas.range(first_start..end).count() as u64;
+        self.reserve(3 * n)?;
+        let newprot = prot_to_vm(prot);
+        let mut nstart = start;
+        let mut tmp = first_start;
+        let mut cur = Some(first_start);
+        while let Some(key) = cur {
+            let a = &self.vmas[&key];
+            if a.start != tmp {
+                return Err(Errno::ENOMEM);
+            }
+            let newflags = newprot | (a.flags & !(VM_ACCESS_FLAGS | VM_PKEY_MASK));
+            // VM_MAY* shifted onto the access bits.
+            if (newflags & !(newflags >> 4)) & VM_ACCESS_FLAGS != 0 {
+                return Err(Errno::EACCES);
+            }
+            let seg_end = a.end.min(end);
+            let covered_end = self.mprotect_fixup(key, nstart, seg_end, newflags)?;
+            tmp = covered_end;
+            nstart = tmp;
+            cur = if tmp < end { self.vmas.range(tmp..end).next().map(|(k, _)| *k) } else { None };
+        }
+        if tmp < end {
+            return Err(Errno::ENOMEM);
+        }
+        Ok(())
+    }
+
+    /// `mprotect_fixup` for `[start, end)` inside the VMA keyed `key`. Returns the end of the VMA that now
+    /// covers `start` (the walk continues there).
+    fn mprotect_fixup(&mut self, key: u64, start: u64, end: u64, mut newflags: u64) -> Result<u64, Errno> {
+        let a = &self.vmas[&key];
+        let oldflags = a.flags;
+        if newflags == oldflags {
+            return Ok(a.end);
+        }
+        if newflags & VM_WRITE != 0 {
+            if oldflags & (VM_ACCOUNT | VM_WRITE | VM_HUGETLB | VM_SHARED | VM_NORESERVE) == 0 {
+                self.enough_memory((end - start) >> super::config::PAGE_SHIFT)?;
+                newflags |= VM_ACCOUNT;
+            }
+        } else if oldflags & VM_ACCOUNT != 0 && a.is_anonymous() && !a.anon.is_some() {
+            newflags &= !VM_ACCOUNT;
+        }
+        let name = a.name.clone();
+        let k = self.vma_modify(key, start, end, newflags, name.as_ref())?;
+        let t = self.get_mut(k);
+        t.flags = newflags;
+        Ok(t.end)
+    }
+}

@@ -1,0 +1,339 @@
+//! mremap (`mm/mremap.c` of 6.18: `do_mremap`, `check_mremap_params`, `check_prep_vma`, `remap_move`,
+//! `mremap_at`, `mremap_to`, `move_vma`), §6.8.
+//!
+//! * Parameters: unknown flags, an unaligned address, a zero or oversize new length: EINVAL. With a new
+//!   address (`MREMAP_FIXED` or `MREMAP_DONTUNMAP`): it must fit below `TASK_SIZE` and be aligned (EINVAL),
+//!   `MREMAP_MAYMOVE` is required (EINVAL), DONTUNMAP may not resize (EINVAL), old and new ranges may not
+//!   overlap (EINVAL), and the map count must leave room for the worst case (ENOMEM).
+//! * `MREMAP_FIXED` with equal lengths moves every VMA in the range, keeping the gaps between them
+//!   (`remap_move`); the range must begin inside a VMA (EFAULT).
+//! * Otherwise the VMA containing the address is the source (EFAULT if none). A private mapping may not be
+//!   duplicated with a zero old length (EINVAL); outside a shrink the old range must lie inside the VMA
+//!   (EFAULT).
+//! * Shrink in place: unmap the tail. Same size: nothing. Grow: in place when the old range ends at the
+//!   VMA's end and the space after it is free (`vma_merge_extend`: the VMA grows and may merge with the next
+//!   one), else move when allowed (ENOMEM without `MREMAP_MAYMOVE`).
+//! * A move (`move_vma`): the destination (unmapped first with `MREMAP_FIXED`) gets a copy of the VMA
+//!   (`copy_vma`: merged with its new neighbours when they are compatible; an anonymous VMA that was never
+//!   faulted takes the page offset of its new address so that it can merge there), then the source range is
+//!   unmapped, unless DONTUNMAP, which leaves it mapped but drops the locked bits (and the anon_vma when the whole
+//!   VMA moved); it keeps `VM_ACCOUNT` (checked against the live kernel: the source still merges with
+//!   accounted neighbours).
+
+use super::flags::*;
+use super::merge::{Cand, NewMerge};
+use super::{AnonState, Errno, Mm, PAGE_MASK, TASK_SIZE, config::PAGE_SHIFT, page_align};
+
+/// The state of one remap (`struct vma_remap_struct`).
+#[derive(Debug, Clone, Copy)]
+struct Vrm {
+    addr: u64,
+    old_len: u64,
+    new_len: u64,
+    flags: u32,
+    new_addr: u64,
+    /// Key of the source VMA.
+    vma: u64,
+    delta: u64,
+}
+
+impl Vrm {
+    fn implies_new_addr(&self) -> bool {
+        self.flags & (MREMAP_FIXED | MREMAP_DONTUNMAP) != 0
+    }
+    fn is_shrink(&self) -> bool {
+        self.old_len > self.new_len
+    }
+    fn is_expand(&self) -> bool {
+        self.new_len > self.old_len
+    }
+}
+
+impl Mm {
+    /// `mremap(addr, old_len, new_len, flags, new_addr)`: returns the new address.
+    pub fn mremap(
+        &mut self,
+        addr: u64,
+        old_len: u64,
+        new_len: u64,
+        flags: u32,
+        new_addr: u64,
+    ) -> Result<u64, Errno> {
+        let mut v = Vrm {
+            addr,
+            old_len: page_align(old_len),
+            new_len: page_align(new_len),
+            flags,
+            new_addr,
+            vma: 0,
+            delta: 0,
+        };
+        // check_mremap_params.
+        if flags & !(MREMAP_FIXED | MREMAP_MAYMOVE | MREMAP_DONTUNMAP) != 0 {
+            return Err(Errno::EINVAL);
+        }
+        if addr & !PAGE_MASK != 0 {
+            return Err(Errno::EINVAL);
+        }
+        if v.new_len == 0 || v.new_len > TASK_SIZE {
+            return Err(Errno::EINVAL);
+        }
+        if v.implies_new_addr() {
+            if v.new_addr > TASK_SIZE - v.new_len || v.new_addr & !PAGE_MASK != 0 {
+                return Err(Errno::EINVAL);
+            }
+            if flags & MREMAP_MAYMOVE == 0 {
+                return Err(Errno::EINVAL);
+            }
+            if flags & MREMAP_DONTUNMAP != 0 && v.old_len != v.new_len {
+                return Err(Errno::EINVAL);
+            }
+            let (so, eo) = (v.addr, v.addr.wrapping_add(v.old_len));
+            let (sn, en) = (v.new_addr, v.new_addr + v.new_len);
+            if eo > sn && en > so {
+                return Err(Errno::EINVAL);
+            }
+            if self.map_count() + 2 >= self.cfg.max_map_count.saturating_sub(3) {
+                return Err(Errno::ENOMEM);
+            }
+        }
+        // Worst case: splits at both ends of both ranges, one new VMA, tree stores.
+        self.reserve(6)?;
+        if flags & MREMAP_FIXED != 0 && v.old_len == v.new_len {
+            return self.remap_move(v);
+        }
+        let Some(vma) = self.lookup(addr) else { return Err(Errno::EFAULT) };
+        v.vma = vma.start;
+        self.check_prep_vma(&mut v)?;
+        if v.implies_new_addr() { self.mremap_to(v) } else { self.mremap_at(v) }
+    }
+
+    /// `check_prep_vma` for `v.vma`.
+    fn check_prep_vma(&self, v: &mut Vrm) -> Result<(), Errno> {
+        let a = &self.vmas[&v.vma];
+        v.delta = v.old_len.abs_diff(v.new_len);
+        if !v.implies_new_addr() {
+            v.new_addr = v.addr;
+        }
+        if !(v.is_expand() || v.implies_new_addr()) {
+            return Ok(());
+        }
+        if v.old_len == 0 && a.flags & (VM_SHARED | VM_MAYSHARE) == 0 {
+            return Err(Errno::EINVAL);
+        }
+        if v.flags & MREMAP_DONTUNMAP != 0 && a.flags & (VM_DONTEXPAND | VM_PFNMAP) != 0 {
+            return Err(Errno::EINVAL);
+        }
+        let old_len = if v.is_shrink() { v.new_len } else { v.old_len };
+        if old_len > a.end - v.addr {
+            return Err(Errno::EFAULT);
+        }
+        if v.new_len == old_len {
+            return Ok(());
+        }
+        let pgoff = a.pgoff_at(v.addr);
+        if pgoff.checked_add(v.new_len >> PAGE_SHIFT).is_none() {
+            return Err(Errno::EINVAL);
+        }
+        if a.flags & (VM_DONTEXPAND | VM_PFNMAP) != 0 {
+            return Err(Errno::EFAULT);
+        }
+        Ok(())
+    }
+
+    /// `remap_move`: `MREMAP_FIXED` with equal lengths, over every VMA of the range.
+    fn remap_move(&mut self, v: Vrm) -> Result<u64, Errno> {
+        let start = v.addr;
+        let end = v.addr.wrapping_add(v.old_len);
+        let mut res = Err(Errno::EFAULT);
+        let mut seen = false;
+        let mut last_end = 0;
+        let mut target = v.new_addr;
+        let mut pos = start;
+        while let Some(a) = self.find_intersection(pos, end) {
+            let (vs, ve) = (a.start, a.end);
+            let addr = vs.max(start);
+            let len = end.min(ve) - addr;
+            if !seen && start < vs {
+                return Err(Errno::EFAULT);
+            }
+            let offset = if seen { vs - last_end } else { 0 };
+            last_end = ve;
+            let mut one = Vrm {
+                addr,
+                old_len: len,
+                new_len: len,
+                flags: v.flags,
+                new_addr: target + offset,
+                vma: self.lookup(addr).map(|x| x.start).expect("VMA present"),
+                delta: 0,
+            };
+            self.check_prep_vma(&mut one)?;
+            let r = self.mremap_to(one)?;
+            if !seen {
+                res = Ok(r);
+            }
+            seen = true;
+            target = r + len;
+            pos = ve.min(end);
+            if pos >= end {
+                break;
+            }
+        }
+        res
+    }
+
+    /// `mremap_at`: no new address.
+    fn mremap_at(&mut self, v: Vrm) -> Result<u64, Errno> {
+        if v.delta == 0 {
+            return Ok(v.addr);
+        }
+        if v.is_shrink() {
+            self.do_munmap(v.addr + v.new_len, v.delta, false)?;
+            return Ok(v.addr);
+        }
+        // expand_vma.
+        let a = &self.vmas[&v.vma];
+        if a.end - v.addr == v.old_len && self.vma_expandable(v.vma, v.delta) {
+            self.charge_remap(&v)?;
+            self.merge_extend(v.vma, v.delta);
+            return Ok(v.addr);
+        }
+        if v.flags & MREMAP_MAYMOVE == 0 {
+            return Err(Errno::ENOMEM);
+        }
+        let mut v = v;
+        self.set_new_addr(&mut v)?;
+        self.move_vma(v)
+    }
+
+    /// `mremap_to`: a new address is given (FIXED or DONTUNMAP).
+    fn mremap_to(&mut self, mut v: Vrm) -> Result<u64, Errno> {
+        if v.flags & MREMAP_FIXED != 0 {
+            self.do_munmap(v.new_addr, v.new_len, false)?;
+            match self.lookup(v.addr) {
+                Some(a) => v.vma = a.start,
+                None => return Err(Errno::EFAULT),
+            }
+        }
+        if v.is_shrink() {
+            self.do_munmap(v.addr + v.new_len, v.delta, false)?;
+            v.old_len = v.new_len;
+        }
+        self.set_new_addr(&mut v)?;
+        self.move_vma(v)
+    }
+
+    /// `vrm_set_new_addr`: `get_unmapped_area` for the destination.
+    fn set_new_addr(&mut self, v: &mut Vrm) -> Result<(), Errno> {
+        let a = &self.vmas[&v.vma];
+        let mut map_flags = 0;
+        if v.flags & MREMAP_FIXED != 0 {
+            map_flags |= MAP_FIXED;
+        }
+        if a.flags & VM_MAYSHARE != 0 {
+            map_flags |= MAP_SHARED;
+        }
+        let hint = if v.implies_new_addr() { v.new_addr } else { 0 };
+        v.new_addr = self.get_unmapped_area(a.file.is_none(), hint, v.new_len, map_flags)?;
+        Ok(())
+    }
+
+    /// `vma_expandable`: `[vma.end, vma.end + delta)` is free and below `TASK_SIZE`.
+    fn vma_expandable(&self, key: u64, delta: u64) -> bool {
+        let a = &self.vmas[&key];
+        let Some(end) = a.end.checked_add(delta) else { return false };
+        if self.find_intersection(a.end, end).is_some() {
+            return false;
+        }
+        end - a.start <= TASK_SIZE && a.start <= TASK_SIZE - (end - a.start)
+    }
+
+    /// `vrm_calc_charge`: accounted VMAs charge the growth (or the whole new length with DONTUNMAP).
+    fn charge_remap(&self, v: &Vrm) -> Result<(), Errno> {
+        let a = &self.vmas[&v.vma];
+        if a.flags & VM_ACCOUNT == 0 {
+            return Ok(());
+        }
+        let charged = if v.flags & MREMAP_DONTUNMAP != 0 { v.new_len } else { v.delta } >> PAGE_SHIFT;
+        self.enough_memory(charged)
+    }
+
+    /// `vma_merge_extend`: the VMA keyed `key` grows by `delta` (a new range after it, merged left and
+    /// possibly right).
+    fn merge_extend(&mut self, key: u64, delta: u64) {
+        let a = &self.vmas[&key];
+        let (start, end) = (a.end, a.end + delta);
+        let anon = a.anon.clone();
+        let c = Cand {
+            start,
+            end,
+            flags: a.flags,
+            pgoff: a.pgoff_at(start),
+            file: a.file.as_ref(),
+            anon: &anon,
+            name: a.name.as_ref(),
+            src_uncowed: false,
+            copied_uncowed: false,
+        };
+        let pgoff = c.pgoff;
+        let m = self.plan_new_merge(&c, false);
+        debug_assert!(matches!(m, NewMerge::Left(_) | NewMerge::Both(..)));
+        self.apply_new_merge(m, start, end, pgoff, &anon);
+    }
+
+    /// `move_vma`.
+    fn move_vma(&mut self, v: Vrm) -> Result<u64, Errno> {
+        if self.map_count() >= self.cfg.max_map_count.saturating_sub(3) {
+            return Err(Errno::ENOMEM);
+        }
+        self.charge_remap(&v)?;
+        // copy_vma_and_data → copy_vma.
+        let src = self.vmas[&v.vma].clone();
+        let mut new_pgoff = src.pgoff_at(v.addr);
+        if src.is_anonymous() && !src.anon.is_some() {
+            new_pgoff = v.new_addr >> PAGE_SHIFT;
+        }
+        let c = Cand {
+            start: v.new_addr,
+            end: v.new_addr + v.new_len,
+            flags: src.flags,
+            pgoff: new_pgoff,
+            file: src.file.as_ref(),
+            anon: &src.anon,
+            name: src.name.as_ref(),
+            src_uncowed: false,
+            copied_uncowed: src.anon.had_uncowed_parents(),
+        };
+        let m = self.plan_new_merge(&c, false);
+        if m != NewMerge::None {
+            self.apply_new_merge(m, v.new_addr, v.new_addr + v.new_len, new_pgoff, &src.anon);
+        } else {
+            let mut n = src.clone();
+            n.start = v.new_addr;
+            n.end = v.new_addr + v.new_len;
+            n.pgoff = new_pgoff;
+            self.insert(n);
+        }
+        if v.flags & MREMAP_DONTUNMAP != 0 {
+            // dontunmap_complete: the source VMA (whatever now covers the old address) keeps its range.
+            if let Some(s) = self.lookup(v.addr).map(|a| a.start) {
+                let whole = {
+                    let a = &self.vmas[&s];
+                    a.start == v.addr && a.end == v.addr + v.old_len
+                };
+                let a = self.get_mut(s);
+                a.flags &= !VM_LOCKED_MASK;
+                if whole {
+                    a.anon = AnonState::default();
+                }
+            }
+        } else {
+            // unmap_source_vma: VM_ACCOUNT is kept on the parts of the source that remain.
+            if v.old_len > 0 {
+                let _ = self.do_munmap(v.addr, v.old_len, false);
+            }
+        }
+        Ok(v.new_addr)
+    }
+}

@@ -1,0 +1,94 @@
+//! munmap (`do_vmi_munmap` → `do_vmi_align_munmap`), §6.7.
+//!
+//! Arguments: `EINVAL` for an unaligned start, a start beyond `TASK_SIZE`, a length reaching past it, or a
+//! length that rounds to zero. A range with no VMA succeeds without change. Otherwise the VMAs in the range
+//! are gathered: the first is split at `start` if it begins below it (refused with ENOMEM when the range lies
+//! strictly inside one VMA and `map_count >= max_map_count`: unmapping would add a VMA), the last at `end` if
+//! it extends past it; then every VMA in the range is removed. munmap never merges.
+
+use super::{Errno, Mm, PAGE_MASK, TASK_SIZE, page_align};
+
+/// What a gather found: VMAs removed and their accounted pages.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Gathered {
+    /// Pages unmapped.
+    pub pages: u64,
+    /// Pages of VM_ACCOUNT VMAs unmapped.
+    pub accounted: u64,
+}
+
+impl Mm {
+    /// `munmap(start, len)`.
+    pub fn munmap(&mut self, start: u64, len: u64) -> Result<(), Errno> {
+        self.do_munmap(start, len, true)
+    }
+
+    /// `do_vmi_munmap`; `reserve` is false when the caller already reserved its worst case.
+    pub(crate) fn do_munmap(&mut self, start: u64, len: u64, reserve: bool) -> Result<(), Errno> {
+        if start & !PAGE_MASK != 0 || start > TASK_SIZE || len > TASK_SIZE - start {
+            return Err(Errno::EINVAL);
+        }
+        let end = start + page_align(len);
+        if end == start {
+            return Err(Errno::EINVAL);
+        }
+        if self.find_intersection(start, end).is_none() {
+            return Ok(());
+        }
+        if reserve {
+            // Worst case: two split VMAs and the tree store.
+            self.reserve(3)?;
+        }
+        self.gather_split(start, end)?;
+        self.remove_range(start, end);
+        Ok(())
+    }
+
+    /// `vms_gather_munmap_vmas`' splits: after it, no VMA straddles `start` or `end`.
+    pub(crate) fn gather_split(&mut self, start: u64, end: u64) -> Result<(), Errno> {
+        let Some(first) = self.find_intersection(start, end) else { return Ok(()) };
+        let (fs, fe) = (first.start, first.end);
+        if fs < start {
+            if end < fe && self.map_count() >= self.cfg.max_map_count {
+                return Err(Errno::ENOMEM);
+            }
+            self.split_at(fs, start);
+        }
+        let last = self.vmas.range(..end).next_back().map(|(_, a)| (a.start, a.end));
+        if let Some((ls, le)) = last
+            && le > end
+            && ls < end
+        {
+            self.split_at(ls, end);
+        }
+        Ok(())
+    }
+
+    /// Detaches and frees every VMA inside `[start, end)` (which no VMA straddles).
+    pub(crate) fn remove_range(&mut self, start: u64, end: u64) -> Gathered {
+        let keys: Vec<u64> = self.vmas.range(start..end).map(|(k, _)| *k).collect();
+        let mut g = Gathered::default();
+        for k in keys {
+            let a = self.remove(k);
+            debug_assert!(a.end <= end);
+            g.pages += a.pages();
+            if a.flags & super::flags::VM_ACCOUNT != 0 {
+                g.accounted += a.pages();
+            }
+        }
+        g
+    }
+
+    /// Pages of VM_ACCOUNT VMAs inside `[start, end)` after [`Mm::gather_split`].
+    pub(crate) fn accounted_in(&self, start: u64, end: u64) -> (u64, u64) {
+        let mut pages = 0;
+        let mut acc = 0;
+        for a in self.vmas.range(start..end).map(|(_, a)| a) {
+            pages += a.pages();
+            if a.flags & super::flags::VM_ACCOUNT != 0 {
+                acc += a.pages();
+            }
+        }
+        (pages, acc)
+    }
+}

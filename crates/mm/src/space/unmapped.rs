@@ -1,0 +1,164 @@
+//! `get_unmapped_area`: where a mapping goes (§1.11; `mm/mmap.c`, `mm/vma.c`, x86's
+//! `arch_get_unmapped_area_topdown`).
+//!
+//! * `MAP_FIXED`: the address as given; only the final checks apply.
+//! * A hint: used (page-aligned) when `[hint, hint+len)` fits below `TASK_SIZE` and ends at or below the
+//!   next VMA's start gap (a growsdown VMA keeps `stack_guard_gap` free below it).
+//! * Otherwise the highest free gap below `mmap_base` and above `mmap_min_addr` (`unmapped_area_topdown`:
+//!   the tree's reverse gap search; a candidate that ends inside the guard gap of a growsdown VMA above it
+//!   lowers the limit and searches again); if none, the lowest gap above `TASK_UNMAPPED_BASE`.
+//! * Anonymous mappings without a hint whose length is a multiple of 2 MiB are placed 2 MiB-aligned
+//!   (`thp_get_unmapped_area`: search `len + 2 MiB` and align within it).
+//!
+//! Final checks (`__get_unmapped_area`): a result ending beyond `TASK_SIZE` is ENOMEM, an unaligned one
+//! EINVAL, one below `mmap_min_addr` EPERM without CAP_SYS_RAWIO.
+
+use super::config::DEFAULT_MAP_WINDOW as DEFAULT_MAP_WINDOW_;
+use super::flags::*;
+use super::{Errno, Mm, PAGE_MASK, PAGE_SIZE, TASK_SIZE};
+
+/// `PMD_SIZE`.
+const PMD_SIZE: u64 = 2 << 20;
+/// x86-64 `TASK_UNMAPPED_BASE` (`PAGE_ALIGN(TASK_SIZE / 3)`), the bottom-up fallback's floor.
+const TASK_UNMAPPED_BASE: u64 = (TASK_SIZE / 3 + PAGE_SIZE - 1) & PAGE_MASK;
+
+impl Mm {
+    /// `__get_unmapped_area(file, addr, len, pgoff, flags)`; `anon` is true without a file (shared
+    /// anonymous memory counts as anonymous here: its shmem object does not exist yet).
+    pub(crate) fn get_unmapped_area(
+        &self,
+        anon: bool,
+        addr: u64,
+        len: u64,
+        flags: u32,
+    ) -> Result<u64, Errno> {
+        if len > TASK_SIZE {
+            return Err(Errno::ENOMEM);
+        }
+        let res = if anon && flags & MAP_SHARED == 0 && addr == 0 && len.is_multiple_of(PMD_SIZE) {
+            // thp_get_unmapped_area_vmflags.
+            match self.thp_area(len, flags) {
+                Some(a) => Ok(a),
+                None => self.arch_get_unmapped_area_topdown(addr, len, flags),
+            }
+        } else {
+            self.arch_get_unmapped_area_topdown(addr, len, flags)
+        }?;
+        if res > TASK_SIZE - len {
+            return Err(Errno::ENOMEM);
+        }
+        if res & !PAGE_MASK != 0 {
+            return Err(Errno::EINVAL);
+        }
+        if res < self.cfg.mmap_min_addr && !self.cfg.cap_sys_rawio {
+            return Err(Errno::EPERM);
+        }
+        Ok(res)
+    }
+
+    /// `__thp_get_unmapped_area` with `off = 0`, size `PMD_SIZE`, top-down.
+    fn thp_area(&self, len: u64, flags: u32) -> Option<u64> {
+        let len_pad = len.checked_add(PMD_SIZE)?;
+        let ret = self.arch_get_unmapped_area_topdown(0, len_pad, flags).ok()?;
+        let off_sub = 0u64.wrapping_sub(ret) & (PMD_SIZE - 1);
+        if off_sub == 0 {
+            return Some(ret + PMD_SIZE);
+        }
+        Some(ret + off_sub)
+    }
+
+    /// x86's `arch_get_unmapped_area_topdown`.
+    fn arch_get_unmapped_area_topdown(&self, addr0: u64, len: u64, flags: u32) -> Result<u64, Errno> {
+        if len > TASK_SIZE {
+            return Err(Errno::ENOMEM);
+        }
+        if flags & MAP_FIXED != 0 {
+            return Ok(addr0);
+        }
+        if addr0 != 0 {
+            let addr = addr0 & PAGE_MASK;
+            // mmap_address_hint_valid.
+            let valid =
+                TASK_SIZE - len >= addr && (addr > DEFAULT_MAP_WINDOW_) == (addr + len > DEFAULT_MAP_WINDOW_);
+            if valid {
+                match self.find(addr) {
+                    None => return Ok(addr),
+                    Some(v) if addr + len <= self.vm_start_gap(v) => return Ok(addr),
+                    Some(_) => {}
+                }
+            }
+        }
+        let low = PAGE_SIZE.max(self.cfg.mmap_min_addr);
+        if let Some(a) = self.unmapped_area_topdown(len, low, self.cfg.mmap_base) {
+            return Ok(a);
+        }
+        // Bottom-up fallback (arch_get_unmapped_area).
+        self.unmapped_area(len, TASK_UNMAPPED_BASE.max(self.cfg.mmap_min_addr), TASK_SIZE)
+            .ok_or(Errno::ENOMEM)
+    }
+
+    /// The highest free range of `len` bytes inside `[low, high)`: the top of the highest gap's intersection
+    /// with the window, as `mas_empty_area_rev` reports it (`(start, gap_end)`).
+    fn highest_gap(&self, len: u64, low: u64, high: u64) -> Option<u64> {
+        if high <= low || high - low < len {
+            return None;
+        }
+        // Gaps from the top: [prev.end, next.start).
+        let mut upper = u64::MAX;
+        for a in self.vmas.range(..high).rev().map(|(_, a)| a).chain(std::iter::once(&SENTINEL)) {
+            let gap_lo = a.end.max(low);
+            let gap_hi = upper.min(high);
+            if gap_hi > gap_lo && gap_hi - gap_lo >= len {
+                return Some(gap_hi);
+            }
+            upper = a.start;
+            if upper <= low {
+                break;
+            }
+        }
+        None
+    }
+
+    /// `unmapped_area_topdown` (no alignment, no start gap: nothing here is a shadow stack).
+    fn unmapped_area_topdown(&self, len: u64, low: u64, mut high: u64) -> Option<u64> {
+        loop {
+            let gap_end = self.highest_gap(len, low, high)?;
+            let gap = gap_end - len;
+            if let Some(next) = self.next_from(gap_end)
+                && next.flags & VM_GROWSDOWN != 0
+                && self.vm_start_gap(next) < gap_end
+            {
+                high = self.vm_start_gap(next);
+                continue;
+            }
+            return Some(gap);
+        }
+    }
+
+    /// `unmapped_area` (bottom-up): the lowest free range of `len` bytes in `[low, high)`.
+    fn unmapped_area(&self, len: u64, low: u64, high: u64) -> Option<u64> {
+        let mut lower = low;
+        for a in self.vmas.range(low..).map(|(_, a)| a) {
+            let gap_hi = self.vm_start_gap(a).min(high);
+            if gap_hi > lower && gap_hi - lower >= len {
+                return Some(lower);
+            }
+            lower = lower.max(a.end);
+            if lower >= high {
+                return None;
+            }
+        }
+        if high > lower && high - lower >= len { Some(lower) } else { None }
+    }
+}
+
+/// An empty VMA at address 0 that ends the reverse gap walk.
+static SENTINEL: super::Area = super::Area {
+    start: 0,
+    end: 0,
+    flags: 0,
+    pgoff: 0,
+    file: None,
+    anon: super::AnonState::EMPTY,
+    name: None,
+};
