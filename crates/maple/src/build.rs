@@ -28,18 +28,20 @@ pub(crate) struct Item {
 /// Capacity of a big node: a change gathers at most 2 nodes' slots + 3 (leaf) plus one neighbour's.
 pub(crate) const BIG: usize = 64;
 
-/// A fixed-capacity run of items on the stack (the kernel's `maple_big_node`).
+/// A fixed-capacity run of items on the stack (the kernel's `maple_big_node`). Items beyond `len` are
+/// uninitialised, so that creating one costs nothing.
 pub(crate) struct Big {
     /// First index covered (kept for debugging and dumps of the big node).
     #[allow(dead_code)]
     pub(crate) min: u64,
-    items: [Item; BIG],
+    items: [std::mem::MaybeUninit<Item>; BIG],
     len: usize,
 }
 
 impl Big {
+    #[inline]
     pub(crate) fn new(min: u64) -> Self {
-        Big { min, items: [Item::default(); BIG], len: 0 }
+        Big { min, items: [const { std::mem::MaybeUninit::uninit() }; BIG], len: 0 }
     }
 
     #[inline]
@@ -49,19 +51,28 @@ impl Big {
 
     #[inline]
     pub(crate) fn items(&self) -> &[Item] {
-        &self.items[..self.len]
+        // SAFETY: the first `len` items are initialised (`push` writes before it increments `len`);
+        // `MaybeUninit<Item>` has the layout of `Item`.
+        unsafe { std::slice::from_raw_parts(self.items.as_ptr().cast::<Item>(), self.len) }
+    }
+
+    #[inline]
+    fn last_mut(&mut self) -> &mut Item {
+        debug_assert!(self.len > 0);
+        // SAFETY: `len > 0` (callers check), so the item is initialised.
+        unsafe { self.items[self.len - 1].assume_init_mut() }
     }
 
     #[inline]
     pub(crate) fn last_is_null(&self) -> bool {
-        self.len > 0 && self.items[self.len - 1].slot == 0
+        self.len > 0 && self.items()[self.len - 1].slot == 0
     }
 
     /// Appends an internal item.
     #[inline]
     pub(crate) fn push(&mut self, it: Item) {
         assert!(self.len < BIG, "maple: big node overflow (internal invariant)");
-        self.items[self.len] = it;
+        self.items[self.len].write(it);
         self.len += 1;
     }
 
@@ -69,7 +80,7 @@ impl Big {
     #[inline]
     pub(crate) fn push_leaf(&mut self, last: u64, slot: usize) {
         if slot == 0 && self.last_is_null() {
-            self.items[self.len - 1].last = last;
+            self.last_mut().last = last;
         } else {
             self.push(Item { last, slot, gap: 0 });
         }

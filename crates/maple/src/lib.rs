@@ -259,6 +259,8 @@ pub(crate) struct WState {
     pub(crate) rcu: bool,
     /// Preallocated nodes (addresses).
     pub(crate) pool: Vec<usize>,
+    /// Unpublished, dead nodes waiting to be handed to RCU as one batch (counted as pending).
+    pub(crate) retired: Vec<usize>,
 }
 
 /// The maple tree. See the crate docs.
@@ -297,7 +299,7 @@ impl<T: Entry> MapleTree<T> {
         MapleTree {
             root: AtomicU64::new(0),
             len: AtomicU64::new(0),
-            w: Mutex::new(WState { height: 0, rcu, pool: Vec::new() }),
+            w: Mutex::new(WState { height: 0, rcu, pool: Vec::new(), retired: Vec::new() }),
             counters,
             _t: PhantomData,
         }

@@ -37,8 +37,9 @@ pub(crate) const INT_PIVOTS: usize = 9;
 pub(crate) const LEAF_MIN: usize = LEAF_SLOTS / 2 - 2;
 /// Minimum used slots of a non-root internal node (`mt_min_slots` for arange nodes).
 pub(crate) const INT_MIN: usize = INT_SLOTS / 2 - 1;
-/// Maximum tree height handled (the kernel's `MAPLE_HEIGHT_MAX`).
-pub(crate) const MAX_HEIGHT: usize = 31;
+/// Maximum tree height handled. The kernel allows 31; with minimum occupancy a tree of height 20 already holds
+/// more than 6 * 4^18 ranges (over 10^11, terabytes of nodes), so 20 bounds every real tree and keeps paths small.
+pub(crate) const MAX_HEIGHT: usize = 20;
 
 /// Low bits of an [`Enode`]: leaf.
 pub(crate) const KIND_LEAF: usize = 1;
@@ -252,14 +253,32 @@ impl Node {
     }
 }
 
-/// Per-allocation-domain node counters, shared (Arc) by a tree and the trees `dup` made from it, and by the
-/// deferred frees, so that nodes freed after a grace period are still counted.
+/// Recycled nodes kept per allocation domain (beyond this, freed nodes go back to the system allocator).
+#[cfg(not(loom))]
+const CACHE_MAX: usize = 4096;
+
+/// Retired nodes a writer batches before handing them to RCU in one deferred call (loom: 1, so that every
+/// model exercises the grace period).
+#[cfg(not(loom))]
+pub(crate) const RETIRE_BATCH: usize = 128;
+#[cfg(loom)]
+pub(crate) const RETIRE_BATCH: usize = 1;
+
+/// One allocation domain: node counters and a cache of recycled nodes, shared (Arc) by a tree, the trees `dup`
+/// made from it, and the deferred frees, so that nodes freed after a grace period are still counted.
+///
+/// Accounting: `allocated` counts nodes handed out (fresh or recycled), `freed` nodes given back (to the cache
+/// or the system allocator), `pending` nodes retired and waiting for their grace period.
 pub(crate) struct Counters {
     pub(crate) allocated: AtomicU64,
     pub(crate) freed: AtomicU64,
     pub(crate) pending: AtomicU64,
     /// 0 = no injection; n = the n-th allocation from now fails (then injection switches off).
     pub(crate) fail_countdown: AtomicU64,
+    /// Recycled node addresses (whole nodes; zeroed when handed out again). Not under loom: there a released
+    /// node is only marked, so that late accesses are caught.
+    #[cfg(not(loom))]
+    cache: std::sync::Mutex<Vec<usize>>,
 }
 
 impl Counters {
@@ -269,6 +288,8 @@ impl Counters {
             freed: AtomicU64::new(0),
             pending: AtomicU64::new(0),
             fail_countdown: AtomicU64::new(0),
+            #[cfg(not(loom))]
+            cache: std::sync::Mutex::new(Vec::new()),
         })
     }
 
@@ -283,10 +304,24 @@ impl Counters {
             }
         }
         self.allocated.fetch_add(1, Ordering::Relaxed);
+        #[cfg(not(loom))]
+        {
+            let cached = self.cache.lock().unwrap_or_else(|e| e.into_inner()).pop();
+            if let Some(a) = cached {
+                // SAFETY: a cached node is allocated and owned by the cache, now by us.
+                let n = unsafe { &*(a as *const Node) };
+                // Relaxed: the node is unpublished; its publication orders these stores.
+                n.parent.store(0, Ordering::Relaxed);
+                for w in &n.w {
+                    w.store(0, Ordering::Relaxed);
+                }
+                return Some(a);
+            }
+        }
         Some(Box::into_raw(Box::new(Node::zeroed())) as usize)
     }
 
-    /// Frees a node no reader can reach (never published, or non-RCU mode).
+    /// Frees a node no reader can reach (never published, non-RCU mode, or after its grace period).
     ///
     /// # Safety
     ///
@@ -294,25 +329,47 @@ impl Counters {
     pub(crate) unsafe fn free_now(&self, a: usize) {
         // Relaxed: statistics.
         self.freed.fetch_add(1, Ordering::Relaxed);
+        #[cfg(not(loom))]
+        {
+            let mut c = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+            if c.len() < CACHE_MAX {
+                c.push(a);
+                return;
+            }
+        }
         // SAFETY: the caller's contract: `a` is a live `Box<Node>` that nobody else will touch.
         unsafe { release(a) };
     }
 
-    /// Frees a node after a grace period.
+    /// Hands a batch of retired (unpublished, dead) nodes to RCU: they are freed after a grace period.
     ///
     /// # Safety
     ///
-    /// `a` came from [`Counters::alloc`], has been unpublished (and marked dead) and is retired once.
-    pub(crate) unsafe fn free_deferred(self: &Arc<Self>, a: usize, guard: &vmspace_rcu::Guard) {
-        // Relaxed: statistics.
-        self.pending.fetch_add(1, Ordering::Relaxed);
+    /// Every address came from [`Counters::alloc`], has been unpublished and marked dead, and is retired once;
+    /// each was counted in `pending` when it was retired.
+    pub(crate) unsafe fn retire_batch(self: &Arc<Self>, batch: Vec<usize>, guard: &vmspace_rcu::Guard) {
+        if batch.is_empty() {
+            return;
+        }
         let c = Arc::clone(self);
         guard.defer(move || {
-            c.pending.fetch_sub(1, Ordering::Relaxed);
-            c.freed.fetch_add(1, Ordering::Relaxed);
-            // SAFETY: every guard that could have reached the node is gone (grace period); retired once.
-            unsafe { release(a) };
+            for a in batch {
+                // Relaxed: statistics.
+                c.pending.fetch_sub(1, Ordering::Relaxed);
+                // SAFETY: every guard that could have reached the node is gone (grace period); retired once.
+                unsafe { c.free_now(a) };
+            }
         });
+    }
+}
+
+impl Drop for Counters {
+    fn drop(&mut self) {
+        #[cfg(not(loom))]
+        for a in std::mem::take(&mut *self.cache.lock().unwrap_or_else(|e| e.into_inner())) {
+            // SAFETY: cached nodes are owned by the cache and unreachable.
+            unsafe { release(a) };
+        }
     }
 }
 

@@ -269,6 +269,46 @@ impl<'g, T: Entry> Cursor<'g, T> {
         }
     }
 
+    /// Fast path of an active forward search: scans the rest of the current leaf for the next non-NULL entry,
+    /// with one dead check for the whole scan. `Some(result)` if decided inside the leaf; None to fall back to
+    /// the general step (end of leaf, or the leaf died).
+    #[inline]
+    fn leaf_next(&mut self, max: u64) -> Option<Option<(u64, u64, T)>> {
+        if self.depth == 0 || self.last == u64::MAX {
+            return None;
+        }
+        let d = self.depth - 1;
+        let lv = self.path[d];
+        // SAFETY: a cached path node under the cursor's guard.
+        let n = unsafe { node(lv.e) };
+        let mut off = lv.off;
+        let mut s = self.last + 1;
+        while s <= lv.max && off + 1 < crate::node::LEAF_SLOTS {
+            if s > max {
+                // Nothing more at or before `max`: leave the decision (and the paused position) to the slow path.
+                return None;
+            }
+            off += 1;
+            let l = if off < LEAF_PIVOTS { n.pivot(off) } else { lv.max };
+            let v = n.leaf_slot(off);
+            if v != 0 {
+                // Acquire fence: the loads above happen before the dead check.
+                fence(Ordering::Acquire);
+                if n.is_dead() {
+                    dead_restart();
+                    return None;
+                }
+                self.path[d].off = off;
+                return Some(self.found(s, l, v));
+            }
+            if l == u64::MAX {
+                return None;
+            }
+            s = l + 1;
+        }
+        None
+    }
+
     /// The slot after the current one (`[last + 1, ..]`), or None at the end of the key space.
     fn step_fwd(&mut self) -> Option<(u64, u64, usize)> {
         if self.last == u64::MAX {
@@ -378,6 +418,7 @@ impl<'g, T: Entry> Cursor<'g, T> {
         Some(self.walk(key))
     }
 
+    #[inline]
     fn found(&mut self, s: u64, l: u64, v: usize) -> Option<(u64, u64, T)> {
         self.status = Status::Active;
         self.index = s;
@@ -433,10 +474,16 @@ impl<'g, T: Entry> Cursor<'g, T> {
     }
 
     /// See the type docs: the first entry intersecting `[index, max]` from start, else the next one.
+    #[inline]
     pub fn find(&mut self, max: u64) -> Option<(u64, u64, T)> {
         let c = match self.status {
             Status::Start => Some(self.walk(self.index)),
-            Status::Active => self.step_fwd(),
+            Status::Active => {
+                if let Some(r) = self.leaf_next(max) {
+                    return r;
+                }
+                self.step_fwd()
+            }
             Status::Paused => {
                 if self.last == u64::MAX {
                     return None;

@@ -40,7 +40,7 @@ use crate::build::{
 };
 use crate::node::{
     Counters, Enode, INT_MIN, INT_PIVOTS, INT_SLOTS, KIND_LEAF, LEAF_MIN, LEAF_PIVOTS, LEAF_SLOTS,
-    MAX_HEIGHT, is_leaf, node,
+    MAX_HEIGHT, RETIRE_BATCH, is_leaf, node,
 };
 use crate::{Entry, MapleError, WState, Writer};
 
@@ -156,9 +156,9 @@ pub(crate) fn store<T: Entry>(
     let h = st.height;
     let leaf_d = h - 1;
 
+    let p = walk(root, first, leaf_d);
     // Exact fit: one slot store in place.
     {
-        let p = walk(root, first, leaf_d);
         let lv = p.lv[leaf_d];
         // SAFETY: writer-side, live.
         let n = unsafe { node(lv.e) };
@@ -196,6 +196,51 @@ pub(crate) fn store<T: Entry>(
         }
     }
 
+    // Node store: the change stays inside one leaf that still satisfies every invariant (the kernel's
+    // `wr_node_store`): one new leaf (RCU) or an in-place rewrite (non-RCU), published in the parent's slot.
+    {
+        let lv = p.lv[leaf_d];
+        if last <= lv.max {
+            let mut big = Big::new(lv.min);
+            let mut replaced = Vec::new();
+            let (mut inserted, mut survivors) = (false, 0i64);
+            gather_leaf(lv, first, last, val, &mut big, &mut inserted, &mut replaced, &mut survivors);
+            let ok = big.len() <= LEAF_SLOTS
+                && (leaf_d == 0 || big.len() >= LEAF_MIN)
+                && !(big.last_is_null() && lv.max != u64::MAX)
+                && !(leaf_d == 0 && big.len() == 1 && big.items()[0].slot == 0);
+            if ok {
+                let len_delta = (val != 0) as i64 + survivors - replaced.len() as i64;
+                let e =
+                    if st.rcu { alloc(st, &counters).ok_or(MapleError::NoMem)? | KIND_LEAF } else { lv.e };
+                let g = fill_node(e, big.items(), lv.min, lv.max);
+                if e != lv.e {
+                    if leaf_d == 0 {
+                        // SAFETY: our new node.
+                        unsafe { node(e) }.set_parent(None);
+                        // Release: publishes the new leaf (pairs with readers' Acquire root load).
+                        tree.root.store(e as u64, Ordering::Release);
+                    } else {
+                        let pl = p.lv[leaf_d - 1];
+                        // SAFETY: our new node; the parent is live.
+                        unsafe { node(e) }.set_parent(Some((pl.e, pl.off)));
+                        // SAFETY: writer-side, live parent. Release (inside set_child): publishes the new leaf.
+                        unsafe { node(pl.e) }.set_child(pl.off, e);
+                    }
+                    // SAFETY: the old leaf was just unpublished.
+                    unsafe { node(lv.e) }.mark_dead();
+                    // SAFETY: unpublished, marked dead, retired once.
+                    unsafe { retire(st, &counters, crate::node::addr(lv.e)) };
+                }
+                if leaf_d > 0 {
+                    propagate_gap(&p, leaf_d - 1, g);
+                }
+                add_len(tree, len_delta);
+                return Ok(replaced);
+            }
+        }
+    }
+
     let mut fresh: Vec<usize> = Vec::new();
     let r = rebuild(st, &counters, root, h, first, last, val, &mut fresh);
     match r {
@@ -214,6 +259,51 @@ pub(crate) fn store<T: Entry>(
     }
 }
 
+/// Gathers leaf `x`'s slots into `big` for a store of `val` over `[first, last]`: slots outside the range are
+/// kept, overlapped ones clipped (their overlapped parts recorded in `replaced`, surviving pieces of non-NULL
+/// entries counted in `survivors`), and the new entry inserted once.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn gather_leaf(
+    x: Lvl,
+    first: u64,
+    last: u64,
+    val: usize,
+    big: &mut Big,
+    inserted: &mut bool,
+    replaced: &mut Vec<(u64, u64, usize)>,
+    survivors: &mut i64,
+) {
+    // SAFETY: writer-side, live.
+    let n = unsafe { node(x.e) };
+    let end = n.end(LEAF_PIVOTS, x.max);
+    let mut s = x.min;
+    for i in 0..=end {
+        let l = if i < end { n.pivot(i) } else { x.max };
+        let v = n.word(crate::node::LEAF_SLOT_BASE + i) as usize;
+        if l < first || s > last {
+            big.push_leaf(l, v);
+        } else {
+            if s < first {
+                big.push_leaf(first - 1, v);
+                *survivors += (v != 0) as i64;
+            }
+            if !*inserted {
+                big.push_leaf(last, val);
+                *inserted = true;
+            }
+            if v != 0 {
+                replaced.push((s.max(first), l.min(last), v));
+            }
+            if l > last {
+                big.push_leaf(l, v);
+                *survivors += (v != 0) as i64;
+            }
+        }
+        s = l.wrapping_add(1);
+    }
+}
+
 /// What a rebuild decided, to be made visible by [`commit`].
 pub(crate) struct Plan {
     /// How the new top is attached.
@@ -229,7 +319,7 @@ pub(crate) struct Plan {
     /// New height.
     height: usize,
     /// Path to the top's parent (for Top::Slot).
-    path: Option<Box<Path>>,
+    path: Option<Path>,
     /// The replaced entries, clipped.
     replaced: Vec<(u64, u64, usize)>,
 }
@@ -268,34 +358,7 @@ fn rebuild(
     let (mut lc, mut hc);
     lc = x.min;
     loop {
-        // SAFETY: writer-side, live.
-        let n = unsafe { node(x.e) };
-        let end = n.end(LEAF_PIVOTS, x.max);
-        let mut s = x.min;
-        for i in 0..=end {
-            let l = if i < end { n.pivot(i) } else { x.max };
-            let v = n.word(crate::node::LEAF_SLOT_BASE + i) as usize;
-            if l < first || s > last {
-                big.push_leaf(l, v);
-            } else {
-                if s < first {
-                    big.push_leaf(first - 1, v);
-                    survivors += (v != 0) as i64;
-                }
-                if !inserted {
-                    big.push_leaf(last, val);
-                    inserted = true;
-                }
-                if v != 0 {
-                    replaced.push((s.max(first), l.min(last), v));
-                }
-                if l > last {
-                    big.push_leaf(l, v);
-                    survivors += (v != 0) as i64;
-                }
-            }
-            s = l.wrapping_add(1);
-        }
+        gather_leaf(x, first, last, val, &mut big, &mut inserted, &mut replaced, &mut survivors);
         retire.push(x.e);
         old_count += 1;
         hc = x.max;
@@ -378,7 +441,7 @@ fn rebuild(
                 in_place: 0,
                 len_delta,
                 height: h,
-                path: Some(Box::new(p)),
+                path: Some(p),
                 replaced,
             });
         }
@@ -492,7 +555,7 @@ fn finish_in_place(
             in_place: e,
             len_delta,
             height: h,
-            path: Some(Box::new(p)),
+            path: Some(p),
             replaced,
         }
     }
@@ -577,7 +640,7 @@ fn commit<T: Entry>(tree: &crate::MapleTree<T>, st: &mut WState, counters: &Arc<
             }
         }
         Top::Slot { depth, e, gap } => {
-            let path = plan.path.as_deref();
+            let path = plan.path.as_ref();
             if let Some(p) = path {
                 let lv = p.lv[depth];
                 // SAFETY: writer-side, live parent.
@@ -593,7 +656,6 @@ fn commit<T: Entry>(tree: &crate::MapleTree<T>, st: &mut WState, counters: &Arc<
         }
     }
     st.height = plan.height;
-    let g = if st.rcu { Some(vmspace_rcu::pin()) } else { None };
     for &e in &plan.retire {
         if e == plan.in_place || e == 0 {
             continue;
@@ -601,17 +663,45 @@ fn commit<T: Entry>(tree: &crate::MapleTree<T>, st: &mut WState, counters: &Arc<
         // SAFETY: `e` was replaced above and is unreachable from the root now.
         let n = unsafe { node(e) };
         n.mark_dead();
-        match &g {
+        if st.rcu {
             // SAFETY: unpublished and marked dead; retired exactly once (each old node is listed once).
-            Some(g) => unsafe { counters.free_deferred(crate::node::addr(e), g) },
+            unsafe { retire(st, counters, crate::node::addr(e)) };
+        } else {
             // SAFETY: non-RCU mode: no reader can hold it.
-            None => unsafe { counters.free_now(crate::node::addr(e)) },
+            unsafe { counters.free_now(crate::node::addr(e)) };
         }
     }
-    if plan.len_delta >= 0 {
-        tree.len.fetch_add(plan.len_delta as u64, Ordering::Relaxed);
+    add_len(tree, plan.len_delta);
+}
+
+fn add_len<T: Entry>(tree: &crate::MapleTree<T>, d: i64) {
+    // Relaxed: a statistic maintained by the (single) writer.
+    if d >= 0 {
+        tree.len.fetch_add(d as u64, Ordering::Relaxed);
     } else {
-        tree.len.fetch_sub((-plan.len_delta) as u64, Ordering::Relaxed);
+        tree.len.fetch_sub((-d) as u64, Ordering::Relaxed);
+    }
+}
+
+/// Retires an unpublished, dead node: it is freed after a grace period. Nodes are handed to RCU in batches of
+/// [`RETIRE_BATCH`] (one deferred call per batch); a batch not yet handed over is freed when the tree is dropped.
+/// Retiring later than the unpublishing store is always safe: the grace period then starts later.
+///
+/// # Safety
+///
+/// `a` came from the tree's allocator, is unpublished and marked dead, and is retired once.
+unsafe fn retire(st: &mut WState, counters: &Arc<Counters>, a: usize) {
+    // Relaxed: statistics.
+    counters.pending.fetch_add(1, Ordering::Relaxed);
+    st.retired.push(a);
+    if st.retired.len() >= RETIRE_BATCH {
+        let batch = std::mem::replace(&mut st.retired, Vec::with_capacity(RETIRE_BATCH));
+        let guard = vmspace_rcu::pin();
+        // SAFETY: the caller's contract, for every node of the batch.
+        unsafe { counters.retire_batch(batch, &guard) };
+        // Start the grace period now rather than when the thread's RCU bag fills, so that retired nodes come
+        // back to the domain's cache (and the next allocations avoid the system allocator).
+        guard.flush();
     }
 }
 
@@ -632,6 +722,13 @@ pub(crate) fn free_all<T: Entry>(w: &mut Writer<'_, T>) {
     let root = w.tree.root.load(Ordering::Relaxed) as usize;
     if root != 0 {
         rec(&w.tree.counters, root);
+    }
+    // Retired nodes not yet handed to RCU: the tree is being dropped, so no reader can be inside them (readers
+    // borrow the tree); nodes already handed over are freed by their deferred call.
+    for a in std::mem::take(&mut w.st.retired) {
+        w.tree.counters.pending.fetch_sub(1, Ordering::Relaxed);
+        // SAFETY: unreachable, retired once, not yet handed to RCU.
+        unsafe { w.tree.counters.free_now(a) };
     }
     w.tree.root.store(0, Ordering::Relaxed);
     release_reserve(w);
