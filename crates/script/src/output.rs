@@ -19,7 +19,10 @@
 //!   byte, with one canonicalisation so that the engine and the kernel compare: a mapping of a script file
 //!   (`fd=NAME`) prints device `00:00`, inode = the file's 1-based declaration number in the script, and name
 //!   `fd=NAME` (plus ` (deleted)` if the file was unlinked) instead of the runner's real path, device and
-//!   inode. Everything else (addresses, permissions, offsets, padding, `[anon:..]` names) is verbatim.
+//!   inode. A shared anonymous mapping is a shmem file that the kernel shows as `/dev/zero (deleted)` with a
+//!   fresh inode number on every run: its inode prints as the object's 1-based order of first appearance
+//!   within that maps block (two VMAs of one object share the number; device and offset stay verbatim).
+//!   Everything else (addresses, permissions, offsets, padding, `[anon:..]` names) is verbatim.
 //!
 //! # Comparison
 //!

@@ -88,11 +88,13 @@ pub trait Target {
     fn file_path(&self, name: &str) -> Option<String>;
 }
 
-/// Keeps the maps lines of `text` that overlap `arena`, canonicalising mappings of script files (see
-/// [`crate::output`]): `files` lists `(NAME, path)` in declaration order. A line that does not parse is kept
-/// verbatim (it will show up in a comparison).
+/// Keeps the maps lines of `text` that overlap `arena`, canonicalising mappings of script files and the
+/// inode numbers of shared anonymous mappings (see [`crate::output`]): `files` lists `(NAME, path)` in
+/// declaration order. A line that does not parse is kept verbatim (it will show up in a comparison).
 pub fn canonical_maps(text: &str, arena: Arena, files: &[(String, String)]) -> Vec<String> {
     let mut out = Vec::new();
+    // Inodes of shared anonymous (shmem) objects seen in this block, in order of first appearance.
+    let mut shmem_inodes: Vec<u64> = Vec::new();
     for raw in text.lines() {
         let Ok(mut l) = raw.parse::<MapsLine>() else {
             out.push(raw.to_string());
@@ -109,6 +111,17 @@ pub fn canonical_maps(text: &str, arena: Arena, files: &[(String, String)]) -> V
             l.dev_major = 0;
             l.dev_minor = 0;
             l.inode = idx as u64 + 1;
+        } else if let Some(MapsName::Path { path, deleted: true }) = &l.name
+            && path == "/dev/zero"
+        {
+            let k = match shmem_inodes.iter().position(|&i| i == l.inode) {
+                Some(k) => k,
+                None => {
+                    shmem_inodes.push(l.inode);
+                    shmem_inodes.len() - 1
+                }
+            };
+            l.inode = k as u64 + 1;
         }
         out.push(l.to_string());
     }
@@ -264,5 +277,27 @@ MAPS
 END
 ";
         assert_eq!(text, expect);
+    }
+
+    #[test]
+    fn shared_anonymous_inodes_are_numbered_by_first_appearance() {
+        let line = |start: u64, inode: u64| {
+            let mut l = MapsLine::anon(
+                start,
+                start + 0x1000,
+                vmspace_proc::Perms { read: true, write: true, exec: false, shared: true },
+            );
+            l.dev_minor = 1;
+            l.inode = inode;
+            l.name = Some(MapsName::Path { path: "/dev/zero".into(), deleted: true });
+            l.render()
+        };
+        let base = Arena::default().base;
+        let text = [line(base, 95), line(base + 0x1000, 80), line(base + 0x2000, 95)].concat();
+        let got = canonical_maps(&text, Arena::default(), &[]);
+        let inodes: Vec<u64> = got.iter().map(|l| l.parse::<MapsLine>().unwrap().inode).collect();
+        assert_eq!(inodes, vec![1, 2, 1]);
+        assert!(got[0].ends_with(" /dev/zero (deleted)"));
+        assert!(got[0].contains(" 00:01 1 "));
     }
 }
