@@ -20,11 +20,24 @@ fn nz(x: usize) -> V {
     NonZeroUsize::new(x).unwrap()
 }
 
-fn model(f: impl Fn() + Sync + Send + 'static) {
+/// Runs `f` under loom with preemption bound 3; returns the number of executions explored (printed with
+/// `--nocapture`, so that a model that explores suspiciously little is noticed).
+fn model(f: impl Fn() + Sync + Send + 'static) -> usize {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let runs = std::sync::Arc::new(AtomicUsize::new(0));
+    let r = runs.clone();
     let mut b = loom::model::Builder::new();
-    b.preemption_bound = Some(2);
+    b.preemption_bound = Some(3);
     b.max_branches = 1_000_000;
-    b.check(f);
+    b.check(move || {
+        // Relaxed: a counter outside the model (std atomic, not tracked by loom).
+        r.fetch_add(1, Ordering::Relaxed);
+        f();
+    });
+    let n = runs.load(Ordering::Relaxed);
+    println!("explored {n} executions");
+    assert!(n > 1, "the model explored a single execution");
+    n
 }
 
 /// The reader's view of one index: (first, last, value) or None.
@@ -37,7 +50,7 @@ fn view(t: &MapleTree<V>, i: u64) -> Option<(u64, u64, usize)> {
 /// and retired while the reader may be inside it.
 #[test]
 fn root_leaf_cow() {
-    model(|| {
+    let _ = model(|| {
         let t = Arc::new(MapleTree::<V>::from_sorted([(10, 19, nz(1)), (30, 39, nz(2))]).unwrap());
         let r = {
             let t = t.clone();
@@ -57,7 +70,7 @@ fn root_leaf_cow() {
 /// A leaf under an internal root is replaced (published into the parent's slot) while the reader walks.
 #[test]
 fn leaf_under_internal_root_cow() {
-    model(|| {
+    let _ = model(|| {
         let t = Arc::new(
             MapleTree::<V>::from_sorted((0..20u64).map(|k| (k * 10, k * 10 + 4, nz(k as usize + 1))))
                 .unwrap(),
@@ -80,7 +93,7 @@ fn leaf_under_internal_root_cow() {
 /// The root leaf splits: a new internal root with two new leaves replaces it.
 #[test]
 fn root_split() {
-    model(|| {
+    let _ = model(|| {
         let t = Arc::new(
             MapleTree::<V>::from_sorted((0..8u64).map(|k| (k * 10, k * 10 + 4, nz(k as usize + 1)))).unwrap(),
         );
@@ -105,7 +118,7 @@ fn root_split() {
 /// An exact-fit store changes one slot in place; the reader sees the old or the new value with the same range.
 #[test]
 fn exact_fit_in_place() {
-    model(|| {
+    let _ = model(|| {
         let t = Arc::new(MapleTree::<V>::from_sorted([(10, 19, nz(1)), (20, 29, nz(2))]).unwrap());
         let r = {
             let t = t.clone();
@@ -120,5 +133,41 @@ fn exact_fit_in_place() {
         };
         t.store_range(20, 29, Some(nz(7))).unwrap();
         r.join().unwrap();
+    });
+}
+
+/// A wide erase collapses a two-level tree into a root leaf while a reader iterates with a cursor across the
+/// leaf boundary: the entries the writer does not touch are each seen exactly once, in order.
+#[test]
+fn collapse_while_iterating() {
+    let _ = model(|| {
+        let t = Arc::new(
+            MapleTree::<V>::from_sorted((0..18u64).map(|k| (k * 10, k * 10 + 4, nz(k as usize + 1))))
+                .unwrap(),
+        );
+        assert!(t.lock().height() == 2);
+        let r = {
+            let t = t.clone();
+            thread::spawn(move || {
+                let g = vmspace_rcu::pin();
+                let mut c = t.cursor(&g);
+                let mut seen = Vec::new();
+                let mut last_end = None;
+                while let Some((s, e, v)) = c.find(u64::MAX) {
+                    if let Some(p) = last_end {
+                        assert!(e > p, "went backwards");
+                    }
+                    last_end = Some(e);
+                    if s < 20 || s >= 150 {
+                        seen.push((s, v.get()));
+                    }
+                }
+                assert_eq!(seen, vec![(0, 1), (10, 2), (150, 16), (160, 17), (170, 18)]);
+            })
+        };
+        t.erase_range(20, 149).unwrap();
+        r.join().unwrap();
+        assert_eq!(t.lock().height(), 1);
+        t.validate().unwrap();
     });
 }
