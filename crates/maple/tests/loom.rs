@@ -158,7 +158,7 @@ fn collapse_while_iterating() {
                         assert!(e > p, "went backwards");
                     }
                     last_end = Some(e);
-                    if s < 20 || s >= 150 {
+                    if !(20..150).contains(&s) {
                         seen.push((s, v.get()));
                     }
                 }
