@@ -6,9 +6,11 @@
 //! - [`rangemap`]: the [`rangemap::RangeMap`] trait and its implementations (vmspace's maple tree and the peers);
 //! - [`layout`]: the kernel's benchmark shapes and VMA-like layouts at scale;
 //! - [`measure`]: batch timing, medians, CPU placement;
-//! - [`tree`]: `vmspace bench tree`.
+//! - [`tree`]: `vmspace bench tree`;
+//! - [`plot`]: SVG plots of the results.
 
 pub mod layout;
 pub mod measure;
+pub mod plot;
 pub mod rangemap;
 pub mod tree;

@@ -36,6 +36,9 @@ pub struct TreeArgs {
     /// Write the results as JSON to FILE (`-` or no value: standard output, and the table goes to stderr).
     #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
     json: Option<String>,
+    /// Also draw lookup time against n per structure as an SVG plot into FILE.
+    #[arg(long, value_name = "FILE")]
+    svg: Option<std::path::PathBuf>,
     /// Seed of the random layouts, addresses and orders.
     #[arg(long)]
     seed: Option<u64>,
@@ -132,6 +135,10 @@ fn tree(args: TreeArgs) -> anyhow::Result<()> {
                 .with_context(|| format!("writing {path}"))?;
             println!("\nJSON written to {path}");
         }
+    }
+    if let Some(path) = &args.svg {
+        vmspace_bench::plot::lookup_vs_n(&results, path)?;
+        eprintln!("plot written to {}", path.display());
     }
     Ok(())
 }
