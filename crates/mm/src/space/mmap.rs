@@ -22,9 +22,7 @@ use std::sync::Arc;
 
 use super::flags::*;
 use super::merge::{Cand, NewMerge};
-use super::{
-    AnonState, Area, Errno, FileKind, MapFile, Mm, PAGE_MASK, PAGE_SIZE, config::PAGE_SHIFT, page_align,
-};
+use super::{AnonState, Area, Errno, FileKind, MapFile, Mm, PAGE_MASK, config::PAGE_SHIFT, page_align};
 
 /// `MAX_LFS_FILESIZE` on 64-bit.
 const MAX_LFS_FILESIZE: u64 = i64::MAX as u64;
@@ -238,20 +236,17 @@ impl Mm {
     }
 
     /// `__mm_populate` with errors ignored: each accessible VMA in the range is faulted from its first page;
-    /// a private writable one with write faults (`FOLL_WRITE`), which gives it an anon_vma if the first page
-    /// can be faulted (within the file).
+    /// a private writable one with write faults (`FOLL_WRITE`), which give it an anon_vma (even beyond the
+    /// end of a file: the anon_vma is prepared before the file page is looked up).
     pub(crate) fn populate(&mut self, start: u64, len: u64) {
         let end = start.saturating_add(len);
         let mut nstart = start;
         while nstart < end {
             let Some(a) = self.find_intersection(nstart, end) else { break };
             let (s, e, fl) = (a.start, a.end, a.flags);
-            let first = nstart.max(s);
-            let within_file = a.file.as_ref().is_none_or(|f| a.pgoff_at(first) < f.size.div_ceil(PAGE_SIZE));
             if fl & (VM_IO | VM_PFNMAP) == 0
                 && fl & VM_LOCKONFAULT == 0
                 && fl & (VM_WRITE | VM_SHARED) == VM_WRITE
-                && within_file
             {
                 self.anon_vma_prepare(s);
             }

@@ -444,14 +444,17 @@ impl Mm {
         if !ok || (gup && a.flags & (VM_IO | VM_PFNMAP) != 0) {
             return Err(Errno::EFAULT);
         }
+        // A write to a private VMA prepares the anon_vma before the page is read from the file
+        // (`do_cow_fault`: `vmf_anon_prepare` first), so a write beyond the end of the file still leaves one.
+        if write && a.flags & VM_SHARED == 0 {
+            self.anon_vma_prepare(start);
+        }
+        let a = &self.vmas[&start];
         if let Some(f) = &a.file {
             let page = a.pgoff_at(addr);
             if page >= f.size.div_ceil(PAGE_SIZE) {
                 return Err(Errno::EFAULT);
             }
-        }
-        if write && a.flags & VM_SHARED == 0 {
-            self.anon_vma_prepare(start);
         }
         Ok(())
     }
