@@ -565,7 +565,7 @@ impl<'a, T: Entry> Writer<'a, T> {
         value: Option<T>,
     ) -> Result<Vec<(u64, u64, T)>, MapleError> {
         let raw = value.map_or(0, |v| v.into_raw().get());
-        let out = write::store(self, first, last, raw)?;
+        let out = write::store(self, first, last, raw, false)?;
         Ok(out
             .into_iter()
             .map(|(s, e, r)| {
@@ -577,15 +577,7 @@ impl<'a, T: Entry> Writer<'a, T> {
 
     /// See [`MapleTree::insert_range`].
     pub fn insert_range(&mut self, first: u64, last: u64, value: T) -> Result<(), MapleError> {
-        if first > last {
-            return Err(MapleError::Invalid);
-        }
-        let g = vmspace_rcu::pin();
-        if self.tree.find_in(first, last, &g).is_some() {
-            return Err(MapleError::Exists);
-        }
-        drop(g);
-        self.store_range(first, last, Some(value)).map(|_| ())
+        write::store(self, first, last, value.into_raw().get(), true).map(|_| ())
     }
 
     /// Removes the whole range holding `index`; `Ok(None)` if it is empty.

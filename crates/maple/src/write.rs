@@ -115,12 +115,14 @@ fn propagate_gap(p: &Path, mut depth: usize, mut g: u64) {
     }
 }
 
-/// Stores raw `val` (0 = NULL) over `[first, last]`; returns the replaced (clipped) raw entries.
+/// Stores raw `val` (0 = NULL) over `[first, last]`; returns the replaced (clipped) raw entries. With
+/// `insert`, fails with EEXIST (before allocating or changing anything) if any index of the range is taken.
 pub(crate) fn store<T: Entry>(
     w: &mut Writer<'_, T>,
     first: u64,
     last: u64,
     val: usize,
+    insert: bool,
 ) -> Result<Vec<(u64, u64, usize)>, MapleError> {
     if first > last {
         return Err(MapleError::Invalid);
@@ -168,6 +170,9 @@ pub(crate) fn store<T: Entry>(
         if s == first && l == last {
             let end = n.end(LEAF_PIVOTS, lv.max);
             let old = n.word(crate::node::LEAF_SLOT_BASE + i) as usize;
+            if insert && old != 0 {
+                return Err(MapleError::Exists);
+            }
             let ok = val != 0
                 || old == 0
                 || ((i == 0 || n.word(crate::node::LEAF_SLOT_BASE + i - 1) != 0)
@@ -205,6 +210,9 @@ pub(crate) fn store<T: Entry>(
             let mut replaced = Vec::new();
             let (mut inserted, mut survivors) = (false, 0i64);
             gather_leaf(lv, first, last, val, &mut big, &mut inserted, &mut replaced, &mut survivors);
+            if insert && !replaced.is_empty() {
+                return Err(MapleError::Exists);
+            }
             let ok = big.len() <= LEAF_SLOTS
                 && (leaf_d == 0 || big.len() >= LEAF_MIN)
                 && !(big.last_is_null() && lv.max != u64::MAX)
@@ -242,7 +250,7 @@ pub(crate) fn store<T: Entry>(
     }
 
     let mut fresh: Vec<usize> = Vec::new();
-    let r = rebuild(st, &counters, root, h, first, last, val, &mut fresh);
+    let r = rebuild(st, &counters, root, h, first, last, val, insert, &mut fresh);
     match r {
         Err(e) => {
             for a in fresh {
@@ -340,6 +348,7 @@ fn rebuild(
     first: u64,
     last: u64,
     val: usize,
+    insert: bool,
     fresh: &mut Vec<usize>,
 ) -> Result<Plan, MapleError> {
     let mut d = h - 1;
@@ -366,6 +375,9 @@ fn rebuild(
             break;
         }
         x = walk(root, x.max + 1, d).lv[d];
+    }
+    if insert && !replaced.is_empty() {
+        return Err(MapleError::Exists);
     }
     let len_delta = (val != 0) as i64 + survivors - replaced.len() as i64;
 

@@ -111,6 +111,7 @@ enum Op {
     WalkRev(u64, u64),
     Area(u64, u64, u64, bool),
     Dup(Option<u16>),
+    NextPrev(u64, Vec<bool>),
 }
 
 const SPACE: u64 = 100_000;
@@ -139,6 +140,7 @@ fn op() -> impl Strategy<Value = Op> {
         5 => (key(), key(), prop_oneof![1..20u64, 1..3000u64, Just(1u64)], any::<bool>())
             .prop_map(|(a, b, s, r)| Op::Area(a.min(b), a.max(b), s, r)),
         1 => proptest::option::of(any::<u16>()).prop_map(Op::Dup),
+        3 => (key(), proptest::collection::vec(any::<bool>(), 1..40)).prop_map(|(a, v)| Op::NextPrev(a, v)),
     ]
 }
 
@@ -286,6 +288,33 @@ fn run(ops: Vec<Op>, rcu: bool) -> Result<usize, TestCaseError> {
                     }
                 }
                 prop_assert_eq!(got, want);
+            }
+            Op::NextPrev(a, dirs) => {
+                // next from start = first entry starting after `a`; prev = last entry ending before `a`; then
+                // each step moves relative to the current entry. Stops at the first None.
+                let g = vmspace_rcu::pin();
+                let mut c = t.cursor(&g);
+                c.set(a);
+                // From start the cursor is "on" the range holding `a` (an entry, or the gap around `a`).
+                let mut cur: Option<(u64, u64)> = o.entry_at(a).map(|(s, e, _)| (s, e));
+                for fwd in dirs {
+                    let want = if fwd {
+                        let after = cur.map_or(a, |(_, e)| e);
+                        after
+                            .checked_add(1)
+                            .and_then(|x| o.0.range(x..).next().map(|(s, (e, v))| (*s, *e, *v)))
+                    } else {
+                        let before = cur.map_or(a, |(s, _)| s);
+                        before.checked_sub(1).and_then(|x| o.find_rev(x, 0))
+                    };
+                    let got = if fwd { c.next(u64::MAX) } else { c.prev(0) };
+                    let got = got.map(|(s, e, v)| (s, e, v.get()));
+                    prop_assert_eq!(got, want, "next/prev from {} fwd {}", a, fwd);
+                    match got {
+                        Some((s, e, _)) => cur = Some((s, e)),
+                        None => break,
+                    }
+                }
             }
             Op::Area(a, b, s, rev) => {
                 let got = if rev { t.empty_area_rev(a, b, s) } else { t.empty_area(a, b, s) };
