@@ -461,7 +461,8 @@ fn race_cmd(host: &HostInfo, a: RaceArgs) -> Result<()> {
             }
         }
         if failures == 0.0 {
-            println!("no tearing, no false gaps, PROCMAP_QUERY consistent");
+            let q = if a.file == RaceFile::Maps { ", PROCMAP_QUERY results consistent" } else { "" };
+            println!("no tearing, no false gaps{q}");
         }
     }
     if failures > 0.0 {

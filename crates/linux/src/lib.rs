@@ -3,6 +3,16 @@
 //!
 //! This is the only crate that issues memory-management syscalls against the host. It depends on `proc` and
 //! `script` for formats; never on the engine.
+//!
+//! Map of the probe (`vmspace kernel ...`):
+//! * foundations: [`sys`] (checked syscall wrappers), [`child`] (forked children that never outlive their
+//!   command, Ctrl-C handling, shared memory words), [`placement`] (explicit CPU layouts), [`hostinfo`] (the
+//!   host's kernel and machine), [`procmap_query`] (the PROCMAP_QUERY ioctl), [`maps`] (maps lines, page-sized
+//!   reads);
+//! * results: [`stats`] (latency histograms, min/median/max summaries), [`report`] (the JSON result shape every
+//!   vmspace benchmark shares), [`table`] (terminal tables), [`args`] (durations and lists on the command line);
+//! * experiments: [`contention`] (proc-vs-map), [`race`] (the proc-maps-race checks), [`faults`] (page faults per
+//!   second per thread), [`fork`] (fork rate against VMA count).
 
 pub mod args;
 pub mod child;

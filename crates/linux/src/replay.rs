@@ -24,8 +24,9 @@
 //!
 //! # Calls
 //!
-//! mmap/munmap/mprotect/mremap/madvise go through rustix with the script's values passed unchanged (flags as
-//! raw bits), so the kernel does all validation. `name` is `prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, ...)`
+//! mmap/munmap/mprotect/madvise go through rustix with the script's values passed unchanged (flags as raw
+//! bits), so the kernel does all validation; mremap is the raw five-argument syscall (rustix's variants
+//! either add MREMAP_FIXED or leave new_address undefined, and the kernel reads it for DONTUNMAP). `name` is `prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, ...)`
 //! (EINVAL on kernels built without CONFIG_ANON_VMA_NAME, like this project's hosts). `brk` is the raw
 //! syscall (it returns the resulting break). `file NAME SIZE` creates `NAME` in a fresh temporary directory
 //! (opened read-write, truncated to SIZE); `fd=NAME` maps it. `touch` accesses one byte per page with
@@ -45,7 +46,7 @@
 
 use rustix::fd::{AsFd, OwnedFd};
 use rustix::fs::{Mode, OFlags};
-use rustix::mm::{MapFlags, MprotectFlags, MremapFlags as RxMremapFlags, ProtFlags};
+use rustix::mm::{MapFlags, MprotectFlags, ProtFlags};
 use std::ffi::c_void;
 use std::fmt;
 use std::path::PathBuf;
@@ -225,20 +226,24 @@ impl Target for KernelTarget {
         new_addr: u64,
     ) -> Result<u64, Errno> {
         self.guard("mremap", addr, old_len);
-        let old = addr as *mut c_void;
-        let r = if flags.has(MremapFlags::FIXED) {
+        if flags.has(MremapFlags::FIXED) {
             self.guard("mremap destination", new_addr, new_len);
-            let f = RxMremapFlags::from_bits_retain(flags.0 & !MremapFlags::FIXED);
-            // SAFETY: source and destination passed the guard; no Rust reference points into them.
-            unsafe {
-                rustix::mm::mremap_fixed(old, old_len as usize, new_len as usize, f, new_addr as *mut c_void)
-            }
-        } else {
-            let f = RxMremapFlags::from_bits_retain(flags.0);
-            // SAFETY: the source passed the guard; a move goes to free space the kernel picks.
-            unsafe { rustix::mm::mremap(old, old_len as usize, new_len as usize, f) }
+        }
+        // The raw syscall with all five arguments: rustix's four-argument `mremap` leaves new_address
+        // undefined, and the kernel reads it for MREMAP_DONTUNMAP without MREMAP_FIXED (as a hint).
+        // SAFETY: source and (fixed) destination passed the guard; a move without `fixed` goes to free space
+        // the kernel picks; no Rust reference points into the affected ranges.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_mremap,
+                addr as usize,
+                old_len as usize,
+                new_len as usize,
+                flags.0 as usize,
+                new_addr as usize,
+            )
         };
-        r.map(|p| p as u64).map_err(errno_of)
+        if r == -1 { Err(last_errno()) } else { Ok(r as u64) }
     }
 
     fn madvise(&mut self, addr: u64, len: u64, advice: Advice) -> Result<u64, Errno> {
