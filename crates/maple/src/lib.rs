@@ -80,6 +80,17 @@
 //! re-walk to the saved index). Data read from a node that was alive after those loads is current; data from a
 //! dead node is a consistent earlier state, which is never returned.
 //!
+//! # Allocation and reclamation
+//!
+//! Every node comes from one place per *allocation domain* (a tree and the trees [`MapleTree::dup`] made from
+//! it share one): it counts allocations and frees ([`NodeStats`]), honours failure injection
+//! ([`MapleTree::inject_alloc_failure`]), and recycles freed nodes through a bounded cache before falling back
+//! to the system allocator. Every allocation of a store happens before anything visible changes, so ENOMEM
+//! leaves the tree as it was; [`Writer::reserve`] preallocates the worst case
+//! ([`MapleTree::worst_case_nodes`], [`Writer::worst_case`]) so that a sequence of stores cannot fail.
+//! Replaced nodes are retired in batches: a writer collects them and hands each full batch to RCU with one
+//! deferred call (a grace period later they return to the cache). In non-RCU mode they are freed at once.
+//!
 //! # Modules
 //!
 //! `node` (layout, tagged words, allocation and counters), `read` (lookups and the cursor), `write` (stores),
@@ -232,7 +243,8 @@ pub struct NodeStats {
     pub allocated: u64,
     /// Nodes whose memory was released (at once, or after their grace period).
     pub freed: u64,
-    /// Nodes retired and waiting for their grace period.
+    /// Nodes retired and waiting for their grace period. A writer hands retired nodes to RCU in batches (128
+    /// nodes; see [`Writer::flush_retired`]), so up to a batch can wait here while the tree is idle.
     pub pending_free: u64,
     /// Nodes preallocated by [`Writer::reserve`] and not used yet (this tree).
     pub reserved: u64,
@@ -611,6 +623,28 @@ impl<'a, T: Entry> Writer<'a, T> {
     pub fn empty_area_rev(&self, min: u64, max: u64, size: u64) -> Result<u64, MapleError> {
         let g = vmspace_rcu::pin();
         gap::empty_area(&self.tree.root, min, max, size, true, &g)
+    }
+
+    /// [`MapleTree::validate`] while holding the lock.
+    pub fn validate(&self) -> Result<(), String> {
+        validate::validate(self)
+    }
+
+    /// [`MapleTree::dump`] while holding the lock.
+    pub fn dump(&self) -> String {
+        validate::dump(self)
+    }
+
+    /// [`MapleTree::node_stats`] while holding the lock.
+    pub fn node_stats(&self) -> NodeStats {
+        validate::stats(self)
+    }
+
+    /// Hands the nodes retired so far to RCU now (they are otherwise batched, see [`NodeStats::pending_free`])
+    /// and starts a grace period. After this and a grace period (e.g. [`vmspace_rcu::synchronize`] followed by a
+    /// flush), `pending_free` drops to zero.
+    pub fn flush_retired(&mut self) {
+        write::flush_retired(self)
     }
 
     /// See [`MapleTree::dup`]; the source is stable because this writer holds its lock.

@@ -717,6 +717,15 @@ unsafe fn retire(st: &mut WState, counters: &Arc<Counters>, a: usize) {
     }
 }
 
+/// See [`Writer::flush_retired`].
+pub(crate) fn flush_retired<T: Entry>(w: &mut Writer<'_, T>) {
+    let batch = std::mem::take(&mut w.st.retired);
+    let guard = vmspace_rcu::pin();
+    // SAFETY: every node in the batch was unpublished, marked dead and counted by `retire`.
+    unsafe { w.tree.counters.retire_batch(batch, &guard) };
+    guard.flush();
+}
+
 /// Frees every node of the tree and the reserve at once (the tree is being dropped).
 pub(crate) fn free_all<T: Entry>(w: &mut Writer<'_, T>) {
     fn rec(c: &Counters, e: Enode) {

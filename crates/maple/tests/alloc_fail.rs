@@ -199,3 +199,20 @@ fn dup_map_failure_at_every_entry() {
         assert_eq!(outstanding(&s1), outstanding(&s0));
     }
 }
+
+#[test]
+fn retired_nodes_are_freed_after_a_grace_period() {
+    let t = build(3000, true);
+    for k in 0..2000u64 {
+        t.store_range(k * 10 + 6, k * 10 + 8, Some(nz(5))).unwrap();
+        t.erase_range(k * 7, k * 7 + 30).unwrap();
+    }
+    let mut w = t.lock();
+    w.flush_retired();
+    drop(w);
+    vmspace_rcu::synchronize();
+    let s = t.node_stats();
+    assert_eq!(s.pending_free, 0, "{s:?}");
+    assert_eq!(s.allocated - s.freed, s.live + s.reserved, "{s:?}");
+    t.validate().unwrap();
+}
