@@ -6,15 +6,16 @@
 //! * `vmspace replay --generate SEED [--calls N] [--fork]` prints a generated script instead of running one.
 //! * `vmspace diff FILE` runs both and prints the first difference with context; exit status 1 when they
 //!   differ. `vmspace diff --seeds A..B [--calls N]` does the same for every generated script of the seed range
-//!   (the differential gate), stops at the first difference and saves that script to `--save` (default
-//!   `diff-seed-<S>.ops` in the current directory).
+//!   (the differential gate), stops at the first difference, minimises the script (delta debugging) and
+//!   saves it to `--save` (default `diff-seed-<S>.script` in the current directory).
 //!
 //! Parse errors name the line and the reason; exit status 2 for unusable input (clap's convention).
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use std::path::PathBuf;
-use vmspace_script::{Arena, GenConfig, Output, Script, compare, generate};
+use vmspace_mm::space::{EngineTarget, MmConfig};
+use vmspace_script::{Arena, GenConfig, Output, Script, compare, generate, minimise, run_in};
 
 /// Arguments of `vmspace replay`.
 #[derive(Debug, Args)]
@@ -75,9 +76,11 @@ fn load(path: &PathBuf) -> Result<Script> {
     Script::parse(&text).with_context(|| format!("{}: bad script", path.display()))
 }
 
-/// Runs a script on the engine.
-fn run_engine(_script: &Script, _arena: Arena) -> Result<Output> {
-    bail!("engine runner not available yet (vmspace_mm has no op-script Target); use --kernel")
+/// Runs a script on the engine, configured like the host (mmap_min_addr, max_map_count, anonymous VMA names,
+/// ...), as the semantics contract requires for comparisons with the live kernel.
+fn run_engine(script: &Script, arena: Arena) -> Result<Output> {
+    let mut t = EngineTarget::new(MmConfig::host());
+    Ok(run_in(script, &mut t, arena))
 }
 
 fn run_kernel(script: &Script, arena: Arena) -> Result<Output> {
@@ -140,10 +143,17 @@ pub fn run_diff(args: DiffArgs) -> Result<()> {
     let cfg = GenConfig { calls: args.calls, fork: args.fork, arena, ..GenConfig::default() };
     for seed in a..b {
         let script = generate(seed, &cfg);
-        if let Some(d) = diff_one(&script, arena)? {
-            let save = args.save.clone().unwrap_or_else(|| PathBuf::from(format!("diff-seed-{seed}.ops")));
-            std::fs::write(&save, script.to_text()).with_context(|| format!("writing {}", save.display()))?;
-            println!("seed {seed}: engine and kernel differ (script saved to {})\n{d}", save.display());
+        if diff_one(&script, arena)?.is_some() {
+            eprintln!("seed {seed}: engine and kernel differ; minimising ...");
+            let small = minimise(&script, |s| matches!(diff_one(s, arena), Ok(Some(_))));
+            let d = diff_one(&small, arena)?.unwrap_or_default();
+            let save = args.save.clone().unwrap_or_else(|| PathBuf::from(format!("diff-seed-{seed}.script")));
+            let text =
+                format!("# generated seed {seed}, {} calls, minimised\n{}", args.calls, small.to_text());
+            std::fs::write(&save, text).with_context(|| format!("writing {}", save.display()))?;
+            println!("seed {seed}: engine and kernel differ (minimised script saved to {})", save.display());
+            println!("{}", small.to_text().trim_end());
+            println!("{d}");
             std::process::exit(1);
         }
     }

@@ -8,11 +8,13 @@
 pub mod ast;
 pub mod errno;
 pub mod generate;
+pub mod minimise;
 pub mod output;
 pub mod run;
 
 pub use ast::{Advice, Line, MmapFlags, MremapFlags, Op, ParseError, Prot, Script};
 pub use errno::Errno;
 pub use generate::{GenConfig, generate};
+pub use minimise::minimise;
 pub use output::{Arena, Difference, Entry, Output, Value, compare};
 pub use run::{Target, canonical_maps, run, run_in};
