@@ -274,6 +274,7 @@ fn run_once(cfg: &Config, layout: &Layout) -> Result<BTreeMap<String, f64>> {
     let exit = mapper.wait()?;
     // Release: tells scanners and busy tasks to stop counting and exit; they are also killed right after.
     slots.get(STOP).store(1, Ordering::Release);
+    // Relaxed: counters read after STOP; a count off by the reads in flight does not matter.
     let reads: Vec<u64> =
         (0..nscan).map(|i| slots.get(SCANNER_BASE + 2 * i).load(Ordering::Relaxed)).collect();
     for o in &mut others {
@@ -283,6 +284,7 @@ fn run_once(cfg: &Config, layout: &Layout) -> Result<BTreeMap<String, f64>> {
         bail!("the mapper failed: {exit:?}");
     }
     for i in 0..nscan {
+        // Relaxed: the scanner was reaped above (waitpid orders its stores before this load).
         let errno = slots.get(SCANNER_BASE + 2 * i + 1).load(Ordering::Relaxed);
         if errno != 0 {
             bail!(
@@ -301,6 +303,7 @@ fn run_once(cfg: &Config, layout: &Layout) -> Result<BTreeMap<String, f64>> {
     m.insert("call_p99_ms".to_string(), f(slots.get(RESULT + 3)));
     m.insert("call_p999_ms".to_string(), f(slots.get(RESULT + 4)));
     m.insert("call_max_ms".to_string(), f(slots.get(RESULT + 5)));
+    // Relaxed: the mapper was reaped (waitpid orders its stores before this load).
     m.insert("mapper_errors_count".to_string(), slots.get(MAPPER_ERRORS).load(Ordering::Relaxed) as f64);
     m.insert("scanner_reads_count".to_string(), reads.iter().sum::<u64>() as f64);
     Ok(m)
@@ -313,6 +316,7 @@ fn wait_go(slots: &SharedSlots) -> bool {
         if slots.get(STOP).load(Ordering::Acquire) != 0 {
             return false;
         }
+        // Acquire: pairs with the parent's Release store of GO.
         if slots.get(GO).load(Ordering::Acquire) != 0 {
             return true;
         }

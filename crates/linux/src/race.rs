@@ -184,6 +184,7 @@ fn child_main(slots: &SharedSlots, count: usize, page: usize) -> i32 {
             // Relaxed: published by the Release store of READY below.
             Ok(a) => slots.get(REGIONS + i).store(a as u64, Ordering::Relaxed),
             Err(e) => {
+                // Relaxed: read by the parent only after this process exits (waitpid orders it).
                 slots.get(CHILD_ERR).store(e.raw_os_error() as u64, Ordering::Relaxed);
                 return 2;
             }
@@ -200,6 +201,8 @@ fn child_main(slots: &SharedSlots, count: usize, page: usize) -> i32 {
             continue;
         }
         seen = cmd >> 8;
+        // Relaxed (these four): written by the parent before its Release store of CMD, which the Acquire load
+        // above pairs with.
         let test = slots.get(TEST).load(Ordering::Relaxed);
         let addr = slots.get(ADDR).load(Ordering::Relaxed) as usize;
         let next = slots.get(NEXT).load(Ordering::Relaxed) as usize;
@@ -232,9 +235,11 @@ fn child_main(slots: &SharedSlots, count: usize, page: usize) -> i32 {
                         res = Err(e);
                         break;
                     }
+                    // Relaxed: a statistic read after the child is reaped.
                     slots.get(CYCLES).fetch_add(1, Ordering::Relaxed);
                 }
                 if let Err(e) = res {
+                    // Relaxed: read by the parent only after this process exits.
                     slots.get(CHILD_ERR).store(e.raw_os_error() as u64, Ordering::Relaxed);
                     return 3;
                 }
@@ -244,6 +249,7 @@ fn child_main(slots: &SharedSlots, count: usize, page: usize) -> i32 {
             _ => Err(rustix::io::Errno::INVAL),
         };
         if let Err(e) = res {
+            // Relaxed: read by the parent only after this process exits.
             slots.get(CHILD_ERR).store(e.raw_os_error() as u64, Ordering::Relaxed);
             return 3;
         }
@@ -270,6 +276,7 @@ impl Channel<'_> {
         // Acquire: pairs with the child's Release store of ACK after its syscall.
         while self.slots.get(ACK).load(Ordering::Acquire) != self.seq {
             if let Some(e) = child.try_wait()? {
+                // Relaxed: the child has exited and was reaped by try_wait (waitpid orders its stores).
                 let errno = self.slots.get(CHILD_ERR).load(Ordering::Relaxed);
                 bail!(
                     "the race child exited ({e:?}); its last syscall error: {}",
@@ -335,6 +342,7 @@ fn run_test(file: RaceFile, test: RaceTest, duration: Duration) -> Result<Outcom
         check_interrupted()?;
         std::thread::sleep(Duration::from_millis(1));
     }
+    // Relaxed: published by the child's Release store of READY, which the Acquire loop above observed.
     let regions: Vec<u64> = (0..count).map(|i| slots.get(REGIONS + i).load(Ordering::Relaxed)).collect();
     let pid = ch.pid().as_raw_nonzero().get();
     let fname = match file {
@@ -365,6 +373,7 @@ fn run_test(file: RaceFile, test: RaceTest, duration: Duration) -> Result<Outcom
         bail!("no read boundary of {path} falls between two of the child's regions ({} reads)", pages.len());
     };
     let (addr, next) = (last.start, first.start);
+    // Relaxed (these three): published to the child by the Release store of the next command.
     slots.get(ADDR).store(addr, Ordering::Relaxed);
     slots.get(NEXT).store(next, Ordering::Relaxed);
     slots.get(PROT_WRITE).store(u64::from(last.perms.as_bytes()[1] == b'w'), Ordering::Relaxed);
@@ -468,6 +477,7 @@ fn run_test(file: RaceFile, test: RaceTest, duration: Duration) -> Result<Outcom
     }
     chan.send(OP_EXIT, &mut ch)?;
     let exit = ch.wait()?;
+    // Relaxed (this and CHILD_ERR): the child was reaped by `wait` above.
     out.child_cycles = slots.get(CYCLES).load(Ordering::Relaxed);
     if exit != child::Exit::Code(0) {
         let errno = slots.get(CHILD_ERR).load(Ordering::Relaxed);
