@@ -1,0 +1,91 @@
+//! Allocation-failure injection: every call reserves its worst case (VMA objects and tree nodes) before its
+//! point of no return, so a failure injected after any number of allocations either lets the call succeed
+//! exactly as without injection or fails it with ENOMEM (EAGAIN for madvise) leaving the address space
+//! unchanged. Nothing leaks: every anon_vma's active-VMA count equals the VMAs that point at it.
+
+use std::collections::HashMap;
+
+use vmspace_mm::space::flags::*;
+use vmspace_mm::space::{Errno, Mm, MmConfig};
+
+const B: u64 = 0x2000_0000_0000;
+const P: u64 = 4096;
+const RW: u32 = PROT_READ | PROT_WRITE;
+const AF: u32 = MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED;
+
+/// A layout with faulted and unfaulted VMAs, a hole and different protections.
+fn setup() -> Mm {
+    let mut m = Mm::new(MmConfig { anon_vma_name: true, ..MmConfig::default() });
+    m.mmap(B, 8 * P, RW, AF, None, 0).unwrap();
+    m.fault(B + P, true).unwrap();
+    m.mprotect(B + 4 * P, 2 * P, PROT_READ).unwrap();
+    m.mmap(B + 10 * P, 4 * P, RW, AF, None, 0).unwrap();
+    m.mmap(B + 14 * P, 2 * P, PROT_READ, AF, None, 0).unwrap();
+    m
+}
+
+fn no_leaks(m: &Mm) {
+    let mut refs: HashMap<u64, (u64, u64)> = HashMap::new();
+    for a in m.areas() {
+        if let Some(av) = a.anon.anon_vma() {
+            let e = refs.entry(av.id()).or_insert((0, av.num_active_vmas()));
+            e.0 += 1;
+        }
+    }
+    for (id, (seen, counted)) in refs {
+        assert_eq!(seen, counted, "anon_vma {id}: {seen} VMAs point at it, {counted} counted");
+    }
+}
+
+type Op = (&'static str, fn(&mut Mm) -> Result<u64, Errno>);
+
+const OPS: &[Op] = &[
+    ("munmap middle", |m| m.munmap(B + 2 * P, 2 * P).map(|_| 0)),
+    ("munmap across", |m| m.munmap(B + 6 * P, 6 * P).map(|_| 0)),
+    ("mmap fixed over", |m| m.mmap(B + 3 * P, 9 * P, PROT_READ, AF, None, 0)),
+    ("mmap new", |m| m.mmap(B + 40 * P, 2 * P, RW, AF, None, 0)),
+    ("mmap merge", |m| m.mmap(B + 8 * P, 2 * P, RW, AF, None, 0)),
+    ("mprotect middle", |m| m.mprotect(B + P, 2 * P, PROT_READ).map(|_| 0)),
+    ("mprotect across", |m| m.mprotect(B + 2 * P, 6 * P, PROT_READ | PROT_EXEC).map(|_| 0)),
+    ("mremap shrink", |m| m.mremap(B + 10 * P, 4 * P, P, 0, 0)),
+    ("mremap grow", |m| m.mremap(B + 14 * P, 2 * P, 4 * P, 0, 0)),
+    ("mremap move", |m| m.mremap(B + P, 2 * P, 2 * P, MREMAP_MAYMOVE | MREMAP_FIXED, B + 30 * P)),
+    ("mremap dontunmap", |m| m.mremap(B, 2 * P, 2 * P, MREMAP_MAYMOVE | MREMAP_DONTUNMAP, B + 50 * P)),
+    ("madvise dontfork", |m| m.madvise(B + 2 * P, 3 * P, MADV_DONTFORK).map(|_| 0)),
+    ("anon name", |m| m.set_anon_name(B + 11 * P, P, Some("x")).map(|_| 0)),
+];
+
+#[test]
+fn injected_failures_change_nothing() {
+    for (what, op) in OPS {
+        let mut reference = setup();
+        let want = op(&mut reference);
+        let want_maps = reference.maps_text();
+        let mut succeeded_at = None;
+        for k in 0..12 {
+            let mut m = setup();
+            let before = m.maps_text();
+            m.inject_alloc_failure(Some(k));
+            let r = op(&mut m);
+            m.inject_alloc_failure(None);
+            m.validate().unwrap_or_else(|e| panic!("{what} (fail after {k}): {e}"));
+            no_leaks(&m);
+            match r {
+                Err(e) if e == Errno::ENOMEM || e == Errno::EAGAIN => {
+                    assert_eq!(
+                        m.maps_text(),
+                        before,
+                        "{what}: failure after {k} allocations changed the maps"
+                    );
+                }
+                other => {
+                    assert_eq!(other, want, "{what} (fail after {k})");
+                    assert_eq!(m.maps_text(), want_maps, "{what} (fail after {k})");
+                    succeeded_at.get_or_insert(k);
+                }
+            }
+        }
+        assert!(succeeded_at.is_some(), "{what} never succeeds within 12 allocations");
+        assert!(want.is_ok(), "{what}: {want:?}");
+    }
+}
