@@ -16,9 +16,7 @@ fn pg(n: u64) -> u64 {
 }
 
 fn mm() -> Mm {
-    let mut c = MmConfig::default();
-    c.anon_vma_name = true;
-    Mm::new(c)
+    Mm::new(MmConfig { anon_vma_name: true, ..MmConfig::default() })
 }
 
 const RW: u32 = PROT_READ | PROT_WRITE;
