@@ -14,8 +14,7 @@ use std::sync::Arc;
 use vmspace_rcu::sync::Ordering;
 
 use crate::node::{
-    Counters, Enode, INT_GAP_BASE, INT_META, INT_PIVOTS, INT_SLOT_BASE, LEAF_PIVOTS, LEAF_SLOT_BASE, addr,
-    is_leaf, node,
+    Counters, Enode, INT_PIVOTS, INT_SLOT_BASE, LEAF_PIVOTS, LEAF_SLOT_BASE, addr, is_leaf, node,
 };
 use crate::{DupError, Entry, MapleTree, Writer};
 
@@ -32,7 +31,10 @@ pub(crate) fn dup<T: Entry, U: Entry, E>(
     if root == 0 {
         return Ok(new);
     }
-    let r = copy::<T, U, E>(&c, root, 0, u64::MAX, &mut map, &mut undo)?;
+    let mut stash = Vec::new();
+    let r = copy::<T, U, E>(&c, &mut stash, root, 0, u64::MAX, &mut map, &mut undo);
+    c.return_stash(stash);
+    let r = r?;
     // SAFETY: `r` is our new, unpublished root.
     unsafe { node(r) }.set_parent(None);
     // Release: publishes the copied nodes to any reader of the new tree.
@@ -45,19 +47,21 @@ pub(crate) fn dup<T: Entry, U: Entry, E>(
 
 fn copy<T: Entry, U: Entry, E>(
     c: &Counters,
+    stash: &mut Vec<usize>,
     e: Enode,
     min: u64,
     max: u64,
     map: &mut impl FnMut(u64, u64, T) -> Result<U, E>,
     undo: &mut impl FnMut(U),
 ) -> Result<Enode, DupError<E>> {
-    let a = c.alloc().ok_or(DupError::NoMem)?;
+    let a = c.alloc_stashed(stash).ok_or(DupError::NoMem)?;
     let ne = a | (e & 0xff);
     // SAFETY: the source is live under the writer lock; `ne` is ours.
     let (n, nn) = unsafe { (node(e), node(ne)) };
     if is_leaf(e) {
         let end = n.end(LEAF_PIVOTS, max);
-        for i in 0..LEAF_PIVOTS {
+        // Every word (a recycled node is stale): pivots and slots; values are then replaced by their maps.
+        for i in 0..31 {
             nn.set_word(i, n.word(i));
         }
         let mut s = min;
@@ -82,17 +86,15 @@ fn copy<T: Entry, U: Entry, E>(
         return Ok(ne);
     }
     let end = n.end(INT_PIVOTS, max);
-    for i in 0..INT_PIVOTS {
-        nn.set_word(i, n.word(i));
-    }
-    for i in INT_GAP_BASE..=INT_META {
+    // Every word (a recycled node is stale); child slots are replaced by the copies below.
+    for i in 0..31 {
         nn.set_word(i, n.word(i));
     }
     let mut s = min;
     for i in 0..=end {
         let l = if i < end { n.pivot(i) } else { max };
         let child = n.word(INT_SLOT_BASE + i) as usize;
-        match copy::<T, U, E>(c, child, s, l, map, undo) {
+        match copy::<T, U, E>(c, stash, child, s, l, map, undo) {
             Ok(ce) => {
                 nn.set_word(INT_SLOT_BASE + i, ce as u64);
                 // SAFETY: `ce` is our new node.

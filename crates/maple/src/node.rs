@@ -293,32 +293,89 @@ impl Counters {
         })
     }
 
-    /// Allocates one zeroed node, honouring failure injection. `None` = ENOMEM.
-    pub(crate) fn alloc(&self) -> Option<usize> {
+    /// Takes the injection decision and counts one allocation. `false` = this allocation must fail.
+    #[inline]
+    fn admit(&self) -> bool {
         // Relaxed throughout: statistics and a test knob, no data is published through them.
         let c = self.fail_countdown.load(Ordering::Relaxed);
         if c != 0 {
             self.fail_countdown.store(c - 1, Ordering::Relaxed);
             if c == 1 {
-                return None;
+                return false;
             }
         }
         self.allocated.fetch_add(1, Ordering::Relaxed);
+        true
+    }
+
+    /// Allocates one node, honouring failure injection. `None` = ENOMEM. A recycled node's words are stale:
+    /// every caller writes every word (`fill_node`, `dup`) and the parent word before publishing it.
+    pub(crate) fn alloc(&self) -> Option<usize> {
+        if !self.admit() {
+            return None;
+        }
         #[cfg(not(loom))]
         {
             let cached = self.cache.lock().unwrap_or_else(|e| e.into_inner()).pop();
             if let Some(a) = cached {
-                // SAFETY: a cached node is allocated and owned by the cache, now by us.
-                let n = unsafe { &*(a as *const Node) };
-                // Relaxed: the node is unpublished; its publication orders these stores.
-                n.parent.store(0, Ordering::Relaxed);
-                for w in &n.w {
-                    w.store(0, Ordering::Relaxed);
-                }
                 return Some(a);
             }
         }
         Some(Box::into_raw(Box::new(Node::zeroed())) as usize)
+    }
+
+    /// Allocates like [`Counters::alloc`], refilling `stash` from the cache in bulk (one lock per 64 nodes);
+    /// for `dup`, which allocates many nodes in a row. Return the stash with [`Counters::free_many`]-like
+    /// [`Counters::return_stash`].
+    pub(crate) fn alloc_stashed(&self, stash: &mut Vec<usize>) -> Option<usize> {
+        if !self.admit() {
+            return None;
+        }
+        #[cfg(not(loom))]
+        if stash.is_empty() {
+            let mut c = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+            let take = c.len().min(64);
+            let at = c.len() - take;
+            stash.extend(c.drain(at..));
+        }
+        Some(stash.pop().unwrap_or_else(|| Box::into_raw(Box::new(Node::zeroed())) as usize))
+    }
+
+    /// Puts unused stashed nodes back (they were never counted as allocated).
+    pub(crate) fn return_stash(&self, stash: Vec<usize>) {
+        if stash.is_empty() {
+            return;
+        }
+        #[cfg(not(loom))]
+        self.cache.lock().unwrap_or_else(|e| e.into_inner()).extend(stash);
+        #[cfg(loom)]
+        for a in stash {
+            // SAFETY: never handed out.
+            unsafe { release(a) };
+        }
+    }
+
+    /// Frees many unreachable nodes with one cache lock.
+    ///
+    /// # Safety
+    ///
+    /// As [`Counters::free_now`], for every node.
+    pub(crate) unsafe fn free_many(&self, nodes: impl IntoIterator<Item = usize>) {
+        #[cfg(not(loom))]
+        let mut c = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        let mut n = 0u64;
+        for a in nodes {
+            n += 1;
+            #[cfg(not(loom))]
+            if c.len() < CACHE_MAX {
+                c.push(a);
+                continue;
+            }
+            // SAFETY: the caller's contract.
+            unsafe { release(a) };
+        }
+        // Relaxed: statistics.
+        self.freed.fetch_add(n, Ordering::Relaxed);
     }
 
     /// Frees a node no reader can reach (never published, non-RCU mode, or after its grace period).
@@ -353,12 +410,10 @@ impl Counters {
         }
         let c = Arc::clone(self);
         guard.defer(move || {
-            for a in batch {
-                // Relaxed: statistics.
-                c.pending.fetch_sub(1, Ordering::Relaxed);
-                // SAFETY: every guard that could have reached the node is gone (grace period); retired once.
-                unsafe { c.free_now(a) };
-            }
+            // Relaxed: statistics.
+            c.pending.fetch_sub(batch.len() as u64, Ordering::Relaxed);
+            // SAFETY: every guard that could have reached the nodes is gone (grace period); retired once.
+            unsafe { c.free_many(batch) };
         });
     }
 }

@@ -728,30 +728,30 @@ pub(crate) fn flush_retired<T: Entry>(w: &mut Writer<'_, T>) {
 
 /// Frees every node of the tree and the reserve at once (the tree is being dropped).
 pub(crate) fn free_all<T: Entry>(w: &mut Writer<'_, T>) {
-    fn rec(c: &Counters, e: Enode) {
+    fn rec(e: Enode, out: &mut Vec<usize>) {
         if !is_leaf(e) {
             // SAFETY: exclusively owned (drop).
             let n = unsafe { node(e) };
             let (end, _) = n.meta();
             for i in 0..=end {
-                rec(c, n.word(crate::node::INT_SLOT_BASE + i) as usize);
+                rec(n.word(crate::node::INT_SLOT_BASE + i) as usize, out);
             }
         }
-        // SAFETY: exclusively owned, freed once.
-        unsafe { c.free_now(crate::node::addr(e)) };
+        out.push(crate::node::addr(e));
     }
     let root = w.tree.root.load(Ordering::Relaxed) as usize;
+    let mut all = Vec::new();
     if root != 0 {
-        rec(&w.tree.counters, root);
-    }
-    // Retired nodes not yet handed to RCU: the tree is being dropped, so no reader can be inside them (readers
-    // borrow the tree); nodes already handed over are freed by their deferred call.
-    for a in std::mem::take(&mut w.st.retired) {
-        w.tree.counters.pending.fetch_sub(1, Ordering::Relaxed);
-        // SAFETY: unreachable, retired once, not yet handed to RCU.
-        unsafe { w.tree.counters.free_now(a) };
+        rec(root, &mut all);
     }
     w.tree.root.store(0, Ordering::Relaxed);
+    // Retired nodes not yet handed to RCU: the tree is being dropped, so no reader can be inside them (readers
+    // borrow the tree); nodes already handed over are freed by their deferred call.
+    let retired = std::mem::take(&mut w.st.retired);
+    w.tree.counters.pending.fetch_sub(retired.len() as u64, Ordering::Relaxed);
+    all.extend(retired);
+    // SAFETY: exclusively owned and unreachable, each listed once.
+    unsafe { w.tree.counters.free_many(all) };
     release_reserve(w);
 }
 
