@@ -95,6 +95,10 @@ fn propagate_gap(p: &Path, mut depth: usize, mut g: u64) {
         let lv = p.lv[depth];
         // SAFETY: writer-side, live.
         let n = unsafe { node(lv.e) };
+        if n.gap(lv.off) == g {
+            // Unchanged: no store at all, so that readers' cached copies of this node stay valid.
+            return;
+        }
         let (end, go) = n.meta();
         let old_max = n.gap(go);
         n.set_gap(lv.off, g);
@@ -106,7 +110,9 @@ fn propagate_gap(p: &Path, mut depth: usize, mut g: u64) {
                 mo = i;
             }
         }
-        n.set_meta(end, mo);
+        if mo != go {
+            n.set_meta(end, mo);
+        }
         if m == old_max || depth == 0 {
             return;
         }
