@@ -6,8 +6,8 @@
 //! * `vmspace replay --generate SEED [--calls N] [--fork]` prints a generated script instead of running one.
 //! * `vmspace diff FILE` runs both and prints the first difference with context; exit status 1 when they
 //!   differ. `vmspace diff --seeds A..B [--calls N]` does the same for every generated script of the seed range
-//!   (the differential gate), stops at the first difference, minimises the script (delta debugging) and
-//!   saves it to `--save` (default `diff-seed-<S>.script` in the current directory).
+//!   (the differential gate): a differing script is minimised (delta debugging) and saved as
+//!   `<out-dir>/diff-seed-<S>.script`; the run stops there unless `--keep-going`.
 //!
 //! Parse errors name the line and the reason; exit status 2 for unusable input (clap's convention).
 
@@ -35,6 +35,9 @@ pub struct ReplayArgs {
     /// Let generated scripts fork.
     #[arg(long, requires = "generate")]
     fork: bool,
+    /// Pages of the arena that generated calls aim at.
+    #[arg(long, default_value_t = 64, requires = "generate")]
+    grid_pages: u64,
     /// Arena base address (hex with 0x, or decimal); maps lines outside it are not shown.
     #[arg(long, value_parser = parse_u64, default_value = "0x200000000000")]
     arena: u64,
@@ -55,9 +58,15 @@ pub struct DiffArgs {
     /// Let generated scripts fork.
     #[arg(long)]
     fork: bool,
-    /// Where to save the first differing generated script.
+    /// Pages of the arena that generated calls aim at (small: calls interact more).
+    #[arg(long, default_value_t = 64)]
+    grid_pages: u64,
+    /// Directory for the minimised differing scripts (`diff-seed-<S>.script`).
+    #[arg(long, default_value = ".")]
+    out_dir: PathBuf,
+    /// Continue after a difference (all differing seeds are minimised and saved; exit status 1 at the end).
     #[arg(long)]
-    save: Option<PathBuf>,
+    keep_going: bool,
     /// Arena base address.
     #[arg(long, value_parser = parse_u64, default_value = "0x200000000000")]
     arena: u64,
@@ -94,7 +103,7 @@ pub fn run_replay(args: ReplayArgs) -> Result<()> {
             calls: args.calls,
             fork: args.fork,
             arena: arena(args.arena),
-            ..GenConfig::default()
+            grid_pages: args.grid_pages,
         };
         print!("{}", generate(seed, &cfg).to_text());
         return Ok(());
@@ -140,22 +149,30 @@ pub fn run_diff(args: DiffArgs) -> Result<()> {
         return Ok(());
     }
     let (a, b) = parse_range(args.seeds.as_deref().unwrap_or_default())?;
-    let cfg = GenConfig { calls: args.calls, fork: args.fork, arena, ..GenConfig::default() };
+    let cfg = GenConfig { calls: args.calls, fork: args.fork, arena, grid_pages: args.grid_pages };
+    let mut differing = Vec::new();
     for seed in a..b {
         let script = generate(seed, &cfg);
-        if diff_one(&script, arena)?.is_some() {
-            eprintln!("seed {seed}: engine and kernel differ; minimising ...");
-            let small = minimise(&script, |s| matches!(diff_one(s, arena), Ok(Some(_))));
-            let d = diff_one(&small, arena)?.unwrap_or_default();
-            let save = args.save.clone().unwrap_or_else(|| PathBuf::from(format!("diff-seed-{seed}.script")));
-            let text =
-                format!("# generated seed {seed}, {} calls, minimised\n{}", args.calls, small.to_text());
-            std::fs::write(&save, text).with_context(|| format!("writing {}", save.display()))?;
-            println!("seed {seed}: engine and kernel differ (minimised script saved to {})", save.display());
-            println!("{}", small.to_text().trim_end());
-            println!("{d}");
-            std::process::exit(1);
+        if diff_one(&script, arena)?.is_none() {
+            continue;
         }
+        eprintln!("seed {seed}: engine and kernel differ; minimising ...");
+        let small = minimise(&script, |s| matches!(diff_one(s, arena), Ok(Some(_))));
+        let d = diff_one(&small, arena)?.unwrap_or_default();
+        let save = args.out_dir.join(format!("diff-seed-{seed}.script"));
+        let text = format!("# generated seed {seed}, {} calls, minimised\n{}", args.calls, small.to_text());
+        std::fs::write(&save, text).with_context(|| format!("writing {}", save.display()))?;
+        println!("seed {seed}: engine and kernel differ (minimised script saved to {})", save.display());
+        println!("{}", small.to_text().trim_end());
+        println!("{d}\n");
+        differing.push(seed);
+        if !args.keep_going {
+            break;
+        }
+    }
+    if !differing.is_empty() {
+        println!("differing seeds: {differing:?}");
+        std::process::exit(1);
     }
     println!("seeds {a}..{b}: {} scripts of {} calls, engine and kernel agree", b - a, args.calls);
     Ok(())

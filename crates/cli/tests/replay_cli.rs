@@ -1,7 +1,8 @@
 //! `vmspace replay` and `vmspace diff` as a user runs them: the binary, its output and exit status.
 //!
-//! * Every `scripts/regress/*.script` replayed on the live kernel gives its `.expected` output (addresses
-//!   outside the arena compare equal), so the runner and the scripts stay in step with the host kernel.
+//! * Every `scripts/regress/*.script` and `scripts/regress/open/*.script` that has a `.expected` file, replayed
+//!   on the live kernel, gives that output (addresses outside the arena compare equal), so the runner and the
+//!   scripts stay in step with the host kernel.
 //! * A bad script is rejected with its line number; `--generate` prints a script that parses back.
 
 use std::path::{Path, PathBuf};
@@ -18,8 +19,11 @@ fn regress_dir() -> PathBuf {
 
 #[test]
 fn regression_scripts_give_their_expected_kernel_output() {
-    let mut scripts: Vec<PathBuf> = std::fs::read_dir(regress_dir())
-        .unwrap()
+    // The fixed differences and the open ones (`open/`: the kernel side must stay as recorded there too).
+    let mut scripts: Vec<PathBuf> = [regress_dir(), regress_dir().join("open")]
+        .iter()
+        .filter_map(|d| std::fs::read_dir(d).ok())
+        .flatten()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|x| x == "script"))
         .collect();
