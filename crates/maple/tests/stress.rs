@@ -76,6 +76,21 @@ fn run(rcu_readers: usize) {
                 }
                 let expect_end = (to / STRIDE + 1).min(STABLE);
                 assert_eq!(next_stable, expect_end, "stable ranges missed in [{from}, {to}]");
+                // And backwards over the same window: each entry starts before the previous one started.
+                c.set(to);
+                let mut prev_first: Option<u64> = None;
+                let mut want = expect_end;
+                while let Some((s, e, v)) = c.find_rev(from) {
+                    if let Some(p) = prev_first {
+                        assert!(s < p, "reverse iteration went forwards: [{s}, {e}] after start {p}");
+                    }
+                    prev_first = Some(s);
+                    if s % STRIDE == 0 && v.get() == stable_val(s / STRIDE) {
+                        assert_eq!(s / STRIDE + 1, want, "reverse walk skipped a stable range");
+                        want -= 1;
+                    }
+                }
+                assert_eq!(want, k + 1, "reverse walk missed stable ranges");
                 n += 1;
             }
             checks.fetch_add(n, Ordering::Relaxed);
