@@ -304,6 +304,7 @@ impl Counters {
                 return false;
             }
         }
+        // Relaxed: statistics.
         self.allocated.fetch_add(1, Ordering::Relaxed);
         true
     }

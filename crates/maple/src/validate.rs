@@ -188,7 +188,7 @@ pub(crate) fn stats<T: Entry>(w: &Writer<'_, T>) -> NodeStats {
         1 + (0..=end).map(|i| count(n.word(INT_SLOT_BASE + i) as usize)).sum::<u64>()
     }
     let c = &w.tree.counters;
-    // Relaxed: statistics.
+    // Relaxed: statistics, and the root under the writer lock.
     NodeStats {
         allocated: c.allocated.load(Ordering::Relaxed),
         freed: c.freed.load(Ordering::Relaxed),

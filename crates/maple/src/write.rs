@@ -196,11 +196,7 @@ pub(crate) fn store<T: Entry>(
                     if leaf_d > 0 {
                         propagate_gap(&p, leaf_d - 1, leaf_node_gap(lv.e, lv.min, lv.max));
                     }
-                    if val == 0 {
-                        tree.len.fetch_sub(1, Ordering::Relaxed);
-                    } else {
-                        tree.len.fetch_add(1, Ordering::Relaxed);
-                    }
+                    add_len(tree, if val == 0 { -1 } else { 1 });
                 }
                 return Ok(if old != 0 { vec![(s, l, old)] } else { Vec::new() });
             }
@@ -745,15 +741,18 @@ pub(crate) fn free_all<T: Entry>(w: &mut Writer<'_, T>) {
         }
         out.push(crate::node::addr(e));
     }
+    // Relaxed: the tree is being dropped; nobody else can access it.
     let root = w.tree.root.load(Ordering::Relaxed) as usize;
     let mut all = Vec::new();
     if root != 0 {
         rec(root, &mut all);
     }
+    // Relaxed: as above.
     w.tree.root.store(0, Ordering::Relaxed);
     // Retired nodes not yet handed to RCU: the tree is being dropped, so no reader can be inside them (readers
     // borrow the tree); nodes already handed over are freed by their deferred call.
     let retired = std::mem::take(&mut w.st.retired);
+    // Relaxed: statistics.
     w.tree.counters.pending.fetch_sub(retired.len() as u64, Ordering::Relaxed);
     all.extend(retired);
     // SAFETY: exclusively owned and unreachable, each listed once.
