@@ -309,6 +309,43 @@ impl<'g, T: Entry> Cursor<'g, T> {
         None
     }
 
+    /// Mirror image of [`Cursor::leaf_next`] for backward searches.
+    #[inline]
+    fn leaf_prev(&mut self, min: u64) -> Option<Option<(u64, u64, T)>> {
+        if self.depth == 0 || self.index == 0 {
+            return None;
+        }
+        let d = self.depth - 1;
+        let lv = self.path[d];
+        // SAFETY: a cached path node under the cursor's guard.
+        let n = unsafe { node(lv.e) };
+        let mut off = lv.off;
+        let mut l = self.index - 1;
+        while l >= lv.min && off > 0 {
+            if l < min {
+                return None;
+            }
+            off -= 1;
+            let s = if off == 0 { lv.min } else { n.pivot(off - 1) + 1 };
+            let v = n.leaf_slot(off);
+            if v != 0 {
+                // Acquire fence: the loads above happen before the dead check.
+                fence(Ordering::Acquire);
+                if n.is_dead() {
+                    dead_restart();
+                    return None;
+                }
+                self.path[d].off = off;
+                return Some(self.found(s, l, v));
+            }
+            if s == 0 {
+                return None;
+            }
+            l = s - 1;
+        }
+        None
+    }
+
     /// The slot after the current one (`[last + 1, ..]`), or None at the end of the key space.
     fn step_fwd(&mut self) -> Option<(u64, u64, usize)> {
         if self.last == u64::MAX {
@@ -498,7 +535,12 @@ impl<'g, T: Entry> Cursor<'g, T> {
     pub fn find_rev(&mut self, min: u64) -> Option<(u64, u64, T)> {
         let c = match self.status {
             Status::Start => Some(self.walk(self.index)),
-            Status::Active => self.step_back(),
+            Status::Active => {
+                if let Some(r) = self.leaf_prev(min) {
+                    return r;
+                }
+                self.step_back()
+            }
             Status::Paused => {
                 if self.index == 0 {
                     return None;
