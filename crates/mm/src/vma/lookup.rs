@@ -20,6 +20,7 @@
 //! The tree is abstracted by [`VmaLookup`] so that the lock protocol does not depend on one tree type; the
 //! maple tree of VMAs implements it (the `mas_walk` of the kernel).
 
+use vmspace_maple::MapleTree;
 use vmspace_rcu::Guard;
 
 use super::lock::{VmaReadGuard, vma_start_read};
@@ -37,6 +38,14 @@ impl<T: VmaLookup + ?Sized> VmaLookup for &T {
     #[inline]
     fn vma_at(&self, addr: u64, guard: &Guard) -> Option<&'static Vma> {
         (**self).vma_at(addr, guard)
+    }
+}
+
+/// The VMA tree: `mas_walk` is a point lookup of the range containing `addr`.
+impl VmaLookup for MapleTree<&'static Vma> {
+    #[inline]
+    fn vma_at(&self, addr: u64, guard: &Guard) -> Option<&'static Vma> {
+        self.load_in(addr, guard)
     }
 }
 

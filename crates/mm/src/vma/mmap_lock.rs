@@ -394,7 +394,7 @@ impl MmLocking {
     /// `mmap_read_trylock`.
     #[inline]
     pub fn try_read_lock(&self) -> Option<MmapReadGuard<'_>> {
-        self.mmap_lock.try_read().then_some(MmapReadGuard { mm: self })
+        self.mmap_lock.try_read().then(|| MmapReadGuard { mm: self })
     }
 
     /// `mmap_write_lock`: takes mmap_lock for write and opens a new write epoch (`mm_lock_seq` becomes odd).
@@ -568,5 +568,133 @@ impl Drop for MmapWriteGuard<'_> {
 impl fmt::Debug for MmapWriteGuard<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "MmapWriteGuard(mm {})", self.mm.id)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::sync::atomic::{AtomicBool, AtomicU64 as StdU64, Ordering as O};
+    use std::time::Duration;
+
+    use super::*;
+
+    fn wait_until(f: impl Fn() -> bool) {
+        let t = std::time::Instant::now();
+        while !f() {
+            assert!(t.elapsed() < Duration::from_secs(10), "condition never became true");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    #[test]
+    fn seq_is_odd_while_write_locked() {
+        let mm = MmLocking::new();
+        assert_ne!(mm.id(), 0);
+        assert_eq!(mm.mm_lock_seq().raw_read(), 0);
+        let w = mm.write_lock();
+        assert_eq!(mm.mm_lock_seq().raw_read(), 1);
+        assert!(mm.is_write_locked());
+        assert!(mm.speculate_try_begin().is_none());
+        drop(w);
+        assert_eq!(mm.mm_lock_seq().raw_read(), 2);
+        let s = mm.speculate_try_begin().expect("unlocked");
+        assert!(!mm.speculate_retry(s));
+        drop(mm.write_lock());
+        assert!(mm.speculate_retry(s));
+    }
+
+    #[test]
+    fn try_variants_and_downgrade() {
+        let mm = MmLocking::new();
+        let r1 = mm.read_lock();
+        let r2 = mm.try_read_lock().expect("shared");
+        assert!(mm.try_write_lock().is_none());
+        assert_eq!(mm.mmap_lock().reader_count(), 2);
+        drop((r1, r2));
+        let w = mm.try_write_lock().expect("free");
+        assert!(mm.try_read_lock().is_none());
+        assert!(mm.try_write_lock().is_none());
+        let r = w.downgrade();
+        assert_eq!(mm.mm_lock_seq().raw_read() & 1, 0);
+        assert!(mm.try_read_lock().is_some());
+        assert!(mm.try_write_lock().is_none());
+        drop(r);
+        assert!(mm.try_write_lock().is_some());
+        let _ = format!("{mm:?}");
+    }
+
+    #[test]
+    fn waiting_writer_blocks_new_readers_and_reports_contention() {
+        let mm = MmLocking::new();
+        let r = mm.read_lock();
+        assert!(!mm.is_contended());
+        let writer_in = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let _w = mm.write_lock();
+                writer_in.store(true, O::SeqCst);
+            });
+            // The writer has claimed the lock and waits for our read hold.
+            wait_until(|| mm.mmap_lock().is_write_locked());
+            assert!(mm.is_contended(), "a waiting writer must show as contention");
+            // Writer preference: a new reader is refused while the writer waits.
+            assert!(mm.try_read_lock().is_none());
+            assert!(!writer_in.load(O::SeqCst));
+            drop(r);
+        });
+        assert!(writer_in.load(O::SeqCst));
+        assert!(!mm.is_contended());
+    }
+
+    #[test]
+    fn parked_reader_is_woken_by_write_unlock() {
+        let mm = MmLocking::new();
+        let w = mm.write_lock();
+        let got = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let _r = mm.read_lock();
+                got.store(true, O::SeqCst);
+            });
+            wait_until(|| mm.is_contended());
+            assert!(!got.load(O::SeqCst));
+            drop(w);
+        });
+        assert!(got.load(O::SeqCst));
+    }
+
+    #[test]
+    fn mutual_exclusion_under_contention() {
+        let mm = MmLocking::new();
+        // A two-word invariant: a == b outside write sections.
+        let a = StdU64::new(0);
+        let b = StdU64::new(0);
+        let iters = 2000;
+        std::thread::scope(|s| {
+            for _ in 0..2 {
+                s.spawn(|| {
+                    for i in 0..iters {
+                        let _w = mm.write_lock();
+                        let v = a.load(O::Relaxed);
+                        a.store(v + 1, O::Relaxed);
+                        if i % 7 == 0 {
+                            std::thread::yield_now();
+                        }
+                        b.store(v + 1, O::Relaxed);
+                    }
+                });
+            }
+            for _ in 0..2 {
+                s.spawn(|| {
+                    for _ in 0..iters {
+                        let _r = mm.read_lock();
+                        assert_eq!(a.load(O::Relaxed), b.load(O::Relaxed));
+                    }
+                });
+            }
+        });
+        assert_eq!(a.load(O::Relaxed), 2 * iters);
+        assert_eq!(mm.mm_lock_seq().raw_read(), 4 * iters);
+        assert!(!mm.is_contended());
     }
 }
