@@ -762,27 +762,28 @@ pub(crate) fn free_all<T: Entry>(w: &mut Writer<'_, T>) {
 
 /// See [`Writer::reserve`].
 pub(crate) fn reserve<T: Entry>(w: &mut Writer<'_, T>, nodes: usize) -> Result<(), MapleError> {
+    let c = &w.tree.counters;
     let mut got = Vec::with_capacity(nodes);
+    let mut stash = Vec::new();
     for _ in 0..nodes {
-        match w.tree.counters.alloc() {
+        match c.alloc_stashed(&mut stash) {
             Some(a) => got.push(a),
             None => {
-                for a in got {
-                    // SAFETY: never published.
-                    unsafe { w.tree.counters.free_now(a) };
-                }
+                c.return_stash(stash);
+                // SAFETY: never published.
+                unsafe { c.free_many(got) };
                 return Err(MapleError::NoMem);
             }
         }
     }
+    c.return_stash(stash);
     w.st.pool.extend(got);
     Ok(())
 }
 
 /// See [`Writer::release_reserve`].
 pub(crate) fn release_reserve<T: Entry>(w: &mut Writer<'_, T>) {
-    for a in std::mem::take(&mut w.st.pool) {
-        // SAFETY: reserved nodes were never published.
-        unsafe { w.tree.counters.free_now(a) };
-    }
+    let pool = std::mem::take(&mut w.st.pool);
+    // SAFETY: reserved nodes were never published.
+    unsafe { w.tree.counters.free_many(pool) };
 }

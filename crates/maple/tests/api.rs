@@ -154,3 +154,11 @@ fn mode_switch_and_paused_cursor() {
     }
     assert_eq!(seen, 600 - 3);
 }
+
+#[test]
+fn tree_is_send_and_sync() {
+    fn check<X: Send + Sync>() {}
+    check::<MapleTree<NonZeroUsize>>();
+    check::<MapleTree<&'static u64>>();
+    check::<PausedCursor>();
+}
