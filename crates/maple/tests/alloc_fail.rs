@@ -216,3 +216,37 @@ fn retired_nodes_are_freed_after_a_grace_period() {
     assert_eq!(s.allocated - s.freed, s.live + s.reserved, "{s:?}");
     t.validate().unwrap();
 }
+
+#[test]
+fn worst_case_reserve_bound_holds_for_random_stores() {
+    // Every store, after reserving `worst_case(1)` nodes, must succeed with the allocator failing.
+    for rcu in [true, false] {
+        let t = build(2000, rcu);
+        let mut x = 0x2545F4914F6CDD1Du64;
+        for i in 0..3000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let f = x % 25_000;
+            let w = match i % 5 {
+                0 => x % 4000,
+                1 => 0,
+                _ => x % 9,
+            };
+            let mut wr = t.lock();
+            let need = wr.worst_case(1);
+            wr.release_reserve();
+            wr.reserve(need).unwrap();
+            wr.tree().inject_alloc_failure(Some(0));
+            let val = if i % 3 == 0 { None } else { Some(nz(i as usize + 1)) };
+            let r = wr.store_range(f, f + w, val);
+            wr.tree().inject_alloc_failure(None);
+            r.unwrap_or_else(|e| {
+                panic!("store {i} [{f}, {}] failed with {e:?} after reserving {need}", f + w)
+            });
+            drop(wr);
+        }
+        t.validate().unwrap();
+        assert_eq!(t.node_stats().unaccounted(), 0);
+    }
+}
