@@ -21,6 +21,10 @@
 //!                                                                  end | gap_offset << 8
 //! ```
 //!
+//! Metadata: an internal node keeps its `end` and the offset of its largest gap in word 30. A leaf has no room
+//! for metadata (15 pivots + 16 slots fill it, as in the kernel when the last slot is used) and needs none: its
+//! end is implied by the pivots (see below).
+//!
 //! Internal nodes are always the kernel's *allocation-range* kind (10 children, 9 pivots, a max gap per child):
 //! gap tracking is always on because the address space needs `get_unmapped_area`. A tree without gap tracking
 //! would use 16-way internal nodes (`maple_range_64`) instead; this crate does not provide that variant.
@@ -65,7 +69,8 @@
 //! costs one node allocation instead.
 //!
 //! In **non-RCU mode** ([`MapleTree::new_non_rcu`], [`Writer::set_rcu`]) — for a tree no reader can see yet, as
-//! fork's new tree — the top node of a change is rewritten in place and replaced nodes are freed at once.
+//! fork's new tree — a change confined to one leaf rewrites it in place, the final one-for-one node of any
+//! larger change is rewritten in place instead of copied, and replaced nodes are freed at once.
 //!
 //! A reader sees each index's entry as before or after any concurrent write, never a torn range, and never
 //! misses a range that existed for its whole read, because every node it reads is either live or a frozen
