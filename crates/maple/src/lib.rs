@@ -294,6 +294,11 @@ pub struct MapleTree<T: Entry> {
 }
 
 /// The writer: holds the tree's writer mutex; all mutating operations. Readers keep running meanwhile.
+///
+/// While a thread holds a `Writer`, it must not call the locking convenience methods of the same tree
+/// ([`MapleTree::store_range`], `insert_range`, `erase`, `erase_range`, `dup`, `validate`, `dump`,
+/// `node_stats`): they would wait for the mutex it holds. Use the `Writer`'s own methods; lock-free reads
+/// (`load`, `find`, cursors, `empty_area`) through [`Writer::tree`] are fine.
 pub struct Writer<'a, T: Entry> {
     tree: &'a MapleTree<T>,
     st: MutexGuard<'a, WState>,
