@@ -76,6 +76,10 @@ impl VmaLookup for World {
         // SAFETY: the slot only ever holds null or a `&'static Vma` from the pool (type-stable memory).
         unsafe { p.as_ref() }
     }
+
+    fn vma_find(&self, addr: u64, guard: &Guard) -> Option<&'static Vma> {
+        self.vma_at(addr, guard)
+    }
 }
 
 fn world(mm_id: u64) -> Arc<World> {

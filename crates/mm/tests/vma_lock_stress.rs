@@ -11,6 +11,11 @@
 //! - stay unchanged for as long as the read lock is held (the reader re-reads it after a pause);
 //! - be attached (refcount >= 2 while held).
 //!
+//! A third reader scans the arena as `/proc/PID/maps` does in per-VMA mode (`lock_next_vma` from the end of the
+//! last VMA reported): each VMA reported must end after the previous one (positions never go backwards; a VMA
+//! that grew may legitimately be reported again), and three sentinel VMAs that the writer never touches
+//! (before, inside and after the arena) must be reported by every scan (no false gap).
+//!
 //! At the end every VMA is unmapped and the pool must have no VMA in use (no leak). The run lasts
 //! `VMSPACE_STRESS_MS` milliseconds (default 2000).
 
@@ -23,14 +28,25 @@ use rand::{Rng, SeedableRng};
 
 use vmspace_maple::MapleTree;
 use vmspace_mm::vma::{
-    MmLocking, PAGE_SIZE, VmFlags, Vma, VmaPool, lock_vma_under_rcu, vma_mark_attached, vma_mark_detached,
-    vma_start_read, vma_start_read_locked, vma_start_write,
+    MmLocking, PAGE_SIZE, VmFlags, Vma, VmaPool, lock_next_vma, lock_vma_under_rcu, vma_mark_attached,
+    vma_mark_detached, vma_start_read, vma_start_read_locked, vma_start_write,
 };
 
 const ARENA: u64 = 0x7000_0000_0000;
 const SLOTS: u64 = 48;
 const SLOT_PAGES: u64 = 8;
 const ARENA_END: u64 = ARENA + SLOTS * SLOT_PAGES * PAGE_SIZE;
+/// The slot held by the middle sentinel for the whole run.
+const SENTINEL_SLOT: u64 = SLOTS / 2;
+/// The three sentinel ranges.
+const SENTINELS: [(u64, u64); 3] = [
+    (ARENA - 2 * PAGE_SIZE, ARENA - PAGE_SIZE),
+    (
+        ARENA + SENTINEL_SLOT * SLOT_PAGES * PAGE_SIZE,
+        ARENA + SENTINEL_SLOT * SLOT_PAGES * PAGE_SIZE + PAGE_SIZE,
+    ),
+    (ARENA_END + PAGE_SIZE, ARENA_END + 2 * PAGE_SIZE),
+];
 
 /// The pgoff the writer gives a VMA over `[start, end)`: both bounds folded in, so that a reader can check a
 /// VMA's fields against each other.
@@ -66,6 +82,12 @@ impl Space {
 
     /// Maps a fresh VMA over `[s, e)` (which must be free).
     fn map(&self, pool: &VmaPool, s: u64, e: u64) {
+        let v = self.map_untracked(pool, s, e);
+        self.mapped.lock().push(v);
+    }
+
+    /// Maps a VMA the writer's random operations never pick (a sentinel).
+    fn map_untracked(&self, pool: &VmaPool, s: u64, e: u64) -> &'static Vma {
         let mm = &self.mm;
         let v = pool.alloc(mm).expect("alloc");
         let _w = mm.write_lock();
@@ -75,7 +97,7 @@ impl Space {
         vma_start_write(mm, v);
         vma_mark_attached(mm, v);
         self.tree.insert_range(s, e - 1, v).expect("insert");
-        self.mapped.lock().push(v);
+        v
     }
 
     /// Unmaps `v` entirely and frees it to the pool.
@@ -156,6 +178,31 @@ fn readers_lock_by_address_while_writer_maps_unmaps_and_recycles() {
     let stop = Arc::new(AtomicBool::new(false));
     let checked = Arc::new(AtomicU64::new(0));
     let stale_hits = Arc::new(AtomicU64::new(0));
+    let sentinels: Vec<&'static Vma> = SENTINELS.iter().map(|&(s, e)| a.map_untracked(pool, s, e)).collect();
+    let scans = Arc::new(AtomicU64::new(0));
+    let scanner = {
+        let (a, stop, scans) = (a.clone(), stop.clone(), scans.clone());
+        std::thread::spawn(move || {
+            let mm = &a.mm;
+            while !stop.load(Ordering::Relaxed) {
+                let mut from = ARENA - 4 * PAGE_SIZE;
+                let mut found = [false; 3];
+                while let Some(g) = lock_next_vma(mm, &a.tree, from).expect("lock_next_vma") {
+                    assert!(g.end() > from, "VMA {:?} ends at or before {from:#x}", g.vma());
+                    assert_eq!(g.mm_id(), mm.id());
+                    assert!(consistent(&g), "torn VMA in scan: {:?}", g.vma());
+                    for (i, &(s, e)) in SENTINELS.iter().enumerate() {
+                        if (g.start(), g.end()) == (s, e) {
+                            found[i] = true;
+                        }
+                    }
+                    from = g.end();
+                }
+                assert_eq!(found, [true; 3], "a VMA present for the whole scan was not reported (false gap)");
+                scans.fetch_add(1, Ordering::Relaxed);
+            }
+        })
+    };
 
     let readers: Vec<_> = (0..2)
         .map(|t| {
@@ -270,6 +317,10 @@ fn readers_lock_by_address_while_writer_maps_unmaps_and_recycles() {
     for r in readers {
         r.join().expect("reader panicked");
     }
+    scanner.join().expect("scanner panicked");
+    for v in sentinels {
+        a.unmap(pool, v);
+    }
     a.tree.validate().expect("tree A valid");
     a.teardown(pool);
     b.teardown(pool);
@@ -278,9 +329,12 @@ fn readers_lock_by_address_while_writer_maps_unmaps_and_recycles() {
     let counts = a.mm.stats().snapshot();
     let checked = checked.load(Ordering::Relaxed);
     eprintln!(
-        "stress: {ops} writer ops, {checked} locked lookups, {} stale re-locks, pool {st:?}, counters {counts:?}",
-        stale_hits.load(Ordering::Relaxed)
+        "stress: {ops} writer ops, {checked} locked lookups, {} stale re-locks, {} maps scans, pool {st:?}, \
+         counters {counts:?}",
+        stale_hits.load(Ordering::Relaxed),
+        scans.load(Ordering::Relaxed)
     );
+    assert!(scans.load(Ordering::Relaxed) > 0, "scanner made no progress");
     assert!(ops > 100, "writer made no progress");
     assert!(checked > 100, "readers made no progress");
     assert_eq!(counts.success, checked);

@@ -18,12 +18,17 @@
 //! starts after the detach finds the replacement (or nothing).
 //!
 //! The tree is abstracted by [`VmaLookup`] so that the lock protocol does not depend on one tree type; the
-//! maple tree of VMAs implements it (the `mas_walk` of the kernel).
+//! maple tree of VMAs implements it (the `mas_walk` and `mas_find` of the kernel).
+//!
+//! [`lock_next_vma`] is the reader side of `/proc/PID/maps` in per-VMA mode (`linux-mm.md` §3.3, 6.17+): the
+//! next VMA at or after an address, read-locked, validated against false gaps, falling back to the mmap read
+//! lock when in doubt.
 
 use vmspace_maple::MapleTree;
 use vmspace_rcu::Guard;
 
-use super::lock::{VmaReadGuard, vma_start_read};
+use super::errno::Errno;
+use super::lock::{VmaReadGuard, vma_start_read, vma_start_read_locked};
 use super::mmap_lock::MmLocking;
 use super::object::Vma;
 
@@ -32,12 +37,21 @@ pub trait VmaLookup {
     /// The VMA stored for the range containing `addr`, if any. Called under `guard`; the result may be stale
     /// (detached, recycled) by the time it is used, which the caller detects.
     fn vma_at(&self, addr: u64, guard: &Guard) -> Option<&'static Vma>;
+
+    /// The first VMA whose stored range ends after `from` (the one containing `from`, or the next one), if any
+    /// (`vma_iter_set(from)` + `vma_next`). Same staleness caveat as [`VmaLookup::vma_at`].
+    fn vma_find(&self, from: u64, guard: &Guard) -> Option<&'static Vma>;
 }
 
 impl<T: VmaLookup + ?Sized> VmaLookup for &T {
     #[inline]
     fn vma_at(&self, addr: u64, guard: &Guard) -> Option<&'static Vma> {
         (**self).vma_at(addr, guard)
+    }
+
+    #[inline]
+    fn vma_find(&self, from: u64, guard: &Guard) -> Option<&'static Vma> {
+        (**self).vma_find(from, guard)
     }
 }
 
@@ -46,6 +60,11 @@ impl VmaLookup for MapleTree<&'static Vma> {
     #[inline]
     fn vma_at(&self, addr: u64, guard: &Guard) -> Option<&'static Vma> {
         self.load_in(addr, guard)
+    }
+
+    #[inline]
+    fn vma_find(&self, from: u64, guard: &Guard) -> Option<&'static Vma> {
+        self.find_in(from, u64::MAX, guard).map(|(_, _, v)| v)
     }
 }
 
@@ -85,5 +104,152 @@ pub fn lock_vma_under_rcu<T: VmaLookup + ?Sized>(
                 return None;
             }
         }
+    }
+}
+
+/// `lock_next_vma` (6.17+): the first VMA of `mm` that ends after `from`, read-locked, or `None` if there is
+/// none. Never reports a false gap: a VMA that lies after `from` is returned only if no VMA of the tree could
+/// be hiding in `[from, vma.start)`.
+///
+/// 1. Note whether a writer is active (`mmap_lock_speculate_try_begin`).
+/// 2. Under RCU, find the next VMA and `vma_start_read` it; `Detached` → start again; any other failure →
+///    slow path.
+/// 3. Validate: `from >= end` (it moved or shrank behind us) → unlock, slow path. `from < start` (a gap before
+///    it): if a writer was active at step 1 or `mm_lock_seq` moved since, walk again from `from` and require
+///    the same VMA to come first; otherwise unlock, slow path.
+/// 4. Slow path: under the mmap read lock, find the next VMA and `vma_start_read_locked` it (`EAGAIN` if the
+///    reader limit is reached).
+///
+/// The caller continues from the returned VMA's `end()` (the seq_file position).
+pub fn lock_next_vma<T: VmaLookup + ?Sized>(
+    mm: &MmLocking,
+    tree: &T,
+    from: u64,
+) -> Result<Option<VmaReadGuard<'static>>, Errno> {
+    loop {
+        let spec = mm.speculate_try_begin();
+        let guard = vmspace_rcu::pin();
+        let Some(vma) = tree.vma_find(from, &guard) else {
+            return Ok(None);
+        };
+        let locked = match vma_start_read(mm, vma) {
+            Ok(l) => l,
+            Err(f) if f.is_detached() => continue,
+            Err(_) => break,
+        };
+        if from >= locked.end() {
+            break;
+        }
+        if from < locked.start() {
+            let unchanged = spec.is_some_and(|s| !mm.speculate_retry(s));
+            if !unchanged {
+                // A writer may have moved VMAs: the VMA found must still be the first one after `from`.
+                let first = tree.vma_find(from, &guard);
+                if !first.is_some_and(|f| std::ptr::eq(f, vma)) {
+                    break;
+                }
+            }
+        }
+        return Ok(Some(locked));
+    }
+    // Slow path: the mmap read lock excludes writers, so the tree and the VMAs are stable.
+    let _r = mm.read_lock();
+    let guard = vmspace_rcu::pin();
+    match tree.vma_find(from, &guard) {
+        None => Ok(None),
+        Some(vma) => vma_start_read_locked(vma).map(Some).map_err(|_| Errno::EAGAIN),
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::vma::lock::{vma_mark_attached, vma_mark_detached, vma_start_write};
+    use crate::vma::pool::VmaPool;
+
+    fn map(pool: &VmaPool, mm: &MmLocking, tree: &MapleTree<&'static Vma>, s: u64, e: u64) -> &'static Vma {
+        let v = pool.alloc(mm).unwrap();
+        let _w = mm.write_lock();
+        v.set_range(mm, s, e);
+        vma_start_write(mm, v);
+        vma_mark_attached(mm, v);
+        tree.insert_range(s, e - 1, v).unwrap();
+        v
+    }
+
+    #[test]
+    fn lock_vma_under_rcu_hits_misses_and_counts() {
+        let (pool, mm, tree) = (VmaPool::leak_new(), MmLocking::new(), MapleTree::new());
+        let v = map(pool, &mm, &tree, 0x10000, 0x12000);
+        let g = lock_vma_under_rcu(&mm, &tree, 0x11fff).expect("covered");
+        assert!(std::ptr::eq(g.vma(), v));
+        assert_eq!(v.refcnt(), 2);
+        drop(g);
+        assert!(lock_vma_under_rcu(&mm, &tree, 0x12000).is_none());
+        // Write-locked: abort (fall back).
+        {
+            let _w = mm.write_lock();
+            vma_start_write(&mm, v);
+            assert!(lock_vma_under_rcu(&mm, &tree, 0x10000).is_none());
+        }
+        let c = mm.stats().snapshot();
+        assert_eq!((c.success, c.abort, c.miss), (1, 2, 0));
+    }
+
+    #[test]
+    fn lock_vma_under_rcu_rejects_recycled_range() {
+        // A stale tree (one that still maps the old range) returning a VMA recycled in the same mm at another
+        // range: the address re-check refuses it.
+        struct Stale(&'static Vma);
+        impl VmaLookup for Stale {
+            fn vma_at(&self, _: u64, _: &Guard) -> Option<&'static Vma> {
+                Some(self.0)
+            }
+            fn vma_find(&self, _: u64, _: &Guard) -> Option<&'static Vma> {
+                Some(self.0)
+            }
+        }
+        let (pool, mm, tree) = (VmaPool::leak_new(), MmLocking::new(), MapleTree::new());
+        let v = map(pool, &mm, &tree, 0x10000, 0x12000);
+        {
+            let _w = mm.write_lock();
+            vma_start_write(&mm, v);
+            tree.erase(0x10000);
+            vma_mark_detached(&mm, v);
+        }
+        pool.free(v);
+        let again = map(pool, &mm, &tree, 0x40000, 0x41000);
+        assert!(std::ptr::eq(again, v));
+        assert!(lock_vma_under_rcu(&mm, &Stale(v), 0x10000).is_none());
+        assert_eq!(v.refcnt(), 1, "the reference taken for the check was given back");
+        assert!(lock_vma_under_rcu(&mm, &Stale(v), 0x40000).is_some());
+    }
+
+    #[test]
+    fn lock_next_vma_walks_in_order_and_falls_back() {
+        let (pool, mm, tree) = (VmaPool::leak_new(), MmLocking::new(), MapleTree::new());
+        let a = map(pool, &mm, &tree, 0x10000, 0x12000);
+        let b = map(pool, &mm, &tree, 0x20000, 0x21000);
+        let mut seen = Vec::new();
+        let mut from = 0;
+        while let Some(g) = lock_next_vma(&mm, &tree, from).unwrap() {
+            seen.push(g.vma() as *const Vma);
+            from = g.end();
+        }
+        assert_eq!(seen, [a as *const Vma, b as *const Vma]);
+        // From inside a VMA: that VMA.
+        assert!(std::ptr::eq(lock_next_vma(&mm, &tree, 0x11000).unwrap().unwrap().vma(), a));
+        // A write-locked VMA sends the reader to the mmap read lock, which waits for the writer.
+        let w = mm.write_lock();
+        vma_start_write(&mm, b);
+        std::thread::scope(|s| {
+            let h = s.spawn(|| {
+                lock_next_vma(&mm, &tree, 0x12000).unwrap().map(|g| g.vma() as *const Vma as usize)
+            });
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            drop(w);
+            assert_eq!(h.join().unwrap(), Some(b as *const Vma as usize));
+        });
+        assert_eq!(b.refcnt(), 1);
     }
 }

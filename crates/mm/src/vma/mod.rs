@@ -12,7 +12,8 @@
 //!   [`vma_start_read`], [`vma_end_read`], [`vma_start_write`], [`vma_mark_attached`], [`vma_mark_detached`],
 //!   [`vma_start_read_locked`]; all VMA write locks end together at `mmap_write_unlock`.
 //! - [`VmaPool`] ([`pool`]): type-stable VMAs reused without a grace period.
-//! - [`lock_vma_under_rcu`] ([`lookup`]): the fault path's RCU walk plus per-VMA read lock.
+//! - [`lock_vma_under_rcu`] ([`lookup`]): the fault path's RCU walk plus per-VMA read lock; [`lock_next_vma`]:
+//!   the maps reader's next-VMA step with false-gap validation and mmap_lock fall-back.
 //!
 //! # The writer's protocol (what the address-space code must do)
 //!
@@ -49,7 +50,7 @@ pub use lock::{
     vma_is_write_locked, vma_mark_attached, vma_mark_detached, vma_start_read, vma_start_read_locked,
     vma_start_write,
 };
-pub use lookup::{VmaLookup, lock_vma_under_rcu};
+pub use lookup::{VmaLookup, lock_next_vma, lock_vma_under_rcu};
 pub use mmap_lock::{MmLocking, MmapLock, MmapReadGuard, MmapWriteGuard};
 pub use object::{VM_LOCK_SEQ_NONE, Vma, VmaSnapshot};
 pub use pool::{PoolStats, VmaPool};
