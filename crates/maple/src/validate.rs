@@ -235,3 +235,44 @@ pub(crate) fn dump<T: Entry>(w: &Writer<'_, T>) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use std::num::NonZeroUsize;
+
+    use crate::MapleTree;
+
+    #[test]
+    fn dump_and_stats_describe_the_tree() {
+        let t = MapleTree::<NonZeroUsize>::new();
+        for k in 0..40u64 {
+            t.store_range(k * 10, k * 10 + 4, NonZeroUsize::new(k as usize + 1)).unwrap();
+        }
+        let d = t.dump();
+        assert!(d.starts_with("maple tree: height 2 len 40 rcu true"), "{d}");
+        assert!(d.contains("[0x0-0x4]=0x1"), "{d}");
+        assert_eq!(
+            d.lines().filter(|l| l.trim_start().starts_with("leaf")).count() as u64,
+            t.node_stats().live - 1
+        );
+        t.validate().unwrap();
+    }
+
+    #[test]
+    fn validate_reports_a_corrupted_gap() {
+        let t = MapleTree::<NonZeroUsize>::new();
+        for k in 0..40u64 {
+            t.store_range(k * 10, k * 10 + 4, NonZeroUsize::new(k as usize + 1)).unwrap();
+        }
+        let w = t.lock();
+        // Relaxed: test-only corruption under the writer lock.
+        let root = w.tree.root.load(vmspace_rcu::sync::Ordering::Relaxed) as usize;
+        // SAFETY: the root is live; we hold the writer lock.
+        let n = unsafe { crate::node::node(root) };
+        let g = n.gap(0);
+        n.set_gap(0, g + 1);
+        assert!(super::validate(&w).unwrap_err().contains("gap[0]"));
+        n.set_gap(0, g);
+        super::validate(&w).unwrap();
+    }
+}
