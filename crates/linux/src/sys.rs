@@ -1,7 +1,7 @@
 //! Thin, checked wrappers over the system calls the probe needs.
 //!
-//! Everything here is a direct system call through `rustix` (or `libc` where `rustix` has no wrapper, which is
-//! only `fork`, `sigaction` and `nanosleep`'s sub-microsecond form). The wrappers turn raw pointers into
+//! Everything here is a direct system call through `rustix` (`libc` is used elsewhere only where `rustix` has no
+//! safe wrapper: `fork`, `_exit`, `sigaction`). The wrappers turn raw pointers into
 //! addresses (`usize`) so that callers never hold a Rust reference into memory that another call may unmap: the
 //! experiments map, unmap and remap pages that nobody dereferences except through [`touch_pages`].
 //!
@@ -178,10 +178,8 @@ pub unsafe fn touch_pages(addr: usize, len: usize, page: usize) -> usize {
 
 /// Sleeps for `d` with one `nanosleep` call (no retry on a signal: the callers only need "about d").
 pub fn sleep_once(d: Duration) {
-    let ts =
-        libc::timespec { tv_sec: d.as_secs() as libc::time_t, tv_nsec: d.subsec_nanos() as libc::c_long };
-    // SAFETY: `ts` is a valid timespec on the stack; a null remainder pointer is allowed.
-    unsafe { libc::nanosleep(&ts, std::ptr::null_mut()) };
+    let ts = rustix::time::Timespec { tv_sec: d.as_secs() as i64, tv_nsec: i64::from(d.subsec_nanos()) };
+    let _ = rustix::thread::nanosleep(&ts);
 }
 
 /// Reads a small text file fully (for /proc and /sys files); `None` if it cannot be read.
