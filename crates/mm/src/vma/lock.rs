@@ -522,13 +522,27 @@ mod tests {
         vma.vm_refcnt.v.fetch_add(1, Ordering::Acquire);
         std::thread::scope(|s| {
             s.spawn(|| {
-                std::thread::sleep(std::time::Duration::from_millis(20));
+                // The detacher dropped its own reference and excludes readers: FLAG + 1 (one straggler).
+                wait_refcnt(vma, VMA_LOCK_OFFSET + 1);
+                assert_eq!(vma_start_read(&mm, vma).unwrap_err(), VmaLockFail::WriteLocked);
+                assert_eq!(vma_start_read_locked(vma).unwrap_err(), VmaLockFail::RefLimit);
                 vma_end_read(vma);
             });
             vma_mark_detached(&mm, vma);
+            // FLAG -> 0 once the straggler left.
             assert_eq!(vma.refcnt(), 0);
         });
         drop(w);
+        assert_eq!(vma_start_read(&mm, vma).unwrap_err(), VmaLockFail::Detached);
+    }
+
+    /// Waits (bounded) until the VMA's count shows `v`.
+    fn wait_refcnt(vma: &Vma, v: u32) {
+        let t = std::time::Instant::now();
+        while vma.refcnt() != v {
+            assert!(t.elapsed().as_secs() < 10, "refcnt stuck at {:#x}, want {v:#x}", vma.refcnt());
+            std::thread::yield_now();
+        }
     }
 
     #[test]
@@ -536,16 +550,21 @@ mod tests {
         let (pool, mm) = setup();
         let vma = attached(pool, &mm, 0x1000, 0x2000);
         let r = vma_start_read(&mm, vma).unwrap();
+        assert_eq!(vma.refcnt(), 2);
         let released = std::sync::atomic::AtomicBool::new(false);
         std::thread::scope(|s| {
             s.spawn(|| {
-                std::thread::sleep(std::time::Duration::from_millis(20));
+                // The writer added FLAG and waits for us: FLAG + 2 (> FLAG + 1).
+                wait_refcnt(vma, VMA_LOCK_OFFSET + 2);
+                // New readers are shut out meanwhile.
+                assert_eq!(vma_start_read(&mm, vma).unwrap_err(), VmaLockFail::WriteLocked);
                 released.store(true, std::sync::atomic::Ordering::SeqCst);
                 drop(r);
             });
             let _w = mm.write_lock();
             vma_start_write(&mm, vma);
             assert!(released.load(std::sync::atomic::Ordering::SeqCst));
+            // FLAG + 1 -> store vm_lock_seq -> minus FLAG: back to 1, write-locked.
             assert_eq!(vma.refcnt(), 1);
             assert!(vma_is_write_locked(&mm, vma));
         });
