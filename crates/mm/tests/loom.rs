@@ -24,7 +24,7 @@ use loom::sync::atomic::{AtomicPtr, Ordering};
 use loom::thread;
 
 use vmspace_mm::vma::{
-    MmLocking, Vma, VmaLockFail, VmaLookup, VmaPool, lock_vma_under_rcu, vma_mark_attached,
+    MmLocking, Vma, VmaFind, VmaLockFail, VmaLookup, VmaPool, lock_vma_under_rcu, vma_mark_attached,
     vma_mark_detached, vma_start_read, vma_start_write,
 };
 use vmspace_rcu::Guard;
@@ -76,7 +76,9 @@ impl VmaLookup for World {
         // SAFETY: the slot only ever holds null or a `&'static Vma` from the pool (type-stable memory).
         unsafe { p.as_ref() }
     }
+}
 
+impl VmaFind for World {
     fn vma_find(&self, addr: u64, guard: &Guard) -> Option<&'static Vma> {
         self.vma_at(addr, guard)
     }

@@ -37,10 +37,6 @@ pub trait VmaLookup {
     /// The VMA stored for the range containing `addr`, if any. Called under `guard`; the result may be stale
     /// (detached, recycled) by the time it is used, which the caller detects.
     fn vma_at(&self, addr: u64, guard: &Guard) -> Option<&'static Vma>;
-
-    /// The first VMA whose stored range ends after `from` (the one containing `from`, or the next one), if any
-    /// (`vma_iter_set(from)` + `vma_next`). Same staleness caveat as [`VmaLookup::vma_at`].
-    fn vma_find(&self, from: u64, guard: &Guard) -> Option<&'static Vma>;
 }
 
 impl<T: VmaLookup + ?Sized> VmaLookup for &T {
@@ -48,7 +44,16 @@ impl<T: VmaLookup + ?Sized> VmaLookup for &T {
     fn vma_at(&self, addr: u64, guard: &Guard) -> Option<&'static Vma> {
         (**self).vma_at(addr, guard)
     }
+}
 
+/// A structure that can also find the next VMA at or after an address (what [`lock_next_vma`] walks).
+pub trait VmaFind: VmaLookup {
+    /// The first VMA whose stored range ends after `from` (the one containing `from`, or the next one), if any
+    /// (`vma_iter_set(from)` + `vma_next`). Same staleness caveat as [`VmaLookup::vma_at`].
+    fn vma_find(&self, from: u64, guard: &Guard) -> Option<&'static Vma>;
+}
+
+impl<T: VmaFind + ?Sized> VmaFind for &T {
     #[inline]
     fn vma_find(&self, from: u64, guard: &Guard) -> Option<&'static Vma> {
         (**self).vma_find(from, guard)
@@ -61,7 +66,10 @@ impl VmaLookup for MapleTree<&'static Vma> {
     fn vma_at(&self, addr: u64, guard: &Guard) -> Option<&'static Vma> {
         self.load_in(addr, guard)
     }
+}
 
+/// The VMA tree: `mas_find` from `from` to the end of the address space.
+impl VmaFind for MapleTree<&'static Vma> {
     #[inline]
     fn vma_find(&self, from: u64, guard: &Guard) -> Option<&'static Vma> {
         self.find_in(from, u64::MAX, guard).map(|(_, _, v)| v)
@@ -121,7 +129,7 @@ pub fn lock_vma_under_rcu<T: VmaLookup + ?Sized>(
 ///    reader limit is reached).
 ///
 /// The caller continues from the returned VMA's `end()` (the seq_file position).
-pub fn lock_next_vma<T: VmaLookup + ?Sized>(
+pub fn lock_next_vma<T: VmaFind + ?Sized>(
     mm: &MmLocking,
     tree: &T,
     from: u64,
@@ -205,6 +213,8 @@ mod tests {
             fn vma_at(&self, _: u64, _: &Guard) -> Option<&'static Vma> {
                 Some(self.0)
             }
+        }
+        impl VmaFind for Stale {
             fn vma_find(&self, _: u64, _: &Guard) -> Option<&'static Vma> {
                 Some(self.0)
             }
