@@ -179,10 +179,11 @@ impl Gen {
             5..=8 => MmapFlags::FIXED_NOREPLACE,
             _ => 0,
         };
+        // populate write-faults a private writable mapping at once (anon_vma creation at mmap time).
         match self.rng.random_range(0..40) {
-            0 => flags |= MmapFlags::POPULATE,
-            1 => flags |= MmapFlags::NORESERVE,
-            2 if !file_map => flags |= MmapFlags::GROWSDOWN,
+            0..=2 => flags |= MmapFlags::POPULATE,
+            3 => flags |= MmapFlags::NORESERVE,
+            4 | 5 if !file_map => flags |= MmapFlags::GROWSDOWN,
             _ => {}
         }
         let mut file = None;
@@ -296,7 +297,7 @@ impl Gen {
                 }
             }
             // Failures: unaligned, fixed without maymove, zero new length, unmapped source.
-            _ => match self.rng.random_range(0..4) {
+            _ => match self.rng.random_range(0..5) {
                 0 => {
                     return Op::Mremap {
                         addr: addr + 8,
@@ -311,6 +312,17 @@ impl Gen {
                     (old_len, MremapFlags::FIXED, Some(self.addr(dst)))
                 }
                 2 => (0, MremapFlags::MAYMOVE, None),
+                // old_len 0: duplicates a shared mapping, EINVAL for a private one.
+                3 => {
+                    let dst = self.map_page(old_len_pages);
+                    return Op::Mremap {
+                        addr,
+                        old_len: 0,
+                        new_len: old_len,
+                        flags: MremapFlags(MremapFlags::MAYMOVE | MremapFlags::FIXED),
+                        new_addr: Some(self.addr(dst)),
+                    };
+                }
                 _ => {
                     let free = (0..self.cfg.grid_pages).find(|&q| self.grid[q as usize] == Slot::Free);
                     let a = self.addr(free.unwrap_or(self.cfg.grid_pages));
@@ -356,10 +368,14 @@ impl Gen {
         let (p, n) = self.target_range();
         let advice = Advice::ALL[self.rng.random_range(0..Advice::ALL.len())].0;
         let mut addr = self.addr(p);
-        if self.rng.random_range(0..20) == 0 {
-            addr += 0x100;
+        let mut len = n * PAGE;
+        match self.rng.random_range(0..20) {
+            0 => addr += 0x100,
+            1 => len -= self.rng.random_range(1..PAGE), // unaligned length: rounded up
+            2 => len = 0,
+            _ => {}
         }
-        Op::Madvise { addr, len: n * PAGE, advice }
+        Op::Madvise { addr, len, advice }
     }
 
     fn touch(&mut self) -> Op {
