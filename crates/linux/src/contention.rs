@@ -476,6 +476,27 @@ mod tests {
     }
 
     #[test]
+    fn ratios_use_the_medians() {
+        let host = HostInfo::default();
+        let mk = |means: &[f64], maxes: &[f64]| {
+            let mut r = Report::new("kernel.contention", "row", host.clone());
+            for (a, b) in means.iter().zip(maxes) {
+                r.push_run(BTreeMap::from([
+                    ("call_mean_ms".to_string(), *a),
+                    ("call_max_ms".to_string(), *b),
+                ]));
+            }
+            r.summarise();
+            r
+        };
+        let base = mk(&[0.01, 0.02, 0.03], &[1.0, 2.0, 9.0]);
+        let row = mk(&[0.2, 0.4, 0.1], &[10.0, 30.0, 20.0]);
+        let (m, x) = ratios(&row, &base).unwrap();
+        assert!((m - 10.0).abs() < 1e-9 && (x - 10.0).abs() < 1e-9, "{m} {x}");
+        assert!(ratios(&Report::new("kernel.contention", "empty", host.clone()), &base).is_none());
+    }
+
+    #[test]
     fn validation() {
         assert!(Config { samples: 0, ..Config::default() }.validate().is_err());
         assert!(Config { duration: Duration::ZERO, ..Config::default() }.validate().is_err());
