@@ -89,3 +89,33 @@ fn kernel_replay_prints_results_and_maps() {
          200000000000-200000001000 rw-p 00000000 00:00 0 \n200000001000-200000002000 r--p 00000000 00:00 0 \nEND\n"
     );
 }
+
+#[test]
+fn diff_reports_agreement_or_the_first_difference_with_exit_status() {
+    // A fixed regression script: engine and kernel agree, exit status 0.
+    let ok = bin().arg("diff").arg(regress_dir().join("merge-split.script")).output().unwrap();
+    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stdout));
+    assert!(String::from_utf8_lossy(&ok.stdout).contains("engine and kernel agree"));
+    // Every open difference: exit status 1 with the first difference and its context, or (once the engine is
+    // fixed) agreement with status 0.
+    for e in std::fs::read_dir(regress_dir().join("open")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_none_or(|x| x != "script") {
+            continue;
+        }
+        let out = bin().arg("diff").arg(&p).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        match out.status.code() {
+            Some(1) => {
+                assert!(text.contains("first difference at output line"), "{text}");
+                assert!(text.contains("- engine: ") && text.contains("+ kernel: "), "{text}");
+            }
+            Some(0) => assert!(text.contains("engine and kernel agree"), "{text}"),
+            other => panic!("{}: exit {other:?}: {text}", p.display()),
+        }
+    }
+    // A small generated batch.
+    let seeds = bin().args(["diff", "--seeds", "0..10", "--calls", "60"]).output().unwrap();
+    assert!(seeds.status.success(), "{}", String::from_utf8_lossy(&seeds.stdout));
+    assert!(String::from_utf8_lossy(&seeds.stdout).contains("10 scripts of 60 calls"));
+}
