@@ -520,6 +520,7 @@ fn faults_cmd(host: &HostInfo, a: FaultsArgs) -> Result<()> {
         "{}",
         render(&["threads", "total/s", "total range", "per thread/s", "per thread vs T=1", "CPUs"], &rows)
     );
+    print_notes(&reports);
     Ok(())
 }
 
