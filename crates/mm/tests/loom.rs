@@ -163,14 +163,11 @@ fn recycle(same_mm: bool) {
         let r = w.clone();
         let reader = thread::spawn(move || {
             // The reader looks for 0x1000 in mm 1 and may meet the recycled VMA.
-            match lock_vma_under_rcu(&r.mm, &*r, 0x1000) {
-                Some(g) => {
-                    assert_eq!(g.mm_id(), 1);
-                    assert!(g.contains(0x1000));
-                    // Still the first life of the VMA: its payload was not rewritten.
-                    assert_eq!(get(&r.payload), 0);
-                }
-                None => {}
+            if let Some(g) = lock_vma_under_rcu(&r.mm, &*r, 0x1000) {
+                assert_eq!(g.mm_id(), 1);
+                assert!(g.contains(0x1000));
+                // Still the first life of the VMA: its payload was not rewritten.
+                assert_eq!(get(&r.payload), 0);
             }
             // A raw stale lock attempt must not succeed for a VMA that now belongs elsewhere.
             if let Ok(g) = vma_start_read(&r.mm, r.vma) {

@@ -48,11 +48,11 @@
 
 use std::fmt;
 
-use vmspace_rcu::sync::{Ordering, spin_loop};
+use vmspace_rcu::sync::Ordering;
 
 use super::mmap_lock::MmLocking;
 use super::object::Vma;
-use super::park::{SPINS, park, unpark_all};
+use super::park::{park, spin_once, unpark_all};
 
 /// The writer-exclusion flag in `vm_refcnt` (bit 30), the kernel's `VMA_LOCK_OFFSET`.
 pub const VMA_LOCK_OFFSET: u32 = 1 << 30;
@@ -294,9 +294,7 @@ fn wait_for_refcnt(vma: &Vma, target: u32) {
         if vma.vm_refcnt.v.load(Ordering::Acquire) == target {
             return;
         }
-        if spins < SPINS {
-            spins += 1;
-            spin_loop();
+        if spin_once(&mut spins) {
             continue;
         }
         park(wait_key(vma), || {

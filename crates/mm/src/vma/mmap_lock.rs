@@ -44,9 +44,9 @@
 use std::fmt;
 
 use vmspace_rcu::SeqCount;
-use vmspace_rcu::sync::{AtomicU64, Ordering, spin_loop};
+use vmspace_rcu::sync::{AtomicU64, Ordering};
 
-use super::park::{SPINS, park, unpark_all};
+use super::park::{park, spin_once, unpark_all};
 use crate::vma::stats::VmaLockStats;
 
 const WRITER: u64 = 1;
@@ -118,9 +118,7 @@ impl MmapLock {
             if self.try_read() {
                 return;
             }
-            if spins < SPINS {
-                spins += 1;
-                spin_loop();
+            if spin_once(&mut spins) {
                 continue;
             }
             // Relaxed: only decides whether to announce ourselves; `park`'s validation re-checks under the queue
@@ -197,9 +195,7 @@ impl MmapLock {
                 }
                 continue;
             }
-            if spins < SPINS {
-                spins += 1;
-                spin_loop();
+            if spin_once(&mut spins) {
                 continue;
             }
             if s & PARKED == 0
@@ -230,9 +226,7 @@ impl MmapLock {
                 }
                 return;
             }
-            if spins < SPINS {
-                spins += 1;
-                spin_loop();
+            if spin_once(&mut spins) {
                 continue;
             }
             if s & DRAINING == 0
@@ -385,6 +379,7 @@ impl MmLocking {
     }
 
     /// `mmap_read_lock`: takes mmap_lock for read, waiting behind any writer that claimed it first.
+    #[doc(alias = "mmap_read_lock")]
     #[inline]
     pub fn read_lock(&self) -> MmapReadGuard<'_> {
         self.mmap_lock.read();
@@ -392,12 +387,14 @@ impl MmLocking {
     }
 
     /// `mmap_read_trylock`.
+    #[doc(alias = "mmap_read_trylock")]
     #[inline]
     pub fn try_read_lock(&self) -> Option<MmapReadGuard<'_>> {
         self.mmap_lock.try_read().then(|| MmapReadGuard { mm: self })
     }
 
     /// `mmap_write_lock`: takes mmap_lock for write and opens a new write epoch (`mm_lock_seq` becomes odd).
+    #[doc(alias = "mmap_write_lock")]
     #[inline]
     pub fn write_lock(&self) -> MmapWriteGuard<'_> {
         self.mmap_lock.write();
@@ -406,6 +403,7 @@ impl MmLocking {
     }
 
     /// `mmap_write_trylock`.
+    #[doc(alias = "mmap_write_trylock")]
     #[inline]
     pub fn try_write_lock(&self) -> Option<MmapWriteGuard<'_>> {
         if self.mmap_lock.try_write() {
@@ -425,6 +423,7 @@ impl MmLocking {
 
     /// Raw `mmap_read_unlock`. The caller must hold a read lock taken with [`MmLocking::raw_read_lock`] (or a
     /// guard it forgot).
+    #[doc(alias = "mmap_read_unlock")]
     #[inline]
     pub fn raw_read_unlock(&self) {
         self.mmap_lock.read_unlock();
@@ -439,6 +438,7 @@ impl MmLocking {
 
     /// Raw `mmap_write_unlock`: ends the write epoch (releasing every VMA write lock at once) and the write
     /// hold. The caller must hold the write lock.
+    #[doc(alias = "mmap_write_unlock")]
     #[inline]
     pub fn raw_write_unlock(&self) {
         self.vma_end_write_all();
@@ -447,6 +447,7 @@ impl MmLocking {
 
     /// Raw `mmap_write_downgrade`: ends the write epoch and keeps a read hold. The caller must hold the write
     /// lock.
+    #[doc(alias = "mmap_write_downgrade")]
     #[inline]
     pub fn raw_write_downgrade(&self) {
         self.vma_end_write_all();
@@ -471,6 +472,7 @@ impl MmLocking {
     }
 
     /// `mmap_lock_is_contended`: true if some thread waits for mmap_lock.
+    #[doc(alias = "mmap_lock_is_contended")]
     #[inline]
     pub fn is_contended(&self) -> bool {
         self.mmap_lock.is_contended()
@@ -479,12 +481,14 @@ impl MmLocking {
     /// `mmap_lock_speculate_try_begin`: the current `mm_lock_seq` if no writer holds mmap_lock, else `None`.
     /// A reader that copies state without locks validates the copy with
     /// [`MmLocking::speculate_retry`].
+    #[doc(alias = "mmap_lock_speculate_try_begin")]
     #[inline]
     pub fn speculate_try_begin(&self) -> Option<u64> {
         self.mm_lock_seq.try_read_begin()
     }
 
     /// `mmap_lock_speculate_retry`: true if a writer took mmap_lock since `seq` was read (the copy is stale).
+    #[doc(alias = "mmap_lock_speculate_retry")]
     #[inline]
     pub fn speculate_retry(&self, seq: u64) -> bool {
         self.mm_lock_seq.read_retry(seq)

@@ -58,10 +58,27 @@ pub(crate) fn unpark_all(key: usize) {
     let _ = key;
 }
 
-/// How many times a waiter re-checks its condition with a spin hint before it parks (0 under loom, where a
-/// spin is only a yield and adds states for nothing).
-#[cfg(not(loom))]
-pub(crate) const SPINS: u32 = 64;
 /// How many times a waiter re-checks its condition with a spin hint before it parks.
-#[cfg(loom)]
-pub(crate) const SPINS: u32 = 0;
+#[cfg(not(loom))]
+const SPINS: u32 = 64;
+
+/// One step of a waiter's spin phase: returns true (after a spin hint) while the waiter should keep spinning,
+/// false once it should park. `spins` counts the steps taken. Under loom there is no spin phase: a spin is
+/// only a yield there and adds states for nothing.
+#[inline]
+pub(crate) fn spin_once(spins: &mut u32) -> bool {
+    #[cfg(not(loom))]
+    {
+        if *spins < SPINS {
+            *spins += 1;
+            vmspace_rcu::sync::spin_loop();
+            return true;
+        }
+        false
+    }
+    #[cfg(loom)]
+    {
+        let _ = spins;
+        false
+    }
+}

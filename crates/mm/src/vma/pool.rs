@@ -200,7 +200,6 @@ impl VmaPool {
     }
 }
 
-#[cfg(not(loom))]
 impl Default for VmaPool {
     fn default() -> Self {
         Self::new()
