@@ -36,6 +36,8 @@ static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new
 /// One anon_vma.
 pub struct AnonVma {
     id: u64,
+    /// The anon_vma as published VMAs carry it (`crate::vma::AnonVma`), with the same parent relation.
+    published: Arc<crate::vma::AnonVma>,
     parent: Option<Arc<AnonVma>>,
     num_children: AtomicU64,
     num_active_vmas: AtomicU64,
@@ -49,6 +51,7 @@ impl AnonVma {
         let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Arc::new(AnonVma {
             id,
+            published: crate::vma::AnonVma::new(None),
             parent: None,
             num_children: AtomicU64::new(1),
             num_active_vmas: AtomicU64::new(0),
@@ -64,6 +67,7 @@ impl AnonVma {
         parent.num_children.fetch_add(1, Ordering::Relaxed);
         Arc::new(AnonVma {
             id,
+            published: crate::vma::AnonVma::new(Some(parent.published.clone())),
             parent: Some(parent.clone()),
             num_children: AtomicU64::new(0),
             num_active_vmas: AtomicU64::new(0),
@@ -74,6 +78,11 @@ impl AnonVma {
     /// The identity (unique in the process, never 0).
     pub fn id(&self) -> u64 {
         self.id
+    }
+
+    /// The published anon_vma (what readers see in a VMA).
+    pub fn published(&self) -> &Arc<crate::vma::AnonVma> {
+        &self.published
     }
 
     /// `num_active_vmas`.

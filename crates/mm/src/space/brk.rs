@@ -19,6 +19,7 @@ impl Mm {
         if self.try_brk(brk).is_err() {
             self.brk = origbrk;
         }
+        self.publish();
         self.brk
     }
 
@@ -91,6 +92,7 @@ impl Mm {
             file: None,
             anon: AnonState::default(),
             name: None,
+            vma: Default::default(),
         });
         self.brk = brk;
         Ok(())

@@ -20,9 +20,11 @@ impl Mm {
             vmas: Default::default(),
             brk: self.brk,
             start_brk: self.start_brk,
-            alloc_budget: self.alloc_budget,
+            alloc_budget: None,
             next_shmem_ino: self.next_shmem_ino,
+            pubs: super::Published::new(),
         };
+        child.reserve_published(n)?;
         for a in self.vmas.values() {
             if a.flags & VM_DONTCOPY != 0 {
                 continue;
@@ -33,6 +35,8 @@ impl Mm {
                 if a.flags & VM_WIPEONFORK != 0 { AnonState::default() } else { AnonState::fork(&a.anon) };
             child.insert(c);
         }
+        child.publish();
+        child.alloc_budget = self.alloc_budget;
         Ok(child)
     }
 }

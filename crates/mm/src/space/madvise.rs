@@ -42,7 +42,9 @@ impl Mm {
         ) {
             return Err(Errno::EINVAL);
         }
-        self.madvise_range(start, len, Behavior::Advice(advice))
+        let r = self.madvise_range(start, len, Behavior::Advice(advice));
+        self.publish();
+        r
     }
 
     /// `prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, start, len, name)`; `None` clears.
@@ -62,7 +64,9 @@ impl Mm {
                 Some(Arc::<str>::from(n))
             }
         };
-        self.madvise_range(start, len, Behavior::Name(name))
+        let r = self.madvise_range(start, len, Behavior::Name(name));
+        self.publish();
+        r
     }
 
     /// The common range checks and the walk.

@@ -154,6 +154,7 @@ impl Mm {
         c_pgoff: u64,
         c_anon: &AnonState,
     ) -> u64 {
+        self.mark_dirty(c_start, c_end);
         match m {
             NewMerge::None => unreachable!("apply_new_merge without a merge"),
             NewMerge::Left(p) => {

@@ -47,9 +47,12 @@ impl Mm {
         if flags & MAP_HUGETLB != 0 {
             return Err(Errno::EINVAL);
         }
-        let (a, populate) = self.do_mmap(file, addr, len, prot, flags, off >> PAGE_SHIFT)?;
+        let r = self.do_mmap(file, addr, len, prot, flags, off >> PAGE_SHIFT);
+        self.publish();
+        let (a, populate) = r?;
         if populate {
             self.populate(a, page_align(len));
+            self.publish();
         }
         Ok(a)
     }
@@ -213,6 +216,7 @@ impl Mm {
             file,
             anon: AnonState::default(),
             name: None,
+            vma: Default::default(),
         });
         Ok(addr)
     }
@@ -221,7 +225,15 @@ impl Mm {
     fn shmem_zero_file(&mut self, len: u64) -> Arc<MapFile> {
         let ino = self.next_shmem_ino;
         self.next_shmem_ino += 1;
+        let vm = Arc::new(crate::vma::VmFile {
+            name: "/dev/zero (deleted)".into(),
+            dev_major: 0,
+            dev_minor: 1,
+            inode: ino,
+            size: len,
+        });
         Arc::new(MapFile {
+            vm,
             path: "/dev/zero".into(),
             deleted: true,
             dev_major: 0,

@@ -40,6 +40,7 @@ mod mmap;
 mod mprotect;
 mod mremap;
 mod munmap;
+mod publish;
 mod unmapped;
 
 use std::collections::BTreeMap;
@@ -51,6 +52,8 @@ pub use config::{MmConfig, Overcommit, PAGE_SIZE, TASK_SIZE};
 pub use engine::EngineTarget;
 pub use error::Errno;
 use flags::*;
+pub use publish::Handle;
+use publish::Published;
 
 /// Page mask (`PAGE_MASK` is `!(PAGE_SIZE - 1)`).
 const PAGE_MASK: u64 = !(PAGE_SIZE - 1);
@@ -94,13 +97,18 @@ pub struct MapFile {
     pub noexec: bool,
     /// Regular file or shmem.
     pub kind: FileKind,
+    /// The file as published VMAs carry it (`crate::vma::VmFile`): identity follows this `MapFile`.
+    pub vm: Arc<crate::vma::VmFile>,
 }
 
 impl MapFile {
     /// A regular file opened read-write on an exec-allowed file system (what op scripts create).
     pub fn regular(path: impl Into<String>, inode: u64, size: u64) -> Arc<MapFile> {
+        let path = path.into();
+        let vm = Arc::new(crate::vma::VmFile { name: path.clone(), dev_major: 0, dev_minor: 0, inode, size });
         Arc::new(MapFile {
-            path: path.into(),
+            vm,
+            path,
             deleted: false,
             dev_major: 0,
             dev_minor: 0,
@@ -132,6 +140,8 @@ pub struct Area {
     pub anon: AnonState,
     /// Anonymous VMA name (`PR_SET_VMA_ANON_NAME`).
     pub name: Option<Arc<str>>,
+    /// The published VMA (none until the next publication for a new or copied model VMA).
+    pub vma: Handle,
 }
 
 impl Area {
@@ -188,6 +198,8 @@ pub struct Mm {
     alloc_budget: Option<u64>,
     /// Next inode number for shmem objects.
     next_shmem_ino: u64,
+    /// The readers' view: locks, tree, pool VMAs.
+    pubs: Published,
 }
 
 impl fmt::Debug for Mm {
@@ -210,6 +222,7 @@ impl Mm {
             vmas: BTreeMap::new(),
             alloc_budget: None,
             next_shmem_ino: 1,
+            pubs: Published::new(),
         }
     }
 
@@ -261,16 +274,14 @@ impl Mm {
     /// Reserves `n` allocations (VMA objects plus tree preallocation) or fails with ENOMEM.
     fn reserve(&mut self, n: u64) -> Result<(), Errno> {
         match &mut self.alloc_budget {
-            None => Ok(()),
-            Some(left) if *left >= n => {
-                *left -= n;
-                Ok(())
-            }
+            None => {}
+            Some(left) if *left >= n => *left -= n,
             Some(left) => {
                 *left = 0;
-                Err(Errno::ENOMEM)
+                return Err(Errno::ENOMEM);
             }
         }
+        self.reserve_published(n)
     }
 
     /// Checks every invariant (module docs); returns the first violation.
@@ -300,6 +311,9 @@ impl Mm {
             }
             prev_end = a.end;
         }
+        if self.pubs.dirty.is_none() {
+            self.validate_published()?;
+        }
         Ok(())
     }
 
@@ -316,15 +330,20 @@ impl Mm {
     }
 
     fn get_mut(&mut self, start: u64) -> &mut Area {
+        let end = self.vmas[&start].end;
+        self.mark_dirty(start, end);
         self.vmas.get_mut(&start).expect("VMA key present")
     }
 
     fn remove(&mut self, start: u64) -> Area {
-        self.vmas.remove(&start).expect("VMA key present")
+        let a = self.vmas.remove(&start).expect("VMA key present");
+        self.mark_dirty(a.start, a.end);
+        a
     }
 
     fn insert(&mut self, a: Area) {
         debug_assert!(a.start < a.end);
+        self.mark_dirty(a.start, a.end);
         self.vmas.insert(a.start, a);
     }
 
@@ -414,13 +433,17 @@ impl Mm {
     /// file, the file size (SIGBUS beyond it), and on a write to a private VMA gives it an anon_vma. Only VMA
     /// state changes: page tables are not modelled here. `EFAULT` for an access that raises SIGSEGV/SIGBUS.
     pub fn fault(&mut self, addr: u64, write: bool) -> Result<(), Errno> {
-        self.access(addr, write, false)
+        let r = self.access(addr, write, false);
+        self.publish();
+        r
     }
 
     /// The same access made through GUP (`process_vm_readv`/`writev`, as the op-script `touch` does on the
     /// live kernel): no stack expansion (GUP stopped growing stacks in 6.5), and a read needs `VM_READ`.
     pub fn gup_access(&mut self, addr: u64, write: bool) -> Result<(), Errno> {
-        self.access(addr, write, true)
+        let r = self.access(addr, write, true);
+        self.publish();
+        r
     }
 
     fn access(&mut self, addr: u64, write: bool, gup: bool) -> Result<(), Errno> {

@@ -16,6 +16,12 @@ use super::{Errno, Mm, PAGE_MASK, page_align};
 impl Mm {
     /// `mprotect(start, len, prot)`.
     pub fn mprotect(&mut self, start: u64, len: u64, prot: u32) -> Result<(), Errno> {
+        let r = self.do_mprotect(start, len, prot);
+        self.publish();
+        r
+    }
+
+    fn do_mprotect(&mut self, start: u64, len: u64, prot: u32) -> Result<(), Errno> {
         let grows = prot & (PROT_GROWSDOWN | PROT_GROWSUP);
         let prot = prot & !(PROT_GROWSDOWN | PROT_GROWSUP);
         if grows == PROT_GROWSDOWN | PROT_GROWSUP {

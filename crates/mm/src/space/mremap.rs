@@ -59,6 +59,19 @@ impl Mm {
         flags: u32,
         new_addr: u64,
     ) -> Result<u64, Errno> {
+        let r = self.do_mremap(addr, old_len, new_len, flags, new_addr);
+        self.publish();
+        r
+    }
+
+    fn do_mremap(
+        &mut self,
+        addr: u64,
+        old_len: u64,
+        new_len: u64,
+        flags: u32,
+        new_addr: u64,
+    ) -> Result<u64, Errno> {
         let mut v = Vrm {
             addr,
             old_len: page_align(old_len),

@@ -20,7 +20,9 @@ pub(crate) struct Gathered {
 impl Mm {
     /// `munmap(start, len)`.
     pub fn munmap(&mut self, start: u64, len: u64) -> Result<(), Errno> {
-        self.do_munmap(start, len, true)
+        let r = self.do_munmap(start, len, true);
+        self.publish();
+        r
     }
 
     /// `do_vmi_munmap`; `reserve` is false when the caller already reserved its worst case.

@@ -161,4 +161,5 @@ static SENTINEL: super::Area = super::Area {
     file: None,
     anon: super::AnonState::EMPTY,
     name: None,
+    vma: super::Handle(None),
 };
