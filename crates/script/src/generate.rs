@@ -60,6 +60,10 @@ struct Gen {
     rng: SmallRng,
     cfg: GenConfig,
     grid: Vec<Slot>,
+    /// Per grid page, the id of the call that last shaped it (mmap, mprotect, mremap): a run of one id is
+    /// probably a single VMA, which is what mremap needs as its source.
+    seg: Vec<u32>,
+    next_seg: u32,
     /// (name, size in pages) of the declared files.
     files: Vec<(String, u64)>,
 }
@@ -70,9 +74,43 @@ impl Gen {
     }
 
     fn set(&mut self, page: u64, pages: u64, slot: impl Fn(u64) -> Slot) {
+        self.next_seg += 1;
         for p in page..(page + pages).min(self.cfg.grid_pages) {
             self.grid[p as usize] = slot(p - page);
+            self.seg[p as usize] = self.next_seg;
         }
+    }
+
+    /// Marks the mapped pages of a range as reshaped (mprotect splits them off their neighbours).
+    fn reshape(&mut self, page: u64, pages: u64) {
+        self.next_seg += 1;
+        for p in page..(page + pages).min(self.cfg.grid_pages) {
+            self.seg[p as usize] = self.next_seg;
+        }
+    }
+
+    fn any_mapped(&self, page: u64, pages: u64) -> bool {
+        (page..(page + pages).min(self.cfg.grid_pages)).any(|p| self.grid[p as usize] != Slot::Free)
+    }
+
+    /// Maximal runs of mapped pages with one segment id, as (first page, pages).
+    fn segments(&self) -> Vec<(u64, u64)> {
+        let mut v = Vec::new();
+        let mut p = 0;
+        while p < self.cfg.grid_pages {
+            if self.grid[p as usize] == Slot::Free {
+                p += 1;
+                continue;
+            }
+            let s = p;
+            let id = self.seg[p as usize];
+            while p < self.cfg.grid_pages && self.grid[p as usize] != Slot::Free && self.seg[p as usize] == id
+            {
+                p += 1;
+            }
+            v.push((s, p - s));
+        }
+        v
     }
 
     /// Maximal runs of mapped pages as (first page, pages).
@@ -102,25 +140,27 @@ impl Gen {
     fn target_range(&mut self) -> (u64, u64) {
         let runs = self.runs();
         let g = self.cfg.grid_pages;
-        if runs.is_empty() || self.rng.random_bool(0.15) {
+        if runs.is_empty() || self.rng.random_bool(0.08) {
             let p = self.rng.random_range(0..g);
             let n = self.small_len();
             return (p, n);
         }
         let (s, n) = runs[self.rng.random_range(0..runs.len())];
-        match self.rng.random_range(0..6) {
-            0 => (s, n),
-            1 => (s, self.rng.random_range(1..=n)),
-            2 => {
+        // Mostly inside the run (whole, head, tail, middle), sometimes across one of its ends.
+        match self.rng.random_range(0..20) {
+            0..=4 => (s, n),
+            5..=8 => (s, self.rng.random_range(1..=n)),
+            9..=12 => {
                 let k = self.rng.random_range(1..=n);
                 (s + n - k, k)
             }
-            3 if n >= 3 => {
+            13..=16 if n >= 3 => {
                 let a = self.rng.random_range(1..n - 1);
                 let b = self.rng.random_range(a + 1..n);
                 (s + a, b - a)
             }
-            4 => {
+            13..=16 => (s, n),
+            17 | 18 => {
                 // Across the end of this run into whatever follows.
                 let a = self.rng.random_range(0..n);
                 (s + a, n - a + self.small_len())
@@ -221,7 +261,10 @@ impl Gen {
             _ => {}
         }
         let fixed = flags & (MmapFlags::FIXED | MmapFlags::FIXED_NOREPLACE) != 0;
-        if fixed && addr.is_multiple_of(PAGE) && len > 0 && self.cfg.arena.contains(addr) {
+        let doomed = flags & (MmapFlags::PRIVATE | MmapFlags::SHARED) == 0
+            || file.as_ref().is_some_and(|(_, off)| !off.is_multiple_of(PAGE))
+            || (flags & MmapFlags::FIXED_NOREPLACE != 0 && self.any_mapped(page, len.div_ceil(PAGE)));
+        if fixed && !doomed && addr.is_multiple_of(PAGE) && len > 0 && self.cfg.arena.contains(addr) {
             let pages = len.div_ceil(PAGE);
             match &file {
                 None => self.set(page, pages, |_| Slot::Anon),
@@ -254,19 +297,20 @@ impl Gen {
             0 => addr += 0x10,
             1 => len = 0,
             2 => len = len - PAGE + 1,
-            _ => {}
+            _ => self.reshape(p, n),
         }
         Op::Mprotect { addr, len, prot: self.prot() }
     }
 
     fn mremap(&mut self) -> Op {
-        let runs = self.runs();
-        let (p, n) = if runs.is_empty() || self.rng.random_bool(0.15) {
+        // The source: mostly one probable VMA (a segment), sometimes a whole run of them or any range.
+        let segs = if self.rng.random_bool(0.8) { self.segments() } else { self.runs() };
+        let (p, n) = if segs.is_empty() || self.rng.random_bool(0.1) {
             self.target_range()
         } else {
-            runs[self.rng.random_range(0..runs.len())]
+            segs[self.rng.random_range(0..segs.len())]
         };
-        let old_len_pages = if self.rng.random_bool(0.7) { n } else { self.rng.random_range(1..=n.max(1)) };
+        let old_len_pages = if self.rng.random_bool(0.5) { n } else { self.rng.random_range(1..=n.max(1)) };
         let addr = self.addr(p);
         let old_len = old_len_pages * PAGE;
         let shape = self.rng.random_range(0..10);
@@ -431,6 +475,8 @@ pub fn generate(seed: u64, cfg: &GenConfig) -> Script {
         rng: SmallRng::seed_from_u64(seed),
         cfg,
         grid: vec![Slot::Free; grid_pages as usize],
+        seg: vec![0; grid_pages as usize],
+        next_seg: 0,
         files: vec![("f0".into(), grid_pages), ("f1".into(), 8)],
     };
     let mut ops: Vec<Op> =
