@@ -305,3 +305,36 @@ fn mmap_lock_downgrade() {
         assert_eq!(get(&data), 11);
     });
 }
+
+/// A payload that records its own destruction in a flag outside itself.
+struct Tracked {
+    dropped: Arc<loom::sync::atomic::AtomicBool>,
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        // SeqCst: test bookkeeping, read by the reader's assertion.
+        self.dropped.store(true, Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn rcu_arc_reader_vs_replace() {
+    // A reader clones an attribute while the writer replaces it: the old value must stay alive until the
+    // reader's own reference is taken (the writer's reference is given back only after a grace period).
+    model(|| {
+        let dropped = Arc::new(loom::sync::atomic::AtomicBool::new(false));
+        let cell = Arc::new(vmspace_mm::vma::RcuArc::<Tracked>::empty());
+        cell.store(Some(StdArc::new(Tracked { dropped: dropped.clone() })));
+        let c2 = cell.clone();
+        let reader = thread::spawn(move || {
+            if let Some(a) = c2.load() {
+                // SeqCst: test bookkeeping.
+                assert!(!a.dropped.load(Ordering::SeqCst), "attribute freed under a reader");
+            }
+        });
+        cell.store(None);
+        reader.join().unwrap();
+        assert!(cell.load().is_none());
+    });
+}
