@@ -14,6 +14,12 @@
 //!   to the same mm at another range) while a reader holds a stale pointer: the reader fails or re-validates.
 //! - `mmap_write_unlock_releases_all`: every VMA write lock of an epoch ends at `mmap_write_unlock`.
 //! - `mmap_lock_reader_writer` / `mmap_lock_downgrade`: the rwsem itself.
+//! - `rcu_arc_reader_vs_replace`: a VMA attribute replaced under a reader stays alive until the reader's own
+//!   reference is taken.
+//!
+//! Under loom a parked thread only yields (see `vma::park`), so these models check the atomics and orderings
+//! of the protocols, not the wake-ups; lost wake-ups are the business of the std tests (`mmap_lock` unit tests,
+//! `vma_lock_stress`).
 #![cfg(loom)]
 
 use std::sync::Arc as StdArc;

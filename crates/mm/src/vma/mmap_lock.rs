@@ -701,4 +701,64 @@ mod tests {
         assert_eq!(mm.mm_lock_seq().raw_read(), 4 * iters);
         assert!(!mm.is_contended());
     }
+
+    #[test]
+    fn mixed_operations_make_progress() {
+        // Readers, writers, downgraders and try-lockers on one lock; a watchdog turns a lost wake-up (a hang)
+        // into a failure.
+        let mm = std::sync::Arc::new(MmLocking::new());
+        let a = std::sync::Arc::new(StdU64::new(0));
+        let b = std::sync::Arc::new(StdU64::new(0));
+        let (tx, rx) = std::sync::mpsc::channel();
+        for t in 0..4u64 {
+            let (mm, a, b, tx) = (mm.clone(), a.clone(), b.clone(), tx.clone());
+            std::thread::spawn(move || {
+                let mut x = 0x2545_f491_4f6c_dd1d_u64 ^ t;
+                for _ in 0..3000 {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    match x % 6 {
+                        0 | 1 => {
+                            let _r = mm.read_lock();
+                            assert_eq!(a.load(O::Relaxed), b.load(O::Relaxed));
+                        }
+                        2 => {
+                            let _w = mm.write_lock();
+                            let v = a.load(O::Relaxed) + 1;
+                            a.store(v, O::Relaxed);
+                            b.store(v, O::Relaxed);
+                        }
+                        3 => {
+                            let w = mm.write_lock();
+                            let v = a.load(O::Relaxed) + 1;
+                            a.store(v, O::Relaxed);
+                            b.store(v, O::Relaxed);
+                            let _r = w.downgrade();
+                            assert_eq!(a.load(O::Relaxed), v, "a writer got in under a downgraded hold");
+                        }
+                        4 => {
+                            if let Some(_w) = mm.try_write_lock() {
+                                let v = a.load(O::Relaxed) + 1;
+                                a.store(v, O::Relaxed);
+                                b.store(v, O::Relaxed);
+                            }
+                        }
+                        _ => {
+                            if let Some(_r) = mm.try_read_lock() {
+                                assert_eq!(a.load(O::Relaxed), b.load(O::Relaxed));
+                            }
+                        }
+                    }
+                }
+                tx.send(()).unwrap();
+            });
+        }
+        for _ in 0..4 {
+            rx.recv_timeout(Duration::from_secs(60)).expect("a thread hung on the mmap lock");
+        }
+        assert!(!mm.is_contended());
+        assert_eq!(mm.mmap_lock().reader_count(), 0);
+        assert!(!mm.mmap_lock().is_write_locked());
+    }
 }

@@ -13,7 +13,9 @@
 //!   [`vma_start_read_locked`]; all VMA write locks end together at `mmap_write_unlock`.
 //! - [`VmaPool`] ([`pool`]): type-stable VMAs reused without a grace period.
 //! - [`lock_vma_under_rcu`] ([`lookup`]): the fault path's RCU walk plus per-VMA read lock; [`lock_next_vma`]:
-//!   the maps reader's next-VMA step with false-gap validation and mmap_lock fall-back.
+//!   the maps reader's next-VMA step with false-gap validation and mmap_lock fall-back. Both walk any tree that
+//!   implements [`VmaLookup`] (point lookup) / [`VmaFind`] (next VMA from an address); `MapleTree<&'static
+//!   Vma>` implements both.
 //!
 //! # The writer's protocol (what the address-space code must do)
 //!
