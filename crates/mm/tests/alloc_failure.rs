@@ -1,4 +1,5 @@
-//! Allocation-failure injection: every call reserves its worst case (VMA objects and tree nodes) before its
+//! Allocation-failure injection (the engine's allocation budget, and the published tree's node allocator):
+//! every call reserves its worst case (VMA objects and tree nodes) before its
 //! point of no return, so a failure injected after any number of allocations either lets the call succeed
 //! exactly as without injection or fails it with ENOMEM (EAGAIN for madvise) leaving the address space
 //! unchanged. Nothing leaks: every anon_vma's active-VMA count equals the VMAs that point at it.
@@ -87,5 +88,34 @@ fn injected_failures_change_nothing() {
         }
         assert!(succeeded_at.is_some(), "{what} never succeeds within 12 allocations");
         assert!(want.is_ok(), "{what}: {want:?}");
+    }
+}
+
+/// The same with the published tree's node allocations failing (the reservation made before each call's
+/// point of no return fails instead).
+#[test]
+fn injected_tree_failures_change_nothing() {
+    for (what, op) in OPS {
+        let mut reference = setup();
+        let want = op(&mut reference);
+        let want_maps = reference.maps_text();
+        for k in 0..40 {
+            let mut m = setup();
+            let before = m.maps_text();
+            m.inject_tree_alloc_failure(Some(k));
+            let r = op(&mut m);
+            m.inject_tree_alloc_failure(None);
+            m.validate().unwrap_or_else(|e| panic!("{what} (tree fails after {k}): {e}"));
+            no_leaks(&m);
+            match r {
+                Err(e) if e == Errno::ENOMEM || e == Errno::EAGAIN => {
+                    assert_eq!(m.maps_text(), before, "{what}: tree failure after {k} changed the maps");
+                }
+                other => {
+                    assert_eq!(other, want, "{what} (tree fails after {k})");
+                    assert_eq!(m.maps_text(), want_maps, "{what} (tree fails after {k})");
+                }
+            }
+        }
     }
 }

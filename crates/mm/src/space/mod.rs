@@ -52,8 +52,8 @@ pub use config::{MmConfig, Overcommit, PAGE_SIZE, TASK_SIZE};
 pub use engine::EngineTarget;
 pub use error::Errno;
 use flags::*;
-pub use publish::Handle;
 use publish::Published;
+pub use publish::{Handle, MmShared};
 
 /// Page mask (`PAGE_MASK` is `!(PAGE_SIZE - 1)`).
 const PAGE_MASK: u64 = !(PAGE_SIZE - 1);

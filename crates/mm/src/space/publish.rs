@@ -22,6 +22,7 @@
 //! allocation failure is an ENOMEM with nothing changed.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use vmspace_maple::MapleTree;
 
@@ -41,10 +42,26 @@ impl Clone for Handle {
     }
 }
 
+/// What readers share with the writer: the mm's locks and its VMA tree. Readers on other threads hold an
+/// `Arc` of it ([`Mm::shared`]) while the writer keeps `&mut Mm`; every change they can observe is made under
+/// `locking`'s mmap write lock by [`Mm::publish`].
+pub struct MmShared {
+    /// The mmap_lock, `mm_lock_seq` and the lock statistics.
+    pub locking: MmLocking,
+    /// The VMA tree (RCU mode).
+    pub tree: MapleTree<&'static Vma>,
+}
+
+/// Lock-free lookups (`lock_vma_under_rcu`) go through the published tree.
+impl VmaLookup for MmShared {
+    fn vma_at(&self, addr: u64, guard: &vmspace_rcu::Guard) -> Option<&'static Vma> {
+        self.tree.load_in(addr, guard)
+    }
+}
+
 /// The published side of an [`Mm`].
 pub(crate) struct Published {
-    pub locking: MmLocking,
-    pub tree: MapleTree<&'static Vma>,
+    pub shared: Arc<MmShared>,
     pub pool: &'static VmaPool,
     /// Pool VMAs reserved for the current call.
     pub stash: Vec<&'static Vma>,
@@ -55,8 +72,7 @@ pub(crate) struct Published {
 impl Published {
     pub fn new() -> Self {
         Published {
-            locking: MmLocking::new(),
-            tree: MapleTree::new(),
+            shared: Arc::new(MmShared { locking: MmLocking::new(), tree: MapleTree::new() }),
             pool: VmaPool::global(),
             stash: Vec::new(),
             dirty: None,
@@ -100,10 +116,10 @@ impl Mm {
     /// call's publication cannot fail. ENOMEM (nothing changed) if either allocation fails.
     pub(crate) fn reserve_published(&mut self, n: u64) -> Result<(), Errno> {
         while (self.pubs.stash.len() as u64) < n {
-            let v = self.pubs.pool.alloc(&self.pubs.locking).map_err(|_| Errno::ENOMEM)?;
+            let v = self.pubs.pool.alloc(&self.pubs.shared.locking).map_err(|_| Errno::ENOMEM)?;
             self.pubs.stash.push(v);
         }
-        let mut w = self.pubs.tree.lock();
+        let mut w = self.pubs.shared.tree.lock();
         let need = w.worst_case((2 * n as usize + 2).min(MAX_RESERVED_STORES));
         if w.reserved() < need {
             w.reserve(need - w.reserved()).map_err(|_| Errno::ENOMEM)?;
@@ -126,10 +142,10 @@ impl Mm {
                 hi = hi.max(a.end);
             }
             let g = vmspace_rcu::pin();
-            if let Some((f, _, _)) = self.pubs.tree.load_range_in(lo, &g) {
+            if let Some((f, _, _)) = self.pubs.shared.tree.load_range_in(lo, &g) {
                 lo = lo.min(f);
             }
-            if let Some((_, l, _)) = self.pubs.tree.load_range_in(hi - 1, &g) {
+            if let Some((_, l, _)) = self.pubs.shared.tree.load_range_in(hi - 1, &g) {
                 hi = hi.max(l.saturating_add(1));
             }
         }
@@ -138,7 +154,7 @@ impl Mm {
         {
             let g = vmspace_rcu::pin();
             let mut pos = lo;
-            while let Some((f, l, v)) = self.pubs.tree.find_in(pos, hi - 1, &g) {
+            while let Some((f, l, v)) = self.pubs.shared.tree.find_in(pos, hi - 1, &g) {
                 old.push((f, l, v));
                 if l >= hi - 1 {
                     break;
@@ -147,7 +163,8 @@ impl Mm {
             }
         }
         let Mm { vmas, pubs, .. } = self;
-        let locking = &pubs.locking;
+        let shared = pubs.shared.clone();
+        let locking = &shared.locking;
         let _w = locking.write_lock();
         // Which published VMAs stay exactly as they are.
         let unchanged: HashSet<*const Vma> = keys
@@ -168,7 +185,7 @@ impl Mm {
         }
         // 3. Update, attach, store.
         let mut live: HashSet<*const Vma> = HashSet::new();
-        let mut w = pubs.tree.lock();
+        let mut w = shared.tree.lock();
         let mut cursor = lo;
         for k in &keys {
             let a = vmas.get_mut(k).expect("key");
@@ -183,7 +200,11 @@ impl Mm {
                 }
                 vma_start_write(locking, v);
                 write_fields(locking, v, a);
-                w.store_range(a.start, a.end - 1, Some(v)).expect("tree store within reservation");
+                let in_place =
+                    old.iter().any(|(f, l, o)| std::ptr::eq(*o, v) && *f == a.start && *l == a.end - 1);
+                if !in_place {
+                    w.store_range(a.start, a.end - 1, Some(v)).expect("tree store within reservation");
+                }
             } else {
                 let v = match pubs.stash.pop() {
                     Some(v) => v,
@@ -212,31 +233,46 @@ impl Mm {
         }
     }
 
+    /// Makes the published tree's node allocation fail after `after` more allocations (`None`: never). The
+    /// reservation made before each call turns such a failure into an ENOMEM with nothing changed.
+    pub fn inject_tree_alloc_failure(&self, after: Option<u64>) {
+        self.pubs.shared.tree.inject_alloc_failure(after);
+    }
+
+    /// The readers' handle: locks and tree, shareable with reader threads.
+    pub fn shared(&self) -> Arc<MmShared> {
+        self.pubs.shared.clone()
+    }
+
     /// The lock side of this mm (mmap_lock, `mm_lock_seq`, statistics): what readers lock against.
     pub fn locking(&self) -> &MmLocking {
-        &self.pubs.locking
+        &self.pubs.shared.locking
     }
 
     /// The published VMA tree (RCU mode): what lock-free readers walk.
     pub fn tree(&self) -> &MapleTree<&'static Vma> {
-        &self.pubs.tree
+        &self.pubs.shared.tree
     }
 
     /// Checks the published view against the model: the tree is valid, holds exactly one range per model VMA
     /// (`[start, end - 1]`) pointing at an attached pool VMA of this mm with the model's fields.
     pub(crate) fn validate_published(&self) -> Result<(), String> {
-        self.pubs.tree.validate()?;
-        if self.pubs.tree.len() != self.vmas.len() {
-            return Err(format!("tree has {} ranges, model {}", self.pubs.tree.len(), self.vmas.len()));
+        self.pubs.shared.tree.validate()?;
+        if self.pubs.shared.tree.len() != self.vmas.len() {
+            return Err(format!(
+                "tree has {} ranges, model {}",
+                self.pubs.shared.tree.len(),
+                self.vmas.len()
+            ));
         }
         let g = vmspace_rcu::pin();
         for a in self.vmas.values() {
             let Some(v) = a.vma.0 else { return Err(format!("unpublished VMA {a:?}")) };
-            match self.pubs.tree.load_range_in(a.start, &g) {
+            match self.pubs.shared.tree.load_range_in(a.start, &g) {
                 Some((f, l, t)) if f == a.start && l == a.end - 1 && std::ptr::eq(t, v) => {}
                 other => return Err(format!("tree range for {a:?}: {:?}", other.map(|(f, l, _)| (f, l)))),
             }
-            if v.is_detached() || v.mm_id() != self.pubs.locking.id() || !same_model(v, a) {
+            if v.is_detached() || v.mm_id() != self.pubs.shared.locking.id() || !same_model(v, a) {
                 return Err(format!("published VMA differs from the model: {v:?} vs {a:?}"));
             }
         }
@@ -244,21 +280,22 @@ impl Mm {
     }
 }
 
-/// Lock-free lookups (`lock_vma_under_rcu`) go through the published tree.
+/// Lock-free lookups (`lock_vma_under_rcu`) go through the published tree (also from [`MmShared`]).
 impl VmaLookup for Mm {
     fn vma_at(&self, addr: u64, guard: &vmspace_rcu::Guard) -> Option<&'static Vma> {
-        self.pubs.tree.load_in(addr, guard)
+        self.pubs.shared.tree.load_in(addr, guard)
     }
 }
 
 impl Drop for Mm {
     fn drop(&mut self) {
         let Mm { vmas, pubs, .. } = self;
-        let locking = &pubs.locking;
+        let shared = pubs.shared.clone();
+        let locking = &shared.locking;
         let _w = locking.write_lock();
         let handles: Vec<&'static Vma> = vmas.values_mut().filter_map(|a| a.vma.0.take()).collect();
         {
-            let mut w = pubs.tree.lock();
+            let mut w = shared.tree.lock();
             for v in &handles {
                 vma_start_write(locking, v);
                 let _ = w.store_range(v.start(), v.end() - 1, None);
