@@ -31,7 +31,8 @@
 //! syscall (it returns the resulting break). `file NAME SIZE` creates `NAME` in a fresh temporary directory
 //! (opened read-write, truncated to SIZE); `fd=NAME` maps it. `touch` accesses one byte per page with
 //! `process_vm_readv`/`process_vm_writev` on the child itself: the kernel faults the page in exactly as a
-//! user access would (through GUP, honouring the VMA's protection, without FOLL_FORCE), but reports EFAULT
+//! user access would (through GUP, honouring the VMA's protection, without FOLL_FORCE; one difference from
+//! a CPU access: GUP refuses to read a page without VM_READ, such as a `-w-` one), but reports EFAULT
 //! instead of raising SIGSEGV or SIGBUS, which gives the first bad page without signal handling. A write
 //! stores the byte 0x5a.
 //!

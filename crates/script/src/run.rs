@@ -58,8 +58,10 @@ pub trait Target {
     fn madvise(&mut self, addr: u64, len: u64, advice: Advice) -> Result<u64, Errno>;
 
     /// `touch ADDR LEN r|w`: access one byte in every page of `[addr & PAGE_MASK, addr + len)` in address
-    /// order, as a user read or write would (a write to a read-only page, any access to a `---` page, to an
-    /// unmapped page or to a file page beyond the end of the file fails). Returns `Ok(())` when every page was
+    /// order with the rules of get_user_pages without FOLL_FORCE (what `process_vm_readv`/`writev` use):
+    /// a write needs VM_WRITE, a read needs VM_READ (so unlike an x86 CPU read, a read of a `-w-` page
+    /// fails), an unmapped page or a file page beyond the end of the file fails; faults have their usual side
+    /// effects (a write fault on a private VMA prepares its anon_vma). Returns `Ok(())` when every page was
     /// accessed, or `Err(page)` with the page-aligned address of the first page that could not be (pages
     /// before it have been accessed, with their faults' side effects; none after it). `len == 0` touches
     /// nothing. Never kills the process (no SIGSEGV/SIGBUS).
