@@ -22,6 +22,7 @@ fn setup() -> Mm {
     m.mprotect(B + 4 * P, 2 * P, PROT_READ).unwrap();
     m.mmap(B + 10 * P, 4 * P, RW, AF, None, 0).unwrap();
     m.mmap(B + 14 * P, 2 * P, PROT_READ, AF, None, 0).unwrap();
+    m.madvise(B + 10 * P, 2 * P, MADV_DONTFORK).unwrap();
     m
 }
 
@@ -54,6 +55,11 @@ const OPS: &[Op] = &[
     ("mremap dontunmap", |m| m.mremap(B, 2 * P, 2 * P, MREMAP_MAYMOVE | MREMAP_DONTUNMAP, B + 50 * P)),
     ("madvise dontfork", |m| m.madvise(B + 2 * P, 3 * P, MADV_DONTFORK).map(|_| 0)),
     ("anon name", |m| m.set_anon_name(B + 11 * P, P, Some("x")).map(|_| 0)),
+    ("fork", |m| {
+        let child = m.fork()?;
+        child.validate().expect("child valid");
+        Ok(child.map_count())
+    }),
 ];
 
 #[test]

@@ -273,15 +273,23 @@ impl Mm {
 
     /// Reserves `n` allocations (VMA objects plus tree preallocation) or fails with ENOMEM.
     fn reserve(&mut self, n: u64) -> Result<(), Errno> {
+        self.charge_budget(n)?;
+        self.reserve_published(n)
+    }
+
+    /// Draws `n` allocations from the injected-failure budget.
+    fn charge_budget(&mut self, n: u64) -> Result<(), Errno> {
         match &mut self.alloc_budget {
-            None => {}
-            Some(left) if *left >= n => *left -= n,
+            None => Ok(()),
+            Some(left) if *left >= n => {
+                *left -= n;
+                Ok(())
+            }
             Some(left) => {
                 *left = 0;
-                return Err(Errno::ENOMEM);
+                Err(Errno::ENOMEM)
             }
         }
-        self.reserve_published(n)
     }
 
     /// Checks every invariant (module docs); returns the first violation.

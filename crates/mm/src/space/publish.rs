@@ -93,7 +93,7 @@ fn same_model(v: &Vma, a: &Area) -> bool {
         && v.anon_name().as_deref() == a.name.as_deref()
 }
 
-fn write_fields(locking: &MmLocking, v: &Vma, a: &Area) {
+pub(crate) fn write_fields(locking: &MmLocking, v: &Vma, a: &Area) {
     v.set_range(locking, a.start, a.end);
     v.set_flags(locking, VmFlags::from_bits(a.flags));
     v.set_pgoff(locking, a.pgoff);
