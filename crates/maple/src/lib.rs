@@ -122,8 +122,8 @@ use loom::sync::{Mutex, MutexGuard};
 #[cfg(not(loom))]
 use std::sync::{Mutex, MutexGuard};
 
-use vmspace_rcu::Guard;
 use vmspace_rcu::sync::{AtomicU64, Ordering};
+use vmspace_rcu::{CachePadded, Guard};
 
 pub use read::{Cursor, PausedCursor};
 
@@ -248,7 +248,7 @@ pub struct NodeStats {
     pub allocated: u64,
     /// Nodes whose memory was released (at once, or after their grace period).
     pub freed: u64,
-    /// Nodes retired and waiting for their grace period. A writer hands retired nodes to RCU in batches (128
+    /// Nodes retired and waiting for their grace period. A writer hands retired nodes to RCU in batches (512
     /// nodes; see [`Writer::flush_retired`]), so up to a batch can wait here while the tree is idle.
     pub pending_free: u64,
     /// Nodes preallocated by [`Writer::reserve`] and not used yet (this tree).
@@ -284,8 +284,10 @@ pub(crate) struct WState {
 ///
 /// `Send + Sync`: share it with `&` or `Arc`; readers on any thread, one writer at a time.
 pub struct MapleTree<T: Entry> {
-    /// Encoded root node, or 0 for an empty tree.
-    root: AtomicU64,
+    /// Encoded root node, or 0 for an empty tree. Alone on its cache line (128 bytes with the adjacent-line
+    /// prefetch pair): every lookup reads it, so the words a writer changes on every store (the entry count, the
+    /// writer mutex) must not share its line, or each store would take the line from every reader.
+    root: CachePadded<AtomicU64>,
     /// Number of non-NULL ranges.
     len: AtomicU64,
     w: Mutex<WState>,
@@ -319,7 +321,7 @@ impl<T: Entry> fmt::Debug for MapleTree<T> {
 impl<T: Entry> MapleTree<T> {
     fn with_mode(rcu: bool, counters: Arc<Counters>) -> Self {
         MapleTree {
-            root: AtomicU64::new(0),
+            root: CachePadded::new(AtomicU64::new(0)),
             len: AtomicU64::new(0),
             w: Mutex::new(WState { height: 0, rcu, pool: Vec::new(), retired: Vec::new() }),
             counters,
