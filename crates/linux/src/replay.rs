@@ -387,14 +387,20 @@ pub fn replay_kernel_in(script: &Script, arena: Arena) -> Result<Output, ReplayE
     drop(dir_fd);
     let mut bytes = Vec::new();
     let mut buf = [0u8; 8192];
+    let mut read_error = None;
     loop {
         match rustix::io::read(&rd, &mut buf) {
             Ok(0) => break,
             Ok(n) => bytes.extend_from_slice(&buf[..n]),
             Err(rustix::io::Errno::INTR) => continue,
-            Err(e) => return Err(ReplayError::Setup(e.into())),
+            Err(e) => {
+                // Still reap the child below; closing the pipe makes a blocked writer fail and exit.
+                read_error = Some(e);
+                break;
+            }
         }
     }
+    drop(rd);
     let mut status = 0;
     loop {
         // SAFETY: waiting for our own child; `status` is a valid out-pointer.
@@ -407,6 +413,9 @@ pub fn replay_kernel_in(script: &Script, arena: Arena) -> Result<Output, ReplayE
         }
     }
     drop(tmp);
+    if let Some(e) = read_error {
+        return Err(ReplayError::Setup(e.into()));
+    }
     let text = String::from_utf8_lossy(&bytes).into_owned();
     if libc::WIFSIGNALED(status) {
         return Err(ReplayError::Child(format!("killed by signal {}", libc::WTERMSIG(status))));
