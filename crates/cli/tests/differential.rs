@@ -3,7 +3,8 @@
 //!
 //! * `generated_scripts_match_the_kernel`: `VMSPACE_DIFF_SCRIPTS` scripts (default 2,000) of
 //!   `VMSPACE_DIFF_CALLS` calls (default 60) from the script crate's seeded generator, seeds
-//!   `VMSPACE_DIFF_SEED..` (default 0), split over two threads (the kernel runner forks a child per script).
+//!   `VMSPACE_DIFF_SEED..` (default 0), on a grid of `VMSPACE_DIFF_GRID` pages (the generator's default),
+//!   split over two threads (the kernel runner forks a child per script).
 //!   Every difference is minimised (delta debugging: drop chunks of lines while the difference persists) and
 //!   printed as a ready-to-commit regression script; the test fails on any difference.
 //! * `generated_fork_scripts_match_the_kernel`: the same with `fork` enabled (a smaller batch).
@@ -161,7 +162,8 @@ fn generated_scripts_match_the_kernel() {
     let count = env_u64("VMSPACE_DIFF_SCRIPTS", 2000);
     let calls = env_u64("VMSPACE_DIFF_CALLS", 60) as usize;
     let seed = env_u64("VMSPACE_DIFF_SEED", 0);
-    run_batch(seed, count, GenConfig { calls, ..GenConfig::default() });
+    let grid_pages = env_u64("VMSPACE_DIFF_GRID", GenConfig::default().grid_pages);
+    run_batch(seed, count, GenConfig { calls, grid_pages, ..GenConfig::default() });
 }
 
 #[test]
@@ -169,7 +171,8 @@ fn generated_fork_scripts_match_the_kernel() {
     let count = env_u64("VMSPACE_DIFF_FORK_SCRIPTS", 300);
     let calls = env_u64("VMSPACE_DIFF_CALLS", 60) as usize;
     let seed = env_u64("VMSPACE_DIFF_SEED", 0) + 1_000_000;
-    run_batch(seed, count, GenConfig { calls, fork: true, ..GenConfig::default() });
+    let grid_pages = env_u64("VMSPACE_DIFF_GRID", GenConfig::default().grid_pages);
+    run_batch(seed, count, GenConfig { calls, fork: true, grid_pages, ..GenConfig::default() });
 }
 
 fn regress_dir() -> PathBuf {
