@@ -138,7 +138,8 @@ impl Mm {
     /// `unmapped_area` (bottom-up): the lowest free range of `len` bytes in `[low, high)`.
     fn unmapped_area(&self, len: u64, low: u64, high: u64) -> Option<u64> {
         let mut lower = low;
-        for a in self.vmas.range(low..).map(|(_, a)| a) {
+        let from = self.find(low).map_or(low, |a| a.start);
+        for a in self.vmas.range(from..).map(|(_, a)| a) {
             let gap_hi = self.vm_start_gap(a).min(high);
             if gap_hi > lower && gap_hi - lower >= len {
                 return Some(lower);

@@ -1,0 +1,73 @@
+//! get_unmapped_area on the engine: top-down placement below `mmap_base`, hints, the guard gap below a
+//! growsdown VMA, 2 MiB alignment of anonymous mappings whose length is a multiple of 2 MiB, and the limits.
+
+use vmspace_mm::space::flags::*;
+use vmspace_mm::space::{Errno, Mm, MmConfig, TASK_SIZE};
+
+const P: u64 = 4096;
+const RW: u32 = PROT_READ | PROT_WRITE;
+const ANON: u32 = MAP_PRIVATE | MAP_ANONYMOUS;
+
+#[test]
+fn top_down_below_mmap_base() {
+    let cfg = MmConfig::default();
+    let base = cfg.mmap_base;
+    let mut m = Mm::new(cfg);
+    let a = m.mmap(0, 3 * P, RW, ANON, None, 0).unwrap();
+    assert_eq!(a, base - 3 * P);
+    let b = m.mmap(0, P, PROT_READ, ANON, None, 0).unwrap();
+    assert_eq!(b, a - P, "the next mapping goes right below");
+    // A freed hole at the top is reused first.
+    m.munmap(a, 3 * P).unwrap();
+    assert_eq!(m.mmap(0, 2 * P, RW, ANON, None, 0), Ok(base - 2 * P));
+    m.validate().unwrap();
+}
+
+#[test]
+fn hints() {
+    let mut m = Mm::new(MmConfig::default());
+    let h = 0x2000_0000_0000;
+    assert_eq!(m.mmap(h + 5, P, RW, ANON, None, 0), Ok(h), "a free hint is used, page-aligned");
+    let again = m.mmap(h, P, RW, ANON, None, 0).unwrap();
+    assert_ne!(again, h, "an occupied hint falls back to the search");
+    m.validate().unwrap();
+    // A hint below mmap_min_addr is raised to it; one that rounds down to 0 is no hint.
+    let mut m = Mm::new(MmConfig { mmap_min_addr: 16 * P, ..MmConfig::default() });
+    assert_eq!(m.mmap(2 * P, P, RW, ANON, None, 0), Ok(16 * P));
+    assert_ne!(m.mmap(P / 2, P, RW, ANON, None, 0), Ok(16 * P + P));
+}
+
+#[test]
+fn growsdown_guard_gap_is_kept_free() {
+    let cfg = MmConfig::default();
+    let (base, gap) = (cfg.mmap_base, cfg.stack_guard_gap);
+    let mut m = Mm::new(cfg);
+    let stack = base - 16 * P;
+    m.mmap(stack, 16 * P, RW, ANON | MAP_GROWSDOWN | MAP_FIXED, None, 0).unwrap();
+    let a = m.mmap(0, P, RW, ANON, None, 0).unwrap();
+    assert!(a + P <= stack - gap, "{a:#x} inside the guard gap below {stack:#x}");
+    // A hint inside the gap is refused too.
+    let h = stack - 2 * P;
+    assert_ne!(m.mmap(h, P, RW, ANON, None, 0), Ok(h));
+    m.validate().unwrap();
+}
+
+#[test]
+fn pmd_sized_anonymous_mappings_are_aligned() {
+    let mut m = Mm::new(MmConfig::default());
+    let a = m.mmap(0, 4 << 20, RW, ANON, None, 0).unwrap();
+    assert_eq!(a % (2 << 20), 0, "{a:#x}");
+    let b = m.mmap(0, (2 << 20) + P, RW, ANON, None, 0).unwrap();
+    assert_eq!(b % P, 0);
+}
+
+#[test]
+fn limits() {
+    let mut m = Mm::new(MmConfig::default());
+    assert_eq!(m.mmap(0, TASK_SIZE + P, RW, ANON | MAP_NORESERVE, None, 0), Err(Errno::ENOMEM));
+    // No room: everything from mmap_min_addr to TASK_SIZE is taken (as one fixed no-reserve mapping).
+    let low = m.config().min_addr().max(P);
+    m.mmap(low, TASK_SIZE - low, 0, ANON | MAP_FIXED | MAP_NORESERVE, None, 0).unwrap();
+    assert_eq!(m.mmap(0, P, RW, ANON, None, 0), Err(Errno::ENOMEM));
+    m.validate().unwrap();
+}
