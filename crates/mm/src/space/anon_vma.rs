@@ -209,7 +209,7 @@ impl AnonState {
     }
 
     /// `__anon_vma_prepare` once the anon_vma to use is chosen: `reuse` (a neighbour's, from
-    /// [`find_mergeable`]) or a new root. The chain becomes the single entry.
+    /// `find_mergeable_anon_vma`) or a new root. The chain becomes the single entry.
     pub fn prepare(reuse: Option<&Arc<AnonVma>>) -> AnonState {
         let a = match reuse {
             Some(a) => a.clone(),

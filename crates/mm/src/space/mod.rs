@@ -11,6 +11,15 @@
 //! and the same partial-progress behaviour where Linux has it (mprotect stops at the first hole after
 //! changing the VMAs before it; madvise skips holes and reports ENOMEM at the end).
 //!
+//! # Readers' view
+//!
+//! What other threads see is the published structure ([`publish`]): the VMA maple tree in RCU mode, holding
+//! type-stable pool VMAs ([`crate::vma::Vma`]) that are changed only under the mmap write lock with the
+//! per-VMA lock protocol. Each call computes its effect on the writer's model first (the [`Area`] map, which
+//! also keeps what only the writer needs, such as anon_vma chains), then publishes the changed range before
+//! returning. [`Mm::shared`] hands readers the locks and the tree; `lock_vma_under_rcu` works on it.
+//! `fork` builds the child's tree with the tree's O(n) copy.
+//!
 //! # Failure
 //!
 //! Every call first validates its arguments and reserves the VMA objects and tree nodes its worst case needs
@@ -40,7 +49,7 @@ mod mmap;
 mod mprotect;
 mod mremap;
 mod munmap;
-mod publish;
+pub mod publish;
 mod unmapped;
 
 use std::collections::BTreeMap;

@@ -5,7 +5,7 @@
 //!
 //! The calls compute their effect on the writer's model (the [`super::Area`] map: attributes plus the
 //! writer-only anon_vma chains), step for step as Linux does. Every model primitive marks the address range
-//! it touched as dirty. At the end of the call, [`Mm::publish`] brings the readers' view in line with the model
+//! it touched as dirty. At the end of the call, `Mm::publish` brings the readers' view in line with the model
 //! over the dirty range, following the writer's protocol of `crate::vma`:
 //!
 //! 1. take the mmap write lock (`mm_lock_seq` becomes odd);
@@ -44,7 +44,7 @@ impl Clone for Handle {
 
 /// What readers share with the writer: the mm's locks and its VMA tree. Readers on other threads hold an
 /// `Arc` of it ([`Mm::shared`]) while the writer keeps `&mut Mm`; every change they can observe is made under
-/// `locking`'s mmap write lock by [`Mm::publish`].
+/// `locking`'s mmap write lock by `Mm::publish`.
 pub struct MmShared {
     /// The mmap_lock, `mm_lock_seq` and the lock statistics.
     pub locking: MmLocking,
