@@ -8,6 +8,7 @@ use std::collections::HashMap;
 
 use vmspace_mm::space::flags::*;
 use vmspace_mm::space::{Errno, Mm, MmConfig};
+use vmspace_mm::vma::VmaPool;
 
 const B: u64 = 0x2000_0000_0000;
 const P: u64 = 4096;
@@ -16,7 +17,11 @@ const AF: u32 = MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED;
 
 /// A layout with faulted and unfaulted VMAs, a hole and different protections.
 fn setup() -> Mm {
-    let mut m = Mm::new(MmConfig { anon_vma_name: true, ..MmConfig::default() });
+    setup_in(VmaPool::global())
+}
+
+fn setup_in(pool: &'static VmaPool) -> Mm {
+    let mut m = Mm::with_pool(MmConfig { anon_vma_name: true, ..MmConfig::default() }, pool);
     m.mmap(B, 8 * P, RW, AF, None, 0).unwrap();
     m.fault(B + P, true).unwrap();
     m.mprotect(B + 4 * P, 2 * P, PROT_READ).unwrap();
@@ -124,4 +129,39 @@ fn injected_tree_failures_change_nothing() {
             }
         }
     }
+}
+
+/// The same with the VMA pool's allocations failing (a private pool, so that other tests are not affected):
+/// the `n`-th pool allocation from the start of the call fails.
+#[test]
+fn injected_pool_failures_change_nothing() {
+    let pool = VmaPool::leak_new();
+    let mut any_failed = false;
+    for (what, op) in OPS {
+        let mut reference = setup_in(pool);
+        let want = op(&mut reference);
+        let want_maps = reference.maps_text();
+        let mut failed = false;
+        for n in 1..12 {
+            let mut m = setup_in(pool);
+            let before = m.maps_text();
+            pool.fail_nth(n);
+            let r = op(&mut m);
+            pool.fail_nth(0);
+            m.validate().unwrap_or_else(|e| panic!("{what} (pool fails at {n}): {e}"));
+            no_leaks(&m);
+            match r {
+                Err(e) if e == Errno::ENOMEM || e == Errno::EAGAIN => {
+                    failed = true;
+                    assert_eq!(m.maps_text(), before, "{what}: pool failure at {n} changed the maps");
+                }
+                other => {
+                    assert_eq!(other, want, "{what} (pool fails at {n})");
+                    assert_eq!(m.maps_text(), want_maps, "{what} (pool fails at {n})");
+                }
+            }
+        }
+        any_failed |= failed;
+    }
+    assert!(any_failed, "no pool failure ever reached a call");
 }

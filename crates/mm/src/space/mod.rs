@@ -222,8 +222,14 @@ impl fmt::Debug for Mm {
 }
 
 impl Mm {
-    /// An empty address space with configuration `cfg` (the break at `cfg.start_brk`).
+    /// An empty address space with configuration `cfg` (the break at `cfg.start_brk`), its VMAs from the
+    /// process-wide pool.
     pub fn new(cfg: MmConfig) -> Mm {
+        Mm::with_pool(cfg, crate::vma::VmaPool::global())
+    }
+
+    /// The same with VMAs from `pool` (tests inject pool failures into a private pool).
+    pub fn with_pool(cfg: MmConfig, pool: &'static crate::vma::VmaPool) -> Mm {
         Mm {
             brk: cfg.start_brk,
             start_brk: cfg.start_brk,
@@ -231,7 +237,7 @@ impl Mm {
             vmas: BTreeMap::new(),
             alloc_budget: None,
             next_shmem_ino: 1,
-            pubs: Published::new(),
+            pubs: Published::new(pool),
         }
     }
 

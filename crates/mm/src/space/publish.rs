@@ -70,10 +70,10 @@ pub(crate) struct Published {
 }
 
 impl Published {
-    pub fn new() -> Self {
+    pub fn new(pool: &'static VmaPool) -> Self {
         Published {
             shared: Arc::new(MmShared { locking: MmLocking::new(), tree: MapleTree::new() }),
-            pool: VmaPool::global(),
+            pool,
             stash: Vec::new(),
             dirty: None,
         }
