@@ -327,16 +327,16 @@ pub fn run(cfg: &TreeConfig, progress: &mut dyn FnMut(&str), command: &str) -> T
         }
     }
     let load_after = loadavg();
-    let busy =
-        [load_before, load_after].into_iter().flatten().any(|l| l > 0.5 * ctx.cpus.usable.len() as f64);
+    // Only the load before the run says whether others competed: the run's own threads raise the load after it.
+    let busy = load_before.is_some_and(|l| l > 0.5 * ctx.cpus.usable.len() as f64);
     let load_note = format!(
         "1-minute load average before/after the run: {}/{}{}",
         load_before.map_or("?".to_string(), |l| format!("{l:.2}")),
         load_after.map_or("?".to_string(), |l| format!("{l:.2}")),
         if busy {
-            " (the machine was busy: other processes competed for the CPUs, so timings are noisy)"
+            " (the machine was busy before the run: other processes competed for the CPUs, so timings are noisy)"
         } else {
-            ""
+            " (the load after includes this run's own threads)"
         }
     );
     for r in &mut ctx.reports {
