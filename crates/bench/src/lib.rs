@@ -7,10 +7,12 @@
 //! - [`layout`]: the kernel's benchmark shapes and VMA-like layouts at scale;
 //! - [`measure`]: batch timing, medians, CPU placement;
 //! - [`tree`]: `vmspace bench tree`;
+//! - [`mm`]: `vmspace bench mm` (the address-space engine against the live kernel);
 //! - [`plot`]: SVG plots of the results.
 
 pub mod layout;
 pub mod measure;
+pub mod mm;
 pub mod plot;
 pub mod rangemap;
 pub mod tree;

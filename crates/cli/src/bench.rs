@@ -13,6 +13,29 @@ pub enum BenchCmd {
     /// Range trees: vmspace's maple tree against BTreeMap, RwLock<BTreeMap>, ArcSwap<BTreeMap>, scc TreeIndex and
     /// crossbeam SkipMap, on the kernel's benchmark shapes and at scale (issue 2).
     Tree(TreeArgs),
+    /// The address-space engine against the live kernel: mmap+munmap pairs per second, per-VMA-lock vs
+    /// mmap-lock lookups with 1 and 2 threads, bytes per VMA (issue 4).
+    Mm(MmArgs),
+}
+
+/// Arguments of `vmspace bench mm`.
+#[derive(Debug, Args)]
+pub struct MmArgs {
+    /// A short run (2 ms batches, 3 repeats, 1-page mappings, 1k and 10k VMAs): a smoke test.
+    #[arg(long)]
+    quick: bool,
+    /// Timed batches per measurement (the median is reported).
+    #[arg(long)]
+    repeats: Option<usize>,
+    /// Length of one timed batch, in milliseconds.
+    #[arg(long)]
+    batch_ms: Option<u64>,
+    /// Write the results as JSON to FILE (`-` or no value: standard output, and the table goes to stderr).
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
+    json: Option<String>,
+    /// Write the results as JSON to FILE (same as `--json FILE`).
+    #[arg(long, value_name = "FILE")]
+    json_file: Option<String>,
 }
 
 /// Arguments of `vmspace bench tree`.
@@ -48,6 +71,7 @@ pub struct TreeArgs {
 pub fn run(cmd: BenchCmd) -> anyhow::Result<()> {
     match cmd {
         BenchCmd::Tree(args) => tree(args),
+        BenchCmd::Mm(args) => mm(args),
     }
 }
 
@@ -139,6 +163,67 @@ fn tree(args: TreeArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.svg {
         vmspace_bench::plot::lookup_vs_n(&results, path)?;
         eprintln!("plot written to {}", path.display());
+    }
+    Ok(())
+}
+
+fn mm(args: MmArgs) -> anyhow::Result<()> {
+    use vmspace_bench::mm as bench_mm;
+    let mut cfg = if args.quick { bench_mm::MmBenchConfig::quick() } else { bench_mm::MmBenchConfig::full() };
+    if let Some(r) = args.repeats {
+        if r == 0 {
+            bail!("--repeats must be at least 1");
+        }
+        cfg.timer.repeats = r;
+    }
+    if let Some(ms) = args.batch_ms {
+        if ms == 0 {
+            bail!("--batch-ms must be at least 1");
+        }
+        cfg.timer.batch = Duration::from_millis(ms);
+    }
+    let command =
+        std::iter::once("vmspace".to_string()).chain(std::env::args().skip(1)).collect::<Vec<_>>().join(" ");
+    let bar = ProgressBar::with_draw_target(Some(bench_mm::steps(&cfg)), ProgressDrawTarget::stderr());
+    bar.set_style(
+        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
+            .context("progress template")?
+            .progress_chars("=> "),
+    );
+    let mut progress = |what: &str| {
+        bar.set_message(what.to_string());
+        bar.inc(1);
+    };
+    let results = bench_mm::run(&cfg, &mut progress, &command).map_err(|e| anyhow::anyhow!(e))?;
+    bar.finish_and_clear();
+
+    let json_path = args.json_file.clone().or(args.json.clone());
+    let to_stdout = json_path.as_deref() == Some("-");
+    let mut text = String::new();
+    text.push_str(&format!(
+        "vmspace bench mm: {}\n",
+        results.set.reports.first().map_or(String::new(), |r| r.host.one_line())
+    ));
+    text.push_str(&format!("placement: {}\n", results.placement));
+    text.push_str(&format!(
+        "method: median of {} batches of ~{} ms per cell\n\n",
+        cfg.timer.repeats,
+        cfg.timer.batch.as_millis()
+    ));
+    text.push_str(&bench_mm::render_table(&results));
+    if to_stdout {
+        eprint!("{text}");
+        let mut out = std::io::stdout().lock();
+        serde_json::to_writer_pretty(&mut out, &results.set).context("writing JSON to stdout")?;
+        writeln!(out)?;
+    } else {
+        print!("{text}");
+        if let Some(path) = &json_path {
+            let file = std::fs::File::create(path).with_context(|| format!("creating {path}"))?;
+            serde_json::to_writer_pretty(std::io::BufWriter::new(file), &results.set)
+                .with_context(|| format!("writing {path}"))?;
+            println!("\nJSON written to {path}");
+        }
     }
     Ok(())
 }

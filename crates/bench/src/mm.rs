@@ -1,0 +1,629 @@
+//! `vmspace bench mm`: the address-space engine against the live kernel (issue 4, item 6).
+//!
+//! Three measurements in one run, each reported in the shared schema (`vmspace_linux::report`):
+//!
+//! 1. **mmap + munmap pairs per second** (`bench.mm.mmap_munmap`). The same workload on the engine
+//!    ([`vmspace_mm::space::Mm`] with the host's configuration) and on the running kernel (real `mmap`/`munmap`
+//!    system calls in this process): an anonymous private read-write mapping of 1 or 16 pages with an address
+//!    hint inside the arena at [`ARENA`] (no `MAP_FIXED`; the hint is free, so both place it there, which is
+//!    checked), then its `munmap`, in a loop. Each is measured with no other VMA in the arena and with
+//!    [`OTHERS`] one-page VMAs of alternating protection (so neither side merges them) placed 1 GiB above the
+//!    loop's address. The kernel process also has its own few dozen VMAs (binary, libraries, heap, stack),
+//!    which the report notes; the engine's `Mm` holds only what the benchmark maps. Before touching the arena
+//!    on the kernel, a `MAP_FIXED_NOREPLACE` probe checks that nothing of this process lives there.
+//! 2. **VMA lookups per second** (`bench.mm.lookup`) on an engine `Mm` with [`OTHERS`] VMAs, at random
+//!    precomputed addresses inside them, with 1 and 2 threads (thread *i* pinned to the *i*-th usable CPU):
+//!    `lock_vma_under_rcu` (lock-free walk + per-VMA read lock, dropped at once) against the mmap read lock
+//!    taken around a plain tree lookup (what a fault did before per-VMA locks). Each thread runs a fixed
+//!    count; the rate is the total count over the slowest thread's time.
+//! 3. **Bytes per VMA** (`bench.mm.bytes_per_vma`) at 1,000 and 100,000 VMAs: `size_of::<Vma>()` (the
+//!    published VMA object), the tree's live nodes × 256 bytes / VMAs, and `size_of::<Area>()` (the writer's
+//!    model entry, which the kernel does not have), against the kernel's `vm_area_struct` slab object size
+//!    from `/proc/slabinfo` (readable as root; otherwise reported unknown).
+//!
+//! Timing follows [`crate::measure`]: calibrated batches, several repeats, the median reported beside every
+//! repeat. The 1-minute load average before and after is written into every report.
+
+use std::collections::BTreeMap;
+use std::hint::black_box;
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use vmspace_linux::hostinfo::HostInfo;
+use vmspace_linux::report::{Report, ReportSet};
+use vmspace_mm::space::flags::{MAP_ANONYMOUS, MAP_PRIVATE, PROT_READ, PROT_WRITE};
+use vmspace_mm::space::{Area, Mm, MmConfig, MmShared, PAGE_SIZE};
+use vmspace_mm::vma::{Vma, lock_vma_under_rcu};
+
+use crate::measure::{Cpus, Timer, median};
+
+/// The arena: the loop's mapping goes here, the other VMAs 1 GiB above it.
+pub const ARENA: u64 = 0x2000_0000_0000;
+/// Offset of the other VMAs from [`ARENA`].
+const OTHERS_OFFSET: u64 = 1 << 30;
+/// Number of other VMAs in the "with others" cases and in the lookup benchmark.
+pub const OTHERS: usize = 1000;
+/// Bytes of one maple-tree node (the same in the kernel).
+const NODE_BYTES: u64 = 256;
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct MmBenchConfig {
+    /// Batch sizing and repeats.
+    pub timer: Timer,
+    /// Mapping sizes of the mmap/munmap loop, in pages.
+    pub pages: Vec<u64>,
+    /// VMA counts of the bytes-per-VMA measurement.
+    pub sizes: Vec<usize>,
+    /// Seed of the lookup addresses.
+    pub seed: u64,
+    /// Whether this is the `--quick` smoke run.
+    pub quick: bool,
+}
+
+impl MmBenchConfig {
+    /// The full run: 100 ms batches, 7 repeats, 1- and 16-page mappings, 1k and 100k VMAs.
+    pub fn full() -> Self {
+        MmBenchConfig {
+            timer: Timer { batch: Duration::from_millis(100), repeats: 7 },
+            pages: vec![1, 16],
+            sizes: vec![1000, 100_000],
+            seed: 0x5eed_0004,
+            quick: false,
+        }
+    }
+
+    /// A smoke run: 2 ms batches, 3 repeats, 1-page mappings, 1k and 10k VMAs.
+    pub fn quick() -> Self {
+        MmBenchConfig {
+            timer: Timer { batch: Duration::from_millis(2), repeats: 3 },
+            pages: vec![1],
+            sizes: vec![1000, 10_000],
+            seed: 0x5eed_0004,
+            quick: true,
+        }
+    }
+}
+
+/// The result of [`run`].
+#[derive(Debug, Clone)]
+pub struct MmResults {
+    /// Everything measured, in the shared schema.
+    pub set: ReportSet,
+    /// Placement and load, for the terminal.
+    pub placement: String,
+}
+
+/// Where a mmap/munmap loop runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Engine,
+    Kernel,
+}
+
+impl Side {
+    fn id(self) -> &'static str {
+        match self {
+            Side::Engine => "engine",
+            Side::Kernel => "kernel",
+        }
+    }
+}
+
+/// The engine's configuration for the benchmark: the host's, with a `max_map_count` large enough for the
+/// 100k-VMA memory measurement.
+fn engine_config(max: usize) -> MmConfig {
+    let mut cfg = MmConfig::host();
+    cfg.max_map_count = cfg.max_map_count.max(max as u64 + 16);
+    cfg
+}
+
+/// The address of other VMA `i`.
+fn other_addr(i: usize) -> u64 {
+    ARENA + OTHERS_OFFSET + i as u64 * PAGE_SIZE
+}
+
+/// The protection of other VMA `i` (alternating, so adjacent ones never merge).
+fn other_prot(i: usize) -> u32 {
+    if i.is_multiple_of(2) { PROT_READ } else { PROT_READ | PROT_WRITE }
+}
+
+/// An engine `Mm` holding `n` adjacent one-page VMAs of alternating protection.
+fn engine_with_others(n: usize) -> Result<Mm, String> {
+    let mut mm = Mm::new(engine_config(n));
+    for i in 0..n {
+        let a = mm
+            .mmap(other_addr(i), PAGE_SIZE, other_prot(i), MAP_PRIVATE | MAP_ANONYMOUS, None, 0)
+            .map_err(|e| format!("engine mmap of other VMA {i}: {e:?}"))?;
+        if a != other_addr(i) {
+            return Err(format!("engine placed other VMA {i} at {a:#x}, not at its hint"));
+        }
+    }
+    if mm.map_count() != n as u64 {
+        return Err(format!("engine has {} VMAs, expected {n} (something merged)", mm.map_count()));
+    }
+    Ok(mm)
+}
+
+/// The kernel side: checks that the arena is free in this process, maps and unmaps there.
+mod kernel {
+    use super::*;
+    use rustix::mm::{MapFlags, ProtFlags};
+
+    fn prot(p: u32) -> ProtFlags {
+        let mut f = ProtFlags::empty();
+        if p & PROT_READ != 0 {
+            f |= ProtFlags::READ;
+        }
+        if p & PROT_WRITE != 0 {
+            f |= ProtFlags::WRITE;
+        }
+        f
+    }
+
+    /// Whether `[addr, addr + len)` is free in this process: a `MAP_FIXED_NOREPLACE` probe (unmapped again at
+    /// once when it succeeds).
+    pub fn range_free(addr: u64, len: u64) -> bool {
+        // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping: it fails with EEXIST if anything is
+        // there, so no Rust object can be affected.
+        let r = unsafe {
+            rustix::mm::mmap_anonymous(
+                addr as *mut _,
+                len as usize,
+                ProtFlags::empty(),
+                MapFlags::PRIVATE | MapFlags::FIXED_NOREPLACE,
+            )
+        };
+        match r {
+            Ok(p) if p as u64 == addr => {
+                // SAFETY: the probe mapping was just created at exactly this range and nothing refers to it.
+                let _ = unsafe { rustix::mm::munmap(p, len as usize) };
+                true
+            }
+            Ok(p) => {
+                // Kernels before 4.17 treat the flag as a hint; the mapping landed elsewhere and is ours alone.
+                // SAFETY: `p` is the mapping just made, unreferenced.
+                let _ = unsafe { rustix::mm::munmap(p, len as usize) };
+                false
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Maps `len` bytes at the hint `addr` (no MAP_FIXED); returns where the kernel put it.
+    pub fn map_hint(addr: u64, len: u64, p: u32) -> Result<u64, String> {
+        // SAFETY: without MAP_FIXED the kernel never replaces an existing mapping; it uses the hint only when
+        // the range is free.
+        let r =
+            unsafe { rustix::mm::mmap_anonymous(addr as *mut _, len as usize, prot(p), MapFlags::PRIVATE) };
+        r.map(|p| p as u64).map_err(|e| format!("kernel mmap: {e}"))
+    }
+
+    /// Unmaps `[addr, addr + len)`.
+    ///
+    /// # Safety
+    /// The range was mapped by this benchmark and nothing refers into it.
+    pub unsafe fn unmap(addr: u64, len: u64) -> Result<(), String> {
+        // SAFETY: the caller guarantees the range belongs to the benchmark and is unreferenced.
+        unsafe { rustix::mm::munmap(addr as *mut _, len as usize) }.map_err(|e| format!("kernel munmap: {e}"))
+    }
+
+    /// The kernel's other VMAs: `n` adjacent one-page mappings of alternating protection, unmapped on drop.
+    pub struct Others {
+        n: usize,
+    }
+
+    impl Others {
+        pub fn map(n: usize) -> Result<Others, String> {
+            let mut o = Others { n: 0 };
+            for i in 0..n {
+                let a = map_hint(other_addr(i), PAGE_SIZE, other_prot(i))?;
+                if a != other_addr(i) {
+                    // SAFETY: `a` is the page just mapped, unreferenced.
+                    unsafe { unmap(a, PAGE_SIZE)? };
+                    return Err(format!("kernel placed other VMA {i} at {a:#x}, not at its hint"));
+                }
+                o.n = i + 1;
+            }
+            Ok(o)
+        }
+    }
+
+    impl Drop for Others {
+        fn drop(&mut self) {
+            if self.n > 0 {
+                // SAFETY: the benchmark mapped exactly these pages and never handed out references into them.
+                let _ = unsafe { unmap(other_addr(0), self.n as u64 * PAGE_SIZE) };
+            }
+        }
+    }
+
+    /// Number of VMAs of this process (lines of /proc/self/maps).
+    pub fn map_count() -> Option<usize> {
+        std::fs::read_to_string("/proc/self/maps").ok().map(|s| s.lines().count())
+    }
+}
+
+/// Shared state of one run.
+struct Ctx<'a> {
+    cfg: &'a MmBenchConfig,
+    cpus: Cpus,
+    host: HostInfo,
+    reports: Vec<Report>,
+    progress: &'a mut dyn FnMut(&str),
+}
+
+impl Ctx<'_> {
+    fn report(&self, bench: &str, label: String, threads: usize) -> Report {
+        let mut r = Report::new(&format!("bench.mm.{bench}"), label, self.host.clone());
+        r.param("quick", self.cfg.quick);
+        r.param("repeats", self.cfg.timer.repeats);
+        r.param("batch_ms", self.cfg.timer.batch.as_secs_f64() * 1e3);
+        let roles: &[&str] = if threads == 1 { &["bench"] } else { &["thread"] };
+        r.placement = self.cpus.placement(roles, threads);
+        r.notes.extend(self.cpus.notes.iter().cloned());
+        if let Some(note) = self.cpus.sharing_note(threads) {
+            r.notes.push(note);
+        }
+        r
+    }
+}
+
+/// Runs `vmspace bench mm`; `progress` is called once per step of [`steps`].
+pub fn run(cfg: &MmBenchConfig, progress: &mut dyn FnMut(&str), command: &str) -> Result<MmResults, String> {
+    // Host facts first: discovering the CPUs pins this thread, which would narrow the affinity mask they report.
+    let host = HostInfo::gather();
+    let load_before = loadavg();
+    let cpus = Cpus::discover();
+    let placement = cpus.describe();
+    let mut ctx = Ctx { cfg, cpus, host, reports: Vec::new(), progress };
+
+    mmap_munmap(&mut ctx)?;
+    lookups(&mut ctx)?;
+    bytes_per_vma(&mut ctx)?;
+
+    let load_after = loadavg();
+    let busy = load_before.is_some_and(|l| l > 0.5 * ctx.cpus.usable.len() as f64);
+    let load_note = format!(
+        "1-minute load average before/after the run: {}/{}{}",
+        load_before.map_or("?".to_string(), |l| format!("{l:.2}")),
+        load_after.map_or("?".to_string(), |l| format!("{l:.2}")),
+        if busy { " (the machine was busy before the run: timings are noisy)" } else { "" }
+    );
+    for r in &mut ctx.reports {
+        r.notes.push(load_note.clone());
+    }
+    Ok(MmResults {
+        set: ReportSet::new(command, ctx.reports),
+        placement: format!("{placement}\n{load_note}"),
+    })
+}
+
+/// The number of progress steps of [`run`] with `cfg`.
+pub fn steps(cfg: &MmBenchConfig) -> u64 {
+    (cfg.pages.len() * 2 * 2) as u64 + 4 + cfg.sizes.len() as u64
+}
+
+/// Part 1: mmap+munmap pairs per second, engine and kernel, with 0 and [`OTHERS`] other VMAs.
+fn mmap_munmap(ctx: &mut Ctx<'_>) -> Result<(), String> {
+    let timer = ctx.cfg.timer;
+    let need = OTHERS_OFFSET + OTHERS as u64 * PAGE_SIZE;
+    if !kernel::range_free(ARENA, need) {
+        return Err(format!("the arena [{ARENA:#x}, {:#x}) is not free in this process", ARENA + need));
+    }
+    let own_vmas = kernel::map_count();
+    let flags = MAP_PRIVATE | MAP_ANONYMOUS;
+    let prot = PROT_READ | PROT_WRITE;
+    for &pages in &ctx.cfg.pages.clone() {
+        let len = pages * PAGE_SIZE;
+        for others in [0, OTHERS] {
+            let mut ns = BTreeMap::new();
+            for side in [Side::Engine, Side::Kernel] {
+                (ctx.progress)(&format!("mmap+munmap {pages} page(s), {others} others, {}", side.id()));
+                let mut error = None;
+                let values = match side {
+                    Side::Engine => {
+                        let mut mm = engine_with_others(others)?;
+                        timer.per_op(|iters| {
+                            let t = Instant::now();
+                            for _ in 0..iters {
+                                match mm.mmap(ARENA, len, prot, flags, None, 0) {
+                                    Ok(a) if a == ARENA => {}
+                                    other => error = Some(format!("engine mmap returned {other:?}")),
+                                }
+                                if let Err(e) = mm.munmap(ARENA, len) {
+                                    error = Some(format!("engine munmap: {e:?}"));
+                                }
+                            }
+                            t.elapsed()
+                        })
+                    }
+                    Side::Kernel => {
+                        let _others = kernel::Others::map(others)?;
+                        timer.per_op(|iters| {
+                            let t = Instant::now();
+                            for _ in 0..iters {
+                                match kernel::map_hint(ARENA, len, prot) {
+                                    Ok(a) => {
+                                        if a != ARENA {
+                                            error = Some(format!("kernel placed the mapping at {a:#x}"));
+                                        }
+                                        // SAFETY: `a` was just mapped by this loop and nothing refers into it.
+                                        if let Err(e) = unsafe { kernel::unmap(a, len) } {
+                                            error = Some(e);
+                                        }
+                                    }
+                                    Err(e) => error = Some(e),
+                                }
+                            }
+                            t.elapsed()
+                        })
+                    }
+                };
+                if let Some(e) = error {
+                    return Err(e);
+                }
+                let mut r = ctx.report(
+                    "mmap_munmap",
+                    format!("mmap+munmap {pages}p, {others} others, {}", side.id()),
+                    1,
+                );
+                r.param("side", side.id());
+                r.param("pages", pages);
+                r.param("other_vmas", others);
+                r.param("hint", format!("{ARENA:#x}"));
+                if side == Side::Kernel {
+                    r.param("process_vmas_before", own_vmas);
+                    r.notes.push(format!(
+                        "the kernel process also holds its own {} VMAs (binary, libraries, heap, stacks)",
+                        own_vmas.map_or("?".to_string(), |n| n.to_string())
+                    ));
+                }
+                for &v in &values {
+                    r.push_run(BTreeMap::from([
+                        ("pair_ns".to_string(), v),
+                        ("pairs_per_s".to_string(), 1e9 / v),
+                    ]));
+                }
+                r.summarise();
+                ns.insert(side.id(), median(&values));
+                ctx.reports.push(r);
+            }
+            let ratio = ns["kernel"] / ns["engine"];
+            let mut r =
+                ctx.report("mmap_munmap_ratio", format!("engine/kernel {pages}p, {others} others"), 1);
+            r.param("pages", pages);
+            r.param("other_vmas", others);
+            r.notes.push(
+                "engine pairs per second over kernel pairs per second (medians); > 1: engine faster".into(),
+            );
+            r.push_run(BTreeMap::from([("engine_over_kernel".to_string(), ratio)]));
+            r.summarise();
+            ctx.reports.push(r);
+        }
+    }
+    Ok(())
+}
+
+/// How a lookup thread finds a VMA.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LookupMode {
+    /// `lock_vma_under_rcu`, then drop the VMA read lock.
+    PerVma,
+    /// mmap read lock, tree lookup, unlock.
+    MmapLock,
+}
+
+impl LookupMode {
+    fn id(self) -> &'static str {
+        match self {
+            LookupMode::PerVma => "lock_vma_under_rcu",
+            LookupMode::MmapLock => "mmap_read_lock",
+        }
+    }
+}
+
+/// `iters` lookups of `addrs` (cycled) in `mode`; returns the sum of the found starts (kept alive).
+fn lookup_loop(shared: &MmShared, addrs: &[u64], iters: u64, mode: LookupMode) -> u64 {
+    let mut sum = 0u64;
+    let n = addrs.len();
+    for i in 0..iters as usize {
+        let addr = addrs[i % n];
+        match mode {
+            LookupMode::PerVma => {
+                if let Some(v) = lock_vma_under_rcu(&shared.locking, &shared.tree, addr) {
+                    sum = sum.wrapping_add(v.start());
+                }
+            }
+            LookupMode::MmapLock => {
+                let g = shared.locking.read_lock();
+                if let Some(v) = shared.tree.load(addr) {
+                    sum = sum.wrapping_add(v.start());
+                }
+                drop(g);
+            }
+        }
+    }
+    sum
+}
+
+/// Part 2: lookups per second, per-VMA lock vs mmap read lock, 1 and 2 threads.
+fn lookups(ctx: &mut Ctx<'_>) -> Result<(), String> {
+    let mm = engine_with_others(OTHERS)?;
+    let shared: Arc<MmShared> = mm.shared();
+    let mut rng = StdRng::seed_from_u64(ctx.cfg.seed);
+    let addrs: Arc<Vec<u64>> = Arc::new(
+        (0..4096).map(|_| other_addr(rng.random_range(0..OTHERS)) + rng.random_range(0..PAGE_SIZE)).collect(),
+    );
+    let timer = ctx.cfg.timer;
+    for mode in [LookupMode::PerVma, LookupMode::MmapLock] {
+        let iters = timer.calibrate(&mut |iters| {
+            let t = Instant::now();
+            black_box(lookup_loop(&shared, &addrs, iters, mode));
+            t.elapsed()
+        });
+        for threads in [1usize, 2] {
+            (ctx.progress)(&format!("lookups {} x{threads}", mode.id()));
+            let found_before = shared.locking.stats().snapshot();
+            let mut rates = Vec::new();
+            let mut placed = vec![None; threads];
+            for _ in 0..timer.repeats {
+                let barrier = Arc::new(Barrier::new(threads));
+                let results: Vec<(Duration, Option<usize>)> = std::thread::scope(|s| {
+                    let handles: Vec<_> = (0..threads)
+                        .map(|i| {
+                            let (shared, addrs, barrier, cpus) =
+                                (&shared, &addrs, barrier.clone(), &ctx.cpus);
+                            s.spawn(move || {
+                                let cpu = cpus.pin(i);
+                                barrier.wait();
+                                let t = Instant::now();
+                                black_box(lookup_loop(shared, addrs, iters, mode));
+                                (t.elapsed(), cpu)
+                            })
+                        })
+                        .collect();
+                    handles.into_iter().map(|h| h.join().expect("lookup thread panicked")).collect()
+                });
+                let slowest = results.iter().map(|r| r.0).max().unwrap_or_default();
+                for (i, r) in results.iter().enumerate() {
+                    placed[i] = r.1;
+                }
+                rates.push((iters * threads as u64) as f64 / slowest.as_secs_f64().max(1e-9));
+            }
+            let after = shared.locking.stats().snapshot();
+            let mut r = ctx.report("lookup", format!("{} x{threads}", mode.id()), threads);
+            for (p, cpu) in r.placement.iter_mut().zip(&placed) {
+                p.cpu = *cpu;
+            }
+            r.param("mode", mode.id());
+            r.param("threads", threads);
+            r.param("vmas", OTHERS);
+            r.param("iters_per_thread", iters);
+            if mode == LookupMode::PerVma {
+                let failed = (after.abort - found_before.abort) + (after.miss - found_before.miss);
+                r.param("failed_lookups", failed);
+                if failed != 0 {
+                    r.notes.push(format!("{failed} lock_vma_under_rcu calls did not return the VMA"));
+                }
+            }
+            for &v in &rates {
+                r.push_run(BTreeMap::from([
+                    ("lookups_per_s".to_string(), v),
+                    ("lookup_ns_per_thread".to_string(), threads as f64 * 1e9 / v),
+                ]));
+            }
+            r.summarise();
+            ctx.reports.push(r);
+        }
+    }
+    drop(shared);
+    drop(mm);
+    Ok(())
+}
+
+/// The `vm_area_struct` slab object size from /proc/slabinfo (root only).
+pub fn kernel_vma_objsize() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/slabinfo").ok()?;
+    let line = text.lines().find(|l| l.split_whitespace().next() == Some("vm_area_struct"))?;
+    line.split_whitespace().nth(3)?.parse().ok()
+}
+
+/// Part 3: bytes per VMA at each configured size.
+fn bytes_per_vma(ctx: &mut Ctx<'_>) -> Result<(), String> {
+    let kernel_objsize = kernel_vma_objsize();
+    for &n in &ctx.cfg.sizes.clone() {
+        (ctx.progress)(&format!("bytes per VMA at {n}"));
+        let mm = engine_with_others(n)?;
+        let nodes = mm.tree().node_stats().live;
+        let vma = std::mem::size_of::<Vma>() as f64;
+        let area = std::mem::size_of::<Area>() as f64;
+        let tree = (nodes * NODE_BYTES) as f64 / n as f64;
+        let mut r = ctx.report("bytes_per_vma", format!("bytes per VMA at {n} VMAs"), 1);
+        r.param("vmas", n);
+        r.param("tree_live_nodes", nodes);
+        r.param("kernel_vm_area_struct_objsize", kernel_objsize);
+        let mut m = BTreeMap::from([
+            ("vma_object_bytes".to_string(), vma),
+            ("tree_node_bytes_per_vma".to_string(), tree),
+            ("model_area_bytes".to_string(), area),
+            ("published_bytes_per_vma".to_string(), vma + tree),
+            ("total_bytes_per_vma".to_string(), vma + tree + area),
+        ]);
+        if let Some(k) = kernel_objsize {
+            m.insert("kernel_vm_area_struct_bytes".to_string(), k as f64);
+        } else {
+            r.notes.push("/proc/slabinfo unreadable (not root): kernel vm_area_struct size unknown".into());
+        }
+        r.notes.push(
+            "model_area_bytes is size_of::<Area>() without the BTreeMap node overhead around it, and without \
+             heap data an Area points to (file, name); the kernel's own maple tree costs the same 256-byte nodes"
+                .into(),
+        );
+        r.push_run(m);
+        r.summarise();
+        ctx.reports.push(r);
+        drop(mm);
+    }
+    Ok(())
+}
+
+/// Renders the terminal table.
+pub fn render_table(res: &MmResults) -> String {
+    let med = |r: &Report, m: &str| r.metric(m).map_or(f64::NAN, |s| s.median);
+    let mut out = String::new();
+    out.push_str("mmap+munmap pairs per second (median; min..max)\n");
+    for r in res.set.reports.iter().filter(|r| r.benchmark == "bench.mm.mmap_munmap") {
+        let s = r.metric("pairs_per_s");
+        out.push_str(&format!(
+            "  {:<42} {:>12.0}  ({:.0}..{:.0})  {:.0} ns/pair\n",
+            r.label,
+            s.map_or(f64::NAN, |s| s.median),
+            s.map_or(f64::NAN, |s| s.min),
+            s.map_or(f64::NAN, |s| s.max),
+            med(r, "pair_ns")
+        ));
+    }
+    for r in res.set.reports.iter().filter(|r| r.benchmark == "bench.mm.mmap_munmap_ratio") {
+        out.push_str(&format!("  {:<42} {:>12.2}x\n", r.label, med(r, "engine_over_kernel")));
+    }
+    out.push_str("\nVMA lookups per second, engine Mm with 1000 VMAs (median; min..max)\n");
+    for r in res.set.reports.iter().filter(|r| r.benchmark == "bench.mm.lookup") {
+        let s = r.metric("lookups_per_s");
+        let cpus: Vec<String> =
+            r.placement.iter().map(|p| p.cpu.map_or("-".to_string(), |c| c.to_string())).collect();
+        out.push_str(&format!(
+            "  {:<30} {:>14.0}  ({:.0}..{:.0})  {:.1} ns/lookup/thread  cpus [{}]\n",
+            r.label,
+            s.map_or(f64::NAN, |s| s.median),
+            s.map_or(f64::NAN, |s| s.min),
+            s.map_or(f64::NAN, |s| s.max),
+            med(r, "lookup_ns_per_thread"),
+            cpus.join(",")
+        ));
+    }
+    out.push_str(
+        "\nBytes per VMA (Vma object + tree nodes [+ writer model Area]) vs kernel vm_area_struct\n",
+    );
+    for r in res.set.reports.iter().filter(|r| r.benchmark == "bench.mm.bytes_per_vma") {
+        out.push_str(&format!(
+            "  {:<28} Vma {:.0} + tree {:.1} = {:.1}; + Area {:.0} = {:.1}; kernel vm_area_struct {}\n",
+            r.label,
+            med(r, "vma_object_bytes"),
+            med(r, "tree_node_bytes_per_vma"),
+            med(r, "published_bytes_per_vma"),
+            med(r, "model_area_bytes"),
+            med(r, "total_bytes_per_vma"),
+            r.metric("kernel_vm_area_struct_bytes")
+                .map_or("unknown".to_string(), |s| format!("{:.0}", s.median))
+        ));
+    }
+    out
+}
+
+/// The 1-minute load average (`/proc/loadavg`), if readable.
+fn loadavg() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg").ok()?.split_whitespace().next()?.parse().ok()
+}
