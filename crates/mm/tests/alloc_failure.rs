@@ -3,6 +3,7 @@
 //! point of no return, so a failure injected after any number of allocations either lets the call succeed
 //! exactly as without injection or fails it with ENOMEM (EAGAIN for madvise) leaving the address space
 //! unchanged. Nothing leaks: every anon_vma's active-VMA count equals the VMAs that point at it.
+#![cfg(not(loom))]
 
 use std::collections::HashMap;
 

@@ -1,6 +1,7 @@
 //! Bad inputs to every call: the errno Linux 6.18 returns, and the address space unchanged afterwards
 //! (`validate()` passes and the maps text is identical). The errnos and their order follow the kernel code
 //! paths and were checked against the live kernel by the differential test where a script can express them.
+#![cfg(not(loom))]
 
 use std::sync::Arc;
 

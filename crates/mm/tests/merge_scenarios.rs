@@ -4,6 +4,7 @@
 //!
 //! Pages are numbered from the arena base `B` = 0x200000000000; `[a, b)` is pages a..b. In the pictures,
 //! `rw`/`r-` are the protections, `*` marks the range the call changes.
+#![cfg(not(loom))]
 
 use vmspace_mm::space::flags::*;
 use vmspace_mm::space::{Mm, MmConfig};

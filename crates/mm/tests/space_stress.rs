@@ -5,6 +5,7 @@
 //! writer's address space stays valid (model and published tree agree) after every call.
 //!
 //! Iterations: `VMSPACE_STRESS_OPS` (default 20,000 writer calls).
+#![cfg(not(loom))]
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

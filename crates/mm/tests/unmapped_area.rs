@@ -1,5 +1,6 @@
 //! get_unmapped_area on the engine: top-down placement below `mmap_base`, hints, the guard gap below a
 //! growsdown VMA, 2 MiB alignment of anonymous mappings whose length is a multiple of 2 MiB, and the limits.
+#![cfg(not(loom))]
 
 use vmspace_mm::space::flags::*;
 use vmspace_mm::space::{Errno, Mm, MmConfig, TASK_SIZE};

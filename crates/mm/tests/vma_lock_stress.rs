@@ -18,6 +18,7 @@
 //!
 //! At the end every VMA is unmapped and the pool must have no VMA in use (no leak). The run lasts
 //! `VMSPACE_STRESS_MS` milliseconds (default 2000).
+#![cfg(not(loom))]
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

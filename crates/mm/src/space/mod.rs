@@ -225,7 +225,12 @@ impl Mm {
     /// An empty address space with configuration `cfg` (the break at `cfg.start_brk`), its VMAs from the
     /// process-wide pool.
     pub fn new(cfg: MmConfig) -> Mm {
-        Mm::with_pool(cfg, crate::vma::VmaPool::global())
+        #[cfg(not(loom))]
+        let pool = crate::vma::VmaPool::global();
+        // Loom models cannot share a process-wide pool across model iterations; each Mm gets its own.
+        #[cfg(loom)]
+        let pool = crate::vma::VmaPool::leak_new();
+        Mm::with_pool(cfg, pool)
     }
 
     /// The same with VMAs from `pool` (tests inject pool failures into a private pool).
