@@ -3,18 +3,17 @@
 //!
 //! This crate owns the syntax (parser with line-numbered errors), the canonical result lines
 //! (`L<line> <op> = <value>`, `MAPS` ... `END`), the comparison of two runs, and the seeded random generator.
-//! It executes nothing: runners live in `mm` (engine) and `linux` (kernel). It depends only on `proc`.
+//! It executes nothing: runners live in `mm` (engine) and `linux` (kernel). It depends only on `proc` and `abi` (the errno type it prints).
 
 pub mod ast;
-pub mod errno;
 pub mod generate;
 pub mod minimise;
 pub mod output;
 pub mod run;
 
 pub use ast::{Advice, Line, MmapFlags, MremapFlags, Op, ParseError, Prot, Script};
-pub use errno::Errno;
 pub use generate::{GenConfig, generate};
 pub use minimise::minimise;
 pub use output::{Arena, Difference, Entry, Output, Value, compare};
 pub use run::{Target, canonical_maps, run, run_in};
+pub use vmspace_abi::Errno;

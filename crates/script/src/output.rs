@@ -31,7 +31,7 @@
 //! moving mremap depends on the process's layout, not on the semantics under test. [`compare`] returns the
 //! first difference with the lines before it as context.
 
-use crate::errno::Errno;
+use crate::Errno;
 use core::fmt;
 
 /// The address window that scripts use and that outputs show (default: 1 GiB at `0x200000000000`, free in

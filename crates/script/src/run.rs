@@ -6,8 +6,8 @@
 //! prints, when maps blocks are taken, which maps lines are kept (those overlapping the arena) and how file
 //! mappings are canonicalised. A target only performs calls and reports raw results.
 
+use crate::Errno;
 use crate::ast::{Advice, MmapFlags, MremapFlags, Op, Prot, Script};
-use crate::errno::Errno;
 use crate::output::{Arena, Entry, Output, Value};
 use vmspace_proc::{MapsLine, MapsName};
 

@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use vmspace_script::{Advice, Errno as ScriptErrno, MmapFlags, MremapFlags, Prot, Target};
+use vmspace_script::{Advice, MmapFlags, MremapFlags, Prot, Target};
 
 use super::config::PAGE_SIZE;
 use super::{Errno, MapFile, Mm, MmConfig, PAGE_MASK};
@@ -42,12 +42,8 @@ impl EngineTarget {
     }
 }
 
-fn conv(e: Errno) -> ScriptErrno {
-    ScriptErrno::from_raw(e.raw())
-}
-
 impl Target for EngineTarget {
-    fn file(&mut self, name: &str, size: u64) -> Result<u64, ScriptErrno> {
+    fn file(&mut self, name: &str, size: u64) -> Result<u64, Errno> {
         let ino = self.files.len() as u64 + 1;
         self.files.push((name.to_string(), MapFile::regular(format!("/vmspace/{name}"), ino, size)));
         Ok(0)
@@ -60,20 +56,20 @@ impl Target for EngineTarget {
         prot: Prot,
         flags: MmapFlags,
         file: Option<(&str, u64)>,
-    ) -> Result<u64, ScriptErrno> {
+    ) -> Result<u64, Errno> {
         let (f, off) = match file {
-            Some((n, off)) => (Some(self.file_of(n).cloned().ok_or(ScriptErrno::EBADF)?), off),
+            Some((n, off)) => (Some(self.file_of(n).cloned().ok_or(Errno::EBADF)?), off),
             None => (None, 0),
         };
-        self.mm.mmap(addr, len, prot.bits(), flags.0, f.as_ref(), off).map_err(conv)
+        self.mm.mmap(addr, len, prot.bits(), flags.0, f.as_ref(), off)
     }
 
-    fn munmap(&mut self, addr: u64, len: u64) -> Result<u64, ScriptErrno> {
-        self.mm.munmap(addr, len).map(|()| 0).map_err(conv)
+    fn munmap(&mut self, addr: u64, len: u64) -> Result<u64, Errno> {
+        self.mm.munmap(addr, len).map(|()| 0)
     }
 
-    fn mprotect(&mut self, addr: u64, len: u64, prot: Prot) -> Result<u64, ScriptErrno> {
-        self.mm.mprotect(addr, len, prot.bits()).map(|()| 0).map_err(conv)
+    fn mprotect(&mut self, addr: u64, len: u64, prot: Prot) -> Result<u64, Errno> {
+        self.mm.mprotect(addr, len, prot.bits()).map(|()| 0)
     }
 
     fn mremap(
@@ -83,12 +79,12 @@ impl Target for EngineTarget {
         new_len: u64,
         flags: MremapFlags,
         new_addr: u64,
-    ) -> Result<u64, ScriptErrno> {
-        self.mm.mremap(addr, old_len, new_len, flags.0, new_addr).map_err(conv)
+    ) -> Result<u64, Errno> {
+        self.mm.mremap(addr, old_len, new_len, flags.0, new_addr)
     }
 
-    fn madvise(&mut self, addr: u64, len: u64, advice: Advice) -> Result<u64, ScriptErrno> {
-        self.mm.madvise(addr, len, advice.linux_value()).map(|()| 0).map_err(conv)
+    fn madvise(&mut self, addr: u64, len: u64, advice: Advice) -> Result<u64, Errno> {
+        self.mm.madvise(addr, len, advice.linux_value()).map(|()| 0)
     }
 
     fn touch(&mut self, addr: u64, len: u64, write: bool) -> Result<(), u64> {
@@ -109,16 +105,16 @@ impl Target for EngineTarget {
         Ok(())
     }
 
-    fn name(&mut self, addr: u64, len: u64, name: Option<&str>) -> Result<u64, ScriptErrno> {
-        self.mm.set_anon_name(addr, len, name).map(|()| 0).map_err(conv)
+    fn name(&mut self, addr: u64, len: u64, name: Option<&str>) -> Result<u64, Errno> {
+        self.mm.set_anon_name(addr, len, name).map(|()| 0)
     }
 
-    fn brk(&mut self, addr: u64) -> Result<u64, ScriptErrno> {
+    fn brk(&mut self, addr: u64) -> Result<u64, Errno> {
         Ok(self.mm.brk(addr))
     }
 
-    fn fork(&mut self) -> Result<u64, ScriptErrno> {
-        let child = self.mm.fork().map_err(conv)?;
+    fn fork(&mut self) -> Result<u64, Errno> {
+        let child = self.mm.fork()?;
         self.mm = child;
         Ok(0)
     }

@@ -39,7 +39,7 @@ pub mod anon_vma;
 mod brk;
 pub mod config;
 mod engine;
-pub mod error;
+
 pub mod flags;
 mod fork;
 mod madvise;
@@ -59,10 +59,10 @@ use std::sync::Arc;
 pub use anon_vma::{AnonState, AnonVma};
 pub use config::{MmConfig, Overcommit, PAGE_SIZE, TASK_SIZE};
 pub use engine::EngineTarget;
-pub use error::Errno;
 use flags::*;
 use publish::Published;
 pub use publish::{Handle, MmShared};
+pub use vmspace_abi::Errno;
 
 /// Page mask (`PAGE_MASK` is `!(PAGE_SIZE - 1)`).
 const PAGE_MASK: u64 = !(PAGE_SIZE - 1);

@@ -27,10 +27,10 @@
 use vmspace_maple::MapleTree;
 use vmspace_rcu::Guard;
 
-use super::errno::Errno;
 use super::lock::{VmaReadGuard, vma_start_read, vma_start_read_locked};
 use super::mmap_lock::MmLocking;
 use super::object::Vma;
+use vmspace_abi::Errno;
 
 /// A structure that maps an address to the VMA whose range contains it, readable under an RCU guard.
 pub trait VmaLookup {

@@ -34,7 +34,7 @@
 //! does not find it again).
 
 pub mod attrs;
-pub mod errno;
+
 pub mod flags;
 pub mod lock;
 pub mod lookup;
@@ -45,7 +45,6 @@ pub mod pool;
 pub mod stats;
 
 pub use attrs::{AnonVma, RcuArc, VmFile};
-pub use errno::Errno;
 pub use flags::VmFlags;
 pub use lock::{
     VMA_LOCK_OFFSET, VMA_REF_LIMIT, VmaLockFail, VmaReadGuard, vma_assert_write_locked, vma_end_read,
@@ -57,6 +56,7 @@ pub use mmap_lock::{MmLocking, MmapLock, MmapReadGuard, MmapWriteGuard};
 pub use object::{VM_LOCK_SEQ_NONE, Vma, VmaSnapshot};
 pub use pool::{PoolStats, VmaPool};
 pub use stats::{VmaLockCounts, VmaLockStats};
+pub use vmspace_abi::Errno;
 
 /// Page size (x86-64, 4 KiB).
 pub const PAGE_SIZE: u64 = 4096;

@@ -36,9 +36,9 @@ use std::fmt;
 
 use vmspace_rcu::sync::{AtomicU64, Ordering};
 
-use super::errno::Errno;
 use super::mmap_lock::MmLocking;
 use super::object::{VM_LOCK_SEQ_NONE, Vma};
+use vmspace_abi::Errno;
 
 #[cfg(loom)]
 type Lock<T> = loom::sync::Mutex<T>;

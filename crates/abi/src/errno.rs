@@ -1,7 +1,6 @@
 //! `Errno`: a Linux errno number with its symbolic name, as op-script results print it (`-ENOMEM`).
 //!
-//! Values are x86-64 Linux's. The engine has its own errno type (`vmspace_mm`); the two convert through
-//! [`Errno::from_raw`] / [`Errno::raw`].
+//! Values are x86-64 Linux's (`include/uapi/asm-generic/errno-base.h`, `errno.h`).
 
 use core::fmt;
 
@@ -61,8 +60,18 @@ impl Errno {
     pub const EFAULT: Self = Self(14);
     /// Already exists (`fixed_noreplace` over a mapping).
     pub const EEXIST: Self = Self(17);
+    /// No such device (a file that cannot be mapped).
+    pub const ENODEV: Self = Self(19);
     /// Invalid argument.
     pub const EINVAL: Self = Self(22);
+    /// Value too large (file offset overflow).
+    pub const EOVERFLOW: Self = Self(75);
+    /// Operation not supported (`MAP_SHARED_VALIDATE` with an unknown flag).
+    pub const EOPNOTSUPP: Self = Self(95);
+    /// No such process (the mm of a /proc reader is gone).
+    pub const ESRCH: Self = Self(3);
+    /// Device or resource busy (no free gap in a tree search).
+    pub const EBUSY: Self = Self(16);
     /// Name too long.
     pub const ENAMETOOLONG: Self = Self(36);
 
