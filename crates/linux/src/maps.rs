@@ -1,65 +1,17 @@
-//! A small, strict parser of `/proc/PID/maps` lines, and page-sized reads of /proc files.
+//! Maps lines as the probe uses them (the `proc` crate's parser) and page-sized reads of /proc files.
 //!
-//! The probe needs only the fields of a maps line (and of an smaps record header, which is a maps line) to
-//! compare them with PROCMAP_QUERY and to find page boundaries; the full text formats live in the `proc` crate.
-//! A line is `start-end perms offset major:minor inode [padding name]`, numbers in hex except the inode.
+//! The probe needs the fields of a maps line (and of an smaps record header, which is a maps line) to compare
+//! them with PROCMAP_QUERY and to find page boundaries.
 
 use rustix::io::Errno;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 
-/// One parsed maps line.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MapsLine {
-    /// First address.
-    pub start: u64,
-    /// One past the last address.
-    pub end: u64,
-    /// `rwxp`-style permissions.
-    pub perms: String,
-    /// File offset.
-    pub offset: u64,
-    /// Device major.
-    pub dev_major: u32,
-    /// Device minor.
-    pub dev_minor: u32,
-    /// Inode.
-    pub inode: u64,
-    /// Name (path or `[heap]` etc.), empty if none.
-    pub name: String,
-}
+pub use vmspace_proc::{MapsLine, parse_maps};
 
-/// Parses one maps line (or smaps header line); `None` if it is not one.
+/// Parses one maps line (or smaps header line) with the `proc` crate's parser; `None` if it is not one.
 pub fn parse_line(line: &str) -> Option<MapsLine> {
-    let mut it = line.splitn(6, ' ');
-    let range = it.next()?;
-    let perms = it.next()?;
-    let offset = it.next()?;
-    let dev = it.next()?;
-    let inode = it.next()?;
-    let rest = it.next().unwrap_or("");
-    let (s, e) = range.split_once('-')?;
-    let start = u64::from_str_radix(s, 16).ok()?;
-    let end = u64::from_str_radix(e, 16).ok()?;
-    if perms.len() != 4 || start > end {
-        return None;
-    }
-    let (ma, mi) = dev.split_once(':')?;
-    Some(MapsLine {
-        start,
-        end,
-        perms: perms.to_string(),
-        offset: u64::from_str_radix(offset, 16).ok()?,
-        dev_major: u32::from_str_radix(ma, 16).ok()?,
-        dev_minor: u32::from_str_radix(mi, 16).ok()?,
-        inode: inode.parse().ok()?,
-        name: rest.trim_start().to_string(),
-    })
-}
-
-/// Parses a whole maps file; `None` if any line is malformed.
-pub fn parse_maps(text: &str) -> Option<Vec<MapsLine>> {
-    text.lines().map(parse_line).collect()
+    line.parse().ok()
 }
 
 /// Whether `line` starts like a maps/smaps record header (`hex-hex `).
@@ -112,18 +64,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parses_anonymous_and_named_lines() {
+    fn record_headers_parse_and_field_lines_do_not() {
         let l = parse_line("7f0000001000-7f0000004000 rw-p 00000000 00:00 0 ").unwrap();
         assert_eq!(
-            (l.start, l.end, l.perms.as_str(), l.inode, l.name.as_str()),
-            (0x7f0000001000, 0x7f0000004000, "rw-p", 0, "")
+            (l.start, l.end, l.perms.to_string(), l.inode, l.name),
+            (0x7f0000001000, 0x7f0000004000, "rw-p".into(), 0, None)
         );
-        let l = parse_line(
-            "55d0c0a00000-55d0c0a21000 r-xp 00002000 fd:01 1234                       /usr/bin/some thing",
-        )
-        .unwrap();
-        assert_eq!((l.offset, l.dev_major, l.dev_minor, l.inode), (0x2000, 0xfd, 1, 1234));
-        assert_eq!(l.name, "/usr/bin/some thing");
         assert!(parse_line("Rss:                   4 kB").is_none());
         assert!(parse_line("zz-10 rw-p 0 00:00 0").is_none());
         assert!(is_header("7f00-7f10 rw-p 0 00:00 0"));

@@ -174,16 +174,17 @@ mod tests {
             let text = std::fs::read_to_string("/proc/self/maps").unwrap();
             // The gate area ([vsyscall]) is printed by the text file but is not in the VMA tree.
             let mut lines = parse_maps(&text).unwrap();
-            lines.retain(|l| l.name != "[vsyscall]");
+            lines.retain(|l| l.name != Some(vmspace_proc::MapsName::Special("[vsyscall]".into())));
             let same = walk.len() == lines.len()
                 && walk.iter().zip(&lines).all(|(w, l)| {
                     w.start == l.start
                         && w.end == l.end
-                        && w.perms() == l.perms
+                        && w.perms() == l.perms.to_string()
                         && w.offset == l.offset
                         && w.inode == l.inode
                         && (w.dev_major, w.dev_minor) == (l.dev_major, l.dev_minor)
-                        && w.name.as_deref().unwrap_or("") == l.name
+                        && w.name.as_deref().unwrap_or("")
+                            == l.name.as_ref().map(|n| n.to_string()).unwrap_or_default()
                 });
             if same {
                 return;

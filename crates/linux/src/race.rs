@@ -421,7 +421,7 @@ fn run_test(file: RaceFile, test: RaceTest, duration: Duration) -> Result<Outcom
     // Relaxed (these three): published to the child by the Release store of the next command.
     slots.get(ADDR).store(addr, Ordering::Relaxed);
     slots.get(NEXT).store(next, Ordering::Relaxed);
-    slots.get(PROT_WRITE).store(u64::from(last.perms.as_bytes()[1] == b'w'), Ordering::Relaxed);
+    slots.get(PROT_WRITE).store(u64::from(last.perms.write), Ordering::Relaxed);
     let mut chan = Channel { slots: &slots, seq: 0 };
 
     let err = |e: String| anyhow::anyhow!("{path}: {e}");
