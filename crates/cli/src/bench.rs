@@ -102,18 +102,7 @@ fn tree(args: TreeArgs) -> anyhow::Result<()> {
         targets.sort();
         cfg.targets = targets;
     }
-    if let Some(r) = args.repeats {
-        if r == 0 {
-            bail!("--repeats must be at least 1");
-        }
-        cfg.timer.repeats = r;
-    }
-    if let Some(ms) = args.batch_ms {
-        if ms == 0 {
-            bail!("--batch-ms must be at least 1");
-        }
-        cfg.timer.batch = Duration::from_millis(ms);
-    }
+    apply_timer_args(&mut cfg.timer, args.repeats, args.batch_ms)?;
     if let Some(seed) = args.seed {
         cfg.seed = seed;
     }
@@ -170,18 +159,7 @@ fn tree(args: TreeArgs) -> anyhow::Result<()> {
 fn mm(args: MmArgs) -> anyhow::Result<()> {
     use vmspace_bench::mm as bench_mm;
     let mut cfg = if args.quick { bench_mm::MmBenchConfig::quick() } else { bench_mm::MmBenchConfig::full() };
-    if let Some(r) = args.repeats {
-        if r == 0 {
-            bail!("--repeats must be at least 1");
-        }
-        cfg.timer.repeats = r;
-    }
-    if let Some(ms) = args.batch_ms {
-        if ms == 0 {
-            bail!("--batch-ms must be at least 1");
-        }
-        cfg.timer.batch = Duration::from_millis(ms);
-    }
+    apply_timer_args(&mut cfg.timer, args.repeats, args.batch_ms)?;
     let command =
         std::iter::once("vmspace".to_string()).chain(std::env::args().skip(1)).collect::<Vec<_>>().join(" ");
     let bar = ProgressBar::with_draw_target(Some(bench_mm::steps(&cfg)), ProgressDrawTarget::stderr());
@@ -224,6 +202,27 @@ fn mm(args: MmArgs) -> anyhow::Result<()> {
                 .with_context(|| format!("writing {path}"))?;
             println!("\nJSON written to {path}");
         }
+    }
+    Ok(())
+}
+
+/// Applies `--repeats` and `--batch-ms` (shared by every benchmark that times batches).
+fn apply_timer_args(
+    timer: &mut vmspace_bench::measure::Timer,
+    repeats: Option<usize>,
+    batch_ms: Option<u64>,
+) -> anyhow::Result<()> {
+    if let Some(r) = repeats {
+        if r == 0 {
+            bail!("--repeats must be at least 1");
+        }
+        timer.repeats = r;
+    }
+    if let Some(ms) = batch_ms {
+        if ms == 0 {
+            bail!("--batch-ms must be at least 1");
+        }
+        timer.batch = Duration::from_millis(ms);
     }
     Ok(())
 }
