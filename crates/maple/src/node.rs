@@ -283,12 +283,17 @@ pub(crate) const RETIRE_BATCH: usize = 1;
 /// One allocation domain: node counters and a cache of recycled nodes, shared (Arc) by a tree, the trees `dup`
 /// made from it, and the deferred frees, so that nodes freed after a grace period are still counted.
 ///
-/// Accounting: `allocated` counts nodes handed out (fresh or recycled), `freed` nodes given back (to the cache
-/// or the system allocator), `pending` nodes retired and waiting for their grace period.
+/// Accounting: `allocated` counts nodes handed out (fresh or recycled), `released` nodes the domain's trees
+/// gave up (freed at once, or retired to wait for a grace period), `freed` nodes whose memory went back (to
+/// the cache or the system allocator). Nodes waiting for their grace period are `released - freed`. A deferred
+/// free only moves `freed`, so `allocated - released` (what the trees own) never changes under a reader of the
+/// counters when a grace period ends; and because `freed` is incremented with Release after the matching
+/// `released` increment, a reader that loads `freed` (Acquire) before `released` always sees
+/// `freed <= released`.
 pub(crate) struct Counters {
     pub(crate) allocated: AtomicU64,
+    pub(crate) released: AtomicU64,
     pub(crate) freed: AtomicU64,
-    pub(crate) pending: AtomicU64,
     /// 0 = no injection; n = the n-th allocation from now fails (then injection switches off).
     pub(crate) fail_countdown: AtomicU64,
     /// Recycled node addresses (whole nodes; zeroed when handed out again). Not under loom: there a released
@@ -301,8 +306,8 @@ impl Counters {
     pub(crate) fn new() -> Arc<Self> {
         Arc::new(Counters {
             allocated: AtomicU64::new(0),
+            released: AtomicU64::new(0),
             freed: AtomicU64::new(0),
-            pending: AtomicU64::new(0),
             fail_countdown: AtomicU64::new(0),
             #[cfg(not(loom))]
             cache: std::sync::Mutex::new(Vec::new()),
@@ -377,7 +382,20 @@ impl Counters {
     /// # Safety
     ///
     /// As [`Counters::free_now`], for every node.
-    pub(crate) unsafe fn free_many(&self, nodes: impl IntoIterator<Item = usize>) {
+    pub(crate) unsafe fn free_many(&self, nodes: Vec<usize>) {
+        // Relaxed: statistics; ordered before the Release increment of `freed` below.
+        self.released.fetch_add(nodes.len() as u64, Ordering::Relaxed);
+        // SAFETY: the caller's contract; the nodes are now counted as released.
+        unsafe { self.free_released(nodes) };
+    }
+
+    /// Frees nodes already counted in `released` (retired nodes after their grace period, or when their tree
+    /// is dropped).
+    ///
+    /// # Safety
+    ///
+    /// As [`Counters::free_now`], for every node.
+    pub(crate) unsafe fn free_released(&self, nodes: Vec<usize>) {
         #[cfg(not(loom))]
         let mut c = self.cache.lock().unwrap_or_else(|e| e.into_inner());
         let mut n = 0u64;
@@ -391,8 +409,9 @@ impl Counters {
             // SAFETY: the caller's contract.
             unsafe { release(a) };
         }
-        // Relaxed: statistics.
-        self.freed.fetch_add(n, Ordering::Relaxed);
+        // Release: pairs with the Acquire load in the tree's `stats`, so that a reader seeing this count also
+        // sees the `released` increment of these nodes (freed <= released).
+        self.freed.fetch_add(n, Ordering::Release);
     }
 
     /// Frees a node no reader can reach (never published, non-RCU mode, or after its grace period).
@@ -401,8 +420,10 @@ impl Counters {
     ///
     /// `a` came from [`Counters::alloc`] and is freed once; no reference to it is used afterwards.
     pub(crate) unsafe fn free_now(&self, a: usize) {
-        // Relaxed: statistics.
-        self.freed.fetch_add(1, Ordering::Relaxed);
+        // Relaxed: statistics; ordered before the Release increment of `freed` below.
+        self.released.fetch_add(1, Ordering::Relaxed);
+        // Release: as in `free_released`.
+        self.freed.fetch_add(1, Ordering::Release);
         #[cfg(not(loom))]
         {
             let mut c = self.cache.lock().unwrap_or_else(|e| e.into_inner());
@@ -420,17 +441,16 @@ impl Counters {
     /// # Safety
     ///
     /// Every address came from [`Counters::alloc`], has been unpublished and marked dead, and is retired once;
-    /// each was counted in `pending` when it was retired.
+    /// each was counted in `released` when it was retired.
     pub(crate) unsafe fn retire_batch(self: &Arc<Self>, batch: Vec<usize>, guard: &vmspace_rcu::Guard) {
         if batch.is_empty() {
             return;
         }
         let c = Arc::clone(self);
         guard.defer(move || {
-            // Relaxed: statistics.
-            c.pending.fetch_sub(batch.len() as u64, Ordering::Relaxed);
-            // SAFETY: every guard that could have reached the nodes is gone (grace period); retired once.
-            unsafe { c.free_many(batch) };
+            // SAFETY: every guard that could have reached the nodes is gone (grace period); retired once, and
+            // counted in `released` by `retire`.
+            unsafe { c.free_released(batch) };
         });
     }
 }

@@ -188,11 +188,15 @@ pub(crate) fn stats<T: Entry>(w: &Writer<'_, T>) -> NodeStats {
         1 + (0..=end).map(|i| count(n.word(INT_SLOT_BASE + i) as usize)).sum::<u64>()
     }
     let c = &w.tree.counters;
+    // Acquire: pairs with the Release increments of `freed`, so that the later load of `released` counts every
+    // node this count includes (see `Counters`).
+    let freed = c.freed.load(Ordering::Acquire);
     // Relaxed: statistics, and the root under the writer lock.
+    let released = c.released.load(Ordering::Relaxed);
     NodeStats {
         allocated: c.allocated.load(Ordering::Relaxed),
-        freed: c.freed.load(Ordering::Relaxed),
-        pending_free: c.pending.load(Ordering::Relaxed),
+        freed,
+        pending_free: released - freed,
         reserved: w.st.pool.len() as u64,
         live: count(w.tree.root.load(Ordering::Relaxed) as usize),
     }

@@ -705,8 +705,8 @@ fn add_len<T: Entry>(tree: &crate::MapleTree<T>, d: i64) {
 ///
 /// `a` came from the tree's allocator, is unpublished and marked dead, and is retired once.
 unsafe fn retire(st: &mut WState, counters: &Arc<Counters>, a: usize) {
-    // Relaxed: statistics.
-    counters.pending.fetch_add(1, Ordering::Relaxed);
+    // Relaxed: statistics; the grace period orders it before the deferred free's Release increment of `freed`.
+    counters.released.fetch_add(1, Ordering::Relaxed);
     st.retired.push(a);
     if st.retired.len() >= RETIRE_BATCH {
         let batch = std::mem::replace(&mut st.retired, Vec::with_capacity(RETIRE_BATCH));
@@ -752,11 +752,12 @@ pub(crate) fn free_all<T: Entry>(w: &mut Writer<'_, T>) {
     // Retired nodes not yet handed to RCU: the tree is being dropped, so no reader can be inside them (readers
     // borrow the tree); nodes already handed over are freed by their deferred call.
     let retired = std::mem::take(&mut w.st.retired);
-    // Relaxed: statistics.
-    w.tree.counters.pending.fetch_sub(retired.len() as u64, Ordering::Relaxed);
-    all.extend(retired);
-    // SAFETY: exclusively owned and unreachable, each listed once.
-    unsafe { w.tree.counters.free_many(all) };
+    // SAFETY: exclusively owned and unreachable, each listed once; the retired ones were counted as released
+    // by `retire`.
+    unsafe {
+        w.tree.counters.free_many(all);
+        w.tree.counters.free_released(retired);
+    }
     release_reserve(w);
 }
 
