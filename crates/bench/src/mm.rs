@@ -16,10 +16,10 @@
 //!    `lock_vma_under_rcu` (lock-free walk + per-VMA read lock, dropped at once) against the mmap read lock
 //!    taken around a plain tree lookup (what a fault did before per-VMA locks). Each thread runs a fixed
 //!    count; the rate is the total count over the slowest thread's time.
-//! 3. **Bytes per VMA** (`bench.mm.bytes_per_vma`) at 1,000 and 100,000 VMAs: `size_of::<Vma>()` (the
-//!    published VMA object), the tree's live nodes × 256 bytes / VMAs, and `size_of::<Area>()` (the writer's
-//!    model entry, which the kernel does not have), against the kernel's `vm_area_struct` slab object size
-//!    from `/proc/slabinfo` (readable as root; otherwise reported unknown).
+//! 3. **Bytes per VMA** (`bench.mm.bytes_per_vma`) at 1,000 and 100,000 VMAs: `size_of::<Vma>()` (the VMA
+//!    object, the engine's only per-mapping record) and the tree's live nodes × 256 bytes / VMAs, against the
+//!    kernel's `vm_area_struct` slab object size from `/proc/slabinfo` (readable as root; otherwise reported
+//!    unknown). Neither side counts anon_vma chains (the benchmark's VMAs are never faulted).
 //!
 //! Timing follows [`crate::measure`]: calibrated batches, several repeats, the median reported beside every
 //! repeat. The 1-minute load average before and after is written into every report.
@@ -34,7 +34,7 @@ use rand::{Rng, SeedableRng};
 use vmspace_linux::hostinfo::HostInfo;
 use vmspace_linux::report::{Report, ReportSet};
 use vmspace_mm::space::flags::{MAP_ANONYMOUS, MAP_PRIVATE, PROT_READ, PROT_WRITE};
-use vmspace_mm::space::{Area, Mm, MmConfig, MmShared, PAGE_SIZE};
+use vmspace_mm::space::{Mm, MmConfig, MmShared, PAGE_SIZE};
 use vmspace_mm::vma::{Vma, lock_vma_under_rcu};
 
 use crate::measure::{Cpus, Timer, median};
@@ -539,7 +539,6 @@ fn bytes_per_vma(ctx: &mut Ctx<'_>) -> Result<(), String> {
         let mm = engine_with_others(n)?;
         let nodes = mm.tree().node_stats().live;
         let vma = std::mem::size_of::<Vma>() as f64;
-        let area = std::mem::size_of::<Area>() as f64;
         let tree = (nodes * NODE_BYTES) as f64 / n as f64;
         let mut r = ctx.report("bytes_per_vma", format!("bytes per VMA at {n} VMAs"), 1);
         r.param("vmas", n);
@@ -548,9 +547,7 @@ fn bytes_per_vma(ctx: &mut Ctx<'_>) -> Result<(), String> {
         let mut m = BTreeMap::from([
             ("vma_object_bytes".to_string(), vma),
             ("tree_node_bytes_per_vma".to_string(), tree),
-            ("model_area_bytes".to_string(), area),
-            ("published_bytes_per_vma".to_string(), vma + tree),
-            ("total_bytes_per_vma".to_string(), vma + tree + area),
+            ("total_bytes_per_vma".to_string(), vma + tree),
         ]);
         if let Some(k) = kernel_objsize {
             m.insert("kernel_vm_area_struct_bytes".to_string(), k as f64);
@@ -558,8 +555,7 @@ fn bytes_per_vma(ctx: &mut Ctx<'_>) -> Result<(), String> {
             r.notes.push("/proc/slabinfo unreadable (not root): kernel vm_area_struct size unknown".into());
         }
         r.notes.push(
-            "model_area_bytes is size_of::<Area>() without the BTreeMap node overhead around it, and without \
-             heap data an Area points to (file, name); the kernel's own maple tree costs the same 256-byte nodes"
+            "the kernel's figure is its vm_area_struct alone; its maple tree costs 256-byte nodes as ours does"
                 .into(),
         );
         r.push_run(m);
@@ -604,17 +600,13 @@ pub fn render_table(res: &MmResults) -> String {
             cpus.join(",")
         ));
     }
-    out.push_str(
-        "\nBytes per VMA (Vma object + tree nodes [+ writer model Area]) vs kernel vm_area_struct\n",
-    );
+    out.push_str("\nBytes per VMA (Vma object + tree nodes) vs kernel vm_area_struct\n");
     for r in res.set.reports.iter().filter(|r| r.benchmark == "bench.mm.bytes_per_vma") {
         out.push_str(&format!(
-            "  {:<28} Vma {:.0} + tree {:.1} = {:.1}; + Area {:.0} = {:.1}; kernel vm_area_struct {}\n",
+            "  {:<28} Vma {:.0} + tree {:.1} = {:.1}; kernel vm_area_struct {}\n",
             r.label,
             med(r, "vma_object_bytes"),
             med(r, "tree_node_bytes_per_vma"),
-            med(r, "published_bytes_per_vma"),
-            med(r, "model_area_bytes"),
             med(r, "total_bytes_per_vma"),
             r.metric("kernel_vm_area_struct_bytes")
                 .map_or("unknown".to_string(), |s| format!("{:.0}", s.median))

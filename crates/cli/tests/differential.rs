@@ -26,13 +26,9 @@ fn env_u64(name: &str, default: u64) -> u64 {
 }
 
 fn engine(script: &Script, cfg: &MmConfig) -> Output {
-    let mut t = EngineTarget::new(cfg.clone());
-    let out = run(script, &mut t);
-    // The engine's invariants, including the published tree against the model, hold at the end of every run.
-    t.mm()
-        .validate()
-        .unwrap_or_else(|e| panic!("engine invariant broken after script:\n{}\n{e}", script.to_text()));
-    out
+    // The engine's invariants are checked after every call.
+    let mut t = EngineTarget::validating(cfg.clone());
+    run(script, &mut t)
 }
 
 /// Shared anonymous mappings show the inode of their shmem object, which the kernel numbers from a global

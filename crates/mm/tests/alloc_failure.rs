@@ -35,7 +35,7 @@ fn setup_in(pool: &'static VmaPool) -> Mm {
 fn no_leaks(m: &Mm) {
     let mut refs: HashMap<u64, (u64, u64)> = HashMap::new();
     for a in m.areas() {
-        if let Some(av) = a.anon.anon_vma() {
+        if let Some(av) = a.anon().anon_vma() {
             let e = refs.entry(av.id()).or_insert((0, av.num_active_vmas()));
             e.0 += 1;
         }

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use vmspace_mm::space::flags::*;
-use vmspace_mm::space::{Errno, MapFile, Mm, MmConfig, TASK_SIZE};
+use vmspace_mm::space::{Errno, Mm, MmConfig, TASK_SIZE, VmFile};
 
 const B: u64 = 0x2000_0000_0000;
 const P: u64 = 4096;
@@ -19,10 +19,10 @@ fn cfg() -> MmConfig {
 
 /// Three VMAs with a hole: [B, B+4P) rw, hole, [B+6P, B+8P) r-- file, [B+8P, B+10P) shared file (read-only
 /// open).
-fn base() -> (Mm, Arc<MapFile>, Arc<MapFile>) {
+fn base() -> (Mm, Arc<VmFile>, Arc<VmFile>) {
     let mut m = Mm::new(cfg());
-    let f = MapFile::regular("/f", 1, 64 * P);
-    let ro = Arc::new(MapFile { writable: false, ..(*MapFile::regular("/ro", 2, 64 * P)).clone() });
+    let f = VmFile::regular("/f", 1, 64 * P);
+    let ro = Arc::new(VmFile { writable: false, ..(*VmFile::regular("/ro", 2, 64 * P)).clone() });
     m.mmap(B, 4 * P, RW, ANON | MAP_FIXED, None, 0).unwrap();
     m.mmap(B + 6 * P, 2 * P, PROT_READ, MAP_PRIVATE | MAP_FIXED, Some(&f), 0).unwrap();
     m.mmap(B + 8 * P, 2 * P, PROT_READ, MAP_SHARED | MAP_FIXED, Some(&ro), 0).unwrap();
@@ -127,7 +127,7 @@ fn mprotect_partial_progress_at_hole() {
     assert_eq!(m.mprotect(B, 8 * P, PROT_READ), Err(Errno::ENOMEM));
     m.validate().unwrap();
     let first = m.areas().next().unwrap();
-    assert_eq!((first.start, first.end, first.flags & VM_ACCESS_FLAGS), (B, B + 4 * P, VM_READ));
+    assert_eq!((first.start(), first.end(), first.flags().bits() & VM_ACCESS_FLAGS), (B, B + 4 * P, VM_READ));
 }
 
 #[test]

@@ -34,7 +34,7 @@ fn layout(m: &Mm) -> Vec<(u64, u64, String)> {
     m.areas()
         .map(|a| {
             let l = m.maps_line(a);
-            ((a.start - B) / P, (a.end - B) / P, l.perms.to_string())
+            ((a.start() - B) / P, (a.end() - B) / P, l.perms.to_string())
         })
         .collect()
 }
@@ -240,7 +240,7 @@ fn fault_reuses_neighbours_anon_vma() {
     m.fault(pg(0), true).unwrap();
     m.mprotect(pg(2), 2 * P, RW).unwrap();
     m.fault(pg(2), true).unwrap();
-    let ids: Vec<_> = m.areas().map(|a| a.anon.anon_vma().map(|x| x.id())).collect();
+    let ids: Vec<_> = m.areas().map(|a| a.anon().anon_vma().map(|x| x.id())).collect();
     assert_eq!(ids.len(), 1, "merged back: {m:?}");
     assert!(ids[0].is_some());
 }
@@ -270,16 +270,16 @@ fn fork_flags() {
     parent.madvise(pg(3), 2 * P, MADV_WIPEONFORK).unwrap();
     let child = parent.fork().unwrap();
     assert_eq!(layout(&child), l(&[(3, 5, "rw-p")]));
-    assert!(child.areas().all(|a| !a.anon.is_some()));
-    assert!(parent.areas().any(|a| a.anon.is_some()));
+    assert!(child.areas().all(|a| !a.anon().is_some()));
+    assert!(parent.areas().any(|a| a.anon().is_some()));
 }
 
 /// File mappings merge only with the same file and contiguous offsets.
 #[test]
 fn file_offsets_must_continue() {
-    use vmspace_mm::space::MapFile;
-    let f = MapFile::regular("/f", 7, 16 * P);
-    let g = MapFile::regular("/g", 8, 16 * P);
+    use vmspace_mm::space::VmFile;
+    let f = VmFile::regular("/f", 7, 16 * P);
+    let g = VmFile::regular("/g", 8, 16 * P);
     let fl = MAP_PRIVATE | MAP_FIXED;
     let mut m = mm();
     m.mmap(pg(0), 2 * P, R, fl, Some(&f), 0).unwrap();

@@ -4,6 +4,12 @@
 //! time). A reader must never get a VMA that does not cover its address or that belongs to another mm; and the
 //! writer's address space stays valid (model and published tree agree) after every call.
 //!
+//!
+//! A second test checks the writer's store order: in a block that stays mapped throughout (only mprotect,
+//! madvise, anon names and faults touch it, which split and merge VMAs but never unmap), a lock-free tree
+//! lookup must always find a VMA. A primitive that erased a VMA's old range before its neighbour took the range
+//! over would show readers a false gap.
+//!
 //! Iterations: `VMSPACE_STRESS_OPS` (default 20,000 writer calls).
 #![cfg(not(loom))]
 
@@ -83,4 +89,61 @@ fn readers_never_see_a_wrong_vma() {
     other.validate().unwrap();
     // Ordering: Relaxed: the readers were joined.
     assert!(found.load(Ordering::Relaxed) > 0, "readers never found a VMA");
+}
+
+#[test]
+fn readers_never_see_a_false_gap() {
+    let ops: u64 = std::env::var("VMSPACE_STRESS_OPS").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000);
+    let mut mm = Mm::new(MmConfig { anon_vma_name: true, ..MmConfig::default() });
+    let af = MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED;
+    mm.mmap(B, PAGES * P, PROT_READ | PROT_WRITE, af, None, 0).unwrap();
+    let shared = mm.shared();
+    let stop = Arc::new(AtomicBool::new(false));
+    let lookups = Arc::new(AtomicU64::new(0));
+    let readers: Vec<_> = (0..2)
+        .map(|t| {
+            let shared = shared.clone();
+            let stop = stop.clone();
+            let lookups = lookups.clone();
+            std::thread::spawn(move || {
+                let mut rng = SmallRng::seed_from_u64(100 + t);
+                let mut n = 0u64;
+                // Ordering: Relaxed: a stop flag; nothing is published through it.
+                while !stop.load(Ordering::Relaxed) {
+                    let addr = B + rng.random_range(0..PAGES * P);
+                    assert!(shared.tree.load(addr).is_some(), "false gap at {addr:#x}");
+                    n += 1;
+                }
+                // Ordering: Relaxed: a statistic read after join.
+                lookups.fetch_add(n, Ordering::Relaxed);
+            })
+        })
+        .collect();
+    let mut rng = SmallRng::seed_from_u64(7);
+    let prots = [PROT_READ, PROT_READ | PROT_WRITE, 0, PROT_READ | PROT_EXEC];
+    let names = [None, Some("a"), Some("b")];
+    for i in 0..ops {
+        let a = B + rng.random_range(0..PAGES) * P;
+        let len = rng.random_range(1..(B + PAGES * P - a) / P + 1).min(12) * P;
+        let _ = match rng.random_range(0..5) {
+            0 | 1 => mm.mprotect(a, len, prots[rng.random_range(0..prots.len())]),
+            2 => mm.madvise(a, len, if rng.random_bool(0.5) { MADV_DONTFORK } else { MADV_DOFORK }),
+            3 => mm.set_anon_name(a, len, names[rng.random_range(0..names.len())]),
+            _ => mm.fault(a, true),
+        };
+        if i % 64 == 0 {
+            mm.validate().unwrap_or_else(|e| panic!("after {i} calls: {e}"));
+            assert_eq!(mm.find_intersection(B, B + PAGES * P).map(|v| v.start()), Some(B));
+        }
+    }
+    // Ordering: Relaxed: see the readers.
+    stop.store(true, Ordering::Relaxed);
+    for r in readers {
+        r.join().expect("reader panicked");
+    }
+    mm.validate().unwrap();
+    let covered: u64 = mm.areas().map(|v| v.end() - v.start()).sum();
+    assert_eq!(covered, PAGES * P, "the block stayed mapped");
+    // Ordering: Relaxed: the readers were joined.
+    assert!(lookups.load(Ordering::Relaxed) > 0);
 }

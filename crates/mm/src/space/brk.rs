@@ -9,17 +9,17 @@
 //! request returns the old break.
 
 use super::flags::*;
-use super::merge::{Cand, NewMerge};
-use super::{AnonState, Area, Errno, Mm, PAGE_SIZE, config::PAGE_SHIFT, page_align};
+use super::merge::Cand;
+use super::tree::NewVma;
+use super::{AnonState, Errno, Mm, PAGE_SIZE, config::PAGE_SHIFT, page_align};
 
 impl Mm {
     /// `brk(brk)`: returns the resulting break.
     pub fn brk(&mut self, brk: u64) -> u64 {
         let origbrk = self.brk;
-        if self.try_brk(brk).is_err() {
+        if self.locked(|mm| mm.try_brk(brk)).is_err() {
             self.brk = origbrk;
         }
-        self.publish();
         self.brk
     }
 
@@ -36,7 +36,7 @@ impl Mm {
         if brk <= self.brk {
             // Always allow shrinking.
             match self.find_intersection(newbrk, oldbrk) {
-                Some(a) if a.start < oldbrk => {}
+                Some(v) if v.start() < oldbrk => {}
                 _ => return Err(Errno::EINVAL),
             }
             self.reserve(3)?;
@@ -61,7 +61,8 @@ impl Mm {
         }
         self.enough_memory(len >> PAGE_SHIFT)?;
         self.reserve(2)?;
-        let brkvma = self.prev_of(oldbrk).filter(|a| a.start >= self.start_brk).map(|a| (a.start, a.end));
+        let brkvma =
+            self.prev_of(oldbrk).filter(|v| v.start() >= self.start_brk).map(|v| (v.start(), v.end()));
         let none = AnonState::default();
         if let Some((_, e)) = brkvma
             && e == oldbrk
@@ -78,21 +79,20 @@ impl Mm {
                 copied_uncowed: false,
             };
             let m = self.plan_new_merge(&c, true);
-            if m != NewMerge::None {
+            if !m.is_none() {
                 self.apply_new_merge(m, oldbrk, newbrk, oldbrk >> PAGE_SHIFT, &none);
                 self.brk = brk;
                 return Ok(());
             }
         }
-        self.insert(Area {
+        self.insert_new(NewVma {
             start: oldbrk,
             end: newbrk,
             flags,
             pgoff: oldbrk >> PAGE_SHIFT,
             file: None,
-            anon: AnonState::default(),
+            anon: AnonState::EMPTY,
             name: None,
-            vma: Default::default(),
         });
         self.brk = brk;
         Ok(())

@@ -13,18 +13,36 @@ use std::sync::Arc;
 use vmspace_script::{Advice, MmapFlags, MremapFlags, Prot, Target};
 
 use super::config::PAGE_SIZE;
-use super::{Errno, MapFile, Mm, MmConfig, PAGE_MASK};
+use super::{Errno, Mm, MmConfig, PAGE_MASK, VmFile};
 
 /// An op-script target backed by the engine.
 pub struct EngineTarget {
     mm: Mm,
-    files: Vec<(String, Arc<MapFile>)>,
+    files: Vec<(String, Arc<VmFile>)>,
+    /// Run [`Mm::validate`] after every call (tests).
+    validate: bool,
 }
 
 impl EngineTarget {
     /// A target with an empty address space under `cfg`.
     pub fn new(cfg: MmConfig) -> Self {
-        EngineTarget { mm: Mm::new(cfg), files: Vec::new() }
+        EngineTarget { mm: Mm::new(cfg), files: Vec::new(), validate: false }
+    }
+
+    /// The same, checking every invariant ([`Mm::validate`]) after every call and panicking with the
+    /// violation and the maps when one breaks (for tests: the differential gate runs this way).
+    pub fn validating(cfg: MmConfig) -> Self {
+        EngineTarget { validate: true, ..EngineTarget::new(cfg) }
+    }
+
+    /// Checks the invariants after a call when validation is on; passes the call's result through.
+    fn checked<R>(&self, what: &str, r: R) -> R {
+        if self.validate
+            && let Err(e) = self.mm.validate()
+        {
+            panic!("engine invariant broken after {what}: {e}\n{}", self.mm.maps_text());
+        }
+        r
     }
 
     /// The address space (after the script, the last child's).
@@ -37,7 +55,7 @@ impl EngineTarget {
         &mut self.mm
     }
 
-    fn file_of(&self, name: &str) -> Option<&Arc<MapFile>> {
+    fn file_of(&self, name: &str) -> Option<&Arc<VmFile>> {
         self.files.iter().find(|(n, _)| n == name).map(|(_, f)| f)
     }
 }
@@ -45,7 +63,7 @@ impl EngineTarget {
 impl Target for EngineTarget {
     fn file(&mut self, name: &str, size: u64) -> Result<u64, Errno> {
         let ino = self.files.len() as u64 + 1;
-        self.files.push((name.to_string(), MapFile::regular(format!("/vmspace/{name}"), ino, size)));
+        self.files.push((name.to_string(), VmFile::regular(format!("/vmspace/{name}"), ino, size)));
         Ok(0)
     }
 
@@ -61,15 +79,18 @@ impl Target for EngineTarget {
             Some((n, off)) => (Some(self.file_of(n).cloned().ok_or(Errno::EBADF)?), off),
             None => (None, 0),
         };
-        self.mm.mmap(addr, len, prot.bits(), flags.0, f.as_ref(), off)
+        let r = self.mm.mmap(addr, len, prot.bits(), flags.0, f.as_ref(), off);
+        self.checked("mmap", r)
     }
 
     fn munmap(&mut self, addr: u64, len: u64) -> Result<u64, Errno> {
-        self.mm.munmap(addr, len).map(|()| 0)
+        let r = self.mm.munmap(addr, len).map(|()| 0);
+        self.checked("munmap", r)
     }
 
     fn mprotect(&mut self, addr: u64, len: u64, prot: Prot) -> Result<u64, Errno> {
-        self.mm.mprotect(addr, len, prot.bits()).map(|()| 0)
+        let r = self.mm.mprotect(addr, len, prot.bits()).map(|()| 0);
+        self.checked("mprotect", r)
     }
 
     fn mremap(
@@ -80,11 +101,13 @@ impl Target for EngineTarget {
         flags: MremapFlags,
         new_addr: u64,
     ) -> Result<u64, Errno> {
-        self.mm.mremap(addr, old_len, new_len, flags.0, new_addr)
+        let r = self.mm.mremap(addr, old_len, new_len, flags.0, new_addr);
+        self.checked("mremap", r)
     }
 
     fn madvise(&mut self, addr: u64, len: u64, advice: Advice) -> Result<u64, Errno> {
-        self.mm.madvise(addr, len, advice.linux_value()).map(|()| 0)
+        let r = self.mm.madvise(addr, len, advice.linux_value()).map(|()| 0);
+        self.checked("madvise", r)
     }
 
     fn touch(&mut self, addr: u64, len: u64, write: bool) -> Result<(), u64> {
@@ -95,28 +118,31 @@ impl Target for EngineTarget {
         let mut page = addr & PAGE_MASK;
         while page < end {
             if self.mm.gup_access(page, write).is_err() {
-                return Err(page);
+                return self.checked("touch", Err(page));
             }
             page = match page.checked_add(PAGE_SIZE) {
                 Some(p) => p,
                 None => break,
             };
         }
-        Ok(())
+        self.checked("touch", Ok(()))
     }
 
     fn name(&mut self, addr: u64, len: u64, name: Option<&str>) -> Result<u64, Errno> {
-        self.mm.set_anon_name(addr, len, name).map(|()| 0)
+        let r = self.mm.set_anon_name(addr, len, name).map(|()| 0);
+        self.checked("name", r)
     }
 
     fn brk(&mut self, addr: u64) -> Result<u64, Errno> {
-        Ok(self.mm.brk(addr))
+        let r = self.mm.brk(addr);
+        self.checked("brk", Ok(r))
     }
 
     fn fork(&mut self) -> Result<u64, Errno> {
-        let child = self.mm.fork()?;
+        let r = self.mm.fork();
+        let child = self.checked("fork", r)?;
         self.mm = child;
-        Ok(0)
+        self.checked("fork (child)", Ok(0))
     }
 
     fn maps(&mut self) -> String {
@@ -124,6 +150,6 @@ impl Target for EngineTarget {
     }
 
     fn file_path(&self, name: &str) -> Option<String> {
-        self.file_of(name).map(|f| f.path.clone())
+        self.file_of(name).map(|f| f.name.clone())
     }
 }

@@ -11,42 +11,54 @@
 //! `VM_DONTCOPY` VMAs are then cleared from the copy. A failed copy frees everything it made (the child never
 //! existed) and reports ENOMEM.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::flags::*;
-use super::publish::{Handle, MmShared, Published};
-use super::{AnonState, Area, Errno, Mm};
-use crate::vma::{MmLocking, Vma, vma_mark_attached, vma_mark_detached, vma_start_write};
+use super::tree::{MmShared, VmaExt, Vmas};
+use super::{AnonState, Errno, Mm};
+use crate::vma::{MmLocking, VmFlags, Vma, vma_mark_attached, vma_mark_detached, vma_start_write};
 
 impl Mm {
     /// `fork()`: returns the child's address space (the parent is unchanged).
     pub fn fork(&mut self) -> Result<Mm, Errno> {
-        let n = self.vmas.len() as u64;
+        self.locked(|mm| mm.dup_mmap())
+    }
+
+    /// `dup_mmap`, under the parent's mmap write lock.
+    fn dup_mmap(&mut self) -> Result<Mm, Errno> {
+        let n = self.map_count();
         // The tree copy plus one VMA per copied VMA.
         self.charge_budget(n + 1)?;
-        let mut vmas: BTreeMap<u64, Area> = BTreeMap::new();
-        for a in self.vmas.values() {
-            if a.flags & VM_DONTCOPY != 0 {
-                continue;
-            }
-            let mut c = a.clone();
-            c.flags &= !VM_LOCKED_MASK;
-            c.anon =
-                if a.flags & VM_WIPEONFORK != 0 { AnonState::default() } else { AnonState::fork(&a.anon) };
-            vmas.insert(c.start, c);
+        // As Linux since 6.4: every parent VMA is write-locked, so that no page fault runs on it during the
+        // copy.
+        for v in self.areas() {
+            self.write_lock_vma(v);
         }
         let locking = MmLocking::new();
-        let pool = self.pubs.pool;
+        let pool = self.vmas.pool;
+        let mut copied = 0u64;
         let tree = {
             let _w = locking.write_lock();
-            let dup = self.pubs.shared.tree.dup(
-                |first, _last, _parent: &'static Vma| -> Result<&'static Vma, Errno> {
+            let dup = self.tree().dup(
+                |_first, _last, parent: &'static Vma| -> Result<&'static Vma, Errno> {
                     let v = pool.alloc(&locking).map_err(|_| Errno::ENOMEM)?;
-                    if let Some(a) = vmas.get(&first) {
+                    let fl = parent.fl();
+                    if fl & VM_DONTCOPY == 0 {
+                        // Fork the anon_vma first: its reuse rule reads the counters the copy would change.
+                        let anon = if fl & VM_WIPEONFORK != 0 {
+                            AnonState::EMPTY
+                        } else {
+                            AnonState::fork(&parent.anon())
+                        };
                         vma_start_write(&locking, v);
-                        super::publish::write_fields(&locking, v, a);
+                        v.set_range(&locking, parent.start(), parent.end());
+                        v.set_flags(&locking, VmFlags::from_bits(fl & !VM_LOCKED_MASK));
+                        v.set_pgoff(&locking, parent.pgoff());
+                        v.set_file(&locking, parent.file());
+                        v.set_anon_name(&locking, parent.anon_name());
+                        v.set_anon(&locking, anon);
                         vma_mark_attached(&locking, v);
+                        copied += 1;
                     }
                     Ok(v)
                 },
@@ -60,7 +72,7 @@ impl Mm {
             let tree = dup.map_err(|_| Errno::ENOMEM)?;
             // Clear the DONTCOPY ranges (their slots hold never-attached VMAs).
             let dontcopy: Vec<(u64, u64)> =
-                self.vmas.values().filter(|a| a.flags & VM_DONTCOPY != 0).map(|a| (a.start, a.end)).collect();
+                self.areas().filter(|v| v.fl() & VM_DONTCOPY != 0).map(|v| (v.start(), v.end())).collect();
             let mut w = tree.lock();
             for (s, e) in dontcopy {
                 match w.store_range(s, e - 1, None) {
@@ -79,23 +91,17 @@ impl Mm {
             drop(w);
             tree
         };
-        let g = vmspace_rcu::pin();
-        for a in vmas.values_mut() {
-            a.vma = Handle(tree.load_in(a.start, &g));
-        }
-        drop(g);
         Ok(Mm {
             cfg: self.cfg.clone(),
-            vmas,
             brk: self.brk,
             start_brk: self.start_brk,
             alloc_budget: self.alloc_budget,
             next_shmem_ino: self.next_shmem_ino,
-            pubs: Published {
+            vmas: Vmas {
                 shared: Arc::new(MmShared { locking, tree }),
                 pool,
                 stash: Vec::new(),
-                dirty: None,
+                map_count: copied,
             },
         })
     }

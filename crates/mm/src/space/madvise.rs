@@ -21,6 +21,7 @@
 use std::sync::Arc;
 
 use super::flags::*;
+use super::tree::{V, VmaExt};
 use super::{Errno, Mm, PAGE_MASK, page_align};
 
 /// `ANON_VMA_NAME_MAX_LEN` (including the NUL).
@@ -42,9 +43,7 @@ impl Mm {
         ) {
             return Err(Errno::EINVAL);
         }
-        let r = self.madvise_range(start, len, Behavior::Advice(advice));
-        self.publish();
-        r
+        self.locked(|mm| mm.madvise_range(start, len, Behavior::Advice(advice)))
     }
 
     /// `prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, start, len, name)`; `None` clears.
@@ -64,9 +63,7 @@ impl Mm {
                 Some(Arc::<str>::from(n))
             }
         };
-        let r = self.madvise_range(start, len, Behavior::Name(name));
-        self.publish();
-        r
+        self.locked(|mm| mm.madvise_range(start, len, Behavior::Name(name)))
     }
 
     /// The common range checks and the walk.
@@ -82,7 +79,7 @@ impl Mm {
         if end == start {
             return Ok(());
         }
-        let n = self.vmas.range(..end).filter(|(_, a)| a.end > start).count() as u64;
+        let n = self.vmas_between(start, end).count() as u64;
         if matches!(
             b,
             Behavior::Name(_)
@@ -93,46 +90,45 @@ impl Mm {
         // madvise_walk_vmas.
         let mut unmapped_error = Ok(());
         let mut start = start;
-        let mut vma = self.find(start).map(|a| a.start);
+        let mut vma = self.find(start);
         loop {
-            let Some(key) = vma else { return Err(Errno::ENOMEM) };
-            let a = &self.vmas[&key];
-            if start < a.start {
+            let Some(a) = vma else { return Err(Errno::ENOMEM) };
+            if start < a.start() {
                 unmapped_error = Err(Errno::ENOMEM);
-                start = a.start;
+                start = a.start();
                 if start >= end {
                     break;
                 }
             }
-            let tmp = a.end.min(end);
-            let prev_end = self.madvise_vma(key, start, tmp, &b)?;
+            let tmp = a.end().min(end);
+            let prev_end = self.madvise_vma(a, start, tmp, &b)?;
             start = tmp.max(prev_end);
             if start >= end {
                 break;
             }
-            vma = self.find(prev_end).map(|a| a.start);
+            vma = self.find(prev_end);
         }
         unmapped_error
     }
 
-    /// One VMA of the walk: `[start, end)` inside the VMA keyed `key`. Returns the end of the VMA that now
-    /// covers `start` (the walk's `prev`).
-    fn madvise_vma(&mut self, key: u64, start: u64, end: u64, b: &Behavior) -> Result<u64, Errno> {
-        let a = &self.vmas[&key];
-        let mut new_flags = a.flags;
-        let mut new_name = a.name.clone();
+    /// One VMA of the walk: `[start, end)` inside `a`. Returns the end of the VMA that now covers `start`
+    /// (the walk's `prev`).
+    fn madvise_vma(&mut self, a: V, start: u64, end: u64, b: &Behavior) -> Result<u64, Errno> {
+        let flags = a.fl();
+        let mut new_flags = flags;
+        let mut new_name = a.anon_name();
         match b {
             Behavior::Advice(MADV_DONTNEED) => {
-                if a.flags & (VM_PFNMAP | VM_LOCKED) != 0 {
+                if flags & (VM_PFNMAP | VM_LOCKED) != 0 {
                     return Err(Errno::EINVAL);
                 }
-                return Ok(a.end);
+                return Ok(a.end());
             }
             Behavior::Advice(MADV_FREE) => {
-                if !a.is_anonymous() || a.flags & (VM_PFNMAP | VM_LOCKED) != 0 {
+                if !a.is_anonymous() || flags & (VM_PFNMAP | VM_LOCKED) != 0 {
                     return Err(Errno::EINVAL);
                 }
-                return Ok(a.end);
+                return Ok(a.end());
             }
             Behavior::Advice(MADV_DONTFORK) => new_flags |= VM_DONTCOPY,
             Behavior::Advice(MADV_DOFORK) => {
@@ -142,7 +138,7 @@ impl Mm {
                 new_flags &= !VM_DONTCOPY;
             }
             Behavior::Advice(MADV_WIPEONFORK) => {
-                if a.file.is_some() || new_flags & VM_SHARED != 0 {
+                if a.is_file_backed() || new_flags & VM_SHARED != 0 {
                     return Err(Errno::EINVAL);
                 }
                 new_flags |= VM_WIPEONFORK;
@@ -150,26 +146,22 @@ impl Mm {
             Behavior::Advice(MADV_KEEPONFORK) => new_flags &= !VM_WIPEONFORK,
             Behavior::Advice(_) => return Err(Errno::EINVAL),
             Behavior::Name(n) => {
-                if a.file.as_ref().is_some_and(|f| f.kind != super::FileKind::ShmemZero) {
+                if a.file().is_some_and(|f| f.kind != super::FileKind::ShmemZero) {
                     return Err(Errno::EBADF);
                 }
                 new_name = n.clone();
             }
         }
-        let same_name = match (&a.name, &new_name) {
-            (None, None) => true,
-            (Some(x), Some(y)) => **x == **y,
-            _ => false,
-        };
-        if new_flags == a.flags && same_name {
-            return Ok(a.end);
+        if new_flags == flags && a.name_is(new_name.as_ref()) {
+            return Ok(a.end());
         }
-        let k = self
-            .vma_modify(key, start, end, new_flags, new_name.as_ref())
+        let t = self
+            .vma_modify(a, start, end, new_flags, new_name.as_ref())
             .map_err(|e| if e == Errno::ENOMEM { Errno::EAGAIN } else { e })?;
-        let t = self.get_mut(k);
-        t.flags = new_flags;
-        t.name = new_name;
-        Ok(t.end)
+        self.set_flags(t, new_flags);
+        if !t.name_is(new_name.as_ref()) {
+            self.set_name(t, new_name);
+        }
+        Ok(t.end())
     }
 }

@@ -9,49 +9,54 @@
 use vmspace_proc::{MapsLine, MapsName, Perms};
 
 use super::flags::*;
-use super::{Area, FileKind, Mm, config::PAGE_SHIFT};
+use super::tree::VmaExt;
+use super::{FileKind, Mm, config::PAGE_SHIFT};
+use crate::vma::Vma;
 
 impl Mm {
     /// The maps line of one VMA.
-    pub fn maps_line(&self, a: &Area) -> MapsLine {
+    pub fn maps_line(&self, v: &Vma) -> MapsLine {
+        let fl = v.fl();
         let perms = Perms {
-            read: a.flags & VM_READ != 0,
-            write: a.flags & VM_WRITE != 0,
-            exec: a.flags & VM_EXEC != 0,
-            shared: a.flags & VM_MAYSHARE != 0,
+            read: fl & VM_READ != 0,
+            write: fl & VM_WRITE != 0,
+            exec: fl & VM_EXEC != 0,
+            shared: fl & VM_MAYSHARE != 0,
         };
-        let (offset, dev_major, dev_minor, inode) = match &a.file {
-            Some(f) => (a.pgoff << PAGE_SHIFT, f.dev_major, f.dev_minor, f.inode),
+        let (start, end) = (v.start(), v.end());
+        let file = v.file();
+        let (offset, dev_major, dev_minor, inode) = match &file {
+            Some(f) => (v.pgoff() << PAGE_SHIFT, f.dev_major, f.dev_minor, f.inode),
             None => (0, 0, 0, 0),
         };
-        let name = match &a.file {
-            Some(f) if f.kind == FileKind::ShmemZero && a.name.is_some() => {
-                Some(MapsName::AnonShmem(a.name.as_deref().unwrap_or_default().to_string()))
+        let name = match &file {
+            Some(f) if f.kind == FileKind::ShmemZero && v.anon_name().is_some() => {
+                Some(MapsName::AnonShmem(v.anon_name().as_deref().unwrap_or_default().to_string()))
             }
-            Some(f) => Some(MapsName::Path { path: f.path.clone(), deleted: f.deleted }),
+            Some(f) => Some(MapsName::Path { path: f.name.clone(), deleted: f.deleted }),
             None => {
-                if a.start < self.brk && a.end > self.start_brk {
+                if start < self.brk && end > self.start_brk {
                     Some(MapsName::Heap)
-                } else if a.start <= self.cfg.start_stack && a.end >= self.cfg.start_stack {
+                } else if start <= self.cfg.start_stack && end >= self.cfg.start_stack {
                     Some(MapsName::Stack)
                 } else {
-                    a.name.as_deref().map(|n| MapsName::Anon(n.to_string()))
+                    v.anon_name().as_deref().map(|n| MapsName::Anon(n.to_string()))
                 }
             }
         };
-        MapsLine { start: a.start, end: a.end, perms, offset, dev_major, dev_minor, inode, name }
+        MapsLine { start, end, perms, offset, dev_major, dev_minor, inode, name }
     }
 
     /// The maps lines of the VMAs overlapping `[start, end)`.
     pub fn maps_lines(&self, start: u64, end: u64) -> Vec<MapsLine> {
-        self.vmas.values().filter(|a| a.end > start && a.start < end).map(|a| self.maps_line(a)).collect()
+        self.vmas_between(start, end).map(|v| self.maps_line(v)).collect()
     }
 
     /// The whole maps text.
     pub fn maps_text(&self) -> String {
         let mut s = String::new();
-        for a in self.vmas.values() {
-            self.maps_line(a).render_into(&mut s);
+        for v in self.areas() {
+            self.maps_line(v).render_into(&mut s);
         }
         s
     }

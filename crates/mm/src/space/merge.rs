@@ -36,7 +36,8 @@
 use std::sync::Arc;
 
 use super::flags::*;
-use super::{AnonState, Area, Errno, MapFile, Mm, config::PAGE_SHIFT};
+use super::tree::{V, VmaExt};
+use super::{AnonState, Errno, Mm, VmFile, config::PAGE_SHIFT};
 
 /// A proposed range and its attributes (the kernel's `vma_merge_struct` fields that decide a merge).
 pub(crate) struct Cand<'a> {
@@ -44,7 +45,7 @@ pub(crate) struct Cand<'a> {
     pub end: u64,
     pub flags: u64,
     pub pgoff: u64,
-    pub file: Option<&'a Arc<MapFile>>,
+    pub file: Option<&'a Arc<VmFile>>,
     pub anon: &'a AnonState,
     pub name: Option<&'a Arc<str>>,
     /// The source VMA (`vmg->middle`) is a fork child's (existing-range merges only).
@@ -59,67 +60,67 @@ impl Cand<'_> {
     }
 }
 
-fn names_eq(a: Option<&Arc<str>>, b: Option<&Arc<str>>) -> bool {
-    match (a, b) {
-        (None, None) => true,
-        (Some(x), Some(y)) => **x == **y,
-        _ => false,
-    }
-}
-
 /// `is_mergeable_vma`.
-fn mergeable_vma(t: &Area, c: &Cand<'_>) -> bool {
-    (t.flags ^ c.flags) & !VM_SOFTDIRTY == 0 && t.same_file(c.file) && names_eq(t.name.as_ref(), c.name)
+fn mergeable_vma(t: V, c: &Cand<'_>) -> bool {
+    (t.fl() ^ c.flags) & !VM_SOFTDIRTY == 0 && t.file_is(c.file) && t.name_is(c.name)
 }
 
 /// `is_mergeable_anon_vma`.
-fn mergeable_anon(t: &Area, c: &Cand<'_>) -> bool {
-    match (t.anon.is_some(), c.anon.is_some()) {
+fn mergeable_anon(t: V, c: &Cand<'_>) -> bool {
+    let st = t.anon();
+    match (st.is_some(), c.anon.is_some()) {
         (false, true) => !c.src_uncowed && !c.copied_uncowed,
-        (true, false) => !t.anon.had_uncowed_parents(),
-        _ => t.anon.same_anon(c.anon),
+        (true, false) => !st.had_uncowed_parents(),
+        _ => st.same_anon(c.anon),
     }
 }
 
 /// `can_vma_merge_after` (the range joins `prev` on its right).
-fn can_merge_after(prev: &Area, c: &Cand<'_>) -> bool {
-    mergeable_vma(prev, c) && mergeable_anon(prev, c) && prev.pgoff.wrapping_add(prev.pages()) == c.pgoff
+fn can_merge_after(prev: V, c: &Cand<'_>) -> bool {
+    mergeable_vma(prev, c) && mergeable_anon(prev, c) && prev.pgoff().wrapping_add(prev.pages()) == c.pgoff
 }
 
 /// `can_vma_merge_before` (the range joins `next` on its left).
-fn can_merge_before(next: &Area, c: &Cand<'_>) -> bool {
-    mergeable_vma(next, c) && mergeable_anon(next, c) && next.pgoff == c.pgoff.wrapping_add(c.pages())
+fn can_merge_before(next: V, c: &Cand<'_>) -> bool {
+    mergeable_vma(next, c) && mergeable_anon(next, c) && next.pgoff() == c.pgoff.wrapping_add(c.pages())
 }
 
 /// `can_vma_merge_left`.
-fn can_merge_left(prev: Option<&Area>, c: &Cand<'_>) -> bool {
-    prev.is_some_and(|p| p.end == c.start && can_merge_after(p, c))
+fn can_merge_left(prev: Option<V>, c: &Cand<'_>) -> bool {
+    prev.is_some_and(|p| p.end() == c.start && can_merge_after(p, c))
 }
 
 /// `can_vma_merge_right`.
-fn can_merge_right(prev: Option<&Area>, next: Option<&Area>, c: &Cand<'_>, left: bool) -> bool {
+fn can_merge_right(prev: Option<V>, next: Option<V>, c: &Cand<'_>, left: bool) -> bool {
     let Some(n) = next else { return false };
-    if n.start != c.end || !can_merge_before(n, c) {
+    if n.start() != c.end || !can_merge_before(n, c) {
         return false;
     }
     if !left {
         return true;
     }
     let p = prev.expect("left merge implies prev");
-    !p.anon.is_some() || !n.anon.is_some() || p.anon.same_anon(&n.anon)
+    let (pa, na) = (p.anon(), n.anon());
+    !pa.is_some() || !na.is_some() || pa.same_anon(&na)
 }
 
 /// Which neighbours a merge of a proposed range joins.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub(crate) enum NewMerge {
     /// No merge.
     None,
-    /// Expand prev (keyed) over the range.
-    Left(u64),
-    /// Expand next (keyed) back over the range.
-    Right(u64),
+    /// Expand prev over the range.
+    Left(V),
+    /// Expand next back over the range.
+    Right(V),
     /// Expand prev over the range and next; remove next.
-    Both(u64, u64),
+    Both(V, V),
+}
+
+impl NewMerge {
+    pub(crate) fn is_none(&self) -> bool {
+        matches!(self, NewMerge::None)
+    }
 }
 
 impl Mm {
@@ -129,7 +130,7 @@ impl Mm {
         if c.flags & VM_SPECIAL != 0 {
             return NewMerge::None;
         }
-        let prev = self.vmas.range(..c.start).next_back().map(|(_, a)| a);
+        let prev = self.prev_of(c.start);
         let next = self.next_from(c.end);
         if prev.is_none() && next.is_none() {
             return NewMerge::None;
@@ -137,15 +138,15 @@ impl Mm {
         let left = can_merge_left(prev, c);
         let right = !just_expand && can_merge_right(prev, next, c, left);
         match (left, right) {
-            (true, true) => NewMerge::Both(prev.unwrap().start, next.unwrap().start),
-            (true, false) => NewMerge::Left(prev.unwrap().start),
-            (false, true) => NewMerge::Right(next.unwrap().start),
+            (true, true) => NewMerge::Both(prev.unwrap(), next.unwrap()),
+            (true, false) => NewMerge::Left(prev.unwrap()),
+            (false, true) => NewMerge::Right(next.unwrap()),
             (false, false) => NewMerge::None,
         }
     }
 
     /// Executes a [`NewMerge`] (`vma_expand`): the target grows over the range (and next); a target without
-    /// anon_vma adopts the removed next's, else the range's (`dup_anon_vma`). Returns the target's key.
+    /// anon_vma adopts the removed next's, else the range's (`dup_anon_vma`). Returns the target.
     pub(crate) fn apply_new_merge(
         &mut self,
         m: NewMerge,
@@ -153,151 +154,141 @@ impl Mm {
         c_end: u64,
         c_pgoff: u64,
         c_anon: &AnonState,
-    ) -> u64 {
-        self.mark_dirty(c_start, c_end);
+    ) -> V {
         match m {
             NewMerge::None => unreachable!("apply_new_merge without a merge"),
             NewMerge::Left(p) => {
-                let a = self.get_mut(p);
-                a.end = c_end;
-                if !a.anon.is_some() && c_anon.is_some() {
-                    a.anon = c_anon.clone();
-                }
+                self.set_end(p, c_end);
+                self.adopt_anon(p, c_anon);
                 p
             }
             NewMerge::Right(n) => {
-                let mut a = self.remove(n);
-                a.start = c_start;
-                a.pgoff = c_pgoff;
-                if !a.anon.is_some() && c_anon.is_some() {
-                    a.anon = c_anon.clone();
-                }
-                self.insert(a);
-                c_start
+                self.set_range(n, c_start, n.end(), c_pgoff);
+                self.adopt_anon(n, c_anon);
+                n
             }
             NewMerge::Both(p, n) => {
-                let next = self.remove(n);
-                let a = self.get_mut(p);
-                a.end = next.end;
-                if !a.anon.is_some() {
-                    if next.anon.is_some() {
-                        a.anon = next.anon.clone();
-                    } else if c_anon.is_some() {
-                        a.anon = c_anon.clone();
-                    }
+                let next_anon = n.anon().clone();
+                // prev's store covers the range and next; next then leaves.
+                self.set_end(p, n.end());
+                self.remove(n);
+                if next_anon.is_some() {
+                    self.adopt_anon(p, &next_anon);
+                } else {
+                    self.adopt_anon(p, c_anon);
                 }
                 p
             }
         }
     }
 
-    /// `vma_merge_existing_range`: tries to give `[start, end)` (inside the VMA keyed `middle`) the attributes
-    /// `flags` / `name` by merging with middle's neighbours. Returns the key of the VMA now covering the
-    /// range, or `None` if no merge applies (nothing changed).
+    /// `dup_anon_vma`: a merge target without anon_vma takes `src`'s (if any).
+    fn adopt_anon(&mut self, t: V, src: &AnonState) {
+        if src.is_some() && !t.anon().is_some() {
+            self.set_anon(t, src.clone());
+        }
+    }
+
+    /// `vma_merge_existing_range`: tries to give `[start, end)` (inside `middle`) the attributes `flags` /
+    /// `name` by merging with middle's neighbours. Returns the VMA now covering the range, or `None` if no
+    /// merge applies (nothing changed).
     pub(crate) fn merge_existing(
         &mut self,
-        middle: u64,
+        middle: V,
         start: u64,
         end: u64,
         flags: u64,
         name: Option<&Arc<str>>,
-    ) -> Option<u64> {
-        let m = &self.vmas[&middle];
-        let left_side = start == m.start;
-        let right_side = end == m.end;
+    ) -> Option<V> {
+        let (m_start, m_end, m_pgoff) = (middle.start(), middle.end(), middle.pgoff());
+        let left_side = start == m_start;
+        let right_side = end == m_end;
         if flags & VM_SPECIAL != 0 || (!left_side && !right_side) {
             return None;
         }
-        let c = Cand {
-            start,
-            end,
-            flags,
-            pgoff: m.pgoff_at(start),
-            file: m.file.as_ref(),
-            anon: &m.anon,
-            name,
-            src_uncowed: m.anon.had_uncowed_parents(),
-            copied_uncowed: false,
+        let prev = self.prev_of(m_start);
+        let next = self.next_from(m_start + 1);
+        let (merge_left, merge_right) = {
+            let file = middle.file();
+            let m_anon = middle.anon();
+            let c = Cand {
+                start,
+                end,
+                flags,
+                pgoff: middle.pgoff_at(start),
+                file: file.as_ref(),
+                anon: &m_anon,
+                name,
+                src_uncowed: m_anon.had_uncowed_parents(),
+                copied_uncowed: false,
+            };
+            // Holding middle's anon state while the checks lock prev's and next's (distinct VMAs).
+            let l = left_side && can_merge_left(prev, &c);
+            (l, right_side && can_merge_right(prev, next, &c, l))
         };
-        let prev = self.prev_of(middle);
-        let next = self.vmas.range(m.start + 1..).next().map(|(_, a)| a);
-        let merge_left = left_side && can_merge_left(prev, &c);
-        let merge_right = right_side && can_merge_right(prev, next, &c, merge_left);
         if !merge_left && !merge_right {
             return None;
         }
         let remove_middle = left_side && right_side;
-        let (m_start, m_end, m_pgoff) = (m.start, m.end, m.pgoff);
-        let prev_key = prev.map(|p| p.start);
-        let next_key = next.map(|n| n.start);
+        let mid_anon = middle.anon().clone();
         if merge_left && merge_right {
-            let (p, n) = (prev_key.unwrap(), next_key.unwrap());
-            let mid = self.remove(middle);
-            let next = self.remove(n);
-            let a = self.get_mut(p);
-            a.end = next.end;
-            if !a.anon.is_some() {
-                a.anon = if next.anon.is_some() { next.anon.clone() } else { mid.anon.clone() };
-            }
+            let (p, n) = (prev.unwrap(), next.unwrap());
+            let next_anon = n.anon().clone();
+            // prev's store covers middle and next; both then leave.
+            self.set_end(p, n.end());
+            self.remove(middle);
+            self.remove(n);
+            self.adopt_anon(p, if next_anon.is_some() { &next_anon } else { &mid_anon });
             Some(p)
         } else if merge_left {
-            let p = prev_key.unwrap();
-            let mid_anon = self.vmas[&middle].anon.clone();
+            let p = prev.unwrap();
+            // prev grows over the range first; middle's tree range then already is its new one.
+            self.set_end(p, end);
             if remove_middle {
                 self.remove(middle);
             } else {
                 let pg = m_pgoff.wrapping_add((end - m_start) >> PAGE_SHIFT);
                 self.set_range(middle, end, m_end, pg);
             }
-            let a = self.get_mut(p);
-            a.end = end;
-            if !a.anon.is_some() && mid_anon.is_some() {
-                a.anon = mid_anon;
-            }
+            self.adopt_anon(p, &mid_anon);
             Some(p)
         } else {
-            let n = next_key.unwrap();
-            let mid_anon = self.vmas[&middle].anon.clone();
-            let next_pgoff = self.vmas[&n].pgoff;
-            let next_end = self.vmas[&n].end;
-            let new_pgoff = next_pgoff.wrapping_sub((n - start) >> PAGE_SHIFT);
+            let n = next.unwrap();
+            let new_pgoff = n.pgoff().wrapping_sub((n.start() - start) >> PAGE_SHIFT);
+            // next grows back over the range first; then middle shrinks or leaves.
+            self.set_range(n, start, n.end(), new_pgoff);
             if remove_middle {
                 self.remove(middle);
             } else {
-                self.get_mut(middle).end = start;
+                self.set_end(middle, start);
             }
-            self.set_range(n, start, next_end, new_pgoff);
-            let a = self.get_mut(start);
-            if !a.anon.is_some() && mid_anon.is_some() {
-                a.anon = mid_anon;
-            }
-            Some(start)
+            self.adopt_anon(n, &mid_anon);
+            Some(n)
         }
     }
 
-    /// `vma_modify`: makes `[start, end)` (inside the VMA keyed `middle`) a VMA of its own, by merging with a
-    /// neighbour when the new attributes allow it, else by splitting off the parts below `start` and above
-    /// `end` (each split refused at `max_map_count` with ENOMEM; a refused second split leaves the first, as
-    /// Linux does). Returns the key of the VMA covering `[start, end)`; the caller then sets the attributes.
+    /// `vma_modify`: makes `[start, end)` (inside `middle`) a VMA of its own, by merging with a neighbour when
+    /// the new attributes allow it, else by splitting off the parts below `start` and above `end` (each split
+    /// refused at `max_map_count` with ENOMEM; a refused second split leaves the first, as Linux does). Returns
+    /// the VMA covering `[start, end)`; the caller then sets the attributes.
     pub(crate) fn vma_modify(
         &mut self,
-        middle: u64,
+        middle: V,
         start: u64,
         end: u64,
         flags: u64,
         name: Option<&Arc<str>>,
-    ) -> Result<u64, Errno> {
-        if let Some(k) = self.merge_existing(middle, start, end, flags, name) {
-            return Ok(k);
+    ) -> Result<V, Errno> {
+        if let Some(v) = self.merge_existing(middle, start, end, flags, name) {
+            return Ok(v);
         }
-        let mut key = middle;
-        if self.vmas[&key].start < start {
-            self.split_checked(key, start)?;
-            key = start;
+        let mut v = middle;
+        if v.start() < start {
+            v = self.split_checked(v, start)?;
         }
-        if self.vmas[&key].end > end {
-            self.split_checked(key, end)?;
+        if v.end() > end {
+            self.split_checked(v, end)?;
         }
-        Ok(key)
+        Ok(v)
     }
 }

@@ -21,8 +21,9 @@
 use std::sync::Arc;
 
 use super::flags::*;
-use super::merge::{Cand, NewMerge};
-use super::{AnonState, Area, Errno, FileKind, MapFile, Mm, PAGE_MASK, config::PAGE_SHIFT, page_align};
+use super::merge::Cand;
+use super::tree::{NewVma, VmaExt};
+use super::{AnonState, Errno, Mm, PAGE_MASK, VmFile, config::PAGE_SHIFT, page_align};
 
 /// `MAX_LFS_FILESIZE` on 64-bit.
 const MAX_LFS_FILESIZE: u64 = i64::MAX as u64;
@@ -36,7 +37,7 @@ impl Mm {
         len: u64,
         prot: u32,
         flags: u32,
-        file: Option<&Arc<MapFile>>,
+        file: Option<&Arc<VmFile>>,
         off: u64,
     ) -> Result<u64, Errno> {
         if off & !PAGE_MASK != 0 {
@@ -47,12 +48,9 @@ impl Mm {
         if flags & MAP_HUGETLB != 0 {
             return Err(Errno::EINVAL);
         }
-        let r = self.do_mmap(file, addr, len, prot, flags, off >> PAGE_SHIFT);
-        self.publish();
-        let (a, populate) = r?;
+        let (a, populate) = self.locked(|mm| mm.do_mmap(file, addr, len, prot, flags, off >> PAGE_SHIFT))?;
         if populate {
-            self.populate(a, page_align(len));
-            self.publish();
+            self.locked(|mm| mm.populate(a, page_align(len)));
         }
         Ok(a)
     }
@@ -60,7 +58,7 @@ impl Mm {
     /// `do_mmap`. Returns the address and whether to populate.
     fn do_mmap(
         &mut self,
-        file: Option<&Arc<MapFile>>,
+        file: Option<&Arc<VmFile>>,
         mut addr: u64,
         len: u64,
         prot: u32,
@@ -164,7 +162,7 @@ impl Mm {
     /// `__mmap_region`.
     fn mmap_region(
         &mut self,
-        file: Option<&Arc<MapFile>>,
+        file: Option<&Arc<VmFile>>,
         addr: u64,
         len: u64,
         mut vm_flags: u64,
@@ -199,7 +197,7 @@ impl Mm {
             copied_uncowed: false,
         };
         let m = self.plan_new_merge(&c, false);
-        if m != NewMerge::None {
+        if !m.is_none() {
             self.apply_new_merge(m, addr, end, pgoff, &none);
             return Ok(addr);
         }
@@ -208,43 +206,23 @@ impl Mm {
             None if vm_flags & VM_SHARED != 0 => Some(self.shmem_zero_file(len)),
             None => None,
         };
-        self.insert(Area {
+        self.insert_new(NewVma {
             start: addr,
             end,
             flags: vm_flags,
             pgoff,
             file,
-            anon: AnonState::default(),
+            anon: AnonState::EMPTY,
             name: None,
-            vma: Default::default(),
         });
         Ok(addr)
     }
 
     /// `shmem_zero_setup`: a new shmem object of `len` bytes, shown as `/dev/zero (deleted)` on 00:01.
-    fn shmem_zero_file(&mut self, len: u64) -> Arc<MapFile> {
+    fn shmem_zero_file(&mut self, len: u64) -> Arc<VmFile> {
         let ino = self.next_shmem_ino;
         self.next_shmem_ino += 1;
-        let vm = Arc::new(crate::vma::VmFile {
-            name: "/dev/zero (deleted)".into(),
-            dev_major: 0,
-            dev_minor: 1,
-            inode: ino,
-            size: len,
-        });
-        Arc::new(MapFile {
-            vm,
-            path: "/dev/zero".into(),
-            deleted: true,
-            dev_major: 0,
-            dev_minor: 1,
-            inode: ino,
-            size: len,
-            readable: true,
-            writable: true,
-            noexec: false,
-            kind: FileKind::ShmemZero,
-        })
+        VmFile::shmem_zero(ino, len)
     }
 
     /// `__mm_populate` with errors ignored: each accessible VMA in the range is faulted from its first page;
@@ -254,15 +232,15 @@ impl Mm {
         let end = start.saturating_add(len);
         let mut nstart = start;
         while nstart < end {
-            let Some(a) = self.find_intersection(nstart, end) else { break };
-            let (s, e, fl) = (a.start, a.end, a.flags);
+            let Some(v) = self.find_intersection(nstart, end) else { break };
+            let fl = v.fl();
             if fl & (VM_IO | VM_PFNMAP) == 0
                 && fl & VM_LOCKONFAULT == 0
                 && fl & (VM_WRITE | VM_SHARED) == VM_WRITE
             {
-                self.anon_vma_prepare(s);
+                self.anon_vma_prepare(v);
             }
-            nstart = e.min(end);
+            nstart = v.end().min(end);
         }
     }
 }

@@ -2,22 +2,20 @@
 //!
 //! # Model
 //!
-//! An [`Mm`] is a set of non-overlapping, page-aligned VMAs ([`Area`]), each with its flags, file and page
-//! offset, anon_vma state ([`anon_vma`]) and anonymous name, plus the program break and the layout
-//! (`mmap_base`, `start_stack`). The calls (`mmap`, `munmap`, `mprotect`, `mremap`, `madvise`, `brk`,
-//! `set_anon_name`, `fault`, `fork`) follow the kernel's code paths step for step: the same argument checks in
-//! the same order (so the same errno wins when several apply), the same split-then-merge decisions
-//! (`vma_merge_new_range`, `vma_merge_existing_range`, `vma_modify`, `__split_vma`; §6 of the reference),
-//! and the same partial-progress behaviour where Linux has it (mprotect stops at the first hole after
-//! changing the VMAs before it; madvise skips holes and reports ENOMEM at the end).
+//! An [`Mm`] is a set of non-overlapping, page-aligned VMAs, each a pool [`Vma`](crate::vma::Vma) with its
+//! flags, file and page offset, anon_vma state and anonymous name, kept in one maple tree ([`tree`]), plus the
+//! program break and the layout (`mmap_base`, `start_stack`). The calls (`mmap`, `munmap`, `mprotect`,
+//! `mremap`, `madvise`, `brk`, `set_anon_name`, `fault`, `fork`) follow the kernel's code paths step for step:
+//! the same argument checks in the same order (so the same errno wins when several apply), the same
+//! split-then-merge decisions (`vma_merge_new_range`, `vma_merge_existing_range`, `vma_modify`, `__split_vma`;
+//! §6 of the reference), and the same partial-progress behaviour where Linux has it (mprotect stops at the
+//! first hole after changing the VMAs before it; madvise skips holes and reports ENOMEM at the end).
 //!
 //! # Readers' view
 //!
-//! What other threads see is the published structure ([`publish`]): the VMA maple tree in RCU mode, holding
-//! type-stable pool VMAs ([`crate::vma::Vma`]) that are changed only under the mmap write lock with the
-//! per-VMA lock protocol. Each call computes its effect on the writer's model first (the [`Area`] map, which
-//! also keeps what only the writer needs, such as anon_vma chains), then publishes the changed range before
-//! returning. [`Mm::shared`] hands readers the locks and the tree; `lock_vma_under_rcu` works on it.
+//! The tree is in RCU mode and every change is made under the mmap write lock with the per-VMA lock protocol
+//! of seed 003 ([`tree`] describes the protocol and the store order that keeps lock-free readers from seeing
+//! false gaps). [`Mm::shared`] hands readers the locks and the tree; `lock_vma_under_rcu` works on it.
 //! `fork` builds the child's tree with the tree's O(n) copy.
 //!
 //! # Failure
@@ -29,13 +27,12 @@
 //!
 //! # Invariants ([`Mm::validate`])
 //!
-//! VMAs are sorted, non-empty, page-aligned, non-overlapping, below `TASK_SIZE`; the index key of each VMA is
-//! its start; `map_count` is their number; a VMA's anon_vma chain is empty exactly when it has no anon_vma;
-//! shared VMAs never have an anon_vma. Adjacent VMAs that Linux would have merged are *not* an invariant:
-//! Linux does not merge on every path (munmap never merges; a failed second split leaves two identical
-//! neighbours), so neither does the engine.
+//! The tree is valid and exact (each range is its VMA's range); VMAs are non-empty, page-aligned, below
+//! `TASK_SIZE`, attached and of this mm; `map_count` is their number; a VMA's anon_vma chain is empty exactly
+//! when it has no anon_vma, and the published anon_vma is the chain's; shared VMAs never have an anon_vma.
+//! Adjacent VMAs that Linux would have merged are *not* an invariant: Linux does not merge on every path
+//! (munmap never merges; a failed second split leaves two identical neighbours), so neither does the engine.
 
-pub mod anon_vma;
 mod brk;
 pub mod config;
 mod engine;
@@ -49,19 +46,17 @@ mod mmap;
 mod mprotect;
 mod mremap;
 mod munmap;
-pub mod publish;
+pub mod tree;
 mod unmapped;
 
-use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::Arc;
 
-pub use anon_vma::{AnonState, AnonVma};
+pub use crate::vma::{AnonState, AnonVma, FileKind, VmFile};
 pub use config::{MmConfig, Overcommit, PAGE_SIZE, TASK_SIZE};
 pub use engine::EngineTarget;
 use flags::*;
-use publish::Published;
-pub use publish::{Handle, MmShared};
+pub use tree::MmShared;
+use tree::{V, VmaExt, Vmas};
 pub use vmspace_abi::Errno;
 
 /// Page mask (`PAGE_MASK` is `!(PAGE_SIZE - 1)`).
@@ -72,133 +67,9 @@ pub(crate) fn page_align(x: u64) -> u64 {
     x.wrapping_add(PAGE_SIZE - 1) & PAGE_MASK
 }
 
-/// What kind of object a file-backed VMA maps.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FileKind {
-    /// A regular file (ext4, tmpfs...): pages beyond its size raise SIGBUS.
-    Regular,
-    /// The shmem object behind a shared anonymous mapping (`shmem_zero_setup`): shows as `/dev/zero
-    /// (deleted)`, device 00:01, sized to the mapping.
-    ShmemZero,
-}
-
-/// A model file: what a file-backed VMA shows in maps and what bounds its faults. Identity is the `Arc`:
-/// two VMAs map "the same file" (`vm_file` equality, needed to merge) when they hold the same `Arc`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MapFile {
-    /// The path in the maps name column.
-    pub path: String,
-    /// Whether the path was unlinked (` (deleted)`).
-    pub deleted: bool,
-    /// Device major.
-    pub dev_major: u32,
-    /// Device minor.
-    pub dev_minor: u32,
-    /// Inode number.
-    pub inode: u64,
-    /// Size in bytes.
-    pub size: u64,
-    /// The file was opened for reading (`FMODE_READ`).
-    pub readable: bool,
-    /// The file was opened for writing (`FMODE_WRITE`).
-    pub writable: bool,
-    /// The file system is mounted noexec.
-    pub noexec: bool,
-    /// Regular file or shmem.
-    pub kind: FileKind,
-    /// The file as published VMAs carry it (`crate::vma::VmFile`): identity follows this `MapFile`.
-    pub vm: Arc<crate::vma::VmFile>,
-}
-
-impl MapFile {
-    /// A regular file opened read-write on an exec-allowed file system (what op scripts create).
-    pub fn regular(path: impl Into<String>, inode: u64, size: u64) -> Arc<MapFile> {
-        let path = path.into();
-        let vm = Arc::new(crate::vma::VmFile { name: path.clone(), dev_major: 0, dev_minor: 0, inode, size });
-        Arc::new(MapFile {
-            vm,
-            path,
-            deleted: false,
-            dev_major: 0,
-            dev_minor: 0,
-            inode,
-            size,
-            readable: true,
-            writable: true,
-            noexec: false,
-            kind: FileKind::Regular,
-        })
-    }
-}
-
-/// One VMA of the model: `[start, end)` with its attributes.
-#[derive(Clone)]
-pub struct Area {
-    /// First address (page-aligned).
-    pub start: u64,
-    /// One past the last address (page-aligned).
-    pub end: u64,
-    /// `vm_flags`.
-    pub flags: u64,
-    /// `vm_pgoff`: file page of `start` (anonymous private: `start >> 12` when mapped, kept by moves of faulted
-    /// memory).
-    pub pgoff: u64,
-    /// The mapped file (`None` for anonymous private memory).
-    pub file: Option<Arc<MapFile>>,
-    /// anon_vma and chain.
-    pub anon: AnonState,
-    /// Anonymous VMA name (`PR_SET_VMA_ANON_NAME`).
-    pub name: Option<Arc<str>>,
-    /// The published VMA (none until the next publication for a new or copied model VMA).
-    pub vma: Handle,
-}
-
-impl Area {
-    /// Length in pages.
-    pub fn pages(&self) -> u64 {
-        (self.end - self.start) >> config::PAGE_SHIFT
-    }
-
-    /// `vma_is_anonymous`: no file and no vm_ops (shared anonymous memory has shmem's).
-    pub fn is_anonymous(&self) -> bool {
-        self.file.is_none()
-    }
-
-    /// `linear_page_index`: the pgoff of `addr` inside this VMA.
-    pub fn pgoff_at(&self, addr: u64) -> u64 {
-        self.pgoff.wrapping_add((addr - self.start) >> config::PAGE_SHIFT)
-    }
-
-    fn same_file(&self, f: Option<&Arc<MapFile>>) -> bool {
-        match (&self.file, f) {
-            (None, None) => true,
-            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-            _ => false,
-        }
-    }
-}
-
-impl fmt::Debug for Area {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{:x}-{:x} fl={:#x} pgoff={:#x} file={:?} anon={:?} name={:?}",
-            self.start,
-            self.end,
-            self.flags,
-            self.pgoff,
-            self.file.as_ref().map(|x| &x.path),
-            self.anon,
-            self.name
-        )
-    }
-}
-
 /// An address space.
 pub struct Mm {
     cfg: MmConfig,
-    /// The VMAs, keyed by start.
-    vmas: BTreeMap<u64, Area>,
     /// `mm->brk`.
     brk: u64,
     /// `mm->start_brk`.
@@ -207,15 +78,15 @@ pub struct Mm {
     alloc_budget: Option<u64>,
     /// Next inode number for shmem objects.
     next_shmem_ino: u64,
-    /// The readers' view: locks, tree, pool VMAs.
-    pubs: Published,
+    /// The VMA tree, the locks and the pool.
+    vmas: Vmas,
 }
 
 impl fmt::Debug for Mm {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut l = f.debug_list();
-        for a in self.vmas.values() {
-            l.entry(a);
+        for v in self.areas() {
+            l.entry(&v.snapshot());
         }
         l.finish()
     }
@@ -239,44 +110,15 @@ impl Mm {
             brk: cfg.start_brk,
             start_brk: cfg.start_brk,
             cfg,
-            vmas: BTreeMap::new(),
             alloc_budget: None,
             next_shmem_ino: 1,
-            pubs: Published::new(pool),
+            vmas: Vmas::new(pool),
         }
     }
 
     /// The configuration.
     pub fn config(&self) -> &MmConfig {
         &self.cfg
-    }
-
-    /// Number of VMAs (`mm->map_count`).
-    pub fn map_count(&self) -> u64 {
-        self.vmas.len() as u64
-    }
-
-    /// The VMAs in address order.
-    pub fn areas(&self) -> impl Iterator<Item = &Area> {
-        self.vmas.values()
-    }
-
-    /// The VMA containing `addr` (`vma_lookup`).
-    pub fn lookup(&self, addr: u64) -> Option<&Area> {
-        self.vmas.range(..=addr).next_back().map(|(_, a)| a).filter(|a| a.end > addr)
-    }
-
-    /// The first VMA ending above `addr` (`find_vma`).
-    pub fn find(&self, addr: u64) -> Option<&Area> {
-        if let Some(a) = self.lookup(addr) {
-            return Some(a);
-        }
-        self.vmas.range(addr..).next().map(|(_, a)| a)
-    }
-
-    /// The first VMA intersecting `[start, end)` (`find_vma_intersection`).
-    pub fn find_intersection(&self, start: u64, end: u64) -> Option<&Area> {
-        self.find(start).filter(|a| a.start < end)
     }
 
     /// The current program break.
@@ -294,7 +136,7 @@ impl Mm {
     /// Reserves `n` allocations (VMA objects plus tree preallocation) or fails with ENOMEM.
     fn reserve(&mut self, n: u64) -> Result<(), Errno> {
         self.charge_budget(n)?;
-        self.reserve_published(n)
+        self.reserve_objects(n)
     }
 
     /// Draws `n` allocations from the injected-failure budget.
@@ -312,99 +154,6 @@ impl Mm {
         }
     }
 
-    /// Checks every invariant (module docs); returns the first violation.
-    pub fn validate(&self) -> Result<(), String> {
-        let mut prev_end = 0u64;
-        for (k, a) in &self.vmas {
-            if *k != a.start {
-                return Err(format!("key {k:#x} != start of {a:?}"));
-            }
-            if a.start >= a.end {
-                return Err(format!("empty VMA {a:?}"));
-            }
-            if a.start & !PAGE_MASK != 0 || a.end & !PAGE_MASK != 0 {
-                return Err(format!("unaligned VMA {a:?}"));
-            }
-            if a.start < prev_end {
-                return Err(format!("overlap at {a:?}"));
-            }
-            if a.end > TASK_SIZE {
-                return Err(format!("beyond TASK_SIZE {a:?}"));
-            }
-            if a.anon.is_some() == (a.anon.chain_len() == 0) {
-                return Err(format!("anon_vma/chain mismatch {a:?}"));
-            }
-            if a.flags & VM_MAYSHARE != 0 && a.anon.is_some() {
-                return Err(format!("shared VMA with anon_vma {a:?}"));
-            }
-            prev_end = a.end;
-        }
-        if self.pubs.dirty.is_none() {
-            self.validate_published()?;
-        }
-        Ok(())
-    }
-
-    // ----- index primitives (the tree's load / prev / next / store) -----
-
-    /// The VMA before the one starting at `start` (any distance): `vma_prev`.
-    fn prev_of(&self, start: u64) -> Option<&Area> {
-        self.vmas.range(..start).next_back().map(|(_, a)| a)
-    }
-
-    /// The first VMA starting at or after `addr`: `vma_next` from a gap.
-    fn next_from(&self, addr: u64) -> Option<&Area> {
-        self.vmas.range(addr..).next().map(|(_, a)| a)
-    }
-
-    fn get_mut(&mut self, start: u64) -> &mut Area {
-        let end = self.vmas[&start].end;
-        self.mark_dirty(start, end);
-        self.vmas.get_mut(&start).expect("VMA key present")
-    }
-
-    fn remove(&mut self, start: u64) -> Area {
-        let a = self.vmas.remove(&start).expect("VMA key present");
-        self.mark_dirty(a.start, a.end);
-        a
-    }
-
-    fn insert(&mut self, a: Area) {
-        debug_assert!(a.start < a.end);
-        self.mark_dirty(a.start, a.end);
-        self.vmas.insert(a.start, a);
-    }
-
-    /// Moves the VMA keyed `old_start` to `[start, end)` with `pgoff` (`vma_set_range` plus the tree store).
-    fn set_range(&mut self, old_start: u64, start: u64, end: u64, pgoff: u64) {
-        let mut a = self.remove(old_start);
-        a.start = start;
-        a.end = end;
-        a.pgoff = pgoff;
-        self.insert(a);
-    }
-
-    /// `__split_vma`: splits the VMA keyed `start` at `addr` (strictly inside). Both halves keep the
-    /// attributes; the upper half's pgoff advances; the anon_vma chain is cloned. No limit check.
-    fn split_at(&mut self, start: u64, addr: u64) {
-        let a = self.get_mut(start);
-        debug_assert!(a.start < addr && addr < a.end);
-        let mut upper = a.clone();
-        upper.pgoff = a.pgoff_at(addr);
-        upper.start = addr;
-        a.end = addr;
-        self.insert(upper);
-    }
-
-    /// `split_vma`: the same, refused with ENOMEM when `map_count >= max_map_count`.
-    fn split_checked(&mut self, start: u64, addr: u64) -> Result<(), Errno> {
-        if self.map_count() >= self.cfg.max_map_count {
-            return Err(Errno::ENOMEM);
-        }
-        self.split_at(start, addr);
-        Ok(())
-    }
-
     /// `security_vm_enough_memory_mm` under the configured overcommit policy.
     fn enough_memory(&self, pages: u64) -> Result<(), Errno> {
         match self.cfg.overcommit {
@@ -415,42 +164,46 @@ impl Mm {
     }
 
     /// `vm_start_gap`: a growsdown VMA keeps `stack_guard_gap` free below it.
-    fn vm_start_gap(&self, a: &Area) -> u64 {
-        if a.flags & VM_GROWSDOWN != 0 { a.start.saturating_sub(self.cfg.stack_guard_gap) } else { a.start }
+    fn vm_start_gap(&self, v: V) -> u64 {
+        if v.fl() & VM_GROWSDOWN != 0 {
+            v.start().saturating_sub(self.cfg.stack_guard_gap)
+        } else {
+            v.start()
+        }
     }
 
     // ----- anon_vma -----
 
-    /// `anon_vma_prepare` for the VMA keyed `start`: no-op if it has one; else reuse a neighbour's
-    /// (`find_mergeable_anon_vma`: the next VMA first, then the previous, each only if adjacent, compatible
-    /// (same file, flags equal but for access bits, linear pgoff) and with a singular chain), or a new one.
-    fn anon_vma_prepare(&mut self, start: u64) {
-        let a = &self.vmas[&start];
-        if a.anon.is_some() {
+    /// `anon_vma_prepare` for `v`: no-op if it has one; else reuse a neighbour's (`find_mergeable_anon_vma`:
+    /// the next VMA first, then the previous, each only if adjacent, compatible (same file, flags equal but
+    /// for access bits, linear pgoff) and with a singular chain), or a new one.
+    fn anon_vma_prepare(&mut self, v: V) {
+        if v.anon().is_some() {
             return;
         }
-        let compatible = |x: &Area, y: &Area| {
-            x.end == y.start
-                && x.same_file(y.file.as_ref())
-                && (x.flags ^ y.flags) & !(VM_ACCESS_FLAGS | VM_SOFTDIRTY) == 0
-                && y.pgoff == x.pgoff.wrapping_add((y.start - x.start) >> config::PAGE_SHIFT)
+        let compatible = |x: V, y: V| {
+            x.end() == y.start()
+                && x.file_is(y.file().as_ref())
+                && (x.fl() ^ y.fl()) & !(VM_ACCESS_FLAGS | VM_SOFTDIRTY) == 0
+                && y.pgoff() == x.pgoff_at(y.start())
         };
-        let reusable =
-            |old: &Area| if old.anon.chain_len() == 1 { old.anon.anon_vma().cloned() } else { None };
+        let reusable = |old: V| {
+            let st = old.anon();
+            if st.chain_len() == 1 { st.anon_vma().cloned() } else { None }
+        };
         let mut reuse = None;
-        if let Some(next) = self.vmas.get(&a.end)
-            && compatible(a, next)
+        if let Some(next) = self.next_from(v.end())
+            && compatible(v, next)
         {
             reuse = reusable(next);
         }
         if reuse.is_none()
-            && let Some(prev) = self.prev_of(start)
-            && compatible(prev, a)
+            && let Some(prev) = self.prev_of(v.start())
+            && compatible(prev, v)
         {
             reuse = reusable(prev);
         }
-        let st = AnonState::prepare(reuse.as_ref());
-        self.get_mut(start).anon = st;
+        self.set_anon(v, AnonState::prepare(reuse.as_ref()));
     }
 
     // ----- faults -----
@@ -461,48 +214,43 @@ impl Mm {
     /// file, the file size (SIGBUS beyond it), and on a write to a private VMA gives it an anon_vma. Only VMA
     /// state changes: page tables are not modelled here. `EFAULT` for an access that raises SIGSEGV/SIGBUS.
     pub fn fault(&mut self, addr: u64, write: bool) -> Result<(), Errno> {
-        let r = self.access(addr, write, false);
-        self.publish();
-        r
+        self.locked(|mm| mm.access(addr, write, false))
     }
 
     /// The same access made through GUP (`process_vm_readv`/`writev`, as the op-script `touch` does on the
     /// live kernel): no stack expansion (GUP stopped growing stacks in 6.5), and a read needs `VM_READ`.
     pub fn gup_access(&mut self, addr: u64, write: bool) -> Result<(), Errno> {
-        let r = self.access(addr, write, true);
-        self.publish();
-        r
+        self.locked(|mm| mm.access(addr, write, true))
     }
 
     fn access(&mut self, addr: u64, write: bool, gup: bool) -> Result<(), Errno> {
         let addr = addr & PAGE_MASK;
-        let Some(a) = self.find(addr) else { return Err(Errno::EFAULT) };
-        let mut start = a.start;
-        if a.start > addr {
-            if gup || a.flags & VM_GROWSDOWN == 0 {
+        let Some(mut v) = self.find(addr) else { return Err(Errno::EFAULT) };
+        if v.start() > addr {
+            if gup || v.fl() & VM_GROWSDOWN == 0 {
                 return Err(Errno::EFAULT);
             }
-            start = self.expand_downwards(start, addr).map_err(|_| Errno::EFAULT)?;
+            self.expand_downwards(v, addr).map_err(|_| Errno::EFAULT)?;
+            v = self.lookup(addr).expect("expanded VMA covers the address");
         }
-        let a = &self.vmas[&start];
+        let fl = v.fl();
         let ok = if write {
-            a.flags & VM_WRITE != 0
+            fl & VM_WRITE != 0
         } else if gup {
-            a.flags & VM_READ != 0
+            fl & VM_READ != 0
         } else {
-            a.flags & VM_ACCESS_FLAGS != 0
+            fl & VM_ACCESS_FLAGS != 0
         };
-        if !ok || (gup && a.flags & (VM_IO | VM_PFNMAP) != 0) {
+        if !ok || (gup && fl & (VM_IO | VM_PFNMAP) != 0) {
             return Err(Errno::EFAULT);
         }
         // A write to a private VMA prepares the anon_vma before the page is read from the file
         // (`do_cow_fault`: `vmf_anon_prepare` first), so a write beyond the end of the file still leaves one.
-        if write && a.flags & VM_SHARED == 0 {
-            self.anon_vma_prepare(start);
+        if write && fl & VM_SHARED == 0 {
+            self.anon_vma_prepare(v);
         }
-        let a = &self.vmas[&start];
-        if let Some(f) = &a.file {
-            let page = a.pgoff_at(addr);
+        if let Some(f) = v.file() {
+            let page = v.pgoff_at(addr);
             if page >= f.size.div_ceil(PAGE_SIZE) {
                 return Err(Errno::EFAULT);
             }
@@ -510,30 +258,28 @@ impl Mm {
         Ok(())
     }
 
-    /// `expand_downwards`: grows the growsdown VMA keyed `start` down to `addr` (page-aligned). Returns the
-    /// VMA's new key.
-    fn expand_downwards(&mut self, start: u64, addr: u64) -> Result<u64, Errno> {
+    /// `expand_downwards`: grows the growsdown VMA `v` down to `addr` (page-aligned).
+    fn expand_downwards(&mut self, v: V, addr: u64) -> Result<(), Errno> {
         if addr < self.cfg.mmap_min_addr {
             return Err(Errno::EPERM);
         }
-        if let Some(prev) = self.prev_of(start)
-            && prev.flags & VM_GROWSDOWN == 0
-            && prev.flags & VM_ACCESS_FLAGS != 0
-            && addr - prev.end < self.cfg.stack_guard_gap
+        if let Some(prev) = self.prev_of(v.start())
+            && prev.fl() & VM_GROWSDOWN == 0
+            && prev.fl() & VM_ACCESS_FLAGS != 0
+            && addr - prev.end() < self.cfg.stack_guard_gap
         {
             return Err(Errno::ENOMEM);
         }
         self.reserve(1)?;
-        self.anon_vma_prepare(start);
-        let a = &self.vmas[&start];
-        let size = a.end - addr;
-        let grow = (a.start - addr) >> config::PAGE_SHIFT;
-        if grow > a.pgoff || size > self.cfg.stack_rlimit {
+        self.anon_vma_prepare(v);
+        let size = v.end() - addr;
+        let grow = (v.start() - addr) >> config::PAGE_SHIFT;
+        if grow > v.pgoff() || size > self.cfg.stack_rlimit {
             return Err(Errno::ENOMEM);
         }
         self.enough_memory(grow)?;
-        let (end, pgoff) = (a.end, a.pgoff - grow);
-        self.set_range(start, addr, end, pgoff);
-        Ok(addr)
+        let (end, pgoff) = (v.end(), v.pgoff() - grow);
+        self.set_range(v, addr, end, pgoff);
+        Ok(())
     }
 }

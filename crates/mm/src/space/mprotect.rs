@@ -11,14 +11,13 @@
 //! then merged with a neighbour or split off (`vma_modify`), and its flags set.
 
 use super::flags::*;
+use super::tree::{V, VmaExt};
 use super::{Errno, Mm, PAGE_MASK, page_align};
 
 impl Mm {
     /// `mprotect(start, len, prot)`.
     pub fn mprotect(&mut self, start: u64, len: u64, prot: u32) -> Result<(), Errno> {
-        let r = self.do_mprotect(start, len, prot);
-        self.publish();
-        r
+        self.locked(|mm| mm.do_mprotect(start, len, prot))
     }
 
     fn do_mprotect(&mut self, start: u64, len: u64, prot: u32) -> Result<(), Errno> {
@@ -42,7 +41,7 @@ impl Mm {
             return Err(Errno::EINVAL);
         }
         let Some(first) = self.find_intersection(start, end) else { return Err(Errno::ENOMEM) };
-        let (first_start, first_flags) = (first.start, first.flags);
+        let (first_start, first_flags) = (first.start(), first.fl());
         let mut start = start;
         if grows & PROT_GROWSDOWN != 0 {
             if first_start >= end {
@@ -62,27 +61,26 @@ impl Mm {
         }
         // Worst case per VMA: two splits and a tree store; reserved up front so that an allocation failure
         // changes nothing.
-        let n = self.vmas.range(first_start..end).count() as u64;
+        let n = self.vmas_between(first_start, end).count() as u64;
         self.reserve(3 * n)?;
         let newprot = prot_to_vm(prot);
         let mut nstart = start;
         let mut tmp = first_start;
-        let mut cur = Some(first_start);
-        while let Some(key) = cur {
-            let a = &self.vmas[&key];
-            if a.start != tmp {
+        let mut cur = Some(first);
+        while let Some(v) = cur {
+            if v.start() != tmp {
                 return Err(Errno::ENOMEM);
             }
-            let newflags = newprot | (a.flags & !(VM_ACCESS_FLAGS | VM_PKEY_MASK));
+            let newflags = newprot | (v.fl() & !(VM_ACCESS_FLAGS | VM_PKEY_MASK));
             // VM_MAY* shifted onto the access bits.
             if (newflags & !(newflags >> 4)) & VM_ACCESS_FLAGS != 0 {
                 return Err(Errno::EACCES);
             }
-            let seg_end = a.end.min(end);
-            let covered_end = self.mprotect_fixup(key, nstart, seg_end, newflags)?;
+            let seg_end = v.end().min(end);
+            let covered_end = self.mprotect_fixup(v, nstart, seg_end, newflags)?;
             tmp = covered_end;
             nstart = tmp;
-            cur = if tmp < end { self.vmas.range(tmp..end).next().map(|(k, _)| *k) } else { None };
+            cur = if tmp < end { self.next_from(tmp).filter(|n| n.start() < end) } else { None };
         }
         if tmp < end {
             return Err(Errno::ENOMEM);
@@ -90,26 +88,24 @@ impl Mm {
         Ok(())
     }
 
-    /// `mprotect_fixup` for `[start, end)` inside the VMA keyed `key`. Returns the end of the VMA that now
-    /// covers `start` (the walk continues there).
-    fn mprotect_fixup(&mut self, key: u64, start: u64, end: u64, mut newflags: u64) -> Result<u64, Errno> {
-        let a = &self.vmas[&key];
-        let oldflags = a.flags;
+    /// `mprotect_fixup` for `[start, end)` inside `v`. Returns the end of the VMA that now covers `start`
+    /// (the walk continues there).
+    fn mprotect_fixup(&mut self, v: V, start: u64, end: u64, mut newflags: u64) -> Result<u64, Errno> {
+        let oldflags = v.fl();
         if newflags == oldflags {
-            return Ok(a.end);
+            return Ok(v.end());
         }
         if newflags & VM_WRITE != 0 {
             if oldflags & (VM_ACCOUNT | VM_WRITE | VM_HUGETLB | VM_SHARED | VM_NORESERVE) == 0 {
                 self.enough_memory((end - start) >> super::config::PAGE_SHIFT)?;
                 newflags |= VM_ACCOUNT;
             }
-        } else if oldflags & VM_ACCOUNT != 0 && a.is_anonymous() && !a.anon.is_some() {
+        } else if oldflags & VM_ACCOUNT != 0 && v.is_anonymous() && !v.anon().is_some() {
             newflags &= !VM_ACCOUNT;
         }
-        let name = a.name.clone();
-        let k = self.vma_modify(key, start, end, newflags, name.as_ref())?;
-        let t = self.get_mut(k);
-        t.flags = newflags;
-        Ok(t.end)
+        let name = v.anon_name();
+        let t = self.vma_modify(v, start, end, newflags, name.as_ref())?;
+        self.set_flags(t, newflags);
+        Ok(t.end())
     }
 }

@@ -21,7 +21,8 @@
 //!   accounted neighbours).
 
 use super::flags::*;
-use super::merge::{Cand, NewMerge};
+use super::merge::Cand;
+use super::tree::{NewVma, V, VmaExt};
 use super::{AnonState, Errno, Mm, PAGE_MASK, TASK_SIZE, config::PAGE_SHIFT, page_align};
 
 /// The state of one remap (`struct vma_remap_struct`).
@@ -32,12 +33,15 @@ struct Vrm {
     new_len: u64,
     flags: u32,
     new_addr: u64,
-    /// Key of the source VMA.
-    vma: u64,
+    /// The source VMA (`None` until found).
+    vma: Option<V>,
     delta: u64,
 }
 
 impl Vrm {
+    fn vma(&self) -> V {
+        self.vma.expect("source VMA set")
+    }
     fn implies_new_addr(&self) -> bool {
         self.flags & (MREMAP_FIXED | MREMAP_DONTUNMAP) != 0
     }
@@ -59,9 +63,7 @@ impl Mm {
         flags: u32,
         new_addr: u64,
     ) -> Result<u64, Errno> {
-        let r = self.do_mremap(addr, old_len, new_len, flags, new_addr);
-        self.publish();
-        r
+        self.locked(|mm| mm.do_mremap(addr, old_len, new_len, flags, new_addr))
     }
 
     fn do_mremap(
@@ -78,7 +80,7 @@ impl Mm {
             new_len: page_align(new_len),
             flags,
             new_addr,
-            vma: 0,
+            vma: None,
             delta: 0,
         };
         // check_mremap_params.
@@ -116,14 +118,14 @@ impl Mm {
             return self.remap_move(v);
         }
         let Some(vma) = self.lookup(addr) else { return Err(Errno::EFAULT) };
-        v.vma = vma.start;
+        v.vma = Some(vma);
         self.check_prep_vma(&mut v)?;
         if v.implies_new_addr() { self.mremap_to(v) } else { self.mremap_at(v) }
     }
 
     /// `check_prep_vma` for `v.vma`.
     fn check_prep_vma(&self, v: &mut Vrm) -> Result<(), Errno> {
-        let a = &self.vmas[&v.vma];
+        let a = v.vma();
         v.delta = v.old_len.abs_diff(v.new_len);
         if !v.implies_new_addr() {
             v.new_addr = v.addr;
@@ -131,14 +133,14 @@ impl Mm {
         if !(v.is_expand() || v.implies_new_addr()) {
             return Ok(());
         }
-        if v.old_len == 0 && a.flags & (VM_SHARED | VM_MAYSHARE) == 0 {
+        if v.old_len == 0 && a.fl() & (VM_SHARED | VM_MAYSHARE) == 0 {
             return Err(Errno::EINVAL);
         }
-        if v.flags & MREMAP_DONTUNMAP != 0 && a.flags & (VM_DONTEXPAND | VM_PFNMAP) != 0 {
+        if v.flags & MREMAP_DONTUNMAP != 0 && a.fl() & (VM_DONTEXPAND | VM_PFNMAP) != 0 {
             return Err(Errno::EINVAL);
         }
         let old_len = if v.is_shrink() { v.new_len } else { v.old_len };
-        if old_len > a.end - v.addr {
+        if old_len > a.end() - v.addr {
             return Err(Errno::EFAULT);
         }
         if v.new_len == old_len {
@@ -148,7 +150,7 @@ impl Mm {
         if pgoff.checked_add(v.new_len >> PAGE_SHIFT).is_none() {
             return Err(Errno::EINVAL);
         }
-        if a.flags & (VM_DONTEXPAND | VM_PFNMAP) != 0 {
+        if a.fl() & (VM_DONTEXPAND | VM_PFNMAP) != 0 {
             return Err(Errno::EFAULT);
         }
         Ok(())
@@ -164,7 +166,7 @@ impl Mm {
         let mut target = v.new_addr;
         let mut pos = start;
         while let Some(a) = self.find_intersection(pos, end) {
-            let (vs, ve) = (a.start, a.end);
+            let (vs, ve) = (a.start(), a.end());
             let addr = vs.max(start);
             let len = end.min(ve) - addr;
             if !seen && start < vs {
@@ -178,7 +180,7 @@ impl Mm {
                 new_len: len,
                 flags: v.flags,
                 new_addr: target + offset,
-                vma: self.lookup(addr).map(|x| x.start).expect("VMA present"),
+                vma: Some(self.lookup(addr).expect("VMA present")),
                 delta: 0,
             };
             self.check_prep_vma(&mut one)?;
@@ -206,10 +208,10 @@ impl Mm {
             return Ok(v.addr);
         }
         // expand_vma.
-        let a = &self.vmas[&v.vma];
-        if a.end - v.addr == v.old_len && self.vma_expandable(v.vma, v.delta) {
+        let a = v.vma();
+        if a.end() - v.addr == v.old_len && self.vma_expandable(a, v.delta) {
             self.charge_remap(&v)?;
-            self.merge_extend(v.vma, v.delta);
+            self.merge_extend(a, v.delta);
             return Ok(v.addr);
         }
         if v.flags & MREMAP_MAYMOVE == 0 {
@@ -225,7 +227,7 @@ impl Mm {
         if v.flags & MREMAP_FIXED != 0 {
             self.do_munmap(v.new_addr, v.new_len, false)?;
             match self.lookup(v.addr) {
-                Some(a) => v.vma = a.start,
+                Some(a) => v.vma = Some(a),
                 None => return Err(Errno::EFAULT),
             }
         }
@@ -239,59 +241,57 @@ impl Mm {
 
     /// `vrm_set_new_addr`: `get_unmapped_area` for the destination.
     fn set_new_addr(&mut self, v: &mut Vrm) -> Result<(), Errno> {
-        let a = &self.vmas[&v.vma];
+        let a = v.vma();
         let mut map_flags = 0;
         if v.flags & MREMAP_FIXED != 0 {
             map_flags |= MAP_FIXED;
         }
-        if a.flags & VM_MAYSHARE != 0 {
+        if a.fl() & VM_MAYSHARE != 0 {
             map_flags |= MAP_SHARED;
         }
         let hint = if v.implies_new_addr() { v.new_addr } else { 0 };
-        v.new_addr = self.get_unmapped_area(a.file.is_none(), hint, v.new_len, map_flags)?;
+        v.new_addr = self.get_unmapped_area(a.is_anonymous(), hint, v.new_len, map_flags)?;
         Ok(())
     }
 
     /// `vma_expandable`: `[vma.end, vma.end + delta)` is free and below `TASK_SIZE`.
-    fn vma_expandable(&self, key: u64, delta: u64) -> bool {
-        let a = &self.vmas[&key];
-        let Some(end) = a.end.checked_add(delta) else { return false };
-        if self.find_intersection(a.end, end).is_some() {
+    fn vma_expandable(&self, a: V, delta: u64) -> bool {
+        let Some(end) = a.end().checked_add(delta) else { return false };
+        if self.find_intersection(a.end(), end).is_some() {
             return false;
         }
-        end - a.start <= TASK_SIZE && a.start <= TASK_SIZE - (end - a.start)
+        end - a.start() <= TASK_SIZE && a.start() <= TASK_SIZE - (end - a.start())
     }
 
     /// `vrm_calc_charge`: accounted VMAs charge the growth (or the whole new length with DONTUNMAP).
     fn charge_remap(&self, v: &Vrm) -> Result<(), Errno> {
-        let a = &self.vmas[&v.vma];
-        if a.flags & VM_ACCOUNT == 0 {
+        if v.vma().fl() & VM_ACCOUNT == 0 {
             return Ok(());
         }
         let charged = if v.flags & MREMAP_DONTUNMAP != 0 { v.new_len } else { v.delta } >> PAGE_SHIFT;
         self.enough_memory(charged)
     }
 
-    /// `vma_merge_extend`: the VMA keyed `key` grows by `delta` (a new range after it, merged left and
-    /// possibly right).
-    fn merge_extend(&mut self, key: u64, delta: u64) {
-        let a = &self.vmas[&key];
-        let (start, end) = (a.end, a.end + delta);
-        let anon = a.anon.clone();
+    /// `vma_merge_extend`: `a` grows by `delta` (a new range after it, merged left and possibly right).
+    fn merge_extend(&mut self, a: V, delta: u64) {
+        let (start, end) = (a.end(), a.end() + delta);
+        let anon = a.anon().clone();
+        let file = a.file();
+        let name = a.anon_name();
         let c = Cand {
             start,
             end,
-            flags: a.flags,
+            flags: a.fl(),
             pgoff: a.pgoff_at(start),
-            file: a.file.as_ref(),
+            file: file.as_ref(),
             anon: &anon,
-            name: a.name.as_ref(),
+            name: name.as_ref(),
             src_uncowed: false,
             copied_uncowed: false,
         };
         let pgoff = c.pgoff;
         let m = self.plan_new_merge(&c, false);
-        debug_assert!(matches!(m, NewMerge::Left(_) | NewMerge::Both(..)));
+        debug_assert!(!m.is_none());
         self.apply_new_merge(m, start, end, pgoff, &anon);
     }
 
@@ -302,43 +302,47 @@ impl Mm {
         }
         self.charge_remap(&v)?;
         // copy_vma_and_data → copy_vma.
-        let src = self.vmas[&v.vma].clone();
+        let src = v.vma();
+        let src_anon = src.anon().clone();
+        let src_file = src.file();
+        let src_name = src.anon_name();
         let mut new_pgoff = src.pgoff_at(v.addr);
-        if src.is_anonymous() && !src.anon.is_some() {
+        if src.is_anonymous() && !src_anon.is_some() {
             new_pgoff = v.new_addr >> PAGE_SHIFT;
         }
         let c = Cand {
             start: v.new_addr,
             end: v.new_addr + v.new_len,
-            flags: src.flags,
+            flags: src.fl(),
             pgoff: new_pgoff,
-            file: src.file.as_ref(),
-            anon: &src.anon,
-            name: src.name.as_ref(),
+            file: src_file.as_ref(),
+            anon: &src_anon,
+            name: src_name.as_ref(),
             src_uncowed: false,
-            copied_uncowed: src.anon.had_uncowed_parents(),
+            copied_uncowed: src_anon.had_uncowed_parents(),
         };
         let m = self.plan_new_merge(&c, false);
-        if m != NewMerge::None {
-            self.apply_new_merge(m, v.new_addr, v.new_addr + v.new_len, new_pgoff, &src.anon);
+        if !m.is_none() {
+            self.apply_new_merge(m, v.new_addr, v.new_addr + v.new_len, new_pgoff, &src_anon);
         } else {
-            let mut n = src.clone();
-            n.start = v.new_addr;
-            n.end = v.new_addr + v.new_len;
-            n.pgoff = new_pgoff;
-            self.insert(n);
+            let flags = src.fl();
+            self.insert_new(NewVma {
+                start: v.new_addr,
+                end: v.new_addr + v.new_len,
+                flags,
+                pgoff: new_pgoff,
+                file: src_file,
+                anon: src_anon,
+                name: src_name,
+            });
         }
         if v.flags & MREMAP_DONTUNMAP != 0 {
             // dontunmap_complete: the source VMA (whatever now covers the old address) keeps its range.
-            if let Some(s) = self.lookup(v.addr).map(|a| a.start) {
-                let whole = {
-                    let a = &self.vmas[&s];
-                    a.start == v.addr && a.end == v.addr + v.old_len
-                };
-                let a = self.get_mut(s);
-                a.flags &= !VM_LOCKED_MASK;
+            if let Some(s) = self.lookup(v.addr) {
+                let whole = s.start() == v.addr && s.end() == v.addr + v.old_len;
+                self.set_flags(s, s.fl() & !VM_LOCKED_MASK);
                 if whole {
-                    a.anon = AnonState::default();
+                    self.set_anon(s, AnonState::EMPTY);
                 }
             }
         } else {

@@ -6,6 +6,7 @@
 //! strictly inside one VMA and `map_count >= max_map_count`: unmapping would add a VMA), the last at `end` if
 //! it extends past it; then every VMA in the range is removed. munmap never merges.
 
+use super::tree::VmaExt;
 use super::{Errno, Mm, PAGE_MASK, TASK_SIZE, page_align};
 
 /// What a gather found: VMAs removed and their accounted pages.
@@ -20,9 +21,7 @@ pub(crate) struct Gathered {
 impl Mm {
     /// `munmap(start, len)`.
     pub fn munmap(&mut self, start: u64, len: u64) -> Result<(), Errno> {
-        let r = self.do_munmap(start, len, true);
-        self.publish();
-        r
+        self.locked(|mm| mm.do_munmap(start, len, true))
     }
 
     /// `do_vmi_munmap`; `reserve` is false when the caller already reserved its worst case.
@@ -49,34 +48,42 @@ impl Mm {
     /// `vms_gather_munmap_vmas`' splits: after it, no VMA straddles `start` or `end`.
     pub(crate) fn gather_split(&mut self, start: u64, end: u64) -> Result<(), Errno> {
         let Some(first) = self.find_intersection(start, end) else { return Ok(()) };
-        let (fs, fe) = (first.start, first.end);
+        let (fs, fe) = (first.start(), first.end());
         if fs < start {
             if end < fe && self.map_count() >= self.cfg.max_map_count {
                 return Err(Errno::ENOMEM);
             }
-            self.split_at(fs, start);
+            self.split_at(first, start);
         }
-        let last = self.vmas.range(..end).next_back().map(|(_, a)| (a.start, a.end));
-        if let Some((ls, le)) = last
-            && le > end
-            && ls < end
+        if let Some(last) = self.prev_of(end)
+            && last.end() > end
+            && last.start() < end
         {
-            self.split_at(ls, end);
+            self.split_at(last, end);
         }
         Ok(())
     }
 
-    /// Detaches and frees every VMA inside `[start, end)` (which no VMA straddles).
+    /// Detaches and frees every VMA inside `[start, end)` (which no VMA straddles): one tree store clears the
+    /// range (`vma_iter_clear_gfp`), then each VMA is detached and freed.
     pub(crate) fn remove_range(&mut self, start: u64, end: u64) -> Gathered {
-        let keys: Vec<u64> = self.vmas.range(start..end).map(|(k, _)| *k).collect();
+        let gone = self.starting_in(start, end);
         let mut g = Gathered::default();
-        for k in keys {
-            let a = self.remove(k);
-            debug_assert!(a.end <= end);
-            g.pages += a.pages();
-            if a.flags & super::flags::VM_ACCOUNT != 0 {
-                g.accounted += a.pages();
+        if gone.is_empty() {
+            return g;
+        }
+        for v in &gone {
+            debug_assert!(v.end() <= end);
+            self.write_lock_vma(v);
+            g.pages += v.pages();
+            if v.fl() & super::flags::VM_ACCOUNT != 0 {
+                g.accounted += v.pages();
             }
+        }
+        let (lo, hi) = (gone[0].start(), gone[gone.len() - 1].end());
+        self.tree().store_range(lo, hi - 1, None).expect("tree store within reservation");
+        for v in gone {
+            self.remove(v);
         }
         g
     }
@@ -85,10 +92,10 @@ impl Mm {
     pub(crate) fn accounted_in(&self, start: u64, end: u64) -> (u64, u64) {
         let mut pages = 0;
         let mut acc = 0;
-        for a in self.vmas.range(start..end).map(|(_, a)| a) {
-            pages += a.pages();
-            if a.flags & super::flags::VM_ACCOUNT != 0 {
-                acc += a.pages();
+        for v in self.vmas_between(start, end) {
+            pages += v.pages();
+            if v.fl() & super::flags::VM_ACCOUNT != 0 {
+                acc += v.pages();
             }
         }
         (pages, acc)

@@ -5,8 +5,10 @@
 //! * A hint: used (page-aligned) when `[hint, hint+len)` fits below `TASK_SIZE` and ends at or below the
 //!   next VMA's start gap (a growsdown VMA keeps `stack_guard_gap` free below it).
 //! * Otherwise the highest free gap below `mmap_base` and above `mmap_min_addr` (`unmapped_area_topdown`:
-//!   the tree's reverse gap search; a candidate that ends inside the guard gap of a growsdown VMA above it
-//!   lowers the limit and searches again); if none, the lowest gap above `TASK_UNMAPPED_BASE`.
+//!   the tree's reverse gap search, O(log n) through the per-child max gaps, `MapleTree::empty_area_rev`; a
+//!   candidate that ends inside the guard gap of a growsdown VMA above it lowers the limit and searches
+//!   again); if none, the lowest gap above `TASK_UNMAPPED_BASE` (`unmapped_area`: `empty_area`, retried above
+//!   a growsdown VMA whose guard gap the candidate would enter).
 //! * Anonymous mappings without a hint whose length is a multiple of 2 MiB are placed 2 MiB-aligned
 //!   (`thp_get_unmapped_area`: search `len + 2 MiB` and align within it).
 //!
@@ -97,35 +99,18 @@ impl Mm {
             .ok_or(Errno::ENOMEM)
     }
 
-    /// The highest free range of `len` bytes inside `[low, high)`: the top of the highest gap's intersection
-    /// with the window, as `mas_empty_area_rev` reports it (`(start, gap_end)`).
-    fn highest_gap(&self, len: u64, low: u64, high: u64) -> Option<u64> {
-        if high <= low || high - low < len {
-            return None;
-        }
-        // Gaps from the top: [prev.end, next.start).
-        let mut upper = u64::MAX;
-        for a in self.vmas.range(..high).rev().map(|(_, a)| a).chain(std::iter::once(&SENTINEL)) {
-            let gap_lo = a.end.max(low);
-            let gap_hi = upper.min(high);
-            if gap_hi > gap_lo && gap_hi - gap_lo >= len {
-                return Some(gap_hi);
-            }
-            upper = a.start;
-            if upper <= low {
-                break;
-            }
-        }
-        None
-    }
-
-    /// `unmapped_area_topdown` (no alignment, no start gap: nothing here is a shadow stack).
+    /// `unmapped_area_topdown` (no alignment, no start gap: nothing here is a shadow stack): the highest
+    /// `len`-byte hole in `[low, high)`, as the tree's reverse gap search finds it; a candidate that ends in
+    /// the guard gap of a growsdown VMA above it lowers `high` to that gap and searches again.
     fn unmapped_area_topdown(&self, len: u64, low: u64, mut high: u64) -> Option<u64> {
         loop {
-            let gap_end = self.highest_gap(len, low, high)?;
-            let gap = gap_end - len;
+            if high <= low {
+                return None;
+            }
+            let gap = self.tree().empty_area_rev(low, high - 1, len).ok()?;
+            let gap_end = gap + len;
             if let Some(next) = self.next_from(gap_end)
-                && next.flags & VM_GROWSDOWN != 0
+                && next.flags().bits() & VM_GROWSDOWN != 0
                 && self.vm_start_gap(next) < gap_end
             {
                 high = self.vm_start_gap(next);
@@ -135,32 +120,23 @@ impl Mm {
         }
     }
 
-    /// `unmapped_area` (bottom-up): the lowest free range of `len` bytes in `[low, high)`.
-    fn unmapped_area(&self, len: u64, low: u64, high: u64) -> Option<u64> {
-        let mut lower = low;
-        let from = self.find(low).map_or(low, |a| a.start);
-        for a in self.vmas.range(from..).map(|(_, a)| a) {
-            let gap_hi = self.vm_start_gap(a).min(high);
-            if gap_hi > lower && gap_hi - lower >= len {
-                return Some(lower);
-            }
-            lower = lower.max(a.end);
-            if lower >= high {
+    /// `unmapped_area` (bottom-up): the lowest `len`-byte hole in `[low, high)` (the tree's forward gap
+    /// search); a candidate that would enter the guard gap of a growsdown VMA after it moves `low` past that
+    /// VMA and searches again.
+    fn unmapped_area(&self, len: u64, mut low: u64, high: u64) -> Option<u64> {
+        loop {
+            if high <= low {
                 return None;
             }
+            let gap = self.tree().empty_area(low, high - 1, len).ok()?;
+            if let Some(next) = self.next_from(gap + len)
+                && next.flags().bits() & VM_GROWSDOWN != 0
+                && self.vm_start_gap(next) < gap + len
+            {
+                low = next.end();
+                continue;
+            }
+            return Some(gap);
         }
-        if high > lower && high - lower >= len { Some(lower) } else { None }
     }
 }
-
-/// An empty VMA at address 0 that ends the reverse gap walk.
-static SENTINEL: super::Area = super::Area {
-    start: 0,
-    end: 0,
-    flags: 0,
-    pgoff: 0,
-    file: None,
-    anon: super::AnonState::EMPTY,
-    name: None,
-    vma: super::Handle(None),
-};

@@ -1,5 +1,5 @@
-//! The VMA's reference-counted attributes: the model file, the anon_vma identity, the anon name, and the
-//! RCU-safe cell that holds each of them inside a [`Vma`](super::Vma).
+//! The VMA's reference-counted attributes: the model file ([`VmFile`]) and the RCU-safe cell ([`RcuArc`]) that
+//! holds each attribute (file, anon_vma, anon name) inside a [`Vma`](super::Vma).
 //!
 //! # Why a cell and not a lock
 //!
@@ -16,14 +16,28 @@ use std::marker::PhantomData;
 use std::ptr;
 use std::sync::Arc;
 
-use vmspace_rcu::sync::{AtomicPtr, AtomicU64, Ordering};
+use vmspace_rcu::sync::{AtomicPtr, Ordering};
 
-/// A model file: what a file-backed VMA shows in `/proc/PID/maps` (path, device, inode) and its size (which
-/// bounds faults on the mapping). Immutable once created; shared by every VMA that maps it.
+/// What kind of object a file-backed VMA maps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FileKind {
+    /// A regular file (ext4, tmpfs...): pages beyond its size raise SIGBUS.
+    Regular,
+    /// The shmem object behind a shared anonymous mapping (`shmem_zero_setup`): shows as `/dev/zero
+    /// (deleted)`, device 00:01, sized to the mapping.
+    ShmemZero,
+}
+
+/// A model file (an open `struct file` and its inode): what a file-backed VMA shows in `/proc/PID/maps` (path,
+/// device, inode), its size (which bounds faults on the mapping) and the open mode mmap checks. Immutable once
+/// created. Identity is the `Arc`: two VMAs map "the same file" (`vm_file` equality, needed to merge) when
+/// they hold the same allocation.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct VmFile {
-    /// The path printed in the maps name column.
+    /// The path printed in the maps name column (without ` (deleted)`).
     pub name: String,
+    /// Whether the path was unlinked (` (deleted)` in maps).
+    pub deleted: bool,
     /// Device major number (`MAJOR(s_dev)`).
     pub dev_major: u32,
     /// Device minor number (`MINOR(s_dev)`).
@@ -32,87 +46,49 @@ pub struct VmFile {
     pub inode: u64,
     /// Size in bytes.
     pub size: u64,
+    /// Opened for reading (`FMODE_READ`).
+    pub readable: bool,
+    /// Opened for writing (`FMODE_WRITE`).
+    pub writable: bool,
+    /// The file system is mounted noexec.
+    pub noexec: bool,
+    /// Regular file or shmem.
+    pub kind: FileKind,
 }
 
-/// Hands out anon_vma identities: unique for the life of the process, never 0.
-// Not part of any protocol loom checks (an identity source only), so std's atomic is used directly: loom atomics
-// cannot live in a `static` built at compile time.
-static NEXT_ANON_VMA_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-
-/// An anon_vma: the identity that ties private anonymous pages to the VMAs that may map them (Linux's reverse-map
-/// root). Two VMAs can merge only if their anon_vmas are compatible (§6.1); fork gives the child's VMAs new
-/// anon_vmas whose `parent` is the parent's.
-///
-/// This struct carries the identity and the counters Linux keeps (`num_children`, `num_active_vmas`); the
-/// address-space code (`space`) defines the semantics (creation on the first write fault, sharing on split,
-/// reuse on fork) in its own methods.
-///
-/// Concurrency contract: `id`, `parent` and `root_id` are immutable. The counters are changed only by a thread
-/// that holds the mmap write lock of an mm whose VMAs use this anon_vma, and are read by anyone (relaxed: they
-/// are statistics and merge heuristics, not synchronisation).
-pub struct AnonVma {
-    id: u64,
-    root_id: u64,
-    parent: Option<Arc<AnonVma>>,
-    /// Child anon_vmas (fork) plus VMAs whose `anon_vma` is this one, as Linux's `num_children`.
-    pub num_children: AtomicU64,
-    /// VMAs that point at this anon_vma (Linux's `num_active_vmas`).
-    pub num_active_vmas: AtomicU64,
-}
-
-impl AnonVma {
-    /// A new anon_vma with a fresh identity. With a `parent` (fork), the root is the parent's root.
-    pub fn new(parent: Option<Arc<AnonVma>>) -> Arc<Self> {
-        // Relaxed: only uniqueness matters.
-        let id = NEXT_ANON_VMA_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let root_id = parent.as_ref().map_or(id, |p| p.root_id);
-        Arc::new(Self {
-            id,
-            root_id,
-            parent,
-            num_children: AtomicU64::new(0),
-            num_active_vmas: AtomicU64::new(0),
+impl VmFile {
+    /// A regular file opened read-write on an exec-allowed file system, on device 00:00 (what op scripts
+    /// create).
+    pub fn regular(name: impl Into<String>, inode: u64, size: u64) -> Arc<VmFile> {
+        Arc::new(VmFile {
+            name: name.into(),
+            deleted: false,
+            dev_major: 0,
+            dev_minor: 0,
+            inode,
+            size,
+            readable: true,
+            writable: true,
+            noexec: false,
+            kind: FileKind::Regular,
         })
     }
 
-    /// The identity (unique, never 0).
-    #[inline]
-    pub fn id(&self) -> u64 {
-        self.id
-    }
-
-    /// The identity of the root of this anon_vma's fork hierarchy (its own id if it has no parent).
-    #[inline]
-    pub fn root_id(&self) -> u64 {
-        self.root_id
-    }
-
-    /// The anon_vma this one was forked from.
-    #[inline]
-    pub fn parent(&self) -> Option<&Arc<AnonVma>> {
-        self.parent.as_ref()
-    }
-}
-
-/// Equality is identity: two anon_vmas are equal iff they have the same id.
-impl PartialEq for AnonVma {
-    fn eq(&self, other: &Self) -> bool {
-        self.id == other.id
-    }
-}
-
-impl Eq for AnonVma {}
-
-impl fmt::Debug for AnonVma {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AnonVma")
-            .field("id", &self.id)
-            .field("root_id", &self.root_id)
-            .field("parent", &self.parent.as_ref().map(|p| p.id))
-            // Relaxed: diagnostic snapshot.
-            .field("num_children", &self.num_children.load(Ordering::Relaxed))
-            .field("num_active_vmas", &self.num_active_vmas.load(Ordering::Relaxed))
-            .finish()
+    /// The shmem object `shmem_zero_setup` gives a shared anonymous mapping of `size` bytes: `/dev/zero
+    /// (deleted)` on 00:01 with inode `inode`.
+    pub fn shmem_zero(inode: u64, size: u64) -> Arc<VmFile> {
+        Arc::new(VmFile {
+            name: "/dev/zero".into(),
+            deleted: true,
+            dev_major: 0,
+            dev_minor: 1,
+            inode,
+            size,
+            readable: true,
+            writable: true,
+            noexec: false,
+            kind: FileKind::ShmemZero,
+        })
     }
 }
 
@@ -214,7 +190,7 @@ mod tests {
         let cell = RcuArc::<VmFile>::empty();
         assert!(cell.load().is_none());
         assert!(!cell.is_some());
-        let f = Arc::new(VmFile { name: "/f".into(), dev_major: 8, dev_minor: 1, inode: 42, size: 8192 });
+        let f = VmFile::regular("/f", 42, 8192);
         cell.store(Some(f.clone()));
         assert!(cell.is(Some(&f)));
         let got = cell.load().expect("stored");
@@ -232,15 +208,5 @@ mod tests {
             std::thread::yield_now();
         }
         assert_eq!(Arc::strong_count(&f), 1);
-    }
-
-    #[test]
-    fn anon_vma_identity_and_root() {
-        let a = AnonVma::new(None);
-        let b = AnonVma::new(Some(a.clone()));
-        assert_ne!(a.id(), b.id());
-        assert_ne!(a.id(), 0);
-        assert_eq!(b.root_id(), a.id());
-        assert_eq!(b.parent().map(|p| p.id()), Some(a.id()));
     }
 }

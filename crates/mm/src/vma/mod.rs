@@ -5,7 +5,9 @@
 //! - [`VmFlags`] ([`flags`]): the `vm_flags` word with Linux 6.18 x86-64 bit values and smaps mnemonics.
 //! - [`Vma`] ([`object`]): start, end, flags, pgoff, `vm_mm`, the lock words, and the reference-counted
 //!   attributes ([`VmFile`], [`AnonVma`], the anon name, in RCU-safe cells: [`attrs`]). Every field a reader may
-//!   load without a lock is atomic; each field documents who writes it under which lock.
+//!   load without a lock is atomic; each field documents who writes it under which lock. The writer-only
+//!   anon_vma chain ([`AnonState`], [`anon`]) lives in the VMA too: the VMA object is the only record of a
+//!   mapping, as `vm_area_struct` is in Linux.
 //! - [`MmLocking`] ([`mmap_lock`]): the lock side of an mm, embedded by the address space's `Mm`: identity,
 //!   [`MmapLock`] (writer-preferring rwsem with contention reporting), `mm_lock_seq`, speculation, stats.
 //! - The per-VMA lock ([`lock`]): `vm_refcnt` with the writer-exclusion flag and `vm_lock_seq`;
@@ -33,6 +35,7 @@
 //! The tree must be updated before a VMA is detached (so that a reader that finds it detached and walks again
 //! does not find it again).
 
+pub mod anon;
 pub mod attrs;
 
 pub mod flags;
@@ -44,7 +47,8 @@ mod park;
 pub mod pool;
 pub mod stats;
 
-pub use attrs::{AnonVma, RcuArc, VmFile};
+pub use anon::{AnonRef, AnonState, AnonVma, ChainLink};
+pub use attrs::{FileKind, RcuArc, VmFile};
 pub use flags::VmFlags;
 pub use lock::{
     VMA_LOCK_OFFSET, VMA_REF_LIMIT, VmaLockFail, VmaReadGuard, vma_assert_write_locked, vma_end_read,

@@ -23,8 +23,16 @@
 //! # Layout
 //!
 //! Three 64-byte lines, as the kernel's `vm_area_struct` since 6.15: line 0 holds what every walker and fault
-//! reads (range, mm, flags, pgoff, `vm_lock_seq`, file, anon_vma); line 1 the rarely read anon name and the pool
-//! state; line 2 `vm_refcnt` alone, so that readers' increments do not bounce the line the walkers read.
+//! reads (range, mm, flags, pgoff, `vm_lock_seq`, file, anon_vma); line 1 the rarely read anon name, the pool
+//! state and the writer-only anon_vma chain; line 2 `vm_refcnt` alone, so that readers' increments do not
+//! bounce the line the walkers read.
+//!
+//! # The writer-only part
+//!
+//! The anon_vma chain ([`AnonState`]) is the writer's business alone (merge decisions, fork): readers see only
+//! the `anon_vma` pointer, published in its RCU cell whenever the chain's owner changes. It sits behind a mutex
+//! that is never contended (its users hold the mmap write lock, or own the detached VMA), which keeps the
+//! access safe without an unsafe cell; Linux guards the same state with the mmap lock and the anon_vma lock.
 //! The pool's free list keeps its links outside the VMA ([`super::pool`]), so a free VMA's `vm_refcnt`,
 //! `vm_mm` and `vm_lock_seq` are never overwritten by allocator metadata.
 
@@ -33,7 +41,8 @@ use std::sync::Arc;
 
 use vmspace_rcu::sync::{AtomicU32, AtomicU64, Ordering};
 
-use super::attrs::{AnonVma, RcuArc, VmFile};
+use super::anon::{AnonState, AnonVma};
+use super::attrs::{RcuArc, VmFile};
 use super::flags::VmFlags;
 use super::lock::vma_is_write_locked;
 use super::mmap_lock::MmLocking;
@@ -82,6 +91,9 @@ pub struct Vma {
     anon_name: RcuArc<Arc<str>>,
     /// 1 while the VMA sits free in the pool, 0 while allocated. Written by the pool only; read by assertions.
     pub(crate) in_pool: AtomicU32,
+    /// The anon_vma and chain (writer-only, see the module docs). `anon_vma` above always mirrors
+    /// `anon.anon_vma()`: [`Vma::set_anon`] writes both.
+    anon: std::sync::Mutex<AnonState>,
     /// The per-VMA lock: reader count plus the writer-exclusion flag, 0 = detached ([`super::lock`]). Changed
     /// by readers (acquire increment / release decrement) and by the mmap write-lock holder.
     pub(crate) vm_refcnt: RefcntLine,
@@ -136,6 +148,7 @@ impl Vma {
             anon_vma: RcuArc::empty(),
             anon_name: RcuArc::empty(),
             in_pool: AtomicU32::new(0),
+            anon: std::sync::Mutex::new(AnonState::EMPTY),
             vm_refcnt: RefcntLine { v: AtomicU32::new(0) },
         }
     }
@@ -333,11 +346,21 @@ impl Vma {
         self.file.store(file);
     }
 
-    /// Sets the anon_vma. Requires [`Vma::writable_by`]`(mm)`.
-    #[inline]
-    pub fn set_anon_vma(&self, mm: &MmLocking, anon_vma: Option<Arc<AnonVma>>) {
+    /// The writer-only anon_vma state (chain included). For the mmap write-lock holder, or the owner of a
+    /// detached VMA: the lock is then never contended.
+    pub fn anon(&self) -> std::sync::MutexGuard<'_, AnonState> {
+        self.anon.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Replaces the anon_vma state and publishes its anon_vma to readers; the old state (and the counters it
+    /// holds on its anon_vmas) is dropped. Requires [`Vma::writable_by`]`(mm)`.
+    pub fn set_anon(&self, mm: &MmLocking, st: AnonState) {
         self.assert_writable(mm);
-        self.anon_vma.store(anon_vma);
+        if !self.anon_vma.is(st.anon_vma()) {
+            self.anon_vma.store(st.anon_vma().cloned());
+        }
+        let old = std::mem::replace(&mut *self.anon(), st);
+        drop(old);
     }
 
     /// Sets the anonymous name. Requires [`Vma::writable_by`]`(mm)`.
@@ -347,15 +370,17 @@ impl Vma {
         self.anon_name.store(name.map(Arc::new));
     }
 
-    /// Copies range, flags, pgoff and attributes from `src` (the kernel's `vm_area_init_from`, used by split,
-    /// fork and mremap). Lock state (`vm_refcnt`, `vm_lock_seq`) and `vm_mm` are not copied. Requires
-    /// [`Vma::writable_by`]`(mm)` on `self`.
+    /// Copies range, flags, pgoff and attributes from `src` (the kernel's `vm_area_init_from` plus
+    /// `anon_vma_clone`, used by split and mremap): the anon_vma chain is cloned. Lock state (`vm_refcnt`,
+    /// `vm_lock_seq`) and `vm_mm` are not copied. Requires [`Vma::writable_by`]`(mm)` on `self`, and `src` stable
+    /// (the caller holds its mm's lock).
     pub fn copy_fields_from(&self, mm: &MmLocking, src: &Vma) {
         self.set_range(mm, src.start(), src.end());
         self.set_flags(mm, src.flags());
         self.set_pgoff(mm, src.pgoff());
         self.set_file(mm, src.file());
-        self.set_anon_vma(mm, src.anon_vma());
+        let anon = src.anon().clone();
+        self.set_anon(mm, anon);
         self.set_anon_name(mm, src.anon_name());
     }
 
@@ -369,6 +394,8 @@ impl Vma {
         self.file.store(None);
         self.anon_vma.store(None);
         self.anon_name.store(None);
+        let old = std::mem::take(&mut *self.anon());
+        drop(old);
     }
 
     /// Sets `vm_mm` (pool only: at allocation, before attach; at free, after detach).

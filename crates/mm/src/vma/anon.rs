@@ -1,5 +1,5 @@
-//! anon_vma semantics: the identity that ties a private VMA's anonymous pages to the VMAs that may map them,
-//! and the rules that make it decide merges.
+//! anon_vma: the identity that ties a private VMA's anonymous pages to the VMAs that may map them, the
+//! chain each VMA keeps, and the rules that make them decide merges and fork reuse.
 //!
 //! # Model
 //!
@@ -24,6 +24,10 @@
 //! Counters are atomics only so that address spaces may be shared with reader threads; they are changed by
 //! the thread that holds the mmap write lock of a mm using the anon_vma (relaxed: they steer heuristics and
 //! carry no data).
+//!
+//! Where it lives: a [`Vma`](super::Vma) keeps its [`AnonState`] (writer-only: the chain) and publishes the
+//! `anon_vma` pointer alone to readers (an RCU cell), so a lockless reader can tell which anon_vma a VMA has
+//! without ever touching the chain.
 
 use std::fmt;
 use std::sync::Arc;
@@ -31,13 +35,14 @@ use std::sync::Arc;
 use vmspace_rcu::sync::{AtomicU64, Ordering};
 
 /// Source of anon_vma identities (never 0).
+// Not part of any protocol loom checks (an identity source only), so std's atomic is used directly: loom atomics
+// cannot live in a `static` built at compile time.
 static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
-/// One anon_vma.
+/// One anon_vma. Equality is identity (the id).
 pub struct AnonVma {
     id: u64,
-    /// The anon_vma as published VMAs carry it (`crate::vma::AnonVma`), with the same parent relation.
-    published: Arc<crate::vma::AnonVma>,
+    root_id: u64,
     parent: Option<Arc<AnonVma>>,
     num_children: AtomicU64,
     num_active_vmas: AtomicU64,
@@ -51,7 +56,7 @@ impl AnonVma {
         let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Arc::new(AnonVma {
             id,
-            published: crate::vma::AnonVma::new(None),
+            root_id: id,
             parent: None,
             num_children: AtomicU64::new(1),
             num_active_vmas: AtomicU64::new(0),
@@ -67,7 +72,7 @@ impl AnonVma {
         parent.num_children.fetch_add(1, Ordering::Relaxed);
         Arc::new(AnonVma {
             id,
-            published: crate::vma::AnonVma::new(Some(parent.published.clone())),
+            root_id: parent.root_id,
             parent: Some(parent.clone()),
             num_children: AtomicU64::new(0),
             num_active_vmas: AtomicU64::new(0),
@@ -80,9 +85,14 @@ impl AnonVma {
         self.id
     }
 
-    /// The published anon_vma (what readers see in a VMA).
-    pub fn published(&self) -> &Arc<crate::vma::AnonVma> {
-        &self.published
+    /// The identity of the root of this anon_vma's fork hierarchy (its own id if it has no parent).
+    pub fn root_id(&self) -> u64 {
+        self.root_id
+    }
+
+    /// The anon_vma this one was forked from.
+    pub fn parent(&self) -> Option<&Arc<AnonVma>> {
+        self.parent.as_ref()
     }
 
     /// `num_active_vmas`.
@@ -102,6 +112,14 @@ impl AnonVma {
         self.num_children.fetch_sub(1, Ordering::Relaxed);
     }
 }
+
+impl PartialEq for AnonVma {
+    fn eq(&self, other: &Self) -> bool {
+        self.id == other.id
+    }
+}
+
+impl Eq for AnonVma {}
 
 impl fmt::Debug for AnonVma {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -247,5 +265,35 @@ impl fmt::Debug for AnonState {
             None => f.write_str("-"),
             Some(a) => write!(f, "{a:?}/chain{}", self.chain.len()),
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identity_root_and_counters() {
+        let root = AnonState::prepare(None);
+        let a = root.anon_vma().unwrap().clone();
+        assert_ne!(a.id(), 0);
+        assert_eq!(a.root_id(), a.id());
+        assert_eq!((a.num_active_vmas(), a.num_children()), (1, 1));
+        // A split copy shares the anon_vma and clones the chain.
+        let split = root.clone();
+        assert!(split.same_anon(&root));
+        assert_eq!(a.num_active_vmas(), 2);
+        // Fork: a child anon_vma under the parent's, chain of two.
+        let child = AnonState::fork(&root);
+        let c = child.anon_vma().unwrap().clone();
+        assert_eq!(c.parent().map(|p| p.id()), Some(a.id()));
+        assert_eq!(c.root_id(), a.id());
+        assert_eq!(child.chain_len(), 2);
+        assert!(child.had_uncowed_parents());
+        assert_eq!(a.num_children(), 2);
+        drop(child);
+        assert_eq!(a.num_children(), 1);
+        drop((root, split));
+        assert_eq!(a.num_active_vmas(), 0);
     }
 }

@@ -1,0 +1,496 @@
+//! The VMA tree: the one record of an address space's mappings, and the writer's primitives that change it.
+//!
+//! # One structure
+//!
+//! An [`Mm`]'s VMAs live in a maple tree in RCU mode, each range `[start, end - 1]` mapping to a type-stable
+//! pool [`Vma`] that carries everything Linux's `vm_area_struct` carries (range, flags, pgoff, file, anon
+//! name, and the writer-only anon_vma chain). There is no second map on the side: every lookup, every gap
+//! search (`get_unmapped_area` uses the tree's per-child max gaps) and every change goes through the tree,
+//! exactly what lock-free readers walk.
+//!
+//! # The writer's protocol
+//!
+//! Every call that changes the address space runs under the mmap write lock ([`Mm::locked`]: `mm_lock_seq`
+//! odd for the call) and changes VMAs only through the primitives below, which follow seed 003:
+//!
+//! - a VMA is write-locked ([`vma_start_write`], waiting for its readers) before any field of it changes;
+//! - a new VMA gets its fields while detached, is write-locked and attached, then stored in the tree;
+//! - a VMA leaves the tree (its range overwritten by a neighbour's store, or erased), then is detached
+//!   ([`vma_mark_detached`], waiting for stragglers) and freed to the pool, which may hand it out at once;
+//! - `mmap_write_unlock` releases every VMA write lock of the call together.
+//!
+//! # Store order (no false gaps)
+//!
+//! A lock-free reader between two stores must never see a gap where an address is mapped both before and after
+//! the call. So, as `mm/vma.c` does, a VMA that grows is stored first, overwriting the part of its neighbour it
+//! takes over, and the neighbour shrinks afterwards (its tree range already is the smaller one): the primitives
+//! erase only the parts of a VMA's old range that the tree still maps to that VMA, and the callers (merge,
+//! split, mremap) grow before they shrink. A real unmap erases.
+//!
+//! # Exactness
+//!
+//! Between primitives the tree is exact: every entry's range is its VMA's range. The semantic code (merge
+//! decisions, walks) reads only at those points. [`Mm::validate`] checks it.
+//!
+//! # Failure
+//!
+//! Allocation happens before the point of no return: `reserve` takes the VMA objects (a stash) and the tree
+//! nodes (the tree's reserve) a call needs before the call changes anything, so a pool or tree allocation
+//! failure is an ENOMEM with nothing changed.
+
+use std::sync::Arc;
+
+use vmspace_maple::MapleTree;
+
+use super::{Errno, Mm, PAGE_MASK, TASK_SIZE};
+use crate::vma::{
+    AnonState, MmLocking, VmFile, VmFlags, Vma, VmaFind, VmaLookup, VmaPool, vma_mark_attached,
+    vma_mark_detached, vma_start_write,
+};
+
+/// A VMA as the address-space code handles it.
+pub(crate) type V = &'static Vma;
+
+/// What readers share with the writer: the mm's locks and its VMA tree. Readers on other threads hold an
+/// `Arc` of it ([`Mm::shared`]) while the writer keeps `&mut Mm`; every change they can observe is made under
+/// `locking`'s mmap write lock.
+pub struct MmShared {
+    /// The mmap_lock, `mm_lock_seq` and the lock statistics.
+    pub locking: MmLocking,
+    /// The VMA tree (RCU mode).
+    pub tree: MapleTree<&'static Vma>,
+}
+
+/// Lock-free lookups (`lock_vma_under_rcu`) go through the tree.
+impl VmaLookup for MmShared {
+    fn vma_at(&self, addr: u64, guard: &vmspace_rcu::Guard) -> Option<&'static Vma> {
+        self.tree.load_in(addr, guard)
+    }
+}
+
+/// `lock_next_vma` walks the tree.
+impl VmaFind for MmShared {
+    fn vma_find(&self, from: u64, guard: &vmspace_rcu::Guard) -> Option<&'static Vma> {
+        self.tree.vma_find(from, guard)
+    }
+}
+
+/// The tree side of an [`Mm`].
+pub(crate) struct Vmas {
+    pub shared: Arc<MmShared>,
+    pub pool: &'static VmaPool,
+    /// Pool VMAs reserved for the current call.
+    pub stash: Vec<V>,
+    /// `mm->map_count`.
+    pub map_count: u64,
+}
+
+impl Vmas {
+    pub fn new(pool: &'static VmaPool) -> Self {
+        Vmas {
+            shared: Arc::new(MmShared { locking: MmLocking::new(), tree: MapleTree::new() }),
+            pool,
+            stash: Vec::new(),
+            map_count: 0,
+        }
+    }
+}
+
+/// Most stores one reservation covers; beyond it, stores allocate (fallible only under tree failure injection).
+const MAX_RESERVED_STORES: usize = 64;
+
+/// The attributes of a VMA about to be created.
+pub(crate) struct NewVma {
+    pub start: u64,
+    pub end: u64,
+    pub flags: u64,
+    pub pgoff: u64,
+    pub file: Option<Arc<VmFile>>,
+    pub anon: AnonState,
+    pub name: Option<Arc<str>>,
+}
+
+/// Writer-side helpers on a VMA (valid under the mmap lock, when the VMA cannot change under the caller).
+pub(crate) trait VmaExt {
+    /// `vm_flags` as bits.
+    fn fl(&self) -> u64;
+    /// Length in pages.
+    fn pages(&self) -> u64;
+    /// `linear_page_index`: the pgoff of `addr` inside this VMA.
+    fn pgoff_at(&self, addr: u64) -> u64;
+    /// `vma_is_anonymous`: no file and no vm_ops (shared anonymous memory has shmem's).
+    fn is_anonymous(&self) -> bool;
+    /// Whether the anon name equals `name` (by content, as `anon_vma_name_eq`).
+    fn name_is(&self, name: Option<&Arc<str>>) -> bool;
+}
+
+impl VmaExt for Vma {
+    #[inline]
+    fn fl(&self) -> u64 {
+        self.flags().bits()
+    }
+    #[inline]
+    fn pages(&self) -> u64 {
+        self.len() >> super::config::PAGE_SHIFT
+    }
+    #[inline]
+    fn pgoff_at(&self, addr: u64) -> u64 {
+        self.pgoff().wrapping_add((addr - self.start()) >> super::config::PAGE_SHIFT)
+    }
+    #[inline]
+    fn is_anonymous(&self) -> bool {
+        !self.is_file_backed()
+    }
+    fn name_is(&self, name: Option<&Arc<str>>) -> bool {
+        match (self.anon_name(), name) {
+            (None, None) => true,
+            (Some(a), Some(b)) => *a == **b,
+            _ => false,
+        }
+    }
+}
+
+impl Mm {
+    /// Runs `f` under the mmap write lock: the whole call is one write epoch, and every VMA write lock taken
+    /// in it ends when it returns.
+    pub(crate) fn locked<R>(&mut self, f: impl FnOnce(&mut Mm) -> R) -> R {
+        let shared = self.vmas.shared.clone();
+        let _w = shared.locking.write_lock();
+        f(self)
+    }
+
+    /// The lock side of this mm (mmap_lock, `mm_lock_seq`, statistics): what readers lock against.
+    pub fn locking(&self) -> &MmLocking {
+        &self.vmas.shared.locking
+    }
+
+    /// The VMA tree (RCU mode): what lock-free readers walk.
+    pub fn tree(&self) -> &MapleTree<&'static Vma> {
+        &self.vmas.shared.tree
+    }
+
+    /// The readers' handle: locks and tree, shareable with reader threads.
+    pub fn shared(&self) -> Arc<MmShared> {
+        self.vmas.shared.clone()
+    }
+
+    /// Makes the tree's node allocation fail after `after` more allocations (`None`: never). The reservation
+    /// made before each call turns such a failure into an ENOMEM with nothing changed.
+    pub fn inject_tree_alloc_failure(&self, after: Option<u64>) {
+        self.tree().inject_alloc_failure(after);
+    }
+
+    // ----- reads (the writer's view: exact between primitives) -----
+
+    /// The VMA containing `addr` (`vma_lookup`).
+    pub fn lookup(&self, addr: u64) -> Option<&'static Vma> {
+        self.tree().load(addr)
+    }
+
+    /// The first VMA ending above `addr` (`find_vma`).
+    pub fn find(&self, addr: u64) -> Option<&'static Vma> {
+        self.tree().find(addr, u64::MAX).map(|(_, _, v)| v)
+    }
+
+    /// The first VMA intersecting `[start, end)` (`find_vma_intersection`).
+    pub fn find_intersection(&self, start: u64, end: u64) -> Option<&'static Vma> {
+        if end <= start {
+            return None;
+        }
+        self.tree().find(start, end - 1).map(|(_, _, v)| v)
+    }
+
+    /// The VMAs in address order.
+    pub fn areas(&self) -> impl Iterator<Item = &'static Vma> + '_ {
+        self.vmas_between(0, u64::MAX)
+    }
+
+    /// The last VMA starting below `addr` (`vma_prev` from `addr`).
+    pub(crate) fn prev_of(&self, addr: u64) -> Option<V> {
+        if addr == 0 {
+            return None;
+        }
+        self.tree().find_rev(addr - 1, 0).map(|(_, _, v)| v)
+    }
+
+    /// The first VMA starting at or after `addr` (`vma_next` from a gap).
+    pub(crate) fn next_from(&self, addr: u64) -> Option<V> {
+        let (f, l, v) = self.tree().find(addr, u64::MAX)?;
+        if f >= addr {
+            return Some(v);
+        }
+        if l == u64::MAX {
+            return None;
+        }
+        self.tree().find(l + 1, u64::MAX).map(|(_, _, v)| v)
+    }
+
+    /// The VMAs intersecting `[lo, hi)`, in order, lazily (each step a tree walk from the last end).
+    pub(crate) fn vmas_between(&self, lo: u64, hi: u64) -> impl Iterator<Item = V> + '_ {
+        let mut pos = Some(lo);
+        std::iter::from_fn(move || {
+            let p = pos?;
+            if p >= hi {
+                return None;
+            }
+            let (_, l, v) = self.tree().find(p, hi - 1)?;
+            pos = l.checked_add(1);
+            Some(v)
+        })
+    }
+
+    /// The VMAs starting in `[lo, hi)`, collected (for walks that change what they walk).
+    pub(crate) fn starting_in(&self, lo: u64, hi: u64) -> Vec<V> {
+        self.vmas_between(lo, hi).filter(|v| v.start() >= lo).collect()
+    }
+
+    /// Number of VMAs (`mm->map_count`).
+    pub fn map_count(&self) -> u64 {
+        self.vmas.map_count
+    }
+
+    // ----- reservation -----
+
+    /// Takes `n` VMA objects from the pool and reserves tree nodes for `3n + 3` stores (capped), so that the
+    /// call cannot fail half-way for lack of memory. ENOMEM (nothing changed) if either allocation fails.
+    pub(crate) fn reserve_objects(&mut self, n: u64) -> Result<(), Errno> {
+        while (self.vmas.stash.len() as u64) < n {
+            let v = self.vmas.pool.alloc(&self.vmas.shared.locking).map_err(|_| Errno::ENOMEM)?;
+            self.vmas.stash.push(v);
+        }
+        let mut w = self.vmas.shared.tree.lock();
+        let need = w.worst_case((3 * n as usize + 3).min(MAX_RESERVED_STORES));
+        if w.reserved() < need {
+            w.reserve(need - w.reserved()).map_err(|_| Errno::ENOMEM)?;
+        }
+        Ok(())
+    }
+
+    // ----- primitives (module docs: protocol and store order) -----
+
+    /// `vma_start_write` on a VMA of this mm.
+    pub(crate) fn write_lock_vma(&self, v: V) {
+        vma_start_write(self.locking(), v);
+    }
+
+    fn store(&self, start: u64, end: u64, v: Option<V>) {
+        self.tree().store_range(start, end - 1, v).expect("tree store within reservation");
+    }
+
+    /// Stores `v` over its own range unless the tree already holds exactly that.
+    fn store_vma(&self, v: V) {
+        let (s, e) = (v.start(), v.end());
+        let g = vmspace_rcu::pin();
+        let exact = matches!(self.tree().load_range_in(s, &g), Some((f, l, t)) if f == s && l == e - 1 && std::ptr::eq(t, v));
+        drop(g);
+        if !exact {
+            self.store(s, e, Some(v));
+        }
+    }
+
+    /// Erases the parts of `[lo, hi)` the tree still maps to `v`.
+    fn erase_stale(&self, v: V, lo: u64, hi: u64) {
+        if lo >= hi {
+            return;
+        }
+        let stale: Vec<(u64, u64)> = {
+            let g = vmspace_rcu::pin();
+            let mut out = Vec::new();
+            let mut pos = lo;
+            while let Some((f, l, t)) = self.tree().find_in(pos, hi - 1, &g) {
+                if std::ptr::eq(t, v) {
+                    out.push((f.max(lo), l.min(hi - 1)));
+                }
+                match l.checked_add(1) {
+                    Some(n) if n < hi => pos = n,
+                    _ => break,
+                }
+            }
+            out
+        };
+        for (f, l) in stale {
+            self.tree().store_range(f, l, None).expect("tree store within reservation");
+        }
+    }
+
+    fn take_vma(&mut self) -> V {
+        match self.vmas.stash.pop() {
+            Some(v) => v,
+            None => {
+                self.vmas.pool.alloc(&self.vmas.shared.locking).expect("VMA allocation within reservation")
+            }
+        }
+    }
+
+    /// A new VMA with the attributes of `n`, stored in the tree (`vma_iter_store_new`). Returns it.
+    pub(crate) fn insert_new(&mut self, n: NewVma) -> V {
+        debug_assert!(n.start < n.end);
+        let v = self.take_vma();
+        let locking = self.locking();
+        vma_start_write(locking, v);
+        v.set_range(locking, n.start, n.end);
+        v.set_flags(locking, VmFlags::from_bits(n.flags));
+        v.set_pgoff(locking, n.pgoff);
+        v.set_file(locking, n.file);
+        v.set_anon(locking, n.anon);
+        v.set_anon_name(locking, n.name);
+        vma_mark_attached(locking, v);
+        self.store(n.start, n.end, Some(v));
+        self.vmas.map_count += 1;
+        v
+    }
+
+    /// Gives `v` the range `[start, end)` and `pgoff` (`vma_set_range` plus the tree store): the new range is
+    /// stored first, then whatever of the old range the tree still maps to `v` is erased.
+    pub(crate) fn set_range(&mut self, v: V, start: u64, end: u64, pgoff: u64) {
+        debug_assert!(start < end);
+        self.write_lock_vma(v);
+        let (os, oe) = (v.start(), v.end());
+        let locking = self.locking();
+        v.set_range(locking, start, end);
+        v.set_pgoff(locking, pgoff);
+        self.store_vma(v);
+        self.erase_stale(v, os, oe.min(start));
+        self.erase_stale(v, os.max(end), oe);
+    }
+
+    /// Sets `v`'s end (a shrink or growth at the top), keeping its pgoff.
+    pub(crate) fn set_end(&mut self, v: V, end: u64) {
+        self.set_range(v, v.start(), end, v.pgoff());
+    }
+
+    /// Sets `v`'s flags (write-locking it).
+    pub(crate) fn set_flags(&mut self, v: V, flags: u64) {
+        self.write_lock_vma(v);
+        v.set_flags(self.locking(), VmFlags::from_bits(flags));
+    }
+
+    /// Sets `v`'s anon name.
+    pub(crate) fn set_name(&mut self, v: V, name: Option<Arc<str>>) {
+        self.write_lock_vma(v);
+        v.set_anon_name(self.locking(), name);
+    }
+
+    /// Sets `v`'s anon_vma state.
+    pub(crate) fn set_anon(&mut self, v: V, st: AnonState) {
+        self.write_lock_vma(v);
+        v.set_anon(self.locking(), st);
+    }
+
+    /// Takes `v` out of the address space: the parts of its range still mapped to it are erased (a neighbour
+    /// that took them over was stored before), then it is detached and freed to the pool.
+    pub(crate) fn remove(&mut self, v: V) {
+        self.write_lock_vma(v);
+        self.erase_stale(v, v.start(), v.end());
+        vma_mark_detached(self.locking(), v);
+        self.vmas.pool.free(v);
+        self.vmas.map_count -= 1;
+    }
+
+    /// `__split_vma`: splits `v` at `addr` (strictly inside). `v` keeps the lower part; a new VMA with the same
+    /// attributes (pgoff advanced, anon_vma chain cloned) takes the upper part and is returned. No limit check.
+    pub(crate) fn split_at(&mut self, v: V, addr: u64) -> V {
+        debug_assert!(v.start() < addr && addr < v.end());
+        self.write_lock_vma(v);
+        let n = self.take_vma();
+        let locking = self.locking();
+        vma_start_write(locking, n);
+        n.copy_fields_from(locking, v);
+        n.set_range(locking, addr, v.end());
+        n.set_pgoff(locking, v.pgoff_at(addr));
+        vma_mark_attached(locking, n);
+        // The new upper VMA overwrites the top of `v`'s tree range; `v` shrinks after.
+        self.store(addr, n.end(), Some(n));
+        v.set_end(locking, addr);
+        self.vmas.map_count += 1;
+        n
+    }
+
+    /// `split_vma`: the same, refused with ENOMEM when `map_count >= max_map_count`.
+    pub(crate) fn split_checked(&mut self, v: V, addr: u64) -> Result<V, Errno> {
+        if self.map_count() >= self.cfg.max_map_count {
+            return Err(Errno::ENOMEM);
+        }
+        Ok(self.split_at(v, addr))
+    }
+
+    // ----- invariants -----
+
+    /// Checks every structural invariant (see the module docs of `space`); returns the first violation.
+    pub fn validate(&self) -> Result<(), String> {
+        self.tree().validate()?;
+        let g = vmspace_rcu::pin();
+        let mut n = 0u64;
+        let mut pos = 0u64;
+        let id = self.locking().id();
+        while let Some((f, l, v)) = self.tree().find_in(pos, u64::MAX, &g) {
+            n += 1;
+            let (s, e) = (v.start(), v.end());
+            if s != f || e != l.wrapping_add(1) {
+                return Err(format!("tree range {f:#x}-{l:#x} holds {v:?}"));
+            }
+            if s >= e {
+                return Err(format!("empty VMA {v:?}"));
+            }
+            if s & !PAGE_MASK != 0 || e & !PAGE_MASK != 0 {
+                return Err(format!("unaligned VMA {v:?}"));
+            }
+            if e > TASK_SIZE {
+                return Err(format!("beyond TASK_SIZE {v:?}"));
+            }
+            if v.is_detached() || v.mm_id() != id {
+                return Err(format!("VMA in the tree detached or of another mm: {v:?}"));
+            }
+            let st = v.anon();
+            if st.is_some() == (st.chain_len() == 0) {
+                return Err(format!("anon_vma/chain mismatch {v:?}"));
+            }
+            if !v.anon_vma_is(st.anon_vma()) {
+                return Err(format!("published anon_vma differs from the chain's {v:?}"));
+            }
+            if v.fl() & super::flags::VM_MAYSHARE != 0 && st.is_some() {
+                return Err(format!("shared VMA with anon_vma {v:?}"));
+            }
+            drop(st);
+            if l == u64::MAX {
+                break;
+            }
+            pos = l + 1;
+        }
+        if n != self.vmas.map_count || n != self.tree().len() as u64 {
+            return Err(format!(
+                "map_count {} but {n} VMAs (tree len {})",
+                self.vmas.map_count,
+                self.tree().len()
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Lock-free lookups (`lock_vma_under_rcu`) go through the tree (also from [`MmShared`]).
+impl VmaLookup for Mm {
+    fn vma_at(&self, addr: u64, guard: &vmspace_rcu::Guard) -> Option<&'static Vma> {
+        self.tree().load_in(addr, guard)
+    }
+}
+
+impl Drop for Mm {
+    fn drop(&mut self) {
+        let shared = self.vmas.shared.clone();
+        let locking = &shared.locking;
+        let _w = locking.write_lock();
+        let all: Vec<V> = self.areas().collect();
+        for v in &all {
+            vma_start_write(locking, v);
+            let _ = shared.tree.store_range(v.start(), v.end() - 1, None);
+        }
+        for v in all {
+            vma_mark_detached(locking, v);
+            self.vmas.pool.free(v);
+        }
+        for v in self.vmas.stash.drain(..) {
+            self.vmas.pool.free(v);
+        }
+    }
+}
