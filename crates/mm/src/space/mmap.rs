@@ -171,8 +171,12 @@ impl Mm {
         let end = addr + len;
         // Worst case: two splits, one new VMA, the tree store.
         self.reserve(4)?;
-        self.gather_split(addr, end)?;
-        let (_, nr_accounted) = self.accounted_in(addr, end);
+        // The range is usually empty (no MAP_FIXED over existing memory): one walk tells.
+        let busy = self.find_intersection(addr, end);
+        if let Some(first) = busy {
+            self.gather_split_from(first, addr, end)?;
+        }
+        let nr_accounted = if busy.is_some() { self.accounted_in(addr, end).1 } else { 0 };
         // accountable_mapping.
         if vm_flags & (VM_NORESERVE | VM_SHARED | VM_WRITE) == VM_WRITE {
             let charged = (len >> PAGE_SHIFT) - nr_accounted;
@@ -181,7 +185,9 @@ impl Mm {
             }
             vm_flags |= VM_ACCOUNT;
         }
-        self.remove_range(addr, end);
+        if busy.is_some() {
+            self.remove_range(addr, end);
+        }
         // Shared anonymous memory has no file yet when the merge is tried.
         let merge_file = file;
         let none = AnonState::default();

@@ -6,7 +6,7 @@
 //! strictly inside one VMA and `map_count >= max_map_count`: unmapping would add a VMA), the last at `end` if
 //! it extends past it; then every VMA in the range is removed. munmap never merges.
 
-use super::tree::VmaExt;
+use super::tree::{V, VmaExt};
 use super::{Errno, Mm, PAGE_MASK, TASK_SIZE, page_align};
 
 /// What a gather found: VMAs removed and their accounted pages.
@@ -33,21 +33,26 @@ impl Mm {
         if end == start {
             return Err(Errno::EINVAL);
         }
-        if self.find_intersection(start, end).is_none() {
-            return Ok(());
-        }
+        let Some(first) = self.find_intersection(start, end) else { return Ok(()) };
         if reserve {
             // Worst case: two split VMAs and the tree store.
             self.reserve(3)?;
         }
-        self.gather_split(start, end)?;
+        self.gather_split_from(first, start, end)?;
         self.remove_range(start, end);
         Ok(())
     }
 
     /// `vms_gather_munmap_vmas`' splits: after it, no VMA straddles `start` or `end`.
     pub(crate) fn gather_split(&mut self, start: u64, end: u64) -> Result<(), Errno> {
-        let Some(first) = self.find_intersection(start, end) else { return Ok(()) };
+        match self.find_intersection(start, end) {
+            Some(first) => self.gather_split_from(first, start, end),
+            None => Ok(()),
+        }
+    }
+
+    /// [`Mm::gather_split`] given the first VMA intersecting the range.
+    pub(crate) fn gather_split_from(&mut self, first: V, start: u64, end: u64) -> Result<(), Errno> {
         let (fs, fe) = (first.start(), first.end());
         if fs < start {
             if end < fe && self.map_count() >= self.cfg.max_map_count {
@@ -83,7 +88,7 @@ impl Mm {
         let (lo, hi) = (gone[0].start(), gone[gone.len() - 1].end());
         self.tree().store_range(lo, hi - 1, None).expect("tree store within reservation");
         for v in gone {
-            self.remove(v);
+            self.detach_free(v);
         }
         g
     }

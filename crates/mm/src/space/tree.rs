@@ -382,6 +382,13 @@ impl Mm {
     pub(crate) fn remove(&mut self, v: V) {
         self.write_lock_vma(v);
         self.erase_stale(v, v.start(), v.end());
+        self.detach_free(v);
+    }
+
+    /// Detaches and frees a write-locked `v` that the tree no longer maps (its range was cleared or taken
+    /// over).
+    pub(crate) fn detach_free(&mut self, v: V) {
+        debug_assert!(self.vmas_between(v.start(), v.end()).all(|t| !std::ptr::eq(t, v)));
         vma_mark_detached(self.locking(), v);
         self.vmas.pool.free(v);
         self.vmas.map_count -= 1;
