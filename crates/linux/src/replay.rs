@@ -36,6 +36,17 @@
 //! instead of raising SIGSEGV or SIGBUS, which gives the first bad page without signal handling. A write
 //! stores the byte 0x5a.
 //!
+//! # Reaching `max_map_count`
+//!
+//! `vm.max_map_count` is a system-wide sysctl (65530 here) counted against the whole process, the runner's own
+//! VMAs included. To hold the engine's limit checks against the kernel's without changing the sysctl, a run
+//! may ask for a *headroom* ([`ReplayOptions::map_count_headroom`]): before the script, the child counts its
+//! own VMAs (the lines of `/proc/self/maps`, less the `[vsyscall]` gate area, which is not a VMA) and maps
+//! single pages of alternating protection (so none merge) at [`FILLER_BASE`] until exactly `max_map_count -
+//! headroom` VMAs exist, then checks the count again. The script then has `headroom` VMAs left before the
+//! limit, as an engine `Mm` with `max_map_count = headroom` has. The counts are read into one buffer
+//! allocated before the first count, so that reading the 65,000-line maps file adds no VMA of its own.
+//!
 //! # Guard
 //!
 //! A script could name addresses outside the arena, where the runner's own code, heap and stack live. Before
@@ -60,6 +71,18 @@ const TASK_SIZE: u64 = 0x7fff_ffff_f000;
 const EXIT_REFUSED: i32 = 3;
 /// Exit status of a child that panicked (message on the pipe).
 const EXIT_PANIC: i32 = 4;
+/// Where the filler VMAs of a headroom run go: 16 TiB, far from the default arena (32 TiB) and from what the
+/// kernel places top-down below the stack.
+pub const FILLER_BASE: u64 = 0x1000_0000_0000;
+
+/// How a kernel replay runs.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReplayOptions {
+    /// The script's arena.
+    pub arena: Arena,
+    /// Fill the child with VMAs until only this many more fit under `vm.max_map_count` (module docs).
+    pub map_count_headroom: Option<u64>,
+}
 
 /// Why a kernel replay did not produce an output.
 #[derive(Debug)]
@@ -108,6 +131,9 @@ pub struct KernelTarget {
     arena: Arena,
     /// Where a refusal message goes before the process exits.
     out: OwnedFd,
+    /// The buffer `/proc/self/maps` is read into, allocated once at the start: near `max_map_count` a new
+    /// allocation could need a VMA the process may not have.
+    maps_buf: Vec<u8>,
 }
 
 impl KernelTarget {
@@ -123,7 +149,7 @@ impl KernelTarget {
     }
 
     /// The guard (see the module documentation).
-    fn guard(&self, what: &str, addr: u64, len: u64) {
+    fn guard(&mut self, what: &str, addr: u64, len: u64) {
         if len == 0 || !addr.is_multiple_of(PAGE) {
             return;
         }
@@ -133,16 +159,16 @@ impl KernelTarget {
         if end > TASK_SIZE || (addr >= self.arena.base && end <= self.arena.end()) {
             return;
         }
-        let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
-        for l in maps.lines().filter_map(|l| l.parse::<vmspace_proc::MapsLine>().ok()) {
-            if self.arena.overlaps(l.start, l.end) {
-                continue;
-            }
-            if l.start < end && l.end > addr {
-                self.refuse(format!(
-                    "{what} {addr:#x}+{len:#x} reaches outside the arena into the runner's own mapping {l}"
-                ));
-            }
+        let arena = self.arena;
+        let hit = read_maps(&mut self.maps_buf)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.parse::<vmspace_proc::MapsLine>().ok())
+            .find(|l| !arena.overlaps(l.start, l.end) && l.start < end && l.end > addr);
+        if let Some(l) = hit {
+            self.refuse(format!(
+                "{what} {addr:#x}+{len:#x} reaches outside the arena into the runner's own mapping {l}"
+            ));
         }
     }
 }
@@ -349,8 +375,21 @@ impl Target for KernelTarget {
         unsafe { libc::_exit(code) }
     }
 
+    /// The maps lines that overlap the arena (the driver keeps only those): a small string even when the
+    /// process holds 65,000 filler VMAs.
     fn maps(&mut self) -> String {
-        std::fs::read_to_string("/proc/self/maps").unwrap_or_default()
+        let arena = self.arena;
+        let text = read_maps(&mut self.maps_buf).unwrap_or_default();
+        let mut out = String::new();
+        for l in text.lines() {
+            if let Ok(m) = l.parse::<vmspace_proc::MapsLine>()
+                && arena.overlaps(m.start, m.end)
+            {
+                out.push_str(l);
+                out.push('\n');
+            }
+        }
+        out
     }
 
     fn file_path(&self, name: &str) -> Option<String> {
@@ -366,6 +405,11 @@ pub fn replay_kernel(script: &Script) -> Result<Output, ReplayError> {
 /// Runs `script` on the live kernel in a child process (see the module documentation) and returns its
 /// canonical output.
 pub fn replay_kernel_in(script: &Script, arena: Arena) -> Result<Output, ReplayError> {
+    replay_kernel_with(script, ReplayOptions { arena, map_count_headroom: None })
+}
+
+/// [`replay_kernel_in`] with every option.
+pub fn replay_kernel_with(script: &Script, opts: ReplayOptions) -> Result<Output, ReplayError> {
     let tmp = tempfile::Builder::new().prefix("vmspace-replay").tempdir()?;
     // The path maps lines will show: resolve symlinks so it matches the kernel's d_path.
     let dir = std::fs::canonicalize(tmp.path())?;
@@ -381,7 +425,7 @@ pub fn replay_kernel_in(script: &Script, arena: Arena) -> Result<Output, ReplayE
     }
     if pid == 0 {
         drop(rd);
-        child_main(script, arena, dir, dir_fd, wr);
+        child_main(script, opts, dir, dir_fd, wr);
     }
     drop(wr);
     drop(dir_fd);
@@ -429,15 +473,98 @@ pub fn replay_kernel_in(script: &Script, arena: Arena) -> Result<Output, ReplayE
 }
 
 /// The child: run, write, `_exit`. Never returns.
-fn child_main(script: &Script, arena: Arena, dir: PathBuf, dir_fd: OwnedFd, out: OwnedFd) -> ! {
+fn child_main(script: &Script, opts: ReplayOptions, dir: PathBuf, dir_fd: OwnedFd, out: OwnedFd) -> ! {
+    let arena = opts.arena;
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let mut t = KernelTarget { dir, dir_fd, files: Vec::new(), arena, out };
+        let max = max_map_count().unwrap_or(65530);
+        let buf_len =
+            if opts.map_count_headroom.is_some() { (max as usize + 1024) * MAPS_LINE_MAX } else { 1 << 20 };
+        let mut t = KernelTarget { dir, dir_fd, files: Vec::new(), arena, out, maps_buf: vec![0u8; buf_len] };
+        if let Some(h) = opts.map_count_headroom
+            && let Err(msg) = fill_to_headroom(&mut t.maps_buf, arena, h)
+        {
+            t.refuse(msg);
+        }
         let output = vmspace_script::run_in(script, &mut t, arena);
         write_all(&t.out, output.render().as_bytes());
     }));
     let code = if r.is_ok() { 0 } else { EXIT_PANIC };
     // SAFETY: ends the child without running the parent's atexit handlers or destructors.
     unsafe { libc::_exit(code) }
+}
+
+/// Room per maps line in the counting buffer (a filler's line is about 50 bytes; paths make others longer).
+const MAPS_LINE_MAX: usize = 128;
+
+/// `/proc/sys/vm/max_map_count`.
+fn max_map_count() -> Option<u64> {
+    std::fs::read_to_string("/proc/sys/vm/max_map_count").ok()?.trim().parse().ok()
+}
+
+/// Reads `/proc/self/maps` into `buf` without allocating; if it does not fit, falls back to a fresh string
+/// (possible only outside headroom mode, where the buffer is 1 MiB).
+fn read_maps(buf: &mut [u8]) -> Result<std::borrow::Cow<'_, str>, String> {
+    let fd = rustix::fs::open("/proc/self/maps", OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
+        .map_err(|e| format!("open /proc/self/maps: {e}"))?;
+    let mut len = 0;
+    loop {
+        if len == buf.len() {
+            let s = std::fs::read_to_string("/proc/self/maps")
+                .map_err(|e| format!("read /proc/self/maps: {e}"))?;
+            return Ok(std::borrow::Cow::Owned(s));
+        }
+        match rustix::io::read(&fd, &mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(format!("read /proc/self/maps: {e}")),
+        }
+    }
+    std::str::from_utf8(&buf[..len])
+        .map(std::borrow::Cow::Borrowed)
+        .map_err(|e| format!("maps not UTF-8: {e}"))
+}
+
+/// The number of VMAs of this process (`mm->map_count`): the lines of `/proc/self/maps` less the
+/// `[vsyscall]` gate area.
+fn vma_count(buf: &mut [u8]) -> Result<u64, String> {
+    let text = read_maps(buf)?;
+    Ok(text.lines().filter(|l| !l.is_empty() && !l.ends_with("[vsyscall]")).count() as u64)
+}
+
+/// Maps filler VMAs until `max_map_count - headroom` VMAs exist (module docs). `buf` was allocated before
+/// the first count and is big enough for every line.
+fn fill_to_headroom(buf: &mut [u8], arena: Arena, headroom: u64) -> Result<(), String> {
+    let max = max_map_count().ok_or("cannot read /proc/sys/vm/max_map_count")?;
+    let have = vma_count(buf)?;
+    let target = max.checked_sub(headroom).filter(|&t| t >= have).ok_or_else(|| {
+        format!("headroom {headroom}: the runner already has {have} VMAs of max_map_count {max}")
+    })?;
+    let need = target - have;
+    if arena.overlaps(FILLER_BASE, FILLER_BASE + need * PAGE) {
+        return Err("filler range overlaps the arena".into());
+    }
+    for i in 0..need {
+        let prot = if i % 2 == 0 { ProtFlags::READ } else { ProtFlags::empty() };
+        // SAFETY: a fresh anonymous mapping at an address nothing of this process uses (FIXED_NOREPLACE
+        // refuses to replace anything); no Rust object refers to it.
+        unsafe {
+            rustix::mm::mmap_anonymous(
+                (FILLER_BASE + i * PAGE) as *mut c_void,
+                PAGE as usize,
+                prot,
+                MapFlags::PRIVATE | MapFlags::FIXED_NOREPLACE,
+            )
+        }
+        .map_err(|e| format!("filler {i} of {need}: {e}"))?;
+    }
+    let now = vma_count(buf)?;
+    if now != target {
+        return Err(format!(
+            "filled to {now} VMAs, wanted {target} (max_map_count {max}, headroom {headroom})"
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
