@@ -10,8 +10,9 @@
 //! * `generated_fork_scripts_match_the_kernel`: the same with `fork` enabled (a smaller batch).
 //! * `generated_scripts_match_the_kernel_at_max_map_count`: generated scripts with the process 1, 3, 6 and 12
 //!   VMAs short of `vm.max_map_count` (the kernel runner fills its child with VMAs; the engine runs with
-//!   `max_map_count` = that headroom), `VMSPACE_DIFF_LIMIT_SCRIPTS` per headroom (default 30). A script is
-//!   compared up to its first call that places a mapping outside the arena (see `difference`).
+//!   `max_map_count` = that headroom), `VMSPACE_DIFF_LIMIT_SCRIPTS` per headroom (default 30), `fork` enabled
+//!   for two of the four. A script is compared up to its first call that places a mapping outside the arena
+//!   (see `difference`).
 //! * `regression_scripts_match_the_kernel`: every `scripts/regress/*.script` (each a difference once found
 //!   and since fixed) must match.
 //!
@@ -222,10 +223,12 @@ fn generated_scripts_match_the_kernel() {
 fn generated_scripts_match_the_kernel_at_max_map_count() {
     let count = env_u64("VMSPACE_DIFF_LIMIT_SCRIPTS", 30);
     let calls = env_u64("VMSPACE_DIFF_CALLS", 60) as usize;
+    // Half the batches with `fork` (dup_mmap copies the count; the child meets the limit as the parent did).
     for (i, headroom) in [1u64, 3, 6, 12].into_iter().enumerate() {
+        let fork = i % 2 == 1;
         let seed = env_u64("VMSPACE_DIFF_SEED", 0) + 2_000_000 + i as u64 * 100_000;
         let cfg = MmConfig { max_map_count: headroom, ..MmConfig::host() };
-        run_batch(seed, count, GenConfig { calls, ..GenConfig::default() }, cfg);
+        run_batch(seed, count, GenConfig { calls, fork, ..GenConfig::default() }, cfg);
     }
 }
 
