@@ -266,6 +266,12 @@ impl Node {
 /// never exceeds the domain's peak node memory; the bound just caps it.
 #[cfg(not(loom))]
 const CACHE_MAX: usize = 65536;
+/// Nodes a dup stash takes at a time (see [`Counters::alloc_stashed`]).
+#[cfg(not(loom))]
+const STASH_REFILL: usize = 64;
+/// Under loom every node is a model object: refill one at a time.
+#[cfg(loom)]
+const STASH_REFILL: usize = 1;
 
 /// Retired nodes a writer batches before handing them to RCU in one deferred call and starting a grace period
 /// (loom: 1, so that every model exercises the grace period).
@@ -314,16 +320,26 @@ impl Counters {
         })
     }
 
-    /// Takes the injection decision and counts one allocation. `false` = this allocation must fail.
+    /// Takes the injection decision. `false` = this allocation must fail.
     #[inline]
-    fn admit(&self) -> bool {
-        // Relaxed throughout: statistics and a test knob, no data is published through them.
+    fn injection_allows(&self) -> bool {
+        // Relaxed: a test knob, changed only by the allocating writer (a load and a store, not a locked
+        // read-modify-write: see `alloc_stashed`).
         let c = self.fail_countdown.load(Ordering::Relaxed);
         if c != 0 {
             self.fail_countdown.store(c - 1, Ordering::Relaxed);
             if c == 1 {
                 return false;
             }
+        }
+        true
+    }
+
+    /// Takes the injection decision and counts one allocation. `false` = this allocation must fail.
+    #[inline]
+    fn admit(&self) -> bool {
+        if !self.injection_allows() {
+            return false;
         }
         // Relaxed: statistics.
         self.allocated.fetch_add(1, Ordering::Relaxed);
@@ -346,30 +362,53 @@ impl Counters {
         Some(Box::into_raw(Box::new(Node::zeroed())) as usize)
     }
 
-    /// Allocates like [`Counters::alloc`], refilling `stash` from the cache in bulk (one lock per 64 nodes);
-    /// for `dup`, which allocates many nodes in a row. Return the stash with [`Counters::free_many`]-like
+    /// Allocates like [`Counters::alloc`] from `stash`, which is refilled 64 nodes at a time (from the cache,
+    /// topped up with fresh nodes); for `dup`, which allocates many nodes in a row. Return the stash with
     /// [`Counters::return_stash`].
+    ///
+    /// A refill counts its 64 nodes as allocated at once and `return_stash` takes back what was not used: one
+    /// locked read-modify-write per 64 nodes instead of one per node. That matters: on x86 a locked
+    /// instruction waits for the store buffer to drain, so a per-node increment would stall the copy behind
+    /// the cache misses of the previous node's stores.
     pub(crate) fn alloc_stashed(&self, stash: &mut Vec<usize>) -> Option<usize> {
-        if !self.admit() {
+        if !self.injection_allows() {
             return None;
         }
-        #[cfg(not(loom))]
         if stash.is_empty() {
-            let mut c = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-            let take = c.len().min(64);
-            let at = c.len() - take;
-            stash.extend(c.drain(at..));
+            #[cfg(not(loom))]
+            {
+                let mut c = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+                let take = c.len().min(STASH_REFILL);
+                let at = c.len() - take;
+                stash.extend(c.drain(at..));
+            }
+            while stash.len() < STASH_REFILL {
+                stash.push(Box::into_raw(Box::new(Node::zeroed())) as usize);
+            }
+            // Relaxed: statistics (counted before any of these nodes can be freed, so `allocated` never lags).
+            self.allocated.fetch_add(STASH_REFILL as u64, Ordering::Relaxed);
         }
-        Some(stash.pop().unwrap_or_else(|| Box::into_raw(Box::new(Node::zeroed())) as usize))
+        stash.pop()
     }
 
-    /// Puts unused stashed nodes back (they were never counted as allocated).
+    /// Puts unused stashed nodes back and uncounts them (see [`Counters::alloc_stashed`]).
     pub(crate) fn return_stash(&self, stash: Vec<usize>) {
         if stash.is_empty() {
             return;
         }
+        // Relaxed: statistics.
+        self.allocated.fetch_sub(stash.len() as u64, Ordering::Relaxed);
         #[cfg(not(loom))]
-        self.cache.lock().unwrap_or_else(|e| e.into_inner()).extend(stash);
+        {
+            let mut c = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+            let room = CACHE_MAX.saturating_sub(c.len());
+            let (keep, rest) = stash.split_at(room.min(stash.len()));
+            c.extend_from_slice(keep);
+            for &a in rest {
+                // SAFETY: stashed nodes were never handed out: owned here and unreachable.
+                unsafe { release(a) };
+            }
+        }
         #[cfg(loom)]
         for a in stash {
             // SAFETY: never handed out.
