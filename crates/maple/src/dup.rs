@@ -14,7 +14,7 @@ use std::sync::Arc;
 use vmspace_rcu::sync::Ordering;
 
 use crate::node::{
-    Counters, Enode, INT_PIVOTS, INT_SLOT_BASE, LEAF_PIVOTS, LEAF_SLOT_BASE, addr, is_leaf, node,
+    Counters, Enode, INT_PIVOTS, INT_SLOT_BASE, LEAF_PIVOTS, LEAF_SLOT_BASE, Stash, addr, is_leaf, node,
 };
 use crate::{DupError, Entry, MapleTree, Writer};
 
@@ -31,7 +31,7 @@ pub(crate) fn dup<T: Entry, U: Entry, E>(
     if root == 0 {
         return Ok(new);
     }
-    let mut stash = Vec::new();
+    let mut stash = Stash::new();
     let r = copy::<T, U, E>(&c, &mut stash, root, 0, u64::MAX, &mut map, &mut undo);
     c.return_stash(stash);
     let r = r?;
@@ -47,7 +47,7 @@ pub(crate) fn dup<T: Entry, U: Entry, E>(
 
 fn copy<T: Entry, U: Entry, E>(
     c: &Counters,
-    stash: &mut Vec<usize>,
+    stash: &mut Stash,
     e: Enode,
     min: u64,
     max: u64,

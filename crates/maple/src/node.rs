@@ -266,12 +266,26 @@ impl Node {
 /// never exceeds the domain's peak node memory; the bound just caps it.
 #[cfg(not(loom))]
 const CACHE_MAX: usize = 65536;
-/// Nodes a dup stash takes at a time (see [`Counters::alloc_stashed`]).
+/// The largest batch a stash takes at a time (see [`Counters::alloc_stashed`]).
 #[cfg(not(loom))]
 const STASH_REFILL: usize = 64;
 /// Under loom every node is a model object: refill one at a time.
 #[cfg(loom)]
 const STASH_REFILL: usize = 1;
+
+/// Nodes taken from a domain in batches for a run of allocations (`dup`, `reserve`), counted as allocated
+/// when taken; give the rest back with [`Counters::return_stash`].
+pub(crate) struct Stash {
+    nodes: Vec<usize>,
+    /// Size of the next refill.
+    refill: usize,
+}
+
+impl Stash {
+    pub(crate) fn new() -> Self {
+        Stash { nodes: Vec::new(), refill: 4.min(STASH_REFILL) }
+    }
+}
 
 /// Retired nodes a writer batches before handing them to RCU in one deferred call and starting a grace period
 /// (loom: 1, so that every model exercises the grace period).
@@ -362,37 +376,40 @@ impl Counters {
         Some(Box::into_raw(Box::new(Node::zeroed())) as usize)
     }
 
-    /// Allocates like [`Counters::alloc`] from `stash`, which is refilled 64 nodes at a time (from the cache,
-    /// topped up with fresh nodes); for `dup`, which allocates many nodes in a row. Return the stash with
-    /// [`Counters::return_stash`].
+    /// Allocates like [`Counters::alloc`] from `stash`, which is refilled in batches (from the cache, topped up
+    /// with fresh nodes) that double from 4 to 64 nodes, so that a small copy takes few; for `dup` and
+    /// `reserve`, which allocate many nodes in a row. Return the stash with [`Counters::return_stash`].
     ///
-    /// A refill counts its 64 nodes as allocated at once and `return_stash` takes back what was not used: one
-    /// locked read-modify-write per 64 nodes instead of one per node. That matters: on x86 a locked
-    /// instruction waits for the store buffer to drain, so a per-node increment would stall the copy behind
-    /// the cache misses of the previous node's stores.
-    pub(crate) fn alloc_stashed(&self, stash: &mut Vec<usize>) -> Option<usize> {
+    /// A refill counts its nodes as allocated at once and `return_stash` takes back what was not used: one
+    /// locked read-modify-write per batch instead of one per node. That matters: on x86 a locked instruction
+    /// waits for the store buffer to drain, so a per-node increment would stall the copy behind the cache
+    /// misses of the previous node's stores.
+    pub(crate) fn alloc_stashed(&self, stash: &mut Stash) -> Option<usize> {
         if !self.injection_allows() {
             return None;
         }
-        if stash.is_empty() {
+        if stash.nodes.is_empty() {
+            let want = stash.refill;
+            stash.refill = (want * 2).min(STASH_REFILL);
             #[cfg(not(loom))]
             {
                 let mut c = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-                let take = c.len().min(STASH_REFILL);
+                let take = c.len().min(want);
                 let at = c.len() - take;
-                stash.extend(c.drain(at..));
+                stash.nodes.extend(c.drain(at..));
             }
-            while stash.len() < STASH_REFILL {
-                stash.push(Box::into_raw(Box::new(Node::zeroed())) as usize);
+            while stash.nodes.len() < want {
+                stash.nodes.push(Box::into_raw(Box::new(Node::zeroed())) as usize);
             }
             // Relaxed: statistics (counted before any of these nodes can be freed, so `allocated` never lags).
-            self.allocated.fetch_add(STASH_REFILL as u64, Ordering::Relaxed);
+            self.allocated.fetch_add(want as u64, Ordering::Relaxed);
         }
-        stash.pop()
+        stash.nodes.pop()
     }
 
     /// Puts unused stashed nodes back and uncounts them (see [`Counters::alloc_stashed`]).
-    pub(crate) fn return_stash(&self, stash: Vec<usize>) {
+    pub(crate) fn return_stash(&self, stash: Stash) {
+        let stash = stash.nodes;
         if stash.is_empty() {
             return;
         }
