@@ -130,8 +130,8 @@ impl Mm {
         if c.flags & VM_SPECIAL != 0 {
             return NewMerge::None;
         }
-        let prev = self.prev_of(c.start);
-        let next = self.next_from(c.end);
+        // The range is free (unmapped first, or found free), so one tree position gives both neighbours.
+        let (prev, next) = self.gap_neighbours(c.start);
         if prev.is_none() && next.is_none() {
             return NewMerge::None;
         }

@@ -154,7 +154,7 @@ impl Mm {
         if flags & MAP_NORESERVE != 0 && self.cfg.overcommit != super::Overcommit::Never {
             vm_flags |= VM_NORESERVE;
         }
-        let a = self.mmap_region(file, addr, len, vm_flags, pgoff)?;
+        let a = self.mmap_region(file, addr, len, vm_flags, pgoff, flags & MAP_FIXED != 0)?;
         let populate = vm_flags & VM_LOCKED != 0 || flags & (MAP_POPULATE | MAP_NONBLOCK) == MAP_POPULATE;
         Ok((a, populate))
     }
@@ -167,15 +167,17 @@ impl Mm {
         len: u64,
         mut vm_flags: u64,
         pgoff: u64,
+        fixed: bool,
     ) -> Result<u64, Errno> {
         let end = addr + len;
         // Worst case: two splits, one new VMA, the tree store.
         self.reserve(4)?;
-        // The range is usually empty (no MAP_FIXED over existing memory): one walk tells.
-        let busy = self.find_intersection(addr, end);
-        if let Some(first) = busy {
-            self.gather_split_from(first, addr, end)?;
-        }
+        // Only MAP_FIXED can land on existing VMAs: every other placement was a free range.
+        let busy = if fixed { self.find_intersection(addr, end) } else { None };
+        let inside = match busy {
+            Some(first) => Some(self.gather_split_from(first, addr, end)?),
+            None => None,
+        };
         let nr_accounted = if busy.is_some() { self.accounted_in(addr, end).1 } else { 0 };
         // accountable_mapping.
         if vm_flags & (VM_NORESERVE | VM_SHARED | VM_WRITE) == VM_WRITE {
@@ -185,8 +187,8 @@ impl Mm {
             }
             vm_flags |= VM_ACCOUNT;
         }
-        if busy.is_some() {
-            self.remove_range(addr, end);
+        if let Some(inside) = inside {
+            self.remove_from(inside, end);
         }
         // Shared anonymous memory has no file yet when the merge is tried.
         let merge_file = file;

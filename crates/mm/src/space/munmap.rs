@@ -38,45 +38,65 @@ impl Mm {
             // Worst case: two split VMAs and the tree store.
             self.reserve(3)?;
         }
-        self.gather_split_from(first, start, end)?;
-        self.remove_range(start, end);
+        let inside = self.gather_split_from(first, start, end)?;
+        self.remove_from(inside, end);
         Ok(())
     }
 
     /// `vms_gather_munmap_vmas`' splits: after it, no VMA straddles `start` or `end`.
     pub(crate) fn gather_split(&mut self, start: u64, end: u64) -> Result<(), Errno> {
         match self.find_intersection(start, end) {
-            Some(first) => self.gather_split_from(first, start, end),
+            Some(first) => self.gather_split_from(first, start, end).map(|_| ()),
             None => Ok(()),
         }
     }
 
-    /// [`Mm::gather_split`] given the first VMA intersecting the range.
-    pub(crate) fn gather_split_from(&mut self, first: V, start: u64, end: u64) -> Result<(), Errno> {
+    /// [`Mm::gather_split`] given the first VMA intersecting the range; returns the first VMA inside it after
+    /// the splits.
+    pub(crate) fn gather_split_from(&mut self, first: V, start: u64, end: u64) -> Result<V, Errno> {
         let (fs, fe) = (first.start(), first.end());
+        let mut inside = first;
         if fs < start {
             if end < fe && self.map_count() >= self.cfg.max_map_count {
                 return Err(Errno::ENOMEM);
             }
-            self.split_at(first, start);
+            inside = self.split_at(first, start);
         }
-        if let Some(last) = self.prev_of(end)
+        // The VMA holding `end - 1`: the first one inside when it reaches that far (no walk), else the last
+        // one starting below `end`.
+        let last = if inside.end() >= end { Some(inside) } else { self.prev_of(end) };
+        if let Some(last) = last
             && last.end() > end
             && last.start() < end
         {
             self.split_at(last, end);
         }
-        Ok(())
+        Ok(inside)
     }
 
     /// Detaches and frees every VMA inside `[start, end)` (which no VMA straddles): one tree store clears the
     /// range (`vma_iter_clear_gfp`), then each VMA is detached and freed.
     pub(crate) fn remove_range(&mut self, start: u64, end: u64) -> Gathered {
-        let gone = self.starting_in(start, end);
-        let mut g = Gathered::default();
-        if gone.is_empty() {
-            return g;
+        match self.next_from(start).filter(|v| v.start() < end) {
+            Some(inside) => self.remove_from(inside, end),
+            None => Gathered::default(),
         }
+    }
+
+    /// [`Mm::remove_range`] from `inside`, the first VMA of the range, to `end`.
+    pub(crate) fn remove_from(&mut self, inside: V, end: u64) -> Gathered {
+        let mut gone = vec![inside];
+        let mut last = inside;
+        while last.end() < end {
+            match self.next_from(last.end()) {
+                Some(n) if n.start() < end => {
+                    gone.push(n);
+                    last = n;
+                }
+                _ => break,
+            }
+        }
+        let mut g = Gathered::default();
         for v in &gone {
             debug_assert!(v.end() <= end);
             self.write_lock_vma(v);
@@ -85,7 +105,7 @@ impl Mm {
                 g.accounted += v.pages();
             }
         }
-        let (lo, hi) = (gone[0].start(), gone[gone.len() - 1].end());
+        let (lo, hi) = (inside.start(), last.end());
         self.tree().store_range(lo, hi - 1, None).expect("tree store within reservation");
         for v in gone {
             self.detach_free(v);

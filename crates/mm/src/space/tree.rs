@@ -239,9 +239,18 @@ impl Mm {
         })
     }
 
-    /// The VMAs starting in `[lo, hi)`, collected (for walks that change what they walk).
-    pub(crate) fn starting_in(&self, lo: u64, hi: u64) -> Vec<V> {
-        self.vmas_between(lo, hi).filter(|v| v.start() >= lo).collect()
+    /// The VMAs around the free address `start` (no VMA covers it): the last one below and the first one
+    /// above (`vma_prev` and `vma_next` from one tree position, as `vma_merge_new_range` reads them).
+    pub(crate) fn gap_neighbours(&self, start: u64) -> (Option<V>, Option<V>) {
+        debug_assert!(self.lookup(start).is_none(), "gap_neighbours of a mapped address {start:#x}");
+        let g = vmspace_rcu::pin();
+        let mut c = self.tree().cursor(&g);
+        c.set(start);
+        match c.prev(0) {
+            // Active on prev: the next entry is the first VMA after the gap.
+            Some((_, _, prev)) => (Some(prev), c.next(u64::MAX).map(|(_, _, v)| v)),
+            None => (None, self.next_from(start)),
+        }
     }
 
     /// Number of VMAs (`mm->map_count`).
