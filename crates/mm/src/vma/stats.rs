@@ -1,10 +1,17 @@
 //! Per-VMA-lock event counters (the kernel's `VMA_LOCK_SUCCESS`, `VMA_LOCK_ABORT`, `VMA_LOCK_RETRY`,
 //! `VMA_LOCK_MISS` vm events).
 //!
-//! The kernel keeps them per CPU. Here each mm has [`SHARDS`] cache-line-sized shards and a thread adds to the
-//! shard chosen by a per-thread index, so that two threads taking VMA locks on one mm do not bounce one cache
-//! line on every lookup. [`VmaLockStats::snapshot`] sums the shards; the sum is a relaxed snapshot, exact once
-//! the counting threads have stopped (or been joined).
+//! The kernel keeps them per CPU and increments them without a locked instruction (`this_cpu_inc`). Here each
+//! mm has [`SHARDS`] cache-line-sized shards plus one shared shard. A thread claims one of [`SHARDS`]
+//! process-wide *slots* the first time it counts and keeps it until it exits; while it owns slot *i* it is the
+//! only writer of shard *i* of every mm, so it counts with a plain load and store (no `lock` prefix, which on
+//! x86 would also drain the store buffer on every lookup). Threads beyond [`SHARDS`] count into the shared
+//! shard with an atomic add. A slot passes to another thread only through the slot table's Release/Acquire
+//! pair, so the new owner continues from the old owner's last count. [`VmaLockStats::snapshot`] sums the
+//! shards; the sum is a relaxed snapshot, exact once the counting threads have stopped (or been joined).
+//!
+//! Under loom every increment is an atomic add: loom's threads share one OS thread's thread-locals, so a slot
+//! would not be exclusive there.
 //!
 //! Meaning of the counters here:
 //! - `success`: `lock_vma_under_rcu` returned a read-locked VMA (the kernel counts this in the fault handler
@@ -15,13 +22,12 @@
 //! - `retry`: recorded by a fault path whose per-VMA-locked fault had to be retried under mmap_lock;
 //! - `miss`: the VMA found was detached under the reader (`-EAGAIN`) and the walk was restarted.
 
-use std::cell::Cell;
 use std::fmt;
 
 use vmspace_rcu::CachePadded;
 use vmspace_rcu::sync::{AtomicU64, Ordering};
 
-/// Number of counter shards per mm.
+/// Number of thread slots, hence of exclusively written counter shards per mm (each mm has one more, shared).
 pub const SHARDS: usize = 8;
 
 struct Shard {
@@ -49,32 +55,81 @@ pub struct VmaLockStats {
     shards: Box<[CachePadded<Shard>]>,
 }
 
-thread_local! {
-    /// This thread's shard index (threads are spread over the shards in creation order).
-    static SHARD: Cell<usize> = const { Cell::new(usize::MAX) };
+/// The process-wide slot table: bit *i* set while a thread owns slot *i*.
+// Not a checked protocol beyond the Release/Acquire pair documented below, and it must be a `static`, so std's
+// atomic is used directly (loom builds never use slots).
+#[cfg(not(loom))]
+static SLOTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// A thread's claim on a slot ([`SHARDS`] = none: it counts into the shared shard).
+#[cfg(not(loom))]
+struct Slot(usize);
+
+#[cfg(not(loom))]
+impl Slot {
+    fn claim() -> Slot {
+        let mut cur = SLOTS.load(std::sync::atomic::Ordering::Relaxed);
+        loop {
+            let free = (!cur).trailing_zeros() as usize;
+            if free >= SHARDS {
+                return Slot(SHARDS);
+            }
+            // Acquire: pairs with the Release in `drop` of the slot's previous owner, so that this thread's
+            // plain increments continue from that owner's last counts.
+            match SLOTS.compare_exchange_weak(
+                cur,
+                cur | 1 << free,
+                std::sync::atomic::Ordering::Acquire,
+                std::sync::atomic::Ordering::Relaxed,
+            ) {
+                Ok(_) => return Slot(free),
+                Err(now) => cur = now,
+            }
+        }
+    }
 }
 
-/// Hands out shard indices to threads.
-// Not a checked protocol (it only spreads threads), so std's atomic is used directly.
-static NEXT_SHARD: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
-#[inline]
-fn shard_index() -> usize {
-    SHARD.with(|s| {
-        let mut i = s.get();
-        if i == usize::MAX {
-            // Relaxed: only spreads threads over shards.
-            i = NEXT_SHARD.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % SHARDS;
-            s.set(i);
+#[cfg(not(loom))]
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if self.0 < SHARDS {
+            // Release: publishes this thread's last counts to the slot's next owner (see `claim`).
+            SLOTS.fetch_and(!(1 << self.0), std::sync::atomic::Ordering::Release);
         }
-        i
-    })
+    }
+}
+
+#[cfg(not(loom))]
+thread_local! {
+    static SLOT: Slot = Slot::claim();
+}
+
+/// The calling thread's slot, or [`SHARDS`] (shared shard) when it has none or its thread-locals are gone.
+#[inline]
+fn slot_index() -> usize {
+    #[cfg(not(loom))]
+    return SLOT.try_with(|s| s.0).unwrap_or(SHARDS);
+    #[cfg(loom)]
+    SHARDS
+}
+
+/// Adds one to `c`, a counter of shard `slot`: a plain load and store when the caller owns the slot (module
+/// docs), an atomic add on the shared shard.
+#[inline]
+fn bump(c: &AtomicU64, slot: usize) {
+    if slot < SHARDS {
+        // Relaxed: a statistic with a single writer (this thread owns the slot).
+        c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    } else {
+        // Relaxed: a statistic.
+        c.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 impl VmaLockStats {
     /// Zeroed counters.
     pub fn new() -> Self {
-        let shards = (0..SHARDS)
+        let shards = (0..=SHARDS)
             .map(|_| {
                 CachePadded::new(Shard {
                     success: AtomicU64::new(0),
@@ -88,36 +143,33 @@ impl VmaLockStats {
     }
 
     #[inline]
-    fn shard(&self) -> &Shard {
-        &self.shards[shard_index()]
+    fn count(&self, which: impl FnOnce(&Shard) -> &AtomicU64) {
+        let slot = slot_index();
+        bump(which(&self.shards[slot]), slot);
     }
 
     /// Counts a VMA returned read-locked.
     #[inline]
     pub fn record_success(&self) {
-        // Relaxed: a statistic.
-        self.shard().success.fetch_add(1, Ordering::Relaxed);
+        self.count(|s| &s.success);
     }
 
     /// Counts a lookup that fell back to mmap_lock.
     #[inline]
     pub fn record_abort(&self) {
-        // Relaxed: a statistic.
-        self.shard().abort.fetch_add(1, Ordering::Relaxed);
+        self.count(|s| &s.abort);
     }
 
     /// Counts a per-VMA-locked fault that had to be retried under mmap_lock.
     #[inline]
     pub fn record_fault_retry(&self) {
-        // Relaxed: a statistic.
-        self.shard().retry.fetch_add(1, Ordering::Relaxed);
+        self.count(|s| &s.retry);
     }
 
     /// Counts a walk restarted because the VMA was detached.
     #[inline]
     pub fn record_miss(&self) {
-        // Relaxed: a statistic.
-        self.shard().miss.fetch_add(1, Ordering::Relaxed);
+        self.count(|s| &s.miss);
     }
 
     /// The counters summed over the shards.
@@ -143,5 +195,40 @@ impl Default for VmaLockStats {
 impl fmt::Debug for VmaLockStats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.snapshot().fmt(f)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// More threads than slots, in waves (so that slots are released and claimed again): every increment is
+    /// counted exactly, by slot owners (plain increments) and by the shared shard alike.
+    #[test]
+    fn counts_are_exact_across_threads_and_slot_reuse() {
+        let stats = VmaLockStats::new();
+        let per_thread = 20_000u64;
+        let mut threads = 0u64;
+        for _wave in 0..3 {
+            std::thread::scope(|s| {
+                for _ in 0..(SHARDS + 4) {
+                    threads += 1;
+                    s.spawn(|| {
+                        for i in 0..per_thread {
+                            stats.record_success();
+                            if i % 4 == 0 {
+                                stats.record_miss();
+                            }
+                        }
+                        stats.record_abort();
+                        stats.record_fault_retry();
+                    });
+                }
+            });
+        }
+        let c = stats.snapshot();
+        assert_eq!(c.success, threads * per_thread);
+        assert_eq!(c.miss, threads * per_thread / 4);
+        assert_eq!((c.abort, c.retry), (threads, threads));
     }
 }
