@@ -282,8 +282,14 @@ pub(crate) struct Stash {
 }
 
 impl Stash {
+    /// A stash for an unknown number of allocations (refills double from 4).
     pub(crate) fn new() -> Self {
         Stash { nodes: Vec::new(), refill: 4.min(STASH_REFILL) }
+    }
+
+    /// A stash for about `n` allocations: the first refill takes that many (up to the largest batch).
+    pub(crate) fn for_count(n: usize) -> Self {
+        Stash { nodes: Vec::new(), refill: n.clamp(1, STASH_REFILL) }
     }
 }
 

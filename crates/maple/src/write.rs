@@ -765,7 +765,7 @@ pub(crate) fn free_all<T: Entry>(w: &mut Writer<'_, T>) {
 pub(crate) fn reserve<T: Entry>(w: &mut Writer<'_, T>, nodes: usize) -> Result<(), MapleError> {
     let c = &w.tree.counters;
     let mut got = Vec::with_capacity(nodes);
-    let mut stash = crate::node::Stash::new();
+    let mut stash = crate::node::Stash::for_count(nodes);
     for _ in 0..nodes {
         match c.alloc_stashed(&mut stash) {
             Some(a) => got.push(a),

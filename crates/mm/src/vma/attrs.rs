@@ -147,6 +147,11 @@ impl<T: Send + Sync + 'static> RcuArc<T> {
 
     /// Replaces the value; the old reference is dropped after a grace period.
     pub fn store(&self, value: Option<Arc<T>>) {
+        // Relaxed: writers are serialised (see the type docs), so only this thread changes the pointer; an
+        // empty cell that stays empty needs no swap (a locked instruction) and no grace period.
+        if value.is_none() && self.ptr.load(Ordering::Relaxed).is_null() {
+            return;
+        }
         let new = value.map_or(ptr::null_mut(), |a| Arc::into_raw(a).cast_mut());
         // AcqRel: release publishes the new payload to `load`'s acquire; acquire orders the old payload's use
         // (its deferred drop) after whoever published it.
