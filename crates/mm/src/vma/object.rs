@@ -25,7 +25,8 @@
 //! Three 64-byte lines, as the kernel's `vm_area_struct` since 6.15: line 0 holds what every walker and fault
 //! reads (range, mm, flags, pgoff, `vm_lock_seq`, file, anon_vma); line 1 the rarely read anon name, the pool
 //! state and the writer-only anon_vma chain; line 2 `vm_refcnt` alone, so that readers' increments do not
-//! bounce the line the walkers read.
+//! bounce the line the walkers read. The pool's free list keeps its links outside the VMA ([`super::pool`]), so
+//! a free VMA's `vm_refcnt`, `vm_mm` and `vm_lock_seq` are never overwritten by allocator metadata.
 //!
 //! # The writer-only part
 //!
@@ -33,8 +34,6 @@
 //! the `anon_vma` pointer, published in its RCU cell whenever the chain's owner changes. It sits behind a mutex
 //! that is never contended (its users hold the mmap write lock, or own the detached VMA), which keeps the
 //! access safe without an unsafe cell; Linux guards the same state with the mmap lock and the anon_vma lock.
-//! The pool's free list keeps its links outside the VMA ([`super::pool`]), so a free VMA's `vm_refcnt`,
-//! `vm_mm` and `vm_lock_seq` are never overwritten by allocator metadata.
 
 use std::fmt;
 use std::sync::Arc;
