@@ -10,7 +10,7 @@
 //!
 //! # The writer's protocol
 //!
-//! Every call that changes the address space runs under the mmap write lock ([`Mm::locked`]: `mm_lock_seq`
+//! Every call that changes the address space runs under the mmap write lock (`Mm::locked`: `mm_lock_seq`
 //! odd for the call) and changes VMAs only through the primitives below, which follow seed 003:
 //!
 //! - a VMA is write-locked ([`vma_start_write`], waiting for its readers) before any field of it changes;

@@ -42,7 +42,7 @@
 //!
 //! # Waiting
 //!
-//! A writer waits on a key equal to the address of the VMA's `vm_refcnt` ([`super::park`]). The kernel waits
+//! A writer waits on a key equal to the address of the VMA's `vm_refcnt` (`park`). The kernel waits
 //! on the mm's `vma_writer_wait` and a reader of a recycled VMA pins the other mm to wake it; keying the wait on
 //! the type-stable VMA itself gives the reader the right queue without knowing the mm.
 

@@ -19,7 +19,7 @@
 //!   mmap_lock needs: a waiting writer gets in ahead of readers that arrive after it, so a stream of readers
 //!   (e.g. `/proc` scanners) cannot starve `mmap()`.
 //! - Waiting: spin a little, then set PARKED (or DRAINING) and park with a validation that re-checks the state
-//!   under the parking queue's lock (see [`super::park`]); the releasing side clears the bit and unparks.
+//!   under the parking queue's lock (see `park`); the releasing side clears the bit and unparks.
 //! - `write_unlock` clears WRITER and PARKED and wakes every thread parked on K; they race again. There is no
 //!   hand-off, so a writer that re-locks at once may overtake woken readers (the kernel hands the lock to the
 //!   queue head instead); readers still make progress because a writer cannot re-claim WRITER while it is still
@@ -326,7 +326,7 @@ static NEXT_MM_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::
 ///
 /// The address-space `Mm` embeds one. Every VMA-lock operation ([`super::lock`]) takes it to compare a VMA's
 /// `vm_lock_seq` against `mm_lock_seq` and its `vm_mm` against [`MmLocking::id`]. The writer's wait for VMA
-/// readers is not here: it is keyed by the VMA's own address (see [`super::park`]), so a reader that took a
+/// readers is not here: it is keyed by the VMA's own address (see `park`), so a reader that took a
 /// transient reference on a VMA recycled into another mm wakes that mm's writer without having to find the mm.
 ///
 /// Concurrency contract: `id` is immutable. `mmap_lock` and `mm_lock_seq` are the synchronisation themselves;

@@ -6,7 +6,7 @@
 //! Every VMA the pool creates is leaked (`Box::leak`): its memory is never returned to the allocator while the
 //! process lives, so every `&'static Vma` ever handed out stays a valid `Vma` forever. A freed VMA goes onto
 //! the free list and the next [`VmaPool::alloc`] may hand it out again, to any mm, while RCU readers that found
-//! it earlier still hold the pointer. Those readers only ever load atomics (and [`RcuArc`] cells, whose payloads
+//! it earlier still hold the pointer. Those readers only ever load atomics (and [`RcuArc`](super::RcuArc) cells, whose payloads
 //! *are* reclaimed after a grace period), so what they read is always defined; the lock protocol tells them
 //! whether it is still the VMA they looked up:
 //!
