@@ -200,9 +200,15 @@ impl Mm {
         self.tree().find(start, end - 1).map(|(_, _, v)| v)
     }
 
-    /// The VMAs in address order.
-    pub fn areas(&self) -> impl Iterator<Item = &'static Vma> + '_ {
-        self.vmas_between(0, u64::MAX)
+    /// The VMAs in address order (collected in one cursor pass over the tree: O(n)).
+    pub fn areas(&self) -> impl Iterator<Item = &'static Vma> + use<> {
+        let g = vmspace_rcu::pin();
+        let mut c = self.tree().cursor(&g);
+        let mut all = Vec::with_capacity(self.vmas.map_count as usize);
+        while let Some((_, _, v)) = c.find(u64::MAX) {
+            all.push(v);
+        }
+        all.into_iter()
     }
 
     /// The last VMA starting below `addr` (`vma_prev` from `addr`).
@@ -437,9 +443,9 @@ impl Mm {
         self.tree().validate()?;
         let g = vmspace_rcu::pin();
         let mut n = 0u64;
-        let mut pos = 0u64;
         let id = self.locking().id();
-        while let Some((f, l, v)) = self.tree().find_in(pos, u64::MAX, &g) {
+        let mut c = self.tree().cursor(&g);
+        while let Some((f, l, v)) = c.find(u64::MAX) {
             n += 1;
             let (s, e) = (v.start(), v.end());
             if s != f || e != l.wrapping_add(1) {
@@ -468,10 +474,6 @@ impl Mm {
                 return Err(format!("shared VMA with anon_vma {v:?}"));
             }
             drop(st);
-            if l == u64::MAX {
-                break;
-            }
-            pos = l + 1;
         }
         if n != self.vmas.map_count || n != self.tree().len() as u64 {
             return Err(format!(
