@@ -134,7 +134,7 @@ pub(crate) fn store<T: Entry>(
         return Err(MapleError::Invalid);
     }
     let tree = w.tree;
-    let counters = Arc::clone(&tree.counters);
+    let counters = &tree.counters;
     let st: &mut WState = &mut w.st;
     // Relaxed: the writer reads its own stores.
     let root = tree.root.load(Ordering::Relaxed) as usize;
@@ -150,7 +150,7 @@ pub(crate) fn store<T: Entry>(
         if last < u64::MAX {
             b.push_leaf(u64::MAX, 0);
         }
-        let a = alloc(st, &counters).ok_or(MapleError::NoMem)?;
+        let a = alloc(st, counters).ok_or(MapleError::NoMem)?;
         let e = a | KIND_LEAF;
         fill_node(e, b.items(), 0, u64::MAX);
         // SAFETY: our new node.
@@ -221,8 +221,7 @@ pub(crate) fn store<T: Entry>(
                 && !(leaf_d == 0 && big.len() == 1 && big.items()[0].slot == 0);
             if ok {
                 let len_delta = (val != 0) as i64 + survivors - replaced.len() as i64;
-                let e =
-                    if st.rcu { alloc(st, &counters).ok_or(MapleError::NoMem)? | KIND_LEAF } else { lv.e };
+                let e = if st.rcu { alloc(st, counters).ok_or(MapleError::NoMem)? | KIND_LEAF } else { lv.e };
                 let g = fill_node(e, big.items(), lv.min, lv.max);
                 if e != lv.e {
                     if leaf_d == 0 {
@@ -240,7 +239,7 @@ pub(crate) fn store<T: Entry>(
                     // SAFETY: the old leaf was just unpublished.
                     unsafe { node(lv.e) }.mark_dead();
                     // SAFETY: unpublished, marked dead, retired once.
-                    unsafe { retire(st, &counters, crate::node::addr(lv.e)) };
+                    unsafe { retire(st, counters, crate::node::addr(lv.e)) };
                 }
                 if leaf_d > 0 {
                     propagate_gap(&p, leaf_d - 1, g);
@@ -252,7 +251,7 @@ pub(crate) fn store<T: Entry>(
     }
 
     let mut fresh: Vec<usize> = Vec::new();
-    let r = rebuild(st, &counters, root, h, first, last, val, insert, &mut fresh);
+    let r = rebuild(st, counters, root, h, first, last, val, insert, &mut fresh);
     match r {
         Err(e) => {
             for a in fresh {
@@ -263,7 +262,7 @@ pub(crate) fn store<T: Entry>(
         }
         Ok(mut plan) => {
             let replaced = std::mem::take(&mut plan.replaced);
-            commit(tree, st, &counters, plan);
+            commit(tree, st, counters, plan);
             Ok(replaced)
         }
     }
