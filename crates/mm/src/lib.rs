@@ -4,9 +4,9 @@
 //! Two modules split the crate along the kernel's own seam:
 //! - [`vma`]: the VMA object and every lock that protects it: `VmFlags`, the per-VMA lock (a reference count
 //!   carrying the writer-exclusion flag, seed 003), the mmap_lock reader/writer semaphore with `mm_lock_seq`,
-//!   the type-stable VMA pool, and `lock_vma_under_rcu`.
-//! - [`space`]: the address space built from them: `Mm`, the calls (mmap, munmap, mprotect, mremap, madvise,
-//!   brk, fork, anon names), merge/split, get_unmapped_area, anon_vma, the model files, and the engine's
+//!   the type-stable VMA pool, the anon_vma and its chain, the model files, and `lock_vma_under_rcu`.
+//! - [`space`]: the address space built from them: `Mm` over one VMA maple tree, the calls (mmap, munmap,
+//!   mprotect, mremap, madvise, brk, fork, anon names), merge/split, get_unmapped_area, and the engine's
 //!   op-script target.
 //!
 //! Depends on `rcu`, `maple`, `proc` and `script`; never on the live kernel (`linux`) or on benchmarks.

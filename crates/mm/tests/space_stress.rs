@@ -1,9 +1,8 @@
 //! Readers against a writer on a real address space: reader threads look VMAs up by address with
-//! `lock_vma_under_rcu` through the published tree while the writer maps, unmaps, mprotects, mremaps and
-//! faults in the same small region (so VMAs are split, merged, detached and recycled through the pool all the
-//! time). A reader must never get a VMA that does not cover its address or that belongs to another mm; and the
-//! writer's address space stays valid (model and published tree agree) after every call.
-//!
+//! `lock_vma_under_rcu` through the VMA tree while the writer maps, unmaps, mprotects, mremaps and faults in
+//! the same small region (so VMAs are split, merged, detached and recycled through the pool all the time). A
+//! reader must never get a VMA that does not cover its address or that belongs to another mm; and the writer's
+//! address space stays valid (`validate`: the tree is exact, every VMA in it attached and of this mm).
 //!
 //! A second test checks the writer's store order: in a block that stays mapped throughout (only mprotect,
 //! madvise, anon names and faults touch it, which split and merge VMAs but never unmap), a lock-free tree

@@ -1,4 +1,4 @@
-//! `/proc/PID/maps` of the model, rendered through the `proc` crate (byte-identical to Linux's).
+//! `/proc/PID/maps` of the address space, rendered through the `proc` crate (byte-identical to Linux's).
 //!
 //! Per VMA (`show_map_vma` / `get_vma_name`): permissions from `VM_READ|WRITE|EXEC` and `s`/`p` from
 //! `VM_MAYSHARE`; the offset `pgoff << 12` for a file and 0 for anonymous memory; device and inode of the
