@@ -10,7 +10,9 @@
 //!    [`OTHERS`] one-page VMAs of alternating protection (so neither side merges them) placed 1 GiB above the
 //!    loop's address. The kernel process also has its own few dozen VMAs (binary, libraries, heap, stack),
 //!    which the report notes; the engine's `Mm` holds only what the benchmark maps. Before touching the arena
-//!    on the kernel, a `MAP_FIXED_NOREPLACE` probe checks that nothing of this process lives there.
+//!    on the kernel, a `MAP_FIXED_NOREPLACE` probe checks that nothing of this process lives there. The two
+//!    sides' batches alternate (engine, kernel, engine, ...) and the ratio (`bench.mm.mmap_munmap_ratio`) is
+//!    taken per pair of neighbouring batches, so that both halves of a ratio meet the same machine state.
 //! 2. **VMA lookups per second** (`bench.mm.lookup`) on an engine `Mm` with [`OTHERS`] VMAs, at random
 //!    precomputed addresses inside them, with 1 and 2 threads (thread *i* pinned to the *i*-th usable CPU):
 //!    `lock_vma_under_rcu` (lock-free walk + per-VMA read lock, dropped at once) against the mmap read lock
@@ -37,7 +39,7 @@ use vmspace_mm::space::flags::{MAP_ANONYMOUS, MAP_PRIVATE, PROT_READ, PROT_WRITE
 use vmspace_mm::space::{Mm, MmConfig, MmShared, PAGE_SIZE};
 use vmspace_mm::vma::{Vma, lock_vma_under_rcu};
 
-use crate::measure::{Cpus, Timer, median};
+use crate::measure::{Cpus, Timer};
 
 /// The arena: the loop's mapping goes here, the other VMAs 1 GiB above it.
 pub const ARENA: u64 = 0x2000_0000_0000;
@@ -319,52 +321,49 @@ fn mmap_munmap(ctx: &mut Ctx<'_>) -> Result<(), String> {
     for &pages in &ctx.cfg.pages.clone() {
         let len = pages * PAGE_SIZE;
         for others in [0, OTHERS] {
-            let mut ns = BTreeMap::new();
-            for side in [Side::Engine, Side::Kernel] {
-                (ctx.progress)(&format!("mmap+munmap {pages} page(s), {others} others, {}", side.id()));
-                let mut error = None;
-                let values = match side {
-                    Side::Engine => {
-                        let mut mm = engine_with_others(others)?;
-                        timer.per_op(|iters| {
-                            let t = Instant::now();
-                            for _ in 0..iters {
-                                match mm.mmap(ARENA, len, prot, flags, None, 0) {
-                                    Ok(a) if a == ARENA => {}
-                                    other => error = Some(format!("engine mmap returned {other:?}")),
+            (ctx.progress)(&format!(
+                "mmap+munmap {pages} page(s), {others} others, engine and kernel interleaved"
+            ));
+            let mut mm = engine_with_others(others)?;
+            let _others = kernel::Others::map(others)?;
+            let (mut engine_error, mut kernel_error) = (None, None);
+            let (engine, kernel) = timer.per_op_interleaved(
+                |iters| {
+                    let t = Instant::now();
+                    for _ in 0..iters {
+                        match mm.mmap(ARENA, len, prot, flags, None, 0) {
+                            Ok(a) if a == ARENA => {}
+                            other => engine_error = Some(format!("engine mmap returned {other:?}")),
+                        }
+                        if let Err(e) = mm.munmap(ARENA, len) {
+                            engine_error = Some(format!("engine munmap: {e:?}"));
+                        }
+                    }
+                    t.elapsed()
+                },
+                |iters| {
+                    let t = Instant::now();
+                    for _ in 0..iters {
+                        match kernel::map_hint(ARENA, len, prot) {
+                            Ok(a) => {
+                                if a != ARENA {
+                                    kernel_error = Some(format!("kernel placed the mapping at {a:#x}"));
                                 }
-                                if let Err(e) = mm.munmap(ARENA, len) {
-                                    error = Some(format!("engine munmap: {e:?}"));
+                                // SAFETY: `a` was just mapped by this loop and nothing refers into it.
+                                if let Err(e) = unsafe { kernel::unmap(a, len) } {
+                                    kernel_error = Some(e);
                                 }
                             }
-                            t.elapsed()
-                        })
+                            Err(e) => kernel_error = Some(e),
+                        }
                     }
-                    Side::Kernel => {
-                        let _others = kernel::Others::map(others)?;
-                        timer.per_op(|iters| {
-                            let t = Instant::now();
-                            for _ in 0..iters {
-                                match kernel::map_hint(ARENA, len, prot) {
-                                    Ok(a) => {
-                                        if a != ARENA {
-                                            error = Some(format!("kernel placed the mapping at {a:#x}"));
-                                        }
-                                        // SAFETY: `a` was just mapped by this loop and nothing refers into it.
-                                        if let Err(e) = unsafe { kernel::unmap(a, len) } {
-                                            error = Some(e);
-                                        }
-                                    }
-                                    Err(e) => error = Some(e),
-                                }
-                            }
-                            t.elapsed()
-                        })
-                    }
-                };
-                if let Some(e) = error {
-                    return Err(e);
-                }
+                    t.elapsed()
+                },
+            );
+            if let Some(e) = engine_error.or(kernel_error) {
+                return Err(e);
+            }
+            for (side, values) in [(Side::Engine, &engine), (Side::Kernel, &kernel)] {
                 let mut r = ctx.report(
                     "mmap_munmap",
                     format!("mmap+munmap {pages}p, {others} others, {}", side.id()),
@@ -381,25 +380,27 @@ fn mmap_munmap(ctx: &mut Ctx<'_>) -> Result<(), String> {
                         own_vmas.map_or("?".to_string(), |n| n.to_string())
                     ));
                 }
-                for &v in &values {
+                for &v in values {
                     r.push_run(BTreeMap::from([
                         ("pair_ns".to_string(), v),
                         ("pairs_per_s".to_string(), 1e9 / v),
                     ]));
                 }
                 r.summarise();
-                ns.insert(side.id(), median(&values));
                 ctx.reports.push(r);
             }
-            let ratio = ns["kernel"] / ns["engine"];
             let mut r =
                 ctx.report("mmap_munmap_ratio", format!("engine/kernel {pages}p, {others} others"), 1);
             r.param("pages", pages);
             r.param("other_vmas", others);
             r.notes.push(
-                "engine pairs per second over kernel pairs per second (medians); > 1: engine faster".into(),
+                "engine pairs per second over kernel pairs per second, one ratio per pair of interleaved batches \
+                 (engine batch, then kernel batch); > 1: engine faster"
+                    .into(),
             );
-            r.push_run(BTreeMap::from([("engine_over_kernel".to_string(), ratio)]));
+            for (e, k) in engine.iter().zip(&kernel) {
+                r.push_run(BTreeMap::from([("engine_over_kernel".to_string(), k / e)]));
+            }
             r.summarise();
             ctx.reports.push(r);
         }
@@ -583,7 +584,14 @@ pub fn render_table(res: &MmResults) -> String {
         ));
     }
     for r in res.set.reports.iter().filter(|r| r.benchmark == "bench.mm.mmap_munmap_ratio") {
-        out.push_str(&format!("  {:<42} {:>12.2}x\n", r.label, med(r, "engine_over_kernel")));
+        let s = r.metric("engine_over_kernel");
+        out.push_str(&format!(
+            "  {:<42} {:>12.2}x  ({:.2}..{:.2} over the interleaved batch pairs)\n",
+            r.label,
+            med(r, "engine_over_kernel"),
+            s.map_or(f64::NAN, |s| s.min),
+            s.map_or(f64::NAN, |s| s.max)
+        ));
     }
     out.push_str("\nVMA lookups per second, engine Mm with 1000 VMAs (median; min..max)\n");
     for r in res.set.reports.iter().filter(|r| r.benchmark == "bench.mm.lookup") {
