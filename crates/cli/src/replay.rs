@@ -9,6 +9,11 @@
 //!   (the differential gate): a differing script is minimised (delta debugging) and saved as
 //!   `<out-dir>/diff-seed-<S>.script`; the run stops there unless `--keep-going`.
 //!
+//! * `--headroom N` (replay and diff) runs at the edge of `vm.max_map_count`: the kernel child first maps filler
+//!   VMAs until only N more fit under the real sysctl, and the engine runs with `max_map_count = N`. Mappings
+//!   the script places outside the arena land among the runner's own and may merge with them, which the engine
+//!   cannot see: compare such scripts only up to that call.
+//!
 //! Parse errors name the line and the reason; exit status 2 for unusable input (clap's convention).
 
 use anyhow::{Context, Result, bail};
@@ -41,6 +46,9 @@ pub struct ReplayArgs {
     /// Arena base address (hex with 0x, or decimal); maps lines outside it are not shown.
     #[arg(long, value_parser = parse_u64, default_value = "0x200000000000")]
     arena: u64,
+    /// Run N VMAs short of vm.max_map_count (kernel: filler VMAs; engine: max_map_count = N).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), conflicts_with = "generate")]
+    headroom: Option<u64>,
 }
 
 /// Arguments of `vmspace diff`.
@@ -70,6 +78,9 @@ pub struct DiffArgs {
     /// Arena base address.
     #[arg(long, value_parser = parse_u64, default_value = "0x200000000000")]
     arena: u64,
+    /// Run N VMAs short of vm.max_map_count (kernel: filler VMAs; engine: max_map_count = N).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    headroom: Option<u64>,
 }
 
 fn parse_u64(s: &str) -> Result<u64, String> {
@@ -86,14 +97,20 @@ fn load(path: &PathBuf) -> Result<Script> {
 }
 
 /// Runs a script on the engine, configured like the host (mmap_min_addr, max_map_count, anonymous VMA names,
-/// ...), as the semantics contract requires for comparisons with the live kernel.
-fn run_engine(script: &Script, arena: Arena) -> Result<Output> {
-    let mut t = EngineTarget::new(MmConfig::host());
+/// ...), as the semantics contract requires for comparisons with the live kernel; with a headroom, its
+/// `max_map_count` is the headroom.
+fn run_engine(script: &Script, arena: Arena, headroom: Option<u64>) -> Result<Output> {
+    let mut cfg = MmConfig::host();
+    if let Some(h) = headroom {
+        cfg.max_map_count = h;
+    }
+    let mut t = EngineTarget::new(cfg);
     Ok(run_in(script, &mut t, arena))
 }
 
-fn run_kernel(script: &Script, arena: Arena) -> Result<Output> {
-    Ok(vmspace_linux::replay::replay_kernel_in(script, arena)?)
+fn run_kernel(script: &Script, arena: Arena, headroom: Option<u64>) -> Result<Output> {
+    let opts = vmspace_linux::replay::ReplayOptions { arena, map_count_headroom: headroom };
+    Ok(vmspace_linux::replay::replay_kernel_with(script, opts)?)
 }
 
 /// Runs `vmspace replay`.
@@ -111,18 +128,18 @@ pub fn run_replay(args: ReplayArgs) -> Result<()> {
     let Some(path) = &args.file else { bail!("no script given") };
     let script = load(path)?;
     let out = if args.kernel {
-        run_kernel(&script, arena(args.arena))?
+        run_kernel(&script, arena(args.arena), args.headroom)?
     } else {
-        run_engine(&script, arena(args.arena))?
+        run_engine(&script, arena(args.arena), args.headroom)?
     };
     print!("{}", out.render());
     Ok(())
 }
 
 /// Runs one script on both sides; `Some(difference text)` when they differ.
-fn diff_one(script: &Script, arena: Arena) -> Result<Option<String>> {
-    let engine = run_engine(script, arena)?;
-    let kernel = run_kernel(script, arena)?;
+fn diff_one(script: &Script, arena: Arena, headroom: Option<u64>) -> Result<Option<String>> {
+    let engine = run_engine(script, arena, headroom)?;
+    let kernel = run_kernel(script, arena, headroom)?;
     Ok(compare(&engine, &kernel, arena, ("engine", "kernel")).map(|d| d.to_string()))
 }
 
@@ -139,9 +156,10 @@ fn parse_range(s: &str) -> Result<(u64, u64)> {
 /// Runs `vmspace diff`.
 pub fn run_diff(args: DiffArgs) -> Result<()> {
     let arena = arena(args.arena);
+    let headroom = args.headroom;
     if let Some(path) = &args.file {
         let script = load(path)?;
-        if let Some(d) = diff_one(&script, arena)? {
+        if let Some(d) = diff_one(&script, arena, headroom)? {
             println!("{}: engine and kernel differ\n{d}", path.display());
             std::process::exit(1);
         }
@@ -153,12 +171,12 @@ pub fn run_diff(args: DiffArgs) -> Result<()> {
     let mut differing = Vec::new();
     for seed in a..b {
         let script = generate(seed, &cfg);
-        if diff_one(&script, arena)?.is_none() {
+        if diff_one(&script, arena, headroom)?.is_none() {
             continue;
         }
         eprintln!("seed {seed}: engine and kernel differ; minimising ...");
-        let small = minimise(&script, |s| matches!(diff_one(s, arena), Ok(Some(_))));
-        let d = diff_one(&small, arena)?.unwrap_or_default();
+        let small = minimise(&script, |s| matches!(diff_one(s, arena, headroom), Ok(Some(_))));
+        let d = diff_one(&small, arena, headroom)?.unwrap_or_default();
         let save = args.out_dir.join(format!("diff-seed-{seed}.script"));
         let text = format!("# generated seed {seed}, {} calls, minimised\n{}", args.calls, small.to_text());
         std::fs::write(&save, text).with_context(|| format!("writing {}", save.display()))?;

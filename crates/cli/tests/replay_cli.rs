@@ -119,3 +119,30 @@ fn diff_reports_agreement_or_the_first_difference_with_exit_status() {
     assert!(seeds.status.success(), "{}", String::from_utf8_lossy(&seeds.stdout));
     assert!(String::from_utf8_lossy(&seeds.stdout).contains("10 scripts of 60 calls"));
 }
+
+/// `--headroom N`: both sides meet `vm.max_map_count` after N more VMAs. mmap refuses only once the count
+/// exceeds the limit (`map_count > max`), so with a headroom of 1 the second new VMA is still allowed and the
+/// third is not; a split at the limit is refused too.
+#[test]
+fn headroom_runs_both_sides_at_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("limit.script");
+    std::fs::write(
+        &path,
+        "mmap 0x200000000000 0x3000 r-- private|anon|fixed\n\
+         mmap 0x200000004000 0x1000 rw- private|anon|fixed\n\
+         mmap 0x200000006000 0x1000 r-- private|anon|fixed\n\
+         mprotect 0x200000001000 0x1000 rw-\n",
+    )
+    .unwrap();
+    for side in [&["replay", "--headroom", "1"][..], &["replay", "--kernel", "--headroom", "1"][..]] {
+        let out = bin().args(side).arg(&path).output().unwrap();
+        assert!(out.status.success(), "{side:?}: {}", String::from_utf8_lossy(&out.stderr));
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(text.contains("L2 mmap = 0x200000004000"), "{side:?}:\n{text}");
+        assert!(text.contains("L3 mmap = -ENOMEM"), "{side:?}:\n{text}");
+        assert!(text.contains("L4 mprotect = -ENOMEM"), "{side:?}:\n{text}");
+    }
+    let out = bin().args(["diff", "--headroom", "1"]).arg(&path).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+}
