@@ -25,6 +25,15 @@ const B: u64 = 0x2000_0000_0000;
 const P: u64 = 4096;
 const PAGES: u64 = 64;
 
+/// Waits until `n` reader threads have started (on a busy machine they may start after a short writer run
+/// would have ended, and the test would then check nothing).
+fn wait_for(started: &AtomicU64, n: u64) {
+    // Relaxed: a start signal only.
+    while started.load(Ordering::Relaxed) < n {
+        std::thread::yield_now();
+    }
+}
+
 #[test]
 fn readers_never_see_a_wrong_vma() {
     let ops: u64 = std::env::var("VMSPACE_STRESS_OPS").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000);
@@ -34,16 +43,21 @@ fn readers_never_see_a_wrong_vma() {
     let shared = mm.shared();
     let stop = Arc::new(AtomicBool::new(false));
     let found = Arc::new(AtomicU64::new(0));
+    let started = Arc::new(AtomicU64::new(0));
     let readers: Vec<_> = (0..2)
         .map(|t| {
             let shared = shared.clone();
             let stop = stop.clone();
             let found = found.clone();
+            let started = started.clone();
             std::thread::spawn(move || {
                 let mut rng = SmallRng::seed_from_u64(t);
                 let mut n = 0u64;
-                // Ordering: Relaxed: a stop flag; nothing is published through it.
-                while !stop.load(Ordering::Relaxed) {
+                // Relaxed: a start signal; nothing is published through it.
+                started.fetch_add(1, Ordering::Relaxed);
+                // Ordering: Relaxed: a stop flag; nothing is published through it. A reader goes on until it
+                // has found one VMA (the writer leaves the region mapped when it stops).
+                while !stop.load(Ordering::Relaxed) || n == 0 {
                     let addr = B + rng.random_range(0..PAGES) * P + rng.random_range(0..P);
                     if let Some(g) = lock_vma_under_rcu(&shared.locking, &*shared, addr) {
                         let v = g.vma();
@@ -57,6 +71,7 @@ fn readers_never_see_a_wrong_vma() {
             })
         })
         .collect();
+    wait_for(&started, 2);
     let mut rng = SmallRng::seed_from_u64(42);
     let prots = [PROT_READ, PROT_READ | PROT_WRITE, 0, PROT_READ | PROT_EXEC];
     for i in 0..ops {
@@ -79,6 +94,8 @@ fn readers_never_see_a_wrong_vma() {
             mm.validate().unwrap_or_else(|e| panic!("after {i} calls: {e}"));
         }
     }
+    // The readers' last lookups find the whole region mapped.
+    mm.mmap(B, PAGES * P, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, None, 0).unwrap();
     // Ordering: Relaxed: see the readers.
     stop.store(true, Ordering::Relaxed);
     for r in readers {
@@ -99,16 +116,20 @@ fn readers_never_see_a_false_gap() {
     let shared = mm.shared();
     let stop = Arc::new(AtomicBool::new(false));
     let lookups = Arc::new(AtomicU64::new(0));
+    let started = Arc::new(AtomicU64::new(0));
     let readers: Vec<_> = (0..2)
         .map(|t| {
             let shared = shared.clone();
             let stop = stop.clone();
             let lookups = lookups.clone();
+            let started = started.clone();
             std::thread::spawn(move || {
                 let mut rng = SmallRng::seed_from_u64(100 + t);
                 let mut n = 0u64;
-                // Ordering: Relaxed: a stop flag; nothing is published through it.
-                while !stop.load(Ordering::Relaxed) {
+                // Relaxed: a start signal; nothing is published through it.
+                started.fetch_add(1, Ordering::Relaxed);
+                // Ordering: Relaxed: a stop flag; nothing is published through it. At least one lookup each.
+                while !stop.load(Ordering::Relaxed) || n == 0 {
                     let addr = B + rng.random_range(0..PAGES * P);
                     assert!(shared.tree.load(addr).is_some(), "false gap at {addr:#x}");
                     n += 1;
@@ -118,6 +139,7 @@ fn readers_never_see_a_false_gap() {
             })
         })
         .collect();
+    wait_for(&started, 2);
     let mut rng = SmallRng::seed_from_u64(7);
     let prots = [PROT_READ, PROT_READ | PROT_WRITE, 0, PROT_READ | PROT_EXEC];
     let names = [None, Some("a"), Some("b")];

@@ -157,6 +157,11 @@ mod tests {
         };
         let (mut accepted, mut retried) = (0u64, 0u64);
         let deadline = Instant::now() + Duration::from_secs(20);
+        // Read only once the writer runs (on a busy machine its thread may start late; reading before would
+        // test nothing).
+        while words[0].load(Ordering::Relaxed) == 0 && Instant::now() < deadline {
+            std::thread::yield_now();
+        }
         while accepted < 100_000 && Instant::now() < deadline {
             let s = seq.read_begin();
             let a = words[0].load(Ordering::Relaxed);
