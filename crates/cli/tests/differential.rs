@@ -24,7 +24,7 @@ use std::time::Instant;
 use vmspace_linux::replay::{ReplayOptions, replay_kernel_with};
 use vmspace_mm::space::{EngineTarget, MmConfig};
 use vmspace_proc::{MapsLine, MapsName};
-use vmspace_script::{Arena, Entry, GenConfig, Output, Script, Value, compare, generate, run};
+use vmspace_script::{Arena, Entry, GenConfig, Output, Script, Value, compare, generate, minimise, run};
 
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
@@ -113,42 +113,6 @@ fn first_call_leaving_arena(out: &Output) -> Option<usize> {
     })
 }
 
-/// Delta debugging: removes chunks of lines (never `file` declarations that later lines need: a script that
-/// no longer parses is skipped) while the engine and the kernel still differ.
-fn minimise(script: &Script, cfg: &MmConfig) -> Script {
-    let mut lines: Vec<String> = script.to_text().lines().map(str::to_string).collect();
-    let still_differs = |ls: &[String]| -> bool {
-        let text = ls.join("\n") + "\n";
-        match Script::parse(&text) {
-            Ok(s) => difference(&s, cfg).is_some(),
-            Err(_) => false,
-        }
-    };
-    let mut chunk = lines.len().div_ceil(2).max(1);
-    loop {
-        let mut i = 0;
-        let mut removed_any = false;
-        while i < lines.len() {
-            let end = (i + chunk).min(lines.len());
-            let mut cand = lines.clone();
-            cand.drain(i..end);
-            if !cand.is_empty() && still_differs(&cand) {
-                lines = cand;
-                removed_any = true;
-            } else {
-                i += chunk;
-            }
-        }
-        if chunk == 1 && !removed_any {
-            break;
-        }
-        if !removed_any {
-            chunk = (chunk / 2).max(1);
-        }
-    }
-    Script::parse(&(lines.join("\n") + "\n")).expect("minimised script parses")
-}
-
 fn run_batch(first_seed: u64, count: u64, gen_cfg: GenConfig, cfg: MmConfig) {
     let t0 = Instant::now();
     let threads = 2u64;
@@ -164,7 +128,7 @@ fn run_batch(first_seed: u64, count: u64, gen_cfg: GenConfig, cfg: MmConfig) {
                     while seed < first_seed + count {
                         let script = generate(seed, &gen_cfg);
                         if let Some(d) = difference(&script, &cfg) {
-                            let min = minimise(&script, &cfg);
+                            let min = minimise(&script, |s| difference(s, &cfg).is_some());
                             let md = difference(&min, &cfg).unwrap_or(d);
                             out.push((seed, min.to_text(), md));
                             if out.len() >= 3 {
