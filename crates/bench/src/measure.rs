@@ -16,7 +16,7 @@
 //! usable CPUs than threads, threads share CPUs and a note says so.
 
 use std::time::{Duration, Instant};
-use vmspace_linux::report::Placement;
+use vmspace_linux::report::{Placement, Report};
 
 /// Batch sizing and repetition.
 #[derive(Debug, Clone, Copy)]
@@ -160,6 +160,20 @@ impl Cpus {
         } else {
             format!("usable CPUs {:?}; pinning unavailable, threads unpinned", self.usable)
         }
+    }
+}
+
+/// Records in `r` how it was measured: the batch length and repeat count of `timer`, and where its `threads`
+/// thread(s) ran (roles `bench` for one, `thread` for several), with the CPU notes and a sharing note when
+/// threads outnumber usable CPUs.
+pub fn stamp(r: &mut Report, timer: &Timer, cpus: &Cpus, threads: usize) {
+    r.param("repeats", timer.repeats);
+    r.param("batch_ms", timer.batch.as_secs_f64() * 1e3);
+    let roles: &[&str] = if threads == 1 { &["bench"] } else { &["thread"] };
+    r.placement = cpus.placement(roles, threads);
+    r.notes.extend(cpus.notes.iter().cloned());
+    if let Some(note) = cpus.sharing_note(threads) {
+        r.notes.push(note);
     }
 }
 

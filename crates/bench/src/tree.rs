@@ -273,14 +273,7 @@ impl Ctx<'_> {
         r.param("n", n);
         r.param("quick", self.cfg.quick);
         r.param("seed", self.cfg.seed);
-        r.param("repeats", self.cfg.timer.repeats);
-        r.param("batch_ms", self.cfg.timer.batch.as_secs_f64() * 1e3);
-        let roles: &[&str] = if threads == 1 { &["bench"] } else { &["thread"] };
-        r.placement = self.cpus.placement(roles, threads);
-        r.notes.extend(self.cpus.notes.iter().cloned());
-        if let Some(note) = self.cpus.sharing_note(threads) {
-            r.notes.push(note);
-        }
+        crate::measure::stamp(&mut r, &self.cfg.timer, &self.cpus, threads);
         let caveat = dispatch!(target, M => <M as RangeMap>::CAVEAT);
         if !caveat.is_empty() {
             r.notes.push(caveat.to_string());
