@@ -400,6 +400,12 @@ impl Mm {
         self.detach_free(v);
     }
 
+    /// Stores NULL over `[first, last]` (the kernel's `vma_iter_clear_gfp`). ENOMEM only if a node allocation
+    /// fails beyond the call's reservation (under tree failure injection); then nothing changed.
+    fn unpublish(&self, first: u64, last: u64) -> Result<(), Errno> {
+        self.tree().store_range(first, last, None).map(|_| ()).map_err(|_| Errno::ENOMEM)
+    }
+
     /// Detaches and frees a write-locked `v` that the tree no longer maps (its range was cleared or taken
     /// over).
     pub(crate) fn detach_free(&mut self, v: V) {
@@ -493,20 +499,32 @@ impl VmaLookup for Mm {
     }
 }
 
+/// Exit (`kernel/fork.c: mmput` → `mm/mmap.c: exit_mmap`): every VMA leaves the address space. Readers may
+/// still hold the tree through [`MmShared`] (which outlives the `Mm`), so the order is the writer's protocol:
+/// under the mmap write lock, write-lock every VMA, unpublish them all with one store of NULL over the whole
+/// key space, and only then detach and free them. Freeing a VMA the tree still maps would leave a concurrent
+/// `lock_vma_under_rcu` retrying on a detached VMA forever.
+///
+/// The whole-key-space store allocates no node (the tree becomes empty: the maple tree publishes an empty root
+/// and retires every node, `crates/maple/tests/alloc_fail.rs` checks it under failure injection), so tear-down
+/// cannot fail even when tree allocations do. Should it ever fail, the VMAs stay attached and mapped (leaked,
+/// never freed under a reader).
 impl Drop for Mm {
     fn drop(&mut self) {
         let shared = self.vmas.shared.clone();
-        let locking = &shared.locking;
-        let _w = locking.write_lock();
+        let _w = shared.locking.write_lock();
         let all: Vec<V> = self.areas().collect();
-        for v in &all {
-            vma_start_write(locking, v);
-            let _ = shared.tree.store_range(v.start(), v.end() - 1, None);
+        for &v in &all {
+            self.write_lock_vma(v);
         }
-        for v in all {
-            vma_mark_detached(locking, v);
-            self.vmas.pool.free(v);
+        if self.unpublish(0, u64::MAX).is_ok() {
+            for v in all {
+                self.detach_free(v);
+            }
+        } else {
+            debug_assert!(false, "clearing the whole tree needs no allocation");
         }
+        shared.tree.lock().release_reserve();
         for v in self.vmas.stash.drain(..) {
             self.vmas.pool.free(v);
         }
