@@ -1,4 +1,4 @@
-//! fork (`dup_mmap`, §6.10): the child's address space.
+//! fork (`kernel/fork.c: dup_mmap`): the child's address space.
 //!
 //! Every VMA is copied in address order except `VM_DONTCOPY` ones. A copy loses the locked bits. A
 //! `VM_WIPEONFORK` copy starts without anon_vma (its memory is fresh); any other copy of a VMA with an
@@ -7,9 +7,9 @@
 //! layout are inherited.
 //!
 //! The child's tree is built as `dup_mmap` builds it: an O(n) depth-first copy of the parent's tree
-//! (`MapleTree::dup`, seed 004) whose every entry is replaced by the child's own pool VMA; the ranges of
-//! `VM_DONTCOPY` VMAs are then cleared from the copy. A failed copy frees everything it made (the child never
-//! existed) and reports ENOMEM.
+//! (`MapleTree::dup`, the kernel's `__mt_dup`) whose every entry is replaced by the child's own pool VMA; the
+//! ranges of `VM_DONTCOPY` VMAs are then cleared from the copy. A failed copy frees everything it made (the
+//! child never existed) and reports ENOMEM.
 
 use std::sync::Arc;
 

@@ -11,12 +11,15 @@
 //! # The writer's protocol
 //!
 //! Every call that changes the address space runs under the mmap write lock (`Mm::locked`: `mm_lock_seq`
-//! odd for the call) and changes VMAs only through the primitives below, which follow seed 003:
+//! odd for the call) and changes VMAs only through the primitives below, which follow the kernel's per-VMA
+//! lock protocol (`include/linux/mmap_lock.h`, `mm/mmap_lock.c`; ARCHITECTURE.md, "VMAs and locks"):
 //!
 //! - a VMA is write-locked ([`vma_start_write`], waiting for its readers) before any field of it changes;
 //! - a new VMA gets its fields while detached, is write-locked and attached, then stored in the tree;
-//! - a VMA leaves the tree (its range overwritten by a neighbour's store, or erased), then is detached
-//!   ([`vma_mark_detached`], waiting for stragglers) and freed to the pool, which may hand it out at once;
+//! - a VMA leaves the tree (its range overwritten by a neighbour's store, or erased: one VMA by `remove`,
+//!   munmap's run of VMAs by one store in `remove_span`, everything at exit by one store in the `Mm`'s drop),
+//!   then is detached ([`vma_mark_detached`], waiting for stragglers) and freed to the pool, which may hand it
+//!   out at once;
 //! - `mmap_write_unlock` releases every VMA write lock of the call together.
 //!
 //! # Store order (no false gaps)
@@ -398,6 +401,22 @@ impl Mm {
         self.write_lock_vma(v);
         self.erase_stale(v, v.start(), v.end());
         self.detach_free(v);
+    }
+
+    /// Takes the VMAs `gone` (in address order, every VMA the tree maps between the first's start and the last's
+    /// end) out of the address space together, as munmap does (`mm/vma.c: vms_gather_munmap_vmas`, then
+    /// `vma_iter_clear_gfp`, then `vms_complete_munmap_vmas`): each is write-locked, one store of NULL over
+    /// their whole span unpublishes them all, then each is detached and freed. The caller reserved the store.
+    pub(crate) fn remove_span(&mut self, gone: &[V]) {
+        let (Some(&first), Some(&last)) = (gone.first(), gone.last()) else { return };
+        debug_assert!(gone.windows(2).all(|w| w[0].end() <= w[1].start()));
+        for &v in gone {
+            self.write_lock_vma(v);
+        }
+        self.unpublish(first.start(), last.end() - 1).expect("tree store within reservation");
+        for &v in gone {
+            self.detach_free(v);
+        }
     }
 
     /// Stores NULL over `[first, last]` (the kernel's `vma_iter_clear_gfp`). ENOMEM only if a node allocation
