@@ -55,12 +55,13 @@ impl Mm {
     /// the splits.
     pub(crate) fn gather_split_from(&mut self, first: V, start: u64, end: u64) -> Result<V, Errno> {
         let (fs, fe) = (first.start(), first.end());
-        let mut inside = first;
+        let inside = first;
         if fs < start {
             if end < fe && self.map_count() >= self.cfg.max_map_count {
                 return Err(Errno::ENOMEM);
             }
-            inside = self.split_at(first, start);
+            // `__split_vma(vma, start, new_below = 1)`: the part that stays mapped is the new VMA.
+            self.split_below(first, start);
         }
         // The VMA holding `end - 1`: the first one inside when it reaches that far (no walk), else the last
         // one starting below `end`.

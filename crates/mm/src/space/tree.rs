@@ -434,8 +434,9 @@ impl Mm {
         self.vmas.map_count -= 1;
     }
 
-    /// `__split_vma`: splits `v` at `addr` (strictly inside). `v` keeps the lower part; a new VMA with the same
-    /// attributes (pgoff advanced, anon_vma chain cloned) takes the upper part and is returned. No limit check.
+    /// `__split_vma(vma, addr, new_below = 0)`: splits `v` at `addr` (strictly inside). `v` keeps the lower
+    /// part; a new VMA with the same attributes (pgoff advanced, anon_vma chain cloned) takes the upper part and
+    /// is returned. No limit check.
     pub(crate) fn split_at(&mut self, v: V, addr: u64) -> V {
         debug_assert!(v.start() < addr && addr < v.end());
         self.write_lock_vma(v);
@@ -453,12 +454,35 @@ impl Mm {
         n
     }
 
-    /// `split_vma`: the same, refused with ENOMEM when `map_count >= max_map_count`.
-    pub(crate) fn split_checked(&mut self, v: V, addr: u64) -> Result<V, Errno> {
+    /// `__split_vma(vma, addr, new_below = 1)`: splits `v` at `addr` (strictly inside). A new VMA with the same
+    /// attributes (anon_vma chain cloned) takes the lower part and is returned; `v` keeps the upper part, its
+    /// pgoff advanced. This is the split at the start of a range that is about to change or leave (`vma_modify`,
+    /// `vms_gather_munmap_vmas`): the VMA the call goes on with stays the original one. No limit check.
+    pub(crate) fn split_below(&mut self, v: V, addr: u64) -> V {
+        debug_assert!(v.start() < addr && addr < v.end());
+        self.write_lock_vma(v);
+        let n = self.take_vma();
+        let locking = self.locking();
+        vma_start_write(locking, n);
+        n.copy_fields_from(locking, v);
+        n.set_range(locking, v.start(), addr);
+        vma_mark_attached(locking, n);
+        // The new lower VMA overwrites the bottom of `v`'s tree range; `v` shrinks after.
+        self.store(n.start(), addr, Some(n));
+        let pgoff = v.pgoff_at(addr);
+        v.set_range(locking, addr, v.end());
+        v.set_pgoff(locking, pgoff);
+        self.vmas.map_count += 1;
+        n
+    }
+
+    /// `split_vma`: [`Mm::split_at`] (or, with `new_below`, [`Mm::split_below`]), refused with ENOMEM when
+    /// `map_count >= max_map_count`.
+    pub(crate) fn split_checked(&mut self, v: V, addr: u64, new_below: bool) -> Result<V, Errno> {
         if self.map_count() >= self.cfg.max_map_count {
             return Err(Errno::ENOMEM);
         }
-        Ok(self.split_at(v, addr))
+        Ok(if new_below { self.split_below(v, addr) } else { self.split_at(v, addr) })
     }
 
     // ----- invariants -----
