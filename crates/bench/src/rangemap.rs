@@ -16,8 +16,8 @@
 //!   ranges that exist, so the peers need not implement the maple tree's overwrite-and-split semantics;
 //! - [`RangeMap::gap_rev`]: the highest free region of a given size inside `[min, max]` (top-down
 //!   `get_unmapped_area`). The maple tree answers from its per-child max-gap tracking; the peers keep no gap
-//!   information, so they answer by walking their sorted ranges downward from `max` (or, for `scc::TreeIndex`,
-//!   which iterates only forward, upward from `min`): [`RangeMap::GAP_SEARCH`] says which, and the tables print it;
+//!   information, so they answer by walking their sorted ranges downward from `max`: [`RangeMap::GAP_SEARCH`]
+//!   says which, and the tables print it;
 //! - [`RangeMap::dup`]: a full copy (fork's tree duplication; `clone` for the `BTreeMap`s).
 //!
 //! Structures that can be written through a shared reference while other threads read them also implement
@@ -26,8 +26,8 @@
 //! # Keys
 //!
 //! The `BTreeMap`s and the skip list are keyed by `first` and find the range containing `addr` as the last entry
-//! starting at or below `addr` (a reverse range query). `scc::TreeIndex` has no reverse iteration, so it is keyed
-//! by `last` and finds the first entry ending at or above `addr`; both then check the other bound.
+//! starting at or below `addr` (a reverse range query). `scc::TreeIndex` is keyed by `last` and finds the first
+//! entry ending at or above `addr` (its forward `range`, one descent); both then check the other bound.
 
 use arc_swap::ArcSwap;
 use crossbeam_skiplist::SkipMap;
@@ -56,9 +56,6 @@ pub enum GapSearch {
     Native,
     /// By walking the ranges downward from `max` (O(ranges visited)).
     ScanDown,
-    /// By walking the ranges upward from `min` to `max` (O(ranges in the window)): the structure cannot iterate
-    /// backwards.
-    ScanUp,
 }
 
 impl GapSearch {
@@ -67,7 +64,6 @@ impl GapSearch {
         match self {
             GapSearch::Native => "native (per-node max gap)",
             GapSearch::ScanDown => "scan of sorted ranges downward from max",
-            GapSearch::ScanUp => "scan of sorted ranges upward from min (no reverse iteration)",
         }
     }
 }
@@ -144,33 +140,6 @@ pub fn gap_rev_scan_down(
         hi = first - 1;
     }
     if hi - min >= size - 1 { Some(hi - size + 1) } else { None }
-}
-
-/// Gap search over ranges visited in ascending order (only ranges with `last >= min`): the highest fitting start,
-/// found by remembering the last gap that fits until the ranges pass `max`.
-pub fn gap_rev_scan_up(asc: impl Iterator<Item = (u64, u64)>, min: u64, max: u64, size: u64) -> Option<u64> {
-    if size == 0 || max < min || max - min < size - 1 {
-        return None;
-    }
-    let mut best = None;
-    // `lo` is the bottom of the current free region; `None` once a range reaches past `max`.
-    let mut lo = Some(min);
-    for (first, last) in asc {
-        let Some(l) = lo else { break };
-        if first > max {
-            break;
-        }
-        if first > l && first - 1 - l >= size - 1 {
-            best = Some(first - size);
-        }
-        lo = if last >= max { None } else { Some((last + 1).max(l)) };
-    }
-    if let Some(l) = lo
-        && max - l >= size - 1
-    {
-        best = Some(max - size + 1);
-    }
-    best
 }
 
 #[inline]
@@ -364,13 +333,15 @@ impl SharedRangeMap for ArcSwapMap {
 }
 
 /// `scc::TreeIndex`, keyed by `last` (value `(first, value)`): a lock-free-read B+ tree with its own epoch
-/// reclamation (`scc::ebr`). Its only ordered read API is `range`/`iter`, whose start is found by a scan from
-/// the smallest key in scc 2.4 (see [`RangeMap::CAVEAT`]).
+/// reclamation (`scc::Guard`, from `sdd`). Its ordered read API is `range`, a double-ended iterator whose start
+/// and end are each found by a descent from the root (scc 3; scc 2.4 found the start by scanning leaves from
+/// the smallest key): a lookup is `range(addr..).next()` (the first range ending at or after `addr`), and the
+/// gap search walks `range(min..=top).rev()` downward from the range holding `max`.
 #[derive(Debug, Default)]
 pub struct SccMap(pub scc::TreeIndex<u64, (u64, u64)>);
 
 #[inline]
-fn scc_lookup(map: &scc::TreeIndex<u64, (u64, u64)>, addr: u64, guard: &scc::ebr::Guard) -> Option<u64> {
+fn scc_lookup(map: &scc::TreeIndex<u64, (u64, u64)>, addr: u64, guard: &scc::Guard) -> Option<u64> {
     match map.range(addr.., guard).next() {
         Some((_, &(first, value))) if first <= addr => Some(value),
         _ => None,
@@ -379,31 +350,28 @@ fn scc_lookup(map: &scc::TreeIndex<u64, (u64, u64)>, addr: u64, guard: &scc::ebr
 
 impl RangeMap for SccMap {
     const NAME: &'static str = "scc::TreeIndex";
-    const GAP_SEARCH: GapSearch = GapSearch::ScanUp;
-    const READ_SIDE: &'static str = "scc::ebr::Guard";
-    const CAVEAT: &'static str = "scc 2.4's TreeIndex::range positions its start by scanning leaves from the \
-        smallest key (measured: the cost of range(k..).next() grows linearly with k's rank), so a lookup of the \
-        range containing an address is O(n) here; peek() is O(log n) but needs the exact key";
+    const GAP_SEARCH: GapSearch = GapSearch::ScanDown;
+    const READ_SIDE: &'static str = "scc::Guard";
 
     fn from_sorted(spans: &[Span]) -> Self {
         let map = scc::TreeIndex::new();
         for s in spans {
-            let fresh = map.insert(s.last, (s.first, s.value));
+            let fresh = map.insert_sync(s.last, (s.first, s.value));
             debug_assert!(fresh.is_ok());
         }
         SccMap(map)
     }
     #[inline]
     fn lookup(&self, addr: u64) -> Option<u64> {
-        scc_lookup(&self.0, addr, &scc::ebr::Guard::new())
+        scc_lookup(&self.0, addr, &scc::Guard::new())
     }
     #[inline]
     fn lookup_batch(&self, addrs: &[u64]) -> u64 {
-        let guard = scc::ebr::Guard::new();
+        let guard = scc::Guard::new();
         addrs.iter().fold(0u64, |acc, &a| acc.wrapping_add(scc_lookup(&self.0, a, &guard).unwrap_or(0)))
     }
     fn for_each<F: FnMut(u64, u64, u64)>(&self, mut f: F) {
-        let guard = scc::ebr::Guard::new();
+        let guard = scc::Guard::new();
         for (&last, &(first, value)) in self.0.iter(&guard) {
             f(first, last, value);
         }
@@ -415,8 +383,14 @@ impl RangeMap for SccMap {
         self.remove_shared(first, last)
     }
     fn gap_rev(&self, min: u64, max: u64, size: u64) -> Option<u64> {
-        let guard = scc::ebr::Guard::new();
-        gap_rev_scan_up(self.0.range(min.., &guard).map(|(&l, &(f, _))| (f, l)), min, max, size)
+        let guard = scc::Guard::new();
+        // The scan down must see the range holding `max` (if any) first: end the range at its key, else at
+        // `max` (every range ending at or below `max` starts below it).
+        let top = match self.0.range(max.., &guard).next() {
+            Some((&last, &(first, _))) if first <= max => last,
+            _ => max,
+        };
+        gap_rev_scan_down(self.0.range(min..=top, &guard).rev().map(|(&l, &(f, _))| (f, l)), min, max, size)
     }
     fn dup(&self) -> Self {
         SccMap(self.0.clone())
@@ -428,11 +402,11 @@ impl RangeMap for SccMap {
 
 impl SharedRangeMap for SccMap {
     fn insert_shared(&self, first: u64, last: u64, value: u64) {
-        let fresh = self.0.insert(last, (first, value));
+        let fresh = self.0.insert_sync(last, (first, value));
         debug_assert!(fresh.is_ok(), "insert into a free region only");
     }
     fn remove_shared(&self, _first: u64, last: u64) -> bool {
-        self.0.remove(&last)
+        self.0.remove_sync(&last)
     }
 }
 
@@ -784,12 +758,10 @@ mod tests {
                 let want = model.gap_rev(min, max, size);
                 let down = spans.iter().rev().filter(|s| s.first <= max).map(|s| (s.first, s.last));
                 assert_eq!(gap_rev_scan_down(down, min, max, size), want, "down ({min}, {max}, {size})");
-                let up = spans.iter().filter(|s| s.last >= min).map(|s| (s.first, s.last));
-                assert_eq!(gap_rev_scan_up(up, min, max, size), want, "up ({min}, {max}, {size})");
             }
         }
         assert_eq!(gap_rev_scan_down(std::iter::empty(), 0, u64::MAX, 1), Some(u64::MAX));
-        assert_eq!(gap_rev_scan_up(std::iter::empty(), 5, 5, 1), Some(5));
+        assert_eq!(gap_rev_scan_down(std::iter::empty(), 5, 5, 1), Some(5));
         assert_eq!(gap_rev_scan_down(std::iter::empty(), 5, 5, 2), None);
         assert_eq!(gap_rev_scan_down([(0, 9)].into_iter(), 0, 9, 1), None);
     }

@@ -26,6 +26,13 @@ use vmspace_mm::space::{EngineTarget, MmConfig};
 use vmspace_proc::{MapsLine, MapsName};
 use vmspace_script::{Arena, Entry, GenConfig, Output, Script, Value, compare, generate, minimise, run};
 
+/// Prints `msg` past the test harness's output capture (which takes only the print macros' output), so that
+/// a skipped batch or an empty scan shows in every `cargo test` run, not only in a failing one.
+fn say(msg: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{msg}");
+}
+
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
@@ -162,6 +169,10 @@ fn run_batch(first_seed: u64, count: u64, gen_cfg: GenConfig, cfg: MmConfig) {
         el.as_secs_f64(),
         failures.len()
     );
+    assert!(
+        calls > 0 || !failures.is_empty(),
+        "the batch compared no call result ({count} scripts from seed {first_seed})"
+    );
     if !failures.is_empty() {
         let mut msg = String::new();
         for (seed, text, d) in &failures {
@@ -189,9 +200,10 @@ fn generated_scripts_match_the_kernel_at_max_map_count() {
     // too slow where a distribution raised the limit to a million or more.
     let host_max = MmConfig::host().max_map_count;
     if host_max > 300_000 {
-        eprintln!(
-            "skipped: vm.max_map_count is {host_max}; filling a process to it per script would take too long"
-        );
+        say(&format!(
+            "generated_scripts_match_the_kernel_at_max_map_count: SKIPPED (no limit batch ran): vm.max_map_count \
+             is {host_max}; filling a process to it per script would take too long (at most 300,000 runs)"
+        ));
         return;
     }
     let count = env_u64("VMSPACE_DIFF_LIMIT_SCRIPTS", 30);
@@ -229,8 +241,9 @@ fn regression_scripts_match_the_kernel() {
     let mut n = 0;
     let mut bad = Vec::new();
     let mut entries: Vec<_> = std::fs::read_dir(regress_dir())
-        .map(|d| d.filter_map(Result::ok).map(|e| e.path()).collect())
-        .unwrap_or_default();
+        .unwrap_or_else(|e| panic!("{}: {e}", regress_dir().display()))
+        .map(|e| e.expect("directory entry").path())
+        .collect();
     entries.sort();
     for p in entries.iter().filter(|p| p.extension().is_some_and(|e| e == "script")) {
         let text = std::fs::read_to_string(p).expect("read regression script");
@@ -241,5 +254,6 @@ fn regression_scripts_match_the_kernel() {
         }
     }
     eprintln!("regression scripts: {n} replayed, {} different", bad.len());
+    assert!(n > 0, "no regression script found in {}", regress_dir().display());
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }

@@ -447,7 +447,8 @@ impl<T: Entry> MapleTree<T> {
     /// Stores `value` over `[first, last]` (None erases), overwriting whatever was there.
     ///
     /// Returns the entries it replaced, **clipped to `[first, last]`**, in order. `EINVAL` if `first > last`,
-    /// `ENOMEM` if a node allocation failed (nothing changed).
+    /// `ENOMEM` if a node allocation failed (nothing changed). NULL over the whole key space (`0..=u64::MAX`)
+    /// allocates nothing and cannot fail: the tree becomes empty (the kernel's `__mt_destroy`), its nodes retired.
     pub fn store_range(
         &self,
         first: u64,

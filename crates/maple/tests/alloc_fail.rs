@@ -250,3 +250,25 @@ fn worst_case_reserve_bound_holds_for_random_stores() {
         assert_eq!(t.node_stats().unaccounted(), 0);
     }
 }
+
+/// Emptying the tree (NULL over the whole key space) never allocates: the tree becomes empty and every node is
+/// retired. Tear-down relies on it (the VMA tree's owner clears it before freeing what it mapped, and must be
+/// able to when allocations fail).
+#[test]
+fn clearing_everything_needs_no_allocation() {
+    for n in [1, 2, 17, 300, 1500] {
+        for rcu in [true, false] {
+            let t = build(n, rcu);
+            t.lock().release_reserve();
+            t.inject_alloc_failure(Some(0));
+            let gone = t.store_range(0, u64::MAX, None).expect("clearing allocates nothing");
+            t.inject_alloc_failure(None);
+            assert_eq!(gone.len() as u64, n);
+            assert!(t.is_empty());
+            assert_eq!(contents(&t), Vec::new());
+            t.validate().unwrap();
+            let s = t.node_stats();
+            assert_eq!((s.live, s.unaccounted()), (0, 0), "{n} entries, rcu {rcu}: {s:?}");
+        }
+    }
+}

@@ -1,4 +1,4 @@
-//! fork (`dup_mmap`, §6.10): the child's address space.
+//! fork (`kernel/fork.c: dup_mmap`): the child's address space.
 //!
 //! Every VMA is copied in address order except `VM_DONTCOPY` ones. A copy loses the locked bits. A
 //! `VM_WIPEONFORK` copy starts without anon_vma (its memory is fresh); any other copy of a VMA with an
@@ -7,9 +7,9 @@
 //! layout are inherited.
 //!
 //! The child's tree is built as `dup_mmap` builds it: an O(n) depth-first copy of the parent's tree
-//! (`MapleTree::dup`, seed 004) whose every entry is replaced by the child's own pool VMA; the ranges of
-//! `VM_DONTCOPY` VMAs are then cleared from the copy. A failed copy frees everything it made (the child never
-//! existed) and reports ENOMEM.
+//! (`MapleTree::dup`, the kernel's `__mt_dup`) whose every entry is replaced by the child's own pool VMA; the
+//! ranges of `VM_DONTCOPY` VMAs are then cleared from the copy. A failed copy frees everything it made (the
+//! child never existed) and reports ENOMEM.
 
 use std::sync::Arc;
 
@@ -108,7 +108,9 @@ impl Mm {
 }
 
 /// Detaches and frees every VMA of a child tree that will not be used. The caller holds the child's mmap
-/// write lock.
+/// write lock. No reader has seen the child's tree, but the order is the one every tear-down follows (the
+/// `Mm`'s drop): the whole tree is cleared first (one NULL store over the key space, which allocates no node),
+/// then each VMA is detached and freed.
 fn free_tree(
     locking: &MmLocking,
     pool: &'static crate::vma::VmaPool,
@@ -125,9 +127,10 @@ fn free_tree(
         pos = l + 1;
     }
     drop(g);
-    let mut w = tree.lock();
+    let cleared = tree.lock().store_range(0, u64::MAX, None);
+    // Even if it failed, freeing is safe here: the child's tree was never published.
+    debug_assert!(cleared.is_ok(), "clearing the whole tree needs no allocation");
     for v in all {
-        let _ = w.store_range(v.start(), v.end().saturating_sub(1), None);
         if !v.is_detached() {
             vma_start_write(locking, v);
             vma_mark_detached(locking, v);

@@ -282,13 +282,14 @@ impl Mm {
         if let Some(v) = self.merge_existing(middle, start, end, flags, name) {
             return Ok(v);
         }
-        let mut v = middle;
-        if v.start() < start {
-            v = self.split_checked(v, start)?;
+        // As `vma_modify`: the part below `start` splits off as a new VMA (`new_below`) and so does the part
+        // above `end`, so `middle` itself becomes the VMA of `[start, end)`.
+        if middle.start() < start {
+            self.split_checked(middle, start, true)?;
         }
-        if v.end() > end {
-            self.split_checked(v, end)?;
+        if middle.end() > end {
+            self.split_checked(middle, end, false)?;
         }
-        Ok(v)
+        Ok(middle)
     }
 }

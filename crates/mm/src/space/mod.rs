@@ -13,8 +13,8 @@
 //!
 //! # Readers' view
 //!
-//! The tree is in RCU mode and every change is made under the mmap write lock with the per-VMA lock protocol
-//! of seed 003 ([`tree`] describes the protocol and the store order that keeps lock-free readers from seeing
+//! The tree is in RCU mode and every change is made under the mmap write lock with the kernel's per-VMA lock
+//! protocol ([`tree`] describes the protocol and the store order that keeps lock-free readers from seeing
 //! false gaps). [`Mm::shared`] hands readers the locks and the tree; `lock_vma_under_rcu` works on it.
 //! `fork` builds the child's tree with the tree's O(n) copy.
 //!

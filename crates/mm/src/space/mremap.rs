@@ -232,8 +232,14 @@ impl Mm {
             }
         }
         if v.is_shrink() {
+            // `shrink_vma`: the unmap may have split the VMA (the part kept is then a new VMA), so it is
+            // looked up again.
             self.do_munmap(v.addr + v.new_len, v.delta, false)?;
             v.old_len = v.new_len;
+            match self.lookup(v.addr) {
+                Some(a) => v.vma = Some(a),
+                None => return Err(Errno::EFAULT),
+            }
         }
         self.set_new_addr(&mut v)?;
         self.move_vma(v)

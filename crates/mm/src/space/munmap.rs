@@ -1,4 +1,4 @@
-//! munmap (`do_vmi_munmap` → `do_vmi_align_munmap`), §6.7.
+//! munmap (`mm/vma.c: do_vmi_munmap` → `do_vmi_align_munmap`).
 //!
 //! Arguments: `EINVAL` for an unaligned start, a start beyond `TASK_SIZE`, a length reaching past it, or a
 //! length that rounds to zero. A range with no VMA succeeds without change. Otherwise the VMAs in the range
@@ -55,12 +55,13 @@ impl Mm {
     /// the splits.
     pub(crate) fn gather_split_from(&mut self, first: V, start: u64, end: u64) -> Result<V, Errno> {
         let (fs, fe) = (first.start(), first.end());
-        let mut inside = first;
+        let inside = first;
         if fs < start {
             if end < fe && self.map_count() >= self.cfg.max_map_count {
                 return Err(Errno::ENOMEM);
             }
-            inside = self.split_at(first, start);
+            // `__split_vma(vma, start, new_below = 1)`: the part that stays mapped is the new VMA.
+            self.split_below(first, start);
         }
         // The VMA holding `end - 1`: the first one inside when it reaches that far (no walk), else the last
         // one starting below `end`.
@@ -75,7 +76,7 @@ impl Mm {
     }
 
     /// Detaches and frees every VMA inside `[start, end)` (which no VMA straddles): one tree store clears the
-    /// range (`vma_iter_clear_gfp`), then each VMA is detached and freed.
+    /// range (`vma_iter_clear_gfp`), then each VMA is detached and freed ([`Mm::remove_span`]).
     pub(crate) fn remove_range(&mut self, start: u64, end: u64) -> Gathered {
         match self.next_from(start).filter(|v| v.start() < end) {
             Some(inside) => self.remove_from(inside, end),
@@ -99,17 +100,12 @@ impl Mm {
         let mut g = Gathered::default();
         for v in &gone {
             debug_assert!(v.end() <= end);
-            self.write_lock_vma(v);
             g.pages += v.pages();
             if v.fl() & super::flags::VM_ACCOUNT != 0 {
                 g.accounted += v.pages();
             }
         }
-        let (lo, hi) = (inside.start(), last.end());
-        self.tree().store_range(lo, hi - 1, None).expect("tree store within reservation");
-        for v in gone {
-            self.detach_free(v);
-        }
+        self.remove_span(&gone);
         g
     }
 

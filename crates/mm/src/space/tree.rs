@@ -11,12 +11,15 @@
 //! # The writer's protocol
 //!
 //! Every call that changes the address space runs under the mmap write lock (`Mm::locked`: `mm_lock_seq`
-//! odd for the call) and changes VMAs only through the primitives below, which follow seed 003:
+//! odd for the call) and changes VMAs only through the primitives below, which follow the kernel's per-VMA
+//! lock protocol (`include/linux/mmap_lock.h`, `mm/mmap_lock.c`; ARCHITECTURE.md, "VMAs and locks"):
 //!
 //! - a VMA is write-locked ([`vma_start_write`], waiting for its readers) before any field of it changes;
 //! - a new VMA gets its fields while detached, is write-locked and attached, then stored in the tree;
-//! - a VMA leaves the tree (its range overwritten by a neighbour's store, or erased), then is detached
-//!   ([`vma_mark_detached`], waiting for stragglers) and freed to the pool, which may hand it out at once;
+//! - a VMA leaves the tree (its range overwritten by a neighbour's store, or erased: one VMA by `remove`,
+//!   munmap's run of VMAs by one store in `remove_span`, everything at exit by one store in the `Mm`'s drop),
+//!   then is detached ([`vma_mark_detached`], waiting for stragglers) and freed to the pool, which may hand it
+//!   out at once;
 //! - `mmap_write_unlock` releases every VMA write lock of the call together.
 //!
 //! # Store order (no false gaps)
@@ -400,6 +403,28 @@ impl Mm {
         self.detach_free(v);
     }
 
+    /// Takes the VMAs `gone` (in address order, every VMA the tree maps between the first's start and the last's
+    /// end) out of the address space together, as munmap does (`mm/vma.c: vms_gather_munmap_vmas`, then
+    /// `vma_iter_clear_gfp`, then `vms_complete_munmap_vmas`): each is write-locked, one store of NULL over
+    /// their whole span unpublishes them all, then each is detached and freed. The caller reserved the store.
+    pub(crate) fn remove_span(&mut self, gone: &[V]) {
+        let (Some(&first), Some(&last)) = (gone.first(), gone.last()) else { return };
+        debug_assert!(gone.windows(2).all(|w| w[0].end() <= w[1].start()));
+        for &v in gone {
+            self.write_lock_vma(v);
+        }
+        self.unpublish(first.start(), last.end() - 1).expect("tree store within reservation");
+        for &v in gone {
+            self.detach_free(v);
+        }
+    }
+
+    /// Stores NULL over `[first, last]` (the kernel's `vma_iter_clear_gfp`). ENOMEM only if a node allocation
+    /// fails beyond the call's reservation (under tree failure injection); then nothing changed.
+    fn unpublish(&self, first: u64, last: u64) -> Result<(), Errno> {
+        self.tree().store_range(first, last, None).map(|_| ()).map_err(|_| Errno::ENOMEM)
+    }
+
     /// Detaches and frees a write-locked `v` that the tree no longer maps (its range was cleared or taken
     /// over).
     pub(crate) fn detach_free(&mut self, v: V) {
@@ -409,8 +434,9 @@ impl Mm {
         self.vmas.map_count -= 1;
     }
 
-    /// `__split_vma`: splits `v` at `addr` (strictly inside). `v` keeps the lower part; a new VMA with the same
-    /// attributes (pgoff advanced, anon_vma chain cloned) takes the upper part and is returned. No limit check.
+    /// `__split_vma(vma, addr, new_below = 0)`: splits `v` at `addr` (strictly inside). `v` keeps the lower
+    /// part; a new VMA with the same attributes (pgoff advanced, anon_vma chain cloned) takes the upper part and
+    /// is returned. No limit check.
     pub(crate) fn split_at(&mut self, v: V, addr: u64) -> V {
         debug_assert!(v.start() < addr && addr < v.end());
         self.write_lock_vma(v);
@@ -428,12 +454,35 @@ impl Mm {
         n
     }
 
-    /// `split_vma`: the same, refused with ENOMEM when `map_count >= max_map_count`.
-    pub(crate) fn split_checked(&mut self, v: V, addr: u64) -> Result<V, Errno> {
+    /// `__split_vma(vma, addr, new_below = 1)`: splits `v` at `addr` (strictly inside). A new VMA with the same
+    /// attributes (anon_vma chain cloned) takes the lower part and is returned; `v` keeps the upper part, its
+    /// pgoff advanced. This is the split at the start of a range that is about to change or leave (`vma_modify`,
+    /// `vms_gather_munmap_vmas`): the VMA the call goes on with stays the original one. No limit check.
+    pub(crate) fn split_below(&mut self, v: V, addr: u64) -> V {
+        debug_assert!(v.start() < addr && addr < v.end());
+        self.write_lock_vma(v);
+        let n = self.take_vma();
+        let locking = self.locking();
+        vma_start_write(locking, n);
+        n.copy_fields_from(locking, v);
+        n.set_range(locking, v.start(), addr);
+        vma_mark_attached(locking, n);
+        // The new lower VMA overwrites the bottom of `v`'s tree range; `v` shrinks after.
+        self.store(n.start(), addr, Some(n));
+        let pgoff = v.pgoff_at(addr);
+        v.set_range(locking, addr, v.end());
+        v.set_pgoff(locking, pgoff);
+        self.vmas.map_count += 1;
+        n
+    }
+
+    /// `split_vma`: [`Mm::split_at`] (or, with `new_below`, [`Mm::split_below`]), refused with ENOMEM when
+    /// `map_count >= max_map_count`.
+    pub(crate) fn split_checked(&mut self, v: V, addr: u64, new_below: bool) -> Result<V, Errno> {
         if self.map_count() >= self.cfg.max_map_count {
             return Err(Errno::ENOMEM);
         }
-        Ok(self.split_at(v, addr))
+        Ok(if new_below { self.split_below(v, addr) } else { self.split_at(v, addr) })
     }
 
     // ----- invariants -----
@@ -493,20 +542,32 @@ impl VmaLookup for Mm {
     }
 }
 
+/// Exit (`kernel/fork.c: mmput` → `mm/mmap.c: exit_mmap`): every VMA leaves the address space. Readers may
+/// still hold the tree through [`MmShared`] (which outlives the `Mm`), so the order is the writer's protocol:
+/// under the mmap write lock, write-lock every VMA, unpublish them all with one store of NULL over the whole
+/// key space, and only then detach and free them. Freeing a VMA the tree still maps would leave a concurrent
+/// `lock_vma_under_rcu` retrying on a detached VMA forever.
+///
+/// The whole-key-space store allocates no node (the tree becomes empty: the maple tree publishes an empty root
+/// and retires every node, `crates/maple/tests/alloc_fail.rs` checks it under failure injection), so tear-down
+/// cannot fail even when tree allocations do. Should it ever fail, the VMAs stay attached and mapped (leaked,
+/// never freed under a reader).
 impl Drop for Mm {
     fn drop(&mut self) {
         let shared = self.vmas.shared.clone();
-        let locking = &shared.locking;
-        let _w = locking.write_lock();
+        let _w = shared.locking.write_lock();
         let all: Vec<V> = self.areas().collect();
-        for v in &all {
-            vma_start_write(locking, v);
-            let _ = shared.tree.store_range(v.start(), v.end() - 1, None);
+        for &v in &all {
+            self.write_lock_vma(v);
         }
-        for v in all {
-            vma_mark_detached(locking, v);
-            self.vmas.pool.free(v);
+        if self.unpublish(0, u64::MAX).is_ok() {
+            for v in all {
+                self.detach_free(v);
+            }
+        } else {
+            debug_assert!(false, "clearing the whole tree needs no allocation");
         }
+        shared.tree.lock().release_reserve();
         for v in self.vmas.stash.drain(..) {
             self.vmas.pool.free(v);
         }

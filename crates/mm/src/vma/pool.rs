@@ -90,7 +90,7 @@ impl VmaPool {
     #[cfg(not(loom))]
     pub const fn new() -> Self {
         Self {
-            free: parking_lot::const_mutex(Vec::new()),
+            free: parking_lot::Mutex::new(Vec::new()),
             created: AtomicU64::new(0),
             allocs: AtomicU64::new(0),
             frees: AtomicU64::new(0),
