@@ -175,17 +175,22 @@ unsafe impl Entry for NonZeroU64 {
     }
 }
 
-// SAFETY: a `&'static U` is a non-null address valid forever on every thread (`U: Sync`); the round trip
-// through the address is exact.
+// SAFETY: a `&'static U` is a non-null address valid forever on every thread (`U: Sync`). The slot words are
+// integers (atomics shared with pivots), so the pointer crosses them as an integer: `into_raw` *exposes* the
+// reference's provenance and `from_raw` takes it back from the exposed set (`with_exposed_provenance`). A bare
+// `addr()` would drop it, and a reference rebuilt from that integer would point at nothing (undefined behaviour,
+// which Miri reports).
 unsafe impl<U: Sync + 'static> Entry for &'static U {
     #[inline]
     fn into_raw(self) -> NonZeroUsize {
-        std::ptr::NonNull::from(self).addr()
+        std::ptr::NonNull::from(self).expose_provenance()
     }
     #[inline]
     unsafe fn from_raw(raw: NonZeroUsize) -> Self {
-        // SAFETY: `raw` came from `into_raw` of a `&'static U`, so it is a valid, aligned, forever-live address.
-        unsafe { &*(raw.get() as *const U) }
+        let p = std::ptr::NonNull::<U>::with_exposed_provenance(raw);
+        // SAFETY: `raw` came from `into_raw` of a `&'static U`, which exposed the provenance of that reference:
+        // `p` is a valid, aligned, forever-live pointer to a `U`.
+        unsafe { p.as_ref() }
     }
 }
 
@@ -666,5 +671,22 @@ impl<'a, T: Entry> Writer<'a, T> {
         undo: impl FnMut(U),
     ) -> Result<MapleTree<U>, DupError<E>> {
         dup::dup(self, map, undo)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `&'static U` rebuilt from its raw word must still point into `U` (with its provenance), not just at its
+    /// address: `cargo miri test -p vmspace-maple entry_ref_round_trip` checks that reading through it is defined.
+    #[test]
+    fn entry_ref_round_trip_keeps_provenance() {
+        static A: [u64; 2] = [7, 8];
+        let raw = <&'static [u64; 2] as Entry>::into_raw(&A);
+        // SAFETY: `raw` came from `into_raw` of a `&'static [u64; 2]`.
+        let back = unsafe { <&'static [u64; 2] as Entry>::from_raw(raw) };
+        assert!(std::ptr::eq(back, &A));
+        assert_eq!(back[1], 8);
     }
 }
