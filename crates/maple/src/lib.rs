@@ -59,18 +59,28 @@
 //! published them), and read pivots and slots with atomic loads. Writers are serialised by an internal mutex
 //! ([`MapleTree::lock`] returns a [`Writer`]); readers never wait for it.
 //!
-//! In **RCU mode** (the default) a published node is never changed in its layout. A store builds new nodes for
-//! everything it changes (copy-on-write), publishes the top of the new subtree with one Release store (a parent
-//! slot or the root), marks the replaced nodes dead, and retires them with `Guard::defer`. The only in-place
-//! changes to live nodes are (1) the exact-fit store, one Release store of a leaf slot whose range is unchanged,
-//! and (2) max-gap bookkeeping in internal nodes, which only gap searches read. The kernel's two-slot in-place
-//! slot store is deliberately *not* used in RCU mode: it moves a pivot and a slot in two stores, so a concurrent
-//! `load_range` could report a range that never existed (old pivot with new value); the copy-on-write node store
-//! costs one node allocation instead.
+//! A [`MapleTree`] is always in **RCU mode**. A published node's pivots never change, and a store builds new
+//! nodes for everything else it changes (copy-on-write): it publishes the top of the new subtree with one
+//! Release store (a parent slot or the root), marks the replaced nodes dead, and retires them (freed after a
+//! grace period). Exactly these stores touch a live node in place:
 //!
-//! In **non-RCU mode** ([`MapleTree::new_non_rcu`], [`Writer::set_rcu`]) — for a tree no reader can see yet, as
-//! fork's new tree — a change confined to one leaf rewrites it in place, the final one-for-one node of any
-//! larger change is rewritten in place instead of copied, and replaced nodes are freed at once.
+//! 1. the **exact-fit store**: one Release store of one leaf slot whose range `[first, last]` is exactly the
+//!    store's, when the new value keeps every invariant (a NULL lands next to no NULL, and not at the end of a
+//!    leaf that is not the right-most); readers see the old or the new value;
+//! 2. **publication**: one Release store of a new child into its parent's slot (the child covers the range of
+//!    the one it replaces, so the parent's pivots stay), or of a new root;
+//! 3. **max-gap bookkeeping**: the per-child gap words and the largest-gap offset of the internal nodes on the
+//!    store's path (`mas_update_gap`), which only gap searches read and which they take as hints;
+//! 4. **parent words**: re-parenting the children of new internal nodes, and the dead mark of replaced nodes.
+//!
+//! The kernel's other in-place RCU-mode store, the two-slot `wr_slot_store`, is deliberately *not* used: it
+//! moves a pivot and a slot in two stores, so a concurrent `load_range` could report a range that never existed
+//! (old pivot with new value); the copy-on-write node store costs one node allocation instead.
+//!
+//! A [`NonRcuMapleTree`] is always in **non-RCU mode**, and every change to it takes `&mut self`, so no reader
+//! runs beside one (module `non_rcu` explains why a separate type, and who uses it). A change confined to one
+//! leaf rewrites that leaf in place, the final one-for-one node of any larger change is rewritten in place
+//! instead of copied, and replaced nodes are freed at once. [`NonRcuMapleTree::into_rcu`] switches to RCU mode.
 //!
 //! A reader sees each index's entry as before or after any concurrent write, never a torn range, and never
 //! misses a range that existed for its whole read, because every node it reads is either live or a frozen
@@ -108,6 +118,7 @@ mod build;
 mod dup;
 mod gap;
 mod node;
+mod non_rcu;
 mod read;
 mod validate;
 mod write;
@@ -125,6 +136,7 @@ use std::sync::{Mutex, MutexGuard};
 use vmspace_rcu::sync::{AtomicU64, Ordering};
 use vmspace_rcu::{CachePadded, Guard};
 
+pub use non_rcu::NonRcuMapleTree;
 pub use read::{Cursor, PausedCursor};
 
 use node::Counters;
@@ -339,12 +351,6 @@ impl<T: Entry> MapleTree<T> {
         Self::with_mode(true, Counters::new())
     }
 
-    /// An empty tree in non-RCU mode: nodes change in place and are freed at once. Only for a tree no
-    /// lock-free reader can see yet (fork's new tree); switch with [`Writer::set_rcu`] before publishing it.
-    pub fn new_non_rcu() -> Self {
-        Self::with_mode(false, Counters::new())
-    }
-
     /// Takes the writer mutex. Every mutating operation goes through the returned [`Writer`]; the convenience
     /// methods on `MapleTree` take and release it per call.
     pub fn lock(&self) -> Writer<'_, T> {
@@ -553,14 +559,9 @@ impl<'a, T: Entry> Writer<'a, T> {
         self.st.height
     }
 
-    /// True in RCU (copy-on-write) mode.
-    pub fn is_rcu(&self) -> bool {
+    /// True in RCU mode: always for a [`MapleTree`]'s writer (a [`NonRcuMapleTree`] uses one internally).
+    pub(crate) fn is_rcu(&self) -> bool {
         self.st.rcu
-    }
-
-    /// Switches RCU mode. Turn it on before any lock-free reader can see the tree.
-    pub fn set_rcu(&mut self, rcu: bool) {
-        self.st.rcu = rcu;
     }
 
     /// Preallocates nodes so that the following stores, up to `nodes` allocations in total, cannot fail (the
