@@ -371,8 +371,7 @@ impl<T: Entry> MapleTree<T> {
     /// The entry at `index` under the caller's guard.
     #[inline]
     pub fn load_in(&self, index: u64, guard: &Guard) -> Option<T> {
-        let _ = guard;
-        read::load_raw(&self.root, index).map(|r| {
+        read::load_raw(&self.root, index, guard).map(|r| {
             // SAFETY: every non-zero leaf word was stored from `T::into_raw`.
             unsafe { T::from_raw(r) }
         })
@@ -381,8 +380,7 @@ impl<T: Entry> MapleTree<T> {
     /// The entry at `index` with its whole range `[first, last]`.
     #[inline]
     pub fn load_range_in(&self, index: u64, guard: &Guard) -> Option<(u64, u64, T)> {
-        let _ = guard;
-        let (s, e, v) = read::load_range_raw(&self.root, index);
+        let (s, e, v) = read::load_range_raw(&self.root, index, guard);
         NonZeroUsize::new(v).map(|r| {
             // SAFETY: as in `load_in`.
             (s, e, unsafe { T::from_raw(r) })
@@ -557,6 +555,16 @@ impl<'a, T: Entry> Writer<'a, T> {
     /// Height in levels (0 = empty).
     pub fn height(&self) -> usize {
         self.st.height
+    }
+
+    /// Proof that this writer holds the lock, for reading nodes ([`node::Enode::locked`]).
+    pub(crate) fn locked(&self) -> node::Locked<'_> {
+        node::Locked::new()
+    }
+
+    /// The tree, the lock proof and the writer state at once: a store reads nodes while it allocates.
+    pub(crate) fn parts(&mut self) -> (&'a MapleTree<T>, node::Locked<'_>, &mut WState) {
+        (self.tree, node::Locked::new(), &mut self.st)
     }
 
     /// True in RCU mode: always for a [`MapleTree`]'s writer (a [`NonRcuMapleTree`] uses one internally).
