@@ -399,11 +399,15 @@ pub(crate) struct Plan {
     replaced: Replaced,
 }
 
+/// How a plan's new top is attached.
+// The path makes `Slot` large; a plan lives on the stack for one store, and boxing it would cost every such
+// store a heap allocation.
+#[allow(clippy::large_enum_variant)]
 enum Top {
     /// New root (None: the tree is now empty).
     Root(Option<Enode>),
     /// New node `e`, with max gap `gap`, in the slot of `path.lv[depth]`.
-    Slot { path: Box<Path>, depth: usize, e: Enode, gap: u64 },
+    Slot { path: Path, depth: usize, e: Enode, gap: u64 },
 }
 
 /// One level of a rebuild: the slots gathered at depth `d` cover `[lc, hc]` and replace `old` nodes there.
@@ -512,7 +516,7 @@ impl Rebuild<'_, '_> {
             }
             if lvl.old == 1 && up.len() == 1 {
                 // One node became one: publish it in the parent's slot (same range) and stop.
-                let path = Box::new(walk(self.lk, self.root, lvl.lc, lvl.d - 1));
+                let path = walk(self.lk, self.root, lvl.lc, lvl.d - 1);
                 let top = Top::Slot { path, depth: lvl.d - 1, e: up[0].child(), gap: up[0].gap };
                 return Ok(self.plan(top, self.h, len_delta, replaced));
             }
@@ -675,12 +679,7 @@ impl Rebuild<'_, '_> {
         let top = if lvl.d == 0 {
             Top::Root(Some(e))
         } else {
-            Top::Slot {
-                path: Box::new(walk(self.lk, self.root, lvl.lc, lvl.d - 1)),
-                depth: lvl.d - 1,
-                e,
-                gap,
-            }
+            Top::Slot { path: walk(self.lk, self.root, lvl.lc, lvl.d - 1), depth: lvl.d - 1, e, gap }
         };
         let mut plan = self.plan(top, self.h, len_delta, replaced);
         plan.in_place = Some(e);
