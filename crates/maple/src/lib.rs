@@ -110,7 +110,8 @@
 //!
 //! `node` (layout, tagged words, allocation and counters), `read` (lookups and the cursor), `write` (stores),
 //! `build` (node construction and distribution, shared by stores and the bulk builder), `gap` (empty-area
-//! searches), `dup` (the O(n) copy), `validate` (invariant checks, dump, statistics).
+//! searches), `dup` (the O(n) copy), `validate` (invariant checks, dump, statistics), `non_rcu`
+//! ([`NonRcuMapleTree`]).
 
 #![cfg_attr(not(loom), warn(missing_docs))]
 
@@ -289,7 +290,7 @@ impl NodeStats {
 pub(crate) struct WState {
     /// Levels of nodes (0 = empty tree, 1 = a root leaf).
     pub(crate) height: usize,
-    /// RCU mode (copy-on-write) or not (in place, immediate frees).
+    /// RCU mode (copy-on-write; every `MapleTree`) or not (in place, immediate frees; a `NonRcuMapleTree`).
     pub(crate) rcu: bool,
     /// Preallocated nodes (addresses).
     pub(crate) pool: Vec<usize>,
@@ -483,7 +484,7 @@ impl<T: Entry> MapleTree<T> {
     }
 
     /// An O(n) depth-first pre-order copy of the node structure, with `map` applied to each value (given its
-    /// range). The copy shares this tree's allocation domain (node counters and failure injection) and mode.
+    /// range). The copy shares this tree's allocation domain (node counters and failure injection); it is in RCU mode.
     ///
     /// On any failure (a node allocation: [`DupError::NoMem`]; `map`: [`DupError::Map`]) every node allocated
     /// is freed and `undo` is called on every value `map` already produced.

@@ -95,12 +95,12 @@ pub(crate) const INT_META: usize = INT_GAP_BASE + INT_SLOTS;
 pub(crate) struct Enode(NonZeroUsize);
 
 /// Proof that the tree's writer lock is held for `'w` (see [`Enode::locked`]); made by `Writer::locked` and
-/// `Writer::parts` only.
+/// `Writer::parts` (and by unit tests, for nodes they allocated and own).
 #[derive(Clone, Copy)]
 pub(crate) struct Locked<'w>(PhantomData<&'w ()>);
 
 impl Locked<'_> {
-    /// The proof for a writer lock the caller holds for the proof's lifetime.
+    /// The proof for a writer lock the caller holds for the proof's lifetime (or for nodes it owns outright).
     pub(crate) fn new() -> Self {
         Locked(PhantomData)
     }
