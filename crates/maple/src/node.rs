@@ -251,6 +251,22 @@ impl Node {
         Enode::from_word(self.w[INT_SLOT_BASE + i].load(Ordering::Acquire))
     }
 
+    /// Internal slot `i`, known to be used, for a reader's descent (Acquire, as [`Node::child`]). Unlike
+    /// [`Node::child`] it checks nothing: the lookups' hot loop pays no test for a case that cannot happen.
+    ///
+    /// # Safety
+    ///
+    /// `i` is at or before the node's end, as the slot [`Node::scan`] finds in any node a reader can reach (live,
+    /// or dead and frozen as it was: pivots of published nodes never change), and every used slot of an internal
+    /// node holds a child (a child slot is only ever overwritten with another child).
+    #[inline(always)]
+    pub(crate) unsafe fn used_child(&self, i: usize) -> Enode {
+        let w = self.w[INT_SLOT_BASE + i].load(Ordering::Acquire) as usize;
+        debug_assert!(w != 0, "maple: a used internal slot without a child");
+        // SAFETY: the caller's contract: a used slot holds a child, whose word is non-zero.
+        Enode(unsafe { NonZeroUsize::new_unchecked(w) })
+    }
+
     /// Internal slot `i` for the writer, which reads only its own stores (Relaxed; the kernel's
     /// `mas_slot_locked`). Every used slot of an internal node holds a child.
     #[inline(always)]

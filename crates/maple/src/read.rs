@@ -15,19 +15,6 @@ use vmspace_rcu::sync::{AtomicU64, Ordering, fence};
 use crate::node::{Enode, INT_PIVOTS, INT_SLOTS, LEAF_PIVOTS, LEAF_SLOTS, MAX_HEIGHT, Node, pivots};
 use crate::{Entry, MapleTree};
 
-/// The word of slot `i`: a value in a leaf, an encoded child in an internal node; 0 = NULL / none (Acquire, see
-/// [`Node::leaf_slot`] and [`Node::child`]).
-#[inline(always)]
-fn slot_word(n: &Node, leaf: bool, i: usize) -> usize {
-    if leaf { n.leaf_slot(i) } else { Enode::word_of(n.child(i)) as usize }
-}
-
-/// Slot `i` of a node covering `[min, max]`: its range and its word.
-#[inline(always)]
-fn read_slot(n: &Node, leaf: bool, i: usize, min: u64, max: u64) -> (u64, u64, usize) {
-    (n.slot_first(i, min), n.slot_last(pivots(leaf), i, max), slot_word(n, leaf, i))
-}
-
 /// The dead-node check every reader makes after loading what it needs from a node (the kernel's
 /// `ma_dead_node`): true if `n` was alive after those loads, so they are current. False if it is dead: the
 /// reader must restart from the root (or re-walk to its index) and the restart sees the replacement.
@@ -63,11 +50,12 @@ pub(crate) fn load_raw(root: &AtomicU64, index: u64, guard: &Guard) -> Option<No
                 }
                 return NonZeroUsize::new(v);
             }
-            let c = n.child(n.scan(INT_PIVOTS, index));
-            match c {
-                Some(c) if alive(n) => e = c,
-                _ => continue 'restart,
+            // SAFETY: `scan` found the slot holding `index`, a used one (see `Node::used_child`).
+            let c = unsafe { n.used_child(n.scan(INT_PIVOTS, index)) };
+            if !alive(n) {
+                continue 'restart;
             }
+            e = c;
         }
     }
 }
@@ -82,17 +70,21 @@ pub(crate) fn load_range_raw(root: &AtomicU64, index: u64, guard: &Guard) -> (u6
         let (mut min, mut max) = (0u64, u64::MAX);
         loop {
             let n = e.rcu(guard);
-            let leaf = e.is_leaf();
-            let (s, l, v) = read_slot(n, leaf, n.scan(pivots(leaf), index), min, max);
+            let np = pivots(e.is_leaf());
+            let i = n.scan(np, index);
+            let (s, l) = (n.slot_first(i, min), n.slot_last(np, i, max));
+            if e.is_leaf() {
+                let v = n.leaf_slot(i);
+                if !alive(n) {
+                    continue 'restart;
+                }
+                return (s, l, v);
+            }
+            // SAFETY: `scan` found the slot holding `index`, a used one (see `Node::used_child`).
+            let c = unsafe { n.used_child(i) };
             if !alive(n) {
                 continue 'restart;
             }
-            if leaf {
-                return (s, l, v);
-            }
-            let Some(c) = Enode::from_word(v as u64) else {
-                continue 'restart;
-            };
             (min, max, e) = (s, l, c);
         }
     }
@@ -243,18 +235,25 @@ impl<'g, T: Entry> Cursor<'g, T> {
     ) -> Option<(u64, u64, usize)> {
         loop {
             let n = e.rcu(self.guard);
-            let leaf = e.is_leaf();
-            let i = n.scan(pivots(leaf), key);
-            let (s, l, v) = read_slot(n, leaf, i, min, max);
+            let np = pivots(e.is_leaf());
+            let i = n.scan(np, key);
+            let (s, l) = (n.slot_first(i, min), n.slot_last(np, i, max));
+            if e.is_leaf() {
+                let v = n.leaf_slot(i);
+                if !alive(n) || level >= MAX_HEIGHT {
+                    return None;
+                }
+                self.path[level] = Lvl { e: Some(e), min, max, off: i };
+                self.depth = level + 1;
+                return Some((s, l, v));
+            }
+            // SAFETY: `scan` found the slot holding `key`, a used one (see `Node::used_child`).
+            let c = unsafe { n.used_child(i) };
             if !alive(n) || level >= MAX_HEIGHT {
                 return None;
             }
             self.path[level] = Lvl { e: Some(e), min, max, off: i };
-            if leaf {
-                self.depth = level + 1;
-                return Some((s, l, v));
-            }
-            (min, max, e) = (s, l, Enode::from_word(v as u64)?);
+            (min, max, e) = (s, l, c);
             level += 1;
         }
     }
@@ -547,7 +546,7 @@ mod tests {
         assert_eq!(n.scan(LEAF_PIVOTS, 9), 0);
         assert_eq!(n.scan(LEAF_PIVOTS, 10), 1);
         assert_eq!(n.scan(LEAF_PIVOTS, 100), 2);
-        assert_eq!(read_slot(n, true, 1, 0, 100), (10, 19, 0));
+        assert_eq!((n.slot_first(1, 0), n.slot_last(LEAF_PIVOTS, 1, 100), n.leaf_slot(1)), (10, 19, 0));
         assert!(alive(n));
         n.mark_dead();
         assert!(!alive(n));
