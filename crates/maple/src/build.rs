@@ -12,17 +12,28 @@
 use std::sync::Arc;
 
 use crate::node::{
-    Counters, Enode, INT_GAP_BASE, INT_META, INT_MIN, INT_PIVOTS, INT_SLOT_BASE, INT_SLOTS, KIND_INTERNAL,
-    KIND_LEAF, LEAF_MIN, LEAF_PIVOTS, LEAF_SLOT_BASE, LEAF_SLOTS, is_leaf, node, range_size,
+    Counters, Enode, INT_GAP_BASE, INT_META, INT_MIN, INT_PIVOTS, INT_SLOT_BASE, INT_SLOTS, LEAF_MIN,
+    LEAF_PIVOTS, LEAF_SLOT_BASE, LEAF_SLOTS, Locked, range_size,
 };
 use crate::{Entry, MapleError, WState, Writer};
 
 /// One slot of a level being rebuilt.
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
 pub(crate) struct Item {
+    /// Last index the slot covers.
     pub(crate) last: u64,
+    /// The slot's word: a value (0 = NULL) at the leaf level, an [`Enode`]'s word at internal levels.
     pub(crate) slot: usize,
+    /// Internal levels: the child's max gap.
     pub(crate) gap: u64,
+}
+
+impl Item {
+    /// The child of an internal-level item.
+    #[inline]
+    pub(crate) fn child(&self) -> Enode {
+        Enode::from_word(self.slot as u64).expect("maple: an internal item holds a child")
+    }
 }
 
 /// Capacity of a big node: a change gathers at most 2 nodes' slots + 3 (leaf) plus one neighbour's.
@@ -113,19 +124,18 @@ pub(crate) fn leaf_gap(items: &[Item], min: u64) -> u64 {
     g
 }
 
-/// The items of node `e` covering `[min, max]`.
-pub(crate) fn node_items(e: Enode, min: u64, max: u64, out: &mut Big, leaf_merge: bool) {
-    let _ = min;
-    // SAFETY: the writer holds the lock; `e` is reachable (live) from the root.
-    let n = unsafe { node(e) };
-    if is_leaf(e) {
+/// Appends the items of node `e` (whose maximum is `max`) to `out`; at the leaf level with `leaf_merge`, a
+/// NULL merges into a NULL before it.
+pub(crate) fn node_items(lk: Locked<'_>, e: Enode, max: u64, out: &mut Big, leaf_merge: bool) {
+    let n = e.locked(lk);
+    if e.is_leaf() {
         let end = n.end(LEAF_PIVOTS, max);
         for i in 0..=end {
             let l = if i < end { n.pivot(i) } else { max };
             if leaf_merge {
-                out.push_leaf(l, n.word(LEAF_SLOT_BASE + i) as usize);
+                out.push_leaf(l, n.leaf_slot_locked(i));
             } else {
-                out.push(Item { last: l, slot: n.word(LEAF_SLOT_BASE + i) as usize, gap: 0 });
+                out.push(Item { last: l, slot: n.leaf_slot_locked(i), gap: 0 });
             }
         }
     } else {
@@ -142,22 +152,21 @@ pub(crate) fn node_items(e: Enode, min: u64, max: u64, out: &mut Big, leaf_merge
 }
 
 /// Number of used slots of node `e` with maximum `max`.
-pub(crate) fn node_count(e: Enode, max: u64) -> usize {
-    // SAFETY: writer-side, `e` is live.
-    let n = unsafe { node(e) };
-    n.end(if is_leaf(e) { LEAF_PIVOTS } else { INT_PIVOTS }, max) + 1
+pub(crate) fn node_count(lk: Locked<'_>, e: Enode, max: u64) -> usize {
+    e.locked(lk).end(crate::node::pivots(e.is_leaf()), max) + 1
 }
 
 /// Writes `items` (covering `[min, max]`) into node `e`, every word (unused ones zeroed); returns its max gap.
 /// Children's parent words are not touched (see [`adopt`]).
 #[allow(clippy::needless_range_loop)] // parallel word arrays indexed by slot
-pub(crate) fn fill_node(e: Enode, items: &[Item], min: u64, max: u64) -> u64 {
-    // SAFETY: the caller owns `e` (unpublished) or holds the writer lock in non-RCU mode.
-    let n = unsafe { node(e) };
+///
+/// `e` is the writer's fresh (unpublished) node, or in non-RCU mode a node no reader can see.
+pub(crate) fn fill_node(lk: Locked<'_>, e: Enode, items: &[Item], min: u64, max: u64) -> u64 {
+    let n = e.locked(lk);
     debug_assert!(!items.is_empty());
     debug_assert_eq!(items[items.len() - 1].last, max);
     let end = items.len() - 1;
-    if is_leaf(e) {
+    if e.is_leaf() {
         debug_assert!(items.len() <= LEAF_SLOTS);
         for i in 0..LEAF_PIVOTS {
             n.set_word(
@@ -205,18 +214,15 @@ pub(crate) fn fill_node(e: Enode, items: &[Item], min: u64, max: u64) -> u64 {
     }
 }
 
-/// Sets the parent word of every child of internal node `e`.
-pub(crate) fn adopt(e: Enode) {
-    if is_leaf(e) {
+/// Sets the parent word of every child of internal node `e` (the kernel's `mas_adopt_children`).
+pub(crate) fn adopt(lk: Locked<'_>, e: Enode) {
+    if e.is_leaf() {
         return;
     }
-    // SAFETY: writer-side; `e` and its children are allocated.
-    let n = unsafe { node(e) };
+    let n = e.locked(lk);
     let (end, _) = n.meta();
     for i in 0..=end {
-        let c = n.word(INT_SLOT_BASE + i) as usize;
-        // SAFETY: as above.
-        unsafe { node(c) }.set_parent(Some((e, i)));
+        n.child_locked(i).locked(lk).set_parent(Some((e, i)));
     }
 }
 
@@ -280,6 +286,7 @@ pub(crate) fn alloc(st: &mut WState, counters: &Counters) -> Option<usize> {
 /// parent level to `up` and every allocated node to `fresh`. ENOMEM leaves the allocated nodes in `fresh`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn build_nodes(
+    lk: Locked<'_>,
     st: &mut WState,
     counters: &Counters,
     items: &[Item],
@@ -294,11 +301,11 @@ pub(crate) fn build_nodes(
     for &sz in sizes {
         let a = alloc(st, counters).ok_or(MapleError::NoMem)?;
         fresh.push(a);
-        let e = a | if leaf { KIND_LEAF } else { KIND_INTERNAL };
+        let e = Enode::new(a, leaf);
         let chunk = &items[pos..pos + sz];
         let hi = chunk[sz - 1].last;
-        let g = fill_node(e, chunk, lo, hi);
-        up.push(Item { last: hi, slot: e, gap: g });
+        let g = fill_node(lk, e, chunk, lo, hi);
+        up.push(Item { last: hi, slot: e.word() as usize, gap: g });
         pos += sz;
         lo = hi.wrapping_add(1);
     }
@@ -363,14 +370,15 @@ pub(crate) fn from_sorted<T: Entry>(
     if next.is_some() {
         items.push(Item { last: u64::MAX, slot: 0, gap: 0 });
     }
-    let counters = Arc::clone(&w.tree.counters);
+    let (tree, lk, st) = w.parts();
+    let counters = Arc::clone(&tree.counters);
     let mut fresh = Vec::new();
     let mut leaf = true;
     let mut height = 0;
     let root = loop {
         let sizes = pack(&items, leaf);
         let mut up = Vec::with_capacity(sizes.len());
-        if let Err(e) = build_nodes(&mut w.st, &counters, &items, 0, leaf, &sizes, &mut up, &mut fresh) {
+        if let Err(e) = build_nodes(lk, st, &counters, &items, 0, leaf, &sizes, &mut up, &mut fresh) {
             for a in fresh {
                 // SAFETY: never published.
                 unsafe { counters.free_now(a) };
@@ -379,32 +387,31 @@ pub(crate) fn from_sorted<T: Entry>(
         }
         height += 1;
         if up.len() == 1 {
-            break up[0].slot;
+            break up[0].child();
         }
         items = up;
         leaf = false;
     };
-    adopt_tree(root);
-    // SAFETY: `root` is our new node.
-    unsafe { node(root) }.set_parent(None);
+    adopt_tree(lk, root);
+    root.locked(lk).set_parent(None);
     // Release: publishes the filled nodes (pairs with readers' Acquire root load).
-    w.tree.root.store(root as u64, vmspace_rcu::sync::Ordering::Release);
-    w.tree.len.store(count, vmspace_rcu::sync::Ordering::Relaxed);
-    w.st.height = height;
+    tree.root.store(root.word(), vmspace_rcu::sync::Ordering::Release);
+    // Relaxed: a statistic maintained by the writer.
+    tree.len.store(count, vmspace_rcu::sync::Ordering::Relaxed);
+    st.height = height;
     Ok(())
 }
 
 /// Adopts every internal node's children in the subtree of `e` (used on freshly built subtrees).
-pub(crate) fn adopt_tree(e: Enode) {
-    if is_leaf(e) {
+pub(crate) fn adopt_tree(lk: Locked<'_>, e: Enode) {
+    if e.is_leaf() {
         return;
     }
-    adopt(e);
-    // SAFETY: writer-side, `e` is ours.
-    let n = unsafe { node(e) };
+    adopt(lk, e);
+    let n = e.locked(lk);
     let (end, _) = n.meta();
     for i in 0..=end {
-        adopt_tree(n.word(INT_SLOT_BASE + i) as usize);
+        adopt_tree(lk, n.child_locked(i));
     }
 }
 

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use vmspace_rcu::sync::Ordering;
 
 use crate::node::{
-    Counters, Enode, INT_PIVOTS, INT_SLOT_BASE, LEAF_PIVOTS, LEAF_SLOT_BASE, Stash, addr, is_leaf, node,
+    Counters, Enode, INT_PIVOTS, INT_SLOT_BASE, LEAF_PIVOTS, LEAF_SLOT_BASE, Locked, Node, Stash,
 };
 use crate::{DupError, Entry, MapleTree, Writer};
 
@@ -27,97 +27,123 @@ pub(crate) fn dup<T: Entry, U: Entry, E>(
     let c = Arc::clone(&src.counters);
     let new = MapleTree::<U>::with_mode(w.st.rcu, Arc::clone(&c));
     // Relaxed: the writer lock is held; the source is stable.
-    let root = src.root.load(Ordering::Relaxed) as usize;
-    if root == 0 {
+    let Some(root) = Enode::from_word(src.root.load(Ordering::Relaxed)) else {
         return Ok(new);
-    }
+    };
     let mut stash = Stash::new();
-    let r = copy::<T, U, E>(&c, &mut stash, root, 0, u64::MAX, &mut map, &mut undo);
+    let mut cx = Copier { c: &c, lk: w.locked(), stash: &mut stash, map: &mut map, undo: &mut undo };
+    let r = cx.copy(root, 0, u64::MAX);
     c.return_stash(stash);
     let r = r?;
-    // SAFETY: `r` is our new, unpublished root.
-    unsafe { node(r) }.set_parent(None);
+    // `r` is our new, unpublished root, owned under the source's writer lock like every node of the copy.
+    r.locked(w.locked()).set_parent(None);
     // Release: publishes the copied nodes to any reader of the new tree.
-    new.root.store(r as u64, Ordering::Release);
+    new.root.store(r.word(), Ordering::Release);
     // Relaxed: statistics; the new tree is not shared yet.
     new.len.store(src.len.load(Ordering::Relaxed), Ordering::Relaxed);
     new.lock().st.height = w.st.height;
     Ok(new)
 }
 
-fn copy<T: Entry, U: Entry, E>(
-    c: &Counters,
-    stash: &mut Stash,
-    e: Enode,
-    min: u64,
-    max: u64,
-    map: &mut impl FnMut(u64, u64, T) -> Result<U, E>,
-    undo: &mut impl FnMut(U),
-) -> Result<Enode, DupError<E>> {
-    let a = c.alloc_stashed(stash).ok_or(DupError::NoMem)?;
-    let ne = a | (e & 0xff);
-    // SAFETY: the source is live under the writer lock; `ne` is ours.
-    let (n, nn) = unsafe { (node(e), node(ne)) };
-    if is_leaf(e) {
-        let end = n.end(LEAF_PIVOTS, max);
-        // Every word (a recycled node is stale): pivots and slots; values are then replaced by their maps.
+/// The state of one copy: the source is read and the copy's nodes are written under the source's writer lock
+/// (`lk`); the copy's nodes are the writer's own until the copy is published.
+struct Copier<'a, 'w, M, D> {
+    c: &'a Counters,
+    lk: Locked<'w>,
+    stash: &'a mut Stash,
+    map: &'a mut M,
+    undo: &'a mut D,
+}
+
+impl<M, D> Copier<'_, '_, M, D> {
+    /// Copies the subtree of `e` (covering `[min, max]`); returns the copy's root.
+    fn copy<T: Entry, U: Entry, E>(&mut self, e: Enode, min: u64, max: u64) -> Result<Enode, DupError<E>>
+    where
+        M: FnMut(u64, u64, T) -> Result<U, E>,
+        D: FnMut(U),
+    {
+        let (c, lk) = (self.c, self.lk);
+        let a = c.alloc_stashed(self.stash).ok_or(DupError::NoMem)?;
+        let ne = e.same_kind_at(a);
+        let (n, nn) = (e.locked(lk), ne.locked(lk));
+        // Every word (a recycled node is stale): pivots and slots; leaf values are then replaced by their maps,
+        // child slots by the copies below.
         for i in 0..31 {
             nn.set_word(i, n.word(i));
         }
+        let end = n.end(if e.is_leaf() { LEAF_PIVOTS } else { INT_PIVOTS }, max);
         let mut s = min;
         for i in 0..=end {
             let l = if i < end { n.pivot(i) } else { max };
-            let v = n.word(LEAF_SLOT_BASE + i) as usize;
-            if let Some(raw) = NonZeroUsize::new(v) {
-                // SAFETY: non-zero leaf words were stored from `T::into_raw`.
-                let t = unsafe { T::from_raw(raw) };
-                match map(s, l, t) {
-                    Ok(u) => nn.set_word(LEAF_SLOT_BASE + i, u.into_raw().get() as u64),
-                    Err(err) => {
-                        undo_leaf::<U>(nn, i, undo);
-                        // SAFETY: never published.
-                        unsafe { c.free_now(a) };
-                        return Err(DupError::Map(err));
+            let r = if e.is_leaf() {
+                self.copy_value::<T, U, E>(n, nn, i, s, l)
+            } else {
+                self.copy_child(n, nn, ne, i, s, l)
+            };
+            if let Err(err) = r {
+                if e.is_leaf() {
+                    undo_leaf::<U>(nn, i, self.undo);
+                } else {
+                    for j in 0..i {
+                        destroy::<U>(lk, c, nn.child_locked(j), self.undo);
                     }
-                }
-            }
-            s = l.wrapping_add(1);
-        }
-        return Ok(ne);
-    }
-    let end = n.end(INT_PIVOTS, max);
-    // Every word (a recycled node is stale); child slots are replaced by the copies below.
-    for i in 0..31 {
-        nn.set_word(i, n.word(i));
-    }
-    let mut s = min;
-    for i in 0..=end {
-        let l = if i < end { n.pivot(i) } else { max };
-        let child = n.word(INT_SLOT_BASE + i) as usize;
-        match copy::<T, U, E>(c, stash, child, s, l, map, undo) {
-            Ok(ce) => {
-                nn.set_word(INT_SLOT_BASE + i, ce as u64);
-                // SAFETY: `ce` is our new node.
-                unsafe { node(ce) }.set_parent(Some((ne, i)));
-            }
-            Err(err) => {
-                for j in 0..i {
-                    destroy::<U>(c, nn.word(INT_SLOT_BASE + j) as usize, undo);
                 }
                 // SAFETY: never published.
                 unsafe { c.free_now(a) };
                 return Err(err);
             }
+            s = l.wrapping_add(1);
         }
-        s = l.wrapping_add(1);
+        Ok(ne)
     }
-    Ok(ne)
+
+    /// Maps the value in leaf slot `i` (covering `[s, l]`) of `n` into the copy `nn`.
+    fn copy_value<T: Entry, U: Entry, E>(
+        &mut self,
+        n: &Node,
+        nn: &Node,
+        i: usize,
+        s: u64,
+        l: u64,
+    ) -> Result<(), DupError<E>>
+    where
+        M: FnMut(u64, u64, T) -> Result<U, E>,
+    {
+        let Some(raw) = NonZeroUsize::new(n.leaf_slot_locked(i)) else {
+            return Ok(());
+        };
+        // SAFETY: non-zero leaf words were stored from `T::into_raw`.
+        let t = unsafe { T::from_raw(raw) };
+        let u = (self.map)(s, l, t).map_err(DupError::Map)?;
+        nn.set_word(LEAF_SLOT_BASE + i, u.into_raw().get() as u64);
+        Ok(())
+    }
+
+    /// Copies child `i` (covering `[s, l]`) of `n` and links the copy into `nn` (whose encoded pointer is `ne`).
+    fn copy_child<T: Entry, U: Entry, E>(
+        &mut self,
+        n: &Node,
+        nn: &Node,
+        ne: Enode,
+        i: usize,
+        s: u64,
+        l: u64,
+    ) -> Result<(), DupError<E>>
+    where
+        M: FnMut(u64, u64, T) -> Result<U, E>,
+        D: FnMut(U),
+    {
+        let ce = self.copy::<T, U, E>(n.child_locked(i), s, l)?;
+        nn.set_word(INT_SLOT_BASE + i, ce.word());
+        ce.locked(self.lk).set_parent(Some((ne, i)));
+        Ok(())
+    }
 }
 
 /// Undoes the first `upto` slots of a new leaf.
-fn undo_leaf<U: Entry>(nn: &crate::node::Node, upto: usize, undo: &mut impl FnMut(U)) {
+fn undo_leaf<U: Entry>(nn: &Node, upto: usize, undo: &mut impl FnMut(U)) {
     for i in 0..upto {
-        if let Some(raw) = NonZeroUsize::new(nn.word(LEAF_SLOT_BASE + i) as usize) {
+        if let Some(raw) = NonZeroUsize::new(nn.leaf_slot_locked(i)) {
             // SAFETY: produced by `U::into_raw` above.
             undo(unsafe { U::from_raw(raw) });
         }
@@ -125,17 +151,16 @@ fn undo_leaf<U: Entry>(nn: &crate::node::Node, upto: usize, undo: &mut impl FnMu
 }
 
 /// Frees a completed new subtree, undoing its values.
-fn destroy<U: Entry>(c: &Counters, e: Enode, undo: &mut impl FnMut(U)) {
-    // SAFETY: our own unpublished subtree.
-    let n = unsafe { node(e) };
-    if is_leaf(e) {
+fn destroy<U: Entry>(lk: Locked<'_>, c: &Counters, e: Enode, undo: &mut impl FnMut(U)) {
+    let n = e.locked(lk);
+    if e.is_leaf() {
         undo_leaf::<U>(n, crate::node::LEAF_SLOTS, undo);
     } else {
         let (end, _) = n.meta();
         for i in 0..=end {
-            destroy::<U>(c, n.word(INT_SLOT_BASE + i) as usize, undo);
+            destroy::<U>(lk, c, n.child_locked(i), undo);
         }
     }
     // SAFETY: never published, freed once.
-    unsafe { c.free_now(addr(e)) };
+    unsafe { c.free_now(e.addr()) };
 }

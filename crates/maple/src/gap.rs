@@ -10,11 +10,11 @@
 //! the root if it meets one.
 
 use vmspace_rcu::Guard;
-use vmspace_rcu::sync::{AtomicU64, Ordering, fence};
+use vmspace_rcu::sync::AtomicU64;
 
 use crate::MapleError;
-use crate::node::{Enode, INT_PIVOTS, INT_SLOTS, LEAF_PIVOTS, LEAF_SLOTS, is_leaf, node};
-use crate::read::load_root;
+use crate::node::{Enode, INT_PIVOTS, INT_SLOTS, LEAF_PIVOTS, LEAF_SLOTS};
+use crate::read::{alive, load_root};
 
 /// Met a dead node: restart.
 struct Dead;
@@ -26,39 +26,36 @@ pub(crate) fn empty_area(
     max: u64,
     size: u64,
     rev: bool,
-    _guard: &Guard,
+    guard: &Guard,
 ) -> Result<u64, MapleError> {
     if size == 0 || min > max || max - min < size - 1 {
         return Err(MapleError::Invalid);
     }
+    let area = Area { min, max, size, rev };
     loop {
-        let r = load_root(root);
-        if r == 0 {
+        let Some(r) = load_root(root) else {
             return Ok(if rev { max - (size - 1) } else { min });
-        }
-        match search(r, 0, u64::MAX, min, max, size, rev) {
-            Ok(Some(s)) => return Ok(s),
-            Ok(None) => return Err(MapleError::Busy),
-            Err(Dead) => {
-                // Acquire: pairs with the writer's Release dead-mark; the restart sees the replacement.
-                fence(Ordering::Acquire);
-            }
+        };
+        // A dead node (`Err(Dead)`): `alive` issued the fence that lets the restart see its replacement.
+        if let Ok(found) = search(r, 0, u64::MAX, &area, guard) {
+            return found.ok_or(MapleError::Busy);
         }
     }
 }
 
-fn search(
-    e: Enode,
-    nmin: u64,
-    nmax: u64,
+/// The area asked for: `size` indices inside `[min, max]`, the lowest (or with `rev` the highest).
+struct Area {
     min: u64,
     max: u64,
     size: u64,
     rev: bool,
-) -> Result<Option<u64>, Dead> {
-    // SAFETY: reached from the root under the caller's guard; nodes are freed after a grace period.
-    let n = unsafe { node(e) };
-    let leaf = is_leaf(e);
+}
+
+/// Searches the subtree of `e`, which covers `[nmin, nmax]`.
+fn search(e: Enode, nmin: u64, nmax: u64, area: &Area, guard: &Guard) -> Result<Option<u64>, Dead> {
+    let &Area { min, max, size, rev } = area;
+    let n = e.rcu(guard);
+    let leaf = e.is_leaf();
     let (np, ns) = if leaf { (LEAF_PIVOTS, LEAF_SLOTS) } else { (INT_PIVOTS, INT_SLOTS) };
     // Snapshot the node: (first, last, slot, gap) per used slot.
     let mut snap = [(0u64, 0u64, 0usize, 0u64); LEAF_SLOTS];
@@ -67,7 +64,7 @@ fn search(
     for i in 0..ns {
         let l = if i < np { n.pivot(i) } else { nmax };
         let l = if l >= nmax || i == np { nmax } else { l };
-        let (v, g) = if leaf { (n.leaf_slot(i), 0) } else { (n.child(i), n.gap(i)) };
+        let (v, g) = if leaf { (n.leaf_slot(i), 0) } else { (Enode::word_of(n.child(i)) as usize, n.gap(i)) };
         snap[cnt] = (s, l, v, g);
         cnt += 1;
         if l == nmax {
@@ -75,9 +72,7 @@ fn search(
         }
         s = l + 1;
     }
-    // Acquire fence: the loads above happen before the dead check.
-    fence(Ordering::Acquire);
-    if n.is_dead() {
+    if !alive(n) {
         return Err(Dead);
     }
     let sizem1 = size - 1;
@@ -96,10 +91,11 @@ fn search(
                 return Ok(Some(if rev { ce - sizem1 } else { cs }));
             }
         } else {
-            if g < size || v == 0 {
+            let Some(child) = Enode::from_word(v as u64) else { continue };
+            if g < size {
                 continue;
             }
-            if let Some(x) = search(v, s, l, min, max, size, rev)? {
+            if let Some(x) = search(child, s, l, area, guard)? {
                 return Ok(Some(x));
             }
         }

@@ -59,18 +59,28 @@
 //! published them), and read pivots and slots with atomic loads. Writers are serialised by an internal mutex
 //! ([`MapleTree::lock`] returns a [`Writer`]); readers never wait for it.
 //!
-//! In **RCU mode** (the default) a published node is never changed in its layout. A store builds new nodes for
-//! everything it changes (copy-on-write), publishes the top of the new subtree with one Release store (a parent
-//! slot or the root), marks the replaced nodes dead, and retires them with `Guard::defer`. The only in-place
-//! changes to live nodes are (1) the exact-fit store, one Release store of a leaf slot whose range is unchanged,
-//! and (2) max-gap bookkeeping in internal nodes, which only gap searches read. The kernel's two-slot in-place
-//! slot store is deliberately *not* used in RCU mode: it moves a pivot and a slot in two stores, so a concurrent
-//! `load_range` could report a range that never existed (old pivot with new value); the copy-on-write node store
-//! costs one node allocation instead.
+//! A [`MapleTree`] is always in **RCU mode**. A published node's pivots never change, and a store builds new
+//! nodes for everything else it changes (copy-on-write): it publishes the top of the new subtree with one
+//! Release store (a parent slot or the root), marks the replaced nodes dead, and retires them (freed after a
+//! grace period). Exactly these stores touch a live node in place:
 //!
-//! In **non-RCU mode** ([`MapleTree::new_non_rcu`], [`Writer::set_rcu`]) — for a tree no reader can see yet, as
-//! fork's new tree — a change confined to one leaf rewrites it in place, the final one-for-one node of any
-//! larger change is rewritten in place instead of copied, and replaced nodes are freed at once.
+//! 1. the **exact-fit store**: one Release store of one leaf slot whose range `[first, last]` is exactly the
+//!    store's, when the new value keeps every invariant (a NULL lands next to no NULL, and not at the end of a
+//!    leaf that is not the right-most); readers see the old or the new value;
+//! 2. **publication**: one Release store of a new child into its parent's slot (the child covers the range of
+//!    the one it replaces, so the parent's pivots stay), or of a new root;
+//! 3. **max-gap bookkeeping**: the per-child gap words and the largest-gap offset of the internal nodes on the
+//!    store's path (`mas_update_gap`), which only gap searches read and which they take as hints;
+//! 4. **parent words**: re-parenting the children of new internal nodes, and the dead mark of replaced nodes.
+//!
+//! The kernel's other in-place RCU-mode store, the two-slot `wr_slot_store`, is deliberately *not* used: it
+//! moves a pivot and a slot in two stores, so a concurrent `load_range` could report a range that never existed
+//! (old pivot with new value); the copy-on-write node store costs one node allocation instead.
+//!
+//! A [`NonRcuMapleTree`] is always in **non-RCU mode**, and every change to it takes `&mut self`, so no reader
+//! runs beside one (module `non_rcu` explains why a separate type, and who uses it). A change confined to one
+//! leaf rewrites that leaf in place, the final one-for-one node of any larger change is rewritten in place
+//! instead of copied, and replaced nodes are freed at once. [`NonRcuMapleTree::into_rcu`] switches to RCU mode.
 //!
 //! A reader sees each index's entry as before or after any concurrent write, never a torn range, and never
 //! misses a range that existed for its whole read, because every node it reads is either live or a frozen
@@ -100,7 +110,8 @@
 //!
 //! `node` (layout, tagged words, allocation and counters), `read` (lookups and the cursor), `write` (stores),
 //! `build` (node construction and distribution, shared by stores and the bulk builder), `gap` (empty-area
-//! searches), `dup` (the O(n) copy), `validate` (invariant checks, dump, statistics).
+//! searches), `dup` (the O(n) copy), `validate` (invariant checks, dump, statistics), `non_rcu`
+//! ([`NonRcuMapleTree`]).
 
 #![cfg_attr(not(loom), warn(missing_docs))]
 
@@ -108,6 +119,7 @@ mod build;
 mod dup;
 mod gap;
 mod node;
+mod non_rcu;
 mod read;
 mod validate;
 mod write;
@@ -125,6 +137,7 @@ use std::sync::{Mutex, MutexGuard};
 use vmspace_rcu::sync::{AtomicU64, Ordering};
 use vmspace_rcu::{CachePadded, Guard};
 
+pub use non_rcu::NonRcuMapleTree;
 pub use read::{Cursor, PausedCursor};
 
 use node::Counters;
@@ -175,17 +188,22 @@ unsafe impl Entry for NonZeroU64 {
     }
 }
 
-// SAFETY: a `&'static U` is a non-null address valid forever on every thread (`U: Sync`); the round trip
-// through the address is exact.
+// SAFETY: a `&'static U` is a non-null address valid forever on every thread (`U: Sync`). The slot words are
+// integers (atomics shared with pivots), so the pointer crosses them as an integer: `into_raw` *exposes* the
+// reference's provenance and `from_raw` takes it back from the exposed set (`with_exposed_provenance`). A bare
+// `addr()` would drop it, and a reference rebuilt from that integer would point at nothing (undefined behaviour,
+// which Miri reports).
 unsafe impl<U: Sync + 'static> Entry for &'static U {
     #[inline]
     fn into_raw(self) -> NonZeroUsize {
-        std::ptr::NonNull::from(self).addr()
+        std::ptr::NonNull::from(self).expose_provenance()
     }
     #[inline]
     unsafe fn from_raw(raw: NonZeroUsize) -> Self {
-        // SAFETY: `raw` came from `into_raw` of a `&'static U`, so it is a valid, aligned, forever-live address.
-        unsafe { &*(raw.get() as *const U) }
+        let p = std::ptr::NonNull::<U>::with_exposed_provenance(raw);
+        // SAFETY: `raw` came from `into_raw` of a `&'static U`, which exposed the provenance of that reference:
+        // `p` is a valid, aligned, forever-live pointer to a `U`.
+        unsafe { p.as_ref() }
     }
 }
 
@@ -272,7 +290,7 @@ impl NodeStats {
 pub(crate) struct WState {
     /// Levels of nodes (0 = empty tree, 1 = a root leaf).
     pub(crate) height: usize,
-    /// RCU mode (copy-on-write) or not (in place, immediate frees).
+    /// RCU mode (copy-on-write; every `MapleTree`) or not (in place, immediate frees; a `NonRcuMapleTree`).
     pub(crate) rcu: bool,
     /// Preallocated nodes (addresses).
     pub(crate) pool: Vec<usize>,
@@ -334,12 +352,6 @@ impl<T: Entry> MapleTree<T> {
         Self::with_mode(true, Counters::new())
     }
 
-    /// An empty tree in non-RCU mode: nodes change in place and are freed at once. Only for a tree no
-    /// lock-free reader can see yet (fork's new tree); switch with [`Writer::set_rcu`] before publishing it.
-    pub fn new_non_rcu() -> Self {
-        Self::with_mode(false, Counters::new())
-    }
-
     /// Takes the writer mutex. Every mutating operation goes through the returned [`Writer`]; the convenience
     /// methods on `MapleTree` take and release it per call.
     pub fn lock(&self) -> Writer<'_, T> {
@@ -360,8 +372,7 @@ impl<T: Entry> MapleTree<T> {
     /// The entry at `index` under the caller's guard.
     #[inline]
     pub fn load_in(&self, index: u64, guard: &Guard) -> Option<T> {
-        let _ = guard;
-        read::load_raw(&self.root, index).map(|r| {
+        read::load_raw(&self.root, index, guard).map(|r| {
             // SAFETY: every non-zero leaf word was stored from `T::into_raw`.
             unsafe { T::from_raw(r) }
         })
@@ -370,8 +381,7 @@ impl<T: Entry> MapleTree<T> {
     /// The entry at `index` with its whole range `[first, last]`.
     #[inline]
     pub fn load_range_in(&self, index: u64, guard: &Guard) -> Option<(u64, u64, T)> {
-        let _ = guard;
-        let (s, e, v) = read::load_range_raw(&self.root, index);
+        let (s, e, v) = read::load_range_raw(&self.root, index, guard);
         NonZeroUsize::new(v).map(|r| {
             // SAFETY: as in `load_in`.
             (s, e, unsafe { T::from_raw(r) })
@@ -475,7 +485,7 @@ impl<T: Entry> MapleTree<T> {
     }
 
     /// An O(n) depth-first pre-order copy of the node structure, with `map` applied to each value (given its
-    /// range). The copy shares this tree's allocation domain (node counters and failure injection) and mode.
+    /// range). The copy shares this tree's allocation domain (node counters and failure injection); it is in RCU mode.
     ///
     /// On any failure (a node allocation: [`DupError::NoMem`]; `map`: [`DupError::Map`]) every node allocated
     /// is freed and `undo` is called on every value `map` already produced.
@@ -549,14 +559,19 @@ impl<'a, T: Entry> Writer<'a, T> {
         self.st.height
     }
 
-    /// True in RCU (copy-on-write) mode.
-    pub fn is_rcu(&self) -> bool {
-        self.st.rcu
+    /// Proof that this writer holds the lock, for reading nodes ([`node::Enode::locked`]).
+    pub(crate) fn locked(&self) -> node::Locked<'_> {
+        node::Locked::new()
     }
 
-    /// Switches RCU mode. Turn it on before any lock-free reader can see the tree.
-    pub fn set_rcu(&mut self, rcu: bool) {
-        self.st.rcu = rcu;
+    /// The tree, the lock proof and the writer state at once: a store reads nodes while it allocates.
+    pub(crate) fn parts(&mut self) -> (&'a MapleTree<T>, node::Locked<'_>, &mut WState) {
+        (self.tree, node::Locked::new(), &mut self.st)
+    }
+
+    /// True in RCU mode: always for a [`MapleTree`]'s writer (a [`NonRcuMapleTree`] uses one internally).
+    pub(crate) fn is_rcu(&self) -> bool {
+        self.st.rcu
     }
 
     /// Preallocates nodes so that the following stores, up to `nodes` allocations in total, cannot fail (the
@@ -667,5 +682,22 @@ impl<'a, T: Entry> Writer<'a, T> {
         undo: impl FnMut(U),
     ) -> Result<MapleTree<U>, DupError<E>> {
         dup::dup(self, map, undo)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `&'static U` rebuilt from its raw word must still point into `U` (with its provenance), not just at its
+    /// address: `cargo miri test -p vmspace-maple entry_ref_round_trip` checks that reading through it is defined.
+    #[test]
+    fn entry_ref_round_trip_keeps_provenance() {
+        static A: [u64; 2] = [7, 8];
+        let raw = <&'static [u64; 2] as Entry>::into_raw(&A);
+        // SAFETY: `raw` came from `into_raw` of a `&'static [u64; 2]`.
+        let back = unsafe { <&'static [u64; 2] as Entry>::from_raw(raw) };
+        assert!(std::ptr::eq(back, &A));
+        assert_eq!(back[1], 8);
     }
 }

@@ -15,12 +15,17 @@
 //! (implied pivot). Used pivots are strictly increasing; pivots and slots after `end` are 0. So a reader's
 //! linear scan for the first `pivot >= index` always stops at or before `end` without knowing it.
 //!
-//! Encoded node pointers (`Enode`, used in internal slots and the tree root) are the node address with the node
-//! kind in the low bits ([`KIND_LEAF`] or [`KIND_INTERNAL`]); 0 means "no node".
+//! Encoded node pointers ([`Enode`], used in internal slots and the tree root) are the node address with the
+//! node kind in the low bits ([`KIND_LEAF`] or [`KIND_INTERNAL`]); the word 0 means "no node". Code reaches a
+//! node only through [`Enode::rcu`] (a reader, borrowed for its guard) or [`Enode::locked`] (the writer,
+//! borrowed for its [`Locked`] proof of the lock): the two places that turn a word back into a reference.
 //!
-//! Parent word: [`ROOT_PARENT`] for the root; `parent address | slot << 3 | 0b110` for others; the node's own
-//! address once it is dead (replaced and unpublished; freed after a grace period).
+//! Parent word: [`ROOT_PARENT`] for the root; `parent address | slot << PARENT_SLOT_SHIFT | PARENT_TAG` for
+//! others (`slot << 3 | 0b110`); the node's own address once it is dead (replaced and unpublished; freed after a
+//! grace period). Node addresses are 256-byte aligned, so the tag and slot bits never reach the address.
 
+use std::marker::PhantomData;
+use std::num::NonZeroUsize;
 use std::sync::Arc;
 
 use vmspace_rcu::sync::{AtomicU64, Ordering};
@@ -42,14 +47,25 @@ pub(crate) const INT_MIN: usize = INT_SLOTS / 2 - 1;
 pub(crate) const MAX_HEIGHT: usize = 20;
 
 /// Low bits of an [`Enode`]: leaf.
-pub(crate) const KIND_LEAF: usize = 1;
+const KIND_LEAF: usize = 1;
 /// Low bits of an [`Enode`]: internal allocation-range node.
-pub(crate) const KIND_INTERNAL: usize = 2;
+const KIND_INTERNAL: usize = 2;
+/// The kind bits of an [`Enode`].
 const KIND_MASK: usize = 3;
+/// The address bits of an [`Enode`] or a parent word (nodes are 256-byte aligned).
 const ADDR_MASK: usize = !0xff;
-/// The root node's parent word.
+
+/// Parent word of the root node (bit 0 set: no parent address has it).
 pub(crate) const ROOT_PARENT: u64 = 1;
+/// Low bits of a non-root parent word: bit 0 clear, bits 1 and 2 set (the kernel's `MAPLE_PARENT_RANGE64`-style
+/// type bits; this crate has one parent type, so they only tell a parent word from the root marker).
 const PARENT_TAG: u64 = 0b110;
+/// The slot in the parent is stored at this bit...
+const PARENT_SLOT_SHIFT: u32 = 3;
+/// ...in this many bits (5: up to 32 slots, more than [`INT_SLOTS`]), below the parent's address.
+const PARENT_SLOT_MASK: u64 = 0x1f;
+const _: () =
+    assert!(INT_SLOTS as u64 <= PARENT_SLOT_MASK + 1 && (PARENT_SLOT_MASK << PARENT_SLOT_SHIFT) < 0x100);
 
 /// Word index of leaf slot 0.
 pub(crate) const LEAF_SLOT_BASE: usize = LEAF_PIVOTS;
@@ -60,8 +76,115 @@ pub(crate) const INT_GAP_BASE: usize = INT_SLOT_BASE + INT_SLOTS;
 /// Word index of the internal metadata.
 pub(crate) const INT_META: usize = INT_GAP_BASE + INT_SLOTS;
 
-/// An encoded node pointer: address | kind. 0 = none.
-pub(crate) type Enode = usize;
+/// An encoded node pointer (the kernel's `maple_enode`): the node's address with its kind in the low bits
+/// ([`Enode::is_leaf`]). Never 0: "no node" (an empty tree's root word, an unused slot) is `None`.
+///
+/// # Dereferencing
+///
+/// An `Enode` is made only from a tree's root or child word ([`Enode::from_word`]) or from a fresh allocation
+/// ([`Enode::new`]), and it is dereferenced only through one of two accessors whose borrow lasts as long as what
+/// keeps the node allocated (the kernel's `mas_slot` and `mas_slot_locked`):
+///
+/// * [`Enode::rcu`] for a reader, borrowed for its RCU guard: the reader loaded the word under that guard, and
+///   a node is freed only a grace period after it became unreachable, so it stays allocated until the guard is
+///   dropped (it may die meanwhile; readers check that, see the crate docs, "Dead nodes");
+/// * [`Enode::locked`] for the writer, borrowed for its [`Locked`] proof of the writer lock: under the lock every
+///   node reachable from the root is live, a fresh node is the writer's own, and the writer frees or retires a
+///   node (through the `unsafe` functions of [`Counters`] and `write::retire`) only after its last use.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct Enode(NonZeroUsize);
+
+/// Proof that the tree's writer lock is held for `'w` (see [`Enode::locked`]); made by `Writer::locked` and
+/// `Writer::parts` (and by unit tests, for nodes they allocated and own).
+#[derive(Clone, Copy)]
+pub(crate) struct Locked<'w>(PhantomData<&'w ()>);
+
+impl Locked<'_> {
+    /// The proof for a writer lock the caller holds for the proof's lifetime (or for nodes it owns outright).
+    pub(crate) fn new() -> Self {
+        Locked(PhantomData)
+    }
+}
+
+impl Enode {
+    /// Encodes node address `addr` (from the allocator: non-zero, 256-byte aligned) as a leaf or internal node.
+    #[inline]
+    pub(crate) fn new(addr: usize, leaf: bool) -> Enode {
+        debug_assert!(addr != 0 && addr & !ADDR_MASK == 0);
+        let kind = if leaf { KIND_LEAF } else { KIND_INTERNAL };
+        Enode(NonZeroUsize::new(addr | kind).unwrap_or(NonZeroUsize::MIN))
+    }
+
+    /// Decodes a root or child word (0: no node).
+    #[inline(always)]
+    pub(crate) fn from_word(w: u64) -> Option<Enode> {
+        NonZeroUsize::new(w as usize).map(Enode)
+    }
+
+    /// The word stored in a root or child slot.
+    #[inline(always)]
+    pub(crate) fn word(self) -> u64 {
+        self.0.get() as u64
+    }
+
+    /// The word of an optional node (0 = none).
+    #[inline(always)]
+    pub(crate) fn word_of(e: Option<Enode>) -> u64 {
+        e.map_or(0, Enode::word)
+    }
+
+    /// True for a leaf, false for an internal node.
+    #[inline(always)]
+    pub(crate) fn is_leaf(self) -> bool {
+        self.0.get() & KIND_MASK == KIND_LEAF
+    }
+
+    /// The node's address (what the allocator handed out).
+    #[inline(always)]
+    pub(crate) fn addr(self) -> usize {
+        self.0.get() & ADDR_MASK
+    }
+
+    /// True if the kind bits name a node kind (validation).
+    pub(crate) fn kind_is_valid(self) -> bool {
+        matches!(self.0.get() & 0xff, KIND_LEAF | KIND_INTERNAL)
+    }
+
+    /// A node of this one's kind at `addr` (a copy of it).
+    #[inline]
+    pub(crate) fn same_kind_at(self, addr: usize) -> Enode {
+        Enode::new(addr, self.is_leaf())
+    }
+
+    /// The node, for a reader: borrowed for as long as the guard under which the reader loaded this pointer (see
+    /// the type docs).
+    #[inline(always)]
+    pub(crate) fn rcu(self, _guard: &vmspace_rcu::Guard) -> &Node {
+        // SAFETY: the type docs: a node read under `_guard` is freed only after the guard is dropped.
+        unsafe { self.deref() }
+    }
+
+    /// The node, for the writer: borrowed for as long as the writer lock (see the type docs).
+    #[inline(always)]
+    pub(crate) fn locked<'w>(self, _lock: Locked<'w>) -> &'w Node {
+        // SAFETY: the type docs: under the writer lock a reachable or fresh node is freed only by the writer,
+        // after its last use.
+        unsafe { self.deref() }
+    }
+
+    /// # Safety
+    ///
+    /// The node is allocated for `'a`.
+    #[inline(always)]
+    unsafe fn deref<'a>(self) -> &'a Node {
+        let p = std::ptr::with_exposed_provenance::<Node>(self.addr());
+        // SAFETY: the caller's contract; the allocator exposed the address's provenance (`alloc_node`).
+        let n = unsafe { &*p };
+        #[cfg(loom)]
+        assert!(!n.freed.load(Ordering::Relaxed), "maple: access to a reclaimed node");
+        n
+    }
+}
 
 /// One 256-byte tree node. See the module docs for the layout.
 #[repr(C, align(256))]
@@ -78,30 +201,10 @@ const _: () = assert!(std::mem::size_of::<Node>() == 256 && std::mem::align_of::
 const _: () =
     assert!(usize::BITS == 64, "the maple tree stores u64 pivots and usize slots in the same words");
 
-#[inline]
-pub(crate) fn is_leaf(e: Enode) -> bool {
-    e & KIND_MASK == KIND_LEAF
-}
-
-#[inline]
-pub(crate) fn addr(e: Enode) -> usize {
-    e & ADDR_MASK
-}
-
-/// Dereferences an encoded node pointer.
-///
-/// # Safety
-///
-/// `e` is a non-zero Enode of a node that is not yet freed: reachable from the root under the caller's RCU
-/// guard or the writer lock, or owned by the caller.
-#[inline]
-pub(crate) unsafe fn node<'a>(e: Enode) -> &'a Node {
-    debug_assert!(e != 0);
-    // SAFETY: the caller guarantees the node is allocated for the duration of the borrow.
-    let n = unsafe { &*(addr(e) as *const Node) };
-    #[cfg(loom)]
-    assert!(!n.freed.load(Ordering::Relaxed), "maple: access to a reclaimed node");
-    n
+/// A fresh node's memory, its address exposed so that [`Enode`]s (plain integers in atomic words) can be turned
+/// back into references.
+fn alloc_node() -> usize {
+    Box::into_raw(Box::new(Node::zeroed())).expose_provenance()
 }
 
 impl Node {
@@ -141,17 +244,47 @@ impl Node {
         self.w[LEAF_SLOT_BASE + i].store(v as u64, Ordering::Release);
     }
 
-    /// Internal slot `i`, an encoded child pointer (Acquire: pairs with the Release store that published the
-    /// child, so the child's initialised contents are visible).
+    /// Internal slot `i`, an encoded child pointer, for a reader (Acquire: pairs with the Release store that
+    /// published the child, so the child's initialised contents are visible). None for an unused slot.
     #[inline(always)]
-    pub(crate) fn child(&self, i: usize) -> Enode {
-        self.w[INT_SLOT_BASE + i].load(Ordering::Acquire) as usize
+    pub(crate) fn child(&self, i: usize) -> Option<Enode> {
+        Enode::from_word(self.w[INT_SLOT_BASE + i].load(Ordering::Acquire))
+    }
+
+    /// Internal slot `i`, known to be used, for a reader's descent (Acquire, as [`Node::child`]). Unlike
+    /// [`Node::child`] it checks nothing: the lookups' hot loop pays no test for a case that cannot happen.
+    ///
+    /// # Safety
+    ///
+    /// `i` is at or before the node's end, as the slot [`Node::scan`] finds in any node a reader can reach (live,
+    /// or dead and frozen as it was: pivots of published nodes never change), and every used slot of an internal
+    /// node holds a child (a child slot is only ever overwritten with another child).
+    #[inline(always)]
+    pub(crate) unsafe fn used_child(&self, i: usize) -> Enode {
+        let w = self.w[INT_SLOT_BASE + i].load(Ordering::Acquire) as usize;
+        debug_assert!(w != 0, "maple: a used internal slot without a child");
+        // SAFETY: the caller's contract: a used slot holds a child, whose word is non-zero.
+        Enode(unsafe { NonZeroUsize::new_unchecked(w) })
+    }
+
+    /// Internal slot `i` for the writer, which reads only its own stores (Relaxed; the kernel's
+    /// `mas_slot_locked`). Every used slot of an internal node holds a child.
+    #[inline(always)]
+    pub(crate) fn child_locked(&self, i: usize) -> Enode {
+        let c = Enode::from_word(self.w[INT_SLOT_BASE + i].load(Ordering::Relaxed));
+        c.expect("maple: a used internal slot holds a child")
     }
 
     /// Publishes child `i` (Release: the child's contents happen-before any reader that loads the pointer).
     #[inline(always)]
     pub(crate) fn set_child(&self, i: usize, e: Enode) {
-        self.w[INT_SLOT_BASE + i].store(e as u64, Ordering::Release);
+        self.w[INT_SLOT_BASE + i].store(e.word(), Ordering::Release);
+    }
+
+    /// Leaf slot `i` for the writer (Relaxed: the writer reads its own stores).
+    #[inline(always)]
+    pub(crate) fn leaf_slot_locked(&self, i: usize) -> usize {
+        self.w[LEAF_SLOT_BASE + i].load(Ordering::Relaxed) as usize
     }
 
     /// Max gap recorded for child `i` (Relaxed: gaps are hints for the gap search; a concurrent lock-free
@@ -206,29 +339,35 @@ impl Node {
     pub(crate) fn set_parent(&self, parent: Option<(Enode, usize)>) {
         let w = match parent {
             None => ROOT_PARENT,
-            Some((p, slot)) => addr(p) as u64 | (slot as u64) << 3 | PARENT_TAG,
+            Some((p, slot)) => p.addr() as u64 | (slot as u64) << PARENT_SLOT_SHIFT | PARENT_TAG,
         };
         // Relaxed: readers only compare the parent word with the node's own address; no live node's parent word
         // ever equals that, so any value they read of a re-parenting store is "alive", which is true.
         self.parent.store(w, Ordering::Relaxed);
     }
 
-    /// Decodes a non-root parent word into (parent address, slot).
+    /// Decodes a non-root parent word into (parent address, slot); None for the root marker.
     #[inline]
     pub(crate) fn decode_parent(w: u64) -> Option<(usize, usize)> {
-        if w & 0xff & PARENT_TAG == PARENT_TAG && w & 1 == 0 {
-            Some(((w as usize) & ADDR_MASK, ((w >> 3) & 0x1f) as usize))
+        if w & ROOT_PARENT == 0 && w & PARENT_TAG == PARENT_TAG {
+            Some(((w as usize) & ADDR_MASK, ((w >> PARENT_SLOT_SHIFT) & PARENT_SLOT_MASK) as usize))
         } else {
             None
         }
+    }
+
+    /// This node's address, as its parent word holds it once the node is dead.
+    #[inline(always)]
+    fn dead_word(&self) -> u64 {
+        (self as *const Node).addr() as u64
     }
 
     /// Marks this (already unpublished) node dead: parent = self.
     #[inline]
     pub(crate) fn mark_dead(&self) {
         // Release: the store that unpublished this node (program-order earlier) happens-before any reader that
-        // sees the node dead and then (after its Acquire fence in `dead_restart`) re-reads the root.
-        self.parent.store(self as *const Node as u64, Ordering::Release);
+        // sees the node dead and then (after its Acquire fence in `read::alive`) re-reads the root.
+        self.parent.store(self.dead_word(), Ordering::Release);
     }
 
     /// True if the node was replaced. Call after loading the fields you want to trust and an Acquire fence
@@ -236,7 +375,29 @@ impl Node {
     #[inline(always)]
     pub(crate) fn is_dead(&self) -> bool {
         // Relaxed: ordering comes from the caller's fences (see the crate docs, "dead nodes").
-        self.parent.load(Ordering::Relaxed) == self as *const Node as u64
+        self.parent.load(Ordering::Relaxed) == self.dead_word()
+    }
+
+    /// First slot whose pivot is `>= index` (or `np`, the slot with the implied pivot): the slot holding `index`.
+    #[inline(always)]
+    pub(crate) fn scan(&self, np: usize, index: u64) -> usize {
+        let mut i = 0;
+        while i < np && self.pivot(i) < index {
+            i += 1;
+        }
+        i
+    }
+
+    /// First index of slot `i` of this node, whose minimum is `min`.
+    #[inline(always)]
+    pub(crate) fn slot_first(&self, i: usize, min: u64) -> u64 {
+        if i == 0 { min } else { self.pivot(i - 1) + 1 }
+    }
+
+    /// Last index of slot `i` of this node (`np` pivots), whose maximum is `max`.
+    #[inline(always)]
+    pub(crate) fn slot_last(&self, np: usize, i: usize, max: u64) -> u64 {
+        if i < np { self.pivot(i) } else { max }
     }
 
     /// Leaf: end (last used slot) given the node maximum.
@@ -251,6 +412,12 @@ impl Node {
         }
         np
     }
+}
+
+/// Pivots of a leaf (`leaf`) or internal node.
+#[inline(always)]
+pub(crate) fn pivots(leaf: bool) -> usize {
+    if leaf { LEAF_PIVOTS } else { INT_PIVOTS }
 }
 
 /// Recycled nodes kept per allocation domain (beyond this, freed nodes go back to the system allocator): 64 Ki
@@ -379,7 +546,7 @@ impl Counters {
                 return Some(a);
             }
         }
-        Some(Box::into_raw(Box::new(Node::zeroed())) as usize)
+        Some(alloc_node())
     }
 
     /// Allocates like [`Counters::alloc`] from `stash`, which is refilled in batches (from the cache, topped up
@@ -405,7 +572,7 @@ impl Counters {
                 stash.nodes.extend(c.drain(at..));
             }
             while stash.nodes.len() < want {
-                stash.nodes.push(Box::into_raw(Box::new(Node::zeroed())) as usize);
+                stash.nodes.push(alloc_node());
             }
             // Relaxed: statistics (counted before any of these nodes can be freed, so `allocated` never lags).
             self.allocated.fetch_add(want as u64, Ordering::Relaxed);
@@ -535,14 +702,14 @@ impl Drop for Counters {
 unsafe fn release(a: usize) {
     #[cfg(loom)]
     {
-        // Loom: keep the memory and mark it, so that a late reader trips the assertion in `node()`.
+        // Loom: keep the memory and mark it, so that a late reader trips the assertion in `Enode::deref`.
         // SAFETY: the node is still allocated (we never free under loom).
-        let n = unsafe { &*(a as *const Node) };
+        let n = unsafe { &*std::ptr::with_exposed_provenance::<Node>(a) };
         n.freed.store(true, Ordering::Relaxed);
     }
     #[cfg(not(loom))]
     // SAFETY: the caller's contract.
-    drop(unsafe { Box::from_raw(a as *mut Node) });
+    drop(unsafe { Box::from_raw(std::ptr::with_exposed_provenance_mut::<Node>(a)) });
 }
 
 /// Size in keys of `[s, e]`, saturating at `u64::MAX` (the whole key space).
@@ -569,19 +736,25 @@ mod tests {
         let a = c.alloc().unwrap();
         let b = c.alloc().unwrap();
         assert_eq!(a & 0xff, 0);
-        let e = a | KIND_INTERNAL;
-        assert!(!is_leaf(e));
-        assert!(is_leaf(b | KIND_LEAF));
-        assert_eq!(addr(e), a);
-        // SAFETY: `b` is a freshly allocated node we own.
-        let nb = unsafe { node(b | KIND_LEAF) };
+        let e = Enode::new(a, false);
+        assert!(!e.is_leaf());
+        assert!(Enode::new(b, true).is_leaf());
+        assert_eq!(e.addr(), a);
+        assert_eq!(Enode::from_word(e.word()), Some(e));
+        assert_eq!(Enode::from_word(0), None);
+        // Both nodes are fresh and ours: the proof stands for that here.
+        let nb = Enode::new(b, true).locked(Locked::new());
         nb.set_parent(Some((e, 7)));
         assert_eq!(Node::decode_parent(nb.parent_word()), Some((a, 7)));
+        nb.set_parent(Some((e, INT_SLOTS - 1)));
+        assert_eq!(Node::decode_parent(nb.parent_word()), Some((a, INT_SLOTS - 1)));
         nb.set_parent(None);
+        assert_eq!(nb.parent_word(), ROOT_PARENT);
         assert_eq!(Node::decode_parent(nb.parent_word()), None);
         assert!(!nb.is_dead());
         nb.mark_dead();
         assert!(nb.is_dead());
+        assert_eq!(Node::decode_parent(nb.parent_word()), None);
         // SAFETY: both nodes are ours and unpublished.
         unsafe {
             c.free_now(a);
@@ -595,8 +768,8 @@ mod tests {
     fn end_from_pivots() {
         let c = Counters::new();
         let a = c.alloc().unwrap();
-        // SAFETY: our own unpublished node.
-        let n = unsafe { node(a | KIND_LEAF) };
+        // Our own unpublished node.
+        let n = Enode::new(a, true).locked(Locked::new());
         n.set_pivot(0, 10);
         n.set_pivot(1, 20);
         n.set_pivot(2, 99);

@@ -1,71 +1,58 @@
 //! Lock-free readers: point lookups and the cursor.
 //!
-//! Every reader runs under an RCU guard (the caller's, or one pinned per call). Per node it (1) loads pivots
-//! (Relaxed) and a slot (Acquire), (2) issues `fence(Acquire)` so those loads are ordered before (3) the load of
-//! the node's parent word; if the node is dead it issues another `fence(Acquire)` (synchronising with the
-//! writer's Release dead-mark, which follows its Release publication) and restarts from the root, or — for a
-//! cursor — re-walks from the root to the index it was about to visit. Lookups allocate nothing and take no
-//! lock.
+//! Every reader runs under an RCU guard (the caller's, or one pinned per call) and reaches nodes through
+//! [`Enode::rcu`], borrowed for that guard. Per node it (1) loads pivots (Relaxed) and a slot (Acquire), then
+//! (2) asks [`alive`]: a `fence(Acquire)` orders those loads before (3) the load of the node's parent word; if
+//! the node is dead, another `fence(Acquire)` synchronises with the writer's Release dead-mark (which follows
+//! its Release publication) and the reader restarts from the root, or — for a cursor — re-walks from the root
+//! to the index it was about to visit. Lookups allocate nothing and take no lock.
 
 use std::num::NonZeroUsize;
 
 use vmspace_rcu::Guard;
 use vmspace_rcu::sync::{AtomicU64, Ordering, fence};
 
-use crate::node::{Enode, INT_PIVOTS, LEAF_PIVOTS, MAX_HEIGHT, Node, is_leaf, node};
+use crate::node::{Enode, INT_PIVOTS, INT_SLOTS, LEAF_PIVOTS, LEAF_SLOTS, MAX_HEIGHT, Node, pivots};
 use crate::{Entry, MapleTree};
 
-/// First slot whose pivot is `>= index` (or `np`, the slot with the implied pivot).
+/// The dead-node check every reader makes after loading what it needs from a node (the kernel's
+/// `ma_dead_node`): true if `n` was alive after those loads, so they are current. False if it is dead: the
+/// reader must restart from the root (or re-walk to its index) and the restart sees the replacement.
 #[inline(always)]
-fn scan(n: &Node, np: usize, index: u64) -> usize {
-    let mut i = 0;
-    while i < np && n.pivot(i) < index {
-        i += 1;
-    }
-    i
-}
-
-/// Called after finding a dead node, before restarting.
-#[inline]
-fn dead_restart() {
-    // Acquire: pairs with the writer's Release dead-mark (and so with its earlier publication): the restart
-    // sees the replacement.
+pub(crate) fn alive(n: &Node) -> bool {
+    // Acquire fence: the pivot and slot loads before it happen before the parent-word load in `is_dead`.
     fence(Ordering::Acquire);
+    if n.is_dead() {
+        // Acquire: pairs with the writer's Release dead-mark (and so with its earlier publication).
+        fence(Ordering::Acquire);
+        return false;
+    }
+    true
 }
 
 /// Loads the root word (Acquire: pairs with the Release store that published the root node).
 #[inline(always)]
-pub(crate) fn load_root(root: &AtomicU64) -> Enode {
-    root.load(Ordering::Acquire) as usize
+pub(crate) fn load_root(root: &AtomicU64) -> Option<Enode> {
+    Enode::from_word(root.load(Ordering::Acquire))
 }
 
-/// The raw entry at `index`. The caller holds a guard.
+/// The raw entry at `index`.
 #[inline]
-pub(crate) fn load_raw(root: &AtomicU64, index: u64) -> Option<NonZeroUsize> {
+pub(crate) fn load_raw(root: &AtomicU64, index: u64, guard: &Guard) -> Option<NonZeroUsize> {
     'restart: loop {
-        let mut e = load_root(root);
-        if e == 0 {
-            return None;
-        }
+        let mut e = load_root(root)?;
         loop {
-            // SAFETY: `e` was loaded from the root or a live node under the caller's guard; nodes are freed only
-            // after a grace period.
-            let n = unsafe { node(e) };
-            if is_leaf(e) {
-                let v = n.leaf_slot(scan(n, LEAF_PIVOTS, index));
-                // Acquire fence: the pivot and slot loads above happen before the dead check below.
-                fence(Ordering::Acquire);
-                if n.is_dead() {
-                    dead_restart();
+            let n = e.rcu(guard);
+            if e.is_leaf() {
+                let v = n.leaf_slot(n.scan(LEAF_PIVOTS, index));
+                if !alive(n) {
                     continue 'restart;
                 }
                 return NonZeroUsize::new(v);
             }
-            let c = n.child(scan(n, INT_PIVOTS, index));
-            // Acquire fence: as above.
-            fence(Ordering::Acquire);
-            if n.is_dead() {
-                dead_restart();
+            // SAFETY: `scan` found the slot holding `index`, a used one (see `Node::used_child`).
+            let c = unsafe { n.used_child(n.scan(INT_PIVOTS, index)) };
+            if !alive(n) {
                 continue 'restart;
             }
             e = c;
@@ -73,41 +60,40 @@ pub(crate) fn load_raw(root: &AtomicU64, index: u64) -> Option<NonZeroUsize> {
     }
 }
 
-/// The raw slot holding `index` with its range (value 0 for NULL). The caller holds a guard.
+/// The raw slot holding `index` with its range (value 0 for NULL).
 #[inline]
-pub(crate) fn load_range_raw(root: &AtomicU64, index: u64) -> (u64, u64, usize) {
+pub(crate) fn load_range_raw(root: &AtomicU64, index: u64, guard: &Guard) -> (u64, u64, usize) {
     'restart: loop {
-        let mut e = load_root(root);
-        if e == 0 {
+        let Some(mut e) = load_root(root) else {
             return (0, u64::MAX, 0);
-        }
+        };
         let (mut min, mut max) = (0u64, u64::MAX);
         loop {
-            // SAFETY: as in `load_raw`.
-            let n = unsafe { node(e) };
-            let np = if is_leaf(e) { LEAF_PIVOTS } else { INT_PIVOTS };
-            let i = scan(n, np, index);
-            let s = if i == 0 { min } else { n.pivot(i - 1) + 1 };
-            let l = if i < np { n.pivot(i) } else { max };
-            let v = if is_leaf(e) { n.leaf_slot(i) } else { n.child(i) };
-            // Acquire fence: as in `load_raw`.
-            fence(Ordering::Acquire);
-            if n.is_dead() {
-                dead_restart();
-                continue 'restart;
-            }
-            if is_leaf(e) {
+            let n = e.rcu(guard);
+            let np = pivots(e.is_leaf());
+            let i = n.scan(np, index);
+            let (s, l) = (n.slot_first(i, min), n.slot_last(np, i, max));
+            if e.is_leaf() {
+                let v = n.leaf_slot(i);
+                if !alive(n) {
+                    continue 'restart;
+                }
                 return (s, l, v);
             }
-            (min, max, e) = (s, l, v);
+            // SAFETY: `scan` found the slot holding `index`, a used one (see `Node::used_child`).
+            let c = unsafe { n.used_child(i) };
+            if !alive(n) {
+                continue 'restart;
+            }
+            (min, max, e) = (s, l, c);
         }
     }
 }
 
-/// One level of a cursor's cached path.
+/// One level of a cursor's cached path (`e` is None only in levels not walked yet).
 #[derive(Clone, Copy, Default)]
 struct Lvl {
-    e: Enode,
+    e: Option<Enode>,
     min: u64,
     max: u64,
     off: usize,
@@ -141,7 +127,7 @@ enum Status {
 /// that existed throughout.
 pub struct Cursor<'g, T: Entry> {
     tree: &'g MapleTree<T>,
-    _guard: &'g Guard,
+    guard: &'g Guard,
     path: [Lvl; MAX_HEIGHT],
     depth: usize,
     status: Status,
@@ -177,7 +163,7 @@ impl<'g, T: Entry> Cursor<'g, T> {
     pub(crate) fn new(tree: &'g MapleTree<T>, guard: &'g Guard) -> Self {
         Cursor {
             tree,
-            _guard: guard,
+            guard,
             path: [Lvl::default(); MAX_HEIGHT],
             depth: 0,
             status: Status::Start,
@@ -220,15 +206,20 @@ impl<'g, T: Entry> Cursor<'g, T> {
     /// Walks from the root to the slot holding `key`, caching the path.
     fn walk(&mut self, key: u64) -> (u64, u64, usize) {
         loop {
-            let e = load_root(&self.tree.root);
-            if e == 0 {
+            let Some(e) = load_root(&self.tree.root) else {
                 self.depth = 0;
                 return (0, u64::MAX, 0);
-            }
+            };
             if let Some(r) = self.descend(0, e, 0, u64::MAX, key) {
                 return r;
             }
         }
+    }
+
+    /// The node of a cached path level (None if the level was never walked).
+    #[inline(always)]
+    fn level_node(&self, lv: Lvl) -> Option<&'g Node> {
+        Some(lv.e?.rcu(self.guard))
     }
 
     /// Descends from node `e` (covering `[min, max]`) at `level` to the leaf slot holding `key`. None if a dead
@@ -243,28 +234,26 @@ impl<'g, T: Entry> Cursor<'g, T> {
         key: u64,
     ) -> Option<(u64, u64, usize)> {
         loop {
-            // SAFETY: `e` came from the root or a node checked alive after the load, under the guard.
-            let n = unsafe { node(e) };
-            let np = if is_leaf(e) { LEAF_PIVOTS } else { INT_PIVOTS };
-            let i = scan(n, np, key);
-            let s = if i == 0 { min } else { n.pivot(i - 1) + 1 };
-            let l = if i < np { n.pivot(i) } else { max };
-            let v = if is_leaf(e) { n.leaf_slot(i) } else { n.child(i) };
-            // Acquire fence: the loads above happen before the dead check.
-            fence(Ordering::Acquire);
-            if n.is_dead() {
-                dead_restart();
-                return None;
-            }
-            if level >= MAX_HEIGHT {
-                return None;
-            }
-            self.path[level] = Lvl { e, min, max, off: i };
-            if is_leaf(e) {
+            let n = e.rcu(self.guard);
+            let np = pivots(e.is_leaf());
+            let i = n.scan(np, key);
+            let (s, l) = (n.slot_first(i, min), n.slot_last(np, i, max));
+            if e.is_leaf() {
+                let v = n.leaf_slot(i);
+                if !alive(n) || level >= MAX_HEIGHT {
+                    return None;
+                }
+                self.path[level] = Lvl { e: Some(e), min, max, off: i };
                 self.depth = level + 1;
                 return Some((s, l, v));
             }
-            (min, max, e) = (s, l, v);
+            // SAFETY: `scan` found the slot holding `key`, a used one (see `Node::used_child`).
+            let c = unsafe { n.used_child(i) };
+            if !alive(n) || level >= MAX_HEIGHT {
+                return None;
+            }
+            self.path[level] = Lvl { e: Some(e), min, max, off: i };
+            (min, max, e) = (s, l, c);
             level += 1;
         }
     }
@@ -279,23 +268,19 @@ impl<'g, T: Entry> Cursor<'g, T> {
         }
         let d = self.depth - 1;
         let lv = self.path[d];
-        // SAFETY: a cached path node under the cursor's guard.
-        let n = unsafe { node(lv.e) };
+        let n = self.level_node(lv)?;
         let mut off = lv.off;
         let mut s = self.last + 1;
-        while s <= lv.max && off + 1 < crate::node::LEAF_SLOTS {
+        while s <= lv.max && off + 1 < LEAF_SLOTS {
             if s > max {
                 // Nothing more at or before `max`: leave the decision (and the paused position) to the slow path.
                 return None;
             }
             off += 1;
-            let l = if off < LEAF_PIVOTS { n.pivot(off) } else { lv.max };
+            let l = n.slot_last(LEAF_PIVOTS, off, lv.max);
             let v = n.leaf_slot(off);
             if v != 0 {
-                // Acquire fence: the loads above happen before the dead check.
-                fence(Ordering::Acquire);
-                if n.is_dead() {
-                    dead_restart();
+                if !alive(n) {
                     return None;
                 }
                 self.path[d].off = off;
@@ -317,8 +302,7 @@ impl<'g, T: Entry> Cursor<'g, T> {
         }
         let d = self.depth - 1;
         let lv = self.path[d];
-        // SAFETY: a cached path node under the cursor's guard.
-        let n = unsafe { node(lv.e) };
+        let n = self.level_node(lv)?;
         let mut off = lv.off;
         let mut l = self.index - 1;
         while l >= lv.min && off > 0 {
@@ -326,13 +310,10 @@ impl<'g, T: Entry> Cursor<'g, T> {
                 return None;
             }
             off -= 1;
-            let s = if off == 0 { lv.min } else { n.pivot(off - 1) + 1 };
+            let s = n.slot_first(off, lv.min);
             let v = n.leaf_slot(off);
             if v != 0 {
-                // Acquire fence: the loads above happen before the dead check.
-                fence(Ordering::Acquire);
-                if n.is_dead() {
-                    dead_restart();
+                if !alive(n) {
                     return None;
                 }
                 self.path[d].off = off;
@@ -352,54 +333,42 @@ impl<'g, T: Entry> Cursor<'g, T> {
             return None;
         }
         let key = self.last + 1;
-        if self.depth == 0 {
-            return Some(self.walk(key));
-        }
-        let d = self.depth - 1;
+        Some(self.step_fwd_cached(key).unwrap_or_else(|| self.walk(key)))
+    }
+
+    /// [`Cursor::step_fwd`] through the cached path: the next slot of the leaf, else the next child of the
+    /// lowest ancestor that has one. None if the path cannot be used (none cached, a dead node, the end).
+    fn step_fwd_cached(&mut self, key: u64) -> Option<(u64, u64, usize)> {
+        let d = self.depth.checked_sub(1)?;
         let lv = self.path[d];
         if key <= lv.max {
-            // SAFETY: a cached path node under the cursor's guard.
-            let n = unsafe { node(lv.e) };
+            let n = self.level_node(lv)?;
             let off = lv.off + 1;
-            if off >= crate::node::LEAF_SLOTS {
-                return Some(self.walk(key));
+            if off >= LEAF_SLOTS {
+                return None;
             }
-            let l = if off < LEAF_PIVOTS { n.pivot(off) } else { lv.max };
+            let l = n.slot_last(LEAF_PIVOTS, off, lv.max);
             let v = n.leaf_slot(off);
-            // Acquire fence: the loads above happen before the dead check.
-            fence(Ordering::Acquire);
-            if n.is_dead() {
-                dead_restart();
-                return Some(self.walk(key));
+            if !alive(n) {
+                return None;
             }
             self.path[d].off = off;
             return Some((key, l, v));
         }
-        let mut level = d;
-        while level > 0 {
-            level -= 1;
-            let p = self.path[level];
-            if key > p.max {
-                continue;
-            }
-            // SAFETY: as above.
-            let pn = unsafe { node(p.e) };
-            let off = p.off + 1;
-            let cmax = if off < INT_PIVOTS { pn.pivot(off) } else { p.max };
-            let c = if off < crate::node::INT_SLOTS { pn.child(off) } else { 0 };
-            // Acquire fence: as above.
-            fence(Ordering::Acquire);
-            if pn.is_dead() || c == 0 {
-                dead_restart();
-                return Some(self.walk(key));
-            }
-            self.path[level].off = off;
-            return match self.descend(level + 1, c, key, cmax, key) {
-                Some(r) => Some(r),
-                None => Some(self.walk(key)),
-            };
+        let level = (0..d).rev().find(|&level| key <= self.path[level].max)?;
+        let p = self.path[level];
+        let pn = self.level_node(p)?;
+        let off = p.off + 1;
+        if off >= INT_SLOTS {
+            return None;
         }
-        Some(self.walk(key))
+        let cmax = pn.slot_last(INT_PIVOTS, off, p.max);
+        let c = pn.child(off);
+        if !alive(pn) {
+            return None;
+        }
+        self.path[level].off = off;
+        self.descend(level + 1, c?, key, cmax, key)
     }
 
     /// The slot before the current one (`[.., index - 1]`), or None at index 0.
@@ -408,51 +377,35 @@ impl<'g, T: Entry> Cursor<'g, T> {
             return None;
         }
         let key = self.index - 1;
-        if self.depth == 0 {
-            return Some(self.walk(key));
-        }
-        let d = self.depth - 1;
+        Some(self.step_back_cached(key).unwrap_or_else(|| self.walk(key)))
+    }
+
+    /// Mirror image of [`Cursor::step_fwd_cached`].
+    fn step_back_cached(&mut self, key: u64) -> Option<(u64, u64, usize)> {
+        let d = self.depth.checked_sub(1)?;
         let lv = self.path[d];
         if key >= lv.min && lv.off > 0 {
-            // SAFETY: a cached path node under the cursor's guard.
-            let n = unsafe { node(lv.e) };
+            let n = self.level_node(lv)?;
             let off = lv.off - 1;
-            let s = if off == 0 { lv.min } else { n.pivot(off - 1) + 1 };
+            let s = n.slot_first(off, lv.min);
             let v = n.leaf_slot(off);
-            // Acquire fence: the loads above happen before the dead check.
-            fence(Ordering::Acquire);
-            if n.is_dead() {
-                dead_restart();
-                return Some(self.walk(key));
+            if !alive(n) {
+                return None;
             }
             self.path[d].off = off;
             return Some((s, key, v));
         }
-        let mut level = d;
-        while level > 0 {
-            level -= 1;
-            let p = self.path[level];
-            if key < p.min || p.off == 0 {
-                continue;
-            }
-            // SAFETY: as above.
-            let pn = unsafe { node(p.e) };
-            let off = p.off - 1;
-            let cmin = if off == 0 { p.min } else { pn.pivot(off - 1) + 1 };
-            let c = pn.child(off);
-            // Acquire fence: as above.
-            fence(Ordering::Acquire);
-            if pn.is_dead() || c == 0 {
-                dead_restart();
-                return Some(self.walk(key));
-            }
-            self.path[level].off = off;
-            return match self.descend(level + 1, c, cmin, key, key) {
-                Some(r) => Some(r),
-                None => Some(self.walk(key)),
-            };
+        let level = (0..d).rev().find(|&level| key >= self.path[level].min && self.path[level].off > 0)?;
+        let p = self.path[level];
+        let pn = self.level_node(p)?;
+        let off = p.off - 1;
+        let cmin = pn.slot_first(off, p.min);
+        let c = pn.child(off);
+        if !alive(pn) {
+            return None;
         }
-        Some(self.walk(key))
+        self.path[level].off = off;
+        self.descend(level + 1, c?, cmin, key, key)
     }
 
     #[inline]
@@ -584,15 +537,19 @@ mod tests {
     fn scan_stops_at_end_pivot() {
         let c = crate::node::Counters::new();
         let a = c.alloc().unwrap();
-        // SAFETY: our own unpublished node.
-        let n = unsafe { node(a | crate::node::KIND_LEAF) };
+        // Our own unpublished node.
+        let n = Enode::new(a, true).locked(crate::node::Locked::new());
         n.set_pivot(0, 9);
         n.set_pivot(1, 19);
         n.set_pivot(2, 100);
-        assert_eq!(scan(n, LEAF_PIVOTS, 0), 0);
-        assert_eq!(scan(n, LEAF_PIVOTS, 9), 0);
-        assert_eq!(scan(n, LEAF_PIVOTS, 10), 1);
-        assert_eq!(scan(n, LEAF_PIVOTS, 100), 2);
+        assert_eq!(n.scan(LEAF_PIVOTS, 0), 0);
+        assert_eq!(n.scan(LEAF_PIVOTS, 9), 0);
+        assert_eq!(n.scan(LEAF_PIVOTS, 10), 1);
+        assert_eq!(n.scan(LEAF_PIVOTS, 100), 2);
+        assert_eq!((n.slot_first(1, 0), n.slot_last(LEAF_PIVOTS, 1, 100), n.leaf_slot(1)), (10, 19, 0));
+        assert!(alive(n));
+        n.mark_dead();
+        assert!(!alive(n));
         // SAFETY: as above.
         unsafe { c.free_now(a) };
     }

@@ -1,9 +1,15 @@
-//! Stores: one algorithm for every shape of change, level by level from the leaves up.
+//! Stores: one algorithm for every shape of change, level by level from the leaves up, and two shortcuts.
 //!
-//! A store of `[first, last]` first tries the **exact fit**: the range is exactly one existing leaf slot and
-//! the store keeps every invariant (no NULL next to a NULL, no NULL at the end of a non-right-most leaf); then
-//! one Release store of the slot suffices (plus in-place max-gap bookkeeping when the slot changes between
-//! NULL and non-NULL).
+//! A store of `[first, last]` into an empty tree makes one root leaf ([`store_empty`]). Otherwise it walks to
+//! the leaf holding `first` and tries, in order:
+//!
+//! * the **exact fit** ([`exact_fit`], the kernel's `wr_exact_fit`): the range is exactly one existing leaf slot
+//!   and the store keeps every invariant (no NULL next to a NULL, no NULL at the end of a non-right-most leaf);
+//!   one Release store of the slot, in place in both modes (plus in-place max-gap bookkeeping when the slot
+//!   changes between NULL and non-NULL);
+//! * the **node store** ([`node_store`], `wr_node_store`): the change stays inside that leaf and the rebuilt
+//!   leaf satisfies every invariant; RCU mode fills one new leaf and publishes it in the parent's slot (or as
+//!   the root), non-RCU mode rewrites the leaf in place.
 //!
 //! Otherwise it rebuilds the affected part of the tree (the kernel's big-node approach):
 //!
@@ -39,13 +45,13 @@ use crate::build::{
     Big, Item, adopt, alloc, build_nodes, distribute, fill_node, leaf_gap, node_count, node_items,
 };
 use crate::node::{
-    Counters, Enode, INT_MIN, INT_PIVOTS, INT_SLOTS, KIND_LEAF, LEAF_MIN, LEAF_PIVOTS, LEAF_SLOTS,
-    MAX_HEIGHT, RETIRE_BATCH, is_leaf, node,
+    Counters, Enode, INT_MIN, INT_PIVOTS, INT_SLOTS, LEAF_MIN, LEAF_PIVOTS, LEAF_SLOTS, Locked, MAX_HEIGHT,
+    RETIRE_BATCH, pivots,
 };
-use crate::{Entry, MapleError, WState, Writer};
+use crate::{Entry, MapleError, MapleTree, WState, Writer};
 
 /// One level of a writer's path.
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Copy)]
 pub(crate) struct Lvl {
     pub(crate) e: Enode,
     pub(crate) min: u64,
@@ -59,42 +65,40 @@ pub(crate) struct Path {
 }
 
 /// Walks from `root` to `depth` along `key` (writer side: the lock is held, every node is live).
-pub(crate) fn walk(root: Enode, key: u64, depth: usize) -> Path {
-    let mut p = Path { lv: [Lvl::default(); MAX_HEIGHT] };
+pub(crate) fn walk(lk: Locked<'_>, root: Enode, key: u64, depth: usize) -> Path {
+    let mut p = Path { lv: [Lvl { e: root, min: 0, max: u64::MAX, off: 0 }; MAX_HEIGHT] };
     let (mut e, mut min, mut max) = (root, 0u64, u64::MAX);
     for d in 0..=depth {
-        // SAFETY: writer-side, reachable from the root.
-        let n = unsafe { node(e) };
-        let np = if is_leaf(e) { LEAF_PIVOTS } else { INT_PIVOTS };
-        let mut i = 0;
-        while i < np && n.pivot(i) < key {
-            i += 1;
-        }
+        let n = e.locked(lk);
+        let np = pivots(e.is_leaf());
+        let i = n.scan(np, key);
         p.lv[d] = Lvl { e, min, max, off: i };
-        if d == depth || is_leaf(e) {
+        if d == depth || e.is_leaf() {
             break;
         }
-        let s = if i == 0 { min } else { n.pivot(i - 1) + 1 };
-        let l = if i < np { n.pivot(i) } else { max };
-        (e, min, max) = (n.word(crate::node::INT_SLOT_BASE + i) as usize, s, l);
+        (e, min, max) = (n.child_locked(i), n.slot_first(i, min), n.slot_last(np, i, max));
     }
     p
 }
 
+/// The node at depth `d` holding `key`.
+fn node_at(lk: Locked<'_>, root: Enode, key: u64, d: usize) -> Lvl {
+    walk(lk, root, key, d).lv[d]
+}
+
 /// Max gap of a live leaf.
-fn leaf_node_gap(e: Enode, min: u64, max: u64) -> u64 {
+fn leaf_node_gap(lk: Locked<'_>, e: Enode, min: u64, max: u64) -> u64 {
     let mut b = Big::new(min);
-    node_items(e, min, max, &mut b, false);
+    node_items(lk, e, max, &mut b, false);
     leaf_gap(b.items(), min)
 }
 
 /// Records child `off`'s new max gap `g` in the path's node at `depth` and propagates upward while the node's
 /// max gap changes (the kernel's `mas_update_gap`). In place: gaps are only read by gap searches.
-fn propagate_gap(p: &Path, mut depth: usize, mut g: u64) {
+fn propagate_gap(lk: Locked<'_>, p: &Path, mut depth: usize, mut g: u64) {
     loop {
         let lv = p.lv[depth];
-        // SAFETY: writer-side, live.
-        let n = unsafe { node(lv.e) };
+        let n = lv.e.locked(lk);
         if n.gap(lv.off) == g {
             // Unchanged: no store at all, so that readers' cached copies of this node stay valid.
             return;
@@ -121,140 +125,60 @@ fn propagate_gap(p: &Path, mut depth: usize, mut g: u64) {
     }
 }
 
+/// A store: raw `val` (0 = NULL) over `[first, last]`; with `insert`, only if the whole range is empty.
+#[derive(Clone, Copy)]
+struct Req {
+    first: u64,
+    last: u64,
+    val: usize,
+    insert: bool,
+}
+
+/// Replaced entries, clipped to the store's range.
+type Replaced = Vec<(u64, u64, usize)>;
+
 /// Stores raw `val` (0 = NULL) over `[first, last]`; returns the replaced (clipped) raw entries. With
 /// `insert`, fails with EEXIST (before allocating or changing anything) if any index of the range is taken.
+///
+/// Tries, in order: a store into the empty tree, the exact fit, the node store, and the general rebuild (see
+/// the module docs).
 pub(crate) fn store<T: Entry>(
     w: &mut Writer<'_, T>,
     first: u64,
     last: u64,
     val: usize,
     insert: bool,
-) -> Result<Vec<(u64, u64, usize)>, MapleError> {
+) -> Result<Replaced, MapleError> {
     if first > last {
         return Err(MapleError::Invalid);
     }
-    let tree = w.tree;
-    let counters = &tree.counters;
-    let st: &mut WState = &mut w.st;
+    let req = Req { first, last, val, insert };
+    let (tree, lk, st) = w.parts();
     // Relaxed: the writer reads its own stores.
-    let root = tree.root.load(Ordering::Relaxed) as usize;
-    if root == 0 {
-        if val == 0 {
-            return Ok(Vec::new());
-        }
-        let mut b = Big::new(0);
-        if first > 0 {
-            b.push_leaf(first - 1, 0);
-        }
-        b.push_leaf(last, val);
-        if last < u64::MAX {
-            b.push_leaf(u64::MAX, 0);
-        }
-        let a = alloc(st, counters).ok_or(MapleError::NoMem)?;
-        let e = a | KIND_LEAF;
-        fill_node(e, b.items(), 0, u64::MAX);
-        // SAFETY: our new node.
-        unsafe { node(e) }.set_parent(None);
-        // Release: publishes the filled leaf (pairs with readers' Acquire root load).
-        tree.root.store(e as u64, Ordering::Release);
-        st.height = 1;
-        tree.len.fetch_add(1, Ordering::Relaxed);
-        return Ok(Vec::new());
+    let Some(root) = Enode::from_word(tree.root.load(Ordering::Relaxed)) else {
+        return store_empty(tree, lk, st, req);
+    };
+    let p = walk(lk, root, first, st.height - 1);
+    if let Some(r) = exact_fit(tree, lk, &p, st.height - 1, req) {
+        return r;
     }
-    let h = st.height;
-    let leaf_d = h - 1;
-
-    let p = walk(root, first, leaf_d);
-    // Exact fit: one slot store in place.
-    {
-        let lv = p.lv[leaf_d];
-        // SAFETY: writer-side, live.
-        let n = unsafe { node(lv.e) };
-        let i = lv.off;
-        let s = if i == 0 { lv.min } else { n.pivot(i - 1) + 1 };
-        let l = if i < LEAF_PIVOTS { n.pivot(i) } else { lv.max };
-        if s == first && l == last {
-            let end = n.end(LEAF_PIVOTS, lv.max);
-            let old = n.word(crate::node::LEAF_SLOT_BASE + i) as usize;
-            if insert && old != 0 {
-                return Err(MapleError::Exists);
-            }
-            let ok = val != 0
-                || old == 0
-                || ((i == 0 || n.word(crate::node::LEAF_SLOT_BASE + i - 1) != 0)
-                    && if i < end {
-                        n.word(crate::node::LEAF_SLOT_BASE + i + 1) != 0
-                    } else {
-                        lv.max == u64::MAX
-                    });
-            if ok {
-                if old == val {
-                    return Ok(if old != 0 { vec![(s, l, old)] } else { Vec::new() });
-                }
-                n.set_leaf_slot(i, val);
-                if (old == 0) != (val == 0) {
-                    if leaf_d > 0 {
-                        propagate_gap(&p, leaf_d - 1, leaf_node_gap(lv.e, lv.min, lv.max));
-                    }
-                    add_len(tree, if val == 0 { -1 } else { 1 });
-                }
-                return Ok(if old != 0 { vec![(s, l, old)] } else { Vec::new() });
-            }
-        }
+    if let Some(r) = node_store(tree, lk, st, &p, req) {
+        return r;
     }
-
-    // Node store: the change stays inside one leaf that still satisfies every invariant (the kernel's
-    // `wr_node_store`): one new leaf (RCU) or an in-place rewrite (non-RCU), published in the parent's slot.
-    {
-        let lv = p.lv[leaf_d];
-        if last <= lv.max {
-            let mut big = Big::new(lv.min);
-            let mut replaced = Vec::new();
-            let (mut inserted, mut survivors) = (false, 0i64);
-            gather_leaf(lv, first, last, val, &mut big, &mut inserted, &mut replaced, &mut survivors);
-            if insert && !replaced.is_empty() {
-                return Err(MapleError::Exists);
-            }
-            let ok = big.len() <= LEAF_SLOTS
-                && (leaf_d == 0 || big.len() >= LEAF_MIN)
-                && !(big.last_is_null() && lv.max != u64::MAX)
-                && !(leaf_d == 0 && big.len() == 1 && big.items()[0].slot == 0);
-            if ok {
-                let len_delta = (val != 0) as i64 + survivors - replaced.len() as i64;
-                let e = if st.rcu { alloc(st, counters).ok_or(MapleError::NoMem)? | KIND_LEAF } else { lv.e };
-                let g = fill_node(e, big.items(), lv.min, lv.max);
-                if e != lv.e {
-                    if leaf_d == 0 {
-                        // SAFETY: our new node.
-                        unsafe { node(e) }.set_parent(None);
-                        // Release: publishes the new leaf (pairs with readers' Acquire root load).
-                        tree.root.store(e as u64, Ordering::Release);
-                    } else {
-                        let pl = p.lv[leaf_d - 1];
-                        // SAFETY: our new node; the parent is live.
-                        unsafe { node(e) }.set_parent(Some((pl.e, pl.off)));
-                        // SAFETY: writer-side, live parent. Release (inside set_child): publishes the new leaf.
-                        unsafe { node(pl.e) }.set_child(pl.off, e);
-                    }
-                    // SAFETY: the old leaf was just unpublished.
-                    unsafe { node(lv.e) }.mark_dead();
-                    // SAFETY: unpublished, marked dead, retired once.
-                    unsafe { retire(st, counters, crate::node::addr(lv.e)) };
-                }
-                if leaf_d > 0 {
-                    propagate_gap(&p, leaf_d - 1, g);
-                }
-                add_len(tree, len_delta);
-                return Ok(replaced);
-            }
-        }
-    }
-
-    let mut fresh: Vec<usize> = Vec::new();
-    let r = rebuild(st, counters, root, h, first, last, val, insert, &mut fresh);
-    match r {
+    let counters = &tree.counters;
+    let mut rb = Rebuild {
+        lk,
+        root,
+        h: st.height,
+        st,
+        counters,
+        fresh: Vec::new(),
+        retire: Vec::new(),
+        adopt: Vec::new(),
+    };
+    match rb.run(req) {
         Err(e) => {
-            for a in fresh {
+            for a in rb.fresh {
                 // SAFETY: never published.
                 unsafe { counters.free_now(a) };
             }
@@ -262,54 +186,198 @@ pub(crate) fn store<T: Entry>(
         }
         Ok(mut plan) => {
             let replaced = std::mem::take(&mut plan.replaced);
-            commit(tree, st, counters, plan);
+            plan.retire = rb.retire;
+            plan.adopt = rb.adopt;
+            commit(tree, lk, rb.st, counters, plan);
             Ok(replaced)
         }
     }
 }
 
-/// Gathers leaf `x`'s slots into `big` for a store of `val` over `[first, last]`: slots outside the range are
-/// kept, overlapped ones clipped (their overlapped parts recorded in `replaced`, surviving pieces of non-NULL
-/// entries counted in `survivors`), and the new entry inserted once.
-#[allow(clippy::too_many_arguments)]
-#[inline]
-fn gather_leaf(
-    x: Lvl,
-    first: u64,
-    last: u64,
-    val: usize,
-    big: &mut Big,
-    inserted: &mut bool,
-    replaced: &mut Vec<(u64, u64, usize)>,
-    survivors: &mut i64,
-) {
-    // SAFETY: writer-side, live.
-    let n = unsafe { node(x.e) };
-    let end = n.end(LEAF_PIVOTS, x.max);
-    let mut s = x.min;
-    for i in 0..=end {
-        let l = if i < end { n.pivot(i) } else { x.max };
-        let v = n.word(crate::node::LEAF_SLOT_BASE + i) as usize;
-        if l < first || s > last {
-            big.push_leaf(l, v);
-        } else {
-            if s < first {
-                big.push_leaf(first - 1, v);
-                *survivors += (v != 0) as i64;
-            }
-            if !*inserted {
-                big.push_leaf(last, val);
-                *inserted = true;
-            }
-            if v != 0 {
-                replaced.push((s.max(first), l.min(last), v));
-            }
-            if l > last {
-                big.push_leaf(l, v);
-                *survivors += (v != 0) as i64;
-            }
+/// A store into the empty tree: one root leaf (with NULL ranges around the entry).
+fn store_empty<T: Entry>(
+    tree: &MapleTree<T>,
+    lk: Locked<'_>,
+    st: &mut WState,
+    req: Req,
+) -> Result<Replaced, MapleError> {
+    let Req { first, last, val, .. } = req;
+    if val == 0 {
+        return Ok(Vec::new());
+    }
+    let mut b = Big::new(0);
+    if first > 0 {
+        b.push_leaf(first - 1, 0);
+    }
+    b.push_leaf(last, val);
+    if last < u64::MAX {
+        b.push_leaf(u64::MAX, 0);
+    }
+    let e = Enode::new(alloc(st, &tree.counters).ok_or(MapleError::NoMem)?, true);
+    fill_node(lk, e, b.items(), 0, u64::MAX);
+    e.locked(lk).set_parent(None);
+    // Release: publishes the filled leaf (pairs with readers' Acquire root load).
+    tree.root.store(e.word(), Ordering::Release);
+    st.height = 1;
+    add_len(tree, 1);
+    Ok(Vec::new())
+}
+
+/// The exact fit (`wr_exact_fit`): `[first, last]` is exactly one slot of the leaf on path `p` (at `leaf_d`),
+/// and storing the value there keeps every invariant. One Release store of the slot, in place in both modes,
+/// plus gap bookkeeping when the slot changes between NULL and non-NULL. None if it does not apply.
+fn exact_fit<T: Entry>(
+    tree: &MapleTree<T>,
+    lk: Locked<'_>,
+    p: &Path,
+    leaf_d: usize,
+    req: Req,
+) -> Option<Result<Replaced, MapleError>> {
+    let Req { first, last, val, insert } = req;
+    let lv = p.lv[leaf_d];
+    let n = lv.e.locked(lk);
+    let i = lv.off;
+    let (s, l) = (n.slot_first(i, lv.min), n.slot_last(LEAF_PIVOTS, i, lv.max));
+    if s != first || l != last {
+        return None;
+    }
+    let end = n.end(LEAF_PIVOTS, lv.max);
+    let old = n.leaf_slot_locked(i);
+    if insert && old != 0 {
+        return Some(Err(MapleError::Exists));
+    }
+    // A NULL may not land next to a NULL, nor at the end of a leaf that is not the right-most.
+    let ok = val != 0
+        || old == 0
+        || ((i == 0 || n.leaf_slot_locked(i - 1) != 0)
+            && if i < end { n.leaf_slot_locked(i + 1) != 0 } else { lv.max == u64::MAX });
+    if !ok {
+        return None;
+    }
+    let replaced = if old != 0 { vec![(s, l, old)] } else { Vec::new() };
+    if old == val {
+        return Some(Ok(replaced));
+    }
+    n.set_leaf_slot(i, val);
+    if (old == 0) != (val == 0) {
+        if leaf_d > 0 {
+            propagate_gap(lk, p, leaf_d - 1, leaf_node_gap(lk, lv.e, lv.min, lv.max));
         }
-        s = l.wrapping_add(1);
+        add_len(tree, if val == 0 { -1 } else { 1 });
+    }
+    Some(Ok(replaced))
+}
+
+/// The node store (`wr_node_store`): the change stays inside the leaf on path `p` and the leaf still satisfies
+/// every invariant afterwards. RCU mode: one new leaf, published in the parent's slot (or as the root), the old
+/// one retired; non-RCU mode: the leaf is rewritten in place. None if it does not apply.
+fn node_store<T: Entry>(
+    tree: &MapleTree<T>,
+    lk: Locked<'_>,
+    st: &mut WState,
+    p: &Path,
+    req: Req,
+) -> Option<Result<Replaced, MapleError>> {
+    let leaf_d = st.height - 1;
+    let lv = p.lv[leaf_d];
+    if req.last > lv.max {
+        return None;
+    }
+    let mut big = Big::new(lv.min);
+    let mut g = Gathered::default();
+    g.leaf(lk, lv, req, &mut big);
+    if req.insert && !g.replaced.is_empty() {
+        return Some(Err(MapleError::Exists));
+    }
+    let fits = big.len() <= LEAF_SLOTS
+        && (leaf_d == 0 || big.len() >= LEAF_MIN)
+        && !(big.last_is_null() && lv.max != u64::MAX)
+        && !(leaf_d == 0 && big.len() == 1 && big.items()[0].slot == 0);
+    if !fits {
+        return None;
+    }
+    let len_delta = g.len_delta(req);
+    let e = if st.rcu {
+        match alloc(st, &tree.counters) {
+            Some(a) => Enode::new(a, true),
+            None => return Some(Err(MapleError::NoMem)),
+        }
+    } else {
+        lv.e
+    };
+    let gap = fill_node(lk, e, big.items(), lv.min, lv.max);
+    if e != lv.e {
+        if leaf_d == 0 {
+            e.locked(lk).set_parent(None);
+            // Release: publishes the new leaf (pairs with readers' Acquire root load).
+            tree.root.store(e.word(), Ordering::Release);
+        } else {
+            let pl = p.lv[leaf_d - 1];
+            e.locked(lk).set_parent(Some((pl.e, pl.off)));
+            // Release (inside set_child): publishes the new leaf.
+            pl.e.locked(lk).set_child(pl.off, e);
+        }
+        lv.e.locked(lk).mark_dead();
+        // SAFETY: unpublished above, marked dead, retired once; not used afterwards.
+        unsafe { retire(st, &tree.counters, lv.e.addr()) };
+    }
+    if leaf_d > 0 {
+        propagate_gap(lk, p, leaf_d - 1, gap);
+    }
+    add_len(tree, len_delta);
+    Some(Ok(g.replaced))
+}
+
+/// What gathering leaves for a store found besides the slots.
+#[derive(Default)]
+struct Gathered {
+    /// The new entry was placed.
+    inserted: bool,
+    /// The overlapped parts of the entries it replaces.
+    replaced: Replaced,
+    /// Pieces of replaced non-NULL entries that survive (outside `[first, last]`).
+    survivors: i64,
+}
+
+impl Gathered {
+    /// Gathers leaf `x`'s slots into `big` for the store `req`: slots outside the range are kept, overlapped
+    /// ones clipped (their overlapped parts recorded in `replaced`, surviving pieces of non-NULL entries counted
+    /// in `survivors`), and the new entry inserted once.
+    #[inline]
+    fn leaf(&mut self, lk: Locked<'_>, x: Lvl, req: Req, big: &mut Big) {
+        let Req { first, last, val, .. } = req;
+        let n = x.e.locked(lk);
+        let end = n.end(LEAF_PIVOTS, x.max);
+        let mut s = x.min;
+        for i in 0..=end {
+            let l = if i < end { n.pivot(i) } else { x.max };
+            let v = n.leaf_slot_locked(i);
+            if l < first || s > last {
+                big.push_leaf(l, v);
+            } else {
+                if s < first {
+                    big.push_leaf(first - 1, v);
+                    self.survivors += (v != 0) as i64;
+                }
+                if !self.inserted {
+                    big.push_leaf(last, val);
+                    self.inserted = true;
+                }
+                if v != 0 {
+                    self.replaced.push((s.max(first), l.min(last), v));
+                }
+                if l > last {
+                    big.push_leaf(l, v);
+                    self.survivors += (v != 0) as i64;
+                }
+            }
+            s = l.wrapping_add(1);
+        }
+    }
+
+    /// Change of the entry count once the store is made.
+    fn len_delta(&self, req: Req) -> i64 {
+        (req.val != 0) as i64 + self.survivors - self.replaced.len() as i64
     }
 }
 
@@ -322,372 +390,360 @@ pub(crate) struct Plan {
     /// New internal nodes whose children need adopting (and the in-place node, if any).
     adopt: Vec<Enode>,
     /// Node rewritten in place (non-RCU), not retired.
-    in_place: Enode,
+    in_place: Option<Enode>,
     /// Change of the entry count.
     len_delta: i64,
     /// New height.
     height: usize,
-    /// Path to the top's parent (for Top::Slot).
-    path: Option<Path>,
     /// The replaced entries, clipped.
-    replaced: Vec<(u64, u64, usize)>,
+    replaced: Replaced,
 }
 
+/// How a plan's new top is attached.
+// The path makes `Slot` large; a plan lives on the stack for one store, and boxing it would cost every such
+// store a heap allocation.
+#[allow(clippy::large_enum_variant)]
 enum Top {
-    /// New root (0 = empty tree).
-    Root(Enode),
-    /// New node in `path.lv[depth]`'s slot `off`, with max gap `gap`.
-    Slot { depth: usize, e: Enode, gap: u64 },
+    /// New root (None: the tree is now empty).
+    Root(Option<Enode>),
+    /// New node `e`, with max gap `gap`, in the slot of `path.lv[depth]`.
+    Slot { path: Path, depth: usize, e: Enode, gap: u64 },
 }
 
-#[allow(clippy::too_many_arguments)]
-fn rebuild(
-    st: &mut WState,
-    counters: &Counters,
+/// One level of a rebuild: the slots gathered at depth `d` cover `[lc, hc]` and replace `old` nodes there.
+struct Level {
+    d: usize,
+    big: Big,
+    lc: u64,
+    hc: u64,
+    old: usize,
+}
+
+impl Level {
+    /// True if the level covers the whole key space.
+    fn covers_all(&self) -> bool {
+        self.lc == 0 && self.hc == u64::MAX
+    }
+
+    /// Adds the neighbour to the right of `[lc, hc]` (or to the left at the right edge); returns it.
+    fn extend(&mut self, lk: Locked<'_>, root: Enode, leaf: bool) -> Enode {
+        if self.hc != u64::MAX {
+            let y = node_at(lk, root, self.hc + 1, self.d);
+            node_items(lk, y.e, y.max, &mut self.big, leaf);
+            self.hc = y.max;
+            y.e
+        } else {
+            let y = node_at(lk, root, self.lc - 1, self.d);
+            let mut front = Big::new(y.min);
+            node_items(lk, y.e, y.max, &mut front, leaf);
+            self.big.prepend(y.min, front.items(), leaf);
+            self.lc = y.min;
+            y.e
+        }
+    }
+
+    /// `mas_push_data`: a single overflowing node absorbs a sibling under the same parent if the two fit in two
+    /// nodes with a slot to spare (one more at the leaf level). Returns the absorbed sibling.
+    fn push_data(&mut self, lk: Locked<'_>, root: Enode, leaf: bool) -> Option<Enode> {
+        let cap = if leaf { LEAF_SLOTS } else { INT_SLOTS };
+        let limit = 2 * cap - if leaf { 2 } else { 1 };
+        let p = node_at(lk, root, self.lc, self.d - 1);
+        let pn = p.e.locked(lk);
+        let pend = pn.end(INT_PIVOTS, p.max);
+        if p.off > 0 {
+            let smin = pn.slot_first(p.off - 1, p.min);
+            let smax = pn.pivot(p.off - 1);
+            let sib = pn.child_locked(p.off - 1);
+            if node_count(lk, sib, smax) + self.big.len() <= limit {
+                let mut front = Big::new(smin);
+                node_items(lk, sib, smax, &mut front, leaf);
+                self.big.prepend(smin, front.items(), leaf);
+                self.lc = smin;
+                return Some(sib);
+            }
+        }
+        if p.off < pend {
+            let smax = pn.slot_last(INT_PIVOTS, p.off + 1, p.max);
+            let sib = pn.child_locked(p.off + 1);
+            if node_count(lk, sib, smax) + self.big.len() <= limit {
+                node_items(lk, sib, smax, &mut self.big, leaf);
+                self.hc = smax;
+                return Some(sib);
+            }
+        }
+        None
+    }
+}
+
+/// The state of a general store (the kernel's big-node rebuild), level by level from the leaves up; see the
+/// module docs.
+struct Rebuild<'w, 's> {
+    lk: Locked<'w>,
     root: Enode,
+    /// Height before the store.
     h: usize,
-    first: u64,
-    last: u64,
-    val: usize,
-    insert: bool,
-    fresh: &mut Vec<usize>,
-) -> Result<Plan, MapleError> {
-    let mut d = h - 1;
-    let mut retire: Vec<Enode> = Vec::new();
-    let mut adopt_list: Vec<Enode> = Vec::new();
-    let mut replaced: Vec<(u64, u64, usize)> = Vec::new();
-    let mut survivors = 0i64;
+    st: &'s mut WState,
+    counters: &'s Counters,
+    /// Every node allocated so far (freed if the store fails).
+    fresh: Vec<usize>,
+    /// Old nodes the store replaces.
+    retire: Vec<Enode>,
+    /// New internal nodes whose children need adopting.
+    adopt: Vec<Enode>,
+}
 
-    // 1. Leaf level.
-    let lo_p = walk(root, first, d);
-    let hi_e = walk(root, last, d).lv[d].e;
-    let mut big = Big::new(lo_p.lv[d].min);
-    let mut x = lo_p.lv[d];
-    let mut inserted = false;
-    let mut old_count = 0usize;
-    let (mut lc, mut hc);
-    lc = x.min;
-    loop {
-        gather_leaf(x, first, last, val, &mut big, &mut inserted, &mut replaced, &mut survivors);
-        retire.push(x.e);
-        old_count += 1;
-        hc = x.max;
-        if x.e == hi_e {
-            break;
+impl Rebuild<'_, '_> {
+    /// Plans the store (allocating every node it needs); nothing visible changes.
+    fn run(&mut self, req: Req) -> Result<Plan, MapleError> {
+        let (mut lvl, g) = self.gather_leaves(req)?;
+        let (len_delta, replaced) = (g.len_delta(req), g.replaced);
+        let mut up: Vec<Item> = Vec::with_capacity(4);
+        let mut item_h = 1usize;
+        // A single NULL over the whole key space: the tree becomes empty.
+        let empties = lvl.covers_all() && lvl.big.len() == 1 && lvl.big.items()[0].slot == 0;
+        if !empties && let Some((e, gap)) = self.build_level(&lvl, true, &mut up)? {
+            return Ok(self.in_place_plan(&lvl, e, gap, len_delta, replaced));
         }
-        x = walk(root, x.max + 1, d).lv[d];
-    }
-    if insert && !replaced.is_empty() {
-        return Err(MapleError::Exists);
-    }
-    let len_delta = (val != 0) as i64 + survivors - replaced.len() as i64;
-
-    // Leaf constraints.
-    loop {
-        if big.last_is_null() && hc != u64::MAX {
-            let y = walk(root, hc + 1, d).lv[d];
-            node_items(y.e, y.min, y.max, &mut big, true);
-            retire.push(y.e);
-            old_count += 1;
-            hc = y.max;
-            continue;
+        loop {
+            if lvl.d == 0 {
+                let top = match up.len() {
+                    0 => None,
+                    1 => Some(up[0].child()),
+                    _ => Some(self.new_root(&up)?),
+                };
+                let height = if top.is_none() { 0 } else { item_h + (up.len() > 1) as usize };
+                return Ok(self.plan(Top::Root(top), height, len_delta, replaced));
+            }
+            if lvl.old == 1 && up.len() == 1 {
+                // One node became one: publish it in the parent's slot (same range) and stop.
+                let path = walk(self.lk, self.root, lvl.lc, lvl.d - 1);
+                let top = Top::Slot { path, depth: lvl.d - 1, e: up[0].child(), gap: up[0].gap };
+                return Ok(self.plan(top, self.h, len_delta, replaced));
+            }
+            lvl = self.gather_parents(&lvl, &up);
+            up.clear();
+            if lvl.big.len() == 0 {
+                // Everything below was erased (only possible when the level covers the whole key space).
+                continue;
+            }
+            if lvl.covers_all() && lvl.big.len() == 1 {
+                // Pass through: a single child covering everything needs no node above it.
+                up.push(lvl.big.items()[0]);
+                continue;
+            }
+            if let Some((e, gap)) = self.build_level(&lvl, false, &mut up)? {
+                return Ok(self.in_place_plan(&lvl, e, gap, len_delta, replaced));
+            }
+            item_h += 1;
         }
-        if big.len() < LEAF_MIN && !(lc == 0 && hc == u64::MAX) {
-            retire.push(extend(root, d, &mut big, &mut lc, &mut hc, true));
-            old_count += 1;
-            continue;
-        }
-        break;
-    }
-    if big.len() > LEAF_SLOTS && old_count == 1 && d > 0 {
-        push_data(root, d, &mut big, &mut lc, &mut hc, true, &mut retire, &mut old_count);
-    }
-    let mut up: Vec<Item> = Vec::with_capacity(4);
-    let mut item_h = 1usize;
-    let mut sizes = [0usize; 16];
-    if lc == 0 && hc == u64::MAX && big.len() == 1 && big.items()[0].slot == 0 {
-        // The tree becomes empty.
-    } else {
-        let k = distribute(big.items(), true, &mut sizes).ok_or(MapleError::Invalid)?;
-        if k == 1 && old_count == 1 && !st.rcu {
-            let e = retire.pop().unwrap_or(0);
-            let g = fill_node(e, big.items(), lc, hc);
-            return Ok(finish_in_place(root, h, d, e, g, lc, len_delta, retire, adopt_list, replaced));
-        }
-        build_nodes(st, counters, big.items(), lc, true, &sizes[..k], &mut up, fresh)?;
     }
 
-    // 4. Up.
-    loop {
-        if d == 0 {
-            let top = match up.len() {
-                0 => 0,
-                1 => up[0].slot,
-                _ => {
-                    let a = alloc(st, counters).ok_or(MapleError::NoMem)?;
-                    fresh.push(a);
-                    let e = a | crate::node::KIND_INTERNAL;
-                    fill_node(e, &up, 0, u64::MAX);
-                    adopt_list.push(e);
-                    item_h += 1;
-                    e
-                }
-            };
-            let height = if top == 0 { 0 } else { item_h };
-            return Ok(Plan {
-                top: Top::Root(top),
-                retire,
-                adopt: adopt_list,
-                in_place: 0,
-                len_delta,
-                height,
-                path: None,
-                replaced,
-            });
+    /// Steps 1 and 2 at the leaf level: gathers every leaf intersecting `[first, last]`, then neighbours until
+    /// the constraints hold.
+    fn gather_leaves(&mut self, req: Req) -> Result<(Level, Gathered), MapleError> {
+        let (lk, root) = (self.lk, self.root);
+        let d = self.h - 1;
+        let mut x = node_at(lk, root, req.first, d);
+        let hi = node_at(lk, root, req.last, d).e;
+        let mut lvl = Level { d, big: Big::new(x.min), lc: x.min, hc: x.max, old: 0 };
+        let mut g = Gathered::default();
+        loop {
+            g.leaf(lk, x, req, &mut lvl.big);
+            self.retire.push(x.e);
+            lvl.old += 1;
+            lvl.hc = x.max;
+            if x.e == hi {
+                break;
+            }
+            x = node_at(lk, root, x.max + 1, d);
         }
-        if old_count == 1 && up.len() == 1 {
-            let p = walk(root, lc, d - 1);
-            return Ok(Plan {
-                top: Top::Slot { depth: d - 1, e: up[0].slot, gap: up[0].gap },
-                retire,
-                adopt: adopt_list,
-                in_place: 0,
-                len_delta,
-                height: h,
-                path: Some(p),
-                replaced,
-            });
+        if req.insert && !g.replaced.is_empty() {
+            return Err(MapleError::Exists);
         }
-        d -= 1;
-        let lo_p = walk(root, lc, d);
-        let hi_e = walk(root, hc, d).lv[d].e;
-        let (clo, chi) = (lc, hc);
-        let mut big = Big::new(lo_p.lv[d].min);
-        let mut x = lo_p.lv[d];
-        lc = x.min;
-        old_count = 0;
+        loop {
+            if lvl.big.last_is_null() && lvl.hc != u64::MAX {
+                // A NULL range never straddles two leaves: take in the next leaf.
+                let y = node_at(lk, root, lvl.hc + 1, d);
+                node_items(lk, y.e, y.max, &mut lvl.big, true);
+                self.retire.push(y.e);
+                lvl.old += 1;
+                lvl.hc = y.max;
+            } else if lvl.big.len() < LEAF_MIN && !lvl.covers_all() {
+                self.retire.push(lvl.extend(lk, root, true));
+                lvl.old += 1;
+            } else {
+                break;
+            }
+        }
+        if lvl.big.len() > LEAF_SLOTS && lvl.old == 1 && d > 0 {
+            self.push_data(&mut lvl, true);
+        }
+        Ok((lvl, g))
+    }
+
+    /// Step 4, one level up from `below`: gathers the slots of every node intersecting `[below.lc, below.hc]`,
+    /// keeping the children outside it and splicing the new nodes `up` in place of those inside, then
+    /// neighbours until the constraints hold.
+    fn gather_parents(&mut self, below: &Level, up: &[Item]) -> Level {
+        let (lk, root) = (self.lk, self.root);
+        let d = below.d - 1;
+        let (clo, chi) = (below.lc, below.hc);
+        let mut x = node_at(lk, root, clo, d);
+        let hi = node_at(lk, root, chi, d).e;
+        let mut lvl = Level { d, big: Big::new(x.min), lc: x.min, hc: x.max, old: 0 };
         let mut inserted = false;
         loop {
-            // SAFETY: writer-side, live.
-            let n = unsafe { node(x.e) };
+            let n = x.e.locked(lk);
             let end = n.end(INT_PIVOTS, x.max);
             let mut s = x.min;
             for i in 0..=end {
                 let l = if i < end { n.pivot(i) } else { x.max };
                 if l < clo || s > chi {
-                    big.push(Item { last: l, slot: n.child(i), gap: n.gap(i) });
+                    lvl.big.push(Item { last: l, slot: n.child_locked(i).word() as usize, gap: n.gap(i) });
                 } else if !inserted {
-                    for it in &up {
-                        big.push(*it);
-                    }
+                    up.iter().for_each(|it| lvl.big.push(*it));
                     inserted = true;
                 }
                 s = l.wrapping_add(1);
             }
-            retire.push(x.e);
-            old_count += 1;
-            hc = x.max;
-            if x.e == hi_e {
+            self.retire.push(x.e);
+            lvl.old += 1;
+            lvl.hc = x.max;
+            if x.e == hi {
                 break;
             }
-            x = walk(root, x.max + 1, d).lv[d];
+            x = node_at(lk, root, x.max + 1, d);
         }
         if !inserted {
-            for it in &up {
-                big.push(*it);
-            }
+            up.iter().for_each(|it| lvl.big.push(*it));
         }
-        while big.len() < INT_MIN && !(lc == 0 && hc == u64::MAX) {
-            retire.push(extend(root, d, &mut big, &mut lc, &mut hc, false));
-            old_count += 1;
+        while lvl.big.len() < INT_MIN && !lvl.covers_all() {
+            self.retire.push(lvl.extend(lk, root, false));
+            lvl.old += 1;
         }
-        if big.len() > INT_SLOTS && old_count == 1 && d > 0 {
-            push_data(root, d, &mut big, &mut lc, &mut hc, false, &mut retire, &mut old_count);
+        if lvl.big.len() > INT_SLOTS && lvl.old == 1 && d > 0 {
+            self.push_data(&mut lvl, false);
         }
-        up.clear();
-        if big.len() == 0 {
-            // Everything below was erased (only possible when the level covers the whole key space).
-            continue;
-        }
-        if lc == 0 && hc == u64::MAX && big.len() == 1 {
-            // Pass through: a single child covering everything needs no node above it.
-            up.push(big.items()[0]);
-            continue;
-        }
-        let k = distribute(big.items(), false, &mut sizes).ok_or(MapleError::Invalid)?;
-        if k == 1 && old_count == 1 && !st.rcu {
-            let e = retire.pop().unwrap_or(0);
-            let g = fill_node(e, big.items(), lc, hc);
-            adopt_list.push(e);
-            return Ok(finish_in_place(root, h, d, e, g, lc, len_delta, retire, adopt_list, replaced));
-        }
-        let before = fresh.len();
-        build_nodes(st, counters, big.items(), lc, false, &sizes[..k], &mut up, fresh)?;
-        for it in &up {
-            adopt_list.push(it.slot);
-        }
-        debug_assert_eq!(fresh.len() - before, k);
-        item_h += 1;
+        lvl
     }
-}
 
-/// The plan when the final one-for-one node was rewritten in place (non-RCU).
-#[allow(clippy::too_many_arguments)]
-fn finish_in_place(
-    root: Enode,
-    h: usize,
-    d: usize,
-    e: Enode,
-    g: u64,
-    lc: u64,
-    len_delta: i64,
-    retire: Vec<Enode>,
-    mut adopt_list: Vec<Enode>,
-    replaced: Vec<(u64, u64, usize)>,
-) -> Plan {
-    if !is_leaf(e) && !adopt_list.contains(&e) {
-        adopt_list.push(e);
-    }
-    if d == 0 {
-        Plan {
-            top: Top::Root(e),
-            retire,
-            adopt: adopt_list,
-            in_place: e,
-            len_delta,
-            height: h,
-            path: None,
-            replaced,
-        }
-    } else {
-        let p = walk(root, lc, d - 1);
-        Plan {
-            top: Top::Slot { depth: d - 1, e, gap: g },
-            retire,
-            adopt: adopt_list,
-            in_place: e,
-            len_delta,
-            height: h,
-            path: Some(p),
-            replaced,
+    /// [`Level::push_data`], retiring the absorbed sibling.
+    fn push_data(&mut self, lvl: &mut Level, leaf: bool) {
+        if let Some(sib) = lvl.push_data(self.lk, self.root, leaf) {
+            self.retire.push(sib);
+            lvl.old += 1;
         }
     }
-}
 
-/// Adds the neighbour at depth `d` to the right of `[lc, hc]` (or to the left at the right edge); returns it.
-fn extend(root: Enode, d: usize, big: &mut Big, lc: &mut u64, hc: &mut u64, leaf: bool) -> Enode {
-    if *hc != u64::MAX {
-        let y = walk(root, *hc + 1, d).lv[d];
-        node_items(y.e, y.min, y.max, big, leaf);
-        *hc = y.max;
-        y.e
-    } else {
-        let y = walk(root, *lc - 1, d).lv[d];
-        let mut front = Big::new(y.min);
-        node_items(y.e, y.min, y.max, &mut front, leaf);
-        big.prepend(y.min, front.items(), leaf);
-        *lc = y.min;
-        y.e
+    /// Step 3: distributes the level over new nodes, appending them to `up`. In non-RCU mode a one-for-one
+    /// level is instead rewritten into its old node, returned with its max gap (the store ends there).
+    fn build_level(
+        &mut self,
+        lvl: &Level,
+        leaf: bool,
+        up: &mut Vec<Item>,
+    ) -> Result<Option<(Enode, u64)>, MapleError> {
+        let mut sizes = [0usize; 16];
+        let k = distribute(lvl.big.items(), leaf, &mut sizes).ok_or(MapleError::Invalid)?;
+        if k == 1 && lvl.old == 1 && !self.st.rcu {
+            // The level's only old node is the last one retired.
+            let e = self.retire.pop().ok_or(MapleError::Invalid)?;
+            let gap = fill_node(self.lk, e, lvl.big.items(), lvl.lc, lvl.hc);
+            return Ok(Some((e, gap)));
+        }
+        let before = (self.fresh.len(), up.len());
+        let (lk, items) = (self.lk, lvl.big.items());
+        build_nodes(lk, self.st, self.counters, items, lvl.lc, leaf, &sizes[..k], up, &mut self.fresh)?;
+        if !leaf {
+            self.adopt.extend(up[before.1..].iter().map(Item::child));
+        }
+        debug_assert_eq!(self.fresh.len() - before.0, k);
+        Ok(None)
     }
-}
 
-/// `mas_push_data`: a single overflowing node absorbs a sibling under the same parent if the two fit in two nodes
-/// with a slot to spare (one more at the leaf level).
-#[allow(clippy::too_many_arguments)]
-fn push_data(
-    root: Enode,
-    d: usize,
-    big: &mut Big,
-    lc: &mut u64,
-    hc: &mut u64,
-    leaf: bool,
-    retire: &mut Vec<Enode>,
-    old_count: &mut usize,
-) {
-    let cap = if leaf { LEAF_SLOTS } else { INT_SLOTS };
-    let limit = 2 * cap - if leaf { 2 } else { 1 };
-    let p = walk(root, *lc, d - 1).lv[d - 1];
-    // SAFETY: writer-side, live.
-    let pn = unsafe { node(p.e) };
-    let pend = pn.end(INT_PIVOTS, p.max);
-    if p.off > 0 {
-        let smin = if p.off == 1 { p.min } else { pn.pivot(p.off - 2) + 1 };
-        let smax = pn.pivot(p.off - 1);
-        let sib = pn.child(p.off - 1);
-        if node_count(sib, smax) + big.len() <= limit {
-            let mut front = Big::new(smin);
-            node_items(sib, smin, smax, &mut front, leaf);
-            big.prepend(smin, front.items(), leaf);
-            *lc = smin;
-            retire.push(sib);
-            *old_count += 1;
-            return;
-        }
+    /// A new internal root above the nodes `up`.
+    fn new_root(&mut self, up: &[Item]) -> Result<Enode, MapleError> {
+        let a = alloc(self.st, self.counters).ok_or(MapleError::NoMem)?;
+        self.fresh.push(a);
+        let e = Enode::new(a, false);
+        fill_node(self.lk, e, up, 0, u64::MAX);
+        self.adopt.push(e);
+        Ok(e)
     }
-    if p.off < pend {
-        let smax = if p.off + 1 < INT_PIVOTS { pn.pivot(p.off + 1) } else { p.max };
-        let sib = pn.child(p.off + 1);
-        if node_count(sib, smax) + big.len() <= limit {
-            node_items(sib, *hc + 1, smax, big, leaf);
-            *hc = smax;
-            retire.push(sib);
-            *old_count += 1;
+
+    /// The plan when the final one-for-one node `e` (at `lvl`) was rewritten in place (non-RCU).
+    fn in_place_plan(&mut self, lvl: &Level, e: Enode, gap: u64, len_delta: i64, replaced: Replaced) -> Plan {
+        if !e.is_leaf() && !self.adopt.contains(&e) {
+            self.adopt.push(e);
         }
+        let top = if lvl.d == 0 {
+            Top::Root(Some(e))
+        } else {
+            Top::Slot { path: walk(self.lk, self.root, lvl.lc, lvl.d - 1), depth: lvl.d - 1, e, gap }
+        };
+        let mut plan = self.plan(top, self.h, len_delta, replaced);
+        plan.in_place = Some(e);
+        plan
+    }
+
+    /// A plan (the retire and adopt lists are attached by [`store`]).
+    fn plan(&self, top: Top, height: usize, len_delta: i64, replaced: Replaced) -> Plan {
+        Plan { top, retire: Vec::new(), adopt: Vec::new(), in_place: None, len_delta, height, replaced }
     }
 }
 
 /// Makes a plan visible: adopt, publish, gaps, kill and retire.
-fn commit<T: Entry>(tree: &crate::MapleTree<T>, st: &mut WState, counters: &Arc<Counters>, plan: Plan) {
+fn commit<T: Entry>(
+    tree: &MapleTree<T>,
+    lk: Locked<'_>,
+    st: &mut WState,
+    counters: &Arc<Counters>,
+    plan: Plan,
+) {
     for &e in &plan.adopt {
-        adopt(e);
+        adopt(lk, e);
     }
     match plan.top {
         Top::Root(e) => {
-            if e != 0 {
-                // SAFETY: `e` is the new (or rewritten) root.
-                unsafe { node(e) }.set_parent(None);
+            if let Some(e) = e {
+                e.locked(lk).set_parent(None);
             }
-            if e != tree.root.load(Ordering::Relaxed) as usize {
+            // Relaxed: the writer reads its own stores.
+            if Enode::word_of(e) != tree.root.load(Ordering::Relaxed) {
                 // Release: publishes the new nodes (pairs with readers' Acquire root load).
-                tree.root.store(e as u64, Ordering::Release);
+                tree.root.store(Enode::word_of(e), Ordering::Release);
             }
         }
-        Top::Slot { depth, e, gap } => {
-            let path = plan.path.as_ref();
-            if let Some(p) = path {
-                let lv = p.lv[depth];
-                // SAFETY: writer-side, live parent.
-                let pn = unsafe { node(lv.e) };
-                // SAFETY: `e` is the new (or rewritten) child.
-                unsafe { node(e) }.set_parent(Some((lv.e, lv.off)));
-                if pn.child(lv.off) != e {
-                    // Release (inside set_child): publishes the new subtree.
-                    pn.set_child(lv.off, e);
-                }
-                propagate_gap(p, depth, gap);
+        Top::Slot { path, depth, e, gap } => {
+            let lv = path.lv[depth];
+            let pn = lv.e.locked(lk);
+            e.locked(lk).set_parent(Some((lv.e, lv.off)));
+            if pn.child_locked(lv.off) != e {
+                // Release (inside set_child): publishes the new subtree.
+                pn.set_child(lv.off, e);
             }
+            propagate_gap(lk, &path, depth, gap);
         }
     }
     st.height = plan.height;
     for &e in &plan.retire {
-        if e == plan.in_place || e == 0 {
+        if Some(e) == plan.in_place {
             continue;
         }
-        // SAFETY: `e` was replaced above and is unreachable from the root now.
-        let n = unsafe { node(e) };
-        n.mark_dead();
+        // `e` was replaced above and is unreachable from the root now.
+        e.locked(lk).mark_dead();
         if st.rcu {
             // SAFETY: unpublished and marked dead; retired exactly once (each old node is listed once).
-            unsafe { retire(st, counters, crate::node::addr(e)) };
+            unsafe { retire(st, counters, e.addr()) };
         } else {
-            // SAFETY: non-RCU mode: no reader can hold it.
-            unsafe { counters.free_now(crate::node::addr(e)) };
+            // SAFETY: non-RCU mode: no reader can hold it; listed once, not used afterwards.
+            unsafe { counters.free_now(e.addr()) };
         }
     }
     add_len(tree, plan.len_delta);
 }
 
-fn add_len<T: Entry>(tree: &crate::MapleTree<T>, d: i64) {
+fn add_len<T: Entry>(tree: &MapleTree<T>, d: i64) {
     // Relaxed: a statistic maintained by the (single) writer.
     if d >= 0 {
         tree.len.fetch_add(d as u64, Ordering::Relaxed);
@@ -729,33 +785,33 @@ pub(crate) fn flush_retired<T: Entry>(w: &mut Writer<'_, T>) {
 
 /// Frees every node of the tree and the reserve at once (the tree is being dropped).
 pub(crate) fn free_all<T: Entry>(w: &mut Writer<'_, T>) {
-    fn rec(e: Enode, out: &mut Vec<usize>) {
-        if !is_leaf(e) {
-            // SAFETY: exclusively owned (drop).
-            let n = unsafe { node(e) };
+    fn rec(lk: Locked<'_>, e: Enode, out: &mut Vec<usize>) {
+        if !e.is_leaf() {
+            let n = e.locked(lk);
             let (end, _) = n.meta();
             for i in 0..=end {
-                rec(n.word(crate::node::INT_SLOT_BASE + i) as usize, out);
+                rec(lk, n.child_locked(i), out);
             }
         }
-        out.push(crate::node::addr(e));
+        out.push(e.addr());
     }
+    let (tree, lk, st) = w.parts();
     // Relaxed: the tree is being dropped; nobody else can access it.
-    let root = w.tree.root.load(Ordering::Relaxed) as usize;
+    let root = Enode::from_word(tree.root.load(Ordering::Relaxed));
     let mut all = Vec::new();
-    if root != 0 {
-        rec(root, &mut all);
+    if let Some(root) = root {
+        rec(lk, root, &mut all);
     }
     // Relaxed: as above.
-    w.tree.root.store(0, Ordering::Relaxed);
+    tree.root.store(0, Ordering::Relaxed);
     // Retired nodes not yet handed to RCU: the tree is being dropped, so no reader can be inside them (readers
     // borrow the tree); nodes already handed over are freed by their deferred call.
-    let retired = std::mem::take(&mut w.st.retired);
+    let retired = std::mem::take(&mut st.retired);
     // SAFETY: exclusively owned and unreachable, each listed once; the retired ones were counted as released
     // by `retire`.
     unsafe {
-        w.tree.counters.free_many(all);
-        w.tree.counters.free_released(retired);
+        tree.counters.free_many(all);
+        tree.counters.free_released(retired);
     }
     release_reserve(w);
 }

@@ -6,33 +6,30 @@ use std::num::NonZeroUsize;
 
 use vmspace_maple::{DupError, MapleError, MapleTree};
 
-type V = NonZeroUsize;
+mod common;
+use common::{Tree, V};
 
 fn nz(x: usize) -> V {
     NonZeroUsize::new(x).unwrap()
 }
 
-fn build(n: u64, rcu: bool) -> MapleTree<V> {
-    let t = if rcu { MapleTree::new() } else { MapleTree::new_non_rcu() };
+fn build(n: u64, rcu: bool) -> Tree {
+    let mut t = Tree::new(rcu);
     for k in 0..n {
         t.store_range(k * 10, k * 10 + 5, Some(nz(k as usize + 1))).unwrap();
     }
     t
 }
 
+/// [`build`] in RCU mode, for the tests of the writer's own API.
+fn build_rcu(n: u64) -> MapleTree<V> {
+    let Tree::Rcu(t) = build(n, true) else { unreachable!("build(_, true) is in RCU mode") };
+    t
+}
+
 /// Nodes allocated and not yet released or queued for release.
 fn outstanding(s: &vmspace_maple::NodeStats) -> u64 {
     s.allocated - s.freed - s.pending_free
-}
-
-fn contents(t: &MapleTree<V>) -> Vec<(u64, u64, usize)> {
-    let g = vmspace_rcu::pin();
-    let mut c = t.cursor(&g);
-    let mut out = Vec::new();
-    while let Some((s, e, x)) = c.find(u64::MAX) {
-        out.push((s, e, x.get()));
-    }
-    out
 }
 
 /// Store shapes exercising every path: exact fit, node store, split with push, multi-level split, spanning
@@ -54,8 +51,8 @@ fn shapes() -> Vec<(u64, u64, Option<usize>)> {
 
 fn check_failure_injection(rcu: bool) {
     for (si, &(f, l, v)) in shapes().iter().enumerate() {
-        let t = build(1500, rcu);
-        let before = contents(&t);
+        let mut t = build(1500, rcu);
+        let before = t.contents();
         let mut i = 0u64;
         loop {
             let s0 = t.node_stats();
@@ -65,7 +62,7 @@ fn check_failure_injection(rcu: bool) {
             t.inject_alloc_failure(None);
             match r {
                 Err(MapleError::NoMem) => {
-                    assert_eq!(contents(&t), before, "shape {si} fail at {i}: contents changed");
+                    assert_eq!(t.contents(), before, "shape {si} fail at {i}: contents changed");
                     t.validate().unwrap_or_else(|e| panic!("shape {si} fail at {i}: {e}"));
                     let s1 = t.node_stats();
                     assert_eq!(s1.unaccounted(), 0, "shape {si} fail at {i}: leak {s1:?}");
@@ -98,7 +95,7 @@ fn store_failure_at_every_allocation_non_rcu() {
 #[test]
 fn reserve_makes_stores_infallible() {
     for &(f, l, v) in &shapes() {
-        let t = build(1500, true);
+        let t = build_rcu(1500);
         let mut w = t.lock();
         let n = w.worst_case(3);
         w.reserve(n).unwrap();
@@ -116,7 +113,7 @@ fn reserve_makes_stores_infallible() {
 
 #[test]
 fn reserve_failure_adds_nothing() {
-    let t = build(100, true);
+    let t = build_rcu(100);
     let mut w = t.lock();
     for i in 0..5 {
         w.tree().inject_alloc_failure(Some(i));
@@ -133,7 +130,7 @@ fn dup_failure_at_every_allocation() {
     for rcu in [true, false] {
         let t = build(2000, rcu);
         let live = t.node_stats().live;
-        let want = contents(&t);
+        let want = t.contents();
         let mut i = 0u64;
         loop {
             let s0 = t.node_stats();
@@ -159,7 +156,7 @@ fn dup_failure_at_every_allocation() {
                 Ok(d) => {
                     assert_eq!(i, live, "dup allocates exactly one node per source node");
                     d.validate().unwrap();
-                    assert_eq!(contents(&d), want);
+                    assert_eq!(d.contents(), want);
                     let s = t.node_stats();
                     let sd = d.node_stats();
                     assert_eq!(s.allocated - s.freed - s.pending_free, s.live + sd.live);
@@ -202,7 +199,7 @@ fn dup_map_failure_at_every_entry() {
 
 #[test]
 fn retired_nodes_are_freed_after_a_grace_period() {
-    let t = build(3000, true);
+    let t = build_rcu(3000);
     for k in 0..2000u64 {
         t.store_range(k * 10 + 6, k * 10 + 8, Some(nz(5))).unwrap();
         t.erase_range(k * 7, k * 7 + 30).unwrap();
@@ -221,7 +218,7 @@ fn retired_nodes_are_freed_after_a_grace_period() {
 fn worst_case_reserve_bound_holds_for_random_stores() {
     // Every store, after reserving `worst_case(1)` nodes, must succeed with the allocator failing.
     for rcu in [true, false] {
-        let t = build(2000, rcu);
+        let mut t = build(2000, rcu);
         let mut x = 0x2545F4914F6CDD1Du64;
         for i in 0..3000u64 {
             x ^= x << 13;
@@ -233,18 +230,11 @@ fn worst_case_reserve_bound_holds_for_random_stores() {
                 1 => 0,
                 _ => x % 9,
             };
-            let mut wr = t.lock();
-            let need = wr.worst_case(1);
-            wr.release_reserve();
-            wr.reserve(need).unwrap();
-            wr.tree().inject_alloc_failure(Some(0));
             let val = if i % 3 == 0 { None } else { Some(nz(i as usize + 1)) };
-            let r = wr.store_range(f, f + w, val);
-            wr.tree().inject_alloc_failure(None);
+            let (need, r) = t.reserved_store(f, f + w, val);
             r.unwrap_or_else(|e| {
                 panic!("store {i} [{f}, {}] failed with {e:?} after reserving {need}", f + w)
             });
-            drop(wr);
         }
         t.validate().unwrap();
         assert_eq!(t.node_stats().unaccounted(), 0);

@@ -3,7 +3,7 @@
 
 use std::num::{NonZeroU64, NonZeroUsize};
 
-use vmspace_maple::{Entry, MapleError, MapleTree, PausedCursor};
+use vmspace_maple::{Entry, MapleError, MapleTree, NonRcuMapleTree, PausedCursor};
 
 fn nz(x: usize) -> NonZeroUsize {
     NonZeroUsize::new(x).unwrap()
@@ -121,17 +121,17 @@ fn entry_types_round_trip() {
 
 #[test]
 fn mode_switch_and_paused_cursor() {
-    let t = MapleTree::<NonZeroUsize>::new_non_rcu();
+    // Filled in non-RCU mode (in place, exclusive), then switched to RCU mode and shared.
+    let mut private = NonRcuMapleTree::<NonZeroUsize>::new();
     for k in 0..300u64 {
-        t.store_range(k * 10, k * 10 + 4, Some(nz(k as usize + 1))).unwrap();
+        private.store_range(k * 10, k * 10 + 4, Some(nz(k as usize + 1))).unwrap();
     }
-    {
-        let mut w = t.lock();
-        assert!(!w.is_rcu());
-        w.set_rcu(true);
-        assert!(w.is_rcu());
-        w.validate().unwrap();
-    }
+    private.validate().unwrap();
+    let stats = private.node_stats();
+    let t = private.into_rcu();
+    t.validate().unwrap();
+    assert_eq!(t.node_stats(), stats, "the switch keeps the nodes");
+    assert_eq!(t.len(), 300);
     for k in 0..300u64 {
         t.store_range(k * 10 + 5, k * 10 + 6, Some(nz(1000))).unwrap();
     }
@@ -160,5 +160,6 @@ fn tree_is_send_and_sync() {
     fn check<X: Send + Sync>() {}
     check::<MapleTree<NonZeroUsize>>();
     check::<MapleTree<&'static u64>>();
+    check::<NonRcuMapleTree<NonZeroUsize>>();
     check::<PausedCursor>();
 }

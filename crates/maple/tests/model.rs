@@ -10,9 +10,10 @@ use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
 
 use proptest::prelude::*;
-use vmspace_maple::{DupError, MapleError, MapleTree, PausedCursor};
+use vmspace_maple::{DupError, MapleError, PausedCursor};
 
-type V = NonZeroUsize;
+mod common;
+use common::{Tree, V};
 
 fn nz(x: usize) -> V {
     NonZeroUsize::new(x).unwrap()
@@ -144,23 +145,13 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-fn contents(t: &MapleTree<V>) -> Vec<(u64, u64, usize)> {
-    let g = vmspace_rcu::pin();
-    let mut c = t.cursor(&g);
-    let mut out = Vec::new();
-    while let Some((s, e, x)) = c.find(u64::MAX) {
-        out.push((s, e, x.get()));
-    }
-    out
-}
-
 fn unraw(v: Vec<(u64, u64, V)>) -> Vec<(u64, u64, usize)> {
     v.into_iter().map(|(a, b, x)| (a, b, x.get())).collect()
 }
 
 fn run(ops: Vec<Op>, rcu: bool) -> Result<usize, TestCaseError> {
     let mut max_height = 0;
-    let t = if rcu { MapleTree::<V>::new() } else { MapleTree::<V>::new_non_rcu() };
+    let mut t = Tree::new(rcu);
     let mut o = Oracle::default();
     let mut next_val = 1usize;
     for op in ops {
@@ -196,18 +187,18 @@ fn run(ops: Vec<Op>, rcu: bool) -> Result<usize, TestCaseError> {
                 prop_assert_eq!(got, o.store(f, l, None));
             }
             Op::Bulk(s, n, w, g) => {
-                let mut w8 = t.lock();
+                let mut stores = Vec::new();
                 for k in 0..n {
                     let f = s + k * (w + g);
                     next_val += 1;
-                    w8.store_range(f, f + w - 1, Some(nz(next_val))).unwrap();
+                    stores.push((f, f + w - 1, Some(nz(next_val))));
                     o.store(f, f + w - 1, Some(next_val));
                 }
+                t.store_many(&stores).unwrap();
             }
             Op::Load(i) => {
                 prop_assert_eq!(t.load(i).map(|x| x.get()), o.entry_at(i).map(|e| e.2));
-                let g = vmspace_rcu::pin();
-                prop_assert_eq!(t.load_range_in(i, &g).map(|(a, b, x)| (a, b, x.get())), o.entry_at(i));
+                prop_assert_eq!(t.load_range(i).map(|(a, b, x)| (a, b, x.get())), o.entry_at(i));
             }
             Op::Find(a, b) => {
                 prop_assert_eq!(t.find(a, b).map(|(s, e, x)| (s, e, x.get())), o.find(a, b));
@@ -235,7 +226,7 @@ fn run(ops: Vec<Op>, rcu: bool) -> Result<usize, TestCaseError> {
                 while got.len() < n as usize {
                     let g = vmspace_rcu::pin();
                     let mut c = match pc.take() {
-                        Some(p) => p.resume(&t, &g),
+                        Some(p) => t.resume(p, &g),
                         None => {
                             let mut c = t.cursor(&g);
                             c.set(a);
@@ -317,7 +308,7 @@ fn run(ops: Vec<Op>, rcu: bool) -> Result<usize, TestCaseError> {
                 }
             }
             Op::Area(a, b, s, rev) => {
-                let got = if rev { t.empty_area_rev(a, b, s) } else { t.empty_area(a, b, s) };
+                let got = t.empty_area(a, b, s, rev);
                 prop_assert_eq!(got, o.empty_area(a, b, s, rev), "area {} {} {} rev {}", a, b, s, rev);
             }
             Op::Dup(fail) => {
@@ -341,7 +332,7 @@ fn run(ops: Vec<Op>, rcu: bool) -> Result<usize, TestCaseError> {
                         prop_assert!(fail_at.is_none() || fail_at == Some(n));
                         d.validate().map_err(TestCaseError::fail)?;
                         let want: Vec<_> = o.all().into_iter().map(|(a, b, x)| (a, b, x * 2)).collect();
-                        prop_assert_eq!(contents(&d), want);
+                        prop_assert_eq!(d.contents(), want);
                         prop_assert_eq!(d.node_stats().live, before.live);
                     }
                     Err(e) => {
@@ -360,9 +351,9 @@ fn run(ops: Vec<Op>, rcu: bool) -> Result<usize, TestCaseError> {
             return Err(TestCaseError::fail(format!("{e}\n{}", t.dump())));
         }
         prop_assert_eq!(t.len(), o.0.len());
-        max_height = max_height.max(t.lock().height());
+        max_height = max_height.max(t.height());
     }
-    prop_assert_eq!(contents(&t), o.all());
+    prop_assert_eq!(t.contents(), o.all());
     Ok(max_height)
 }
 

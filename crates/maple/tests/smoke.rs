@@ -7,7 +7,8 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use vmspace_maple::MapleTree;
 
-type V = NonZeroUsize;
+mod common;
+use common::{Tree, V};
 
 fn v(x: usize) -> V {
     NonZeroUsize::new(x).unwrap()
@@ -39,29 +40,20 @@ impl Oracle {
     }
 }
 
-fn check(t: &MapleTree<V>, o: &Oracle) {
+fn check(t: &Tree, o: &Oracle) {
     if let Err(e) = t.validate() {
         panic!("{e}\n{}", t.dump());
     }
     assert_eq!(t.len(), o.0.len());
-    let got: Vec<(u64, u64, usize)> = {
-        let g = vmspace_rcu::pin();
-        let mut c = t.cursor(&g);
-        let mut out = Vec::new();
-        while let Some((s, e, x)) = c.find(u64::MAX) {
-            out.push((s, e, x.get()));
-        }
-        out
-    };
     let want: Vec<(u64, u64, usize)> = o.0.iter().map(|(s, (e, x))| (*s, *e, *x)).collect();
-    assert_eq!(got, want);
+    assert_eq!(t.contents(), want);
 }
 
 #[test]
 fn random_stores_small_keyspace() {
     for seed in 0..20u64 {
         let mut r = SmallRng::seed_from_u64(seed);
-        let t = MapleTree::<V>::new();
+        let mut t = Tree::Rcu(MapleTree::<V>::new());
         let mut o = Oracle::default();
         for step in 0..400 {
             let f = r.random_range(0..2000u64);
@@ -81,7 +73,7 @@ fn random_stores_small_keyspace() {
 
 fn run(seed: u64, rcu: bool, keys: u64, steps: usize) -> usize {
     let mut r = SmallRng::seed_from_u64(seed);
-    let t = if rcu { MapleTree::<V>::new() } else { MapleTree::<V>::new_non_rcu() };
+    let mut t = Tree::new(rcu);
     let mut o = Oracle::default();
     let mut maxh = 0;
     for step in 0..steps {
@@ -100,7 +92,7 @@ fn run(seed: u64, rcu: bool, keys: u64, steps: usize) -> usize {
         if step % 97 == 0 || steps < 1000 {
             check(&t, &o);
         }
-        maxh = maxh.max(t.lock().height());
+        maxh = maxh.max(t.height());
     }
     check(&t, &o);
     maxh
