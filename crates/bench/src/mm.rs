@@ -35,7 +35,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use vmspace_linux::hostinfo::HostInfo;
 use vmspace_linux::report::{Report, ReportSet};
-use vmspace_mm::space::flags::{MAP_ANONYMOUS, MAP_PRIVATE, PROT_READ, PROT_WRITE};
+use vmspace_mm::space::{MapFlags, Prot};
 use vmspace_mm::space::{Mm, MmConfig, MmShared, PAGE_SIZE};
 use vmspace_mm::vma::{Vma, lock_vma_under_rcu};
 
@@ -128,8 +128,8 @@ fn other_addr(i: usize) -> u64 {
 }
 
 /// The protection of other VMA `i` (alternating, so adjacent ones never merge).
-fn other_prot(i: usize) -> u32 {
-    if i.is_multiple_of(2) { PROT_READ } else { PROT_READ | PROT_WRITE }
+fn other_prot(i: usize) -> Prot {
+    if i.is_multiple_of(2) { Prot::READ } else { Prot::RW }
 }
 
 /// An engine `Mm` holding `n` adjacent one-page VMAs of alternating protection.
@@ -137,7 +137,7 @@ fn engine_with_others(n: usize) -> Result<Mm, String> {
     let mut mm = Mm::new(engine_config(n));
     for i in 0..n {
         let a = mm
-            .mmap(other_addr(i), PAGE_SIZE, other_prot(i), MAP_PRIVATE | MAP_ANONYMOUS, None, 0)
+            .mmap(other_addr(i), PAGE_SIZE, other_prot(i), MapFlags::PRIVATE | MapFlags::ANONYMOUS, None, 0)
             .map_err(|e| format!("engine mmap of other VMA {i}: {e:?}"))?;
         if a != other_addr(i) {
             return Err(format!("engine placed other VMA {i} at {a:#x}, not at its hint"));
@@ -154,15 +154,8 @@ mod kernel {
     use super::*;
     use rustix::mm::{MapFlags, ProtFlags};
 
-    fn prot(p: u32) -> ProtFlags {
-        let mut f = ProtFlags::empty();
-        if p & PROT_READ != 0 {
-            f |= ProtFlags::READ;
-        }
-        if p & PROT_WRITE != 0 {
-            f |= ProtFlags::WRITE;
-        }
-        f
+    fn prot(p: Prot) -> ProtFlags {
+        ProtFlags::from_bits_retain(p.bits())
     }
 
     /// Whether `[addr, addr + len)` is free in this process: a `MAP_FIXED_NOREPLACE` probe (unmapped again at
@@ -195,7 +188,7 @@ mod kernel {
     }
 
     /// Maps `len` bytes at the hint `addr` (no MAP_FIXED); returns where the kernel put it.
-    pub fn map_hint(addr: u64, len: u64, p: u32) -> Result<u64, String> {
+    pub fn map_hint(addr: u64, len: u64, p: Prot) -> Result<u64, String> {
         // SAFETY: without MAP_FIXED the kernel never replaces an existing mapping; it uses the hint only when
         // the range is free.
         let r =
@@ -309,8 +302,8 @@ fn mmap_munmap(ctx: &mut Ctx<'_>) -> Result<(), String> {
         return Err(format!("the arena [{ARENA:#x}, {:#x}) is not free in this process", ARENA + need));
     }
     let own_vmas = kernel::map_count();
-    let flags = MAP_PRIVATE | MAP_ANONYMOUS;
-    let prot = PROT_READ | PROT_WRITE;
+    let flags = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
+    let prot = Prot::RW;
     for &pages in &ctx.cfg.pages.clone() {
         let len = pages * PAGE_SIZE;
         for others in [0, OTHERS] {

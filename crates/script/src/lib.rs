@@ -3,7 +3,8 @@
 //!
 //! This crate owns the syntax (parser with line-numbered errors), the canonical result lines
 //! (`L<line> <op> = <value>`, `MAPS` ... `END`), the comparison of two runs, and the seeded random generator.
-//! It executes nothing: runners live in `mm` (engine) and `linux` (kernel). It depends only on `proc` and `abi` (the errno type it prints).
+//! It executes nothing: runners live in `mm` (engine) and `linux` (kernel). It depends only on `proc` and `abi` (the errno it prints and the typed call arguments: [`Prot`],
+//! [`MapFlags`], [`MremapFlags`], [`Advice`], re-exported here for targets' convenience).
 
 pub mod ast;
 pub mod generate;
@@ -11,9 +12,9 @@ pub mod minimise;
 pub mod output;
 pub mod run;
 
-pub use ast::{Advice, Line, MmapFlags, MremapFlags, Op, ParseError, Prot, Script};
+pub use ast::{ADVICE_NAMES, Line, MMAP_FLAG_NAMES, MREMAP_FLAG_NAMES, Op, ParseError, Script};
 pub use generate::{GenConfig, generate};
 pub use minimise::minimise;
 pub use output::{Arena, Difference, Entry, Output, Value, compare};
 pub use run::{Target, canonical_maps, run, run_in};
-pub use vmspace_abi::Errno;
+pub use vmspace_abi::{Advice, Errno, MapFlags, MremapFlags, Prot};

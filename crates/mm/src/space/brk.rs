@@ -46,7 +46,7 @@ impl Mm {
             return Ok(());
         }
         // check_brk_limits: get_unmapped_area(NULL, oldbrk, len, 0, MAP_FIXED).
-        self.get_unmapped_area(true, oldbrk, newbrk - oldbrk, MAP_FIXED)?;
+        self.get_unmapped_area(true, oldbrk, newbrk - oldbrk, super::MapFlags::FIXED)?;
         let guard_end = newbrk.saturating_add(PAGE_SIZE).saturating_add(self.cfg.stack_guard_gap);
         if let Some(next) = self.find_intersection(oldbrk, guard_end)
             && newbrk + PAGE_SIZE > self.vm_start_gap(next)

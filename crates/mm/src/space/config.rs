@@ -5,12 +5,8 @@
 //! them from this struct so that a differential run can use the host's values ([`MmConfig::host`] reads
 //! them) while tests can shrink a limit (a `max_map_count` of 8 makes the limit reachable in a few calls).
 
-/// Page size (x86-64: 4 KiB). Fixed: the engine models x86-64 only.
-pub const PAGE_SIZE: u64 = 4096;
-/// `PAGE_SHIFT`.
-pub const PAGE_SHIFT: u32 = 12;
-/// x86-64 `TASK_SIZE` with 4-level paging: the first address user space cannot map.
-pub const TASK_SIZE: u64 = 0x7fff_ffff_f000;
+pub use vmspace_abi::{PAGE_SHIFT, PAGE_SIZE, TASK_SIZE};
+
 /// `DEFAULT_MAP_WINDOW` (equal to `TASK_SIZE` with 4-level paging).
 pub const DEFAULT_MAP_WINDOW: u64 = TASK_SIZE;
 

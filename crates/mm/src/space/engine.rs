@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use vmspace_script::{Advice, MmapFlags, MremapFlags, Prot, Target};
+use vmspace_script::{Advice, MapFlags, MremapFlags, Prot, Target};
 
 use super::config::PAGE_SIZE;
 use super::{Errno, Mm, MmConfig, PAGE_MASK, VmFile};
@@ -72,14 +72,14 @@ impl Target for EngineTarget {
         addr: u64,
         len: u64,
         prot: Prot,
-        flags: MmapFlags,
+        flags: MapFlags,
         file: Option<(&str, u64)>,
     ) -> Result<u64, Errno> {
         let (f, off) = match file {
             Some((n, off)) => (Some(self.file_of(n).cloned().ok_or(Errno::EBADF)?), off),
             None => (None, 0),
         };
-        let r = self.mm.mmap(addr, len, prot.bits(), flags.0, f.as_ref(), off);
+        let r = self.mm.mmap(addr, len, prot, flags, f.as_ref(), off);
         self.checked("mmap", r)
     }
 
@@ -89,7 +89,7 @@ impl Target for EngineTarget {
     }
 
     fn mprotect(&mut self, addr: u64, len: u64, prot: Prot) -> Result<u64, Errno> {
-        let r = self.mm.mprotect(addr, len, prot.bits()).map(|()| 0);
+        let r = self.mm.mprotect(addr, len, prot).map(|()| 0);
         self.checked("mprotect", r)
     }
 
@@ -101,12 +101,12 @@ impl Target for EngineTarget {
         flags: MremapFlags,
         new_addr: u64,
     ) -> Result<u64, Errno> {
-        let r = self.mm.mremap(addr, old_len, new_len, flags.0, new_addr);
+        let r = self.mm.mremap(addr, old_len, new_len, flags, new_addr);
         self.checked("mremap", r)
     }
 
     fn madvise(&mut self, addr: u64, len: u64, advice: Advice) -> Result<u64, Errno> {
-        let r = self.mm.madvise(addr, len, advice.linux_value()).map(|()| 0);
+        let r = self.mm.madvise(addr, len, advice).map(|()| 0);
         self.checked("madvise", r)
     }
 

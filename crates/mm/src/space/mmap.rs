@@ -23,7 +23,7 @@ use std::sync::Arc;
 use super::flags::*;
 use super::merge::Cand;
 use super::tree::{NewVma, VmaExt};
-use super::{AnonState, Errno, Mm, PAGE_MASK, VmFile, config::PAGE_SHIFT, page_align};
+use super::{AnonState, Errno, MapFlags, Mm, PAGE_MASK, Prot, VmFile, config::PAGE_SHIFT, page_align};
 
 /// `MAX_LFS_FILESIZE` on 64-bit.
 const MAX_LFS_FILESIZE: u64 = i64::MAX as u64;
@@ -35,8 +35,8 @@ impl Mm {
         &mut self,
         addr: u64,
         len: u64,
-        prot: u32,
-        flags: u32,
+        prot: Prot,
+        flags: MapFlags,
         file: Option<&Arc<VmFile>>,
         off: u64,
     ) -> Result<u64, Errno> {
@@ -44,8 +44,8 @@ impl Mm {
             return Err(Errno::EINVAL);
         }
         // ksys_mmap_pgoff: MAP_ANONYMOUS ignores the fd.
-        let file = if flags & MAP_ANONYMOUS != 0 { None } else { Some(file.ok_or(Errno::EBADF)?) };
-        if flags & MAP_HUGETLB != 0 {
+        let file = if flags.contains(MapFlags::ANONYMOUS) { None } else { Some(file.ok_or(Errno::EBADF)?) };
+        if flags.contains(MapFlags::HUGETLB) {
             return Err(Errno::EINVAL);
         }
         let (a, populate) = self.locked(|mm| mm.do_mmap(file, addr, len, prot, flags, off >> PAGE_SHIFT))?;
@@ -61,17 +61,17 @@ impl Mm {
         file: Option<&Arc<VmFile>>,
         mut addr: u64,
         len: u64,
-        prot: u32,
-        mut flags: u32,
+        prot: Prot,
+        mut flags: MapFlags,
         mut pgoff: u64,
     ) -> Result<(u64, bool), Errno> {
         if len == 0 {
             return Err(Errno::EINVAL);
         }
-        if flags & MAP_FIXED_NOREPLACE != 0 {
-            flags |= MAP_FIXED;
+        if flags.contains(MapFlags::FIXED_NOREPLACE) {
+            flags |= MapFlags::FIXED;
         }
-        if flags & MAP_FIXED == 0 {
+        if !flags.contains(MapFlags::FIXED) {
             // round_hint_to_min.
             addr &= PAGE_MASK;
             if addr != 0 && addr < self.cfg.mmap_min_addr {
@@ -89,14 +89,14 @@ impl Mm {
             return Err(Errno::ENOMEM);
         }
         let mut vm_flags = prot_to_vm(prot) | VM_MAYREAD | VM_MAYWRITE | VM_MAYEXEC;
-        if flags & MAP_GROWSDOWN != 0 {
+        if flags.contains(MapFlags::GROWSDOWN) {
             vm_flags |= VM_GROWSDOWN;
         }
-        if flags & MAP_LOCKED != 0 {
+        if flags.contains(MapFlags::LOCKED) {
             vm_flags |= VM_LOCKED;
         }
         let addr = self.get_unmapped_area(file.is_none(), addr, len, flags)?;
-        if flags & MAP_FIXED_NOREPLACE != 0 && self.find_intersection(addr, addr + len).is_some() {
+        if flags.contains(MapFlags::FIXED_NOREPLACE) && self.find_intersection(addr, addr + len).is_some() {
             return Err(Errno::EEXIST);
         }
         if let Some(f) = file {
@@ -104,18 +104,18 @@ impl Mm {
             if len > MAX_LFS_FILESIZE || pgoff > (MAX_LFS_FILESIZE - len) >> PAGE_SHIFT {
                 return Err(Errno::EOVERFLOW);
             }
-            let mut ty = flags & MAP_TYPE;
-            if ty == MAP_SHARED {
-                flags &= LEGACY_MAP_MASK;
-                ty = MAP_SHARED_VALIDATE;
+            let mut ty = flags.map_type();
+            if ty == MapFlags::SHARED {
+                flags &= MapFlags::LEGACY;
+                ty = MapFlags::SHARED_VALIDATE;
             }
             match ty {
-                MAP_SHARED_VALIDATE | MAP_PRIVATE => {
-                    if ty == MAP_SHARED_VALIDATE {
-                        if flags & !LEGACY_MAP_MASK != 0 {
+                ty if ty == MapFlags::SHARED_VALIDATE || ty == MapFlags::PRIVATE => {
+                    if ty == MapFlags::SHARED_VALIDATE {
+                        if !MapFlags::LEGACY.contains(flags) {
                             return Err(Errno::EOPNOTSUPP);
                         }
-                        if prot & PROT_WRITE != 0 && !f.writable {
+                        if prot.contains(Prot::WRITE) && !f.writable {
                             return Err(Errno::EACCES);
                         }
                         vm_flags |= VM_SHARED | VM_MAYSHARE;
@@ -139,23 +139,24 @@ impl Mm {
                 _ => return Err(Errno::EINVAL),
             }
         } else {
-            match flags & MAP_TYPE {
-                MAP_SHARED => {
+            match flags.map_type() {
+                ty if ty == MapFlags::SHARED => {
                     if vm_flags & VM_GROWSDOWN != 0 {
                         return Err(Errno::EINVAL);
                     }
                     pgoff = 0;
                     vm_flags |= VM_SHARED | VM_MAYSHARE;
                 }
-                MAP_PRIVATE => pgoff = addr >> PAGE_SHIFT,
+                ty if ty == MapFlags::PRIVATE => pgoff = addr >> PAGE_SHIFT,
                 _ => return Err(Errno::EINVAL),
             }
         }
-        if flags & MAP_NORESERVE != 0 && self.cfg.overcommit != super::Overcommit::Never {
+        if flags.contains(MapFlags::NORESERVE) && self.cfg.overcommit != super::Overcommit::Never {
             vm_flags |= VM_NORESERVE;
         }
-        let a = self.mmap_region(file, addr, len, vm_flags, pgoff, flags & MAP_FIXED != 0)?;
-        let populate = vm_flags & VM_LOCKED != 0 || flags & (MAP_POPULATE | MAP_NONBLOCK) == MAP_POPULATE;
+        let a = self.mmap_region(file, addr, len, vm_flags, pgoff, flags.contains(MapFlags::FIXED))?;
+        let populate = vm_flags & VM_LOCKED != 0
+            || flags.intersection(MapFlags::POPULATE | MapFlags::NONBLOCK) == MapFlags::POPULATE;
         Ok((a, populate))
     }
 

@@ -57,7 +57,7 @@ pub use engine::EngineTarget;
 use flags::*;
 pub use tree::MmShared;
 use tree::{V, VmaExt, Vmas};
-pub use vmspace_abi::Errno;
+pub use vmspace_abi::{Advice, Errno, MapFlags, MremapFlags, Prot};
 
 /// Page mask (`PAGE_MASK` is `!(PAGE_SIZE - 1)`).
 const PAGE_MASK: u64 = !(PAGE_SIZE - 1);

@@ -12,18 +12,18 @@
 
 use super::flags::*;
 use super::tree::{V, VmaExt};
-use super::{Errno, Mm, PAGE_MASK, page_align};
+use super::{Errno, Mm, PAGE_MASK, Prot, page_align};
 
 impl Mm {
     /// `mprotect(start, len, prot)`.
-    pub fn mprotect(&mut self, start: u64, len: u64, prot: u32) -> Result<(), Errno> {
+    pub fn mprotect(&mut self, start: u64, len: u64, prot: Prot) -> Result<(), Errno> {
         self.locked(|mm| mm.do_mprotect(start, len, prot))
     }
 
-    fn do_mprotect(&mut self, start: u64, len: u64, prot: u32) -> Result<(), Errno> {
-        let grows = prot & (PROT_GROWSDOWN | PROT_GROWSUP);
-        let prot = prot & !(PROT_GROWSDOWN | PROT_GROWSUP);
-        if grows == PROT_GROWSDOWN | PROT_GROWSUP {
+    fn do_mprotect(&mut self, start: u64, len: u64, prot: Prot) -> Result<(), Errno> {
+        let grows = prot & (Prot::GROWSDOWN | Prot::GROWSUP);
+        let prot = prot - (Prot::GROWSDOWN | Prot::GROWSUP);
+        if grows == Prot::GROWSDOWN | Prot::GROWSUP {
             return Err(Errno::EINVAL);
         }
         if start & !PAGE_MASK != 0 {
@@ -37,13 +37,13 @@ impl Mm {
         if end <= start {
             return Err(Errno::ENOMEM);
         }
-        if prot & !(PROT_READ | PROT_WRITE | PROT_EXEC | PROT_SEM) != 0 {
+        if !(Prot::ACCESS | Prot::SEM).contains(prot) {
             return Err(Errno::EINVAL);
         }
         let Some(first) = self.find_intersection(start, end) else { return Err(Errno::ENOMEM) };
         let (first_start, first_flags) = (first.start(), first.fl());
         let mut start = start;
-        if grows & PROT_GROWSDOWN != 0 {
+        if grows.contains(Prot::GROWSDOWN) {
             if first_start >= end {
                 return Err(Errno::ENOMEM);
             }
@@ -55,7 +55,7 @@ impl Mm {
             if first_start > start {
                 return Err(Errno::ENOMEM);
             }
-            if grows & PROT_GROWSUP != 0 {
+            if grows.contains(Prot::GROWSUP) {
                 return Err(Errno::EINVAL);
             }
         }

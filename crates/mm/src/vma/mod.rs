@@ -60,9 +60,4 @@ pub use mmap_lock::{MmLocking, MmapLock, MmapReadGuard, MmapWriteGuard};
 pub use object::{VM_LOCK_SEQ_NONE, Vma, VmaSnapshot};
 pub use pool::{PoolStats, VmaPool};
 pub use stats::{VmaLockCounts, VmaLockStats};
-pub use vmspace_abi::Errno;
-
-/// Page size (x86-64, 4 KiB).
-pub const PAGE_SIZE: u64 = 4096;
-/// log2 of [`PAGE_SIZE`].
-pub const PAGE_SHIFT: u32 = 12;
+pub use vmspace_abi::{Errno, PAGE_SHIFT, PAGE_SIZE};
