@@ -6,10 +6,10 @@
 //!   carrying the writer-exclusion flag, seed 003), the mmap_lock reader/writer semaphore with `mm_lock_seq`,
 //!   the type-stable VMA pool, the anon_vma and its chain, the model files, and `lock_vma_under_rcu`.
 //! - [`space`]: the address space built from them: `Mm` over one VMA maple tree, the calls (mmap, munmap,
-//!   mprotect, mremap, madvise, brk, fork, anon names), merge/split, get_unmapped_area, and the engine's
-//!   op-script target.
+//!   mprotect, mremap, madvise, brk, fork, anon names), merge/split, get_unmapped_area.
 //!
-//! Depends on `rcu`, `maple`, `proc` and `script`; never on the live kernel (`linux`) or on benchmarks.
+//! Depends on `abi`, `rcu`, `maple` and `proc`; never on op scripts (the engine's script target lives in
+//! `vmspace-replay`), the live kernel (`linux`) or benchmarks.
 
 pub mod space;
 pub mod vma;

@@ -3,8 +3,9 @@
 //!
 //! This crate owns the syntax (parser with line-numbered errors), the canonical result lines
 //! (`L<line> <op> = <value>`, `MAPS` ... `END`), the comparison of two runs, and the seeded random generator.
-//! It executes nothing: runners live in `mm` (engine) and `linux` (kernel). It depends only on `proc` and `abi` (the errno it prints and the typed call arguments: [`Prot`],
-//! [`MapFlags`], [`MremapFlags`], [`Advice`], re-exported here for targets' convenience).
+//! It executes nothing: runners live in `replay` (engine) and `linux` (kernel). It depends only on `proc` and
+//! `abi` (the errno it prints and the typed call arguments: [`Prot`], [`MapFlags`], [`MremapFlags`],
+//! [`Advice`], re-exported here for targets' convenience).
 
 pub mod ast;
 pub mod generate;

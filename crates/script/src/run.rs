@@ -1,4 +1,4 @@
-//! Running a script: the [`Target`] trait that a runner implements (the engine in `vmspace_mm`, the live
+//! Running a script: the [`Target`] trait that a runner implements (the engine in `vmspace_replay`, the live
 //! kernel in `vmspace_linux::replay`), and [`run`], which drives any target through a script and builds the
 //! canonical [`Output`].
 //!

@@ -35,7 +35,6 @@
 
 mod brk;
 pub mod config;
-mod engine;
 
 pub mod flags;
 mod fork;
@@ -53,7 +52,6 @@ use std::fmt;
 
 pub use crate::vma::{AnonState, AnonVma, FileKind, VmFile};
 pub use config::{MmConfig, Overcommit, PAGE_SIZE, TASK_SIZE};
-pub use engine::EngineTarget;
 use flags::*;
 pub use tree::MmShared;
 use tree::{V, VmaExt, Vmas};

@@ -1,6 +1,26 @@
-//! The engine's op-script runner: [`EngineTarget`] implements the script crate's [`Target`] on an [`Mm`],
-//! so that `vmspace replay FILE` runs a script on the engine and `vmspace diff FILE` compares it with the
-//! live kernel.
+//! Where the engine meets the op scripts: [`EngineTarget`] implements the script crate's [`Target`] on an
+//! [`Mm`], so that `vmspace replay FILE` runs a script on the engine and `vmspace diff FILE` compares it with
+//! the live kernel.
+//!
+//! ```
+//! use vmspace_mm::space::MmConfig;
+//! use vmspace_replay::EngineTarget;
+//! use vmspace_script::{Script, run};
+//!
+//! let script = Script::parse(
+//!     "mmap 0x200000000000 0x3000 rw- private|anon|fixed\n\
+//!      mprotect 0x200000001000 0x1000 r--\n\
+//!      maps\n",
+//! )
+//! .unwrap();
+//! let mut engine = EngineTarget::validating(MmConfig::default());
+//! let text = run(&script, &mut engine).render();
+//! assert!(text.contains("L1 mmap = 0x200000000000"), "{text}");
+//! assert_eq!(engine.mm().map_count(), 3);
+//! ```
+//!
+//! This crate exists so that neither side depends on the other: `mm` knows nothing of scripts, `script` knows
+//! nothing of the engine, and the live kernel's target lives in `vmspace_linux::replay`.
 //!
 //! Files declared by `file NAME SIZE` become model files opened read-write (path `/vmspace/NAME`, inode =
 //! declaration number); the driver canonicalises their maps lines to `fd=NAME` on both sides. `fork`
@@ -10,10 +30,9 @@
 
 use std::sync::Arc;
 
-use vmspace_script::{Advice, MapFlags, MremapFlags, Prot, Target};
-
-use super::config::PAGE_SIZE;
-use super::{Errno, Mm, MmConfig, PAGE_MASK, VmFile};
+use vmspace_abi::{Advice, Errno, MapFlags, MremapFlags, PAGE_MASK, PAGE_SIZE, Prot};
+use vmspace_mm::space::{Mm, MmConfig, VmFile};
+use vmspace_script::Target;
 
 /// An op-script target backed by the engine.
 pub struct EngineTarget {
