@@ -567,13 +567,9 @@ mod tests {
     use super::*;
     use vmspace_script::{Entry, Value};
 
-    /// CONFIG_ANON_VMA_NAME from /proc/config.gz, if the host exposes it.
+    /// CONFIG_ANON_VMA_NAME of the running kernel, if its config is readable.
     fn anon_vma_name_config() -> Option<bool> {
-        use std::io::Read as _;
-        let f = std::fs::File::open("/proc/config.gz").ok()?;
-        let mut s = String::new();
-        flate2::read::GzDecoder::new(f).read_to_string(&mut s).ok()?;
-        if s.lines().any(|l| l == "CONFIG_ANON_VMA_NAME=y") { Some(true) } else { Some(false) }
+        vmspace_host::KernelConfig::running().map(|c| c.enabled("CONFIG_ANON_VMA_NAME"))
     }
 
     fn run_text(text: &str) -> Output {
