@@ -20,7 +20,7 @@
 
 use std::sync::Arc;
 
-use super::flags::*;
+use super::VmFlags;
 use super::tree::{V, VmaExt};
 use super::{Advice, Errno, Mm, PAGE_MASK, page_align};
 
@@ -126,31 +126,31 @@ impl Mm {
         let mut new_name = a.anon_name();
         match b {
             Behavior::Advice(Advice::DONTNEED) => {
-                if flags & (VM_PFNMAP | VM_LOCKED) != 0 {
+                if flags.intersects(VmFlags::PFNMAP | VmFlags::LOCKED) {
                     return Err(Errno::EINVAL);
                 }
                 return Ok(a.end());
             }
             Behavior::Advice(Advice::FREE) => {
-                if !a.is_anonymous() || flags & (VM_PFNMAP | VM_LOCKED) != 0 {
+                if !a.is_anonymous() || flags.intersects(VmFlags::PFNMAP | VmFlags::LOCKED) {
                     return Err(Errno::EINVAL);
                 }
                 return Ok(a.end());
             }
-            Behavior::Advice(Advice::DONTFORK) => new_flags |= VM_DONTCOPY,
+            Behavior::Advice(Advice::DONTFORK) => new_flags |= VmFlags::DONTCOPY,
             Behavior::Advice(Advice::DOFORK) => {
-                if new_flags & VM_IO != 0 {
+                if new_flags.intersects(VmFlags::IO) {
                     return Err(Errno::EINVAL);
                 }
-                new_flags &= !VM_DONTCOPY;
+                new_flags &= !VmFlags::DONTCOPY;
             }
             Behavior::Advice(Advice::WIPEONFORK) => {
-                if a.is_file_backed() || new_flags & VM_SHARED != 0 {
+                if a.is_file_backed() || new_flags.intersects(VmFlags::SHARED) {
                     return Err(Errno::EINVAL);
                 }
-                new_flags |= VM_WIPEONFORK;
+                new_flags |= VmFlags::WIPEONFORK;
             }
-            Behavior::Advice(Advice::KEEPONFORK) => new_flags &= !VM_WIPEONFORK,
+            Behavior::Advice(Advice::KEEPONFORK) => new_flags &= !VmFlags::WIPEONFORK,
             Behavior::Advice(_) => return Err(Errno::EINVAL),
             Behavior::Name(n) => {
                 if a.file().is_some_and(|f| f.kind != super::FileKind::ShmemZero) {

@@ -20,7 +20,8 @@
 
 use std::sync::Arc;
 
-use super::flags::*;
+use super::VmFlags;
+use super::flags::prot_to_vm;
 use super::merge::Cand;
 use super::tree::{NewVma, VmaExt};
 use super::{AnonState, Errno, MapFlags, Mm, PAGE_MASK, Prot, VmFile, config::PAGE_SHIFT, page_align};
@@ -88,12 +89,12 @@ impl Mm {
         if self.map_count() > self.cfg.max_map_count {
             return Err(Errno::ENOMEM);
         }
-        let mut vm_flags = prot_to_vm(prot) | VM_MAYREAD | VM_MAYWRITE | VM_MAYEXEC;
+        let mut vm_flags = prot_to_vm(prot) | VmFlags::MAYREAD | VmFlags::MAYWRITE | VmFlags::MAYEXEC;
         if flags.contains(MapFlags::GROWSDOWN) {
-            vm_flags |= VM_GROWSDOWN;
+            vm_flags |= VmFlags::GROWSDOWN;
         }
         if flags.contains(MapFlags::LOCKED) {
-            vm_flags |= VM_LOCKED;
+            vm_flags |= VmFlags::LOCKED;
         }
         let addr = self.get_unmapped_area(file.is_none(), addr, len, flags)?;
         if flags.contains(MapFlags::FIXED_NOREPLACE) && self.find_intersection(addr, addr + len).is_some() {
@@ -118,21 +119,21 @@ impl Mm {
                         if prot.contains(Prot::WRITE) && !f.writable {
                             return Err(Errno::EACCES);
                         }
-                        vm_flags |= VM_SHARED | VM_MAYSHARE;
+                        vm_flags |= VmFlags::SHARED | VmFlags::MAYSHARE;
                         if !f.writable {
-                            vm_flags &= !(VM_MAYWRITE | VM_SHARED);
+                            vm_flags &= !(VmFlags::MAYWRITE | VmFlags::SHARED);
                         }
                     }
                     if !f.readable {
                         return Err(Errno::EACCES);
                     }
                     if f.noexec {
-                        if vm_flags & VM_EXEC != 0 {
+                        if vm_flags.intersects(VmFlags::EXEC) {
                             return Err(Errno::EPERM);
                         }
-                        vm_flags &= !VM_MAYEXEC;
+                        vm_flags &= !VmFlags::MAYEXEC;
                     }
-                    if vm_flags & VM_GROWSDOWN != 0 {
+                    if vm_flags.intersects(VmFlags::GROWSDOWN) {
                         return Err(Errno::EINVAL);
                     }
                 }
@@ -141,21 +142,21 @@ impl Mm {
         } else {
             match flags.map_type() {
                 ty if ty == MapFlags::SHARED => {
-                    if vm_flags & VM_GROWSDOWN != 0 {
+                    if vm_flags.intersects(VmFlags::GROWSDOWN) {
                         return Err(Errno::EINVAL);
                     }
                     pgoff = 0;
-                    vm_flags |= VM_SHARED | VM_MAYSHARE;
+                    vm_flags |= VmFlags::SHARED | VmFlags::MAYSHARE;
                 }
                 ty if ty == MapFlags::PRIVATE => pgoff = addr >> PAGE_SHIFT,
                 _ => return Err(Errno::EINVAL),
             }
         }
         if flags.contains(MapFlags::NORESERVE) && self.cfg.overcommit != super::Overcommit::Never {
-            vm_flags |= VM_NORESERVE;
+            vm_flags |= VmFlags::NORESERVE;
         }
         let a = self.mmap_region(file, addr, len, vm_flags, pgoff, flags.contains(MapFlags::FIXED))?;
-        let populate = vm_flags & VM_LOCKED != 0
+        let populate = vm_flags.intersects(VmFlags::LOCKED)
             || flags.intersection(MapFlags::POPULATE | MapFlags::NONBLOCK) == MapFlags::POPULATE;
         Ok((a, populate))
     }
@@ -166,7 +167,7 @@ impl Mm {
         file: Option<&Arc<VmFile>>,
         addr: u64,
         len: u64,
-        mut vm_flags: u64,
+        mut vm_flags: VmFlags,
         pgoff: u64,
         fixed: bool,
     ) -> Result<u64, Errno> {
@@ -181,12 +182,12 @@ impl Mm {
         };
         let nr_accounted = if busy.is_some() { self.accounted_in(addr, end).1 } else { 0 };
         // accountable_mapping.
-        if vm_flags & (VM_NORESERVE | VM_SHARED | VM_WRITE) == VM_WRITE {
+        if vm_flags.intersection(VmFlags::NORESERVE | VmFlags::SHARED | VmFlags::WRITE) == VmFlags::WRITE {
             let charged = (len >> PAGE_SHIFT) - nr_accounted;
             if charged > 0 {
                 self.enough_memory(charged)?;
             }
-            vm_flags |= VM_ACCOUNT;
+            vm_flags |= VmFlags::ACCOUNT;
         }
         if let Some(inside) = inside {
             self.remove_from(inside, end);
@@ -212,7 +213,7 @@ impl Mm {
         }
         let file = match file {
             Some(f) => Some(f.clone()),
-            None if vm_flags & VM_SHARED != 0 => Some(self.shmem_zero_file(len)),
+            None if vm_flags.intersects(VmFlags::SHARED) => Some(self.shmem_zero_file(len)),
             None => None,
         };
         self.insert_new(NewVma {
@@ -243,9 +244,9 @@ impl Mm {
         while nstart < end {
             let Some(v) = self.find_intersection(nstart, end) else { break };
             let fl = v.fl();
-            if fl & (VM_IO | VM_PFNMAP) == 0
-                && fl & VM_LOCKONFAULT == 0
-                && fl & (VM_WRITE | VM_SHARED) == VM_WRITE
+            if !fl.intersects(VmFlags::IO | VmFlags::PFNMAP)
+                && !fl.intersects(VmFlags::LOCKONFAULT)
+                && fl.intersection(VmFlags::WRITE | VmFlags::SHARED) == VmFlags::WRITE
             {
                 self.anon_vma_prepare(v);
             }

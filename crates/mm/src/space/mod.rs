@@ -36,7 +36,7 @@
 mod brk;
 pub mod config;
 
-pub mod flags;
+mod flags;
 mod fork;
 mod madvise;
 mod maps;
@@ -50,9 +50,8 @@ mod unmapped;
 
 use std::fmt;
 
-pub use crate::vma::{AnonState, AnonVma, FileKind, VmFile};
+pub use crate::vma::{AnonState, AnonVma, FileKind, VmFile, VmFlags};
 pub use config::{MmConfig, Overcommit, PAGE_SIZE, TASK_SIZE};
-use flags::*;
 pub use tree::MmShared;
 use tree::{V, VmaExt, Vmas};
 pub use vmspace_abi::{Advice, Errno, MapFlags, MremapFlags, Prot};
@@ -163,7 +162,7 @@ impl Mm {
 
     /// `vm_start_gap`: a growsdown VMA keeps `stack_guard_gap` free below it.
     fn vm_start_gap(&self, v: V) -> u64 {
-        if v.fl() & VM_GROWSDOWN != 0 {
+        if v.fl().intersects(VmFlags::GROWSDOWN) {
             v.start().saturating_sub(self.cfg.stack_guard_gap)
         } else {
             v.start()
@@ -182,7 +181,7 @@ impl Mm {
         let compatible = |x: V, y: V| {
             x.end() == y.start()
                 && x.file_is(y.file().as_ref())
-                && (x.fl() ^ y.fl()) & !(VM_ACCESS_FLAGS | VM_SOFTDIRTY) == 0
+                && ((x.fl() ^ y.fl()) & !(VmFlags::ACCESS_FLAGS | VmFlags::SOFTDIRTY)).is_empty()
                 && y.pgoff() == x.pgoff_at(y.start())
         };
         let reusable = |old: V| {
@@ -225,7 +224,7 @@ impl Mm {
         let addr = addr & PAGE_MASK;
         let Some(mut v) = self.find(addr) else { return Err(Errno::EFAULT) };
         if v.start() > addr {
-            if gup || v.fl() & VM_GROWSDOWN == 0 {
+            if gup || !v.fl().intersects(VmFlags::GROWSDOWN) {
                 return Err(Errno::EFAULT);
             }
             self.expand_downwards(v, addr).map_err(|_| Errno::EFAULT)?;
@@ -233,18 +232,18 @@ impl Mm {
         }
         let fl = v.fl();
         let ok = if write {
-            fl & VM_WRITE != 0
+            fl.intersects(VmFlags::WRITE)
         } else if gup {
-            fl & VM_READ != 0
+            fl.intersects(VmFlags::READ)
         } else {
-            fl & VM_ACCESS_FLAGS != 0
+            fl.intersects(VmFlags::ACCESS_FLAGS)
         };
-        if !ok || (gup && fl & (VM_IO | VM_PFNMAP) != 0) {
+        if !ok || (gup && fl.intersects(VmFlags::IO | VmFlags::PFNMAP)) {
             return Err(Errno::EFAULT);
         }
         // A write to a private VMA prepares the anon_vma before the page is read from the file
         // (`do_cow_fault`: `vmf_anon_prepare` first), so a write beyond the end of the file still leaves one.
-        if write && fl & VM_SHARED == 0 {
+        if write && !fl.intersects(VmFlags::SHARED) {
             self.anon_vma_prepare(v);
         }
         if let Some(f) = v.file() {
@@ -262,8 +261,8 @@ impl Mm {
             return Err(Errno::EPERM);
         }
         if let Some(prev) = self.prev_of(v.start())
-            && prev.fl() & VM_GROWSDOWN == 0
-            && prev.fl() & VM_ACCESS_FLAGS != 0
+            && !prev.fl().intersects(VmFlags::GROWSDOWN)
+            && prev.fl().intersects(VmFlags::ACCESS_FLAGS)
             && addr - prev.end() < self.cfg.stack_guard_gap
         {
             return Err(Errno::ENOMEM);

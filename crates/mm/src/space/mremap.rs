@@ -20,7 +20,7 @@
 //!   VMA moved); it keeps `VM_ACCOUNT` (checked against the live kernel: the source still merges with
 //!   accounted neighbours).
 
-use super::flags::*;
+use super::VmFlags;
 use super::merge::Cand;
 use super::tree::{NewVma, V, VmaExt};
 use super::{
@@ -135,10 +135,12 @@ impl Mm {
         if !(v.is_expand() || v.implies_new_addr()) {
             return Ok(());
         }
-        if v.old_len == 0 && a.fl() & (VM_SHARED | VM_MAYSHARE) == 0 {
+        if v.old_len == 0 && !a.fl().intersects(VmFlags::SHARED | VmFlags::MAYSHARE) {
             return Err(Errno::EINVAL);
         }
-        if v.flags.contains(MremapFlags::DONTUNMAP) && a.fl() & (VM_DONTEXPAND | VM_PFNMAP) != 0 {
+        if v.flags.contains(MremapFlags::DONTUNMAP)
+            && a.fl().intersects(VmFlags::DONTEXPAND | VmFlags::PFNMAP)
+        {
             return Err(Errno::EINVAL);
         }
         let old_len = if v.is_shrink() { v.new_len } else { v.old_len };
@@ -152,7 +154,7 @@ impl Mm {
         if pgoff.checked_add(v.new_len >> PAGE_SHIFT).is_none() {
             return Err(Errno::EINVAL);
         }
-        if a.fl() & (VM_DONTEXPAND | VM_PFNMAP) != 0 {
+        if a.fl().intersects(VmFlags::DONTEXPAND | VmFlags::PFNMAP) {
             return Err(Errno::EFAULT);
         }
         Ok(())
@@ -248,7 +250,7 @@ impl Mm {
         if v.flags.contains(MremapFlags::FIXED) {
             map_flags |= MapFlags::FIXED;
         }
-        if a.fl() & VM_MAYSHARE != 0 {
+        if a.fl().intersects(VmFlags::MAYSHARE) {
             map_flags |= MapFlags::SHARED;
         }
         let hint = if v.implies_new_addr() { v.new_addr } else { 0 };
@@ -267,7 +269,7 @@ impl Mm {
 
     /// `vrm_calc_charge`: accounted VMAs charge the growth (or the whole new length with DONTUNMAP).
     fn charge_remap(&self, v: &Vrm) -> Result<(), Errno> {
-        if v.vma().fl() & VM_ACCOUNT == 0 {
+        if !v.vma().fl().intersects(VmFlags::ACCOUNT) {
             return Ok(());
         }
         let charged =
@@ -343,7 +345,7 @@ impl Mm {
             // dontunmap_complete: the source VMA (whatever now covers the old address) keeps its range.
             if let Some(s) = self.lookup(v.addr) {
                 let whole = s.start() == v.addr && s.end() == v.addr + v.old_len;
-                self.set_flags(s, s.fl() & !VM_LOCKED_MASK);
+                self.set_flags(s, s.fl() & !VmFlags::LOCKED_MASK);
                 if whole {
                     self.set_anon(s, AnonState::EMPTY);
                 }

@@ -103,7 +103,7 @@ const MAX_RESERVED_STORES: usize = 64;
 pub(crate) struct NewVma {
     pub start: u64,
     pub end: u64,
-    pub flags: u64,
+    pub flags: VmFlags,
     pub pgoff: u64,
     pub file: Option<Arc<VmFile>>,
     pub anon: AnonState,
@@ -113,7 +113,7 @@ pub(crate) struct NewVma {
 /// Writer-side helpers on a VMA (valid under the mmap lock, when the VMA cannot change under the caller).
 pub(crate) trait VmaExt {
     /// `vm_flags` as bits.
-    fn fl(&self) -> u64;
+    fn fl(&self) -> VmFlags;
     /// Length in pages.
     fn pages(&self) -> u64;
     /// `linear_page_index`: the pgoff of `addr` inside this VMA.
@@ -126,8 +126,8 @@ pub(crate) trait VmaExt {
 
 impl VmaExt for Vma {
     #[inline]
-    fn fl(&self) -> u64 {
-        self.flags().bits()
+    fn fl(&self) -> VmFlags {
+        self.flags()
     }
     #[inline]
     fn pages(&self) -> u64 {
@@ -344,7 +344,7 @@ impl Mm {
         let locking = self.locking();
         vma_start_write(locking, v);
         v.set_range(locking, n.start, n.end);
-        v.set_flags(locking, VmFlags::from_bits(n.flags));
+        v.set_flags(locking, n.flags);
         v.set_pgoff(locking, n.pgoff);
         v.set_file(locking, n.file);
         v.set_anon(locking, n.anon);
@@ -375,9 +375,9 @@ impl Mm {
     }
 
     /// Sets `v`'s flags (write-locking it).
-    pub(crate) fn set_flags(&mut self, v: V, flags: u64) {
+    pub(crate) fn set_flags(&mut self, v: V, flags: VmFlags) {
         self.write_lock_vma(v);
-        v.set_flags(self.locking(), VmFlags::from_bits(flags));
+        v.set_flags(self.locking(), flags);
     }
 
     /// Sets `v`'s anon name.
@@ -470,7 +470,7 @@ impl Mm {
             if !v.anon_vma_is(st.anon_vma()) {
                 return Err(format!("published anon_vma differs from the chain's {v:?}"));
             }
-            if v.fl() & super::flags::VM_MAYSHARE != 0 && st.is_some() {
+            if v.fl().intersects(VmFlags::MAYSHARE) && st.is_some() {
                 return Err(format!("shared VMA with anon_vma {v:?}"));
             }
             drop(st);

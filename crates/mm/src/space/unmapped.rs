@@ -15,8 +15,8 @@
 //! Final checks (`__get_unmapped_area`): a result ending beyond `TASK_SIZE` is ENOMEM, an unaligned one
 //! EINVAL, one below `mmap_min_addr` EPERM without CAP_SYS_RAWIO.
 
+use super::VmFlags;
 use super::config::DEFAULT_MAP_WINDOW as DEFAULT_MAP_WINDOW_;
-use super::flags::*;
 use super::{Errno, MapFlags, Mm, PAGE_MASK, PAGE_SIZE, TASK_SIZE};
 
 /// `PMD_SIZE`.
@@ -110,7 +110,7 @@ impl Mm {
             let gap = self.tree().empty_area_rev(low, high - 1, len).ok()?;
             let gap_end = gap + len;
             if let Some(next) = self.next_from(gap_end)
-                && next.flags().bits() & VM_GROWSDOWN != 0
+                && next.flags().intersects(VmFlags::GROWSDOWN)
                 && self.vm_start_gap(next) < gap_end
             {
                 high = self.vm_start_gap(next);
@@ -130,7 +130,7 @@ impl Mm {
             }
             let gap = self.tree().empty_area(low, high - 1, len).ok()?;
             if let Some(next) = self.next_from(gap + len)
-                && next.flags().bits() & VM_GROWSDOWN != 0
+                && next.flags().intersects(VmFlags::GROWSDOWN)
                 && self.vm_start_gap(next) < gap + len
             {
                 low = next.end();

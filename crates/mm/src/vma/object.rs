@@ -40,9 +40,9 @@ use std::sync::Arc;
 
 use vmspace_rcu::sync::{AtomicU32, AtomicU64, Ordering};
 
+use super::VmFlags;
 use super::anon::{AnonState, AnonVma};
 use super::attrs::{RcuArc, VmFile};
-use super::flags::VmFlags;
 use super::lock::vma_is_write_locked;
 use super::mmap_lock::MmLocking;
 
