@@ -3,7 +3,7 @@
 //! Three measurements in one run, each reported in the shared schema (`vmspace_linux::report`):
 //!
 //! 1. **mmap + munmap pairs per second** (`bench.mm.mmap_munmap`). The same workload on the engine
-//!    ([`vmspace_mm::space::Mm`] with the host's configuration) and on the running kernel (real `mmap`/`munmap`
+//!    ([`vmspace_mm::Mm`] with the host's configuration) and on the running kernel (real `mmap`/`munmap`
 //!    system calls in this process): an anonymous private read-write mapping of 1 or 16 pages with an address
 //!    hint inside the arena at [`ARENA`] (no `MAP_FIXED`; the hint is free, so both place it there, which is
 //!    checked), then its `munmap`, in a loop. Each is measured with no other VMA in the arena and with
@@ -35,9 +35,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use vmspace_linux::hostinfo::HostInfo;
 use vmspace_linux::report::{Report, ReportSet};
-use vmspace_mm::space::{MapFlags, Prot};
-use vmspace_mm::space::{Mm, MmConfig, MmShared, PAGE_SIZE};
-use vmspace_mm::vma::{Vma, lock_vma_under_rcu};
+use vmspace_mm::{MapFlags, Mm, MmConfig, MmShared, PAGE_SIZE, Prot, Vma, lock_vma_under_rcu};
 
 use crate::measure::{Cpus, Timer};
 
@@ -420,7 +418,7 @@ fn lookup_loop(shared: &MmShared, addrs: &[u64], iters: u64, mode: LookupMode) -
         let addr = addrs[i % n];
         match mode {
             LookupMode::PerVma => {
-                if let Some(v) = lock_vma_under_rcu(&shared.locking, &shared.tree, addr) {
+                if let Some(v) = lock_vma_under_rcu(&shared.locking, shared, addr) {
                     sum = sum.wrapping_add(v.start());
                 }
             }
@@ -524,7 +522,7 @@ fn bytes_per_vma(ctx: &mut Ctx<'_>) -> Result<(), String> {
     for &n in &ctx.cfg.sizes.clone() {
         (ctx.progress)(&format!("bytes per VMA at {n}"));
         let mm = engine_with_others(n)?;
-        let nodes = mm.tree().node_stats().live;
+        let nodes = mm.tree_nodes();
         let vma = std::mem::size_of::<Vma>() as f64;
         let tree = (nodes * NODE_BYTES) as f64 / n as f64;
         let mut r = ctx.report("bytes_per_vma", format!("bytes per VMA at {n} VMAs"), 1);

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use vmspace_linux::replay::{ReplayOptions, replay_kernel_with};
-use vmspace_mm::space::MmConfig;
+use vmspace_mm::MmConfig;
 use vmspace_proc::{MapsLine, MapsName};
 use vmspace_replay::EngineTarget;
 use vmspace_script::{Arena, Entry, GenConfig, Output, Script, Value, compare, generate, minimise, run};

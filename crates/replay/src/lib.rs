@@ -3,7 +3,7 @@
 //! the live kernel.
 //!
 //! ```
-//! use vmspace_mm::space::MmConfig;
+//! use vmspace_mm::MmConfig;
 //! use vmspace_replay::EngineTarget;
 //! use vmspace_script::{Script, run};
 //!
@@ -31,7 +31,7 @@
 use std::sync::Arc;
 
 use vmspace_abi::{Advice, Errno, MapFlags, MremapFlags, PAGE_MASK, PAGE_SIZE, Prot};
-use vmspace_mm::space::{Mm, MmConfig, VmFile};
+use vmspace_mm::{Mm, MmConfig, VmFile};
 use vmspace_script::Target;
 
 /// An op-script target backed by the engine.

@@ -33,6 +33,10 @@
 //! Adjacent VMAs that Linux would have merged are *not* an invariant: Linux does not merge on every path
 //! (munmap never merges; a failed second split leaves two identical neighbours), so neither does the engine.
 
+// Without the `testing` feature this module is private: the re-exports and helpers that only tests use from
+// outside are then unused.
+#![cfg_attr(not(feature = "testing"), allow(unused_imports, dead_code))]
+
 mod brk;
 pub mod config;
 
@@ -50,7 +54,7 @@ mod unmapped;
 
 use std::fmt;
 
-pub use crate::vma::{AnonState, AnonVma, FileKind, VmFile, VmFlags};
+pub use crate::vma::{AnonState, AnonVma, FileKind, VmFile, VmFlags, VmaSnapshot};
 pub use config::{MmConfig, Overcommit, PAGE_SIZE, TASK_SIZE};
 pub use tree::MmShared;
 use tree::{V, VmaExt, Vmas};
@@ -101,6 +105,7 @@ impl Mm {
         Mm::with_pool(cfg, pool)
     }
 
+    testing_pub! {
     /// The same with VMAs from `pool` (tests inject pool failures into a private pool).
     pub fn with_pool(cfg: MmConfig, pool: &'static crate::vma::VmaPool) -> Mm {
         Mm {
@@ -111,6 +116,7 @@ impl Mm {
             next_shmem_ino: 1,
             vmas: Vmas::new(pool),
         }
+    }
     }
 
     /// The configuration.
@@ -123,11 +129,37 @@ impl Mm {
         self.brk
     }
 
+    // ----- the facade's reads: snapshots, never a `&Vma` a later call could change -----
+
+    /// The VMA containing `addr` (`vma_lookup`), as a snapshot.
+    pub fn vma_at(&self, addr: u64) -> Option<VmaSnapshot> {
+        self.lookup(addr).map(|v| v.snapshot())
+    }
+
+    /// The first VMA ending above `addr` (`find_vma`: the one containing `addr`, else the next one), as a
+    /// snapshot.
+    pub fn find_vma(&self, addr: u64) -> Option<VmaSnapshot> {
+        self.find(addr).map(|v| v.snapshot())
+    }
+
+    /// Every VMA in address order, as snapshots (one O(n) pass over the tree).
+    pub fn vmas(&self) -> impl Iterator<Item = VmaSnapshot> + use<> {
+        self.areas().map(|v| v.snapshot())
+    }
+
+    /// Live nodes of the VMA tree (each a 256-byte maple node, as in the kernel): the tree's share of the
+    /// memory an address space costs.
+    pub fn tree_nodes(&self) -> u64 {
+        self.tree().node_stats().live
+    }
+
+    testing_pub! {
     /// Makes the allocation after the next `n` fail (VMA objects and tree nodes alike); `None` removes the
     /// injection. Each call reserves its worst case before changing anything, so a failure leaves the address
     /// space unchanged.
     pub fn inject_alloc_failure(&mut self, n: Option<u64>) {
         self.alloc_budget = n;
+    }
     }
 
     /// Reserves `n` allocations (VMA objects plus tree preallocation) or fails with ENOMEM.

@@ -164,9 +164,11 @@ impl Mm {
         &self.vmas.shared.locking
     }
 
+    testing_pub! {
     /// The VMA tree (RCU mode): what lock-free readers walk.
     pub fn tree(&self) -> &MapleTree<&'static Vma> {
         &self.vmas.shared.tree
+    }
     }
 
     /// The readers' handle: locks and tree, shareable with reader threads.
@@ -174,6 +176,7 @@ impl Mm {
         self.vmas.shared.clone()
     }
 
+    testing_pub! {
     /// Makes the tree's node allocation fail after `after` more allocations (`None`: never). The reservation
     /// made before each call turns such a failure into an ENOMEM with nothing changed.
     pub fn inject_tree_alloc_failure(&self, after: Option<u64>) {
@@ -209,6 +212,7 @@ impl Mm {
             all.push(v);
         }
         all.into_iter()
+    }
     }
 
     /// The last VMA starting below `addr` (`vma_prev` from `addr`).

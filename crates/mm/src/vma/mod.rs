@@ -36,6 +36,10 @@
 //! The tree must be updated before a VMA is detached (so that a reader that finds it detached and walks again
 //! does not find it again).
 
+// Without the `testing` feature this module is private: the re-exports and helpers that only tests use from
+// outside are then unused.
+#![cfg_attr(not(feature = "testing"), allow(unused_imports, dead_code))]
+
 pub mod anon;
 pub mod attrs;
 
