@@ -491,9 +491,9 @@ fn child_main(script: &Script, opts: ReplayOptions, dir: PathBuf, dir_fd: OwnedF
 /// Room per maps line in the counting buffer (a filler's line is about 50 bytes; paths make others longer).
 const MAPS_LINE_MAX: usize = 128;
 
-/// `/proc/sys/vm/max_map_count`.
+/// `vm.max_map_count`, read through the one host probe.
 fn max_map_count() -> Option<u64> {
-    std::fs::read_to_string("/proc/sys/vm/max_map_count").ok()?.trim().parse().ok()
+    vmspace_host::sysctl_vm("max_map_count")
 }
 
 /// Reads `/proc/self/maps` into `buf` without allocating; if it does not fit, falls back to a fresh string

@@ -1,5 +1,22 @@
 //! Op scripts: the one format that drives the engine (`vmspace replay`), the live kernel (`vmspace replay
-//! --kernel`) and the differential tests that compare them (`../shared/DESIGN.md`, "Op scripts").
+//! --kernel`) and the differential tests that compare them (the grammar is in [`ast`]).
+//!
+//! ```
+//! use vmspace_script::{Advice, MapFlags, Op, Prot, Script};
+//!
+//! let s = Script::parse(
+//!     "file f 0x2000\n\
+//!      mmap 0x200000000000 0x2000 r-x private|fixed fd=f off=0   # a file mapping\n\
+//!      madvise 0x200000000000 0x1000 14                         # raw advice: MADV_HUGEPAGE\n\
+//!      maps\n",
+//! )?;
+//! let Op::Mmap { prot, flags, .. } = &s.lines[1].op else { unreachable!() };
+//! assert_eq!((*prot, *flags), (Prot::RX, MapFlags::PRIVATE | MapFlags::FIXED));
+//! assert_eq!(s.lines[2].op, Op::Madvise { addr: 0x2000_0000_0000, len: 0x1000, advice: Advice::HUGEPAGE });
+//! // The canonical text parses back to the same ops.
+//! assert_eq!(Script::parse(&s.to_text())?.to_text(), s.to_text());
+//! # Ok::<(), vmspace_script::ParseError>(())
+//! ```
 //!
 //! This crate owns the syntax (parser with line-numbered errors), the canonical result lines
 //! (`L<line> <op> = <value>`, `MAPS` ... `END`), the comparison of two runs, and the seeded random generator.
