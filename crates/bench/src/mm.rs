@@ -424,7 +424,7 @@ fn lookup_loop(shared: &MmShared, addrs: &[u64], iters: u64, mode: LookupMode) -
             }
             LookupMode::MmapLock => {
                 let g = shared.locking.read_lock();
-                if let Some(v) = shared.tree.load(addr) {
+                if let Some(v) = shared.vma_locked(&g, addr) {
                     sum = sum.wrapping_add(v.start());
                 }
                 drop(g);

@@ -132,7 +132,7 @@ fn readers_never_see_a_false_gap() {
                 // Ordering: Relaxed: a stop flag; nothing is published through it. At least one lookup each.
                 while !stop.load(Ordering::Relaxed) || n == 0 {
                     let addr = B + rng.random_range(0..PAGES * P);
-                    assert!(shared.tree.load(addr).is_some(), "false gap at {addr:#x}");
+                    assert!(shared.tree().load(addr).is_some(), "false gap at {addr:#x}");
                     n += 1;
                 }
                 // Ordering: Relaxed: a statistic read after join.

@@ -57,8 +57,27 @@ pub(crate) type V = &'static Vma;
 pub struct MmShared {
     /// The mmap_lock, `mm_lock_seq` and the lock statistics.
     pub locking: MmLocking,
-    /// The VMA tree (RCU mode).
-    pub tree: MapleTree<&'static Vma>,
+    /// The VMA tree (RCU mode). Readers reach it through [`lock_vma_under_rcu`](crate::vma::lock_vma_under_rcu),
+    /// [`lock_next_vma`](crate::vma::lock_next_vma) and [`MmShared::vma_locked`]; the raw tree is
+    /// [`MmShared::tree`] (`testing` feature).
+    pub(crate) tree: MapleTree<&'static Vma>,
+}
+
+impl MmShared {
+    testing_pub! {
+    /// The raw VMA tree.
+    pub fn tree(&self) -> &MapleTree<&'static Vma> {
+        &self.tree
+    }
+    }
+
+    /// The VMA containing `addr`, found under the mmap read lock `held` (the fault path before per-VMA locks:
+    /// `find_vma` under `mmap_read_lock`). The reference is valid while the lock is held: no writer can change
+    /// or free a VMA meanwhile.
+    pub fn vma_locked<'g>(&'g self, held: &'g crate::vma::MmapReadGuard<'_>, addr: u64) -> Option<&'g Vma> {
+        debug_assert!(std::ptr::eq(held.mm(), &self.locking), "the read lock of another mm");
+        self.tree.load(addr)
+    }
 }
 
 /// Lock-free lookups (`lock_vma_under_rcu`) go through the tree.
