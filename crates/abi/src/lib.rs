@@ -1,8 +1,35 @@
-//! Linux user-ABI values that every layer of vmspace shares: the errno type that the engine returns, the
-//! op-script output prints and the live-kernel runner reads back from real syscalls.
+//! Linux user-ABI values that every layer of vmspace shares, defined once: the errno type that the engine
+//! returns, the op-script output prints and the live-kernel runner reads back from real syscalls; the page size
+//! and `TASK_SIZE`; and the typed arguments of the memory-management calls ([`Prot`], [`MapFlags`],
+//! [`MremapFlags`], [`Advice`]); and [`VmFlags`], a VMA's `vm_flags` word with its smaps mnemonics, which the
+//! engine keeps and the `/proc` formats print.
 //!
-//! One type, so that the engine and the kernel's answers compare without conversion tables. Depends on nothing.
+//! ```
+//! use vmspace_abi::{Advice, Errno, MapFlags, PAGE_SIZE, Prot};
+//!
+//! // Typed flags, with Linux's values...
+//! let flags = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
+//! assert_eq!(flags.bits(), 0x22);
+//! assert_eq!(Prot::RW.bits(), 3);
+//! // ...that keep whatever raw bits a caller passes (the kernel answers unknown ones with an errno).
+//! let odd = MapFlags::from_bits_retain(flags.bits() | 1 << 30);
+//! assert_eq!(odd.bits(), 0x4000_0022);
+//! assert!(!MapFlags::LEGACY.contains(odd));
+//! // Advice is any int, named or not.
+//! assert_eq!(Advice::from_raw(4), Advice::DONTNEED);
+//! assert_eq!(Advice::from_raw(-7).name(), None);
+//! // Errnos print as op-script results do.
+//! assert_eq!(Errno::ENOMEM.to_string(), "-ENOMEM");
+//! assert_eq!(PAGE_SIZE, 4096);
+//! ```
+//!
+//! One home for these types, so that the engine and the kernel's answers compare without conversion tables.
+//! Depends on nothing but `bitflags`.
 
 mod errno;
+mod mman;
+mod vmflags;
 
 pub use errno::Errno;
+pub use mman::{Advice, MapFlags, MremapFlags, PAGE_MASK, PAGE_SHIFT, PAGE_SIZE, Prot, TASK_SIZE};
+pub use vmflags::VmFlags;

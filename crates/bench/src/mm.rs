@@ -3,7 +3,7 @@
 //! Three measurements in one run, each reported in the shared schema (`vmspace_linux::report`):
 //!
 //! 1. **mmap + munmap pairs per second** (`bench.mm.mmap_munmap`). The same workload on the engine
-//!    ([`vmspace_mm::space::Mm`] with the host's configuration) and on the running kernel (real `mmap`/`munmap`
+//!    ([`vmspace_mm::Mm`] with the host's configuration) and on the running kernel (real `mmap`/`munmap`
 //!    system calls in this process): an anonymous private read-write mapping of 1 or 16 pages with an address
 //!    hint inside the arena at [`ARENA`] (no `MAP_FIXED`; the hint is free, so both place it there, which is
 //!    checked), then its `munmap`, in a loop. Each is measured with no other VMA in the arena and with
@@ -35,9 +35,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use vmspace_linux::hostinfo::HostInfo;
 use vmspace_linux::report::{Report, ReportSet};
-use vmspace_mm::space::flags::{MAP_ANONYMOUS, MAP_PRIVATE, PROT_READ, PROT_WRITE};
-use vmspace_mm::space::{Mm, MmConfig, MmShared, PAGE_SIZE};
-use vmspace_mm::vma::{Vma, lock_vma_under_rcu};
+use vmspace_mm::{MapFlags, Mm, MmConfig, MmShared, PAGE_SIZE, Prot, Vma, lock_vma_under_rcu};
 
 use crate::measure::{Cpus, Timer};
 
@@ -128,8 +126,8 @@ fn other_addr(i: usize) -> u64 {
 }
 
 /// The protection of other VMA `i` (alternating, so adjacent ones never merge).
-fn other_prot(i: usize) -> u32 {
-    if i.is_multiple_of(2) { PROT_READ } else { PROT_READ | PROT_WRITE }
+fn other_prot(i: usize) -> Prot {
+    if i.is_multiple_of(2) { Prot::READ } else { Prot::RW }
 }
 
 /// An engine `Mm` holding `n` adjacent one-page VMAs of alternating protection.
@@ -137,7 +135,7 @@ fn engine_with_others(n: usize) -> Result<Mm, String> {
     let mut mm = Mm::new(engine_config(n));
     for i in 0..n {
         let a = mm
-            .mmap(other_addr(i), PAGE_SIZE, other_prot(i), MAP_PRIVATE | MAP_ANONYMOUS, None, 0)
+            .mmap(other_addr(i), PAGE_SIZE, other_prot(i), MapFlags::PRIVATE | MapFlags::ANONYMOUS, None, 0)
             .map_err(|e| format!("engine mmap of other VMA {i}: {e:?}"))?;
         if a != other_addr(i) {
             return Err(format!("engine placed other VMA {i} at {a:#x}, not at its hint"));
@@ -154,15 +152,8 @@ mod kernel {
     use super::*;
     use rustix::mm::{MapFlags, ProtFlags};
 
-    fn prot(p: u32) -> ProtFlags {
-        let mut f = ProtFlags::empty();
-        if p & PROT_READ != 0 {
-            f |= ProtFlags::READ;
-        }
-        if p & PROT_WRITE != 0 {
-            f |= ProtFlags::WRITE;
-        }
-        f
+    fn prot(p: Prot) -> ProtFlags {
+        ProtFlags::from_bits_retain(p.bits())
     }
 
     /// Whether `[addr, addr + len)` is free in this process: a `MAP_FIXED_NOREPLACE` probe (unmapped again at
@@ -195,7 +186,7 @@ mod kernel {
     }
 
     /// Maps `len` bytes at the hint `addr` (no MAP_FIXED); returns where the kernel put it.
-    pub fn map_hint(addr: u64, len: u64, p: u32) -> Result<u64, String> {
+    pub fn map_hint(addr: u64, len: u64, p: Prot) -> Result<u64, String> {
         // SAFETY: without MAP_FIXED the kernel never replaces an existing mapping; it uses the hint only when
         // the range is free.
         let r =
@@ -309,8 +300,8 @@ fn mmap_munmap(ctx: &mut Ctx<'_>) -> Result<(), String> {
         return Err(format!("the arena [{ARENA:#x}, {:#x}) is not free in this process", ARENA + need));
     }
     let own_vmas = kernel::map_count();
-    let flags = MAP_PRIVATE | MAP_ANONYMOUS;
-    let prot = PROT_READ | PROT_WRITE;
+    let flags = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
+    let prot = Prot::RW;
     for &pages in &ctx.cfg.pages.clone() {
         let len = pages * PAGE_SIZE;
         for others in [0, OTHERS] {
@@ -427,13 +418,13 @@ fn lookup_loop(shared: &MmShared, addrs: &[u64], iters: u64, mode: LookupMode) -
         let addr = addrs[i % n];
         match mode {
             LookupMode::PerVma => {
-                if let Some(v) = lock_vma_under_rcu(&shared.locking, &shared.tree, addr) {
+                if let Some(v) = lock_vma_under_rcu(&shared.locking, shared, addr) {
                     sum = sum.wrapping_add(v.start());
                 }
             }
             LookupMode::MmapLock => {
                 let g = shared.locking.read_lock();
-                if let Some(v) = shared.tree.load(addr) {
+                if let Some(v) = shared.vma_locked(&g, addr) {
                     sum = sum.wrapping_add(v.start());
                 }
                 drop(g);
@@ -531,7 +522,7 @@ fn bytes_per_vma(ctx: &mut Ctx<'_>) -> Result<(), String> {
     for &n in &ctx.cfg.sizes.clone() {
         (ctx.progress)(&format!("bytes per VMA at {n}"));
         let mm = engine_with_others(n)?;
-        let nodes = mm.tree().node_stats().live;
+        let nodes = mm.tree_nodes();
         let vma = std::mem::size_of::<Vma>() as f64;
         let tree = (nodes * NODE_BYTES) as f64 / n as f64;
         let mut r = ctx.report("bytes_per_vma", format!("bytes per VMA at {n} VMAs"), 1);

@@ -251,7 +251,7 @@ fn info(host: &HostInfo, a: InfoArgs) -> Result<()> {
     let yn = |b: Option<bool>| match b {
         Some(true) => "yes".to_string(),
         Some(false) => "no".to_string(),
-        None => "unknown (/proc/config.gz absent)".to_string(),
+        None => "unknown (no kernel config in /boot or /proc/config.gz)".to_string(),
     };
     let rows = [
         ("kernel release", host.kernel_release.clone()),

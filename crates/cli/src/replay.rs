@@ -19,7 +19,8 @@
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use std::path::PathBuf;
-use vmspace_mm::space::{EngineTarget, MmConfig};
+use vmspace_mm::MmConfig;
+use vmspace_replay::EngineTarget;
 use vmspace_script::{Arena, GenConfig, Output, Script, compare, generate, minimise, run_in};
 
 /// Arguments of `vmspace replay`.

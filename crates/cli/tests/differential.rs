@@ -22,8 +22,9 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use vmspace_linux::replay::{ReplayOptions, replay_kernel_with};
-use vmspace_mm::space::{EngineTarget, MmConfig};
+use vmspace_mm::MmConfig;
 use vmspace_proc::{MapsLine, MapsName};
+use vmspace_replay::EngineTarget;
 use vmspace_script::{Arena, Entry, GenConfig, Output, Script, Value, compare, generate, minimise, run};
 
 /// Prints `msg` past the test harness's output capture (which takes only the print macros' output), so that

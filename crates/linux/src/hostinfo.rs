@@ -1,12 +1,18 @@
 //! What the host's kernel and machine are: the facts every live-kernel result must carry.
 //!
 //! Sources, in order of trust: system calls (`uname`, `sched_getaffinity`, page size), `/proc/sys` and `/sys`
-//! files, `/proc/config.gz` (only present with `CONFIG_IKCONFIG_PROC`), and last the `uname -v` banner. Every
-//! fact that could not be established is `None` rather than guessed; the preemption model says where it came
-//! from.
+//! files, the kernel's build configuration (`/boot/config-$(uname -r)`, else `/proc/config.gz`, which exists
+//! only with `CONFIG_IKCONFIG_PROC`), and last the `uname -v` banner. Every fact that could not be established
+//! is `None` rather than guessed; the preemption model says where it came from.
+//!
+//! The files are read by `vmspace_host` ([`Host::probe`]), the one place that probes the host; the engine's
+//! `MmConfig::host` reads the same probe, so a result's host facts and the engine's configuration agree. This
+//! module adds what needs the live-kernel layer (system calls, PROCMAP_QUERY, debugfs).
 
 use serde::{Deserialize, Serialize};
-use std::io::Read;
+use vmspace_host::{Host, KernelConfig};
+
+pub use vmspace_host::{bracketed, parse_cpu_list};
 
 /// The host's kernel and machine.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -31,9 +37,9 @@ pub struct HostInfo {
     pub max_map_count: Option<u64>,
     /// Whether PROCMAP_QUERY works on /proc/self/maps (`"yes"`, or `"no: <errno>"`).
     pub procmap_query: String,
-    /// `CONFIG_PER_VMA_LOCK`, if /proc/config.gz tells.
+    /// `CONFIG_PER_VMA_LOCK`, if the kernel config is readable.
     pub per_vma_lock: Option<bool>,
-    /// `CONFIG_HZ`, if /proc/config.gz tells.
+    /// `CONFIG_HZ`, if the kernel config is readable.
     pub hz: Option<u32>,
     /// The preemption model and its source, e.g. `dynamic, default none (config)`.
     pub preempt_model: Option<String>,
@@ -48,37 +54,28 @@ impl HostInfo {
     pub fn gather() -> Self {
         let u = rustix::system::uname();
         let s = |c: &std::ffi::CStr| c.to_string_lossy().into_owned();
-        let config = read_config();
-        let cfg = |name: &str| config.as_deref().and_then(|c| config_value(c, name));
-        let per_vma_lock = config.as_ref().map(|_| cfg("CONFIG_PER_VMA_LOCK").as_deref() == Some("y"));
+        let host = Host::probe();
+        let config = host.config.as_ref();
+        let cfg = |name: &str| config.and_then(|c| c.value(name));
+        let per_vma_lock = host.config_enabled("CONFIG_PER_VMA_LOCK");
         let kernel_version = s(u.version());
         Self {
             kernel_release: s(u.release()),
             machine: s(u.machine()),
-            cpu_model: crate::sys::read_text("/proc/cpuinfo").and_then(|t| {
-                t.lines()
-                    .find(|l| l.starts_with("model name"))
-                    .and_then(|l| l.split_once(':'))
-                    .map(|(_, v)| v.trim().to_string())
-            }),
-            cpus_online: crate::sys::read_text("/sys/devices/system/cpu/online")
-                .and_then(|t| count_cpu_list(t.trim())),
+            cpu_model: host.cpu.model.clone(),
+            cpus_online: host.cpu.online,
             cpus_usable: crate::sys::usable_cpus().unwrap_or_default(),
-            mem_total_kb: crate::sys::read_text("/proc/meminfo").and_then(|t| {
-                t.lines().find(|l| l.starts_with("MemTotal:"))?.split_whitespace().nth(1)?.parse().ok()
-            }),
+            mem_total_kb: host.mem_total_kb,
             page_size: crate::sys::page_size(),
-            max_map_count: crate::sys::read_text("/proc/sys/vm/max_map_count")
-                .and_then(|t| t.trim().parse().ok()),
+            max_map_count: host.max_map_count,
             procmap_query: match crate::procmap_query::supported() {
                 Ok(()) => "yes".to_string(),
                 Err(e) => format!("no: {e}"),
             },
             per_vma_lock,
             hz: cfg("CONFIG_HZ").and_then(|v| v.parse().ok()),
-            preempt_model: preempt_model(config.as_deref(), &kernel_version),
-            thp_enabled: crate::sys::read_text("/sys/kernel/mm/transparent_hugepage/enabled")
-                .and_then(|t| bracketed(&t).map(str::to_string)),
+            preempt_model: preempt_model(config, &kernel_version),
+            thp_enabled: host.huge_pages.thp_enabled.clone(),
             load_average: crate::sys::read_text("/proc/loadavg")
                 .map(|t| t.split_whitespace().take(3).collect::<Vec<_>>().join(" ")),
             kernel_version,
@@ -105,71 +102,20 @@ impl HostInfo {
     }
 }
 
-/// Reads and decompresses /proc/config.gz.
-fn read_config() -> Option<String> {
-    let f = std::fs::File::open("/proc/config.gz").ok()?;
-    let mut s = String::new();
-    flate2::read::GzDecoder::new(f).read_to_string(&mut s).ok()?;
-    Some(s)
-}
-
-/// The value of `NAME=value` in a kernel config text; `Some("n")` for `# NAME is not set`.
-pub fn config_value(config: &str, name: &str) -> Option<String> {
-    for line in config.lines() {
-        if let Some(v) = line.strip_prefix(name).and_then(|r| r.strip_prefix('=')) {
-            return Some(v.trim_matches('"').to_string());
-        }
-        if line.strip_prefix("# ").and_then(|r| r.strip_prefix(name)) == Some(" is not set") {
-            return Some("n".to_string());
-        }
-    }
-    None
-}
-
-/// The bracketed word in a sysfs choice list (`always [madvise] never` -> `madvise`).
-pub fn bracketed(text: &str) -> Option<&str> {
-    let a = text.find('[')?;
-    let b = text[a..].find(']')? + a;
-    Some(&text[a + 1..b])
-}
-
 /// Counts the CPUs in a list such as `0-3,8,10-11`.
 pub fn count_cpu_list(list: &str) -> Option<usize> {
     parse_cpu_list(list).map(|v| v.len())
 }
 
-/// Parses a CPU list such as `0-3,8` into CPU numbers (sorted, deduplicated).
-pub fn parse_cpu_list(list: &str) -> Option<Vec<usize>> {
-    let mut out = Vec::new();
-    for part in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b): (usize, usize) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
-                if a > b || b - a > 1 << 16 {
-                    return None;
-                }
-                out.extend(a..=b);
-            }
-            None => out.push(part.parse().ok()?),
-        }
-    }
-    if out.is_empty() {
-        return None;
-    }
-    out.sort_unstable();
-    out.dedup();
-    Some(out)
-}
-
 /// The preemption model: the live setting from debugfs if mounted, else the config, else the banner.
-fn preempt_model(config: Option<&str>, banner: &str) -> Option<String> {
+fn preempt_model(config: Option<&KernelConfig>, banner: &str) -> Option<String> {
     if let Some(t) = crate::sys::read_text("/sys/kernel/debug/sched/preempt")
         && let Some(m) = bracketed(&t.replace('(', "[").replace(')', "]"))
     {
         return Some(format!("{m} (debugfs sched/preempt)"));
     }
     if let Some(c) = config {
-        let y = |n: &str| config_value(c, n).as_deref() == Some("y");
+        let y = |n: &str| c.enabled(n);
         let base = if y("CONFIG_PREEMPT_RT") {
             "full, real-time"
         } else if y("CONFIG_PREEMPT") {
@@ -206,13 +152,10 @@ mod tests {
 
     #[test]
     fn config_and_lists() {
-        let c =
-            "CONFIG_HZ=250\n# CONFIG_PER_VMA_LOCK_STATS is not set\nCONFIG_PER_VMA_LOCK=y\nCONFIG_X=\"s\"\n";
-        assert_eq!(config_value(c, "CONFIG_HZ").as_deref(), Some("250"));
-        assert_eq!(config_value(c, "CONFIG_PER_VMA_LOCK").as_deref(), Some("y"));
-        assert_eq!(config_value(c, "CONFIG_PER_VMA_LOCK_STATS").as_deref(), Some("n"));
-        assert_eq!(config_value(c, "CONFIG_X").as_deref(), Some("s"));
-        assert_eq!(config_value(c, "CONFIG_NONE"), None);
+        let c = KernelConfig::parse("CONFIG_PREEMPT_DYNAMIC=y\nCONFIG_PREEMPT_VOLUNTARY=y\n");
+        let m = preempt_model(Some(&c), "").unwrap();
+        assert!(m.starts_with("dynamic, build default voluntary"), "{m}");
+        assert_eq!(count_cpu_list("0-3,8"), Some(5));
         assert_eq!(bracketed("always [madvise] never"), Some("madvise"));
         assert_eq!(parse_cpu_list("0-3,8,2"), Some(vec![0, 1, 2, 3, 8]));
         assert_eq!(parse_cpu_list("3-1"), None);

@@ -58,11 +58,12 @@
 
 use rustix::fd::{AsFd, OwnedFd};
 use rustix::fs::{Mode, OFlags};
-use rustix::mm::{MapFlags, MprotectFlags, ProtFlags};
+use rustix::mm::{MprotectFlags, ProtFlags};
 use std::ffi::c_void;
 use std::fmt;
 use std::path::PathBuf;
-use vmspace_script::{Advice, Arena, Errno, MmapFlags, MremapFlags, Output, Prot, Script, Target};
+use vmspace_abi::{Advice, MapFlags, MremapFlags, Prot};
+use vmspace_script::{Arena, Errno, Output, Script, Target};
 
 const PAGE: u64 = 4096;
 /// x86-64 TASK_SIZE with 4-level paging: the end of user space.
@@ -207,23 +208,23 @@ impl Target for KernelTarget {
         addr: u64,
         len: u64,
         prot: Prot,
-        flags: MmapFlags,
+        flags: MapFlags,
         file: Option<(&str, u64)>,
     ) -> Result<u64, Errno> {
-        if flags.0 & (MmapFlags::FIXED | MmapFlags::FIXED_NOREPLACE) != 0 {
+        if flags.intersects(MapFlags::FIXED | MapFlags::FIXED_NOREPLACE) {
             self.guard("mmap", addr, len);
         }
         let ptr = addr as *mut c_void;
         let r = match file {
             None => {
-                let f = MapFlags::from_bits_retain(flags.0 & !MmapFlags::ANON);
+                let f = rustix::mm::MapFlags::from_bits_retain((flags - MapFlags::ANONYMOUS).bits());
                 // SAFETY: the mapping lands in the arena or in free space (the guard refused any fixed mapping
                 // over the runner's own memory); no Rust reference points into the affected range.
                 unsafe { rustix::mm::mmap_anonymous(ptr, len as usize, prot_flags(prot), f) }
             }
             Some((name, off)) => {
                 let fd = self.file_fd(name).ok_or(Errno::EBADF)?.as_fd();
-                let f = MapFlags::from_bits_retain(flags.0);
+                let f = rustix::mm::MapFlags::from_bits_retain(flags.bits());
                 // SAFETY: as above; `fd` is an open file of this target.
                 unsafe { rustix::mm::mmap(ptr, len as usize, prot_flags(prot), f, fd, off) }
             }
@@ -253,7 +254,7 @@ impl Target for KernelTarget {
         new_addr: u64,
     ) -> Result<u64, Errno> {
         self.guard("mremap", addr, old_len);
-        if flags.has(MremapFlags::FIXED) {
+        if flags.contains(MremapFlags::FIXED) {
             self.guard("mremap destination", new_addr, new_len);
         }
         // The raw syscall with all five arguments: rustix's four-argument `mremap` leaves new_address
@@ -266,7 +267,7 @@ impl Target for KernelTarget {
                 addr as usize,
                 old_len as usize,
                 new_len as usize,
-                flags.0 as usize,
+                flags.bits() as usize,
                 new_addr as usize,
             )
         };
@@ -275,17 +276,11 @@ impl Target for KernelTarget {
 
     fn madvise(&mut self, addr: u64, len: u64, advice: Advice) -> Result<u64, Errno> {
         self.guard("madvise", addr, len);
-        let a = match advice {
-            Advice::DontNeed => rustix::mm::Advice::LinuxDontNeed,
-            Advice::Free => rustix::mm::Advice::LinuxFree,
-            Advice::DontFork => rustix::mm::Advice::LinuxDontFork,
-            Advice::DoFork => rustix::mm::Advice::LinuxDoFork,
-            Advice::WipeOnFork => rustix::mm::Advice::LinuxWipeOnFork,
-            Advice::KeepOnFork => rustix::mm::Advice::LinuxKeepOnFork,
-        };
+        // The raw call: the advice may be any int (rustix's `Advice` enum names only the values it knows).
         // SAFETY: the guard refused ranges over the runner's own memory (dropping pages there would lose
         // data); script mappings hold nothing the runner reads.
-        unsafe { rustix::mm::madvise(addr as *mut c_void, len as usize, a) }.map(|()| 0).map_err(errno_of)
+        let r = unsafe { libc::madvise(addr as *mut c_void, len as usize, advice.raw()) };
+        if r == -1 { Err(last_errno()) } else { Ok(0) }
     }
 
     fn touch(&mut self, addr: u64, len: u64, write: bool) -> Result<(), u64> {
@@ -496,9 +491,9 @@ fn child_main(script: &Script, opts: ReplayOptions, dir: PathBuf, dir_fd: OwnedF
 /// Room per maps line in the counting buffer (a filler's line is about 50 bytes; paths make others longer).
 const MAPS_LINE_MAX: usize = 128;
 
-/// `/proc/sys/vm/max_map_count`.
+/// `vm.max_map_count`, read through the one host probe.
 fn max_map_count() -> Option<u64> {
-    std::fs::read_to_string("/proc/sys/vm/max_map_count").ok()?.trim().parse().ok()
+    vmspace_host::sysctl_vm("max_map_count")
 }
 
 /// Reads `/proc/self/maps` into `buf` without allocating; if it does not fit, falls back to a fresh string
@@ -553,7 +548,7 @@ fn fill_to_headroom(buf: &mut [u8], arena: Arena, headroom: u64) -> Result<(), S
                 (FILLER_BASE + i * PAGE) as *mut c_void,
                 PAGE as usize,
                 prot,
-                MapFlags::PRIVATE | MapFlags::FIXED_NOREPLACE,
+                rustix::mm::MapFlags::PRIVATE | rustix::mm::MapFlags::FIXED_NOREPLACE,
             )
         }
         .map_err(|e| format!("filler {i} of {need}: {e}"))?;
@@ -572,13 +567,9 @@ mod tests {
     use super::*;
     use vmspace_script::{Entry, Value};
 
-    /// CONFIG_ANON_VMA_NAME from /proc/config.gz, if the host exposes it.
+    /// CONFIG_ANON_VMA_NAME of the running kernel, if its config is readable.
     fn anon_vma_name_config() -> Option<bool> {
-        use std::io::Read as _;
-        let f = std::fs::File::open("/proc/config.gz").ok()?;
-        let mut s = String::new();
-        flate2::read::GzDecoder::new(f).read_to_string(&mut s).ok()?;
-        if s.lines().any(|l| l == "CONFIG_ANON_VMA_NAME=y") { Some(true) } else { Some(false) }
+        vmspace_host::KernelConfig::running().map(|c| c.enabled("CONFIG_ANON_VMA_NAME"))
     }
 
     fn run_text(text: &str) -> Output {

@@ -248,14 +248,14 @@ fn worst_case_reserve_bound_holds_for_random_stores() {
 fn clearing_everything_needs_no_allocation() {
     for n in [1, 2, 17, 300, 1500] {
         for rcu in [true, false] {
-            let t = build(n, rcu);
-            t.lock().release_reserve();
+            let mut t = build(n, rcu);
+            t.release_reserve();
             t.inject_alloc_failure(Some(0));
             let gone = t.store_range(0, u64::MAX, None).expect("clearing allocates nothing");
             t.inject_alloc_failure(None);
             assert_eq!(gone.len() as u64, n);
-            assert!(t.is_empty());
-            assert_eq!(contents(&t), Vec::new());
+            assert_eq!(t.len(), 0);
+            assert_eq!(t.contents(), Vec::new());
             t.validate().unwrap();
             let s = t.node_stats();
             assert_eq!((s.live, s.unaccounted()), (0, 0), "{n} entries, rcu {rcu}: {s:?}");

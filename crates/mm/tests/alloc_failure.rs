@@ -7,14 +7,14 @@
 
 use std::collections::HashMap;
 
-use vmspace_mm::space::flags::*;
+use vmspace_mm::space::{Advice, MapFlags, MremapFlags, Prot};
 use vmspace_mm::space::{Errno, Mm, MmConfig};
 use vmspace_mm::vma::VmaPool;
 
 const B: u64 = 0x2000_0000_0000;
 const P: u64 = 4096;
-const RW: u32 = PROT_READ | PROT_WRITE;
-const AF: u32 = MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED;
+const RW: Prot = Prot::RW;
+const AF: MapFlags = MapFlags::PRIVATE.union(MapFlags::ANONYMOUS).union(MapFlags::FIXED);
 
 /// A layout with faulted and unfaulted VMAs, a hole and different protections.
 fn setup() -> Mm {
@@ -25,10 +25,10 @@ fn setup_in(pool: &'static VmaPool) -> Mm {
     let mut m = Mm::with_pool(MmConfig { anon_vma_name: true, ..MmConfig::default() }, pool);
     m.mmap(B, 8 * P, RW, AF, None, 0).unwrap();
     m.fault(B + P, true).unwrap();
-    m.mprotect(B + 4 * P, 2 * P, PROT_READ).unwrap();
+    m.mprotect(B + 4 * P, 2 * P, Prot::READ).unwrap();
     m.mmap(B + 10 * P, 4 * P, RW, AF, None, 0).unwrap();
-    m.mmap(B + 14 * P, 2 * P, PROT_READ, AF, None, 0).unwrap();
-    m.madvise(B + 10 * P, 2 * P, MADV_DONTFORK).unwrap();
+    m.mmap(B + 14 * P, 2 * P, Prot::READ, AF, None, 0).unwrap();
+    m.madvise(B + 10 * P, 2 * P, Advice::DONTFORK).unwrap();
     m
 }
 
@@ -50,16 +50,18 @@ type Op = (&'static str, fn(&mut Mm) -> Result<u64, Errno>);
 const OPS: &[Op] = &[
     ("munmap middle", |m| m.munmap(B + 2 * P, 2 * P).map(|_| 0)),
     ("munmap across", |m| m.munmap(B + 6 * P, 6 * P).map(|_| 0)),
-    ("mmap fixed over", |m| m.mmap(B + 3 * P, 9 * P, PROT_READ, AF, None, 0)),
+    ("mmap fixed over", |m| m.mmap(B + 3 * P, 9 * P, Prot::READ, AF, None, 0)),
     ("mmap new", |m| m.mmap(B + 40 * P, 2 * P, RW, AF, None, 0)),
     ("mmap merge", |m| m.mmap(B + 8 * P, 2 * P, RW, AF, None, 0)),
-    ("mprotect middle", |m| m.mprotect(B + P, 2 * P, PROT_READ).map(|_| 0)),
-    ("mprotect across", |m| m.mprotect(B + 2 * P, 6 * P, PROT_READ | PROT_EXEC).map(|_| 0)),
-    ("mremap shrink", |m| m.mremap(B + 10 * P, 4 * P, P, 0, 0)),
-    ("mremap grow", |m| m.mremap(B + 14 * P, 2 * P, 4 * P, 0, 0)),
-    ("mremap move", |m| m.mremap(B + P, 2 * P, 2 * P, MREMAP_MAYMOVE | MREMAP_FIXED, B + 30 * P)),
-    ("mremap dontunmap", |m| m.mremap(B, 2 * P, 2 * P, MREMAP_MAYMOVE | MREMAP_DONTUNMAP, B + 50 * P)),
-    ("madvise dontfork", |m| m.madvise(B + 2 * P, 3 * P, MADV_DONTFORK).map(|_| 0)),
+    ("mprotect middle", |m| m.mprotect(B + P, 2 * P, Prot::READ).map(|_| 0)),
+    ("mprotect across", |m| m.mprotect(B + 2 * P, 6 * P, Prot::READ | Prot::EXEC).map(|_| 0)),
+    ("mremap shrink", |m| m.mremap(B + 10 * P, 4 * P, P, MremapFlags::empty(), 0)),
+    ("mremap grow", |m| m.mremap(B + 14 * P, 2 * P, 4 * P, MremapFlags::empty(), 0)),
+    ("mremap move", |m| m.mremap(B + P, 2 * P, 2 * P, MremapFlags::MAYMOVE | MremapFlags::FIXED, B + 30 * P)),
+    ("mremap dontunmap", |m| {
+        m.mremap(B, 2 * P, 2 * P, MremapFlags::MAYMOVE | MremapFlags::DONTUNMAP, B + 50 * P)
+    }),
+    ("madvise dontfork", |m| m.madvise(B + 2 * P, 3 * P, Advice::DONTFORK).map(|_| 0)),
     ("anon name", |m| m.set_anon_name(B + 11 * P, P, Some("x")).map(|_| 0)),
     ("fork", |m| {
         let child = m.fork()?;

@@ -5,13 +5,14 @@
 
 use std::sync::Arc;
 
-use vmspace_mm::space::flags::*;
+use vmspace_mm::space::{Advice, MapFlags, MremapFlags, Prot};
 use vmspace_mm::space::{Errno, Mm, MmConfig, TASK_SIZE, VmFile};
+use vmspace_mm::vma::VmFlags;
 
 const B: u64 = 0x2000_0000_0000;
 const P: u64 = 4096;
-const RW: u32 = PROT_READ | PROT_WRITE;
-const ANON: u32 = MAP_PRIVATE | MAP_ANONYMOUS;
+const RW: Prot = Prot::RW;
+const ANON: MapFlags = MapFlags::PRIVATE.union(MapFlags::ANONYMOUS);
 
 fn cfg() -> MmConfig {
     MmConfig { anon_vma_name: true, ..MmConfig::default() }
@@ -23,9 +24,9 @@ fn base() -> (Mm, Arc<VmFile>, Arc<VmFile>) {
     let mut m = Mm::new(cfg());
     let f = VmFile::regular("/f", 1, 64 * P);
     let ro = Arc::new(VmFile { writable: false, ..(*VmFile::regular("/ro", 2, 64 * P)).clone() });
-    m.mmap(B, 4 * P, RW, ANON | MAP_FIXED, None, 0).unwrap();
-    m.mmap(B + 6 * P, 2 * P, PROT_READ, MAP_PRIVATE | MAP_FIXED, Some(&f), 0).unwrap();
-    m.mmap(B + 8 * P, 2 * P, PROT_READ, MAP_SHARED | MAP_FIXED, Some(&ro), 0).unwrap();
+    m.mmap(B, 4 * P, RW, ANON | MapFlags::FIXED, None, 0).unwrap();
+    m.mmap(B + 6 * P, 2 * P, Prot::READ, MapFlags::PRIVATE | MapFlags::FIXED, Some(&f), 0).unwrap();
+    m.mmap(B + 8 * P, 2 * P, Prot::READ, MapFlags::SHARED | MapFlags::FIXED, Some(&ro), 0).unwrap();
     (m, f, ro)
 }
 
@@ -49,43 +50,61 @@ fn expect<T: std::fmt::Debug>(
 fn mmap_errnos() {
     let (mut m, f, ro) = base();
     expect(&mut m, Errno::EINVAL, "zero length", |m| m.mmap(B, 0, RW, ANON, None, 0));
-    expect(&mut m, Errno::EINVAL, "unaligned offset", |m| m.mmap(0, P, PROT_READ, MAP_PRIVATE, Some(&f), 1));
+    expect(&mut m, Errno::EINVAL, "unaligned offset", |m| {
+        m.mmap(0, P, Prot::READ, MapFlags::PRIVATE, Some(&f), 1)
+    });
     expect(&mut m, Errno::ENOMEM, "length overflow", |m| m.mmap(0, u64::MAX, RW, ANON, None, 0));
     expect(&mut m, Errno::ENOMEM, "length beyond TASK_SIZE", |m| m.mmap(0, TASK_SIZE + P, RW, ANON, None, 0));
-    expect(&mut m, Errno::EINVAL, "fixed unaligned", |m| m.mmap(B + 1, P, RW, ANON | MAP_FIXED, None, 0));
+    expect(&mut m, Errno::EINVAL, "fixed unaligned", |m| {
+        m.mmap(B + 1, P, RW, ANON | MapFlags::FIXED, None, 0)
+    });
     expect(&mut m, Errno::ENOMEM, "fixed beyond TASK_SIZE", |m| {
-        m.mmap(TASK_SIZE, P, RW, ANON | MAP_FIXED, None, 0)
+        m.mmap(TASK_SIZE, P, RW, ANON | MapFlags::FIXED, None, 0)
     });
     expect(&mut m, Errno::ENOMEM, "fixed across TASK_SIZE", |m| {
-        m.mmap(TASK_SIZE - P, 2 * P, RW, ANON | MAP_FIXED, None, 0)
+        m.mmap(TASK_SIZE - P, 2 * P, RW, ANON | MapFlags::FIXED, None, 0)
     });
-    expect(&mut m, Errno::EINVAL, "no type", |m| m.mmap(0, P, RW, MAP_ANONYMOUS, None, 0));
+    expect(&mut m, Errno::EINVAL, "no type", |m| m.mmap(0, P, RW, MapFlags::ANONYMOUS, None, 0));
     expect(&mut m, Errno::EINVAL, "anonymous shared|private", |m| {
-        m.mmap(0, P, RW, MAP_SHARED | MAP_PRIVATE | MAP_ANONYMOUS, None, 0)
+        m.mmap(0, P, RW, MapFlags::SHARED | MapFlags::PRIVATE | MapFlags::ANONYMOUS, None, 0)
     });
     expect(&mut m, Errno::EEXIST, "fixed_noreplace over a mapping", |m| {
-        m.mmap(B + 3 * P, 2 * P, RW, ANON | MAP_FIXED_NOREPLACE, None, 0)
+        m.mmap(B + 3 * P, 2 * P, RW, ANON | MapFlags::FIXED_NOREPLACE, None, 0)
     });
     expect(&mut m, Errno::EINVAL, "growsdown file", |m| {
-        m.mmap(B + 20 * P, P, PROT_READ, MAP_PRIVATE | MAP_GROWSDOWN | MAP_FIXED, Some(&f), 0)
+        m.mmap(
+            B + 20 * P,
+            P,
+            Prot::READ,
+            MapFlags::PRIVATE | MapFlags::GROWSDOWN | MapFlags::FIXED,
+            Some(&f),
+            0,
+        )
     });
     expect(&mut m, Errno::EINVAL, "growsdown shared anon", |m| {
-        m.mmap(B + 20 * P, P, RW, MAP_SHARED | MAP_ANONYMOUS | MAP_GROWSDOWN | MAP_FIXED, None, 0)
+        m.mmap(
+            B + 20 * P,
+            P,
+            RW,
+            MapFlags::SHARED | MapFlags::ANONYMOUS | MapFlags::GROWSDOWN | MapFlags::FIXED,
+            None,
+            0,
+        )
     });
     expect(&mut m, Errno::EOPNOTSUPP, "shared_validate with fixed_noreplace", |m| {
-        m.mmap(B + 20 * P, P, PROT_READ, MAP_SHARED_VALIDATE | MAP_FIXED_NOREPLACE, Some(&f), 0)
+        m.mmap(B + 20 * P, P, Prot::READ, MapFlags::SHARED_VALIDATE | MapFlags::FIXED_NOREPLACE, Some(&f), 0)
     });
     expect(&mut m, Errno::EACCES, "shared writable of a read-only file", |m| {
-        m.mmap(B + 20 * P, P, RW, MAP_SHARED | MAP_FIXED, Some(&ro), 0)
+        m.mmap(B + 20 * P, P, RW, MapFlags::SHARED | MapFlags::FIXED, Some(&ro), 0)
     });
     expect(&mut m, Errno::EOVERFLOW, "file offset overflow", |m| {
-        m.mmap(0, 2 * P, PROT_READ, MAP_PRIVATE, Some(&f), 0xffff_ffff_ffff_f000)
+        m.mmap(0, 2 * P, Prot::READ, MapFlags::PRIVATE, Some(&f), 0xffff_ffff_ffff_f000)
     });
     expect(&mut m, Errno::EBADF, "file mapping without file", |m| {
-        m.mmap(0, P, PROT_READ, MAP_PRIVATE, None, 0)
+        m.mmap(0, P, Prot::READ, MapFlags::PRIVATE, None, 0)
     });
     expect(&mut m, Errno::EPERM, "fixed below mmap_min_addr", |m| {
-        m.mmap(0, P, RW, ANON | MAP_FIXED, None, 0)
+        m.mmap(0, P, RW, ANON | MapFlags::FIXED, None, 0)
     });
 }
 
@@ -105,73 +124,84 @@ fn munmap_errnos() {
 #[test]
 fn mprotect_errnos() {
     let (mut m, _, _) = base();
-    expect(&mut m, Errno::EINVAL, "unaligned", |m| m.mprotect(B + 1, P, PROT_READ));
-    expect(&mut m, Errno::ENOMEM, "length wraps", |m| m.mprotect(B, u64::MAX - B, PROT_READ));
-    expect(&mut m, Errno::EINVAL, "unknown prot bit", |m| m.mprotect(B, P, 0x10));
+    expect(&mut m, Errno::EINVAL, "unaligned", |m| m.mprotect(B + 1, P, Prot::READ));
+    expect(&mut m, Errno::ENOMEM, "length wraps", |m| m.mprotect(B, u64::MAX - B, Prot::READ));
+    expect(&mut m, Errno::EINVAL, "unknown prot bit", |m| m.mprotect(B, P, Prot::from_bits_retain(0x10)));
     expect(&mut m, Errno::EINVAL, "growsdown and growsup", |m| {
-        m.mprotect(B, P, PROT_READ | PROT_GROWSDOWN | PROT_GROWSUP)
+        m.mprotect(B, P, Prot::READ | Prot::GROWSDOWN | Prot::GROWSUP)
     });
     expect(&mut m, Errno::EINVAL, "growsdown on a normal VMA", |m| {
-        m.mprotect(B, P, PROT_READ | PROT_GROWSDOWN)
+        m.mprotect(B, P, Prot::READ | Prot::GROWSDOWN)
     });
-    expect(&mut m, Errno::ENOMEM, "starts in a hole", |m| m.mprotect(B + 4 * P, 3 * P, PROT_READ));
-    expect(&mut m, Errno::ENOMEM, "unmapped beyond TASK_SIZE", |m| m.mprotect(TASK_SIZE, P, PROT_READ));
+    expect(&mut m, Errno::ENOMEM, "starts in a hole", |m| m.mprotect(B + 4 * P, 3 * P, Prot::READ));
+    expect(&mut m, Errno::ENOMEM, "unmapped beyond TASK_SIZE", |m| m.mprotect(TASK_SIZE, P, Prot::READ));
     expect(&mut m, Errno::EACCES, "write on a read-only shared file", |m| m.mprotect(B + 8 * P, P, RW));
-    assert_eq!(m.mprotect(B, 0, PROT_READ), Ok(()), "zero length succeeds");
+    assert_eq!(m.mprotect(B, 0, Prot::READ), Ok(()), "zero length succeeds");
 }
 
 /// mprotect changes the VMAs before a hole, then fails: Linux's partial progress, reproduced.
 #[test]
 fn mprotect_partial_progress_at_hole() {
     let (mut m, _, _) = base();
-    assert_eq!(m.mprotect(B, 8 * P, PROT_READ), Err(Errno::ENOMEM));
+    assert_eq!(m.mprotect(B, 8 * P, Prot::READ), Err(Errno::ENOMEM));
     m.validate().unwrap();
     let first = m.areas().next().unwrap();
-    assert_eq!((first.start(), first.end(), first.flags().bits() & VM_ACCESS_FLAGS), (B, B + 4 * P, VM_READ));
+    assert_eq!(
+        (first.start(), first.end(), first.flags() & VmFlags::ACCESS_FLAGS),
+        (B, B + 4 * P, VmFlags::READ)
+    );
 }
 
 #[test]
 fn mremap_errnos() {
     let (mut m, _, _) = base();
-    expect(&mut m, Errno::EINVAL, "unknown flag", |m| m.mremap(B, P, P, 8, 0));
-    expect(&mut m, Errno::EINVAL, "unaligned", |m| m.mremap(B + 1, P, P, 0, 0));
-    expect(&mut m, Errno::EINVAL, "zero new length", |m| m.mremap(B, P, 0, 0, 0));
-    expect(&mut m, Errno::EINVAL, "new length beyond TASK_SIZE", |m| m.mremap(B, P, TASK_SIZE + P, 0, 0));
-    expect(&mut m, Errno::EINVAL, "fixed without maymove", |m| m.mremap(B, P, P, MREMAP_FIXED, B + 20 * P));
+    expect(&mut m, Errno::EINVAL, "unknown flag", |m| m.mremap(B, P, P, MremapFlags::from_bits_retain(8), 0));
+    expect(&mut m, Errno::EINVAL, "unaligned", |m| m.mremap(B + 1, P, P, MremapFlags::empty(), 0));
+    expect(&mut m, Errno::EINVAL, "zero new length", |m| m.mremap(B, P, 0, MremapFlags::empty(), 0));
+    expect(&mut m, Errno::EINVAL, "new length beyond TASK_SIZE", |m| {
+        m.mremap(B, P, TASK_SIZE + P, MremapFlags::empty(), 0)
+    });
+    expect(&mut m, Errno::EINVAL, "fixed without maymove", |m| {
+        m.mremap(B, P, P, MremapFlags::FIXED, B + 20 * P)
+    });
     expect(&mut m, Errno::EINVAL, "dontunmap resizing", |m| {
-        m.mremap(B, P, 2 * P, MREMAP_MAYMOVE | MREMAP_DONTUNMAP, B + 20 * P)
+        m.mremap(B, P, 2 * P, MremapFlags::MAYMOVE | MremapFlags::DONTUNMAP, B + 20 * P)
     });
     expect(&mut m, Errno::EINVAL, "overlapping ranges", |m| {
-        m.mremap(B, 2 * P, 2 * P, MREMAP_MAYMOVE | MREMAP_FIXED, B + P)
+        m.mremap(B, 2 * P, 2 * P, MremapFlags::MAYMOVE | MremapFlags::FIXED, B + P)
     });
     expect(&mut m, Errno::EINVAL, "new address unaligned", |m| {
-        m.mremap(B, P, P, MREMAP_MAYMOVE | MREMAP_FIXED, B + 20 * P + 1)
+        m.mremap(B, P, P, MremapFlags::MAYMOVE | MremapFlags::FIXED, B + 20 * P + 1)
     });
-    expect(&mut m, Errno::EFAULT, "unmapped source", |m| m.mremap(B + 4 * P, P, 2 * P, MREMAP_MAYMOVE, 0));
+    expect(&mut m, Errno::EFAULT, "unmapped source", |m| {
+        m.mremap(B + 4 * P, P, 2 * P, MremapFlags::MAYMOVE, 0)
+    });
     expect(&mut m, Errno::EFAULT, "fixed move from a hole", |m| {
-        m.mremap(B + 4 * P, 2 * P, 2 * P, MREMAP_MAYMOVE | MREMAP_FIXED, B + 20 * P)
+        m.mremap(B + 4 * P, 2 * P, 2 * P, MremapFlags::MAYMOVE | MremapFlags::FIXED, B + 20 * P)
     });
     expect(&mut m, Errno::EFAULT, "growing a range that crosses the VMA end", |m| {
-        m.mremap(B, 5 * P, 6 * P, 0, 0)
+        m.mremap(B, 5 * P, 6 * P, MremapFlags::empty(), 0)
     });
     expect(&mut m, Errno::ENOMEM, "growing into a neighbour without maymove", |m| {
-        m.mremap(B + 6 * P, 2 * P, 3 * P, 0, 0)
+        m.mremap(B + 6 * P, 2 * P, 3 * P, MremapFlags::empty(), 0)
     });
-    expect(&mut m, Errno::EINVAL, "duplicating a private mapping", |m| m.mremap(B, 0, P, MREMAP_MAYMOVE, 0));
+    expect(&mut m, Errno::EINVAL, "duplicating a private mapping", |m| {
+        m.mremap(B, 0, P, MremapFlags::MAYMOVE, 0)
+    });
 }
 
 #[test]
 fn madvise_errnos() {
     let (mut m, _, _) = base();
-    expect(&mut m, Errno::EINVAL, "unknown advice", |m| m.madvise(B, P, 1234));
-    expect(&mut m, Errno::EINVAL, "unaligned", |m| m.madvise(B + 1, P, MADV_DONTNEED));
-    expect(&mut m, Errno::EINVAL, "length wraps", |m| m.madvise(B, u64::MAX, MADV_DONTNEED));
-    expect(&mut m, Errno::ENOMEM, "hole", |m| m.madvise(B, 8 * P, MADV_DONTNEED));
-    expect(&mut m, Errno::ENOMEM, "nothing mapped", |m| m.madvise(B + 40 * P, P, MADV_DONTFORK));
-    expect(&mut m, Errno::EINVAL, "wipeonfork on a file", |m| m.madvise(B + 6 * P, P, MADV_WIPEONFORK));
-    expect(&mut m, Errno::EINVAL, "free on a file", |m| m.madvise(B + 6 * P, P, MADV_FREE));
-    assert_eq!(m.madvise(B, 0, 1234), Err(Errno::EINVAL), "advice is checked first");
-    assert_eq!(m.madvise(B, 0, MADV_DONTNEED), Ok(()), "zero length succeeds");
+    expect(&mut m, Errno::EINVAL, "unknown advice", |m| m.madvise(B, P, Advice::from_raw(1234)));
+    expect(&mut m, Errno::EINVAL, "unaligned", |m| m.madvise(B + 1, P, Advice::DONTNEED));
+    expect(&mut m, Errno::EINVAL, "length wraps", |m| m.madvise(B, u64::MAX, Advice::DONTNEED));
+    expect(&mut m, Errno::ENOMEM, "hole", |m| m.madvise(B, 8 * P, Advice::DONTNEED));
+    expect(&mut m, Errno::ENOMEM, "nothing mapped", |m| m.madvise(B + 40 * P, P, Advice::DONTFORK));
+    expect(&mut m, Errno::EINVAL, "wipeonfork on a file", |m| m.madvise(B + 6 * P, P, Advice::WIPEONFORK));
+    expect(&mut m, Errno::EINVAL, "free on a file", |m| m.madvise(B + 6 * P, P, Advice::FREE));
+    assert_eq!(m.madvise(B, 0, Advice::from_raw(1234)), Err(Errno::EINVAL), "advice is checked first");
+    assert_eq!(m.madvise(B, 0, Advice::DONTNEED), Ok(()), "zero length succeeds");
 }
 
 #[test]
@@ -184,7 +214,7 @@ fn anon_name_errnos() {
     expect(&mut m, Errno::EBADF, "file-backed", |m| m.set_anon_name(B + 6 * P, P, Some("n")));
     expect(&mut m, Errno::EINVAL, "unaligned", |m| m.set_anon_name(B + 1, P, Some("n")));
     let mut plain = Mm::new(MmConfig::default());
-    plain.mmap(B, P, RW, ANON | MAP_FIXED, None, 0).unwrap();
+    plain.mmap(B, P, RW, ANON | MapFlags::FIXED, None, 0).unwrap();
     expect(&mut plain, Errno::EINVAL, "kernel without CONFIG_ANON_VMA_NAME", |m| {
         m.set_anon_name(B, P, Some("n"))
     });
@@ -197,7 +227,7 @@ fn brk_refusals_return_old_break() {
     assert_eq!(m.brk(start - P), start, "below start_brk");
     assert_eq!(m.brk(start + 3 * P), start + 3 * P);
     assert_eq!(m.maps_text().matches("[heap]").count(), 1);
-    m.mmap(start + 5 * P, P, RW, ANON | MAP_FIXED, None, 0).unwrap();
+    m.mmap(start + 5 * P, P, RW, ANON | MapFlags::FIXED, None, 0).unwrap();
 
     assert_eq!(m.brk(start + 5 * P), start + 3 * P, "a page must stay free below the next VMA");
     assert_eq!(m.brk(start + 4 * P), start + 4 * P);
@@ -211,20 +241,20 @@ fn brk_refusals_return_old_break() {
 fn max_map_count_is_enforced() {
     let mut m = Mm::new(MmConfig { max_map_count: 4, ..cfg() });
     for i in 0..5 {
-        m.mmap(B + 2 * i * P, P, RW, ANON | MAP_FIXED, None, 0).unwrap();
+        m.mmap(B + 2 * i * P, P, RW, ANON | MapFlags::FIXED, None, 0).unwrap();
     }
     assert_eq!(m.map_count(), 5);
     expect(&mut m, Errno::ENOMEM, "new mapping over the limit", |m| m.mmap(B + 40 * P, P, RW, ANON, None, 0));
     m.munmap(B + 8 * P, P).unwrap();
-    m.mmap(B + 20 * P, 3 * P, RW, ANON | MAP_FIXED, None, 0).unwrap();
+    m.mmap(B + 20 * P, 3 * P, RW, ANON | MapFlags::FIXED, None, 0).unwrap();
     assert_eq!(m.map_count(), 5);
     expect(&mut m, Errno::ENOMEM, "munmap splitting a middle", |m| m.munmap(B + 21 * P, P));
-    expect(&mut m, Errno::ENOMEM, "mprotect splitting", |m| m.mprotect(B + 20 * P, P, PROT_READ));
+    expect(&mut m, Errno::ENOMEM, "mprotect splitting", |m| m.mprotect(B + 20 * P, P, Prot::READ));
     expect(&mut m, Errno::EAGAIN, "madvise splitting (ENOMEM reported as EAGAIN)", |m| {
-        m.madvise(B + 21 * P, P, MADV_DONTFORK)
+        m.madvise(B + 21 * P, P, Advice::DONTFORK)
     });
     expect(&mut m, Errno::ENOMEM, "mremap move near the limit", |m| {
-        m.mremap(B + 20 * P, P, P, MREMAP_MAYMOVE | MREMAP_FIXED, B + 50 * P)
+        m.mremap(B + 20 * P, P, P, MremapFlags::MAYMOVE | MremapFlags::FIXED, B + 50 * P)
     });
     // munmap of a head or tail needs no extra VMA and is allowed at the limit.
     assert_eq!(m.munmap(B + 22 * P, P), Ok(()));

@@ -15,7 +15,7 @@
 //! is its start address in pages (`pgoff(a)`).
 #![cfg(not(loom))]
 
-use vmspace_mm::space::flags::*;
+use vmspace_mm::space::{Advice, MapFlags, Prot};
 use vmspace_mm::space::{Mm, MmConfig};
 use vmspace_mm::vma::{Vma, VmaPool};
 
@@ -35,11 +35,11 @@ fn mm() -> Mm {
     Mm::with_pool(MmConfig { anon_vma_name: true, ..MmConfig::default() }, VmaPool::leak_new())
 }
 
-const RW: u32 = PROT_READ | PROT_WRITE;
-const R: u32 = PROT_READ;
-const ANON_FIXED: u32 = MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED;
+const RW: Prot = Prot::RW;
+const R: Prot = Prot::READ;
+const ANON_FIXED: MapFlags = MapFlags::PRIVATE.union(MapFlags::ANONYMOUS).union(MapFlags::FIXED);
 
-fn map(m: &mut Mm, a: u64, b: u64, prot: u32) {
+fn map(m: &mut Mm, a: u64, b: u64, prot: Prot) {
     assert_eq!(m.mmap(pg(a), (b - a) * P, prot, ANON_FIXED, None, 0), Ok(pg(a)));
 }
 
@@ -482,8 +482,8 @@ fn fork_flags() {
     map(&mut parent, 0, 2, RW);
     map(&mut parent, 3, 5, RW);
     parent.fault(pg(3), true).unwrap();
-    parent.madvise(pg(0), 2 * P, MADV_DONTFORK).unwrap();
-    parent.madvise(pg(3), 2 * P, MADV_WIPEONFORK).unwrap();
+    parent.madvise(pg(0), 2 * P, Advice::DONTFORK).unwrap();
+    parent.madvise(pg(3), 2 * P, Advice::WIPEONFORK).unwrap();
     let child = parent.fork().unwrap();
     assert_eq!(layout(&child), l(&[(3, 5, "rw-p")]));
     assert!(child.areas().all(|a| !a.anon().is_some()));
@@ -496,7 +496,7 @@ fn file_offsets_must_continue() {
     use vmspace_mm::space::VmFile;
     let f = VmFile::regular("/f", 7, 16 * P);
     let g = VmFile::regular("/g", 8, 16 * P);
-    let fl = MAP_PRIVATE | MAP_FIXED;
+    let fl = MapFlags::PRIVATE | MapFlags::FIXED;
     let mut m = mm();
     m.mmap(pg(0), 2 * P, R, fl, Some(&f), 0).unwrap();
     m.mmap(pg(2), 2 * P, R, fl, Some(&f), 2 * P).unwrap();

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use vmspace_mm::space::flags::*;
+use vmspace_mm::space::{Advice, MapFlags, MremapFlags, Prot};
 use vmspace_mm::space::{Mm, MmConfig};
 use vmspace_mm::vma::lock_vma_under_rcu;
 
@@ -73,17 +73,17 @@ fn readers_never_see_a_wrong_vma() {
         .collect();
     wait_for(&started, 2);
     let mut rng = SmallRng::seed_from_u64(42);
-    let prots = [PROT_READ, PROT_READ | PROT_WRITE, 0, PROT_READ | PROT_EXEC];
+    let prots = [Prot::READ, Prot::RW, Prot::NONE, Prot::RX];
     for i in 0..ops {
         let a = B + rng.random_range(0..PAGES) * P;
         let len = rng.random_range(1..8) * P;
         let prot = prots[rng.random_range(0..prots.len())];
-        let af = MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED;
+        let af = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
         let _ = match rng.random_range(0..6) {
             0 | 1 => mm.mmap(a, len, prot, af, None, 0).map(|_| ()),
             2 => mm.munmap(a, len),
             3 => mm.mprotect(a, len, prot),
-            4 => mm.mremap(a, len, len + P, MREMAP_MAYMOVE, 0).map(|_| ()),
+            4 => mm.mremap(a, len, len + P, MremapFlags::MAYMOVE, 0).map(|_| ()),
             _ => mm.fault(a, true),
         };
         if i % 7 == 0 {
@@ -95,7 +95,8 @@ fn readers_never_see_a_wrong_vma() {
         }
     }
     // The readers' last lookups find the whole region mapped.
-    mm.mmap(B, PAGES * P, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, None, 0).unwrap();
+    mm.mmap(B, PAGES * P, Prot::READ, MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED, None, 0)
+        .unwrap();
     // Ordering: Relaxed: see the readers.
     stop.store(true, Ordering::Relaxed);
     for r in readers {
@@ -111,8 +112,8 @@ fn readers_never_see_a_wrong_vma() {
 fn readers_never_see_a_false_gap() {
     let ops: u64 = std::env::var("VMSPACE_STRESS_OPS").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000);
     let mut mm = Mm::new(MmConfig { anon_vma_name: true, ..MmConfig::default() });
-    let af = MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED;
-    mm.mmap(B, PAGES * P, PROT_READ | PROT_WRITE, af, None, 0).unwrap();
+    let af = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
+    mm.mmap(B, PAGES * P, Prot::READ | Prot::WRITE, af, None, 0).unwrap();
     let shared = mm.shared();
     let stop = Arc::new(AtomicBool::new(false));
     let lookups = Arc::new(AtomicU64::new(0));
@@ -131,7 +132,7 @@ fn readers_never_see_a_false_gap() {
                 // Ordering: Relaxed: a stop flag; nothing is published through it. At least one lookup each.
                 while !stop.load(Ordering::Relaxed) || n == 0 {
                     let addr = B + rng.random_range(0..PAGES * P);
-                    assert!(shared.tree.load(addr).is_some(), "false gap at {addr:#x}");
+                    assert!(shared.tree().load(addr).is_some(), "false gap at {addr:#x}");
                     n += 1;
                 }
                 // Ordering: Relaxed: a statistic read after join.
@@ -141,14 +142,14 @@ fn readers_never_see_a_false_gap() {
         .collect();
     wait_for(&started, 2);
     let mut rng = SmallRng::seed_from_u64(7);
-    let prots = [PROT_READ, PROT_READ | PROT_WRITE, 0, PROT_READ | PROT_EXEC];
+    let prots = [Prot::READ, Prot::RW, Prot::NONE, Prot::RX];
     let names = [None, Some("a"), Some("b")];
     for i in 0..ops {
         let a = B + rng.random_range(0..PAGES) * P;
         let len = rng.random_range(1..(B + PAGES * P - a) / P + 1).min(12) * P;
         let _ = match rng.random_range(0..5) {
             0 | 1 => mm.mprotect(a, len, prots[rng.random_range(0..prots.len())]),
-            2 => mm.madvise(a, len, if rng.random_bool(0.5) { MADV_DONTFORK } else { MADV_DOFORK }),
+            2 => mm.madvise(a, len, if rng.random_bool(0.5) { Advice::DONTFORK } else { Advice::DOFORK }),
             3 => mm.set_anon_name(a, len, names[rng.random_range(0..names.len())]),
             _ => mm.fault(a, true),
         };

@@ -17,14 +17,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use vmspace_mm::space::flags::*;
-use vmspace_mm::space::{Errno, Mm, MmConfig};
+use vmspace_mm::space::{Advice, Errno, MapFlags, Mm, MmConfig, Prot};
 use vmspace_mm::vma::{VmaPool, lock_vma_under_rcu};
 
 const B: u64 = 0x2000_0000_0000;
 const P: u64 = 4096;
-const RW: u32 = PROT_READ | PROT_WRITE;
-const AF: u32 = MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED;
+const RW: Prot = Prot::RW;
+const AF: MapFlags = MapFlags::PRIVATE.union(MapFlags::ANONYMOUS).union(MapFlags::FIXED);
 /// VMAs in the test address space: enough for a tree of several levels, so that erasing any one VMA alone
 /// would need a new node.
 const VMAS: u64 = 300;
@@ -99,8 +98,8 @@ fn drop_under_reader(inject: Option<u64>, release_reserve: bool) {
     reader.join().unwrap();
     assert!(found_before > 0, "the reader never found a VMA while the address space was live");
     assert_eq!(found_after, 0, "a reader found a VMA after the Mm was dropped");
-    assert!(shared.tree.is_empty(), "the dropped Mm's tree still maps {} ranges", shared.tree.len());
-    shared.tree.validate().unwrap();
+    assert!(shared.tree().is_empty(), "the dropped Mm's tree still maps {} ranges", shared.tree().len());
+    shared.tree().validate().unwrap();
     let s = pool.stats();
     assert_eq!(s.in_use, 0, "VMAs not returned to the pool: {s:?}");
 }
@@ -136,8 +135,8 @@ fn failed_fork_frees_everything_it_made() {
     let pool = VmaPool::leak_new();
     let mut m = populated(pool);
     // Two DONTCOPY ranges so that the child's tree needs stores after the copy.
-    m.madvise(B + 4 * P, P, MADV_DONTFORK).unwrap();
-    m.madvise(B + 200 * P, P, MADV_DONTFORK).unwrap();
+    m.madvise(B + 4 * P, P, Advice::DONTFORK).unwrap();
+    m.madvise(B + 200 * P, P, Advice::DONTFORK).unwrap();
     let maps = m.maps_text();
     let base = in_use(pool, &m);
     assert_eq!(base.1, 0, "the parent's nodes are not all accounted for");

@@ -2,12 +2,12 @@
 //! growsdown VMA, 2 MiB alignment of anonymous mappings whose length is a multiple of 2 MiB, and the limits.
 #![cfg(not(loom))]
 
-use vmspace_mm::space::flags::*;
 use vmspace_mm::space::{Errno, Mm, MmConfig, TASK_SIZE};
+use vmspace_mm::space::{MapFlags, Prot};
 
 const P: u64 = 4096;
-const RW: u32 = PROT_READ | PROT_WRITE;
-const ANON: u32 = MAP_PRIVATE | MAP_ANONYMOUS;
+const RW: Prot = Prot::RW;
+const ANON: MapFlags = MapFlags::PRIVATE.union(MapFlags::ANONYMOUS);
 
 #[test]
 fn top_down_below_mmap_base() {
@@ -16,7 +16,7 @@ fn top_down_below_mmap_base() {
     let mut m = Mm::new(cfg);
     let a = m.mmap(0, 3 * P, RW, ANON, None, 0).unwrap();
     assert_eq!(a, base - 3 * P);
-    let b = m.mmap(0, P, PROT_READ, ANON, None, 0).unwrap();
+    let b = m.mmap(0, P, Prot::READ, ANON, None, 0).unwrap();
     assert_eq!(b, a - P, "the next mapping goes right below");
     // A freed hole at the top is reused first.
     m.munmap(a, 3 * P).unwrap();
@@ -44,7 +44,7 @@ fn growsdown_guard_gap_is_kept_free() {
     let (base, gap) = (cfg.mmap_base, cfg.stack_guard_gap);
     let mut m = Mm::new(cfg);
     let stack = base - 16 * P;
-    m.mmap(stack, 16 * P, RW, ANON | MAP_GROWSDOWN | MAP_FIXED, None, 0).unwrap();
+    m.mmap(stack, 16 * P, RW, ANON | MapFlags::GROWSDOWN | MapFlags::FIXED, None, 0).unwrap();
     let a = m.mmap(0, P, RW, ANON, None, 0).unwrap();
     assert!(a + P <= stack - gap, "{a:#x} inside the guard gap below {stack:#x}");
     // A hint inside the gap is refused too.
@@ -65,10 +65,10 @@ fn pmd_sized_anonymous_mappings_are_aligned() {
 #[test]
 fn limits() {
     let mut m = Mm::new(MmConfig::default());
-    assert_eq!(m.mmap(0, TASK_SIZE + P, RW, ANON | MAP_NORESERVE, None, 0), Err(Errno::ENOMEM));
+    assert_eq!(m.mmap(0, TASK_SIZE + P, RW, ANON | MapFlags::NORESERVE, None, 0), Err(Errno::ENOMEM));
     // No room: everything from mmap_min_addr to TASK_SIZE is taken (as one fixed no-reserve mapping).
     let low = m.config().min_addr().max(P);
-    m.mmap(low, TASK_SIZE - low, 0, ANON | MAP_FIXED | MAP_NORESERVE, None, 0).unwrap();
+    m.mmap(low, TASK_SIZE - low, Prot::NONE, ANON | MapFlags::FIXED | MapFlags::NORESERVE, None, 0).unwrap();
     assert_eq!(m.mmap(0, P, RW, ANON, None, 0), Err(Errno::ENOMEM));
     m.validate().unwrap();
 }

@@ -12,5 +12,6 @@ pub mod smaps;
 pub use maps::{MapsLine, MapsName, MapsParseError, PAD_COLUMN, Perms, parse_maps, render_maps};
 pub use query::{QueryAnswer, QueryRequest};
 pub use smaps::{
-    MemStats, MemStatsAccumulator, PSS_SHIFT, SmapsRecord, SmapsRollup, VmFlags, parse_smaps, render_smaps,
+    MemStats, MemStatsAccumulator, PSS_SHIFT, SmapsRecord, SmapsRollup, VmFlagsLine, parse_smaps,
+    render_smaps,
 };

@@ -23,6 +23,7 @@
 
 use crate::maps::{MapsLine, MapsName, MapsParseError, Perms};
 use core::fmt::Write as _;
+use vmspace_abi::VmFlags;
 
 /// Fraction bits of the PSS fixed-point accumulators (`PSS_SHIFT` in `fs/proc/task_mmu.c`).
 pub const PSS_SHIFT: u32 = 12;
@@ -238,75 +239,25 @@ impl MemStatsAccumulator {
     }
 }
 
-/// `vm_flags` bits that have a mnemonic on x86-64 Linux 6.18, in bit order (the order `VmFlags:` prints).
-///
-/// Bits 0..=31 are stable across 6.x. Of the high bits, protection-key bits print nothing (they appear as
-/// `ProtectionKey:`); the positions of `ss` (shadow stack), `dp` (VM_DROPPABLE), `ui` (VM_UFFD_MINOR) and
-/// `sl` (VM_SEALED) follow the 6.18 x86-64 layout as documented in the reference; an engine that never sets
-/// them is unaffected. Parsing does not depend on this table (it keeps the mnemonics as printed).
-pub const VM_FLAG_MNEMONICS: &[(u32, &str)] = &[
-    (0, "rd"),
-    (1, "wr"),
-    (2, "ex"),
-    (3, "sh"),
-    (4, "mr"),
-    (5, "mw"),
-    (6, "me"),
-    (7, "ms"),
-    (8, "gd"),
-    (9, "um"),
-    (10, "pf"),
-    (11, "gu"),
-    (12, "uw"),
-    (13, "lo"),
-    (14, "io"),
-    (15, "sr"),
-    (16, "rr"),
-    (17, "dc"),
-    (18, "de"),
-    (19, "lf"),
-    (20, "ac"),
-    (21, "nr"),
-    (22, "ht"),
-    (23, "sf"),
-    (24, "ar"),
-    (25, "wf"),
-    (26, "dd"),
-    (27, "sd"),
-    (28, "mm"),
-    (29, "hg"),
-    (30, "nh"),
-    (31, "mg"),
-    (37, "ss"),
-    (40, "dp"),
-    (41, "ui"),
-    (42, "sl"),
-];
-
-/// The `VmFlags:` line: mnemonics in the order printed.
+/// The `VmFlags:` line: mnemonics in the order printed. The mnemonic of each bit comes from
+/// [`vmspace_abi::VmFlags`], the one `vm_flags` table (Linux 6.18 x86-64: bits 0..=31 are stable across 6.x;
+/// protection-key bits print nothing, they appear as `ProtectionKey:`). Parsing keeps the mnemonics as printed,
+/// known or not.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Hash)]
-pub struct VmFlags {
+pub struct VmFlagsLine {
     /// Two-letter mnemonics, in print (bit) order.
     pub mnemonics: Vec<String>,
 }
 
-impl VmFlags {
+impl VmFlagsLine {
     /// The mnemonics of a `vm_flags` word, in bit order; bits without a mnemonic are not printed.
-    pub fn from_bits(bits: u64) -> Self {
-        let mnemonics = VM_FLAG_MNEMONICS
-            .iter()
-            .filter(|(b, _)| bits & (1u64 << b) != 0)
-            .map(|(_, m)| (*m).to_string())
-            .collect();
-        VmFlags { mnemonics }
+    pub fn from_flags(flags: VmFlags) -> Self {
+        VmFlagsLine { mnemonics: flags.smaps_mnemonics().split_whitespace().map(str::to_string).collect() }
     }
 
-    /// The bits of the known mnemonics (unknown ones are ignored).
-    pub fn to_bits(&self) -> u64 {
-        self.mnemonics
-            .iter()
-            .filter_map(|m| VM_FLAG_MNEMONICS.iter().find(|(_, n)| n == m).map(|(b, _)| 1u64 << b))
-            .fold(0, |a, b| a | b)
+    /// The flags of the known mnemonics (unknown ones are ignored).
+    pub fn to_flags(&self) -> VmFlags {
+        self.mnemonics.iter().filter_map(|m| VmFlags::from_mnemonic(m)).fold(VmFlags::NONE, |a, b| a | b)
     }
 
     fn render_into(&self, out: &mut String) {
@@ -329,7 +280,7 @@ impl VmFlags {
         if mnemonics.iter().any(|m| m.len() != 2) {
             return Err(MapsParseError::new(format!("{line:?}: mnemonics are two letters")));
         }
-        Ok(VmFlags { mnemonics })
+        Ok(VmFlagsLine { mnemonics })
     }
 }
 
@@ -351,7 +302,7 @@ pub struct SmapsRecord {
     /// `ProtectionKey`, printed only when the host has protection keys enabled.
     pub protection_key: Option<u64>,
     /// The `VmFlags:` line.
-    pub vm_flags: VmFlags,
+    pub vm_flags: VmFlagsLine,
 }
 
 impl SmapsRecord {
@@ -393,7 +344,7 @@ impl SmapsRecord {
                 _ => None,
             };
             let vm_flags =
-                VmFlags::parse(lines.next().ok_or_else(|| MapsParseError::new("missing VmFlags"))?)?;
+                VmFlagsLine::parse(lines.next().ok_or_else(|| MapsParseError::new("missing VmFlags"))?)?;
             Ok(SmapsRecord {
                 header,
                 size_kb,
@@ -499,9 +450,10 @@ mod tests {
 
     #[test]
     fn vm_flags_in_bit_order() {
-        let f = VmFlags::from_bits(0x1 | 0x2 | 0x10 | 0x20 | 0x40 | 0x100 | 0x10_0000);
+        let f =
+            VmFlagsLine::from_flags(VmFlags::from_bits(0x1 | 0x2 | 0x10 | 0x20 | 0x40 | 0x100 | 0x10_0000));
         assert_eq!(f.mnemonics.join(" "), "rd wr mr mw me gd ac");
-        assert_eq!(f.to_bits(), 0x1 | 0x2 | 0x10 | 0x20 | 0x40 | 0x100 | 0x10_0000);
+        assert_eq!(f.to_flags().bits(), 0x1 | 0x2 | 0x10 | 0x20 | 0x40 | 0x100 | 0x10_0000);
         let mut s = String::new();
         f.render_into(&mut s);
         assert_eq!(s, "VmFlags: rd wr mr mw me gd ac \n");

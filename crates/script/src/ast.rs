@@ -19,147 +19,113 @@
 //! * Tokens are separated by blanks; `#` starts a comment that runs to the end of the line; blank lines are
 //!   allowed. Line numbers (1-based, counting every line) are kept with each op: results print them.
 //! * Numbers are decimal or `0x` hex (`0X` accepted), unsigned 64-bit.
-//! * PROT is three characters, `r`/`-`, `w`/`-`, `x`/`-` (`rw-`, `---`).
-//! * mmap FLAGS are `|`-joined from `private shared anon fixed fixed_noreplace growsdown populate noreserve`,
-//!   or `0` for none (the kernel then says EINVAL: neither private nor shared). Each flag at most once.
-//! * mremap FLAGS are `0` or `|`-joined from `maymove fixed dontunmap`. NEWADDR is given exactly when `fixed`
-//!   is (the parser enforces it: without `fixed` the kernel ignores new_address).
-//! * ADVICE is one of `dontneed free dontfork dofork wipeonfork keeponfork`.
+//! * PROT is three characters, `r`/`-`, `w`/`-`, `x`/`-` (`rw-`, `---`), or a raw number for any other
+//!   `PROT_*` bits (`0x8` is `PROT_SEM`; unknown bits reach the target as given).
+//! * mmap FLAGS are `|`-joined from `private shared anon fixed fixed_noreplace growsdown populate noreserve`
+//!   and raw numbers (any `MAP_*` bits, e.g. `private|anon|0x2000` for `MAP_LOCKED`), or `0` for none (the
+//!   kernel then says EINVAL: neither private nor shared). Each bit at most once.
+//! * mremap FLAGS are `0` or `|`-joined from `maymove fixed dontunmap` and raw numbers. NEWADDR is given
+//!   exactly when `fixed` is (the parser enforces it: without `fixed` the kernel ignores new_address).
+//! * ADVICE is one of `dontneed free dontfork dofork wipeonfork keeponfork`, or a raw `int` (`14` is
+//!   `MADV_HUGEPAGE`; `-1` is passed as is).
+//! * The flag types are `vmspace_abi`'s ([`Prot`], [`MapFlags`], [`MremapFlags`], [`Advice`]): they keep every
+//!   raw value, so anything the syntax expresses reaches both targets unchanged.
 //! * A file NAME and an anon NAME are one token without `#`, `=` or blanks; `name ADDR LEN -` clears the name.
 //!   `fd=NAME` must refer to a `file` declared on an earlier line, and a NAME is declared once; `fd=` and
 //!   `off=` come together and only with mmap. Anonymous mappings (flag `anon`) take no `fd=`; file mappings
 //!   (no `anon`) need one.
 //!
 //! The printer ([`Script::to_text`]) writes one op per line in canonical spelling (flags in the order listed
-//! above, numbers as `0x` hex except sizes below 4096 and zero), so that `parse(print(s))` gives the same ops.
+//! above and unnamed bits last as one hex number, PROT as `rwx` when it has only those bits, advice by name when
+//! it has one, numbers as `0x` hex except sizes below 4096 and zero), so that `parse(print(s))` gives the same
+//! ops.
 
 use core::fmt;
 
-/// Protection bits of mmap/mprotect (`PROT_READ` 1, `PROT_WRITE` 2, `PROT_EXEC` 4).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct Prot {
-    /// `r`: PROT_READ.
-    pub read: bool,
-    /// `w`: PROT_WRITE.
-    pub write: bool,
-    /// `x`: PROT_EXEC.
-    pub exec: bool,
-}
+use vmspace_abi::{Advice, MapFlags, MremapFlags, Prot};
 
-impl Prot {
-    /// `rw-`.
-    pub const RW: Prot = Prot { read: true, write: true, exec: false };
-    /// `r--`.
-    pub const R: Prot = Prot { read: true, write: false, exec: false };
-    /// `---`.
-    pub const NONE: Prot = Prot { read: false, write: false, exec: false };
-
-    /// The Linux `PROT_*` bits.
-    pub fn bits(self) -> u32 {
-        u32::from(self.read) | (u32::from(self.write) << 1) | (u32::from(self.exec) << 2)
+/// Parses PROT: the `rwx` form, or a raw number (any `PROT_*` bits, known or not).
+fn parse_prot(s: &str) -> Result<Prot, String> {
+    let b = s.as_bytes();
+    if b.len() == 3
+        && matches!(b[0], b'r' | b'-')
+        && matches!(b[1], b'w' | b'-')
+        && matches!(b[2], b'x' | b'-')
+    {
+        let mut p = Prot::NONE;
+        p.set(Prot::READ, b[0] == b'r');
+        p.set(Prot::WRITE, b[1] == b'w');
+        p.set(Prot::EXEC, b[2] == b'x');
+        return Ok(p);
     }
-
-    /// From the low three `PROT_*` bits.
-    pub fn from_bits(b: u32) -> Self {
-        Prot { read: b & 1 != 0, write: b & 2 != 0, exec: b & 4 != 0 }
-    }
-
-    fn parse(s: &str) -> Result<Self, String> {
-        let b = s.as_bytes();
-        let ok = b.len() == 3
-            && matches!(b[0], b'r' | b'-')
-            && matches!(b[1], b'w' | b'-')
-            && matches!(b[2], b'x' | b'-');
-        if !ok {
-            return Err(format!("PROT {s:?}: expected three characters like rw- or r-x"));
-        }
-        Ok(Prot { read: b[0] == b'r', write: b[1] == b'w', exec: b[2] == b'x' })
+    match parse_num(s).ok().and_then(|v| u32::try_from(v).ok()) {
+        Some(v) => Ok(Prot::from_bits_retain(v)),
+        None => Err(format!("PROT {s:?}: expected three characters like rw- or r-x, or a 32-bit number")),
     }
 }
 
-impl fmt::Display for Prot {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}{}{}",
-            if self.read { 'r' } else { '-' },
-            if self.write { 'w' } else { '-' },
-            if self.exec { 'x' } else { '-' }
-        )
+/// Prints PROT: `rwx` form when only the access bits are set, else the raw number in hex.
+fn print_prot(p: Prot) -> String {
+    if Prot::ACCESS.contains(p) {
+        let c = |f: Prot, ch: char| if p.contains(f) { ch } else { '-' };
+        format!("{}{}{}", c(Prot::READ, 'r'), c(Prot::WRITE, 'w'), c(Prot::EXEC, 'x'))
+    } else {
+        format!("{:#x}", p.bits())
     }
 }
 
-/// Flags of mmap, as the Linux `MAP_*` bits (x86-64 values).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct MmapFlags(pub u32);
+/// Script spellings of the mmap flags, in canonical print order.
+pub const MMAP_FLAG_NAMES: &[(MapFlags, &str)] = &[
+    (MapFlags::PRIVATE, "private"),
+    (MapFlags::SHARED, "shared"),
+    (MapFlags::ANONYMOUS, "anon"),
+    (MapFlags::FIXED, "fixed"),
+    (MapFlags::FIXED_NOREPLACE, "fixed_noreplace"),
+    (MapFlags::GROWSDOWN, "growsdown"),
+    (MapFlags::POPULATE, "populate"),
+    (MapFlags::NORESERVE, "noreserve"),
+];
 
-impl MmapFlags {
-    /// MAP_SHARED.
-    pub const SHARED: u32 = 0x01;
-    /// MAP_PRIVATE.
-    pub const PRIVATE: u32 = 0x02;
-    /// MAP_FIXED.
-    pub const FIXED: u32 = 0x10;
-    /// MAP_ANONYMOUS.
-    pub const ANON: u32 = 0x20;
-    /// MAP_GROWSDOWN.
-    pub const GROWSDOWN: u32 = 0x100;
-    /// MAP_NORESERVE.
-    pub const NORESERVE: u32 = 0x4000;
-    /// MAP_POPULATE.
-    pub const POPULATE: u32 = 0x8000;
-    /// MAP_FIXED_NOREPLACE.
-    pub const FIXED_NOREPLACE: u32 = 0x10_0000;
+/// Script spellings of the mremap flags, in canonical print order.
+pub const MREMAP_FLAG_NAMES: &[(MremapFlags, &str)] = &[
+    (MremapFlags::MAYMOVE, "maymove"),
+    (MremapFlags::FIXED, "fixed"),
+    (MremapFlags::DONTUNMAP, "dontunmap"),
+];
 
-    /// Script spellings in canonical print order.
-    pub const NAMES: &'static [(u32, &'static str)] = &[
-        (Self::PRIVATE, "private"),
-        (Self::SHARED, "shared"),
-        (Self::ANON, "anon"),
-        (Self::FIXED, "fixed"),
-        (Self::FIXED_NOREPLACE, "fixed_noreplace"),
-        (Self::GROWSDOWN, "growsdown"),
-        (Self::POPULATE, "populate"),
-        (Self::NORESERVE, "noreserve"),
-    ];
+/// Script spellings of the madvise advice the format names (the generator draws from these).
+pub const ADVICE_NAMES: &[(Advice, &str)] = &[
+    (Advice::DONTNEED, "dontneed"),
+    (Advice::FREE, "free"),
+    (Advice::DONTFORK, "dontfork"),
+    (Advice::DOFORK, "dofork"),
+    (Advice::WIPEONFORK, "wipeonfork"),
+    (Advice::KEEPONFORK, "keeponfork"),
+];
 
-    /// Whether all of `bits` are set.
-    pub fn has(self, bits: u32) -> bool {
-        self.0 & bits == bits
-    }
-}
-
-/// Flags of mremap (`MREMAP_*`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct MremapFlags(pub u32);
-
-impl MremapFlags {
-    /// MREMAP_MAYMOVE.
-    pub const MAYMOVE: u32 = 1;
-    /// MREMAP_FIXED.
-    pub const FIXED: u32 = 2;
-    /// MREMAP_DONTUNMAP.
-    pub const DONTUNMAP: u32 = 4;
-
-    /// Script spellings in canonical print order.
-    pub const NAMES: &'static [(u32, &'static str)] =
-        &[(Self::MAYMOVE, "maymove"), (Self::FIXED, "fixed"), (Self::DONTUNMAP, "dontunmap")];
-
-    /// Whether all of `bits` are set.
-    pub fn has(self, bits: u32) -> bool {
-        self.0 & bits == bits
-    }
-}
-
+/// Parses a `|`-joined flag set of names and raw numbers (`0` alone is the empty set). A bit may be given
+/// once only, by name or by number.
 fn parse_flag_set(s: &str, names: &[(u32, &str)], what: &str) -> Result<u32, String> {
     if s == "0" {
         return Ok(0);
     }
     let mut bits = 0;
     for part in s.split('|') {
-        let Some((b, _)) = names.iter().find(|(_, n)| *n == part) else {
-            let all: Vec<&str> = names.iter().map(|(_, n)| *n).collect();
-            return Err(format!("{what} flag {part:?} unknown (expected 0 or |-joined {})", all.join(" ")));
+        let b = match names.iter().find(|(_, n)| *n == part) {
+            Some((b, _)) => *b,
+            None if part.starts_with(|c: char| c.is_ascii_digit()) => {
+                match parse_num(part).ok().and_then(|v| u32::try_from(v).ok()) {
+                    Some(v) => v,
+                    None => return Err(format!("{what} flag {part:?}: not a 32-bit number")),
+                }
+            }
+            None => {
+                let all: Vec<&str> = names.iter().map(|(_, n)| *n).collect();
+                return Err(format!(
+                    "{what} flag {part:?} unknown (expected 0 or |-joined numbers and {})",
+                    all.join(" ")
+                ));
+            }
         };
         if bits & b != 0 {
             return Err(format!("{what} flag {part:?} given twice"));
@@ -169,54 +135,48 @@ fn parse_flag_set(s: &str, names: &[(u32, &str)], what: &str) -> Result<u32, Str
     Ok(bits)
 }
 
+/// Prints a flag set: the names of the named bits in table order, then the other bits as one hex number.
 fn print_flag_set(bits: u32, names: &[(u32, &str)]) -> String {
-    let parts: Vec<&str> = names.iter().filter(|(b, _)| bits & b != 0).map(|(_, n)| *n).collect();
+    let mut parts: Vec<String> =
+        names.iter().filter(|(b, _)| bits & b != 0).map(|(_, n)| (*n).to_string()).collect();
+    let rest = bits & !names.iter().fold(0, |a, (b, _)| a | b);
+    if rest != 0 {
+        parts.push(format!("{rest:#x}"));
+    }
     if parts.is_empty() { "0".into() } else { parts.join("|") }
 }
 
-/// madvise advice (`MADV_*` values).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Advice {
-    /// MADV_DONTNEED (4): drop the pages.
-    DontNeed,
-    /// MADV_FREE (8): lazily free private anonymous pages.
-    Free,
-    /// MADV_DONTFORK (10): set VM_DONTCOPY.
-    DontFork,
-    /// MADV_DOFORK (11): clear VM_DONTCOPY.
-    DoFork,
-    /// MADV_WIPEONFORK (18): set VM_WIPEONFORK (private anonymous only).
-    WipeOnFork,
-    /// MADV_KEEPONFORK (19): clear VM_WIPEONFORK.
-    KeepOnFork,
+fn mmap_names() -> Vec<(u32, &'static str)> {
+    MMAP_FLAG_NAMES.iter().map(|(f, n)| (f.bits(), *n)).collect()
 }
 
-impl Advice {
-    /// All advices with their script spelling.
-    pub const ALL: &'static [(Advice, &'static str)] = &[
-        (Advice::DontNeed, "dontneed"),
-        (Advice::Free, "free"),
-        (Advice::DontFork, "dontfork"),
-        (Advice::DoFork, "dofork"),
-        (Advice::WipeOnFork, "wipeonfork"),
-        (Advice::KeepOnFork, "keeponfork"),
-    ];
+fn mremap_names() -> Vec<(u32, &'static str)> {
+    MREMAP_FLAG_NAMES.iter().map(|(f, n)| (f.bits(), *n)).collect()
+}
 
-    /// The Linux `MADV_*` value.
-    pub fn linux_value(self) -> i32 {
-        match self {
-            Advice::DontNeed => 4,
-            Advice::Free => 8,
-            Advice::DontFork => 10,
-            Advice::DoFork => 11,
-            Advice::WipeOnFork => 18,
-            Advice::KeepOnFork => 19,
-        }
+/// Parses ADVICE: a name of [`ADVICE_NAMES`] or a raw `int` (decimal or hex, `-` for negative values).
+fn parse_advice(s: &str) -> Result<Advice, String> {
+    if let Some((a, _)) = ADVICE_NAMES.iter().find(|(_, n)| *n == s) {
+        return Ok(*a);
     }
+    let (neg, digits) = match s.strip_prefix('-') {
+        Some(d) => (true, d),
+        None => (false, s),
+    };
+    if digits.starts_with(|c: char| c.is_ascii_digit()) {
+        let v = parse_num(digits).ok().and_then(|v| i64::try_from(v).ok());
+        let v = v.map(|v| if neg { -v } else { v }).and_then(|v| i32::try_from(v).ok());
+        return v.map(Advice::from_raw).ok_or_else(|| format!("madvise ADVICE {s:?}: not a 32-bit int"));
+    }
+    let all: Vec<&str> = ADVICE_NAMES.iter().map(|(_, n)| *n).collect();
+    Err(format!("madvise ADVICE {s:?} unknown (expected a number or one of {})", all.join(" ")))
+}
 
-    /// The script spelling.
-    pub fn name(self) -> &'static str {
-        Self::ALL.iter().find(|(a, _)| *a == self).map(|(_, n)| *n).unwrap_or("?")
+/// Prints ADVICE: its script name, else the raw value in decimal.
+fn print_advice(a: Advice) -> String {
+    match ADVICE_NAMES.iter().find(|(x, _)| *x == a) {
+        Some((_, n)) => (*n).to_string(),
+        None => a.raw().to_string(),
     }
 }
 
@@ -239,7 +199,7 @@ pub enum Op {
         /// Protection.
         prot: Prot,
         /// `MAP_*` flags.
-        flags: MmapFlags,
+        flags: MapFlags,
         /// The backing file and the byte offset into it.
         file: Option<(String, u64)>,
     },
@@ -342,10 +302,11 @@ impl fmt::Display for Op {
             Op::Mmap { addr, len, prot, flags, file } => {
                 write!(
                     f,
-                    "mmap {} {} {prot} {}",
+                    "mmap {} {} {} {}",
                     num(*addr),
                     num(*len),
-                    print_flag_set(flags.0, MmapFlags::NAMES)
+                    print_prot(*prot),
+                    print_flag_set(flags.bits(), &mmap_names())
                 )?;
                 if let Some((name, off)) = file {
                     write!(f, " fd={name} off={}", num(*off))?;
@@ -353,7 +314,9 @@ impl fmt::Display for Op {
                 Ok(())
             }
             Op::Munmap { addr, len } => write!(f, "munmap {} {}", num(*addr), num(*len)),
-            Op::Mprotect { addr, len, prot } => write!(f, "mprotect {} {} {prot}", num(*addr), num(*len)),
+            Op::Mprotect { addr, len, prot } => {
+                write!(f, "mprotect {} {} {}", num(*addr), num(*len), print_prot(*prot))
+            }
             Op::Mremap { addr, old_len, new_len, flags, new_addr } => {
                 write!(
                     f,
@@ -361,7 +324,7 @@ impl fmt::Display for Op {
                     num(*addr),
                     num(*old_len),
                     num(*new_len),
-                    print_flag_set(flags.0, MremapFlags::NAMES)
+                    print_flag_set(flags.bits(), &mremap_names())
                 )?;
                 if let Some(n) = new_addr {
                     write!(f, " {}", num(*n))?;
@@ -369,7 +332,7 @@ impl fmt::Display for Op {
                 Ok(())
             }
             Op::Madvise { addr, len, advice } => {
-                write!(f, "madvise {} {} {}", num(*addr), num(*len), advice.name())
+                write!(f, "madvise {} {} {}", num(*addr), num(*len), print_advice(*advice))
             }
             Op::Touch { addr, len, write } => {
                 write!(f, "touch {} {} {}", num(*addr), num(*len), if *write { "w" } else { "r" })
@@ -471,8 +434,8 @@ fn parse_op(toks: &[&str], files: &[String]) -> Result<Op, String> {
         "mmap" => {
             let addr = a.num("ADDR")?;
             let len = a.num("LEN")?;
-            let prot = Prot::parse(a.next("PROT")?)?;
-            let flags = MmapFlags(parse_flag_set(a.next("FLAGS")?, MmapFlags::NAMES, "mmap")?);
+            let prot = parse_prot(a.next("PROT")?)?;
+            let flags = MapFlags::from_bits_retain(parse_flag_set(a.next("FLAGS")?, &mmap_names(), "mmap")?);
             let file = match a.toks.next() {
                 None => None,
                 Some(t) => {
@@ -489,7 +452,7 @@ fn parse_op(toks: &[&str], files: &[String]) -> Result<Op, String> {
                 }
             };
             a.end()?;
-            match (&file, flags.has(MmapFlags::ANON)) {
+            match (&file, flags.contains(MapFlags::ANONYMOUS)) {
                 (Some(_), true) => return Err("mmap: an anon mapping takes no fd=NAME".into()),
                 (None, false) => {
                     return Err("mmap: a file mapping (no anon flag) needs fd=NAME off=OFF".into());
@@ -500,25 +463,25 @@ fn parse_op(toks: &[&str], files: &[String]) -> Result<Op, String> {
         }
         "munmap" => Op::Munmap { addr: a.num("ADDR")?, len: a.num("LEN")? },
         "mprotect" => {
-            Op::Mprotect { addr: a.num("ADDR")?, len: a.num("LEN")?, prot: Prot::parse(a.next("PROT")?)? }
+            Op::Mprotect { addr: a.num("ADDR")?, len: a.num("LEN")?, prot: parse_prot(a.next("PROT")?)? }
         }
         "mremap" => {
             let addr = a.num("ADDR")?;
             let old_len = a.num("OLDLEN")?;
             let new_len = a.num("NEWLEN")?;
-            let flags = MremapFlags(parse_flag_set(a.next("FLAGS")?, MremapFlags::NAMES, "mremap")?);
-            let new_addr =
-                if flags.has(MremapFlags::FIXED) { Some(a.num("NEWADDR (fixed is set)")?) } else { None };
+            let flags =
+                MremapFlags::from_bits_retain(parse_flag_set(a.next("FLAGS")?, &mremap_names(), "mremap")?);
+            let new_addr = if flags.contains(MremapFlags::FIXED) {
+                Some(a.num("NEWADDR (fixed is set)")?)
+            } else {
+                None
+            };
             Op::Mremap { addr, old_len, new_len, flags, new_addr }
         }
         "madvise" => {
             let addr = a.num("ADDR")?;
             let len = a.num("LEN")?;
-            let s = a.next("ADVICE")?;
-            let advice = Advice::ALL.iter().find(|(_, n)| *n == s).map(|(v, _)| *v).ok_or_else(|| {
-                let all: Vec<&str> = Advice::ALL.iter().map(|(_, n)| *n).collect();
-                format!("madvise ADVICE {s:?} unknown (expected one of {})", all.join(" "))
-            })?;
+            let advice = parse_advice(a.next("ADVICE")?)?;
             Op::Madvise { addr, len, advice }
         }
         "touch" => {
@@ -634,7 +597,7 @@ maps
                 addr: 0x2000_0000_3000,
                 len: 4096,
                 prot: Prot::R,
-                flags: MmapFlags(MmapFlags::SHARED | MmapFlags::FIXED),
+                flags: MapFlags::SHARED | MapFlags::FIXED,
                 file: Some(("a".into(), 0x2000)),
             }
         );
@@ -651,6 +614,34 @@ maps
     }
 
     #[test]
+    fn raw_numbers_round_trip() {
+        let text = "mmap 0x1000 0x1000 0x9 private|anon|0x40002000\nmprotect 0 4096 0x1000007\n\
+                    mremap 0 4096 4096 maymove|0x10\nmadvise 0 4096 14\nmadvise 0 4096 -3\nmadvise 0 4096 0x8\n";
+        let s = Script::parse(text).unwrap();
+        assert_eq!(
+            s.lines[0].op,
+            Op::Mmap {
+                addr: 0x1000,
+                len: 0x1000,
+                prot: Prot::READ | Prot::SEM,
+                flags: MapFlags::PRIVATE
+                    | MapFlags::ANONYMOUS
+                    | MapFlags::LOCKED
+                    | MapFlags::from_bits_retain(1 << 30),
+                file: None,
+            }
+        );
+        assert_eq!(s.lines[3].op, Op::Madvise { addr: 0, len: 4096, advice: Advice::HUGEPAGE });
+        assert_eq!(s.lines[4].op, Op::Madvise { addr: 0, len: 4096, advice: Advice::from_raw(-3) });
+        assert_eq!(s.lines[5].op, Op::Madvise { addr: 0, len: 4096, advice: Advice::FREE });
+        let printed = s.to_text();
+        assert!(printed.contains("mmap 0x1000 0x1000 0x9 private|anon|0x40002000"), "{printed}");
+        assert!(printed.contains("madvise 0 0x1000 14\n"), "{printed}");
+        assert!(printed.contains("madvise 0 0x1000 free\n"), "{printed}");
+        assert_eq!(Script::parse(&printed).unwrap().to_text(), printed);
+    }
+
+    #[test]
     fn rejects_bad_lines_with_number_and_reason() {
         let cases = [
             ("mmap 0x1000 0x1000 rw- private", 1, "needs fd=NAME"),
@@ -662,6 +653,9 @@ maps
             ("mremap 0 4096 8192 fixed", 1, "NEWADDR"),
             ("mremap 0 4096 8192 maymove|maymove", 1, "twice"),
             ("madvise 0 4096 willneed", 1, "unknown"),
+            ("madvise 0 4096 0x100000000", 1, "32-bit"),
+            ("mmap 0 4096 0x100000000 private|anon", 1, "PROT"),
+            ("mmap 0 4096 rw- private|anon|0x2", 1, "twice"),
             ("touch 0 4096 x", 1, "r or w"),
             ("frob 1 2", 1, "unknown op"),
             ("brk 0xzz", 1, "number"),

@@ -21,7 +21,9 @@
 //!
 //! Everything is a pure function of the seed and the config: `rand::rngs::SmallRng::seed_from_u64(seed)`.
 
-use crate::ast::{Advice, MmapFlags, MremapFlags, Op, Prot, Script};
+use vmspace_abi::{MapFlags, MremapFlags, Prot};
+
+use crate::ast::{ADVICE_NAMES, Op, Script};
 use crate::output::Arena;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -194,9 +196,9 @@ impl Gen {
             0..=9 => Prot::RW,
             10..=13 => Prot::R,
             14..=15 => Prot::NONE,
-            16..=17 => Prot { read: true, write: false, exec: true },
-            18 => Prot { read: true, write: true, exec: true },
-            _ => Prot { read: false, write: true, exec: false },
+            16..=17 => Prot::RX,
+            18 => Prot::RWX,
+            _ => Prot::WRITE,
         }
     }
 
@@ -208,22 +210,22 @@ impl Gen {
         let prot = self.prot();
         let file_map = !self.files.is_empty() && self.rng.random_bool(0.35);
         let mut flags = if file_map {
-            if self.rng.random_bool(0.7) { MmapFlags::PRIVATE } else { MmapFlags::SHARED }
+            if self.rng.random_bool(0.7) { MapFlags::PRIVATE } else { MapFlags::SHARED }
         } else if self.rng.random_bool(0.85) {
-            MmapFlags::PRIVATE | MmapFlags::ANON
+            MapFlags::PRIVATE | MapFlags::ANONYMOUS
         } else {
-            MmapFlags::SHARED | MmapFlags::ANON
+            MapFlags::SHARED | MapFlags::ANONYMOUS
         };
         flags |= match self.rng.random_range(0..10) {
-            0..=4 => MmapFlags::FIXED,
-            5..=8 => MmapFlags::FIXED_NOREPLACE,
-            _ => 0,
+            0..=4 => MapFlags::FIXED,
+            5..=8 => MapFlags::FIXED_NOREPLACE,
+            _ => MapFlags::empty(),
         };
         // populate write-faults a private writable mapping at once (anon_vma creation at mmap time).
         match self.rng.random_range(0..40) {
-            0..=2 => flags |= MmapFlags::POPULATE,
-            3 => flags |= MmapFlags::NORESERVE,
-            4 | 5 if !file_map => flags |= MmapFlags::GROWSDOWN,
+            0..=2 => flags |= MapFlags::POPULATE,
+            3 => flags |= MapFlags::NORESERVE,
+            4 | 5 if !file_map => flags |= MapFlags::GROWSDOWN,
             _ => {}
         }
         let mut file = None;
@@ -247,7 +249,7 @@ impl Gen {
         match self.rng.random_range(0..30) {
             0 => addr += self.rng.random_range(1..PAGE), // unaligned: EINVAL with fixed, else rounded hint
             1 => len = 0,
-            2 => flags &= !(MmapFlags::PRIVATE | MmapFlags::SHARED),
+            2 => flags &= !(MapFlags::PRIVATE | MapFlags::SHARED),
             3 => len = len - PAGE + self.rng.random_range(1..PAGE), // unaligned length is rounded up: fine
             4 if file.is_some() => {
                 if let Some((_, off)) = file.as_mut() {
@@ -256,14 +258,14 @@ impl Gen {
             }
             5 => {
                 addr = 0x7fff_ffff_f000;
-                flags = (flags & !MmapFlags::FIXED_NOREPLACE) | MmapFlags::FIXED;
+                flags = (flags & !MapFlags::FIXED_NOREPLACE) | MapFlags::FIXED;
             }
             _ => {}
         }
-        let fixed = flags & (MmapFlags::FIXED | MmapFlags::FIXED_NOREPLACE) != 0;
-        let doomed = flags & (MmapFlags::PRIVATE | MmapFlags::SHARED) == 0
+        let fixed = flags.intersects(MapFlags::FIXED | MapFlags::FIXED_NOREPLACE);
+        let doomed = !flags.intersects(MapFlags::PRIVATE | MapFlags::SHARED)
             || file.as_ref().is_some_and(|(_, off)| !off.is_multiple_of(PAGE))
-            || (flags & MmapFlags::FIXED_NOREPLACE != 0 && self.any_mapped(page, len.div_ceil(PAGE)));
+            || (flags.contains(MapFlags::FIXED_NOREPLACE) && self.any_mapped(page, len.div_ceil(PAGE)));
         if fixed && !doomed && addr.is_multiple_of(PAGE) && len > 0 && self.cfg.arena.contains(addr) {
             let pages = len.div_ceil(PAGE);
             match &file {
@@ -275,7 +277,7 @@ impl Gen {
                 }
             }
         }
-        Op::Mmap { addr, len, prot, flags: MmapFlags(flags), file }
+        Op::Mmap { addr, len, prot, flags, file }
     }
 
     fn munmap(&mut self) -> Op {
@@ -316,9 +318,9 @@ impl Gen {
         let shape = self.rng.random_range(0..10);
         let (new_len, flags, new_addr) = match shape {
             // Shrink in place.
-            0 | 1 => (self.rng.random_range(1..=old_len_pages.max(1)) * PAGE, 0, None),
+            0 | 1 => (self.rng.random_range(1..=old_len_pages.max(1)) * PAGE, MremapFlags::empty(), None),
             // Grow in place (into free space or a neighbour: ENOMEM).
-            2 | 3 => ((old_len_pages + self.small_len()) * PAGE, 0, None),
+            2 | 3 => ((old_len_pages + self.small_len()) * PAGE, MremapFlags::empty(), None),
             // Grow, may move (out of the arena when it cannot grow in place).
             4 => ((old_len_pages + self.small_len()) * PAGE, MremapFlags::MAYMOVE, None),
             // Move over/next to neighbours.
@@ -347,7 +349,7 @@ impl Gen {
                         addr: addr + 8,
                         old_len,
                         new_len: old_len,
-                        flags: MremapFlags(0),
+                        flags: MremapFlags::empty(),
                         new_addr: None,
                     };
                 }
@@ -363,7 +365,7 @@ impl Gen {
                         addr,
                         old_len: 0,
                         new_len: old_len,
-                        flags: MremapFlags(MremapFlags::MAYMOVE | MremapFlags::FIXED),
+                        flags: MremapFlags::MAYMOVE | MremapFlags::FIXED,
                         new_addr: Some(self.addr(dst)),
                     };
                 }
@@ -374,7 +376,7 @@ impl Gen {
                         addr: a,
                         old_len: PAGE,
                         new_len: 2 * PAGE,
-                        flags: MremapFlags(0),
+                        flags: MremapFlags::empty(),
                         new_addr: None,
                     };
                 }
@@ -388,7 +390,7 @@ impl Gen {
         match new_addr {
             Some(na) if new_len > 0 => {
                 let dp = (na - self.cfg.arena.base) / PAGE;
-                if flags & MremapFlags::DONTUNMAP == 0 {
+                if !flags.contains(MremapFlags::DONTUNMAP) {
                     self.set(p, old_len_pages, |_| Slot::Free);
                 }
                 let first = src.first().copied().unwrap_or(Slot::Anon);
@@ -397,20 +399,23 @@ impl Gen {
                     _ => Slot::Anon,
                 });
             }
-            None if flags == 0 && new_len < old_len => {
+            None if flags.is_empty() && new_len < old_len => {
                 self.set(p + new_pages, old_len_pages - new_pages, |_| Slot::Free)
             }
-            None if flags & MremapFlags::MAYMOVE != 0 && new_len > old_len && self.rng.random_bool(0.5) => {
+            None if flags.contains(MremapFlags::MAYMOVE)
+                && new_len > old_len
+                && self.rng.random_bool(0.5) =>
+            {
                 self.set(p, old_len_pages, |_| Slot::Free)
             }
             _ => {}
         }
-        Op::Mremap { addr, old_len, new_len, flags: MremapFlags(flags), new_addr }
+        Op::Mremap { addr, old_len, new_len, flags, new_addr }
     }
 
     fn madvise(&mut self) -> Op {
         let (p, n) = self.target_range();
-        let advice = Advice::ALL[self.rng.random_range(0..Advice::ALL.len())].0;
+        let advice = ADVICE_NAMES[self.rng.random_range(0..ADVICE_NAMES.len())].0;
         let mut addr = self.addr(p);
         let mut len = n * PAGE;
         match self.rng.random_range(0..20) {
@@ -514,14 +519,14 @@ mod tests {
         let s = generate(7, &cfg);
         let has = |f: &dyn Fn(&Op) -> bool| s.lines.iter().any(|l| f(&l.op));
         assert!(has(&|o| matches!(o, Op::Mmap { file: Some(_), .. })));
-        assert!(has(&|o| matches!(o, Op::Mmap { flags, .. } if flags.has(MmapFlags::FIXED_NOREPLACE))));
+        assert!(has(&|o| matches!(o, Op::Mmap { flags, .. } if flags.contains(MapFlags::FIXED_NOREPLACE))));
         assert!(has(&|o| matches!(o, Op::Mmap { len: 0, .. })));
         assert!(has(
-            &|o| matches!(o, Op::Mremap { flags, .. } if flags.has(MremapFlags::MAYMOVE | MremapFlags::FIXED))
+            &|o| matches!(o, Op::Mremap { flags, .. } if flags.contains(MremapFlags::MAYMOVE | MremapFlags::FIXED))
         ));
-        assert!(has(&|o| matches!(o, Op::Mremap { flags, .. } if flags.has(MremapFlags::DONTUNMAP))));
+        assert!(has(&|o| matches!(o, Op::Mremap { flags, .. } if flags.contains(MremapFlags::DONTUNMAP))));
         assert!(has(&|o| matches!(o, Op::Touch { write: true, .. })));
-        assert!(has(&|o| matches!(o, Op::Madvise { advice: Advice::WipeOnFork, .. })));
+        assert!(has(&|o| matches!(o, Op::Madvise { advice: vmspace_abi::Advice::WIPEONFORK, .. })));
         assert!(has(&|o| matches!(o, Op::Name { .. })));
         assert!(has(&|o| matches!(o, Op::Maps)));
         // Everything that is meant to land in the arena does: all fixed maps are within the grid or are the

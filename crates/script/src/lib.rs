@@ -1,9 +1,28 @@
 //! Op scripts: the one format that drives the engine (`vmspace replay`), the live kernel (`vmspace replay
-//! --kernel`) and the differential tests that compare them (`../shared/DESIGN.md`, "Op scripts").
+//! --kernel`) and the differential tests that compare them (the grammar is in [`ast`]).
+//!
+//! ```
+//! use vmspace_script::{Advice, MapFlags, Op, Prot, Script};
+//!
+//! let s = Script::parse(
+//!     "file f 0x2000\n\
+//!      mmap 0x200000000000 0x2000 r-x private|fixed fd=f off=0   # a file mapping\n\
+//!      madvise 0x200000000000 0x1000 14                         # raw advice: MADV_HUGEPAGE\n\
+//!      maps\n",
+//! )?;
+//! let Op::Mmap { prot, flags, .. } = &s.lines[1].op else { unreachable!() };
+//! assert_eq!((*prot, *flags), (Prot::RX, MapFlags::PRIVATE | MapFlags::FIXED));
+//! assert_eq!(s.lines[2].op, Op::Madvise { addr: 0x2000_0000_0000, len: 0x1000, advice: Advice::HUGEPAGE });
+//! // The canonical text parses back to the same ops.
+//! assert_eq!(Script::parse(&s.to_text())?.to_text(), s.to_text());
+//! # Ok::<(), vmspace_script::ParseError>(())
+//! ```
 //!
 //! This crate owns the syntax (parser with line-numbered errors), the canonical result lines
 //! (`L<line> <op> = <value>`, `MAPS` ... `END`), the comparison of two runs, and the seeded random generator.
-//! It executes nothing: runners live in `mm` (engine) and `linux` (kernel). It depends only on `proc` and `abi` (the errno type it prints).
+//! It executes nothing: runners live in `replay` (engine) and `linux` (kernel). It depends only on `proc` and
+//! `abi` (the errno it prints and the typed call arguments: [`Prot`], [`MapFlags`], [`MremapFlags`],
+//! [`Advice`], re-exported here for targets' convenience).
 
 pub mod ast;
 pub mod generate;
@@ -11,9 +30,9 @@ pub mod minimise;
 pub mod output;
 pub mod run;
 
-pub use ast::{Advice, Line, MmapFlags, MremapFlags, Op, ParseError, Prot, Script};
+pub use ast::{ADVICE_NAMES, Line, MMAP_FLAG_NAMES, MREMAP_FLAG_NAMES, Op, ParseError, Script};
 pub use generate::{GenConfig, generate};
 pub use minimise::minimise;
 pub use output::{Arena, Difference, Entry, Output, Value, compare};
 pub use run::{Target, canonical_maps, run, run_in};
-pub use vmspace_abi::Errno;
+pub use vmspace_abi::{Advice, Errno, MapFlags, MremapFlags, Prot};

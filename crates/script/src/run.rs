@@ -1,4 +1,4 @@
-//! Running a script: the [`Target`] trait that a runner implements (the engine in `vmspace_mm`, the live
+//! Running a script: the [`Target`] trait that a runner implements (the engine in `vmspace_replay`, the live
 //! kernel in `vmspace_linux::replay`), and [`run`], which drives any target through a script and builds the
 //! canonical [`Output`].
 //!
@@ -7,7 +7,9 @@
 //! mappings are canonicalised. A target only performs calls and reports raw results.
 
 use crate::Errno;
-use crate::ast::{Advice, MmapFlags, MremapFlags, Op, Prot, Script};
+use vmspace_abi::{Advice, MapFlags, MremapFlags, Prot};
+
+use crate::ast::{Op, Script};
 use crate::output::{Arena, Entry, Output, Value};
 use vmspace_proc::{MapsLine, MapsName};
 
@@ -33,7 +35,7 @@ pub trait Target {
         addr: u64,
         len: u64,
         prot: Prot,
-        flags: MmapFlags,
+        flags: MapFlags,
         file: Option<(&str, u64)>,
     ) -> Result<u64, Errno>;
 
@@ -207,7 +209,7 @@ mod tests {
             addr: u64,
             len: u64,
             _: Prot,
-            _: MmapFlags,
+            _: MapFlags,
             f: Option<(&str, u64)>,
         ) -> Result<u64, Errno> {
             self.calls.push(format!("mmap {addr:#x} {len:#x} {f:?}"));

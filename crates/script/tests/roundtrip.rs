@@ -2,10 +2,11 @@
 //! and parses back to itself.
 
 use proptest::prelude::*;
-use vmspace_script::{Advice, Entry, Errno, MmapFlags, MremapFlags, Op, Output, Prot, Script, Value};
+use vmspace_script::{Advice, Entry, Errno, MapFlags, MremapFlags, Op, Output, Prot, Script, Value};
 
+/// Any PROT value: mostly the `rwx` forms, sometimes any raw bits.
 fn prot() -> impl Strategy<Value = Prot> {
-    (0u32..8).prop_map(Prot::from_bits)
+    prop_oneof![3 => (0u32..8).prop_map(Prot::from_bits_retain), 1 => any::<u32>().prop_map(Prot::from_bits_retain)]
 }
 
 fn name() -> impl Strategy<Value = String> {
@@ -14,34 +15,26 @@ fn name() -> impl Strategy<Value = String> {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        (any::<u64>(), any::<u64>(), prot(), 0u32..0x20_0000, any::<bool>(), any::<u64>()).prop_map(
+        (any::<u64>(), any::<u64>(), prot(), any::<u32>(), any::<bool>(), any::<u64>()).prop_map(
             |(addr, len, prot, bits, file, off)| {
-                let known = MmapFlags::NAMES.iter().fold(0, |a, (b, _)| a | b);
-                let mut bits = bits & known;
+                // Any raw bits, named or not.
+                let mut flags = MapFlags::from_bits_retain(bits);
                 // The parser ties the anon flag to the absence of fd=NAME.
                 let file = if file { Some(("f".to_string(), off)) } else { None };
-                if file.is_some() {
-                    bits &= !MmapFlags::ANON
-                } else {
-                    bits |= MmapFlags::ANON
-                }
-                Op::Mmap { addr, len, prot, flags: MmapFlags(bits), file }
+                flags.set(MapFlags::ANONYMOUS, file.is_none());
+                Op::Mmap { addr, len, prot, flags, file }
             }
         ),
         (any::<u64>(), any::<u64>()).prop_map(|(addr, len)| Op::Munmap { addr, len }),
         (any::<u64>(), any::<u64>(), prot()).prop_map(|(addr, len, prot)| Op::Mprotect { addr, len, prot }),
-        (any::<u64>(), any::<u64>(), any::<u64>(), 0u32..8, any::<u64>()).prop_map(
-            |(addr, old_len, new_len, f, n)| {
-                let flags = MremapFlags(f);
-                let new_addr = flags.has(MremapFlags::FIXED).then_some(n);
+        (any::<u64>(), any::<u64>(), any::<u64>(), prop_oneof![0u32..8, any::<u32>()], any::<u64>())
+            .prop_map(|(addr, old_len, new_len, f, n)| {
+                let flags = MremapFlags::from_bits_retain(f);
+                let new_addr = flags.contains(MremapFlags::FIXED).then_some(n);
                 Op::Mremap { addr, old_len, new_len, flags, new_addr }
-            }
-        ),
-        (any::<u64>(), any::<u64>(), 0usize..6).prop_map(|(addr, len, a)| Op::Madvise {
-            addr,
-            len,
-            advice: Advice::ALL[a].0
-        }),
+            }),
+        (any::<u64>(), any::<u64>(), prop_oneof![0i32..30, any::<i32>()])
+            .prop_map(|(addr, len, a)| Op::Madvise { addr, len, advice: Advice::from_raw(a) }),
         (any::<u64>(), any::<u64>(), any::<bool>()).prop_map(|(addr, len, write)| Op::Touch {
             addr,
             len,

@@ -90,6 +90,14 @@ impl Tree {
         }
     }
 
+    /// Gives back the writer's leftover node reserve, so that the next allocation reaches the allocator.
+    pub fn release_reserve(&mut self) {
+        match self {
+            Tree::Rcu(t) => t.lock().release_reserve(),
+            Tree::NonRcu(t) => t.release_reserve(),
+        }
+    }
+
     pub fn load(&self, i: u64) -> Option<V> {
         both!(self, t => t.load(i))
     }

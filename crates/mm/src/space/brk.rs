@@ -8,7 +8,7 @@
 //! next VMA), otherwise a new VMA `rw-` + `VM_ACCOUNT` is created. brk never fails with an errno: a refused
 //! request returns the old break.
 
-use super::flags::*;
+use super::VmFlags;
 use super::merge::Cand;
 use super::tree::NewVma;
 use super::{AnonState, Errno, Mm, PAGE_SIZE, config::PAGE_SHIFT, page_align};
@@ -46,7 +46,7 @@ impl Mm {
             return Ok(());
         }
         // check_brk_limits: get_unmapped_area(NULL, oldbrk, len, 0, MAP_FIXED).
-        self.get_unmapped_area(true, oldbrk, newbrk - oldbrk, MAP_FIXED)?;
+        self.get_unmapped_area(true, oldbrk, newbrk - oldbrk, super::MapFlags::FIXED)?;
         let guard_end = newbrk.saturating_add(PAGE_SIZE).saturating_add(self.cfg.stack_guard_gap);
         if let Some(next) = self.find_intersection(oldbrk, guard_end)
             && newbrk + PAGE_SIZE > self.vm_start_gap(next)
@@ -55,7 +55,12 @@ impl Mm {
         }
         // do_brk_flags.
         let len = newbrk - oldbrk;
-        let flags = VM_READ | VM_WRITE | VM_MAYREAD | VM_MAYWRITE | VM_MAYEXEC | VM_ACCOUNT;
+        let flags = VmFlags::READ
+            | VmFlags::WRITE
+            | VmFlags::MAYREAD
+            | VmFlags::MAYWRITE
+            | VmFlags::MAYEXEC
+            | VmFlags::ACCOUNT;
         if self.map_count() > self.cfg.max_map_count {
             return Err(Errno::ENOMEM);
         }

@@ -2,15 +2,12 @@
 //!
 //! Linux's behaviour depends on sysctls and build options (`vm.max_map_count`, `vm.mmap_min_addr`,
 //! `CONFIG_ANON_VMA_NAME`, the overcommit policy, the stack rlimit that places `mmap_base`). The engine takes
-//! them from this struct so that a differential run can use the host's values ([`MmConfig::host`] reads
-//! them) while tests can shrink a limit (a `max_map_count` of 8 makes the limit reachable in a few calls).
+//! them from this struct so that a differential run can use the host's values ([`MmConfig::host`] takes
+//! them from `vmspace_host`, the one place that probes the host) while tests can shrink a limit (a
+//! `max_map_count` of 8 makes the limit reachable in a few calls).
 
-/// Page size (x86-64: 4 KiB). Fixed: the engine models x86-64 only.
-pub const PAGE_SIZE: u64 = 4096;
-/// `PAGE_SHIFT`.
-pub const PAGE_SHIFT: u32 = 12;
-/// x86-64 `TASK_SIZE` with 4-level paging: the first address user space cannot map.
-pub const TASK_SIZE: u64 = 0x7fff_ffff_f000;
+pub use vmspace_abi::{PAGE_SHIFT, PAGE_SIZE, TASK_SIZE};
+
 /// `DEFAULT_MAP_WINDOW` (equal to `TASK_SIZE` with 4-level paging).
 pub const DEFAULT_MAP_WINDOW: u64 = TASK_SIZE;
 
@@ -77,43 +74,37 @@ impl Default for MmConfig {
 }
 
 impl MmConfig {
-    /// The host's configuration: `/proc/sys/vm/{mmap_min_addr,max_map_count,overcommit_memory}`, total RAM
-    /// and swap from `/proc/meminfo`, whether the running kernel has `CONFIG_ANON_VMA_NAME`
-    /// (`/proc/config.gz` is not needed: the answer is probed by the caller when it matters, and read here from
-    /// `/proc/config.gz` when readable), and whether this process is root (CAP_SYS_RAWIO). Values that cannot be
-    /// read keep their defaults.
+    /// The host's configuration, from one probe of the host ([`vmspace_host::Host::probe`]; see
+    /// [`MmConfig::from_host`] for what is taken from it).
     pub fn host() -> Self {
+        MmConfig::from_host(&vmspace_host::Host::probe())
+    }
+
+    /// The configuration a probed host implies: `vm.mmap_min_addr`, `vm.max_map_count`, the overcommit policy
+    /// (`vm.overcommit_memory`; the heuristic's limit is MemTotal + SwapTotal), CAP_SYS_RAWIO when running as
+    /// root, and `CONFIG_ANON_VMA_NAME` from the kernel config (`/boot/config-$(uname -r)`, else
+    /// `/proc/config.gz`; without a readable config the option counts as absent). Facts the probe could not
+    /// read keep their [`Default`] values.
+    pub fn from_host(h: &vmspace_host::Host) -> Self {
         let mut c = MmConfig::default();
-        let read = |p: &str| std::fs::read_to_string(p).ok().and_then(|s| s.trim().parse::<u64>().ok());
-        if let Some(v) = read("/proc/sys/vm/mmap_min_addr") {
+        if let Some(v) = h.mmap_min_addr {
             c.mmap_min_addr = v;
         }
-        if let Some(v) = read("/proc/sys/vm/max_map_count") {
+        if let Some(v) = h.max_map_count {
             c.max_map_count = v;
         }
-        let policy = read("/proc/sys/vm/overcommit_memory").unwrap_or(0);
-        if let Ok(mi) = std::fs::read_to_string("/proc/meminfo") {
-            let field = |name: &str| {
-                mi.lines()
-                    .find(|l| l.starts_with(name))
-                    .and_then(|l| l.split_whitespace().nth(1))
-                    .and_then(|v| v.parse::<u64>().ok())
-            };
-            let kb = field("MemTotal:").unwrap_or(16 << 20) + field("SwapTotal:").unwrap_or(0);
-            c.overcommit = if policy == 1 {
-                Overcommit::Always
-            } else if policy == 2 {
-                Overcommit::Never
-            } else {
-                Overcommit::Guess { limit_pages: kb * 1024 / PAGE_SIZE }
+        if let Some(mem_kb) = h.mem_total_kb {
+            let kb = mem_kb + h.swap_total_kb.unwrap_or(0);
+            c.overcommit = match h.overcommit_memory.unwrap_or(0) {
+                1 => Overcommit::Always,
+                2 => Overcommit::Never,
+                _ => Overcommit::Guess { limit_pages: kb * 1024 / PAGE_SIZE },
             };
         }
-        if let Ok(status) = std::fs::read_to_string("/proc/self/status") {
-            let uid0 =
-                status.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"));
-            c.cap_sys_rawio = uid0;
+        if let Some(root) = h.root {
+            c.cap_sys_rawio = root;
         }
-        c.anon_vma_name = host_has_anon_vma_name();
+        c.anon_vma_name = h.config_enabled("CONFIG_ANON_VMA_NAME").unwrap_or(false);
         c
     }
 
@@ -123,13 +114,33 @@ impl MmConfig {
     }
 }
 
-/// Whether the running kernel names anonymous VMAs: `prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, 0, 0, 0)` on an
-/// empty range is 0 with `CONFIG_ANON_VMA_NAME` and `EINVAL` without. Read from `/proc/config.gz` when it is
-/// plain text-searchable, else assumed absent (the hosts here).
-fn host_has_anon_vma_name() -> bool {
-    // /proc/config.gz is gzip; without a decompressor in this crate, look for an uncompressed copy that
-    // distributions install under /boot.
-    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    let path = format!("/boot/config-{}", release.trim());
-    std::fs::read_to_string(path).is_ok_and(|s| s.lines().any(|l| l == "CONFIG_ANON_VMA_NAME=y"))
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vmspace_host::{Host, KernelConfig};
+
+    #[test]
+    fn from_host_takes_every_probed_fact() {
+        let h = Host {
+            mmap_min_addr: Some(65536),
+            max_map_count: Some(1000),
+            overcommit_memory: Some(0),
+            mem_total_kb: Some(1 << 20),
+            swap_total_kb: Some(1 << 20),
+            root: Some(true),
+            config: Some(KernelConfig::parse("CONFIG_ANON_VMA_NAME=y\n")),
+            ..Host::default()
+        };
+        let c = MmConfig::from_host(&h);
+        assert_eq!(
+            (c.mmap_min_addr, c.max_map_count, c.cap_sys_rawio, c.anon_vma_name),
+            (65536, 1000, true, true)
+        );
+        assert_eq!(c.overcommit, Overcommit::Guess { limit_pages: (2u64 << 30) / PAGE_SIZE });
+        let always =
+            MmConfig::from_host(&Host { overcommit_memory: Some(1), mem_total_kb: Some(1), ..h.clone() });
+        assert_eq!(always.overcommit, Overcommit::Always);
+        // Nothing probed: the defaults.
+        assert_eq!(MmConfig::from_host(&Host::default()), MmConfig::default());
+    }
 }

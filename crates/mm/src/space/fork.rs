@@ -13,7 +13,6 @@
 
 use std::sync::Arc;
 
-use super::flags::*;
 use super::tree::{MmShared, VmaExt, Vmas};
 use super::{AnonState, Errno, Mm};
 use crate::vma::{MmLocking, VmFlags, Vma, vma_mark_attached, vma_mark_detached, vma_start_write};
@@ -43,16 +42,16 @@ impl Mm {
                 |_first, _last, parent: &'static Vma| -> Result<&'static Vma, Errno> {
                     let v = pool.alloc(&locking).map_err(|_| Errno::ENOMEM)?;
                     let fl = parent.fl();
-                    if fl & VM_DONTCOPY == 0 {
+                    if !fl.intersects(VmFlags::DONTCOPY) {
                         // Fork the anon_vma first: its reuse rule reads the counters the copy would change.
-                        let anon = if fl & VM_WIPEONFORK != 0 {
+                        let anon = if fl.intersects(VmFlags::WIPEONFORK) {
                             AnonState::EMPTY
                         } else {
                             AnonState::fork(&parent.anon())
                         };
                         vma_start_write(&locking, v);
                         v.set_range(&locking, parent.start(), parent.end());
-                        v.set_flags(&locking, VmFlags::from_bits(fl & !VM_LOCKED_MASK));
+                        v.set_flags(&locking, fl & !VmFlags::LOCKED_MASK);
                         v.set_pgoff(&locking, parent.pgoff());
                         v.set_file(&locking, parent.file());
                         v.set_anon_name(&locking, parent.anon_name());
@@ -71,8 +70,11 @@ impl Mm {
             );
             let tree = dup.map_err(|_| Errno::ENOMEM)?;
             // Clear the DONTCOPY ranges (their slots hold never-attached VMAs).
-            let dontcopy: Vec<(u64, u64)> =
-                self.areas().filter(|v| v.fl() & VM_DONTCOPY != 0).map(|v| (v.start(), v.end())).collect();
+            let dontcopy: Vec<(u64, u64)> = self
+                .areas()
+                .filter(|v| v.fl().intersects(VmFlags::DONTCOPY))
+                .map(|v| (v.start(), v.end()))
+                .collect();
             let mut w = tree.lock();
             for (s, e) in dontcopy {
                 match w.store_range(s, e - 1, None) {

@@ -20,9 +20,9 @@
 
 use std::sync::Arc;
 
-use super::flags::*;
+use super::VmFlags;
 use super::tree::{V, VmaExt};
-use super::{Errno, Mm, PAGE_MASK, page_align};
+use super::{Advice, Errno, Mm, PAGE_MASK, page_align};
 
 /// `ANON_VMA_NAME_MAX_LEN` (including the NUL).
 const ANON_VMA_NAME_MAX_LEN: usize = 80;
@@ -30,16 +30,21 @@ const ANON_VMA_NAME_MAX_LEN: usize = 80;
 /// What a madvise walk does to each VMA.
 #[derive(Clone)]
 enum Behavior {
-    Advice(i32),
+    Advice(Advice),
     Name(Option<Arc<str>>),
 }
 
 impl Mm {
     /// `madvise(start, len, advice)`.
-    pub fn madvise(&mut self, start: u64, len: u64, advice: i32) -> Result<(), Errno> {
+    pub fn madvise(&mut self, start: u64, len: u64, advice: Advice) -> Result<(), Errno> {
         if !matches!(
             advice,
-            MADV_DONTNEED | MADV_FREE | MADV_DONTFORK | MADV_DOFORK | MADV_WIPEONFORK | MADV_KEEPONFORK
+            Advice::DONTNEED
+                | Advice::FREE
+                | Advice::DONTFORK
+                | Advice::DOFORK
+                | Advice::WIPEONFORK
+                | Advice::KEEPONFORK
         ) {
             return Err(Errno::EINVAL);
         }
@@ -83,7 +88,9 @@ impl Mm {
         if matches!(
             b,
             Behavior::Name(_)
-                | Behavior::Advice(MADV_DONTFORK | MADV_DOFORK | MADV_WIPEONFORK | MADV_KEEPONFORK)
+                | Behavior::Advice(
+                    Advice::DONTFORK | Advice::DOFORK | Advice::WIPEONFORK | Advice::KEEPONFORK
+                )
         ) {
             self.reserve(3 * n).map_err(|_| Errno::EAGAIN)?;
         }
@@ -118,32 +125,32 @@ impl Mm {
         let mut new_flags = flags;
         let mut new_name = a.anon_name();
         match b {
-            Behavior::Advice(MADV_DONTNEED) => {
-                if flags & (VM_PFNMAP | VM_LOCKED) != 0 {
+            Behavior::Advice(Advice::DONTNEED) => {
+                if flags.intersects(VmFlags::PFNMAP | VmFlags::LOCKED) {
                     return Err(Errno::EINVAL);
                 }
                 return Ok(a.end());
             }
-            Behavior::Advice(MADV_FREE) => {
-                if !a.is_anonymous() || flags & (VM_PFNMAP | VM_LOCKED) != 0 {
+            Behavior::Advice(Advice::FREE) => {
+                if !a.is_anonymous() || flags.intersects(VmFlags::PFNMAP | VmFlags::LOCKED) {
                     return Err(Errno::EINVAL);
                 }
                 return Ok(a.end());
             }
-            Behavior::Advice(MADV_DONTFORK) => new_flags |= VM_DONTCOPY,
-            Behavior::Advice(MADV_DOFORK) => {
-                if new_flags & VM_IO != 0 {
+            Behavior::Advice(Advice::DONTFORK) => new_flags |= VmFlags::DONTCOPY,
+            Behavior::Advice(Advice::DOFORK) => {
+                if new_flags.intersects(VmFlags::IO) {
                     return Err(Errno::EINVAL);
                 }
-                new_flags &= !VM_DONTCOPY;
+                new_flags &= !VmFlags::DONTCOPY;
             }
-            Behavior::Advice(MADV_WIPEONFORK) => {
-                if a.is_file_backed() || new_flags & VM_SHARED != 0 {
+            Behavior::Advice(Advice::WIPEONFORK) => {
+                if a.is_file_backed() || new_flags.intersects(VmFlags::SHARED) {
                     return Err(Errno::EINVAL);
                 }
-                new_flags |= VM_WIPEONFORK;
+                new_flags |= VmFlags::WIPEONFORK;
             }
-            Behavior::Advice(MADV_KEEPONFORK) => new_flags &= !VM_WIPEONFORK,
+            Behavior::Advice(Advice::KEEPONFORK) => new_flags &= !VmFlags::WIPEONFORK,
             Behavior::Advice(_) => return Err(Errno::EINVAL),
             Behavior::Name(n) => {
                 if a.file().is_some_and(|f| f.kind != super::FileKind::ShmemZero) {

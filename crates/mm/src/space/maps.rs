@@ -8,7 +8,7 @@
 
 use vmspace_proc::{MapsLine, MapsName, Perms};
 
-use super::flags::*;
+use super::VmFlags;
 use super::tree::VmaExt;
 use super::{FileKind, Mm, config::PAGE_SHIFT};
 use crate::vma::Vma;
@@ -18,10 +18,10 @@ impl Mm {
     pub fn maps_line(&self, v: &Vma) -> MapsLine {
         let fl = v.fl();
         let perms = Perms {
-            read: fl & VM_READ != 0,
-            write: fl & VM_WRITE != 0,
-            exec: fl & VM_EXEC != 0,
-            shared: fl & VM_MAYSHARE != 0,
+            read: fl.intersects(VmFlags::READ),
+            write: fl.intersects(VmFlags::WRITE),
+            exec: fl.intersects(VmFlags::EXEC),
+            shared: fl.intersects(VmFlags::MAYSHARE),
         };
         let (start, end) = (v.start(), v.end());
         let file = v.file();

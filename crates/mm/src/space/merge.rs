@@ -35,7 +35,7 @@
 
 use std::sync::Arc;
 
-use super::flags::*;
+use super::VmFlags;
 use super::tree::{V, VmaExt};
 use super::{AnonState, Errno, Mm, VmFile, config::PAGE_SHIFT};
 
@@ -43,7 +43,7 @@ use super::{AnonState, Errno, Mm, VmFile, config::PAGE_SHIFT};
 pub(crate) struct Cand<'a> {
     pub start: u64,
     pub end: u64,
-    pub flags: u64,
+    pub flags: VmFlags,
     pub pgoff: u64,
     pub file: Option<&'a Arc<VmFile>>,
     pub anon: &'a AnonState,
@@ -62,7 +62,7 @@ impl Cand<'_> {
 
 /// `is_mergeable_vma`.
 fn mergeable_vma(t: V, c: &Cand<'_>) -> bool {
-    (t.fl() ^ c.flags) & !VM_SOFTDIRTY == 0 && t.file_is(c.file) && t.name_is(c.name)
+    ((t.fl() ^ c.flags) & !VmFlags::SOFTDIRTY).is_empty() && t.file_is(c.file) && t.name_is(c.name)
 }
 
 /// `is_mergeable_anon_vma`.
@@ -127,7 +127,7 @@ impl Mm {
     /// The decision of `vma_merge_new_range` for `c` (an empty range): prev is the VMA before `c.start`, next
     /// the first at or after `c.end`. `just_expand` (brk) disables merging right.
     pub(crate) fn plan_new_merge(&self, c: &Cand<'_>, just_expand: bool) -> NewMerge {
-        if c.flags & VM_SPECIAL != 0 {
+        if c.flags.intersects(VmFlags::SPECIAL) {
             return NewMerge::None;
         }
         // The range is free (unmapped first, or found free), so one tree position gives both neighbours.
@@ -197,13 +197,13 @@ impl Mm {
         middle: V,
         start: u64,
         end: u64,
-        flags: u64,
+        flags: VmFlags,
         name: Option<&Arc<str>>,
     ) -> Option<V> {
         let (m_start, m_end, m_pgoff) = (middle.start(), middle.end(), middle.pgoff());
         let left_side = start == m_start;
         let right_side = end == m_end;
-        if flags & VM_SPECIAL != 0 || (!left_side && !right_side) {
+        if flags.intersects(VmFlags::SPECIAL) || (!left_side && !right_side) {
             return None;
         }
         let prev = self.prev_of(m_start);
@@ -276,7 +276,7 @@ impl Mm {
         middle: V,
         start: u64,
         end: u64,
-        flags: u64,
+        flags: VmFlags,
         name: Option<&Arc<str>>,
     ) -> Result<V, Errno> {
         if let Some(v) = self.merge_existing(middle, start, end, flags, name) {

@@ -20,10 +20,11 @@
 
 use std::sync::Arc;
 
-use super::flags::*;
+use super::VmFlags;
+use super::flags::prot_to_vm;
 use super::merge::Cand;
 use super::tree::{NewVma, VmaExt};
-use super::{AnonState, Errno, Mm, PAGE_MASK, VmFile, config::PAGE_SHIFT, page_align};
+use super::{AnonState, Errno, MapFlags, Mm, PAGE_MASK, Prot, VmFile, config::PAGE_SHIFT, page_align};
 
 /// `MAX_LFS_FILESIZE` on 64-bit.
 const MAX_LFS_FILESIZE: u64 = i64::MAX as u64;
@@ -35,8 +36,8 @@ impl Mm {
         &mut self,
         addr: u64,
         len: u64,
-        prot: u32,
-        flags: u32,
+        prot: Prot,
+        flags: MapFlags,
         file: Option<&Arc<VmFile>>,
         off: u64,
     ) -> Result<u64, Errno> {
@@ -44,8 +45,8 @@ impl Mm {
             return Err(Errno::EINVAL);
         }
         // ksys_mmap_pgoff: MAP_ANONYMOUS ignores the fd.
-        let file = if flags & MAP_ANONYMOUS != 0 { None } else { Some(file.ok_or(Errno::EBADF)?) };
-        if flags & MAP_HUGETLB != 0 {
+        let file = if flags.contains(MapFlags::ANONYMOUS) { None } else { Some(file.ok_or(Errno::EBADF)?) };
+        if flags.contains(MapFlags::HUGETLB) {
             return Err(Errno::EINVAL);
         }
         let (a, populate) = self.locked(|mm| mm.do_mmap(file, addr, len, prot, flags, off >> PAGE_SHIFT))?;
@@ -61,17 +62,17 @@ impl Mm {
         file: Option<&Arc<VmFile>>,
         mut addr: u64,
         len: u64,
-        prot: u32,
-        mut flags: u32,
+        prot: Prot,
+        mut flags: MapFlags,
         mut pgoff: u64,
     ) -> Result<(u64, bool), Errno> {
         if len == 0 {
             return Err(Errno::EINVAL);
         }
-        if flags & MAP_FIXED_NOREPLACE != 0 {
-            flags |= MAP_FIXED;
+        if flags.contains(MapFlags::FIXED_NOREPLACE) {
+            flags |= MapFlags::FIXED;
         }
-        if flags & MAP_FIXED == 0 {
+        if !flags.contains(MapFlags::FIXED) {
             // round_hint_to_min.
             addr &= PAGE_MASK;
             if addr != 0 && addr < self.cfg.mmap_min_addr {
@@ -88,15 +89,15 @@ impl Mm {
         if self.map_count() > self.cfg.max_map_count {
             return Err(Errno::ENOMEM);
         }
-        let mut vm_flags = prot_to_vm(prot) | VM_MAYREAD | VM_MAYWRITE | VM_MAYEXEC;
-        if flags & MAP_GROWSDOWN != 0 {
-            vm_flags |= VM_GROWSDOWN;
+        let mut vm_flags = prot_to_vm(prot) | VmFlags::MAYREAD | VmFlags::MAYWRITE | VmFlags::MAYEXEC;
+        if flags.contains(MapFlags::GROWSDOWN) {
+            vm_flags |= VmFlags::GROWSDOWN;
         }
-        if flags & MAP_LOCKED != 0 {
-            vm_flags |= VM_LOCKED;
+        if flags.contains(MapFlags::LOCKED) {
+            vm_flags |= VmFlags::LOCKED;
         }
         let addr = self.get_unmapped_area(file.is_none(), addr, len, flags)?;
-        if flags & MAP_FIXED_NOREPLACE != 0 && self.find_intersection(addr, addr + len).is_some() {
+        if flags.contains(MapFlags::FIXED_NOREPLACE) && self.find_intersection(addr, addr + len).is_some() {
             return Err(Errno::EEXIST);
         }
         if let Some(f) = file {
@@ -104,58 +105,59 @@ impl Mm {
             if len > MAX_LFS_FILESIZE || pgoff > (MAX_LFS_FILESIZE - len) >> PAGE_SHIFT {
                 return Err(Errno::EOVERFLOW);
             }
-            let mut ty = flags & MAP_TYPE;
-            if ty == MAP_SHARED {
-                flags &= LEGACY_MAP_MASK;
-                ty = MAP_SHARED_VALIDATE;
+            let mut ty = flags.map_type();
+            if ty == MapFlags::SHARED {
+                flags &= MapFlags::LEGACY;
+                ty = MapFlags::SHARED_VALIDATE;
             }
             match ty {
-                MAP_SHARED_VALIDATE | MAP_PRIVATE => {
-                    if ty == MAP_SHARED_VALIDATE {
-                        if flags & !LEGACY_MAP_MASK != 0 {
+                ty if ty == MapFlags::SHARED_VALIDATE || ty == MapFlags::PRIVATE => {
+                    if ty == MapFlags::SHARED_VALIDATE {
+                        if !MapFlags::LEGACY.contains(flags) {
                             return Err(Errno::EOPNOTSUPP);
                         }
-                        if prot & PROT_WRITE != 0 && !f.writable {
+                        if prot.contains(Prot::WRITE) && !f.writable {
                             return Err(Errno::EACCES);
                         }
-                        vm_flags |= VM_SHARED | VM_MAYSHARE;
+                        vm_flags |= VmFlags::SHARED | VmFlags::MAYSHARE;
                         if !f.writable {
-                            vm_flags &= !(VM_MAYWRITE | VM_SHARED);
+                            vm_flags &= !(VmFlags::MAYWRITE | VmFlags::SHARED);
                         }
                     }
                     if !f.readable {
                         return Err(Errno::EACCES);
                     }
                     if f.noexec {
-                        if vm_flags & VM_EXEC != 0 {
+                        if vm_flags.intersects(VmFlags::EXEC) {
                             return Err(Errno::EPERM);
                         }
-                        vm_flags &= !VM_MAYEXEC;
+                        vm_flags &= !VmFlags::MAYEXEC;
                     }
-                    if vm_flags & VM_GROWSDOWN != 0 {
+                    if vm_flags.intersects(VmFlags::GROWSDOWN) {
                         return Err(Errno::EINVAL);
                     }
                 }
                 _ => return Err(Errno::EINVAL),
             }
         } else {
-            match flags & MAP_TYPE {
-                MAP_SHARED => {
-                    if vm_flags & VM_GROWSDOWN != 0 {
+            match flags.map_type() {
+                ty if ty == MapFlags::SHARED => {
+                    if vm_flags.intersects(VmFlags::GROWSDOWN) {
                         return Err(Errno::EINVAL);
                     }
                     pgoff = 0;
-                    vm_flags |= VM_SHARED | VM_MAYSHARE;
+                    vm_flags |= VmFlags::SHARED | VmFlags::MAYSHARE;
                 }
-                MAP_PRIVATE => pgoff = addr >> PAGE_SHIFT,
+                ty if ty == MapFlags::PRIVATE => pgoff = addr >> PAGE_SHIFT,
                 _ => return Err(Errno::EINVAL),
             }
         }
-        if flags & MAP_NORESERVE != 0 && self.cfg.overcommit != super::Overcommit::Never {
-            vm_flags |= VM_NORESERVE;
+        if flags.contains(MapFlags::NORESERVE) && self.cfg.overcommit != super::Overcommit::Never {
+            vm_flags |= VmFlags::NORESERVE;
         }
-        let a = self.mmap_region(file, addr, len, vm_flags, pgoff, flags & MAP_FIXED != 0)?;
-        let populate = vm_flags & VM_LOCKED != 0 || flags & (MAP_POPULATE | MAP_NONBLOCK) == MAP_POPULATE;
+        let a = self.mmap_region(file, addr, len, vm_flags, pgoff, flags.contains(MapFlags::FIXED))?;
+        let populate = vm_flags.intersects(VmFlags::LOCKED)
+            || flags.intersection(MapFlags::POPULATE | MapFlags::NONBLOCK) == MapFlags::POPULATE;
         Ok((a, populate))
     }
 
@@ -165,7 +167,7 @@ impl Mm {
         file: Option<&Arc<VmFile>>,
         addr: u64,
         len: u64,
-        mut vm_flags: u64,
+        mut vm_flags: VmFlags,
         pgoff: u64,
         fixed: bool,
     ) -> Result<u64, Errno> {
@@ -180,12 +182,12 @@ impl Mm {
         };
         let nr_accounted = if busy.is_some() { self.accounted_in(addr, end).1 } else { 0 };
         // accountable_mapping.
-        if vm_flags & (VM_NORESERVE | VM_SHARED | VM_WRITE) == VM_WRITE {
+        if vm_flags.intersection(VmFlags::NORESERVE | VmFlags::SHARED | VmFlags::WRITE) == VmFlags::WRITE {
             let charged = (len >> PAGE_SHIFT) - nr_accounted;
             if charged > 0 {
                 self.enough_memory(charged)?;
             }
-            vm_flags |= VM_ACCOUNT;
+            vm_flags |= VmFlags::ACCOUNT;
         }
         if let Some(inside) = inside {
             self.remove_from(inside, end);
@@ -211,7 +213,7 @@ impl Mm {
         }
         let file = match file {
             Some(f) => Some(f.clone()),
-            None if vm_flags & VM_SHARED != 0 => Some(self.shmem_zero_file(len)),
+            None if vm_flags.intersects(VmFlags::SHARED) => Some(self.shmem_zero_file(len)),
             None => None,
         };
         self.insert_new(NewVma {
@@ -242,9 +244,9 @@ impl Mm {
         while nstart < end {
             let Some(v) = self.find_intersection(nstart, end) else { break };
             let fl = v.fl();
-            if fl & (VM_IO | VM_PFNMAP) == 0
-                && fl & VM_LOCKONFAULT == 0
-                && fl & (VM_WRITE | VM_SHARED) == VM_WRITE
+            if !fl.intersects(VmFlags::IO | VmFlags::PFNMAP)
+                && !fl.intersects(VmFlags::LOCKONFAULT)
+                && fl.intersection(VmFlags::WRITE | VmFlags::SHARED) == VmFlags::WRITE
             {
                 self.anon_vma_prepare(v);
             }

@@ -33,11 +33,14 @@
 //! Adjacent VMAs that Linux would have merged are *not* an invariant: Linux does not merge on every path
 //! (munmap never merges; a failed second split leaves two identical neighbours), so neither does the engine.
 
+// Without the `testing` feature this module is private: the re-exports and helpers that only tests use from
+// outside are then unused.
+#![cfg_attr(not(feature = "testing"), allow(unused_imports, dead_code))]
+
 mod brk;
 pub mod config;
-mod engine;
 
-pub mod flags;
+mod flags;
 mod fork;
 mod madvise;
 mod maps;
@@ -51,13 +54,11 @@ mod unmapped;
 
 use std::fmt;
 
-pub use crate::vma::{AnonState, AnonVma, FileKind, VmFile};
+pub use crate::vma::{AnonState, AnonVma, FileKind, VmFile, VmFlags, VmaSnapshot};
 pub use config::{MmConfig, Overcommit, PAGE_SIZE, TASK_SIZE};
-pub use engine::EngineTarget;
-use flags::*;
 pub use tree::MmShared;
 use tree::{V, VmaExt, Vmas};
-pub use vmspace_abi::Errno;
+pub use vmspace_abi::{Advice, Errno, MapFlags, MremapFlags, Prot};
 
 /// Page mask (`PAGE_MASK` is `!(PAGE_SIZE - 1)`).
 const PAGE_MASK: u64 = !(PAGE_SIZE - 1);
@@ -104,6 +105,7 @@ impl Mm {
         Mm::with_pool(cfg, pool)
     }
 
+    testing_pub! {
     /// The same with VMAs from `pool` (tests inject pool failures into a private pool).
     pub fn with_pool(cfg: MmConfig, pool: &'static crate::vma::VmaPool) -> Mm {
         Mm {
@@ -114,6 +116,7 @@ impl Mm {
             next_shmem_ino: 1,
             vmas: Vmas::new(pool),
         }
+    }
     }
 
     /// The configuration.
@@ -126,11 +129,37 @@ impl Mm {
         self.brk
     }
 
+    // ----- the facade's reads: snapshots, never a `&Vma` a later call could change -----
+
+    /// The VMA containing `addr` (`vma_lookup`), as a snapshot.
+    pub fn vma_at(&self, addr: u64) -> Option<VmaSnapshot> {
+        self.lookup(addr).map(|v| v.snapshot())
+    }
+
+    /// The first VMA ending above `addr` (`find_vma`: the one containing `addr`, else the next one), as a
+    /// snapshot.
+    pub fn find_vma(&self, addr: u64) -> Option<VmaSnapshot> {
+        self.find(addr).map(|v| v.snapshot())
+    }
+
+    /// Every VMA in address order, as snapshots (one O(n) pass over the tree).
+    pub fn vmas(&self) -> impl Iterator<Item = VmaSnapshot> + use<> {
+        self.areas().map(|v| v.snapshot())
+    }
+
+    /// Live nodes of the VMA tree (each a 256-byte maple node, as in the kernel): the tree's share of the
+    /// memory an address space costs.
+    pub fn tree_nodes(&self) -> u64 {
+        self.tree().node_stats().live
+    }
+
+    testing_pub! {
     /// Makes the allocation after the next `n` fail (VMA objects and tree nodes alike); `None` removes the
     /// injection. Each call reserves its worst case before changing anything, so a failure leaves the address
     /// space unchanged.
     pub fn inject_alloc_failure(&mut self, n: Option<u64>) {
         self.alloc_budget = n;
+    }
     }
 
     /// Reserves `n` allocations (VMA objects plus tree preallocation) or fails with ENOMEM.
@@ -165,7 +194,7 @@ impl Mm {
 
     /// `vm_start_gap`: a growsdown VMA keeps `stack_guard_gap` free below it.
     fn vm_start_gap(&self, v: V) -> u64 {
-        if v.fl() & VM_GROWSDOWN != 0 {
+        if v.fl().intersects(VmFlags::GROWSDOWN) {
             v.start().saturating_sub(self.cfg.stack_guard_gap)
         } else {
             v.start()
@@ -184,7 +213,7 @@ impl Mm {
         let compatible = |x: V, y: V| {
             x.end() == y.start()
                 && x.file_is(y.file().as_ref())
-                && (x.fl() ^ y.fl()) & !(VM_ACCESS_FLAGS | VM_SOFTDIRTY) == 0
+                && ((x.fl() ^ y.fl()) & !(VmFlags::ACCESS_FLAGS | VmFlags::SOFTDIRTY)).is_empty()
                 && y.pgoff() == x.pgoff_at(y.start())
         };
         let reusable = |old: V| {
@@ -227,7 +256,7 @@ impl Mm {
         let addr = addr & PAGE_MASK;
         let Some(mut v) = self.find(addr) else { return Err(Errno::EFAULT) };
         if v.start() > addr {
-            if gup || v.fl() & VM_GROWSDOWN == 0 {
+            if gup || !v.fl().intersects(VmFlags::GROWSDOWN) {
                 return Err(Errno::EFAULT);
             }
             self.expand_downwards(v, addr).map_err(|_| Errno::EFAULT)?;
@@ -235,18 +264,18 @@ impl Mm {
         }
         let fl = v.fl();
         let ok = if write {
-            fl & VM_WRITE != 0
+            fl.intersects(VmFlags::WRITE)
         } else if gup {
-            fl & VM_READ != 0
+            fl.intersects(VmFlags::READ)
         } else {
-            fl & VM_ACCESS_FLAGS != 0
+            fl.intersects(VmFlags::ACCESS_FLAGS)
         };
-        if !ok || (gup && fl & (VM_IO | VM_PFNMAP) != 0) {
+        if !ok || (gup && fl.intersects(VmFlags::IO | VmFlags::PFNMAP)) {
             return Err(Errno::EFAULT);
         }
         // A write to a private VMA prepares the anon_vma before the page is read from the file
         // (`do_cow_fault`: `vmf_anon_prepare` first), so a write beyond the end of the file still leaves one.
-        if write && fl & VM_SHARED == 0 {
+        if write && !fl.intersects(VmFlags::SHARED) {
             self.anon_vma_prepare(v);
         }
         if let Some(f) = v.file() {
@@ -264,8 +293,8 @@ impl Mm {
             return Err(Errno::EPERM);
         }
         if let Some(prev) = self.prev_of(v.start())
-            && prev.fl() & VM_GROWSDOWN == 0
-            && prev.fl() & VM_ACCESS_FLAGS != 0
+            && !prev.fl().intersects(VmFlags::GROWSDOWN)
+            && prev.fl().intersects(VmFlags::ACCESS_FLAGS)
             && addr - prev.end() < self.cfg.stack_guard_gap
         {
             return Err(Errno::ENOMEM);

@@ -10,20 +10,21 @@
 //! (`VM_ACCOUNT`); making an anonymous VMA without anon_vma read-only drops `VM_ACCOUNT`. The VMA part is
 //! then merged with a neighbour or split off (`vma_modify`), and its flags set.
 
-use super::flags::*;
+use super::VmFlags;
+use super::flags::prot_to_vm;
 use super::tree::{V, VmaExt};
-use super::{Errno, Mm, PAGE_MASK, page_align};
+use super::{Errno, Mm, PAGE_MASK, Prot, page_align};
 
 impl Mm {
     /// `mprotect(start, len, prot)`.
-    pub fn mprotect(&mut self, start: u64, len: u64, prot: u32) -> Result<(), Errno> {
+    pub fn mprotect(&mut self, start: u64, len: u64, prot: Prot) -> Result<(), Errno> {
         self.locked(|mm| mm.do_mprotect(start, len, prot))
     }
 
-    fn do_mprotect(&mut self, start: u64, len: u64, prot: u32) -> Result<(), Errno> {
-        let grows = prot & (PROT_GROWSDOWN | PROT_GROWSUP);
-        let prot = prot & !(PROT_GROWSDOWN | PROT_GROWSUP);
-        if grows == PROT_GROWSDOWN | PROT_GROWSUP {
+    fn do_mprotect(&mut self, start: u64, len: u64, prot: Prot) -> Result<(), Errno> {
+        let grows = prot & (Prot::GROWSDOWN | Prot::GROWSUP);
+        let prot = prot - (Prot::GROWSDOWN | Prot::GROWSUP);
+        if grows == Prot::GROWSDOWN | Prot::GROWSUP {
             return Err(Errno::EINVAL);
         }
         if start & !PAGE_MASK != 0 {
@@ -37,25 +38,25 @@ impl Mm {
         if end <= start {
             return Err(Errno::ENOMEM);
         }
-        if prot & !(PROT_READ | PROT_WRITE | PROT_EXEC | PROT_SEM) != 0 {
+        if !(Prot::ACCESS | Prot::SEM).contains(prot) {
             return Err(Errno::EINVAL);
         }
         let Some(first) = self.find_intersection(start, end) else { return Err(Errno::ENOMEM) };
         let (first_start, first_flags) = (first.start(), first.fl());
         let mut start = start;
-        if grows & PROT_GROWSDOWN != 0 {
+        if grows.contains(Prot::GROWSDOWN) {
             if first_start >= end {
                 return Err(Errno::ENOMEM);
             }
             start = first_start;
-            if first_flags & VM_GROWSDOWN == 0 {
+            if !first_flags.intersects(VmFlags::GROWSDOWN) {
                 return Err(Errno::EINVAL);
             }
         } else {
             if first_start > start {
                 return Err(Errno::ENOMEM);
             }
-            if grows & PROT_GROWSUP != 0 {
+            if grows.contains(Prot::GROWSUP) {
                 return Err(Errno::EINVAL);
             }
         }
@@ -71,9 +72,9 @@ impl Mm {
             if v.start() != tmp {
                 return Err(Errno::ENOMEM);
             }
-            let newflags = newprot | (v.fl() & !(VM_ACCESS_FLAGS | VM_PKEY_MASK));
+            let newflags = newprot | (v.fl() & !(VmFlags::ACCESS_FLAGS | VmFlags::PKEY_MASK));
             // VM_MAY* shifted onto the access bits.
-            if (newflags & !(newflags >> 4)) & VM_ACCESS_FLAGS != 0 {
+            if (newflags & !VmFlags::from_bits(newflags.bits() >> 4)).intersects(VmFlags::ACCESS_FLAGS) {
                 return Err(Errno::EACCES);
             }
             let seg_end = v.end().min(end);
@@ -90,18 +91,20 @@ impl Mm {
 
     /// `mprotect_fixup` for `[start, end)` inside `v`. Returns the end of the VMA that now covers `start`
     /// (the walk continues there).
-    fn mprotect_fixup(&mut self, v: V, start: u64, end: u64, mut newflags: u64) -> Result<u64, Errno> {
+    fn mprotect_fixup(&mut self, v: V, start: u64, end: u64, mut newflags: VmFlags) -> Result<u64, Errno> {
         let oldflags = v.fl();
         if newflags == oldflags {
             return Ok(v.end());
         }
-        if newflags & VM_WRITE != 0 {
-            if oldflags & (VM_ACCOUNT | VM_WRITE | VM_HUGETLB | VM_SHARED | VM_NORESERVE) == 0 {
+        if newflags.intersects(VmFlags::WRITE) {
+            if !oldflags.intersects(
+                VmFlags::ACCOUNT | VmFlags::WRITE | VmFlags::HUGETLB | VmFlags::SHARED | VmFlags::NORESERVE,
+            ) {
                 self.enough_memory((end - start) >> super::config::PAGE_SHIFT)?;
-                newflags |= VM_ACCOUNT;
+                newflags |= VmFlags::ACCOUNT;
             }
-        } else if oldflags & VM_ACCOUNT != 0 && v.is_anonymous() && !v.anon().is_some() {
-            newflags &= !VM_ACCOUNT;
+        } else if oldflags.intersects(VmFlags::ACCOUNT) && v.is_anonymous() && !v.anon().is_some() {
+            newflags &= !VmFlags::ACCOUNT;
         }
         let name = v.anon_name();
         let t = self.vma_modify(v, start, end, newflags, name.as_ref())?;

@@ -20,10 +20,12 @@
 //!   VMA moved); it keeps `VM_ACCOUNT` (checked against the live kernel: the source still merges with
 //!   accounted neighbours).
 
-use super::flags::*;
+use super::VmFlags;
 use super::merge::Cand;
 use super::tree::{NewVma, V, VmaExt};
-use super::{AnonState, Errno, Mm, PAGE_MASK, TASK_SIZE, config::PAGE_SHIFT, page_align};
+use super::{
+    AnonState, Errno, MapFlags, Mm, MremapFlags, PAGE_MASK, TASK_SIZE, config::PAGE_SHIFT, page_align,
+};
 
 /// The state of one remap (`struct vma_remap_struct`).
 #[derive(Debug, Clone, Copy)]
@@ -31,7 +33,7 @@ struct Vrm {
     addr: u64,
     old_len: u64,
     new_len: u64,
-    flags: u32,
+    flags: MremapFlags,
     new_addr: u64,
     /// The source VMA (`None` until found).
     vma: Option<V>,
@@ -43,7 +45,7 @@ impl Vrm {
         self.vma.expect("source VMA set")
     }
     fn implies_new_addr(&self) -> bool {
-        self.flags & (MREMAP_FIXED | MREMAP_DONTUNMAP) != 0
+        self.flags.intersects(MremapFlags::FIXED | MremapFlags::DONTUNMAP)
     }
     fn is_shrink(&self) -> bool {
         self.old_len > self.new_len
@@ -60,7 +62,7 @@ impl Mm {
         addr: u64,
         old_len: u64,
         new_len: u64,
-        flags: u32,
+        flags: MremapFlags,
         new_addr: u64,
     ) -> Result<u64, Errno> {
         self.locked(|mm| mm.do_mremap(addr, old_len, new_len, flags, new_addr))
@@ -71,7 +73,7 @@ impl Mm {
         addr: u64,
         old_len: u64,
         new_len: u64,
-        flags: u32,
+        flags: MremapFlags,
         new_addr: u64,
     ) -> Result<u64, Errno> {
         let mut v = Vrm {
@@ -84,7 +86,7 @@ impl Mm {
             delta: 0,
         };
         // check_mremap_params.
-        if flags & !(MREMAP_FIXED | MREMAP_MAYMOVE | MREMAP_DONTUNMAP) != 0 {
+        if !(MremapFlags::FIXED | MremapFlags::MAYMOVE | MremapFlags::DONTUNMAP).contains(flags) {
             return Err(Errno::EINVAL);
         }
         if addr & !PAGE_MASK != 0 {
@@ -97,10 +99,10 @@ impl Mm {
             if v.new_addr > TASK_SIZE - v.new_len || v.new_addr & !PAGE_MASK != 0 {
                 return Err(Errno::EINVAL);
             }
-            if flags & MREMAP_MAYMOVE == 0 {
+            if !flags.contains(MremapFlags::MAYMOVE) {
                 return Err(Errno::EINVAL);
             }
-            if flags & MREMAP_DONTUNMAP != 0 && v.old_len != v.new_len {
+            if flags.contains(MremapFlags::DONTUNMAP) && v.old_len != v.new_len {
                 return Err(Errno::EINVAL);
             }
             let (so, eo) = (v.addr, v.addr.wrapping_add(v.old_len));
@@ -114,7 +116,7 @@ impl Mm {
         }
         // Worst case: splits at both ends of both ranges, one new VMA, tree stores.
         self.reserve(6)?;
-        if flags & MREMAP_FIXED != 0 && v.old_len == v.new_len {
+        if flags.contains(MremapFlags::FIXED) && v.old_len == v.new_len {
             return self.remap_move(v);
         }
         let Some(vma) = self.lookup(addr) else { return Err(Errno::EFAULT) };
@@ -133,10 +135,12 @@ impl Mm {
         if !(v.is_expand() || v.implies_new_addr()) {
             return Ok(());
         }
-        if v.old_len == 0 && a.fl() & (VM_SHARED | VM_MAYSHARE) == 0 {
+        if v.old_len == 0 && !a.fl().intersects(VmFlags::SHARED | VmFlags::MAYSHARE) {
             return Err(Errno::EINVAL);
         }
-        if v.flags & MREMAP_DONTUNMAP != 0 && a.fl() & (VM_DONTEXPAND | VM_PFNMAP) != 0 {
+        if v.flags.contains(MremapFlags::DONTUNMAP)
+            && a.fl().intersects(VmFlags::DONTEXPAND | VmFlags::PFNMAP)
+        {
             return Err(Errno::EINVAL);
         }
         let old_len = if v.is_shrink() { v.new_len } else { v.old_len };
@@ -150,7 +154,7 @@ impl Mm {
         if pgoff.checked_add(v.new_len >> PAGE_SHIFT).is_none() {
             return Err(Errno::EINVAL);
         }
-        if a.fl() & (VM_DONTEXPAND | VM_PFNMAP) != 0 {
+        if a.fl().intersects(VmFlags::DONTEXPAND | VmFlags::PFNMAP) {
             return Err(Errno::EFAULT);
         }
         Ok(())
@@ -214,7 +218,7 @@ impl Mm {
             self.merge_extend(a, v.delta);
             return Ok(v.addr);
         }
-        if v.flags & MREMAP_MAYMOVE == 0 {
+        if !v.flags.contains(MremapFlags::MAYMOVE) {
             return Err(Errno::ENOMEM);
         }
         let mut v = v;
@@ -224,7 +228,7 @@ impl Mm {
 
     /// `mremap_to`: a new address is given (FIXED or DONTUNMAP).
     fn mremap_to(&mut self, mut v: Vrm) -> Result<u64, Errno> {
-        if v.flags & MREMAP_FIXED != 0 {
+        if v.flags.contains(MremapFlags::FIXED) {
             self.do_munmap(v.new_addr, v.new_len, false)?;
             match self.lookup(v.addr) {
                 Some(a) => v.vma = Some(a),
@@ -248,12 +252,12 @@ impl Mm {
     /// `vrm_set_new_addr`: `get_unmapped_area` for the destination.
     fn set_new_addr(&mut self, v: &mut Vrm) -> Result<(), Errno> {
         let a = v.vma();
-        let mut map_flags = 0;
-        if v.flags & MREMAP_FIXED != 0 {
-            map_flags |= MAP_FIXED;
+        let mut map_flags = MapFlags::empty();
+        if v.flags.contains(MremapFlags::FIXED) {
+            map_flags |= MapFlags::FIXED;
         }
-        if a.fl() & VM_MAYSHARE != 0 {
-            map_flags |= MAP_SHARED;
+        if a.fl().intersects(VmFlags::MAYSHARE) {
+            map_flags |= MapFlags::SHARED;
         }
         let hint = if v.implies_new_addr() { v.new_addr } else { 0 };
         v.new_addr = self.get_unmapped_area(a.is_anonymous(), hint, v.new_len, map_flags)?;
@@ -271,10 +275,11 @@ impl Mm {
 
     /// `vrm_calc_charge`: accounted VMAs charge the growth (or the whole new length with DONTUNMAP).
     fn charge_remap(&self, v: &Vrm) -> Result<(), Errno> {
-        if v.vma().fl() & VM_ACCOUNT == 0 {
+        if !v.vma().fl().intersects(VmFlags::ACCOUNT) {
             return Ok(());
         }
-        let charged = if v.flags & MREMAP_DONTUNMAP != 0 { v.new_len } else { v.delta } >> PAGE_SHIFT;
+        let charged =
+            if v.flags.contains(MremapFlags::DONTUNMAP) { v.new_len } else { v.delta } >> PAGE_SHIFT;
         self.enough_memory(charged)
     }
 
@@ -342,11 +347,11 @@ impl Mm {
                 name: src_name,
             });
         }
-        if v.flags & MREMAP_DONTUNMAP != 0 {
+        if v.flags.contains(MremapFlags::DONTUNMAP) {
             // dontunmap_complete: the source VMA (whatever now covers the old address) keeps its range.
             if let Some(s) = self.lookup(v.addr) {
                 let whole = s.start() == v.addr && s.end() == v.addr + v.old_len;
-                self.set_flags(s, s.fl() & !VM_LOCKED_MASK);
+                self.set_flags(s, s.fl() & !VmFlags::LOCKED_MASK);
                 if whole {
                     self.set_anon(s, AnonState::EMPTY);
                 }

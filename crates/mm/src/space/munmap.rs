@@ -6,6 +6,7 @@
 //! strictly inside one VMA and `map_count >= max_map_count`: unmapping would add a VMA), the last at `end` if
 //! it extends past it; then every VMA in the range is removed. munmap never merges.
 
+use super::VmFlags;
 use super::tree::{V, VmaExt};
 use super::{Errno, Mm, PAGE_MASK, TASK_SIZE, page_align};
 
@@ -101,7 +102,7 @@ impl Mm {
         for v in &gone {
             debug_assert!(v.end() <= end);
             g.pages += v.pages();
-            if v.fl() & super::flags::VM_ACCOUNT != 0 {
+            if v.fl().intersects(VmFlags::ACCOUNT) {
                 g.accounted += v.pages();
             }
         }
@@ -115,7 +116,7 @@ impl Mm {
         let mut acc = 0;
         for v in self.vmas_between(start, end) {
             pages += v.pages();
-            if v.fl() & super::flags::VM_ACCOUNT != 0 {
+            if v.fl().intersects(VmFlags::ACCOUNT) {
                 acc += v.pages();
             }
         }

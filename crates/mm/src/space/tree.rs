@@ -60,8 +60,27 @@ pub(crate) type V = &'static Vma;
 pub struct MmShared {
     /// The mmap_lock, `mm_lock_seq` and the lock statistics.
     pub locking: MmLocking,
-    /// The VMA tree (RCU mode).
-    pub tree: MapleTree<&'static Vma>,
+    /// The VMA tree (RCU mode). Readers reach it through [`lock_vma_under_rcu`](crate::vma::lock_vma_under_rcu),
+    /// [`lock_next_vma`](crate::vma::lock_next_vma) and [`MmShared::vma_locked`]; the raw tree is
+    /// [`MmShared::tree`] (`testing` feature).
+    pub(crate) tree: MapleTree<&'static Vma>,
+}
+
+impl MmShared {
+    testing_pub! {
+    /// The raw VMA tree.
+    pub fn tree(&self) -> &MapleTree<&'static Vma> {
+        &self.tree
+    }
+    }
+
+    /// The VMA containing `addr`, found under the mmap read lock `held` (the fault path before per-VMA locks:
+    /// `find_vma` under `mmap_read_lock`). The reference is valid while the lock is held: no writer can change
+    /// or free a VMA meanwhile.
+    pub fn vma_locked<'g>(&'g self, held: &'g crate::vma::MmapReadGuard<'_>, addr: u64) -> Option<&'g Vma> {
+        debug_assert!(std::ptr::eq(held.mm(), &self.locking), "the read lock of another mm");
+        self.tree.load(addr)
+    }
 }
 
 /// Lock-free lookups (`lock_vma_under_rcu`) go through the tree.
@@ -106,7 +125,7 @@ const MAX_RESERVED_STORES: usize = 64;
 pub(crate) struct NewVma {
     pub start: u64,
     pub end: u64,
-    pub flags: u64,
+    pub flags: VmFlags,
     pub pgoff: u64,
     pub file: Option<Arc<VmFile>>,
     pub anon: AnonState,
@@ -116,7 +135,7 @@ pub(crate) struct NewVma {
 /// Writer-side helpers on a VMA (valid under the mmap lock, when the VMA cannot change under the caller).
 pub(crate) trait VmaExt {
     /// `vm_flags` as bits.
-    fn fl(&self) -> u64;
+    fn fl(&self) -> VmFlags;
     /// Length in pages.
     fn pages(&self) -> u64;
     /// `linear_page_index`: the pgoff of `addr` inside this VMA.
@@ -129,8 +148,8 @@ pub(crate) trait VmaExt {
 
 impl VmaExt for Vma {
     #[inline]
-    fn fl(&self) -> u64 {
-        self.flags().bits()
+    fn fl(&self) -> VmFlags {
+        self.flags()
     }
     #[inline]
     fn pages(&self) -> u64 {
@@ -167,9 +186,11 @@ impl Mm {
         &self.vmas.shared.locking
     }
 
+    testing_pub! {
     /// The VMA tree (RCU mode): what lock-free readers walk.
     pub fn tree(&self) -> &MapleTree<&'static Vma> {
         &self.vmas.shared.tree
+    }
     }
 
     /// The readers' handle: locks and tree, shareable with reader threads.
@@ -177,6 +198,7 @@ impl Mm {
         self.vmas.shared.clone()
     }
 
+    testing_pub! {
     /// Makes the tree's node allocation fail after `after` more allocations (`None`: never). The reservation
     /// made before each call turns such a failure into an ENOMEM with nothing changed.
     pub fn inject_tree_alloc_failure(&self, after: Option<u64>) {
@@ -212,6 +234,7 @@ impl Mm {
             all.push(v);
         }
         all.into_iter()
+    }
     }
 
     /// The last VMA starting below `addr` (`vma_prev` from `addr`).
@@ -347,7 +370,7 @@ impl Mm {
         let locking = self.locking();
         vma_start_write(locking, v);
         v.set_range(locking, n.start, n.end);
-        v.set_flags(locking, VmFlags::from_bits(n.flags));
+        v.set_flags(locking, n.flags);
         v.set_pgoff(locking, n.pgoff);
         v.set_file(locking, n.file);
         v.set_anon(locking, n.anon);
@@ -378,9 +401,9 @@ impl Mm {
     }
 
     /// Sets `v`'s flags (write-locking it).
-    pub(crate) fn set_flags(&mut self, v: V, flags: u64) {
+    pub(crate) fn set_flags(&mut self, v: V, flags: VmFlags) {
         self.write_lock_vma(v);
-        v.set_flags(self.locking(), VmFlags::from_bits(flags));
+        v.set_flags(self.locking(), flags);
     }
 
     /// Sets `v`'s anon name.
@@ -519,7 +542,7 @@ impl Mm {
             if !v.anon_vma_is(st.anon_vma()) {
                 return Err(format!("published anon_vma differs from the chain's {v:?}"));
             }
-            if v.fl() & super::flags::VM_MAYSHARE != 0 && st.is_some() {
+            if v.fl().intersects(VmFlags::MAYSHARE) && st.is_some() {
                 return Err(format!("shared VMA with anon_vma {v:?}"));
             }
             drop(st);

@@ -15,9 +15,9 @@
 //! Final checks (`__get_unmapped_area`): a result ending beyond `TASK_SIZE` is ENOMEM, an unaligned one
 //! EINVAL, one below `mmap_min_addr` EPERM without CAP_SYS_RAWIO.
 
+use super::VmFlags;
 use super::config::DEFAULT_MAP_WINDOW as DEFAULT_MAP_WINDOW_;
-use super::flags::*;
-use super::{Errno, Mm, PAGE_MASK, PAGE_SIZE, TASK_SIZE};
+use super::{Errno, MapFlags, Mm, PAGE_MASK, PAGE_SIZE, TASK_SIZE};
 
 /// `PMD_SIZE`.
 const PMD_SIZE: u64 = 2 << 20;
@@ -32,12 +32,12 @@ impl Mm {
         anon: bool,
         addr: u64,
         len: u64,
-        flags: u32,
+        flags: MapFlags,
     ) -> Result<u64, Errno> {
         if len > TASK_SIZE {
             return Err(Errno::ENOMEM);
         }
-        let res = if anon && flags & MAP_SHARED == 0 && addr == 0 && len.is_multiple_of(PMD_SIZE) {
+        let res = if anon && !flags.contains(MapFlags::SHARED) && addr == 0 && len.is_multiple_of(PMD_SIZE) {
             // thp_get_unmapped_area_vmflags.
             match self.thp_area(len, flags) {
                 Some(a) => Ok(a),
@@ -59,7 +59,7 @@ impl Mm {
     }
 
     /// `__thp_get_unmapped_area` with `off = 0`, size `PMD_SIZE`, top-down.
-    fn thp_area(&self, len: u64, flags: u32) -> Option<u64> {
+    fn thp_area(&self, len: u64, flags: MapFlags) -> Option<u64> {
         let len_pad = len.checked_add(PMD_SIZE)?;
         let ret = self.arch_get_unmapped_area_topdown(0, len_pad, flags).ok()?;
         let off_sub = 0u64.wrapping_sub(ret) & (PMD_SIZE - 1);
@@ -70,11 +70,11 @@ impl Mm {
     }
 
     /// x86's `arch_get_unmapped_area_topdown`.
-    fn arch_get_unmapped_area_topdown(&self, addr0: u64, len: u64, flags: u32) -> Result<u64, Errno> {
+    fn arch_get_unmapped_area_topdown(&self, addr0: u64, len: u64, flags: MapFlags) -> Result<u64, Errno> {
         if len > TASK_SIZE {
             return Err(Errno::ENOMEM);
         }
-        if flags & MAP_FIXED != 0 {
+        if flags.contains(MapFlags::FIXED) {
             return Ok(addr0);
         }
         if addr0 != 0 {
@@ -110,7 +110,7 @@ impl Mm {
             let gap = self.tree().empty_area_rev(low, high - 1, len).ok()?;
             let gap_end = gap + len;
             if let Some(next) = self.next_from(gap_end)
-                && next.flags().bits() & VM_GROWSDOWN != 0
+                && next.flags().intersects(VmFlags::GROWSDOWN)
                 && self.vm_start_gap(next) < gap_end
             {
                 high = self.vm_start_gap(next);
@@ -130,7 +130,7 @@ impl Mm {
             }
             let gap = self.tree().empty_area(low, high - 1, len).ok()?;
             if let Some(next) = self.next_from(gap + len)
-                && next.flags().bits() & VM_GROWSDOWN != 0
+                && next.flags().intersects(VmFlags::GROWSDOWN)
                 && self.vm_start_gap(next) < gap + len
             {
                 low = next.end();

@@ -2,7 +2,8 @@
 //!
 //! # Pieces
 //!
-//! - [`VmFlags`] ([`flags`]): the `vm_flags` word with Linux 6.18 x86-64 bit values and smaps mnemonics.
+//! - [`VmFlags`] (defined in `vmspace_abi`, re-exported): the `vm_flags` word with Linux 6.18 x86-64 bit values
+//!   and smaps mnemonics.
 //! - [`Vma`] ([`object`]): start, end, flags, pgoff, `vm_mm`, the lock words, and the reference-counted
 //!   attributes ([`VmFile`], [`AnonVma`], the anon name, in RCU-safe cells: [`attrs`]). Every field a reader may
 //!   load without a lock is atomic; each field documents who writes it under which lock. The writer-only
@@ -35,10 +36,13 @@
 //! The tree must be updated before a VMA is detached (so that a reader that finds it detached and walks again
 //! does not find it again).
 
+// Without the `testing` feature this module is private: the re-exports and helpers that only tests use from
+// outside are then unused.
+#![cfg_attr(not(feature = "testing"), allow(unused_imports, dead_code))]
+
 pub mod anon;
 pub mod attrs;
 
-pub mod flags;
 pub mod lock;
 pub mod lookup;
 pub mod mmap_lock;
@@ -49,7 +53,6 @@ pub mod stats;
 
 pub use anon::{AnonRef, AnonState, AnonVma, ChainLink};
 pub use attrs::{FileKind, RcuArc, VmFile};
-pub use flags::VmFlags;
 pub use lock::{
     VMA_LOCK_OFFSET, VMA_REF_LIMIT, VmaLockFail, VmaReadGuard, vma_assert_write_locked, vma_end_read,
     vma_is_write_locked, vma_mark_attached, vma_mark_detached, vma_start_read, vma_start_read_locked,
@@ -60,9 +63,4 @@ pub use mmap_lock::{MmLocking, MmapLock, MmapReadGuard, MmapWriteGuard};
 pub use object::{VM_LOCK_SEQ_NONE, Vma, VmaSnapshot};
 pub use pool::{PoolStats, VmaPool};
 pub use stats::{VmaLockCounts, VmaLockStats};
-pub use vmspace_abi::Errno;
-
-/// Page size (x86-64, 4 KiB).
-pub const PAGE_SIZE: u64 = 4096;
-/// log2 of [`PAGE_SIZE`].
-pub const PAGE_SHIFT: u32 = 12;
+pub use vmspace_abi::{Errno, PAGE_SHIFT, PAGE_SIZE, VmFlags};

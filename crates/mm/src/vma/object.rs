@@ -40,9 +40,9 @@ use std::sync::Arc;
 
 use vmspace_rcu::sync::{AtomicU32, AtomicU64, Ordering};
 
+use super::VmFlags;
 use super::anon::{AnonState, AnonVma};
 use super::attrs::{RcuArc, VmFile};
-use super::flags::VmFlags;
 use super::lock::vma_is_write_locked;
 use super::mmap_lock::MmLocking;
 
@@ -295,6 +295,7 @@ impl Vma {
         );
     }
 
+    testing_pub! {
     /// Sets the range. Requires [`Vma::writable_by`]`(mm)` (debug-asserted).
     #[inline]
     pub fn set_range(&self, mm: &MmLocking, start: u64, end: u64) {
@@ -381,6 +382,7 @@ impl Vma {
         let anon = src.anon().clone();
         self.set_anon(mm, anon);
         self.set_anon_name(mm, src.anon_name());
+    }
     }
 
     /// Resets range, flags, pgoff and attributes (the pool does this when a VMA is freed).

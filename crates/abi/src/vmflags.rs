@@ -11,10 +11,12 @@
 //! bit, in bit order, each followed by a space; bits without a mnemonic (the protection-key bits, which smaps
 //! prints as `ProtectionKey:` instead) are skipped.
 //!
-//! `VmFlags` is a plain `Copy` value. The VMA stores it in an atomic word (see [`super::Vma::flags`]).
+//! `VmFlags` is a plain `Copy` value; the engine's VMA stores it in an atomic word (`vmspace_mm`'s
+//! `Vma::flags`). It is the one `vm_flags` type of vmspace: the engine's flag logic, the smaps renderer and
+//! parser of `vmspace_proc`, and the VMA snapshots all use it and its one mnemonic table.
 
-use std::fmt;
-use std::ops::{BitAnd, BitAndAssign, BitOr, BitOrAssign, Not};
+use core::fmt;
+use core::ops::{BitAnd, BitAndAssign, BitOr, BitOrAssign, BitXor, Not};
 
 /// A set of `VM_*` flags (the kernel's `vm_flags_t`, 64 bits on x86-64).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
@@ -168,6 +170,8 @@ impl VmFlags {
     /// `VM_STACK_DEFAULT_FLAGS` | `VM_STACK` | `VM_ACCOUNT` as set on the initial stack:
     /// `DATA_DEFAULT | GROWSDOWN | ACCOUNT`.
     pub const STACK_DEFAULT: Self = Self(Self::DATA_DEFAULT.0 | Self::GROWSDOWN.0 | Self::ACCOUNT.0);
+    /// `VM_LOCKED_MASK`: `LOCKED | LOCKONFAULT`.
+    pub const LOCKED_MASK: Self = Self(Self::LOCKED.0 | Self::LOCKONFAULT.0);
     /// The `VM_MAY*` bits.
     pub const MAY_MASK: Self = Self(Self::MAYREAD.0 | Self::MAYWRITE.0 | Self::MAYEXEC.0 | Self::MAYSHARE.0);
     /// `VM_UFFD_MISSING | VM_UFFD_WP | VM_UFFD_MINOR` (`__VM_UFFD_FLAGS`).
@@ -227,6 +231,11 @@ impl VmFlags {
         ((self.0 >> 32) & 0xf) as u32
     }
 
+    /// The flag whose smaps mnemonic is `m` (`"gd"` gives `GROWSDOWN`), `None` for an unknown mnemonic.
+    pub fn from_mnemonic(m: &str) -> Option<Self> {
+        TABLE.iter().find(|(_, _, x)| !x.is_empty() && *x == m).map(|(b, _, _)| Self(1u64 << b))
+    }
+
     /// The smaps mnemonic of a single flag bit (`bit` in 0..64), `None` if the bit has none.
     pub fn mnemonic(bit: u32) -> Option<&'static str> {
         TABLE.iter().find(|(b, _, m)| *b == bit && !m.is_empty()).map(|(_, _, m)| *m)
@@ -273,6 +282,15 @@ impl BitAndAssign for VmFlags {
     #[inline]
     fn bitand_assign(&mut self, rhs: Self) {
         self.0 &= rhs.0;
+    }
+}
+
+impl BitXor for VmFlags {
+    type Output = Self;
+    /// The flags set in exactly one of the two (what differs).
+    #[inline]
+    fn bitxor(self, rhs: Self) -> Self {
+        Self(self.0 ^ rhs.0)
     }
 }
 
@@ -387,6 +405,10 @@ mod tests {
         assert_eq!(VmFlags::mnemonic(8), Some("gd"));
         assert_eq!(VmFlags::mnemonic(32), None);
         assert_eq!(VmFlags::mnemonic(36), None);
+        assert_eq!(VmFlags::from_mnemonic("gd"), Some(VmFlags::GROWSDOWN));
+        assert_eq!(VmFlags::from_mnemonic("sl"), Some(VmFlags::SEALED));
+        assert_eq!(VmFlags::from_mnemonic("zz"), None);
+        assert_eq!(VmFlags::from_mnemonic(""), None);
     }
 
     #[test]

@@ -1,6 +1,26 @@
-//! The engine's op-script runner: [`EngineTarget`] implements the script crate's [`Target`] on an [`Mm`],
-//! so that `vmspace replay FILE` runs a script on the engine and `vmspace diff FILE` compares it with the
-//! live kernel.
+//! Where the engine meets the op scripts: [`EngineTarget`] implements the script crate's [`Target`] on an
+//! [`Mm`], so that `vmspace replay FILE` runs a script on the engine and `vmspace diff FILE` compares it with
+//! the live kernel.
+//!
+//! ```
+//! use vmspace_mm::MmConfig;
+//! use vmspace_replay::EngineTarget;
+//! use vmspace_script::{Script, run};
+//!
+//! let script = Script::parse(
+//!     "mmap 0x200000000000 0x3000 rw- private|anon|fixed\n\
+//!      mprotect 0x200000001000 0x1000 r--\n\
+//!      maps\n",
+//! )
+//! .unwrap();
+//! let mut engine = EngineTarget::validating(MmConfig::default());
+//! let text = run(&script, &mut engine).render();
+//! assert!(text.contains("L1 mmap = 0x200000000000"), "{text}");
+//! assert_eq!(engine.mm().map_count(), 3);
+//! ```
+//!
+//! This crate exists so that neither side depends on the other: `mm` knows nothing of scripts, `script` knows
+//! nothing of the engine, and the live kernel's target lives in `vmspace_linux::replay`.
 //!
 //! Files declared by `file NAME SIZE` become model files opened read-write (path `/vmspace/NAME`, inode =
 //! declaration number); the driver canonicalises their maps lines to `fd=NAME` on both sides. `fork`
@@ -10,10 +30,9 @@
 
 use std::sync::Arc;
 
-use vmspace_script::{Advice, MmapFlags, MremapFlags, Prot, Target};
-
-use super::config::PAGE_SIZE;
-use super::{Errno, Mm, MmConfig, PAGE_MASK, VmFile};
+use vmspace_abi::{Advice, Errno, MapFlags, MremapFlags, PAGE_MASK, PAGE_SIZE, Prot};
+use vmspace_mm::{Mm, MmConfig, VmFile};
+use vmspace_script::Target;
 
 /// An op-script target backed by the engine.
 pub struct EngineTarget {
@@ -72,14 +91,14 @@ impl Target for EngineTarget {
         addr: u64,
         len: u64,
         prot: Prot,
-        flags: MmapFlags,
+        flags: MapFlags,
         file: Option<(&str, u64)>,
     ) -> Result<u64, Errno> {
         let (f, off) = match file {
             Some((n, off)) => (Some(self.file_of(n).cloned().ok_or(Errno::EBADF)?), off),
             None => (None, 0),
         };
-        let r = self.mm.mmap(addr, len, prot.bits(), flags.0, f.as_ref(), off);
+        let r = self.mm.mmap(addr, len, prot, flags, f.as_ref(), off);
         self.checked("mmap", r)
     }
 
@@ -89,7 +108,7 @@ impl Target for EngineTarget {
     }
 
     fn mprotect(&mut self, addr: u64, len: u64, prot: Prot) -> Result<u64, Errno> {
-        let r = self.mm.mprotect(addr, len, prot.bits()).map(|()| 0);
+        let r = self.mm.mprotect(addr, len, prot).map(|()| 0);
         self.checked("mprotect", r)
     }
 
@@ -101,12 +120,12 @@ impl Target for EngineTarget {
         flags: MremapFlags,
         new_addr: u64,
     ) -> Result<u64, Errno> {
-        let r = self.mm.mremap(addr, old_len, new_len, flags.0, new_addr);
+        let r = self.mm.mremap(addr, old_len, new_len, flags, new_addr);
         self.checked("mremap", r)
     }
 
     fn madvise(&mut self, addr: u64, len: u64, advice: Advice) -> Result<u64, Errno> {
-        let r = self.mm.madvise(addr, len, advice.linux_value()).map(|()| 0);
+        let r = self.mm.madvise(addr, len, advice).map(|()| 0);
         self.checked("madvise", r)
     }
 

@@ -1,0 +1,358 @@
+//! Host probing in one place: what the running kernel and machine are, read from the files Linux publishes.
+//!
+//! ```
+//! use vmspace_host::{Host, KernelConfig};
+//!
+//! // Parsed from text (the tests' way) ...
+//! let cfg = KernelConfig::parse("CONFIG_ANON_VMA_NAME=y\n# CONFIG_PREEMPT is not set\n");
+//! assert!(cfg.enabled("CONFIG_ANON_VMA_NAME"));
+//! assert_eq!(cfg.value("CONFIG_PREEMPT"), Some("n"));
+//! // ... or probed from the running host: every fact that cannot be read is `None`.
+//! let host = Host::probe();
+//! assert!(host.kernel_release.is_some());
+//! ```
+//!
+//! Both consumers read the host through this crate: the engine's configuration (`vmspace_mm`'s
+//! `MmConfig::host`, which turns sysctls, memory totals, privileges and `CONFIG_ANON_VMA_NAME` into the rules
+//! the engine obeys) and the live-kernel lab's `HostInfo` (`vmspace_linux::hostinfo`, the facts stamped on every
+//! result). So the two never disagree about the host, and a new fact (a CPU feature, a huge-page pool) is
+//! added here once.
+//!
+//! # Sources
+//!
+//! - Sysctls under `/proc/sys/vm` (`mmap_min_addr`, `max_map_count`, `overcommit_memory`, `nr_hugepages`) and
+//!   `/proc/sys/kernel/osrelease` ([`sysctl`], [`sysctl_vm`]).
+//! - The kernel's build configuration ([`KernelConfig::running`]): `/boot/config-$(uname -r)`, the file
+//!   distributions install beside the kernel, else `/proc/config.gz` (only with `CONFIG_IKCONFIG_PROC`;
+//!   gzip). Neither may exist: then every config question is unanswered (`None`), never guessed.
+//! - `/proc/meminfo` (totals, the default huge page size), `/proc/self/status` (the effective uid),
+//!   `/proc/cpuinfo` (model, feature flags: `pku`/`ospke` for protection keys), `/sys/devices/system/cpu/online`,
+//!   `/sys/kernel/mm/hugepages/` (one directory per huge page size) and
+//!   `/sys/kernel/mm/transparent_hugepage/enabled`.
+//!
+//! Probing never fails and never panics: a fact that cannot be read is `None` (or empty), and callers keep
+//! their defaults. Parsers are separate pure functions so that tests feed them text.
+//!
+//! Depends on nothing of vmspace; `mm` (below `linux`) may use it, so it must stay free of syscall wrappers
+//! that belong to the live-kernel layer.
+
+use std::io::Read;
+
+/// Reads a text file, `None` if it cannot be read.
+pub fn read_text(path: &str) -> Option<String> {
+    std::fs::read_to_string(path).ok()
+}
+
+/// A numeric sysctl: `/proc/sys/<path>` (e.g. `vm/max_map_count`), `None` if absent or not a number.
+pub fn sysctl(path: &str) -> Option<u64> {
+    read_text(&format!("/proc/sys/{path}"))?.trim().parse().ok()
+}
+
+/// A numeric `vm.*` sysctl: `/proc/sys/vm/<name>`.
+pub fn sysctl_vm(name: &str) -> Option<u64> {
+    sysctl(&format!("vm/{name}"))
+}
+
+/// The kernel release (`uname -r`, from `/proc/sys/kernel/osrelease`).
+pub fn kernel_release() -> Option<String> {
+    Some(read_text("/proc/sys/kernel/osrelease")?.trim().to_string()).filter(|s| !s.is_empty())
+}
+
+/// The kernel's build configuration (`CONFIG_*` lines).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KernelConfig {
+    text: String,
+    /// Where it was read from (`/boot/config-6.18.0`, `/proc/config.gz`, or `text` when parsed).
+    pub source: String,
+}
+
+impl KernelConfig {
+    /// The running kernel's configuration: `/boot/config-$(uname -r)`, else `/proc/config.gz`; `None` when
+    /// neither can be read.
+    pub fn running() -> Option<Self> {
+        if let Some(release) = kernel_release() {
+            let path = format!("/boot/config-{release}");
+            if let Some(text) = read_text(&path) {
+                return Some(KernelConfig { text, source: path });
+            }
+        }
+        let f = std::fs::File::open("/proc/config.gz").ok()?;
+        let mut text = String::new();
+        flate2::read::GzDecoder::new(f).read_to_string(&mut text).ok()?;
+        Some(KernelConfig { text, source: "/proc/config.gz".to_string() })
+    }
+
+    /// A configuration given as text.
+    pub fn parse(text: &str) -> Self {
+        KernelConfig { text: text.to_string(), source: "text".to_string() }
+    }
+
+    /// The value of `NAME=value` (quotes removed); `Some("n")` for `# NAME is not set`; `None` if the option
+    /// is not mentioned.
+    pub fn value(&self, name: &str) -> Option<&str> {
+        for line in self.text.lines() {
+            if let Some(v) = line.strip_prefix(name).and_then(|r| r.strip_prefix('=')) {
+                return Some(v.trim_matches('"'));
+            }
+            if line.strip_prefix("# ").and_then(|r| r.strip_prefix(name)) == Some(" is not set") {
+                return Some("n");
+            }
+        }
+        None
+    }
+
+    /// Whether `NAME=y`.
+    pub fn enabled(&self, name: &str) -> bool {
+        self.value(name) == Some("y")
+    }
+
+    /// The whole text.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+}
+
+/// A field of `/proc/meminfo` text in kB (`MemTotal:`), `None` if absent.
+pub fn meminfo_kb(meminfo: &str, field: &str) -> Option<u64> {
+    meminfo.lines().find(|l| l.starts_with(field))?.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// The bracketed word in a sysfs choice list (`always [madvise] never` -> `madvise`).
+pub fn bracketed(text: &str) -> Option<&str> {
+    let a = text.find('[')?;
+    let b = text[a..].find(']')? + a;
+    Some(&text[a + 1..b])
+}
+
+/// Parses a CPU list such as `0-3,8` into CPU numbers (sorted, deduplicated); `None` if malformed or empty.
+pub fn parse_cpu_list(list: &str) -> Option<Vec<usize>> {
+    let mut out = Vec::new();
+    for part in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (usize, usize) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
+                if a > b || b - a > 1 << 16 {
+                    return None;
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(part.parse().ok()?),
+        }
+    }
+    if out.is_empty() {
+        return None;
+    }
+    out.sort_unstable();
+    out.dedup();
+    Some(out)
+}
+
+/// What the CPU is, from `/proc/cpuinfo` (first processor) and sysfs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Cpu {
+    /// `model name`.
+    pub model: Option<String>,
+    /// The feature flags (`flags` line), e.g. `pku`, `ospke`, `la57`.
+    pub flags: Vec<String>,
+    /// CPUs online (`/sys/devices/system/cpu/online`).
+    pub online: Option<usize>,
+}
+
+impl Cpu {
+    /// Parses the first processor of `/proc/cpuinfo` text, with the online list's count.
+    pub fn parse(cpuinfo: &str, online_list: Option<&str>) -> Self {
+        let field = |name: &str| {
+            cpuinfo
+                .lines()
+                .find(|l| l.split(':').next().is_some_and(|k| k.trim() == name))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        };
+        Cpu {
+            model: field("model name"),
+            flags: field("flags")
+                .map(|f| f.split_whitespace().map(str::to_string).collect())
+                .unwrap_or_default(),
+            online: online_list.and_then(|l| parse_cpu_list(l.trim())).map(|v| v.len()),
+        }
+    }
+
+    /// Whether the CPU lists feature `flag`.
+    pub fn has(&self, flag: &str) -> bool {
+        self.flags.iter().any(|f| f == flag)
+    }
+
+    /// Memory protection keys usable from user space: the CPU has them (`pku`) and the kernel enabled them
+    /// (`ospke`).
+    pub fn has_pku(&self) -> bool {
+        self.has("pku") && self.has("ospke")
+    }
+}
+
+/// One hugetlb pool (`/sys/kernel/mm/hugepages/hugepages-<size>kB`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HugePool {
+    /// Page size in kB.
+    pub size_kb: u64,
+    /// `nr_hugepages`: pages in the pool.
+    pub nr: u64,
+    /// `free_hugepages`.
+    pub free: u64,
+}
+
+/// The host's huge-page configuration: the hugetlb pools and the transparent huge page mode.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HugePages {
+    /// The default hugetlb page size (`Hugepagesize:` of `/proc/meminfo`), kB.
+    pub default_size_kb: Option<u64>,
+    /// Every hugetlb page size the kernel offers, smallest first.
+    pub pools: Vec<HugePool>,
+    /// `/sys/kernel/mm/transparent_hugepage/enabled` (the bracketed choice).
+    pub thp_enabled: Option<String>,
+}
+
+impl HugePages {
+    /// Probes the pools under `/sys/kernel/mm/hugepages` and the THP mode.
+    fn probe(meminfo: Option<&str>) -> Self {
+        let mut pools = Vec::new();
+        if let Ok(dir) = std::fs::read_dir("/sys/kernel/mm/hugepages") {
+            for e in dir.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let Some(size_kb) = name
+                    .strip_prefix("hugepages-")
+                    .and_then(|r| r.strip_suffix("kB"))
+                    .and_then(|s| s.parse().ok())
+                else {
+                    continue;
+                };
+                let num = |f: &str| {
+                    read_text(&format!("/sys/kernel/mm/hugepages/{name}/{f}"))
+                        .and_then(|t| t.trim().parse().ok())
+                        .unwrap_or(0)
+                };
+                pools.push(HugePool { size_kb, nr: num("nr_hugepages"), free: num("free_hugepages") });
+            }
+        }
+        pools.sort_by_key(|p| p.size_kb);
+        HugePages {
+            default_size_kb: meminfo.and_then(|m| meminfo_kb(m, "Hugepagesize:")),
+            pools,
+            thp_enabled: read_text("/sys/kernel/mm/transparent_hugepage/enabled")
+                .and_then(|t| bracketed(&t).map(str::to_string)),
+        }
+    }
+}
+
+/// Everything this crate probes, read once.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Host {
+    /// `uname -r`.
+    pub kernel_release: Option<String>,
+    /// The build configuration, if readable.
+    pub config: Option<KernelConfig>,
+    /// `vm.mmap_min_addr`.
+    pub mmap_min_addr: Option<u64>,
+    /// `vm.max_map_count`.
+    pub max_map_count: Option<u64>,
+    /// `vm.overcommit_memory` (0 heuristic, 1 always, 2 never).
+    pub overcommit_memory: Option<u64>,
+    /// `MemTotal:` in kB.
+    pub mem_total_kb: Option<u64>,
+    /// `SwapTotal:` in kB.
+    pub swap_total_kb: Option<u64>,
+    /// Whether this process runs as root (effective uid 0, from `/proc/self/status`): CAP_SYS_RAWIO and the
+    /// other capabilities the engine asks about.
+    pub root: Option<bool>,
+    /// The CPU.
+    pub cpu: Cpu,
+    /// Huge pages.
+    pub huge_pages: HugePages,
+}
+
+impl Host {
+    /// Probes the running host (never fails; unknowns are `None`).
+    pub fn probe() -> Self {
+        let meminfo = read_text("/proc/meminfo");
+        let root = read_text("/proc/self/status")
+            .map(|s| s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0")));
+        Host {
+            kernel_release: kernel_release(),
+            config: KernelConfig::running(),
+            mmap_min_addr: sysctl_vm("mmap_min_addr"),
+            max_map_count: sysctl_vm("max_map_count"),
+            overcommit_memory: sysctl_vm("overcommit_memory"),
+            mem_total_kb: meminfo.as_deref().and_then(|m| meminfo_kb(m, "MemTotal:")),
+            swap_total_kb: meminfo.as_deref().and_then(|m| meminfo_kb(m, "SwapTotal:")),
+            root,
+            cpu: Cpu::parse(
+                &read_text("/proc/cpuinfo").unwrap_or_default(),
+                read_text("/sys/devices/system/cpu/online").as_deref(),
+            ),
+            huge_pages: HugePages::probe(meminfo.as_deref()),
+        }
+    }
+
+    /// `CONFIG_<name>` of the running kernel: `Some(true)` for `=y`, `Some(false)` when the config says
+    /// anything else or omits it, `None` when no config is readable.
+    pub fn config_enabled(&self, name: &str) -> Option<bool> {
+        self.config.as_ref().map(|c| c.enabled(name))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_values() {
+        let c = KernelConfig::parse(
+            "CONFIG_HZ=250\n# CONFIG_PER_VMA_LOCK_STATS is not set\nCONFIG_PER_VMA_LOCK=y\nCONFIG_X=\"s\"\n",
+        );
+        assert_eq!(c.value("CONFIG_HZ"), Some("250"));
+        assert!(c.enabled("CONFIG_PER_VMA_LOCK"));
+        assert_eq!(c.value("CONFIG_PER_VMA_LOCK_STATS"), Some("n"));
+        assert!(!c.enabled("CONFIG_PER_VMA_LOCK_STATS"));
+        assert_eq!(c.value("CONFIG_X"), Some("s"));
+        assert_eq!(c.value("CONFIG_NONE"), None);
+    }
+
+    #[test]
+    fn lists_and_choices() {
+        assert_eq!(bracketed("always [madvise] never"), Some("madvise"));
+        assert_eq!(parse_cpu_list("0-3,8,2"), Some(vec![0, 1, 2, 3, 8]));
+        assert_eq!(parse_cpu_list("3-1"), None);
+        assert_eq!(parse_cpu_list(""), None);
+        assert_eq!(parse_cpu_list("x"), None);
+        let mi = "MemTotal:       16318412 kB\nSwapTotal:             0 kB\nHugepagesize:       2048 kB\n";
+        assert_eq!(meminfo_kb(mi, "MemTotal:"), Some(16318412));
+        assert_eq!(meminfo_kb(mi, "SwapTotal:"), Some(0));
+        assert_eq!(meminfo_kb(mi, "Missing:"), None);
+    }
+
+    #[test]
+    fn cpu_facts() {
+        let info = "processor\t: 0\nmodel name\t: Some CPU @ 2GHz\nflags\t\t: fpu pku ospke la57\n\n\
+                    processor\t: 1\nmodel name\t: Some CPU @ 2GHz\nflags\t\t: fpu\n";
+        let c = Cpu::parse(info, Some("0-1\n"));
+        assert_eq!(c.model.as_deref(), Some("Some CPU @ 2GHz"));
+        assert!(c.has_pku());
+        assert!(c.has("la57") && !c.has("avx"));
+        assert_eq!(c.online, Some(2));
+        let no_pku = Cpu::parse("flags\t: fpu pku\n", None);
+        assert!(!no_pku.has_pku(), "pku without ospke is not usable");
+        assert_eq!(Cpu::parse("", None), Cpu::default());
+    }
+
+    #[test]
+    fn probe_this_host() {
+        let h = Host::probe();
+        assert!(h.kernel_release.is_some());
+        assert!(h.max_map_count.is_some_and(|n| n > 0));
+        assert!(h.mem_total_kb.is_some_and(|n| n > 0));
+        assert!(h.root.is_some());
+        assert!(h.huge_pages.pools.windows(2).all(|w| w[0].size_kb < w[1].size_kb));
+        if let Some(c) = &h.config {
+            assert!(c.value("CONFIG_MMU").is_some(), "a config from {} without CONFIG_MMU", c.source);
+        }
+    }
+}
