@@ -11,11 +11,12 @@ use indicatif::{ProgressBar, ProgressStyle};
 use std::time::Duration;
 use vmspace_linux::args::{parse_duration, parse_list};
 use vmspace_linux::contention::{self, ProcFile};
-use vmspace_linux::hostinfo::{HostInfo, parse_cpu_list};
+use vmspace_linux::hostinfo::{self, parse_cpu_list};
 use vmspace_linux::race::{self, RaceFile, RaceTest};
-use vmspace_linux::report::{Report, ReportSet};
-use vmspace_linux::table::{count, ms, render};
 use vmspace_linux::{child, faults, fork};
+use vmspace_results::host::HostInfo;
+use vmspace_results::report::{Report, ReportSet};
+use vmspace_results::table::{count, ms, render};
 
 /// The probe subcommands.
 #[derive(Debug, Subcommand)]
@@ -169,7 +170,7 @@ fn race_test(s: &str) -> Result<RaceTest, String> {
 /// Runs one probe subcommand.
 pub fn run(cmd: KernelCmd) -> Result<()> {
     child::install_interrupt_handler()?;
-    let host = HostInfo::gather();
+    let host = hostinfo::gather();
     match cmd {
         KernelCmd::Info(a) => info(&host, a),
         KernelCmd::Contention(a) => contention_cmd(&host, a),

@@ -10,7 +10,7 @@
 //!
 //! The format is versioned by [`SCHEMA`]; a consumer should reject other versions. Fields are only ever added.
 
-use crate::hostinfo::HostInfo;
+use crate::host::HostInfo;
 use crate::stats::Summary;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
