@@ -979,7 +979,7 @@ pub fn render_table(results: &TreeResults, targets: &[Target]) -> String {
         }
     }
     out.push('\n');
-    out.push_str("Issue 2 targets (vmspace maple tree):\n");
+    out.push_str("Targets (vmspace maple tree; goals in BENCHMARKS.md):\n");
     for v in &results.verdicts {
         let _ = writeln!(
             out,

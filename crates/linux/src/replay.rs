@@ -18,6 +18,18 @@
 //! caller's code. Re-executing the binary was the alternative; it would need a hidden subcommand in every
 //! binary that runs scripts (each test binary included), so fork it is.
 //!
+//! # Nothing outlives the command
+//!
+//! The runner child and every process a script forks arm `PR_SET_PDEATHSIG(SIGKILL)` first thing (and check
+//! that their parent did not die before that), and restore the default SIGINT/SIGTERM dispositions, so they end
+//! with the process that made them however it ends. The temporary directory of `file` ops is the parent's; a
+//! killed parent cannot remove it, so a second child, the *janitor*, is forked before the runner: it ignores
+//! SIGINT/SIGTERM, holds the read end of a pipe whose only writer is the parent, and when that pipe reaches end
+//! of file (the parent is gone, however it died) removes the directory and exits. After a normal run the parent
+//! removes the directory itself and kills and reaps the janitor. While waiting for the runner the parent polls
+//! [`crate::child::interrupted`]: on Ctrl-C (with [`crate::child::install_interrupt_handler`] installed) it kills
+//! and reaps the runner, removes the directory and returns [`ReplayError::Interrupted`].
+//!
 //! `fork` in a script is a real fork inside the child: the new process continues with the remaining ops and
 //! everything the driver had accumulated so far (the output is in its memory, copied by fork); the old one
 //! waits for it and exits with its status without writing anything. So exactly one process writes the output.
@@ -93,6 +105,8 @@ pub enum ReplayError {
     Refused(String),
     /// The child died or misbehaved.
     Child(String),
+    /// The user interrupted the run (Ctrl-C or SIGTERM); the child was killed and reaped.
+    Interrupted,
 }
 
 impl fmt::Display for ReplayError {
@@ -101,6 +115,7 @@ impl fmt::Display for ReplayError {
             ReplayError::Setup(e) => write!(f, "kernel runner setup failed: {e}"),
             ReplayError::Refused(m) => write!(f, "kernel runner refused the script: {m}"),
             ReplayError::Child(m) => write!(f, "kernel runner child failed: {m}"),
+            ReplayError::Interrupted => write!(f, "interrupted"),
         }
     }
 }
@@ -352,6 +367,8 @@ impl Target for KernelTarget {
     }
 
     fn fork(&mut self) -> Result<u64, Errno> {
+        // SAFETY: getpid has no preconditions.
+        let parent = unsafe { libc::getpid() };
         // SAFETY: fork in the runner child. The new process continues the script; this one only waits and
         // exits (async-signal-safe calls only).
         let pid = unsafe { libc::fork() };
@@ -359,6 +376,8 @@ impl Target for KernelTarget {
             return Err(last_errno());
         }
         if pid == 0 {
+            // The new process continues the script; it must not outlive the one that waits for it.
+            arm_death_signal(parent);
             return Ok(0);
         }
         let mut status = 0;
@@ -413,10 +432,13 @@ pub fn replay_kernel_with(script: &Script, opts: ReplayOptions) -> Result<Output
     let tmp = tempfile::Builder::new().prefix("vmspace-replay").tempdir()?;
     // The path maps lines will show: resolve symlinks so it matches the kernel's d_path.
     let dir = std::fs::canonicalize(tmp.path())?;
+    let janitor = Janitor::start(&dir)?;
     let dir_fd = rustix::fs::open(&dir, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
         .map_err(std::io::Error::from)?;
     let (rd, wr) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(std::io::Error::from)?;
 
+    // SAFETY: getpid has no preconditions.
+    let parent = unsafe { libc::getpid() };
     // SAFETY: fork; the child follows the rules of the module documentation (syscalls, allocation through
     // glibc's fork-safe malloc, no stdio/env/shared locks) and always ends with _exit.
     let pid = unsafe { libc::fork() };
@@ -424,6 +446,8 @@ pub fn replay_kernel_with(script: &Script, opts: ReplayOptions) -> Result<Output
         return Err(ReplayError::Setup(std::io::Error::last_os_error()));
     }
     if pid == 0 {
+        arm_death_signal(parent);
+        janitor.forget_in_child();
         drop(rd);
         child_main(script, opts, dir, dir_fd, wr);
     }
@@ -436,10 +460,16 @@ pub fn replay_kernel_with(script: &Script, opts: ReplayOptions) -> Result<Output
         match rustix::io::read(&rd, &mut buf) {
             Ok(0) => break,
             Ok(n) => bytes.extend_from_slice(&buf[..n]),
+            Err(rustix::io::Errno::INTR) if crate::child::interrupted() => {
+                // SAFETY: our own, not yet reaped child: the pid cannot have been reused.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                read_error = Some(ReplayError::Interrupted);
+                break;
+            }
             Err(rustix::io::Errno::INTR) => continue,
             Err(e) => {
                 // Still reap the child below; closing the pipe makes a blocked writer fail and exit.
-                read_error = Some(e);
+                read_error = Some(ReplayError::Setup(e.into()));
                 break;
             }
         }
@@ -457,8 +487,14 @@ pub fn replay_kernel_with(script: &Script, opts: ReplayOptions) -> Result<Output
         }
     }
     drop(tmp);
+    drop(janitor);
     if let Some(e) = read_error {
-        return Err(ReplayError::Setup(e.into()));
+        return Err(e);
+    }
+    if crate::child::interrupted() {
+        // A terminal's Ctrl-C reaches the runner too (it has the default disposition): whatever it printed is
+        // incomplete.
+        return Err(ReplayError::Interrupted);
     }
     let text = String::from_utf8_lossy(&bytes).into_owned();
     if libc::WIFSIGNALED(status) {
@@ -469,6 +505,108 @@ pub fn replay_kernel_with(script: &Script, opts: ReplayOptions) -> Result<Output
         EXIT_REFUSED => Err(ReplayError::Refused(text)),
         EXIT_PANIC => Err(ReplayError::Child(format!("panicked: {text}"))),
         c => Err(ReplayError::Child(format!("exit status {c}: {text}"))),
+    }
+}
+
+/// In a freshly forked child: be SIGKILLed when the parent `parent` dies, exit at once if it already has, and
+/// take the default SIGINT/SIGTERM dispositions back from the parent's handler (so a terminal's Ctrl-C, sent
+/// to the whole process group, ends the child too).
+fn arm_death_signal(parent: libc::pid_t) {
+    // SAFETY: prctl(PR_SET_PDEATHSIG) only sets a flag of the calling process.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) };
+    // SAFETY: getppid has no preconditions.
+    if unsafe { libc::getppid() } != parent {
+        // SAFETY: the parent died before the death signal was armed; end without touching its state.
+        unsafe { libc::_exit(1) };
+    }
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: restoring the default disposition of a signal is always valid.
+        unsafe { libc::signal(sig, libc::SIG_DFL) };
+    }
+}
+
+/// The process that removes the temporary directory once the parent is gone (module docs, "Nothing outlives
+/// the command"). Dropping it kills and reaps it: the parent then removes the directory itself.
+struct Janitor {
+    pid: libc::pid_t,
+    /// The write end of the lifeline: end of file on the janitor's side when every copy is closed.
+    lifeline: Option<OwnedFd>,
+}
+
+impl Janitor {
+    fn start(dir: &std::path::Path) -> Result<Janitor, ReplayError> {
+        let (rd, wr) =
+            rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(std::io::Error::from)?;
+        // Allocated before the fork: the janitor then only makes system calls.
+        let path = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
+            .map_err(|e| ReplayError::Setup(std::io::Error::other(e)))?;
+        // SAFETY: fork; the janitor only makes system calls (signal, read, openat/unlinkat through
+        // `remove_tree`) and ends with _exit.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            return Err(ReplayError::Setup(std::io::Error::last_os_error()));
+        }
+        if pid == 0 {
+            drop(wr);
+            for sig in [libc::SIGINT, libc::SIGTERM] {
+                // SAFETY: ignoring a signal is always valid; the janitor must survive the Ctrl-C that ends the
+                // parent so that it can clean up after it.
+                unsafe { libc::signal(sig, libc::SIG_IGN) };
+            }
+            let mut b = [0u8; 1];
+            // Blocks until every copy of the write end is closed: the parent has finished or died.
+            while let Ok(n) = rustix::io::read(&rd, &mut b)
+                && n > 0
+            {}
+            remove_tree(&path);
+            // SAFETY: ends the janitor without running the parent's destructors.
+            unsafe { libc::_exit(0) };
+        }
+        drop(rd);
+        Ok(Janitor { pid, lifeline: Some(wr) })
+    }
+
+    /// In the runner child: close this copy of the lifeline (the janitor waits for the parent only).
+    fn forget_in_child(mut self) {
+        self.lifeline = None;
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for Janitor {
+    fn drop(&mut self) {
+        // SAFETY: our own, not yet reaped child: the pid cannot have been reused.
+        unsafe { libc::kill(self.pid, libc::SIGKILL) };
+        let mut status = 0;
+        // SAFETY: reaping our own child; `status` is a valid out-pointer.
+        while unsafe { libc::waitpid(self.pid, &mut status, 0) } < 0
+            && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
+        {}
+        self.lifeline = None;
+    }
+}
+
+/// Removes the directory `path` and the files in it (the runner makes no subdirectories), with system calls
+/// only. Unlinking while reading the directory may skip names, so it reads again until the directory is gone
+/// (a bounded number of times: a runner not yet dead could still be creating files).
+fn remove_tree(path: &std::ffi::CStr) {
+    for _ in 0..16 {
+        let Ok(dir) =
+            rustix::fs::open(path, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+        else {
+            return;
+        };
+        let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 4096];
+        let mut names = rustix::fs::RawDir::new(&dir, &mut buf);
+        while let Some(Ok(entry)) = names.next() {
+            let name = entry.file_name();
+            if name.to_bytes() != b"." && name.to_bytes() != b".." {
+                let _ = rustix::fs::unlinkat(&dir, name, rustix::fs::AtFlags::empty());
+            }
+        }
+        if rustix::fs::unlinkat(rustix::fs::CWD, path, rustix::fs::AtFlags::REMOVEDIR).is_ok() {
+            return;
+        }
     }
 }
 
