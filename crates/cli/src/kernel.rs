@@ -64,8 +64,8 @@ pub struct ContentionArgs {
     /// Number of busy tasks (nice 0).
     #[arg(long, default_value_t = 0)]
     busy: usize,
-    /// Busy tasks spin this many ms, then sleep 1 ms; 0 spins without pause (tables call this B=2, B=0).
-    /// Needs --busy.
+    /// Busy tasks spin MS ms, then sleep 1 ms (tables label this B=MS); 0: they spin without pause (B=0)
+    /// [default: 2]. Needs --busy.
     #[arg(long, value_name = "MS", conflicts_with = "sweep")]
     busy_ms: Option<u64>,
     /// The mapper's CPU (default: the first usable CPU).

@@ -254,9 +254,16 @@ impl<T: Target> Target for WithProgress<T> {
     }
 }
 
+/// Runs a script on the live kernel. A script the runner's guard refuses (it would change the runner's own
+/// memory, or the headroom cannot be made) is bad input (exit status 2).
 fn run_kernel(script: &Script, arena: Arena, headroom: Option<u64>) -> Result<Output> {
-    let opts = vmspace_linux::replay::ReplayOptions { arena, map_count_headroom: headroom };
-    Ok(vmspace_linux::replay::replay_kernel_with(script, opts)?)
+    use vmspace_linux::replay::{ReplayError, ReplayOptions, replay_kernel_with};
+    let opts = ReplayOptions { arena, map_count_headroom: headroom };
+    match replay_kernel_with(script, opts) {
+        Ok(out) => Ok(out),
+        Err(e @ ReplayError::Refused(_)) => Err(usage(e.to_string())),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// A report of one script run, for `--json`.
@@ -381,6 +388,11 @@ pub fn run_diff(args: DiffArgs) -> Result<Status> {
     }
     let (a, b) = parse_range(args.seeds.as_deref().unwrap_or_default())?;
     check_generated(calls, b - a, args.force)?;
+    // With --json every seed keeps a report (a few KiB with its host facts) until the end.
+    let keep_reports = !matches!(json, JsonOut::None);
+    if keep_reports {
+        common::check_memory(&format!("--json with {} seeds", b - a), u128::from(b - a) * 4096, args.force)?;
+    }
     common::check_writable_dir(&out_dir).map_err(|e| usage(format!("--out-dir: {e}")))?;
     vmspace_linux::child::install_interrupt_handler()?;
     let cfg = GenConfig { calls, fork: args.fork, arena, grid_pages: args.grid_pages.unwrap_or(64) };
@@ -402,7 +414,9 @@ pub fn run_diff(args: DiffArgs) -> Result<Status> {
             r.push_run([("differs_count".to_string(), f64::from(u8::from(d.is_some())))].into());
             r.summarise();
             if d.is_none() {
-                reports.push(r);
+                if keep_reports {
+                    reports.push(r);
+                }
                 progress.step(&format!("seed {seed}: agree"));
                 continue;
             }

@@ -117,6 +117,11 @@ fn bad_input_exits_2_with_one_line_and_no_backtrace() {
     }
     let out = bin().arg("replay").arg(&bad).env("RUST_BACKTRACE", "1").output().unwrap();
     assert!(stderr(&out).contains("line 2"), "{}", stderr(&out));
+    // A script the kernel runner refuses (it would unmap the runner's own memory) is bad input too.
+    let own = script(dir.path(), "own.script", "munmap 0x1000 0x7ffffff00000\n");
+    let out = bin().args(["replay", "--kernel"]).arg(&own).env("RUST_BACKTRACE", "1").output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("refused"), "{}", stderr(&out));
 }
 
 #[test]

@@ -266,6 +266,9 @@ fn no_child_outlives(signal: &str) {
         std::thread::sleep(Duration::from_millis(20));
     };
     assert!(!status.success());
+    if signal == "-INT" {
+        assert_eq!(status.code(), Some(130), "an interrupted command exits with 130");
+    }
     let t = Instant::now();
     while kids.iter().any(|&k| alive(k)) {
         assert!(t.elapsed() < Duration::from_secs(5), "children outlived vmspace after {signal}: {kids:?}");
