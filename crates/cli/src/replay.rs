@@ -21,7 +21,9 @@
 //! time would exceed the machine (huge `touch` ranges, `MAP_POPULATE` of huge lengths, `--calls` in the
 //! hundreds of millions) are refused before anything runs (exit status 2; `--force` runs them anyway). The
 //! kernel runner leaves no process and no temporary directory behind, even when this command is killed
-//! (`vmspace_linux::replay`, "Nothing outlives the command").
+//! (`vmspace_linux::replay`, "Nothing outlives the command"). A script that runs for more than 2 s shows its
+//! progress in calls, on the engine (counted by [`WithProgress`]) and on the kernel (counted by the runner
+//! child, `vmspace_linux::replay::replay_kernel_observed`); so does a seed range, in scripts.
 
 use crate::common::{self, JsonOut, Progress, Status, Text, usage};
 use crate::say;
@@ -257,9 +259,13 @@ impl<T: Target> Target for WithProgress<T> {
 /// Runs a script on the live kernel. A script the runner's guard refuses (it would change the runner's own
 /// memory, or the headroom cannot be made) is bad input (exit status 2).
 fn run_kernel(script: &Script, arena: Arena, headroom: Option<u64>) -> Result<Output> {
-    use vmspace_linux::replay::{ReplayError, ReplayOptions, replay_kernel_with};
+    use vmspace_linux::replay::{ReplayError, ReplayOptions, replay_kernel_observed};
     let opts = ReplayOptions { arena, map_count_headroom: headroom };
-    match replay_kernel_with(script, opts) {
+    let mut progress = Progress::new(script.lines.len() as u64);
+    let r =
+        replay_kernel_observed(script, opts, &mut |calls| progress.set_done(calls, "calls on the kernel"));
+    progress.finish();
+    match r {
         Ok(out) => Ok(out),
         Err(e @ ReplayError::Refused(_)) => Err(usage(e.to_string())),
         Err(e) => Err(e.into()),

@@ -312,6 +312,15 @@ fn long_runs_show_progress_with_an_estimate_even_when_piped() {
     // A short run shows none.
     let out = run(&["diff", "--seeds", "0..2", "--calls", "10"]);
     assert!(!stderr(&out).contains("progress"), "{}", stderr(&out));
+    // A long replay on the kernel: the runner's calls are counted as they happen (about 4 s).
+    let dir = tempfile::tempdir().unwrap();
+    let long = mprotect_script(dir.path(), 500_000);
+    let out = bin().args(["replay", "--kernel"]).arg(&long).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let err = stderr(&out);
+    let line =
+        err.lines().find(|l| l.starts_with("progress: ")).unwrap_or_else(|| panic!("no progress:\n{err}"));
+    assert!(line.contains("/500002 after") && line.contains("calls on the kernel"), "{line}");
 }
 
 #[test]
@@ -342,8 +351,13 @@ fn completions_and_man_pages() {
 /// A script that keeps the kernel runner busy for several seconds, with a file in the runner's temporary
 /// directory.
 fn long_script(dir: &Path) -> PathBuf {
+    mprotect_script(dir, 1_000_000)
+}
+
+/// A file, a mapping, and `n` mprotect calls that split and merge it again and again.
+fn mprotect_script(dir: &Path, n: usize) -> PathBuf {
     let mut text = String::from("file f 0x100000\nmmap 0x200000000000 0x10000 rw- private|anon|fixed\n");
-    for i in 0..1_000_000 {
+    for i in 0..n {
         text.push_str(if i % 2 == 0 {
             "mprotect 0x200000004000 0x1000 r--\n"
         } else {

@@ -26,7 +26,8 @@
 //! killed parent cannot remove it, so a second child, the *janitor*, is forked before the runner: it ignores
 //! SIGINT/SIGTERM, holds the read end of a pipe whose only writer is the parent, and when that pipe reaches end
 //! of file (the parent is gone, however it died) removes the directory and exits. After a normal run the parent
-//! removes the directory itself and kills and reaps the janitor. While waiting for the runner the parent polls
+//! removes the directory itself and kills and reaps the janitor. While waiting for the runner the parent wakes
+//! every 250 ms (to report the runner's call count, [`replay_kernel_observed`]) and checks
 //! [`crate::child::interrupted`]: on Ctrl-C (with [`crate::child::install_interrupt_handler`] installed) it kills
 //! and reaps the runner, removes the directory and returns [`ReplayError::Interrupted`].
 //!
@@ -429,6 +430,21 @@ pub fn replay_kernel_in(script: &Script, arena: Arena) -> Result<Output, ReplayE
 
 /// [`replay_kernel_in`] with every option.
 pub fn replay_kernel_with(script: &Script, opts: ReplayOptions) -> Result<Output, ReplayError> {
+    replay_kernel_observed(script, opts, &mut |_| {})
+}
+
+/// How often the parent looks at the runner's progress while it waits for the output.
+const PROGRESS_EVERY_MS: i32 = 250;
+
+/// [`replay_kernel_with`], calling `on_progress(calls)` about every [`PROGRESS_EVERY_MS`] with the number of
+/// the script's calls the runner has made so far (a word of memory shared with the runner child; calls made by
+/// processes the script forked count too).
+pub fn replay_kernel_observed(
+    script: &Script,
+    opts: ReplayOptions,
+    on_progress: &mut dyn FnMut(u64),
+) -> Result<Output, ReplayError> {
+    let calls = crate::child::SharedSlots::new(1).map_err(std::io::Error::from)?;
     let tmp = tempfile::Builder::new().prefix("vmspace-replay").tempdir()?;
     // The path maps lines will show: resolve symlinks so it matches the kernel's d_path.
     let dir = std::fs::canonicalize(tmp.path())?;
@@ -449,7 +465,7 @@ pub fn replay_kernel_with(script: &Script, opts: ReplayOptions) -> Result<Output
         arm_death_signal(parent);
         janitor.forget_in_child();
         drop(rd);
-        child_main(script, opts, dir, dir_fd, wr);
+        child_main(script, opts, dir, dir_fd, wr, calls.get(0));
     }
     drop(wr);
     drop(dir_fd);
@@ -457,6 +473,28 @@ pub fn replay_kernel_with(script: &Script, opts: ReplayOptions) -> Result<Output
     let mut buf = [0u8; 8192];
     let mut read_error = None;
     loop {
+        let mut fds = [rustix::event::PollFd::new(&rd, rustix::event::PollFlags::IN)];
+        let timeout =
+            rustix::event::Timespec { tv_sec: 0, tv_nsec: i64::from(PROGRESS_EVERY_MS) * 1_000_000 };
+        let ready = match rustix::event::poll(&mut fds, Some(&timeout)) {
+            Ok(n) => n > 0,
+            Err(rustix::io::Errno::INTR) => false,
+            Err(e) => {
+                read_error = Some(ReplayError::Setup(e.into()));
+                break;
+            }
+        };
+        if crate::child::interrupted() {
+            // SAFETY: our own, not yet reaped child: the pid cannot have been reused.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            read_error = Some(ReplayError::Interrupted);
+            break;
+        }
+        if !ready {
+            // Relaxed: a count for display only; the output itself comes through the pipe.
+            on_progress(calls.get(0).load(std::sync::atomic::Ordering::Relaxed));
+            continue;
+        }
         match rustix::io::read(&rd, &mut buf) {
             Ok(0) => break,
             Ok(n) => bytes.extend_from_slice(&buf[..n]),
@@ -610,8 +648,82 @@ fn remove_tree(path: &std::ffi::CStr) {
     }
 }
 
+/// A [`Target`] that counts the calls it passes on into a word shared with the parent (progress).
+struct Counted<'a, T> {
+    inner: &'a mut T,
+    calls: &'a std::sync::atomic::AtomicU64,
+}
+
+impl<T: Target> Counted<'_, T> {
+    fn count(&mut self) -> &mut T {
+        // Relaxed: pairs with the parent's relaxed load; a count for display, ordering nothing else.
+        self.calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.inner
+    }
+}
+
+impl<T: Target> Target for Counted<'_, T> {
+    fn file(&mut self, name: &str, size: u64) -> Result<u64, Errno> {
+        self.count().file(name, size)
+    }
+    fn mmap(
+        &mut self,
+        addr: u64,
+        len: u64,
+        prot: Prot,
+        flags: MmapFlags,
+        file: Option<(&str, u64)>,
+    ) -> Result<u64, Errno> {
+        self.count().mmap(addr, len, prot, flags, file)
+    }
+    fn munmap(&mut self, addr: u64, len: u64) -> Result<u64, Errno> {
+        self.count().munmap(addr, len)
+    }
+    fn mprotect(&mut self, addr: u64, len: u64, prot: Prot) -> Result<u64, Errno> {
+        self.count().mprotect(addr, len, prot)
+    }
+    fn mremap(
+        &mut self,
+        addr: u64,
+        old_len: u64,
+        new_len: u64,
+        flags: MremapFlags,
+        new_addr: u64,
+    ) -> Result<u64, Errno> {
+        self.count().mremap(addr, old_len, new_len, flags, new_addr)
+    }
+    fn madvise(&mut self, addr: u64, len: u64, advice: Advice) -> Result<u64, Errno> {
+        self.count().madvise(addr, len, advice)
+    }
+    fn touch(&mut self, addr: u64, len: u64, write: bool) -> Result<(), u64> {
+        self.count().touch(addr, len, write)
+    }
+    fn name(&mut self, addr: u64, len: u64, name: Option<&str>) -> Result<u64, Errno> {
+        self.count().name(addr, len, name)
+    }
+    fn brk(&mut self, addr: u64) -> Result<u64, Errno> {
+        self.count().brk(addr)
+    }
+    fn fork(&mut self) -> Result<u64, Errno> {
+        self.count().fork()
+    }
+    fn maps(&mut self) -> String {
+        self.count().maps()
+    }
+    fn file_path(&self, name: &str) -> Option<String> {
+        self.inner.file_path(name)
+    }
+}
+
 /// The child: run, write, `_exit`. Never returns.
-fn child_main(script: &Script, opts: ReplayOptions, dir: PathBuf, dir_fd: OwnedFd, out: OwnedFd) -> ! {
+fn child_main(
+    script: &Script,
+    opts: ReplayOptions,
+    dir: PathBuf,
+    dir_fd: OwnedFd,
+    out: OwnedFd,
+    calls: &std::sync::atomic::AtomicU64,
+) -> ! {
     let arena = opts.arena;
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let max = max_map_count().unwrap_or(65530);
@@ -623,7 +735,7 @@ fn child_main(script: &Script, opts: ReplayOptions, dir: PathBuf, dir_fd: OwnedF
         {
             t.refuse(msg);
         }
-        let output = vmspace_script::run_in(script, &mut t, arena);
+        let output = vmspace_script::run_in(script, &mut Counted { inner: &mut t, calls }, arena);
         write_all(&t.out, output.render().as_bytes());
     }));
     let code = if r.is_ok() { 0 } else { EXIT_PANIC };
