@@ -195,6 +195,11 @@ fn mm(args: MmArgs) -> Result<Status> {
         cfg.timer.batch.as_millis()
     );
     text.print(&bench_mm::render_table(&results));
+    say!(
+        text,
+        "\nNp = mappings of N pages; N others = other VMAs in the address space; xN = N threads; \
+         lock_vma_under_rcu = lookups under the per-VMA lock (mm/mmap_lock.c), mmap_read_lock = under the mmap lock"
+    );
     json.write(&results.set)?;
     if let JsonOut::File(p) = &json {
         say!(text, "\nJSON written to {}", p.display());
