@@ -81,7 +81,11 @@ pub struct TreeArgs {
 }
 
 /// Runs one benchmark subcommand.
+///
+/// Ctrl-C (or SIGTERM) stops the benchmark at its next step with exit status 130 (a second Ctrl-C at once):
+/// the benchmarks own no child process and no file until the end, so there is nothing to clean up.
 pub fn run(cmd: BenchCmd) -> Result<Status> {
+    vmspace_linux::child::install_interrupt_handler()?;
     match cmd {
         BenchCmd::Tree(args) => tree(args),
         BenchCmd::Mm(args) => mm(args),
@@ -130,7 +134,7 @@ fn tree(args: TreeArgs) -> Result<Status> {
     let text = Text::new(&json);
 
     let mut bar = Progress::new(cfg.steps());
-    let mut progress = |what: &str| bar.step(what);
+    let mut progress = |what: &str| step_or_stop(&mut bar, what);
     let results = run_tree(&cfg, &mut progress, &common::command_line());
     bar.finish();
 
@@ -177,7 +181,7 @@ fn mm(args: MmArgs) -> Result<Status> {
     let json = JsonOut::new(args.json.as_deref())?;
     let text = Text::new(&json);
     let mut bar = Progress::new(bench_mm::steps(&cfg));
-    let mut progress = |what: &str| bar.step(what);
+    let mut progress = |what: &str| step_or_stop(&mut bar, what);
     let results = bench_mm::run(&cfg, &mut progress, &common::command_line()).map_err(anyhow::Error::msg);
     bar.finish();
     let results = results?;
@@ -205,6 +209,16 @@ fn mm(args: MmArgs) -> Result<Status> {
         say!(text, "\nJSON written to {}", p.display());
     }
     Ok(Status::Success)
+}
+
+/// One benchmark step done; ends the command with status 130 if the user interrupted it.
+fn step_or_stop(bar: &mut Progress, what: &str) {
+    if vmspace_linux::child::interrupted() {
+        bar.finish();
+        eprintln!("vmspace: interrupted");
+        std::process::exit(130);
+    }
+    bar.step(what);
 }
 
 /// Applies `--repeats` and `--batch-ms` (shared by every benchmark that times batches).

@@ -324,6 +324,30 @@ fn long_runs_show_progress_with_an_estimate_even_when_piped() {
 }
 
 #[test]
+fn an_interrupted_benchmark_exits_130() {
+    let mut child = bin()
+        .args(["bench", "tree", "--quick"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
+    let t = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(t.elapsed() < Duration::from_secs(20), "bench tree did not stop on Ctrl-C");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(130));
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(err.contains("interrupted") && !err.contains("panicked"), "{err}");
+}
+
+#[test]
 fn completions_and_man_pages() {
     for (shell, needle) in
         [("bash", "_vmspace"), ("zsh", "#compdef vmspace"), ("fish", "complete -c vmspace")]
