@@ -180,7 +180,8 @@ fn run_engine(script: &Script, arena: Arena, headroom: Option<u64>) -> Result<Ou
 }
 
 /// A [`Target`] that passes every call on to `inner` and shows the progress of a long script (every
-/// [`WithProgress::EVERY`] calls; nothing for a script done within 2 s).
+/// [`WithProgress::EVERY`] calls; nothing for a script done within 2 s); at the same points it ends the command
+/// with status 130 if the user pressed Ctrl-C.
 struct WithProgress<T> {
     inner: T,
     calls: u64,
@@ -197,6 +198,12 @@ impl<T: Target> WithProgress<T> {
     fn count(&mut self) -> &mut T {
         self.calls += 1;
         if self.calls.is_multiple_of(Self::EVERY) {
+            if vmspace_linux::child::interrupted() {
+                // The engine owns no process and no file: nothing to clean up before stopping.
+                self.progress.finish();
+                eprintln!("vmspace: interrupted");
+                std::process::exit(130);
+            }
             self.progress.set_done(self.calls, "calls on the engine");
         }
         &mut self.inner
@@ -299,11 +306,10 @@ pub fn run_replay(args: ReplayArgs) -> Result<Status> {
     }
     let Some(path) = &args.file else { return Err(usage("no script given")) };
     let json = JsonOut::new(args.json.as_deref())?;
+    vmspace_linux::child::install_interrupt_handler()?;
     let script = load(path)?;
     check_script(&script, args.force)?;
-    if args.kernel {
-        vmspace_linux::child::install_interrupt_handler()?;
-    }
+    vmspace_linux::child::check_interrupted()?;
     let out = if args.kernel {
         run_kernel(&script, arena(args.arena), args.headroom)?
     } else {
@@ -369,9 +375,10 @@ pub fn run_diff(args: DiffArgs) -> Result<Status> {
     let text = Text::new(&json);
     let host = vmspace_linux::hostinfo::gather();
     if let Some(path) = &args.file {
+        vmspace_linux::child::install_interrupt_handler()?;
         let script = load(path)?;
         check_script(&script, args.force)?;
-        vmspace_linux::child::install_interrupt_handler()?;
+        vmspace_linux::child::check_interrupted()?;
         let d = diff_one(&script, arena, headroom)?;
         let mut r = script_report("diff", path.display().to_string(), &host, &script, arena);
         r.param("script", path.display().to_string());

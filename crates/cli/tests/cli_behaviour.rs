@@ -488,6 +488,25 @@ fn diff_leaves_nothing_after_ctrl_c() {
 }
 
 #[test]
+fn an_interrupted_engine_replay_exits_130() {
+    let dir = tempfile::tempdir().unwrap();
+    let long = long_script(dir.path());
+    let mut child =
+        bin().arg("replay").arg(&long).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    assert!(Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
+    let t = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "replay did not stop on Ctrl-C");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(130));
+}
+
+#[test]
 fn diff_leaves_nothing_after_sigkill() {
     nothing_outlives(&["diff"], "-KILL");
 }
