@@ -972,4 +972,39 @@ mod tests {
             }
         }
     }
+
+    #[test]
+    fn remove_tree_removes_the_directory_and_its_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().join("runner");
+        std::fs::create_dir(&d).unwrap();
+        for i in 0..300 {
+            std::fs::write(d.join(format!("f{i}")), b"x").unwrap();
+        }
+        let c = std::ffi::CString::new(d.as_os_str().as_encoded_bytes()).unwrap();
+        remove_tree(&c);
+        assert!(!d.exists());
+        remove_tree(&c); // already gone: nothing to do, no panic
+    }
+
+    #[test]
+    fn progress_counts_the_runners_calls() {
+        let mut text = String::from("file f 0x1000\nmmap 0x200000000000 0x10000 rw- private|anon|fixed\n");
+        for i in 0..200_000 {
+            text.push_str(if i % 2 == 0 {
+                "mprotect 0x200000004000 0x1000 r--\n"
+            } else {
+                "mprotect 0x200000004000 0x1000 rw-\n"
+            });
+        }
+        let script = Script::parse(&text).unwrap();
+        let mut seen = Vec::new();
+        let out = replay_kernel_observed(&script, ReplayOptions::default(), &mut |n| seen.push(n)).unwrap();
+        assert_eq!(values(&out).len(), script.lines.len());
+        // Reported now and then (every 250 ms of a run of about a second or more), never going back, never
+        // beyond the calls made (the lines and the final maps read).
+        assert!(!seen.is_empty(), "no progress reported");
+        assert!(seen.windows(2).all(|w| w[0] <= w[1]), "{seen:?}");
+        assert!(seen.iter().all(|&n| n <= script.lines.len() as u64 + 1), "{seen:?}");
+    }
 }
