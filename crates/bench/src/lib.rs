@@ -1,5 +1,5 @@
 //! Benchmarks: workloads x targets (vmspace's structures in each mode, peer data structures, the live kernel),
-//! one JSON schema for every result (`vmspace_linux::report`), terminal tables and SVG plots.
+//! one JSON schema for every result (`vmspace_results::report`), terminal tables and SVG plots.
 //!
 //! Benchmarks measure; they assert nothing. Tests check behaviour and live beside the code they test.
 //!

@@ -16,7 +16,7 @@
 //! usable CPUs than threads, threads share CPUs and a note says so.
 
 use std::time::{Duration, Instant};
-use vmspace_linux::report::{Placement, Report};
+use vmspace_results::report::{Placement, Report};
 
 /// Batch sizing and repetition.
 #[derive(Debug, Clone, Copy)]
@@ -77,7 +77,7 @@ pub fn time(f: impl FnOnce()) -> Duration {
 
 /// The median of `values` (mean of the two middle ones for an even count); NaN when empty.
 pub fn median(values: &[f64]) -> f64 {
-    vmspace_linux::stats::Summary::of(values).map_or(f64::NAN, |s| s.median)
+    vmspace_results::stats::Summary::of(values).map_or(f64::NAN, |s| s.median)
 }
 
 /// Which CPU each benchmark thread runs on.

@@ -1,6 +1,6 @@
 //! `vmspace bench mm`: the address-space engine against the live kernel (issue 4, item 6).
 //!
-//! Three measurements in one run, each reported in the shared schema (`vmspace_linux::report`):
+//! Three measurements in one run, each reported in the shared schema (`vmspace_results::report`):
 //!
 //! 1. **mmap + munmap pairs per second** (`bench.mm.mmap_munmap`). The same workload on the engine
 //!    ([`vmspace_mm::Mm`] with the host's configuration) and on the running kernel (real `mmap`/`munmap`
@@ -33,9 +33,9 @@ use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use vmspace_linux::hostinfo::HostInfo;
-use vmspace_linux::report::{Report, ReportSet};
 use vmspace_mm::{MapFlags, Mm, MmConfig, MmShared, PAGE_SIZE, Prot, Vma, lock_vma_under_rcu};
+use vmspace_results::host::HostInfo;
+use vmspace_results::report::{Report, ReportSet};
 
 use crate::measure::{Cpus, Timer};
 
@@ -260,7 +260,7 @@ impl Ctx<'_> {
 /// Runs `vmspace bench mm`; `progress` is called once per step of [`steps`].
 pub fn run(cfg: &MmBenchConfig, progress: &mut dyn FnMut(&str), command: &str) -> Result<MmResults, String> {
     // Host facts first: discovering the CPUs pins this thread, which would narrow the affinity mask they report.
-    let host = HostInfo::gather();
+    let host = vmspace_linux::hostinfo::gather();
     let load_before = loadavg();
     let cpus = Cpus::discover();
     let placement = cpus.describe();

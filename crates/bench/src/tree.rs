@@ -45,9 +45,9 @@ use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
-use vmspace_linux::hostinfo::HostInfo;
-use vmspace_linux::report::{Report, ReportSet};
 use vmspace_rcu::sync::{AtomicBool, AtomicU64, Ordering};
+use vmspace_results::host::HostInfo;
+use vmspace_results::report::{Report, ReportSet};
 
 /// The structures `vmspace bench tree` can measure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -298,7 +298,7 @@ impl Ctx<'_> {
 /// Runs `vmspace bench tree` with `cfg`; `progress` is called once per step of [`TreeConfig::steps`].
 pub fn run(cfg: &TreeConfig, progress: &mut dyn FnMut(&str), command: &str) -> TreeResults {
     // Host facts first: discovering the CPUs pins this thread, which would narrow the affinity mask they report.
-    let host = HostInfo::gather();
+    let host = vmspace_linux::hostinfo::gather();
     let load_before = loadavg();
     let cpus = Cpus::discover();
     let placement = cpus.describe();
@@ -979,7 +979,7 @@ pub fn render_table(results: &TreeResults, targets: &[Target]) -> String {
         }
     }
     out.push('\n');
-    out.push_str("Issue 2 targets (vmspace maple tree):\n");
+    out.push_str("Targets (vmspace maple tree; goals in BENCHMARKS.md):\n");
     for v in &results.verdicts {
         let _ = writeln!(
             out,

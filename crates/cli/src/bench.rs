@@ -1,20 +1,33 @@
 //! `vmspace bench ...`: argument parsing and printing for the benchmarks in the `bench` crate.
+//!
+//! Output follows the shared convention of [`crate::common`] (`--json FILE`, `-` for standard output). `bench
+//! tree` judges vmspace's maple tree against its targets (ratios to `BTreeMap`, see BENCHMARKS.md) and closes
+//! with a verdict line; exit status 1 when a target was missed.
 
-use anyhow::{Context, bail};
+use crate::common::{self, JsonOut, Progress, Status, Text, usage};
+use crate::say;
+use anyhow::Result;
 use clap::{Args, Subcommand};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use std::io::Write;
+use std::path::PathBuf;
 use std::time::Duration;
 use vmspace_bench::tree::{Target, TreeConfig, render_table, run as run_tree};
+use vmspace_results::report::Verdict;
+
+/// Memory one entry of the largest layout may take while `bench tree` runs: the layout itself, the structure
+/// under test, its copies in the `dup` workload and the lookup addresses, with margin.
+const TREE_BYTES_PER_ENTRY: u128 = 512;
 
 /// The benchmark subcommands.
 #[derive(Debug, Subcommand)]
 pub enum BenchCmd {
     /// Range trees: vmspace's maple tree against BTreeMap, RwLock<BTreeMap>, ArcSwap<BTreeMap>, scc TreeIndex and
-    /// crossbeam SkipMap, on the kernel's benchmark shapes and at scale (issue 2).
+    /// crossbeam SkipMap, on the kernel's benchmark shapes (lib/test_maple_tree.c) and at scale; judges the
+    /// maple tree's targets (exit status 1 if one is missed).
+    #[command(after_long_help = common::EXIT_STATUS_HELP)]
     Tree(TreeArgs),
-    /// The address-space engine against the live kernel: mmap+munmap pairs per second, per-VMA-lock vs
-    /// mmap-lock lookups with 1 and 2 threads, bytes per VMA (issue 4).
+    /// The address-space engine against the live kernel: mmap+munmap pairs per second, lookups under the
+    /// per-VMA lock and under mmap_lock with 1 and 2 threads, bytes per VMA.
+    #[command(after_long_help = common::EXIT_STATUS_HELP)]
     Mm(MmArgs),
 }
 
@@ -30,12 +43,9 @@ pub struct MmArgs {
     /// Length of one timed batch, in milliseconds.
     #[arg(long)]
     batch_ms: Option<u64>,
-    /// Write the results as JSON to FILE (`-` or no value: standard output, and the table goes to stderr).
-    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
-    json: Option<String>,
-    /// Write the results as JSON to FILE (same as `--json FILE`).
-    #[arg(long, value_name = "FILE")]
-    json_file: Option<String>,
+    /// Also write the results as JSON to FILE (`-`: JSON to standard output, the table to standard error).
+    #[arg(long, value_name = "FILE", alias = "json-file")]
+    json: Option<PathBuf>,
 }
 
 /// Arguments of `vmspace bench tree`.
@@ -56,33 +66,40 @@ pub struct TreeArgs {
     /// Length of one timed batch, in milliseconds.
     #[arg(long)]
     batch_ms: Option<u64>,
-    /// Write the results as JSON to FILE (`-` or no value: standard output, and the table goes to stderr).
-    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
-    json: Option<String>,
+    /// Also write the results as JSON to FILE (`-`: JSON to standard output, the table to standard error).
+    #[arg(long, value_name = "FILE", alias = "json-file")]
+    json: Option<PathBuf>,
     /// Also draw lookup time against n per structure as an SVG plot into FILE.
     #[arg(long, value_name = "FILE")]
     svg: Option<std::path::PathBuf>,
     /// Seed of the random layouts, addresses and orders.
     #[arg(long)]
     seed: Option<u64>,
+    /// Run even if the largest size would need more memory than this machine has available.
+    #[arg(long)]
+    force: bool,
 }
 
 /// Runs one benchmark subcommand.
-pub fn run(cmd: BenchCmd) -> anyhow::Result<()> {
+///
+/// Ctrl-C (or SIGTERM) stops the benchmark at its next step with exit status 130 (a second Ctrl-C at once):
+/// the benchmarks own no child process and no file until the end, so there is nothing to clean up.
+pub fn run(cmd: BenchCmd) -> Result<Status> {
+    vmspace_linux::child::install_interrupt_handler()?;
     match cmd {
         BenchCmd::Tree(args) => tree(args),
         BenchCmd::Mm(args) => mm(args),
     }
 }
 
-fn tree(args: TreeArgs) -> anyhow::Result<()> {
+fn tree(args: TreeArgs) -> Result<Status> {
     let sizes_given = std::env::args().any(|a| a == "--sizes" || a.starts_with("--sizes="));
     let mut cfg = if args.quick { TreeConfig::quick() } else { TreeConfig::full() };
     if sizes_given || !args.quick {
         cfg.sizes = args.sizes.clone();
     }
     if cfg.sizes.is_empty() || cfg.sizes.contains(&0) {
-        bail!("--sizes needs at least one size, and every size must be at least 1");
+        return Err(usage("--sizes needs at least one size, and every size must be at least 1"));
     }
     if let Some(list) = &args.targets {
         let mut targets = Vec::new();
@@ -90,14 +107,16 @@ fn tree(args: TreeArgs) -> anyhow::Result<()> {
             match Target::parse(id) {
                 Some(t) if !targets.contains(&t) => targets.push(t),
                 Some(_) => {}
-                None => bail!(
-                    "unknown target {id:?}; known: {}",
-                    Target::ALL.iter().map(|t| t.id()).collect::<Vec<_>>().join(", ")
-                ),
+                None => {
+                    return Err(usage(format!(
+                        "unknown target {id:?}; known: {}",
+                        Target::ALL.iter().map(|t| t.id()).collect::<Vec<_>>().join(", ")
+                    )));
+                }
             }
         }
         if targets.is_empty() {
-            bail!("--targets is empty");
+            return Err(usage("--targets is empty"));
         }
         targets.sort();
         cfg.targets = targets;
@@ -106,104 +125,100 @@ fn tree(args: TreeArgs) -> anyhow::Result<()> {
     if let Some(seed) = args.seed {
         cfg.seed = seed;
     }
-    let command =
-        std::iter::once("vmspace".to_string()).chain(std::env::args().skip(1)).collect::<Vec<_>>().join(" ");
+    let largest = cfg.sizes.iter().copied().max().unwrap_or(0) as u128;
+    common::check_memory(&format!("--sizes {largest}"), largest * TREE_BYTES_PER_ENTRY, args.force)?;
+    let json = JsonOut::new(args.json.as_deref())?;
+    if let Some(svg) = &args.svg {
+        common::check_writable_file(svg, "--svg")?;
+    }
+    let text = Text::new(&json);
 
-    let bar = ProgressBar::with_draw_target(Some(cfg.steps()), ProgressDrawTarget::stderr());
-    bar.set_style(
-        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
-            .context("progress template")?
-            .progress_chars("=> "),
-    );
-    let mut progress = |what: &str| {
-        bar.set_message(what.to_string());
-        bar.inc(1);
-    };
-    let results = run_tree(&cfg, &mut progress, &command);
-    bar.finish_and_clear();
+    let mut bar = Progress::new(cfg.steps());
+    let mut progress = |what: &str| step_or_stop(&mut bar, what);
+    let results = run_tree(&cfg, &mut progress, &common::command_line());
+    bar.finish();
 
-    let to_stdout = args.json.as_deref() == Some("-");
-    let mut text = String::new();
-    text.push_str(&format!(
-        "vmspace bench tree: {}\n",
+    say!(
+        text,
+        "vmspace bench tree: {}",
         results.set.reports.first().map_or(String::new(), |r| r.host.one_line())
-    ));
-    text.push_str(&format!("placement: {}\n", results.placement));
-    text.push_str(&format!(
-        "method: median of {} batches of ~{} ms per cell; (x) = ratio to BTreeMap in this run; n/a = not applicable\n\n",
+    );
+    say!(text, "placement: {}", results.placement);
+    say!(
+        text,
+        "method: median of {} batches of ~{} ms per cell; (x) = ratio to BTreeMap in this run; n/a = not \
+         applicable\n",
         cfg.timer.repeats,
         cfg.timer.batch.as_millis()
-    ));
-    text.push_str(&render_table(&results, &cfg.targets));
-    if to_stdout {
-        eprint!("{text}");
-        let mut out = std::io::stdout().lock();
-        serde_json::to_writer_pretty(&mut out, &results.set).context("writing JSON to stdout")?;
-        writeln!(out)?;
-    } else {
-        print!("{text}");
-        if let Some(path) = &args.json {
-            let file = std::fs::File::create(path).with_context(|| format!("creating {path}"))?;
-            serde_json::to_writer_pretty(std::io::BufWriter::new(file), &results.set)
-                .with_context(|| format!("writing {path}"))?;
-            println!("\nJSON written to {path}");
-        }
+    );
+    text.print(&render_table(&results, &cfg.targets));
+    let judged: Vec<_> = results.verdicts.iter().filter(|v| v.ratio.is_finite()).collect();
+    let met = judged.iter().filter(|v| v.met).count() as u64;
+    let missed = judged.len() as u64 - met;
+    let unmeasured = results.verdicts.len() - judged.len();
+    let mut line = format!("verdict: {met} met, {missed} missed");
+    if unmeasured > 0 {
+        line.push_str(&format!(" ({unmeasured} not measured at these sizes)"));
+    }
+    let verdict = Verdict::new(met, missed, line.trim_start_matches("verdict: "));
+    say!(text, "\n{line}");
+    let set = results.set.clone().with_verdict(verdict.clone());
+    json.write(&set)?;
+    if let JsonOut::File(p) = &json {
+        say!(text, "JSON written to {}", p.display());
     }
     if let Some(path) = &args.svg {
         vmspace_bench::plot::lookup_vs_n(&results, path)?;
-        eprintln!("plot written to {}", path.display());
+        say!(text, "plot written to {}", path.display());
     }
-    Ok(())
+    Ok(Status::of(&verdict))
 }
 
-fn mm(args: MmArgs) -> anyhow::Result<()> {
+fn mm(args: MmArgs) -> Result<Status> {
     use vmspace_bench::mm as bench_mm;
     let mut cfg = if args.quick { bench_mm::MmBenchConfig::quick() } else { bench_mm::MmBenchConfig::full() };
     apply_timer_args(&mut cfg.timer, args.repeats, args.batch_ms)?;
-    let command =
-        std::iter::once("vmspace".to_string()).chain(std::env::args().skip(1)).collect::<Vec<_>>().join(" ");
-    let bar = ProgressBar::with_draw_target(Some(bench_mm::steps(&cfg)), ProgressDrawTarget::stderr());
-    bar.set_style(
-        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
-            .context("progress template")?
-            .progress_chars("=> "),
-    );
-    let mut progress = |what: &str| {
-        bar.set_message(what.to_string());
-        bar.inc(1);
-    };
-    let results = bench_mm::run(&cfg, &mut progress, &command).map_err(|e| anyhow::anyhow!(e))?;
-    bar.finish_and_clear();
+    let json = JsonOut::new(args.json.as_deref())?;
+    let text = Text::new(&json);
+    let mut bar = Progress::new(bench_mm::steps(&cfg));
+    let mut progress = |what: &str| step_or_stop(&mut bar, what);
+    let results = bench_mm::run(&cfg, &mut progress, &common::command_line()).map_err(anyhow::Error::msg);
+    bar.finish();
+    let results = results?;
 
-    let json_path = args.json_file.clone().or(args.json.clone());
-    let to_stdout = json_path.as_deref() == Some("-");
-    let mut text = String::new();
-    text.push_str(&format!(
-        "vmspace bench mm: {}\n",
+    say!(
+        text,
+        "vmspace bench mm: {}",
         results.set.reports.first().map_or(String::new(), |r| r.host.one_line())
-    ));
-    text.push_str(&format!("placement: {}\n", results.placement));
-    text.push_str(&format!(
-        "method: median of {} batches of ~{} ms per cell\n\n",
+    );
+    say!(text, "placement: {}", results.placement);
+    say!(
+        text,
+        "method: median of {} batches of ~{} ms per cell\n",
         cfg.timer.repeats,
         cfg.timer.batch.as_millis()
-    ));
-    text.push_str(&bench_mm::render_table(&results));
-    if to_stdout {
-        eprint!("{text}");
-        let mut out = std::io::stdout().lock();
-        serde_json::to_writer_pretty(&mut out, &results.set).context("writing JSON to stdout")?;
-        writeln!(out)?;
-    } else {
-        print!("{text}");
-        if let Some(path) = &json_path {
-            let file = std::fs::File::create(path).with_context(|| format!("creating {path}"))?;
-            serde_json::to_writer_pretty(std::io::BufWriter::new(file), &results.set)
-                .with_context(|| format!("writing {path}"))?;
-            println!("\nJSON written to {path}");
-        }
+    );
+    text.print(&bench_mm::render_table(&results));
+    say!(
+        text,
+        "\nNp = mappings of N pages; N others = other VMAs in the address space; xN = N threads; \
+         lock_vma_under_rcu = lookups under the per-VMA lock (mm/mmap_lock.c), mmap_read_lock = under the mmap lock"
+    );
+    json.write(&results.set)?;
+    if let JsonOut::File(p) = &json {
+        say!(text, "\nJSON written to {}", p.display());
     }
-    Ok(())
+    Ok(Status::Success)
+}
+
+/// One benchmark step done; ends the command with status 130 if the user interrupted it.
+fn step_or_stop(bar: &mut Progress, what: &str) {
+    if vmspace_linux::child::interrupted() {
+        bar.finish();
+        eprintln!("vmspace: interrupted");
+        std::process::exit(130);
+    }
+    bar.step(what);
 }
 
 /// Applies `--repeats` and `--batch-ms` (shared by every benchmark that times batches).
@@ -211,16 +226,16 @@ fn apply_timer_args(
     timer: &mut vmspace_bench::measure::Timer,
     repeats: Option<usize>,
     batch_ms: Option<u64>,
-) -> anyhow::Result<()> {
+) -> Result<()> {
     if let Some(r) = repeats {
         if r == 0 {
-            bail!("--repeats must be at least 1");
+            return Err(usage("--repeats must be at least 1"));
         }
         timer.repeats = r;
     }
     if let Some(ms) = batch_ms {
         if ms == 0 {
-            bail!("--batch-ms must be at least 1");
+            return Err(usage("--batch-ms must be at least 1"));
         }
         timer.batch = Duration::from_millis(ms);
     }

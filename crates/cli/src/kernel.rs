@@ -1,50 +1,62 @@
 //! `vmspace kernel ...`: the probe's subcommands (the `linux` crate's experiments on the host's kernel).
 //!
-//! This module only parses arguments, calls `vmspace_linux`, and prints: a table for people, or with `--json`
-//! one `ReportSet` (schema `vmspace.report.v1`, see BENCHMARKS.md) on stdout. Progress goes to stderr.
-//! Child processes are forked by the library from this single-threaded command; Ctrl-C stops the experiment
-//! and every child is killed and reaped before the command exits.
+//! This module only parses arguments, calls `vmspace_linux`, and prints: a table for people and, with `--json
+//! FILE`, one `ReportSet` (schema `vmspace.report.v1`, see BENCHMARKS.md; the convention of
+//! [`crate::common`]). Progress goes to stderr. Child processes are forked by the library from this
+//! single-threaded command; Ctrl-C stops the experiment and every child is killed and reaped before the command
+//! exits (status 130). Memory the experiment would map beyond what the machine has available is refused before
+//! it starts unless `--force` is given.
 
-use anyhow::{Result, bail};
+use crate::common::{self, JsonOut, Progress, Status, Text, usage};
+use crate::say;
+use anyhow::Result;
 use clap::{Args, Subcommand};
-use indicatif::{ProgressBar, ProgressStyle};
+use std::path::PathBuf;
 use std::time::Duration;
 use vmspace_linux::args::{parse_duration, parse_list};
 use vmspace_linux::contention::{self, ProcFile};
-use vmspace_linux::hostinfo::{HostInfo, parse_cpu_list};
+use vmspace_linux::hostinfo::{self, parse_cpu_list};
 use vmspace_linux::race::{self, RaceFile, RaceTest};
-use vmspace_linux::report::{Report, ReportSet};
-use vmspace_linux::table::{count, ms, render};
 use vmspace_linux::{child, faults, fork};
+use vmspace_results::host::HostInfo;
+use vmspace_results::report::{Report, ReportSet, Verdict};
+use vmspace_results::table::{count, ms, render};
 
 /// The probe subcommands.
 #[derive(Debug, Subcommand)]
 pub enum KernelCmd {
     /// The host's kernel: release, PROCMAP_QUERY, CONFIG_PER_VMA_LOCK, page size, max_map_count, CPUs, preemption.
+    #[command(after_long_help = common::EXIT_STATUS_HELP)]
     Info(InfoArgs),
     /// mmap/munmap latency while scanners read /proc/PID/{maps,smaps,smaps_rollup} or walk PROCMAP_QUERY.
+    #[command(after_long_help = common::EXIT_STATUS_HELP)]
     Contention(ContentionArgs),
-    /// The proc-maps-race selftest's split/resize/remap checks: no tearing, no false gaps.
+    /// The checks of the kernel's proc-maps-race selftest (tools/testing/selftests/proc/proc-maps-race.c):
+    /// reading /proc/PID/maps while another process splits, resizes or remaps a VMA shows no torn or missing
+    /// lines. Exit status 1 if a check fails.
+    #[command(after_long_help = common::EXIT_STATUS_HELP)]
     Race(RaceArgs),
     /// Page faults per second with T threads mapping, touching and unmapping private memory.
+    #[command(after_long_help = common::EXIT_STATUS_HELP)]
     Faults(FaultsArgs),
-    /// fork() rate against the number of VMAs (seed 004).
+    /// fork() rate against the number of VMAs the forking process has (kernel/fork.c: dup_mmap copies each).
+    #[command(after_long_help = common::EXIT_STATUS_HELP)]
     Fork(ForkArgs),
 }
 
 /// `kernel info`.
 #[derive(Debug, Args)]
 pub struct InfoArgs {
-    /// Print JSON.
-    #[arg(long)]
-    json: bool,
+    /// Also write the results as JSON to FILE (`-`: JSON to standard output, the table to standard error).
+    #[arg(long, value_name = "FILE", alias = "json-file")]
+    json: Option<PathBuf>,
 }
 
 /// `kernel contention`.
 #[derive(Debug, Args)]
 pub struct ContentionArgs {
     /// What scanners read: maps, smaps, smaps_rollup, query (PROCMAP_QUERY walk) or none.
-    #[arg(long, default_value = "maps")]
+    #[arg(long, default_value = "maps", conflicts_with = "sweep")]
     procfile: ProcFile,
     /// Number of scanner processes (nice 15).
     #[arg(long, default_value_t = 1)]
@@ -52,9 +64,10 @@ pub struct ContentionArgs {
     /// Number of busy tasks (nice 0).
     #[arg(long, default_value_t = 0)]
     busy: usize,
-    /// Busy tasks spin this many ms, then sleep 1 ms; 0 spins forever.
-    #[arg(long, default_value_t = 2)]
-    busy_ms: u64,
+    /// Busy tasks spin MS ms, then sleep 1 ms (tables label this B=MS); 0: they spin without pause (B=0)
+    /// [default: 2]. Needs --busy.
+    #[arg(long, value_name = "MS", conflicts_with = "sweep")]
+    busy_ms: Option<u64>,
     /// The mapper's CPU (default: the first usable CPU).
     #[arg(long)]
     mapper_cpu: Option<usize>,
@@ -71,19 +84,20 @@ pub struct ContentionArgs {
     /// The mapper's region, MiB.
     #[arg(long, default_value_t = 128)]
     region_mib: usize,
+    /// Run even if the memory the experiment maps exceeds what this machine has available.
+    #[arg(long)]
+    force: bool,
     /// Pause between mapper calls, µs.
     #[arg(long, default_value_t = 10)]
     pause_us: u64,
-    /// Run the seeds' grid (baseline, busy only, each procfile x {scanners, +busy B=2, +busy B=0}) and print
-    /// ratios to the baseline.
+    /// Run the whole grid: a baseline without scanners, busy tasks only, then for each proc file scanners
+    /// alone, with busy tasks that pause (B=2: spin 2 ms, sleep 1 ms) and with busy tasks that never pause
+    /// (B=0); print ratios to the baseline. Replaces --procfile and --busy-ms.
     #[arg(long)]
     sweep: bool,
-    /// Print JSON.
-    #[arg(long)]
-    json: bool,
-    /// Also write the JSON report set to this file (the tables are still printed).
-    #[arg(long)]
-    json_file: Option<std::path::PathBuf>,
+    /// Also write the results as JSON to FILE (`-`: JSON to standard output, the table to standard error).
+    #[arg(long, value_name = "FILE", alias = "json-file")]
+    json: Option<PathBuf>,
 }
 
 /// `kernel race`.
@@ -98,12 +112,9 @@ pub struct RaceArgs {
     /// Length of each test.
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     duration: Duration,
-    /// Print JSON.
-    #[arg(long)]
-    json: bool,
-    /// Also write the JSON report set to this file (the tables are still printed).
-    #[arg(long)]
-    json_file: Option<std::path::PathBuf>,
+    /// Also write the results as JSON to FILE (`-`: JSON to standard output, the table to standard error).
+    #[arg(long, value_name = "FILE", alias = "json-file")]
+    json: Option<PathBuf>,
 }
 
 /// `kernel faults`.
@@ -121,21 +132,22 @@ pub struct FaultsArgs {
     /// Each thread's region, MiB.
     #[arg(long, default_value_t = 16)]
     region_mib: usize,
+    /// Run even if the memory the experiment maps exceeds what this machine has available.
+    #[arg(long)]
+    force: bool,
     /// CPUs the threads rotate over (default: all usable).
     #[arg(long, value_parser = cpu_list)]
     cpus: Option<::std::vec::Vec<usize>>,
-    /// Print JSON.
-    #[arg(long)]
-    json: bool,
-    /// Also write the JSON report set to this file (the tables are still printed).
-    #[arg(long)]
-    json_file: Option<std::path::PathBuf>,
+    /// Also write the results as JSON to FILE (`-`: JSON to standard output, the table to standard error).
+    #[arg(long, value_name = "FILE", alias = "json-file")]
+    json: Option<PathBuf>,
 }
 
 /// `kernel fork`.
 #[derive(Debug, Args)]
 pub struct ForkArgs {
-    /// Extra VMA counts, e.g. `0,100,1000,10000,60000` (default: seed 004's counts that fit max_map_count).
+    /// Extra VMA counts, e.g. `0,100,1000,10000,60000` (default: 0 to 60,000 in steps that fit under
+    /// vm.max_map_count).
     #[arg(long, value_parser = parse_list)]
     vmas: Option<::std::vec::Vec<usize>>,
     /// Runs per count.
@@ -147,12 +159,9 @@ pub struct ForkArgs {
     /// The CPU to fork on (default: the last usable CPU).
     #[arg(long)]
     cpu: Option<usize>,
-    /// Print JSON.
-    #[arg(long)]
-    json: bool,
-    /// Also write the JSON report set to this file (the tables are still printed).
-    #[arg(long)]
-    json_file: Option<std::path::PathBuf>,
+    /// Also write the results as JSON to FILE (`-`: JSON to standard output, the table to standard error).
+    #[arg(long, value_name = "FILE", alias = "json-file")]
+    json: Option<PathBuf>,
 }
 
 fn cpu_list(s: &str) -> Result<Vec<usize>, String> {
@@ -167,9 +176,9 @@ fn race_test(s: &str) -> Result<RaceTest, String> {
 }
 
 /// Runs one probe subcommand.
-pub fn run(cmd: KernelCmd) -> Result<()> {
+pub fn run(cmd: KernelCmd) -> Result<Status> {
     child::install_interrupt_handler()?;
-    let host = HostInfo::gather();
+    let host = hostinfo::gather();
     match cmd {
         KernelCmd::Info(a) => info(&host, a),
         KernelCmd::Contention(a) => contention_cmd(&host, a),
@@ -179,55 +188,36 @@ pub fn run(cmd: KernelCmd) -> Result<()> {
     }
 }
 
-fn command_line() -> String {
-    let mut args = std::env::args();
-    let _ = args.next();
-    std::iter::once("vmspace".to_string()).chain(args).collect::<Vec<_>>().join(" ")
+/// Runs `f` over the progress bar of `total` runs and clears the bar whatever comes out.
+fn with_progress<T>(total: u64, f: impl FnOnce(&mut Progress) -> Result<T>) -> Result<T> {
+    let mut pb = Progress::new(total);
+    let r = f(&mut pb);
+    pb.finish();
+    r
 }
 
-fn progress(total: u64, json: bool) -> ProgressBar {
-    let pb = if json && !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-        ProgressBar::hidden()
-    } else {
-        ProgressBar::new(total)
-    };
-    pb.set_style(
-        ProgressStyle::with_template("{bar:30} {pos}/{len} runs, {elapsed} elapsed, ~{eta} left  {msg}")
-            .expect("valid template"),
-    );
-    pb
+fn set_of(reports: Vec<Report>) -> ReportSet {
+    ReportSet::new(common::command_line(), reports)
 }
 
-fn print_json(reports: Vec<Report>) -> Result<()> {
-    println!("{}", serde_json::to_string_pretty(&ReportSet::new(command_line(), reports))?);
-    Ok(())
-}
-
-fn save_json(path: Option<&std::path::Path>, reports: &[Report]) -> Result<()> {
-    if let Some(p) = path {
-        let text = serde_json::to_string_pretty(&ReportSet::new(command_line(), reports.to_vec()))?;
-        std::fs::write(p, text + "\n").map_err(|e| anyhow::anyhow!("write {}: {e}", p.display()))?;
-    }
-    Ok(())
-}
-
-fn print_header(host: &HostInfo) {
-    println!("host: {}", host.one_line());
-    println!("load average at start: {}", host.load_average.as_deref().unwrap_or("unknown"));
+fn print_header(t: Text, host: &HostInfo) {
+    say!(t, "host: {}", host.one_line());
+    say!(t, "load average at start: {}", host.load_average.as_deref().unwrap_or("unknown"));
     let load1: f64 =
         host.load_average.as_deref().and_then(|l| l.split(' ').next()?.parse().ok()).unwrap_or(0.0);
     if load1 > 0.5 {
-        println!(
+        say!(
+            t,
             "warning: the 1-minute load average is {load1:.2}: other work is running on this machine and will \
              disturb the measurements"
         );
     }
 }
 
-fn print_notes(reports: &[Report]) {
+fn print_notes(t: Text, reports: &[Report]) {
     for r in reports {
         for n in &r.notes {
-            println!("note ({}): {n}", r.label);
+            say!(t, "note ({}): {n}", r.label);
         }
     }
 }
@@ -243,11 +233,22 @@ fn placement_line(r: &Report) -> String {
         .join("; ")
 }
 
-fn info(host: &HostInfo, a: InfoArgs) -> Result<()> {
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(host)?);
-        return Ok(());
+/// Refuses CPUs this process may not run on (usage error).
+fn check_cpus(host: &HostInfo, cpus: &[usize]) -> Result<()> {
+    match cpus.iter().find(|c| !host.cpus_usable.contains(c)) {
+        Some(bad) => Err(usage(format!("CPU {bad} is not usable here (usable: {:?})", host.cpus_usable))),
+        None => Ok(()),
     }
+}
+
+/// Refuses mapping `mib` MiB in total when the machine does not have it available (unless `force`).
+fn check_region(what: String, mib: u128, force: bool) -> Result<()> {
+    common::check_memory(&what, mib << 20, force)
+}
+
+fn info(host: &HostInfo, a: InfoArgs) -> Result<Status> {
+    let json = JsonOut::new(a.json.as_deref())?;
+    let t = Text::new(&json);
     let yn = |b: Option<bool>| match b {
         Some(true) => "yes".to_string(),
         Some(false) => "no".to_string(),
@@ -274,17 +275,22 @@ fn info(host: &HostInfo, a: InfoArgs) -> Result<()> {
         ("load average", host.load_average.clone().unwrap_or_else(|| "unknown".into())),
     ];
     for (k, v) in rows {
-        println!("{k:<24}{v}");
+        say!(t, "{k:<24}{v}");
     }
-    Ok(())
+    // The facts are the report's `host`; it has no runs.
+    json.write(&set_of(vec![Report::new("kernel.info", "host", host.clone())]))?;
+    Ok(Status::Success)
 }
 
-fn contention_cmd(host: &HostInfo, a: ContentionArgs) -> Result<()> {
+fn contention_cmd(host: &HostInfo, a: ContentionArgs) -> Result<Status> {
+    if a.busy_ms.is_some() && a.busy == 0 {
+        return Err(usage("--busy-ms sets how busy tasks spin: it needs --busy N (N >= 1)"));
+    }
     let base = contention::Config {
         procfile: a.procfile,
         scanners: a.scanners,
         busy: a.busy,
-        busy_ms: a.busy_ms,
+        busy_ms: a.busy_ms.unwrap_or(2),
         mapper_cpu: a.mapper_cpu,
         others_cpus: a.others_cpus,
         samples: a.samples,
@@ -292,42 +298,39 @@ fn contention_cmd(host: &HostInfo, a: ContentionArgs) -> Result<()> {
         region_mib: a.region_mib,
         pause_us: a.pause_us,
     };
-    base.validate()?;
+    base.validate().map_err(|e| usage(format!("{e:#}")))?;
+    vmspace_linux::placement::Layout::resolve(
+        &host.cpus_usable,
+        base.mapper_cpu,
+        base.others_cpus.as_deref(),
+    )
+    .map_err(|e| usage(format!("{e:#}")))?;
+    check_region(format!("--region-mib {}", a.region_mib), a.region_mib as u128, a.force)?;
+    let json = JsonOut::new(a.json.as_deref())?;
+    let t = Text::new(&json);
     let rows = if a.sweep { contention::sweep_grid(&base) } else { vec![base.clone()] };
     let total = (rows.len() * base.samples) as u64;
-    if !a.json {
-        print_header(host);
-        let secs = total as f64 * (base.duration.as_secs_f64() + 0.3);
-        println!(
-            "{} configuration(s) x {} run(s) x {:?}: about {:.0} s",
-            rows.len(),
-            base.samples,
-            base.duration,
-            secs
-        );
-    }
-    let pb = progress(total, a.json);
-    let mut reports = Vec::new();
-    for row in &rows {
-        pb.set_message(row.label());
-        let r = contention::run(row, host, &mut |_| pb.inc(1));
-        let r = match r {
-            Ok(r) => r,
-            Err(e) => {
-                pb.abandon();
-                return Err(e);
-            }
-        };
-        reports.push(r);
-    }
-    pb.finish_and_clear();
-    save_json(a.json_file.as_deref(), &reports)?;
-    if a.json {
-        return print_json(reports);
-    }
-    println!("placement: {}", placement_line(reports.last().expect("at least one row")));
+    print_header(t, host);
+    let secs = total as f64 * (base.duration.as_secs_f64() + 0.3);
+    say!(
+        t,
+        "{} configuration(s) x {} run(s) x {:?}: about {}",
+        rows.len(),
+        base.samples,
+        base.duration,
+        common::fmt_secs(secs)
+    );
+    let reports = with_progress(total, |pb| {
+        let mut reports = Vec::new();
+        for row in &rows {
+            let label = row.label();
+            reports.push(contention::run(row, host, &mut |_| pb.step(&label))?);
+        }
+        Ok(reports)
+    })?;
+    say!(t, "placement: {}", placement_line(reports.last().expect("at least one row")));
     for n in reports.iter().flat_map(|r| r.notes.iter()).collect::<std::collections::BTreeSet<_>>() {
-        println!("note: {n}");
+        say!(t, "note: {n}");
     }
     let mmm = |r: &Report, k: &str| {
         r.metric(k).map(|s| format!("{}/{}/{}", ms(s.min), ms(s.median), ms(s.max))).unwrap_or_default()
@@ -335,7 +338,7 @@ fn contention_cmd(host: &HostInfo, a: ContentionArgs) -> Result<()> {
     let med = |r: &Report, k: &str| r.metric(k).map(|s| s.median).unwrap_or(0.0);
     if !a.sweep {
         let r = &reports[0];
-        println!("\n{} ({} runs x {:?}), latencies in ms", r.label, base.samples, base.duration);
+        say!(t, "\n{} ({} runs x {:?}), latencies in ms", r.label, base.samples, base.duration);
         let rows: Vec<Vec<String>> = r
             .runs
             .iter()
@@ -353,40 +356,41 @@ fn contention_cmd(host: &HostInfo, a: ContentionArgs) -> Result<()> {
                 ]
             })
             .collect();
-        print!("{}", render(&["run", "calls", "mean", "p50", "p99", "p99.9", "max", "scanner reads"], &rows));
-        println!(
+        t.print(&render(&["run", "calls", "mean", "p50", "p99", "p99.9", "max", "scanner reads"], &rows));
+        say!(
+            t,
             "summary min/med/max: mean {}  p99 {}  max {}  calls {}",
             mmm(r, "call_mean_ms"),
             mmm(r, "call_p99_ms"),
             mmm(r, "call_max_ms"),
             count(med(r, "calls_count"))
         );
-        return Ok(());
-    }
-    println!(
-        "\nmmap/munmap call latency in ms, min/median/max over {} runs of {:?}; ratios = median / baseline median",
-        base.samples, base.duration
-    );
-    let baseline = &reports[0];
-    let rows: Vec<Vec<String>> = reports
-        .iter()
-        .map(|r| {
-            let (rm, rx) = contention::ratios(r, baseline).unwrap_or((f64::NAN, f64::NAN));
-            vec![
-                r.label.clone(),
-                mmm(r, "call_mean_ms"),
-                ms(med(r, "call_p99_ms")),
-                mmm(r, "call_max_ms"),
-                count(med(r, "calls_count")),
-                count(med(r, "scanner_reads_count")),
-                format!("{rm:.2}x"),
-                format!("{rx:.2}x"),
-            ]
-        })
-        .collect();
-    print!(
-        "{}",
-        render(
+    } else {
+        say!(
+            t,
+            "\nmmap/munmap call latency in ms, min/median/max over {} runs of {:?}; ratios = median / baseline \
+             median",
+            base.samples,
+            base.duration
+        );
+        let baseline = &reports[0];
+        let rows: Vec<Vec<String>> = reports
+            .iter()
+            .map(|r| {
+                let (rm, rx) = contention::ratios(r, baseline).unwrap_or((f64::NAN, f64::NAN));
+                vec![
+                    r.label.clone(),
+                    mmm(r, "call_mean_ms"),
+                    ms(med(r, "call_p99_ms")),
+                    mmm(r, "call_max_ms"),
+                    count(med(r, "calls_count")),
+                    count(med(r, "scanner_reads_count")),
+                    format!("{rm:.2}x"),
+                    format!("{rx:.2}x"),
+                ]
+            })
+            .collect();
+        t.print(&render(
             &[
                 "config",
                 "mean min/med/max",
@@ -395,83 +399,86 @@ fn contention_cmd(host: &HostInfo, a: ContentionArgs) -> Result<()> {
                 "calls/run",
                 "reads/run",
                 "mean ratio",
-                "max ratio"
+                "max ratio",
             ],
-            &rows
-        )
-    );
-    Ok(())
+            &rows,
+        ));
+    }
+    if reports.iter().any(|r| r.label.contains("B=")) {
+        say!(t, "B=N: busy tasks spin N ms, then sleep 1 ms; B=0: they spin without pause");
+    }
+    json.write(&set_of(reports))?;
+    Ok(Status::Success)
 }
 
-fn race_cmd(host: &HostInfo, a: RaceArgs) -> Result<()> {
+fn race_cmd(host: &HostInfo, a: RaceArgs) -> Result<Status> {
     if a.tests.is_empty() {
-        bail!("--tests is empty");
+        return Err(usage("--tests is empty"));
     }
-    if !a.json {
-        print_header(host);
-        println!(
-            "{} test(s) x {:?} on /proc/CHILD/{}",
-            a.tests.len(),
-            a.duration,
-            if a.file == RaceFile::Maps { "maps (+ PROCMAP_QUERY)" } else { "smaps" }
-        );
+    if a.duration.is_zero() || a.duration > Duration::from_secs(24 * 3600) {
+        return Err(usage("--duration must be positive and at most 24 h"));
     }
-    let pb = progress(a.tests.len() as u64, a.json);
-    let reports = race::run(a.file, &a.tests, a.duration, host, &mut |_, _| pb.inc(1));
-    pb.finish_and_clear();
-    let reports = reports?;
-    save_json(a.json_file.as_deref(), &reports)?;
-    let failures: f64 = reports.iter().filter_map(|r| r.metric("failures_count")).map(|s| s.max).sum();
-    if a.json {
-        print_json(reports)?;
+    let json = JsonOut::new(a.json.as_deref())?;
+    let t = Text::new(&json);
+    print_header(t, host);
+    say!(
+        t,
+        "{} test(s) x {:?} on /proc/CHILD/{}",
+        a.tests.len(),
+        a.duration,
+        if a.file == RaceFile::Maps { "maps (+ PROCMAP_QUERY)" } else { "smaps" }
+    );
+    let reports = with_progress(a.tests.len() as u64, |pb| {
+        race::run(a.file, &a.tests, a.duration, host, &mut |test, _| pb.step(test.name()))
+    })?;
+    let failures = |r: &Report| r.metric("failures_count").map_or(0.0, |s| s.max);
+    let rows: Vec<Vec<String>> = reports
+        .iter()
+        .map(|r| {
+            let g = |k: &str| count(r.metric(k).map(|s| s.median).unwrap_or(0.0));
+            vec![
+                r.label.clone(),
+                g("iterations_count"),
+                g("modified_seen_count"),
+                g("duplicates_count"),
+                g("query_checks_count"),
+                g("child_cycles_count"),
+                g("failures_count"),
+            ]
+        })
+        .collect();
+    t.print(&render(
+        &[
+            "test",
+            "observations",
+            "saw modified",
+            "duplicates (ok)",
+            "PROCMAP_QUERY checks",
+            "child cycles",
+            "failures",
+        ],
+        &rows,
+    ));
+    for r in &reports {
+        for n in &r.notes {
+            say!(t, "{}: {n}", r.label);
+        }
+    }
+    let failed = reports.iter().filter(|r| failures(r) > 0.0).count() as u64;
+    let passed = reports.len() as u64 - failed;
+    let line = if failed == 0 {
+        let q = if a.file == RaceFile::Maps { ", PROCMAP_QUERY results consistent" } else { "" };
+        format!("{passed} passed, 0 failed: no tearing, no false gaps{q}")
     } else {
-        let rows: Vec<Vec<String>> = reports
-            .iter()
-            .map(|r| {
-                let g = |k: &str| count(r.metric(k).map(|s| s.median).unwrap_or(0.0));
-                vec![
-                    r.label.clone(),
-                    g("iterations_count"),
-                    g("modified_seen_count"),
-                    g("duplicates_count"),
-                    g("query_checks_count"),
-                    g("child_cycles_count"),
-                    g("failures_count"),
-                ]
-            })
-            .collect();
-        print!(
-            "{}",
-            render(
-                &[
-                    "test",
-                    "observations",
-                    "saw modified",
-                    "duplicates (ok)",
-                    "PROCMAP_QUERY checks",
-                    "child cycles",
-                    "failures"
-                ],
-                &rows
-            )
-        );
-        for r in &reports {
-            for n in &r.notes {
-                println!("{}: {n}", r.label);
-            }
-        }
-        if failures == 0.0 {
-            let q = if a.file == RaceFile::Maps { ", PROCMAP_QUERY results consistent" } else { "" };
-            println!("no tearing, no false gaps{q}");
-        }
-    }
-    if failures > 0.0 {
-        bail!("{failures} failure(s): the kernel broke a documented /proc/PID/maps guarantee");
-    }
-    Ok(())
+        format!("{passed} passed, {failed} failed: the kernel broke a documented /proc/PID/maps guarantee")
+    };
+    say!(t, "verdict: {line}");
+    let verdict = Verdict::new(passed, failed, line);
+    json.write(&set_of(reports).with_verdict(verdict.clone()))?;
+    Ok(Status::of(&verdict))
 }
 
-fn faults_cmd(host: &HostInfo, a: FaultsArgs) -> Result<()> {
+fn faults_cmd(host: &HostInfo, a: FaultsArgs) -> Result<Status> {
     let threads = a.threads.unwrap_or_else(|| (1..=host.cpus_usable.len().max(1)).collect());
     let cfg = faults::Config {
         threads,
@@ -480,21 +487,26 @@ fn faults_cmd(host: &HostInfo, a: FaultsArgs) -> Result<()> {
         region_mib: a.region_mib,
         cpus: a.cpus,
     };
-    cfg.validate()?;
-    if !a.json {
-        print_header(host);
-    }
-    let pb = progress((cfg.threads.len() * cfg.samples) as u64, a.json);
-    let reports = faults::run(&cfg, host, &mut |_, _| pb.inc(1));
-    pb.finish_and_clear();
-    let reports = reports?;
-    save_json(a.json_file.as_deref(), &reports)?;
-    if a.json {
-        return print_json(reports);
-    }
-    println!(
+    cfg.validate().map_err(|e| usage(format!("{e:#}")))?;
+    check_cpus(host, cfg.cpus.as_deref().unwrap_or_default())?;
+    let most = cfg.threads.iter().copied().max().unwrap_or(1);
+    check_region(
+        format!("{most} thread(s) x --region-mib {}", cfg.region_mib),
+        (most * cfg.region_mib) as u128,
+        a.force,
+    )?;
+    let json = JsonOut::new(a.json.as_deref())?;
+    let t = Text::new(&json);
+    print_header(t, host);
+    let reports = with_progress((cfg.threads.len() * cfg.samples) as u64, |pb| {
+        faults::run(&cfg, host, &mut |threads, _| pb.step(&format!("{threads} thread(s)")))
+    })?;
+    say!(
+        t,
         "faults per second ({} runs x {:?}, {} MiB regions, MADV_NOHUGEPAGE), median [min-max]",
-        cfg.samples, cfg.duration, cfg.region_mib
+        cfg.samples,
+        cfg.duration,
+        cfg.region_mib
     );
     let base = reports[0].metric("faults_per_s_per_thread").map(|s| s.median).unwrap_or(f64::NAN);
     let rows: Vec<Vec<String>> = reports
@@ -516,29 +528,40 @@ fn faults_cmd(host: &HostInfo, a: FaultsArgs) -> Result<()> {
             ]
         })
         .collect();
-    print!(
-        "{}",
-        render(&["threads", "total/s", "total range", "per thread/s", "per thread vs T=1", "CPUs"], &rows)
-    );
-    print_notes(&reports);
-    Ok(())
+    t.print(&render(
+        &["threads", "total/s", "total range", "per thread/s", "per thread vs T=1", "CPUs"],
+        &rows,
+    ));
+    print_notes(t, &reports);
+    json.write(&set_of(reports))?;
+    Ok(Status::Success)
 }
 
-fn fork_cmd(host: &HostInfo, a: ForkArgs) -> Result<()> {
+fn fork_cmd(host: &HostInfo, a: ForkArgs) -> Result<Status> {
     let vmas = a.vmas.unwrap_or_else(|| fork::default_counts(host.max_map_count));
     let cfg = fork::Config { vmas, samples: a.samples, duration: a.duration, cpu: a.cpu };
-    if !a.json {
-        print_header(host);
+    if cfg.vmas.is_empty() {
+        return Err(usage("--vmas must list at least one count"));
     }
-    let pb = progress((cfg.vmas.len() * cfg.samples) as u64, a.json);
-    let reports = fork::run(&cfg, host, &mut |_, _| pb.inc(1));
-    pb.finish_and_clear();
-    let reports = reports?;
-    save_json(a.json_file.as_deref(), &reports)?;
-    if a.json {
-        return print_json(reports);
+    if cfg.samples == 0 || cfg.samples > 10_000 {
+        return Err(usage("--samples must be 1..=10000"));
     }
-    println!(
+    if cfg.duration < Duration::from_millis(10) || cfg.duration > Duration::from_secs(24 * 3600) {
+        return Err(usage("--duration must be between 0.01 s and 24 h"));
+    }
+    let limit = host.max_map_count.unwrap_or(65530) as usize;
+    if let Some(n) = cfg.vmas.iter().find(|&&n| n >= limit) {
+        return Err(usage(format!("--vmas {n}: more VMAs than vm.max_map_count ({limit}) allows")));
+    }
+    check_cpus(host, cfg.cpu.as_slice())?;
+    let json = JsonOut::new(a.json.as_deref())?;
+    let t = Text::new(&json);
+    print_header(t, host);
+    let reports = with_progress((cfg.vmas.len() * cfg.samples) as u64, |pb| {
+        fork::run(&cfg, host, &mut |vmas, _| pb.step(&format!("+{vmas} VMAs")))
+    })?;
+    say!(
+        t,
         "fork + exit + wait ({} runs x {:?}), median [min-max]; placement: {}",
         cfg.samples,
         cfg.duration,
@@ -559,7 +582,8 @@ fn fork_cmd(host: &HostInfo, a: ForkArgs) -> Result<()> {
             ]
         })
         .collect();
-    print!("{}", render(&["extra", "VMAs", "forks/10s", "range", "µs/fork", "VMAs dup/10s"], &rows));
-    print_notes(&reports);
-    Ok(())
+    t.print(&render(&["extra", "VMAs", "forks/10s", "range", "µs/fork", "VMAs dup/10s"], &rows));
+    print_notes(t, &reports);
+    json.write(&set_of(reports))?;
+    Ok(Status::Success)
 }

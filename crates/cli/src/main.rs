@@ -1,16 +1,21 @@
 //! `vmspace`: the command line of vmspace. Each subcommand lives in its own module and only parses arguments,
-//! calls into a library crate, and prints; logic that a test would want lives in the library crates.
+//! calls into a library crate, and prints; logic that a test would want lives in the library crates. What all
+//! subcommands share (output convention, exit statuses, progress, up-front checks) is in [`common`].
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
+use std::process::ExitCode;
 
 mod bench;
+mod common;
 mod kernel;
 mod replay;
+
+use common::{EXIT_STATUS_HELP, Status};
 
 /// vmspace: Linux's scalable address-space management as a user-space engine, with the instruments to measure
 /// it and to hold it against the real kernel.
 #[derive(Debug, Parser)]
-#[command(name = "vmspace", version, about, long_about = None)]
+#[command(name = "vmspace", version, about, long_about = None, after_long_help = EXIT_STATUS_HELP)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -21,21 +26,96 @@ enum Command {
     /// Benchmarks: vmspace against peer data structures and the live kernel, side by side.
     #[command(subcommand)]
     Bench(bench::BenchCmd),
-    /// The probe: the seeds' experiments and checks on the host's real kernel.
+    /// Experiments and checks on this machine's running kernel (address-space contention, /proc consistency,
+    /// page faults, fork).
     #[command(subcommand)]
     Kernel(kernel::KernelCmd),
     /// Run an op script on the engine (or, with --kernel, on the live kernel) and print every result.
+    #[command(after_long_help = EXIT_STATUS_HELP)]
     Replay(replay::ReplayArgs),
     /// Run an op script on the engine and on the live kernel and show the first difference.
+    #[command(after_long_help = EXIT_STATUS_HELP)]
     Diff(replay::DiffArgs),
+    /// Print a shell completion script (e.g. `vmspace completions bash > /etc/bash_completion.d/vmspace`).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff; e.g. `vmspace man | man -l -`), or write one page per command into DIR.
+    Man {
+        /// Write `vmspace.1`, `vmspace-bench.1`, `vmspace-bench-tree.1`, ... into this directory instead.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<std::path::PathBuf>,
+    },
 }
 
-fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
-    match cli.command {
+fn main() -> ExitCode {
+    restore_sigpipe();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // Help and version go to stdout with status 0; usage errors to stderr with status 2.
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    let r = match cli.command {
         Command::Bench(cmd) => bench::run(cmd),
         Command::Kernel(cmd) => kernel::run(cmd),
         Command::Replay(args) => replay::run_replay(args),
         Command::Diff(args) => replay::run_diff(args),
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "vmspace", &mut std::io::stdout());
+            Ok(Status::Success)
+        }
+        Command::Man { dir } => man(dir),
+    };
+    match r {
+        Ok(Status::Success) => ExitCode::SUCCESS,
+        Ok(Status::Failed) => ExitCode::from(1),
+        Err(e) => {
+            let code = common::exit_code_of(&e);
+            if code == 130 {
+                eprintln!("vmspace: interrupted");
+            } else {
+                // `{:#}`: the message and its causes on one line; never the backtrace anyhow may have captured.
+                eprintln!("error: {e:#}");
+            }
+            ExitCode::from(code)
+        }
+    }
+}
+
+/// Gives SIGPIPE back its default action, which Rust's runtime sets to "ignore": a command whose output goes
+/// into a pipe that closes early (`vmspace replay X | head -1`) then ends quietly, as `cat` would, instead of
+/// failing on every later write (and panicking in `print!`). Child processes of the kernel runner die with it
+/// (they arm `PR_SET_PDEATHSIG`).
+fn restore_sigpipe() {
+    // SAFETY: setting a signal's disposition to its default is always valid; no handler runs.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+}
+
+/// `vmspace man`: the roff page of `vmspace` on stdout, or every command's page into `dir`.
+fn man(dir: Option<std::path::PathBuf>) -> anyhow::Result<Status> {
+    let cmd = Cli::command();
+    match dir {
+        None => {
+            clap_mangen::Man::new(cmd).render(&mut std::io::stdout())?;
+        }
+        Some(d) => {
+            common::check_writable_dir(&d).map_err(common::usage)?;
+            clap_mangen::generate_to(cmd, &d)?;
+        }
+    }
+    Ok(Status::Success)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
     }
 }

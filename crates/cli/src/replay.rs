@@ -7,21 +7,37 @@
 //! * `vmspace diff FILE` runs both and prints the first difference with context; exit status 1 when they
 //!   differ. `vmspace diff --seeds A..B [--calls N]` does the same for every generated script of the seed range
 //!   (the differential gate): a differing script is minimised (delta debugging) and saved as
-//!   `<out-dir>/diff-seed-<S>.script`; the run stops there unless `--keep-going`.
+//!   `<out-dir>/diff-seed-<S>.script`; the run stops there unless `--keep-going`. It closes with a verdict line
+//!   (`40 agree, 1 differs`).
 //!
 //! * `--headroom N` (replay and diff) runs at the edge of `vm.max_map_count`: the kernel child first maps filler
 //!   VMAs until only N more fit under the real sysctl, and the engine runs with `max_map_count = N`. Mappings
 //!   the script places outside the arena land among the runner's own and may merge with them, which the engine
 //!   cannot see: compare such scripts only up to that call.
 //!
-//! Parse errors name the line and the reason; exit status 2 for unusable input (clap's convention).
+//! With `--json FILE` the results go into the shared schema ([`crate::common`]): one report per script run
+//! (benchmark `replay.engine` / `replay.kernel`, or `diff`), its canonical output or the difference in
+//! `output`, and for `diff` a verdict. Unreadable scripts, and scripts or generator settings whose memory or
+//! time would exceed the machine (huge `touch` ranges, `MAP_POPULATE` of huge lengths, `--calls` in the
+//! hundreds of millions) are refused before anything runs (exit status 2; `--force` runs them anyway). The
+//! kernel runner leaves no process and no temporary directory behind, even when this command is killed
+//! (`vmspace_linux::replay`, "Nothing outlives the command"). A script that runs for more than 2 s shows its
+//! progress in calls, on the engine (counted by [`WithProgress`]) and on the kernel (counted by the runner
+//! child, `vmspace_linux::replay::replay_kernel_observed`); so does a seed range, in scripts.
 
-use anyhow::{Context, Result, bail};
+use crate::common::{self, JsonOut, Progress, Status, Text, usage};
+use crate::say;
+use anyhow::{Context, Result};
 use clap::Args;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use vmspace_mm::MmConfig;
 use vmspace_replay::EngineTarget;
-use vmspace_script::{Arena, GenConfig, Output, Script, compare, generate, minimise, run_in};
+use vmspace_results::host::HostInfo;
+use vmspace_results::report::{Report, ReportSet, Verdict};
+use vmspace_script::{
+    Advice, Arena, Errno, GenConfig, MapFlags, MremapFlags, Op, Output, Prot, Script, Target, compare,
+    generate, minimise, run_in,
+};
 
 /// Arguments of `vmspace replay`.
 #[derive(Debug, Args)]
@@ -33,23 +49,29 @@ pub struct ReplayArgs {
     #[arg(long)]
     kernel: bool,
     /// Print the script generated from this seed instead of running a file.
-    #[arg(long, value_name = "SEED", conflicts_with_all = ["file", "kernel"])]
+    #[arg(long, value_name = "SEED", conflicts_with_all = ["file", "kernel", "json"])]
     generate: Option<u64>,
-    /// Calls in a generated script.
-    #[arg(long, default_value_t = 80, requires = "generate")]
-    calls: usize,
-    /// Let generated scripts fork.
-    #[arg(long, requires = "generate")]
+    /// Calls in a generated script [default: 80] (with --generate).
+    #[arg(long, value_name = "N")]
+    calls: Option<usize>,
+    /// Let generated scripts fork (with --generate).
+    #[arg(long)]
     fork: bool,
-    /// Pages of the arena that generated calls aim at.
-    #[arg(long, default_value_t = 64, requires = "generate")]
-    grid_pages: u64,
+    /// Pages of the arena that generated calls aim at [default: 64] (with --generate).
+    #[arg(long, value_name = "N")]
+    grid_pages: Option<u64>,
     /// Arena base address (hex with 0x, or decimal); maps lines outside it are not shown.
     #[arg(long, value_parser = parse_u64, default_value = "0x200000000000")]
     arena: u64,
     /// Run N VMAs short of vm.max_map_count (kernel: filler VMAs; engine: max_map_count = N).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), conflicts_with = "generate")]
     headroom: Option<u64>,
+    /// Also write the result as JSON to FILE (`-`: JSON to standard output, the text to standard error).
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Run even if the estimated memory or time exceeds what this machine has.
+    #[arg(long)]
+    force: bool,
 }
 
 /// Arguments of `vmspace diff`.
@@ -61,19 +83,19 @@ pub struct DiffArgs {
     /// Instead of a file, a range of generator seeds `A..B` (B exclusive).
     #[arg(long, value_name = "A..B")]
     seeds: Option<String>,
-    /// Calls per generated script.
-    #[arg(long, default_value_t = 60)]
-    calls: usize,
-    /// Let generated scripts fork.
+    /// Calls per generated script [default: 60] (with --seeds).
+    #[arg(long, value_name = "N")]
+    calls: Option<usize>,
+    /// Let generated scripts fork (with --seeds).
     #[arg(long)]
     fork: bool,
-    /// Pages of the arena that generated calls aim at (small: calls interact more).
-    #[arg(long, default_value_t = 64)]
-    grid_pages: u64,
-    /// Directory for the minimised differing scripts (`diff-seed-<S>.script`).
-    #[arg(long, default_value = ".")]
-    out_dir: PathBuf,
-    /// Continue after a difference (all differing seeds are minimised and saved; exit status 1 at the end).
+    /// Pages of the arena that generated calls aim at; small: calls interact more [default: 64] (with --seeds).
+    #[arg(long, value_name = "N")]
+    grid_pages: Option<u64>,
+    /// Directory for the minimised differing scripts, `diff-seed-<S>.script` [default: .] (with --seeds).
+    #[arg(long, value_name = "DIR")]
+    out_dir: Option<PathBuf>,
+    /// Continue after a difference: every differing seed is minimised and saved (with --seeds).
     #[arg(long)]
     keep_going: bool,
     /// Arena base address.
@@ -82,6 +104,12 @@ pub struct DiffArgs {
     /// Run N VMAs short of vm.max_map_count (kernel: filler VMAs; engine: max_map_count = N).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     headroom: Option<u64>,
+    /// Also write the results as JSON to FILE (`-`: JSON to standard output, the text to standard error).
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Run even if the estimated memory or time exceeds what this machine has.
+    #[arg(long)]
+    force: bool,
 }
 
 fn parse_u64(s: &str) -> Result<u64, String> {
@@ -92,9 +120,50 @@ fn arena(base: u64) -> Arena {
     Arena { base, ..Arena::default() }
 }
 
-fn load(path: &PathBuf) -> Result<Script> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    Script::parse(&text).with_context(|| format!("{}: bad script", path.display()))
+/// Reads and parses a script: an unreadable file or a bad line is bad input (exit status 2).
+fn load(path: &Path) -> Result<Script> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| usage(format!("reading {}: {e}", path.display())))?;
+    Script::parse(&text).map_err(|e| usage(format!("{}: bad script: {e:#}", path.display())))
+}
+
+/// Memory one generated call may take: its line in the script, its text, its output entry and its share of
+/// the maps blocks, with margin.
+const BYTES_PER_CALL: u128 = 1024;
+/// Memory one touched page takes (the kernel side allocates it; the engine keeps no per-page state).
+const PAGE: u128 = 4096;
+/// Time one touched page takes on the kernel side (a fault through `process_vm_writev`), seconds.
+const SECS_PER_PAGE: f64 = 2e-6;
+/// Time one script run takes on both sides besides its calls (the kernel runner's fork, the engine's
+/// set-up), and per call, seconds: measured on the development machine, doubled.
+const SECS_PER_SCRIPT: f64 = 0.01;
+const SECS_PER_CALL: f64 = 20e-6;
+/// Longest run accepted without --force.
+const TIME_LIMIT_SECS: f64 = 24.0 * 3600.0;
+
+/// Refuses a script whose touches or populated mappings would need more memory than the machine has, or more
+/// time than [`TIME_LIMIT_SECS`] (unless `force`).
+fn check_script(script: &Script, force: bool) -> Result<()> {
+    let mut bytes: u128 = 0;
+    for l in &script.lines {
+        match &l.op {
+            Op::Touch { len, .. } => bytes += u128::from(*len),
+            Op::Mmap { len, flags, .. } if flags.contains(MapFlags::POPULATE) => bytes += u128::from(*len),
+            _ => {}
+        }
+    }
+    let pages = bytes.div_ceil(PAGE);
+    common::check_memory("the script's touches and populated mappings", pages * PAGE, force)?;
+    let secs = pages as f64 * SECS_PER_PAGE + script.lines.len() as f64 * SECS_PER_CALL;
+    common::check_time("the script's touches", secs, TIME_LIMIT_SECS, force)
+}
+
+/// Refuses generator settings whose scripts would not fit in memory, or a seed range that would take longer
+/// than [`TIME_LIMIT_SECS`] (unless `force`).
+fn check_generated(calls: usize, scripts: u64, force: bool) -> Result<()> {
+    common::check_memory(&format!("--calls {calls}"), calls as u128 * BYTES_PER_CALL, force)?;
+    let secs = scripts as f64 * (SECS_PER_SCRIPT + calls as f64 * SECS_PER_CALL);
+    common::check_time(&format!("{scripts} script(s) of {calls} calls"), secs, TIME_LIMIT_SECS, force)
 }
 
 /// Runs a script on the engine, configured like the host (mmap_min_addr, max_map_count, anonymous VMA names,
@@ -105,94 +174,312 @@ fn run_engine(script: &Script, arena: Arena, headroom: Option<u64>) -> Result<Ou
     if let Some(h) = headroom {
         cfg.max_map_count = h;
     }
-    let mut t = EngineTarget::new(cfg);
-    Ok(run_in(script, &mut t, arena))
+    let mut t = WithProgress::new(EngineTarget::new(cfg), script.lines.len() as u64);
+    let out = run_in(script, &mut t, arena);
+    t.progress.finish();
+    Ok(out)
 }
 
+/// A [`Target`] that passes every call on to `inner` and shows the progress of a long script (every
+/// [`WithProgress::EVERY`] calls; nothing for a script done within 2 s); at the same points it ends the command
+/// with status 130 if the user pressed Ctrl-C.
+struct WithProgress<T> {
+    inner: T,
+    calls: u64,
+    progress: Progress,
+}
+
+impl<T: Target> WithProgress<T> {
+    const EVERY: u64 = 4096;
+
+    fn new(inner: T, total: u64) -> Self {
+        Self { inner, calls: 0, progress: Progress::new(total) }
+    }
+
+    fn count(&mut self) -> &mut T {
+        self.calls += 1;
+        if self.calls.is_multiple_of(Self::EVERY) {
+            if vmspace_linux::child::interrupted() {
+                // The engine owns no process and no file: nothing to clean up before stopping.
+                self.progress.finish();
+                eprintln!("vmspace: interrupted");
+                std::process::exit(130);
+            }
+            self.progress.set_done(self.calls, "calls on the engine");
+        }
+        &mut self.inner
+    }
+}
+
+impl<T: Target> Target for WithProgress<T> {
+    fn file(&mut self, name: &str, size: u64) -> Result<u64, Errno> {
+        self.count().file(name, size)
+    }
+    fn mmap(
+        &mut self,
+        addr: u64,
+        len: u64,
+        prot: Prot,
+        flags: MapFlags,
+        file: Option<(&str, u64)>,
+    ) -> Result<u64, Errno> {
+        self.count().mmap(addr, len, prot, flags, file)
+    }
+    fn munmap(&mut self, addr: u64, len: u64) -> Result<u64, Errno> {
+        self.count().munmap(addr, len)
+    }
+    fn mprotect(&mut self, addr: u64, len: u64, prot: Prot) -> Result<u64, Errno> {
+        self.count().mprotect(addr, len, prot)
+    }
+    fn mremap(
+        &mut self,
+        addr: u64,
+        old_len: u64,
+        new_len: u64,
+        flags: MremapFlags,
+        new_addr: u64,
+    ) -> Result<u64, Errno> {
+        self.count().mremap(addr, old_len, new_len, flags, new_addr)
+    }
+    fn madvise(&mut self, addr: u64, len: u64, advice: Advice) -> Result<u64, Errno> {
+        self.count().madvise(addr, len, advice)
+    }
+    fn touch(&mut self, addr: u64, len: u64, write: bool) -> Result<(), u64> {
+        self.count().touch(addr, len, write)
+    }
+    fn name(&mut self, addr: u64, len: u64, name: Option<&str>) -> Result<u64, Errno> {
+        self.count().name(addr, len, name)
+    }
+    fn brk(&mut self, addr: u64) -> Result<u64, Errno> {
+        self.count().brk(addr)
+    }
+    fn fork(&mut self) -> Result<u64, Errno> {
+        self.count().fork()
+    }
+    fn maps(&mut self) -> String {
+        self.count().maps()
+    }
+    fn file_path(&self, name: &str) -> Option<String> {
+        self.inner.file_path(name)
+    }
+}
+
+/// Runs a script on the live kernel. A script the runner's guard refuses (it would change the runner's own
+/// memory, or the headroom cannot be made) is bad input (exit status 2).
 fn run_kernel(script: &Script, arena: Arena, headroom: Option<u64>) -> Result<Output> {
-    let opts = vmspace_linux::replay::ReplayOptions { arena, map_count_headroom: headroom };
-    Ok(vmspace_linux::replay::replay_kernel_with(script, opts)?)
+    use vmspace_linux::replay::{ReplayError, ReplayOptions, replay_kernel_observed};
+    let opts = ReplayOptions { arena, map_count_headroom: headroom };
+    let mut progress = Progress::new(script.lines.len() as u64);
+    let r =
+        replay_kernel_observed(script, opts, &mut |calls| progress.set_done(calls, "calls on the kernel"));
+    progress.finish();
+    match r {
+        Ok(out) => Ok(out),
+        Err(e @ ReplayError::Refused(_)) => Err(usage(e.to_string())),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// A report of one script run, for `--json`.
+fn script_report(benchmark: &str, label: String, host: &HostInfo, script: &Script, arena: Arena) -> Report {
+    let mut r = Report::new(benchmark, label, host.clone());
+    r.param("ops", script.lines.len());
+    r.param("arena", format!("{:#x}", arena.base));
+    r
 }
 
 /// Runs `vmspace replay`.
-pub fn run_replay(args: ReplayArgs) -> Result<()> {
+pub fn run_replay(args: ReplayArgs) -> Result<Status> {
+    if args.generate.is_none() && (args.calls.is_some() || args.fork || args.grid_pages.is_some()) {
+        return Err(usage("--calls, --fork and --grid-pages shape generated scripts: they need --generate"));
+    }
     if let Some(seed) = args.generate {
+        let calls = args.calls.unwrap_or(80);
+        check_generated(calls, 1, args.force)?;
         let cfg = GenConfig {
-            calls: args.calls,
+            calls,
             fork: args.fork,
             arena: arena(args.arena),
-            grid_pages: args.grid_pages,
+            grid_pages: args.grid_pages.unwrap_or(64),
         };
         print!("{}", generate(seed, &cfg).to_text());
-        return Ok(());
+        return Ok(Status::Success);
     }
-    let Some(path) = &args.file else { bail!("no script given") };
+    let Some(path) = &args.file else { return Err(usage("no script given")) };
+    let json = JsonOut::new(args.json.as_deref())?;
+    vmspace_linux::child::install_interrupt_handler()?;
     let script = load(path)?;
+    check_script(&script, args.force)?;
+    vmspace_linux::child::check_interrupted()?;
     let out = if args.kernel {
         run_kernel(&script, arena(args.arena), args.headroom)?
     } else {
         run_engine(&script, arena(args.arena), args.headroom)?
     };
-    print!("{}", out.render());
-    Ok(())
+    let rendered = out.render();
+    Text::new(&json).print(&rendered);
+    if !matches!(json, JsonOut::None) {
+        let side = if args.kernel { "kernel" } else { "engine" };
+        let host = vmspace_linux::hostinfo::gather();
+        let mut r = script_report(
+            &format!("replay.{side}"),
+            path.display().to_string(),
+            &host,
+            &script,
+            arena(args.arena),
+        );
+        r.param("script", path.display().to_string());
+        r.param("side", side);
+        r.param("headroom", args.headroom);
+        r.output = rendered.lines().map(str::to_string).collect();
+        json.write(&ReportSet::new(common::command_line(), vec![r]))?;
+    }
+    Ok(Status::Success)
 }
 
 /// Runs one script on both sides; `Some(difference text)` when they differ.
 fn diff_one(script: &Script, arena: Arena, headroom: Option<u64>) -> Result<Option<String>> {
     let engine = run_engine(script, arena, headroom)?;
+    vmspace_linux::child::check_interrupted()?;
     let kernel = run_kernel(script, arena, headroom)?;
     Ok(compare(&engine, &kernel, arena, ("engine", "kernel")).map(|d| d.to_string()))
 }
 
 fn parse_range(s: &str) -> Result<(u64, u64)> {
-    let (a, b) = s.split_once("..").context("--seeds: expected A..B")?;
-    let a = parse_u64(a).map_err(anyhow::Error::msg)?;
-    let b = parse_u64(b).map_err(anyhow::Error::msg)?;
+    let (a, b) = s.split_once("..").ok_or_else(|| usage(format!("--seeds {s}: expected A..B")))?;
+    let a = parse_u64(a).map_err(|e| usage(format!("--seeds {s}: {e}")))?;
+    let b = parse_u64(b).map_err(|e| usage(format!("--seeds {s}: {e}")))?;
     if a >= b {
-        bail!("--seeds {s}: empty range");
+        return Err(usage(format!("--seeds {s}: empty range")));
     }
     Ok((a, b))
 }
 
 /// Runs `vmspace diff`.
-pub fn run_diff(args: DiffArgs) -> Result<()> {
+pub fn run_diff(args: DiffArgs) -> Result<Status> {
+    if args.seeds.is_none()
+        && (args.calls.is_some()
+            || args.fork
+            || args.grid_pages.is_some()
+            || args.out_dir.is_some()
+            || args.keep_going)
+    {
+        return Err(usage(
+            "--calls, --fork, --grid-pages, --out-dir and --keep-going apply to generated scripts: they need --seeds",
+        ));
+    }
+    let calls = args.calls.unwrap_or(60);
+    let out_dir = args.out_dir.clone().unwrap_or_else(|| PathBuf::from("."));
     let arena = arena(args.arena);
     let headroom = args.headroom;
+    let json = JsonOut::new(args.json.as_deref())?;
+    let text = Text::new(&json);
+    let host = vmspace_linux::hostinfo::gather();
     if let Some(path) = &args.file {
+        vmspace_linux::child::install_interrupt_handler()?;
         let script = load(path)?;
-        if let Some(d) = diff_one(&script, arena, headroom)? {
-            println!("{}: engine and kernel differ\n{d}", path.display());
-            std::process::exit(1);
-        }
-        println!("{}: engine and kernel agree ({} ops)", path.display(), script.lines.len());
-        return Ok(());
+        check_script(&script, args.force)?;
+        vmspace_linux::child::check_interrupted()?;
+        let d = diff_one(&script, arena, headroom)?;
+        let mut r = script_report("diff", path.display().to_string(), &host, &script, arena);
+        r.param("script", path.display().to_string());
+        r.param("headroom", headroom);
+        r.push_run([("differs_count".to_string(), f64::from(u8::from(d.is_some())))].into());
+        r.summarise();
+        let verdict = match &d {
+            Some(d) => {
+                say!(text, "{}: engine and kernel differ\n{d}", path.display());
+                r.output = d.lines().map(str::to_string).collect();
+                Verdict::new(0, 1, "engine and kernel differ")
+            }
+            None => {
+                say!(text, "{}: engine and kernel agree ({} ops)", path.display(), script.lines.len());
+                Verdict::new(1, 0, "engine and kernel agree")
+            }
+        };
+        json.write(&ReportSet::new(common::command_line(), vec![r]).with_verdict(verdict.clone()))?;
+        return Ok(Status::of(&verdict));
     }
     let (a, b) = parse_range(args.seeds.as_deref().unwrap_or_default())?;
-    let cfg = GenConfig { calls: args.calls, fork: args.fork, arena, grid_pages: args.grid_pages };
+    check_generated(calls, b - a, args.force)?;
+    // With --json every seed keeps a report (a few KiB with its host facts) until the end.
+    let keep_reports = !matches!(json, JsonOut::None);
+    if keep_reports {
+        common::check_memory(&format!("--json with {} seeds", b - a), u128::from(b - a) * 4096, args.force)?;
+    }
+    common::check_writable_dir(&out_dir).map_err(|e| usage(format!("--out-dir: {e}")))?;
+    vmspace_linux::child::install_interrupt_handler()?;
+    let cfg = GenConfig { calls, fork: args.fork, arena, grid_pages: args.grid_pages.unwrap_or(64) };
     let mut differing = Vec::new();
-    for seed in a..b {
-        let script = generate(seed, &cfg);
-        if diff_one(&script, arena, headroom)?.is_none() {
-            continue;
+    let mut reports = Vec::new();
+    let mut run = 0u64;
+    let mut progress = Progress::new(b - a);
+    let r: Result<()> = (|| {
+        for seed in a..b {
+            let script = generate(seed, &cfg);
+            let d = diff_one(&script, arena, headroom)?;
+            run += 1;
+            let mut r = script_report("diff", format!("seed {seed}"), &host, &script, arena);
+            r.param("seed", seed);
+            r.param("calls", calls);
+            r.param("fork", args.fork);
+            r.param("grid_pages", cfg.grid_pages);
+            r.param("headroom", headroom);
+            r.push_run([("differs_count".to_string(), f64::from(u8::from(d.is_some())))].into());
+            r.summarise();
+            if d.is_none() {
+                if keep_reports {
+                    reports.push(r);
+                }
+                progress.step(&format!("seed {seed}: agree"));
+                continue;
+            }
+            progress.finish();
+            eprintln!("seed {seed}: engine and kernel differ; minimising ...");
+            let small = minimise(&script, |s| {
+                !vmspace_linux::child::interrupted() && matches!(diff_one(s, arena, headroom), Ok(Some(_)))
+            });
+            vmspace_linux::child::check_interrupted()?;
+            let d = diff_one(&small, arena, headroom)?.unwrap_or_default();
+            let save = out_dir.join(format!("diff-seed-{seed}.script"));
+            let body = format!("# generated seed {seed}, {} calls, minimised\n{}", calls, small.to_text());
+            std::fs::write(&save, body).with_context(|| format!("writing {}", save.display()))?;
+            say!(
+                text,
+                "seed {seed}: engine and kernel differ (minimised script saved to {})",
+                save.display()
+            );
+            say!(text, "{}", small.to_text().trim_end());
+            say!(text, "{d}\n");
+            r.notes.push(format!("minimised script saved to {}", save.display()));
+            r.output = d.lines().map(str::to_string).collect();
+            reports.push(r);
+            differing.push(seed);
+            progress.step(&format!("seed {seed}: differs"));
+            if !args.keep_going {
+                break;
+            }
         }
-        eprintln!("seed {seed}: engine and kernel differ; minimising ...");
-        let small = minimise(&script, |s| matches!(diff_one(s, arena, headroom), Ok(Some(_))));
-        let d = diff_one(&small, arena, headroom)?.unwrap_or_default();
-        let save = args.out_dir.join(format!("diff-seed-{seed}.script"));
-        let text = format!("# generated seed {seed}, {} calls, minimised\n{}", args.calls, small.to_text());
-        std::fs::write(&save, text).with_context(|| format!("writing {}", save.display()))?;
-        println!("seed {seed}: engine and kernel differ (minimised script saved to {})", save.display());
-        println!("{}", small.to_text().trim_end());
-        println!("{d}\n");
-        differing.push(seed);
-        if !args.keep_going {
-            break;
-        }
-    }
+        Ok(())
+    })();
+    progress.finish();
+    r?;
     if !differing.is_empty() {
-        println!("differing seeds: {differing:?}");
-        std::process::exit(1);
+        say!(text, "differing seeds: {differing:?}");
     }
-    println!("seeds {a}..{b}: {} scripts of {} calls, engine and kernel agree", b - a, args.calls);
-    Ok(())
+    let agree = run - differing.len() as u64;
+    let mut line = format!(
+        "{agree} agree, {} differ{} (seeds {a}..{}, {} calls each)",
+        differing.len(),
+        if differing.len() == 1 { "s" } else { "" },
+        a + run,
+        calls
+    );
+    if run < b - a {
+        line.push_str(&format!("; stopped at the first difference, {} seed(s) not run", b - a - run));
+    }
+    say!(text, "verdict: {line}");
+    let verdict = Verdict::new(agree, differing.len() as u64, line);
+    json.write(&ReportSet::new(common::command_line(), reports).with_verdict(verdict.clone()))?;
+    Ok(Status::of(&verdict))
 }

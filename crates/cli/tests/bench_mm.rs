@@ -1,4 +1,4 @@
-//! `vmspace bench mm --quick --json`: the command runs end to end and prints one report set in the shared
+//! `vmspace bench mm --quick --json -`: the command runs end to end and prints one report set in the shared
 //! schema with every part of the benchmark: mmap+munmap on the engine and the kernel with 0 and 1000 other VMAs
 //! and their ratios, lookups in both modes with 1 and 2 threads, and bytes per VMA at each size.
 
@@ -13,13 +13,13 @@ fn median(r: &Value, metric: &str) -> f64 {
 #[test]
 fn quick_json_has_the_shared_schema_and_every_part() {
     let out = Command::new(env!("CARGO_BIN_EXE_vmspace"))
-        .args(["bench", "mm", "--quick", "--json"])
+        .args(["bench", "mm", "--quick", "--json", "-"])
         .output()
         .expect("run vmspace");
     assert!(out.status.success(), "vmspace failed: {}", String::from_utf8_lossy(&out.stderr));
     let set: Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
     assert_eq!(set["schema"], "vmspace.report.v1");
-    assert!(set["command"].as_str().unwrap().contains("bench mm --quick --json"));
+    assert!(set["command"].as_str().unwrap().contains("bench mm --quick --json -"));
     let reports = set["reports"].as_array().expect("reports array");
 
     let mut pairs = BTreeSet::new();

@@ -1,4 +1,4 @@
-//! `vmspace bench tree --quick --json`: the command runs end to end and prints one report set in the shared
+//! `vmspace bench tree --quick --json -`: the command runs end to end and prints one report set in the shared
 //! schema, with a report for every workload, size and structure, finite positive measurements, and a verdict
 //! for every issue target.
 
@@ -20,13 +20,22 @@ fn param<'a>(r: &'a Value, name: &str) -> &'a Value {
 #[test]
 fn quick_json_has_the_shared_schema_and_every_cell() {
     let out = Command::new(env!("CARGO_BIN_EXE_vmspace"))
-        .args(["bench", "tree", "--quick", "--json"])
+        .args(["bench", "tree", "--quick", "--json", "-"])
         .output()
         .expect("run vmspace");
-    assert!(out.status.success(), "vmspace failed: {}", String::from_utf8_lossy(&out.stderr));
+    // Exit status 0 when every measured target is met, 1 when one is missed; the verdict says which.
+    let code = out.status.code();
+    assert!(matches!(code, Some(0 | 1)), "vmspace failed: {}", String::from_utf8_lossy(&out.stderr));
     let set: Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
+    let verdict = &set["verdict"];
+    assert_eq!(verdict["passed"].as_bool(), Some(code == Some(0)), "{verdict}");
+    let (met, missed) = (verdict["met"].as_u64().unwrap(), verdict["missed"].as_u64().unwrap());
+    assert!(verdict["line"].as_str().unwrap().starts_with(&format!("{met} met, {missed} missed")));
+    // The table still goes to standard error, closed by the same verdict line.
+    let table = String::from_utf8_lossy(&out.stderr);
+    assert!(table.contains(&format!("verdict: {met} met, {missed} missed")), "{table}");
     assert_eq!(set["schema"], "vmspace.report.v1");
-    assert!(set["command"].as_str().unwrap().contains("bench tree --quick --json"));
+    assert!(set["command"].as_str().unwrap().contains("bench tree --quick --json -"));
     let reports = set["reports"].as_array().expect("reports array");
 
     let mut cells = BTreeSet::new();
@@ -87,7 +96,13 @@ fn quick_json_has_the_shared_schema_and_every_cell() {
             }
         }
     }
-    let verdicts = reports.iter().filter(|r| r["benchmark"] == "bench.tree.target").count();
+    let targets: Vec<&Value> = reports.iter().filter(|r| r["benchmark"] == "bench.tree.target").collect();
+    let verdicts = targets.len();
+    // The verdict counts the measured targets (those with a run), met or missed.
+    let measured: Vec<&&Value> =
+        targets.iter().filter(|r| !r["runs"].as_array().unwrap().is_empty()).collect();
+    assert_eq!(measured.iter().filter(|r| param(r, "met") == true).count() as u64, met);
+    assert_eq!(measured.iter().filter(|r| param(r, "met") == false).count() as u64, missed);
     // Lookup, iteration and dup on the kernel shape and each size, scaling and churn on each size.
     assert_eq!(verdicts, 3 * (1 + 2) + 2 * 2);
 }
@@ -98,6 +113,6 @@ fn unknown_target_is_rejected() {
         .args(["bench", "tree", "--quick", "--targets", "btree,nosuch"])
         .output()
         .expect("run vmspace");
-    assert!(!out.status.success());
+    assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown target"));
 }

@@ -42,7 +42,10 @@ fn median(r: &Value, metric: &str) -> f64 {
 
 #[test]
 fn info_reports_the_host() {
-    let v = json(&["kernel", "info", "--json"]);
+    let set = json(&["kernel", "info", "--json", "-"]);
+    assert_eq!(set["schema"], "vmspace.report.v1");
+    assert_eq!(set["reports"][0]["benchmark"], "kernel.info");
+    let v = &set["reports"][0]["host"];
     assert!(v["page_size"].as_u64().unwrap() >= 4096);
     assert!(!v["cpus_usable"].as_array().unwrap().is_empty());
     assert_eq!(v["procmap_query"], "yes", "PROCMAP_QUERY needs Linux 6.11+");
@@ -67,6 +70,7 @@ fn contention_single_configuration() {
         "--region-mib",
         "16",
         "--json",
+        "-",
     ]);
     let r = &reports(&v, "kernel.contention")[0];
     assert_eq!(r["runs"].as_array().unwrap().len(), 2);
@@ -103,15 +107,29 @@ fn contention_sweep_table() {
 
 #[test]
 fn race_finds_no_tearing() {
-    let v = json(&["kernel", "race", "--duration", "0.7s", "--json"]);
+    let v = json(&["kernel", "race", "--duration", "0.7s", "--json", "-"]);
     let rs = reports(&v, "kernel.race");
     assert_eq!(rs.len(), 3);
+    // The race checks judge: the verdict counts the tests, and passed means exit status 0.
+    assert_eq!(v["verdict"]["passed"], true, "{}", v["verdict"]);
+    assert_eq!(v["verdict"]["met"], 3);
     for r in &rs {
         assert_eq!(median(r, "failures_count"), 0.0, "{}: {}", r["label"], r["notes"]);
         assert!(median(r, "iterations_count") > 0.0);
         assert_eq!(median(r, "query_checks_count"), median(r, "iterations_count"));
     }
-    let v = json(&["kernel", "race", "--file", "smaps", "--tests", "resize", "--duration", "0.5s", "--json"]);
+    let v = json(&[
+        "kernel",
+        "race",
+        "--file",
+        "smaps",
+        "--tests",
+        "resize",
+        "--duration",
+        "0.5s",
+        "--json",
+        "-",
+    ]);
     let rs = reports(&v, "kernel.race");
     assert_eq!(rs.len(), 1);
     assert_eq!(median(&rs[0], "failures_count"), 0.0);
@@ -119,11 +137,23 @@ fn race_finds_no_tearing() {
 
 #[test]
 fn faults_and_fork() {
-    let v = json(&["kernel", "faults", "--threads", "1,2", "--samples", "1", "--duration", "0.4s", "--json"]);
+    let v = json(&[
+        "kernel",
+        "faults",
+        "--threads",
+        "1,2",
+        "--samples",
+        "1",
+        "--duration",
+        "0.4s",
+        "--json",
+        "-",
+    ]);
     let rs = reports(&v, "kernel.faults");
     assert_eq!(rs.len(), 2);
     assert!(rs.iter().all(|r| median(r, "faults_per_s") > 0.0));
-    let v = json(&["kernel", "fork", "--vmas", "0,1000", "--samples", "1", "--duration", "0.4s", "--json"]);
+    let v =
+        json(&["kernel", "fork", "--vmas", "0,1000", "--samples", "1", "--duration", "0.4s", "--json", "-"]);
     let rs = reports(&v, "kernel.fork");
     assert_eq!(rs.len(), 2);
     let total = |r: &Value| r["parameters"]["total_vmas"].as_u64().unwrap();
@@ -164,7 +194,7 @@ fn bad_arguments_fail_cleanly() {
         &["kernel", "fork", "--duration", "soon"],
     ] {
         let out = vmspace(args);
-        assert!(!out.status.success(), "{args:?} succeeded");
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
         assert!(!err.is_empty());
@@ -236,6 +266,9 @@ fn no_child_outlives(signal: &str) {
         std::thread::sleep(Duration::from_millis(20));
     };
     assert!(!status.success());
+    if signal == "-INT" {
+        assert_eq!(status.code(), Some(130), "an interrupted command exits with 130");
+    }
     let t = Instant::now();
     while kids.iter().any(|&k| alive(k)) {
         assert!(t.elapsed() < Duration::from_secs(5), "children outlived vmspace after {signal}: {kids:?}");

@@ -18,7 +18,7 @@
 //!   nothing behind.
 //! * Ctrl-C / SIGTERM: [`install_interrupt_handler`] makes SIGINT and SIGTERM set a flag ([`interrupted`])
 //!   instead of killing the parent; the experiments poll it, return [`Interrupted`], and the guards kill the
-//!   children on the way out. Children restore the default dispositions, so a terminal's Ctrl-C (sent to the
+//!   children on the way out; a second signal ends the process at once with status 130. Children restore the default dispositions, so a terminal's Ctrl-C (sent to the
 //!   whole foreground group) also ends them directly.
 //!
 //! # Shared memory
@@ -48,7 +48,13 @@ impl std::error::Error for Interrupted {}
 
 extern "C" fn on_interrupt(_sig: libc::c_int) {
     // Relaxed: a lone flag; the poller acts on it by itself and needs no other memory from the handler.
-    INTERRUPTED.store(true, Ordering::Relaxed);
+    if INTERRUPTED.swap(true, Ordering::Relaxed) {
+        // A second Ctrl-C: the user does not want to wait for the command to wind down (a long computation that
+        // does not poll the flag). Children die with us (PR_SET_PDEATHSIG). 130 = 128 + SIGINT, the shell's
+        // status of an interrupted command.
+        // SAFETY: _exit is async-signal-safe and ends the process without running anything of it.
+        unsafe { libc::_exit(130) };
+    }
 }
 
 /// Makes SIGINT and SIGTERM set the [`interrupted`] flag instead of terminating the process.

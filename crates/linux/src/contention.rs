@@ -21,8 +21,6 @@
 use crate::child::{self, Exit, SharedSlots, check_interrupted, sleep_interruptible};
 use crate::hostinfo::HostInfo;
 use crate::placement::Layout;
-use crate::report::{Placement, Report};
-use crate::stats::LatencyRecorder;
 use crate::sys;
 use anyhow::{Context, Result, bail};
 use rand::rngs::SmallRng;
@@ -30,6 +28,8 @@ use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
+use vmspace_results::report::{Placement, Report};
+use vmspace_results::stats::LatencyRecorder;
 
 /// What the scanners read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -506,7 +506,7 @@ mod tests {
 
     #[test]
     fn short_run_with_a_scanner_and_a_busy_task() {
-        let host = HostInfo::gather();
+        let host = crate::hostinfo::gather();
         let cfg = Config {
             procfile: ProcFile::SmapsRollup,
             busy: 1,

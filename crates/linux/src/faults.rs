@@ -9,12 +9,12 @@
 
 use crate::child::{check_interrupted, interrupted};
 use crate::hostinfo::HostInfo;
-use crate::report::{Placement, Report};
 use crate::sys;
 use anyhow::{Result, bail};
 use std::collections::BTreeMap;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
+use vmspace_results::report::{Placement, Report};
 
 /// The experiment's parameters.
 #[derive(Debug, Clone, PartialEq)]
@@ -170,13 +170,13 @@ mod tests {
         assert!(Config { threads: vec![0], ..ok.clone() }.validate().is_err());
         assert!(Config { samples: 0, ..ok.clone() }.validate().is_err());
         assert!(Config { region_mib: 0, ..ok.clone() }.validate().is_err());
-        let host = HostInfo::gather();
+        let host = crate::hostinfo::gather();
         assert!(run(&Config { cpus: Some(vec![9999]), ..ok }, &host, &mut |_, _| {}).is_err());
     }
 
     #[test]
     fn one_and_two_threads_fault() {
-        let host = HostInfo::gather();
+        let host = crate::hostinfo::gather();
         let cfg = Config {
             threads: vec![1, 2],
             samples: 1,

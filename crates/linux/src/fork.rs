@@ -12,11 +12,11 @@
 
 use crate::child::check_interrupted;
 use crate::hostinfo::HostInfo;
-use crate::report::{Placement, Report};
 use crate::sys;
 use anyhow::{Context, Result, bail};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
+use vmspace_results::report::{Placement, Report};
 
 /// Seed 004's increments of VMAs over the default (its table goes on to 1,638,400; only counts that fit under
 /// `max_map_count` are used by default).
@@ -208,7 +208,7 @@ mod tests {
 
     #[test]
     fn forks_and_rejects_too_many() {
-        let host = HostInfo::gather();
+        let host = crate::hostinfo::gather();
         let cfg = Config { vmas: vec![0, 1000], samples: 1, duration: Duration::from_millis(200), cpu: None };
         let reports = run(&cfg, &host, &mut |_, _| {}).unwrap();
         let f0 = reports[0].metric("forks_per_s").unwrap().median;

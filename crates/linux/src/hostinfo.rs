@@ -9,96 +9,40 @@
 //! `MmConfig::host` reads the same probe, so a result's host facts and the engine's configuration agree. This
 //! module adds what needs the live-kernel layer (system calls, PROCMAP_QUERY, debugfs).
 
-use serde::{Deserialize, Serialize};
 use vmspace_host::{Host, KernelConfig};
 
 pub use vmspace_host::{bracketed, parse_cpu_list};
+pub use vmspace_results::host::HostInfo;
 
-/// The host's kernel and machine.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HostInfo {
-    /// `uname -r`.
-    pub kernel_release: String,
-    /// `uname -v` (build banner: SMP, PREEMPT ... and date).
-    pub kernel_version: String,
-    /// `uname -m`.
-    pub machine: String,
-    /// CPU model name from /proc/cpuinfo.
-    pub cpu_model: Option<String>,
-    /// CPUs online (`_SC_NPROCESSORS_ONLN` equivalent from /sys).
-    pub cpus_online: Option<usize>,
-    /// The CPUs this process may use.
-    pub cpus_usable: Vec<usize>,
-    /// Memory, kB (MemTotal).
-    pub mem_total_kb: Option<u64>,
-    /// Base page size in bytes.
-    pub page_size: usize,
-    /// `vm.max_map_count`.
-    pub max_map_count: Option<u64>,
-    /// Whether PROCMAP_QUERY works on /proc/self/maps (`"yes"`, or `"no: <errno>"`).
-    pub procmap_query: String,
-    /// `CONFIG_PER_VMA_LOCK`, if the kernel config is readable.
-    pub per_vma_lock: Option<bool>,
-    /// `CONFIG_HZ`, if the kernel config is readable.
-    pub hz: Option<u32>,
-    /// The preemption model and its source, e.g. `dynamic, default none (config)`.
-    pub preempt_model: Option<String>,
-    /// /sys/kernel/mm/transparent_hugepage/enabled (the bracketed choice).
-    pub thp_enabled: Option<String>,
-    /// /proc/loadavg's three load averages when gathered (other work on the machine disturbs measurements).
-    pub load_average: Option<String>,
-}
-
-impl HostInfo {
-    /// Gathers the facts (never fails; unknowns are `None`).
-    pub fn gather() -> Self {
-        let u = rustix::system::uname();
-        let s = |c: &std::ffi::CStr| c.to_string_lossy().into_owned();
-        let host = Host::probe();
-        let config = host.config.as_ref();
-        let cfg = |name: &str| config.and_then(|c| c.value(name));
-        let per_vma_lock = host.config_enabled("CONFIG_PER_VMA_LOCK");
-        let kernel_version = s(u.version());
-        Self {
-            kernel_release: s(u.release()),
-            machine: s(u.machine()),
-            cpu_model: host.cpu.model.clone(),
-            cpus_online: host.cpu.online,
-            cpus_usable: crate::sys::usable_cpus().unwrap_or_default(),
-            mem_total_kb: host.mem_total_kb,
-            page_size: crate::sys::page_size(),
-            max_map_count: host.max_map_count,
-            procmap_query: match crate::procmap_query::supported() {
-                Ok(()) => "yes".to_string(),
-                Err(e) => format!("no: {e}"),
-            },
-            per_vma_lock,
-            hz: cfg("CONFIG_HZ").and_then(|v| v.parse().ok()),
-            preempt_model: preempt_model(config, &kernel_version),
-            thp_enabled: host.huge_pages.thp_enabled.clone(),
-            load_average: crate::sys::read_text("/proc/loadavg")
-                .map(|t| t.split_whitespace().take(3).collect::<Vec<_>>().join(" ")),
-            kernel_version,
-        }
-    }
-
-    /// A one-line description for tables: `Linux 6.18 x86_64, 2 CPUs (Xeon ...), per-VMA locks: yes`.
-    pub fn one_line(&self) -> String {
-        format!(
-            "Linux {} {}, {} usable CPUs ({}), {} MiB, page {} B, per-VMA locks: {}, preemption: {}",
-            self.kernel_release,
-            self.machine,
-            self.cpus_usable.len(),
-            self.cpu_model.as_deref().unwrap_or("unknown CPU"),
-            self.mem_total_kb.map(|k| k / 1024).unwrap_or(0),
-            self.page_size,
-            match self.per_vma_lock {
-                Some(true) => "yes",
-                Some(false) => "no",
-                None => "unknown",
-            },
-            self.preempt_model.as_deref().unwrap_or("unknown"),
-        )
+/// Gathers the facts about this host (never fails; unknowns are `None`).
+pub fn gather() -> HostInfo {
+    let u = rustix::system::uname();
+    let s = |c: &std::ffi::CStr| c.to_string_lossy().into_owned();
+    let host = Host::probe();
+    let config = host.config.as_ref();
+    let cfg = |name: &str| config.and_then(|c| c.value(name));
+    let per_vma_lock = host.config_enabled("CONFIG_PER_VMA_LOCK");
+    let kernel_version = s(u.version());
+    HostInfo {
+        kernel_release: s(u.release()),
+        machine: s(u.machine()),
+        cpu_model: host.cpu.model.clone(),
+        cpus_online: host.cpu.online,
+        cpus_usable: crate::sys::usable_cpus().unwrap_or_default(),
+        mem_total_kb: host.mem_total_kb,
+        page_size: crate::sys::page_size(),
+        max_map_count: host.max_map_count,
+        procmap_query: match crate::procmap_query::supported() {
+            Ok(()) => "yes".to_string(),
+            Err(e) => format!("no: {e}"),
+        },
+        per_vma_lock,
+        hz: cfg("CONFIG_HZ").and_then(|v| v.parse().ok()),
+        preempt_model: preempt_model(config, &kernel_version),
+        thp_enabled: host.huge_pages.thp_enabled.clone(),
+        load_average: crate::sys::read_text("/proc/loadavg")
+            .map(|t| t.split_whitespace().take(3).collect::<Vec<_>>().join(" ")),
+        kernel_version,
     }
 }
 
@@ -165,7 +109,7 @@ mod tests {
 
     #[test]
     fn gather_on_this_host() {
-        let h = HostInfo::gather();
+        let h = gather();
         assert!(!h.kernel_release.is_empty());
         assert!(h.page_size >= 4096);
         assert!(!h.cpus_usable.is_empty());

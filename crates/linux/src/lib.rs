@@ -9,8 +9,8 @@
 //!   command, Ctrl-C handling, shared memory words), [`placement`] (explicit CPU layouts), [`hostinfo`] (the
 //!   host's kernel and machine), [`procmap_query`] (the PROCMAP_QUERY ioctl), [`maps`] (maps lines, page-sized
 //!   reads);
-//! * results: [`stats`] (latency histograms, min/median/max summaries), [`report`] (the JSON result shape every
-//!   vmspace benchmark shares), [`table`] (terminal tables), [`args`] (durations and lists on the command line);
+//! * results: written in the shared format of the `vmspace-results` crate (reports, statistics, tables);
+//!   [`args`] (durations and lists on the command line);
 //! * experiments: [`contention`] (proc-vs-map), [`race`] (the proc-maps-race checks), [`faults`] (page faults per
 //!   second per thread), [`fork`] (fork rate against VMA count).
 
@@ -25,7 +25,4 @@ pub mod placement;
 pub mod procmap_query;
 pub mod race;
 pub mod replay;
-pub mod report;
-pub mod stats;
 pub mod sys;
-pub mod table;

@@ -34,7 +34,6 @@
 use crate::child::{self, SharedSlots, check_interrupted};
 use crate::hostinfo::HostInfo;
 use crate::maps::{is_header, parse_line, read_pages};
-use crate::report::Report;
 use crate::sys;
 use anyhow::{Context, Result, bail};
 use rustix::mm::ProtFlags;
@@ -42,6 +41,7 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
+use vmspace_results::report::Report;
 
 /// The file the parent reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -538,7 +538,7 @@ mod tests {
 
     #[test]
     fn every_test_races_without_tearing_on_maps() {
-        let host = HostInfo::gather();
+        let host = crate::hostinfo::gather();
         let reports =
             run(RaceFile::Maps, &RaceTest::ALL, Duration::from_millis(300), &host, &mut |_, _| {}).unwrap();
         assert_eq!(reports.len(), 3);
@@ -553,7 +553,7 @@ mod tests {
 
     #[test]
     fn smaps_split_races_without_tearing() {
-        let host = HostInfo::gather();
+        let host = crate::hostinfo::gather();
         let reports =
             run(RaceFile::Smaps, &[RaceTest::Split], Duration::from_millis(300), &host, &mut |_, _| {})
                 .unwrap();

@@ -18,6 +18,19 @@
 //! caller's code. Re-executing the binary was the alternative; it would need a hidden subcommand in every
 //! binary that runs scripts (each test binary included), so fork it is.
 //!
+//! # Nothing outlives the command
+//!
+//! The runner child and every process a script forks arm `PR_SET_PDEATHSIG(SIGKILL)` first thing (and check
+//! that their parent did not die before that), and restore the default SIGINT/SIGTERM dispositions, so they end
+//! with the process that made them however it ends. The temporary directory of `file` ops is the parent's; a
+//! killed parent cannot remove it, so a second child, the *janitor*, is forked before the runner: it ignores
+//! SIGINT/SIGTERM, holds the read end of a pipe whose only writer is the parent, and when that pipe reaches end
+//! of file (the parent is gone, however it died) removes the directory and exits. After a normal run the parent
+//! removes the directory itself and kills and reaps the janitor. While waiting for the runner the parent wakes
+//! every 250 ms (to report the runner's call count, [`replay_kernel_observed`]) and checks
+//! [`crate::child::interrupted`]: on Ctrl-C (with [`crate::child::install_interrupt_handler`] installed) it kills
+//! and reaps the runner, removes the directory and returns [`ReplayError::Interrupted`].
+//!
 //! `fork` in a script is a real fork inside the child: the new process continues with the remaining ops and
 //! everything the driver had accumulated so far (the output is in its memory, copied by fork); the old one
 //! waits for it and exits with its status without writing anything. So exactly one process writes the output.
@@ -94,6 +107,8 @@ pub enum ReplayError {
     Refused(String),
     /// The child died or misbehaved.
     Child(String),
+    /// The user interrupted the run (Ctrl-C or SIGTERM); the child was killed and reaped.
+    Interrupted,
 }
 
 impl fmt::Display for ReplayError {
@@ -102,6 +117,7 @@ impl fmt::Display for ReplayError {
             ReplayError::Setup(e) => write!(f, "kernel runner setup failed: {e}"),
             ReplayError::Refused(m) => write!(f, "kernel runner refused the script: {m}"),
             ReplayError::Child(m) => write!(f, "kernel runner child failed: {m}"),
+            ReplayError::Interrupted => write!(f, "interrupted"),
         }
     }
 }
@@ -347,6 +363,8 @@ impl Target for KernelTarget {
     }
 
     fn fork(&mut self) -> Result<u64, Errno> {
+        // SAFETY: getpid has no preconditions.
+        let parent = unsafe { libc::getpid() };
         // SAFETY: fork in the runner child. The new process continues the script; this one only waits and
         // exits (async-signal-safe calls only).
         let pid = unsafe { libc::fork() };
@@ -354,6 +372,8 @@ impl Target for KernelTarget {
             return Err(last_errno());
         }
         if pid == 0 {
+            // The new process continues the script; it must not outlive the one that waits for it.
+            arm_death_signal(parent);
             return Ok(0);
         }
         let mut status = 0;
@@ -405,13 +425,31 @@ pub fn replay_kernel_in(script: &Script, arena: Arena) -> Result<Output, ReplayE
 
 /// [`replay_kernel_in`] with every option.
 pub fn replay_kernel_with(script: &Script, opts: ReplayOptions) -> Result<Output, ReplayError> {
+    replay_kernel_observed(script, opts, &mut |_| {})
+}
+
+/// How often the parent looks at the runner's progress while it waits for the output.
+const PROGRESS_EVERY_MS: i32 = 250;
+
+/// [`replay_kernel_with`], calling `on_progress(calls)` about every [`PROGRESS_EVERY_MS`] with the number of
+/// the script's calls the runner has made so far (a word of memory shared with the runner child; calls made by
+/// processes the script forked count too).
+pub fn replay_kernel_observed(
+    script: &Script,
+    opts: ReplayOptions,
+    on_progress: &mut dyn FnMut(u64),
+) -> Result<Output, ReplayError> {
+    let calls = crate::child::SharedSlots::new(1).map_err(std::io::Error::from)?;
     let tmp = tempfile::Builder::new().prefix("vmspace-replay").tempdir()?;
     // The path maps lines will show: resolve symlinks so it matches the kernel's d_path.
     let dir = std::fs::canonicalize(tmp.path())?;
+    let janitor = Janitor::start(&dir)?;
     let dir_fd = rustix::fs::open(&dir, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
         .map_err(std::io::Error::from)?;
     let (rd, wr) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(std::io::Error::from)?;
 
+    // SAFETY: getpid has no preconditions.
+    let parent = unsafe { libc::getpid() };
     // SAFETY: fork; the child follows the rules of the module documentation (syscalls, allocation through
     // glibc's fork-safe malloc, no stdio/env/shared locks) and always ends with _exit.
     let pid = unsafe { libc::fork() };
@@ -419,8 +457,10 @@ pub fn replay_kernel_with(script: &Script, opts: ReplayOptions) -> Result<Output
         return Err(ReplayError::Setup(std::io::Error::last_os_error()));
     }
     if pid == 0 {
+        arm_death_signal(parent);
+        janitor.forget_in_child();
         drop(rd);
-        child_main(script, opts, dir, dir_fd, wr);
+        child_main(script, opts, dir, dir_fd, wr, calls.get(0));
     }
     drop(wr);
     drop(dir_fd);
@@ -428,13 +468,41 @@ pub fn replay_kernel_with(script: &Script, opts: ReplayOptions) -> Result<Output
     let mut buf = [0u8; 8192];
     let mut read_error = None;
     loop {
+        let mut fds = [rustix::event::PollFd::new(&rd, rustix::event::PollFlags::IN)];
+        let timeout =
+            rustix::event::Timespec { tv_sec: 0, tv_nsec: i64::from(PROGRESS_EVERY_MS) * 1_000_000 };
+        let ready = match rustix::event::poll(&mut fds, Some(&timeout)) {
+            Ok(n) => n > 0,
+            Err(rustix::io::Errno::INTR) => false,
+            Err(e) => {
+                read_error = Some(ReplayError::Setup(e.into()));
+                break;
+            }
+        };
+        if crate::child::interrupted() {
+            // SAFETY: our own, not yet reaped child: the pid cannot have been reused.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            read_error = Some(ReplayError::Interrupted);
+            break;
+        }
+        if !ready {
+            // Relaxed: a count for display only; the output itself comes through the pipe.
+            on_progress(calls.get(0).load(std::sync::atomic::Ordering::Relaxed));
+            continue;
+        }
         match rustix::io::read(&rd, &mut buf) {
             Ok(0) => break,
             Ok(n) => bytes.extend_from_slice(&buf[..n]),
+            Err(rustix::io::Errno::INTR) if crate::child::interrupted() => {
+                // SAFETY: our own, not yet reaped child: the pid cannot have been reused.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                read_error = Some(ReplayError::Interrupted);
+                break;
+            }
             Err(rustix::io::Errno::INTR) => continue,
             Err(e) => {
                 // Still reap the child below; closing the pipe makes a blocked writer fail and exit.
-                read_error = Some(e);
+                read_error = Some(ReplayError::Setup(e.into()));
                 break;
             }
         }
@@ -452,8 +520,14 @@ pub fn replay_kernel_with(script: &Script, opts: ReplayOptions) -> Result<Output
         }
     }
     drop(tmp);
+    drop(janitor);
     if let Some(e) = read_error {
-        return Err(ReplayError::Setup(e.into()));
+        return Err(e);
+    }
+    if crate::child::interrupted() {
+        // A terminal's Ctrl-C reaches the runner too (it has the default disposition): whatever it printed is
+        // incomplete.
+        return Err(ReplayError::Interrupted);
     }
     let text = String::from_utf8_lossy(&bytes).into_owned();
     if libc::WIFSIGNALED(status) {
@@ -467,8 +541,184 @@ pub fn replay_kernel_with(script: &Script, opts: ReplayOptions) -> Result<Output
     }
 }
 
+/// In a freshly forked child: be SIGKILLed when the parent `parent` dies, exit at once if it already has, and
+/// take the default SIGINT/SIGTERM dispositions back from the parent's handler (so a terminal's Ctrl-C, sent
+/// to the whole process group, ends the child too).
+fn arm_death_signal(parent: libc::pid_t) {
+    // SAFETY: prctl(PR_SET_PDEATHSIG) only sets a flag of the calling process.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) };
+    // SAFETY: getppid has no preconditions.
+    if unsafe { libc::getppid() } != parent {
+        // SAFETY: the parent died before the death signal was armed; end without touching its state.
+        unsafe { libc::_exit(1) };
+    }
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: restoring the default disposition of a signal is always valid.
+        unsafe { libc::signal(sig, libc::SIG_DFL) };
+    }
+}
+
+/// The process that removes the temporary directory once the parent is gone (module docs, "Nothing outlives
+/// the command"). Dropping it kills and reaps it: the parent then removes the directory itself.
+struct Janitor {
+    pid: libc::pid_t,
+    /// The write end of the lifeline: end of file on the janitor's side when every copy is closed.
+    lifeline: Option<OwnedFd>,
+}
+
+impl Janitor {
+    fn start(dir: &std::path::Path) -> Result<Janitor, ReplayError> {
+        let (rd, wr) =
+            rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(std::io::Error::from)?;
+        // Allocated before the fork: the janitor then only makes system calls.
+        let path = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
+            .map_err(|e| ReplayError::Setup(std::io::Error::other(e)))?;
+        // SAFETY: fork; the janitor only makes system calls (signal, read, openat/unlinkat through
+        // `remove_tree`) and ends with _exit.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            return Err(ReplayError::Setup(std::io::Error::last_os_error()));
+        }
+        if pid == 0 {
+            drop(wr);
+            for sig in [libc::SIGINT, libc::SIGTERM] {
+                // SAFETY: ignoring a signal is always valid; the janitor must survive the Ctrl-C that ends the
+                // parent so that it can clean up after it.
+                unsafe { libc::signal(sig, libc::SIG_IGN) };
+            }
+            let mut b = [0u8; 1];
+            // Blocks until every copy of the write end is closed: the parent has finished or died.
+            while let Ok(n) = rustix::io::read(&rd, &mut b)
+                && n > 0
+            {}
+            remove_tree(&path);
+            // SAFETY: ends the janitor without running the parent's destructors.
+            unsafe { libc::_exit(0) };
+        }
+        drop(rd);
+        Ok(Janitor { pid, lifeline: Some(wr) })
+    }
+
+    /// In the runner child: close this copy of the lifeline (the janitor waits for the parent only).
+    fn forget_in_child(mut self) {
+        self.lifeline = None;
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for Janitor {
+    fn drop(&mut self) {
+        // SAFETY: our own, not yet reaped child: the pid cannot have been reused.
+        unsafe { libc::kill(self.pid, libc::SIGKILL) };
+        let mut status = 0;
+        // SAFETY: reaping our own child; `status` is a valid out-pointer.
+        while unsafe { libc::waitpid(self.pid, &mut status, 0) } < 0
+            && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
+        {}
+        self.lifeline = None;
+    }
+}
+
+/// Removes the directory `path` and the files in it (the runner makes no subdirectories), with system calls
+/// only. Unlinking while reading the directory may skip names, so it reads again until the directory is gone
+/// (a bounded number of times: a runner not yet dead could still be creating files).
+fn remove_tree(path: &std::ffi::CStr) {
+    for _ in 0..16 {
+        let Ok(dir) =
+            rustix::fs::open(path, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+        else {
+            return;
+        };
+        let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 4096];
+        let mut names = rustix::fs::RawDir::new(&dir, &mut buf);
+        while let Some(Ok(entry)) = names.next() {
+            let name = entry.file_name();
+            if name.to_bytes() != b"." && name.to_bytes() != b".." {
+                let _ = rustix::fs::unlinkat(&dir, name, rustix::fs::AtFlags::empty());
+            }
+        }
+        if rustix::fs::unlinkat(rustix::fs::CWD, path, rustix::fs::AtFlags::REMOVEDIR).is_ok() {
+            return;
+        }
+    }
+}
+
+/// A [`Target`] that counts the calls it passes on into a word shared with the parent (progress).
+struct Counted<'a, T> {
+    inner: &'a mut T,
+    calls: &'a std::sync::atomic::AtomicU64,
+}
+
+impl<T: Target> Counted<'_, T> {
+    fn count(&mut self) -> &mut T {
+        // Relaxed: pairs with the parent's relaxed load; a count for display, ordering nothing else.
+        self.calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.inner
+    }
+}
+
+impl<T: Target> Target for Counted<'_, T> {
+    fn file(&mut self, name: &str, size: u64) -> Result<u64, Errno> {
+        self.count().file(name, size)
+    }
+    fn mmap(
+        &mut self,
+        addr: u64,
+        len: u64,
+        prot: Prot,
+        flags: MapFlags,
+        file: Option<(&str, u64)>,
+    ) -> Result<u64, Errno> {
+        self.count().mmap(addr, len, prot, flags, file)
+    }
+    fn munmap(&mut self, addr: u64, len: u64) -> Result<u64, Errno> {
+        self.count().munmap(addr, len)
+    }
+    fn mprotect(&mut self, addr: u64, len: u64, prot: Prot) -> Result<u64, Errno> {
+        self.count().mprotect(addr, len, prot)
+    }
+    fn mremap(
+        &mut self,
+        addr: u64,
+        old_len: u64,
+        new_len: u64,
+        flags: MremapFlags,
+        new_addr: u64,
+    ) -> Result<u64, Errno> {
+        self.count().mremap(addr, old_len, new_len, flags, new_addr)
+    }
+    fn madvise(&mut self, addr: u64, len: u64, advice: Advice) -> Result<u64, Errno> {
+        self.count().madvise(addr, len, advice)
+    }
+    fn touch(&mut self, addr: u64, len: u64, write: bool) -> Result<(), u64> {
+        self.count().touch(addr, len, write)
+    }
+    fn name(&mut self, addr: u64, len: u64, name: Option<&str>) -> Result<u64, Errno> {
+        self.count().name(addr, len, name)
+    }
+    fn brk(&mut self, addr: u64) -> Result<u64, Errno> {
+        self.count().brk(addr)
+    }
+    fn fork(&mut self) -> Result<u64, Errno> {
+        self.count().fork()
+    }
+    fn maps(&mut self) -> String {
+        self.count().maps()
+    }
+    fn file_path(&self, name: &str) -> Option<String> {
+        self.inner.file_path(name)
+    }
+}
+
 /// The child: run, write, `_exit`. Never returns.
-fn child_main(script: &Script, opts: ReplayOptions, dir: PathBuf, dir_fd: OwnedFd, out: OwnedFd) -> ! {
+fn child_main(
+    script: &Script,
+    opts: ReplayOptions,
+    dir: PathBuf,
+    dir_fd: OwnedFd,
+    out: OwnedFd,
+    calls: &std::sync::atomic::AtomicU64,
+) -> ! {
     let arena = opts.arena;
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let max = max_map_count().unwrap_or(65530);
@@ -480,7 +730,7 @@ fn child_main(script: &Script, opts: ReplayOptions, dir: PathBuf, dir_fd: OwnedF
         {
             t.refuse(msg);
         }
-        let output = vmspace_script::run_in(script, &mut t, arena);
+        let output = vmspace_script::run_in(script, &mut Counted { inner: &mut t, calls }, arena);
         write_all(&t.out, output.render().as_bytes());
     }));
     let code = if r.is_ok() { 0 } else { EXIT_PANIC };
@@ -712,5 +962,40 @@ mod tests {
                 assert!(Arena::default().overlaps(m.start, m.end), "{l}");
             }
         }
+    }
+
+    #[test]
+    fn remove_tree_removes_the_directory_and_its_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().join("runner");
+        std::fs::create_dir(&d).unwrap();
+        for i in 0..300 {
+            std::fs::write(d.join(format!("f{i}")), b"x").unwrap();
+        }
+        let c = std::ffi::CString::new(d.as_os_str().as_encoded_bytes()).unwrap();
+        remove_tree(&c);
+        assert!(!d.exists());
+        remove_tree(&c); // already gone: nothing to do, no panic
+    }
+
+    #[test]
+    fn progress_counts_the_runners_calls() {
+        let mut text = String::from("file f 0x1000\nmmap 0x200000000000 0x10000 rw- private|anon|fixed\n");
+        for i in 0..200_000 {
+            text.push_str(if i % 2 == 0 {
+                "mprotect 0x200000004000 0x1000 r--\n"
+            } else {
+                "mprotect 0x200000004000 0x1000 rw-\n"
+            });
+        }
+        let script = Script::parse(&text).unwrap();
+        let mut seen = Vec::new();
+        let out = replay_kernel_observed(&script, ReplayOptions::default(), &mut |n| seen.push(n)).unwrap();
+        assert_eq!(values(&out).len(), script.lines.len());
+        // Reported now and then (every 250 ms of a run of about a second or more), never going back, never
+        // beyond the calls made (the lines and the final maps read).
+        assert!(!seen.is_empty(), "no progress reported");
+        assert!(seen.windows(2).all(|w| w[0] <= w[1]), "{seen:?}");
+        assert!(seen.iter().all(|&n| n <= script.lines.len() as u64 + 1), "{seen:?}");
     }
 }

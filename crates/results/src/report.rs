@@ -10,7 +10,7 @@
 //!
 //! The format is versioned by [`SCHEMA`]; a consumer should reject other versions. Fields are only ever added.
 
-use crate::hostinfo::HostInfo;
+use crate::host::HostInfo;
 use crate::stats::Summary;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -61,6 +61,29 @@ pub struct Report {
     pub summary: BTreeMap<String, Summary>,
     /// Observations: placement adjustments, checker findings, caveats.
     pub notes: Vec<String>,
+    /// Text results, one line per element: the canonical output of a replay, the difference a diff found.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub output: Vec<String>,
+}
+
+/// What a judging command concluded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Verdict {
+    /// Whether everything judged was met (the command then exits with status 0, else 1).
+    pub passed: bool,
+    /// How many targets were met, checks passed or scripts agreed.
+    pub met: u64,
+    /// How many were missed, failed or differed.
+    pub missed: u64,
+    /// The closing line printed under the table, e.g. `12 met, 11 missed`.
+    pub line: String,
+}
+
+impl Verdict {
+    /// A verdict of `met` and `missed` things, passed when nothing was missed; `line` is the closing line.
+    pub fn new(met: u64, missed: u64, line: impl Into<String>) -> Self {
+        Self { passed: missed == 0, met, missed, line: line.into() }
+    }
 }
 
 /// What one command prints with `--json`.
@@ -72,12 +95,21 @@ pub struct ReportSet {
     pub command: String,
     /// One report per configuration.
     pub reports: Vec<Report>,
+    /// The conclusion of a command that judges; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<Verdict>,
 }
 
 impl ReportSet {
     /// A set of `reports` made by `command`.
     pub fn new(command: impl Into<String>, reports: Vec<Report>) -> Self {
-        Self { schema: SCHEMA.to_string(), command: command.into(), reports }
+        Self { schema: SCHEMA.to_string(), command: command.into(), reports, verdict: None }
+    }
+
+    /// The same set with a verdict.
+    pub fn with_verdict(mut self, verdict: Verdict) -> Self {
+        self.verdict = Some(verdict);
+        self
     }
 }
 
@@ -94,6 +126,7 @@ impl Report {
             runs: Vec::new(),
             summary: BTreeMap::new(),
             notes: Vec::new(),
+            output: Vec::new(),
         }
     }
 
@@ -178,5 +211,19 @@ mod tests {
         let back: ReportSet = serde_json::from_str(&text).unwrap();
         assert_eq!(back, set);
         assert_eq!(back.schema, SCHEMA);
+        // The optional fields are left out when empty, and read back as empty when absent.
+        assert!(!text.contains("\"output\"") && !text.contains("\"verdict\""), "{text}");
+    }
+
+    #[test]
+    fn verdict_and_output_roundtrip() {
+        let mut r = Report::new("diff", "seed 3", HostInfo::default());
+        r.output = vec!["L2 munmap = 0".into(), "  kernel: -ENOMEM".into()];
+        let set =
+            ReportSet::new("vmspace diff", vec![r]).with_verdict(Verdict::new(2, 1, "2 agree, 1 differs"));
+        assert!(!set.verdict.as_ref().unwrap().passed);
+        assert!(Verdict::new(3, 0, "3 met").passed);
+        let back: ReportSet = serde_json::from_str(&serde_json::to_string(&set).unwrap()).unwrap();
+        assert_eq!(back, set);
     }
 }

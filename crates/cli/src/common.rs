@@ -1,0 +1,419 @@
+//! What every subcommand shares: the output convention, exit statuses, error classes, progress and the checks
+//! that refuse a run before it starts.
+//!
+//! # Output convention
+//! Every command prints its table (or text) for people. `--json FILE` also writes the result as one
+//! [`ReportSet`] (schema `vmspace.report.v1`, BENCHMARKS.md "Result format") to FILE, atomically (a temporary
+//! file in the same directory, renamed over FILE at the end). `--json -` writes the JSON to standard output and
+//! the table to standard error instead, so that `vmspace ... --json - | jq` sees JSON only. FILE is checked
+//! before the run starts ([`JsonOut::new`]): a long measurement never ends in "cannot write".
+//!
+//! # Exit statuses
+//! [`Status`] and the error classes map to the statuses documented in `vmspace --help` ([`EXIT_STATUS_HELP`]):
+//! 0 success; 1 the command judged and something failed (a difference, a missed target, a failed check);
+//! 2 bad usage or input ([`UsageError`], clap's errors, unreadable scripts); 3 the run itself failed (a system
+//! call, a child process); 130 interrupted (Ctrl-C or SIGTERM). Errors print as one `error: ...` line with
+//! their causes, never with a backtrace, whatever `RUST_BACKTRACE` says.
+
+use anyhow::{Context, Result};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use vmspace_results::report::{ReportSet, Verdict};
+
+/// The exit-status section of `vmspace --help`.
+pub const EXIT_STATUS_HELP: &str = "\
+Exit status:
+  0    success
+  1    the command judged and something failed: engine and kernel differ (diff), a benchmark target was
+       missed (bench tree), a /proc check failed (kernel race)
+  2    bad usage or input: unknown option, option that does nothing in this mode, unreadable script,
+       output path that cannot be written, input too large for this machine (without --force)
+  3    the run itself failed: a system call or a child process failed
+  130  interrupted (Ctrl-C or SIGTERM); a second Ctrl-C stops at once
+
+Output: every command prints a table; --json FILE also writes the results as JSON (schema
+vmspace.report.v1, described in BENCHMARKS.md), and --json - writes the JSON to standard output and the
+table to standard error.";
+
+/// How a command that ran to its end came out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// Nothing judged failed: exit status 0.
+    Success,
+    /// The command judged and something failed: exit status 1.
+    Failed,
+}
+
+impl Status {
+    /// [`Status::Success`] when `verdict` passed.
+    pub fn of(verdict: &Verdict) -> Status {
+        if verdict.passed { Status::Success } else { Status::Failed }
+    }
+}
+
+/// Bad usage or input (exit status 2): the message says what to change.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// A usage error with this message, as an `anyhow::Error`.
+pub fn usage(msg: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::new(UsageError(msg.into()))
+}
+
+/// The exit status of an error: 130 if anything in its chain is an interruption, 2 if it is a usage error,
+/// 3 otherwise.
+pub fn exit_code_of(e: &anyhow::Error) -> u8 {
+    let interrupted = e.chain().any(|c| {
+        c.is::<vmspace_linux::child::Interrupted>()
+            || matches!(
+                c.downcast_ref::<vmspace_linux::replay::ReplayError>(),
+                Some(vmspace_linux::replay::ReplayError::Interrupted)
+            )
+    });
+    if interrupted || vmspace_linux::child::interrupted() {
+        130
+    } else if e.chain().any(|c| c.is::<UsageError>()) {
+        2
+    } else {
+        3
+    }
+}
+
+/// The command line as typed (`vmspace ...`), recorded in every report set.
+pub fn command_line() -> String {
+    std::iter::once("vmspace".to_string()).chain(std::env::args().skip(1)).collect::<Vec<_>>().join(" ")
+}
+
+/// Where `--json` goes, checked before the run.
+#[derive(Debug, Clone)]
+pub enum JsonOut {
+    /// No `--json`.
+    None,
+    /// `--json -`: standard output (the table goes to standard error).
+    Stdout,
+    /// `--json FILE`.
+    File(PathBuf),
+}
+
+impl JsonOut {
+    /// Checks `--json`'s value: `-`, or a file that can be written (its directory exists and takes a new
+    /// file; the file, if it exists, is not a directory).
+    pub fn new(arg: Option<&Path>) -> Result<JsonOut> {
+        match arg {
+            None => Ok(JsonOut::None),
+            Some(p) if p.as_os_str() == "-" => Ok(JsonOut::Stdout),
+            Some(p) => {
+                check_writable_file(p, "--json")?;
+                Ok(JsonOut::File(p.to_path_buf()))
+            }
+        }
+    }
+
+    /// Whether the table must go to standard error (the JSON takes standard output).
+    pub fn takes_stdout(&self) -> bool {
+        matches!(self, JsonOut::Stdout)
+    }
+
+    /// Writes `set` where `--json` said (nothing without `--json`).
+    pub fn write(&self, set: &ReportSet) -> Result<()> {
+        match self {
+            JsonOut::None => Ok(()),
+            JsonOut::Stdout => {
+                let mut out = std::io::stdout().lock();
+                serde_json::to_writer_pretty(&mut out, set).context("writing JSON to standard output")?;
+                writeln!(out).context("writing JSON to standard output")?;
+                out.flush().context("writing JSON to standard output")
+            }
+            JsonOut::File(p) => write_atomically(p, |w| {
+                serde_json::to_writer_pretty(&mut *w, set)?;
+                writeln!(w)?;
+                Ok(())
+            }),
+        }
+    }
+}
+
+/// Checks that `path` can be created or replaced as a file before anything runs: a usage error (exit status 2)
+/// naming `what` otherwise.
+pub fn check_writable_file(path: &Path, what: &str) -> Result<()> {
+    let dir = parent_dir(path);
+    if path.is_dir() {
+        return Err(usage(format!("{what} {}: is a directory", path.display())));
+    }
+    check_writable_dir(&dir).map_err(|e| usage(format!("{what} {}: {e}", path.display())))
+}
+
+/// Checks that `dir` is a directory in which a file can be created (by creating and removing one).
+pub fn check_writable_dir(dir: &Path) -> std::result::Result<(), String> {
+    if !dir.is_dir() {
+        return Err(format!("directory {} does not exist", dir.display()));
+    }
+    tempfile::Builder::new()
+        .prefix(".vmspace-check")
+        .tempfile_in(dir)
+        .map(drop)
+        .map_err(|e| format!("cannot create a file in {}: {e}", dir.display()))
+}
+
+fn parent_dir(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// Writes `path` through a temporary file in its directory renamed over it at the end, so that a failure or an
+/// interruption never leaves a truncated file.
+pub fn write_atomically(path: &Path, fill: impl FnOnce(&mut dyn Write) -> Result<()>) -> Result<()> {
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".vmspace-")
+        .tempfile_in(parent_dir(path))
+        .with_context(|| format!("creating a file beside {}", path.display()))?;
+    {
+        let mut w = std::io::BufWriter::new(tmp.as_file_mut());
+        fill(&mut w).with_context(|| format!("writing {}", path.display()))?;
+        w.flush().with_context(|| format!("writing {}", path.display()))?;
+    }
+    tmp.persist(path).with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
+
+/// Where the human-readable text goes: standard output, or standard error when the JSON takes standard output.
+#[derive(Debug, Clone, Copy)]
+pub struct Text {
+    to_stderr: bool,
+}
+
+impl Text {
+    /// Text for a command whose JSON goes to `json`.
+    pub fn new(json: &JsonOut) -> Text {
+        Text { to_stderr: json.takes_stdout() }
+    }
+
+    /// Prints `s` as is.
+    pub fn print(&self, s: &str) {
+        if self.to_stderr {
+            eprint!("{s}");
+        } else {
+            print!("{s}");
+        }
+    }
+
+    /// Prints `s` and a newline.
+    pub fn line(&self, s: &str) {
+        self.print(&format!("{s}\n"));
+    }
+}
+
+/// Prints through a [`Text`] like `println!`.
+#[macro_export]
+macro_rules! say {
+    ($t:expr) => { $t.line("") };
+    ($t:expr, $($arg:tt)*) => { $t.line(&format!($($arg)*)) };
+}
+
+/// Progress of a run that may take more than 2 s, on standard error. Nothing shows during the first 2 s. On a
+/// terminal it is a bar with the elapsed time and an estimate of the time left; otherwise (standard error
+/// piped or redirected to a file) one line every 10 s, so that logs show how far a run got.
+pub struct Progress {
+    bar: ProgressBar,
+    start: Instant,
+    terminal: bool,
+    shown: bool,
+    last_line: Instant,
+    total: u64,
+    done: u64,
+}
+
+impl Progress {
+    /// Progress over `total` steps.
+    pub fn new(total: u64) -> Progress {
+        let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::hidden());
+        bar.set_style(
+            ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len}, ~{eta} left  {msg}")
+                .expect("a valid template")
+                .progress_chars("=> "),
+        );
+        let now = Instant::now();
+        Progress {
+            bar,
+            start: now,
+            terminal: std::io::stderr().is_terminal(),
+            shown: false,
+            last_line: now,
+            total,
+            done: 0,
+        }
+    }
+
+    /// One step done; `what` names the next (or the one just done).
+    pub fn step(&mut self, what: &str) {
+        self.done += 1;
+        self.bar.set_message(what.to_string());
+        self.bar.inc(1);
+        self.tick(what);
+    }
+
+    /// `done` steps done in all (for runs that count many small steps and report now and then).
+    pub fn set_done(&mut self, done: u64, what: &str) {
+        self.done = done;
+        self.bar.set_position(done);
+        self.tick(what);
+    }
+
+    /// Shows progress if the run has gone on for 2 s (to be called now and then between steps too).
+    pub fn tick(&mut self, what: &str) {
+        let elapsed = self.start.elapsed();
+        if elapsed < Duration::from_secs(2) {
+            return;
+        }
+        if self.terminal {
+            if !self.shown {
+                self.shown = true;
+                self.bar.set_draw_target(ProgressDrawTarget::stderr());
+            }
+            self.bar.tick();
+        } else if !self.shown || self.last_line.elapsed() >= Duration::from_secs(10) {
+            self.shown = true;
+            self.last_line = Instant::now();
+            let eta = if self.done == 0 {
+                "unknown".to_string()
+            } else {
+                let left = elapsed.as_secs_f64() / self.done as f64
+                    * (self.total - self.done.min(self.total)) as f64;
+                fmt_secs(left)
+            };
+            eprintln!(
+                "progress: {}/{} after {}, ~{eta} left  {what}",
+                self.done,
+                self.total,
+                fmt_secs(elapsed.as_secs_f64())
+            );
+        }
+    }
+
+    /// Removes the bar (the final text follows).
+    pub fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+/// `75 s` as `1m15s`.
+pub fn fmt_secs(s: f64) -> String {
+    let s = s.round() as u64;
+    if s >= 3600 {
+        format!("{}h{:02}m", s / 3600, s % 3600 / 60)
+    } else if s >= 60 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        format!("{s}s")
+    }
+}
+
+/// The memory this machine can give a run now (`MemAvailable`), in bytes; `None` if unknown.
+pub fn available_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kb: u64 =
+        text.lines().find(|l| l.starts_with("MemAvailable:"))?.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// Refuses a run whose estimated memory exceeds what the machine has available (unless `force`): a usage
+/// error that gives the estimate and the way to insist.
+pub fn check_memory(what: &str, bytes: u128, force: bool) -> Result<()> {
+    let Some(avail) = available_memory() else { return Ok(()) };
+    if force || bytes <= u128::from(avail) {
+        return Ok(());
+    }
+    Err(usage(format!(
+        "{what} would need about {} of memory, more than the {} this machine has available; refused \
+         (--force runs it anyway)",
+        fmt_bytes(bytes),
+        fmt_bytes(u128::from(avail))
+    )))
+}
+
+/// Refuses a run whose estimated time exceeds `limit` (unless `force`).
+pub fn check_time(what: &str, secs: f64, limit_secs: f64, force: bool) -> Result<()> {
+    if force || secs <= limit_secs {
+        return Ok(());
+    }
+    Err(usage(format!(
+        "{what} would take about {}, more than {}; refused (--force runs it anyway)",
+        fmt_secs(secs),
+        fmt_secs(limit_secs)
+    )))
+}
+
+/// `3221225472` as `3.0 GiB`.
+pub fn fmt_bytes(b: u128) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 { format!("{b} B") } else { format!("{v:.1} {}", UNITS[u]) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats() {
+        assert_eq!(fmt_secs(5.4), "5s");
+        assert_eq!(fmt_secs(75.0), "1m15s");
+        assert_eq!(fmt_secs(7300.0), "2h01m");
+        assert_eq!(fmt_bytes(512), "512 B");
+        assert_eq!(fmt_bytes(3 << 30), "3.0 GiB");
+    }
+
+    #[test]
+    fn exit_codes_by_error_class() {
+        assert_eq!(exit_code_of(&usage("bad")), 2);
+        assert_eq!(exit_code_of(&usage("bad").context("reading x")), 2);
+        assert_eq!(exit_code_of(&anyhow::anyhow!("fork failed")), 3);
+        assert_eq!(exit_code_of(&anyhow::Error::new(vmspace_linux::child::Interrupted)), 130);
+    }
+
+    #[test]
+    fn json_paths_are_checked_up_front() {
+        assert!(matches!(JsonOut::new(None).unwrap(), JsonOut::None));
+        assert!(JsonOut::new(Some(Path::new("-"))).unwrap().takes_stdout());
+        let dir = tempfile::tempdir().unwrap();
+        let ok = dir.path().join("out.json");
+        assert!(matches!(JsonOut::new(Some(&ok)).unwrap(), JsonOut::File(_)));
+        assert!(!ok.exists(), "the check must not leave a file behind");
+        let e = JsonOut::new(Some(&dir.path().join("missing/out.json"))).unwrap_err();
+        assert_eq!(exit_code_of(&e), 2);
+        assert_eq!(exit_code_of(&JsonOut::new(Some(dir.path())).unwrap_err()), 2);
+        let set = ReportSet::new("vmspace test", Vec::new());
+        JsonOut::new(Some(&ok)).unwrap().write(&set).unwrap();
+        let back: ReportSet = serde_json::from_str(&std::fs::read_to_string(&ok).unwrap()).unwrap();
+        assert_eq!(back, set);
+    }
+
+    #[test]
+    fn memory_check_refuses_the_impossible_unless_forced() {
+        if available_memory().is_none() {
+            return;
+        }
+        assert_eq!(exit_code_of(&check_memory("x", u128::MAX, false).unwrap_err()), 2);
+        check_memory("x", u128::MAX, true).unwrap();
+        check_memory("x", 1, false).unwrap();
+        assert!(check_time("x", 10.0, 5.0, false).is_err());
+        check_time("x", 10.0, 5.0, true).unwrap();
+    }
+}
