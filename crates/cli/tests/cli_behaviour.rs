@@ -301,26 +301,58 @@ fn libc_sigpipe() -> i32 {
 
 #[test]
 fn long_runs_show_progress_with_an_estimate_even_when_piped() {
-    // About 3 s: over the 2 s after which progress shows.
-    let out = run(&["diff", "--seeds", "0..100", "--calls", "100"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let err = stderr(&out);
-    let line =
-        err.lines().find(|l| l.starts_with("progress: ")).unwrap_or_else(|| panic!("no progress:\n{err}"));
-    assert!(line.contains("/100 after") && line.contains("left"), "{line}");
-    assert!(String::from_utf8_lossy(&out.stdout).contains("verdict: 100 agree, 0 differ"));
+    // A run past the 2 s after which progress shows. How long a seed range takes depends on the machine, so the
+    // range grows until one run lasts at least 3 s (a quiet machine does 100 seeds in under 2 s).
+    let mut long_enough = false;
+    for seeds in [100u64, 400, 1600] {
+        let range = format!("0..{seeds}");
+        let start = std::time::Instant::now();
+        let out = run(&["diff", "--seeds", &range, "--calls", "100"]);
+        let took = start.elapsed();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("verdict: {seeds} agree, 0 differ")));
+        if took < std::time::Duration::from_secs(3) {
+            continue;
+        }
+        let err = stderr(&out);
+        let line = err
+            .lines()
+            .find(|l| l.starts_with("progress: "))
+            .unwrap_or_else(|| panic!("no progress after {took:?}:\n{err}"));
+        assert!(line.contains(&format!("/{seeds} after")) && line.contains("left"), "{line}");
+        long_enough = true;
+        break;
+    }
+    assert!(long_enough, "no seed range ran for 3 s: progress was not exercised");
     // A short run shows none.
     let out = run(&["diff", "--seeds", "0..2", "--calls", "10"]);
     assert!(!stderr(&out).contains("progress"), "{}", stderr(&out));
-    // A long replay on the kernel: the runner's calls are counted as they happen (about 4 s).
+    // A long replay on the kernel: the runner's calls are counted as they happen. The script grows until one
+    // replay lasts at least 3 s.
     let dir = tempfile::tempdir().unwrap();
-    let long = mprotect_script(dir.path(), 500_000);
-    let out = bin().args(["replay", "--kernel"]).arg(&long).output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let err = stderr(&out);
-    let line =
-        err.lines().find(|l| l.starts_with("progress: ")).unwrap_or_else(|| panic!("no progress:\n{err}"));
-    assert!(line.contains("/500002 after") && line.contains("calls on the kernel"), "{line}");
+    let mut long_enough = false;
+    for calls in [500_000usize, 2_000_000, 6_000_000] {
+        let long = mprotect_script(dir.path(), calls);
+        let start = std::time::Instant::now();
+        let out = bin().args(["replay", "--kernel"]).arg(&long).output().unwrap();
+        let took = start.elapsed();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        if took < std::time::Duration::from_secs(3) {
+            continue;
+        }
+        let err = stderr(&out);
+        let line = err
+            .lines()
+            .find(|l| l.starts_with("progress: "))
+            .unwrap_or_else(|| panic!("no progress after {took:?}:\n{err}"));
+        assert!(
+            line.contains(&format!("/{} after", calls + 2)) && line.contains("calls on the kernel"),
+            "{line}"
+        );
+        long_enough = true;
+        break;
+    }
+    assert!(long_enough, "no kernel replay ran for 3 s: progress was not exercised");
 }
 
 #[test]
