@@ -30,7 +30,7 @@
 //!
 //! # The loom seam
 //!
-//! [`sync`] is the only place in the workspace that names `std::sync::atomic`, `loom::sync` or a mutex
+//! [`sync`] is the only place in the engine's crates that names `std::sync::atomic`, `loom::sync` or a mutex
 //! implementation. Every crate that wants its concurrent code checked by loom imports atomics, [`sync::Mutex`]
 //! and process-wide statics ([`statics!`]) from here.
 //!

@@ -2,9 +2,10 @@
 //! vmspace uses.
 //!
 //! In ordinary builds these are `std`'s; under `--cfg loom` they are loom's, so that `cargo test` with
-//! `RUSTFLAGS="--cfg loom"` model-checks the same source. No other module in the workspace may name
-//! `std::sync::atomic`, `loom::sync`, `std::sync::Mutex` or `parking_lot::Mutex` directly (tests that stand
-//! outside the model, and the `loom_model` reclamation model itself, excepted).
+//! `RUSTFLAGS="--cfg loom"` model-checks the same source. No other module of the engine's crates (`rcu`,
+//! `maple`, `mm`) may name `std::sync::atomic`, `loom::sync`, `std::sync::Mutex` or `parking_lot::Mutex`
+//! directly (tests that stand outside the model, and the `loom_model` reclamation model itself, excepted; the
+//! lab's crates, which loom never checks, use `std` freely).
 //!
 //! Three things need more than a re-export:
 //! - [`Mutex`]: `std::sync::Mutex` and `loom::sync::Mutex` differ in construction (std's `new` is `const`,
