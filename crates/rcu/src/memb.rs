@@ -363,16 +363,20 @@ loom::thread_local! {
 
 /// A retired object: a typed free without allocation, or an arbitrary closure.
 enum Deferred {
-    Destroy { addr: usize, drop_fn: unsafe fn(usize) },
+    Destroy { ptr: *mut (), drop_fn: unsafe fn(*mut ()) },
     Call(Box<dyn FnOnce() + Send>),
 }
+
+// SAFETY: `Destroy` owns a unique, unpublished `Box<T>` whose destructor `defer_destroy`'s caller allows to run on
+// any thread (its contract); `Call`'s closure is `Send`.
+unsafe impl Send for Deferred {}
 
 impl Deferred {
     fn run(self) {
         match self {
             // SAFETY: `drop_fn` was paired with `addr` by `defer_destroy`, whose caller guaranteed a unique,
             // unpublished `Box`; the grace period has elapsed.
-            Deferred::Destroy { addr, drop_fn } => unsafe { drop_fn(addr) },
+            Deferred::Destroy { ptr, drop_fn } => unsafe { drop_fn(ptr) },
             Deferred::Call(f) => f(),
         }
     }
@@ -554,12 +558,11 @@ impl Guard {
     /// after this call can obtain it. `T`'s destructor must be safe to run on any thread at any later time.
     #[inline]
     pub unsafe fn defer_destroy<T>(&self, ptr: *mut T) {
-        unsafe fn drop_box<T>(addr: usize) {
-            // SAFETY: `addr` is the unique `Box<T>` handed to `defer_destroy` (its caller's contract), and its
-            // provenance was exposed there.
-            drop(unsafe { Box::from_raw(std::ptr::with_exposed_provenance_mut::<T>(addr)) });
+        unsafe fn drop_box<T>(ptr: *mut ()) {
+            // SAFETY: `ptr` is the unique `Box<T>` handed to `defer_destroy` (its caller's contract).
+            drop(unsafe { Box::from_raw(ptr.cast::<T>()) });
         }
-        retire_or_queue(Deferred::Destroy { addr: ptr.expose_provenance(), drop_fn: drop_box::<T> });
+        retire_or_queue(Deferred::Destroy { ptr: ptr.cast::<()>(), drop_fn: drop_box::<T> });
     }
 
     /// Starts a grace period for this thread's retired objects now and frees whatever is due, instead of
