@@ -492,7 +492,7 @@ pub(crate) struct Counters {
     /// Recycled node addresses (whole nodes; zeroed when handed out again). Not under loom: there a released
     /// node is only marked, so that late accesses are caught.
     #[cfg(not(loom))]
-    cache: std::sync::Mutex<Vec<usize>>,
+    cache: vmspace_rcu::sync::Mutex<Vec<usize>>,
 }
 
 impl Counters {
@@ -503,7 +503,7 @@ impl Counters {
             freed: AtomicU64::new(0),
             fail_countdown: AtomicU64::new(0),
             #[cfg(not(loom))]
-            cache: std::sync::Mutex::new(Vec::new()),
+            cache: vmspace_rcu::sync::Mutex::new(Vec::new()),
         })
     }
 
@@ -541,7 +541,7 @@ impl Counters {
         }
         #[cfg(not(loom))]
         {
-            let cached = self.cache.lock().unwrap_or_else(|e| e.into_inner()).pop();
+            let cached = self.cache.lock().pop();
             if let Some(a) = cached {
                 return Some(a);
             }
@@ -566,7 +566,7 @@ impl Counters {
             stash.refill = (want * 2).min(STASH_REFILL);
             #[cfg(not(loom))]
             {
-                let mut c = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+                let mut c = self.cache.lock();
                 let take = c.len().min(want);
                 let at = c.len() - take;
                 stash.nodes.extend(c.drain(at..));
@@ -590,7 +590,7 @@ impl Counters {
         self.allocated.fetch_sub(stash.len() as u64, Ordering::Relaxed);
         #[cfg(not(loom))]
         {
-            let mut c = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+            let mut c = self.cache.lock();
             let room = CACHE_MAX.saturating_sub(c.len());
             let (keep, rest) = stash.split_at(room.min(stash.len()));
             c.extend_from_slice(keep);
@@ -626,7 +626,7 @@ impl Counters {
     /// As [`Counters::free_now`], for every node.
     pub(crate) unsafe fn free_released(&self, nodes: Vec<usize>) {
         #[cfg(not(loom))]
-        let mut c = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        let mut c = self.cache.lock();
         let mut n = 0u64;
         for a in nodes {
             n += 1;
@@ -655,7 +655,7 @@ impl Counters {
         self.freed.fetch_add(1, Ordering::Release);
         #[cfg(not(loom))]
         {
-            let mut c = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+            let mut c = self.cache.lock();
             if c.len() < CACHE_MAX {
                 c.push(a);
                 return;
@@ -687,7 +687,7 @@ impl Counters {
 impl Drop for Counters {
     fn drop(&mut self) {
         #[cfg(not(loom))]
-        for a in std::mem::take(&mut *self.cache.lock().unwrap_or_else(|e| e.into_inner())) {
+        for a in std::mem::take(&mut *self.cache.lock()) {
             // SAFETY: cached nodes are owned by the cache and unreachable.
             unsafe { release(a) };
         }

@@ -14,18 +14,25 @@
 //!    unpublished (and must detect that by other means, as the maple tree's dead-node marks do).
 //!
 //! In ordinary builds the grace periods come from an asymmetric-barrier RCU (`memb`, the flavour of liburcu's
-//! `urcu-memb`): readers announce themselves with a plain store, and reclaimers pay for the fence with
+//! `urcu-memb`): readers announce themselves with a release store, and reclaimers pay for the fence with
 //! `membarrier(2)`. Entering a critical section costs a few nanoseconds instead of the 14-19 ns of
 //! `crossbeam_epoch::pin` or `seize`'s `enter` on the project's machine (the module docs give the measurements
 //! and the case analysis). Writers never wait for readers: retired objects queue until their grace period has
-//! passed. Under `--cfg loom` a small reclamation model built on loom's atomics replaces it (`loom_model`),
-//! so that loom explores the orderings of *our* publication and retirement protocols with the reclamation
-//! decision made explicitly.
+//! passed. A thread's reader record lives until its last guard is gone, and a thread that exits (even with a
+//! leaked guard) never holds up a grace period (the `memb` docs, "Records").
+//!
+//! Under `--cfg loom` the crate's [`pin`] is a small reclamation model built on loom's atomics (`loom_model`),
+//! so that the other crates' loom models explore the orderings of *their* publication and retirement protocols
+//! with the reclamation decision made explicitly. The real protocol is model-checked too: `memb` itself compiles
+//! under loom (in its fence fallback, which has the fast path's orderings with `membarrier` strengthened to a
+//! `SeqCst` fence) and this crate's `tests/loom.rs` runs readers against a reclaimer on it. Under Miri the
+//! ordinary build also takes the fence fallback (Miri has no `membarrier`).
 //!
 //! # The loom seam
 //!
-//! [`sync`] is the only place in the workspace that names `std::sync::atomic` or `loom::sync::atomic`. Every
-//! crate that wants its lock-free code checked by loom imports atomics from here.
+//! [`sync`] is the only place in the engine's crates that names `std::sync::atomic`, `loom::sync` or a mutex
+//! implementation. Every crate that wants its concurrent code checked by loom imports atomics, [`sync::Mutex`]
+//! and process-wide statics ([`statics!`]) from here.
 //!
 //! # Sequence counts
 //!
@@ -43,6 +50,11 @@ pub mod sync;
 mod memb;
 #[cfg(not(loom))]
 pub use memb::{Guard, pin, synchronize, uses_membarrier};
+
+/// The real reader protocol (fence fallback) on loom's atomics, for this crate's own loom models
+/// (`tests/loom.rs`); the crate's [`pin`] stays the `loom_model` that other crates' models use.
+#[cfg(loom)]
+pub mod memb;
 
 #[cfg(loom)]
 pub mod loom_model;

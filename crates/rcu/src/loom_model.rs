@@ -1,7 +1,8 @@
 //! A reclamation model for loom: the grace-period rule made explicit on loom's atomics.
 //!
-//! `crossbeam-epoch` cannot run under loom, and loom should spend its budget on *our* protocols, not on an
-//! epoch implementation. This model keeps the one property those protocols rely on:
+//! Other crates' loom models should spend their budget on *their* protocols, not on the reclamation
+//! implementation, so under loom the crate's `pin` is this model. (The real reader protocol, `memb`, is checked
+//! on its own by this crate's `tests/loom.rs`.) The model keeps the one property those protocols rely on:
 //!
 //! > an object retired at time R is freed only when no guard that existed at R still exists.
 //!

@@ -19,9 +19,9 @@
 //! value of `GP_SEQ` it read on entry, plus 1.
 //!
 //! ```text
-//! reader (pin / drop)                        reclaimer (advance + poll)
+//! reader (pin / drop / repin)                reclaimer (advance + poll)
 //!   g = GP_SEQ.load(Acquire)                   retired objects were unpublished earlier (program order or
-//!   ctr = g | 1            (plain store)         the reclaim mutex orders them before this point)
+//!   ctr = g | 1            (release)             the reclaim mutex orders them before this point)
 //!   compiler barrier                           target = GP_SEQ += 2                  (release)
 //!   ... loads of shared pointers ...           membarrier(PRIVATE_EXPEDITED)        (heavy barrier)
 //!   ctr = 0                (release)           for each record: ctr = load(Acquire)
@@ -38,80 +38,145 @@
 //!   unpublishing stores; again R cannot find the object.
 //! - R leaves: its release store of 0 orders all of its loads before the reclaimer's acquire load that reads 0,
 //!   hence before the free.
+//! - R left and re-entered (or repinned) before the scan, which reads R's *new* `ctr` (`>= target`, so the
+//!   batch is freed): the loads of R's previous section must still happen before the free. The store of 0
+//!   that ended that section does not help, because the scan did not read it (and in the language's memory
+//!   model a later plain store by the same thread does not continue its release sequence). So the entry store
+//!   is itself a release store: the scan's acquire load that reads it synchronises with it, and everything R
+//!   did before it, its previous section included, happens before the free. On x86 a release store is the
+//!   same `mov` as a relaxed one; the loom model `entry_store_orders_previous_section` fails with `Relaxed`.
 //!
 //! Writers never wait for readers: a batch whose readers are still inside stays queued and is polled again at
 //! the next advance or [`Guard::flush`]. A reader preempted inside a critical section delays reclamation, never
 //! a writer. [`synchronize`] (a blocking wait for a grace period) exists for tests and teardown only.
 //!
 //! If `membarrier` is unavailable (old kernel, seccomp), every reader issues a full fence on entry instead and
-//! the heavy barrier becomes a full fence: slower, equally correct.
+//! the heavy barrier becomes a full fence: slower, equally correct. Miri and loom (neither has `membarrier`)
+//! always take this fallback; its orderings are the fast path's with the compiler barrier and `membarrier`
+//! strengthened to `fence(SeqCst)`, so the loom models in `tests/loom.rs` check the real reader and reclaimer
+//! code of this module.
+//!
+//! # Records
+//!
+//! A thread claims a record on its first [`pin`] (through its thread-local handle) and keeps it until it exits.
+//! Invariants:
+//! - A record is owned by at most one thread at a time; `nesting` and the stores to `ctr` belong to the owner.
+//!   Ownership (`owner`: `FREE`, `OWNED`, `ORPHANED`, `REAPING`, with the owner's thread id and a claim
+//!   generation) passes between threads only by a release store of `FREE` and an acquire CAS.
+//! - The thread-local handle and every live guard are references to the record: it is freed (`FREE`) only when
+//!   the handle is gone *and* `nesting` is 0. Thread-local destructors run in an unspecified order, so a guard
+//!   kept in another thread-local may drop after the handle: the handle's destructor then marks the record
+//!   `ORPHANED` and the last guard frees it (crossbeam-epoch keeps its `Local` alive the same way). A guard
+//!   taken during teardown, after the handle is gone, claims an `ORPHANED` record of its own.
+//! - A leaked guard (`mem::forget`) keeps its section open while its thread lives, as a kernel task inside
+//!   `rcu_read_lock()` does. Once the thread has exited (the kernel reports its id gone: `tgkill(pid, tid, 0)`
+//!   fails with `ESRCH`, which happens after the thread's last instruction), a scan that finds its `ORPHANED`
+//!   record still inside a section reaps it: ends the section and frees the record, as
+//!   `kernel/rcu/tree_plugin.h: exit_rcu` ends the section of a task that exits inside one. So a dead thread
+//!   never holds up a grace period and [`synchronize`] cannot hang on one. A live thread's record is never
+//!   reaped: a thread id is checked only while the record is `ORPHANED` with that id and generation (the
+//!   reaper's CAS fails otherwise), and ids are reused only after the kernel has cycled through `pid_max`.
+//!   Without `tgkill` (Miri) a leaked guard's record is never reaped, which only delays reclamation.
 
 use std::cell::Cell;
 use std::collections::VecDeque;
 use std::fmt;
 use std::marker::PhantomData;
 use std::ptr;
+#[cfg(not(any(loom, miri)))]
+use std::sync::Once;
+#[cfg(not(any(loom, miri)))]
 use std::sync::atomic::compiler_fence;
-use std::sync::{Mutex, Once};
 
-use crate::sync::{AtomicBool, AtomicPtr, AtomicU64, Ordering, fence};
+use crate::sync::{AtomicPtr, AtomicU64, Mutex, Ordering, fence};
 
 /// Retired objects a thread accumulates before it starts a grace period for them.
 const BAG_THRESHOLD: usize = 256;
 
-/// The grace-period counter. Even; starts at 2 so that `ctr == 0` can mean "outside".
-static GP_SEQ: AtomicU64 = AtomicU64::new(2);
+crate::statics! {
+    /// The grace-period counter. Even; starts at 2 so that `ctr == 0` can mean "outside".
+    static GP_SEQ: AtomicU64 = AtomicU64::new(2);
+    /// Head of the push-only list of reader records (records are reused, never freed).
+    static REGISTRY: AtomicPtr<Record> = AtomicPtr::new(ptr::null_mut());
+    /// Batches waiting for their grace period, oldest first.
+    static RECLAIM: Mutex<VecDeque<Batch>> = Mutex::new(VecDeque::new());
+}
 
-/// Head of the push-only list of reader records (records are reused, never freed).
-static REGISTRY: AtomicPtr<Record> = AtomicPtr::new(ptr::null_mut());
-
-/// Set once at start-up: whether `membarrier(PRIVATE_EXPEDITED)` is registered and usable.
-static FAST: AtomicBool = AtomicBool::new(false);
+#[cfg(not(any(loom, miri)))]
+crate::statics! {
+    /// Set once at start-up: whether `membarrier(PRIVATE_EXPEDITED)` is registered and usable.
+    static FAST: crate::sync::AtomicBool = crate::sync::AtomicBool::new(false);
+}
+#[cfg(not(any(loom, miri)))]
 static INIT: Once = Once::new();
 
-/// Batches waiting for their grace period, oldest first.
-static RECLAIM: Mutex<VecDeque<Batch>> = Mutex::new(VecDeque::new());
+/// `Record::owner` tag: no thread owns the record; any thread may claim it.
+const FREE: u64 = 0;
+/// `Record::owner` tag: a live thread's thread-local handle owns the record.
+const OWNED: u64 = 1;
+/// `Record::owner` tag: the owning thread's handle is gone (thread teardown) but guards remain; the last guard
+/// to drop frees the record, or a reclaimer does once the thread has exited.
+const ORPHANED: u64 = 2;
+/// `Record::owner` tag: a reclaimer is ending the section of an exited thread (see [`Record::reap`]).
+const REAPING: u64 = 3;
+/// Bits of `Record::owner`: tag in bits 0-1, owner's kernel thread id in bits 2-33, claim generation above.
+const TAG_MASK: u64 = 3;
+const TID_SHIFT: u32 = 2;
+const GEN_SHIFT: u32 = 34;
 
 /// One thread's announcement. 128-byte aligned so that two threads' records never share a cache line (nor an
 /// adjacent-line prefetch pair).
 #[repr(C, align(128))]
 struct Record {
     /// 0 outside a critical section, else the `GP_SEQ` read on entry plus 1.
-    /// Written only by the owning thread; read by reclaimers (acquire) during a scan.
+    /// Written only by the owning thread (release stores); read by reclaimers (acquire) during a scan.
     ctr: AtomicU64,
-    /// Nesting depth of the owner's guards. Only the owner reads or writes it.
+    /// Nesting depth of the owner's guards, which are also the record's references: the record is freed when
+    /// its thread-local handle is gone and this is 0. Only the owner reads or writes it (ownership passes
+    /// through `owner`'s release/acquire pair).
     nesting: Cell<u32>,
-    /// Whether a live thread owns this record. Claimed with a CAS, released with a release store.
-    in_use: AtomicBool,
+    /// Who owns the record: a tag (`FREE`, `OWNED`, `ORPHANED`, `REAPING`), the owner's thread id and a claim
+    /// generation (so that a reclaimer's CAS on an orphaned record cannot succeed on a later claim of it).
+    owner: AtomicU64,
     /// Next record in the registry; written once before the record is published.
     next: AtomicPtr<Record>,
 }
 
 // SAFETY: `nesting` is the only non-Sync field; it is touched only by the thread that owns the record (the one
-// that claimed `in_use`), and ownership passes between threads only through the `in_use` release/acquire pair.
-// Every other field is atomic.
+// whose claim CAS on `owner` succeeded), and ownership passes between threads only through `owner`'s
+// release/acquire pair. Every other field is atomic.
 unsafe impl Sync for Record {}
 
 impl Record {
-    /// Claims a free record or registers a new one. Never freed: type-stable for the process's lifetime.
-    fn acquire() -> &'static Record {
-        INIT.call_once(init_barriers);
+    /// Claims a free record or registers a new one, owned by this thread's handle (`OWNED`) or, during thread
+    /// teardown when there is no handle any more, by the guard about to be created (`ORPHANED`). Records are
+    /// never freed: type-stable for the process's lifetime.
+    fn acquire(tag: u64) -> &'static Record {
+        init_barriers_once();
+        let tid = current_tid();
         // Acquire: pairs with the release CAS that published each record, so `next` is initialised.
         let mut cur = REGISTRY.load(Ordering::Acquire);
         while !cur.is_null() {
             // SAFETY: records in the registry are leaked boxes, never freed.
             let rec = unsafe { &*cur };
-            // Acquire on success: pairs with the release store in `release`, so the previous owner's uses of
-            // `nesting` happen before ours.
-            if rec.in_use.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok() {
-                return rec;
+            // Relaxed: only a hint; the CAS below decides.
+            let word = rec.owner.load(Ordering::Relaxed);
+            if word & TAG_MASK == FREE {
+                let claimed = ((word >> GEN_SHIFT).wrapping_add(1) << GEN_SHIFT) | tid << TID_SHIFT | tag;
+                // Acquire on success: pairs with the release store that freed the record (`release` or `reap`),
+                // so the previous owner's uses of `nesting` and `ctr` happen before ours.
+                if rec.owner.compare_exchange(word, claimed, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+                    // A record reaped from an exited thread may have been left nested.
+                    rec.nesting.set(0);
+                    return rec;
+                }
             }
             cur = rec.next.load(Ordering::Relaxed);
         }
         let rec: &'static Record = Box::leak(Box::new(Record {
             ctr: AtomicU64::new(0),
             nesting: Cell::new(0),
-            in_use: AtomicBool::new(true),
+            owner: AtomicU64::new(tid << TID_SHIFT | tag),
             next: AtomicPtr::new(ptr::null_mut()),
         }));
         let mut head = REGISTRY.load(Ordering::Relaxed);
@@ -130,14 +195,96 @@ impl Record {
         }
     }
 
+    /// Gives the record back for any thread to claim. The owner calls it with `nesting == 0` and `ctr == 0`.
     fn release(&self) {
         debug_assert_eq!(self.nesting.get(), 0);
+        // Relaxed: the owner's own word (a reclaimer changes it only once the owner has exited).
+        let word = self.owner.load(Ordering::Relaxed);
         // Release: pairs with the acquire CAS of the next owner.
-        self.in_use.store(false, Ordering::Release);
+        self.owner.store(word & !TAG_MASK | FREE, Ordering::Release);
+    }
+
+    /// The owner's thread-local handle is going away (thread exit): free the record now if no guard is left,
+    /// otherwise leave it to the last guard (a guard kept in a thread-local destroyed after ours) or, if that
+    /// guard was leaked, to a reclaimer once the thread has exited.
+    fn handle_dropped(&self) {
+        if self.nesting.get() == 0 {
+            self.release();
+        } else {
+            // Relaxed: the owner's own word, as in `release`.
+            let word = self.owner.load(Ordering::Relaxed);
+            // Release: pairs with the acquire CAS in `reap`, so this thread's record accesses happen before a
+            // reaper's (the reaper also waits for the kernel to report the thread gone).
+            self.owner.store(word & !TAG_MASK | ORPHANED, Ordering::Release);
+        }
+    }
+
+    /// Whether the owner's handle is gone, so that the last guard must free the record. Owner only.
+    #[inline]
+    fn orphaned(&self) -> bool {
+        // Relaxed: the owner's own word.
+        self.owner.load(Ordering::Relaxed) & TAG_MASK == ORPHANED
+    }
+
+    /// Ends the read-side section of an orphaned record whose thread has exited (a guard was leaked), as the
+    /// kernel's `kernel/rcu/tree_plugin.h: exit_rcu` ends the section of a task that exits inside one, and frees
+    /// the record. Returns whether it did. `word` is the `owner` value the caller read.
+    fn reap(&self, word: u64) -> bool {
+        if word & TAG_MASK != ORPHANED || thread_alive((word >> TID_SHIFT) as u32) {
+            return false;
+        }
+        // Acquire: pairs with the owner's release store of ORPHANED. The generation in `word` makes the CAS
+        // fail if the record was freed and claimed again since it was read.
+        if self
+            .owner
+            .compare_exchange(word, word & !TAG_MASK | REAPING, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            return false;
+        }
+        // Relaxed: nobody else writes `ctr` now (the owner has exited; claimers wait for FREE), and the release
+        // store below publishes it to the next owner.
+        self.ctr.store(0, Ordering::Relaxed);
+        // Release: pairs with the acquire CAS of the next owner, who resets `nesting`.
+        self.owner.store(word & !TAG_MASK | FREE, Ordering::Release);
+        true
+    }
+}
+
+/// The kernel thread id of the caller (0 where there is no such notion: Miri, loom).
+fn current_tid() -> u64 {
+    #[cfg(not(any(loom, miri)))]
+    {
+        u64::from(rustix::thread::gettid().as_raw_nonzero().get().unsigned_abs())
+    }
+    #[cfg(any(loom, miri))]
+    {
+        0
+    }
+}
+
+/// Whether thread `tid` of this process still exists. Conservative: says yes whenever it cannot tell (Miri and
+/// loom cannot; `tgkill` other than `ESRCH` fails), which may delay reclamation but never ends a live thread's
+/// section. A thread id is reused only after the kernel has cycled through `pid_max` ids.
+fn thread_alive(tid: u32) -> bool {
+    #[cfg(not(any(loom, miri)))]
+    {
+        // Signal 0 checks existence and permission only. `tgkill` (not `kill`) so that an id reused by another
+        // process does not count.
+        let pid = rustix::process::getpid().as_raw_nonzero().get();
+        // SAFETY: `tgkill` with signal 0 sends nothing; it reads its three integer arguments only.
+        let rc = unsafe { libc::syscall(libc::SYS_tgkill, pid, tid as libc::c_long, 0) };
+        !(rc == -1 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH))
+    }
+    #[cfg(any(loom, miri))]
+    {
+        let _ = tid;
+        true
     }
 }
 
 /// Registers this process for expedited private membarriers, or records that they are unavailable.
+#[cfg(not(any(loom, miri)))]
 fn init_barriers() {
     use rustix::thread::{MembarrierCommand, membarrier};
     let ok = membarrier(MembarrierCommand::RegisterPrivateExpedited).is_ok()
@@ -147,10 +294,35 @@ fn init_barriers() {
     FAST.store(ok, Ordering::Relaxed);
 }
 
+/// Runs the one-time `membarrier` registration (no-op where readers always fence: Miri and loom, which have no
+/// `membarrier`).
+#[inline]
+fn init_barriers_once() {
+    #[cfg(not(any(loom, miri)))]
+    INIT.call_once(init_barriers);
+}
+
+/// Whether readers use the compiler-only barrier (membarrier registered). Always false under Miri and loom:
+/// they check the fence fallback, whose orderings are the same with the compiler barrier and `membarrier`
+/// replaced by full fences.
+#[inline]
+fn fast() -> bool {
+    #[cfg(not(any(loom, miri)))]
+    {
+        // Relaxed: see `init_barriers`.
+        FAST.load(Ordering::Relaxed)
+    }
+    #[cfg(any(loom, miri))]
+    {
+        false
+    }
+}
+
 /// The writer-side half of the asymmetric pair: after it returns, every other thread of the process has
 /// executed a full barrier, so their earlier stores are visible and their later loads see our earlier stores.
 fn heavy_barrier() {
-    if FAST.load(Ordering::Relaxed) {
+    #[cfg(not(any(loom, miri)))]
+    if fast() {
         use rustix::thread::{MembarrierCommand, membarrier};
         if membarrier(MembarrierCommand::PrivateExpedited).is_ok() {
             return;
@@ -163,7 +335,8 @@ fn heavy_barrier() {
     fence(Ordering::SeqCst);
 }
 
-/// The per-thread handle: the thread's record and its bag of retired objects.
+/// The per-thread handle: the thread's record and its bag of retired objects. Its destructor (thread exit)
+/// drains the bag and gives up the handle's claim on the record ([`Record::handle_dropped`]).
 struct Local {
     rec: &'static Record,
     bag: Cell<Vec<Deferred>>,
@@ -175,26 +348,35 @@ impl Drop for Local {
         if !bag.is_empty() {
             advance(bag);
         }
-        self.rec.release();
+        self.rec.handle_dropped();
     }
 }
 
+#[cfg(not(loom))]
 thread_local! {
-    static LOCAL: Local = Local { rec: Record::acquire(), bag: Cell::new(Vec::new()) };
+    static LOCAL: Local = Local { rec: Record::acquire(OWNED), bag: Cell::new(Vec::new()) };
+}
+#[cfg(loom)]
+loom::thread_local! {
+    static LOCAL: Local = Local { rec: Record::acquire(OWNED), bag: Cell::new(Vec::new()) };
 }
 
 /// A retired object: a typed free without allocation, or an arbitrary closure.
 enum Deferred {
-    Destroy { addr: usize, drop_fn: unsafe fn(usize) },
+    Destroy { ptr: *mut (), drop_fn: unsafe fn(*mut ()) },
     Call(Box<dyn FnOnce() + Send>),
 }
+
+// SAFETY: `Destroy` owns a unique, unpublished `Box<T>` whose destructor `defer_destroy`'s caller allows to run on
+// any thread (its contract); `Call`'s closure is `Send`.
+unsafe impl Send for Deferred {}
 
 impl Deferred {
     fn run(self) {
         match self {
             // SAFETY: `drop_fn` was paired with `addr` by `defer_destroy`, whose caller guaranteed a unique,
             // unpublished `Box`; the grace period has elapsed.
-            Deferred::Destroy { addr, drop_fn } => unsafe { drop_fn(addr) },
+            Deferred::Destroy { ptr, drop_fn } => unsafe { drop_fn(ptr) },
             Deferred::Call(f) => f(),
         }
     }
@@ -209,7 +391,7 @@ struct Batch {
 /// Starts a grace period for `items` and frees every batch whose grace period has elapsed.
 fn advance(items: Vec<Deferred>) {
     let ready = {
-        let mut queue = RECLAIM.lock().unwrap_or_else(|e| e.into_inner());
+        let mut queue = RECLAIM.lock();
         if !items.is_empty() {
             // Release: a reader that reads the new value (acquire) sees every store before this point, including
             // the unpublishing of `items` (program order, or the mutex for items handed over by other threads).
@@ -235,31 +417,63 @@ fn advance(items: Vec<Deferred>) {
     }
 }
 
-/// The smallest grace-period snapshot among readers inside a critical section (`u64::MAX` if none).
-fn oldest_reader() -> u64 {
-    let mut oldest = u64::MAX;
+/// Calls `f` on every registered record.
+fn for_each_record(mut f: impl FnMut(&'static Record)) {
     // Acquire: pairs with the registry's release publication.
     let mut cur = REGISTRY.load(Ordering::Acquire);
     while !cur.is_null() {
-        // SAFETY: registry records are never freed.
-        let rec = unsafe { &*cur };
-        // Acquire: pairs with the reader's release store of 0 on exit, ordering its loads before our frees.
-        let ctr = rec.ctr.load(Ordering::Acquire);
-        if ctr != 0 {
-            oldest = oldest.min(ctr - 1);
-        }
+        // SAFETY: registry records are leaked boxes, never freed.
+        let rec: &'static Record = unsafe { &*cur };
+        f(rec);
         cur = rec.next.load(Ordering::Relaxed);
     }
+}
+
+/// The grace-period snapshot a record holds back (`None` if it is outside any critical section). A record
+/// orphaned by an exited thread (a leaked guard) is reaped here and holds nothing back.
+fn snapshot(rec: &Record) -> Option<u64> {
+    // Acquire: pairs with the reader's release stores of `ctr` (0 on exit, `gp | 1` on entry), so that every
+    // load of a critical section that ended before the value we read happens before our frees.
+    let ctr = rec.ctr.load(Ordering::Acquire);
+    if ctr == 0 {
+        return None;
+    }
+    // Relaxed: `reap`'s CAS re-checks it with acquire.
+    let word = rec.owner.load(Ordering::Relaxed);
+    if word & TAG_MASK == ORPHANED && rec.reap(word) {
+        return None;
+    }
+    Some(ctr - 1)
+}
+
+/// The smallest grace-period snapshot among readers inside a critical section (`u64::MAX` if none).
+fn oldest_reader() -> u64 {
+    oldest_reader_except(ptr::null())
+}
+
+/// As [`oldest_reader`], ignoring the record `skip` (the caller's own, for [`synchronize`]).
+fn oldest_reader_except(skip: *const Record) -> u64 {
+    let mut oldest = u64::MAX;
+    for_each_record(|rec| {
+        if !ptr::eq(rec, skip)
+            && let Some(s) = snapshot(rec)
+        {
+            oldest = oldest.min(s);
+        }
+    });
     oldest
 }
 
 /// An RCU read-side critical section: while it lives, nothing retired after it was taken is freed.
 ///
-/// Obtained from [`pin`]. Not `Send`: a critical section belongs to one thread.
+/// Obtained from [`pin`]. Not `Send`: a critical section belongs to one thread. A guard may outlive its
+/// thread's thread-local state (a guard kept in another thread-local is dropped during thread teardown): the
+/// guards count as references to the thread's record, which is freed only after the last one drops. A guard
+/// that is leaked (`mem::forget`) keeps the section open until its thread exits; after that a reclaimer ends
+/// the section (as the kernel's `kernel/rcu/tree_plugin.h: exit_rcu` does for a task that exits inside one),
+/// so a dead thread never holds up grace periods.
 pub struct Guard {
     rec: &'static Record,
-    /// Set when the thread-local handle was unavailable (thread teardown): the record is owned by this guard.
-    temporary: bool,
     _not_send: PhantomData<*const ()>,
 }
 
@@ -270,30 +484,41 @@ pub struct Guard {
 #[inline]
 pub fn pin() -> Guard {
     match LOCAL.try_with(|l| l.rec) {
-        Ok(rec) => enter(rec, false),
-        Err(_) => enter(Record::acquire(), true),
+        Ok(rec) => enter(rec),
+        // Thread teardown, our handle already destroyed: a record owned by the guard alone.
+        Err(_) => enter(Record::acquire(ORPHANED)),
     }
 }
 
+/// Announces the calling thread on `rec` (module docs, "Protocol"): `ctr = GP_SEQ | 1`, then the barrier.
 #[inline]
-fn enter(rec: &'static Record, temporary: bool) -> Guard {
+fn announce(rec: &Record) {
+    // Acquire: pairs with the release increment in `advance` (see the module docs, third case).
+    let gp = GP_SEQ.load(Ordering::Acquire);
+    // Release: pairs with the reclaimer's acquire load in `snapshot`. A reclaimer that reads this value sees
+    // every load of this thread's *previous* critical section as happened-before (the store of 0 that ended
+    // it does not head a release sequence containing this store), so it may free what that section read.
+    rec.ctr.store(gp | 1, Ordering::Release);
+    #[cfg(not(any(loom, miri)))]
+    if fast() {
+        // The store above must not be reordered by the compiler after the critical section's loads; the
+        // CPU may still reorder it, which the reclaimer's membarrier covers (module docs, first two cases).
+        compiler_fence(Ordering::SeqCst);
+        return;
+    }
+    // No membarrier: order the announcement before our loads ourselves. Pairs with the reclaimer's SeqCst
+    // fence in `heavy_barrier`.
+    fence(Ordering::SeqCst);
+}
+
+#[inline]
+fn enter(rec: &'static Record) -> Guard {
     let depth = rec.nesting.get();
     rec.nesting.set(depth + 1);
     if depth == 0 {
-        // Acquire: pairs with the release increment in `advance` (see the module docs, third case).
-        let gp = GP_SEQ.load(Ordering::Acquire);
-        rec.ctr.store(gp | 1, Ordering::Relaxed);
-        if FAST.load(Ordering::Relaxed) {
-            // The store above must not be reordered by the compiler after the critical section's loads; the
-            // CPU may still reorder it, which the reclaimer's membarrier covers (module docs, first two cases).
-            compiler_fence(Ordering::SeqCst);
-        } else {
-            // No membarrier: order the announcement before our loads ourselves. Pairs with the reclaimer's
-            // SeqCst fence in `heavy_barrier`.
-            fence(Ordering::SeqCst);
-        }
+        announce(rec);
     }
-    Guard { rec, temporary, _not_send: PhantomData }
+    Guard { rec, _not_send: PhantomData }
 }
 
 impl Drop for Guard {
@@ -304,7 +529,8 @@ impl Drop for Guard {
         if depth == 0 {
             // Release: every load of the critical section happens before a reclaimer's acquire load of 0.
             self.rec.ctr.store(0, Ordering::Release);
-            if self.temporary {
+            if self.rec.orphaned() {
+                // The thread-local handle is gone and this was the last guard (module docs, "Records").
                 self.rec.release();
             }
         }
@@ -332,11 +558,11 @@ impl Guard {
     /// after this call can obtain it. `T`'s destructor must be safe to run on any thread at any later time.
     #[inline]
     pub unsafe fn defer_destroy<T>(&self, ptr: *mut T) {
-        unsafe fn drop_box<T>(addr: usize) {
-            // SAFETY: `addr` is the unique `Box<T>` handed to `defer_destroy` (its caller's contract).
-            drop(unsafe { Box::from_raw(addr as *mut T) });
+        unsafe fn drop_box<T>(ptr: *mut ()) {
+            // SAFETY: `ptr` is the unique `Box<T>` handed to `defer_destroy` (its caller's contract).
+            drop(unsafe { Box::from_raw(ptr.cast::<T>()) });
         }
-        retire_or_queue(Deferred::Destroy { addr: ptr as usize, drop_fn: drop_box::<T> });
+        retire_or_queue(Deferred::Destroy { ptr: ptr.cast::<()>(), drop_fn: drop_box::<T> });
     }
 
     /// Starts a grace period for this thread's retired objects now and frees whatever is due, instead of
@@ -354,15 +580,7 @@ impl Guard {
         if self.rec.nesting.get() == 1 {
             // Release: as in `drop`.
             self.rec.ctr.store(0, Ordering::Release);
-            // Acquire: as in `enter`.
-            let gp = GP_SEQ.load(Ordering::Acquire);
-            self.rec.ctr.store(gp | 1, Ordering::Relaxed);
-            if FAST.load(Ordering::Relaxed) {
-                compiler_fence(Ordering::SeqCst);
-            } else {
-                // Pairs with `heavy_barrier`'s fence, as in `enter`.
-                fence(Ordering::SeqCst);
-            }
+            announce(self.rec);
         }
     }
 }
@@ -389,46 +607,44 @@ fn retire_or_queue(item: Deferred) {
 }
 
 /// Waits for a full grace period: returns once every critical section that was active when it was called has
-/// ended, and everything retired before the call by this thread has been freed.
+/// ended (or its thread has exited), and everything retired before the call by this thread (and every batch
+/// queued before it by any thread) has been freed.
+///
+/// The second half needs its own wait: a reader that read `GP_SEQ` before the call but announced itself only
+/// after the first wait (a stale, older snapshot) holds back batches the call must free, though it cannot reach
+/// their objects. Called inside a critical section (tolerated for nested test helpers, see
+/// below), it frees only what the caller's own section does not hold back.
 ///
 /// Blocking; for tests, teardown and leak accounting, never for the engine's writers.
 pub fn synchronize() {
     let bag = LOCAL.try_with(|l| l.bag.take()).unwrap_or_default();
     advance(bag);
-    // Release: pairs with readers' acquire loads, as in `advance`.
+    // Release: pairs with readers' acquire loads, as in `advance`. Every batch queued so far has a smaller or
+    // equal target.
     let target = GP_SEQ.fetch_add(2, Ordering::Release) + 2;
+    // The caller's own record does not count as a reader to wait for: inside a critical section the call would
+    // otherwise wait for itself forever (the kernel forbids `synchronize_rcu` there; nested test helpers do it).
+    let me: *const Record = LOCAL.try_with(|l| l.rec as *const Record).unwrap_or(ptr::null());
+    // SAFETY: `me`, if not null, is this thread's own record (registry records are never freed).
+    let self_pinned = !me.is_null() && unsafe { &*me }.nesting.get() > 0;
+    let mut readers_gone = false;
     loop {
         heavy_barrier();
-        if oldest_reader() >= target || current_thread_is_only_reader(target) {
-            break;
+        readers_gone = readers_gone || oldest_reader_except(me) >= target;
+        if readers_gone {
+            advance(Vec::new());
+            if self_pinned || RECLAIM.lock().front().is_none_or(|b| b.target > target) {
+                break;
+            }
         }
-        std::thread::yield_now();
+        crate::sync::yield_now();
     }
-    advance(Vec::new());
-}
-
-/// True if the only reader older than `target` is the calling thread itself (synchronize from inside a critical
-/// section would otherwise wait forever; the kernel forbids it, we tolerate it for nested test helpers).
-fn current_thread_is_only_reader(target: u64) -> bool {
-    let Ok(me) = LOCAL.try_with(|l| l.rec as *const Record) else { return false };
-    let mut cur = REGISTRY.load(Ordering::Acquire);
-    while !cur.is_null() {
-        // SAFETY: registry records are never freed.
-        let rec = unsafe { &*cur };
-        // Acquire: as in `oldest_reader`.
-        let ctr = rec.ctr.load(Ordering::Acquire);
-        if ctr != 0 && ctr - 1 < target && !ptr::eq(cur, me) {
-            return false;
-        }
-        cur = rec.next.load(Ordering::Relaxed);
-    }
-    true
 }
 
 /// Whether readers use the light (compiler-only) barrier backed by `membarrier`, for reports.
 pub fn uses_membarrier() -> bool {
-    INIT.call_once(init_barriers);
-    FAST.load(Ordering::Relaxed)
+    init_barriers_once();
+    fast()
 }
 
 impl fmt::Debug for Guard {

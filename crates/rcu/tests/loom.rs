@@ -1,13 +1,19 @@
 //! Loom models of the protocols this crate provides: the reclamation model's grace period (publish, unpublish,
-//! retire against a concurrent reader) and the seqcount's reader/writer validation.
+//! retire against a concurrent reader), the real reader protocol of `memb` (its fence fallback, which has the
+//! fast path's orderings with `membarrier` and the compiler barrier strengthened to `fence(SeqCst)`), and the
+//! seqcount's reader/writer validation.
+//!
+//! The `memb` models read the retired object's contents through a `loom::cell::UnsafeCell` and write it in the
+//! destructor, so loom reports any free that does not happen after every read of a section that could see the
+//! object (a use-after-free in the real build).
 //!
 //! Run with `RUSTFLAGS="--cfg loom" cargo test --release -p vmspace-rcu --test loom`.
 #![cfg(loom)]
 
 use loom::sync::Arc;
 use loom::thread;
-use vmspace_rcu::SeqCount;
 use vmspace_rcu::sync::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use vmspace_rcu::{SeqCount, memb};
 
 /// An object whose destructor marks it freed, so a reader can assert it never reads a freed object.
 struct Obj {
@@ -62,6 +68,143 @@ fn retire_waits_for_reader() {
         // SAFETY: no other thread remains.
         unsafe { drop(Box::from_raw(slot.load(Ordering::Relaxed))) };
         assert!(new_freed.load(Ordering::Relaxed));
+    });
+}
+
+/// An object whose contents loom tracks: a read that does not happen before the destructor's write is a race.
+struct Cell {
+    value: loom::cell::UnsafeCell<u64>,
+    freed: Arc<AtomicBool>,
+}
+
+impl Cell {
+    fn boxed(value: u64, freed: &Arc<AtomicBool>) -> *mut Cell {
+        Box::into_raw(Box::new(Cell { value: loom::cell::UnsafeCell::new(value), freed: freed.clone() }))
+    }
+
+    /// Reads the contents (loom checks the read against the destructor's write).
+    fn read(&self) -> u64 {
+        // SAFETY: loom's cell checks the access; a race fails the model instead of being UB.
+        self.value.with(|v| unsafe { *v })
+    }
+}
+
+impl Drop for Cell {
+    fn drop(&mut self) {
+        // SAFETY: as in `read`; this write is what a read racing with the free would conflict with.
+        self.value.with_mut(|v| unsafe { *v = 0 });
+        self.freed.store(true, Ordering::Relaxed);
+    }
+}
+
+/// The writer side of the `memb` models: publishes a new object, retires the old one and waits for a grace
+/// period, after which the old object must have been freed.
+fn memb_replace_and_synchronize(slot: &AtomicPtr<Cell>, new: *mut Cell, old_freed: &AtomicBool) {
+    // AcqRel: release publishes the new object's contents; acquire makes the old one ours to retire.
+    let old = slot.swap(new, Ordering::AcqRel);
+    {
+        let guard = memb::pin();
+        // SAFETY: `old` is unpublished (swapped out) and retired once.
+        unsafe { guard.defer_destroy(old) };
+    }
+    memb::synchronize();
+    assert!(old_freed.load(Ordering::Relaxed), "synchronize returned before the retired object was freed");
+}
+
+/// Frees what is still published once every thread of the model is done.
+fn memb_cleanup(slot: &AtomicPtr<Cell>) {
+    // SAFETY: every other thread has been joined; nothing else can reach the object.
+    unsafe { drop(Box::from_raw(slot.load(Ordering::Relaxed))) };
+}
+
+/// The real protocol: a reader that loads the published pointer inside a section never reads an object the
+/// concurrent writer has freed (the store-load pairing of the entry store and fence against the reclaimer's
+/// grace-period increment, fence and scan).
+#[test]
+fn memb_retire_waits_for_reader() {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(3);
+    builder.check(|| {
+        let old_freed = Arc::new(AtomicBool::new(false));
+        let new_freed = Arc::new(AtomicBool::new(false));
+        let slot = Arc::new(AtomicPtr::new(Cell::boxed(1, &old_freed)));
+        let reader = {
+            let slot = slot.clone();
+            thread::spawn(move || {
+                let guard = memb::pin();
+                // Acquire: pairs with the writer's release swap.
+                // SAFETY: published objects are freed only after a grace period; we hold a guard.
+                let obj = unsafe { &*slot.load(Ordering::Acquire) };
+                let v = obj.read();
+                assert!(v == 1 || v == 2, "read {v}: a freed object");
+                drop(guard);
+            })
+        };
+        memb_replace_and_synchronize(&slot, Cell::boxed(2, &new_freed), &old_freed);
+        reader.join().unwrap();
+        memb_cleanup(&slot);
+    });
+}
+
+/// The reader's entry store must be a release store: a reader that read the old object in one section, left and
+/// entered a new section that a reclaimer's scan then observes (new snapshot, so the batch is freed) must have
+/// its first section's reads ordered before the free. With a relaxed entry store loom reports the first
+/// section's read racing with the destructor.
+#[test]
+fn entry_store_orders_previous_section() {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(3);
+    builder.check(|| {
+        let old_freed = Arc::new(AtomicBool::new(false));
+        let new_freed = Arc::new(AtomicBool::new(false));
+        let slot = Arc::new(AtomicPtr::new(Cell::boxed(1, &old_freed)));
+        let reader = {
+            let slot = slot.clone();
+            thread::spawn(move || {
+                let guard = memb::pin();
+                // Acquire: pairs with the writer's release swap.
+                // SAFETY: as in `memb_retire_waits_for_reader`.
+                let obj = unsafe { &*slot.load(Ordering::Acquire) };
+                assert!(obj.read() != 0, "read a freed object");
+                drop(guard);
+                // A second section that reads nothing: only its entry store matters.
+                drop(memb::pin());
+            })
+        };
+        memb_replace_and_synchronize(&slot, Cell::boxed(2, &new_freed), &old_freed);
+        reader.join().unwrap();
+        memb_cleanup(&slot);
+    });
+}
+
+/// As `entry_store_orders_previous_section`, with the section renewed by `Guard::repin`.
+#[test]
+fn repin_orders_previous_section() {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(3);
+    builder.check(|| {
+        let old_freed = Arc::new(AtomicBool::new(false));
+        let new_freed = Arc::new(AtomicBool::new(false));
+        let slot = Arc::new(AtomicPtr::new(Cell::boxed(1, &old_freed)));
+        let reader = {
+            let slot = slot.clone();
+            thread::spawn(move || {
+                let mut guard = memb::pin();
+                // Acquire: pairs with the writer's release swap.
+                // SAFETY: as in `memb_retire_waits_for_reader`.
+                let obj = unsafe { &*slot.load(Ordering::Acquire) };
+                assert!(obj.read() != 0, "read a freed object");
+                guard.repin();
+                // Acquire: as above; the reload is what a paused walk does after `repin`.
+                // SAFETY: as above, under the renewed section.
+                let obj = unsafe { &*slot.load(Ordering::Acquire) };
+                assert!(obj.read() != 0, "read a freed object after repin");
+                drop(guard);
+            })
+        };
+        memb_replace_and_synchronize(&slot, Cell::boxed(2, &new_freed), &old_freed);
+        reader.join().unwrap();
+        memb_cleanup(&slot);
     });
 }
 

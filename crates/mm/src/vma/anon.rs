@@ -34,10 +34,10 @@ use std::sync::Arc;
 
 use vmspace_rcu::sync::{AtomicU64, Ordering};
 
-/// Source of anon_vma identities (never 0).
-// Not part of any protocol loom checks (an identity source only), so std's atomic is used directly: loom atomics
-// cannot live in a `static` built at compile time.
-static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+vmspace_rcu::statics! {
+    /// Source of anon_vma identities (never 0).
+    static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+}
 
 /// One anon_vma. Equality is identity (the id).
 pub struct AnonVma {
@@ -53,7 +53,7 @@ impl AnonVma {
     /// A new root anon_vma (`anon_vma_alloc` + the self-parent child count of `__anon_vma_prepare`).
     fn new_root() -> Arc<Self> {
         // Relaxed: only uniqueness matters (a counter, no data published through it).
-        let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         Arc::new(AnonVma {
             id,
             root_id: id,
@@ -67,7 +67,7 @@ impl AnonVma {
     /// A new anon_vma forked from `parent` (`anon_vma_fork`): counts as one of the parent's children.
     fn new_child(parent: &Arc<AnonVma>) -> Arc<Self> {
         // Relaxed: see new_root.
-        let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         // Relaxed: counters are changed under the mmap write lock (module docs).
         parent.num_children.fetch_add(1, Ordering::Relaxed);
         Arc::new(AnonVma {

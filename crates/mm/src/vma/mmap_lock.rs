@@ -317,10 +317,10 @@ impl fmt::Debug for MmapLock {
     }
 }
 
-/// Hands out mm identities: unique for the life of the process, never 0 (0 means "no mm" in `vm_mm`).
-// An identity source outside every checked protocol, so std's atomic is used directly (a loom atomic cannot be
-// built in a `static`).
-static NEXT_MM_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+vmspace_rcu::statics! {
+    /// Hands out mm identities: unique for the life of the process, never 0 (0 means "no mm" in `vm_mm`).
+    static NEXT_MM_ID: AtomicU64 = AtomicU64::new(1);
+}
 
 /// The lock side of an `mm_struct`: its identity, mmap_lock, `mm_lock_seq` and per-VMA-lock statistics.
 ///
@@ -343,7 +343,7 @@ impl MmLocking {
     /// Lock state for a new mm with a fresh identity.
     pub fn new() -> Self {
         // Relaxed: only uniqueness matters.
-        let id = NEXT_MM_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let id = NEXT_MM_ID.fetch_add(1, Ordering::Relaxed);
         Self::with_id(id)
     }
 

@@ -92,7 +92,7 @@ pub struct Vma {
     pub(crate) in_pool: AtomicU32,
     /// The anon_vma and chain (writer-only, see the module docs). `anon_vma` above always mirrors
     /// `anon.anon_vma()`: [`Vma::set_anon`] writes both.
-    anon: std::sync::Mutex<AnonState>,
+    anon: vmspace_rcu::sync::Mutex<AnonState>,
     /// The per-VMA lock: reader count plus the writer-exclusion flag, 0 = detached ([`super::lock`]). Changed
     /// by readers (acquire increment / release decrement) and by the mmap write-lock holder.
     pub(crate) vm_refcnt: RefcntLine,
@@ -147,7 +147,7 @@ impl Vma {
             anon_vma: RcuArc::empty(),
             anon_name: RcuArc::empty(),
             in_pool: AtomicU32::new(0),
-            anon: std::sync::Mutex::new(AnonState::EMPTY),
+            anon: vmspace_rcu::sync::Mutex::new(AnonState::EMPTY),
             vm_refcnt: RefcntLine { v: AtomicU32::new(0) },
         }
     }
@@ -348,8 +348,8 @@ impl Vma {
 
     /// The writer-only anon_vma state (chain included). For the mmap write-lock holder, or the owner of a
     /// detached VMA: the lock is then never contended.
-    pub fn anon(&self) -> std::sync::MutexGuard<'_, AnonState> {
-        self.anon.lock().unwrap_or_else(|e| e.into_inner())
+    pub fn anon(&self) -> vmspace_rcu::sync::MutexGuard<'_, AnonState> {
+        self.anon.lock()
     }
 
     /// Replaces the anon_vma state and publishes its anon_vma to readers; the old state (and the counters it

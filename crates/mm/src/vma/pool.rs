@@ -40,17 +40,9 @@ use super::mmap_lock::MmLocking;
 use super::object::{VM_LOCK_SEQ_NONE, Vma};
 use vmspace_abi::Errno;
 
-#[cfg(loom)]
-type Lock<T> = loom::sync::Mutex<T>;
-#[cfg(not(loom))]
-type Lock<T> = parking_lot::Mutex<T>;
+type Lock<T> = vmspace_rcu::sync::Mutex<T>;
 
-#[cfg(loom)]
-fn lock<T>(l: &Lock<T>) -> loom::sync::MutexGuard<'_, T> {
-    l.lock().expect("VMA pool lock poisoned")
-}
-#[cfg(not(loom))]
-fn lock<T>(l: &Lock<T>) -> parking_lot::MutexGuard<'_, T> {
+fn lock<T>(l: &Lock<T>) -> vmspace_rcu::sync::MutexGuard<'_, T> {
     l.lock()
 }
 
@@ -90,7 +82,7 @@ impl VmaPool {
     #[cfg(not(loom))]
     pub const fn new() -> Self {
         Self {
-            free: parking_lot::Mutex::new(Vec::new()),
+            free: Lock::new(Vec::new()),
             created: AtomicU64::new(0),
             allocs: AtomicU64::new(0),
             frees: AtomicU64::new(0),

@@ -55,11 +55,12 @@ pub struct VmaLockStats {
     shards: Box<[CachePadded<Shard>]>,
 }
 
-/// The process-wide slot table: bit *i* set while a thread owns slot *i*.
-// Not a checked protocol beyond the Release/Acquire pair documented below, and it must be a `static`, so std's
-// atomic is used directly (loom builds never use slots).
+// Loom builds never use slots (see the module docs).
 #[cfg(not(loom))]
-static SLOTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+vmspace_rcu::statics! {
+    /// The process-wide slot table: bit *i* set while a thread owns slot *i*.
+    static SLOTS: AtomicU64 = AtomicU64::new(0);
+}
 
 /// A thread's claim on a slot ([`SHARDS`] = none: it counts into the shared shard).
 #[cfg(not(loom))]
@@ -68,7 +69,7 @@ struct Slot(usize);
 #[cfg(not(loom))]
 impl Slot {
     fn claim() -> Slot {
-        let mut cur = SLOTS.load(std::sync::atomic::Ordering::Relaxed);
+        let mut cur = SLOTS.load(Ordering::Relaxed);
         loop {
             let free = (!cur).trailing_zeros() as usize;
             if free >= SHARDS {
@@ -76,12 +77,7 @@ impl Slot {
             }
             // Acquire: pairs with the Release in `drop` of the slot's previous owner, so that this thread's
             // plain increments continue from that owner's last counts.
-            match SLOTS.compare_exchange_weak(
-                cur,
-                cur | 1 << free,
-                std::sync::atomic::Ordering::Acquire,
-                std::sync::atomic::Ordering::Relaxed,
-            ) {
+            match SLOTS.compare_exchange_weak(cur, cur | 1 << free, Ordering::Acquire, Ordering::Relaxed) {
                 Ok(_) => return Slot(free),
                 Err(now) => cur = now,
             }
@@ -94,7 +90,7 @@ impl Drop for Slot {
     fn drop(&mut self) {
         if self.0 < SHARDS {
             // Release: publishes this thread's last counts to the slot's next owner (see `claim`).
-            SLOTS.fetch_and(!(1 << self.0), std::sync::atomic::Ordering::Release);
+            SLOTS.fetch_and(!(1 << self.0), Ordering::Release);
         }
     }
 }
