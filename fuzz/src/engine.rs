@@ -288,17 +288,19 @@ fn state(mm: &Mm) -> (String, u64) {
 /// Runs the input's calls; panics (the fuzzer's crash) at the first broken check.
 pub fn check(data: &[u8]) {
     let Ok(input) = Input::arbitrary_take_rest(Unstructured::new(data)) else { return };
-    run(&input);
+    let _ = run(&input);
 }
 
-/// Runs decoded calls with the checks of the module docs.
-pub fn run(input: &Input) {
+/// Runs decoded calls with the checks of the module docs; returns each call's errno (`None`: success).
+pub fn run(input: &Input) -> Vec<Option<Errno>> {
     let files = files();
     let mut mm = Mm::new(config(input.cfg));
+    let mut results = Vec::with_capacity(input.calls.len());
     for (i, call) in input.calls.iter().enumerate() {
         let before = state(&mm);
         let partial = may_fail_partially(&mm, call);
         let r = apply(&mut mm, call, &files);
+        results.push(r.as_ref().err().copied());
         if let Err(e) = mm.validate() {
             panic!("call {i} {call:?} -> {r:?}: invariant broken: {e}\n{}", mm.maps_text());
         }
@@ -324,4 +326,5 @@ pub fn run(input: &Input) {
         }
         let _ = mm.maps_text();
     }
+    results
 }
