@@ -13,7 +13,8 @@
 //!   makes partial progress (`docs/DIVERGENCES.md`, "Linux's own partial progress"): mprotect, madvise and
 //!   `PR_SET_VMA_ANON_NAME` over more than one VMA or a hole, or at `max_map_count - 1` (a second split
 //!   refused); `mremap` with `MREMAP_FIXED`; and a user-mode fault, which prepares an anon_vma or grows a
-//!   stack before the access can still fail, as `do_cow_fault` and `expand_downwards` do.
+//!   stack before the access can still fail, as `do_cow_fault` and `expand_downwards` do. A failed GUP
+//!   access may leave an anon_vma the same way (only the maps must be unchanged).
 //!
 //! The calls are made in one function, [`apply`], the only code here that knows the `Mm` call signatures.
 
@@ -263,26 +264,43 @@ fn range(call: &Call) -> Option<(u64, u64)> {
     }
 }
 
-/// Whether Linux may change state and still fail this call (`docs/DIVERGENCES.md`): see the module docs.
-fn may_fail_partially(mm: &Mm, call: &Call) -> bool {
+/// What a failed call must leave unchanged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unchanged {
+    /// The whole VMA list (ranges, flags, offsets, files, anon_vmas, names) and the break.
+    All,
+    /// What the maps show: a GUP write to a private VMA prepares its anon_vma before the file-size check can
+    /// still fail it (`do_cow_fault`: `vmf_anon_prepare` first; `scripts/regress/file-eof-write-fault-prepares-anon-vma.script`).
+    Maps,
+    /// Nothing: Linux itself makes partial progress (`docs/DIVERGENCES.md`): see the module docs.
+    Nothing,
+}
+
+/// What this call must leave unchanged if it fails.
+fn unchanged_on_failure(mm: &Mm, call: &Call) -> Unchanged {
     match *call {
-        Call::Mremap { flags, .. } => flags & 2 != 0,
-        Call::Fault { .. } => true,
+        Call::Mremap { flags, .. } if flags & 2 != 0 => Unchanged::Nothing,
+        Call::Fault { .. } => Unchanged::Nothing,
+        Call::Gup { .. } => Unchanged::Maps,
         _ => match range(call) {
-            None => false,
+            None => Unchanged::All,
             Some((start, len)) => {
                 let near_limit = mm.map_count() + 2 > mm.config().max_map_count;
                 let end = start.saturating_add(len.saturating_add(PAGE_SIZE - 1) & !(PAGE_SIZE - 1));
                 let one_vma = mm.lookup(start).is_some_and(|v| v.end() >= end);
-                near_limit || !one_vma
+                if near_limit || !one_vma { Unchanged::Nothing } else { Unchanged::All }
             }
         },
     }
 }
 
 /// The state a failed call must leave unchanged.
-fn state(mm: &Mm) -> (String, u64) {
-    (format!("{mm:?}"), mm.brk_value())
+fn state(mm: &Mm, what: Unchanged) -> (String, u64) {
+    match what {
+        Unchanged::All => (format!("{mm:?}"), mm.brk_value()),
+        Unchanged::Maps => (mm.maps_text(), mm.brk_value()),
+        Unchanged::Nothing => (String::new(), 0),
+    }
 }
 
 /// Runs the input's calls; panics (the fuzzer's crash) at the first broken check.
@@ -297,16 +315,16 @@ pub fn run(input: &Input) -> Vec<Option<Errno>> {
     let mut mm = Mm::new(config(input.cfg));
     let mut results = Vec::with_capacity(input.calls.len());
     for (i, call) in input.calls.iter().enumerate() {
-        let before = state(&mm);
-        let partial = may_fail_partially(&mm, call);
+        let what = unchanged_on_failure(&mm, call);
+        let before = state(&mm, what);
         let r = apply(&mut mm, call, &files);
         results.push(r.as_ref().err().copied());
         if let Err(e) = mm.validate() {
             panic!("call {i} {call:?} -> {r:?}: invariant broken: {e}\n{}", mm.maps_text());
         }
         match r {
-            Err(e) if !partial => {
-                let after = state(&mm);
+            Err(e) if what != Unchanged::Nothing => {
+                let after = state(&mm, what);
                 assert!(
                     after == before,
                     "call {i} {call:?} failed with {e:?} but changed the address space\nbefore: {before:?}\nafter:  {after:?}"
