@@ -55,7 +55,15 @@ pub mod errno {
     pub const ENAMETOOLONG: i32 = 36;
 }
 
+/// `PATH_MAX`: the kernel's name buffer is at most this long, whatever `vma_name_size` says.
+pub const PATH_MAX: u32 = 4096;
+
 /// A query, as the caller fills it (the input fields of `struct procmap_query`).
+///
+/// The kernel reads only the first `size` bytes of the caller's struct (`copy_struct_from_user`): a field
+/// that ends beyond `size` is read as zero, and one that `size` cuts through keeps only its low bytes
+/// (x86-64 is little-endian). [`QueryRequest::as_read`] applies that rule; [`QueryRequest::validate`] and
+/// the lookups work on what the kernel reads, not on what the caller filled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct QueryRequest {
     /// `size`: the caller's struct size.
@@ -66,13 +74,25 @@ pub struct QueryRequest {
     pub addr: u64,
     /// `vma_name_size`: capacity of the name buffer (0 = no name wanted).
     pub vma_name_size: u32,
-    /// Whether a name buffer address was given (`vma_name_addr != 0`).
-    pub vma_name_buf: bool,
+    /// `vma_name_addr`: the name buffer's user address (0 = none).
+    pub vma_name_addr: u64,
     /// `build_id_size`: capacity of the build-ID buffer.
     pub build_id_size: u32,
-    /// Whether a build-ID buffer address was given.
-    pub build_id_buf: bool,
+    /// `build_id_addr`: the build-ID buffer's user address (0 = none).
+    pub build_id_addr: u64,
+    /// Whether a byte of the caller's struct past the kernel's 104 (up to `size`) is non-zero: such a
+    /// struct is from a newer ABI whose extra fields this kernel cannot honour (`copy_struct_from_user`:
+    /// E2BIG).
+    pub nonzero_tail: bool,
 }
+
+/// Byte offsets of the input fields in `struct procmap_query` (`include/uapi/linux/fs.h`).
+const OFF_FLAGS: usize = 8;
+const OFF_ADDR: usize = 16;
+const OFF_NAME_SIZE: usize = 80;
+const OFF_BUILD_ID_SIZE: usize = 84;
+const OFF_NAME_ADDR: usize = 88;
+const OFF_BUILD_ID_ADDR: usize = 96;
 
 impl QueryRequest {
     /// A request of the current struct size, without name or build-ID buffers.
@@ -80,9 +100,45 @@ impl QueryRequest {
         QueryRequest { size: PROCMAP_QUERY_SIZE as u64, flags, addr, ..Default::default() }
     }
 
-    /// The argument checks the kernel makes before looking anything up, in its order: size too big (E2BIG),
-    /// too small (EINVAL), unknown flags (EINVAL), name size/address not both zero or both set (EINVAL), the
-    /// same for the build ID (EINVAL). Returns the errno (positive) on failure.
+    /// The input fields as the kernel reads them: the caller's struct bytes up to `size` (at most the 104
+    /// the kernel knows), zeros after that (`copy_struct_from_user`). `size` itself is always read whole.
+    pub fn as_read(&self) -> QueryRequest {
+        let mut b = [0u8; PROCMAP_QUERY_SIZE];
+        b[OFF_FLAGS..OFF_FLAGS + 8].copy_from_slice(&self.flags.to_le_bytes());
+        b[OFF_ADDR..OFF_ADDR + 8].copy_from_slice(&self.addr.to_le_bytes());
+        b[OFF_NAME_SIZE..OFF_NAME_SIZE + 4].copy_from_slice(&self.vma_name_size.to_le_bytes());
+        b[OFF_BUILD_ID_SIZE..OFF_BUILD_ID_SIZE + 4].copy_from_slice(&self.build_id_size.to_le_bytes());
+        b[OFF_NAME_ADDR..OFF_NAME_ADDR + 8].copy_from_slice(&self.vma_name_addr.to_le_bytes());
+        b[OFF_BUILD_ID_ADDR..OFF_BUILD_ID_ADDR + 8].copy_from_slice(&self.build_id_addr.to_le_bytes());
+        let copied = usize::try_from(self.size).unwrap_or(usize::MAX).min(PROCMAP_QUERY_SIZE);
+        b[copied..].fill(0);
+        let u64_at = |o: usize| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&b[o..o + 8]);
+            u64::from_le_bytes(w)
+        };
+        let u32_at = |o: usize| {
+            let mut w = [0u8; 4];
+            w.copy_from_slice(&b[o..o + 4]);
+            u32::from_le_bytes(w)
+        };
+        QueryRequest {
+            size: self.size,
+            flags: u64_at(OFF_FLAGS),
+            addr: u64_at(OFF_ADDR),
+            vma_name_size: u32_at(OFF_NAME_SIZE),
+            vma_name_addr: u64_at(OFF_NAME_ADDR),
+            build_id_size: u32_at(OFF_BUILD_ID_SIZE),
+            build_id_addr: u64_at(OFF_BUILD_ID_ADDR),
+            nonzero_tail: self.nonzero_tail && self.size > PROCMAP_QUERY_SIZE as u64,
+        }
+    }
+
+    /// The argument checks the kernel makes before looking anything up (`fs/proc/task_mmu.c:
+    /// do_procmap_query`), in its order: size too big (E2BIG), too small (EINVAL), a non-zero tail past the
+    /// known struct (E2BIG, from `copy_struct_from_user`), unknown flags (EINVAL), name size/address not both
+    /// zero or both set (EINVAL), the same for the build ID (EINVAL); fields past `size` read as zero
+    /// ([`QueryRequest::as_read`]). Returns the errno (positive) on failure.
     pub fn validate(&self) -> Result<(), i32> {
         if self.size > 4096 {
             return Err(errno::E2BIG);
@@ -90,13 +146,17 @@ impl QueryRequest {
         if self.size < PROCMAP_QUERY_MIN_SIZE as u64 {
             return Err(errno::EINVAL);
         }
-        if self.flags & !PROCMAP_QUERY_ALL_FLAGS != 0 {
+        let k = self.as_read();
+        if k.nonzero_tail {
+            return Err(errno::E2BIG);
+        }
+        if k.flags & !PROCMAP_QUERY_ALL_FLAGS != 0 {
             return Err(errno::EINVAL);
         }
-        if (self.vma_name_size != 0) != self.vma_name_buf {
+        if (k.vma_name_size != 0) != (k.vma_name_addr != 0) {
             return Err(errno::EINVAL);
         }
-        if (self.build_id_size != 0) != self.build_id_buf {
+        if (k.build_id_size != 0) != (k.build_id_addr != 0) {
             return Err(errno::EINVAL);
         }
         Ok(())
@@ -162,13 +222,14 @@ pub struct QueryAnswer {
 
 impl QueryAnswer {
     /// `vma_name_size` as returned: bytes written including the NUL, 0 without a name; ENAMETOOLONG when
-    /// the caller's buffer (`cap`, including the NUL) is too small.
+    /// the name does not fit the kernel's buffer, which is the caller's capacity `cap` (including the NUL)
+    /// capped at [`PATH_MAX`] (`do_procmap_query`: `name_buf_sz = min(PATH_MAX, vma_name_size)`).
     pub fn name_size(&self, cap: u32) -> Result<u32, i32> {
         match &self.name {
             None => Ok(0),
             Some(n) => {
                 let need = n.len() as u64 + 1;
-                if need > u64::from(cap) { Err(errno::ENAMETOOLONG) } else { Ok(need as u32) }
+                if need > u64::from(cap.min(PATH_MAX)) { Err(errno::ENAMETOOLONG) } else { Ok(need as u32) }
             }
         }
     }
@@ -190,7 +251,41 @@ mod tests {
             QueryRequest { vma_name_size: 10, ..QueryRequest::new(0, 0) }.validate(),
             Err(errno::EINVAL)
         );
+        assert_eq!(
+            QueryRequest { build_id_addr: 0x1000, ..QueryRequest::new(0, 0) }.validate(),
+            Err(errno::EINVAL)
+        );
+        assert_eq!(
+            QueryRequest { size: 200, nonzero_tail: true, ..QueryRequest::new(0, 0) }.validate(),
+            Err(errno::E2BIG)
+        );
+        assert_eq!(QueryRequest { size: 200, ..QueryRequest::new(0, 0) }.validate(), Ok(()));
         assert_eq!(QueryRequest::new(PROCMAP_QUERY_ALL_FLAGS, 0).validate(), Ok(()));
+    }
+
+    /// A caller with an older, shorter struct: the kernel reads only `size` bytes, so a name size or buffer
+    /// address left past `size` is not seen (the model once said EINVAL here).
+    #[test]
+    fn fields_past_size_read_as_zero() {
+        let q =
+            QueryRequest { size: 24, vma_name_size: 10, build_id_addr: 0x1000, ..QueryRequest::new(0, 0) };
+        assert_eq!(q.validate(), Ok(()));
+        assert_eq!(q.as_read().vma_name_size, 0);
+        // A size that cuts through vma_name_addr (offset 88) keeps its low bytes only.
+        let q = QueryRequest {
+            size: 90,
+            vma_name_size: 16,
+            vma_name_addr: 0x7f00_0000_0000,
+            ..QueryRequest::new(0, 0)
+        };
+        assert_eq!(q.as_read().vma_name_addr, 0);
+        assert_eq!(q.validate(), Err(errno::EINVAL));
+        let q = QueryRequest { vma_name_addr: 0x7f00_0000_0001, ..q };
+        assert_eq!(q.as_read().vma_name_addr, 1);
+        assert_eq!(q.validate(), Ok(()));
+        // The tail past 104 bytes only exists when size says so.
+        let q = QueryRequest { nonzero_tail: true, ..QueryRequest::new(0, 0) };
+        assert_eq!(q.validate(), Ok(()));
     }
 
     #[test]
@@ -213,5 +308,10 @@ mod tests {
         assert_eq!(a.name_size(7), Ok(7));
         assert_eq!(a.name_size(6), Err(errno::ENAMETOOLONG));
         assert_eq!(QueryAnswer::default().name_size(0), Ok(0));
+        // The kernel's buffer is at most PATH_MAX bytes however large the caller's is.
+        let long = QueryAnswer { name: Some("/".repeat(4096)), ..Default::default() };
+        assert_eq!(long.name_size(u32::MAX), Err(errno::ENAMETOOLONG));
+        let fits = QueryAnswer { name: Some("/".repeat(4095)), ..Default::default() };
+        assert_eq!(fits.name_size(u32::MAX), Ok(4096));
     }
 }

@@ -162,11 +162,12 @@ impl Output {
         s
     }
 
-    /// Parses text produced by [`Output::render`].
+    /// Parses text produced by [`Output::render`]. Lines end at `\n` only: a maps line may end in `\r` (a
+    /// file name can, and the kernel escapes only `\n` in maps paths), which `str::lines` would drop.
     pub fn parse(text: &str) -> Result<Output, OutputParseError> {
         let mut entries = Vec::new();
         let mut maps: Option<Vec<String>> = None;
-        for (i, l) in text.lines().enumerate() {
+        for (i, l) in text.split_terminator('\n').enumerate() {
             let err = |reason: String| OutputParseError { line: i + 1, reason };
             if let Some(m) = maps.as_mut() {
                 if l == "END" {
@@ -202,7 +203,10 @@ impl Output {
             entries.push(Entry::Call { line, op: op.to_string(), value });
         }
         if maps.is_some() {
-            return Err(OutputParseError { line: text.lines().count(), reason: "MAPS without END".into() });
+            return Err(OutputParseError {
+                line: text.split_terminator('\n').count(),
+                reason: "MAPS without END".into(),
+            });
         }
         Ok(Output { entries })
     }
@@ -321,6 +325,21 @@ mod tests {
         assert!(text.contains("L4 mprotect = -ENOMEM\n"));
         assert!(text.ends_with("MAPS\n200000000000-200000001000 rw-p 00000000 00:00 0 \nEND\n"));
         assert_eq!(Output::parse(&text).unwrap(), o);
+    }
+
+    /// Found by the `script` fuzz target (`fuzz/regressions/script/maps-line-ending-in-cr`): a maps line
+    /// ending in `\r` (a file name may) lost it on parse, so render + parse changed the output.
+    #[test]
+    fn maps_line_ending_in_cr_survives_the_round_trip() {
+        let o = Output {
+            entries: vec![Entry::Maps(vec![
+                "200000000000-200000001000 r--p 00000000 08:01 12 /tmp/a\r".into(),
+                "\r\r".into(),
+            ])],
+        };
+        let text = o.render();
+        assert_eq!(Output::parse(&text).unwrap(), o);
+        assert_eq!(Output::parse(&text).unwrap().render(), text);
     }
 
     #[test]

@@ -1,0 +1,359 @@
+//! The engine target: random call sequences on one [`Mm`], with every invariant checked after every call.
+//!
+//! An input is a configuration byte and a list of [`Call`]s, decoded with the `arbitrary` crate. Addresses
+//! are drawn mostly as page numbers inside a 64-page arena at [`ARENA`] (with `mmap_base` at its top, the break
+//! and the stack inside it, and a 4-page stack guard gap), so that calls land on each other's VMAs; some are
+//! unaligned or raw 64-bit values so that the argument checks are exercised too.
+//!
+//! After every call [`check`] requires:
+//! - no panic (the call, [`Mm::validate`], the maps text);
+//! - [`Mm::validate`] passes (for a fork, in the parent and in the child);
+//! - a failed call leaves the address space unchanged: the VMA list (ranges, flags, page offsets, files,
+//!   anon_vmas, names: the `Debug` of [`Mm`]) and the break are what they were, except where Linux 6.18 itself
+//!   makes partial progress (`docs/DIVERGENCES.md`, "Linux's own partial progress"): mprotect, madvise and
+//!   `PR_SET_VMA_ANON_NAME` over more than one VMA or a hole, or at `max_map_count - 1` (a second split
+//!   refused); `mremap` with `MREMAP_FIXED`; and a user-mode fault, which prepares an anon_vma or grows a
+//!   stack before the access can still fail, as `do_cow_fault` and `expand_downwards` do. A failed GUP
+//!   access may leave an anon_vma the same way (only the maps must be unchanged).
+//!
+//! The calls are made in one function, [`apply`], the only code here that knows the `Mm` call signatures.
+
+use std::sync::Arc;
+
+use arbitrary::{Arbitrary, Unstructured};
+use vmspace_mm::space::{
+    Advice, Errno, MapFlags, Mm, MmConfig, MremapFlags, Overcommit, PAGE_SIZE, Prot, VmFile,
+};
+
+/// First address of the arena.
+pub const ARENA: u64 = 0x1000_0000;
+/// Pages in the arena.
+pub const ARENA_PAGES: u64 = 64;
+
+/// An address argument.
+#[derive(Arbitrary, Debug, Clone, Copy)]
+pub enum Addr {
+    /// The start of arena page `n % 64`... or up to 8 pages past the arena's end.
+    Page(u8),
+    /// Arena page `n % 64` plus a byte offset (usually unaligned).
+    Offset(u8, u16),
+    /// Any value.
+    Raw(u64),
+}
+
+impl Addr {
+    fn value(self) -> u64 {
+        match self {
+            Addr::Page(n) => ARENA + u64::from(n % 72) * PAGE_SIZE,
+            Addr::Offset(n, o) => ARENA + u64::from(n % 64) * PAGE_SIZE + u64::from(o),
+            Addr::Raw(v) => v,
+        }
+    }
+}
+
+/// A length argument.
+#[derive(Arbitrary, Debug, Clone, Copy)]
+pub enum Len {
+    /// `n % 17` pages.
+    Pages(u8),
+    /// Pages plus a byte remainder.
+    Bytes(u8, u16),
+    /// Any value.
+    Raw(u64),
+}
+
+impl Len {
+    fn value(self) -> u64 {
+        match self {
+            Len::Pages(n) => u64::from(n % 17) * PAGE_SIZE,
+            Len::Bytes(n, b) => u64::from(n % 17) * PAGE_SIZE + u64::from(b),
+            Len::Raw(v) => v,
+        }
+    }
+}
+
+/// One call.
+#[derive(Arbitrary, Debug, Clone)]
+pub enum Call {
+    /// mmap; `flags` bits 0..8 pick `MAP_SHARED PRIVATE FIXED FIXED_NOREPLACE GROWSDOWN POPULATE NORESERVE`
+    /// and an invalid bit (`MAP_ANONYMOUS` follows `file`); `file` is (which of two files, offset in pages).
+    Mmap {
+        /// Address.
+        addr: Addr,
+        /// Length.
+        len: Len,
+        /// `PROT_*` selector: bits 0-3 as they are (read, write, exec, `PROT_SEM`), bit 4 `PROT_GROWSDOWN`, bit 5
+        /// `PROT_GROWSUP`, bits 6-7 unknown bits.
+        prot: u8,
+        /// Flag selector.
+        flags: u8,
+        /// File and page offset, or anonymous.
+        file: Option<(bool, u8)>,
+    },
+    /// munmap.
+    Munmap {
+        /// Address.
+        addr: Addr,
+        /// Length.
+        len: Len,
+    },
+    /// mprotect.
+    Mprotect {
+        /// Address.
+        addr: Addr,
+        /// Length.
+        len: Len,
+        /// `PROT_*` selector: bits 0-3 as they are (read, write, exec, `PROT_SEM`), bit 4 `PROT_GROWSDOWN`, bit 5
+        /// `PROT_GROWSUP`, bits 6-7 unknown bits.
+        prot: u8,
+    },
+    /// mremap; `flags` bits 0..3 are `MREMAP_MAYMOVE FIXED DONTUNMAP`, bit 3 an unknown flag.
+    Mremap {
+        /// Old address.
+        addr: Addr,
+        /// Old length.
+        old_len: Len,
+        /// New length.
+        new_len: Len,
+        /// Flag selector.
+        flags: u8,
+        /// New address.
+        new_addr: Addr,
+    },
+    /// madvise with one of the modelled advices (or an unknown one).
+    Madvise {
+        /// Address.
+        addr: Addr,
+        /// Length.
+        len: Len,
+        /// Advice selector.
+        advice: u8,
+    },
+    /// brk.
+    Brk {
+        /// The requested break.
+        addr: Addr,
+    },
+    /// fork; keep running in the child or in the parent.
+    Fork {
+        /// Continue with the child.
+        child: bool,
+    },
+    /// `PR_SET_VMA_ANON_NAME`.
+    Name {
+        /// Address.
+        addr: Addr,
+        /// Length.
+        len: Len,
+        /// Which name (`None` clears).
+        name: Option<u8>,
+    },
+    /// A user-mode fault.
+    Fault {
+        /// Address.
+        addr: Addr,
+        /// Write access.
+        write: bool,
+    },
+    /// A GUP access (what the op-script `touch` does).
+    Gup {
+        /// Address.
+        addr: Addr,
+        /// Write access.
+        write: bool,
+    },
+    /// Make an allocation fail after `n` more (or stop injecting).
+    InjectAlloc(Option<u8>),
+}
+
+/// A whole input: a configuration selector and the calls.
+#[derive(Arbitrary, Debug)]
+pub struct Input {
+    /// Bit 0: `max_map_count` small (`6 + (cfg >> 4)`); bit 1: anonymous VMA names on; bit 2: a 32-page
+    /// overcommit limit; bit 3: `cap_sys_rawio`.
+    pub cfg: u8,
+    /// The calls.
+    pub calls: Vec<Call>,
+}
+
+/// The configuration an input selects.
+pub fn config(sel: u8) -> MmConfig {
+    MmConfig {
+        max_map_count: if sel & 1 != 0 { 6 + u64::from(sel >> 4) } else { 65530 },
+        anon_vma_name: sel & 2 != 0,
+        overcommit: Overcommit::Guess { limit_pages: if sel & 4 != 0 { 32 } else { 1 << 22 } },
+        cap_sys_rawio: sel & 8 != 0,
+        stack_guard_gap: 4 * PAGE_SIZE,
+        mmap_base: ARENA + ARENA_PAGES * PAGE_SIZE,
+        start_brk: ARENA + 40 * PAGE_SIZE,
+        start_stack: ARENA + (ARENA_PAGES - 1) * PAGE_SIZE,
+        ..MmConfig::default()
+    }
+}
+
+/// The model files a mapping can use: 16 pages and 3.5 pages.
+pub fn files() -> [Arc<VmFile>; 2] {
+    [VmFile::regular("/fuzz/a", 1, 16 * PAGE_SIZE), VmFile::regular("/fuzz/b", 2, 7 * PAGE_SIZE / 2)]
+}
+
+const NAMES: [&str; 4] =
+    ["heap", "x", "bad$name", "a-very-long-name-that-is-fine-but-longer-than-most-of-the-others"];
+
+/// Makes the call; the only code that knows the `Mm` call signatures (kept small so that an API change is
+/// one edit). A fork returns the child.
+pub fn apply(mm: &mut Mm, call: &Call, files: &[Arc<VmFile>; 2]) -> Result<Option<Mm>, Errno> {
+    const MMAP_BITS: [u32; 8] = [0x01, 0x02, 0x10, 0x10_0000, 0x100, 0x8000, 0x4000, 0x0200_0000];
+    const MREMAP_BITS: [u32; 4] = [1, 2, 4, 8];
+    const ADVICE: [i32; 7] = [4, 8, 10, 11, 18, 19, 3];
+    let bits = |sel: u8, table: &[u32]| {
+        table.iter().enumerate().filter(|(i, _)| sel & (1 << i) != 0).fold(0, |a, (_, b)| a | b)
+    };
+    // PROT: the low four bits as they are (read, write, exec, PROT_SEM), the next two select PROT_GROWSDOWN and
+    // PROT_GROWSUP, the top two stay unknown bits (EINVAL).
+    let prot = |p: u8| {
+        let high = [(0x10, 0x0100_0000), (0x20, 0x0200_0000)];
+        let extra = high.iter().filter(|(sel, _)| p & sel != 0).fold(0, |a, (_, b)| a | b);
+        Prot::from_bits_retain(u32::from(p & 0xcf) | extra)
+    };
+    match *call {
+        Call::Mmap { addr, len, prot: p, flags, file } => {
+            let mut fl = bits(flags, &MMAP_BITS);
+            let f = match file {
+                Some((which, pages)) => Some((&files[usize::from(which)], u64::from(pages % 20) * PAGE_SIZE)),
+                None => {
+                    fl |= 0x20;
+                    None
+                }
+            };
+            let (f, off) = match f {
+                Some((f, off)) => (Some(f), off),
+                None => (None, 0),
+            };
+            mm.mmap(addr.value(), len.value(), prot(p), MapFlags::from_bits_retain(fl), f, off).map(|_| None)
+        }
+        Call::Munmap { addr, len } => mm.munmap(addr.value(), len.value()).map(|()| None),
+        Call::Mprotect { addr, len, prot: p } => {
+            mm.mprotect(addr.value(), len.value(), prot(p)).map(|()| None)
+        }
+        Call::Mremap { addr, old_len, new_len, flags, new_addr } => mm
+            .mremap(
+                addr.value(),
+                old_len.value(),
+                new_len.value(),
+                MremapFlags::from_bits_retain(bits(flags, &MREMAP_BITS)),
+                new_addr.value(),
+            )
+            .map(|_| None),
+        Call::Madvise { addr, len, advice } => mm
+            .madvise(addr.value(), len.value(), Advice::from_raw(ADVICE[usize::from(advice) % ADVICE.len()]))
+            .map(|()| None),
+        Call::Brk { addr } => {
+            mm.brk(addr.value());
+            Ok(None)
+        }
+        Call::Fork { .. } => mm.fork().map(Some),
+        Call::Name { addr, len, name } => {
+            let name = name.map(|n| NAMES[usize::from(n) % NAMES.len()]);
+            mm.set_anon_name(addr.value(), len.value(), name).map(|()| None)
+        }
+        Call::Fault { addr, write } => mm.fault(addr.value(), write).map(|()| None),
+        Call::Gup { addr, write } => mm.gup_access(addr.value(), write).map(|()| None),
+        Call::InjectAlloc(n) => {
+            mm.inject_alloc_failure(n.map(u64::from));
+            Ok(None)
+        }
+    }
+}
+
+/// The range `[start, start + len)` of a call, when it is one.
+fn range(call: &Call) -> Option<(u64, u64)> {
+    match *call {
+        Call::Mprotect { addr, len, .. } | Call::Madvise { addr, len, .. } | Call::Name { addr, len, .. } => {
+            Some((addr.value(), len.value()))
+        }
+        _ => None,
+    }
+}
+
+/// What a failed call must leave unchanged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unchanged {
+    /// The whole VMA list (ranges, flags, offsets, files, anon_vmas, names) and the break.
+    All,
+    /// What the maps show: a GUP write to a private VMA prepares its anon_vma before the file-size check can
+    /// still fail it (`do_cow_fault`: `vmf_anon_prepare` first; `scripts/regress/file-eof-write-fault-prepares-anon-vma.script`).
+    Maps,
+    /// Nothing: Linux itself makes partial progress (`docs/DIVERGENCES.md`): see the module docs.
+    Nothing,
+}
+
+/// What this call must leave unchanged if it fails.
+fn unchanged_on_failure(mm: &Mm, call: &Call) -> Unchanged {
+    match *call {
+        Call::Mremap { flags, .. } if flags & 2 != 0 => Unchanged::Nothing,
+        Call::Fault { .. } => Unchanged::Nothing,
+        Call::Gup { .. } => Unchanged::Maps,
+        _ => match range(call) {
+            None => Unchanged::All,
+            Some((start, len)) => {
+                let near_limit = mm.map_count() + 2 > mm.config().max_map_count;
+                let end = start.saturating_add(len.saturating_add(PAGE_SIZE - 1) & !(PAGE_SIZE - 1));
+                let one_vma = mm.lookup(start).is_some_and(|v| v.end() >= end);
+                if near_limit || !one_vma { Unchanged::Nothing } else { Unchanged::All }
+            }
+        },
+    }
+}
+
+/// The state a failed call must leave unchanged.
+fn state(mm: &Mm, what: Unchanged) -> (String, u64) {
+    match what {
+        Unchanged::All => (format!("{mm:?}"), mm.brk_value()),
+        Unchanged::Maps => (mm.maps_text(), mm.brk_value()),
+        Unchanged::Nothing => (String::new(), 0),
+    }
+}
+
+/// Runs the input's calls; panics (the fuzzer's crash) at the first broken check.
+pub fn check(data: &[u8]) {
+    let Ok(input) = Input::arbitrary_take_rest(Unstructured::new(data)) else { return };
+    let _ = run(&input);
+}
+
+/// Runs decoded calls with the checks of the module docs; returns each call's errno (`None`: success).
+pub fn run(input: &Input) -> Vec<Option<Errno>> {
+    let files = files();
+    let mut mm = Mm::new(config(input.cfg));
+    let mut results = Vec::with_capacity(input.calls.len());
+    for (i, call) in input.calls.iter().enumerate() {
+        let what = unchanged_on_failure(&mm, call);
+        let before = state(&mm, what);
+        let r = apply(&mut mm, call, &files);
+        results.push(r.as_ref().err().copied());
+        if let Err(e) = mm.validate() {
+            panic!("call {i} {call:?} -> {r:?}: invariant broken: {e}\n{}", mm.maps_text());
+        }
+        match r {
+            Err(e) if what != Unchanged::Nothing => {
+                let after = state(&mm, what);
+                assert!(
+                    after == before,
+                    "call {i} {call:?} failed with {e:?} but changed the address space\nbefore: {before:?}\nafter:  {after:?}"
+                );
+            }
+            Err(_) => {}
+            Ok(Some(child)) => {
+                if let Err(e) = child.validate() {
+                    panic!("call {i} fork: child invariant broken: {e}\n{}", child.maps_text());
+                }
+                let _ = child.maps_text();
+                if matches!(call, Call::Fork { child: true }) {
+                    mm = child;
+                }
+            }
+            Ok(None) => {}
+        }
+        let _ = mm.maps_text();
+    }
+    results
+}
