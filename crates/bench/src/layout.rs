@@ -1,5 +1,5 @@
-//! The range layouts the tree benchmark runs on: the kernel's own benchmark shapes (`lib/test_maple_tree.c`,
-//! `linux-mm.md` §7.1) and VMA-like address spaces at scale.
+//! The range layouts the tree benchmark runs on: the kernel's own benchmark shapes (`lib/test_maple_tree.c`)
+//! and VMA-like address spaces at scale.
 //!
 //! Every layout is a sorted, non-overlapping list of [`Span`]s with non-zero values, so every [`RangeMap`]
 //! implementation can be built from it with `from_sorted`.

@@ -1,4 +1,4 @@
-//! `vmspace bench mm`: the address-space engine against the live kernel (issue 4, item 6).
+//! `vmspace bench mm`: the address-space engine against the live kernel.
 //!
 //! Three measurements in one run, each reported in the shared schema (`vmspace_results::report`):
 //!

@@ -1,9 +1,9 @@
 //! `vmspace bench tree`: vmspace's maple tree against the range maps a Rust program would otherwise use, in one
-//! run, on the kernel's own benchmark shapes and on VMA-like address spaces at scale (issue 2, item 4).
+//! run, on the kernel's own benchmark shapes and on VMA-like address spaces at scale.
 //!
 //! # Workloads
 //!
-//! Kernel shapes (`lib/test_maple_tree.c`, `linux-mm.md` §7.1), each on its own fixed layout:
+//! Kernel shapes (`lib/test_maple_tree.c`), each on its own fixed layout:
 //!
 //! | id | kernel | what is timed |
 //! |---|---|---|

@@ -1,11 +1,11 @@
-//! The proc-vs-map contention experiment (the seeds' method), natively.
+//! The proc-vs-map contention experiment (the method of the LPC 2021 talk), natively.
 //!
 //! # Method
 //! * **Mapper** (one process, nice 0, pinned to the mapper CPU): maps a populated private anonymous region
 //!   (128 MiB by default), then until the run's duration has passed picks a random page and, 50/50, maps a fresh
 //!   page there (`MAP_FIXED`) or unmaps it, timing each call with the monotonic clock into a histogram, and
 //!   sleeps 10 µs between calls (one `nanosleep`; the kernel's timer slack makes that longer, as it does for the
-//!   seeds' `usleep`).
+//!   the reproducer's `usleep`).
 //! * **Scanners** (S processes, nice 15): in a loop, open `/proc/MAPPER/{maps,smaps,smaps_rollup}` and read it to
 //!   the end with 128 KiB reads, discarding the text (what `cat FILE > /dev/null` does); or, for `query`, open
 //!   `/proc/MAPPER/maps` and walk every VMA with PROCMAP_QUERY (`COVERING_OR_NEXT`, names fetched). One
@@ -142,7 +142,7 @@ impl Config {
         Ok(())
     }
 
-    /// The row label in the seeds' style: `smaps, 1 scanner + 1 busy B=0`.
+    /// The row label in the LPC 2021 talk's style: `smaps, 1 scanner + 1 busy B=0`.
     pub fn label(&self) -> String {
         let s = self.effective_scanners();
         let busy = if self.busy > 0 { Some(format!("{} busy B={}", self.busy, self.busy_ms)) } else { None };

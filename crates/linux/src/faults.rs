@@ -1,4 +1,4 @@
-//! Page-fault throughput with T threads in one process (the shape of seed 003's microbenchmark).
+//! Page-fault throughput with T threads in one process (the shape of the per-VMA lock series' microbenchmark).
 //!
 //! Each thread, pinned to `cpus[i % len]`, repeatedly maps a private anonymous region (16 MiB by default,
 //! advised `MADV_NOHUGEPAGE` so that every base page faults on its own), writes one byte into every page (one

@@ -1,4 +1,4 @@
-//! Fork rate against the number of VMAs (seed 004's experiment).
+//! Fork rate against the number of VMAs (the `__mt_dup` series' experiment).
 //!
 //! For each count N, the process adds N single-page VMAs: it maps N pages read-only in one call and makes every
 //! other page read-write, so no two neighbours can merge (N is exact: the region becomes N VMAs). Then, for the
@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use vmspace_results::report::{Placement, Report};
 
-/// Seed 004's increments of VMAs over the default (its table goes on to 1,638,400; only counts that fit under
+/// the `__mt_dup` series' increments of VMAs over the default (its table goes on to 1,638,400; only counts that fit under
 /// `max_map_count` are used by default).
 pub const SEED_COUNTS: [usize; 14] =
     [0, 100, 200, 400, 800, 1600, 3200, 6400, 12800, 25600, 51200, 102400, 204800, 409600];

@@ -1,6 +1,6 @@
 //! CPU placement of an experiment's tasks: explicit, checked against the CPUs that exist, and reported.
 //!
-//! The seeds' layout for the proc-vs-map test is "mapper on CPU 0, scanners and busy tasks on CPU 1": the mapper
+//! The reference layout for the proc-vs-map test is "mapper on CPU 0, scanners and busy tasks on CPU 1": the mapper
 //! runs alone, and each busy task competes with a scanner for one CPU (that competition is what starves a
 //! scanner while it holds a lock). [`Layout::resolve`] keeps that shape on any machine: the mapper gets
 //! `--mapper-cpu` (default: the first usable CPU), the others get `--others-cpus` (default: every other usable
@@ -57,7 +57,7 @@ impl Layout {
                 if rest.is_empty() {
                     notes.push(format!(
                         "only one usable CPU ({mapper}): the mapper shares it with every scanner and busy task; \
-                         this is not the seeds' layout and results are not comparable with theirs"
+                         this is not the reference layout and results are not comparable with theirs"
                     ));
                     vec![mapper]
                 } else {

@@ -1,4 +1,4 @@
-//! `dup`: an O(n) depth-first, pre-order copy of the node structure (seed 004's `__mt_dup`).
+//! `dup`: an O(n) depth-first, pre-order copy of the node structure (`__mt_dup` in `lib/maple_tree.c`).
 //!
 //! Each source node is visited once: a new node is allocated for it *before* its children (pre-order), its
 //! pivots, gaps and metadata are copied word for word, leaf values go through the caller's `map`, and children

@@ -1,4 +1,4 @@
-//! The maple tree: an RCU-safe range B-tree with gap tracking and O(n) duplication (seed 004; `linux-mm.md` §1).
+//! The maple tree: an RCU-safe range B-tree with gap tracking and O(n) duplication (`lib/maple_tree.c`; `__mt_dup` for fork).
 //!
 //! Depends only on `rcu`.
 //!

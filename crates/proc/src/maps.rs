@@ -1,6 +1,6 @@
 //! One line of `/proc/PID/maps`: the model, the renderer and the parser.
 //!
-//! # The format (Linux 6.18, 64-bit; `reference/linux-mm.md` §4.1)
+//! # The format (Linux 6.18, 64-bit; `fs/proc/task_mmu.c: show_map_vma`)
 //!
 //! ```text
 //! start-end perms offset major:minor inode␠[padding␠name]\n

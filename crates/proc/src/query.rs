@@ -1,5 +1,5 @@
 //! The `PROCMAP_QUERY` model: the ioctl's flags, request and answer as plain Rust values, with the argument
-//! validation and the matching rule of Linux 6.18 (`reference/linux-mm.md` §3.7), independent of the ioctl
+//! validation and the matching rule of Linux 6.18 (`fs/proc/task_mmu.c: do_procmap_query`), independent of the ioctl
 //! itself. The engine's query reader implements the lookup over its VMAs; the live-kernel side fills the
 //! same answer from the real ioctl; the two compare as values.
 //!

@@ -1,6 +1,6 @@
 //! `/proc/PID/smaps` records and `/proc/PID/smaps_rollup`: the counters, the renderer and the parser.
 //!
-//! # The format (Linux 6.18; `reference/linux-mm.md` §4.2)
+//! # The format (Linux 6.18; `fs/proc/task_mmu.c: show_smap`, `show_smaps_rollup`)
 //!
 //! An smaps record is a maps line (the header, [`MapsLine`]) followed by one line per counter, in a fixed
 //! order. A counter line is a label (`Rss:`) padded with spaces to 16 characters, the value in kB

@@ -3,7 +3,7 @@
 //! A run records every timed call into an HDR histogram in nanoseconds ([`LatencyRecorder`]): 3 significant
 //! digits from 1 ns up to 60 s, so percentiles carry at most 0.1% quantisation error while the exact count, sum
 //! (hence mean) and maximum are kept beside the histogram. Across runs, each metric is summarised by min, median,
-//! max and mean ([`Summary`]) — the shape of the seeds' tables ("min/med/max of 5 runs"). The median of an even
+//! max and mean ([`Summary`]) — the shape of the kernel threads' tables ("min/med/max of 5 runs"). The median of an even
 //! number of values is the mean of the two middle ones.
 
 use serde::{Deserialize, Serialize};
@@ -17,7 +17,7 @@ pub struct LatencyRecorder {
     max_ns: u64,
 }
 
-/// The latency statistics of one run, in milliseconds (the seeds' unit).
+/// The latency statistics of one run, in milliseconds (the kernel threads' unit).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct LatencyStats {
     /// Number of timed calls.

@@ -1,6 +1,6 @@
 //! The op-script syntax: the AST, the parser (errors name the line and the reason) and the printer.
 //!
-//! # Grammar (one call per line; `../shared/DESIGN.md`, "Op scripts")
+//! # Grammar (one call per line)
 //!
 //! ```text
 //! file     NAME SIZE                          create a backing file of SIZE bytes, used as fd=NAME

@@ -1,4 +1,4 @@
-//! VMA merging (`mm/vma.c`: `vma_merge_new_range`, `vma_merge_existing_range`, `vma_modify`), §6.1–6.5.
+//! VMA merging (`mm/vma.c`: `vma_merge_new_range`, `vma_merge_existing_range`, `vma_modify`).
 //!
 //! # Mergeability
 //!

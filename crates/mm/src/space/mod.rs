@@ -8,7 +8,7 @@
 //! `mremap`, `madvise`, `brk`, `set_anon_name`, `fault`, `fork`) follow the kernel's code paths step for step:
 //! the same argument checks in the same order (so the same errno wins when several apply), the same
 //! split-then-merge decisions (`vma_merge_new_range`, `vma_merge_existing_range`, `vma_modify`, `__split_vma`;
-//! §6 of the reference), and the same partial-progress behaviour where Linux has it (mprotect stops at the
+//! the kernel's rules), and the same partial-progress behaviour where Linux has it (mprotect stops at the
 //! first hole after changing the VMAs before it; madvise skips holes and reports ENOMEM at the end).
 //!
 //! # Readers' view

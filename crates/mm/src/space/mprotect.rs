@@ -1,4 +1,4 @@
-//! mprotect (`do_mprotect_pkey` → `mprotect_fixup` → `vma_modify_flags`), §6.8.
+//! mprotect (`do_mprotect_pkey` → `mprotect_fixup` → `vma_modify_flags`).
 //!
 //! Checks: both `PROT_GROWSDOWN` and `PROT_GROWSUP`: EINVAL; unaligned start: EINVAL; length 0: success;
 //! a length or end that wraps: ENOMEM; unknown protection bits: EINVAL. Then the first VMA must cover

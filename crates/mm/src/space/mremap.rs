@@ -1,5 +1,5 @@
 //! mremap (`mm/mremap.c` of 6.18: `do_mremap`, `check_mremap_params`, `check_prep_vma`, `remap_move`,
-//! `mremap_at`, `mremap_to`, `move_vma`), §6.8.
+//! `mremap_at`, `mremap_to`, `move_vma`).
 //!
 //! * Parameters: unknown flags, an unaligned address, a zero or oversize new length: EINVAL. With a new
 //!   address (`MREMAP_FIXED` or `MREMAP_DONTUNMAP`): it must fit below `TASK_SIZE` and be aligned (EINVAL),

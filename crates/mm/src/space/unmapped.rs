@@ -1,4 +1,4 @@
-//! `get_unmapped_area`: where a mapping goes (§1.11; `mm/mmap.c`, `mm/vma.c`, x86's
+//! `get_unmapped_area`: where a mapping goes (`mm/mmap.c`, `mm/vma.c`, x86's
 //! `arch_get_unmapped_area_topdown`).
 //!
 //! * `MAP_FIXED`: the address as given; only the final checks apply.

@@ -8,7 +8,7 @@
 //! *anon_vma chain*: the list of anon_vmas whose pages it may map. A VMA that never went through fork has a
 //! chain of exactly its own anon_vma (a *singular* chain). Fork gives the child VMA the parent's chain plus a
 //! new anon_vma of its own (`anon_vma_fork`), so a child VMA's chain has two or more entries: it "had uncowed
-//! parents", and Linux refuses merges that would make such a VMA share or adopt an anon_vma (§6.1).
+//! parents", and Linux refuses merges that would make such a VMA share or adopt an anon_vma.
 //!
 //! Split copies the anon_vma and the chain (`anon_vma_clone`); a merge that removes a VMA with an anon_vma
 //! into one without gives the survivor the removed one's (`dup_anon_vma`).

@@ -1,4 +1,4 @@
-//! The per-VMA lock (Linux 6.15 – 6.18, seed 003, `linux-mm.md` §2.2 – 2.3).
+//! The per-VMA lock (Linux 6.15 – 6.18, the per-VMA lock series).
 //!
 //! # State
 //!

@@ -1,5 +1,5 @@
 //! `lock_vma_under_rcu`: find the VMA that covers an address and read-lock it without mmap_lock (the page-fault
-//! fast path, `linux-mm.md` §2.4, the 6.17+/6.18 form).
+//! fast path, the 6.17+/6.18 form).
 //!
 //! ```text
 //! loop {
@@ -20,7 +20,7 @@
 //! The tree is abstracted by [`VmaLookup`] so that the lock protocol does not depend on one tree type; the
 //! maple tree of VMAs implements it (the `mas_walk` and `mas_find` of the kernel).
 //!
-//! [`lock_next_vma`] is the reader side of `/proc/PID/maps` in per-VMA mode (`linux-mm.md` §3.3, 6.17+): the
+//! [`lock_next_vma`] is the reader side of `/proc/PID/maps` in per-VMA mode (`mm/mmap_lock.c`, 6.17+): the
 //! next VMA at or after an address, read-locked, validated against false gaps, falling back to the mmap read
 //! lock when in doubt.
 

@@ -1,4 +1,4 @@
-//! The VMA object and every lock that protects it (`linux-mm.md` §2; seed 003).
+//! The VMA object and every lock that protects it (`include/linux/mmap_lock.h`, `mm/mmap_lock.c`; the per-VMA lock series).
 //!
 //! # Pieces
 //!

@@ -1,5 +1,5 @@
 //! The type-stable VMA pool: VMAs are reused at once, without waiting for an RCU grace period (the kernel's
-//! `SLAB_TYPESAFE_BY_RCU` `vm_area_cachep`, seed 003).
+//! `SLAB_TYPESAFE_BY_RCU` `vm_area_cachep`, the per-VMA lock series).
 //!
 //! # Why the memory is type-stable
 //!
@@ -19,8 +19,8 @@
 //! # What allocation and freeing touch
 //!
 //! The free list is a vector of pointers beside the VMAs, not a link stored inside them, so neither operation
-//! overwrites a free VMA's `vm_refcnt`, `vm_mm` or `vm_lock_seq` with allocator metadata (§8 item 2 of the
-//! reference). [`VmaPool::free`] requires the VMA detached (`vm_refcnt` 0), clears its fields and attributes
+//! overwrites a free VMA's `vm_refcnt`, `vm_mm` or `vm_lock_seq` with allocator metadata (as
+//! `SLAB_TYPESAFE_BY_RCU` caches must not). [`VmaPool::free`] requires the VMA detached (`vm_refcnt` 0), clears its fields and attributes
 //! (attributes are released after a grace period) and sets `vm_mm` to 0; it does not touch `vm_refcnt`.
 //! [`VmaPool::alloc`] sets `vm_mm` to the new owner and `vm_lock_seq` to [`VM_LOCK_SEQ_NONE`]; `vm_refcnt` stays
 //! 0 until `vma_mark_attached` publishes the VMA with a release store.
