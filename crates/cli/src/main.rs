@@ -2,6 +2,10 @@
 //! calls into a library crate, and prints; logic that a test would want lives in the library crates. What all
 //! subcommands share (output convention, exit statuses, progress, up-front checks) is in [`common`].
 
+// The subcommands' doc comments are clap's help text, written for a terminal: `RwLock<BTreeMap>` there is text,
+// not an HTML tag.
+#![allow(rustdoc::invalid_html_tags)]
+
 use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
 

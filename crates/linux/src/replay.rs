@@ -431,7 +431,7 @@ pub fn replay_kernel_with(script: &Script, opts: ReplayOptions) -> Result<Output
 /// How often the parent looks at the runner's progress while it waits for the output.
 const PROGRESS_EVERY_MS: i32 = 250;
 
-/// [`replay_kernel_with`], calling `on_progress(calls)` about every [`PROGRESS_EVERY_MS`] with the number of
+/// [`replay_kernel_with`], calling `on_progress(calls)` about every `PROGRESS_EVERY_MS` (250 ms) with the number of
 /// the script's calls the runner has made so far (a word of memory shared with the runner child; calls made by
 /// processes the script forked count too).
 pub fn replay_kernel_observed(

@@ -107,7 +107,7 @@ impl<'v> VmaReadGuard<'v> {
         self.vma
     }
 
-    /// Gives up the guard without unlocking; the caller must later call [`vma_end_read`] on the VMA exactly
+    /// Gives up the guard without unlocking; the caller must later call `vma_end_read` on the VMA exactly
     /// once.
     #[inline]
     pub fn into_raw(self) -> &'v Vma {

@@ -324,7 +324,7 @@ vmspace_rcu::statics! {
 
 /// The lock side of an `mm_struct`: its identity, mmap_lock, `mm_lock_seq` and per-VMA-lock statistics.
 ///
-/// The address-space `Mm` embeds one. Every VMA-lock operation ([`super::lock`]) takes it to compare a VMA's
+/// The address-space `Mm` embeds one. Every VMA-lock operation (`vma::lock`) takes it to compare a VMA's
 /// `vm_lock_seq` against `mm_lock_seq` and its `vm_mm` against [`MmLocking::id`]. The writer's wait for VMA
 /// readers is not here: it is keyed by the VMA's own address (see `park`), so a reader that took a
 /// transient reference on a VMA recycled into another mm wakes that mm's writer without having to find the mm.

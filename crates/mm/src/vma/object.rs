@@ -58,7 +58,7 @@ pub(crate) struct RefcntLine {
 
 /// A virtual memory area: `[start, end)` of one mm with uniform flags and backing.
 ///
-/// VMAs live in a type-stable pool ([`super::pool::VmaPool`]) and are handled as `&'static Vma`. See the module
+/// VMAs live in a type-stable pool (`VmaPool`) and are handled as `&'static Vma`. See the module
 /// docs for the concurrency rules; each field's contract is on the field.
 #[repr(C, align(64))]
 pub struct Vma {
