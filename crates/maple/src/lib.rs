@@ -129,12 +129,7 @@ use std::marker::PhantomData;
 use std::num::{NonZeroU64, NonZeroUsize};
 use std::sync::Arc;
 
-#[cfg(loom)]
-use loom::sync::{Mutex, MutexGuard};
-#[cfg(not(loom))]
-use std::sync::{Mutex, MutexGuard};
-
-use vmspace_rcu::sync::{AtomicU64, Ordering};
+use vmspace_rcu::sync::{AtomicU64, Mutex, MutexGuard, Ordering};
 use vmspace_rcu::{CachePadded, Guard};
 
 pub use non_rcu::NonRcuMapleTree;
@@ -355,11 +350,7 @@ impl<T: Entry> MapleTree<T> {
     /// Takes the writer mutex. Every mutating operation goes through the returned [`Writer`]; the convenience
     /// methods on `MapleTree` take and release it per call.
     pub fn lock(&self) -> Writer<'_, T> {
-        #[cfg(not(loom))]
-        let st = self.w.lock().unwrap_or_else(|e| e.into_inner());
-        #[cfg(loom)]
-        let st = self.w.lock().unwrap();
-        Writer { tree: self, st }
+        Writer { tree: self, st: self.w.lock() }
     }
 
     /// The entry at `index`, if any (one guard pinned for the call).
