@@ -22,7 +22,7 @@
 //! hundreds of millions) are refused before anything runs (exit status 2; `--force` runs them anyway). The
 //! kernel runner leaves no process and no temporary directory behind, even when this command is killed
 //! (`vmspace_linux::replay`, "Nothing outlives the command"). A script that runs for more than 2 s shows its
-//! progress in calls, on the engine (counted by [`WithProgress`]) and on the kernel (counted by the runner
+//! progress in calls, on the engine (counted through `vmspace_script::Observed`) and on the kernel (counted by the runner
 //! child, `vmspace_linux::replay::replay_kernel_observed`); so does a seed range, in scripts.
 
 use crate::common::{self, JsonOut, Progress, Status, Text, usage};
@@ -35,8 +35,7 @@ use vmspace_replay::EngineTarget;
 use vmspace_results::host::HostInfo;
 use vmspace_results::report::{Report, ReportSet, Verdict};
 use vmspace_script::{
-    Advice, Arena, Errno, GenConfig, MapFlags, MremapFlags, Op, Output, Prot, Script, Target, compare,
-    generate, minimise, run_in,
+    Arena, GenConfig, MapFlags, Observed, Op, Output, Script, compare, generate, minimise, run_in,
 };
 
 /// Arguments of `vmspace replay`.
@@ -166,6 +165,9 @@ fn check_generated(calls: usize, scripts: u64, force: bool) -> Result<()> {
     common::check_time(&format!("{scripts} script(s) of {calls} calls"), secs, TIME_LIMIT_SECS, force)
 }
 
+/// How often a script on the engine reports its progress and checks for Ctrl-C, in calls.
+const ENGINE_PROGRESS_EVERY: u64 = 4096;
+
 /// Runs a script on the engine, configured like the host (mmap_min_addr, max_map_count, anonymous VMA names,
 /// ...), as the semantics contract requires for comparisons with the live kernel; with a headroom, its
 /// `max_map_count` is the headroom.
@@ -174,94 +176,24 @@ fn run_engine(script: &Script, arena: Arena, headroom: Option<u64>) -> Result<Ou
     if let Some(h) = headroom {
         cfg.max_map_count = h;
     }
-    let mut t = WithProgress::new(EngineTarget::new(cfg), script.lines.len() as u64);
-    let out = run_in(script, &mut t, arena);
-    t.progress.finish();
-    Ok(out)
-}
-
-/// A [`Target`] that passes every call on to `inner` and shows the progress of a long script (every
-/// [`WithProgress::EVERY`] calls; nothing for a script done within 2 s); at the same points it ends the command
-/// with status 130 if the user pressed Ctrl-C.
-struct WithProgress<T> {
-    inner: T,
-    calls: u64,
-    progress: Progress,
-}
-
-impl<T: Target> WithProgress<T> {
-    const EVERY: u64 = 4096;
-
-    fn new(inner: T, total: u64) -> Self {
-        Self { inner, calls: 0, progress: Progress::new(total) }
-    }
-
-    fn count(&mut self) -> &mut T {
-        self.calls += 1;
-        if self.calls.is_multiple_of(Self::EVERY) {
+    // Progress every ENGINE_PROGRESS_EVERY calls (nothing for a script done within 2 s); at the same points the
+    // command ends with status 130 if the user pressed Ctrl-C. The engine owns no process and no file: nothing to
+    // clean up before stopping.
+    let mut progress = Progress::new(script.lines.len() as u64);
+    let mut t = Observed::new(EngineTarget::new(cfg), |calls| {
+        if calls.is_multiple_of(ENGINE_PROGRESS_EVERY) {
             if vmspace_linux::child::interrupted() {
-                // The engine owns no process and no file: nothing to clean up before stopping.
-                self.progress.finish();
+                progress.finish();
                 eprintln!("vmspace: interrupted");
                 std::process::exit(130);
             }
-            self.progress.set_done(self.calls, "calls on the engine");
+            progress.set_done(calls, "calls on the engine");
         }
-        &mut self.inner
-    }
-}
-
-impl<T: Target> Target for WithProgress<T> {
-    fn file(&mut self, name: &str, size: u64) -> Result<u64, Errno> {
-        self.count().file(name, size)
-    }
-    fn mmap(
-        &mut self,
-        addr: u64,
-        len: u64,
-        prot: Prot,
-        flags: MapFlags,
-        file: Option<(&str, u64)>,
-    ) -> Result<u64, Errno> {
-        self.count().mmap(addr, len, prot, flags, file)
-    }
-    fn munmap(&mut self, addr: u64, len: u64) -> Result<u64, Errno> {
-        self.count().munmap(addr, len)
-    }
-    fn mprotect(&mut self, addr: u64, len: u64, prot: Prot) -> Result<u64, Errno> {
-        self.count().mprotect(addr, len, prot)
-    }
-    fn mremap(
-        &mut self,
-        addr: u64,
-        old_len: u64,
-        new_len: u64,
-        flags: MremapFlags,
-        new_addr: u64,
-    ) -> Result<u64, Errno> {
-        self.count().mremap(addr, old_len, new_len, flags, new_addr)
-    }
-    fn madvise(&mut self, addr: u64, len: u64, advice: Advice) -> Result<u64, Errno> {
-        self.count().madvise(addr, len, advice)
-    }
-    fn touch(&mut self, addr: u64, len: u64, write: bool) -> Result<(), u64> {
-        self.count().touch(addr, len, write)
-    }
-    fn name(&mut self, addr: u64, len: u64, name: Option<&str>) -> Result<u64, Errno> {
-        self.count().name(addr, len, name)
-    }
-    fn brk(&mut self, addr: u64) -> Result<u64, Errno> {
-        self.count().brk(addr)
-    }
-    fn fork(&mut self) -> Result<u64, Errno> {
-        self.count().fork()
-    }
-    fn maps(&mut self) -> String {
-        self.count().maps()
-    }
-    fn file_path(&self, name: &str) -> Option<String> {
-        self.inner.file_path(name)
-    }
+    });
+    let out = run_in(script, &mut t, arena);
+    drop(t);
+    progress.finish();
+    Ok(out)
 }
 
 /// Runs a script on the live kernel. A script the runner's guard refuses (it would change the runner's own

@@ -643,73 +643,6 @@ fn remove_tree(path: &std::ffi::CStr) {
     }
 }
 
-/// A [`Target`] that counts the calls it passes on into a word shared with the parent (progress).
-struct Counted<'a, T> {
-    inner: &'a mut T,
-    calls: &'a std::sync::atomic::AtomicU64,
-}
-
-impl<T: Target> Counted<'_, T> {
-    fn count(&mut self) -> &mut T {
-        // Relaxed: pairs with the parent's relaxed load; a count for display, ordering nothing else.
-        self.calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.inner
-    }
-}
-
-impl<T: Target> Target for Counted<'_, T> {
-    fn file(&mut self, name: &str, size: u64) -> Result<u64, Errno> {
-        self.count().file(name, size)
-    }
-    fn mmap(
-        &mut self,
-        addr: u64,
-        len: u64,
-        prot: Prot,
-        flags: MapFlags,
-        file: Option<(&str, u64)>,
-    ) -> Result<u64, Errno> {
-        self.count().mmap(addr, len, prot, flags, file)
-    }
-    fn munmap(&mut self, addr: u64, len: u64) -> Result<u64, Errno> {
-        self.count().munmap(addr, len)
-    }
-    fn mprotect(&mut self, addr: u64, len: u64, prot: Prot) -> Result<u64, Errno> {
-        self.count().mprotect(addr, len, prot)
-    }
-    fn mremap(
-        &mut self,
-        addr: u64,
-        old_len: u64,
-        new_len: u64,
-        flags: MremapFlags,
-        new_addr: u64,
-    ) -> Result<u64, Errno> {
-        self.count().mremap(addr, old_len, new_len, flags, new_addr)
-    }
-    fn madvise(&mut self, addr: u64, len: u64, advice: Advice) -> Result<u64, Errno> {
-        self.count().madvise(addr, len, advice)
-    }
-    fn touch(&mut self, addr: u64, len: u64, write: bool) -> Result<(), u64> {
-        self.count().touch(addr, len, write)
-    }
-    fn name(&mut self, addr: u64, len: u64, name: Option<&str>) -> Result<u64, Errno> {
-        self.count().name(addr, len, name)
-    }
-    fn brk(&mut self, addr: u64) -> Result<u64, Errno> {
-        self.count().brk(addr)
-    }
-    fn fork(&mut self) -> Result<u64, Errno> {
-        self.count().fork()
-    }
-    fn maps(&mut self) -> String {
-        self.count().maps()
-    }
-    fn file_path(&self, name: &str) -> Option<String> {
-        self.inner.file_path(name)
-    }
-}
-
 /// The child: run, write, `_exit`. Never returns.
 fn child_main(
     script: &Script,
@@ -730,8 +663,11 @@ fn child_main(
         {
             t.refuse(msg);
         }
-        let output = vmspace_script::run_in(script, &mut Counted { inner: &mut t, calls }, arena);
-        write_all(&t.out, output.render().as_bytes());
+        // Relaxed: pairs with the parent's relaxed load; a count for display, ordering nothing else.
+        let mut observed =
+            vmspace_script::Observed::new(t, |n| calls.store(n, std::sync::atomic::Ordering::Relaxed));
+        let output = vmspace_script::run_in(script, &mut observed, arena);
+        write_all(&observed.into_inner().out, output.render().as_bytes());
     }));
     let code = if r.is_ok() { 0 } else { EXIT_PANIC };
     // SAFETY: ends the child without running the parent's atexit handlers or destructors.

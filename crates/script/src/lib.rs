@@ -34,5 +34,5 @@ pub use ast::{ADVICE_NAMES, Line, MMAP_FLAG_NAMES, MREMAP_FLAG_NAMES, Op, ParseE
 pub use generate::{GenConfig, generate};
 pub use minimise::minimise;
 pub use output::{Arena, Difference, Entry, Output, Value, compare};
-pub use run::{Target, canonical_maps, run, run_in};
+pub use run::{Observed, Target, canonical_maps, run, run_in};
 pub use vmspace_abi::{Advice, Errno, MapFlags, MremapFlags, Prot};

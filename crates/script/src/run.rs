@@ -92,6 +92,91 @@ pub trait Target {
     fn file_path(&self, name: &str) -> Option<String>;
 }
 
+/// A [`Target`] that passes every call on to `inner` after telling `on_call` how many calls it has passed on so
+/// far, this one included: how a runner shows the progress of a long script, or stops it, without a second copy
+/// of the trait's forwarding. `file_path` is a query, not a call, and is not counted.
+pub struct Observed<T, F> {
+    inner: T,
+    calls: u64,
+    on_call: F,
+}
+
+impl<T: Target, F: FnMut(u64)> Observed<T, F> {
+    /// Wraps `inner`; `on_call(n)` runs before the n-th call (1-based) reaches it.
+    pub fn new(inner: T, on_call: F) -> Self {
+        Observed { inner, calls: 0, on_call }
+    }
+
+    /// The calls passed on so far.
+    pub fn calls(&self) -> u64 {
+        self.calls
+    }
+
+    /// The wrapped target.
+    pub fn into_inner(self) -> T {
+        self.inner
+    }
+
+    fn count(&mut self) -> &mut T {
+        self.calls += 1;
+        (self.on_call)(self.calls);
+        &mut self.inner
+    }
+}
+
+impl<T: Target, F: FnMut(u64)> Target for Observed<T, F> {
+    fn file(&mut self, name: &str, size: u64) -> Result<u64, Errno> {
+        self.count().file(name, size)
+    }
+    fn mmap(
+        &mut self,
+        addr: u64,
+        len: u64,
+        prot: Prot,
+        flags: MapFlags,
+        file: Option<(&str, u64)>,
+    ) -> Result<u64, Errno> {
+        self.count().mmap(addr, len, prot, flags, file)
+    }
+    fn munmap(&mut self, addr: u64, len: u64) -> Result<u64, Errno> {
+        self.count().munmap(addr, len)
+    }
+    fn mprotect(&mut self, addr: u64, len: u64, prot: Prot) -> Result<u64, Errno> {
+        self.count().mprotect(addr, len, prot)
+    }
+    fn mremap(
+        &mut self,
+        addr: u64,
+        old_len: u64,
+        new_len: u64,
+        flags: MremapFlags,
+        new_addr: u64,
+    ) -> Result<u64, Errno> {
+        self.count().mremap(addr, old_len, new_len, flags, new_addr)
+    }
+    fn madvise(&mut self, addr: u64, len: u64, advice: Advice) -> Result<u64, Errno> {
+        self.count().madvise(addr, len, advice)
+    }
+    fn touch(&mut self, addr: u64, len: u64, write: bool) -> Result<(), u64> {
+        self.count().touch(addr, len, write)
+    }
+    fn name(&mut self, addr: u64, len: u64, name: Option<&str>) -> Result<u64, Errno> {
+        self.count().name(addr, len, name)
+    }
+    fn brk(&mut self, addr: u64) -> Result<u64, Errno> {
+        self.count().brk(addr)
+    }
+    fn fork(&mut self) -> Result<u64, Errno> {
+        self.count().fork()
+    }
+    fn maps(&mut self) -> String {
+        self.count().maps()
+    }
+    fn file_path(&self, name: &str) -> Option<String> {
+        self.inner.file_path(name)
+    }
+}
+
 /// Keeps the maps lines of `text` that overlap `arena`, canonicalising mappings of script files and the
 /// inode numbers of shared anonymous mappings (see [`crate::output`]): `files` lists `(NAME, path)` in
 /// declaration order. A line that does not parse is kept verbatim (it will show up in a comparison).
@@ -281,6 +366,26 @@ MAPS
 END
 ";
         assert_eq!(text, expect);
+    }
+
+    #[test]
+    fn observed_counts_every_call_and_changes_nothing() {
+        let s = Script::parse(
+            "file a 8192\nmmap 0x200000002000 4096 r-- shared|fixed fd=a off=4096\nmprotect 0 0 ---\n\
+             touch 0x200000000000 8192 w\nname 0x200000000000 4096 x\nbrk 0\nmaps\nmremap 1 2 3 fixed 0x4000\n",
+        )
+        .unwrap();
+        let plain = run(&s, &mut Recorder::default()).render();
+        let mut seen = Vec::new();
+        let mut t = Observed::new(Recorder::default(), |n| seen.push(n));
+        let observed = run(&s, &mut t).render();
+        assert_eq!(observed, plain, "the wrapper passes every call and answer through");
+        let calls = t.calls();
+        let inner = t.into_inner();
+        // Eight lines, then the closing maps: every call the driver made was counted, in order, once.
+        assert!(calls >= 9, "{calls}");
+        assert_eq!(inner.calls[1], "mmap 0x200000002000 0x1000 Some((\"a\", 4096))");
+        assert_eq!(seen, (1..=calls).collect::<Vec<_>>());
     }
 
     #[test]
