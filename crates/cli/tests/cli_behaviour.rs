@@ -11,6 +11,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+use common::{alive, children_of, wait_exit};
+
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_vmspace"))
 }
@@ -365,14 +368,7 @@ fn an_interrupted_benchmark_exits_130() {
         .unwrap();
     std::thread::sleep(Duration::from_millis(500));
     assert!(Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
-    let t = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(t.elapsed() < Duration::from_secs(20), "bench tree did not stop on Ctrl-C");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = wait_exit(&mut child, Duration::from_secs(20), "bench tree did not stop on Ctrl-C");
     assert_eq!(status.code(), Some(130));
     let mut err = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
@@ -423,26 +419,6 @@ fn mprotect_script(dir: &Path, n: usize) -> PathBuf {
     script(dir, "long.script", &text)
 }
 
-/// The pids whose parent is `pid`.
-fn children_of(pid: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(p) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else { continue };
-        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else { continue };
-        if rest.split_whitespace().nth(1).and_then(|s| s.parse::<u32>().ok()) == Some(pid) {
-            out.push(p);
-        }
-    }
-    out
-}
-
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| !s.rsplit_once(')').is_some_and(|(_, r)| r.trim_start().starts_with('Z')))
-        .unwrap_or(false)
-}
-
 fn leftovers(tmp: &Path) -> Vec<String> {
     std::fs::read_dir(tmp).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect()
 }
@@ -476,14 +452,7 @@ fn nothing_outlives(args: &[&str], signal: &str) {
     // Its children's children too (none expected, but a script fork would make one).
     let st = Command::new("kill").args([signal, &pid.to_string()]).status().unwrap();
     assert!(st.success());
-    let t = Instant::now();
-    let status = loop {
-        if let Some(s) = cmd.try_wait().unwrap() {
-            break s;
-        }
-        assert!(t.elapsed() < Duration::from_secs(10), "{args:?} did not stop on {signal}");
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let status = wait_exit(&mut cmd, Duration::from_secs(10), &format!("{args:?} did not stop on {signal}"));
     if signal == "-INT" {
         assert_eq!(status.code(), Some(130), "{args:?}");
         let mut err = String::new();
@@ -527,14 +496,7 @@ fn an_interrupted_engine_replay_exits_130() {
         bin().arg("replay").arg(&long).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
     std::thread::sleep(Duration::from_millis(700));
     assert!(Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
-    let t = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(t.elapsed() < Duration::from_secs(10), "replay did not stop on Ctrl-C");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = wait_exit(&mut child, Duration::from_secs(10), "replay did not stop on Ctrl-C");
     assert_eq!(status.code(), Some(130));
 }
 

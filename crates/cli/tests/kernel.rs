@@ -6,6 +6,9 @@ use serde_json::Value;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+use common::{alive, children_of, wait_exit};
+
 fn vmspace(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_vmspace")).args(args).output().expect("run vmspace")
 }
@@ -201,28 +204,6 @@ fn bad_arguments_fail_cleanly() {
     }
 }
 
-/// The pids whose parent is `pid`.
-fn children_of(pid: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else { continue };
-        // Fields after the parenthesised command: state ppid ...
-        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else { continue };
-        if rest.split_whitespace().nth(1).and_then(|s| s.parse::<u32>().ok()) == Some(pid) {
-            out.push(p);
-        }
-    }
-    out
-}
-
-fn alive(pid: u32) -> bool {
-    // A reaped process has no /proc entry; a zombie would still show state Z.
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| !s.rsplit_once(')').is_some_and(|(_, r)| r.trim_start().starts_with('Z')))
-        .unwrap_or(false)
-}
-
 fn no_child_outlives(signal: &str) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_vmspace"))
         .args([
@@ -257,14 +238,7 @@ fn no_child_outlives(signal: &str) {
     assert!(kids.len() >= 3, "children never appeared: {kids:?}");
     let st = Command::new("kill").args([signal, &pid.to_string()]).status().unwrap();
     assert!(st.success());
-    let t = Instant::now();
-    let status = loop {
-        if let Some(s) = cmd.try_wait().unwrap() {
-            break s;
-        }
-        assert!(t.elapsed() < Duration::from_secs(10), "vmspace did not stop on {signal}");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = wait_exit(&mut cmd, Duration::from_secs(10), &format!("vmspace did not stop on {signal}"));
     assert!(!status.success());
     if signal == "-INT" {
         assert_eq!(status.code(), Some(130), "an interrupted command exits with 130");
