@@ -74,9 +74,12 @@ pub mod vma;
 #[cfg(not(feature = "testing"))]
 mod vma;
 
-pub use space::{Mm, MmConfig, MmShared, Overcommit};
+pub use space::{HugetlbConfig, HugetlbPool, Mm, MmConfig, MmShared, Overcommit};
 pub use vma::{
-    AnonVma, FileKind, MmLocking, MmapReadGuard, VmFile, Vma, VmaFind, VmaLockCounts, VmaLockStats,
-    VmaLookup, VmaReadGuard, VmaSnapshot, lock_next_vma, lock_vma_under_rcu,
+    AnonVma, FileKind, FileSize, HugeObject, HugePool, HugeRef, MmLocking, MmapReadGuard, VmFile, Vma,
+    VmaFind, VmaLockCounts, VmaLockStats, VmaLookup, VmaReadGuard, VmaSnapshot, lock_next_vma,
+    lock_vma_under_rcu,
 };
-pub use vmspace_abi::{Advice, Errno, MapFlags, MremapFlags, PAGE_SIZE, Prot, TASK_SIZE, VmFlags};
+pub use vmspace_abi::{
+    Advice, Errno, MapFlags, MremapFlags, PAGE_SIZE, PkeyRights, Prot, TASK_SIZE, VmFlags,
+};
