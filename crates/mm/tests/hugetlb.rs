@@ -8,7 +8,6 @@
 use vmspace_mm::space::{
     Errno, HugetlbConfig, HugetlbPool, MapFlags, Mm, MmConfig, MremapFlags, Prot, VmFile,
 };
-use vmspace_mm::vma::VmFlags;
 
 const B: u64 = 0x2000_0000_0000;
 const P: u64 = 4096;

@@ -253,3 +253,16 @@ fn thp_fixed_at_zero_stays_thp_get_unmapped_area() {
     let mut user = mm();
     assert_eq!(user.mmap(0, M2, Prot::RW, AF, None, 0), Err(Errno::EPERM));
 }
+
+/// `SYSCALL_DEFINE1(brk)`: a break within a page of 2^64 rounds up to 0, its length wraps, and
+/// `check_brk_limits` refuses it (ENOMEM): the old break comes back. (Found by
+/// `scripts/regress/top-of-address-space.script`: the engine's subtraction overflowed.)
+#[test]
+fn brk_near_the_top_wraps_check_brk_limits() {
+    let mut m = mm();
+    let old = m.brk_value();
+    assert_eq!(m.brk(0xffff_ffff_ffff_ff00), old);
+    assert_eq!(m.brk(u64::MAX), old);
+    assert_eq!(m.brk(TASK_SIZE + P), old);
+    m.validate().unwrap();
+}

@@ -45,8 +45,9 @@ impl Mm {
             self.remove_range(newbrk, oldbrk);
             return Ok(());
         }
-        // check_brk_limits: get_unmapped_area(NULL, oldbrk, len, 0, MAP_FIXED).
-        self.get_unmapped_area(None, oldbrk, newbrk - oldbrk, super::MapFlags::FIXED)?;
+        // check_brk_limits: get_unmapped_area(NULL, oldbrk, len, 0, MAP_FIXED). A break within a page of 2^64
+        // rounds up to 0, and the length wraps to more than TASK_SIZE: ENOMEM, as in C.
+        self.get_unmapped_area(None, oldbrk, newbrk.wrapping_sub(oldbrk), super::MapFlags::FIXED)?;
         let guard_end = newbrk.saturating_add(PAGE_SIZE).saturating_add(self.cfg.stack_guard_gap);
         if let Some(next) = self.find_intersection(oldbrk, guard_end)
             && newbrk + PAGE_SIZE > self.vm_start_gap(next)
