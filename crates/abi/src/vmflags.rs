@@ -151,7 +151,8 @@ impl VmFlags {
     /// `VM_UFFD_MINOR` (bit 41): userfaultfd minor faults. Bit position UNCONFIRMED for 6.18 (38 in older
     /// releases).
     pub const UFFD_MINOR: Self = Self(1 << 41);
-    /// `VM_SEALED` (bit 42): mseal()ed. Bit position UNCONFIRMED for 6.18 (bit 63 in 6.10 … 6.14).
+    /// `VM_SEALED` (bit 42): mseal()ed. Bit position UNCONFIRMED for 6.18 (bit 63 in 6.10 … 6.14); the live
+    /// 6.18 kernel prints `sl` after `dp` in smaps, as bit order 40 < 42 gives.
     pub const SEALED: Self = Self(1 << 42);
 
     /// `VM_SPECIAL`: mappings that are never merged and never grown (`IO | DONTEXPAND | PFNMAP | MIXEDMAP`).

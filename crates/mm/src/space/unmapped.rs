@@ -26,7 +26,10 @@
 //! a `MAP_FIXED` address can produce) is returned as that error: `IS_ERR_VALUE(addr)` holds, so the address is
 //! handed back unchanged and the syscall's caller reads it as `-errno` (`0xffffffffffffffff` is EPERM,
 //! `0xffffffffffffff00` errno 256); then a result ending beyond `TASK_SIZE` is ENOMEM, an unaligned one EINVAL,
-//! one below `mmap_min_addr` EPERM without CAP_SYS_RAWIO.
+//! one below `mmap_min_addr` EPERM without CAP_SYS_RAWIO. Of the calls that return an address only mmap can
+//! meet the error range: mremap checks its new address against `TASK_SIZE - new_len` first
+//! (`check_mremap_params`, EINVAL), and a break there rounds up to 0 and asks for a length beyond `TASK_SIZE`
+//! (`check_brk_limits`, which brk answers with the old break); `scripts/regress/top-of-address-space.script`.
 
 use super::VmFlags;
 use super::config::DEFAULT_MAP_WINDOW as DEFAULT_MAP_WINDOW_;
