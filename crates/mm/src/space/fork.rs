@@ -102,6 +102,7 @@ impl Mm {
             next_shmem_ino: self.next_shmem_ino,
             // `arch_dup_pkeys` (and `dup_mm`'s copy without PKU); the forking thread's PKRU goes with it.
             pkeys: self.pkeys,
+            sealed: self.sealed,
             // The host's pools are one for the whole process tree.
             huge: self.huge.clone(),
             vmas: Vmas {

@@ -99,6 +99,9 @@ impl Mm {
 
     /// `vm_ops->may_split` (`hugetlb_vm_op_split`): a hugetlb VMA splits only at a huge page boundary.
     pub(crate) fn may_split(&self, v: V, addr: u64) -> Result<(), Errno> {
+        if !v.fl().intersects(VmFlags::HUGETLB) {
+            return Ok(());
+        }
         match v.file().and_then(|f| f.huge_page_size()) {
             Some(size) if !addr.is_multiple_of(size) => Err(Errno::EINVAL),
             _ => Ok(()),
@@ -176,6 +179,7 @@ impl Mm {
     /// The hugetlb ranges of VMAs about to be unmapped (for [`Mm::hugetlb_release`] after the removal).
     pub(crate) fn hugetlb_ranges(&self, gone: &[V]) -> Vec<HugeRange> {
         gone.iter()
+            .filter(|v| v.fl().intersects(VmFlags::HUGETLB))
             .filter_map(|&v| {
                 let f = v.file()?;
                 let obj = f.huge.as_ref()?.0.clone();

@@ -86,6 +86,9 @@ pub struct Mm {
     vmas: Vmas,
     /// Protection keys ([`pkeys`]).
     pkeys: pkeys::PkeyState,
+    /// Whether any VMA may be sealed (set by the first `mseal`, copied by fork): munmap's seal walk is skipped
+    /// while it is false.
+    sealed: bool,
     /// The hugetlb pools, one per huge page size ([`hugetlb`]); shared with fork children.
     huge: Arc<Vec<Arc<crate::vma::HugePool>>>,
 }
@@ -119,6 +122,7 @@ impl Mm {
             brk: cfg.start_brk,
             start_brk: cfg.start_brk,
             pkeys: pkeys::PkeyState::new(cfg.pku),
+            sealed: false,
             huge: Mm::new_huge_pools(&cfg),
             cfg,
             alloc_budget: None,

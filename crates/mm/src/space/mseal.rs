@@ -58,6 +58,11 @@ fn is_discard(advice: Advice) -> bool {
 }
 
 impl Mm {
+    /// Whether a VMA of `[start, end)` is sealed (`false` at once while no VMA of this mm ever was).
+    pub(crate) fn any_sealed_in(&self, start: u64, end: u64) -> bool {
+        self.sealed && self.vmas_between(start, end).any(vma_is_sealed)
+    }
+
     /// `mseal(start, len, flags)`: seals the mapped range (module docs).
     pub fn mseal(&mut self, start: u64, len_in: u64, flags: u64) -> Result<(), Errno> {
         if flags != 0 {
@@ -99,6 +104,7 @@ impl Mm {
         // Worst case per VMA: two splits and a tree store, reserved before anything changes.
         let n = self.vmas_between(start, end).count() as u64;
         self.reserve(3 * n)?;
+        self.sealed = true;
         let mut pos = start;
         while pos < end {
             let v = self.lookup(pos).expect("the range is mapped");

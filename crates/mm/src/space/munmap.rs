@@ -72,7 +72,7 @@ impl Mm {
             self.split_below(first, start);
         }
         // Each VMA of the range in turn: a sealed one stops the gather (the split above stays).
-        if self.vmas_between(start, end).any(super::mseal::vma_is_sealed) {
+        if self.any_sealed_in(start, end) {
             return Err(Errno::EPERM);
         }
         // The VMA holding `end - 1`: the first one inside when it reaches that far (no walk), else the last
