@@ -74,6 +74,10 @@ impl Errno {
     pub const EBUSY: Self = Self(16);
     /// Name too long.
     pub const ENAMETOOLONG: Self = Self(36);
+    /// File too large (`ftruncate` beyond the file system's or the process's limit).
+    pub const EFBIG: Self = Self(27);
+    /// No space left (`pkey_alloc` with every protection key allocated).
+    pub const ENOSPC: Self = Self(28);
 
     /// The errno with this positive value.
     pub const fn from_raw(v: i32) -> Self {

@@ -1,7 +1,7 @@
 //! Linux user-ABI values that every layer of vmspace shares, defined once: the errno type that the engine
 //! returns, the op-script output prints and the live-kernel runner reads back from real syscalls; the page size
 //! and `TASK_SIZE`; and the typed arguments of the memory-management calls ([`Prot`], [`MapFlags`],
-//! [`MremapFlags`], [`Advice`]); and [`VmFlags`], a VMA's `vm_flags` word with its smaps mnemonics, which the
+//! [`MremapFlags`], [`Advice`], [`PkeyRights`]); and [`VmFlags`], a VMA's `vm_flags` word with its smaps mnemonics, which the
 //! engine keeps and the `/proc` formats print.
 //!
 //! ```
@@ -12,8 +12,8 @@
 //! assert_eq!(flags.bits(), 0x22);
 //! assert_eq!(Prot::RW.bits(), 3);
 //! // ...that keep whatever raw bits a caller passes (the kernel answers unknown ones with an errno).
-//! let odd = MapFlags::from_bits_retain(flags.bits() | 1 << 30);
-//! assert_eq!(odd.bits(), 0x4000_0022);
+//! let odd = MapFlags::from_bits_retain(flags.bits() | 1 << 31);
+//! assert_eq!(odd.bits(), 0x8000_0022);
 //! assert!(!MapFlags::LEGACY.contains(odd));
 //! // Advice is any int, named or not.
 //! assert_eq!(Advice::from_raw(4), Advice::DONTNEED);
@@ -31,5 +31,7 @@ mod mman;
 mod vmflags;
 
 pub use errno::Errno;
-pub use mman::{Advice, MapFlags, MremapFlags, PAGE_MASK, PAGE_SHIFT, PAGE_SIZE, Prot, TASK_SIZE};
+pub use mman::{
+    Advice, MapFlags, MremapFlags, PAGE_MASK, PAGE_SHIFT, PAGE_SIZE, PkeyRights, Prot, TASK_SIZE,
+};
 pub use vmflags::VmFlags;

@@ -1,5 +1,5 @@
 //! The memory-management call arguments of the Linux user ABI: the page size and the user address-space
-//! limit, and typed `PROT_*`, `MAP_*`, `MREMAP_*` and `MADV_*` values.
+//! limit, and typed `PROT_*`, `MAP_*`, `MREMAP_*`, `MADV_*` and `PKEY_*` values.
 //!
 //! Values are Linux 6.18's for x86-64 (`include/uapi/asm-generic/mman-common.h`, `mman.h`,
 //! `include/uapi/linux/mman.h`, `arch/x86/include/uapi/asm/mman.h`, `arch/x86/include/asm/page_types.h`,
@@ -84,8 +84,12 @@ bitflags::bitflags! {
         const FIXED = 0x10;
         /// `MAP_ANONYMOUS` (0x20): no file.
         const ANONYMOUS = 0x20;
-        /// `MAP_32BIT` (0x40, x86-64): place the mapping in the first 2 GiB.
+        /// `MAP_32BIT` (0x40, x86-64): place the mapping in the first 2 GiB (`arch/x86/kernel/sys_x86_64.c:
+        /// find_start_end`: bottom-up in `[0x40000000, 0x80000000)`).
         const BELOW_2G = 0x40;
+        /// `MAP_ABOVE4G` (0x80, x86-64): search no lower than 4 GiB (`arch_get_unmapped_area_topdown`'s low
+        /// limit); in `LEGACY_MAP_MASK` on this kernel.
+        const ABOVE4G = 0x80;
         /// `MAP_GROWSDOWN` (0x100): a stack (`VM_GROWSDOWN`).
         const GROWSDOWN = 0x100;
         /// `MAP_DENYWRITE` (0x800): ignored.
@@ -111,7 +115,8 @@ bitflags::bitflags! {
         /// `MAP_UNINITIALIZED` (0x4000000): no zeroing (honoured only without an MMU; ignored here). It
         /// shares its bit with the lowest bit of the `MAP_HUGE_*` size field, as in Linux.
         const UNINITIALIZED = 0x400_0000;
-        /// `MAP_HUGE_MASK << MAP_HUGE_SHIFT` (bits 26..31): log2 of the huge page size with `MAP_HUGETLB`.
+        /// `MAP_HUGE_MASK << MAP_HUGE_SHIFT` (bits 26..31): log2 of the huge page size with `MAP_HUGETLB`
+        /// (0: the default huge page size).
         const HUGE_SIZE = 0x3f << 26;
         // Every other bit is kept as given.
         const _ = !0;
@@ -119,7 +124,16 @@ bitflags::bitflags! {
 }
 
 impl MapFlags {
-    /// `LEGACY_MAP_MASK`: the flags `MAP_SHARED` silently accepts and `MAP_SHARED_VALIDATE` validates against.
+    /// `MAP_HUGE_2MB` (`21 << MAP_HUGE_SHIFT`): 2 MiB huge pages with `MAP_HUGETLB` (a value of the size field,
+    /// not a single flag).
+    pub const HUGE_2MB: MapFlags = MapFlags::from_bits_retain(21 << 26);
+    /// `MAP_HUGE_1GB` (`30 << MAP_HUGE_SHIFT`): 1 GiB huge pages with `MAP_HUGETLB`.
+    pub const HUGE_1GB: MapFlags = MapFlags::from_bits_retain(30 << 26);
+    /// `LEGACY_MAP_MASK` of `include/linux/mman.h` on x86-64: the flags `MAP_SHARED` silently accepts and
+    /// `MAP_SHARED_VALIDATE` validates against. Besides the historical flags it holds `MAP_32BIT`,
+    /// `MAP_ABOVE4G`, `MAP_HUGE_2MB` and `MAP_HUGE_1GB` (bits 26..30 of the size field; bit 31 is not in it),
+    /// checked against the live 6.18 kernel bit by bit: `MAP_SHARED_VALIDATE` of an ext4 file accepts exactly
+    /// these (`MAP_SYNC` only where the file system supports it, `MAP_FIXED_NOREPLACE` never).
     pub const LEGACY: MapFlags = MapFlags::SHARED
         .union(MapFlags::PRIVATE)
         .union(MapFlags::FIXED)
@@ -133,9 +147,19 @@ impl MapFlags {
         .union(MapFlags::POPULATE)
         .union(MapFlags::NONBLOCK)
         .union(MapFlags::STACK)
-        .union(MapFlags::HUGETLB);
+        .union(MapFlags::HUGETLB)
+        .union(MapFlags::BELOW_2G)
+        .union(MapFlags::ABOVE4G)
+        .union(MapFlags::HUGE_2MB)
+        .union(MapFlags::HUGE_1GB);
     /// `MAP_HUGE_SHIFT`: where the log2 of the huge page size starts.
     pub const HUGE_SHIFT: u32 = 26;
+
+    /// The `MAP_HUGE_*` size field: `(flags >> MAP_HUGE_SHIFT) & MAP_HUGE_MASK`, the log2 of the huge page size
+    /// `MAP_HUGETLB` asks for (0: the default size). Its lowest bit is `MAP_UNINITIALIZED`'s.
+    pub const fn huge_size_log(self) -> u32 {
+        (self.bits() >> Self::HUGE_SHIFT) & 0x3f
+    }
 
     /// The mapping type: `self & MAP_TYPE`.
     pub const fn map_type(self) -> MapFlags {
@@ -157,6 +181,26 @@ bitflags::bitflags! {
         // Every other bit is kept as given.
         const _ = !0;
     }
+}
+
+bitflags::bitflags! {
+    /// `PKEY_*`: the access rights `pkey_alloc` gives a new protection key in the calling thread's PKRU
+    /// (`include/uapi/asm-generic/mman-common.h`; x86 has no `PKEY_DISABLE_EXECUTE`). Unknown bits are kept
+    /// (the kernel answers them with `EINVAL`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
+    pub struct PkeyRights: u32 {
+        /// `PKEY_DISABLE_ACCESS` (1): no data access through the key.
+        const DISABLE_ACCESS = 1;
+        /// `PKEY_DISABLE_WRITE` (2): no data writes through the key.
+        const DISABLE_WRITE = 2;
+        // Every other bit is kept as given.
+        const _ = !0;
+    }
+}
+
+impl PkeyRights {
+    /// `PKEY_ACCESS_MASK`: the rights `pkey_alloc` accepts.
+    pub const ACCESS_MASK: PkeyRights = PkeyRights::DISABLE_ACCESS.union(PkeyRights::DISABLE_WRITE);
 }
 
 /// `MADV_*`: the advice argument of `madvise`. A newtype over the raw `int`, so that every value a caller can
@@ -297,17 +341,22 @@ mod tests {
         assert_eq!(p.bits(), 0x8000_0003);
         assert_eq!((p & !Prot::WRITE).bits(), 0x8000_0001);
         assert_eq!((!Prot::READ).bits(), !1);
-        let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::from_bits_retain(1 << 30);
+        let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::from_bits_retain(1 << 31);
         assert_eq!(MapFlags::from_bits_retain(f.bits()), f);
         assert!(!MapFlags::LEGACY.contains(f));
-        assert_eq!(f.difference(MapFlags::LEGACY).bits(), 1 << 30);
+        assert_eq!(f.difference(MapFlags::LEGACY).bits(), 1 << 31);
         assert_eq!(MremapFlags::from_bits_retain(0x10).bits(), 0x10);
     }
 
     #[test]
     fn linux_values() {
         assert_eq!(MapFlags::BELOW_2G.bits(), 0x40);
-        assert_eq!(MapFlags::LEGACY.bits(), 0x407_f933);
+        // Measured on the live 6.18 kernel: MAP_SHARED_VALIDATE of an ext4 file accepts exactly these bits.
+        assert_eq!(MapFlags::LEGACY.bits(), 0x7c07_f9f3);
+        assert_eq!(MapFlags::HUGE_2MB.huge_size_log(), 21);
+        assert_eq!((MapFlags::HUGETLB | MapFlags::HUGE_1GB).huge_size_log(), 30);
+        assert_eq!(MapFlags::UNINITIALIZED.huge_size_log(), 1);
+        assert_eq!(PkeyRights::ACCESS_MASK.bits(), 3);
         assert_eq!(MapFlags::SHARED_VALIDATE.map_type(), MapFlags::SHARED | MapFlags::PRIVATE);
         assert_eq!(Prot::RWX.bits(), 7);
         assert_eq!(PAGE_SIZE, 1 << PAGE_SHIFT);

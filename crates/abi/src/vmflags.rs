@@ -151,7 +151,8 @@ impl VmFlags {
     /// `VM_UFFD_MINOR` (bit 41): userfaultfd minor faults. Bit position UNCONFIRMED for 6.18 (38 in older
     /// releases).
     pub const UFFD_MINOR: Self = Self(1 << 41);
-    /// `VM_SEALED` (bit 42): mseal()ed. Bit position UNCONFIRMED for 6.18 (bit 63 in 6.10 … 6.14).
+    /// `VM_SEALED` (bit 42): mseal()ed. Bit position UNCONFIRMED for 6.18 (bit 63 in 6.10 … 6.14); the live
+    /// 6.18 kernel prints `sl` after `dp` in smaps, as bit order 40 < 42 gives.
     pub const SEALED: Self = Self(1 << 42);
 
     /// `VM_SPECIAL`: mappings that are never merged and never grown (`IO | DONTEXPAND | PFNMAP | MIXEDMAP`).
@@ -225,10 +226,17 @@ impl VmFlags {
         Self(self.0 & other.0)
     }
 
-    /// The x86 protection key stored in the `PKEY` bits.
+    /// The x86 protection key stored in the `PKEY` bits (`arch/x86/include/asm/pkeys.h: vma_pkey`).
     #[inline]
     pub const fn pkey(self) -> u32 {
         ((self.0 >> 32) & 0xf) as u32
+    }
+
+    /// The `PKEY` bits of protection key `key` (`arch_calc_vm_prot_bits`: bit 0 of the key to `VM_PKEY_BIT0`
+    /// and so on; x86 keys are 4 bits, higher key bits are dropped as the kernel's macro drops them).
+    #[inline]
+    pub const fn from_pkey(key: u32) -> Self {
+        Self(((key & 0xf) as u64) << 32)
     }
 
     /// The flag whose smaps mnemonic is `m` (`"gd"` gives `GROWSDOWN`), `None` for an unknown mnemonic.
@@ -420,6 +428,9 @@ mod tests {
         assert_eq!(f.difference(VmFlags::WRITE), VmFlags::READ);
         assert_eq!(f & !VmFlags::READ, VmFlags::WRITE);
         assert_eq!(VmFlags::from_bits(3u64 << 32 | 1).pkey(), 3);
+        assert_eq!(VmFlags::from_pkey(5), VmFlags::PKEY_BIT0 | VmFlags::PKEY_BIT2);
+        assert_eq!(VmFlags::from_pkey(15), VmFlags::PKEY_MASK);
+        assert_eq!(VmFlags::from_pkey(9).pkey(), 9);
         assert_eq!(
             format!("{:?}", f | VmFlags::from_bits(1 << 50)),
             "VmFlags(READ | WRITE | 0x4000000000000)"

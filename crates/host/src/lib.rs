@@ -26,9 +26,15 @@
 //!   distributions install beside the kernel, else `/proc/config.gz` (only with `CONFIG_IKCONFIG_PROC`;
 //!   gzip). Neither may exist: then every config question is unanswered (`None`), never guessed.
 //! - `/proc/meminfo` (totals, the default huge page size), `/proc/self/status` (the effective uid),
+//!   `/proc/self/limits` (`RLIMIT_FSIZE`, `RLIMIT_MEMLOCK`),
 //!   `/proc/cpuinfo` (model, feature flags: `pku`/`ospke` for protection keys), `/sys/devices/system/cpu/online`,
 //!   `/sys/kernel/mm/hugepages/` (one directory per huge page size) and
 //!   `/sys/kernel/mm/transparent_hugepage/enabled`.
+//!
+//! - The largest file size the temporary directory's file system allows (`s_maxbytes`, where the live-kernel
+//!   runner creates the files of op scripts): [`probe_max_file_size`] finds it with `ftruncate` (through
+//!   `std::fs::File::set_len`) on a scratch file there, which it removes again. This is the one probe that
+//!   writes: a sparse file that never holds a block.
 //!
 //! Probing never fails and never panics: a fact that cannot be read is `None` (or empty), and callers keep
 //! their defaults. Parsers are separate pure functions so that tests feed them text.
@@ -190,14 +196,27 @@ impl Cpu {
 }
 
 /// One hugetlb pool (`/sys/kernel/mm/hugepages/hugepages-<size>kB`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct HugePool {
     /// Page size in kB.
     pub size_kb: u64,
     /// `nr_hugepages`: pages in the pool.
     pub nr: u64,
-    /// `free_hugepages`.
+    /// `free_hugepages`: pages not faulted in by anyone.
     pub free: u64,
+    /// `resv_hugepages`: free pages promised to mappings (`hugetlb_reserve_pages`), not available to new ones.
+    pub resv: u64,
+    /// `surplus_hugepages`: pages allocated beyond `nr` under overcommit.
+    pub surplus: u64,
+    /// `nr_overcommit_hugepages`: how many surplus pages the pool may grow by.
+    pub overcommit: u64,
+}
+
+impl HugePool {
+    /// The pages a new reservation can still take without growing the pool (`free - resv`).
+    pub fn available(&self) -> u64 {
+        self.free.saturating_sub(self.resv)
+    }
 }
 
 /// The host's huge-page configuration: the hugetlb pools and the transparent huge page mode.
@@ -230,7 +249,14 @@ impl HugePages {
                         .and_then(|t| t.trim().parse().ok())
                         .unwrap_or(0)
                 };
-                pools.push(HugePool { size_kb, nr: num("nr_hugepages"), free: num("free_hugepages") });
+                pools.push(HugePool {
+                    size_kb,
+                    nr: num("nr_hugepages"),
+                    free: num("free_hugepages"),
+                    resv: num("resv_hugepages"),
+                    surplus: num("surplus_hugepages"),
+                    overcommit: num("nr_overcommit_hugepages"),
+                });
             }
         }
         pools.sort_by_key(|p| p.size_kb);
@@ -241,6 +267,46 @@ impl HugePages {
                 .and_then(|t| bracketed(&t).map(str::to_string)),
         }
     }
+}
+
+/// A soft limit of `/proc/self/limits` text (`Max file size`, `Max locked memory`): `Some(u64::MAX)` for
+/// `unlimited`, `None` if the line is absent or malformed.
+pub fn limit_soft(limits: &str, name: &str) -> Option<u64> {
+    let rest = limits.lines().find_map(|l| l.strip_prefix(name))?;
+    match rest.split_whitespace().next()? {
+        "unlimited" => Some(u64::MAX),
+        v => v.parse().ok(),
+    }
+}
+
+/// The largest size `ftruncate` accepts for a regular file in `dir` (the file system's `s_maxbytes`, as
+/// `fs/attr.c: inode_newsize_ok` checks it when a file grows), found by bisection over `[0, limit]` with a
+/// scratch file that is removed afterwards; `limit` should be the process's `RLIMIT_FSIZE` (growing beyond
+/// it raises SIGXFSZ, so the probe never tries). `None` if no scratch file can be made, or if every size up
+/// to `limit` is accepted (the file system's own limit is then not visible, and not needed: the rlimit
+/// refuses first).
+pub fn probe_max_file_size(dir: &std::path::Path, limit: u64) -> Option<u64> {
+    // ftruncate takes a signed off_t: sizes above i64::MAX are EINVAL before any file system check.
+    let limit = limit.min(i64::MAX as u64);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).ok()?.subsec_nanos();
+    let path = dir.join(format!(".vmspace-maxbytes-{}-{nanos}", std::process::id()));
+    let f = std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(&path).ok()?;
+    let fits = |size: u64| f.set_len(size).is_ok();
+    let found = if fits(limit) {
+        None
+    } else {
+        // Invariant: `lo` fits, `hi` does not.
+        let (mut lo, mut hi) = (0u64, limit);
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if fits(mid) { lo = mid } else { hi = mid }
+        }
+        Some(lo)
+    };
+    let _ = f.set_len(0);
+    drop(f);
+    let _ = std::fs::remove_file(&path);
+    found
 }
 
 /// Everything this crate probes, read once.
@@ -267,6 +333,13 @@ pub struct Host {
     pub cpu: Cpu,
     /// Huge pages.
     pub huge_pages: HugePages,
+    /// `RLIMIT_FSIZE` (soft) in bytes, `u64::MAX` for unlimited.
+    pub fsize_rlimit: Option<u64>,
+    /// `RLIMIT_MEMLOCK` (soft) in bytes, `u64::MAX` for unlimited.
+    pub memlock_rlimit: Option<u64>,
+    /// The largest file the temporary directory (`std::env::temp_dir()`, where the live-kernel runner makes the
+    /// files of op scripts) can hold: [`probe_max_file_size`].
+    pub temp_max_file_size: Option<u64>,
 }
 
 impl Host {
@@ -275,6 +348,8 @@ impl Host {
         let meminfo = read_text("/proc/meminfo");
         let root = read_text("/proc/self/status")
             .map(|s| s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0")));
+        let limits = read_text("/proc/self/limits");
+        let fsize_rlimit = limits.as_deref().and_then(|l| limit_soft(l, "Max file size"));
         Host {
             kernel_release: kernel_release(),
             config: KernelConfig::running(),
@@ -289,6 +364,9 @@ impl Host {
                 read_text("/sys/devices/system/cpu/online").as_deref(),
             ),
             huge_pages: HugePages::probe(meminfo.as_deref()),
+            fsize_rlimit,
+            memlock_rlimit: limits.as_deref().and_then(|l| limit_soft(l, "Max locked memory")),
+            temp_max_file_size: probe_max_file_size(&std::env::temp_dir(), fsize_rlimit.unwrap_or(u64::MAX)),
         }
     }
 
@@ -341,6 +419,35 @@ mod tests {
         let no_pku = Cpu::parse("flags\t: fpu pku\n", None);
         assert!(!no_pku.has_pku(), "pku without ospke is not usable");
         assert_eq!(Cpu::parse("", None), Cpu::default());
+    }
+
+    #[test]
+    fn limits_text() {
+        let t = "Limit                     Soft Limit           Hard Limit           Units     \n\
+                 Max file size             unlimited            unlimited            bytes     \n\
+                 Max locked memory         8388608              8388608              bytes     \n";
+        assert_eq!(limit_soft(t, "Max file size"), Some(u64::MAX));
+        assert_eq!(limit_soft(t, "Max locked memory"), Some(8 << 20));
+        assert_eq!(limit_soft(t, "Max open files"), None);
+    }
+
+    #[test]
+    fn max_file_size_probe_bisects_and_cleans_up() {
+        let dir = std::env::temp_dir().join(format!("vmspace-host-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // Every size up to a small limit fits on any file system: nothing to report.
+        assert_eq!(probe_max_file_size(&dir, 1 << 20), None);
+        // Up to i64::MAX, no Linux file system takes everything: the probe finds a limit that really is one.
+        let max = probe_max_file_size(&dir, u64::MAX).expect("a file system limit below i64::MAX");
+        let f = dir.join("check");
+        let file = std::fs::File::create(&f).unwrap();
+        assert!(file.set_len(max).is_ok());
+        assert!(file.set_len(max + 1).is_err());
+        drop(file);
+        std::fs::remove_file(&f).unwrap();
+        // The scratch files are gone.
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+        std::fs::remove_dir(&dir).unwrap();
     }
 
     #[test]

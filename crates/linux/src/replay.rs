@@ -245,6 +245,9 @@ impl Target for KernelTarget {
                 unsafe { rustix::mm::mmap(ptr, len as usize, prot_flags(prot), f, fd, off) }
             }
         };
+        // rustix reads a raw result in [-4095, -1] as an errno, as the syscall ABI does: a MAP_FIXED address in
+        // that range, which the kernel hands back unchanged (`IS_ERR_VALUE` in `__get_unmapped_area`), is the
+        // errno it encodes (`-E256` for 0xffffffffffffff00), as the engine reports it.
         r.map(|p| p as u64).map_err(errno_of)
     }
 

@@ -23,7 +23,9 @@
 //! nothing of the engine, and the live kernel's target lives in `vmspace_linux::replay`.
 //!
 //! Files declared by `file NAME SIZE` become model files opened read-write (path `/vmspace/NAME`, inode =
-//! declaration number); the driver canonicalises their maps lines to `fd=NAME` on both sides. `fork`
+//! declaration number) on a file system with the configuration's largest file and `RLIMIT_FSIZE`
+//! ([`VmFile::regular_sized`]: a size `ftruncate` refuses is the line's errno, and the file then does not
+//! exist); the driver canonicalises their maps lines to `fd=NAME` on both sides. `fork`
 //! replaces the address space by the child's (the parent only waits in the kernel runner, so it is not
 //! observable afterwards). `touch` accesses page by page as the kernel runner does (through GUP:
 //! [`Mm::gup_access`]) and stops at the first page that fails.
@@ -81,8 +83,18 @@ impl EngineTarget {
 
 impl Target for EngineTarget {
     fn file(&mut self, name: &str, size: u64) -> Result<u64, Errno> {
+        // The kernel runner creates the file and truncates it to SIZE; a refused size (EINVAL, EFBIG beyond
+        // the file system's largest file or RLIMIT_FSIZE) is the line's result and the file is not kept.
         let ino = self.files.len() as u64 + 1;
-        self.files.push((name.to_string(), VmFile::regular(format!("/vmspace/{name}"), ino, size)));
+        let cfg = self.mm.config();
+        let f = VmFile::regular_sized(
+            format!("/vmspace/{name}"),
+            ino,
+            size,
+            cfg.file_max_bytes,
+            cfg.fsize_rlimit,
+        )?;
+        self.files.push((name.to_string(), f));
         Ok(0)
     }
 

@@ -13,7 +13,10 @@
 //!
 //! * `<line>` is the op's 1-based line in the script, `<op>` its keyword.
 //! * `<value>`: for mmap, mremap and brk the resulting address in `0x` hex; for the other calls `0` on success;
-//!   on failure `-E<NAME>` (`-ENOMEM`). A `touch` that cannot access a page prints `-EFAULT <page>` with the
+//!   on failure `-E<NAME>` (`-ENOMEM`), or `-E<n>` for a number without a name. A syscall result in the
+//!   kernel's error range (the top 4095 values) is a failure on both sides, whatever produced it: a `MAP_FIXED`
+//!   address such as `0xffffffffffffff00` comes back from `__get_unmapped_area` unchanged and prints as
+//!   `-E256`, as the syscall ABI reads it (the kernel runner's rustix wrapper and the engine agree). A `touch` that cannot access a page prints `-EFAULT <page>` with the
 //!   address of the first page it could not access (pages before it were touched).
 //! * The maps lines are the kernel's `/proc/self/maps` text for every VMA that overlaps the arena, byte for
 //!   byte, with one canonicalisation so that the engine and the kernel compare: a mapping of a script file

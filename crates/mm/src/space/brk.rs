@@ -2,7 +2,7 @@
 //!
 //! The break moves within `[start_brk, ...)`: a request below `start_brk` is refused. Equal page-rounded
 //! values just record the new break. Shrinking unmaps `[PAGE_ALIGN(brk), PAGE_ALIGN(old brk))` (refused if
-//! no brk VMA lies there). Growing needs the new range to pass the `MAP_FIXED` address checks and to keep a
+//! no brk VMA lies there, or if a VMA there is sealed: the old break stays, checked on the live kernel). Growing needs the new range to pass the `MAP_FIXED` address checks and to keep a
 //! page plus `stack_guard_gap` from the next VMA's start gap; the heap VMA (the VMA ending at the old break,
 //! above `start_brk`) is extended when compatible (`vma_merge_new_range` in expand-only mode: never with the
 //! next VMA), otherwise a new VMA `rw-` + `VM_ACCOUNT` is created. brk never fails with an errno: a refused
@@ -45,8 +45,9 @@ impl Mm {
             self.remove_range(newbrk, oldbrk);
             return Ok(());
         }
-        // check_brk_limits: get_unmapped_area(NULL, oldbrk, len, 0, MAP_FIXED).
-        self.get_unmapped_area(true, oldbrk, newbrk - oldbrk, super::MapFlags::FIXED)?;
+        // check_brk_limits: get_unmapped_area(NULL, oldbrk, len, 0, MAP_FIXED). A break within a page of 2^64
+        // rounds up to 0, and the length wraps to more than TASK_SIZE: ENOMEM, as in C.
+        self.get_unmapped_area(None, oldbrk, newbrk.wrapping_sub(oldbrk), super::MapFlags::FIXED)?;
         let guard_end = newbrk.saturating_add(PAGE_SIZE).saturating_add(self.cfg.stack_guard_gap);
         if let Some(next) = self.find_intersection(oldbrk, guard_end)
             && newbrk + PAGE_SIZE > self.vm_start_gap(next)

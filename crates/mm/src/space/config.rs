@@ -1,7 +1,9 @@
 //! `MmConfig`: the kernel configuration an address space obeys, as data.
 //!
 //! Linux's behaviour depends on sysctls and build options (`vm.max_map_count`, `vm.mmap_min_addr`,
-//! `CONFIG_ANON_VMA_NAME`, the overcommit policy, the stack rlimit that places `mmap_base`). The engine takes
+//! `CONFIG_ANON_VMA_NAME`, the overcommit policy, the stack rlimit that places `mmap_base`), on the CPU
+//! (protection keys), on the hugetlb pools, on resource limits and on the file system that holds mapped files
+//! (its largest file). The engine takes
 //! them from this struct so that a differential run can use the host's values ([`MmConfig::host`] takes
 //! them from `vmspace_host`, the one place that probes the host) while tests can shrink a limit (a
 //! `max_map_count` of 8 makes the limit reachable in a few calls).
@@ -24,6 +26,51 @@ pub enum Overcommit {
     /// 2: strict accounting is not modelled; treated as `Guess` with no limit, except that `MAP_NORESERVE`
     /// is not honoured (as Linux does under this policy).
     Never,
+}
+
+/// One hugetlb pool as the engine sees it: a huge page size the kernel offers (an hstate) and how many of its
+/// pages new reservations and faults may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HugetlbPool {
+    /// Huge page size in bytes (2 MiB, 1 GiB on x86-64).
+    pub size: u64,
+    /// Pages free and not reserved when the engine starts (`free_hugepages - resv_hugepages`); the engine's
+    /// own reservations and faults draw from it. Other processes' use of the pool is not seen.
+    pub available: u64,
+    /// Device minor of the kernel's internal hugetlbfs mount for this size, which `/proc/PID/maps` shows for
+    /// `MAP_HUGETLB` mappings (`00:MINOR`). A boot-time value that no file publishes: 0 unless configured.
+    pub dev_minor: u32,
+}
+
+/// The hugetlb configuration (`CONFIG_HUGETLBFS`): the default huge page size and the pools.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HugetlbConfig {
+    /// The default huge page size in bytes (`Hugepagesize:` of `/proc/meminfo`): what `MAP_HUGETLB` without a
+    /// `MAP_HUGE_*` size uses.
+    pub default_size: u64,
+    /// Every huge page size the kernel offers (an empty list: no hugetlb support, `MAP_HUGETLB` is EINVAL).
+    pub pools: Vec<HugetlbPool>,
+}
+
+impl HugetlbConfig {
+    /// `hstate_sizelog`: the pool for a `MAP_HUGE_*` size field (`log2` of the size; 0 is the default size).
+    pub fn pool_for_log(&self, log: u32) -> Option<&HugetlbPool> {
+        let size = if log == 0 { self.default_size } else { 1u64.checked_shl(log)? };
+        self.pools.iter().find(|p| p.size == size)
+    }
+}
+
+impl Default for HugetlbConfig {
+    /// x86-64 with 2 MiB and 1 GiB pages and empty pools (`vm.nr_hugepages` 0, the hosts' setting).
+    fn default() -> Self {
+        HugetlbConfig {
+            default_size: 2 << 20,
+            pools: vec![
+                HugetlbPool { size: 2 << 20, available: 0, dev_minor: 0 },
+                HugetlbPool { size: 1 << 30, available: 0, dev_minor: 0 },
+            ],
+        }
+    }
 }
 
 /// The configuration of one address space.
@@ -49,6 +96,27 @@ pub struct MmConfig {
     pub start_brk: u64,
     /// `mm->start_stack`: the VMA containing it is named `[stack]`.
     pub start_stack: u64,
+    /// Whether protection keys are usable (x86 `X86_FEATURE_OSPKE`: the CPU has PKU and the kernel enabled it,
+    /// `pku` and `ospke` in `/proc/cpuinfo`). Without them there is one key, none is allocatable, and
+    /// `pkey_alloc` is EINVAL (`arch/x86/include/asm/pkeys.h`).
+    pub pku: bool,
+    /// `CONFIG_TRANSPARENT_HUGEPAGE`: `MAP_STACK` sets `VM_NOHUGEPAGE`, and anonymous mappings of a multiple of
+    /// 2 MiB are placed 2 MiB-aligned (`thp_get_unmapped_area`).
+    pub thp: bool,
+    /// The hugetlb pools (`MAP_HUGETLB`).
+    pub hugetlb: HugetlbConfig,
+    /// The largest size of a mapped file (`s_maxbytes` of its file system: `ftruncate` beyond it is EFBIG;
+    /// ext4 with 4 KiB blocks: 16 TiB - 4 KiB).
+    pub file_max_bytes: u64,
+    /// `RLIMIT_FSIZE` in bytes (`u64::MAX`: unlimited): growing a file beyond it is EFBIG.
+    pub fsize_rlimit: u64,
+    /// `RLIMIT_MEMLOCK` in bytes: `MAP_LOCKED` beyond it is EAGAIN without CAP_IPC_LOCK (`mlock_future_ok`).
+    pub memlock_rlimit: u64,
+    /// CAP_IPC_LOCK (root on the host): no `RLIMIT_MEMLOCK` check.
+    pub cap_ipc_lock: bool,
+    /// Where `MAP_32BIT` searches begin (`find_start_end`: 1 GiB, which the kernel moves up by a random number
+    /// of pages below 32 MiB for each call; the engine does not randomise).
+    pub map_32bit_base: u64,
 }
 
 impl Default for MmConfig {
@@ -69,6 +137,14 @@ impl Default for MmConfig {
             mmap_base: TASK_SIZE - ((8 << 20) + (16u64 << 30) + (1 << 20)),
             start_brk: 0x5555_5557_0000,
             start_stack: 0x7fff_ffff_e000,
+            pku: false,
+            thp: true,
+            hugetlb: HugetlbConfig::default(),
+            file_max_bytes: 0xfff_ffff_f000,
+            fsize_rlimit: u64::MAX,
+            memlock_rlimit: 8 << 20,
+            cap_ipc_lock: false,
+            map_32bit_base: 0x4000_0000,
         }
     }
 }
@@ -83,8 +159,11 @@ impl MmConfig {
     /// The configuration a probed host implies: `vm.mmap_min_addr`, `vm.max_map_count`, the overcommit policy
     /// (`vm.overcommit_memory`; the heuristic's limit is MemTotal + SwapTotal), CAP_SYS_RAWIO when running as
     /// root, and `CONFIG_ANON_VMA_NAME` from the kernel config (`/boot/config-$(uname -r)`, else
-    /// `/proc/config.gz`; without a readable config the option counts as absent). Facts the probe could not
-    /// read keep their [`Default`] values.
+    /// `/proc/config.gz`; without a readable config the option counts as absent); protection keys from the
+    /// CPU flags, `CONFIG_TRANSPARENT_HUGEPAGE`, the hugetlb pools (`Hugepagesize:` and
+    /// `/sys/kernel/mm/hugepages`), `RLIMIT_FSIZE` and `RLIMIT_MEMLOCK`, CAP_IPC_LOCK with root, and the
+    /// largest file of the temporary directory's file system. Facts the probe could not read keep their
+    /// [`Default`] values.
     pub fn from_host(h: &vmspace_host::Host) -> Self {
         let mut c = MmConfig::default();
         if let Some(v) = h.mmap_min_addr {
@@ -105,6 +184,37 @@ impl MmConfig {
             c.cap_sys_rawio = root;
         }
         c.anon_vma_name = h.config_enabled("CONFIG_ANON_VMA_NAME").unwrap_or(false);
+        c.pku = h.cpu.has_pku();
+        // Options the config states either way (`=y` or `is not set`); an option it omits keeps the default.
+        let option = |name: &str| h.config.as_ref().and_then(|k| k.value(name)).map(|v| v == "y");
+        if let Some(thp) = option("CONFIG_TRANSPARENT_HUGEPAGE") {
+            c.thp = thp;
+        }
+        if option("CONFIG_HUGETLBFS") == Some(false) {
+            c.hugetlb.pools.clear();
+        } else if !h.huge_pages.pools.is_empty() {
+            c.hugetlb.pools = h
+                .huge_pages
+                .pools
+                .iter()
+                .map(|p| HugetlbPool { size: p.size_kb << 10, available: p.available(), dev_minor: 0 })
+                .collect();
+        }
+        if let Some(kb) = h.huge_pages.default_size_kb {
+            c.hugetlb.default_size = kb << 10;
+        }
+        if let Some(v) = h.fsize_rlimit {
+            c.fsize_rlimit = v;
+        }
+        if let Some(v) = h.memlock_rlimit {
+            c.memlock_rlimit = v;
+        }
+        if let Some(root) = h.root {
+            c.cap_ipc_lock = root;
+        }
+        if let Some(v) = h.temp_max_file_size {
+            c.file_max_bytes = v;
+        }
         c
     }
 
@@ -128,13 +238,39 @@ mod tests {
             mem_total_kb: Some(1 << 20),
             swap_total_kb: Some(1 << 20),
             root: Some(true),
-            config: Some(KernelConfig::parse("CONFIG_ANON_VMA_NAME=y\n")),
+            config: Some(KernelConfig::parse(
+                "CONFIG_ANON_VMA_NAME=y\n# CONFIG_TRANSPARENT_HUGEPAGE is not set\n",
+            )),
+            cpu: vmspace_host::Cpu::parse("flags\t: fpu pku ospke\n", None),
+            huge_pages: vmspace_host::HugePages {
+                default_size_kb: Some(2048),
+                pools: vec![vmspace_host::HugePool {
+                    size_kb: 2048,
+                    nr: 8,
+                    free: 6,
+                    resv: 2,
+                    ..Default::default()
+                }],
+                thp_enabled: None,
+            },
+            fsize_rlimit: Some(1 << 30),
+            memlock_rlimit: Some(64 << 10),
+            temp_max_file_size: Some(0xfff_ffff_f000),
             ..Host::default()
         };
         let c = MmConfig::from_host(&h);
         assert_eq!(
             (c.mmap_min_addr, c.max_map_count, c.cap_sys_rawio, c.anon_vma_name),
             (65536, 1000, true, true)
+        );
+        assert!(c.pku && !c.thp && c.cap_ipc_lock);
+        assert_eq!(c.hugetlb.pools, vec![HugetlbPool { size: 2 << 20, available: 4, dev_minor: 0 }]);
+        assert_eq!(c.hugetlb.pool_for_log(0).map(|p| p.size), Some(2 << 20));
+        assert_eq!(c.hugetlb.pool_for_log(21).map(|p| p.size), Some(2 << 20));
+        assert!(c.hugetlb.pool_for_log(30).is_none());
+        assert_eq!(
+            (c.fsize_rlimit, c.memlock_rlimit, c.file_max_bytes),
+            (1 << 30, 64 << 10, 0xfff_ffff_f000)
         );
         assert_eq!(c.overcommit, Overcommit::Guess { limit_pages: (2u64 << 30) / PAGE_SIZE });
         let always =

@@ -3,8 +3,9 @@
 //! Every VMA is copied in address order except `VM_DONTCOPY` ones. A copy loses the locked bits. A
 //! `VM_WIPEONFORK` copy starts without anon_vma (its memory is fresh); any other copy of a VMA with an
 //! anon_vma gets one through `anon_vma_fork` (the parent's chain plus a child anon_vma, or a recycled one),
-//! which makes it a "fork child" for the merge rules. Files and shmem objects are shared. The break and the
-//! layout are inherited.
+//! which makes it a "fork child" for the merge rules. Files and shmem objects are shared. The break, the
+//! layout and the protection-key state (allocation map, execute-only key, the forking thread's PKRU) are
+//! inherited; so are seals (`VM_SEALED` is a flag like the others), and the hugetlb pools are the parent's.
 //!
 //! The child's tree is built as `dup_mmap` builds it: an O(n) depth-first copy of the parent's tree
 //! (`MapleTree::dup`, the kernel's `__mt_dup`) whose every entry is replaced by the child's own pool VMA; the
@@ -99,6 +100,11 @@ impl Mm {
             start_brk: self.start_brk,
             alloc_budget: self.alloc_budget,
             next_shmem_ino: self.next_shmem_ino,
+            // `arch_dup_pkeys` (and `dup_mm`'s copy without PKU); the forking thread's PKRU goes with it.
+            pkeys: self.pkeys,
+            sealed: self.sealed,
+            // The host's pools are one for the whole process tree.
+            huge: self.huge.clone(),
             vmas: Vmas {
                 shared: Arc::new(MmShared { locking, tree }),
                 pool,

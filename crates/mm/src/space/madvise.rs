@@ -121,6 +121,13 @@ impl Mm {
     /// One VMA of the walk: `[start, end)` inside `a`. Returns the end of the VMA that now covers `start`
     /// (the walk's `prev`).
     fn madvise_vma(&mut self, a: V, start: u64, end: u64, b: &Behavior) -> Result<u64, Errno> {
+        // mseal hook (sys2; `mm/madvise.c: madvise_vma_behavior` asks `can_madvise_modify` first, see
+        // `super::mseal`).
+        if let Behavior::Advice(adv) = b
+            && !self.can_madvise_modify(a, *adv)
+        {
+            return Err(Errno::EPERM);
+        }
         let flags = a.fl();
         let mut new_flags = flags;
         let mut new_name = a.anon_name();

@@ -1,30 +1,47 @@
 //! mmap (x86 `sys_mmap` → `ksys_mmap_pgoff` → `do_mmap` → `mmap_region` → `__mmap_region`).
 //!
 //! Order of checks, as in Linux 6.18 (the first failing one decides the errno):
-//! 1. offset not page-aligned: EINVAL; length 0: EINVAL; a hint below `mmap_min_addr` is raised to it;
-//!    length rounding to 0 (overflow): ENOMEM; file offset + length overflow: EOVERFLOW;
-//!    `map_count > max_map_count`: ENOMEM;
-//! 2. `get_unmapped_area` (ENOMEM / EINVAL / EPERM, see [`super::unmapped`]);
-//! 3. `MAP_FIXED_NOREPLACE` over an existing VMA: EEXIST;
-//! 4. file: offset beyond the maximum file size: EOVERFLOW; by type: `MAP_SHARED` drops non-legacy flags,
-//!    `MAP_SHARED_VALIDATE` refuses them (EOPNOTSUPP), shared writable needs a file opened for writing
-//!    (EACCES), any mapping needs one opened for reading (EACCES), exec on a noexec mount is EPERM,
-//!    growsdown is EINVAL, an unknown type EINVAL; anonymous: shared (not growsdown, else EINVAL) or
-//!    private (pgoff = address >> 12), anything else EINVAL;
-//! 5. `mmap_region`: VMAs under the range are gathered (split at both ends), a private writable mapping
-//!    without `MAP_NORESERVE` is accounted (`VM_ACCOUNT`; ENOMEM beyond the overcommit limit), then the range
-//!    merges with its neighbours (`vma_merge_new_range`) or becomes a new VMA (shared anonymous memory gets
-//!    its shmem object now, so it never merges when created).
-//! 6. `MAP_POPULATE` faults the range in afterwards: writes for private writable VMAs, which gives them an
-//!    anon_vma.
+//! 0. offset not page-aligned: EINVAL; a file descriptor that is not open: EBADF; `MAP_HUGETLB` on a file:
+//!    EINVAL; anonymous `MAP_HUGETLB`: the `MAP_HUGE_*` size must name a pool (EINVAL), the length is rounded
+//!    up to it and a hugetlbfs object made ([`super::hugetlb`]);
+//! 1. length 0: EINVAL; a hint below `mmap_min_addr` is raised to it; length rounding to 0 (overflow):
+//!    ENOMEM; file offset + length overflow: EOVERFLOW; `map_count > max_map_count`: ENOMEM;
+//! 2. `prot == PROT_EXEC` exactly takes the execute-only protection key ([`super::pkeys`]; allocated now,
+//!    even if the call fails later); the VMA flags come from `PROT_*` (other PROT bits, `PROT_GROWSDOWN`
+//!    and `PROT_GROWSUP` included, are ignored) and `calc_vm_flag_bits`: `MAP_GROWSDOWN`, `MAP_LOCKED`,
+//!    `MAP_SYNC` (`VM_SYNC`, whatever the mapping) and `MAP_STACK` (`VM_NOHUGEPAGE` with THP);
+//! 3. `get_unmapped_area` (ENOMEM / EINVAL / EPERM, or an address in the error range handed back as that
+//!    error, see [`super::unmapped`]);
+//! 4. `MAP_FIXED_NOREPLACE` over an existing VMA: EEXIST; `MAP_LOCKED` without the right to lock (EPERM)
+//!    or beyond `RLIMIT_MEMLOCK` (EAGAIN);
+//! 5. file: offset beyond the maximum file size: EOVERFLOW; by type: `MAP_SHARED` drops flags outside
+//!    `LEGACY_MAP_MASK`, `MAP_SHARED_VALIDATE` refuses them (EOPNOTSUPP; `MAP_SYNC` is allowed where the file
+//!    system supports it: regular files, as ext4), shared writable needs a file opened for writing (EACCES),
+//!    any mapping needs one opened for reading (EACCES), exec on a noexec mount is EPERM, growsdown is EINVAL,
+//!    any other type (`MAP_DROPPABLE` included) EINVAL; anonymous: shared (not growsdown, else EINVAL),
+//!    droppable (`MAP_DROPPABLE`: not with `MAP_LOCKED`, `MAP_HUGETLB` or growsdown, EINVAL; `VM_DROPPABLE
+//!    | VM_NORESERVE | VM_WIPEONFORK | VM_DONTDUMP`, then as private) or private (pgoff = address >> 12),
+//!    anything else EINVAL;
+//! 6. `mmap_region`: VMAs under the range are gathered (split at both ends; a sealed one is EPERM, keeping a
+//!    split already made), a private writable mapping without `MAP_NORESERVE` is accounted (`VM_ACCOUNT`;
+//!    ENOMEM beyond the overcommit limit; never hugetlb), the old VMAs are removed, and then the file's mmap
+//!    hook runs, whose failure leaves the range unmapped (checked on the live kernel): ext4's refusal of
+//!    `VM_SYNC` on a file that is not DAX (EOPNOTSUPP), hugetlbfs's page offset and reservation checks
+//!    (EINVAL, ENOMEM). Then the range merges with its neighbours (`vma_merge_new_range`) or becomes a new
+//!    VMA (shared anonymous memory gets its shmem object now, so it never merges when created); a locked
+//!    hugetlb VMA loses `VM_LOCKED`.
+//! 7. `MAP_POPULATE` (or `MAP_LOCKED`) faults the range in afterwards: writes for private writable VMAs,
+//!    which gives them an anon_vma; hugetlb pages are taken from the pool.
 
 use std::sync::Arc;
 
 use super::VmFlags;
-use super::flags::prot_to_vm;
 use super::merge::Cand;
+use super::pkeys::calc_vm_prot_bits;
 use super::tree::{NewVma, VmaExt};
-use super::{AnonState, Errno, MapFlags, Mm, PAGE_MASK, Prot, VmFile, config::PAGE_SHIFT, page_align};
+use super::{
+    AnonState, Errno, FileKind, MapFlags, Mm, PAGE_MASK, Prot, VmFile, config::PAGE_SHIFT, page_align,
+};
 
 /// `MAX_LFS_FILESIZE` on 64-bit.
 const MAX_LFS_FILESIZE: u64 = i64::MAX as u64;
@@ -45,11 +62,27 @@ impl Mm {
             return Err(Errno::EINVAL);
         }
         // ksys_mmap_pgoff: MAP_ANONYMOUS ignores the fd.
-        let file = if flags.contains(MapFlags::ANONYMOUS) { None } else { Some(file.ok_or(Errno::EBADF)?) };
-        if flags.contains(MapFlags::HUGETLB) {
-            return Err(Errno::EINVAL);
-        }
-        let (a, populate) = self.locked(|mm| mm.do_mmap(file, addr, len, prot, flags, off >> PAGE_SHIFT))?;
+        let mut len = len;
+        let file = if !flags.contains(MapFlags::ANONYMOUS) {
+            let f = file.ok_or(Errno::EBADF)?;
+            match f.huge_page_size() {
+                Some(size) => len = len.wrapping_add(size - 1) & !(size - 1),
+                None if flags.contains(MapFlags::HUGETLB) => return Err(Errno::EINVAL),
+                None => {}
+            }
+            Some(f.clone())
+        } else if flags.contains(MapFlags::HUGETLB) {
+            let (pool, dev_minor) = self.hugetlb_pool(flags.huge_size_log()).ok_or(Errno::EINVAL)?;
+            // ALIGN with C's wrap-around: a length within a huge page of 2^64 becomes 0 (EINVAL below).
+            len = len.wrapping_add(pool.size - 1) & !(pool.size - 1);
+            let shared =
+                flags.map_type() == MapFlags::SHARED || flags.map_type() == MapFlags::SHARED_VALIDATE;
+            Some(self.hugetlb_file_setup(pool, dev_minor, len, shared))
+        } else {
+            None
+        };
+        let (a, populate) =
+            self.locked(|mm| mm.do_mmap(file.as_ref(), addr, len, prot, flags, off >> PAGE_SHIFT))?;
         if populate {
             self.locked(|mm| mm.populate(a, page_align(len)));
         }
@@ -89,21 +122,35 @@ impl Mm {
         if self.map_count() > self.cfg.max_map_count {
             return Err(Errno::ENOMEM);
         }
-        let mut vm_flags = prot_to_vm(prot) | VmFlags::MAYREAD | VmFlags::MAYWRITE | VmFlags::MAYEXEC;
-        if flags.contains(MapFlags::GROWSDOWN) {
-            vm_flags |= VmFlags::GROWSDOWN;
+        // The execute-only key is allocated here, before anything below can still fail.
+        let mut pkey = 0;
+        if prot == Prot::EXEC {
+            pkey = self.execute_only_pkey().max(0);
         }
-        if flags.contains(MapFlags::LOCKED) {
-            vm_flags |= VmFlags::LOCKED;
-        }
-        let addr = self.get_unmapped_area(file.is_none(), addr, len, flags)?;
+        let mut vm_flags = calc_vm_prot_bits(prot, pkey)
+            | self.calc_vm_flag_bits(flags)
+            | VmFlags::MAYREAD
+            | VmFlags::MAYWRITE
+            | VmFlags::MAYEXEC;
+        let addr = self.get_unmapped_area(file.map(|f| &**f), addr, len, flags)?;
         if flags.contains(MapFlags::FIXED_NOREPLACE) && self.find_intersection(addr, addr + len).is_some() {
             return Err(Errno::EEXIST);
+        }
+        if flags.contains(MapFlags::LOCKED) && !self.can_do_mlock() {
+            return Err(Errno::EPERM);
+        }
+        if !self.mlock_future_ok(vm_flags, len) {
+            return Err(Errno::EAGAIN);
         }
         if let Some(f) = file {
             // file_mmap_ok.
             if len > MAX_LFS_FILESIZE || pgoff > (MAX_LFS_FILESIZE - len) >> PAGE_SHIFT {
                 return Err(Errno::EOVERFLOW);
+            }
+            // ext4 (what a regular file models) has FOP_MMAP_SYNC; shmem and hugetlbfs do not.
+            let mut flags_mask = MapFlags::LEGACY;
+            if f.kind == FileKind::Regular {
+                flags_mask |= MapFlags::SYNC;
             }
             let mut ty = flags.map_type();
             if ty == MapFlags::SHARED {
@@ -113,7 +160,7 @@ impl Mm {
             match ty {
                 ty if ty == MapFlags::SHARED_VALIDATE || ty == MapFlags::PRIVATE => {
                     if ty == MapFlags::SHARED_VALIDATE {
-                        if !MapFlags::LEGACY.contains(flags) {
+                        if !flags_mask.contains(flags) {
                             return Err(Errno::EOPNOTSUPP);
                         }
                         if prot.contains(Prot::WRITE) && !f.writable {
@@ -148,17 +195,73 @@ impl Mm {
                     pgoff = 0;
                     vm_flags |= VmFlags::SHARED | VmFlags::MAYSHARE;
                 }
+                ty if ty == MapFlags::DROPPABLE => {
+                    // A locked, stack or hugetlb area makes no sense droppable; droppable pages are neither
+                    // reserved nor copied on fork nor dumped.
+                    if flags.intersects(MapFlags::LOCKED | MapFlags::HUGETLB)
+                        || vm_flags.intersects(VmFlags::GROWSDOWN)
+                    {
+                        return Err(Errno::EINVAL);
+                    }
+                    vm_flags |=
+                        VmFlags::DROPPABLE | VmFlags::NORESERVE | VmFlags::WIPEONFORK | VmFlags::DONTDUMP;
+                    pgoff = addr >> PAGE_SHIFT;
+                }
                 ty if ty == MapFlags::PRIVATE => pgoff = addr >> PAGE_SHIFT,
                 _ => return Err(Errno::EINVAL),
             }
         }
-        if flags.contains(MapFlags::NORESERVE) && self.cfg.overcommit != super::Overcommit::Never {
-            vm_flags |= VmFlags::NORESERVE;
+        if flags.contains(MapFlags::NORESERVE) {
+            // Honoured when overcommit is allowed; hugetlb applies strict accounting unless asked.
+            if self.cfg.overcommit != super::Overcommit::Never
+                || file.is_some_and(|f| f.kind == FileKind::Hugetlb)
+            {
+                vm_flags |= VmFlags::NORESERVE;
+            }
         }
         let a = self.mmap_region(file, addr, len, vm_flags, pgoff, flags.contains(MapFlags::FIXED))?;
         let populate = vm_flags.intersects(VmFlags::LOCKED)
             || flags.intersection(MapFlags::POPULATE | MapFlags::NONBLOCK) == MapFlags::POPULATE;
         Ok((a, populate))
+    }
+
+    /// `calc_vm_flag_bits`: the VMA flags the `MAP_*` flags ask for.
+    fn calc_vm_flag_bits(&self, flags: MapFlags) -> VmFlags {
+        let mut f = VmFlags::NONE;
+        if flags.contains(MapFlags::GROWSDOWN) {
+            f |= VmFlags::GROWSDOWN;
+        }
+        if flags.contains(MapFlags::LOCKED) {
+            f |= VmFlags::LOCKED;
+        }
+        if flags.contains(MapFlags::SYNC) {
+            f |= VmFlags::SYNC;
+        }
+        if flags.contains(MapFlags::STACK) && self.cfg.thp {
+            f |= VmFlags::NOHUGEPAGE;
+        }
+        f
+    }
+
+    /// `can_do_mlock`: a non-zero `RLIMIT_MEMLOCK` or CAP_IPC_LOCK.
+    fn can_do_mlock(&self) -> bool {
+        self.cfg.memlock_rlimit != 0 || self.cfg.cap_ipc_lock
+    }
+
+    /// `mlock_future_ok(mm, vm_flags, bytes)`: a locked mapping of `bytes` more stays within `RLIMIT_MEMLOCK`
+    /// (or the caller has CAP_IPC_LOCK).
+    fn mlock_future_ok(&self, vm_flags: VmFlags, bytes: u64) -> bool {
+        if !vm_flags.intersects(VmFlags::LOCKED) || self.cfg.cap_ipc_lock {
+            return true;
+        }
+        let locked = (bytes >> PAGE_SHIFT) + self.locked_vm_pages();
+        locked <= self.cfg.memlock_rlimit >> PAGE_SHIFT
+    }
+
+    /// `mm->locked_vm`: pages of `VM_LOCKED` VMAs (counted from the VMAs; the mlock calls keep no separate
+    /// counter yet).
+    fn locked_vm_pages(&self) -> u64 {
+        self.areas().filter(|v| v.fl().intersects(VmFlags::LOCKED)).map(|v| v.pages()).sum()
     }
 
     /// `__mmap_region`.
@@ -181,8 +284,11 @@ impl Mm {
             None => None,
         };
         let nr_accounted = if busy.is_some() { self.accounted_in(addr, end).1 } else { 0 };
-        // accountable_mapping.
-        if vm_flags.intersection(VmFlags::NORESERVE | VmFlags::SHARED | VmFlags::WRITE) == VmFlags::WRITE {
+        // accountable_mapping (hugetlb is accounted by its reservations instead).
+        let hugetlb = file.is_some_and(|f| f.kind == FileKind::Hugetlb);
+        if !hugetlb
+            && vm_flags.intersection(VmFlags::NORESERVE | VmFlags::SHARED | VmFlags::WRITE) == VmFlags::WRITE
+        {
             let charged = (len >> PAGE_SHIFT) - nr_accounted;
             if charged > 0 {
                 self.enough_memory(charged)?;
@@ -191,6 +297,21 @@ impl Mm {
         }
         if let Some(inside) = inside {
             self.remove_from(inside, end);
+        }
+        // The file's mmap hook, after the old range is gone (`__mmap_setup` cleared it): a refusal leaves a hole.
+        if let Some(f) = file {
+            // ext4/xfs `daxdev_mapping_supported`: VM_SYNC only on DAX.
+            if f.kind == FileKind::Regular && vm_flags.intersects(VmFlags::SYNC) && !f.dax {
+                return Err(Errno::EOPNOTSUPP);
+            }
+            if hugetlb {
+                self.hugetlbfs_file_mmap(f, pgoff, len, vm_flags)?;
+                vm_flags |= VmFlags::HUGETLB | VmFlags::DONTEXPAND;
+            }
+        }
+        // `__mmap_complete`: special and hugetlb mappings are never locked.
+        if vm_flags.intersects(VmFlags::SPECIAL | VmFlags::HUGETLB) {
+            vm_flags &= !VmFlags::LOCKED_MASK;
         }
         // Shared anonymous memory has no file yet when the merge is tried.
         let merge_file = file;
@@ -237,17 +358,23 @@ impl Mm {
 
     /// `__mm_populate` with errors ignored: each accessible VMA in the range is faulted from its first page;
     /// a private writable one with write faults (`FOLL_WRITE`), which give it an anon_vma (even beyond the
-    /// end of a file: the anon_vma is prepared before the file page is looked up).
+    /// end of a file: the anon_vma is prepared before the file page is looked up); a hugetlb VMA page by page
+    /// from its pool, up to the first page the pool cannot give.
     pub(crate) fn populate(&mut self, start: u64, len: u64) {
         let end = start.saturating_add(len);
         let mut nstart = start;
         while nstart < end {
             let Some(v) = self.find_intersection(nstart, end) else { break };
             let fl = v.fl();
-            if !fl.intersects(VmFlags::IO | VmFlags::PFNMAP)
-                && !fl.intersects(VmFlags::LOCKONFAULT)
-                && fl.intersection(VmFlags::WRITE | VmFlags::SHARED) == VmFlags::WRITE
-            {
+            let faultable =
+                !fl.intersects(VmFlags::IO | VmFlags::PFNMAP) && !fl.intersects(VmFlags::LOCKONFAULT);
+            if faultable && fl.intersects(VmFlags::HUGETLB) && fl.intersects(VmFlags::ACCESS_FLAGS) {
+                let size = v.file().and_then(|f| f.huge_page_size()).unwrap_or(super::PAGE_SIZE);
+                let mut a = nstart.max(v.start()) & !(size - 1);
+                while a < v.end().min(end) && self.hugetlb_fault(v, a).is_ok() {
+                    a += size;
+                }
+            } else if faultable && fl.intersection(VmFlags::WRITE | VmFlags::SHARED) == VmFlags::WRITE {
                 self.anon_vma_prepare(v);
             }
             nstart = v.end().min(end);

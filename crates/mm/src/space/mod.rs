@@ -40,25 +40,28 @@
 mod brk;
 pub mod config;
 
-mod flags;
 mod fork;
+mod hugetlb;
 mod madvise;
 mod maps;
 mod merge;
 mod mmap;
 mod mprotect;
 mod mremap;
+mod mseal;
 mod munmap;
+mod pkeys;
 pub mod tree;
 mod unmapped;
 
 use std::fmt;
+use std::sync::Arc;
 
 pub use crate::vma::{AnonState, AnonVma, FileKind, VmFile, VmFlags, VmaSnapshot};
-pub use config::{MmConfig, Overcommit, PAGE_SIZE, TASK_SIZE};
+pub use config::{HugetlbConfig, HugetlbPool, MmConfig, Overcommit, PAGE_SIZE, TASK_SIZE};
 pub use tree::MmShared;
 use tree::{V, VmaExt, Vmas};
-pub use vmspace_abi::{Advice, Errno, MapFlags, MremapFlags, Prot};
+pub use vmspace_abi::{Advice, Errno, MapFlags, MremapFlags, PkeyRights, Prot};
 
 /// Page mask (`PAGE_MASK` is `!(PAGE_SIZE - 1)`).
 const PAGE_MASK: u64 = !(PAGE_SIZE - 1);
@@ -77,10 +80,17 @@ pub struct Mm {
     start_brk: u64,
     /// Allocations left before an injected failure (`None`: never fail).
     alloc_budget: Option<u64>,
-    /// Next inode number for shmem objects.
+    /// Next inode number for shmem and hugetlbfs objects.
     next_shmem_ino: u64,
     /// The VMA tree, the locks and the pool.
     vmas: Vmas,
+    /// Protection keys ([`pkeys`]).
+    pkeys: pkeys::PkeyState,
+    /// Whether any VMA may be sealed (set by the first `mseal`, copied by fork): munmap's seal walk is skipped
+    /// while it is false.
+    sealed: bool,
+    /// The hugetlb pools, one per huge page size ([`hugetlb`]); shared with fork children.
+    huge: Arc<Vec<Arc<crate::vma::HugePool>>>,
 }
 
 impl fmt::Debug for Mm {
@@ -111,6 +121,9 @@ impl Mm {
         Mm {
             brk: cfg.start_brk,
             start_brk: cfg.start_brk,
+            pkeys: pkeys::PkeyState::new(cfg.pku),
+            sealed: false,
+            huge: Mm::new_huge_pools(&cfg),
             cfg,
             alloc_budget: None,
             next_shmem_ino: 1,
@@ -127,6 +140,11 @@ impl Mm {
     /// The current program break.
     pub fn brk_value(&self) -> u64 {
         self.brk
+    }
+
+    /// The hugetlb pools (one per huge page size) with the pages they have left.
+    pub fn huge_pools(&self) -> Vec<Arc<crate::vma::HugePool>> {
+        self.huge.to_vec()
     }
 
     // ----- the facade's reads: snapshots, never a `&Vma` a later call could change -----
@@ -240,8 +258,10 @@ impl Mm {
     /// A user-mode access to `addr` (an x86 page fault): finds the VMA (growing a growsdown VMA down to the
     /// page, as `expand_stack` does, before the access check), checks the access (a write needs `VM_WRITE`;
     /// a read any of read, write or exec: x86 page tables cannot express write-only or exec-only) and, for a
-    /// file, the file size (SIGBUS beyond it), and on a write to a private VMA gives it an anon_vma. Only VMA
-    /// state changes: page tables are not modelled here. `EFAULT` for an access that raises SIGSEGV/SIGBUS.
+    /// file, the file size (SIGBUS beyond it), and on a write to a private VMA gives it an anon_vma; a hugetlb
+    /// page comes from its pool (SIGBUS when there is none). Only VMA state changes: page tables are not
+    /// modelled here, and neither is PKRU (protection keys restrict user-mode accesses once page tables
+    /// arrive: `pkeys`). `EFAULT` for an access that raises SIGSEGV/SIGBUS.
     pub fn fault(&mut self, addr: u64, write: bool) -> Result<(), Errno> {
         self.locked(|mm| mm.access(addr, write, false))
     }
@@ -273,14 +293,20 @@ impl Mm {
         if !ok || (gup && fl.intersects(VmFlags::IO | VmFlags::PFNMAP)) {
             return Err(Errno::EFAULT);
         }
+        // hugetlb pages come from the pool (`hugetlb_fault`), with their own end-of-object check.
+        if fl.intersects(VmFlags::HUGETLB) {
+            return self.hugetlb_fault(v, addr);
+        }
         // A write to a private VMA prepares the anon_vma before the page is read from the file
         // (`do_cow_fault`: `vmf_anon_prepare` first), so a write beyond the end of the file still leaves one.
         if write && !fl.intersects(VmFlags::SHARED) {
             self.anon_vma_prepare(v);
         }
+        // The file's size now (`ftruncate` may have changed it since the mapping was made): a page beyond it
+        // raises SIGBUS, even one touched before the truncation.
         if let Some(f) = v.file() {
             let page = v.pgoff_at(addr);
-            if page >= f.size.div_ceil(PAGE_SIZE) {
+            if page >= f.size().div_ceil(PAGE_SIZE) {
                 return Err(Errno::EFAULT);
             }
         }

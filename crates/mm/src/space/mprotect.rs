@@ -1,27 +1,37 @@
-//! mprotect (`do_mprotect_pkey` → `mprotect_fixup` → `vma_modify_flags`).
+//! mprotect and pkey_mprotect (`do_mprotect_pkey` → `mprotect_fixup` → `vma_modify_flags`).
 //!
 //! Checks: both `PROT_GROWSDOWN` and `PROT_GROWSUP`: EINVAL; unaligned start: EINVAL; length 0: success;
-//! a length or end that wraps: ENOMEM; unknown protection bits: EINVAL. Then the first VMA must cover
-//! `start` (else ENOMEM). VMAs are processed in order; each gets the new access bits (keeping its other
-//! flags), refused with EACCES when a bit is not allowed by the VM_MAY* bits. A hole stops the walk with
-//! ENOMEM **after** the VMAs before it were changed, as in Linux.
+//! a length or end that wraps: ENOMEM; unknown protection bits: EINVAL; a `pkey_mprotect` key that is not
+//! allocated: EINVAL ([`super::pkeys`]). Then the first VMA must cover `start` (else ENOMEM). VMAs are
+//! processed in order; each gets the new access bits and protection key (keeping its other flags; the key is
+//! `arch_override_mprotect_pkey`'s), refused with EACCES when a bit is not allowed by the VM_MAY* bits and
+//! with EPERM when the VMA is sealed (`mprotect_fixup`, before anything else, even a change to the same
+//! flags). A hole or a refusal stops the walk **after** the VMAs before it were changed, as in Linux.
 //!
 //! `mprotect_fixup` adjusts accounting: making a private, unaccounted, non-NORESERVE VMA writable charges it
 //! (`VM_ACCOUNT`); making an anonymous VMA without anon_vma read-only drops `VM_ACCOUNT`. The VMA part is
-//! then merged with a neighbour or split off (`vma_modify`), and its flags set.
+//! then merged with a neighbour or split off (`vma_modify`; a hugetlb VMA splits only at huge page
+//! boundaries, EINVAL otherwise), and its flags set.
 
 use super::VmFlags;
-use super::flags::prot_to_vm;
+use super::pkeys::calc_vm_prot_bits;
 use super::tree::{V, VmaExt};
 use super::{Errno, Mm, PAGE_MASK, Prot, page_align};
 
 impl Mm {
     /// `mprotect(start, len, prot)`.
     pub fn mprotect(&mut self, start: u64, len: u64, prot: Prot) -> Result<(), Errno> {
-        self.locked(|mm| mm.do_mprotect(start, len, prot))
+        self.locked(|mm| mm.do_mprotect_pkey(start, len, prot, -1))
     }
 
-    fn do_mprotect(&mut self, start: u64, len: u64, prot: Prot) -> Result<(), Errno> {
+    /// `do_mprotect_pkey`; `pkey` -1 for plain `mprotect`.
+    pub(crate) fn do_mprotect_pkey(
+        &mut self,
+        start: u64,
+        len: u64,
+        prot: Prot,
+        pkey: i32,
+    ) -> Result<(), Errno> {
         let grows = prot & (Prot::GROWSDOWN | Prot::GROWSUP);
         let prot = prot - (Prot::GROWSDOWN | Prot::GROWSUP);
         if grows == Prot::GROWSDOWN | Prot::GROWSUP {
@@ -39,6 +49,10 @@ impl Mm {
             return Err(Errno::ENOMEM);
         }
         if !(Prot::ACCESS | Prot::SEM).contains(prot) {
+            return Err(Errno::EINVAL);
+        }
+        // If user space did not allocate the key, it may not use it (under the mmap lock, before the lookup).
+        if pkey != -1 && !self.mm_pkey_is_allocated(pkey) {
             return Err(Errno::EINVAL);
         }
         let Some(first) = self.find_intersection(start, end) else { return Err(Errno::ENOMEM) };
@@ -64,7 +78,6 @@ impl Mm {
         // changes nothing.
         let n = self.vmas_between(first_start, end).count() as u64;
         self.reserve(3 * n)?;
-        let newprot = prot_to_vm(prot);
         let mut nstart = start;
         let mut tmp = first_start;
         let mut cur = Some(first);
@@ -72,7 +85,10 @@ impl Mm {
             if v.start() != tmp {
                 return Err(Errno::ENOMEM);
             }
-            let newflags = newprot | (v.fl() & !(VmFlags::ACCESS_FLAGS | VmFlags::PKEY_MASK));
+            // Each call passes all of r/w/x: what is not passed is cleared, and so is the key (`VM_FLAGS_CLEAR`).
+            let new_vma_pkey = self.arch_override_mprotect_pkey(v, prot, pkey);
+            let newflags = calc_vm_prot_bits(prot, new_vma_pkey)
+                | (v.fl() & !(VmFlags::ACCESS_FLAGS | VmFlags::PKEY_MASK));
             // VM_MAY* shifted onto the access bits.
             if (newflags & !VmFlags::from_bits(newflags.bits() >> 4)).intersects(VmFlags::ACCESS_FLAGS) {
                 return Err(Errno::EACCES);
@@ -93,6 +109,9 @@ impl Mm {
     /// (the walk continues there).
     fn mprotect_fixup(&mut self, v: V, start: u64, end: u64, mut newflags: VmFlags) -> Result<u64, Errno> {
         let oldflags = v.fl();
+        if super::mseal::vma_is_sealed(v) {
+            return Err(Errno::EPERM);
+        }
         if newflags == oldflags {
             return Ok(v.end());
         }

@@ -2,14 +2,18 @@
 //! `mremap_at`, `mremap_to`, `move_vma`).
 //!
 //! * Parameters: unknown flags, an unaligned address, a zero or oversize new length: EINVAL. With a new
-//!   address (`MREMAP_FIXED` or `MREMAP_DONTUNMAP`): it must fit below `TASK_SIZE` and be aligned (EINVAL),
+//!   address (`MREMAP_FIXED` or `MREMAP_DONTUNMAP`, which makes the address a hint, checked like a fixed
+//!   one: `vrm_implies_new_addr`; without either it is ignored): it must fit below `TASK_SIZE` and be aligned
+//!   (EINVAL),
 //!   `MREMAP_MAYMOVE` is required (EINVAL), DONTUNMAP may not resize (EINVAL), old and new ranges may not
 //!   overlap (EINVAL), and the map count must leave room for the worst case (ENOMEM).
 //! * `MREMAP_FIXED` with equal lengths moves every VMA in the range, keeping the gaps between them
 //!   (`remap_move`); the range must begin inside a VMA (EFAULT).
-//! * Otherwise the VMA containing the address is the source (EFAULT if none). A private mapping may not be
-//!   duplicated with a zero old length (EINVAL); outside a shrink the old range must lie inside the VMA
-//!   (EFAULT).
+//! * Otherwise the VMA containing the address is the source (EFAULT if none); a sealed source is EPERM
+//!   whatever the call would do (`check_prep_vma`); a hugetlb source has its lengths rounded up to huge pages
+//!   and may neither grow nor start (or move to) an address that is not huge-page aligned (EINVAL). A private
+//!   mapping may not be duplicated with a zero old length (EINVAL); outside a shrink the old range must lie
+//!   inside the VMA (EFAULT).
 //! * Shrink in place: unmap the tail. Same size: nothing. Grow: in place when the old range ends at the
 //!   VMA's end and the space after it is free (`vma_merge_extend`: the VMA grows and may merge with the next
 //!   one), else move when allowed (ENOMEM without `MREMAP_MAYMOVE`).
@@ -53,6 +57,14 @@ impl Vrm {
     fn is_expand(&self) -> bool {
         self.new_len > self.old_len
     }
+}
+
+/// `align_hugetlb`: the lengths rounded up to the huge page size (wrapping as C's `ALIGN`), and both addresses
+/// aligned to it; no growth (the reservation cannot be split).
+fn align_hugetlb(v: &mut Vrm, size: u64) -> bool {
+    v.old_len = v.old_len.wrapping_add(size - 1) & !(size - 1);
+    v.new_len = v.new_len.wrapping_add(size - 1) & !(size - 1);
+    v.addr & (size - 1) == 0 && v.new_addr & (size - 1) == 0 && v.new_len <= v.old_len
 }
 
 impl Mm {
@@ -128,6 +140,15 @@ impl Mm {
     /// `check_prep_vma` for `v.vma`.
     fn check_prep_vma(&self, v: &mut Vrm) -> Result<(), Errno> {
         let a = v.vma();
+        // If mseal()ed, mremap() is prohibited: any source VMA, whatever the lengths.
+        if super::mseal::vma_is_sealed(a) {
+            return Err(Errno::EPERM);
+        }
+        if let Some(size) = a.file().and_then(|f| f.huge_page_size())
+            && !align_hugetlb(v, size)
+        {
+            return Err(Errno::EINVAL);
+        }
         v.delta = v.old_len.abs_diff(v.new_len);
         if !v.implies_new_addr() {
             v.new_addr = v.addr;
@@ -260,7 +281,8 @@ impl Mm {
             map_flags |= MapFlags::SHARED;
         }
         let hint = if v.implies_new_addr() { v.new_addr } else { 0 };
-        v.new_addr = self.get_unmapped_area(a.is_anonymous(), hint, v.new_len, map_flags)?;
+        let file = a.file();
+        v.new_addr = self.get_unmapped_area(file.as_deref(), hint, v.new_len, map_flags)?;
         Ok(())
     }
 

@@ -2,9 +2,11 @@
 //!
 //! Arguments: `EINVAL` for an unaligned start, a start beyond `TASK_SIZE`, a length reaching past it, or a
 //! length that rounds to zero. A range with no VMA succeeds without change. Otherwise the VMAs in the range
-//! are gathered: the first is split at `start` if it begins below it (refused with ENOMEM when the range lies
-//! strictly inside one VMA and `map_count >= max_map_count`: unmapping would add a VMA), the last at `end` if
-//! it extends past it; then every VMA in the range is removed. munmap never merges.
+//! are gathered (`vms_gather_munmap_vmas`): the first is split at `start` if it begins below it (refused with
+//! ENOMEM when the range lies strictly inside one VMA and `map_count >= max_map_count`: unmapping would add a
+//! VMA; with EPERM when it is sealed; a hugetlb VMA splits only at a huge page boundary, EINVAL otherwise);
+//! then each VMA of the range is checked for a seal (EPERM, keeping the split already made) and the last is
+//! split at `end` if it extends past it; then every VMA in the range is removed. munmap never merges.
 
 use super::VmFlags;
 use super::tree::{V, VmaExt};
@@ -61,8 +63,17 @@ impl Mm {
             if end < fe && self.map_count() >= self.cfg.max_map_count {
                 return Err(Errno::ENOMEM);
             }
+            // Don't split a VMA that cannot be unmapped anyway.
+            if super::mseal::vma_is_sealed(first) {
+                return Err(Errno::EPERM);
+            }
+            self.may_split(first, start)?;
             // `__split_vma(vma, start, new_below = 1)`: the part that stays mapped is the new VMA.
             self.split_below(first, start);
+        }
+        // Each VMA of the range in turn: a sealed one stops the gather (the split above stays).
+        if self.any_sealed_in(start, end) {
+            return Err(Errno::EPERM);
         }
         // The VMA holding `end - 1`: the first one inside when it reaches that far (no walk), else the last
         // one starting below `end`.
@@ -71,6 +82,7 @@ impl Mm {
             && last.end() > end
             && last.start() < end
         {
+            self.may_split(last, end)?;
             self.split_at(last, end);
         }
         Ok(inside)
@@ -106,7 +118,10 @@ impl Mm {
                 g.accounted += v.pages();
             }
         }
+        let huge = self.hugetlb_ranges(&gone);
         self.remove_span(&gone);
+        // hugetlb pages and reservations no mapping holds any more go back to the pool.
+        self.hugetlb_release(huge);
         g
     }
 

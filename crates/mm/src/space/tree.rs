@@ -500,11 +500,13 @@ impl Mm {
     }
 
     /// `split_vma`: [`Mm::split_at`] (or, with `new_below`, [`Mm::split_below`]), refused with ENOMEM when
-    /// `map_count >= max_map_count`.
+    /// `map_count >= max_map_count` and with EINVAL where the VMA may not split (`may_split`: hugetlb).
     pub(crate) fn split_checked(&mut self, v: V, addr: u64, new_below: bool) -> Result<V, Errno> {
         if self.map_count() >= self.cfg.max_map_count {
             return Err(Errno::ENOMEM);
         }
+        // `vm_ops->may_split` (hugetlb: only at huge page boundaries).
+        self.may_split(v, addr)?;
         Ok(if new_below { self.split_below(v, addr) } else { self.split_at(v, addr) })
     }
 

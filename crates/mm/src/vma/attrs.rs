@@ -16,7 +16,8 @@ use std::marker::PhantomData;
 use std::ptr;
 use std::sync::Arc;
 
-use vmspace_rcu::sync::{AtomicPtr, Ordering};
+use vmspace_abi::Errno;
+use vmspace_rcu::sync::{AtomicPtr, AtomicU64, Ordering};
 
 /// What kind of object a file-backed VMA maps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -26,12 +27,188 @@ pub enum FileKind {
     /// The shmem object behind a shared anonymous mapping (`shmem_zero_setup`): shows as `/dev/zero
     /// (deleted)`, device 00:01, sized to the mapping.
     ShmemZero,
+    /// The hugetlbfs object behind a `MAP_HUGETLB` mapping (`hugetlb_file_setup`): shows as `/anon_hugepage
+    /// (deleted)` on the internal hugetlbfs mount of its page size; its pages and reservations are in
+    /// [`VmFile::huge`].
+    Hugetlb,
 }
 
+/// A file's size (`i_size`), which `ftruncate` changes while mappings of the file exist: every VMA of the file
+/// holds the same [`VmFile`] and sees the new size at its next fault.
+///
+/// An atomic so that the shared file can change through `&VmFile`. Relaxed: the size publishes nothing else
+/// (the kernel's `i_size_read`/`i_size_write` are plain on 64-bit too); a fault racing with a truncation sees
+/// the old or the new size. Clones, comparisons and hashes use the current value.
+pub struct FileSize(AtomicU64);
+
+impl FileSize {
+    /// A size of `bytes`.
+    pub fn new(bytes: u64) -> Self {
+        FileSize(AtomicU64::new(bytes))
+    }
+
+    /// The current size in bytes.
+    pub fn get(&self) -> u64 {
+        // Relaxed: see the type docs.
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// Sets the size (the caller checked the limits).
+    pub(crate) fn set(&self, bytes: u64) {
+        // Relaxed: see the type docs.
+        self.0.store(bytes, Ordering::Relaxed);
+    }
+}
+
+impl Clone for FileSize {
+    fn clone(&self) -> Self {
+        FileSize::new(self.get())
+    }
+}
+
+impl PartialEq for FileSize {
+    fn eq(&self, other: &Self) -> bool {
+        self.get() == other.get()
+    }
+}
+
+impl Eq for FileSize {}
+
+impl std::hash::Hash for FileSize {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.get().hash(state);
+    }
+}
+
+impl fmt::Debug for FileSize {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:#x}", self.get())
+    }
+}
+
+/// One hugetlb page size's pool as an address space (and its fork children) use it: how many huge pages new
+/// reservations and faults may still take (`free_hugepages - resv_hugepages` of the pool). Shared by every
+/// hugetlb object of the engine's process tree.
+pub struct HugePool {
+    /// Huge page size in bytes.
+    pub size: u64,
+    /// Pages available. Changed under the mmap write lock of an mm using the pool; the mutex is for fork
+    /// children, whose locks are their own.
+    available: vmspace_rcu::sync::Mutex<u64>,
+}
+
+impl HugePool {
+    /// A pool of `size`-byte pages with `available` pages.
+    pub fn new(size: u64, available: u64) -> Self {
+        HugePool { size, available: vmspace_rcu::sync::Mutex::new(available) }
+    }
+
+    /// Pages available now.
+    pub fn available(&self) -> u64 {
+        *self.available.lock()
+    }
+
+    /// Takes `n` pages, or none and `false` if fewer are available.
+    pub(crate) fn take(&self, n: u64) -> bool {
+        let mut a = self.available.lock();
+        if *a < n {
+            return false;
+        }
+        *a -= n;
+        true
+    }
+
+    /// Gives `n` pages back.
+    pub(crate) fn give(&self, n: u64) {
+        *self.available.lock() += n;
+    }
+}
+
+impl fmt::Debug for HugePool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "HugePool({:#x}: {} available)", self.size, self.available())
+    }
+}
+
+/// The huge pages of one hugetlb object, by page index in the object (huge-page units): those reserved and
+/// not yet faulted in, and those faulted in (present).
+#[derive(Debug, Default)]
+pub(crate) struct HugePages {
+    pub reserved: std::collections::BTreeSet<u64>,
+    pub faulted: std::collections::BTreeSet<u64>,
+}
+
+/// The hugetlbfs side of a `MAP_HUGETLB` object: its pool, its pages, and who owns its reservations
+/// (`space::hugetlb` describes the model).
+pub struct HugeObject {
+    /// The pool of its page size.
+    pub pool: Arc<HugePool>,
+    /// Created by a `MAP_SHARED` mapping (reservations and pages belong to the object, as in the page cache of
+    /// a hugetlbfs inode); otherwise private to its creating mapping (`HPAGE_RESV_OWNER`).
+    pub shared: bool,
+    /// The mm (`MmLocking::id`) whose private mapping owns the reservations; fork children do not.
+    pub owner_mm: u64,
+    /// Reserved and present pages. Changed under the mmap write lock; the mutex is for fork children.
+    pub(crate) pages: vmspace_rcu::sync::Mutex<HugePages>,
+}
+
+impl HugeObject {
+    /// Huge pages of the object reserved and not yet faulted in.
+    pub fn reserved(&self) -> usize {
+        self.pages.lock().reserved.len()
+    }
+
+    /// Huge pages of the object faulted in.
+    pub fn faulted(&self) -> usize {
+        self.pages.lock().faulted.len()
+    }
+}
+
+impl fmt::Debug for HugeObject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let p = self.pages.lock();
+        write!(
+            f,
+            "HugeObject({:#x}, {} reserved, {} faulted)",
+            self.pool.size,
+            p.reserved.len(),
+            p.faulted.len()
+        )
+    }
+}
+
+/// A hugetlb object compares by identity (it is one inode).
+#[derive(Clone)]
+pub struct HugeRef(pub Arc<HugeObject>);
+
+impl PartialEq for HugeRef {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for HugeRef {}
+
+impl std::hash::Hash for HugeRef {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        Arc::as_ptr(&self.0).hash(state);
+    }
+}
+
+impl fmt::Debug for HugeRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// `MAX_LFS_FILESIZE` on 64-bit: the largest `loff_t`.
+pub const MAX_LFS_FILESIZE: u64 = i64::MAX as u64;
+
 /// A model file (an open `struct file` and its inode): what a file-backed VMA shows in `/proc/PID/maps` (path,
-/// device, inode), its size (which bounds faults on the mapping) and the open mode mmap checks. Immutable once
-/// created. Identity is the `Arc`: two VMAs map "the same file" (`vm_file` equality, needed to merge) when
-/// they hold the same allocation.
+/// device, inode), its size (which bounds faults on the mapping, and which [`VmFile::ftruncate`] changes for
+/// every mapping at once), the open mode mmap checks, and the limits a truncation obeys. Identity is the
+/// `Arc`: two VMAs map "the same file" (`vm_file` equality, needed to merge) when they hold the same
+/// allocation.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct VmFile {
     /// The path printed in the maps name column (without ` (deleted)`).
@@ -44,34 +221,66 @@ pub struct VmFile {
     pub dev_minor: u32,
     /// Inode number.
     pub inode: u64,
-    /// Size in bytes.
-    pub size: u64,
+    /// Size in bytes (`i_size`), shared by every mapping of the file.
+    pub size: FileSize,
     /// Opened for reading (`FMODE_READ`).
     pub readable: bool,
     /// Opened for writing (`FMODE_WRITE`).
     pub writable: bool,
     /// The file system is mounted noexec.
     pub noexec: bool,
-    /// Regular file or shmem.
+    /// Regular file, shmem or hugetlbfs.
     pub kind: FileKind,
+    /// A DAX file (`IS_DAX`): the only kind `MAP_SYNC` may map (ext4 and xfs refuse `VM_SYNC` otherwise).
+    pub dax: bool,
+    /// The largest size the file's file system allows (`s_maxbytes`): growing beyond it is EFBIG.
+    pub max_bytes: u64,
+    /// `RLIMIT_FSIZE` of the process that truncates the file (`u64::MAX`: unlimited): growing beyond it is
+    /// EFBIG (and SIGXFSZ, not modelled).
+    pub fsize_limit: u64,
+    /// The hugetlbfs object of a [`FileKind::Hugetlb`] file.
+    pub huge: Option<HugeRef>,
 }
 
 impl VmFile {
     /// A regular file opened read-write on an exec-allowed file system, on device 00:00 (what op scripts
-    /// create).
+    /// create), with no size limit but `MAX_LFS_FILESIZE`.
     pub fn regular(name: impl Into<String>, inode: u64, size: u64) -> Arc<VmFile> {
-        Arc::new(VmFile {
-            name: name.into(),
+        Arc::new(VmFile::regular_file(name.into(), inode, size))
+    }
+
+    fn regular_file(name: String, inode: u64, size: u64) -> VmFile {
+        VmFile {
+            name,
             deleted: false,
             dev_major: 0,
             dev_minor: 0,
             inode,
-            size,
+            size: FileSize::new(size),
             readable: true,
             writable: true,
             noexec: false,
             kind: FileKind::Regular,
-        })
+            dax: false,
+            max_bytes: MAX_LFS_FILESIZE,
+            fsize_limit: u64::MAX,
+            huge: None,
+        }
+    }
+
+    /// A regular file as [`VmFile::regular`] on a file system whose largest file is `max_bytes`, for a
+    /// process with `RLIMIT_FSIZE` `fsize_limit`, created empty and then truncated to `size` as the op-script
+    /// `file NAME SIZE` does (`open(O_CREAT)` + `ftruncate`): the truncation's errno if it refuses `size`.
+    pub fn regular_sized(
+        name: impl Into<String>,
+        inode: u64,
+        size: u64,
+        max_bytes: u64,
+        fsize_limit: u64,
+    ) -> Result<Arc<VmFile>, Errno> {
+        let f = VmFile { max_bytes, fsize_limit, ..VmFile::regular_file(name.into(), inode, 0) };
+        f.ftruncate(size)?;
+        Ok(Arc::new(f))
     }
 
     /// The shmem object `shmem_zero_setup` gives a shared anonymous mapping of `size` bytes: `/dev/zero
@@ -82,13 +291,40 @@ impl VmFile {
             deleted: true,
             dev_major: 0,
             dev_minor: 1,
-            inode,
-            size,
-            readable: true,
-            writable: true,
-            noexec: false,
             kind: FileKind::ShmemZero,
+            ..VmFile::regular_file(String::new(), inode, size)
         })
+    }
+
+    /// The current size in bytes.
+    pub fn size(&self) -> u64 {
+        self.size.get()
+    }
+
+    /// The huge page size of a hugetlb file.
+    pub fn huge_page_size(&self) -> Option<u64> {
+        self.huge.as_ref().map(|h| h.0.pool.size)
+    }
+
+    /// `ftruncate(fd, size)` on a regular file opened for writing (`fs/open.c: do_ftruncate`,
+    /// `fs/attr.c: inode_newsize_ok`): a size above `i64::MAX` is EINVAL (a negative `loff_t`), a file not
+    /// opened for writing or not regular EINVAL; growing beyond `RLIMIT_FSIZE` or the file system's largest
+    /// file is EFBIG (shrinking is never refused by them). The new size holds for every mapping of the file:
+    /// an access to a page beyond it fails from then on, also for pages touched before, and for a private
+    /// mapping's copied-on-write pages, which the kernel unmaps too (`truncate_pagecache` with `even_cows`;
+    /// checked on the live kernel). No VMA changes.
+    pub fn ftruncate(&self, size: u64) -> Result<(), Errno> {
+        if size > MAX_LFS_FILESIZE {
+            return Err(Errno::EINVAL);
+        }
+        if self.kind != FileKind::Regular || !self.writable {
+            return Err(Errno::EINVAL);
+        }
+        if size > self.size() && (size > self.fsize_limit || size > self.max_bytes) {
+            return Err(Errno::EFBIG);
+        }
+        self.size.set(size);
+        Ok(())
     }
 }
 
