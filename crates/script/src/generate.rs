@@ -23,7 +23,18 @@
 
 use vmspace_abi::{MapFlags, MremapFlags, Prot};
 
-use crate::ast::{ADVICE_NAMES, Op, Script};
+use crate::ast::{Fd, Op, Script};
+use vmspace_abi::Advice;
+
+/// The advice of the base mix (those the engine modelled first).
+const BASE_ADVICE: [Advice; 6] = [
+    Advice::DONTNEED,
+    Advice::FREE,
+    Advice::DONTFORK,
+    Advice::DOFORK,
+    Advice::WIPEONFORK,
+    Advice::KEEPONFORK,
+];
 use crate::output::Arena;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -243,7 +254,7 @@ impl Gen {
                     }
                 }
             };
-            file = Some((self.files[fi].0.clone(), off_page * PAGE));
+            file = Some((Fd::Name(self.files[fi].0.clone()), off_page * PAGE));
         }
         // Deliberate failures.
         match self.rng.random_range(0..30) {
@@ -271,7 +282,7 @@ impl Gen {
             match &file {
                 None => self.set(page, pages, |_| Slot::Anon),
                 Some((name, off)) => {
-                    let fi = self.files.iter().position(|(n, _)| n == name).unwrap_or(0);
+                    let fi = self.files.iter().position(|(n, _)| Fd::Name(n.clone()) == *name).unwrap_or(0);
                     let base = off / PAGE;
                     self.set(page, pages, |i| Slot::File(fi, base + i));
                 }
@@ -415,7 +426,7 @@ impl Gen {
 
     fn madvise(&mut self) -> Op {
         let (p, n) = self.target_range();
-        let advice = ADVICE_NAMES[self.rng.random_range(0..ADVICE_NAMES.len())].0;
+        let advice = BASE_ADVICE[self.rng.random_range(0..BASE_ADVICE.len())];
         let mut addr = self.addr(p);
         let mut len = n * PAGE;
         match self.rng.random_range(0..20) {

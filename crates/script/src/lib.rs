@@ -30,7 +30,10 @@ pub mod minimise;
 pub mod output;
 pub mod run;
 
-pub use ast::{ADVICE_NAMES, Line, MMAP_FLAG_NAMES, MREMAP_FLAG_NAMES, Op, ParseError, Script};
+pub use ast::{
+    ADVICE_NAMES, Fd, Line, MCL_FLAG_NAMES, MLOCK2_FLAG_NAMES, MMAP_FLAG_NAMES, MREMAP_FLAG_NAMES,
+    MSYNC_FLAG_NAMES, Op, PKEY_RIGHTS_NAMES, PROT_FLAG_NAMES, ParseError, Script,
+};
 pub use generate::{GenConfig, generate};
 pub use minimise::minimise;
 pub use output::{Arena, Difference, Entry, Output, Value, compare};
