@@ -115,6 +115,12 @@
 //!   nothing and runs. Lock changes are guarded like protection changes: splitting the runner's VMAs would
 //!   spend `max_map_count` the script cannot see, and a sealed runner mapping could never be freed.
 //!
+//! "The runner's own mapping" means a VMA outside the arena, less the pages the script's own calls mapped
+//! there: the runner records the pages each successful mmap or mremap of the script returns (mapping at 0 as
+//! root, next to the arena, or wherever the kernel put a refused hint) and forgets them on munmap, on a
+//! shrinking or moving mremap, and on a failed MAP_FIXED mmap or MREMAP_FIXED mremap (which may have unmapped
+//! them), so later calls on those pages run; a page it forgets may be the runner's again.
+//!
 //! Not guarded, because they change no mapping and no byte the runner reads: msync, mlockall, munlockall,
 //! pkey_alloc, pkey_free, ftruncate (of script files only), and reads. Ranges outside the arena that only
 //! cover free space run normally.
@@ -201,6 +207,65 @@ pub struct KernelTarget {
     /// The buffer `/proc/self/maps` is read into, allocated once at the start: near `max_map_count` a new
     /// allocation could need a VMA the process may not have.
     maps_buf: Vec<u8>,
+    /// The pages outside the arena that the script's own calls mapped (module docs, "Guard").
+    script_pages: Ranges,
+}
+
+/// A set of page ranges, kept as sorted, disjoint, non-adjacent `[start, end)` pairs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Ranges(Vec<(u64, u64)>);
+
+impl Ranges {
+    /// Adds `[start, end)`.
+    fn add(&mut self, start: u64, end: u64) {
+        if start >= end {
+            return;
+        }
+        let (mut s, mut e) = (start, end);
+        // Absorb every range that overlaps or touches [s, e).
+        self.0.retain(|&(a, b)| {
+            if b < s || a > e {
+                true
+            } else {
+                s = s.min(a);
+                e = e.max(b);
+                false
+            }
+        });
+        let at = self.0.partition_point(|&(a, _)| a < s);
+        self.0.insert(at, (s, e));
+    }
+
+    /// Removes `[start, end)`.
+    fn remove(&mut self, start: u64, end: u64) {
+        if start >= end {
+            return;
+        }
+        let mut out = Vec::with_capacity(self.0.len() + 1);
+        for &(a, b) in &self.0 {
+            if b <= start || a >= end {
+                out.push((a, b));
+                continue;
+            }
+            if a < start {
+                out.push((a, start));
+            }
+            if b > end {
+                out.push((end, b));
+            }
+        }
+        self.0 = out;
+    }
+
+    /// Whether `[start, end)` lies entirely in the set (an empty range does).
+    fn covers(&self, start: u64, end: u64) -> bool {
+        start >= end || self.0.iter().any(|&(a, b)| a <= start && end <= b)
+    }
+}
+
+/// `PAGE_ALIGN(len)` with the kernel's wrapping arithmetic.
+fn page_align(len: u64) -> u64 {
+    len.wrapping_add(PAGE - 1) & !(PAGE - 1)
 }
 
 impl KernelTarget {
@@ -215,22 +280,29 @@ impl KernelTarget {
         unsafe { libc::_exit(EXIT_REFUSED) }
     }
 
-    /// The runner's own mappings: every `/proc/self/maps` line outside the arena but `[vsyscall]` (the x86-64
-    /// gate page is not a VMA: no call can change it), as `(start, end, line)` in address order.
-    fn own_mappings(&mut self) -> Vec<(u64, u64, String)> {
-        let arena = self.arena;
-        read_maps(&mut self.maps_buf)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| l.parse::<vmspace_proc::MapsLine>().ok())
-            .filter(|l| !is_vsyscall(l) && !arena.overlaps(l.start, l.end))
-            .map(|l| (l.start, l.end, l.to_string()))
-            .collect()
+    /// Whether the part `[start, end)` of the VMA `l` is the runner's: `l` lies outside the arena (and is a
+    /// VMA: not `[vsyscall]`) and the script's own calls did not map all of that part.
+    fn is_own(arena: Arena, script_pages: &Ranges, start: u64, end: u64, l: &vmspace_proc::MapsLine) -> bool {
+        if is_vsyscall(l) || arena.overlaps(l.start, l.end) {
+            return false;
+        }
+        let (s, e) = (start.max(l.start), end.min(l.end));
+        s < e && !script_pages.covers(s, e)
+    }
+
+    /// Stops the run for a call on `[start, end)` that reaches the runner's mapping `hit`, if any.
+    fn refuse_hit(&self, what: &str, start: u64, end: u64, hit: Option<String>) {
+        if let Some(l) = hit {
+            self.refuse(format!(
+                "{what} {start:#x}..{end:#x} reaches outside the arena into the runner's own mapping {l}"
+            ));
+        }
     }
 
     /// The guard for calls that act on every VMA of their page range (module docs, "Guard"): refuses when
     /// `[addr, addr + len)` overlaps a mapping of the runner. `bounded`: the kernel refuses ranges past
-    /// TASK_SIZE before acting (mmap, munmap, mremap), so those are left to it.
+    /// TASK_SIZE before acting (mmap, munmap, mremap), so those are left to it. Reads the maps without
+    /// collecting them: near `max_map_count` an allocation that needs a VMA of its own would fail.
     fn guard(&mut self, what: &str, addr: u64, len: u64, bounded: bool) {
         if len == 0 || !addr.is_multiple_of(PAGE) {
             return;
@@ -241,47 +313,54 @@ impl KernelTarget {
         if (bounded && end > TASK_SIZE) || (addr >= self.arena.base && end <= self.arena.end()) {
             return;
         }
-        if let Some((_, _, l)) = self.own_mappings().into_iter().find(|(s, e, _)| *s < end && *e > addr) {
-            self.refuse(format!(
-                "{what} {addr:#x}+{len:#x} reaches outside the arena into the runner's own mapping {l}"
-            ));
-        }
+        let (arena, pages) = (self.arena, std::mem::take(&mut self.script_pages));
+        let hit = read_maps(&mut self.maps_buf)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.parse::<vmspace_proc::MapsLine>().ok())
+            .find(|l| l.start < end && l.end > addr && Self::is_own(arena, &pages, addr, end, l))
+            .map(|l| l.to_string());
+        self.script_pages = pages;
+        self.refuse_hit(what, addr, end, hit);
     }
 
     /// The guard for calls that walk the VMAs of `[start, end)` from the one containing `start` and stop at
     /// the first hole (`mm/mlock.c: apply_vma_lock_flags`, `mm/mprotect.c: do_mprotect_pkey`, `mm/mseal.c`):
     /// a call whose start lies in a hole changes nothing, so only the contiguous run of VMAs from `start` is
-    /// checked. `from_first`: the walk starts at the first VMA that intersects the range instead
-    /// (`PROT_GROWSDOWN` moves mprotect's start down or up to it). `start` and `end` are the page range the
-    /// kernel computes; TASK_SIZE bounds none of these calls.
+    /// checked. `from_first`: the walk starts at the first VMA that intersects the range instead, all of
+    /// which the call may change (`PROT_GROWSDOWN` moves mprotect's start to that VMA's start). `start` and
+    /// `end` are the page range the kernel computes; TASK_SIZE bounds none of these calls.
     fn guard_walk(&mut self, what: &str, start: u64, end: u64, from_first: bool) {
         if start >= end || (start >= self.arena.base && end <= self.arena.end() && !from_first) {
             return;
         }
-        let arena = self.arena;
-        let text = read_maps(&mut self.maps_buf).unwrap_or_default();
-        let vmas: Vec<vmspace_proc::MapsLine> = text
-            .lines()
-            .filter_map(|l| l.parse::<vmspace_proc::MapsLine>().ok())
-            .filter(|l| !is_vsyscall(l))
-            .collect();
-        let first = vmas.iter().position(|l| {
-            if from_first { l.end > start && l.start < end } else { l.start <= start && start < l.end }
-        });
-        let Some(first) = first else { return };
-        let mut reach = vmas[first].start;
-        for l in &vmas[first..] {
-            if l.start >= end || l.start != reach {
-                break;
+        let (arena, pages) = (self.arena, std::mem::take(&mut self.script_pages));
+        let mut hit = None;
+        {
+            let text = read_maps(&mut self.maps_buf).unwrap_or_default();
+            let vmas = text
+                .lines()
+                .filter_map(|l| l.parse::<vmspace_proc::MapsLine>().ok())
+                .filter(|l| !is_vsyscall(l));
+            // The walk: from the first VMA (containing the start, or meeting the range) while contiguous.
+            let mut reach: Option<u64> = None;
+            for l in vmas {
+                let from = match reach {
+                    None if from_first && l.end > start && l.start < end => l.start,
+                    None if !from_first && l.start <= start && start < l.end => start,
+                    None => continue,
+                    Some(r) if l.start == r && l.start < end => start,
+                    Some(_) => break,
+                };
+                if Self::is_own(arena, &pages, from, end, &l) {
+                    hit = Some(l.to_string());
+                    break;
+                }
+                reach = Some(l.end);
             }
-            if !arena.overlaps(l.start, l.end) {
-                let l = l.to_string();
-                self.refuse(format!(
-                    "{what} {start:#x}..{end:#x} reaches outside the arena into the runner's own mapping {l}"
-                ));
-            }
-            reach = l.end;
         }
+        self.script_pages = pages;
+        self.refuse_hit(what, start, end, hit);
     }
 
     /// The page range of mlock/munlock (`mm/mlock.c: do_mlock`, `sys_munlock`): the start rounded down, the
@@ -428,7 +507,7 @@ impl Target for KernelTarget {
         // on x86-64 it only forwards).
         // SAFETY: the mapping lands in the arena or in free space (the guard refused any fixed mapping over the
         // runner's own memory); no Rust reference points into the affected range.
-        syscall_result(unsafe {
+        let r = syscall_result(unsafe {
             libc::syscall(
                 libc::SYS_mmap,
                 addr as usize,
@@ -438,13 +517,24 @@ impl Target for KernelTarget {
                 fd,
                 off as usize,
             )
-        })
+        });
+        match r {
+            Ok(a) => self.script_pages.add(a, a.saturating_add(page_align(len))),
+            // A failed MAP_FIXED may have unmapped what was there: those pages are no longer the script's.
+            Err(_) if flags.contains(MapFlags::FIXED) => {
+                self.script_pages.remove(addr, addr.saturating_add(page_align(len)))
+            }
+            Err(_) => {}
+        }
+        r
     }
 
     fn munmap(&mut self, addr: u64, len: u64) -> Result<u64, Errno> {
         self.guard("munmap", addr, len, true);
+        // Whatever the result, these pages are no longer (or never were) mapped by the script.
+        self.script_pages.remove(addr, addr.saturating_add(page_align(len)));
         // SAFETY: the guard refused ranges over the runner's own memory; only script mappings are affected.
-        unsafe { rustix::mm::munmap(addr as *mut c_void, len as usize) }.map(|()| 0).map_err(errno_of)
+        syscall_result(unsafe { libc::syscall(libc::SYS_munmap, addr as usize, len as usize) }).map(|_| 0)
     }
 
     fn mprotect(&mut self, addr: u64, len: u64, prot: Prot) -> Result<u64, Errno> {
@@ -471,7 +561,7 @@ impl Target for KernelTarget {
         // undefined, and the kernel reads it for MREMAP_DONTUNMAP without MREMAP_FIXED (as a hint).
         // SAFETY: source and (fixed) destination passed the guard; a move without `fixed` goes to free space
         // the kernel picks; no Rust reference points into the affected ranges.
-        let r = unsafe {
+        let r = syscall_result(unsafe {
             libc::syscall(
                 libc::SYS_mremap,
                 addr as usize,
@@ -480,8 +570,29 @@ impl Target for KernelTarget {
                 flags.bits() as usize,
                 new_addr as usize,
             )
-        };
-        if r == -1 { Err(last_errno()) } else { Ok(r as u64) }
+        });
+        let (old_end, new_size) = (addr.saturating_add(page_align(old_len)), page_align(new_len));
+        match r {
+            Ok(n) if n == addr => {
+                // In place: shrunk (the tail is gone) or grown (the new tail is the script's).
+                self.script_pages.remove(addr.saturating_add(new_size), old_end);
+                self.script_pages.add(addr, addr.saturating_add(new_size));
+            }
+            Ok(n) => {
+                if !flags.contains(MremapFlags::DONTUNMAP) {
+                    self.script_pages.remove(addr, old_end);
+                }
+                self.script_pages.add(n, n.saturating_add(new_size));
+            }
+            // A failed MREMAP_FIXED may have unmapped its destination and moved part of a multi-VMA source
+            // (`mm/mremap.c: remap_move`): forget both. Without it a failure changes nothing.
+            Err(_) if flags.contains(MremapFlags::FIXED) => {
+                self.script_pages.remove(addr, old_end);
+                self.script_pages.remove(new_addr, new_addr.saturating_add(new_size));
+            }
+            Err(_) => {}
+        }
+        r
     }
 
     fn madvise(&mut self, addr: u64, len: u64, advice: Advice) -> Result<u64, Errno> {
@@ -939,7 +1050,15 @@ fn child_main(
         let max = max_map_count().unwrap_or(65530);
         let buf_len =
             if opts.map_count_headroom.is_some() { (max as usize + 1024) * MAPS_LINE_MAX } else { 1 << 20 };
-        let mut t = KernelTarget { dir, dir_fd, files: Vec::new(), arena, out, maps_buf: vec![0u8; buf_len] };
+        let mut t = KernelTarget {
+            dir,
+            dir_fd,
+            files: Vec::new(),
+            arena,
+            out,
+            maps_buf: vec![0u8; buf_len],
+            script_pages: Ranges::default(),
+        };
         if let Some(h) = opts.map_count_headroom
             && let Err(msg) = fill_to_headroom(&mut t.maps_buf, arena, h)
         {
@@ -1154,6 +1273,69 @@ mod tests {
         // The DONTCOPY VMA is not in the child.
         assert_eq!(maps[1], &vec!["200000000000-200000001000 rw-p 00000000 00:00 0 ".to_string()]);
         assert!(o.render().contains("L5 fork = 0\n"));
+    }
+
+    #[test]
+    fn page_ranges_add_remove_and_cover() {
+        let mut r = Ranges::default();
+        r.add(0x3000, 0x5000);
+        r.add(0x1000, 0x2000);
+        r.add(0x2000, 0x3000); // touches both: one range
+        assert_eq!(r.0, vec![(0x1000, 0x5000)]);
+        assert!(r.covers(0x1000, 0x5000) && r.covers(0x4000, 0x4000) && !r.covers(0x0, 0x2000));
+        r.remove(0x2000, 0x3000);
+        assert_eq!(r.0, vec![(0x1000, 0x2000), (0x3000, 0x5000)]);
+        assert!(!r.covers(0x1000, 0x4000));
+        r.add(0x8000, 0x9000);
+        r.add(0x0, 0x10000); // swallows everything
+        assert_eq!(r.0, vec![(0, 0x10000)]);
+        r.remove(0, u64::MAX);
+        assert_eq!(r.0, vec![]);
+        r.add(5, 5); // empty: nothing
+        assert_eq!(r, Ranges::default());
+    }
+
+    #[test]
+    fn kernel_page_ranges_follow_the_kernels_arithmetic() {
+        // mlock rounds the start down and the length (plus the start's offset) up.
+        assert_eq!(KernelTarget::lock_range(0x1800, 0x10), Some((0x1000, 0x2000)));
+        assert_eq!(KernelTarget::lock_range(0x1fff, 2), Some((0x1000, 0x3000)));
+        assert_eq!(KernelTarget::lock_range(0x1000, 0), None);
+        // len + offset wraps to 0: nothing to do; a range past 2^64: EINVAL.
+        assert_eq!(KernelTarget::lock_range(0x1001, u64::MAX), None);
+        assert_eq!(KernelTarget::lock_range(0x2000, 0u64.wrapping_sub(0x1000)), None);
+        // mseal / pkey_mprotect need an aligned start.
+        assert_eq!(KernelTarget::aligned_range(0x1001, 0x1000), None);
+        assert_eq!(KernelTarget::aligned_range(0x1000, 1), Some((0x1000, 0x2000)));
+        assert_eq!(KernelTarget::aligned_range(0x1000, u64::MAX), None);
+        assert_eq!(page_align(1), 0x1000);
+        assert_eq!(page_align(u64::MAX), 0);
+    }
+
+    /// The raw syscall numbers the runner uses are x86-64's (`arch/x86/entry/syscalls/syscall_64.tbl`).
+    #[test]
+    fn syscall_numbers_are_x86_64s() {
+        assert_eq!(
+            [
+                libc::SYS_mmap,
+                libc::SYS_mprotect,
+                libc::SYS_munmap,
+                libc::SYS_mremap,
+                libc::SYS_msync,
+                libc::SYS_madvise,
+                libc::SYS_ftruncate,
+                libc::SYS_mlock,
+                libc::SYS_munlock,
+                libc::SYS_mlockall,
+                libc::SYS_munlockall,
+                libc::SYS_mlock2,
+                libc::SYS_pkey_mprotect,
+                libc::SYS_pkey_alloc,
+                libc::SYS_pkey_free,
+                libc::SYS_mseal,
+            ],
+            [9, 10, 11, 25, 26, 28, 77, 149, 150, 151, 152, 325, 329, 330, 331, 462]
+        );
     }
 
     #[test]

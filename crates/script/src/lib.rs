@@ -34,8 +34,8 @@ pub use ast::{
     ADVICE_NAMES, Fd, Line, MCL_FLAG_NAMES, MLOCK2_FLAG_NAMES, MMAP_FLAG_NAMES, MREMAP_FLAG_NAMES,
     MSYNC_FLAG_NAMES, Op, PKEY_RIGHTS_NAMES, PROT_FLAG_NAMES, ParseError, Script,
 };
-pub use generate::{GenConfig, generate};
+pub use generate::{Families, GenConfig, generate};
 pub use minimise::minimise;
 pub use output::{Arena, Difference, Entry, Output, Value, compare};
 pub use run::{Observed, Target, canonical_maps, run, run_in};
-pub use vmspace_abi::{Advice, Errno, MapFlags, MremapFlags, Prot};
+pub use vmspace_abi::{Advice, Errno, MapFlags, MremapFlags, Prot, TASK_SIZE};
