@@ -3,7 +3,9 @@
 //! * `vmspace replay FILE` runs the script on the engine and prints the canonical output
 //!   (`vmspace_script::output`): one `L<line> <op> = <value>` per call, `MAPS` ... `END` blocks.
 //! * `vmspace replay --kernel FILE` runs it on the live kernel (`vmspace_linux::replay`, a forked child).
-//! * `vmspace replay --generate SEED [--calls N] [--fork]` prints a generated script instead of running one.
+//! * `vmspace replay --generate SEED [--calls N] [--fork] [--without FAMILY,...]` prints a generated script
+//!   instead of running one; `--without` leaves generator families out (`vmspace_script::Families`; `all`: the
+//!   base mix only), here and with `diff --seeds`.
 //! * `vmspace diff FILE` runs both and prints the first difference with context; exit status 1 when they
 //!   differ. `vmspace diff --seeds A..B [--calls N]` does the same for every generated script of the seed range
 //!   (the differential gate): a differing script is minimised (delta debugging) and saved as
@@ -42,8 +44,8 @@ use vmspace_script::{
 /// Arguments of `vmspace replay`.
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
-    /// The op script (format: DESIGN.md "Op scripts"). Not used with --generate.
-    #[arg(required_unless_present = "generate")]
+    /// The op script (one call per line; `--help` lists the calls). Not used with --generate.
+    #[arg(required_unless_present = "generate", long_help = script_help("Not used with --generate."))]
     file: Option<PathBuf>,
     /// Run on the live kernel (in a child process) instead of the engine.
     #[arg(long)]
@@ -81,8 +83,8 @@ pub struct ReplayArgs {
 /// Arguments of `vmspace diff`.
 #[derive(Debug, Args)]
 pub struct DiffArgs {
-    /// The op script to run on both sides.
-    #[arg(required_unless_present = "seeds", conflicts_with = "seeds")]
+    /// The op script to run on both sides (one call per line; `--help` lists the calls).
+    #[arg(required_unless_present = "seeds", conflicts_with = "seeds", long_help = script_help("Runs on both sides."))]
     file: Option<PathBuf>,
     /// Instead of a file, a range of generator seeds `A..B` (B exclusive).
     #[arg(long, value_name = "A..B")]
@@ -118,6 +120,20 @@ pub struct DiffArgs {
     /// Run even if the estimated memory or time exceeds what this machine has.
     #[arg(long)]
     force: bool,
+}
+
+/// The long help of a script argument: the format in brief and where its reference is.
+fn script_help(tail: &str) -> String {
+    format!(
+        "The op script: one system call per line with its arguments, `#` comments, e.g.\n\
+         \n  file f 0x4000\n  mmap 0x200000000000 0x4000 rw- shared|fixed fd=f off=0\n  mlock 0x200000001000 0x1000\n\
+         \nCalls: {}.\n\
+         Numbers are decimal or 0x hex; PROT is rwx-style (rw-, --x) with |-joined extra bits (rw-|sem); flags and \
+         advice are lower-case names without their prefix (private|anon|fixed, onfault, current|future, sync, \
+         dontneed) or raw numbers. The live kernel never runs madvise hwpoison or soft_offline. The format's \
+         reference is the documentation of the vmspace_script::ast module (crates/script/src/ast.rs). {tail}",
+        Op::KEYWORDS.join(" ")
+    )
 }
 
 fn parse_u64(s: &str) -> Result<u64, String> {

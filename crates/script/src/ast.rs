@@ -1298,6 +1298,8 @@ maps
             ("ftruncate f", 1, "missing SIZE"),
             ("ftruncate f -1", 1, "ftruncate SIZE"),
             ("ftruncate f 1 2", 1, "extra argument"),
+            ("name 0 4096 a=b", 1, "anon NAME \"a=b\": one token"),
+            ("mmap 0 4096 rw- private fd=a=b off=0", 1, "fd=NAME \"a=b\": one token"),
         ];
         for (text, line, needle) in cases {
             let e = Script::parse(text).unwrap_err();

@@ -25,7 +25,7 @@
 //! `exec_prot` (`--x`, `-wx`), `advice` (every advice but hwpoison and soft_offline, and unknown values),
 //! `mlock` (mlock, mlock2, munlock, and now and then mlockall/munlockall; MAP_LOCKED with `mmap_flags`),
 //! `msync`, `mseal`, `pkeys` (pkey_alloc, pkey_free, pkey_mprotect), `ftruncate` (to smaller, larger and
-//! refused sizes), `mmap_flags` (every mmap flag and PROT bit, unknown bits included), `hints` (mremap
+//! refused sizes, and a third file declared with a huge or refused size), `mmap_flags` (every mmap flag and PROT bit, unknown bits included), `hints` (mremap
 //! NEWADDR without `fixed`) and `edges` (addresses around 0, mmap_min_addr, TASK_SIZE and 2^64, lengths near
 //! 2^64 and ranges that wrap, huge file offsets, unknown flag bits, descriptors that are not open, anonymous
 //! mappings with `fd=`/`off=`). The new calls take about 15% of the calls when every family is on, so the
@@ -1023,7 +1023,8 @@ impl Gen {
 }
 
 /// Generates a script from `seed`: two `file` declarations (one as large as the grid, one of 8 pages so that
-/// mappings can run past its end), then `cfg.calls` calls with a `maps` op roughly every 12 calls.
+/// mappings can run past its end; with the `ftruncate` family now and then a third of a huge or refused size),
+/// then `cfg.calls` calls with a `maps` op roughly every 12 calls.
 pub fn generate(seed: u64, cfg: &GenConfig) -> Script {
     let grid_pages = cfg.grid_pages.clamp(8, cfg.arena.size / PAGE);
     let cfg = GenConfig { grid_pages, ..*cfg };
@@ -1037,6 +1038,13 @@ pub fn generate(seed: u64, cfg: &GenConfig) -> Script {
     };
     let mut ops: Vec<Op> =
         g.files.iter().map(|(n, pages)| Op::File { name: n.clone(), size: pages * PAGE }).collect();
+    if cfg.families.ftruncate && g.rng.random_bool(0.3) {
+        // A third file of a huge (sparse), unaligned or refused size: a refused one stays undeclared for the
+        // kernel (EBADF wherever it is used).
+        let size = [1 << 40, 4 * PAGE + 1, 1 << 63, 1 << 50][g.rng.random_range(0..4)];
+        ops.push(Op::File { name: "f2".into(), size });
+        g.files.push(("f2".into(), (size / PAGE).min(grid_pages * 2)));
+    }
     for i in 0..cfg.calls {
         ops.push(g.call());
         if i % 12 == 11 && g.rng.random_bool(0.7) {
@@ -1146,7 +1154,7 @@ mod tests {
         has("mlock2 unknown flag", &|o| matches!(o, Op::Mlock2 { flags, .. } if *flags > 1));
         has("munlock", &|o| matches!(o, Op::Munlock { .. }));
         has("mlockall current|future", &|o| matches!(o, Op::Mlockall { flags: 3 }));
-        has("mlockall onfault alone", &|o| matches!(o, Op::Mlockall { flags: 4 }));
+        has("mlockall refused flags", &|o| matches!(o, Op::Mlockall { flags: 0 | 4 | 8 }));
         has("munlockall", &|o| matches!(o, Op::Munlockall));
         has("msync sync", &|o| matches!(o, Op::Msync { flags: 4, .. }));
         has("msync async|sync", &|o| matches!(o, Op::Msync { flags: 5, .. }));
@@ -1173,6 +1181,12 @@ mod tests {
         has("ftruncate negative", &|o| matches!(o, Op::Ftruncate { size, .. } if *size >= 1 << 63));
         has("ftruncate huge", &|o| matches!(o, Op::Ftruncate { size: 0x4_0000_0000_0000, .. }));
         has("ftruncate of no file", &|o| matches!(o, Op::Ftruncate { name, .. } if name == "missing"));
+        has("a file of a refused size", &|o| matches!(o, Op::File { size, .. } if *size >= 1 << 63));
+        has("a huge file", &|o| matches!(o, Op::File { size: 0x100_0000_0000, .. }));
+        has(
+            "a mapping of the third file",
+            &|o| matches!(o, Op::Mmap { file: Some((Fd::Name(n), _)), .. } if n == "f2"),
+        );
         // mmap_flags: every named flag, unknown bits, odd PROT bits.
         for (f, n) in MMAP_FLAG_NAMES {
             has(n, &|o| matches!(o, Op::Mmap { flags, .. } if flags.contains(*f)));
@@ -1285,7 +1299,9 @@ mod tests {
             ("msync", |o| matches!(o, Op::Msync { .. })),
             ("mseal", |o| matches!(o, Op::Mseal { .. })),
             ("pkeys", |o| matches!(o, Op::PkeyAlloc { .. } | Op::PkeyFree { .. } | Op::PkeyMprotect { .. })),
-            ("ftruncate", |o| matches!(o, Op::Ftruncate { .. })),
+            ("ftruncate", |o| {
+                matches!(o, Op::Ftruncate { .. }) || matches!(o, Op::File { name, .. } if name == "f2")
+            }),
             ("mmap_flags", |o| {
                 matches!(o, Op::Mmap { flags, .. } if flags.intersects(MapFlags::HUGETLB | MapFlags::STACK | MapFlags::BELOW_2G | MapFlags::SYNC))
                     || matches!(o, Op::Mprotect { prot, .. } | Op::Mmap { prot, .. } if !Prot::ACCESS.contains(*prot))

@@ -8,13 +8,17 @@
 //!     "file f 0x2000\n\
 //!      mmap 0x200000000000 0x2000 r-x private|fixed fd=f off=0   # a file mapping\n\
 //!      madvise 0x200000000000 0x1000 14                         # raw advice: MADV_HUGEPAGE\n\
+//!      mlock2 0x200000000000 0x1000 onfault\n\
+//!      pkey_alloc 0 disable_write\n\
 //!      maps\n",
 //! )?;
 //! let Op::Mmap { prot, flags, .. } = &s.lines[1].op else { unreachable!() };
 //! assert_eq!((*prot, *flags), (Prot::RX, MapFlags::PRIVATE | MapFlags::FIXED));
 //! assert_eq!(s.lines[2].op, Op::Madvise { addr: 0x2000_0000_0000, len: 0x1000, advice: Advice::HUGEPAGE });
-//! // The canonical text parses back to the same ops.
+//! assert_eq!(s.lines[4].op, Op::PkeyAlloc { flags: 0, rights: 2 });
+//! // The canonical text parses back to the same ops, with names for what has one.
 //! assert_eq!(Script::parse(&s.to_text())?.to_text(), s.to_text());
+//! assert!(s.to_text().contains("madvise 0x200000000000 0x1000 hugepage\n"));
 //! # Ok::<(), vmspace_script::ParseError>(())
 //! ```
 //!
@@ -22,7 +26,8 @@
 //! (`L<line> <op> = <value>`, `MAPS` ... `END`), the comparison of two runs, and the seeded random generator.
 //! It executes nothing: runners live in `replay` (engine) and `linux` (kernel). It depends only on `proc` and
 //! `abi` (the errno it prints and the typed call arguments: [`Prot`], [`MapFlags`], [`MremapFlags`],
-//! [`Advice`], re-exported here for targets' convenience).
+//! [`Advice`], and [`TASK_SIZE`], re-exported here for targets' convenience); the flags the ABI crate has no
+//! type for (mlock2, mlockall, msync, mseal, pkey_alloc) are raw integers of the syscall's argument width.
 
 pub mod ast;
 pub mod generate;

@@ -440,6 +440,24 @@ mod tests {
     }
 
     #[test]
+    fn malformed_outputs_name_the_line_and_the_reason() {
+        let cases = [
+            ("L1 mmap 0x1000", 1, "expected L<n> <op> = <value>"),
+            ("L1 mmap = 0\nL2 = 0", 2, "expected L<n> <op>"),
+            ("X1 mmap = 0", 1, "bad line tag"),
+            ("L1 touch = -EFAULT 12", 1, "bad fault address"),
+            ("L1 mmap = 0x1g", 1, "bad value"),
+            ("L1 mmap = -ENOPE", 1, "bad value"),
+            ("L1 mmap = 0\nMAPS\nx", 3, "MAPS without END"),
+        ];
+        for (text, line, needle) in cases {
+            let e = Output::parse(text).unwrap_err();
+            assert_eq!(e.line, line, "{text:?}: {e}");
+            assert!(e.reason.contains(needle), "{text:?}: {e}");
+        }
+    }
+
+    #[test]
     fn outside_addresses_compare_equal() {
         let a = sample();
         let mut b = sample();
