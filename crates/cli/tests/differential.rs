@@ -30,7 +30,7 @@ use vmspace_mm::MmConfig;
 use vmspace_proc::{MapsLine, MapsName};
 use vmspace_replay::EngineTarget;
 use vmspace_script::{
-    Arena, Entry, Families, GenConfig, Output, Script, Value, compare, generate, minimise, run,
+    Arena, Entry, Families, GenConfig, Op, Output, Script, Value, compare, generate, minimise, run,
 };
 
 /// The generator families the gate leaves out, and why. Delete an entry when its engine side is merged.
@@ -128,10 +128,15 @@ fn difference(script: &Script, cfg: &MmConfig) -> Option<String> {
     canon_shmem(&mut e);
     // Near the limit, a mapping placed outside the arena (an occupied hint, a move) lands among the runner's
     // own mappings and may merge with one of them, which the engine cannot see: from that call on the two
-    // processes' VMA counts may differ. Compare the script up to the call before it.
+    // processes' VMA counts may differ. Compare the script up to the call before it. Likewise after
+    // mlockall(MCL_FUTURE): a VMA the runner itself makes from then on is locked and no longer merges with its
+    // unlocked neighbours (a heap extension becomes a VMA of its own), so compare up to that call.
     if headroom.is_some()
         && let Some(line) =
-            [first_call_leaving_arena(&k), first_call_leaving_arena(&e)].into_iter().flatten().min()
+            [first_call_leaving_arena(&k), first_call_leaving_arena(&e), after_future_lock(script)]
+                .into_iter()
+                .flatten()
+                .min()
     {
         let cut = Script { lines: script.lines.iter().filter(|l| l.line < line).cloned().collect() };
         return if cut.lines.is_empty() { None } else { difference(&cut, cfg) };
@@ -152,6 +157,11 @@ fn difference(script: &Script, cfg: &MmConfig) -> Option<String> {
 thread_local! {
     /// Calls compared and ENOMEM results among them, by this worker thread (for the batch's summary line).
     static TALLY: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+/// The line after the first `mlockall` with MCL_FUTURE (2).
+fn after_future_lock(script: &Script) -> Option<usize> {
+    script.lines.iter().find(|l| matches!(l.op, Op::Mlockall { flags } if flags & 2 != 0)).map(|l| l.line + 1)
 }
 
 /// The script line of the first call that returned an address outside the arena.

@@ -62,8 +62,8 @@
 //!   earlier `file` line (whose creation succeeded) is that file's descriptor; any other NAME stands for a
 //!   descriptor number that is not open (the runner passes one that cannot be open: EBADF on both sides);
 //!   `-1` passes -1. A file mapping (no `anon`) needs `fd=`; an anonymous one may have it (the kernel ignores
-//!   the descriptor of an anonymous mapping but still checks OFF: an unaligned OFF is EINVAL, and OFF + LEN
-//!   past 2^64 EOVERFLOW). Without `fd=` an anonymous mmap passes fd -1 and offset 0.
+//!   the descriptor of an anonymous mapping but still checks OFF: an unaligned OFF is EINVAL,
+//!   `arch/x86/kernel/sys_x86_64.c: sys_mmap`). Without `fd=` an anonymous mmap passes fd -1 and offset 0.
 //! * A file NAME (`file`, `ftruncate`, `fd=`) is one token without `#`, `=` or blanks that does not start
 //!   with a digit or `-` (so `fd=-1` and numbers are never names); a NAME is declared once. `ftruncate`
 //!   of a NAME that is not open passes the same closed descriptor as `fd=`.
@@ -74,7 +74,8 @@
 //!   long`)): every value the syntax expresses reaches both targets unchanged.
 //!
 //! The printer ([`Script::to_text`]) writes one op per line in canonical spelling: flags by name in table
-//! order (a multi-bit name before the single bits it covers) and unnamed bits last as one hex number, PROT as
+//! order (a name covering several bits is used before the names of the bits it covers: `shared_validate`, not
+//! `private|shared`) and unnamed bits last as one hex number, PROT as
 //! `rwx` plus names, advice by name when it has one, KEY in decimal, other numbers as `0x` hex except values
 //! below 4096 (decimal). So `parse(print(s)) == s` for every script, and `print` is a fixed point after one
 //! round.
