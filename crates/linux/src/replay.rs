@@ -120,9 +120,10 @@
 //!
 //! "The runner's own mapping" means a VMA outside the arena, less the pages the script's own calls mapped
 //! there: the runner records the pages each successful mmap or mremap of the script returns (mapping at 0 as
-//! root, next to the arena, or wherever the kernel put a refused hint) and forgets them on munmap, on a
-//! shrinking or moving mremap, and on a failed MAP_FIXED mmap or MREMAP_FIXED mremap (which may have unmapped
-//! them), so later calls on those pages run; a page it forgets may be the runner's again.
+//! root, next to the arena, or wherever the kernel put a refused hint) and forgets them on a successful
+//! munmap, on a shrinking or moving mremap, and where a failed MAP_FIXED mmap or MREMAP_FIXED mremap left
+//! them unmapped (it reads the maps again), so later calls on those pages run; a page it forgets may be the
+//! runner's again.
 //!
 //! Not guarded, because they change no mapping and no byte the runner reads: msync, mlockall, munlockall,
 //! pkey_alloc, pkey_free, ftruncate (of script files only), and reads. Ranges outside the arena that only
@@ -302,6 +303,16 @@ impl KernelTarget {
         }
     }
 
+    /// The page range a bounded [`Self::guard`] (mmap, munmap, mremap) checks, or `None` when it leaves the
+    /// range to the kernel (empty, unaligned, wrapping or past TASK_SIZE: refused before anything changes).
+    fn guarded_range(addr: u64, len: u64) -> Option<(u64, u64)> {
+        if len == 0 || !addr.is_multiple_of(PAGE) {
+            return None;
+        }
+        let end = addr.checked_add(len).and_then(|e| e.checked_next_multiple_of(PAGE))?;
+        (end <= TASK_SIZE).then_some((addr, end))
+    }
+
     /// The guard for calls that act on every VMA of their page range (module docs, "Guard"): refuses when
     /// `[addr, addr + len)` overlaps a mapping of the runner. `bounded`: the kernel refuses ranges past
     /// TASK_SIZE before acting (mmap, munmap, mremap), so those are left to it. Reads the maps without
@@ -313,6 +324,7 @@ impl KernelTarget {
         let Some(end) = addr.checked_add(len).and_then(|e| e.checked_next_multiple_of(PAGE)) else {
             return;
         };
+        debug_assert!(!bounded || end > TASK_SIZE || Self::guarded_range(addr, len) == Some((addr, end)));
         if (bounded && end > TASK_SIZE) || (addr >= self.arena.base && end <= self.arena.end()) {
             return;
         }
@@ -364,6 +376,31 @@ impl KernelTarget {
         }
         self.script_pages = pages;
         self.refuse_hit(what, start, end, hit);
+    }
+
+    /// After a call that may have unmapped part of `[start, end)`: keeps of the script's pages there only
+    /// those still mapped. Streams the maps (no allocation per line: see [`Self::guard`]); the kept pieces are
+    /// parts of script pages, as few as the script's own VMAs there.
+    fn recheck(&mut self, start: u64, end: u64) {
+        let mut pages = std::mem::take(&mut self.script_pages);
+        let mut keep = Ranges::default();
+        if pages.0.iter().any(|&(a, b)| a < end && b > start) {
+            for l in read_maps(&mut self.maps_buf)
+                .unwrap_or_default()
+                .lines()
+                .filter_map(|l| l.parse::<vmspace_proc::MapsLine>().ok())
+                .filter(|l| l.start < end && l.end > start)
+            {
+                for &(a, b) in pages.0.iter().filter(|&&(a, b)| a < l.end && b > l.start) {
+                    keep.add(a.max(l.start).max(start), b.min(l.end).min(end));
+                }
+            }
+            pages.remove(start, end);
+            for &(a, b) in &keep.0 {
+                pages.add(a, b);
+            }
+        }
+        self.script_pages = pages;
     }
 
     /// The page range of mlock/munlock (`mm/mlock.c: do_mlock`, `sys_munlock`): the start rounded down, the
@@ -523,9 +560,10 @@ impl Target for KernelTarget {
         });
         match r {
             Ok(a) => self.script_pages.add(a, a.saturating_add(page_align(len))),
-            // A failed MAP_FIXED may have unmapped what was there: those pages are no longer the script's.
+            // A MAP_FIXED that fails late leaves a gap where the old mapping was (`mm/vma.h:
+            // vms_abort_munmap_vmas`): keep only what is still mapped.
             Err(_) if flags.contains(MapFlags::FIXED) => {
-                self.script_pages.remove(addr, addr.saturating_add(page_align(len)))
+                self.recheck(addr, addr.saturating_add(page_align(len)))
             }
             Err(_) => {}
         }
@@ -534,10 +572,13 @@ impl Target for KernelTarget {
 
     fn munmap(&mut self, addr: u64, len: u64) -> Result<u64, Errno> {
         self.guard("munmap", addr, len, true);
-        // Whatever the result, these pages are no longer (or never were) mapped by the script.
-        self.script_pages.remove(addr, addr.saturating_add(page_align(len)));
         // SAFETY: the guard refused ranges over the runner's own memory; only script mappings are affected.
-        syscall_result(unsafe { libc::syscall(libc::SYS_munmap, addr as usize, len as usize) }).map(|_| 0)
+        let r = syscall_result(unsafe { libc::syscall(libc::SYS_munmap, addr as usize, len as usize) });
+        // A failed munmap unmaps nothing (`mm/vma.c: do_vmi_align_munmap` reattaches what it gathered).
+        if r.is_ok() {
+            self.script_pages.remove(addr, addr.saturating_add(page_align(len)));
+        }
+        r.map(|_| 0)
     }
 
     fn mprotect(&mut self, addr: u64, len: u64, prot: Prot) -> Result<u64, Errno> {
@@ -588,10 +629,14 @@ impl Target for KernelTarget {
                 self.script_pages.add(n, n.saturating_add(new_size));
             }
             // A failed MREMAP_FIXED may have unmapped its destination and moved part of a multi-VMA source
-            // (`mm/mremap.c: remap_move`): forget both. Without it a failure changes nothing.
+            // (`mm/mremap.c: remap_move`): of the source keep what is still mapped; whatever is mapped in a
+            // destination the guard checked (it held nothing of the runner's) was moved there by this call.
             Err(_) if flags.contains(MremapFlags::FIXED) => {
-                self.script_pages.remove(addr, old_end);
-                self.script_pages.remove(new_addr, new_addr.saturating_add(new_size));
+                self.recheck(addr, old_end);
+                if let Some((s, e)) = Self::guarded_range(new_addr, new_len) {
+                    self.script_pages.add(s, e);
+                    self.recheck(s, e);
+                }
             }
             Err(_) => {}
         }

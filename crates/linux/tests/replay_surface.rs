@@ -425,6 +425,16 @@ fn pages_the_script_mapped_outside_the_arena_are_the_scripts() {
     assert_eq!(&v[1..4], &[Value::Zero, Value::Zero, Value::Zero]);
     assert!(matches!(v[4], Value::Addr(_)), "{:?}", v[4]);
     assert_eq!(&v[5..], &[Value::Zero, Value::Zero]);
+    // Moved out of the arena by mremap (two VMAs at once, with and without dontunmap): still the script's.
+    let o = run("mmap 0x200000016000 0x1000 rw- private|anon|fixed\n\
+                 mmap 0x200000017000 0x1000 r-- private|anon|fixed\n\
+                 mremap 0x200000016000 0x2000 0x2000 maymove|fixed|dontunmap 0x1ffffff00000\n\
+                 mprotect 0x1ffffff00000 0x1000 r--\n\
+                 munmap 0x1ffffff00000 0x2000\n\
+                 mremap 0x200000016000 0x2000 0x2000 maymove|fixed 0x1ffffff00000\n\
+                 mlock 0x1ffffff00000 0x2000\n");
+    let out = Value::Addr(0x1fff_fff0_0000);
+    assert_eq!(&values(&o)[2..], &[out, Value::Zero, Value::Zero, out, Value::Zero]);
     // Once unmapped, the page is no longer the script's: a later call there that could reach runner memory
     // is checked again (here nothing is mapped there, so it runs and fails).
     let o = run("mmap 0x1ffffffff000 0x1000 rw- private|anon|fixed\nmunmap 0x1ffffffff000 0x1000\n\
