@@ -3,7 +3,9 @@
 //! * `vmspace replay FILE` runs the script on the engine and prints the canonical output
 //!   (`vmspace_script::output`): one `L<line> <op> = <value>` per call, `MAPS` ... `END` blocks.
 //! * `vmspace replay --kernel FILE` runs it on the live kernel (`vmspace_linux::replay`, a forked child).
-//! * `vmspace replay --generate SEED [--calls N] [--fork]` prints a generated script instead of running one.
+//! * `vmspace replay --generate SEED [--calls N] [--fork] [--without FAMILY,...]` prints a generated script
+//!   instead of running one; `--without` leaves generator families out (`vmspace_script::Families`; `all`: the
+//!   base mix only), here and with `diff --seeds`.
 //! * `vmspace diff FILE` runs both and prints the first difference with context; exit status 1 when they
 //!   differ. `vmspace diff --seeds A..B [--calls N]` does the same for every generated script of the seed range
 //!   (the differential gate): a differing script is minimised (delta debugging) and saved as
@@ -35,14 +37,15 @@ use vmspace_replay::EngineTarget;
 use vmspace_results::host::HostInfo;
 use vmspace_results::report::{Report, ReportSet, Verdict};
 use vmspace_script::{
-    Arena, GenConfig, MapFlags, Observed, Op, Output, Script, compare, generate, minimise, run_in,
+    Advice, Arena, Families, GenConfig, MapFlags, Observed, Op, Output, Script, compare, generate, minimise,
+    run_in,
 };
 
 /// Arguments of `vmspace replay`.
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
-    /// The op script (format: DESIGN.md "Op scripts"). Not used with --generate.
-    #[arg(required_unless_present = "generate")]
+    /// The op script (one call per line; `--help` lists the calls). Not used with --generate.
+    #[arg(required_unless_present = "generate", long_help = script_help("Not used with --generate."))]
     file: Option<PathBuf>,
     /// Run on the live kernel (in a child process) instead of the engine.
     #[arg(long)]
@@ -59,6 +62,10 @@ pub struct ReplayArgs {
     /// Pages of the arena that generated calls aim at [default: 64] (with --generate).
     #[arg(long, value_name = "N")]
     grid_pages: Option<u64>,
+    /// Leave these generator families out (with --generate): exec_prot advice mlock msync mseal pkeys
+    /// ftruncate mmap_flags hints edges, comma-separated, or `all` for the base mix only.
+    #[arg(long, value_name = "FAMILY,...", value_delimiter = ',')]
+    without: Vec<String>,
     /// Arena base address (hex with 0x, or decimal); maps lines outside it are not shown.
     #[arg(long, value_parser = parse_u64, default_value = "0x200000000000")]
     arena: u64,
@@ -76,8 +83,8 @@ pub struct ReplayArgs {
 /// Arguments of `vmspace diff`.
 #[derive(Debug, Args)]
 pub struct DiffArgs {
-    /// The op script to run on both sides.
-    #[arg(required_unless_present = "seeds", conflicts_with = "seeds")]
+    /// The op script to run on both sides (one call per line; `--help` lists the calls).
+    #[arg(required_unless_present = "seeds", conflicts_with = "seeds", long_help = script_help("Runs on both sides."))]
     file: Option<PathBuf>,
     /// Instead of a file, a range of generator seeds `A..B` (B exclusive).
     #[arg(long, value_name = "A..B")]
@@ -91,6 +98,10 @@ pub struct DiffArgs {
     /// Pages of the arena that generated calls aim at; small: calls interact more [default: 64] (with --seeds).
     #[arg(long, value_name = "N")]
     grid_pages: Option<u64>,
+    /// Leave these generator families out (with --seeds): exec_prot advice mlock msync mseal pkeys ftruncate
+    /// mmap_flags hints edges, comma-separated, or `all` for the base mix only.
+    #[arg(long, value_name = "FAMILY,...", value_delimiter = ',')]
+    without: Vec<String>,
     /// Directory for the minimised differing scripts, `diff-seed-<S>.script` [default: .] (with --seeds).
     #[arg(long, value_name = "DIR")]
     out_dir: Option<PathBuf>,
@@ -111,12 +122,39 @@ pub struct DiffArgs {
     force: bool,
 }
 
+/// The long help of a script argument: the format in brief and where its reference is.
+fn script_help(tail: &str) -> String {
+    format!(
+        "The op script: one system call per line with its arguments, `#` comments, e.g.\n\
+         \n  file f 0x4000\n  mmap 0x200000000000 0x4000 rw- shared|fixed fd=f off=0\n  mlock 0x200000001000 0x1000\n\
+         \nCalls: {}.\n\
+         Numbers are decimal or 0x hex; PROT is rwx-style (rw-, --x) with |-joined extra bits (rw-|sem); flags and \
+         advice are lower-case names without their prefix (private|anon|fixed, onfault, current|future, sync, \
+         dontneed) or raw numbers. The live kernel never runs madvise hwpoison or soft_offline. The format's \
+         reference is the documentation of the vmspace_script::ast module (crates/script/src/ast.rs). {tail}",
+        Op::KEYWORDS.join(" ")
+    )
+}
+
 fn parse_u64(s: &str) -> Result<u64, String> {
     vmspace_script::ast::parse_num(s)
 }
 
 fn arena(base: u64) -> Arena {
     Arena { base, ..Arena::default() }
+}
+
+/// The generator families left after `--without` (`all`: none).
+fn families(without: &[String]) -> Result<Families> {
+    let mut f = Families::ALL;
+    for name in without {
+        if name == "all" {
+            f = Families::NONE;
+        } else {
+            f.set(name, false).map_err(|e| usage(format!("--without: {e}")))?;
+        }
+    }
+    Ok(f)
 }
 
 /// Reads and parses a script: an unreadable file or a bad line is bad input (exit status 2).
@@ -143,16 +181,32 @@ const TIME_LIMIT_SECS: f64 = 24.0 * 3600.0;
 /// Refuses a script whose touches or populated mappings would need more memory than the machine has, or more
 /// time than [`TIME_LIMIT_SECS`] (unless `force`).
 fn check_script(script: &Script, force: bool) -> Result<()> {
+    // After mlockall(MCL_CURRENT or MCL_FUTURE) every mapping may be populated and locked.
+    let locks_all = script.lines.iter().any(|l| matches!(l.op, Op::Mlockall { flags } if flags & 3 != 0));
+    // Only a length the kernel could map counts: anything longer than the user address space fails.
+    let could_map = |len: u64| if len <= vmspace_script::TASK_SIZE { u128::from(len) } else { 0 };
     let mut bytes: u128 = 0;
     for l in &script.lines {
         match &l.op {
             Op::Touch { len, .. } => bytes += u128::from(*len),
-            Op::Mmap { len, flags, .. } if flags.contains(MapFlags::POPULATE) => bytes += u128::from(*len),
+            Op::Mmap { len, flags, .. }
+                if locks_all || flags.intersects(MapFlags::POPULATE | MapFlags::LOCKED) =>
+            {
+                bytes += could_map(*len)
+            }
+            Op::Mremap { new_len, .. } if locks_all => bytes += could_map(*new_len),
+            Op::Mlock { len, .. } => bytes += could_map(*len),
+            Op::Mlock2 { len, flags, .. } if flags & 1 == 0 => bytes += could_map(*len),
+            Op::Madvise { len, advice, .. }
+                if [Advice::POPULATE_READ, Advice::POPULATE_WRITE, Advice::WILLNEED].contains(advice) =>
+            {
+                bytes += could_map(*len)
+            }
             _ => {}
         }
     }
     let pages = bytes.div_ceil(PAGE);
-    common::check_memory("the script's touches and populated mappings", pages * PAGE, force)?;
+    common::check_memory("the script's touches and populated or locked mappings", pages * PAGE, force)?;
     let secs = pages as f64 * SECS_PER_PAGE + script.lines.len() as f64 * SECS_PER_CALL;
     common::check_time("the script's touches", secs, TIME_LIMIT_SECS, force)
 }
@@ -222,8 +276,12 @@ fn script_report(benchmark: &str, label: String, host: &HostInfo, script: &Scrip
 
 /// Runs `vmspace replay`.
 pub fn run_replay(args: ReplayArgs) -> Result<Status> {
-    if args.generate.is_none() && (args.calls.is_some() || args.fork || args.grid_pages.is_some()) {
-        return Err(usage("--calls, --fork and --grid-pages shape generated scripts: they need --generate"));
+    if args.generate.is_none()
+        && (args.calls.is_some() || args.fork || args.grid_pages.is_some() || !args.without.is_empty())
+    {
+        return Err(usage(
+            "--calls, --fork, --grid-pages and --without shape generated scripts: they need --generate",
+        ));
     }
     if let Some(seed) = args.generate {
         let calls = args.calls.unwrap_or(80);
@@ -233,6 +291,7 @@ pub fn run_replay(args: ReplayArgs) -> Result<Status> {
             fork: args.fork,
             arena: arena(args.arena),
             grid_pages: args.grid_pages.unwrap_or(64),
+            families: families(&args.without)?,
         };
         print!("{}", generate(seed, &cfg).to_text());
         return Ok(Status::Success);
@@ -294,10 +353,12 @@ pub fn run_diff(args: DiffArgs) -> Result<Status> {
             || args.fork
             || args.grid_pages.is_some()
             || args.out_dir.is_some()
-            || args.keep_going)
+            || args.keep_going
+            || !args.without.is_empty())
     {
         return Err(usage(
-            "--calls, --fork, --grid-pages, --out-dir and --keep-going apply to generated scripts: they need --seeds",
+            "--calls, --fork, --grid-pages, --without, --out-dir and --keep-going apply to generated scripts: \
+             they need --seeds",
         ));
     }
     let calls = args.calls.unwrap_or(60);
@@ -341,7 +402,13 @@ pub fn run_diff(args: DiffArgs) -> Result<Status> {
     }
     common::check_writable_dir(&out_dir).map_err(|e| usage(format!("--out-dir: {e}")))?;
     vmspace_linux::child::install_interrupt_handler()?;
-    let cfg = GenConfig { calls, fork: args.fork, arena, grid_pages: args.grid_pages.unwrap_or(64) };
+    let cfg = GenConfig {
+        calls,
+        fork: args.fork,
+        arena,
+        grid_pages: args.grid_pages.unwrap_or(64),
+        families: families(&args.without)?,
+    };
     let mut differing = Vec::new();
     let mut reports = Vec::new();
     let mut run = 0u64;

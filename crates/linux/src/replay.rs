@@ -9,8 +9,9 @@
 //!
 //! The caller may be multi-threaded (the test harness is). After `fork` only the forking thread exists in the
 //! child, so the child must not wait for a lock another thread might have held at the instant of the fork.
-//! What the child uses: raw syscalls (rustix, and libc for `prctl`, `brk`, `process_vm_*`, `fork`,
-//! `_exit`), reads of `/proc/self/maps`, and heap allocation. Allocation is safe here because glibc's `fork`
+//! What the child uses: raw syscalls (`libc::syscall` for the script's calls, rustix and libc for the rest:
+//! `prctl`, `process_vm_*`, `fork`, `_exit`, files and pipes), reads of `/proc/self/maps`, and heap
+//! allocation. Allocation is safe here because glibc's `fork`
 //! takes and resets malloc's locks around the fork (its atfork handling), so the child's allocator is
 //! consistent. The child never touches stdio, the environment (no `std::env`, no `tempfile` calls: the
 //! temporary directory is created by the parent, before the fork), or any Rust `Mutex` shared with other
@@ -37,17 +38,56 @@
 //!
 //! # Calls
 //!
-//! mmap/munmap/mprotect/madvise go through rustix with the script's values passed unchanged (flags as raw
-//! bits), so the kernel does all validation; mremap is the raw five-argument syscall (rustix's variants
-//! either add MREMAP_FIXED or leave new_address undefined, and the kernel reads it for DONTUNMAP). `name` is `prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, ...)`
-//! (EINVAL on kernels built without CONFIG_ANON_VMA_NAME, like this project's hosts). `brk` is the raw
-//! syscall (it returns the resulting break). `file NAME SIZE` creates `NAME` in a fresh temporary directory
-//! (opened read-write, truncated to SIZE); `fd=NAME` maps it. `touch` accesses one byte per page with
-//! `process_vm_readv`/`process_vm_writev` on the child itself: the kernel faults the page in exactly as a
-//! user access would (through GUP, honouring the VMA's protection, without FOLL_FORCE; one difference from
-//! a CPU access: GUP refuses to read a page without VM_READ, such as a `-w-` one), but reports EFAULT
-//! instead of raising SIGSEGV or SIGBUS, which gives the first bad page without signal handling. A write
-//! stores the byte 0x5a.
+//! Every call is the raw system call with the script's values passed unchanged (`libc::syscall` with the
+//! x86-64 numbers of `arch/x86/entry/syscalls/syscall_64.tbl`, as the `libc` crate defines them: mmap 9,
+//! mprotect 10, munmap 11, mremap 25, msync 26, madvise 28, ftruncate 77, mlock 149, munlock 150, mlockall
+//! 151, munlockall 152, mlock2 325, pkey_mprotect 329, pkey_alloc 330, pkey_free 331, mseal 462), so the
+//! kernel does all validation, in its own order. mremap passes all five arguments (the kernel reads
+//! new_address for MREMAP_DONTUNMAP without MREMAP_FIXED, as a hint). A return in -4095..=-1 is the error
+//! (libc sets `errno`). `name` is `prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, ...)` (EINVAL on kernels built
+//! without CONFIG_ANON_VMA_NAME, like this project's hosts). `brk` is the raw syscall (it returns the
+//! resulting break).
+//!
+//! Files: `file NAME SIZE` creates `NAME` in a fresh temporary directory (opened read-write, then
+//! ftruncate to SIZE; if that fails the file is closed again and the line prints the errno). `fd=NAME` and
+//! `ftruncate NAME` pass that file's descriptor; a NAME the runner holds no file for (never declared, declared
+//! later, or whose creation failed) passes [`CLOSED_FD`], a number no process can have open (checked when
+//! the child starts), so the kernel answers EBADF wherever it looks the descriptor up; `fd=-1` passes -1, and
+//! an anonymous mmap without `fd=` passes -1 and offset 0. SIGXFSZ is ignored in the child, so a size past
+//! RLIMIT_FSIZE is EFBIG, not the runner's death.
+//!
+//! `touch` accesses one byte per page with `process_vm_readv`/`process_vm_writev` on the child itself: the
+//! kernel faults the page in exactly as a user access would (through GUP, honouring the VMA's protection,
+//! without FOLL_FORCE; one difference from a CPU access: GUP refuses to read a page without VM_READ, such as
+//! a `-w-` one, and ignores protection keys), but reports EFAULT instead of raising SIGSEGV or SIGBUS, which
+//! gives the first bad page without signal handling. A write stores the byte 0x5a.
+//!
+//! # mlockall, munlockall and protection keys
+//!
+//! `mlockall` and `munlockall` act on the whole process, the runner's own mappings included. The runner runs
+//! them as given: locking populates and pins the runner's memory but changes neither its contents nor its
+//! mappings (`mm/mlock.c: apply_mlockall_flags` changes whole VMAs' flags, so no VMA of the runner splits,
+//! and none merges: none of them differed from a neighbour only by `VM_LOCKED`), so the runner keeps working
+//! and the output, which shows only the arena, compares with the engine's, whose address space is the arena.
+//! `MCL_FUTURE` also locks (and populates) mappings the runner makes afterwards: its own allocations are
+//! small, and generated scripts map only small lengths or lengths the kernel refuses. In a headroom run
+//! (below) a VMA the runner makes after `MCL_FUTURE` (a heap extension) is locked and does not merge with its
+//! unlocked neighbour, so it may cost one VMA of the count the engine cannot see; the differential gate
+//! compares such runs only up to that call. The one thing that does
+//! not compare is the memlock limit: without CAP_IPC_LOCK, `mlockall(MCL_CURRENT)` counts the runner's whole
+//! `total_vm` against RLIMIT_MEMLOCK (ENOMEM where the engine, which sees only the arena, may succeed); this
+//! project's hosts run the runner as root, where no limit applies.
+//!
+//! `pkey_alloc` sets the runner thread's rights for the new key, which affect only memory carrying that key,
+//! and only a (guarded) pkey_mprotect of script mappings gives memory a key. On a CPU or kernel without
+//! protection keys pkey_alloc is EINVAL and so is every key but -1.
+//!
+//! # Never run
+//!
+//! `madvise` with MADV_HWPOISON (100) or MADV_SOFT_OFFLINE (101), by name or number: as root they poison or
+//! offline the machine's physical pages (`mm/madvise.c: madvise_inject_error`). [`replay_kernel_observed`]
+//! refuses a script that contains one before it forks anything ([`refused_before_running`]), and the child
+//! refuses the call again should it ever reach it.
 //!
 //! # Reaching `max_map_count`
 //!
@@ -62,21 +102,41 @@
 //!
 //! # Guard
 //!
-//! A script could name addresses outside the arena, where the runner's own code, heap and stack live. Before
-//! a call that can change memory (fixed mmap, munmap, mprotect, mremap source and fixed destination, madvise,
-//! touch w, brk below the current break) whose page range is one the kernel would act on (aligned, non-empty,
-//! below TASK_SIZE) and is not entirely inside the arena, the runner reads `/proc/self/maps`; if the range
-//! overlaps any mapping outside the arena, the run stops with [`ReplayError::Refused`] instead of corrupting
-//! itself. Ranges outside the arena that only cover free space run normally.
+//! A script could name addresses outside the arena, where the runner's own code, heap and stack live. Before a
+//! call that can change memory, the runner reads `/proc/self/maps` and stops the run with
+//! [`ReplayError::Refused`] instead of corrupting itself when the pages the kernel would act on include a
+//! mapping outside the arena (`[vsyscall]`, which is not a VMA, aside). Which pages those are follows each
+//! call:
+//! - fixed mmap, munmap, mremap source and fixed destination: the whole aligned, non-empty range, if it ends
+//!   at or below TASK_SIZE (the kernel refuses the others before acting);
+//! - madvise and `touch w` (and `brk` below the current break): the whole range, TASK_SIZE or not (madvise
+//!   skips holes and is not bounded by TASK_SIZE);
+//! - mprotect, pkey_mprotect, mlock, mlock2, munlock, mseal: the contiguous run of VMAs from the one
+//!   containing the start (the page range as the kernel computes it: mlock rounds the start down, the others
+//!   need it aligned), up to the first hole, since these calls walk from the start and stop at a hole;
+//!   with PROT_GROWSDOWN from the first VMA that meets the range. A range that starts in a hole changes
+//!   nothing and runs. Lock changes are guarded like protection changes: splitting the runner's VMAs would
+//!   spend `max_map_count` the script cannot see, and a sealed runner mapping could never be freed.
+//!
+//! "The runner's own mapping" means a VMA outside the arena, less the pages the script's own calls mapped
+//! there: the runner records the pages each successful mmap or mremap of the script returns (mapping at 0 as
+//! root, next to the arena, or wherever the kernel put a refused hint) and forgets them on a successful
+//! munmap, on a shrinking or moving mremap, and where a failed MAP_FIXED mmap or MREMAP_FIXED mremap left
+//! them unmapped (it reads the maps again), so later calls on those pages run; a page it forgets may be the
+//! runner's again.
+//!
+//! Not guarded, because they change no mapping and no byte the runner reads: msync, mlockall, munlockall,
+//! pkey_alloc, pkey_free, ftruncate (of script files only), and reads. Ranges outside the arena that only
+//! cover free space run normally.
 
-use rustix::fd::{AsFd, OwnedFd};
+use rustix::fd::{AsRawFd, OwnedFd};
 use rustix::fs::{Mode, OFlags};
-use rustix::mm::{MprotectFlags, ProtFlags};
+use rustix::mm::ProtFlags;
 use std::ffi::c_void;
 use std::fmt;
 use std::path::PathBuf;
 use vmspace_abi::{Advice, MapFlags, MremapFlags, Prot};
-use vmspace_script::{Arena, Errno, Output, Script, Target};
+use vmspace_script::{Arena, Errno, Fd, Op, Output, Script, Target};
 
 const PAGE: u64 = 4096;
 /// x86-64 TASK_SIZE with 4-level paging: the end of user space.
@@ -151,6 +211,65 @@ pub struct KernelTarget {
     /// The buffer `/proc/self/maps` is read into, allocated once at the start: near `max_map_count` a new
     /// allocation could need a VMA the process may not have.
     maps_buf: Vec<u8>,
+    /// The pages outside the arena that the script's own calls mapped (module docs, "Guard").
+    script_pages: Ranges,
+}
+
+/// A set of page ranges, kept as sorted, disjoint, non-adjacent `[start, end)` pairs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Ranges(Vec<(u64, u64)>);
+
+impl Ranges {
+    /// Adds `[start, end)`.
+    fn add(&mut self, start: u64, end: u64) {
+        if start >= end {
+            return;
+        }
+        let (mut s, mut e) = (start, end);
+        // Absorb every range that overlaps or touches [s, e).
+        self.0.retain(|&(a, b)| {
+            if b < s || a > e {
+                true
+            } else {
+                s = s.min(a);
+                e = e.max(b);
+                false
+            }
+        });
+        let at = self.0.partition_point(|&(a, _)| a < s);
+        self.0.insert(at, (s, e));
+    }
+
+    /// Removes `[start, end)`.
+    fn remove(&mut self, start: u64, end: u64) {
+        if start >= end {
+            return;
+        }
+        let mut out = Vec::with_capacity(self.0.len() + 1);
+        for &(a, b) in &self.0 {
+            if b <= start || a >= end {
+                out.push((a, b));
+                continue;
+            }
+            if a < start {
+                out.push((a, start));
+            }
+            if b > end {
+                out.push((end, b));
+            }
+        }
+        self.0 = out;
+    }
+
+    /// Whether `[start, end)` lies entirely in the set (an empty range does).
+    fn covers(&self, start: u64, end: u64) -> bool {
+        start >= end || self.0.iter().any(|&(a, b)| a <= start && end <= b)
+    }
+}
+
+/// `PAGE_ALIGN(len)` with the kernel's wrapping arithmetic.
+fn page_align(len: u64) -> u64 {
+    len.wrapping_add(PAGE - 1) & !(PAGE - 1)
 }
 
 impl KernelTarget {
@@ -165,29 +284,212 @@ impl KernelTarget {
         unsafe { libc::_exit(EXIT_REFUSED) }
     }
 
-    /// The guard (see the module documentation).
-    fn guard(&mut self, what: &str, addr: u64, len: u64) {
+    /// Whether the part `[start, end)` of the VMA `l` is the runner's: `l` lies outside the arena (and is a
+    /// VMA: not `[vsyscall]`) and the script's own calls did not map all of that part.
+    fn is_own(arena: Arena, script_pages: &Ranges, start: u64, end: u64, l: &vmspace_proc::MapsLine) -> bool {
+        if is_vsyscall(l) || arena.overlaps(l.start, l.end) {
+            return false;
+        }
+        let (s, e) = (start.max(l.start), end.min(l.end));
+        s < e && !script_pages.covers(s, e)
+    }
+
+    /// Stops the run for a call on `[start, end)` that reaches the runner's mapping `hit`, if any.
+    fn refuse_hit(&self, what: &str, start: u64, end: u64, hit: Option<String>) {
+        if let Some(l) = hit {
+            self.refuse(format!(
+                "{what} {start:#x}..{end:#x} reaches outside the arena into the runner's own mapping {l}"
+            ));
+        }
+    }
+
+    /// The page range a bounded [`Self::guard`] (mmap, munmap, mremap) checks, or `None` when it leaves the
+    /// range to the kernel (empty, unaligned, wrapping or past TASK_SIZE: refused before anything changes).
+    fn guarded_range(addr: u64, len: u64) -> Option<(u64, u64)> {
+        if len == 0 || !addr.is_multiple_of(PAGE) {
+            return None;
+        }
+        let end = addr.checked_add(len).and_then(|e| e.checked_next_multiple_of(PAGE))?;
+        (end <= TASK_SIZE).then_some((addr, end))
+    }
+
+    /// The guard for calls that act on every VMA of their page range (module docs, "Guard"): refuses when
+    /// `[addr, addr + len)` overlaps a mapping of the runner. `bounded`: the kernel refuses ranges past
+    /// TASK_SIZE before acting (mmap, munmap, mremap), so those are left to it. Reads the maps without
+    /// collecting them: near `max_map_count` an allocation that needs a VMA of its own would fail.
+    fn guard(&mut self, what: &str, addr: u64, len: u64, bounded: bool) {
         if len == 0 || !addr.is_multiple_of(PAGE) {
             return;
         }
         let Some(end) = addr.checked_add(len).and_then(|e| e.checked_next_multiple_of(PAGE)) else {
             return;
         };
-        if end > TASK_SIZE || (addr >= self.arena.base && end <= self.arena.end()) {
+        debug_assert!(!bounded || end > TASK_SIZE || Self::guarded_range(addr, len) == Some((addr, end)));
+        if (bounded && end > TASK_SIZE) || (addr >= self.arena.base && end <= self.arena.end()) {
             return;
         }
-        let arena = self.arena;
+        let (arena, pages) = (self.arena, std::mem::take(&mut self.script_pages));
         let hit = read_maps(&mut self.maps_buf)
             .unwrap_or_default()
             .lines()
             .filter_map(|l| l.parse::<vmspace_proc::MapsLine>().ok())
-            .find(|l| !arena.overlaps(l.start, l.end) && l.start < end && l.end > addr);
-        if let Some(l) = hit {
-            self.refuse(format!(
-                "{what} {addr:#x}+{len:#x} reaches outside the arena into the runner's own mapping {l}"
-            ));
-        }
+            .find(|l| l.start < end && l.end > addr && Self::is_own(arena, &pages, addr, end, l))
+            .map(|l| l.to_string());
+        self.script_pages = pages;
+        self.refuse_hit(what, addr, end, hit);
     }
+
+    /// The guard for calls that walk the VMAs of `[start, end)` from the one containing `start` and stop at
+    /// the first hole (`mm/mlock.c: apply_vma_lock_flags`, `mm/mprotect.c: do_mprotect_pkey`, `mm/mseal.c`):
+    /// a call whose start lies in a hole changes nothing, so only the contiguous run of VMAs from `start` is
+    /// checked. `from_first`: the walk starts at the first VMA that intersects the range instead, all of
+    /// which the call may change (`PROT_GROWSDOWN` moves mprotect's start to that VMA's start). `start` and
+    /// `end` are the page range the kernel computes; TASK_SIZE bounds none of these calls.
+    fn guard_walk(&mut self, what: &str, start: u64, end: u64, from_first: bool) {
+        if start >= end || (start >= self.arena.base && end <= self.arena.end() && !from_first) {
+            return;
+        }
+        let (arena, pages) = (self.arena, std::mem::take(&mut self.script_pages));
+        let mut hit = None;
+        {
+            let text = read_maps(&mut self.maps_buf).unwrap_or_default();
+            let vmas = text
+                .lines()
+                .filter_map(|l| l.parse::<vmspace_proc::MapsLine>().ok())
+                .filter(|l| !is_vsyscall(l));
+            // The walk: from the first VMA (containing the start, or meeting the range) while contiguous.
+            let mut reach: Option<u64> = None;
+            for l in vmas {
+                let from = match reach {
+                    None if from_first && l.end > start && l.start < end => l.start,
+                    None if !from_first && l.start <= start && start < l.end => start,
+                    None => continue,
+                    Some(r) if l.start == r && l.start < end => start,
+                    Some(_) => break,
+                };
+                if Self::is_own(arena, &pages, from, end, &l) {
+                    hit = Some(l.to_string());
+                    break;
+                }
+                reach = Some(l.end);
+            }
+        }
+        self.script_pages = pages;
+        self.refuse_hit(what, start, end, hit);
+    }
+
+    /// After a call that may have unmapped part of `[start, end)`: keeps of the script's pages there only
+    /// those still mapped. Streams the maps (no allocation per line: see [`Self::guard`]); the kept pieces are
+    /// parts of script pages, as few as the script's own VMAs there.
+    fn recheck(&mut self, start: u64, end: u64) {
+        let mut pages = std::mem::take(&mut self.script_pages);
+        let mut keep = Ranges::default();
+        if pages.0.iter().any(|&(a, b)| a < end && b > start) {
+            for l in read_maps(&mut self.maps_buf)
+                .unwrap_or_default()
+                .lines()
+                .filter_map(|l| l.parse::<vmspace_proc::MapsLine>().ok())
+                .filter(|l| l.start < end && l.end > start)
+            {
+                for &(a, b) in pages.0.iter().filter(|&&(a, b)| a < l.end && b > l.start) {
+                    keep.add(a.max(l.start).max(start), b.min(l.end).min(end));
+                }
+            }
+            pages.remove(start, end);
+            for &(a, b) in &keep.0 {
+                pages.add(a, b);
+            }
+        }
+        self.script_pages = pages;
+    }
+
+    /// The page range of mlock/munlock (`mm/mlock.c: do_mlock`, `sys_munlock`): the start rounded down, the
+    /// length plus the start's offset rounded up, both with the kernel's wrapping arithmetic; `None` when the
+    /// kernel refuses or does nothing (empty or wrapping range).
+    fn lock_range(addr: u64, len: u64) -> Option<(u64, u64)> {
+        let len = len.wrapping_add(addr & (PAGE - 1)).wrapping_add(PAGE - 1) & !(PAGE - 1);
+        let start = addr & !(PAGE - 1);
+        start.checked_add(len).filter(|_| len > 0).map(|end| (start, end))
+    }
+
+    /// The page range of mseal and pkey_mprotect: the start must be aligned (else EINVAL), the length is
+    /// rounded up (`PAGE_ALIGN`, wrapping); `None` when the kernel refuses or does nothing.
+    fn aligned_range(addr: u64, len: u64) -> Option<(u64, u64)> {
+        let len = len.wrapping_add(PAGE - 1) & !(PAGE - 1);
+        if !addr.is_multiple_of(PAGE) || len == 0 {
+            return None;
+        }
+        addr.checked_add(len).map(|end| (addr, end))
+    }
+
+    /// mprotect (`key` `None`) or pkey_mprotect, guarded as a walk from the start (`mm/mprotect.c:
+    /// do_mprotect_pkey` serves both).
+    fn protect(&mut self, addr: u64, len: u64, prot: Prot, key: Option<i32>) -> Result<u64, Errno> {
+        let what = if key.is_some() { "pkey_mprotect" } else { "mprotect" };
+        if let Some((start, end)) = Self::aligned_range(addr, len) {
+            self.guard_walk(what, start, end, prot.contains(Prot::GROWSDOWN));
+        }
+        // SAFETY: the guard refused any walk that reaches the runner's own memory; only script mappings change.
+        let r = unsafe {
+            match key {
+                None => libc::syscall(libc::SYS_mprotect, addr as usize, len as usize, prot.bits() as usize),
+                Some(k) => libc::syscall(
+                    libc::SYS_pkey_mprotect,
+                    addr as usize,
+                    len as usize,
+                    prot.bits() as usize,
+                    libc::c_long::from(k),
+                ),
+            }
+        };
+        syscall_result(r).map(|_| 0)
+    }
+
+    /// The descriptor a script's `fd=`/`ftruncate` NAME passes: the file's if this target holds it, else
+    /// [`CLOSED_FD`].
+    fn fd_of(&self, name: &str) -> libc::c_long {
+        self.file_fd(name).map_or(libc::c_long::from(CLOSED_FD), |f| libc::c_long::from(f.as_raw_fd()))
+    }
+}
+
+/// The `[vsyscall]` line: x86-64's gate page, which `/proc/PID/maps` shows but which is not a VMA.
+fn is_vsyscall(l: &vmspace_proc::MapsLine) -> bool {
+    matches!(&l.name, Some(vmspace_proc::MapsName::Special(n)) if n == "[vsyscall]")
+}
+
+/// A descriptor number that is open in no process: `fs/file.c` caps every descriptor table at
+/// `sysctl_nr_open_max` = `min(INT_MAX, ...) & -BITS_PER_LONG` = 2,147,483,584 on x86-64, below `i32::MAX`.
+/// The runner passes it for a script NAME it holds no file for (EBADF), and checks at start that it is
+/// indeed not open.
+pub const CLOSED_FD: i32 = i32::MAX;
+
+/// The advice the runner never gives the live kernel, with why: as root they act on the machine's physical
+/// pages (`mm/madvise.c: madvise_inject_error`), not on the address space under test.
+fn never_run(advice: Advice) -> Option<&'static str> {
+    if advice == Advice::HWPOISON || advice == Advice::SOFT_OFFLINE {
+        Some("it poisons or offlines the machine's physical pages (mm/madvise.c: madvise_inject_error)")
+    } else {
+        None
+    }
+}
+
+/// The first line of `script` the kernel runner would refuse without running anything (MADV_HWPOISON,
+/// MADV_SOFT_OFFLINE, by name or number), as the refusal message.
+pub fn refused_before_running(script: &Script) -> Option<String> {
+    script.lines.iter().find_map(|l| match &l.op {
+        Op::Madvise { advice, .. } => never_run(*advice).map(|why| {
+            format!(
+                "line {}: `{}` is never run on the live kernel: {why}; nothing of the script was run",
+                l.line, l.op
+            )
+        }),
+        _ => None,
+    })
+}
+
+/// Turns a raw `libc::syscall` return into the call's result (`-1` with `errno` is the error).
+fn syscall_result(r: libc::c_long) -> Result<u64, Errno> {
+    if r == -1 { Err(last_errno()) } else { Ok(r as u64) }
 }
 
 fn write_all(fd: &OwnedFd, mut buf: &[u8]) {
@@ -201,10 +503,6 @@ fn write_all(fd: &OwnedFd, mut buf: &[u8]) {
     }
 }
 
-fn prot_flags(p: Prot) -> ProtFlags {
-    ProtFlags::from_bits_retain(p.bits())
-}
-
 impl Target for KernelTarget {
     fn file(&mut self, name: &str, size: u64) -> Result<u64, Errno> {
         let fd = rustix::fs::openat(
@@ -214,9 +512,19 @@ impl Target for KernelTarget {
             Mode::from_bits_truncate(0o600),
         )
         .map_err(errno_of)?;
-        rustix::fs::ftruncate(&fd, size).map_err(errno_of)?;
+        // The raw call, the size passed as the `off_t` it is (from 2^63 on negative: EINVAL). A failure
+        // closes the file again: the NAME then stands for a descriptor that is not open.
+        // SAFETY: ftruncate changes only the size of our own file.
+        syscall_result(unsafe { libc::syscall(libc::SYS_ftruncate, fd.as_raw_fd(), size as i64) })?;
         self.files.push((name.to_string(), fd));
         Ok(0)
+    }
+
+    fn ftruncate(&mut self, name: &str, size: u64) -> Result<u64, Errno> {
+        let fd = self.fd_of(name);
+        // SAFETY: changes only the size of a script file (or fails with EBADF for CLOSED_FD); pages of its
+        // mappings beyond the new end are dropped, which the runner never reads.
+        syscall_result(unsafe { libc::syscall(libc::SYS_ftruncate, fd, size as i64) }).map(|_| 0)
     }
 
     fn mmap(
@@ -225,43 +533,60 @@ impl Target for KernelTarget {
         len: u64,
         prot: Prot,
         flags: MapFlags,
-        file: Option<(&str, u64)>,
+        file: Option<(&Fd, u64)>,
     ) -> Result<u64, Errno> {
         if flags.intersects(MapFlags::FIXED | MapFlags::FIXED_NOREPLACE) {
-            self.guard("mmap", addr, len);
+            self.guard("mmap", addr, len, true);
         }
-        let ptr = addr as *mut c_void;
-        let r = match file {
-            None => {
-                let f = rustix::mm::MapFlags::from_bits_retain((flags - MapFlags::ANONYMOUS).bits());
-                // SAFETY: the mapping lands in the arena or in free space (the guard refused any fixed mapping
-                // over the runner's own memory); no Rust reference points into the affected range.
-                unsafe { rustix::mm::mmap_anonymous(ptr, len as usize, prot_flags(prot), f) }
-            }
-            Some((name, off)) => {
-                let fd = self.file_fd(name).ok_or(Errno::EBADF)?.as_fd();
-                let f = rustix::mm::MapFlags::from_bits_retain(flags.bits());
-                // SAFETY: as above; `fd` is an open file of this target.
-                unsafe { rustix::mm::mmap(ptr, len as usize, prot_flags(prot), f, fd, off) }
-            }
+        let (fd, off) = match file {
+            None => (-1, 0),
+            Some((Fd::MinusOne, off)) => (-1, off),
+            Some((Fd::Name(n), off)) => (self.fd_of(n), off),
         };
-        // rustix reads a raw result in [-4095, -1] as an errno, as the syscall ABI does: a MAP_FIXED address in
-        // that range, which the kernel hands back unchanged (`IS_ERR_VALUE` in `__get_unmapped_area`), is the
-        // errno it encodes (`-E256` for 0xffffffffffffff00), as the engine reports it.
-        r.map(|p| p as u64).map_err(errno_of)
+        // The raw six-argument call, every value as the script gives it (glibc's mmap64 would pass the same:
+        // on x86-64 it only forwards).
+        // SAFETY: the mapping lands in the arena or in free space (the guard refused any fixed mapping over the
+        // runner's own memory); no Rust reference points into the affected range.
+        let r = syscall_result(unsafe {
+            libc::syscall(
+                libc::SYS_mmap,
+                addr as usize,
+                len as usize,
+                prot.bits() as usize,
+                flags.bits() as usize,
+                fd,
+                off as usize,
+            )
+        });
+        match r {
+            Ok(a) => self.script_pages.add(a, a.saturating_add(page_align(len))),
+            // A MAP_FIXED that fails late leaves a gap where the old mapping was (`mm/vma.h:
+            // vms_abort_munmap_vmas`): keep only what is still mapped.
+            Err(_) if flags.contains(MapFlags::FIXED) => {
+                self.recheck(addr, addr.saturating_add(page_align(len)))
+            }
+            Err(_) => {}
+        }
+        r
     }
 
     fn munmap(&mut self, addr: u64, len: u64) -> Result<u64, Errno> {
-        self.guard("munmap", addr, len);
+        self.guard("munmap", addr, len, true);
         // SAFETY: the guard refused ranges over the runner's own memory; only script mappings are affected.
-        unsafe { rustix::mm::munmap(addr as *mut c_void, len as usize) }.map(|()| 0).map_err(errno_of)
+        let r = syscall_result(unsafe { libc::syscall(libc::SYS_munmap, addr as usize, len as usize) });
+        // A failed munmap unmaps nothing (`mm/vma.c: do_vmi_align_munmap` reattaches what it gathered).
+        if r.is_ok() {
+            self.script_pages.remove(addr, addr.saturating_add(page_align(len)));
+        }
+        r.map(|_| 0)
     }
 
     fn mprotect(&mut self, addr: u64, len: u64, prot: Prot) -> Result<u64, Errno> {
-        self.guard("mprotect", addr, len);
-        let f = MprotectFlags::from_bits_retain(prot.bits());
-        // SAFETY: as for munmap: only script mappings are affected.
-        unsafe { rustix::mm::mprotect(addr as *mut c_void, len as usize, f) }.map(|()| 0).map_err(errno_of)
+        self.protect(addr, len, prot, None)
+    }
+
+    fn pkey_mprotect(&mut self, addr: u64, len: u64, prot: Prot, key: i32) -> Result<u64, Errno> {
+        self.protect(addr, len, prot, Some(key))
     }
 
     fn mremap(
@@ -272,15 +597,15 @@ impl Target for KernelTarget {
         flags: MremapFlags,
         new_addr: u64,
     ) -> Result<u64, Errno> {
-        self.guard("mremap", addr, old_len);
+        self.guard("mremap", addr, old_len, true);
         if flags.contains(MremapFlags::FIXED) {
-            self.guard("mremap destination", new_addr, new_len);
+            self.guard("mremap destination", new_addr, new_len, true);
         }
         // The raw syscall with all five arguments: rustix's four-argument `mremap` leaves new_address
         // undefined, and the kernel reads it for MREMAP_DONTUNMAP without MREMAP_FIXED (as a hint).
         // SAFETY: source and (fixed) destination passed the guard; a move without `fixed` goes to free space
         // the kernel picks; no Rust reference points into the affected ranges.
-        let r = unsafe {
+        let r = syscall_result(unsafe {
             libc::syscall(
                 libc::SYS_mremap,
                 addr as usize,
@@ -289,17 +614,115 @@ impl Target for KernelTarget {
                 flags.bits() as usize,
                 new_addr as usize,
             )
-        };
-        if r == -1 { Err(last_errno()) } else { Ok(r as u64) }
+        });
+        let (old_end, new_size) = (addr.saturating_add(page_align(old_len)), page_align(new_len));
+        match r {
+            Ok(n) if n == addr => {
+                // In place: shrunk (the tail is gone) or grown (the new tail is the script's).
+                self.script_pages.remove(addr.saturating_add(new_size), old_end);
+                self.script_pages.add(addr, addr.saturating_add(new_size));
+            }
+            Ok(n) => {
+                if !flags.contains(MremapFlags::DONTUNMAP) {
+                    self.script_pages.remove(addr, old_end);
+                }
+                self.script_pages.add(n, n.saturating_add(new_size));
+            }
+            // A failed MREMAP_FIXED may have unmapped its destination and moved part of a multi-VMA source
+            // (`mm/mremap.c: remap_move`): of the source keep what is still mapped; whatever is mapped in a
+            // destination the guard checked (it held nothing of the runner's) was moved there by this call.
+            Err(_) if flags.contains(MremapFlags::FIXED) => {
+                self.recheck(addr, old_end);
+                if let Some((s, e)) = Self::guarded_range(new_addr, new_len) {
+                    self.script_pages.add(s, e);
+                    self.recheck(s, e);
+                }
+            }
+            Err(_) => {}
+        }
+        r
     }
 
     fn madvise(&mut self, addr: u64, len: u64, advice: Advice) -> Result<u64, Errno> {
-        self.guard("madvise", addr, len);
+        if let Some(why) = never_run(advice) {
+            // `replay_kernel_observed` refuses such scripts before forking; this is the second line.
+            self.refuse(format!(
+                "madvise {addr:#x} {len:#x} {advice:?} is never run on the live kernel: {why}"
+            ));
+        }
+        // madvise walks every VMA of the range, skipping holes, and TASK_SIZE does not bound it.
+        self.guard("madvise", addr, len, false);
         // The raw call: the advice may be any int (rustix's `Advice` enum names only the values it knows).
         // SAFETY: the guard refused ranges over the runner's own memory (dropping pages there would lose
         // data); script mappings hold nothing the runner reads.
         let r = unsafe { libc::madvise(addr as *mut c_void, len as usize, advice.raw()) };
         if r == -1 { Err(last_errno()) } else { Ok(0) }
+    }
+
+    fn mlock(&mut self, addr: u64, len: u64) -> Result<u64, Errno> {
+        if let Some((start, end)) = Self::lock_range(addr, len) {
+            self.guard_walk("mlock", start, end, false);
+        }
+        // SAFETY: locks (and populates) script mappings only: the guard refused walks into the runner's own.
+        syscall_result(unsafe { libc::syscall(libc::SYS_mlock, addr as usize, len as usize) }).map(|_| 0)
+    }
+
+    fn mlock2(&mut self, addr: u64, len: u64, flags: u32) -> Result<u64, Errno> {
+        if let Some((start, end)) = Self::lock_range(addr, len) {
+            self.guard_walk("mlock2", start, end, false);
+        }
+        // SAFETY: as for mlock.
+        syscall_result(unsafe {
+            libc::syscall(libc::SYS_mlock2, addr as usize, len as usize, flags as usize)
+        })
+        .map(|_| 0)
+    }
+
+    fn munlock(&mut self, addr: u64, len: u64) -> Result<u64, Errno> {
+        if let Some((start, end)) = Self::lock_range(addr, len) {
+            self.guard_walk("munlock", start, end, false);
+        }
+        // SAFETY: unlocks script mappings only (guarded as mlock).
+        syscall_result(unsafe { libc::syscall(libc::SYS_munlock, addr as usize, len as usize) }).map(|_| 0)
+    }
+
+    fn mlockall(&mut self, flags: u32) -> Result<u64, Errno> {
+        // Run as given (module docs, "mlockall"): it locks the runner's own memory too, which changes neither
+        // its contents nor its layout.
+        // SAFETY: locking and populating memory never changes what the runner reads.
+        syscall_result(unsafe { libc::syscall(libc::SYS_mlockall, flags as usize) }).map(|_| 0)
+    }
+
+    fn munlockall(&mut self) -> Result<u64, Errno> {
+        // SAFETY: unlocking memory never changes its contents.
+        syscall_result(unsafe { libc::syscall(libc::SYS_munlockall) }).map(|_| 0)
+    }
+
+    fn mseal(&mut self, addr: u64, len: u64, flags: u64) -> Result<u64, Errno> {
+        if let Some((start, end)) = Self::aligned_range(addr, len) {
+            self.guard_walk("mseal", start, end, false);
+        }
+        // SAFETY: seals script mappings only (a sealed runner mapping could no longer be freed: guarded).
+        syscall_result(unsafe { libc::syscall(libc::SYS_mseal, addr as usize, len as usize, flags as usize) })
+            .map(|_| 0)
+    }
+
+    fn pkey_alloc(&mut self, flags: u64, rights: u64) -> Result<u64, Errno> {
+        // SAFETY: allocates a key and sets this thread's rights for it; no memory carries a new key until a
+        // (guarded) pkey_mprotect of script mappings gives it one.
+        syscall_result(unsafe { libc::syscall(libc::SYS_pkey_alloc, flags as usize, rights as usize) })
+    }
+
+    fn pkey_free(&mut self, key: i32) -> Result<u64, Errno> {
+        // SAFETY: frees a key of this process; memory keeps its key bits, as on any pkey_free.
+        syscall_result(unsafe { libc::syscall(libc::SYS_pkey_free, libc::c_long::from(key)) }).map(|_| 0)
+    }
+
+    fn msync(&mut self, addr: u64, len: u64, flags: u32) -> Result<u64, Errno> {
+        // Not guarded: msync writes dirty file pages back (or does nothing) and changes no mapping or content.
+        // SAFETY: as above.
+        syscall_result(unsafe { libc::syscall(libc::SYS_msync, addr as usize, len as usize, flags as usize) })
+            .map(|_| 0)
     }
 
     fn touch(&mut self, addr: u64, len: u64, write: bool) -> Result<(), u64> {
@@ -309,7 +732,7 @@ impl Target for KernelTarget {
         let first = addr & !(PAGE - 1);
         let end = addr.saturating_add(len);
         if write {
-            self.guard("touch", first, end - first);
+            self.guard("touch", first, end - first, false);
         }
         let pid = rustix::process::getpid().as_raw_nonzero().get();
         let mut page = first;
@@ -442,6 +865,9 @@ pub fn replay_kernel_observed(
     opts: ReplayOptions,
     on_progress: &mut dyn FnMut(u64),
 ) -> Result<Output, ReplayError> {
+    if let Some(msg) = refused_before_running(script) {
+        return Err(ReplayError::Refused(msg));
+    }
     let calls = crate::child::SharedSlots::new(1).map_err(std::io::Error::from)?;
     let tmp = tempfile::Builder::new().prefix("vmspace-replay").tempdir()?;
     // The path maps lines will show: resolve symlinks so it matches the kernel's d_path.
@@ -656,11 +1082,31 @@ fn child_main(
     calls: &std::sync::atomic::AtomicU64,
 ) -> ! {
     let arena = opts.arena;
+    // ftruncate past RLIMIT_FSIZE raises SIGXFSZ: the script's call gets EFBIG instead of killing the runner.
+    // SAFETY: ignoring a signal is always valid; inherited by the processes a script forks.
+    unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // SAFETY: F_GETFD only queries a descriptor number.
+        if unsafe { libc::fcntl(CLOSED_FD, libc::F_GETFD) } != -1 || last_errno() != Errno::EBADF {
+            write_all(
+                &out,
+                format!("descriptor {CLOSED_FD} is open: it cannot stand for undeclared files").as_bytes(),
+            );
+            // SAFETY: ends the child at once, as a refusal.
+            unsafe { libc::_exit(EXIT_REFUSED) };
+        }
         let max = max_map_count().unwrap_or(65530);
         let buf_len =
             if opts.map_count_headroom.is_some() { (max as usize + 1024) * MAPS_LINE_MAX } else { 1 << 20 };
-        let mut t = KernelTarget { dir, dir_fd, files: Vec::new(), arena, out, maps_buf: vec![0u8; buf_len] };
+        let mut t = KernelTarget {
+            dir,
+            dir_fd,
+            files: Vec::new(),
+            arena,
+            out,
+            maps_buf: vec![0u8; buf_len],
+            script_pages: Ranges::default(),
+        };
         if let Some(h) = opts.map_count_headroom
             && let Err(msg) = fill_to_headroom(&mut t.maps_buf, arena, h)
         {
@@ -875,6 +1321,69 @@ mod tests {
         // The DONTCOPY VMA is not in the child.
         assert_eq!(maps[1], &vec!["200000000000-200000001000 rw-p 00000000 00:00 0 ".to_string()]);
         assert!(o.render().contains("L5 fork = 0\n"));
+    }
+
+    #[test]
+    fn page_ranges_add_remove_and_cover() {
+        let mut r = Ranges::default();
+        r.add(0x3000, 0x5000);
+        r.add(0x1000, 0x2000);
+        r.add(0x2000, 0x3000); // touches both: one range
+        assert_eq!(r.0, vec![(0x1000, 0x5000)]);
+        assert!(r.covers(0x1000, 0x5000) && r.covers(0x4000, 0x4000) && !r.covers(0x0, 0x2000));
+        r.remove(0x2000, 0x3000);
+        assert_eq!(r.0, vec![(0x1000, 0x2000), (0x3000, 0x5000)]);
+        assert!(!r.covers(0x1000, 0x4000));
+        r.add(0x8000, 0x9000);
+        r.add(0x0, 0x10000); // swallows everything
+        assert_eq!(r.0, vec![(0, 0x10000)]);
+        r.remove(0, u64::MAX);
+        assert_eq!(r.0, vec![]);
+        r.add(5, 5); // empty: nothing
+        assert_eq!(r, Ranges::default());
+    }
+
+    #[test]
+    fn kernel_page_ranges_follow_the_kernels_arithmetic() {
+        // mlock rounds the start down and the length (plus the start's offset) up.
+        assert_eq!(KernelTarget::lock_range(0x1800, 0x10), Some((0x1000, 0x2000)));
+        assert_eq!(KernelTarget::lock_range(0x1fff, 2), Some((0x1000, 0x3000)));
+        assert_eq!(KernelTarget::lock_range(0x1000, 0), None);
+        // len + offset wraps to 0: nothing to do; a range past 2^64: EINVAL.
+        assert_eq!(KernelTarget::lock_range(0x1001, u64::MAX), None);
+        assert_eq!(KernelTarget::lock_range(0x2000, 0u64.wrapping_sub(0x1000)), None);
+        // mseal / pkey_mprotect need an aligned start.
+        assert_eq!(KernelTarget::aligned_range(0x1001, 0x1000), None);
+        assert_eq!(KernelTarget::aligned_range(0x1000, 1), Some((0x1000, 0x2000)));
+        assert_eq!(KernelTarget::aligned_range(0x1000, u64::MAX), None);
+        assert_eq!(page_align(1), 0x1000);
+        assert_eq!(page_align(u64::MAX), 0);
+    }
+
+    /// The raw syscall numbers the runner uses are x86-64's (`arch/x86/entry/syscalls/syscall_64.tbl`).
+    #[test]
+    fn syscall_numbers_are_x86_64s() {
+        assert_eq!(
+            [
+                libc::SYS_mmap,
+                libc::SYS_mprotect,
+                libc::SYS_munmap,
+                libc::SYS_mremap,
+                libc::SYS_msync,
+                libc::SYS_madvise,
+                libc::SYS_ftruncate,
+                libc::SYS_mlock,
+                libc::SYS_munlock,
+                libc::SYS_mlockall,
+                libc::SYS_munlockall,
+                libc::SYS_mlock2,
+                libc::SYS_pkey_mprotect,
+                libc::SYS_pkey_alloc,
+                libc::SYS_pkey_free,
+                libc::SYS_mseal,
+            ],
+            [9, 10, 11, 25, 26, 28, 77, 149, 150, 151, 152, 325, 329, 330, 331, 462]
+        );
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! mremap's new address without `MREMAP_FIXED` (`mm/mremap.c: check_mremap_params`, `vrm_implies_new_addr`,
 //! `vrm_set_new_addr`): with `MREMAP_DONTUNMAP` it is a hint that the parameter checks apply to (EINVAL for an
 //! unaligned hint, one beyond `TASK_SIZE`, one overlapping the source), used when free; with neither flag it
-//! is ignored. Observed on the live kernel with a C program (`scripts/regress/pending/mremap-dontunmap-hint.script`
+//! is ignored. Observed on the live kernel with a C program (`scripts/regress/mremap-dontunmap-hint.script`
 //! once the op-script syntax can pass it).
 #![cfg(not(loom))]
 

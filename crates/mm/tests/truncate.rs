@@ -1,8 +1,7 @@
 //! Files whose size changes under their mappings, one test per kernel rule (`fs/open.c: do_ftruncate`,
 //! `fs/attr.c: inode_newsize_ok`, `mm/truncate.c: truncate_pagecache`). Observed on the live kernel with a C
 //! program on the directory the kernel runner uses (ext4: largest file 16 TiB - 4 KiB) and with op scripts
-//! (`scripts/regress/file-size-limits.script`; `scripts/regress/pending/ftruncate-*.script` once the op-script
-//! `ftruncate` exists).
+//! (`scripts/regress/file-size-limits.script`, `scripts/regress/ftruncate-shared-size.script`).
 #![cfg(not(loom))]
 
 use std::sync::Arc;

@@ -14,21 +14,161 @@
 //! shape: adjacent mappings (anon and file, with contiguous and non-contiguous offsets), partial overlaps and
 //! MAP_FIXED replacement, mprotect of heads, tails and middles, mremap shrinking, growing in place into free
 //! space or into a neighbour, moving with `maymove|fixed` over neighbours, `dontunmap`; `touch w` before and
-//! after splits; anon names; every madvise advice; and deliberately failing calls (unaligned, zero length,
-//! neither private nor shared, fixed_noreplace over a mapping, mremap of unmapped ranges, ranges beyond the
-//! arena and TASK_SIZE). A `maps` op is inserted now and then. `fork` is off by default
-//! ([`GenConfig::fork`]).
+//! after splits; anon names; madvise; and deliberately failing calls (unaligned, zero length, neither private
+//! nor shared, fixed_noreplace over a mapping, mremap of unmapped ranges, ranges beyond the arena and
+//! TASK_SIZE). A `maps` op is inserted now and then. `fork` is off by default ([`GenConfig::fork`]).
+//!
+//! # Families
+//!
+//! The rest of the 6.18 memory-syscall surface comes in [`Families`], each behind its own switch (all on by
+//! default), so that a family whose engine side is not ready can be left out of a differential run:
+//! `exec_prot` (`--x`, `-wx`), `advice` (every advice but hwpoison and soft_offline, and unknown values),
+//! `mlock` (mlock, mlock2, munlock, and now and then mlockall/munlockall; MAP_LOCKED with `mmap_flags`),
+//! `msync`, `mseal`, `pkeys` (pkey_alloc, pkey_free, pkey_mprotect), `ftruncate` (to smaller, larger and
+//! refused sizes, and a third file declared with a huge or refused size), `mmap_flags` (every mmap flag and PROT bit, unknown bits included), `hints` (mremap
+//! NEWADDR without `fixed`) and `edges` (addresses around 0, mmap_min_addr, TASK_SIZE and 2^64, lengths near
+//! 2^64 and ranges that wrap, huge file offsets, unknown flag bits, descriptors that are not open, anonymous
+//! mappings with `fd=`/`off=`). The new calls take about 15% of the calls when every family is on, so the
+//! merge/split mix stays dominant. With every family off the generator draws exactly as it did before the
+//! families existed: the same seed gives the same script.
+//!
+//! Edge values never make a script reach the kernel runner's own memory (which its guard would refuse): a
+//! range that covers most of the address space is given only to calls the kernel refuses or that stop at the
+//! first hole (mprotect, mlock, mseal, ... from a start in a hole or in the arena), never to madvise, msync or
+//! touch, which act on every mapping of their range. Lengths that could succeed are small: nothing maps more
+//! than a few dozen pages, so MAP_POPULATE, MAP_LOCKED and `mlockall(MCL_FUTURE)` stay cheap.
 //!
 //! Everything is a pure function of the seed and the config: `rand::rngs::SmallRng::seed_from_u64(seed)`.
 
-use vmspace_abi::{MapFlags, MremapFlags, Prot};
+use vmspace_abi::{Advice, MapFlags, MremapFlags, Prot, TASK_SIZE};
 
-use crate::ast::{ADVICE_NAMES, Op, Script};
+use crate::ast::{ADVICE_NAMES, Fd, Op, Script};
 use crate::output::Arena;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 const PAGE: u64 = 4096;
+
+/// The advice of the base mix (those the engine modelled first).
+const BASE_ADVICE: [Advice; 6] = [
+    Advice::DONTNEED,
+    Advice::FREE,
+    Advice::DONTFORK,
+    Advice::DOFORK,
+    Advice::WIPEONFORK,
+    Advice::KEEPONFORK,
+];
+
+/// The families of calls and values beyond the base mix (module docs), each a switch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Families {
+    /// `--x` and `-wx` protections.
+    pub exec_prot: bool,
+    /// Every madvise advice but hwpoison and soft_offline, and unknown advice values.
+    pub advice: bool,
+    /// mlock, mlock2, munlock; mlockall and munlockall sparingly; MAP_LOCKED (with `mmap_flags`).
+    pub mlock: bool,
+    /// msync.
+    pub msync: bool,
+    /// mseal.
+    pub mseal: bool,
+    /// pkey_alloc, pkey_free, pkey_mprotect.
+    pub pkeys: bool,
+    /// ftruncate of the script's files to smaller, larger and refused sizes.
+    pub ftruncate: bool,
+    /// Every mmap flag and PROT bit, unknown bits included.
+    pub mmap_flags: bool,
+    /// mremap NEWADDR without `fixed` (a hint with dontunmap, else ignored).
+    pub hints: bool,
+    /// Edge addresses, lengths, offsets and flag bits; descriptors that are not open; anon mappings with fd=.
+    pub edges: bool,
+}
+
+impl Families {
+    /// Every family on.
+    pub const ALL: Families = Families {
+        exec_prot: true,
+        advice: true,
+        mlock: true,
+        msync: true,
+        mseal: true,
+        pkeys: true,
+        ftruncate: true,
+        mmap_flags: true,
+        hints: true,
+        edges: true,
+    };
+    /// Every family off: the base mix only.
+    pub const NONE: Families = Families {
+        exec_prot: false,
+        advice: false,
+        mlock: false,
+        msync: false,
+        mseal: false,
+        pkeys: false,
+        ftruncate: false,
+        mmap_flags: false,
+        hints: false,
+        edges: false,
+    };
+    /// The families' names, as [`Families::set`] takes them.
+    pub const NAMES: [&'static str; 10] = [
+        "exec_prot",
+        "advice",
+        "mlock",
+        "msync",
+        "mseal",
+        "pkeys",
+        "ftruncate",
+        "mmap_flags",
+        "hints",
+        "edges",
+    ];
+
+    fn slot(&mut self, name: &str) -> Option<&mut bool> {
+        Some(match name {
+            "exec_prot" => &mut self.exec_prot,
+            "advice" => &mut self.advice,
+            "mlock" => &mut self.mlock,
+            "msync" => &mut self.msync,
+            "mseal" => &mut self.mseal,
+            "pkeys" => &mut self.pkeys,
+            "ftruncate" => &mut self.ftruncate,
+            "mmap_flags" => &mut self.mmap_flags,
+            "hints" => &mut self.hints,
+            "edges" => &mut self.edges,
+            _ => return None,
+        })
+    }
+
+    /// Switches the family `name` on or off; an unknown name is an error that lists the known ones.
+    pub fn set(&mut self, name: &str, on: bool) -> Result<(), String> {
+        match self.slot(name) {
+            Some(s) => {
+                *s = on;
+                Ok(())
+            }
+            None => Err(format!("unknown generator family {name:?} (known: {})", Families::NAMES.join(" "))),
+        }
+    }
+
+    /// Whether the family `name` is on (`false` for an unknown name).
+    pub fn get(&self, name: &str) -> bool {
+        let mut c = *self;
+        c.slot(name).is_some_and(|s| *s)
+    }
+
+    /// The names of the families that are off, in [`Families::NAMES`] order.
+    pub fn off(&self) -> Vec<&'static str> {
+        Families::NAMES.into_iter().filter(|n| !self.get(n)).collect()
+    }
+}
+
+impl Default for Families {
+    fn default() -> Self {
+        Families::ALL
+    }
+}
 
 /// Generator settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,11 +181,38 @@ pub struct GenConfig {
     pub fork: bool,
     /// The arena.
     pub arena: Arena,
+    /// The families beyond the base mix (all on by default).
+    pub families: Families,
 }
 
 impl Default for GenConfig {
     fn default() -> Self {
-        GenConfig { calls: 80, grid_pages: 64, fork: false, arena: Arena::default() }
+        GenConfig { calls: 80, grid_pages: 64, fork: false, arena: Arena::default(), families: Families::ALL }
+    }
+}
+
+/// A generator of one call of a family.
+type FamilyCall = fn(&mut Gen) -> Op;
+
+/// How far an edge range may reach, by how the kernel and the runner's guard treat the call's range
+/// (module docs): the guard refuses a range the kernel would act on that covers the runner's own memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reach {
+    /// Small lengths only (touch: it walks its range page by page).
+    Small,
+    /// Every mapping of the range is acted on (madvise, msync): no huge lengths below TASK_SIZE.
+    Every,
+    /// The kernel refuses ranges past TASK_SIZE before acting (mmap, munmap, mremap): any length.
+    Bounded,
+    /// The call walks from the VMA at the start to the first hole (mprotect, mlock, mseal): any length.
+    Walk,
+}
+
+impl Reach {
+    /// mprotect's reach: with PROT_GROWSDOWN it starts at the first VMA of the range, wherever that is, so
+    /// it acts like [`Reach::Every`].
+    fn protect(prot: Prot) -> Reach {
+        if prot.contains(Prot::GROWSDOWN) { Reach::Every } else { Reach::Walk }
     }
 }
 
@@ -192,6 +359,13 @@ impl Gen {
     }
 
     fn prot(&mut self) -> Prot {
+        let f = self.cfg.families;
+        if f.mmap_flags && self.rng.random_bool(0.05) {
+            return self.odd_prot();
+        }
+        if f.exec_prot && self.rng.random_bool(0.1) {
+            return if self.rng.random_bool(0.5) { Prot::EXEC } else { Prot::WRITE | Prot::EXEC };
+        }
         match self.rng.random_range(0..20) {
             0..=9 => Prot::RW,
             10..=13 => Prot::R,
@@ -199,6 +373,51 @@ impl Gen {
             16..=17 => Prot::RX,
             18 => Prot::RWX,
             _ => Prot::WRITE,
+        }
+    }
+
+    /// A protection with bits beyond read, write and exec: `PROT_SEM`, `PROT_GROWSDOWN`, `PROT_GROWSUP`, or
+    /// an unknown bit.
+    fn odd_prot(&mut self) -> Prot {
+        let access = Prot::from_bits_retain(self.rng.random_range(0..8));
+        let extra = match self.rng.random_range(0..6) {
+            0 => Prot::SEM,
+            1 | 2 => Prot::GROWSDOWN,
+            3 => Prot::GROWSUP,
+            4 => Prot::GROWSDOWN | Prot::GROWSUP,
+            _ => Prot::from_bits_retain(1 << self.rng.random_range(4..32)),
+        };
+        access | extra
+    }
+
+    /// Flags beyond the base mix (`mmap_flags`): another mapping type, the other flags, unknown bits.
+    fn odd_map_flags(&mut self, flags: MapFlags, file_map: bool) -> MapFlags {
+        let ty = flags & MapFlags::TYPE;
+        let rest = flags - MapFlags::TYPE;
+        match self.rng.random_range(0..16) {
+            0 | 1 => rest | MapFlags::SHARED_VALIDATE,
+            2 if !file_map => rest | MapFlags::DROPPABLE,
+            3 => ty | rest | MapFlags::BELOW_2G,
+            4 => ty | rest | MapFlags::STACK,
+            5 => ty | rest | MapFlags::DENYWRITE | MapFlags::EXECUTABLE,
+            6 => ty | rest | MapFlags::NONBLOCK | MapFlags::POPULATE,
+            7 => ty | rest | MapFlags::HUGETLB,
+            8 => ty | rest | MapFlags::HUGETLB | MapFlags::from_bits_retain(21 << MapFlags::HUGE_SHIFT),
+            9 => ty | rest | MapFlags::HUGETLB | MapFlags::from_bits_retain(30 << MapFlags::HUGE_SHIFT),
+            10 => MapFlags::SHARED_VALIDATE | rest | MapFlags::SYNC,
+            11 => ty | rest | MapFlags::UNINITIALIZED,
+            12 if self.cfg.families.mlock => ty | rest | MapFlags::LOCKED,
+            // Unknown bits: the unused ones of the low word, the huge-size field alone, a high one.
+            13 => {
+                ty | rest
+                    | MapFlags::from_bits_retain([0x80, 0x200, 0x400, 0x20_0000][self.rng.random_range(0..4)])
+            }
+            14 => ty | rest | MapFlags::from_bits_retain(1 << self.rng.random_range(26..32)),
+            _ => {
+                MapFlags::SHARED_VALIDATE
+                    | rest
+                    | MapFlags::from_bits_retain(1 << self.rng.random_range(21..26))
+            }
         }
     }
 
@@ -228,6 +447,9 @@ impl Gen {
             4 | 5 if !file_map => flags |= MapFlags::GROWSDOWN,
             _ => {}
         }
+        if self.cfg.families.mmap_flags && self.rng.random_bool(0.15) {
+            flags = self.odd_map_flags(flags, file_map);
+        }
         let mut file = None;
         if file_map {
             let fi = self.rng.random_range(0..self.files.len());
@@ -243,7 +465,7 @@ impl Gen {
                     }
                 }
             };
-            file = Some((self.files[fi].0.clone(), off_page * PAGE));
+            file = Some((Fd::Name(self.files[fi].0.clone()), off_page * PAGE));
         }
         // Deliberate failures.
         match self.rng.random_range(0..30) {
@@ -264,6 +486,7 @@ impl Gen {
         }
         let fixed = flags.intersects(MapFlags::FIXED | MapFlags::FIXED_NOREPLACE);
         let doomed = !flags.intersects(MapFlags::PRIVATE | MapFlags::SHARED)
+            || flags.contains(MapFlags::HUGETLB)
             || file.as_ref().is_some_and(|(_, off)| !off.is_multiple_of(PAGE))
             || (flags.contains(MapFlags::FIXED_NOREPLACE) && self.any_mapped(page, len.div_ceil(PAGE)));
         if fixed && !doomed && addr.is_multiple_of(PAGE) && len > 0 && self.cfg.arena.contains(addr) {
@@ -271,7 +494,7 @@ impl Gen {
             match &file {
                 None => self.set(page, pages, |_| Slot::Anon),
                 Some((name, off)) => {
-                    let fi = self.files.iter().position(|(n, _)| n == name).unwrap_or(0);
+                    let fi = self.files.iter().position(|(n, _)| Fd::Name(n.clone()) == *name).unwrap_or(0);
                     let base = off / PAGE;
                     self.set(page, pages, |i| Slot::File(fi, base + i));
                 }
@@ -315,6 +538,22 @@ impl Gen {
         let old_len_pages = if self.rng.random_bool(0.5) { n } else { self.rng.random_range(1..=n.max(1)) };
         let addr = self.addr(p);
         let old_len = old_len_pages * PAGE;
+        if self.cfg.families.hints && self.rng.random_bool(0.12) {
+            // NEWADDR without fixed: a hint with dontunmap (the kernel checks it), else ignored.
+            let dst = self.map_page(old_len_pages);
+            let flags = match self.rng.random_range(0..4) {
+                0 | 1 => MremapFlags::MAYMOVE | MremapFlags::DONTUNMAP,
+                2 => MremapFlags::MAYMOVE,
+                _ => MremapFlags::empty(),
+            };
+            let new_len = if flags.contains(MremapFlags::DONTUNMAP) || self.rng.random_bool(0.5) {
+                old_len
+            } else {
+                (old_len_pages + self.small_len()) * PAGE
+            };
+            let hint = if self.rng.random_bool(0.8) { self.addr(dst) } else { addr };
+            return Op::Mremap { addr, old_len, new_len, flags, new_addr: Some(hint) };
+        }
         let shape = self.rng.random_range(0..10);
         let (new_len, flags, new_addr) = match shape {
             // Shrink in place.
@@ -415,7 +654,22 @@ impl Gen {
 
     fn madvise(&mut self) -> Op {
         let (p, n) = self.target_range();
-        let advice = ADVICE_NAMES[self.rng.random_range(0..ADVICE_NAMES.len())].0;
+        let advice = if self.cfg.families.advice && self.rng.random_bool(0.6) {
+            if self.rng.random_bool(0.05) {
+                // Unknown advice: just past the known ranges, negative.
+                Advice::from_raw([26, 99, 104, -1][self.rng.random_range(0..4)])
+            } else {
+                // Every advice but hwpoison and soft_offline, which the kernel runner never runs.
+                let all: Vec<Advice> = ADVICE_NAMES
+                    .iter()
+                    .map(|(a, _)| *a)
+                    .filter(|a| *a != Advice::HWPOISON && *a != Advice::SOFT_OFFLINE)
+                    .collect();
+                all[self.rng.random_range(0..all.len())]
+            }
+        } else {
+            BASE_ADVICE[self.rng.random_range(0..BASE_ADVICE.len())]
+        };
         let mut addr = self.addr(p);
         let mut len = n * PAGE;
         match self.rng.random_range(0..20) {
@@ -450,7 +704,304 @@ impl Gen {
         Op::Name { addr: self.addr(p), len: n * PAGE, name }
     }
 
+    /// A page range for the lock, seal and sync calls: mostly what the shadow says is mapped, sometimes
+    /// unaligned, empty or with a length to round up.
+    fn range_call(&mut self) -> (u64, u64) {
+        let (p, n) = self.target_range();
+        let (mut addr, mut len) = (self.addr(p), n * PAGE);
+        match self.rng.random_range(0..20) {
+            0 => addr += self.rng.random_range(1..PAGE),
+            1 => len = 0,
+            2 => len = len - PAGE + self.rng.random_range(1..PAGE),
+            _ => self.reshape(p, n),
+        }
+        (addr, len)
+    }
+
+    fn mlock_call(&mut self) -> Op {
+        match self.rng.random_range(0..12) {
+            0..=3 => {
+                let (addr, len) = self.range_call();
+                Op::Mlock { addr, len }
+            }
+            4..=6 => {
+                let (addr, len) = self.range_call();
+                let flags = match self.rng.random_range(0..10) {
+                    0..=4 => 0,
+                    5..=8 => 1,
+                    _ => [2, 3, 0x8000_0000][self.rng.random_range(0..3)],
+                };
+                Op::Mlock2 { addr, len, flags }
+            }
+            7..=10 => {
+                let (addr, len) = self.range_call();
+                Op::Munlock { addr, len }
+            }
+            // Sparingly: the whole process.
+            _ if self.rng.random_bool(0.4) => Op::Munlockall,
+            _ => Op::Mlockall { flags: [1, 3, 5, 7, 2, 6, 4, 0, 8][self.rng.random_range(0..9)] },
+        }
+    }
+
+    fn msync_call(&mut self) -> Op {
+        let (addr, len) = self.range_call();
+        let flags = [1, 4, 2, 3, 6, 5, 0, 8][self.rng.random_range(0..8)];
+        Op::Msync { addr, len, flags }
+    }
+
+    fn mseal_call(&mut self) -> Op {
+        let (addr, len) = self.range_call();
+        let flags = if self.rng.random_bool(0.9) { 0 } else { [1, 1 << 63][self.rng.random_range(0..2)] };
+        Op::Mseal { addr, len, flags }
+    }
+
+    fn pkey_call(&mut self) -> Op {
+        const KEYS: [i32; 8] = [-1, 0, 1, 2, 15, 16, -2, i32::MAX];
+        match self.rng.random_range(0..5) {
+            0..=2 => {
+                let (addr, len) = self.range_call();
+                let key =
+                    if self.rng.random_bool(0.5) { -1 } else { KEYS[self.rng.random_range(0..KEYS.len())] };
+                Op::PkeyMprotect { addr, len, prot: self.prot(), key }
+            }
+            3 => {
+                let flags =
+                    if self.rng.random_bool(0.85) { 0 } else { [1, 1 << 63][self.rng.random_range(0..2)] };
+                let rights = [0, 1, 2, 3, 4, 1 << 32][self.rng.random_range(0..6)];
+                Op::PkeyAlloc { flags, rights }
+            }
+            _ => Op::PkeyFree { key: KEYS[self.rng.random_range(0..KEYS.len())] },
+        }
+    }
+
+    fn ftruncate_call(&mut self) -> Op {
+        let fi = self.rng.random_range(0..self.files.len());
+        let pages = self.files[fi].1;
+        let size = match self.rng.random_range(0..12) {
+            0..=2 => self.rng.random_range(0..pages.max(1)) * PAGE,
+            3..=5 => (pages + self.rng.random_range(1..=8)) * PAGE,
+            6 | 7 => self.rng.random_range(0..pages + 2) * PAGE + self.rng.random_range(1..PAGE),
+            8 => 0,
+            // Refused or huge: negative off_t (EINVAL), past the file system's limit (EFBIG on ext4), 1 TiB.
+            9 => [1 << 63, u64::MAX][self.rng.random_range(0..2)],
+            10 => 1 << 50,
+            _ => 1 << 40,
+        };
+        // Steering only: offsets of later mappings aim around the new end.
+        self.files[fi].1 = (size / PAGE).min(self.cfg.grid_pages * 2);
+        Op::Ftruncate { name: self.files[fi].0.clone(), size }
+    }
+
+    /// The calls of the enabled families, with their weights.
+    fn family_calls(&self) -> Vec<(u32, FamilyCall)> {
+        let f = self.cfg.families;
+        let mut v: Vec<(u32, FamilyCall)> = Vec::new();
+        if f.mlock {
+            v.push((12, Gen::mlock_call));
+        }
+        if f.msync {
+            v.push((4, Gen::msync_call));
+        }
+        if f.mseal {
+            v.push((2, Gen::mseal_call));
+        }
+        if f.pkeys {
+            v.push((5, Gen::pkey_call));
+        }
+        if f.ftruncate {
+            v.push((3, Gen::ftruncate_call));
+        }
+        v
+    }
+
     fn call(&mut self) -> Op {
+        let family = self.family_calls();
+        let op = if !family.is_empty() && self.rng.random_bool(0.15) {
+            let total: u32 = family.iter().map(|(w, _)| w).sum();
+            let mut pick = self.rng.random_range(0..total);
+            let mut chosen = family[0].1;
+            for (w, f) in &family {
+                if pick < *w {
+                    chosen = *f;
+                    break;
+                }
+                pick -= w;
+            }
+            chosen(self)
+        } else {
+            self.base_call()
+        };
+        if self.cfg.families.edges && self.rng.random_bool(0.06) { self.edge(op) } else { op }
+    }
+
+    /// A range at the edges (module docs): the op's own start or an edge address, and a small, wrapping or
+    /// huge length, as far as `reach` allows.
+    fn edge_range(&mut self, addr: u64, reach: Reach) -> (u64, u64) {
+        let arena = self.cfg.arena;
+        let edges = [
+            0,
+            1,
+            PAGE - 1,
+            PAGE,
+            2 * PAGE,
+            0x10000 - PAGE,
+            0x10000,
+            TASK_SIZE - PAGE,
+            TASK_SIZE,
+            TASK_SIZE + PAGE,
+            1 << 47,
+            1 << 63,
+            0u64.wrapping_sub(PAGE),
+            u64::MAX,
+            arena.end(),
+            arena.base - PAGE,
+        ];
+        let a = if self.rng.random_bool(0.4) { addr } else { edges[self.rng.random_range(0..edges.len())] };
+        let small = [0, 1, PAGE - 1, PAGE, 2 * PAGE];
+        // A length whose end is exactly 2^64 (0 after wrapping), or one page past it.
+        let wrap = [0u64.wrapping_sub(a), 0u64.wrapping_sub(a).wrapping_add(PAGE)];
+        let huge = [TASK_SIZE + PAGE, 1 << 63, 0u64.wrapping_sub(PAGE), u64::MAX];
+        let huge_ok = match reach {
+            Reach::Small => false,
+            Reach::Every => a >= TASK_SIZE,
+            Reach::Bounded | Reach::Walk => true,
+        };
+        let len = match self.rng.random_range(0..3) {
+            1 if reach != Reach::Small => wrap[self.rng.random_range(0..2)],
+            2 if huge_ok => huge[self.rng.random_range(0..huge.len())],
+            _ => small[self.rng.random_range(0..small.len())],
+        };
+        (a, len)
+    }
+
+    /// Edge values for one op (module docs). The op keeps its kind; calls with nothing at the edges are kept.
+    fn edge(&mut self, op: Op) -> Op {
+        const OFFSETS: [u64; 5] = [1 << 44, (1 << 63) - PAGE, 1 << 63, 0u64.wrapping_sub(PAGE), PAGE + 1];
+        match op {
+            Op::Mmap { addr, len, prot, mut flags, mut file } => {
+                let (mut addr, mut len) = (addr, len);
+                match self.rng.random_range(0..6) {
+                    0 | 1 => (addr, len) = self.edge_range(addr, Reach::Bounded),
+                    2 => {
+                        let off = OFFSETS[self.rng.random_range(0..OFFSETS.len())];
+                        match file.as_mut() {
+                            Some((_, o)) => *o = off,
+                            None => file = Some((Fd::MinusOne, off)),
+                        }
+                    }
+                    3 => {
+                        // A file mapping of a descriptor that is not open.
+                        flags -= MapFlags::ANONYMOUS;
+                        let fd =
+                            if self.rng.random_bool(0.5) { Fd::Name("missing".into()) } else { Fd::MinusOne };
+                        file = Some((fd, file.map_or(0, |(_, o)| o)));
+                    }
+                    4 => {
+                        // An anonymous mapping with a descriptor (ignored) and an offset (checked).
+                        flags |= MapFlags::ANONYMOUS;
+                        let fd = match self.rng.random_range(0..3) {
+                            0 => Fd::Name(self.files[0].0.clone()),
+                            1 => Fd::Name("missing".into()),
+                            _ => Fd::MinusOne,
+                        };
+                        let off = [0, PAGE, PAGE + 1, 0u64.wrapping_sub(PAGE)][self.rng.random_range(0..4)];
+                        file = Some((fd, off));
+                    }
+                    _ => {
+                        flags |= MapFlags::from_bits_retain(
+                            [0x80, 0x200, 0x400, 1 << 31][self.rng.random_range(0..4)],
+                        )
+                    }
+                }
+                Op::Mmap { addr, len, prot, flags, file }
+            }
+            Op::Munmap { addr, .. } => {
+                let (addr, len) = self.edge_range(addr, Reach::Bounded);
+                Op::Munmap { addr, len }
+            }
+            Op::Mprotect { addr, prot, .. } => {
+                let (addr, len) = self.edge_range(addr, Reach::protect(prot));
+                Op::Mprotect { addr, len, prot }
+            }
+            Op::PkeyMprotect { addr, prot, key, .. } => {
+                let (addr, len) = self.edge_range(addr, Reach::protect(prot));
+                Op::PkeyMprotect { addr, len, prot, key }
+            }
+            Op::Mlock { addr, .. } => {
+                let (addr, len) = self.edge_range(addr, Reach::Walk);
+                Op::Mlock { addr, len }
+            }
+            Op::Mlock2 { addr, flags, .. } => {
+                let (addr, len) = self.edge_range(addr, Reach::Walk);
+                Op::Mlock2 { addr, len, flags }
+            }
+            Op::Munlock { addr, .. } => {
+                let (addr, len) = self.edge_range(addr, Reach::Walk);
+                Op::Munlock { addr, len }
+            }
+            Op::Mseal { addr, flags, .. } => {
+                let (addr, len) = self.edge_range(addr, Reach::Walk);
+                Op::Mseal { addr, len, flags }
+            }
+            Op::Madvise { addr, advice, .. } => {
+                let (addr, len) = self.edge_range(addr, Reach::Every);
+                Op::Madvise { addr, len, advice }
+            }
+            Op::Msync { addr, flags, .. } => {
+                let (addr, len) = self.edge_range(addr, Reach::Every);
+                Op::Msync { addr, len, flags }
+            }
+            Op::Touch { addr, write, .. } => {
+                let (addr, len) = self.edge_range(addr, Reach::Small);
+                Op::Touch { addr, len, write }
+            }
+            Op::Mremap { addr, old_len, new_len, flags, new_addr } => match self.rng.random_range(0..4) {
+                0 => {
+                    let (addr, old_len) = self.edge_range(addr, Reach::Bounded);
+                    Op::Mremap { addr, old_len, new_len, flags, new_addr }
+                }
+                1 => {
+                    let new_len =
+                        [TASK_SIZE + PAGE, 1 << 63, 0u64.wrapping_sub(PAGE)][self.rng.random_range(0..3)];
+                    Op::Mremap { addr, old_len, new_len, flags, new_addr }
+                }
+                2 => {
+                    let dst = [0, PAGE, TASK_SIZE - PAGE, TASK_SIZE, 0u64.wrapping_sub(PAGE)]
+                        [self.rng.random_range(0..5)];
+                    Op::Mremap {
+                        addr,
+                        old_len,
+                        new_len: new_len.min(2 * PAGE),
+                        flags: flags | MremapFlags::MAYMOVE | MremapFlags::FIXED,
+                        new_addr: Some(dst),
+                    }
+                }
+                _ => {
+                    let flags = flags
+                        | MremapFlags::from_bits_retain([8, 0x10, 1 << 31][self.rng.random_range(0..3)]);
+                    let new_addr = if flags.contains(MremapFlags::FIXED) {
+                        Some(new_addr.unwrap_or(0))
+                    } else {
+                        new_addr
+                    };
+                    Op::Mremap { addr, old_len, new_len, flags, new_addr }
+                }
+            },
+            Op::Ftruncate { name, size } => {
+                if self.rng.random_bool(0.5) {
+                    Op::Ftruncate { name: "missing".into(), size }
+                } else {
+                    Op::Ftruncate {
+                        name,
+                        size: [u64::MAX, (1 << 63) - 1, 1 << 62][self.rng.random_range(0..3)],
+                    }
+                }
+            }
+            other => other,
+        }
+    }
+
+    fn base_call(&mut self) -> Op {
         let w = self.rng.random_range(0..100);
         match w {
             0..=26 => self.mmap(),
@@ -472,7 +1023,8 @@ impl Gen {
 }
 
 /// Generates a script from `seed`: two `file` declarations (one as large as the grid, one of 8 pages so that
-/// mappings can run past its end), then `cfg.calls` calls with a `maps` op roughly every 12 calls.
+/// mappings can run past its end; with the `ftruncate` family now and then a third of a huge or refused size),
+/// then `cfg.calls` calls with a `maps` op roughly every 12 calls.
 pub fn generate(seed: u64, cfg: &GenConfig) -> Script {
     let grid_pages = cfg.grid_pages.clamp(8, cfg.arena.size / PAGE);
     let cfg = GenConfig { grid_pages, ..*cfg };
@@ -486,6 +1038,13 @@ pub fn generate(seed: u64, cfg: &GenConfig) -> Script {
     };
     let mut ops: Vec<Op> =
         g.files.iter().map(|(n, pages)| Op::File { name: n.clone(), size: pages * PAGE }).collect();
+    if cfg.families.ftruncate && g.rng.random_bool(0.3) {
+        // A third file of a huge (sparse), unaligned or refused size: a refused one stays undeclared for the
+        // kernel (EBADF wherever it is used).
+        let size = [1 << 40, 4 * PAGE + 1, 1 << 63, 1 << 50][g.rng.random_range(0..4)];
+        ops.push(Op::File { name: "f2".into(), size });
+        g.files.push(("f2".into(), (size / PAGE).min(grid_pages * 2)));
+    }
     for i in 0..cfg.calls {
         ops.push(g.call());
         if i % 12 == 11 && g.rng.random_bool(0.7) {
@@ -498,24 +1057,49 @@ pub fn generate(seed: u64, cfg: &GenConfig) -> Script {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ast::{MMAP_FLAG_NAMES, PKEY_RIGHTS_NAMES};
+
+    fn base() -> GenConfig {
+        GenConfig { families: Families::NONE, ..GenConfig::default() }
+    }
+
+    fn fnv(s: &str) -> u64 {
+        s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
+    }
 
     #[test]
     fn deterministic_and_parseable() {
-        let cfg = GenConfig::default();
-        for seed in 0..50 {
-            let a = generate(seed, &cfg);
-            assert_eq!(a, generate(seed, &cfg));
-            let calls = a.lines.iter().filter(|l| !matches!(l.op, Op::File { .. } | Op::Maps)).count();
-            assert_eq!(calls, cfg.calls);
-            let back = Script::parse(&a.to_text()).unwrap();
-            assert_eq!(back, a, "seed {seed}");
-            assert!(!a.lines.iter().any(|l| l.op == Op::Fork));
+        for cfg in [GenConfig::default(), base()] {
+            for seed in 0..50 {
+                let a = generate(seed, &cfg);
+                assert_eq!(a, generate(seed, &cfg));
+                let calls = a.lines.iter().filter(|l| !matches!(l.op, Op::File { .. } | Op::Maps)).count();
+                assert_eq!(calls, cfg.calls);
+                let back = Script::parse(&a.to_text()).unwrap();
+                assert_eq!(back, a, "seed {seed}");
+                assert!(!a.lines.iter().any(|l| l.op == Op::Fork));
+            }
         }
+    }
+
+    /// With every family off the generator is the one that existed before the families: the scripts of 64
+    /// seeds in two configurations, as that generator printed them (their FNV-1a hash and length, recorded
+    /// from it), so the differential gate's base batches keep running the same scripts.
+    #[test]
+    fn families_off_is_the_base_generator() {
+        let mut all = String::new();
+        for seed in 0..64 {
+            all.push_str(&generate(seed, &base()).to_text());
+            all.push_str(
+                &generate(seed, &GenConfig { fork: true, calls: 60, grid_pages: 16, ..base() }).to_text(),
+            );
+        }
+        assert_eq!((fnv(&all), all.len()), (0xd315_0c6a_56a5_adab, 382_846));
     }
 
     #[test]
     fn covers_the_edge_cases() {
-        let cfg = GenConfig { calls: 400, ..GenConfig::default() };
+        let cfg = GenConfig { calls: 400, ..base() };
         let s = generate(7, &cfg);
         let has = |f: &dyn Fn(&Op) -> bool| s.lines.iter().any(|l| f(&l.op));
         assert!(has(&|o| matches!(o, Op::Mmap { file: Some(_), .. })));
@@ -539,5 +1123,272 @@ mod tests {
         }
         let with_fork = generate(7, &GenConfig { fork: true, ..cfg });
         assert!(with_fork.lines.iter().any(|l| l.op == Op::Fork));
+    }
+
+    /// Every op of `seeds` scripts of `cfg`.
+    fn ops(cfg: &GenConfig, seeds: core::ops::Range<u64>) -> Vec<Op> {
+        seeds.flat_map(|seed| generate(seed, cfg).lines.into_iter().map(|l| l.op)).collect()
+    }
+
+    #[test]
+    fn every_family_is_reached() {
+        let cfg = GenConfig { calls: 200, ..GenConfig::default() };
+        let all = ops(&cfg, 0..60);
+        let has = |what: &str, f: &dyn Fn(&Op) -> bool| assert!(all.iter().any(f), "never generated: {what}");
+        // exec_prot
+        has(
+            "--x",
+            &|o| matches!(o, Op::Mmap { prot, .. } | Op::Mprotect { prot, .. } if *prot == Prot::EXEC),
+        );
+        has("-wx", &|o| matches!(o, Op::Mprotect { prot, .. } if *prot == Prot::WRITE | Prot::EXEC));
+        // advice: every one but hwpoison and soft_offline, unknown values; never those two.
+        for (a, n) in ADVICE_NAMES {
+            let seen = all.iter().any(|o| matches!(o, Op::Madvise { advice, .. } if advice == a));
+            let never = *a == Advice::HWPOISON || *a == Advice::SOFT_OFFLINE;
+            assert_eq!(seen, !never, "advice {n}");
+        }
+        has("unknown advice", &|o| matches!(o, Op::Madvise { advice, .. } if advice.name().is_none()));
+        // The new calls.
+        has("mlock", &|o| matches!(o, Op::Mlock { .. }));
+        has("mlock2 onfault", &|o| matches!(o, Op::Mlock2 { flags: 1, .. }));
+        has("mlock2 unknown flag", &|o| matches!(o, Op::Mlock2 { flags, .. } if *flags > 1));
+        has("munlock", &|o| matches!(o, Op::Munlock { .. }));
+        has("mlockall current|future", &|o| matches!(o, Op::Mlockall { flags: 3 }));
+        has("mlockall refused flags", &|o| matches!(o, Op::Mlockall { flags: 0 | 4 | 8 }));
+        has("munlockall", &|o| matches!(o, Op::Munlockall));
+        has("msync sync", &|o| matches!(o, Op::Msync { flags: 4, .. }));
+        has("msync async|sync", &|o| matches!(o, Op::Msync { flags: 5, .. }));
+        has("mseal", &|o| matches!(o, Op::Mseal { flags: 0, .. }));
+        has("mseal flags", &|o| matches!(o, Op::Mseal { flags, .. } if *flags != 0));
+        has("pkey_mprotect -1", &|o| matches!(o, Op::PkeyMprotect { key: -1, .. }));
+        has("pkey_mprotect key", &|o| matches!(o, Op::PkeyMprotect { key: 1, .. }));
+        for (r, n) in PKEY_RIGHTS_NAMES {
+            has(n, &|o| matches!(o, Op::PkeyAlloc { rights, .. } if rights & r != 0));
+        }
+        has("pkey_free", &|o| matches!(o, Op::PkeyFree { .. }));
+        has(
+            "ftruncate smaller",
+            &|o| matches!(o, Op::Ftruncate { size, .. } if *size > 0 && *size < 8 * PAGE),
+        );
+        has(
+            "ftruncate larger",
+            &|o| matches!(o, Op::Ftruncate { size, .. } if *size > 64 * PAGE && *size < 1 << 20),
+        );
+        has(
+            "ftruncate unaligned",
+            &|o| matches!(o, Op::Ftruncate { size, .. } if size % PAGE != 0 && *size < 1 << 40),
+        );
+        has("ftruncate negative", &|o| matches!(o, Op::Ftruncate { size, .. } if *size >= 1 << 63));
+        has("ftruncate huge", &|o| matches!(o, Op::Ftruncate { size: 0x4_0000_0000_0000, .. }));
+        has("ftruncate of no file", &|o| matches!(o, Op::Ftruncate { name, .. } if name == "missing"));
+        has("a file of a refused size", &|o| matches!(o, Op::File { size, .. } if *size >= 1 << 63));
+        has("a huge file", &|o| matches!(o, Op::File { size: 0x100_0000_0000, .. }));
+        has(
+            "a mapping of the third file",
+            &|o| matches!(o, Op::Mmap { file: Some((Fd::Name(n), _)), .. } if n == "f2"),
+        );
+        // mmap_flags: every named flag, unknown bits, odd PROT bits.
+        for (f, n) in MMAP_FLAG_NAMES {
+            has(n, &|o| matches!(o, Op::Mmap { flags, .. } if flags.contains(*f)));
+        }
+        let known = MMAP_FLAG_NAMES.iter().fold(MapFlags::empty(), |a, (f, _)| a | *f);
+        has("unknown mmap bits", &|o| matches!(o, Op::Mmap { flags, .. } if !known.contains(*flags)));
+        for p in [Prot::SEM, Prot::GROWSDOWN, Prot::GROWSUP] {
+            has(
+                "PROT bit",
+                &|o| matches!(o, Op::Mprotect { prot, .. } | Op::Mmap { prot, .. } if prot.contains(p)),
+            );
+        }
+        has(
+            "unknown PROT bit",
+            &|o| matches!(o, Op::Mprotect { prot, .. } if !(Prot::ACCESS | Prot::SEM | Prot::GROWSDOWN | Prot::GROWSUP).contains(*prot)),
+        );
+        // hints
+        has(
+            "NEWADDR without fixed",
+            &|o| matches!(o, Op::Mremap { flags, new_addr: Some(_), .. } if !flags.contains(MremapFlags::FIXED)),
+        );
+        // edges
+        has("address 0", &|o| matches!(o, Op::Munmap { addr: 0, .. } | Op::Mmap { addr: 0, .. }));
+        has(
+            "address near TASK_SIZE",
+            &|o| matches!(o, Op::Mlock { addr, .. } | Op::Mprotect { addr, .. } if addr.abs_diff(TASK_SIZE) <= PAGE),
+        );
+        has(
+            "address near 2^64",
+            &|o| matches!(o, Op::Munmap { addr, .. } | Op::Madvise { addr, .. } if *addr >= 0u64.wrapping_sub(PAGE)),
+        );
+        has(
+            "length near 2^64",
+            &|o| matches!(o, Op::Munmap { len, .. } | Op::Mprotect { len, .. } if *len >= 0u64.wrapping_sub(PAGE)),
+        );
+        has(
+            "wrapping range",
+            &|o| matches!(o, Op::Madvise { addr, len, .. } if *addr > 0 && addr.checked_add(*len).is_none()),
+        );
+        has("huge offset", &|o| matches!(o, Op::Mmap { file: Some((_, off)), .. } if *off >= 1 << 44));
+        has(
+            "fd of no file",
+            &|o| matches!(o, Op::Mmap { file: Some((Fd::Name(n), _)), .. } if n == "missing"),
+        );
+        has("fd=-1", &|o| matches!(o, Op::Mmap { file: Some((Fd::MinusOne, _)), .. }));
+        has(
+            "anon with fd",
+            &|o| matches!(o, Op::Mmap { flags, file: Some(_), .. } if flags.contains(MapFlags::ANONYMOUS)),
+        );
+        has("unknown mremap bits", &|o| matches!(o, Op::Mremap { flags, .. } if flags.bits() > 7));
+        // Every generated script parses back, and never asks for what the kernel runner refuses outright.
+        for seed in 0..60 {
+            let s = generate(seed, &cfg);
+            assert_eq!(Script::parse(&s.to_text()).unwrap(), s);
+        }
+    }
+
+    #[test]
+    fn the_base_mix_stays_dominant_and_mlockall_is_rare() {
+        let cfg = GenConfig { calls: 200, ..GenConfig::default() };
+        let all = ops(&cfg, 0..50);
+        let calls = all.iter().filter(|o| !matches!(o, Op::File { .. } | Op::Maps)).count();
+        let new = all
+            .iter()
+            .filter(|o| {
+                matches!(
+                    o,
+                    Op::Mlock { .. }
+                        | Op::Mlock2 { .. }
+                        | Op::Munlock { .. }
+                        | Op::Mlockall { .. }
+                        | Op::Munlockall
+                        | Op::Mseal { .. }
+                        | Op::Msync { .. }
+                        | Op::PkeyAlloc { .. }
+                        | Op::PkeyFree { .. }
+                        | Op::PkeyMprotect { .. }
+                        | Op::Ftruncate { .. }
+                )
+            })
+            .count();
+        let mlockall = all.iter().filter(|o| matches!(o, Op::Mlockall { .. })).count();
+        assert!(new * 100 / calls <= 20, "{new} of {calls} calls from the families");
+        assert!(new * 100 / calls >= 10, "{new} of {calls} calls from the families");
+        assert!(mlockall > 0 && mlockall * 100 / calls < 1, "{mlockall} mlockall of {calls}");
+        let mmaps = all.iter().filter(|o| matches!(o, Op::Mmap { .. })).count();
+        assert!(mmaps * 100 / calls >= 20, "{mmaps} mmap of {calls}");
+    }
+
+    /// Each switch removes its family and nothing else changes kind.
+    #[test]
+    fn each_switch_removes_its_family() {
+        type Check = fn(&Op) -> bool;
+        let checks: [(&str, Check); 10] = [
+            (
+                "exec_prot",
+                |o| matches!(o, Op::Mmap { prot, .. } | Op::Mprotect { prot, .. } if *prot == Prot::EXEC || *prot == Prot::WRITE | Prot::EXEC),
+            ),
+            ("advice", |o| matches!(o, Op::Madvise { advice, .. } if !BASE_ADVICE.contains(advice))),
+            ("mlock", |o| {
+                matches!(
+                    o,
+                    Op::Mlock { .. }
+                        | Op::Mlock2 { .. }
+                        | Op::Munlock { .. }
+                        | Op::Mlockall { .. }
+                        | Op::Munlockall
+                ) || matches!(o, Op::Mmap { flags, .. } if flags.contains(MapFlags::LOCKED))
+            }),
+            ("msync", |o| matches!(o, Op::Msync { .. })),
+            ("mseal", |o| matches!(o, Op::Mseal { .. })),
+            ("pkeys", |o| matches!(o, Op::PkeyAlloc { .. } | Op::PkeyFree { .. } | Op::PkeyMprotect { .. })),
+            ("ftruncate", |o| {
+                matches!(o, Op::Ftruncate { .. }) || matches!(o, Op::File { name, .. } if name == "f2")
+            }),
+            ("mmap_flags", |o| {
+                matches!(o, Op::Mmap { flags, .. } if flags.intersects(MapFlags::HUGETLB | MapFlags::STACK | MapFlags::BELOW_2G | MapFlags::SYNC))
+                    || matches!(o, Op::Mprotect { prot, .. } | Op::Mmap { prot, .. } if !Prot::ACCESS.contains(*prot))
+            }),
+            (
+                "hints",
+                |o| matches!(o, Op::Mremap { flags, new_addr: Some(_), .. } if !flags.contains(MremapFlags::FIXED)),
+            ),
+            (
+                "edges",
+                |o| matches!(o, Op::Munmap { addr, .. } | Op::Touch { addr, .. } if !Arena::default().contains(*addr)),
+            ),
+        ];
+        for (name, check) in checks {
+            let mut fam = Families::ALL;
+            fam.set(name, false).unwrap();
+            assert_eq!(fam.off(), vec![name]);
+            let cfg = GenConfig { calls: 200, families: fam, ..GenConfig::default() };
+            assert!(!ops(&cfg, 0..30).iter().any(check), "{name} off, but generated");
+            assert!(
+                ops(&GenConfig { calls: 200, ..GenConfig::default() }, 0..30).iter().any(check),
+                "{name} on, but never generated"
+            );
+        }
+        assert!(Families::ALL.clone().set("bogus", false).unwrap_err().contains("known: exec_prot"));
+        assert_eq!(Families::NONE.off().len(), Families::NAMES.len());
+        assert!(Families::ALL.off().is_empty());
+    }
+
+    /// Whether `[start, end)` meets the part of the address space where the kernel runner's own memory may
+    /// lie: above the first few pages, below the last pages under TASK_SIZE, away from the arena and the
+    /// pages just around it (which only the script maps, and the runner lets it use them).
+    fn runner_space(start: u64, end: u64) -> bool {
+        let arena = Arena::default();
+        let (lo, hi) = (0x20000, TASK_SIZE - 2 * PAGE);
+        let overlaps = |a: u64, b: u64| a < end.min(hi) && b > start.max(lo);
+        start < end && (overlaps(lo, arena.base - PAGE) || overlaps(arena.end() + 4 * PAGE, hi))
+    }
+
+    /// No generated call asks the kernel to act on the runner's own memory (the runner's guard would refuse
+    /// the script): every range a call acts on stays off [`runner_space`], by how each call treats its range.
+    #[test]
+    fn generated_ranges_keep_off_the_runner() {
+        let cfg = GenConfig { calls: 200, fork: true, ..GenConfig::default() };
+        let end_of = |a: u64, l: u64| a.checked_add(l);
+        for op in ops(&cfg, 0..200) {
+            let bad = match op {
+                // Every page of the range (no huge lengths unless above TASK_SIZE or wrapping).
+                Op::Madvise { addr, len, .. } | Op::Msync { addr, len, .. } | Op::Touch { addr, len, .. } => {
+                    end_of(addr, len).is_some_and(|e| runner_space(addr & !(PAGE - 1), e))
+                }
+                // Bounded by TASK_SIZE.
+                Op::Munmap { addr, len } | Op::Mremap { addr, old_len: len, .. } => {
+                    end_of(addr, len).is_some_and(|e| e <= TASK_SIZE && runner_space(addr, e))
+                }
+                Op::Mmap { addr, len, flags, .. }
+                    if flags.intersects(MapFlags::FIXED | MapFlags::FIXED_NOREPLACE) =>
+                {
+                    end_of(addr, len).is_some_and(|e| e <= TASK_SIZE && runner_space(addr, e))
+                }
+                // Walks from the start: the start must be off the runner (growsdown: the whole range).
+                Op::Mprotect { addr, len, prot } | Op::PkeyMprotect { addr, len, prot, .. }
+                    if prot.contains(Prot::GROWSDOWN) =>
+                {
+                    end_of(addr, len).is_some_and(|e| runner_space(addr, e))
+                }
+                Op::Mprotect { addr, .. }
+                | Op::PkeyMprotect { addr, .. }
+                | Op::Mlock { addr, .. }
+                | Op::Mlock2 { addr, .. }
+                | Op::Munlock { addr, .. }
+                | Op::Mseal { addr, .. } => {
+                    let page = addr & !(PAGE - 1);
+                    runner_space(page, page.saturating_add(PAGE))
+                }
+                Op::Brk { addr } => addr != 0 && !Arena::default().contains(addr),
+                _ => false,
+            };
+            let fixed_dst = match &op {
+                Op::Mremap { new_addr: Some(d), new_len, flags, .. }
+                    if flags.contains(MremapFlags::FIXED) =>
+                {
+                    end_of(*d, *new_len).is_some_and(|e| e <= TASK_SIZE && runner_space(*d, e))
+                }
+                _ => false,
+            };
+            assert!(!bad && !fixed_dst, "reaches the runner's memory: {op}");
+        }
     }
 }

@@ -2,18 +2,32 @@
 //!
 //! [`minimise`] removes chunks of ops, halving the chunk size down to single ops, and keeps a removal when
 //! the caller's predicate still holds for the smaller script (`ddmin` without the complement step). A
-//! removal that would leave an `fd=NAME` without its `file` declaration is not tried, so every candidate
-//! is a valid script. The result is renumbered (op `i` on line `i + 1`), ready to print and commit.
+//! removal that would leave an `fd=NAME` or `ftruncate NAME` of a file the original script declares without
+//! that declaration before it is not tried: such a name would silently turn into a descriptor that is not open
+//! (EBADF), a different script rather than a smaller one. Names the original never declares stay as they are.
+//! The result is renumbered (op `i` on line `i + 1`), ready to print and commit.
 
-use crate::ast::{Op, Script};
+use crate::ast::{Fd, Op, Script};
 
-fn valid(ops: &[Op]) -> bool {
+/// Whether every use of a name in `declared` (the original script's files) follows its declaration in `ops`.
+fn valid(ops: &[Op], declared: &[&str]) -> bool {
     let mut files: Vec<&str> = Vec::new();
     for op in ops {
-        match op {
-            Op::File { name, .. } => files.push(name),
-            Op::Mmap { file: Some((name, _)), .. } if !files.contains(&name.as_str()) => return false,
-            _ => {}
+        let used = match op {
+            Op::File { name, .. } => {
+                files.push(name);
+                None
+            }
+            Op::Mmap { file: Some((Fd::Name(name), _)), .. } | Op::Ftruncate { name, .. } => {
+                Some(name.as_str())
+            }
+            _ => None,
+        };
+        if let Some(n) = used
+            && declared.contains(&n)
+            && !files.contains(&n)
+        {
+            return false;
         }
     }
     true
@@ -22,6 +36,7 @@ fn valid(ops: &[Op]) -> bool {
 /// Shrinks `script` while `still_fails` holds for the candidate (it is assumed to hold for `script`).
 /// Calls the predicate O(n log n) times for n ops in the usual case.
 pub fn minimise(script: &Script, mut still_fails: impl FnMut(&Script) -> bool) -> Script {
+    let declared = script.file_names();
     let mut ops: Vec<Op> = script.lines.iter().map(|l| l.op.clone()).collect();
     let mut chunk = ops.len().div_ceil(2).max(1);
     loop {
@@ -31,7 +46,7 @@ pub fn minimise(script: &Script, mut still_fails: impl FnMut(&Script) -> bool) -
             let end = (i + chunk).min(ops.len());
             let mut cand = ops.clone();
             cand.drain(i..end);
-            if !cand.is_empty() && valid(&cand) && still_fails(&Script::from_ops(cand.clone())) {
+            if !cand.is_empty() && valid(&cand, &declared) && still_fails(&Script::from_ops(cand.clone())) {
                 ops = cand;
                 removed_any = true;
             } else {
@@ -65,5 +80,18 @@ mod tests {
         };
         let m = minimise(&s, fails);
         assert_eq!(m.to_text(), "file a 0x2000\nmmap 0x1000 0x1000 r-- private fd=a off=0\nbrk 7\n");
+    }
+
+    #[test]
+    fn keeps_declarations_of_truncated_files_and_drops_nothing_else_needed() {
+        let s = Script::parse("file a 8192\nbrk 1\nftruncate a 0\nmmap 0 1 r-- private fd=zz off=0\nbrk 2\n")
+            .unwrap();
+        // "Fails" while an ftruncate of a and the mapping of the undeclared zz are present.
+        let fails = |s: &Script| {
+            s.lines.iter().any(|l| matches!(&l.op, Op::Ftruncate { .. }))
+                && s.lines.iter().any(|l| matches!(l.op, Op::Mmap { .. }))
+        };
+        let m = minimise(&s, fails);
+        assert_eq!(m.to_text(), "file a 0x2000\nftruncate a 0\nmmap 0 1 r-- private fd=zz off=0\n");
     }
 }

@@ -12,12 +12,18 @@
 //! ```
 //!
 //! * `<line>` is the op's 1-based line in the script, `<op>` its keyword.
-//! * `<value>`: for mmap, mremap and brk the resulting address in `0x` hex; for the other calls `0` on success;
-//!   on failure `-E<NAME>` (`-ENOMEM`), or `-E<n>` for a number without a name. A syscall result in the
-//!   kernel's error range (the top 4095 values) is a failure on both sides, whatever produced it: a `MAP_FIXED`
-//!   address such as `0xffffffffffffff00` comes back from `__get_unmapped_area` unchanged and prints as
-//!   `-E256`, as the syscall ABI reads it (the kernel runner's rustix wrapper and the engine agree). A `touch` that cannot access a page prints `-EFAULT <page>` with the
-//!   address of the first page it could not access (pages before it were touched).
+//! * `<value>`: for mmap, mremap and brk the resulting address in `0x` hex (`0x0` for address 0); for
+//!   pkey_alloc the key in decimal (`1`); for the other calls `0` on success; on failure `-E<NAME>`
+//!   (`-ENOMEM`; an errno without a name prints as `-E<number>`, `-E200`). A `touch` that cannot access a page
+//!   prints `-EFAULT <page>` with the address of the first page it could not access (pages before it were
+//!   touched).
+//! * A result is the syscall's raw return value read as the kernel's ABI defines it (`include/linux/err.h`:
+//!   `IS_ERR_VALUE`, `MAX_ERRNO` = 4095): a value in the top 4 KiB of the 64-bit space, -4095..=-1, is an
+//!   error, never an address or a number. The kernel runner gets this from libc (which turns such returns into
+//!   -1 and `errno`); the driver applies the same rule to whatever a target returns
+//!   ([`Value::from_addr`], [`Value::from_num`]), so `0xfffffffffffffff2` from either side prints `-EFAULT`,
+//!   and no output holds an address or number in that range. The printed forms do not overlap: `0` is success,
+//!   a decimal number without leading zeros is a number result, `0x` hex an address, `-E` an error.
 //! * The maps lines are the kernel's `/proc/self/maps` text for every VMA that overlaps the arena, byte for
 //!   byte, with one canonicalisation so that the engine and the kernel compare: a mapping of a script file
 //!   (`fd=NAME`) prints device `00:00`, inode = the file's 1-based declaration number in the script, and name
@@ -77,10 +83,43 @@ pub enum Value {
     Addr(u64),
     /// Success of a call that returns no address.
     Zero,
+    /// A number result other than 0, printed in decimal (pkey_alloc's key). A 0 result is [`Value::Zero`].
+    Num(u64),
     /// Failure.
     Err(Errno),
     /// `touch` could not access the page at this address.
     Fault(u64),
+}
+
+/// The first raw return value that is an error (-4095 as `u64`): `include/linux/err.h`, `MAX_ERRNO`.
+pub const FIRST_ERROR_VALUE: u64 = 0u64.wrapping_sub(4095);
+
+impl Value {
+    /// The value of an address-returning call (mmap, mremap, brk): the address, or the error. An "address" in
+    /// the top 4 KiB (-4095..=-1) is that errno, as the kernel's ABI defines (module docs).
+    pub fn from_addr(r: Result<u64, Errno>) -> Value {
+        match r {
+            Ok(a) if a >= FIRST_ERROR_VALUE => Value::Err(Errno::from_raw(a.wrapping_neg() as i32)),
+            Ok(a) => Value::Addr(a),
+            Err(e) => Value::Err(e),
+        }
+    }
+
+    /// The value of a number-returning call (pkey_alloc): [`Value::Zero`] for 0, the errno for -4095..=-1,
+    /// else [`Value::Num`].
+    pub fn from_num(r: Result<u64, Errno>) -> Value {
+        match r {
+            Ok(0) => Value::Zero,
+            Ok(v) if v >= FIRST_ERROR_VALUE => Value::Err(Errno::from_raw(v.wrapping_neg() as i32)),
+            Ok(v) => Value::Num(v),
+            Err(e) => Value::Err(e),
+        }
+    }
+
+    /// The value of a call that returns 0 on success: [`Value::Zero`] or the errno.
+    pub fn from_zero(r: Result<u64, Errno>) -> Value {
+        r.map_or_else(Value::Err, |_| Value::Zero)
+    }
 }
 
 impl fmt::Display for Value {
@@ -88,6 +127,7 @@ impl fmt::Display for Value {
         match self {
             Value::Addr(a) => write!(f, "{a:#x}"),
             Value::Zero => f.write_str("0"),
+            Value::Num(v) => write!(f, "{v}"),
             Value::Err(e) => write!(f, "{e}"),
             Value::Fault(a) => write!(f, "{} {a:#x}", Errno::EFAULT),
         }
@@ -136,6 +176,14 @@ impl std::error::Error for OutputParseError {}
 
 fn parse_hex(s: &str) -> Option<u64> {
     u64::from_str_radix(s.strip_prefix("0x")?, 16).ok()
+}
+
+/// A non-zero decimal number as [`Value::Num`] prints it: digits only, no leading zero.
+fn parse_decimal(s: &str) -> Option<u64> {
+    if s.starts_with('0') || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
 }
 
 impl Output {
@@ -194,6 +242,8 @@ impl Output {
                 .ok_or_else(|| err(format!("bad line tag {ln:?}")))?;
             let value = if val == "0" {
                 Value::Zero
+            } else if let Some(v) = parse_decimal(val) {
+                Value::Num(v)
             } else if let Some(a) = parse_hex(val) {
                 Value::Addr(a)
             } else if let Some(rest) = val.strip_prefix("-EFAULT ") {
@@ -343,6 +393,68 @@ mod tests {
         let text = o.render();
         assert_eq!(Output::parse(&text).unwrap(), o);
         assert_eq!(Output::parse(&text).unwrap().render(), text);
+    }
+
+    #[test]
+    fn numbers_and_top_of_space_values() {
+        let o = Output {
+            entries: vec![
+                Entry::Call { line: 1, op: "pkey_alloc".into(), value: Value::Num(1) },
+                Entry::Call { line: 2, op: "pkey_alloc".into(), value: Value::Num(u64::MAX) },
+                Entry::Call { line: 3, op: "mmap".into(), value: Value::Addr(0) },
+                Entry::Call { line: 4, op: "mmap".into(), value: Value::Addr(FIRST_ERROR_VALUE - 1) },
+                Entry::Call { line: 5, op: "pkey_alloc".into(), value: Value::Err(Errno::from_raw(4095)) },
+            ],
+        };
+        let text = o.render();
+        assert_eq!(
+            text,
+            "L1 pkey_alloc = 1\nL2 pkey_alloc = 18446744073709551615\nL3 mmap = 0x0\n\
+             L4 mmap = 0xfffffffffffff000\nL5 pkey_alloc = -E4095\n"
+        );
+        assert_eq!(Output::parse(&text).unwrap(), o);
+        // Non-canonical numbers are not values.
+        for bad in ["L1 x = 01", "L1 x = +1", "L1 x = 1a", "L1 x = -1", "L1 x = 0x", "L1 x = -E0"] {
+            assert!(Output::parse(bad).is_err(), "{bad}");
+        }
+        // A raw return in the top 4 KiB is an error on either side, whatever the call.
+        let top = |e: i32| Ok(0u64.wrapping_sub(e as u64));
+        assert_eq!(Value::from_addr(top(14)), Value::Err(Errno::EFAULT));
+        assert_eq!(Value::from_addr(top(4095)), Value::Err(Errno::from_raw(4095)));
+        assert_eq!(Value::from_addr(top(4096)), Value::Addr(FIRST_ERROR_VALUE - 1));
+        assert_eq!(Value::from_num(top(22)), Value::Err(Errno::EINVAL));
+        assert_eq!(Value::from_num(Ok(0)), Value::Zero);
+        assert_eq!(Value::from_num(Ok(3)), Value::Num(3));
+        assert_eq!(Value::from_addr(Ok(0)), Value::Addr(0));
+        assert_eq!(Value::from_addr(Err(Errno::ENOMEM)), Value::Err(Errno::ENOMEM));
+        assert_eq!(Value::from_zero(Ok(5)), Value::Zero);
+        // Every error value renders as an errno that parses back to the same value.
+        for e in 1..=4095 {
+            let v = Value::from_addr(top(e));
+            let line = format!("L1 mmap = {v}\n");
+            assert_eq!(
+                Output::parse(&line).unwrap().entries[0],
+                Entry::Call { line: 1, op: "mmap".into(), value: v }
+            );
+        }
+    }
+
+    #[test]
+    fn malformed_outputs_name_the_line_and_the_reason() {
+        let cases = [
+            ("L1 mmap 0x1000", 1, "expected L<n> <op> = <value>"),
+            ("L1 mmap = 0\nL2 = 0", 2, "expected L<n> <op>"),
+            ("X1 mmap = 0", 1, "bad line tag"),
+            ("L1 touch = -EFAULT 12", 1, "bad fault address"),
+            ("L1 mmap = 0x1g", 1, "bad value"),
+            ("L1 mmap = -ENOPE", 1, "bad value"),
+            ("L1 mmap = 0\nMAPS\nx", 3, "MAPS without END"),
+        ];
+        for (text, line, needle) in cases {
+            let e = Output::parse(text).unwrap_err();
+            assert_eq!(e.line, line, "{text:?}: {e}");
+            assert!(e.reason.contains(needle), "{text:?}: {e}");
+        }
     }
 
     #[test]

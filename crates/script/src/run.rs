@@ -9,7 +9,7 @@
 use crate::Errno;
 use vmspace_abi::{Advice, MapFlags, MremapFlags, Prot};
 
-use crate::ast::{Op, Script};
+use crate::ast::{Fd, Op, Script};
 use crate::output::{Arena, Entry, Output, Value};
 use vmspace_proc::{MapsLine, MapsName};
 
@@ -26,18 +26,25 @@ pub trait Target {
     /// declared once and before use.
     fn file(&mut self, name: &str, size: u64) -> Result<u64, Errno>;
 
-    /// `mmap(addr, len, prot, flags, fd, off)`. `file` is `Some((NAME, off))` for a file mapping (`flags`
-    /// then lacks `anon`), `None` for an anonymous one. Returns the mapped address. Addresses the target picks
-    /// itself (no `fixed`, hint refused) may lie anywhere; the comparison treats two results outside the arena
-    /// as equal.
+    /// `mmap(addr, len, prot, flags, fd, off)`. `file` is the script's `fd=FD off=OFF`: [`Fd::Name`] of a file
+    /// this target created and still holds is that file's descriptor; any other NAME is a descriptor number that
+    /// is not open; [`Fd::MinusOne`] is -1. `None` (no `fd=`, only with `anon`) passes fd -1 and offset 0. With
+    /// `anon` the kernel ignores the descriptor (it still checks the offset). Returns the mapped address.
+    /// Addresses the target picks itself (no `fixed`, hint refused) may lie anywhere; the comparison treats two
+    /// results outside the arena as equal.
     fn mmap(
         &mut self,
         addr: u64,
         len: u64,
         prot: Prot,
         flags: MapFlags,
-        file: Option<(&str, u64)>,
+        file: Option<(&Fd, u64)>,
     ) -> Result<u64, Errno>;
+
+    /// `ftruncate(fd, size)` on the script file `name` (a descriptor that is not open if the target holds no
+    /// file of that name: EBADF): `Ok(0)` on success. `size` is an `off_t`: from 2^63 on it is negative
+    /// (EINVAL). Every mapping of the file sees the new size.
+    fn ftruncate(&mut self, name: &str, size: u64) -> Result<u64, Errno>;
 
     /// `munmap(addr, len)`: `Ok(0)` on success.
     fn munmap(&mut self, addr: u64, len: u64) -> Result<u64, Errno>;
@@ -58,6 +65,40 @@ pub trait Target {
 
     /// `madvise(addr, len, advice)`: `Ok(0)` on success.
     fn madvise(&mut self, addr: u64, len: u64, advice: Advice) -> Result<u64, Errno>;
+
+    /// `pkey_mprotect(addr, len, prot, key)`: `Ok(0)` on success. `key` -1 keeps each VMA's key (it is
+    /// `mprotect`).
+    fn pkey_mprotect(&mut self, addr: u64, len: u64, prot: Prot, key: i32) -> Result<u64, Errno>;
+
+    /// `mlock(addr, len)`: `Ok(0)` on success.
+    fn mlock(&mut self, addr: u64, len: u64) -> Result<u64, Errno>;
+
+    /// `mlock2(addr, len, flags)` (`MLOCK_ONFAULT` = 1, raw `int` bits): `Ok(0)` on success.
+    fn mlock2(&mut self, addr: u64, len: u64, flags: u32) -> Result<u64, Errno>;
+
+    /// `munlock(addr, len)`: `Ok(0)` on success.
+    fn munlock(&mut self, addr: u64, len: u64) -> Result<u64, Errno>;
+
+    /// `mlockall(flags)` (`MCL_CURRENT` 1, `MCL_FUTURE` 2, `MCL_ONFAULT` 4, raw `int` bits): `Ok(0)` on success.
+    /// On the kernel it locks the runner's own memory too; only the arena is compared.
+    fn mlockall(&mut self, flags: u32) -> Result<u64, Errno>;
+
+    /// `munlockall()`: `Ok(0)` on success.
+    fn munlockall(&mut self) -> Result<u64, Errno>;
+
+    /// `mseal(addr, len, flags)` (no flag is defined in 6.18): `Ok(0)` on success.
+    fn mseal(&mut self, addr: u64, len: u64, flags: u64) -> Result<u64, Errno>;
+
+    /// `pkey_alloc(flags, rights)` (`PKEY_DISABLE_ACCESS` 1, `PKEY_DISABLE_WRITE` 2; both arguments are
+    /// `unsigned long`): the new key. EINVAL on a CPU or kernel without protection keys.
+    fn pkey_alloc(&mut self, flags: u64, rights: u64) -> Result<u64, Errno>;
+
+    /// `pkey_free(key)`: `Ok(0)` on success.
+    fn pkey_free(&mut self, key: i32) -> Result<u64, Errno>;
+
+    /// `msync(addr, len, flags)` (`MS_ASYNC` 1, `MS_INVALIDATE` 2, `MS_SYNC` 4, raw `int` bits): `Ok(0)` on
+    /// success.
+    fn msync(&mut self, addr: u64, len: u64, flags: u32) -> Result<u64, Errno>;
 
     /// `touch ADDR LEN r|w`: access one byte in every page of `[addr & PAGE_MASK, addr + len)` in address
     /// order with the rules of get_user_pages without FOLL_FORCE (what `process_vm_readv`/`writev` use):
@@ -134,9 +175,12 @@ impl<T: Target, F: FnMut(u64)> Target for Observed<T, F> {
         len: u64,
         prot: Prot,
         flags: MapFlags,
-        file: Option<(&str, u64)>,
+        file: Option<(&Fd, u64)>,
     ) -> Result<u64, Errno> {
         self.count().mmap(addr, len, prot, flags, file)
+    }
+    fn ftruncate(&mut self, name: &str, size: u64) -> Result<u64, Errno> {
+        self.count().ftruncate(name, size)
     }
     fn munmap(&mut self, addr: u64, len: u64) -> Result<u64, Errno> {
         self.count().munmap(addr, len)
@@ -156,6 +200,36 @@ impl<T: Target, F: FnMut(u64)> Target for Observed<T, F> {
     }
     fn madvise(&mut self, addr: u64, len: u64, advice: Advice) -> Result<u64, Errno> {
         self.count().madvise(addr, len, advice)
+    }
+    fn pkey_mprotect(&mut self, addr: u64, len: u64, prot: Prot, key: i32) -> Result<u64, Errno> {
+        self.count().pkey_mprotect(addr, len, prot, key)
+    }
+    fn mlock(&mut self, addr: u64, len: u64) -> Result<u64, Errno> {
+        self.count().mlock(addr, len)
+    }
+    fn mlock2(&mut self, addr: u64, len: u64, flags: u32) -> Result<u64, Errno> {
+        self.count().mlock2(addr, len, flags)
+    }
+    fn munlock(&mut self, addr: u64, len: u64) -> Result<u64, Errno> {
+        self.count().munlock(addr, len)
+    }
+    fn mlockall(&mut self, flags: u32) -> Result<u64, Errno> {
+        self.count().mlockall(flags)
+    }
+    fn munlockall(&mut self) -> Result<u64, Errno> {
+        self.count().munlockall()
+    }
+    fn mseal(&mut self, addr: u64, len: u64, flags: u64) -> Result<u64, Errno> {
+        self.count().mseal(addr, len, flags)
+    }
+    fn pkey_alloc(&mut self, flags: u64, rights: u64) -> Result<u64, Errno> {
+        self.count().pkey_alloc(flags, rights)
+    }
+    fn pkey_free(&mut self, key: i32) -> Result<u64, Errno> {
+        self.count().pkey_free(key)
+    }
+    fn msync(&mut self, addr: u64, len: u64, flags: u32) -> Result<u64, Errno> {
+        self.count().msync(addr, len, flags)
     }
     fn touch(&mut self, addr: u64, len: u64, write: bool) -> Result<(), u64> {
         self.count().touch(addr, len, write)
@@ -236,23 +310,32 @@ pub fn run<T: Target + ?Sized>(script: &Script, target: &mut T) -> Output {
 pub fn run_in<T: Target + ?Sized>(script: &Script, target: &mut T, arena: Arena) -> Output {
     let mut out = Output::default();
     for l in &script.lines {
-        let addr_value = |r: Result<u64, Errno>| r.map_or_else(Value::Err, Value::Addr);
-        let zero_value = |r: Result<u64, Errno>| r.map_or_else(Value::Err, |_| Value::Zero);
+        let addr_value = Value::from_addr;
+        let zero_value = Value::from_zero;
         let value = match &l.op {
             Op::File { name, size } => zero_value(target.file(name, *size)),
-            Op::Mmap { addr, len, prot, flags, file } => addr_value(target.mmap(
-                *addr,
-                *len,
-                *prot,
-                *flags,
-                file.as_ref().map(|(n, o)| (n.as_str(), *o)),
-            )),
+            Op::Ftruncate { name, size } => zero_value(target.ftruncate(name, *size)),
+            Op::Mmap { addr, len, prot, flags, file } => {
+                addr_value(target.mmap(*addr, *len, *prot, *flags, file.as_ref().map(|(fd, o)| (fd, *o))))
+            }
             Op::Munmap { addr, len } => zero_value(target.munmap(*addr, *len)),
             Op::Mprotect { addr, len, prot } => zero_value(target.mprotect(*addr, *len, *prot)),
+            Op::PkeyMprotect { addr, len, prot, key } => {
+                zero_value(target.pkey_mprotect(*addr, *len, *prot, *key))
+            }
             Op::Mremap { addr, old_len, new_len, flags, new_addr } => {
                 addr_value(target.mremap(*addr, *old_len, *new_len, *flags, new_addr.unwrap_or(0)))
             }
             Op::Madvise { addr, len, advice } => zero_value(target.madvise(*addr, *len, *advice)),
+            Op::Mlock { addr, len } => zero_value(target.mlock(*addr, *len)),
+            Op::Mlock2 { addr, len, flags } => zero_value(target.mlock2(*addr, *len, *flags)),
+            Op::Munlock { addr, len } => zero_value(target.munlock(*addr, *len)),
+            Op::Mlockall { flags } => zero_value(target.mlockall(*flags)),
+            Op::Munlockall => zero_value(target.munlockall()),
+            Op::Mseal { addr, len, flags } => zero_value(target.mseal(*addr, *len, *flags)),
+            Op::PkeyAlloc { flags, rights } => Value::from_num(target.pkey_alloc(*flags, *rights)),
+            Op::PkeyFree { key } => zero_value(target.pkey_free(*key)),
+            Op::Msync { addr, len, flags } => zero_value(target.msync(*addr, *len, *flags)),
             Op::Touch { addr, len, write } => match target.touch(*addr, *len, *write) {
                 Ok(()) => Value::Zero,
                 Err(page) => Value::Fault(page),
@@ -295,10 +378,54 @@ mod tests {
             len: u64,
             _: Prot,
             _: MapFlags,
-            f: Option<(&str, u64)>,
+            f: Option<(&Fd, u64)>,
         ) -> Result<u64, Errno> {
             self.calls.push(format!("mmap {addr:#x} {len:#x} {f:?}"));
             if len == 0 { Err(Errno::EINVAL) } else { Ok(addr) }
+        }
+        fn ftruncate(&mut self, name: &str, size: u64) -> Result<u64, Errno> {
+            self.calls.push(format!("ftruncate {name} {size}"));
+            if name == "a" { Ok(0) } else { Err(Errno::EBADF) }
+        }
+        fn pkey_mprotect(&mut self, addr: u64, _: u64, _: Prot, key: i32) -> Result<u64, Errno> {
+            self.calls.push(format!("pkey_mprotect {addr:#x} {key}"));
+            if key == -1 { Ok(0) } else { Err(Errno::EINVAL) }
+        }
+        fn mlock(&mut self, addr: u64, len: u64) -> Result<u64, Errno> {
+            self.calls.push(format!("mlock {addr:#x} {len:#x}"));
+            Ok(0)
+        }
+        fn mlock2(&mut self, _: u64, _: u64, flags: u32) -> Result<u64, Errno> {
+            self.calls.push(format!("mlock2 {flags}"));
+            if flags > 1 { Err(Errno::EINVAL) } else { Ok(0) }
+        }
+        fn munlock(&mut self, _: u64, _: u64) -> Result<u64, Errno> {
+            Err(Errno::ENOMEM)
+        }
+        fn mlockall(&mut self, flags: u32) -> Result<u64, Errno> {
+            self.calls.push(format!("mlockall {flags}"));
+            Ok(0)
+        }
+        fn munlockall(&mut self) -> Result<u64, Errno> {
+            self.calls.push("munlockall".into());
+            Ok(0)
+        }
+        fn mseal(&mut self, _: u64, _: u64, flags: u64) -> Result<u64, Errno> {
+            self.calls.push(format!("mseal {flags:#x}"));
+            Err(Errno::EPERM)
+        }
+        fn pkey_alloc(&mut self, flags: u64, rights: u64) -> Result<u64, Errno> {
+            self.calls.push(format!("pkey_alloc {flags} {rights}"));
+            // An "address" of -EINVAL: the driver reads it as the errno.
+            if rights == 0 { Ok(2) } else { Ok(0u64.wrapping_sub(22)) }
+        }
+        fn pkey_free(&mut self, key: i32) -> Result<u64, Errno> {
+            self.calls.push(format!("pkey_free {key}"));
+            Ok(0)
+        }
+        fn msync(&mut self, _: u64, _: u64, flags: u32) -> Result<u64, Errno> {
+            self.calls.push(format!("msync {flags}"));
+            Ok(0)
         }
         fn munmap(&mut self, _: u64, _: u64) -> Result<u64, Errno> {
             Ok(0)
@@ -346,7 +473,7 @@ mod tests {
         .unwrap();
         let mut t = Recorder::default();
         let out = run(&s, &mut t);
-        assert_eq!(t.calls[1], "mmap 0x200000002000 0x1000 Some((\"a\", 4096))");
+        assert_eq!(t.calls[1], "mmap 0x200000002000 0x1000 Some((Name(\"a\"), 4096))");
         let text = out.render();
         let expect = "\
 L1 file = 0
@@ -369,6 +496,52 @@ END
     }
 
     #[test]
+    fn driver_passes_the_new_calls_and_prints_their_values() {
+        let s = Script::parse(
+            "file a 8192\nftruncate a 0x3000\nftruncate b 0\nmlock 0x200000000000 0x1000\nmlock2 0 1 onfault\n\
+             mlock2 0 1 0x2\nmunlock 0 1\nmlockall current|future\nmunlockall\nmseal 0 1 0x5\n\
+             pkey_alloc 0 0\npkey_alloc 0 disable_write\npkey_free -7\npkey_mprotect 0 1 r-- -1\n\
+             pkey_mprotect 0 1 r-- 3\nmsync 0 1 sync\nmmap 0 4096 rw- private fd=-1 off=0\n\
+             mmap 0x200000000000 4096 rw- private|anon fd=zz off=0x1000\n",
+        )
+        .unwrap();
+        let mut t = Recorder::default();
+        let out = run(&s, &mut t);
+        let text = out.render();
+        let calls: Vec<&str> = text.lines().take_while(|l| *l != "MAPS").collect();
+        assert_eq!(
+            calls,
+            vec![
+                "L1 file = 0",
+                "L2 ftruncate = 0",
+                "L3 ftruncate = -EBADF",
+                "L4 mlock = 0",
+                "L5 mlock2 = 0",
+                "L6 mlock2 = -EINVAL",
+                "L7 munlock = -ENOMEM",
+                "L8 mlockall = 0",
+                "L9 munlockall = 0",
+                "L10 mseal = -EPERM",
+                "L11 pkey_alloc = 2",
+                "L12 pkey_alloc = -EINVAL",
+                "L13 pkey_free = 0",
+                "L14 pkey_mprotect = 0",
+                "L15 pkey_mprotect = -EINVAL",
+                "L16 msync = 0",
+                "L17 mmap = 0x0",
+                "L18 mmap = 0x200000000000",
+            ]
+        );
+        assert_eq!(Output::parse(&text).unwrap(), out);
+        assert!(t.calls.contains(&"mseal 0x5".to_string()));
+        assert!(t.calls.contains(&"mlockall 3".to_string()));
+        assert!(t.calls.contains(&"pkey_free -7".to_string()));
+        assert!(t.calls.contains(&"msync 4".to_string()));
+        assert!(t.calls.contains(&"mmap 0x0 0x1000 Some((MinusOne, 0))".to_string()));
+        assert!(t.calls.contains(&"mmap 0x200000000000 0x1000 Some((Name(\"zz\"), 4096))".to_string()));
+    }
+
+    #[test]
     fn observed_counts_every_call_and_changes_nothing() {
         let s = Script::parse(
             "file a 8192\nmmap 0x200000002000 4096 r-- shared|fixed fd=a off=4096\nmprotect 0 0 ---\n\
@@ -384,7 +557,7 @@ END
         let inner = t.into_inner();
         // Eight lines, then the closing maps: every call the driver made was counted, in order, once.
         assert!(calls >= 9, "{calls}");
-        assert_eq!(inner.calls[1], "mmap 0x200000002000 0x1000 Some((\"a\", 4096))");
+        assert_eq!(inner.calls[1], "mmap 0x200000002000 0x1000 Some((Name(\"a\"), 4096))");
         assert_eq!(seen, (1..=calls).collect::<Vec<_>>());
     }
 
