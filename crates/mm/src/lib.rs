@@ -74,7 +74,7 @@ pub mod vma;
 #[cfg(not(feature = "testing"))]
 mod vma;
 
-pub use space::{Mm, MmConfig, MmShared, Overcommit};
+pub use space::{Mm, MmConfig, MmShared, Overcommit, ThpMode};
 pub use vma::{
     AnonVma, FileKind, MmLocking, MmapReadGuard, VmFile, Vma, VmaFind, VmaLockCounts, VmaLockStats,
     VmaLookup, VmaReadGuard, VmaSnapshot, lock_next_vma, lock_vma_under_rcu,

@@ -1,7 +1,9 @@
 //! `MmConfig`: the kernel configuration an address space obeys, as data.
 //!
 //! Linux's behaviour depends on sysctls and build options (`vm.max_map_count`, `vm.mmap_min_addr`,
-//! `CONFIG_ANON_VMA_NAME`, the overcommit policy, the stack rlimit that places `mmap_base`). The engine takes
+//! `CONFIG_ANON_VMA_NAME`, the overcommit policy, the stack rlimit that places `mmap_base`), on the build options
+//! that decide which madvise advice exist (`CONFIG_TRANSPARENT_HUGEPAGE`, `CONFIG_KSM`, `CONFIG_MEMORY_FAILURE`,
+//! `CONFIG_SWAP`) and the THP sysfs modes, and on the process's privileges and `RLIMIT_MEMLOCK` (mlock). The engine takes
 //! them from this struct so that a differential run can use the host's values ([`MmConfig::host`] takes
 //! them from `vmspace_host`, the one place that probes the host) while tests can shrink a limit (a
 //! `max_map_count` of 8 makes the limit reachable in a few calls).
@@ -24,6 +26,39 @@ pub enum Overcommit {
     /// 2: strict accounting is not modelled; treated as `Guess` with no limit, except that `MAP_NORESERVE`
     /// is not honoured (as Linux does under this policy).
     Never,
+}
+
+/// A transparent huge page mode of `/sys/kernel/mm/transparent_hugepage/enabled` (and of each `hugepages-*kB`
+/// size), or of `shmem_enabled` (which adds `within_size`, `advise`, `deny` and `force`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ThpMode {
+    /// `always`.
+    Always,
+    /// `madvise` (`enabled`) or `advise` (`shmem_enabled`): only `MADV_HUGEPAGE` regions.
+    Madvise,
+    /// `within_size` (`shmem_enabled` only).
+    WithinSize,
+    /// `never`.
+    Never,
+    /// `deny` (`shmem_enabled` only): not even `MADV_COLLAPSE`.
+    Deny,
+    /// `force` (`shmem_enabled` only).
+    Force,
+}
+
+impl ThpMode {
+    /// The mode a sysfs choice names (`madvise` and `advise` are the same mode), `None` for an unknown word.
+    pub fn parse(word: &str) -> Option<ThpMode> {
+        Some(match word {
+            "always" => ThpMode::Always,
+            "madvise" | "advise" => ThpMode::Madvise,
+            "within_size" => ThpMode::WithinSize,
+            "never" => ThpMode::Never,
+            "deny" => ThpMode::Deny,
+            "force" => ThpMode::Force,
+            _ => return None,
+        })
+    }
 }
 
 /// The configuration of one address space.
@@ -49,13 +84,36 @@ pub struct MmConfig {
     pub start_brk: u64,
     /// `mm->start_stack`: the VMA containing it is named `[stack]`.
     pub start_stack: u64,
+    /// `CONFIG_TRANSPARENT_HUGEPAGE`: `MADV_HUGEPAGE`, `MADV_NOHUGEPAGE` and `MADV_COLLAPSE` exist (else EINVAL).
+    pub transparent_hugepage: bool,
+    /// The THP mode of anonymous memory (`transparent_hugepage/enabled`). `MADV_COLLAPSE` ignores it (a forced
+    /// collapse), so no modelled call consults it yet; huge page faults will.
+    pub thp_enabled: ThpMode,
+    /// The THP mode of shmem (`transparent_hugepage/shmem_enabled`): `deny` refuses `MADV_COLLAPSE` of shmem.
+    pub thp_shmem_enabled: ThpMode,
+    /// `CONFIG_READ_ONLY_THP_FOR_FS`: `MADV_COLLAPSE` of regular files that nobody has open for writing.
+    pub read_only_thp_for_fs: bool,
+    /// `CONFIG_KSM`: `MADV_MERGEABLE` and `MADV_UNMERGEABLE` exist (else EINVAL).
+    pub ksm: bool,
+    /// `CONFIG_MEMORY_FAILURE`: `MADV_HWPOISON` and `MADV_SOFT_OFFLINE` exist (else EINVAL).
+    pub memory_failure: bool,
+    /// `CONFIG_SWAP`: `MADV_WILLNEED` on anonymous memory reads swap back (without swap it is EBADF).
+    pub swap: bool,
+    /// CAP_IPC_LOCK: mlock beyond `RLIMIT_MEMLOCK` (and with a limit of 0).
+    pub cap_ipc_lock: bool,
+    /// CAP_SYS_ADMIN: `MADV_HWPOISON` / `MADV_SOFT_OFFLINE` (else EPERM).
+    pub cap_sys_admin: bool,
+    /// `RLIMIT_MEMLOCK` in bytes (`u64::MAX`: unlimited): bounds `mm->locked_vm` without CAP_IPC_LOCK.
+    pub rlimit_memlock: u64,
 }
 
 impl Default for MmConfig {
     /// The defaults of a stock Linux 6.18 x86-64 process: a layout like a real process's (stack near the top,
     /// `mmap_base` below it with the 128 MiB minimum gap plus the stack randomisation pad, heap low), and the
     /// hosts' sysctls (mmap_min_addr 4096, max_map_count 65530, no anon VMA names, heuristic overcommit with
-    /// 16 GiB).
+    /// 16 GiB), a distribution kernel's options (THP in `madvise` mode with shmem THP `never`, KSM, swap, no
+    /// memory-failure injection, no read-only file THP), and an unprivileged process with the default 8 MiB
+    /// `RLIMIT_MEMLOCK`.
     fn default() -> Self {
         MmConfig {
             mmap_min_addr: 4096,
@@ -69,6 +127,16 @@ impl Default for MmConfig {
             mmap_base: TASK_SIZE - ((8 << 20) + (16u64 << 30) + (1 << 20)),
             start_brk: 0x5555_5557_0000,
             start_stack: 0x7fff_ffff_e000,
+            transparent_hugepage: true,
+            thp_enabled: ThpMode::Madvise,
+            thp_shmem_enabled: ThpMode::Never,
+            read_only_thp_for_fs: false,
+            ksm: true,
+            memory_failure: false,
+            swap: true,
+            cap_ipc_lock: false,
+            cap_sys_admin: false,
+            rlimit_memlock: 8 << 20,
         }
     }
 }
@@ -83,8 +151,11 @@ impl MmConfig {
     /// The configuration a probed host implies: `vm.mmap_min_addr`, `vm.max_map_count`, the overcommit policy
     /// (`vm.overcommit_memory`; the heuristic's limit is MemTotal + SwapTotal), CAP_SYS_RAWIO when running as
     /// root, and `CONFIG_ANON_VMA_NAME` from the kernel config (`/boot/config-$(uname -r)`, else
-    /// `/proc/config.gz`; without a readable config the option counts as absent). Facts the probe could not
-    /// read keep their [`Default`] values.
+    /// `/proc/config.gz`; without a readable config the option counts as absent); `CONFIG_TRANSPARENT_HUGEPAGE`,
+    /// `CONFIG_KSM`, `CONFIG_MEMORY_FAILURE`, `CONFIG_SWAP` and `CONFIG_READ_ONLY_THP_FOR_FS` from the same config
+    /// (THP, when the config is unreadable, from the presence of its sysfs directory); the THP sysfs modes;
+    /// CAP_IPC_LOCK and CAP_SYS_ADMIN from the effective capability set (or being root); `RLIMIT_MEMLOCK` from
+    /// `/proc/self/limits`. Facts the probe could not read keep their [`Default`] values.
     pub fn from_host(h: &vmspace_host::Host) -> Self {
         let mut c = MmConfig::default();
         if let Some(v) = h.mmap_min_addr {
@@ -105,7 +176,40 @@ impl MmConfig {
             c.cap_sys_rawio = root;
         }
         c.anon_vma_name = h.config_enabled("CONFIG_ANON_VMA_NAME").unwrap_or(false);
+        let thp_sysfs = h.huge_pages.thp_enabled.as_deref();
+        c.transparent_hugepage =
+            h.config_enabled("CONFIG_TRANSPARENT_HUGEPAGE").unwrap_or(thp_sysfs.is_some() || c.transparent_hugepage);
+        if let Some(m) = thp_sysfs.and_then(ThpMode::parse) {
+            c.thp_enabled = m;
+        }
+        if let Some(m) = h.huge_pages.thp_shmem_enabled.as_deref().and_then(ThpMode::parse) {
+            c.thp_shmem_enabled = m;
+        }
+        for (name, field) in [
+            ("CONFIG_KSM", &mut c.ksm),
+            ("CONFIG_MEMORY_FAILURE", &mut c.memory_failure),
+            ("CONFIG_SWAP", &mut c.swap),
+            ("CONFIG_READ_ONLY_THP_FOR_FS", &mut c.read_only_thp_for_fs),
+        ] {
+            if let Some(on) = h.config_enabled(name) {
+                *field = on;
+            }
+        }
+        if let Some(v) = h.has_cap(vmspace_host::cap::IPC_LOCK) {
+            c.cap_ipc_lock = v;
+        }
+        if let Some(v) = h.has_cap(vmspace_host::cap::SYS_ADMIN) {
+            c.cap_sys_admin = v;
+        }
+        if let Some(v) = h.rlimit_memlock {
+            c.rlimit_memlock = v;
+        }
         c
+    }
+
+    /// `RLIMIT_MEMLOCK` in pages (`rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT`).
+    pub fn memlock_limit_pages(&self) -> u64 {
+        self.rlimit_memlock >> PAGE_SHIFT
     }
 
     /// `mmap_min_addr` rounded up to a page (the floor of every search).
@@ -142,5 +246,43 @@ mod tests {
         assert_eq!(always.overcommit, Overcommit::Always);
         // Nothing probed: the defaults.
         assert_eq!(MmConfig::from_host(&Host::default()), MmConfig::default());
+    }
+
+    #[test]
+    fn from_host_takes_the_madvise_and_mlock_facts() {
+        use vmspace_host::HugePages;
+        let config = "# CONFIG_TRANSPARENT_HUGEPAGE is not set\nCONFIG_KSM=y\nCONFIG_MEMORY_FAILURE=y\n\
+                      # CONFIG_SWAP is not set\nCONFIG_READ_ONLY_THP_FOR_FS=y\n";
+        let h = Host {
+            config: Some(KernelConfig::parse(config)),
+            cap_eff: Some(1 << vmspace_host::cap::IPC_LOCK),
+            root: Some(false),
+            rlimit_memlock: Some(64 << 10),
+            huge_pages: HugePages {
+                thp_enabled: Some("always".into()),
+                thp_shmem_enabled: Some("deny".into()),
+                ..HugePages::default()
+            },
+            ..Host::default()
+        };
+        let c = MmConfig::from_host(&h);
+        assert!(!c.transparent_hugepage, "the config wins over the sysfs directory");
+        assert!(c.ksm && c.memory_failure && !c.swap && c.read_only_thp_for_fs);
+        assert_eq!((c.thp_enabled, c.thp_shmem_enabled), (ThpMode::Always, ThpMode::Deny));
+        assert!(c.cap_ipc_lock && !c.cap_sys_admin);
+        assert_eq!((c.rlimit_memlock, c.memlock_limit_pages()), (64 << 10, 16));
+        // No readable config: THP from its sysfs directory, the rest keep their defaults.
+        let bare = Host {
+            huge_pages: HugePages { thp_enabled: Some("never".into()), ..HugePages::default() },
+            ..Host::default()
+        };
+        let c = MmConfig::from_host(&bare);
+        assert!(c.transparent_hugepage && c.ksm && !c.memory_failure);
+        assert_eq!(c.thp_enabled, ThpMode::Never);
+        // Root without a readable CapEff has every capability.
+        let root = MmConfig::from_host(&Host { root: Some(true), ..Host::default() });
+        assert!(root.cap_ipc_lock && root.cap_sys_admin);
+        assert_eq!(ThpMode::parse("advise"), Some(ThpMode::Madvise));
+        assert_eq!(ThpMode::parse("sometimes"), None);
     }
 }

@@ -5,7 +5,10 @@
 //!    length rounding to 0 (overflow): ENOMEM; file offset + length overflow: EOVERFLOW;
 //!    `map_count > max_map_count`: ENOMEM;
 //! 2. `get_unmapped_area` (ENOMEM / EINVAL / EPERM, see [`super::unmapped`]);
-//! 3. `MAP_FIXED_NOREPLACE` over an existing VMA: EEXIST;
+//! 3. `MAP_FIXED_NOREPLACE` over an existing VMA: EEXIST; `MAP_LOCKED` without the right to mlock: EPERM; a
+//!    locked mapping (`MAP_LOCKED`, or `VM_LOCKED` from `mm->def_flags` after `mlockall(MCL_FUTURE)`) that
+//!    would take `locked_vm` past `RLIMIT_MEMLOCK` without CAP_IPC_LOCK: EAGAIN (`mlock_future_ok`, which
+//!    counts the pages a `MAP_FIXED` mapping replaces too);
 //! 4. file: offset beyond the maximum file size: EOVERFLOW; by type: `MAP_SHARED` drops non-legacy flags,
 //!    `MAP_SHARED_VALIDATE` refuses them (EOPNOTSUPP), shared writable needs a file opened for writing
 //!    (EACCES), any mapping needs one opened for reading (EACCES), exec on a noexec mount is EPERM,
@@ -14,9 +17,10 @@
 //! 5. `mmap_region`: VMAs under the range are gathered (split at both ends), a private writable mapping
 //!    without `MAP_NORESERVE` is accounted (`VM_ACCOUNT`; ENOMEM beyond the overcommit limit), then the range
 //!    merges with its neighbours (`vma_merge_new_range`) or becomes a new VMA (shared anonymous memory gets
-//!    its shmem object now, so it never merges when created).
-//! 6. `MAP_POPULATE` faults the range in afterwards: writes for private writable VMAs, which gives them an
-//!    anon_vma.
+//!    its shmem object now, so it never merges when created). A locked result is charged to `locked_vm`
+//!    (`__mmap_complete`; a VMA that cannot be locked loses `VM_LOCKED` instead).
+//! 6. `MAP_POPULATE` or a locked mapping faults the range in afterwards, errors ignored (`__mm_populate`:
+//!    writes for private writable VMAs, which gives them an anon_vma; nothing for `VM_LOCKONFAULT`).
 
 use std::sync::Arc;
 
@@ -89,7 +93,8 @@ impl Mm {
         if self.map_count() > self.cfg.max_map_count {
             return Err(Errno::ENOMEM);
         }
-        let mut vm_flags = prot_to_vm(prot) | VmFlags::MAYREAD | VmFlags::MAYWRITE | VmFlags::MAYEXEC;
+        let mut vm_flags =
+            prot_to_vm(prot) | self.def_flags | VmFlags::MAYREAD | VmFlags::MAYWRITE | VmFlags::MAYEXEC;
         if flags.contains(MapFlags::GROWSDOWN) {
             vm_flags |= VmFlags::GROWSDOWN;
         }
@@ -99,6 +104,12 @@ impl Mm {
         let addr = self.get_unmapped_area(file.is_none(), addr, len, flags)?;
         if flags.contains(MapFlags::FIXED_NOREPLACE) && self.find_intersection(addr, addr + len).is_some() {
             return Err(Errno::EEXIST);
+        }
+        if flags.contains(MapFlags::LOCKED) && !self.can_do_mlock() {
+            return Err(Errno::EPERM);
+        }
+        if !self.mlock_future_ok(vm_flags, len) {
+            return Err(Errno::EAGAIN);
         }
         if let Some(f) = file {
             // file_mmap_ok.
@@ -208,7 +219,8 @@ impl Mm {
         };
         let m = self.plan_new_merge(&c, false);
         if !m.is_none() {
-            self.apply_new_merge(m, addr, end, pgoff, &none);
+            let v = self.apply_new_merge(m, addr, end, pgoff, &none, vm_flags);
+            self.mmap_lock_complete(v, len);
             return Ok(addr);
         }
         let file = match file {
@@ -216,7 +228,7 @@ impl Mm {
             None if vm_flags.intersects(VmFlags::SHARED) => Some(self.shmem_zero_file(len)),
             None => None,
         };
-        self.insert_new(NewVma {
+        let v = self.insert_new(NewVma {
             start: addr,
             end,
             flags: vm_flags,
@@ -225,7 +237,21 @@ impl Mm {
             anon: AnonState::EMPTY,
             name: None,
         });
+        self.mmap_lock_complete(v, len);
         Ok(addr)
+    }
+
+    /// `__mmap_complete`'s mlock part: a locked VMA is charged `len` to `locked_vm`, or loses its lock bits
+    /// when it is of a kind that cannot be locked (`vma_supports_mlock`).
+    fn mmap_lock_complete(&mut self, v: super::tree::V, len: u64) {
+        if !v.fl().intersects(VmFlags::LOCKED) {
+            return;
+        }
+        if Self::vma_supports_mlock(v) {
+            self.locked_vm += len >> PAGE_SHIFT;
+        } else {
+            self.set_flags(v, v.fl().difference(VmFlags::LOCKED_MASK));
+        }
     }
 
     /// `shmem_zero_setup`: a new shmem object of `len` bytes, shown as `/dev/zero (deleted)` on 00:01.
@@ -235,22 +261,8 @@ impl Mm {
         VmFile::shmem_zero(ino, len)
     }
 
-    /// `__mm_populate` with errors ignored: each accessible VMA in the range is faulted from its first page;
-    /// a private writable one with write faults (`FOLL_WRITE`), which give it an anon_vma (even beyond the
-    /// end of a file: the anon_vma is prepared before the file page is looked up).
+    /// `mm_populate`: `__mm_populate` with errors ignored ([`super::populate`]).
     pub(crate) fn populate(&mut self, start: u64, len: u64) {
-        let end = start.saturating_add(len);
-        let mut nstart = start;
-        while nstart < end {
-            let Some(v) = self.find_intersection(nstart, end) else { break };
-            let fl = v.fl();
-            if !fl.intersects(VmFlags::IO | VmFlags::PFNMAP)
-                && !fl.intersects(VmFlags::LOCKONFAULT)
-                && fl.intersection(VmFlags::WRITE | VmFlags::SHARED) == VmFlags::WRITE
-            {
-                self.anon_vma_prepare(v);
-            }
-            nstart = v.end().min(end);
-        }
+        let _ = self.mm_populate(start, len, true);
     }
 }

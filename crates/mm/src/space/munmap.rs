@@ -4,7 +4,10 @@
 //! length that rounds to zero. A range with no VMA succeeds without change. Otherwise the VMAs in the range
 //! are gathered: the first is split at `start` if it begins below it (refused with ENOMEM when the range lies
 //! strictly inside one VMA and `map_count >= max_map_count`: unmapping would add a VMA), the last at `end` if
-//! it extends past it; then every VMA in the range is removed. munmap never merges.
+//! it extends past it; then every VMA in the range is removed. munmap never merges. Every unmap (munmap, a
+//! `MAP_FIXED` mapping over old ones, brk shrinking, mremap) goes through [`Mm::remove_from`], which also
+//! uncharges the `VM_LOCKED` pages from `locked_vm` (`vms_complete_munmap_vmas`) and drops the guard markers of
+//! the range (the zap of an unmap drops PTE markers).
 
 use super::VmFlags;
 use super::tree::{V, VmaExt};
@@ -17,6 +20,8 @@ pub(crate) struct Gathered {
     pub pages: u64,
     /// Pages of VM_ACCOUNT VMAs unmapped.
     pub accounted: u64,
+    /// Pages of VM_LOCKED VMAs unmapped (uncharged from `locked_vm`).
+    pub locked: u64,
 }
 
 impl Mm {
@@ -105,8 +110,15 @@ impl Mm {
             if v.fl().intersects(VmFlags::ACCOUNT) {
                 g.accounted += v.pages();
             }
+            if v.fl().intersects(VmFlags::LOCKED) {
+                g.locked += v.pages();
+            }
         }
+        let span = (inside.start(), last.end());
         self.remove_span(&gone);
+        debug_assert!(self.locked_vm >= g.locked, "locked_vm {} below the locked pages unmapped", self.locked_vm);
+        self.locked_vm = self.locked_vm.saturating_sub(g.locked);
+        self.guards.clear(span.0, span.1);
         g
     }
 
