@@ -32,6 +32,7 @@ mod vmflags;
 
 pub use errno::Errno;
 pub use mman::{
-    Advice, MapFlags, MclFlags, MlockFlags, MremapFlags, MsyncFlags, PAGE_MASK, PAGE_SHIFT, PAGE_SIZE, Prot, TASK_SIZE,
+    Advice, MapFlags, MclFlags, MlockFlags, MremapFlags, MsyncFlags, PAGE_MASK, PAGE_SHIFT, PAGE_SIZE, Prot,
+    TASK_SIZE,
 };
 pub use vmflags::VmFlags;

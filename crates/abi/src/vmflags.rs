@@ -185,7 +185,8 @@ impl VmFlags {
     pub const IGNORE_MERGE: Self = Self(Self::SOFTDIRTY.0 | Self::STICKY.0);
     /// `VM_COPY_ON_FORK`: flags that make fork copy the page tables even without an anon_vma (`vma_needs_copy`):
     /// `PFNMAP | MIXEDMAP | UFFD_WP | MAYBE_GUARD`.
-    pub const COPY_ON_FORK: Self = Self(Self::PFNMAP.0 | Self::MIXEDMAP.0 | Self::UFFD_WP.0 | Self::MAYBE_GUARD.0);
+    pub const COPY_ON_FORK: Self =
+        Self(Self::PFNMAP.0 | Self::MIXEDMAP.0 | Self::UFFD_WP.0 | Self::MAYBE_GUARD.0);
     /// `VM_NO_KHUGEPAGED`: VMAs khugepaged and `MADV_COLLAPSE` never touch: `SPECIAL | HUGETLB`.
     pub const NO_KHUGEPAGED: Self = Self(Self::SPECIAL.0 | Self::HUGETLB.0);
     /// `VM_INIT_DEF_MASK`: the part of `mm->def_flags` a forked mm inherits: `NOHUGEPAGE`.

@@ -177,8 +177,9 @@ impl MmConfig {
         }
         c.anon_vma_name = h.config_enabled("CONFIG_ANON_VMA_NAME").unwrap_or(false);
         let thp_sysfs = h.huge_pages.thp_enabled.as_deref();
-        c.transparent_hugepage =
-            h.config_enabled("CONFIG_TRANSPARENT_HUGEPAGE").unwrap_or(thp_sysfs.is_some() || c.transparent_hugepage);
+        c.transparent_hugepage = h
+            .config_enabled("CONFIG_TRANSPARENT_HUGEPAGE")
+            .unwrap_or(thp_sysfs.is_some() || c.transparent_hugepage);
         if let Some(m) = thp_sysfs.and_then(ThpMode::parse) {
             c.thp_enabled = m;
         }

@@ -251,7 +251,8 @@ impl Mm {
 
     /// `madvise_walk_vmas` over `[start, end)` (non-empty).
     fn madvise_walk(&mut self, start: u64, end: u64, b: &Behavior) -> Result<(), Errno> {
-        if matches!(b, Behavior::Name(_)) || matches!(b, Behavior::Advice(a) if lock_mode(*a) == LockMode::MmapWrite)
+        if matches!(b, Behavior::Name(_))
+            || matches!(b, Behavior::Advice(a) if lock_mode(*a) == LockMode::MmapWrite)
         {
             // Worst case per VMA: two splits and the stores, reserved before anything changes.
             let n = self.vmas_between(start, end).count() as u64;

@@ -127,7 +127,11 @@ impl Mm {
                 // The range may cover pages locked already; they are not charged twice.
                 locked = locked.wrapping_sub(mm.count_mm_mlocked_page_nr(start, len));
             }
-            if locked <= limit || cap { mm.apply_vma_lock_flags(start, len, flags) } else { Err(Errno::ENOMEM) }
+            if locked <= limit || cap {
+                mm.apply_vma_lock_flags(start, len, flags)
+            } else {
+                Err(Errno::ENOMEM)
+            }
         })?;
         self.locked(|mm| mm.mm_populate(start, len, false)).map_err(|e| match e {
             // __mlock_posix_error_return.

@@ -116,7 +116,11 @@ impl Mm {
         }
         let span = (inside.start(), last.end());
         self.remove_span(&gone);
-        debug_assert!(self.locked_vm >= g.locked, "locked_vm {} below the locked pages unmapped", self.locked_vm);
+        debug_assert!(
+            self.locked_vm >= g.locked,
+            "locked_vm {} below the locked pages unmapped",
+            self.locked_vm
+        );
         self.locked_vm = self.locked_vm.saturating_sub(g.locked);
         self.guards.clear(span.0, span.1);
         g

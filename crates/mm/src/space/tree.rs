@@ -214,6 +214,19 @@ impl Mm {
         self.tree().inject_alloc_failure(after);
     }
 
+    /// Adds `flags` to the VMA containing `addr` (under the write lock, like any change): VMA kinds the calls
+    /// cannot create yet (a driver's `VM_IO | VM_PFNMAP`, hugetlbfs's `VM_HUGETLB`, `VM_DROPPABLE`), for
+    /// testing the rules that refuse them. `false` if nothing is mapped there.
+    pub fn add_vma_flags(&mut self, addr: u64, flags: VmFlags) -> bool {
+        self.locked(|mm| match mm.lookup(addr) {
+            Some(v) => {
+                mm.set_flags(v, v.fl() | flags);
+                true
+            }
+            None => false,
+        })
+    }
+
     // ----- reads (the writer's view: exact between primitives) -----
 
     /// The VMA containing `addr` (`vma_lookup`).
@@ -562,7 +575,10 @@ impl Mm {
         }
         drop(g);
         if self.locked_vm < locked_pages {
-            return Err(format!("locked_vm {} below the {locked_pages} pages of VM_LOCKED VMAs", self.locked_vm));
+            return Err(format!(
+                "locked_vm {} below the {locked_pages} pages of VM_LOCKED VMAs",
+                self.locked_vm
+            ));
         }
         self.guards.validate()?;
         for (s, e) in self.guards.ranges() {
@@ -570,7 +586,9 @@ impl Mm {
             while pos < e {
                 match self.lookup(pos) {
                     Some(v) if v.fl().intersects(VmFlags::MAYBE_GUARD) => pos = v.end(),
-                    Some(v) => return Err(format!("guard marker at {pos:#x} in a VMA without VM_MAYBE_GUARD {v:?}")),
+                    Some(v) => {
+                        return Err(format!("guard marker at {pos:#x} in a VMA without VM_MAYBE_GUARD {v:?}"));
+                    }
                     None => return Err(format!("guard marker at {pos:#x} outside every VMA")),
                 }
             }
