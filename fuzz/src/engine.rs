@@ -9,12 +9,15 @@
 //! - no panic (the call, [`Mm::validate`], the maps text);
 //! - [`Mm::validate`] passes (for a fork, in the parent and in the child);
 //! - a failed call leaves the address space unchanged: the VMA list (ranges, flags, page offsets, files,
-//!   anon_vmas, names: the `Debug` of [`Mm`]) and the break are what they were, except where Linux 6.18 itself
-//!   makes partial progress (`docs/DIVERGENCES.md`, "Linux's own partial progress"): mprotect, madvise and
-//!   `PR_SET_VMA_ANON_NAME` over more than one VMA or a hole, or at `max_map_count - 1` (a second split
-//!   refused); `mremap` with `MREMAP_FIXED`; and a user-mode fault, which prepares an anon_vma or grows a
-//!   stack before the access can still fail, as `do_cow_fault` and `expand_downwards` do. A failed GUP
-//!   access may leave an anon_vma the same way (only the maps must be unchanged).
+//!   anon_vmas, names), `locked_vm`, `def_flags` and the guard markers (the `Debug` of [`Mm`]) and the break
+//!   are what they were, except where Linux 6.18 itself makes partial progress (`docs/DIVERGENCES.md`,
+//!   "Linux's own partial progress"): mprotect, madvise, munlock and `PR_SET_VMA_ANON_NAME` over more than one
+//!   VMA or a hole, or at `max_map_count - 1` (a second split refused); `mremap` with `MREMAP_FIXED`; a
+//!   user-mode fault, which prepares an anon_vma or grows a stack before the access can still fail, as
+//!   `do_cow_fault` and `expand_downwards` do; mlock, mlock2 and mlockall, which lock (and charge) the range
+//!   before populating it can fail; and the madvise advice that fault pages in (`MADV_POPULATE_*`) or
+//!   install guard markers, whose failure on a later page keeps the anon_vma or markers before it. A failed
+//!   GUP access may leave an anon_vma the same way (only the maps must be unchanged).
 //!
 //! The calls are made in one function, [`apply`], the only code here that knows the `Mm` call signatures.
 
@@ -22,7 +25,8 @@ use std::sync::Arc;
 
 use arbitrary::{Arbitrary, Unstructured};
 use vmspace_mm::space::{
-    Advice, Errno, MapFlags, Mm, MmConfig, MremapFlags, Overcommit, PAGE_SIZE, Prot, VmFile,
+    Advice, Errno, MapFlags, MclFlags, MlockFlags, Mm, MmConfig, MremapFlags, MsyncFlags, Overcommit,
+    PAGE_SIZE, Prot, VmFile,
 };
 
 /// First address of the arena.
@@ -120,7 +124,7 @@ pub enum Call {
         /// New address.
         new_addr: Addr,
     },
-    /// madvise with one of the modelled advices (or an unknown one).
+    /// madvise with any advice Linux 6.18 defines (or an unknown one).
     Madvise {
         /// Address.
         addr: Addr,
@@ -164,13 +168,41 @@ pub enum Call {
     },
     /// Make an allocation fail after `n` more (or stop injecting).
     InjectAlloc(Option<u8>),
+    /// mlock (`flags` `None`) or mlock2: flag bit 0 `MLOCK_ONFAULT`, bit 1 an unknown bit.
+    Mlock {
+        /// Address.
+        addr: Addr,
+        /// Length.
+        len: Len,
+        /// mlock2's flag selector, `None` for mlock.
+        flags: Option<u8>,
+    },
+    /// munlock.
+    Munlock {
+        /// Address.
+        addr: Addr,
+        /// Length.
+        len: Len,
+    },
+    /// mlockall: bits 0-2 `MCL_CURRENT FUTURE ONFAULT`, bit 3 an unknown bit; or munlockall (`None`).
+    Mlockall(Option<u8>),
+    /// msync: bits 0-2 `MS_ASYNC INVALIDATE SYNC`, bit 3 an unknown bit.
+    Msync {
+        /// Address.
+        addr: Addr,
+        /// Length.
+        len: Len,
+        /// Flag selector.
+        flags: u8,
+    },
 }
 
 /// A whole input: a configuration selector and the calls.
 #[derive(Arbitrary, Debug)]
 pub struct Input {
     /// Bit 0: `max_map_count` small (`6 + (cfg >> 4)`); bit 1: anonymous VMA names on; bit 2: a 32-page
-    /// overcommit limit; bit 3: `cap_sys_rawio`.
+    /// overcommit limit; bit 3: root (CAP_SYS_RAWIO, CAP_IPC_LOCK, CAP_SYS_ADMIN; without it `RLIMIT_MEMLOCK` is
+    /// 16 pages).
     pub cfg: u8,
     /// The calls.
     pub calls: Vec<Call>,
@@ -183,6 +215,11 @@ pub fn config(sel: u8) -> MmConfig {
         anon_vma_name: sel & 2 != 0,
         overcommit: Overcommit::Guess { limit_pages: if sel & 4 != 0 { 32 } else { 1 << 22 } },
         cap_sys_rawio: sel & 8 != 0,
+        cap_ipc_lock: sel & 8 != 0,
+        cap_sys_admin: sel & 8 != 0,
+        rlimit_memlock: 16 * PAGE_SIZE,
+        // The engine only: the memory-failure advice are never run on a live kernel.
+        memory_failure: true,
         stack_guard_gap: 4 * PAGE_SIZE,
         mmap_base: ARENA + ARENA_PAGES * PAGE_SIZE,
         start_brk: ARENA + 40 * PAGE_SIZE,
@@ -204,7 +241,11 @@ const NAMES: [&str; 4] =
 pub fn apply(mm: &mut Mm, call: &Call, files: &[Arc<VmFile>; 2]) -> Result<Option<Mm>, Errno> {
     const MMAP_BITS: [u32; 8] = [0x01, 0x02, 0x10, 0x10_0000, 0x100, 0x8000, 0x4000, 0x0200_0000];
     const MREMAP_BITS: [u32; 4] = [1, 2, 4, 8];
-    const ADVICE: [i32; 7] = [4, 8, 10, 11, 18, 19, 3];
+    // Every advice 6.18 defines, and an unknown one.
+    const ADVICE: [i32; 28] = [
+        0, 1, 2, 3, 4, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 100, 101, 102,
+        103, 7,
+    ];
     let bits = |sel: u8, table: &[u32]| {
         table.iter().enumerate().filter(|(i, _)| sel & (1 << i) != 0).fold(0, |a, (_, b)| a | b)
     };
@@ -262,15 +303,28 @@ pub fn apply(mm: &mut Mm, call: &Call, files: &[Arc<VmFile>; 2]) -> Result<Optio
             mm.inject_alloc_failure(n.map(u64::from));
             Ok(None)
         }
+        Call::Mlock { addr, len, flags: None } => mm.mlock(addr.value(), len.value()).map(|()| None),
+        Call::Mlock { addr, len, flags: Some(f) } => mm
+            .mlock2(addr.value(), len.value(), MlockFlags::from_bits_retain(bits(f, &[1, 0x40])))
+            .map(|()| None),
+        Call::Munlock { addr, len } => mm.munlock(addr.value(), len.value()).map(|()| None),
+        Call::Mlockall(None) => mm.munlockall().map(|()| None),
+        Call::Mlockall(Some(f)) => {
+            mm.mlockall(MclFlags::from_bits_retain(bits(f, &[1, 2, 4, 0x10]))).map(|()| None)
+        }
+        Call::Msync { addr, len, flags } => mm
+            .msync(addr.value(), len.value(), MsyncFlags::from_bits_retain(bits(flags, &[1, 2, 4, 0x20])))
+            .map(|()| None),
     }
 }
 
 /// The range `[start, start + len)` of a call, when it is one.
 fn range(call: &Call) -> Option<(u64, u64)> {
     match *call {
-        Call::Mprotect { addr, len, .. } | Call::Madvise { addr, len, .. } | Call::Name { addr, len, .. } => {
-            Some((addr.value(), len.value()))
-        }
+        Call::Mprotect { addr, len, .. }
+        | Call::Madvise { addr, len, .. }
+        | Call::Name { addr, len, .. }
+        | Call::Munlock { addr, len } => Some((addr.value(), len.value())),
         _ => None,
     }
 }
@@ -291,7 +345,8 @@ enum Unchanged {
 fn unchanged_on_failure(mm: &Mm, call: &Call) -> Unchanged {
     match *call {
         Call::Mremap { flags, .. } if flags & 2 != 0 => Unchanged::Nothing,
-        Call::Fault { .. } => Unchanged::Nothing,
+        Call::Fault { .. } | Call::Mlock { .. } | Call::Mlockall(Some(_)) => Unchanged::Nothing,
+        Call::Madvise { advice, .. } if faults_or_guards(advice) => Unchanged::Nothing,
         Call::Gup { .. } => Unchanged::Maps,
         _ => match range(call) {
             None => Unchanged::All,
@@ -303,6 +358,13 @@ fn unchanged_on_failure(mm: &Mm, call: &Call) -> Unchanged {
             }
         },
     }
+}
+
+/// Whether the advice selector picks `MADV_POPULATE_*` or `MADV_GUARD_INSTALL`, which can fail on a later page
+/// after changing VMA state (an anon_vma, `VM_MAYBE_GUARD`, markers) within one VMA.
+fn faults_or_guards(advice: u8) -> bool {
+    // Indices into `apply`'s ADVICE table: 19 POPULATE_READ, 20 POPULATE_WRITE, 25 GUARD_INSTALL.
+    matches!(usize::from(advice) % 28, 19 | 20 | 25)
 }
 
 /// The state a failed call must leave unchanged.

@@ -587,7 +587,9 @@ impl Mm {
                 match self.lookup(pos) {
                     Some(v) if v.fl().intersects(VmFlags::MAYBE_GUARD) => pos = v.end(),
                     Some(v) => {
-                        return Err(format!("guard marker at {pos:#x} in a VMA without VM_MAYBE_GUARD {v:?}"));
+                        return Err(format!(
+                            "guard marker at {pos:#x} in a VMA without VM_MAYBE_GUARD {v:?}"
+                        ));
                     }
                     None => return Err(format!("guard marker at {pos:#x} outside every VMA")),
                 }
