@@ -27,7 +27,8 @@
 //! # The public surface
 //!
 //! The crate root is the facade: [`Mm`] and its calls (which take `vmspace_abi`'s typed [`Prot`],
-//! [`MapFlags`], [`MremapFlags`], [`Advice`] and answer with an [`Errno`]), [`MmConfig`], the value type
+//! [`MapFlags`], [`MremapFlags`], [`Advice`], [`MlockFlags`], [`MclFlags`], [`MsyncFlags`] and answer with an
+//! [`Errno`]), [`MmConfig`], the value type
 //! [`VmaSnapshot`] that lookups and iteration return ([`Mm::vma_at`], [`Mm::find_vma`], [`Mm::vmas`]), the
 //! model files ([`VmFile`]), and the reader entry points: [`Mm::shared`] hands out an [`MmShared`] on which
 //! [`lock_vma_under_rcu`] and [`lock_next_vma`] work from other threads, returning a [`VmaReadGuard`] on the
@@ -45,7 +46,8 @@
 //!   writer-exclusion flag), the mmap_lock reader/writer semaphore with `mm_lock_seq`, the type-stable VMA
 //!   pool, the anon_vma and its chain, the model files, and `lock_vma_under_rcu`.
 //! - `space`: the address space built from them: `Mm` over one VMA maple tree, the calls (mmap, munmap,
-//!   mprotect, mremap, madvise, brk, fork, anon names), merge/split, get_unmapped_area.
+//!   mprotect, mremap, madvise, mlock, mlockall, msync, brk, fork, anon names), merge/split,
+//!   get_unmapped_area, the mlock accounting and the guard markers.
 //!
 //! Depends on `abi`, `host` (for [`MmConfig::host`]), `rcu`, `maple` and `proc`; never on op scripts (the
 //! engine's script target lives in `vmspace-replay`), the live kernel (`linux`) or benchmarks.
@@ -74,9 +76,12 @@ pub mod vma;
 #[cfg(not(feature = "testing"))]
 mod vma;
 
-pub use space::{Mm, MmConfig, MmShared, Overcommit, ThpMode};
+pub use space::{GuardMarkers, Mm, MmConfig, MmShared, Overcommit, ThpMode};
 pub use vma::{
     AnonVma, FileKind, MmLocking, MmapReadGuard, VmFile, Vma, VmaFind, VmaLockCounts, VmaLockStats,
     VmaLookup, VmaReadGuard, VmaSnapshot, lock_next_vma, lock_vma_under_rcu,
 };
-pub use vmspace_abi::{Advice, Errno, MapFlags, MremapFlags, PAGE_SIZE, Prot, TASK_SIZE, VmFlags};
+pub use vmspace_abi::{
+    Advice, Errno, MapFlags, MclFlags, MlockFlags, MremapFlags, MsyncFlags, PAGE_SIZE, Prot, TASK_SIZE,
+    VmFlags,
+};
