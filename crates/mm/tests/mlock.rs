@@ -421,6 +421,33 @@ fn mprotect_populates_locked_memory_made_writable() {
     assert_eq!(ranges(&m), [(B, B + 2 * P), (B + 2 * P, B + 3 * P)]);
 }
 
+/// `populate_vma_page_range` does nothing for `VM_LOCKONFAULT`: mprotect of an `MLOCK_ONFAULT` VMA populates
+/// nothing (no anon_vma: the VMAs still merge), while mlock over it (now `VM_LOCKED` alone) populates with
+/// write faults (live kernel: three pages merge after the ONFAULT mprotects, stay two VMAs after the mlocks).
+#[test]
+fn lock_on_fault_populates_nothing_until_mlocked() {
+    let mut m = root();
+    map(&mut m, B, P, Prot::READ, ANON);
+    map(&mut m, B + 2 * P, P, Prot::READ, ANON);
+    for at in [B, B + 2 * P] {
+        ok!(m, m.mlock2(at, P, MlockFlags::ONFAULT)).unwrap();
+        ok!(m, m.mprotect(at, P, Prot::RW)).unwrap();
+    }
+    map(&mut m, B + P, P, Prot::RW, ANON);
+    ok!(m, m.mlock2(B + P, P, MlockFlags::ONFAULT)).unwrap();
+    assert_eq!(ranges(&m), [(B, B + 3 * P)]);
+    let c = B + 16 * P;
+    map(&mut m, c, P, Prot::RW, ANON);
+    map(&mut m, c + 2 * P, P, Prot::RW, ANON);
+    for at in [c, c + 2 * P] {
+        ok!(m, m.mlock2(at, P, MlockFlags::ONFAULT)).unwrap();
+        ok!(m, m.mlock(at, P)).unwrap();
+    }
+    map(&mut m, c + P, P, Prot::RW, ANON);
+    ok!(m, m.mlock(c + P, P)).unwrap();
+    assert_eq!(m.vmas().filter(|v| v.start >= c).count(), 2);
+}
+
 /// fork (`dup_mmap`, `mm_init`): the child has no `VM_LOCKED` VMA, `locked_vm` 0, and `def_flags` without
 /// `VM_LOCKED` (only `VM_INIT_DEF_MASK` is inherited), so its new mappings are not locked (live kernel: the
 /// child's VmLck 0, no `lo`, and a child mapping after the parent's MCL_FUTURE unlocked).
