@@ -334,6 +334,13 @@ fn range(call: &Call) -> Option<(u64, u64)> {
 enum Unchanged {
     /// The whole VMA list (ranges, flags, offsets, files, anon_vmas, names) and the break.
     All,
+    /// Everything but splits: a `MAP_FIXED` mmap over existing VMAs splits them at the range's ends while
+    /// gathering them (`vms_gather_munmap_vmas`), before its overcommit check can still fail it, and the abort
+    /// does not merge them back (`vms_abort_munmap_vmas`): the VMA list with adjacent pieces of one split VMA
+    /// joined must be unchanged
+    /// (`fuzz/regressions/engine/mmap-fixed-overcommit-enomem-keeps-splits`,
+    /// `scripts/regress/mmap-fixed-enomem-keeps-splits.script`).
+    UpToSplits,
     /// What the maps show: a GUP write to a private VMA prepares its anon_vma before the file-size check can
     /// still fail it (`do_cow_fault`: `vmf_anon_prepare` first; `scripts/regress/file-eof-write-fault-prepares-anon-vma.script`).
     Maps,
@@ -345,6 +352,8 @@ enum Unchanged {
 fn unchanged_on_failure(mm: &Mm, call: &Call) -> Unchanged {
     match *call {
         Call::Mremap { flags, .. } if flags & 2 != 0 => Unchanged::Nothing,
+        // MAP_FIXED is bit 2 of the mmap flag selector.
+        Call::Mmap { flags, .. } if flags & 4 != 0 => Unchanged::UpToSplits,
         Call::Fault { .. } | Call::Mlock { .. } | Call::Mlockall(Some(_)) => Unchanged::Nothing,
         Call::Madvise { advice, .. } if faults_or_guards(advice) => Unchanged::Nothing,
         Call::Gup { .. } => Unchanged::Maps,
@@ -371,9 +380,38 @@ fn faults_or_guards(advice: u8) -> bool {
 fn state(mm: &Mm, what: Unchanged) -> (String, u64) {
     match what {
         Unchanged::All => (format!("{mm:?}"), mm.brk_value()),
+        Unchanged::UpToSplits => (joined(mm), mm.brk_value()),
         Unchanged::Maps => (mm.maps_text(), mm.brk_value()),
         Unchanged::Nothing => (String::new(), 0),
     }
+}
+
+/// The address space with the pieces of split VMAs joined again: adjacent VMAs with the same flags, file,
+/// anon_vma and name whose page offsets continue are printed as one; then `locked_vm`, `def_flags` and the guard
+/// markers.
+fn joined(mm: &Mm) -> String {
+    // (start, end, page offset at start, everything else).
+    let mut runs: Vec<(u64, u64, u64, String)> = Vec::new();
+    for v in mm.vmas() {
+        let anon = v.anon_vma.as_ref().map(|a| a.id());
+        let file = v.file.as_ref().map(Arc::as_ptr);
+        let key = format!("{:?} {file:?} {anon:?} {:?}", v.flags, v.anon_name);
+        if let Some(last) = runs.last_mut()
+            && last.1 == v.start
+            && last.3 == key
+            && v.pgoff == last.2.wrapping_add((last.1 - last.0) / PAGE_SIZE)
+        {
+            last.1 = v.end;
+            continue;
+        }
+        runs.push((v.start, v.end, v.pgoff, key));
+    }
+    format!(
+        "{runs:x?} locked_vm {} def_flags {:?} guards {:?}",
+        mm.locked_vm(),
+        mm.def_flags(),
+        mm.guard_markers()
+    )
 }
 
 /// Runs the input's calls; panics (the fuzzer's crash) at the first broken check.
