@@ -9,14 +9,17 @@
 //! - no panic (the call, [`Mm::validate`], the maps text);
 //! - [`Mm::validate`] passes (for a fork, in the parent and in the child);
 //! - a failed call leaves the address space unchanged: the VMA list (ranges, flags, page offsets, files,
-//!   anon_vmas, names: the `Debug` of [`Mm`]) and the break are what they were, except where Linux 6.18 itself
-//!   makes partial progress (`docs/DIVERGENCES.md`, "Linux's own partial progress"): mprotect, pkey_mprotect,
-//!   mseal, madvise and `PR_SET_VMA_ANON_NAME` over more than one VMA or a hole, or at `max_map_count - 1`
-//!   (a second split refused); `mremap` with `MREMAP_FIXED`; munmap, `MAP_FIXED` mmap and mremap refused by a
-//!   seal (EPERM: the split at the start stays); a `MAP_FIXED` mmap whose file hook refuses after the unmap
-//!   (`MAP_SYNC` on a file, `MAP_HUGETLB`: a hole stays); and a user-mode fault, which prepares an anon_vma
-//!   or grows a stack before the access can still fail, as `do_cow_fault` and `expand_downwards` do. A
-//!   failed GUP access may leave an anon_vma the same way (only the maps must be unchanged).
+//!   anon_vmas, names), `locked_vm`, `def_flags` and the guard markers (the `Debug` of [`Mm`]) and the break
+//!   are what they were, except where Linux 6.18 itself makes partial progress (`docs/DIVERGENCES.md`,
+//!   "Linux's own partial progress"): mprotect, pkey_mprotect, mseal, madvise, munlock and
+//!   `PR_SET_VMA_ANON_NAME` over more than one VMA or a hole, or at `max_map_count - 1` (a second split
+//!   refused); `mremap` with `MREMAP_FIXED`; munmap, `MAP_FIXED` mmap and mremap refused by a seal (EPERM: the
+//!   split at the start stays); a `MAP_FIXED` mmap whose file hook refuses after the unmap (`MAP_SYNC` on a
+//!   file, `MAP_HUGETLB`: a hole stays); a user-mode fault, which prepares an anon_vma or grows a stack before
+//!   the access can still fail, as `do_cow_fault` and `expand_downwards` do; mlock, mlock2 and mlockall, which
+//!   lock (and charge) the range before populating it can fail; and the madvise advice that fault pages in
+//!   (`MADV_POPULATE_*`) or install guard markers, whose failure on a later page keeps the anon_vma or markers
+//!   before it. A failed GUP access may leave an anon_vma the same way (only the maps must be unchanged).
 //!
 //! The calls are made in one function, [`apply`], the only code here that knows the `Mm` call signatures.
 
@@ -24,8 +27,8 @@ use std::sync::Arc;
 
 use arbitrary::{Arbitrary, Unstructured};
 use vmspace_mm::space::{
-    Advice, Errno, HugetlbConfig, HugetlbPool, MapFlags, Mm, MmConfig, MremapFlags, Overcommit, PAGE_SIZE,
-    PkeyRights, Prot, VmFile,
+    Advice, Errno, HugetlbConfig, HugetlbPool, MapFlags, MclFlags, MlockFlags, Mm, MmConfig, MremapFlags,
+    MsyncFlags, Overcommit, PAGE_SIZE, PkeyRights, Prot, VmFile,
 };
 
 /// First address of the arena.
@@ -124,7 +127,7 @@ pub enum Call {
         /// New address.
         new_addr: Addr,
     },
-    /// madvise with one of the modelled advices (or an unknown one).
+    /// madvise with any advice Linux 6.18 defines (or an unknown one).
     Madvise {
         /// Address.
         addr: Addr,
@@ -207,14 +210,41 @@ pub enum Call {
         /// The new size.
         size: Len,
     },
+    /// mlock (`flags` `None`) or mlock2: flag bit 0 `MLOCK_ONFAULT`, bit 1 an unknown bit.
+    Mlock {
+        /// Address.
+        addr: Addr,
+        /// Length.
+        len: Len,
+        /// mlock2's flag selector, `None` for mlock.
+        flags: Option<u8>,
+    },
+    /// munlock.
+    Munlock {
+        /// Address.
+        addr: Addr,
+        /// Length.
+        len: Len,
+    },
+    /// mlockall: bits 0-2 `MCL_CURRENT FUTURE ONFAULT`, bit 3 an unknown bit; or munlockall (`None`).
+    Mlockall(Option<u8>),
+    /// msync: bits 0-2 `MS_ASYNC INVALIDATE SYNC`, bit 3 an unknown bit.
+    Msync {
+        /// Address.
+        addr: Addr,
+        /// Length.
+        len: Len,
+        /// Flag selector.
+        flags: u8,
+    },
 }
 
 /// A whole input: a configuration selector and the calls.
 #[derive(Arbitrary, Debug)]
 pub struct Input {
     /// Bit 0: `max_map_count` small (`6 + (cfg >> 4 & 15)`); bit 1: anonymous VMA names on; bit 2: a 32-page
-    /// overcommit limit; bit 3: `cap_sys_rawio`; bit 8: protection keys (PKU); bit 9: a 2 MiB hugetlb pool of
-    /// 3 pages; bit 10: `RLIMIT_MEMLOCK` of 4 pages without CAP_IPC_LOCK.
+    /// overcommit limit; bit 3: root (CAP_SYS_RAWIO, CAP_SYS_ADMIN); bit 8: protection keys (PKU); bit 9: a
+    /// 2 MiB hugetlb pool of 3 pages; bit 10: no CAP_IPC_LOCK and a 16-page `RLIMIT_MEMLOCK`.
     pub cfg: u16,
     /// The calls.
     pub calls: Vec<Call>,
@@ -227,6 +257,7 @@ pub fn config(sel: u16) -> MmConfig {
         anon_vma_name: sel & 2 != 0,
         overcommit: Overcommit::Guess { limit_pages: if sel & 4 != 0 { 32 } else { 1 << 22 } },
         cap_sys_rawio: sel & 8 != 0,
+        cap_sys_admin: sel & 8 != 0,
         pku: sel & 0x100 != 0,
         hugetlb: HugetlbConfig {
             default_size: 2 << 20,
@@ -236,8 +267,10 @@ pub fn config(sel: u16) -> MmConfig {
                 dev_minor: 0,
             }],
         },
-        memlock_rlimit: if sel & 0x400 != 0 { 4 * PAGE_SIZE } else { 8 << 20 },
+        memlock_rlimit: if sel & 0x400 != 0 { 16 * PAGE_SIZE } else { 8 << 20 },
         cap_ipc_lock: sel & 0x400 == 0,
+        // The engine only: the memory-failure advice are never run on a live kernel.
+        memory_failure: true,
         stack_guard_gap: 4 * PAGE_SIZE,
         mmap_base: ARENA + ARENA_PAGES * PAGE_SIZE,
         start_brk: ARENA + 40 * PAGE_SIZE,
@@ -276,7 +309,11 @@ pub fn apply(mm: &mut Mm, call: &Call, files: &[Arc<VmFile>; 2]) -> Result<Optio
         0x80,
     ];
     const MREMAP_BITS: [u32; 4] = [1, 2, 4, 8];
-    const ADVICE: [i32; 7] = [4, 8, 10, 11, 18, 19, 3];
+    // Every advice 6.18 defines, and an unknown one.
+    const ADVICE: [i32; 28] = [
+        0, 1, 2, 3, 4, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 100, 101, 102,
+        103, 7,
+    ];
     let bits = |sel: u16, table: &[u32]| {
         table.iter().enumerate().filter(|(i, _)| sel & (1 << i) != 0).fold(0, |a, (_, b)| a | b)
     };
@@ -345,6 +382,22 @@ pub fn apply(mm: &mut Mm, call: &Call, files: &[Arc<VmFile>; 2]) -> Result<Optio
             mm.pkey_mprotect(addr.value(), len.value(), prot(p), i32::from(key % 20)).map(|()| None)
         }
         Call::Ftruncate { which, size } => files[usize::from(which)].ftruncate(size.value()).map(|()| None),
+        Call::Mlock { addr, len, flags: None } => mm.mlock(addr.value(), len.value()).map(|()| None),
+        Call::Mlock { addr, len, flags: Some(f) } => mm
+            .mlock2(addr.value(), len.value(), MlockFlags::from_bits_retain(bits(u16::from(f), &[1, 0x40])))
+            .map(|()| None),
+        Call::Munlock { addr, len } => mm.munlock(addr.value(), len.value()).map(|()| None),
+        Call::Mlockall(None) => mm.munlockall().map(|()| None),
+        Call::Mlockall(Some(f)) => {
+            mm.mlockall(MclFlags::from_bits_retain(bits(u16::from(f), &[1, 2, 4, 0x10]))).map(|()| None)
+        }
+        Call::Msync { addr, len, flags } => mm
+            .msync(
+                addr.value(),
+                len.value(),
+                MsyncFlags::from_bits_retain(bits(u16::from(flags), &[1, 2, 4, 0x20])),
+            )
+            .map(|()| None),
     }
 }
 
@@ -355,7 +408,8 @@ fn range(call: &Call) -> Option<(u64, u64)> {
         | Call::Madvise { addr, len, .. }
         | Call::Name { addr, len, .. }
         | Call::Mseal { addr, len, .. }
-        | Call::PkeyMprotect { addr, len, .. } => Some((addr.value(), len.value())),
+        | Call::PkeyMprotect { addr, len, .. }
+        | Call::Munlock { addr, len } => Some((addr.value(), len.value())),
         _ => None,
     }
 }
@@ -379,6 +433,13 @@ fn partial_failure(call: &Call, e: Errno) -> bool {
 enum Unchanged {
     /// The whole VMA list (ranges, flags, offsets, files, anon_vmas, names) and the break.
     All,
+    /// Everything but splits: a `MAP_FIXED` mmap over existing VMAs splits them at the range's ends while
+    /// gathering them (`vms_gather_munmap_vmas`), before its overcommit check can still fail it, and the abort
+    /// does not merge them back (`vms_abort_munmap_vmas`): the VMA list with adjacent pieces of one split VMA
+    /// joined must be unchanged
+    /// (`fuzz/regressions/engine/mmap-fixed-overcommit-enomem-keeps-splits`,
+    /// `scripts/regress/mmap-fixed-enomem-keeps-splits.script`).
+    UpToSplits,
     /// What the maps show: a GUP write to a private VMA prepares its anon_vma before the file-size check can
     /// still fail it (`do_cow_fault`: `vmf_anon_prepare` first; `scripts/regress/file-eof-write-fault-prepares-anon-vma.script`).
     Maps,
@@ -390,7 +451,10 @@ enum Unchanged {
 fn unchanged_on_failure(mm: &Mm, call: &Call) -> Unchanged {
     match *call {
         Call::Mremap { flags, .. } if flags & 2 != 0 => Unchanged::Nothing,
-        Call::Fault { .. } => Unchanged::Nothing,
+        // MAP_FIXED is bit 2 of the mmap flag selector.
+        Call::Mmap { flags, .. } if flags & 4 != 0 => Unchanged::UpToSplits,
+        Call::Fault { .. } | Call::Mlock { .. } | Call::Mlockall(Some(_)) => Unchanged::Nothing,
+        Call::Madvise { advice, .. } if faults_or_guards(advice) => Unchanged::Nothing,
         Call::Gup { .. } => Unchanged::Maps,
         _ => match range(call) {
             None => Unchanged::All,
@@ -404,13 +468,49 @@ fn unchanged_on_failure(mm: &Mm, call: &Call) -> Unchanged {
     }
 }
 
+/// Whether the advice selector picks `MADV_POPULATE_*` or `MADV_GUARD_INSTALL`, which can fail on a later page
+/// after changing VMA state (an anon_vma, `VM_MAYBE_GUARD`, markers) within one VMA.
+fn faults_or_guards(advice: u8) -> bool {
+    // Indices into `apply`'s ADVICE table: 19 POPULATE_READ, 20 POPULATE_WRITE, 25 GUARD_INSTALL.
+    matches!(usize::from(advice) % 28, 19 | 20 | 25)
+}
+
 /// The state a failed call must leave unchanged.
 fn state(mm: &Mm, what: Unchanged) -> (String, u64) {
     match what {
         Unchanged::All => (format!("{mm:?}"), mm.brk_value()),
+        Unchanged::UpToSplits => (joined(mm), mm.brk_value()),
         Unchanged::Maps => (mm.maps_text(), mm.brk_value()),
         Unchanged::Nothing => (String::new(), 0),
     }
+}
+
+/// The address space with the pieces of split VMAs joined again: adjacent VMAs with the same flags, file,
+/// anon_vma and name whose page offsets continue are printed as one; then `locked_vm`, `def_flags` and the guard
+/// markers.
+fn joined(mm: &Mm) -> String {
+    // (start, end, page offset at start, everything else).
+    let mut runs: Vec<(u64, u64, u64, String)> = Vec::new();
+    for v in mm.vmas() {
+        let anon = v.anon_vma.as_ref().map(|a| a.id());
+        let file = v.file.as_ref().map(Arc::as_ptr);
+        let key = format!("{:?} {file:?} {anon:?} {:?}", v.flags, v.anon_name);
+        if let Some(last) = runs.last_mut()
+            && last.1 == v.start
+            && last.3 == key
+            && v.pgoff == last.2.wrapping_add((last.1 - last.0) / PAGE_SIZE)
+        {
+            last.1 = v.end;
+            continue;
+        }
+        runs.push((v.start, v.end, v.pgoff, key));
+    }
+    format!(
+        "{runs:x?} locked_vm {} def_flags {:?} guards {:?}",
+        mm.locked_vm(),
+        mm.def_flags(),
+        mm.guard_markers()
+    )
 }
 
 /// Runs the input's calls; panics (the fuzzer's crash) at the first broken check.

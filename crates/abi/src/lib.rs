@@ -1,7 +1,8 @@
 //! Linux user-ABI values that every layer of vmspace shares, defined once: the errno type that the engine
 //! returns, the op-script output prints and the live-kernel runner reads back from real syscalls; the page size
 //! and `TASK_SIZE`; and the typed arguments of the memory-management calls ([`Prot`], [`MapFlags`],
-//! [`MremapFlags`], [`Advice`], [`PkeyRights`]); and [`VmFlags`], a VMA's `vm_flags` word with its smaps mnemonics, which the
+//! [`MremapFlags`], [`Advice`], [`PkeyRights`], [`MlockFlags`], [`MclFlags`], [`MsyncFlags`]); and [`VmFlags`], a
+//! VMA's `vm_flags` word with its smaps mnemonics, which the
 //! engine keeps and the `/proc` formats print.
 //!
 //! ```
@@ -32,6 +33,7 @@ mod vmflags;
 
 pub use errno::Errno;
 pub use mman::{
-    Advice, MapFlags, MremapFlags, PAGE_MASK, PAGE_SHIFT, PAGE_SIZE, PkeyRights, Prot, TASK_SIZE,
+    Advice, MapFlags, MclFlags, MlockFlags, MremapFlags, MsyncFlags, PAGE_MASK, PAGE_SHIFT, PAGE_SIZE,
+    PkeyRights, Prot, TASK_SIZE,
 };
 pub use vmflags::VmFlags;

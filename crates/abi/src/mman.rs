@@ -1,5 +1,5 @@
 //! The memory-management call arguments of the Linux user ABI: the page size and the user address-space
-//! limit, and typed `PROT_*`, `MAP_*`, `MREMAP_*`, `MADV_*` and `PKEY_*` values.
+//! limit, and typed `PROT_*`, `MAP_*`, `MREMAP_*`, `MADV_*`, `PKEY_*`, `MLOCK_*`, `MCL_*` and `MS_*` values.
 //!
 //! Values are Linux 6.18's for x86-64 (`include/uapi/asm-generic/mman-common.h`, `mman.h`,
 //! `include/uapi/linux/mman.h`, `arch/x86/include/uapi/asm/mman.h`, `arch/x86/include/asm/page_types.h`,
@@ -203,6 +203,50 @@ impl PkeyRights {
     pub const ACCESS_MASK: PkeyRights = PkeyRights::DISABLE_ACCESS.union(PkeyRights::DISABLE_WRITE);
 }
 
+bitflags::bitflags! {
+    /// `MLOCK_*`: the flags argument of `mlock2`. Unknown bits are kept (the kernel answers them with
+    /// `EINVAL`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
+    pub struct MlockFlags: u32 {
+        /// `MLOCK_ONFAULT` (1): lock pages as they are faulted in rather than populating the range now
+        /// (`VM_LOCKONFAULT`).
+        const ONFAULT = 1;
+        // Every other bit is kept as given.
+        const _ = !0;
+    }
+}
+
+bitflags::bitflags! {
+    /// `MCL_*`: the flags argument of `mlockall`. Unknown bits are kept (the kernel answers them with
+    /// `EINVAL`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
+    pub struct MclFlags: u32 {
+        /// `MCL_CURRENT` (1): lock every current mapping.
+        const CURRENT = 1;
+        /// `MCL_FUTURE` (2): lock every future mapping (`mm->def_flags` gets `VM_LOCKED`).
+        const FUTURE = 2;
+        /// `MCL_ONFAULT` (4): with `CURRENT` or `FUTURE`, lock on fault (`VM_LOCKONFAULT`).
+        const ONFAULT = 4;
+        // Every other bit is kept as given.
+        const _ = !0;
+    }
+}
+
+bitflags::bitflags! {
+    /// `MS_*`: the flags argument of `msync`. Unknown bits are kept (the kernel answers them with `EINVAL`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
+    pub struct MsyncFlags: u32 {
+        /// `MS_ASYNC` (1): schedule the write-back (a no-op since 2.6.19).
+        const ASYNC = 1;
+        /// `MS_INVALIDATE` (2): invalidate other mappings (`EBUSY` on a locked VMA).
+        const INVALIDATE = 2;
+        /// `MS_SYNC` (4): write back shared file mappings and wait (`vfs_fsync_range`).
+        const SYNC = 4;
+        // Every other bit is kept as given.
+        const _ = !0;
+    }
+}
+
 /// `MADV_*`: the advice argument of `madvise`. A newtype over the raw `int`, so that every value a caller can
 /// pass (including unknown ones, which the kernel answers with `EINVAL`) is representable; the named constants
 /// are the values Linux 6.18 defines.
@@ -346,6 +390,9 @@ mod tests {
         assert!(!MapFlags::LEGACY.contains(f));
         assert_eq!(f.difference(MapFlags::LEGACY).bits(), 1 << 31);
         assert_eq!(MremapFlags::from_bits_retain(0x10).bits(), 0x10);
+        assert_eq!((MlockFlags::ONFAULT | MlockFlags::from_bits_retain(8)).bits(), 9);
+        assert_eq!((MclFlags::from_bits_retain(0x18) - MclFlags::CURRENT).bits(), 0x18);
+        assert_eq!(MsyncFlags::from_bits_retain(0x80).bits(), 0x80);
     }
 
     #[test]
@@ -361,6 +408,9 @@ mod tests {
         assert_eq!(Prot::RWX.bits(), 7);
         assert_eq!(PAGE_SIZE, 1 << PAGE_SHIFT);
         assert_eq!(TASK_SIZE, (1 << 47) - PAGE_SIZE);
+        assert_eq!(MlockFlags::ONFAULT.bits(), 1);
+        assert_eq!((MclFlags::CURRENT | MclFlags::FUTURE | MclFlags::ONFAULT).bits(), 7);
+        assert_eq!((MsyncFlags::ASYNC | MsyncFlags::INVALIDATE | MsyncFlags::SYNC).bits(), 7);
     }
 
     #[test]

@@ -91,8 +91,10 @@ impl VmFlags {
     pub const UFFD_MISSING: Self = Self(0x200);
     /// `VM_PFNMAP` (0x400): raw PFN mapping, no struct pages.
     pub const PFNMAP: Self = Self(0x400);
-    /// `VM_MAYBE_GUARD` (0x800): may contain guard regions. Added after 6.18 (6.19); a 6.18 configuration never
-    /// sets it. Listed so that newer smaps output (`gu`) renders.
+    /// `VM_MAYBE_GUARD` (0x800): may contain guard regions. Set on the whole VMA by `MADV_GUARD_INSTALL` (never
+    /// cleared, not even by `MADV_GUARD_REMOVE`), sticky on merge and copy-on-fork. From the 6.19 series
+    /// "mm: introduce VM_MAYBE_GUARD", which the 6.18 stable kernels carry (the live 6.18.44 kernel shows `gu`
+    /// in smaps after a guard install); 6.18.0 set no flag and gave the VMA an anon_vma instead.
     pub const MAYBE_GUARD: Self = Self(0x800);
     /// `VM_UFFD_WP` (0x1000): userfaultfd write-protect tracking.
     pub const UFFD_WP: Self = Self(0x1000);
@@ -177,6 +179,19 @@ impl VmFlags {
     pub const MAY_MASK: Self = Self(Self::MAYREAD.0 | Self::MAYWRITE.0 | Self::MAYEXEC.0 | Self::MAYSHARE.0);
     /// `VM_UFFD_MISSING | VM_UFFD_WP | VM_UFFD_MINOR` (`__VM_UFFD_FLAGS`).
     pub const UFFD_FLAGS: Self = Self(Self::UFFD_MISSING.0 | Self::UFFD_WP.0 | Self::UFFD_MINOR.0);
+    /// `VM_STICKY`: flags that survive a merge when only one side has them (the merged VMA gets the union):
+    /// `SOFTDIRTY | MAYBE_GUARD` (`include/linux/mm.h` of the 6.18 stable kernels).
+    pub const STICKY: Self = Self(Self::SOFTDIRTY.0 | Self::MAYBE_GUARD.0);
+    /// `VM_IGNORE_MERGE`: flags whose difference does not prevent a merge: `SOFTDIRTY | STICKY`.
+    pub const IGNORE_MERGE: Self = Self(Self::SOFTDIRTY.0 | Self::STICKY.0);
+    /// `VM_COPY_ON_FORK`: flags that make fork copy the page tables even without an anon_vma (`vma_needs_copy`):
+    /// `PFNMAP | MIXEDMAP | UFFD_WP | MAYBE_GUARD`.
+    pub const COPY_ON_FORK: Self =
+        Self(Self::PFNMAP.0 | Self::MIXEDMAP.0 | Self::UFFD_WP.0 | Self::MAYBE_GUARD.0);
+    /// `VM_NO_KHUGEPAGED`: VMAs khugepaged and `MADV_COLLAPSE` never touch: `SPECIAL | HUGETLB`.
+    pub const NO_KHUGEPAGED: Self = Self(Self::SPECIAL.0 | Self::HUGETLB.0);
+    /// `VM_INIT_DEF_MASK`: the part of `mm->def_flags` a forked mm inherits: `NOHUGEPAGE`.
+    pub const INIT_DEF_MASK: Self = Self::NOHUGEPAGE;
 
     /// The flags whose bits are `bits`.
     #[inline]
@@ -393,6 +408,10 @@ mod tests {
 
     #[test]
     fn kernel_values_of_common_flags() {
+        assert_eq!(VmFlags::STICKY.bits(), 0x0800_0800);
+        assert_eq!(VmFlags::IGNORE_MERGE, VmFlags::STICKY);
+        assert_eq!(VmFlags::COPY_ON_FORK.bits(), 0x1000_1c00);
+        assert_eq!(VmFlags::NO_KHUGEPAGED.bits(), 0x1044_4400);
         assert_eq!(VmFlags::SPECIAL.bits(), 0x1004_4400);
         assert_eq!(VmFlags::DONTCOPY.bits(), 0x20000);
         assert_eq!(VmFlags::WIPEONFORK.bits(), 0x0200_0000);

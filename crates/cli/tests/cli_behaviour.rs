@@ -172,9 +172,8 @@ fn json_dash_is_the_shared_schema_on_stdout_with_the_text_on_stderr() {
     check_schema(&set, "diff");
     assert_eq!(set["verdict"]["passed"].as_bool(), Some(out.status.code() == Some(0)));
     assert!(stderr(&out).contains("engine and kernel agree"), "{}", stderr(&out));
-    // diff --seeds: one report per seed, the verdict line also closes the text. The base mix (`--without all`):
-    // the generator families the engine does not answer yet would make the seeds differ.
-    let out = run(&["diff", "--seeds", "0..3", "--calls", "20", "--without", "all", "--json", "-"]);
+    // diff --seeds: one report per seed, the verdict line also closes the text.
+    let out = run(&["diff", "--seeds", "0..3", "--calls", "20", "--json", "-"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let set: Value = serde_json::from_slice(&out.stdout).unwrap();
     let reports = check_schema(&set, "diff");
@@ -311,7 +310,7 @@ fn long_runs_show_progress_with_an_estimate_even_when_piped() {
     for seeds in [100u64, 400, 1600] {
         let range = format!("0..{seeds}");
         let start = std::time::Instant::now();
-        let out = run(&["diff", "--seeds", &range, "--calls", "100", "--without", "all"]);
+        let out = run(&["diff", "--seeds", &range, "--calls", "100"]);
         let took = start.elapsed();
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
         assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("verdict: {seeds} agree, 0 differ")));
@@ -329,7 +328,7 @@ fn long_runs_show_progress_with_an_estimate_even_when_piped() {
     }
     assert!(long_enough, "no seed range ran for 3 s: progress was not exercised");
     // A short run shows none.
-    let out = run(&["diff", "--seeds", "0..2", "--calls", "10", "--without", "all"]);
+    let out = run(&["diff", "--seeds", "0..2", "--calls", "10"]);
     assert!(!stderr(&out).contains("progress"), "{}", stderr(&out));
     // A long replay on the kernel: the runner's calls are counted as they happen. The script grows until one
     // replay lasts at least 3 s.

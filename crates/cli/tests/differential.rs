@@ -34,11 +34,7 @@ use vmspace_script::{
 };
 
 /// The generator families the gate leaves out, and why. Delete an entry when its engine side is merged.
-const GATE_FAMILIES_OFF: &[(&str, &str)] = &[
-    ("advice", "the engine's madvise of every 6.18 advice is not merged yet (wt-sys1)"),
-    ("mlock", "Mm::mlock/mlock2/munlock/mlockall/munlockall are not wired into EngineTarget yet (wt-sys1)"),
-    ("msync", "Mm::msync is not wired into EngineTarget yet (wt-sys1)"),
-];
+const GATE_FAMILIES_OFF: &[(&str, &str)] = &[];
 
 /// The families the gate runs ([`GATE_FAMILIES_OFF`], or `VMSPACE_DIFF_WITHOUT`), announced on stderr.
 fn gate_families() -> Families {

@@ -25,11 +25,11 @@
 //! - The kernel's build configuration ([`KernelConfig::running`]): `/boot/config-$(uname -r)`, the file
 //!   distributions install beside the kernel, else `/proc/config.gz` (only with `CONFIG_IKCONFIG_PROC`;
 //!   gzip). Neither may exist: then every config question is unanswered (`None`), never guessed.
-//! - `/proc/meminfo` (totals, the default huge page size), `/proc/self/status` (the effective uid),
-//!   `/proc/self/limits` (`RLIMIT_FSIZE`, `RLIMIT_MEMLOCK`),
+//! - `/proc/meminfo` (totals, the default huge page size), `/proc/self/status` (the effective uid and the
+//!   effective capability set `CapEff`), `/proc/self/limits` (`RLIMIT_FSIZE`, `RLIMIT_MEMLOCK`),
 //!   `/proc/cpuinfo` (model, feature flags: `pku`/`ospke` for protection keys), `/sys/devices/system/cpu/online`,
 //!   `/sys/kernel/mm/hugepages/` (one directory per huge page size) and
-//!   `/sys/kernel/mm/transparent_hugepage/enabled`.
+//!   `/sys/kernel/mm/transparent_hugepage/{enabled,shmem_enabled}`.
 //!
 //! - The largest file size the temporary directory's file system allows (`s_maxbytes`, where the live-kernel
 //!   runner creates the files of op scripts): [`probe_max_file_size`] finds it with `ftruncate` (through
@@ -121,6 +121,22 @@ impl KernelConfig {
 /// A field of `/proc/meminfo` text in kB (`MemTotal:`), `None` if absent.
 pub fn meminfo_kb(meminfo: &str, field: &str) -> Option<u64> {
     meminfo.lines().find(|l| l.starts_with(field))?.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Capability numbers (`include/uapi/linux/capability.h`) of the capabilities the engine asks about.
+pub mod cap {
+    /// `CAP_IPC_LOCK`: mlock beyond `RLIMIT_MEMLOCK`.
+    pub const IPC_LOCK: u32 = 14;
+    /// `CAP_SYS_RAWIO`: map below `mmap_min_addr`.
+    pub const SYS_RAWIO: u32 = 17;
+    /// `CAP_SYS_ADMIN`: `MADV_HWPOISON` / `MADV_SOFT_OFFLINE`.
+    pub const SYS_ADMIN: u32 = 21;
+}
+
+/// The `CapEff:` mask of `/proc/PID/status` text (hexadecimal), `None` if absent or malformed.
+pub fn status_cap_eff(status: &str) -> Option<u64> {
+    let line = status.lines().find(|l| l.starts_with("CapEff:"))?;
+    u64::from_str_radix(line["CapEff:".len()..].trim(), 16).ok()
 }
 
 /// The bracketed word in a sysfs choice list (`always [madvise] never` -> `madvise`).
@@ -228,6 +244,8 @@ pub struct HugePages {
     pub pools: Vec<HugePool>,
     /// `/sys/kernel/mm/transparent_hugepage/enabled` (the bracketed choice).
     pub thp_enabled: Option<String>,
+    /// `/sys/kernel/mm/transparent_hugepage/shmem_enabled` (the bracketed choice).
+    pub thp_shmem_enabled: Option<String>,
 }
 
 impl HugePages {
@@ -264,6 +282,8 @@ impl HugePages {
             default_size_kb: meminfo.and_then(|m| meminfo_kb(m, "Hugepagesize:")),
             pools,
             thp_enabled: read_text("/sys/kernel/mm/transparent_hugepage/enabled")
+                .and_then(|t| bracketed(&t).map(str::to_string)),
+            thp_shmem_enabled: read_text("/sys/kernel/mm/transparent_hugepage/shmem_enabled")
                 .and_then(|t| bracketed(&t).map(str::to_string)),
         }
     }
@@ -329,6 +349,9 @@ pub struct Host {
     /// Whether this process runs as root (effective uid 0, from `/proc/self/status`): CAP_SYS_RAWIO and the
     /// other capabilities the engine asks about.
     pub root: Option<bool>,
+    /// The effective capability set of this process (`CapEff:` of `/proc/self/status`), a mask of bits
+    /// numbered as in [`cap`].
+    pub cap_eff: Option<u64>,
     /// The CPU.
     pub cpu: Cpu,
     /// Huge pages.
@@ -346,7 +369,9 @@ impl Host {
     /// Probes the running host (never fails; unknowns are `None`).
     pub fn probe() -> Self {
         let meminfo = read_text("/proc/meminfo");
-        let root = read_text("/proc/self/status")
+        let status = read_text("/proc/self/status");
+        let root = status
+            .as_deref()
             .map(|s| s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0")));
         let limits = read_text("/proc/self/limits");
         let fsize_rlimit = limits.as_deref().and_then(|l| limit_soft(l, "Max file size"));
@@ -359,6 +384,7 @@ impl Host {
             mem_total_kb: meminfo.as_deref().and_then(|m| meminfo_kb(m, "MemTotal:")),
             swap_total_kb: meminfo.as_deref().and_then(|m| meminfo_kb(m, "SwapTotal:")),
             root,
+            cap_eff: status.as_deref().and_then(status_cap_eff),
             cpu: Cpu::parse(
                 &read_text("/proc/cpuinfo").unwrap_or_default(),
                 read_text("/sys/devices/system/cpu/online").as_deref(),
@@ -367,6 +393,15 @@ impl Host {
             fsize_rlimit,
             memlock_rlimit: limits.as_deref().and_then(|l| limit_soft(l, "Max locked memory")),
             temp_max_file_size: probe_max_file_size(&std::env::temp_dir(), fsize_rlimit.unwrap_or(u64::MAX)),
+        }
+    }
+
+    /// Whether this process has capability `cap` (a number of [`cap`]): from `CapEff`, or, when that could not
+    /// be read, from being root. `None` when neither is known.
+    pub fn has_cap(&self, cap: u32) -> Option<bool> {
+        match self.cap_eff {
+            Some(mask) => Some(cap < 64 && mask & (1u64 << cap) != 0),
+            None => self.root,
         }
     }
 
@@ -451,12 +486,34 @@ mod tests {
     }
 
     #[test]
+    fn capabilities_and_limits() {
+        let status = "Name:\tx\nUid:\t0\t0\t0\t0\nCapInh:\t0000000000000000\nCapEff:\t000001ffffffffff\n";
+        assert_eq!(status_cap_eff(status), Some(0x1ff_ffff_ffff));
+        assert_eq!(status_cap_eff("CapEff:\tzz\n"), None);
+        assert_eq!(status_cap_eff("Uid:\t0\n"), None);
+        let h = Host { cap_eff: Some(1 << cap::IPC_LOCK), root: Some(true), ..Host::default() };
+        assert_eq!((h.has_cap(cap::IPC_LOCK), h.has_cap(cap::SYS_ADMIN)), (Some(true), Some(false)));
+        // Without CapEff, root stands for every capability.
+        let h = Host { root: Some(true), ..Host::default() };
+        assert_eq!(h.has_cap(cap::SYS_ADMIN), Some(true));
+        assert_eq!(Host::default().has_cap(cap::IPC_LOCK), None);
+        let limits = "Limit                     Soft Limit           Hard Limit           Units     \n\
+                      Max locked memory         8388608              8388608              bytes     \n\
+                      Max address space         unlimited            unlimited            bytes     \n";
+        assert_eq!(limit_soft(limits, "Max locked memory"), Some(8 << 20));
+        assert_eq!(limit_soft(limits, "Max address space"), Some(u64::MAX));
+        assert_eq!(limit_soft(limits, "Max stack size"), None);
+    }
+
+    #[test]
     fn probe_this_host() {
         let h = Host::probe();
         assert!(h.kernel_release.is_some());
         assert!(h.max_map_count.is_some_and(|n| n > 0));
         assert!(h.mem_total_kb.is_some_and(|n| n > 0));
         assert!(h.root.is_some());
+        assert!(h.cap_eff.is_some(), "CapEff is in /proc/self/status since Linux 2.6.25");
+        assert!(h.memlock_rlimit.is_some(), "/proc/self/limits names RLIMIT_MEMLOCK");
         assert!(h.huge_pages.pools.windows(2).all(|w| w[0].size_kb < w[1].size_kb));
         if let Some(c) = &h.config {
             assert!(c.value("CONFIG_MMU").is_some(), "a config from {} without CONFIG_MMU", c.source);

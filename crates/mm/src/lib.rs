@@ -27,10 +27,11 @@
 //! # The public surface
 //!
 //! The crate root is the facade: [`Mm`] and its calls (which take `vmspace_abi`'s typed [`Prot`],
-//! [`MapFlags`], [`MremapFlags`], [`Advice`], [`PkeyRights`] and answer with an [`Errno`]), [`MmConfig`] (with
-//! the host's hugetlb pools, [`HugetlbConfig`]), the value type [`VmaSnapshot`] that lookups and iteration
-//! return ([`Mm::vma_at`], [`Mm::find_vma`], [`Mm::vmas`]), the model files ([`VmFile`], truncatable with
-//! [`VmFile::ftruncate`]; hugetlb objects draw on a [`HugePool`]), and the reader entry points: [`Mm::shared`] hands out an [`MmShared`] on which
+//! [`MapFlags`], [`MremapFlags`], [`Advice`], [`PkeyRights`], [`MlockFlags`], [`MclFlags`], [`MsyncFlags`] and
+//! answer with an [`Errno`]), [`MmConfig`] (with the host's hugetlb pools, [`HugetlbConfig`]), the value type
+//! [`VmaSnapshot`] that lookups and iteration return ([`Mm::vma_at`], [`Mm::find_vma`], [`Mm::vmas`]), the
+//! model files ([`VmFile`], truncatable with [`VmFile::ftruncate`]; hugetlb objects draw on a [`HugePool`]),
+//! and the reader entry points: [`Mm::shared`] hands out an [`MmShared`] on which
 //! [`lock_vma_under_rcu`] and [`lock_next_vma`] work from other threads, returning a [`VmaReadGuard`] on the
 //! [`Vma`] (whose getters are the reader's view; its setters are crate-private).
 //!
@@ -46,8 +47,8 @@
 //!   writer-exclusion flag), the mmap_lock reader/writer semaphore with `mm_lock_seq`, the type-stable VMA
 //!   pool, the anon_vma and its chain, the model files, and `lock_vma_under_rcu`.
 //! - `space`: the address space built from them: `Mm` over one VMA maple tree, the calls (mmap, munmap,
-//!   mprotect, mremap, madvise, brk, fork, anon names, mseal, the protection-key calls), merge/split,
-//!   get_unmapped_area, the hugetlb pools.
+//!   mprotect, mremap, madvise, mlock, mlockall, msync, brk, fork, anon names, mseal, the protection-key
+//!   calls), merge/split, get_unmapped_area, the mlock accounting, the guard markers and the hugetlb pools.
 //!
 //! Depends on `abi`, `host` (for [`MmConfig::host`]), `rcu`, `maple` and `proc`; never on op scripts (the
 //! engine's script target lives in `vmspace-replay`), the live kernel (`linux`) or benchmarks.
@@ -76,12 +77,13 @@ pub mod vma;
 #[cfg(not(feature = "testing"))]
 mod vma;
 
-pub use space::{HugetlbConfig, HugetlbPool, Mm, MmConfig, MmShared, Overcommit};
+pub use space::{GuardMarkers, HugetlbConfig, HugetlbPool, Mm, MmConfig, MmShared, Overcommit, ThpMode};
 pub use vma::{
     AnonVma, FileKind, FileSize, HugeObject, HugePool, HugeRef, MmLocking, MmapReadGuard, VmFile, Vma,
     VmaFind, VmaLockCounts, VmaLockStats, VmaLookup, VmaReadGuard, VmaSnapshot, lock_next_vma,
     lock_vma_under_rcu,
 };
 pub use vmspace_abi::{
-    Advice, Errno, MapFlags, MremapFlags, PAGE_SIZE, PkeyRights, Prot, TASK_SIZE, VmFlags,
+    Advice, Errno, MapFlags, MclFlags, MlockFlags, MremapFlags, MsyncFlags, PAGE_SIZE, PkeyRights, Prot,
+    TASK_SIZE, VmFlags,
 };

@@ -51,7 +51,9 @@ fn engine_regressions() {
 
 /// Hand-written engine inputs through the same checks: the partial-progress exceptions (mprotect over a
 /// hole, madvise at the map-count limit, `MREMAP_FIXED`), a failed call that must change nothing (an
-/// injected allocation failure, a `MAP_FIXED_NOREPLACE` clash), fork into the child, and names.
+/// injected allocation failure, a `MAP_FIXED_NOREPLACE` clash), fork into the child, names, the mlock family,
+/// msync and guard regions; and the saved input `gup-write-past-eof-prepares-anon-vma` as the calls it
+/// decoded to before the call list grew (the bytes now decode to other calls, still replayed above).
 #[test]
 fn engine_seed_sequences() {
     use engine::{Addr, Call, Input, Len};
@@ -90,6 +92,37 @@ fn engine_seed_sequences() {
                 Call::Mremap { addr: p(0), old_len: n(2), new_len: n(2), flags: 0b011, new_addr: p(11) },
             ],
         },
+        // `fuzz/regressions/engine/gup-write-past-eof-prepares-anon-vma` as it decoded (its first mapping and the
+        // failing GUP write): a private file mapping 3 pages into a 3.5-page file; the write past the end fails
+        // after preparing the anon_vma, which the check must accept.
+        Input {
+            cfg: 0x23,
+            calls: vec![
+                Call::Mmap { addr: p(0), len: n(45), prot: 7, flags: 14, file: Some((true, 3)) },
+                Call::Gup { addr: p(3), write: true },
+            ],
+        },
+        // mlock over a hole (partial), PROT_NONE mlock (locked, then ENOMEM), mlock2 with an unknown flag,
+        // mlockall(MCL_FUTURE) then a new mapping, msync with MS_INVALIDATE on it (EBUSY), munlockall; a guard
+        // region through madvise (GUARD_INSTALL is index 25), then an access to it.
+        Input {
+            cfg: 0b0000_1000,
+            calls: vec![
+                anon_fixed(0, 2, 0b0000_0110),
+                anon_fixed(3, 2, 0b0000_0110),
+                Call::Mlock { addr: p(0), len: n(5), flags: None },
+                Call::Mmap { addr: p(8), len: n(2), prot: 0, flags: 0b0000_0110, file: None },
+                Call::Mlock { addr: p(8), len: n(2), flags: None },
+                Call::Mlock { addr: p(8), len: n(2), flags: Some(0b10) },
+                Call::Mlockall(Some(0b010)),
+                anon_fixed(12, 2, 0b0000_0110),
+                Call::Msync { addr: p(12), len: n(2), flags: 0b010 },
+                Call::Mlockall(None),
+                Call::Madvise { addr: p(13), len: n(1), advice: 25 },
+                Call::Gup { addr: p(13), write: false },
+                Call::Munlock { addr: p(0), len: n(16) },
+            ],
+        },
         // A file mapping, a write fault past the file's end, fork into the child, brk, names on.
         Input {
             cfg: 0b0000_0010,
@@ -109,7 +142,12 @@ fn engine_seed_sequences() {
     assert_eq!(results[1].last(), Some(&Some(Errno::EAGAIN)));
     assert_eq!(results[2], [None, None, Some(Errno::ENOMEM), None, Some(Errno::EEXIST), None, None]);
     // Naming a file mapping is EBADF (and changes nothing).
-    assert_eq!(results[3], [None, Some(Errno::EFAULT), Some(Errno::EBADF), None, None, None, None]);
+    assert_eq!(results[3], [None, Some(Errno::EFAULT)]);
+    let e = Some(Errno::ENOMEM);
+    let want = [None, None, e, None, e, Some(Errno::EINVAL), None, None, Some(Errno::EBUSY), None, None];
+    assert_eq!(results[4][..11], want);
+    assert_eq!(results[4][11..], [Some(Errno::EFAULT), e]);
+    assert_eq!(results[5], [None, Some(Errno::EFAULT), Some(Errno::EBADF), None, None, None, None]);
 }
 
 #[test]

@@ -97,7 +97,7 @@ fn flag_bits_calc_vm_flag_bits() {
     assert!(flags_at(&m, B + P).contains(VmFlags::NOHUGEPAGE));
     assert_eq!(flags_at(&m, B + 2 * P).smaps_mnemonics(), "rd wr mr mw me ac sf ");
     assert_eq!(flags_at(&m, B + 3 * P).smaps_mnemonics(), "rd wr sh mr mw me ms sf ");
-    let mut nothp = Mm::new(MmConfig { thp: false, ..MmConfig::default() });
+    let mut nothp = Mm::new(MmConfig { transparent_hugepage: false, ..MmConfig::default() });
     nothp.mmap(B, P, Prot::RW, AF | MapFlags::STACK, None, 0).unwrap();
     assert!(!flags_at(&nothp, B).contains(VmFlags::NOHUGEPAGE));
 }

@@ -32,12 +32,12 @@
 
 use std::sync::Arc;
 
-use vmspace_abi::{Advice, Errno, PkeyRights, MapFlags, MremapFlags, PAGE_MASK, PAGE_SIZE, Prot};
+use vmspace_abi::{
+    Advice, Errno, MapFlags, MclFlags, MlockFlags, MremapFlags, MsyncFlags, PAGE_MASK, PAGE_SIZE, PkeyRights,
+    Prot,
+};
 use vmspace_mm::{Mm, MmConfig, VmFile};
 use vmspace_script::{Fd, Target};
-
-/// `ENOSYS` (38): the answer of the calls not wired to the engine yet (the block marked NOT WIRED YET).
-const ENOSYS: Errno = Errno::from_raw(38);
 
 /// An op-script target backed by the engine.
 pub struct EngineTarget {
@@ -198,11 +198,6 @@ impl Target for EngineTarget {
         self.file_of(name).map(|f| f.name.clone())
     }
 
-    // ---- NOT WIRED YET: the calls of the 6.18 memory-syscall surface whose engine side (the `Mm` methods of
-    // the syscall plan: mlock family and msync; mseal, protection keys and file truncation) lands with the
-    // engine branches. Until then each answers ENOSYS, so the workspace builds and a script using them runs
-    // (and differs from the kernel, which the gate's generator switches keep out). Replace this block, and
-    // only this block, when the `Mm` methods exist.
     fn ftruncate(&mut self, name: &str, size: u64) -> Result<u64, Errno> {
         // `fs/open.c: do_sys_ftruncate` refuses a negative length before it looks the descriptor up; a name no
         // `file` line declared (or whose creation failed) is a descriptor that is not open.
@@ -239,23 +234,33 @@ impl Target for EngineTarget {
         self.checked("pkey_free", r)
     }
 
-    fn mlock(&mut self, _addr: u64, _len: u64) -> Result<u64, Errno> {
-        self.checked("mlock", Err(ENOSYS))
+    fn mlock(&mut self, addr: u64, len: u64) -> Result<u64, Errno> {
+        let r = self.mm.mlock(addr, len).map(|()| 0);
+        self.checked("mlock", r)
     }
-    fn mlock2(&mut self, _addr: u64, _len: u64, _flags: u32) -> Result<u64, Errno> {
-        self.checked("mlock2", Err(ENOSYS))
+
+    fn mlock2(&mut self, addr: u64, len: u64, flags: u32) -> Result<u64, Errno> {
+        let r = self.mm.mlock2(addr, len, MlockFlags::from_bits_retain(flags)).map(|()| 0);
+        self.checked("mlock2", r)
     }
-    fn munlock(&mut self, _addr: u64, _len: u64) -> Result<u64, Errno> {
-        self.checked("munlock", Err(ENOSYS))
+
+    fn munlock(&mut self, addr: u64, len: u64) -> Result<u64, Errno> {
+        let r = self.mm.munlock(addr, len).map(|()| 0);
+        self.checked("munlock", r)
     }
-    fn mlockall(&mut self, _flags: u32) -> Result<u64, Errno> {
-        self.checked("mlockall", Err(ENOSYS))
+
+    fn mlockall(&mut self, flags: u32) -> Result<u64, Errno> {
+        let r = self.mm.mlockall(MclFlags::from_bits_retain(flags)).map(|()| 0);
+        self.checked("mlockall", r)
     }
+
     fn munlockall(&mut self) -> Result<u64, Errno> {
-        self.checked("munlockall", Err(ENOSYS))
+        let r = self.mm.munlockall().map(|()| 0);
+        self.checked("munlockall", r)
     }
-    fn msync(&mut self, _addr: u64, _len: u64, _flags: u32) -> Result<u64, Errno> {
-        self.checked("msync", Err(ENOSYS))
+
+    fn msync(&mut self, addr: u64, len: u64, flags: u32) -> Result<u64, Errno> {
+        let r = self.mm.msync(addr, len, MsyncFlags::from_bits_retain(flags)).map(|()| 0);
+        self.checked("msync", r)
     }
-    // ---- END NOT WIRED YET.
 }

@@ -5,8 +5,12 @@
 //! no brk VMA lies there, or if a VMA there is sealed: the old break stays, checked on the live kernel). Growing needs the new range to pass the `MAP_FIXED` address checks and to keep a
 //! page plus `stack_guard_gap` from the next VMA's start gap; the heap VMA (the VMA ending at the old break,
 //! above `start_brk`) is extended when compatible (`vma_merge_new_range` in expand-only mode: never with the
-//! next VMA), otherwise a new VMA `rw-` + `VM_ACCOUNT` is created. brk never fails with an errno: a refused
-//! request returns the old break.
+//! next VMA), otherwise a new VMA `rw-` + `VM_ACCOUNT` (plus `mm->def_flags`) is created. brk never fails
+//! with an errno: a refused request returns the old break.
+//!
+//! After `mlockall(MCL_FUTURE)` the new part is locked: growth must pass `mlock_future_ok` (`check_brk_limits`),
+//! is charged to `locked_vm` (`do_brk_flags`), and is populated afterwards (`mm_populate`, a write fault that
+//! gives the heap an anon_vma; nothing with `MCL_ONFAULT`). Shrinking uncharges through the unmap.
 
 use super::VmFlags;
 use super::merge::Cand;
@@ -45,9 +49,13 @@ impl Mm {
             self.remove_range(newbrk, oldbrk);
             return Ok(());
         }
-        // check_brk_limits: get_unmapped_area(NULL, oldbrk, len, 0, MAP_FIXED). A break within a page of 2^64
-        // rounds up to 0, and the length wraps to more than TASK_SIZE: ENOMEM, as in C.
+        // check_brk_limits: get_unmapped_area(NULL, oldbrk, len, 0, MAP_FIXED), then the mlock limit for
+        // def_flags. A break within a page of 2^64 rounds up to 0, and the length wraps to more than TASK_SIZE:
+        // ENOMEM, as in C.
         self.get_unmapped_area(None, oldbrk, newbrk.wrapping_sub(oldbrk), super::MapFlags::FIXED)?;
+        if !self.mlock_future_ok(self.def_flags, newbrk - oldbrk) {
+            return Err(Errno::EAGAIN);
+        }
         let guard_end = newbrk.saturating_add(PAGE_SIZE).saturating_add(self.cfg.stack_guard_gap);
         if let Some(next) = self.find_intersection(oldbrk, guard_end)
             && newbrk + PAGE_SIZE > self.vm_start_gap(next)
@@ -61,7 +69,8 @@ impl Mm {
             | VmFlags::MAYREAD
             | VmFlags::MAYWRITE
             | VmFlags::MAYEXEC
-            | VmFlags::ACCOUNT;
+            | VmFlags::ACCOUNT
+            | self.def_flags;
         if self.map_count() > self.cfg.max_map_count {
             return Err(Errno::ENOMEM);
         }
@@ -86,8 +95,8 @@ impl Mm {
             };
             let m = self.plan_new_merge(&c, true);
             if !m.is_none() {
-                self.apply_new_merge(m, oldbrk, newbrk, oldbrk >> PAGE_SHIFT, &none);
-                self.brk = brk;
+                self.apply_new_merge(m, oldbrk, newbrk, oldbrk >> PAGE_SHIFT, &none, flags);
+                self.brk_grown(brk, oldbrk, newbrk, flags);
                 return Ok(());
             }
         }
@@ -100,7 +109,19 @@ impl Mm {
             anon: AnonState::EMPTY,
             name: None,
         });
-        self.brk = brk;
+        self.brk_grown(brk, oldbrk, newbrk, flags);
         Ok(())
+    }
+
+    /// The end of a successful brk growth: `do_brk_flags` charges a locked extension to `locked_vm`, the break
+    /// moves, and with `VM_LOCKED` in `def_flags` the new part is populated (`mm_populate`, errors ignored).
+    fn brk_grown(&mut self, brk: u64, oldbrk: u64, newbrk: u64, flags: VmFlags) {
+        if flags.intersects(VmFlags::LOCKED) {
+            self.locked_vm += (newbrk - oldbrk) >> PAGE_SHIFT;
+        }
+        self.brk = brk;
+        if self.def_flags.intersects(VmFlags::LOCKED) {
+            self.populate(oldbrk, newbrk - oldbrk);
+        }
     }
 }

@@ -1,9 +1,11 @@
 //! `MmConfig`: the kernel configuration an address space obeys, as data.
 //!
 //! Linux's behaviour depends on sysctls and build options (`vm.max_map_count`, `vm.mmap_min_addr`,
-//! `CONFIG_ANON_VMA_NAME`, the overcommit policy, the stack rlimit that places `mmap_base`), on the CPU
-//! (protection keys), on the hugetlb pools, on resource limits and on the file system that holds mapped files
-//! (its largest file). The engine takes
+//! `CONFIG_ANON_VMA_NAME`, the overcommit policy, the stack rlimit that places `mmap_base`), on the build options
+//! that decide which madvise advice exist (`CONFIG_TRANSPARENT_HUGEPAGE`, `CONFIG_KSM`, `CONFIG_MEMORY_FAILURE`,
+//! `CONFIG_SWAP`) and the THP sysfs modes, on the CPU (protection keys), on the hugetlb pools, on the process's
+//! privileges and resource limits (`RLIMIT_MEMLOCK`, `RLIMIT_FSIZE`) and on the file system that holds mapped
+//! files (its largest file). The engine takes
 //! them from this struct so that a differential run can use the host's values ([`MmConfig::host`] takes
 //! them from `vmspace_host`, the one place that probes the host) while tests can shrink a limit (a
 //! `max_map_count` of 8 makes the limit reachable in a few calls).
@@ -73,6 +75,39 @@ impl Default for HugetlbConfig {
     }
 }
 
+/// A transparent huge page mode of `/sys/kernel/mm/transparent_hugepage/enabled` (and of each `hugepages-*kB`
+/// size), or of `shmem_enabled` (which adds `within_size`, `advise`, `deny` and `force`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ThpMode {
+    /// `always`.
+    Always,
+    /// `madvise` (`enabled`) or `advise` (`shmem_enabled`): only `MADV_HUGEPAGE` regions.
+    Madvise,
+    /// `within_size` (`shmem_enabled` only).
+    WithinSize,
+    /// `never`.
+    Never,
+    /// `deny` (`shmem_enabled` only): not even `MADV_COLLAPSE`.
+    Deny,
+    /// `force` (`shmem_enabled` only).
+    Force,
+}
+
+impl ThpMode {
+    /// The mode a sysfs choice names (`madvise` and `advise` are the same mode), `None` for an unknown word.
+    pub fn parse(word: &str) -> Option<ThpMode> {
+        Some(match word {
+            "always" => ThpMode::Always,
+            "madvise" | "advise" => ThpMode::Madvise,
+            "within_size" => ThpMode::WithinSize,
+            "never" => ThpMode::Never,
+            "deny" => ThpMode::Deny,
+            "force" => ThpMode::Force,
+            _ => return None,
+        })
+    }
+}
+
 /// The configuration of one address space.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MmConfig {
@@ -100,9 +135,6 @@ pub struct MmConfig {
     /// `pku` and `ospke` in `/proc/cpuinfo`). Without them there is one key, none is allocatable, and
     /// `pkey_alloc` is EINVAL (`arch/x86/include/asm/pkeys.h`).
     pub pku: bool,
-    /// `CONFIG_TRANSPARENT_HUGEPAGE`: `MAP_STACK` sets `VM_NOHUGEPAGE`, and anonymous mappings of a multiple of
-    /// 2 MiB are placed 2 MiB-aligned (`thp_get_unmapped_area`).
-    pub thp: bool,
     /// The hugetlb pools (`MAP_HUGETLB`).
     pub hugetlb: HugetlbConfig,
     /// The largest size of a mapped file (`s_maxbytes` of its file system: `ftruncate` beyond it is EFBIG;
@@ -110,20 +142,42 @@ pub struct MmConfig {
     pub file_max_bytes: u64,
     /// `RLIMIT_FSIZE` in bytes (`u64::MAX`: unlimited): growing a file beyond it is EFBIG.
     pub fsize_rlimit: u64,
-    /// `RLIMIT_MEMLOCK` in bytes: `MAP_LOCKED` beyond it is EAGAIN without CAP_IPC_LOCK (`mlock_future_ok`).
+    /// `RLIMIT_MEMLOCK` in bytes (`u64::MAX`: unlimited): bounds `mm->locked_vm` without CAP_IPC_LOCK (mlock,
+    /// and `MAP_LOCKED` beyond it is EAGAIN: `mlock_future_ok`).
     pub memlock_rlimit: u64,
-    /// CAP_IPC_LOCK (root on the host): no `RLIMIT_MEMLOCK` check.
-    pub cap_ipc_lock: bool,
     /// Where `MAP_32BIT` searches begin (`find_start_end`: 1 GiB, which the kernel moves up by a random number
     /// of pages below 32 MiB for each call; the engine does not randomise).
     pub map_32bit_base: u64,
+    /// `CONFIG_TRANSPARENT_HUGEPAGE`: `MADV_HUGEPAGE`, `MADV_NOHUGEPAGE` and `MADV_COLLAPSE` exist (else EINVAL),
+    /// `MAP_STACK` sets `VM_NOHUGEPAGE`, and anonymous mappings of a multiple of 2 MiB are placed 2 MiB-aligned
+    /// (`thp_get_unmapped_area`).
+    pub transparent_hugepage: bool,
+    /// The THP mode of anonymous memory (`transparent_hugepage/enabled`). `MADV_COLLAPSE` ignores it (a forced
+    /// collapse), so no modelled call consults it yet; huge page faults will.
+    pub thp_enabled: ThpMode,
+    /// The THP mode of shmem (`transparent_hugepage/shmem_enabled`): `deny` refuses `MADV_COLLAPSE` of shmem.
+    pub thp_shmem_enabled: ThpMode,
+    /// `CONFIG_READ_ONLY_THP_FOR_FS`: `MADV_COLLAPSE` of regular files that nobody has open for writing.
+    pub read_only_thp_for_fs: bool,
+    /// `CONFIG_KSM`: `MADV_MERGEABLE` and `MADV_UNMERGEABLE` exist (else EINVAL).
+    pub ksm: bool,
+    /// `CONFIG_MEMORY_FAILURE`: `MADV_HWPOISON` and `MADV_SOFT_OFFLINE` exist (else EINVAL).
+    pub memory_failure: bool,
+    /// `CONFIG_SWAP`: `MADV_WILLNEED` on anonymous memory reads swap back (without swap it is EBADF).
+    pub swap: bool,
+    /// CAP_IPC_LOCK: mlock beyond `RLIMIT_MEMLOCK` (and with a limit of 0).
+    pub cap_ipc_lock: bool,
+    /// CAP_SYS_ADMIN: `MADV_HWPOISON` / `MADV_SOFT_OFFLINE` (else EPERM).
+    pub cap_sys_admin: bool,
 }
 
 impl Default for MmConfig {
     /// The defaults of a stock Linux 6.18 x86-64 process: a layout like a real process's (stack near the top,
     /// `mmap_base` below it with the 128 MiB minimum gap plus the stack randomisation pad, heap low), and the
     /// hosts' sysctls (mmap_min_addr 4096, max_map_count 65530, no anon VMA names, heuristic overcommit with
-    /// 16 GiB).
+    /// 16 GiB), a distribution kernel's options (THP in `madvise` mode with shmem THP `never`, KSM, swap, no
+    /// memory-failure injection, no read-only file THP), and an unprivileged process with the default 8 MiB
+    /// `RLIMIT_MEMLOCK`.
     fn default() -> Self {
         MmConfig {
             mmap_min_addr: 4096,
@@ -138,13 +192,20 @@ impl Default for MmConfig {
             start_brk: 0x5555_5557_0000,
             start_stack: 0x7fff_ffff_e000,
             pku: false,
-            thp: true,
             hugetlb: HugetlbConfig::default(),
             file_max_bytes: 0xfff_ffff_f000,
             fsize_rlimit: u64::MAX,
             memlock_rlimit: 8 << 20,
-            cap_ipc_lock: false,
             map_32bit_base: 0x4000_0000,
+            transparent_hugepage: true,
+            thp_enabled: ThpMode::Madvise,
+            thp_shmem_enabled: ThpMode::Never,
+            read_only_thp_for_fs: false,
+            ksm: true,
+            memory_failure: false,
+            swap: true,
+            cap_ipc_lock: false,
+            cap_sys_admin: false,
         }
     }
 }
@@ -160,10 +221,12 @@ impl MmConfig {
     /// (`vm.overcommit_memory`; the heuristic's limit is MemTotal + SwapTotal), CAP_SYS_RAWIO when running as
     /// root, and `CONFIG_ANON_VMA_NAME` from the kernel config (`/boot/config-$(uname -r)`, else
     /// `/proc/config.gz`; without a readable config the option counts as absent); protection keys from the
-    /// CPU flags, `CONFIG_TRANSPARENT_HUGEPAGE`, the hugetlb pools (`Hugepagesize:` and
-    /// `/sys/kernel/mm/hugepages`), `RLIMIT_FSIZE` and `RLIMIT_MEMLOCK`, CAP_IPC_LOCK with root, and the
-    /// largest file of the temporary directory's file system. Facts the probe could not read keep their
-    /// [`Default`] values.
+    /// CPU flags; `CONFIG_TRANSPARENT_HUGEPAGE`, `CONFIG_KSM`, `CONFIG_MEMORY_FAILURE`, `CONFIG_SWAP` and
+    /// `CONFIG_READ_ONLY_THP_FOR_FS` from the same config (THP, when the config is unreadable, from the presence
+    /// of its sysfs directory); the THP sysfs modes; the hugetlb pools (`Hugepagesize:` and
+    /// `/sys/kernel/mm/hugepages`); CAP_IPC_LOCK and CAP_SYS_ADMIN from the effective capability set (or being
+    /// root); `RLIMIT_FSIZE` and `RLIMIT_MEMLOCK` from `/proc/self/limits`; and the largest file of the temporary
+    /// directory's file system. Facts the probe could not read keep their [`Default`] values.
     pub fn from_host(h: &vmspace_host::Host) -> Self {
         let mut c = MmConfig::default();
         if let Some(v) = h.mmap_min_addr {
@@ -187,9 +250,6 @@ impl MmConfig {
         c.pku = h.cpu.has_pku();
         // Options the config states either way (`=y` or `is not set`); an option it omits keeps the default.
         let option = |name: &str| h.config.as_ref().and_then(|k| k.value(name)).map(|v| v == "y");
-        if let Some(thp) = option("CONFIG_TRANSPARENT_HUGEPAGE") {
-            c.thp = thp;
-        }
         if option("CONFIG_HUGETLBFS") == Some(false) {
             c.hugetlb.pools.clear();
         } else if !h.huge_pages.pools.is_empty() {
@@ -209,13 +269,41 @@ impl MmConfig {
         if let Some(v) = h.memlock_rlimit {
             c.memlock_rlimit = v;
         }
-        if let Some(root) = h.root {
-            c.cap_ipc_lock = root;
-        }
         if let Some(v) = h.temp_max_file_size {
             c.file_max_bytes = v;
         }
+        let thp_sysfs = h.huge_pages.thp_enabled.as_deref();
+        c.transparent_hugepage = h
+            .config_enabled("CONFIG_TRANSPARENT_HUGEPAGE")
+            .unwrap_or(thp_sysfs.is_some() || c.transparent_hugepage);
+        if let Some(m) = thp_sysfs.and_then(ThpMode::parse) {
+            c.thp_enabled = m;
+        }
+        if let Some(m) = h.huge_pages.thp_shmem_enabled.as_deref().and_then(ThpMode::parse) {
+            c.thp_shmem_enabled = m;
+        }
+        for (name, field) in [
+            ("CONFIG_KSM", &mut c.ksm),
+            ("CONFIG_MEMORY_FAILURE", &mut c.memory_failure),
+            ("CONFIG_SWAP", &mut c.swap),
+            ("CONFIG_READ_ONLY_THP_FOR_FS", &mut c.read_only_thp_for_fs),
+        ] {
+            if let Some(on) = h.config_enabled(name) {
+                *field = on;
+            }
+        }
+        if let Some(v) = h.has_cap(vmspace_host::cap::IPC_LOCK) {
+            c.cap_ipc_lock = v;
+        }
+        if let Some(v) = h.has_cap(vmspace_host::cap::SYS_ADMIN) {
+            c.cap_sys_admin = v;
+        }
         c
+    }
+
+    /// `RLIMIT_MEMLOCK` in pages (`rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT`).
+    pub fn memlock_limit_pages(&self) -> u64 {
+        self.memlock_rlimit >> PAGE_SHIFT
     }
 
     /// `mmap_min_addr` rounded up to a page (the floor of every search).
@@ -251,7 +339,7 @@ mod tests {
                     resv: 2,
                     ..Default::default()
                 }],
-                thp_enabled: None,
+                ..vmspace_host::HugePages::default()
             },
             fsize_rlimit: Some(1 << 30),
             memlock_rlimit: Some(64 << 10),
@@ -263,7 +351,7 @@ mod tests {
             (c.mmap_min_addr, c.max_map_count, c.cap_sys_rawio, c.anon_vma_name),
             (65536, 1000, true, true)
         );
-        assert!(c.pku && !c.thp && c.cap_ipc_lock);
+        assert!(c.pku && !c.transparent_hugepage && c.cap_ipc_lock);
         assert_eq!(c.hugetlb.pools, vec![HugetlbPool { size: 2 << 20, available: 4, dev_minor: 0 }]);
         assert_eq!(c.hugetlb.pool_for_log(0).map(|p| p.size), Some(2 << 20));
         assert_eq!(c.hugetlb.pool_for_log(21).map(|p| p.size), Some(2 << 20));
@@ -278,5 +366,43 @@ mod tests {
         assert_eq!(always.overcommit, Overcommit::Always);
         // Nothing probed: the defaults.
         assert_eq!(MmConfig::from_host(&Host::default()), MmConfig::default());
+    }
+
+    #[test]
+    fn from_host_takes_the_madvise_and_mlock_facts() {
+        use vmspace_host::HugePages;
+        let config = "# CONFIG_TRANSPARENT_HUGEPAGE is not set\nCONFIG_KSM=y\nCONFIG_MEMORY_FAILURE=y\n\
+                      # CONFIG_SWAP is not set\nCONFIG_READ_ONLY_THP_FOR_FS=y\n";
+        let h = Host {
+            config: Some(KernelConfig::parse(config)),
+            cap_eff: Some(1 << vmspace_host::cap::IPC_LOCK),
+            root: Some(false),
+            memlock_rlimit: Some(64 << 10),
+            huge_pages: HugePages {
+                thp_enabled: Some("always".into()),
+                thp_shmem_enabled: Some("deny".into()),
+                ..HugePages::default()
+            },
+            ..Host::default()
+        };
+        let c = MmConfig::from_host(&h);
+        assert!(!c.transparent_hugepage, "the config wins over the sysfs directory");
+        assert!(c.ksm && c.memory_failure && !c.swap && c.read_only_thp_for_fs);
+        assert_eq!((c.thp_enabled, c.thp_shmem_enabled), (ThpMode::Always, ThpMode::Deny));
+        assert!(c.cap_ipc_lock && !c.cap_sys_admin);
+        assert_eq!((c.memlock_rlimit, c.memlock_limit_pages()), (64 << 10, 16));
+        // No readable config: THP from its sysfs directory, the rest keep their defaults.
+        let bare = Host {
+            huge_pages: HugePages { thp_enabled: Some("never".into()), ..HugePages::default() },
+            ..Host::default()
+        };
+        let c = MmConfig::from_host(&bare);
+        assert!(c.transparent_hugepage && c.ksm && !c.memory_failure);
+        assert_eq!(c.thp_enabled, ThpMode::Never);
+        // Root without a readable CapEff has every capability.
+        let root = MmConfig::from_host(&Host { root: Some(true), ..Host::default() });
+        assert!(root.cap_ipc_lock && root.cap_sys_admin);
+        assert_eq!(ThpMode::parse("advise"), Some(ThpMode::Madvise));
+        assert_eq!(ThpMode::parse("sometimes"), None);
     }
 }

@@ -7,6 +7,12 @@
 //! layout and the protection-key state (allocation map, execute-only key, the forking thread's PKRU) are
 //! inherited; so are seals (`VM_SEALED` is a flag like the others), and the hugetlb pools are the parent's.
 //!
+//! The child starts with `locked_vm` 0 and no locked VMA (`mm_init`, the copy drops `VM_LOCKED_MASK`), and
+//! inherits only `VM_INIT_DEF_MASK` of `def_flags` (so not `mlockall(MCL_FUTURE)`'s `VM_LOCKED`: checked on the
+//! live kernel). Guard markers are copied where `dup_mmap` copies page tables (`copy_page_range` when
+//! `vma_needs_copy`: the VMA has an anon_vma or a `VM_COPY_ON_FORK` flag such as `VM_MAYBE_GUARD`), never into
+//! a `VM_WIPEONFORK` copy.
+//!
 //! The child's tree is built as `dup_mmap` builds it: an O(n) depth-first copy of the parent's tree
 //! (`MapleTree::dup`, the kernel's `__mt_dup`) whose every entry is replaced by the child's own pool VMA; the
 //! ranges of `VM_DONTCOPY` VMAs are then cleared from the copy. A failed copy frees everything it made (the
@@ -94,6 +100,17 @@ impl Mm {
             drop(w);
             tree
         };
+        let mut guards = super::GuardMarkers::new();
+        if !self.guards.is_empty() {
+            for v in self.areas() {
+                let fl = v.fl();
+                let copies_page_tables = !fl.intersects(VmFlags::DONTCOPY | VmFlags::WIPEONFORK)
+                    && (v.anon().is_some() || fl.intersects(VmFlags::COPY_ON_FORK));
+                if copies_page_tables {
+                    guards.extend(&self.guards.within(v.start(), v.end()));
+                }
+            }
+        }
         Ok(Mm {
             cfg: self.cfg.clone(),
             brk: self.brk,
@@ -105,6 +122,9 @@ impl Mm {
             sealed: self.sealed,
             // The host's pools are one for the whole process tree.
             huge: self.huge.clone(),
+            locked_vm: 0,
+            def_flags: self.def_flags & VmFlags::INIT_DEF_MASK,
+            guards,
             vmas: Vmas {
                 shared: Arc::new(MmShared { locking, tree }),
                 pool,

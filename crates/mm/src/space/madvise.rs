@@ -1,18 +1,65 @@
-//! madvise (`do_madvise`, `madvise_walk_vmas`, `madvise_vma_behavior`, `madvise_update_vma`) and
+//! madvise (`mm/madvise.c`: `do_madvise`, `madvise_should_skip`, `get_lock_mode`, `madvise_do_behavior`,
+//! `madvise_walk_vmas`, `madvise_vma_behavior`, `madvise_update_vma`) with every advice Linux 6.18 accepts, and
 //! `PR_SET_VMA_ANON_NAME` (`prctl_set_vma` → `madvise_set_anon_name`).
 //!
-//! Checks: unknown advice EINVAL; unaligned start EINVAL; length 0 success; a length that rounds to 0 or an
-//! end that wraps EINVAL. The walk visits every VMA in the range, **skipping holes** and returning ENOMEM at
-//! the end if there was one (unlike mprotect, it does not stop).
+//! # Order of checks (`madvise_should_skip`, then the lock, then the behaviour)
 //!
-//! * `MADV_DONTNEED` / `MADV_FREE` drop pages (not modelled) and change no VMA; DONTNEED refuses locked or
-//!   PFN-mapped VMAs (EINVAL), FREE anything but private anonymous memory (EINVAL).
-//! * `MADV_DONTFORK` / `MADV_DOFORK` set / clear `VM_DONTCOPY` (DOFORK: EINVAL on `VM_IO`).
-//! * `MADV_WIPEONFORK` sets `VM_WIPEONFORK` on private anonymous VMAs only (EINVAL otherwise);
-//!   `MADV_KEEPONFORK` clears it.
+//! 1. An advice `madvise_behavior_valid` does not know: EINVAL. Which exist depends on the kernel's build
+//!    ([`MmConfig`](super::MmConfig)): `MADV_HUGEPAGE`, `MADV_NOHUGEPAGE`, `MADV_COLLAPSE` need
+//!    `CONFIG_TRANSPARENT_HUGEPAGE`; `MADV_MERGEABLE`, `MADV_UNMERGEABLE` need `CONFIG_KSM`; `MADV_HWPOISON`,
+//!    `MADV_SOFT_OFFLINE` need `CONFIG_MEMORY_FAILURE` (off on this project's hosts).
+//! 2. An unaligned start, a length that rounds to 0 from near `u64::MAX`, an end that wraps: EINVAL; an empty
+//!    range: success.
+//! 3. The lock (`get_lock_mode`): advice that change VMA flags take the mmap write lock; `DONTNEED`,
+//!    `DONTNEED_LOCKED` and `FREE` try the per-VMA read lock of the VMA at the start when the range lies in
+//!    it (`try_vma_read_lock`), else the mmap read lock; the other advice take the mmap read lock; the
+//!    memory-failure advice take none. The engine does the same ([`LockMode`]), except for the two read-lock
+//!    advice that change VMA state (`POPULATE_WRITE` may give VMAs anon_vmas, `GUARD_INSTALL` sets
+//!    `VM_MAYBE_GUARD`): Linux changes those under the mmap read lock with the page-table lock or an atomic
+//!    flag update, which the engine's VMA setters do not model, so they run under the write lock as the
+//!    engine's faults do.
+//! 4. `MADV_POPULATE_READ` / `WRITE` fault the range in without walking VMAs ([`super::populate`]): a hole is
+//!    ENOMEM at once, a VMA the access is not allowed on EINVAL, a failing page (guard marker, past the end
+//!    of a file) EFAULT; the pages before stay populated (a write populate of a private VMA leaves it an
+//!    anon_vma).
+//! 5. The others walk the VMAs of the range (`madvise_walk_vmas`): **holes are skipped** and reported as
+//!    ENOMEM at the end; the first VMA whose behaviour fails stops the walk with that error, after the VMAs
+//!    before it were done.
 //!
-//! Flag changes go through `vma_modify` (merge or split); madvise reports the ENOMEM of a refused split as
-//! EAGAIN.
+//! # Per VMA (`madvise_vma_behavior`; `mseal`'s `can_madvise_modify` check goes first, outside this scope)
+//!
+//! * `REMOVE`: `VM_LOCKED` EINVAL; no file EINVAL; not a shared writable-capable mapping
+//!   (`vma_is_shared_maywrite`) EACCES; else the file's hole is punched (page state; no VMA change).
+//! * `WILLNEED`: anonymous memory without `CONFIG_SWAP` EBADF; else success (readahead).
+//! * `COLD`, `PAGEOUT`: `can_madv_lru_vma` (not `VM_LOCKED | VM_PFNMAP | VM_HUGETLB`) or EINVAL.
+//! * `DONTNEED`, `DONTNEED_LOCKED`, `FREE`: `madvise_dontneed_free_valid_vma` (`VM_PFNMAP`, and `VM_LOCKED`
+//!   unless `DONTNEED_LOCKED`, EINVAL; hugetlb: `FREE` EINVAL, the start must be huge-page aligned (EINVAL)
+//!   and the end is rounded down); then `FREE` needs anonymous memory (EINVAL). Pages are dropped (not
+//!   modelled); guard markers stay.
+//! * `COLLAPSE`: `thp_vma_allowable_order` for a forced collapse, or EINVAL: not `VM_NOHUGEPAGE`, not
+//!   `VM_NO_KHUGEPAGED`, the VMA must hold a whole PMD-aligned 2 MiB block (file VMAs: with a PMD-aligned file
+//!   offset), shmem unless its THP mode is `deny`, regular files only with `CONFIG_READ_ONLY_THP_FOR_FS` and
+//!   no writer, anonymous memory only with an anon_vma. Then the 2 MiB blocks inside the range are
+//!   collapsed: none (the range starts and ends in one block's boundaries): success; a range inside one
+//!   block but not at its start: EINVAL (the kernel's unsigned block count wraps); whole blocks: the result
+//!   depends on the pages present, which the engine does not have: it answers EINVAL, the kernel's answer for
+//!   blocks never faulted in (docs/DIVERGENCES.md).
+//! * `GUARD_INSTALL`: `is_valid_guard_vma` (not `VM_SPECIAL | VM_HUGETLB | VM_LOCKED`) or EINVAL; the whole
+//!   VMA gets `VM_MAYBE_GUARD` (no split: an atomic flag update in Linux); an anonymous VMA gets an anon_vma;
+//!   every page of the range gets a guard marker ([`super::guard`]). `GUARD_REMOVE`: the same check but
+//!   `VM_LOCKED` allowed; the markers of the range go (`VM_MAYBE_GUARD` stays).
+//! * `HWPOISON`, `SOFT_OFFLINE` (`madvise_inject_error`, only with `CONFIG_MEMORY_FAILURE`; never run on the
+//!   live kernel): no CAP_SYS_ADMIN: EPERM; then each page of `[start, start + len)` (the length not rounded)
+//!   is looked up as a GUP read would (EFAULT at the first one that fails). What memory failure then does to a
+//!   page is page state the engine does not model.
+//! * The flag changes, through `madvise_update_vma` → `vma_modify_flags` (merge or split; a refused split's
+//!   ENOMEM becomes EAGAIN): `NORMAL` clears `VM_SEQ_READ | VM_RAND_READ`, `SEQUENTIAL` / `RANDOM` set one and
+//!   clear the other; `DONTFORK` / `DOFORK` set / clear `VM_DONTCOPY` (DOFORK: `VM_IO` EINVAL);
+//!   `WIPEONFORK` sets `VM_WIPEONFORK` on private anonymous memory only (EINVAL); `KEEPONFORK` clears it
+//!   (`VM_DROPPABLE`: EINVAL); `DONTDUMP` / `DODUMP` set / clear `VM_DONTDUMP` (DODUMP: `VM_SPECIAL` outside
+//!   hugetlb, or `VM_DROPPABLE`, EINVAL); `MERGEABLE` sets `VM_MERGEABLE` on KSM-compatible VMAs and ignores
+//!   the others, `UNMERGEABLE` clears it (`ksm_madvise`); `HUGEPAGE` / `NOHUGEPAGE` set one of `VM_HUGEPAGE` /
+//!   `VM_NOHUGEPAGE` and clear the other (`hugepage_madvise`).
 //!
 //! Anonymous names: without `CONFIG_ANON_VMA_NAME` the prctl is EINVAL. With it: a name longer than 80 bytes
 //! (with its NUL) or with a character outside printable ASCII or among `` \`$[] `` is EINVAL; the range is
@@ -20,12 +67,20 @@
 
 use std::sync::Arc;
 
-use super::VmFlags;
 use super::tree::{V, VmaExt};
-use super::{Advice, Errno, Mm, PAGE_MASK, page_align};
+use super::{Advice, Errno, Mm, PAGE_MASK, PAGE_SIZE, VmFlags, page_align};
+use crate::vma::{FileKind, lock_vma_under_rcu};
 
 /// `ANON_VMA_NAME_MAX_LEN` (including the NUL).
 const ANON_VMA_NAME_MAX_LEN: usize = 80;
+
+/// `HPAGE_PMD_SIZE`: the size of a transparent huge page (and of the blocks `MADV_COLLAPSE` works on).
+const HPAGE_PMD_SIZE: u64 = 2 << 20;
+
+/// The huge page size of hugetlb VMAs: the engine maps no hugetlb memory yet (mmap refuses `MAP_HUGETLB`), and
+/// when it does, its VMAs will come from the default 2 MiB pool of the hosts here unless they record another
+/// size.
+const HUGETLB_PAGE_SIZE: u64 = 2 << 20;
 
 /// What a madvise walk does to each VMA.
 #[derive(Clone)]
@@ -34,21 +89,128 @@ enum Behavior {
     Name(Option<Arc<str>>),
 }
 
+/// The lock a madvise advice runs under (`enum madvise_lock_mode`, chosen by `get_lock_mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LockMode {
+    /// `MADVISE_NO_LOCK`: memory-failure injection.
+    None,
+    /// `MADVISE_MMAP_READ_LOCK`.
+    MmapRead,
+    /// `MADVISE_MMAP_WRITE_LOCK`: the advice that change VMA flags.
+    MmapWrite,
+    /// `MADVISE_VMA_READ_LOCK`: the VMA's own read lock when the range lies in one VMA, else the mmap read
+    /// lock.
+    VmaRead,
+}
+
+/// `get_lock_mode`.
+pub(crate) fn lock_mode(advice: Advice) -> LockMode {
+    match advice {
+        Advice::HWPOISON | Advice::SOFT_OFFLINE => LockMode::None,
+        Advice::REMOVE
+        | Advice::WILLNEED
+        | Advice::COLD
+        | Advice::PAGEOUT
+        | Advice::POPULATE_READ
+        | Advice::POPULATE_WRITE
+        | Advice::COLLAPSE
+        | Advice::GUARD_INSTALL
+        | Advice::GUARD_REMOVE => LockMode::MmapRead,
+        Advice::DONTNEED | Advice::DONTNEED_LOCKED | Advice::FREE => LockMode::VmaRead,
+        _ => LockMode::MmapWrite,
+    }
+}
+
 impl Mm {
     /// `madvise(start, len, advice)`.
-    pub fn madvise(&mut self, start: u64, len: u64, advice: Advice) -> Result<(), Errno> {
-        if !matches!(
-            advice,
-            Advice::DONTNEED
-                | Advice::FREE
-                | Advice::DONTFORK
-                | Advice::DOFORK
-                | Advice::WIPEONFORK
-                | Advice::KEEPONFORK
-        ) {
+    pub fn madvise(&mut self, start: u64, len_in: u64, advice: Advice) -> Result<(), Errno> {
+        // madvise_should_skip: is_valid_madvise, then the empty range.
+        if !self.madvise_behavior_valid(advice) || start & !PAGE_MASK != 0 {
             return Err(Errno::EINVAL);
         }
-        self.locked(|mm| mm.madvise_range(start, len, Behavior::Advice(advice)))
+        let len = page_align(len_in);
+        if len_in != 0 && len == 0 {
+            return Err(Errno::EINVAL);
+        }
+        let Some(end) = start.checked_add(len) else { return Err(Errno::EINVAL) };
+        if end == start {
+            return Ok(());
+        }
+        match lock_mode(advice) {
+            LockMode::None => self.read_locked(|mm| mm.madvise_inject_error(advice, start, start + len_in)),
+            LockMode::MmapWrite => self.locked(|mm| mm.madvise_walk(start, end, &Behavior::Advice(advice))),
+            // The engine's model of these changes VMA state (module docs, "Order of checks", 3).
+            LockMode::MmapRead if matches!(advice, Advice::POPULATE_WRITE | Advice::GUARD_INSTALL) => {
+                self.locked(|mm| mm.madvise_do_behavior(start, end, advice))
+            }
+            LockMode::MmapRead => self.read_locked(|mm| mm.madvise_do_behavior(start, end, advice)),
+            LockMode::VmaRead => {
+                // try_vma_read_lock: the VMA at `start`, read-locked, when the range lies inside it.
+                let shared = self.shared();
+                if let Some(g) = lock_vma_under_rcu(&shared.locking, &shared.tree, start)
+                    && end <= g.vma().end()
+                {
+                    let v: V = g.vma();
+                    return self.madvise_vma(v, start, end, &Behavior::Advice(advice)).map(|_| ());
+                }
+                self.read_locked(|mm| mm.madvise_do_behavior(start, end, advice))
+            }
+        }
+    }
+
+    /// `madvise_behavior_valid` with this kernel's build options.
+    fn madvise_behavior_valid(&self, advice: Advice) -> bool {
+        match advice {
+            Advice::DOFORK
+            | Advice::DONTFORK
+            | Advice::NORMAL
+            | Advice::SEQUENTIAL
+            | Advice::RANDOM
+            | Advice::REMOVE
+            | Advice::WILLNEED
+            | Advice::DONTNEED
+            | Advice::DONTNEED_LOCKED
+            | Advice::FREE
+            | Advice::COLD
+            | Advice::PAGEOUT
+            | Advice::POPULATE_READ
+            | Advice::POPULATE_WRITE
+            | Advice::DONTDUMP
+            | Advice::DODUMP
+            | Advice::WIPEONFORK
+            | Advice::KEEPONFORK
+            | Advice::GUARD_INSTALL
+            | Advice::GUARD_REMOVE => true,
+            Advice::MERGEABLE | Advice::UNMERGEABLE => self.cfg.ksm,
+            Advice::HUGEPAGE | Advice::NOHUGEPAGE | Advice::COLLAPSE => self.cfg.transparent_hugepage,
+            Advice::HWPOISON | Advice::SOFT_OFFLINE => self.cfg.memory_failure,
+            _ => false,
+        }
+    }
+
+    /// `madvise_do_behavior` (not memory failure): populate, or the walk.
+    fn madvise_do_behavior(&mut self, start: u64, end: u64, advice: Advice) -> Result<(), Errno> {
+        match advice {
+            Advice::POPULATE_READ => self.faultin_page_range(start, end, false),
+            Advice::POPULATE_WRITE => self.faultin_page_range(start, end, true),
+            _ => self.madvise_walk(start, end, &Behavior::Advice(advice)),
+        }
+    }
+
+    /// `madvise_inject_error` for `[start, end)` (`end` not page-aligned: the kernel adds the raw length).
+    fn madvise_inject_error(&mut self, advice: Advice, start: u64, end: u64) -> Result<(), Errno> {
+        debug_assert!(matches!(advice, Advice::HWPOISON | Advice::SOFT_OFFLINE));
+        if !self.cfg.cap_sys_admin {
+            return Err(Errno::EPERM);
+        }
+        let mut addr = start;
+        while addr < end {
+            // get_user_pages_fast(start, 1, 0, &page): a read, no FOLL_FORCE, no stack growth.
+            self.access(addr, false, true)?;
+            // memory_failure / soft_offline_page act on the page itself: page state, not modelled.
+            addr += PAGE_SIZE;
+        }
+        Ok(())
     }
 
     /// `prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, start, len, name)`; `None` clears.
@@ -68,11 +230,11 @@ impl Mm {
                 Some(Arc::<str>::from(n))
             }
         };
-        self.locked(|mm| mm.madvise_range(start, len, Behavior::Name(name)))
+        self.locked(|mm| mm.madvise_set_anon_name(start, len, Behavior::Name(name)))
     }
 
-    /// The common range checks and the walk.
-    fn madvise_range(&mut self, start: u64, len_in: u64, b: Behavior) -> Result<(), Errno> {
+    /// `madvise_set_anon_name`: its own range checks, then the walk.
+    fn madvise_set_anon_name(&mut self, start: u64, len_in: u64, b: Behavior) -> Result<(), Errno> {
         if start & !PAGE_MASK != 0 {
             return Err(Errno::EINVAL);
         }
@@ -84,17 +246,18 @@ impl Mm {
         if end == start {
             return Ok(());
         }
-        let n = self.vmas_between(start, end).count() as u64;
-        if matches!(
-            b,
-            Behavior::Name(_)
-                | Behavior::Advice(
-                    Advice::DONTFORK | Advice::DOFORK | Advice::WIPEONFORK | Advice::KEEPONFORK
-                )
-        ) {
+        self.madvise_walk(start, end, &b)
+    }
+
+    /// `madvise_walk_vmas` over `[start, end)` (non-empty).
+    fn madvise_walk(&mut self, start: u64, end: u64, b: &Behavior) -> Result<(), Errno> {
+        if matches!(b, Behavior::Name(_))
+            || matches!(b, Behavior::Advice(a) if lock_mode(*a) == LockMode::MmapWrite)
+        {
+            // Worst case per VMA: two splits and the stores, reserved before anything changes.
+            let n = self.vmas_between(start, end).count() as u64;
             self.reserve(3 * n).map_err(|_| Errno::EAGAIN)?;
         }
-        // madvise_walk_vmas.
         let mut unmapped_error = Ok(());
         let mut start = start;
         let mut vma = self.find(start);
@@ -108,7 +271,7 @@ impl Mm {
                 }
             }
             let tmp = a.end().min(end);
-            let prev_end = self.madvise_vma(a, start, tmp, &b)?;
+            let prev_end = self.madvise_vma(a, start, tmp, b)?;
             start = tmp.max(prev_end);
             if start >= end {
                 break;
@@ -118,8 +281,8 @@ impl Mm {
         unmapped_error
     }
 
-    /// One VMA of the walk: `[start, end)` inside `a`. Returns the end of the VMA that now covers `start`
-    /// (the walk's `prev`).
+    /// `madvise_vma_behavior` for `[start, end)` inside `a`. Returns the end of the VMA that now covers
+    /// `start` (the walk's `prev`).
     fn madvise_vma(&mut self, a: V, start: u64, end: u64, b: &Behavior) -> Result<u64, Errno> {
         // mseal hook (sys2; `mm/madvise.c: madvise_vma_behavior` asks `can_madvise_modify` first, see
         // `super::mseal`).
@@ -131,51 +294,241 @@ impl Mm {
         let flags = a.fl();
         let mut new_flags = flags;
         let mut new_name = a.anon_name();
-        match b {
-            Behavior::Advice(Advice::DONTNEED) => {
-                if flags.intersects(VmFlags::PFNMAP | VmFlags::LOCKED) {
+        let advice = match b {
+            Behavior::Name(n) => {
+                // Only anonymous mappings can be named.
+                if a.file().is_some_and(|f| f.kind != FileKind::ShmemZero) {
+                    return Err(Errno::EBADF);
+                }
+                new_name = n.clone();
+                None
+            }
+            Behavior::Advice(advice) => Some(*advice),
+        };
+        match advice {
+            None => {}
+            Some(Advice::REMOVE) => {
+                self.madvise_remove(a)?;
+                return Ok(a.end());
+            }
+            Some(Advice::WILLNEED) => {
+                if a.file().is_none() && !self.cfg.swap {
+                    return Err(Errno::EBADF);
+                }
+                return Ok(a.end());
+            }
+            Some(Advice::COLD | Advice::PAGEOUT) => {
+                // can_madv_lru_vma.
+                if flags.intersects(VmFlags::LOCKED | VmFlags::PFNMAP | VmFlags::HUGETLB) {
                     return Err(Errno::EINVAL);
                 }
                 return Ok(a.end());
             }
-            Behavior::Advice(Advice::FREE) => {
-                if !a.is_anonymous() || flags.intersects(VmFlags::PFNMAP | VmFlags::LOCKED) {
-                    return Err(Errno::EINVAL);
-                }
+            Some(adv @ (Advice::FREE | Advice::DONTNEED | Advice::DONTNEED_LOCKED)) => {
+                self.madvise_dontneed_free(a, start, end, adv)?;
                 return Ok(a.end());
             }
-            Behavior::Advice(Advice::DONTFORK) => new_flags |= VmFlags::DONTCOPY,
-            Behavior::Advice(Advice::DOFORK) => {
+            Some(Advice::COLLAPSE) => {
+                self.madvise_collapse(a, start, end)?;
+                return Ok(a.end());
+            }
+            Some(Advice::GUARD_INSTALL) => {
+                self.madvise_guard_install(a, start, end)?;
+                return Ok(a.end());
+            }
+            Some(Advice::GUARD_REMOVE) => {
+                if !Self::is_valid_guard_vma(a, true) {
+                    return Err(Errno::EINVAL);
+                }
+                self.guards.clear(start, end);
+                return Ok(a.end());
+            }
+            Some(Advice::NORMAL) => new_flags &= !(VmFlags::RAND_READ | VmFlags::SEQ_READ),
+            Some(Advice::SEQUENTIAL) => new_flags = (new_flags & !VmFlags::RAND_READ) | VmFlags::SEQ_READ,
+            Some(Advice::RANDOM) => new_flags = (new_flags & !VmFlags::SEQ_READ) | VmFlags::RAND_READ,
+            Some(Advice::DONTFORK) => new_flags |= VmFlags::DONTCOPY,
+            Some(Advice::DOFORK) => {
                 if new_flags.intersects(VmFlags::IO) {
                     return Err(Errno::EINVAL);
                 }
                 new_flags &= !VmFlags::DONTCOPY;
             }
-            Behavior::Advice(Advice::WIPEONFORK) => {
+            Some(Advice::WIPEONFORK) => {
+                // Only anonymous memory.
                 if a.is_file_backed() || new_flags.intersects(VmFlags::SHARED) {
                     return Err(Errno::EINVAL);
                 }
                 new_flags |= VmFlags::WIPEONFORK;
             }
-            Behavior::Advice(Advice::KEEPONFORK) => new_flags &= !VmFlags::WIPEONFORK,
-            Behavior::Advice(_) => return Err(Errno::EINVAL),
-            Behavior::Name(n) => {
-                if a.file().is_some_and(|f| f.kind != super::FileKind::ShmemZero) {
-                    return Err(Errno::EBADF);
+            Some(Advice::KEEPONFORK) => {
+                if new_flags.intersects(VmFlags::DROPPABLE) {
+                    return Err(Errno::EINVAL);
                 }
-                new_name = n.clone();
+                new_flags &= !VmFlags::WIPEONFORK;
             }
+            Some(Advice::DONTDUMP) => new_flags |= VmFlags::DONTDUMP,
+            Some(Advice::DODUMP) => {
+                if (!flags.intersects(VmFlags::HUGETLB) && new_flags.intersects(VmFlags::SPECIAL))
+                    || new_flags.intersects(VmFlags::DROPPABLE)
+                {
+                    return Err(Errno::EINVAL);
+                }
+                new_flags &= !VmFlags::DONTDUMP;
+            }
+            // ksm_madvise: KSM-incompatible VMAs ignore the advice (`__ksm_enter` is not modelled).
+            Some(Advice::MERGEABLE) if !flags.intersects(VmFlags::MERGEABLE) && Self::ksm_compatible(a) => {
+                new_flags |= VmFlags::MERGEABLE;
+            }
+            Some(Advice::MERGEABLE) => {}
+            // ksm_madvise: unmerging the pages is page state.
+            Some(Advice::UNMERGEABLE) => new_flags &= !VmFlags::MERGEABLE,
+            // hugepage_madvise (khugepaged_enter_vma registers the mm: not visible).
+            Some(Advice::HUGEPAGE) => new_flags = (new_flags & !VmFlags::NOHUGEPAGE) | VmFlags::HUGEPAGE,
+            Some(Advice::NOHUGEPAGE) => new_flags = (new_flags & !VmFlags::HUGEPAGE) | VmFlags::NOHUGEPAGE,
+            // Populate and memory failure never walk VMAs (`madvise_do_behavior`).
+            Some(_) => return Err(Errno::EINVAL),
         }
+        // madvise_update_vma.
         if new_flags == flags && a.name_is(new_name.as_ref()) {
             return Ok(a.end());
         }
-        let t = self
-            .vma_modify(a, start, end, new_flags, new_name.as_ref())
-            .map_err(|e| if e == Errno::ENOMEM { Errno::EAGAIN } else { e })?;
+        let t = if advice.is_some() {
+            self.vma_modify_flags(a, start, end, &mut new_flags, new_name.as_ref())
+        } else {
+            // vma_modify_name: the flags are reset to the middle VMA's, sticky ones included or not.
+            self.vma_modify(a, start, end, new_flags, new_name.as_ref())
+        }
+        .map_err(|e| if e == Errno::ENOMEM { Errno::EAGAIN } else { e })?;
         self.set_flags(t, new_flags);
         if !t.name_is(new_name.as_ref()) {
             self.set_name(t, new_name);
         }
         Ok(t.end())
+    }
+
+    /// `madvise_remove`.
+    fn madvise_remove(&self, a: V) -> Result<(), Errno> {
+        let fl = a.fl();
+        if fl.intersects(VmFlags::LOCKED) {
+            return Err(Errno::EINVAL);
+        }
+        if a.file().is_none() {
+            return Err(Errno::EINVAL);
+        }
+        // vma_is_shared_maywrite.
+        if !fl.contains(VmFlags::SHARED | VmFlags::MAYWRITE) {
+            return Err(Errno::EACCES);
+        }
+        // vfs_fallocate(PUNCH_HOLE | KEEP_SIZE): the file keeps its size; its pages are not modelled.
+        Ok(())
+    }
+
+    /// `madvise_dontneed_free` (its validity checks; the zap is page state and keeps guard markers).
+    fn madvise_dontneed_free(&self, a: V, start: u64, end: u64, advice: Advice) -> Result<(), Errno> {
+        let fl = a.fl();
+        // madvise_dontneed_free_valid_vma.
+        let end = if !fl.intersects(VmFlags::HUGETLB) {
+            let mut forbidden = VmFlags::PFNMAP;
+            if advice != Advice::DONTNEED_LOCKED {
+                forbidden |= VmFlags::LOCKED;
+            }
+            if fl.intersects(forbidden) {
+                return Err(Errno::EINVAL);
+            }
+            end
+        } else {
+            if advice == Advice::FREE || start & (HUGETLB_PAGE_SIZE - 1) != 0 {
+                return Err(Errno::EINVAL);
+            }
+            end & !(HUGETLB_PAGE_SIZE - 1)
+        };
+        if start == end {
+            return Ok(());
+        }
+        // madvise_free_single_vma: anonymous memory only.
+        if advice == Advice::FREE && !a.is_anonymous() {
+            return Err(Errno::EINVAL);
+        }
+        Ok(())
+    }
+
+    /// `madvise_collapse` (module docs).
+    fn madvise_collapse(&self, a: V, start: u64, end: u64) -> Result<(), Errno> {
+        if !self.thp_allows_forced_collapse(a) {
+            return Err(Errno::EINVAL);
+        }
+        let hstart = (start + HPAGE_PMD_SIZE - 1) & !(HPAGE_PMD_SIZE - 1);
+        let hend = end & !(HPAGE_PMD_SIZE - 1);
+        // `thps == ((hend - hstart) >> HPAGE_PMD_SHIFT)` with no block collapsed: true only for hstart == hend
+        // (hend < hstart wraps to a huge count).
+        if hstart == hend {
+            return Ok(());
+        }
+        // Blocks to collapse (or a wrapped count): the outcome depends on the pages present; without page
+        // tables the engine answers as for blocks never faulted in (SCAN_PMD_NULL → EINVAL).
+        Err(Errno::EINVAL)
+    }
+
+    /// `thp_vma_allowable_order(vma, vm_flags, TVA_FORCED_COLLAPSE, PMD_ORDER)`.
+    fn thp_allows_forced_collapse(&self, a: V) -> bool {
+        let fl = a.fl();
+        // vma_thp_disabled (MMF_DISABLE_THP is not modelled), then VM_NO_KHUGEPAGED.
+        if fl.intersects(VmFlags::NOHUGEPAGE) || fl.intersects(VmFlags::NO_KHUGEPAGED) {
+            return false;
+        }
+        // thp_vma_suitable_order(vma, vm_end - HPAGE_PMD_SIZE, PMD_ORDER): a whole aligned block inside the VMA,
+        // and for files a file offset that stays aligned with it.
+        let pmd_pages = HPAGE_PMD_SIZE >> super::config::PAGE_SHIFT;
+        let file_offset_misaligned =
+            !(a.start() >> super::config::PAGE_SHIFT).wrapping_sub(a.pgoff()).is_multiple_of(pmd_pages);
+        if a.is_file_backed() && file_offset_misaligned {
+            return false;
+        }
+        let Some(last) = a.end().checked_sub(HPAGE_PMD_SIZE) else { return false };
+        let haddr = last & !(HPAGE_PMD_SIZE - 1);
+        if haddr < a.start() || haddr + HPAGE_PMD_SIZE > a.end() {
+            return false;
+        }
+        match a.file() {
+            // shmem_allowable_huge_orders with the collapse forced: anything but `deny`.
+            Some(f) if f.kind == FileKind::ShmemZero => self.cfg.thp_shmem_enabled != super::ThpMode::Deny,
+            // file_thp_enabled: read-only THP of regular files nobody has open for writing.
+            Some(f) => self.cfg.read_only_thp_for_fs && !f.writable,
+            // Anonymous memory: only once it has an anon_vma.
+            None => a.anon().is_some(),
+        }
+    }
+
+    /// `is_valid_guard_vma`.
+    fn is_valid_guard_vma(a: V, allow_locked: bool) -> bool {
+        let mut disallowed = VmFlags::SPECIAL | VmFlags::HUGETLB;
+        if !allow_locked {
+            disallowed |= VmFlags::LOCKED;
+        }
+        !a.fl().intersects(disallowed)
+    }
+
+    /// `madvise_guard_install` for `[start, end)` inside `a`.
+    fn madvise_guard_install(&mut self, a: V, start: u64, end: u64) -> Result<(), Errno> {
+        if !Self::is_valid_guard_vma(a, false) {
+            return Err(Errno::EINVAL);
+        }
+        // vma_flag_set_atomic(vma, VM_MAYBE_GUARD_BIT): the whole VMA, no split.
+        if !a.fl().intersects(VmFlags::MAYBE_GUARD) {
+            self.set_flags(a, a.fl() | VmFlags::MAYBE_GUARD);
+        }
+        if a.is_anonymous() {
+            self.anon_vma_prepare(a);
+        }
+        // The markers replace whatever was mapped there (the zap is page state).
+        self.guards.install(start, end);
+        Ok(())
+    }
+
+    /// `ksm_compatible`: VMAs KSM leaves alone (`MADV_MERGEABLE` is then ignored). DAX is not modelled.
+    fn ksm_compatible(a: V) -> bool {
+        !a.fl().intersects(
+            VmFlags::SHARED | VmFlags::MAYSHARE | VmFlags::SPECIAL | VmFlags::HUGETLB | VmFlags::DROPPABLE,
+        )
     }
 }

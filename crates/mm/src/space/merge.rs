@@ -2,7 +2,8 @@
 //!
 //! # Mergeability
 //!
-//! A proposed range ([`Cand`]) can join a neighbour when: flags are identical (`VM_SOFTDIRTY` aside), the file
+//! A proposed range ([`Cand`]) can join a neighbour when: flags are identical but for `VM_IGNORE_MERGE`
+//! (`VM_SOFTDIRTY` and the sticky flags), the file
 //! is the same object, the anonymous names are equal, the page offsets continue linearly across the boundary,
 //! the two touch, and the anon_vmas are compatible (`is_mergeable_anon_vma`):
 //!
@@ -14,6 +15,14 @@
 //! Merging with both neighbours additionally needs the two neighbours' anon_vmas to be compatible with each
 //! other. `VM_SPECIAL` VMAs never merge. (`can_merge_remove_vma` always holds: no modelled VMA has a `close`
 //! operation.)
+//!
+//! # Sticky flags
+//!
+//! `VM_STICKY` flags (`VM_MAYBE_GUARD`, and `VM_SOFTDIRTY` where configured) do not prevent a merge, and the
+//! merged VMA gets every sticky flag any of its parts had (the range's, the target's, and a removed
+//! neighbour's: `vma_expand`, `vma_merge_existing_range`), so a guard region's `VM_MAYBE_GUARD` survives the
+//! merge. [`Mm::vma_modify_flags`] then hands the merged flags back to the caller, which sets them (the
+//! `vm_flags_ptr` of the kernel's `vma_modify_flags`).
 //!
 //! # New ranges (mmap, brk, mremap targets)
 //!
@@ -62,7 +71,7 @@ impl Cand<'_> {
 
 /// `is_mergeable_vma`.
 fn mergeable_vma(t: V, c: &Cand<'_>) -> bool {
-    ((t.fl() ^ c.flags) & !VmFlags::SOFTDIRTY).is_empty() && t.file_is(c.file) && t.name_is(c.name)
+    ((t.fl() ^ c.flags) & !VmFlags::IGNORE_MERGE).is_empty() && t.file_is(c.file) && t.name_is(c.name)
 }
 
 /// `is_mergeable_anon_vma`.
@@ -146,7 +155,8 @@ impl Mm {
     }
 
     /// Executes a [`NewMerge`] (`vma_expand`): the target grows over the range (and next); a target without
-    /// anon_vma adopts the removed next's, else the range's (`dup_anon_vma`). Returns the target.
+    /// anon_vma adopts the removed next's, else the range's (`dup_anon_vma`); the target gets the sticky flags
+    /// of the range (`c_flags`), its own and the removed next's. Returns the target.
     pub(crate) fn apply_new_merge(
         &mut self,
         m: NewMerge,
@@ -154,8 +164,10 @@ impl Mm {
         c_end: u64,
         c_pgoff: u64,
         c_anon: &AnonState,
+        c_flags: VmFlags,
     ) -> V {
-        match m {
+        let sticky = c_flags & VmFlags::STICKY;
+        let target = match m {
             NewMerge::None => unreachable!("apply_new_merge without a merge"),
             NewMerge::Left(p) => {
                 self.set_end(p, c_end);
@@ -169,6 +181,7 @@ impl Mm {
             }
             NewMerge::Both(p, n) => {
                 let next_anon = n.anon().clone();
+                let next_sticky = n.fl() & VmFlags::STICKY;
                 // prev's store covers the range and next; next then leaves.
                 self.set_end(p, n.end());
                 self.remove(n);
@@ -177,8 +190,19 @@ impl Mm {
                 } else {
                     self.adopt_anon(p, c_anon);
                 }
+                self.add_sticky(p, next_sticky);
                 p
             }
+        };
+        self.add_sticky(target, sticky);
+        target
+    }
+
+    /// `vm_flags_set(target, sticky_flags)` after a merge.
+    fn add_sticky(&mut self, target: V, sticky: VmFlags) {
+        let fl = target.fl();
+        if !fl.contains(sticky) {
+            self.set_flags(target, fl | sticky);
         }
     }
 
@@ -231,7 +255,15 @@ impl Mm {
         }
         let remove_middle = left_side && right_side;
         let mid_anon = middle.anon().clone();
-        if merge_left && merge_right {
+        // The requested flags' sticky bits, the merged neighbours' added below.
+        let mut sticky = flags & VmFlags::STICKY;
+        if merge_right {
+            sticky |= next.unwrap().fl() & VmFlags::STICKY;
+        }
+        if merge_left {
+            sticky |= prev.unwrap().fl() & VmFlags::STICKY;
+        }
+        let target = if merge_left && merge_right {
             let (p, n) = (prev.unwrap(), next.unwrap());
             let next_anon = n.anon().clone();
             // prev's store covers middle and next; both then leave.
@@ -239,7 +271,7 @@ impl Mm {
             self.remove(middle);
             self.remove(n);
             self.adopt_anon(p, if next_anon.is_some() { &next_anon } else { &mid_anon });
-            Some(p)
+            p
         } else if merge_left {
             let p = prev.unwrap();
             // prev grows over the range first; middle's tree range then already is its new one.
@@ -251,7 +283,7 @@ impl Mm {
                 self.set_range(middle, end, m_end, pg);
             }
             self.adopt_anon(p, &mid_anon);
-            Some(p)
+            p
         } else {
             let n = next.unwrap();
             let new_pgoff = n.pgoff().wrapping_sub((n.start() - start) >> PAGE_SHIFT);
@@ -263,8 +295,10 @@ impl Mm {
                 self.set_end(middle, start);
             }
             self.adopt_anon(n, &mid_anon);
-            Some(n)
-        }
+            n
+        };
+        self.add_sticky(target, sticky);
+        Some(target)
     }
 
     /// `vma_modify`: makes `[start, end)` (inside `middle`) a VMA of its own, by merging with a neighbour when
@@ -282,8 +316,12 @@ impl Mm {
         if let Some(v) = self.merge_existing(middle, start, end, flags, name) {
             return Ok(v);
         }
-        // As `vma_modify`: the part below `start` splits off as a new VMA (`new_below`) and so does the part
-        // above `end`, so `middle` itself becomes the VMA of `[start, end)`.
+        self.split_to(middle, start, end)
+    }
+
+    /// `vma_modify` when no merge applies: the part below `start` splits off as a new VMA (`new_below`) and so
+    /// does the part above `end`, so `middle` itself becomes the VMA of `[start, end)`.
+    fn split_to(&mut self, middle: V, start: u64, end: u64) -> Result<V, Errno> {
         if middle.start() < start {
             self.split_checked(middle, start, true)?;
         }
@@ -291,5 +329,23 @@ impl Mm {
             self.split_checked(middle, end, false)?;
         }
         Ok(middle)
+    }
+
+    /// `vma_modify_flags`: [`Mm::vma_modify`] for a change of flags to `*flags`; after a merge, `*flags`
+    /// becomes the merged VMA's flags (the requested ones plus the sticky flags the merge kept), which the
+    /// caller then sets.
+    pub(crate) fn vma_modify_flags(
+        &mut self,
+        middle: V,
+        start: u64,
+        end: u64,
+        flags: &mut VmFlags,
+        name: Option<&Arc<str>>,
+    ) -> Result<V, Errno> {
+        if let Some(v) = self.merge_existing(middle, start, end, *flags, name) {
+            *flags = v.fl();
+            return Ok(v);
+        }
+        self.split_to(middle, start, end)
     }
 }

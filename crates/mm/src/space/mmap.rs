@@ -12,8 +12,10 @@
 //!    `MAP_SYNC` (`VM_SYNC`, whatever the mapping) and `MAP_STACK` (`VM_NOHUGEPAGE` with THP);
 //! 3. `get_unmapped_area` (ENOMEM / EINVAL / EPERM, or an address in the error range handed back as that
 //!    error, see [`super::unmapped`]);
-//! 4. `MAP_FIXED_NOREPLACE` over an existing VMA: EEXIST; `MAP_LOCKED` without the right to lock (EPERM)
-//!    or beyond `RLIMIT_MEMLOCK` (EAGAIN);
+//! 4. `MAP_FIXED_NOREPLACE` over an existing VMA: EEXIST; `MAP_LOCKED` without the right to mlock: EPERM; a
+//!    locked mapping (`MAP_LOCKED`, or `VM_LOCKED` from `mm->def_flags` after `mlockall(MCL_FUTURE)`) that
+//!    would take `locked_vm` past `RLIMIT_MEMLOCK` without CAP_IPC_LOCK: EAGAIN (`mlock_future_ok`, which
+//!    counts the pages a `MAP_FIXED` mapping replaces too);
 //! 5. file: offset beyond the maximum file size: EOVERFLOW; by type: `MAP_SHARED` drops flags outside
 //!    `LEGACY_MAP_MASK`, `MAP_SHARED_VALIDATE` refuses them (EOPNOTSUPP; `MAP_SYNC` is allowed where the file
 //!    system supports it: regular files, as ext4), shared writable needs a file opened for writing (EACCES),
@@ -29,9 +31,11 @@
 //!    `VM_SYNC` on a file that is not DAX (EOPNOTSUPP), hugetlbfs's page offset and reservation checks
 //!    (EINVAL, ENOMEM). Then the range merges with its neighbours (`vma_merge_new_range`) or becomes a new
 //!    VMA (shared anonymous memory gets its shmem object now, so it never merges when created); a locked
-//!    hugetlb VMA loses `VM_LOCKED`.
-//! 7. `MAP_POPULATE` (or `MAP_LOCKED`) faults the range in afterwards: writes for private writable VMAs,
-//!    which gives them an anon_vma; hugetlb pages are taken from the pool.
+//!    hugetlb VMA loses `VM_LOCKED`. A locked result is charged to `locked_vm` (`__mmap_complete`; a VMA that
+//!    cannot be locked loses `VM_LOCKED` instead).
+//! 7. `MAP_POPULATE` or a locked mapping faults the range in afterwards, errors ignored (`__mm_populate`:
+//!    writes for private writable VMAs, which gives them an anon_vma; nothing for `VM_LOCKONFAULT`; hugetlb
+//!    pages are taken from the pool).
 
 use std::sync::Arc;
 
@@ -129,6 +133,7 @@ impl Mm {
         }
         let mut vm_flags = calc_vm_prot_bits(prot, pkey)
             | self.calc_vm_flag_bits(flags)
+            | self.def_flags
             | VmFlags::MAYREAD
             | VmFlags::MAYWRITE
             | VmFlags::MAYEXEC;
@@ -237,31 +242,10 @@ impl Mm {
         if flags.contains(MapFlags::SYNC) {
             f |= VmFlags::SYNC;
         }
-        if flags.contains(MapFlags::STACK) && self.cfg.thp {
+        if flags.contains(MapFlags::STACK) && self.cfg.transparent_hugepage {
             f |= VmFlags::NOHUGEPAGE;
         }
         f
-    }
-
-    /// `can_do_mlock`: a non-zero `RLIMIT_MEMLOCK` or CAP_IPC_LOCK.
-    fn can_do_mlock(&self) -> bool {
-        self.cfg.memlock_rlimit != 0 || self.cfg.cap_ipc_lock
-    }
-
-    /// `mlock_future_ok(mm, vm_flags, bytes)`: a locked mapping of `bytes` more stays within `RLIMIT_MEMLOCK`
-    /// (or the caller has CAP_IPC_LOCK).
-    fn mlock_future_ok(&self, vm_flags: VmFlags, bytes: u64) -> bool {
-        if !vm_flags.intersects(VmFlags::LOCKED) || self.cfg.cap_ipc_lock {
-            return true;
-        }
-        let locked = (bytes >> PAGE_SHIFT) + self.locked_vm_pages();
-        locked <= self.cfg.memlock_rlimit >> PAGE_SHIFT
-    }
-
-    /// `mm->locked_vm`: pages of `VM_LOCKED` VMAs (counted from the VMAs; the mlock calls keep no separate
-    /// counter yet).
-    fn locked_vm_pages(&self) -> u64 {
-        self.areas().filter(|v| v.fl().intersects(VmFlags::LOCKED)).map(|v| v.pages()).sum()
     }
 
     /// `__mmap_region`.
@@ -329,7 +313,8 @@ impl Mm {
         };
         let m = self.plan_new_merge(&c, false);
         if !m.is_none() {
-            self.apply_new_merge(m, addr, end, pgoff, &none);
+            let v = self.apply_new_merge(m, addr, end, pgoff, &none, vm_flags);
+            self.mmap_lock_complete(v, len);
             return Ok(addr);
         }
         let file = match file {
@@ -337,7 +322,7 @@ impl Mm {
             None if vm_flags.intersects(VmFlags::SHARED) => Some(self.shmem_zero_file(len)),
             None => None,
         };
-        self.insert_new(NewVma {
+        let v = self.insert_new(NewVma {
             start: addr,
             end,
             flags: vm_flags,
@@ -346,7 +331,21 @@ impl Mm {
             anon: AnonState::EMPTY,
             name: None,
         });
+        self.mmap_lock_complete(v, len);
         Ok(addr)
+    }
+
+    /// `__mmap_complete`'s mlock part: a locked VMA is charged `len` to `locked_vm`, or loses its lock bits
+    /// when it is of a kind that cannot be locked (`vma_supports_mlock`).
+    fn mmap_lock_complete(&mut self, v: super::tree::V, len: u64) {
+        if !v.fl().intersects(VmFlags::LOCKED) {
+            return;
+        }
+        if Self::vma_supports_mlock(v) {
+            self.locked_vm += len >> PAGE_SHIFT;
+        } else {
+            self.set_flags(v, v.fl().difference(VmFlags::LOCKED_MASK));
+        }
     }
 
     /// `shmem_zero_setup`: a new shmem object of `len` bytes, shown as `/dev/zero (deleted)` on 00:01.
@@ -356,28 +355,8 @@ impl Mm {
         VmFile::shmem_zero(ino, len)
     }
 
-    /// `__mm_populate` with errors ignored: each accessible VMA in the range is faulted from its first page;
-    /// a private writable one with write faults (`FOLL_WRITE`), which give it an anon_vma (even beyond the
-    /// end of a file: the anon_vma is prepared before the file page is looked up); a hugetlb VMA page by page
-    /// from its pool, up to the first page the pool cannot give.
+    /// `mm_populate`: `__mm_populate` with errors ignored ([`super::populate`]).
     pub(crate) fn populate(&mut self, start: u64, len: u64) {
-        let end = start.saturating_add(len);
-        let mut nstart = start;
-        while nstart < end {
-            let Some(v) = self.find_intersection(nstart, end) else { break };
-            let fl = v.fl();
-            let faultable =
-                !fl.intersects(VmFlags::IO | VmFlags::PFNMAP) && !fl.intersects(VmFlags::LOCKONFAULT);
-            if faultable && fl.intersects(VmFlags::HUGETLB) && fl.intersects(VmFlags::ACCESS_FLAGS) {
-                let size = v.file().and_then(|f| f.huge_page_size()).unwrap_or(super::PAGE_SIZE);
-                let mut a = nstart.max(v.start()) & !(size - 1);
-                while a < v.end().min(end) && self.hugetlb_fault(v, a).is_ok() {
-                    a += size;
-                }
-            } else if faultable && fl.intersection(VmFlags::WRITE | VmFlags::SHARED) == VmFlags::WRITE {
-                self.anon_vma_prepare(v);
-            }
-            nstart = v.end().min(end);
-        }
+        let _ = self.mm_populate(start, len, true);
     }
 }

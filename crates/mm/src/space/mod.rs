@@ -4,8 +4,11 @@
 //!
 //! An [`Mm`] is a set of non-overlapping, page-aligned VMAs, each a pool [`Vma`](crate::vma::Vma) with its
 //! flags, file and page offset, anon_vma state and anonymous name, kept in one maple tree ([`tree`]), plus the
-//! program break and the layout (`mmap_base`, `start_stack`). The calls (`mmap`, `munmap`, `mprotect`,
-//! `mremap`, `madvise`, `brk`, `set_anon_name`, `fault`, `fork`) follow the kernel's code paths step for step:
+//! program break and the layout (`mmap_base`, `start_stack`), the mlock state (`mm->locked_vm`,
+//! `mm->def_flags`) and the guard markers ([`guard`]: the page-table state `MADV_GUARD_INSTALL` leaves, kept
+//! aside until the engine has page tables). The calls (`mmap`, `munmap`, `mprotect`, `mremap`, `madvise`,
+//! `mlock`, `mlock2`, `munlock`, `mlockall`, `munlockall`, `msync`, `brk`, `set_anon_name`, `fault`, `fork`)
+//! follow the kernel's code paths step for step:
 //! the same argument checks in the same order (so the same errno wins when several apply), the same
 //! split-then-merge decisions (`vma_merge_new_range`, `vma_merge_existing_range`, `vma_modify`, `__split_vma`;
 //! the kernel's rules), and the same partial-progress behaviour where Linux has it (mprotect stops at the
@@ -29,7 +32,9 @@
 //!
 //! The tree is valid and exact (each range is its VMA's range); VMAs are non-empty, page-aligned, below
 //! `TASK_SIZE`, attached and of this mm; `map_count` is their number; a VMA's anon_vma chain is empty exactly
-//! when it has no anon_vma, and the published anon_vma is the chain's; shared VMAs never have an anon_vma.
+//! when it has no anon_vma, and the published anon_vma is the chain's; shared VMAs never have an anon_vma;
+//! every guarded page lies in a `VM_MAYBE_GUARD` VMA ([`guard`]); `locked_vm` is at least the pages of the
+//! `VM_LOCKED` VMAs (more only after `MREMAP_DONTUNMAP` of a locked VMA, which Linux does not uncharge).
 //! Adjacent VMAs that Linux would have merged are *not* an invariant: Linux does not merge on every path
 //! (munmap never merges; a failed second split leaves two identical neighbours), so neither does the engine.
 
@@ -41,16 +46,20 @@ mod brk;
 pub mod config;
 
 mod fork;
+pub mod guard;
 mod hugetlb;
 mod madvise;
 mod maps;
 mod merge;
+mod mlock;
 mod mmap;
 mod mprotect;
 mod mremap;
 mod mseal;
+mod msync;
 mod munmap;
 mod pkeys;
+mod populate;
 pub mod tree;
 mod unmapped;
 
@@ -58,10 +67,13 @@ use std::fmt;
 use std::sync::Arc;
 
 pub use crate::vma::{AnonState, AnonVma, FileKind, VmFile, VmFlags, VmaSnapshot};
-pub use config::{HugetlbConfig, HugetlbPool, MmConfig, Overcommit, PAGE_SIZE, TASK_SIZE};
+pub use config::{HugetlbConfig, HugetlbPool, MmConfig, Overcommit, PAGE_SIZE, TASK_SIZE, ThpMode};
+pub use guard::GuardMarkers;
 pub use tree::MmShared;
 use tree::{V, VmaExt, Vmas};
-pub use vmspace_abi::{Advice, Errno, MapFlags, MremapFlags, PkeyRights, Prot};
+pub use vmspace_abi::{
+    Advice, Errno, MapFlags, MclFlags, MlockFlags, MremapFlags, MsyncFlags, PkeyRights, Prot,
+};
 
 /// Page mask (`PAGE_MASK` is `!(PAGE_SIZE - 1)`).
 const PAGE_MASK: u64 = !(PAGE_SIZE - 1);
@@ -82,6 +94,13 @@ pub struct Mm {
     alloc_budget: Option<u64>,
     /// Next inode number for shmem and hugetlbfs objects.
     next_shmem_ino: u64,
+    /// `mm->locked_vm`: pages charged to `RLIMIT_MEMLOCK` (mlock, `MAP_LOCKED`, `MCL_FUTURE` mappings).
+    locked_vm: u64,
+    /// `mm->def_flags`: flags every new mapping, brk extension and stack gets (`VM_LOCKED` and
+    /// `VM_LOCKONFAULT` after `mlockall(MCL_FUTURE)`).
+    def_flags: VmFlags,
+    /// The guard markers `MADV_GUARD_INSTALL` left ([`guard`]).
+    guards: GuardMarkers,
     /// The VMA tree, the locks and the pool.
     vmas: Vmas,
     /// Protection keys ([`pkeys`]).
@@ -94,12 +113,15 @@ pub struct Mm {
 }
 
 impl fmt::Debug for Mm {
+    /// The VMAs (snapshots, in order), then the mlock state and the guard markers.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut l = f.debug_list();
-        for v in self.areas() {
-            l.entry(&v.snapshot());
-        }
-        l.finish()
+        let vmas: Vec<VmaSnapshot> = self.areas().map(|v| v.snapshot()).collect();
+        f.debug_struct("Mm")
+            .field("vmas", &vmas)
+            .field("locked_vm", &self.locked_vm)
+            .field("def_flags", &self.def_flags)
+            .field("guards", &self.guards)
+            .finish()
     }
 }
 
@@ -127,6 +149,9 @@ impl Mm {
             cfg,
             alloc_budget: None,
             next_shmem_ino: 1,
+            locked_vm: 0,
+            def_flags: VmFlags::NONE,
+            guards: GuardMarkers::new(),
             vmas: Vmas::new(pool),
         }
     }
@@ -145,6 +170,26 @@ impl Mm {
     /// The hugetlb pools (one per huge page size) with the pages they have left.
     pub fn huge_pools(&self) -> Vec<Arc<crate::vma::HugePool>> {
         self.huge.to_vec()
+    }
+
+    /// `mm->locked_vm` in pages (`VmLck` of `/proc/PID/status` is this times 4 kB).
+    pub fn locked_vm(&self) -> u64 {
+        self.locked_vm
+    }
+
+    /// `mm->def_flags`: the flags new mappings get (`VM_LOCKED`, `VM_LOCKONFAULT` after `mlockall(MCL_FUTURE)`).
+    pub fn def_flags(&self) -> VmFlags {
+        self.def_flags
+    }
+
+    /// `mm->total_vm` in pages: every mapped page.
+    pub fn total_vm(&self) -> u64 {
+        self.areas().map(|v| v.pages()).sum()
+    }
+
+    /// The guard markers ([`GuardMarkers`]): which pages `MADV_GUARD_INSTALL` guards.
+    pub fn guard_markers(&self) -> &GuardMarkers {
+        &self.guards
     }
 
     // ----- the facade's reads: snapshots, never a `&Vma` a later call could change -----
@@ -231,7 +276,7 @@ impl Mm {
         let compatible = |x: V, y: V| {
             x.end() == y.start()
                 && x.file_is(y.file().as_ref())
-                && ((x.fl() ^ y.fl()) & !(VmFlags::ACCESS_FLAGS | VmFlags::SOFTDIRTY)).is_empty()
+                && ((x.fl() ^ y.fl()) & !(VmFlags::ACCESS_FLAGS | VmFlags::IGNORE_MERGE)).is_empty()
                 && y.pgoff() == x.pgoff_at(y.start())
         };
         let reusable = |old: V| {
@@ -258,10 +303,11 @@ impl Mm {
     /// A user-mode access to `addr` (an x86 page fault): finds the VMA (growing a growsdown VMA down to the
     /// page, as `expand_stack` does, before the access check), checks the access (a write needs `VM_WRITE`;
     /// a read any of read, write or exec: x86 page tables cannot express write-only or exec-only) and, for a
-    /// file, the file size (SIGBUS beyond it), and on a write to a private VMA gives it an anon_vma; a hugetlb
-    /// page comes from its pool (SIGBUS when there is none). Only VMA state changes: page tables are not
-    /// modelled here, and neither is PKRU (protection keys restrict user-mode accesses once page tables
-    /// arrive: `pkeys`). `EFAULT` for an access that raises SIGSEGV/SIGBUS.
+    /// file, the file size (SIGBUS beyond it), and on a write to a private VMA gives it an anon_vma; a page with
+    /// a guard marker faults (SIGSEGV) whatever the VMA allows, before any anon_vma is prepared; a hugetlb page
+    /// comes from its pool (SIGBUS when there is none). Only VMA state changes: page tables are not modelled
+    /// here, and neither is PKRU (protection keys restrict user-mode accesses once page tables arrive:
+    /// `pkeys`). `EFAULT` for an access that raises SIGSEGV/SIGBUS.
     pub fn fault(&mut self, addr: u64, write: bool) -> Result<(), Errno> {
         self.locked(|mm| mm.access(addr, write, false))
     }
@@ -293,24 +339,7 @@ impl Mm {
         if !ok || (gup && fl.intersects(VmFlags::IO | VmFlags::PFNMAP)) {
             return Err(Errno::EFAULT);
         }
-        // hugetlb pages come from the pool (`hugetlb_fault`), with their own end-of-object check.
-        if fl.intersects(VmFlags::HUGETLB) {
-            return self.hugetlb_fault(v, addr);
-        }
-        // A write to a private VMA prepares the anon_vma before the page is read from the file
-        // (`do_cow_fault`: `vmf_anon_prepare` first), so a write beyond the end of the file still leaves one.
-        if write && !fl.intersects(VmFlags::SHARED) {
-            self.anon_vma_prepare(v);
-        }
-        // The file's size now (`ftruncate` may have changed it since the mapping was made): a page beyond it
-        // raises SIGBUS, even one touched before the truncation.
-        if let Some(f) = v.file() {
-            let page = v.pgoff_at(addr);
-            if page >= f.size().div_ceil(PAGE_SIZE) {
-                return Err(Errno::EFAULT);
-            }
-        }
-        Ok(())
+        self.fault_range(v, addr, addr + PAGE_SIZE, write)
     }
 
     /// `expand_downwards`: grows the growsdown VMA `v` down to `addr` (page-aligned).
@@ -329,12 +358,19 @@ impl Mm {
         self.anon_vma_prepare(v);
         let size = v.end() - addr;
         let grow = (v.start() - addr) >> config::PAGE_SHIFT;
+        // acct_stack_growth: the stack rlimit, then the mlock limit, then overcommit.
         if grow > v.pgoff() || size > self.cfg.stack_rlimit {
+            return Err(Errno::ENOMEM);
+        }
+        if !self.mlock_future_ok(v.fl(), grow << config::PAGE_SHIFT) {
             return Err(Errno::ENOMEM);
         }
         self.enough_memory(grow)?;
         let (end, pgoff) = (v.end(), v.pgoff() - grow);
         self.set_range(v, addr, end, pgoff);
+        if v.fl().intersects(VmFlags::LOCKED) {
+            self.locked_vm += grow;
+        }
         Ok(())
     }
 }

@@ -10,8 +10,10 @@
 //!
 //! `mprotect_fixup` adjusts accounting: making a private, unaccounted, non-NORESERVE VMA writable charges it
 //! (`VM_ACCOUNT`); making an anonymous VMA without anon_vma read-only drops `VM_ACCOUNT`. The VMA part is
-//! then merged with a neighbour or split off (`vma_modify`; a hugetlb VMA splits only at huge page
-//! boundaries, EINVAL otherwise), and its flags set.
+//! then merged with a neighbour or split off (`vma_modify_flags`; a hugetlb VMA splits only at huge page
+//! boundaries, EINVAL otherwise), and its flags set (with the sticky flags a merge kept). A locked private VMA
+//! that becomes writable is populated with write faults (`populate_vma_page_range`, which gives it an
+//! anon_vma).
 
 use super::VmFlags;
 use super::pkeys::calc_vm_prot_bits;
@@ -126,8 +128,14 @@ impl Mm {
             newflags &= !VmFlags::ACCOUNT;
         }
         let name = v.anon_name();
-        let t = self.vma_modify(v, start, end, newflags, name.as_ref())?;
+        let t = self.vma_modify_flags(v, start, end, &mut newflags, name.as_ref())?;
         self.set_flags(t, newflags);
+        // A locked private VMA made writable is faulted in for writing (COW broken now), errors ignored.
+        if oldflags.intersection(VmFlags::WRITE | VmFlags::SHARED | VmFlags::LOCKED) == VmFlags::LOCKED
+            && newflags.intersects(VmFlags::WRITE)
+        {
+            let _ = self.populate_vma_page_range(t, start, end);
+        }
         Ok(t.end())
     }
 }

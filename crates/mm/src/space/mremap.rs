@@ -22,7 +22,11 @@
 //!   faulted takes the page offset of its new address so that it can merge there), then the source range is
 //!   unmapped, unless DONTUNMAP, which leaves it mapped but drops the locked bits (and the anon_vma when the whole
 //!   VMA moved); it keeps `VM_ACCOUNT` (checked against the live kernel: the source still merges with
-//!   accounted neighbours).
+//!   accounted neighbours). The guard markers of the moved range move with it (`move_page_tables`).
+//! * Locked memory (`vrm_stat_account`): growing a `VM_LOCKED` VMA must pass `mlock_future_ok` (EAGAIN, after
+//!   the `VM_DONTEXPAND | VM_PFNMAP` check); growth in place charges the delta to `locked_vm`, a move the new
+//!   length (the unmap of the source uncharges the old one; DONTUNMAP uncharges nothing, as Linux); a grown
+//!   locked mapping is then populated (`mm_populate` of the new part, errors ignored).
 
 use super::VmFlags;
 use super::merge::Cand;
@@ -134,7 +138,13 @@ impl Mm {
         let Some(vma) = self.lookup(addr) else { return Err(Errno::EFAULT) };
         v.vma = Some(vma);
         self.check_prep_vma(&mut v)?;
-        if v.implies_new_addr() { self.mremap_to(v) } else { self.mremap_at(v) }
+        let mlocked = vma.fl().intersects(VmFlags::LOCKED);
+        let new_addr = if v.implies_new_addr() { self.mremap_to(v) } else { self.mremap_at(v) }?;
+        // `vrm->mlocked`: a grown locked mapping is populated.
+        if mlocked && v.new_len > v.old_len {
+            self.populate(new_addr + v.old_len, v.new_len - v.old_len);
+        }
+        Ok(new_addr)
     }
 
     /// `check_prep_vma` for `v.vma`.
@@ -177,6 +187,9 @@ impl Mm {
         }
         if a.fl().intersects(VmFlags::DONTEXPAND | VmFlags::PFNMAP) {
             return Err(Errno::EFAULT);
+        }
+        if !self.mlock_future_ok(a.fl(), v.delta) {
+            return Err(Errno::EAGAIN);
         }
         Ok(())
     }
@@ -237,6 +250,7 @@ impl Mm {
         if a.end() - v.addr == v.old_len && self.vma_expandable(a, v.delta) {
             self.charge_remap(&v)?;
             self.merge_extend(a, v.delta);
+            self.remap_stat_account(a.fl(), v.delta);
             return Ok(v.addr);
         }
         if !v.flags.contains(MremapFlags::MAYMOVE) {
@@ -323,9 +337,17 @@ impl Mm {
             copied_uncowed: false,
         };
         let pgoff = c.pgoff;
+        let flags = c.flags;
         let m = self.plan_new_merge(&c, false);
         debug_assert!(!m.is_none());
-        self.apply_new_merge(m, start, end, pgoff, &anon);
+        self.apply_new_merge(m, start, end, pgoff, &anon, flags);
+    }
+
+    /// `vrm_stat_account`'s mlock part: `bytes` more of a locked VMA are charged to `locked_vm`.
+    fn remap_stat_account(&mut self, flags: VmFlags, bytes: u64) {
+        if flags.intersects(VmFlags::LOCKED) {
+            self.locked_vm += bytes >> PAGE_SHIFT;
+        }
     }
 
     /// `move_vma`.
@@ -354,9 +376,10 @@ impl Mm {
             src_uncowed: false,
             copied_uncowed: src_anon.had_uncowed_parents(),
         };
+        let src_flags = src.fl();
         let m = self.plan_new_merge(&c, false);
         if !m.is_none() {
-            self.apply_new_merge(m, v.new_addr, v.new_addr + v.new_len, new_pgoff, &src_anon);
+            self.apply_new_merge(m, v.new_addr, v.new_addr + v.new_len, new_pgoff, &src_anon, src_flags);
         } else {
             let flags = src.fl();
             self.insert_new(NewVma {
@@ -369,6 +392,9 @@ impl Mm {
                 name: src_name,
             });
         }
+        // move_page_tables: the guard markers go with the page tables.
+        self.guards.relocate(v.addr, v.old_len, v.new_addr);
+        self.remap_stat_account(src_flags, v.new_len);
         if v.flags.contains(MremapFlags::DONTUNMAP) {
             // dontunmap_complete: the source VMA (whatever now covers the old address) keeps its range.
             if let Some(s) = self.lookup(v.addr) {

@@ -6,7 +6,11 @@
 //! ENOMEM when the range lies strictly inside one VMA and `map_count >= max_map_count`: unmapping would add a
 //! VMA; with EPERM when it is sealed; a hugetlb VMA splits only at a huge page boundary, EINVAL otherwise);
 //! then each VMA of the range is checked for a seal (EPERM, keeping the split already made) and the last is
-//! split at `end` if it extends past it; then every VMA in the range is removed. munmap never merges.
+//! split at `end` if it extends past it; then every VMA in the range is removed. munmap never merges. Every
+//! unmap (munmap, a `MAP_FIXED` mapping over old ones, brk shrinking, mremap) goes through
+//! [`Mm::remove_from`], which also uncharges the `VM_LOCKED` pages from `locked_vm`
+//! (`vms_complete_munmap_vmas`), drops the guard markers of the range (the zap of an unmap drops PTE markers)
+//! and gives hugetlb pages and reservations no mapping holds any more back to their pool.
 
 use super::VmFlags;
 use super::tree::{V, VmaExt};
@@ -19,6 +23,8 @@ pub(crate) struct Gathered {
     pub pages: u64,
     /// Pages of VM_ACCOUNT VMAs unmapped.
     pub accounted: u64,
+    /// Pages of VM_LOCKED VMAs unmapped (uncharged from `locked_vm`).
+    pub locked: u64,
 }
 
 impl Mm {
@@ -117,11 +123,22 @@ impl Mm {
             if v.fl().intersects(VmFlags::ACCOUNT) {
                 g.accounted += v.pages();
             }
+            if v.fl().intersects(VmFlags::LOCKED) {
+                g.locked += v.pages();
+            }
         }
         let huge = self.hugetlb_ranges(&gone);
+        let span = (inside.start(), last.end());
         self.remove_span(&gone);
         // hugetlb pages and reservations no mapping holds any more go back to the pool.
         self.hugetlb_release(huge);
+        debug_assert!(
+            self.locked_vm >= g.locked,
+            "locked_vm {} below the locked pages unmapped",
+            self.locked_vm
+        );
+        self.locked_vm = self.locked_vm.saturating_sub(g.locked);
+        self.guards.clear(span.0, span.1);
         g
     }
 

@@ -181,6 +181,15 @@ impl Mm {
         f(self)
     }
 
+    /// Runs `f` under the mmap read lock (the calls Linux runs under `mmap_read_lock`, such as most
+    /// non-destructive madvise advice). `f` must not change any VMA (the VMA setters debug-assert the write
+    /// lock); it may read them and change the engine's page-level side state (guard markers).
+    pub(crate) fn read_locked<R>(&mut self, f: impl FnOnce(&mut Mm) -> R) -> R {
+        let shared = self.vmas.shared.clone();
+        let _r = shared.locking.read_lock();
+        f(self)
+    }
+
     /// The lock side of this mm (mmap_lock, `mm_lock_seq`, statistics): what readers lock against.
     pub fn locking(&self) -> &MmLocking {
         &self.vmas.shared.locking
@@ -203,6 +212,19 @@ impl Mm {
     /// made before each call turns such a failure into an ENOMEM with nothing changed.
     pub fn inject_tree_alloc_failure(&self, after: Option<u64>) {
         self.tree().inject_alloc_failure(after);
+    }
+
+    /// Adds `flags` to the VMA containing `addr` (under the write lock, like any change): VMA kinds the calls
+    /// cannot create yet (a driver's `VM_IO | VM_PFNMAP`, hugetlbfs's `VM_HUGETLB`, `VM_DROPPABLE`), for
+    /// testing the rules that refuse them. `false` if nothing is mapped there.
+    pub fn add_vma_flags(&mut self, addr: u64, flags: VmFlags) -> bool {
+        self.locked(|mm| match mm.lookup(addr) {
+            Some(v) => {
+                mm.set_flags(v, v.fl() | flags);
+                true
+            }
+            None => false,
+        })
     }
 
     // ----- reads (the writer's view: exact between primitives) -----
@@ -517,6 +539,7 @@ impl Mm {
         self.tree().validate()?;
         let g = vmspace_rcu::pin();
         let mut n = 0u64;
+        let mut locked_pages = 0u64;
         let id = self.locking().id();
         let mut c = self.tree().cursor(&g);
         while let Some((f, l, v)) = c.find(u64::MAX) {
@@ -548,6 +571,31 @@ impl Mm {
                 return Err(format!("shared VMA with anon_vma {v:?}"));
             }
             drop(st);
+            if v.fl().intersects(VmFlags::LOCKED) {
+                locked_pages += v.pages();
+            }
+        }
+        drop(g);
+        if self.locked_vm < locked_pages {
+            return Err(format!(
+                "locked_vm {} below the {locked_pages} pages of VM_LOCKED VMAs",
+                self.locked_vm
+            ));
+        }
+        self.guards.validate()?;
+        for (s, e) in self.guards.ranges() {
+            let mut pos = s;
+            while pos < e {
+                match self.lookup(pos) {
+                    Some(v) if v.fl().intersects(VmFlags::MAYBE_GUARD) => pos = v.end(),
+                    Some(v) => {
+                        return Err(format!(
+                            "guard marker at {pos:#x} in a VMA without VM_MAYBE_GUARD {v:?}"
+                        ));
+                    }
+                    None => return Err(format!("guard marker at {pos:#x} outside every VMA")),
+                }
+            }
         }
         if n != self.vmas.map_count || n != self.tree().len() as u64 {
             return Err(format!(

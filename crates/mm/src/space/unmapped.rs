@@ -66,7 +66,7 @@ impl Mm {
         }
         let res = if let Some(size) = file.and_then(VmFile::huge_page_size) {
             self.hugetlb_get_unmapped_area(size, addr, len, flags)
-        } else if self.cfg.thp
+        } else if self.cfg.transparent_hugepage
             && file.is_none()
             && !flags.contains(MapFlags::SHARED)
             && addr == 0
