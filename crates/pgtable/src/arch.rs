@@ -192,7 +192,8 @@ impl Marker {
 impl std::fmt::Debug for Marker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut parts = Vec::new();
-        for (m, n) in [(Marker::UFFD_WP, "UFFD_WP"), (Marker::POISONED, "POISONED"), (Marker::GUARD, "GUARD")] {
+        for (m, n) in [(Marker::UFFD_WP, "UFFD_WP"), (Marker::POISONED, "POISONED"), (Marker::GUARD, "GUARD")]
+        {
             if self.contains(m) {
                 parts.push(n);
             }
@@ -264,7 +265,8 @@ impl Pte {
     pub const fn as_marker(self) -> Option<Marker> {
         if self.is_swap() && self.0 >> bits::SWP_TYPE_SHIFT == bits::SWP_PTE_MARKER {
             Some(Marker::from_bits_truncate(
-                (self.0 >> bits::SWP_OFFSET_SHIFT) & ((1 << (bits::SWP_TYPE_SHIFT - bits::SWP_OFFSET_SHIFT)) - 1),
+                (self.0 >> bits::SWP_OFFSET_SHIFT)
+                    & ((1 << (bits::SWP_TYPE_SHIFT - bits::SWP_OFFSET_SHIFT)) - 1),
             ))
         } else {
             None

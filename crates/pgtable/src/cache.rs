@@ -185,7 +185,15 @@ impl Radix {
 
     /// Removes every entry in `[first, last]` into `out` (as `(index, pfn)`), freeing nodes left empty.
     fn drain(&mut self, first: u64, last: u64, mem: &Memory, out: &mut Vec<(u64, Pfn)>) {
-        fn rec(n: &mut Node, level: u32, base: u64, first: u64, last: u64, mem: &Memory, out: &mut Vec<(u64, Pfn)>) -> bool {
+        fn rec(
+            n: &mut Node,
+            level: u32,
+            base: u64,
+            first: u64,
+            last: u64,
+            mem: &Memory,
+            out: &mut Vec<(u64, Pfn)>,
+        ) -> bool {
             let span = 1u64.checked_shl(RADIX_SHIFT * level).unwrap_or(0);
             match n {
                 Node::Leaf(s) => {
@@ -666,5 +674,73 @@ mod tests {
         assert!(b[..100].iter().all(|&x| x == 5));
         assert!(b[100..2 * 4096 + 200].iter().all(|&x| x == 0));
         assert!(b[2 * 4096 + 200..].iter().all(|&x| x == 5));
+    }
+
+    use crate::testutil::{RW, SHARED_RW, read, write};
+    use crate::{Access, FaultVma, VmFault, handle_mm_fault};
+
+    const A: u64 = 0x80_0000_0000;
+    const PG: u64 = PAGE_SIZE;
+
+    #[test]
+    fn truncate_unmaps_shared_pages_and_private_copies_beyond_the_end() {
+        let m = Memory::new(MemoryConfig::default());
+        let c = PageCache::new(&m, 0, false);
+        c.write(0, &[6u8; 8 * 4096]).unwrap();
+        let pt = Arc::new(PageTable::new(&m).unwrap());
+        let other = Arc::new(PageTable::new(&m).unwrap());
+        let mut sv = FaultVma::file(A, A + 8 * PG, 0, SHARED_RW, &c, false);
+        // A private mapping of the file's second half, at another address space.
+        let mut pv = FaultVma::file(A + 64 * PG, A + 68 * PG, 4, RW, &c, false);
+        for i in 0..8 {
+            read(&pt, &mut sv, A + i * PG, 1).unwrap();
+        }
+        read(&other, &mut pv, A + 64 * PG, 1).unwrap();
+        write(&other, &mut pv, A + 66 * PG, b"cow").unwrap(); // file page 6, copied
+        let s_id = c.i_mmap_insert(FileMapping { pt: pt.clone(), start: A, end: A + 8 * PG, pgoff: 0 });
+        let _p_id = c.i_mmap_insert(FileMapping {
+            pt: other.clone(),
+            start: A + 64 * PG,
+            end: A + 68 * PG,
+            pgoff: 4,
+        });
+        assert_eq!(c.i_mmap_count(), 2);
+        c.truncate(5 * 4096 + 10);
+        // Pages 6 and 7 are gone everywhere, the private copy of page 6 too (even_cows); page 5 stays.
+        assert!(pt.pte(A + 5 * PG).is_present());
+        assert!(pt.pte(A + 6 * PG).is_none() && pt.pte(A + 7 * PG).is_none());
+        assert!(other.pte(A + 66 * PG).is_none());
+        assert!(other.pte(A + 65 * PG).is_present());
+        assert_eq!(c.nr_pages(), 6);
+        // Page 5's tail beyond the new end reads as zeroes through the mapping.
+        assert_eq!(read(&pt, &mut sv, A + 5 * PG + 8, 4).unwrap(), vec![6, 6, 0, 0]);
+        // And faults beyond the end raise SIGBUS.
+        assert_eq!(handle_mm_fault(&pt, &sv, A + 6 * PG, Access::Read), VmFault::SigBus);
+        assert_eq!(handle_mm_fault(&other, &pv.with_anon_vma(), A + 66 * PG, Access::Write), VmFault::SigBus);
+        pt.validate().unwrap();
+        other.validate().unwrap();
+        // A registration moves with its VMA.
+        assert!(c.i_mmap_update(s_id, A + PG, A + 8 * PG, 1));
+        assert!(c.i_mmap_remove(s_id).is_some());
+        assert!(c.i_mmap_remove(s_id).is_none());
+    }
+
+    #[test]
+    fn punching_a_hole_spares_cows_only_when_asked() {
+        let m = Memory::new(MemoryConfig::default());
+        let c = PageCache::new(&m, 0, true);
+        c.write(0, &[1u8; 4 * 4096]).unwrap();
+        let pt = Arc::new(PageTable::new(&m).unwrap());
+        let mut pv = FaultVma::file(A, A + 4 * PG, 0, RW, &c, false);
+        read(&pt, &mut pv, A, 1).unwrap();
+        write(&pt, &mut pv, A + PG, b"mine").unwrap();
+        c.i_mmap_insert(FileMapping { pt: pt.clone(), start: A, end: A + 4 * PG, pgoff: 0 });
+        c.unmap_mapping_range(0, 3, false);
+        assert!(pt.pte(A).is_none(), "file page unmapped");
+        assert!(pt.pte(A + PG).is_present(), "the private copy stays without even_cows");
+        c.punch_hole(0, 2 * 4096);
+        assert!(pt.pte(A + PG).is_none(), "punching a hole zaps copies too");
+        assert_eq!(read(&pt, &mut pv, A + PG, 4).unwrap(), vec![0; 4], "the hole reads as zeroes");
+        assert_eq!(read(&pt, &mut pv, A + 2 * PG, 1).unwrap(), vec![1]);
     }
 }

@@ -63,7 +63,9 @@ pub(crate) struct Sharded<const K: usize> {
 impl<const K: usize> Sharded<K> {
     pub(crate) fn new() -> Self {
         Sharded {
-            rows: (0..NSHARDS).map(|_| CachePadded::new(std::array::from_fn(|_| AtomicU64::new(0)))).collect(),
+            rows: (0..NSHARDS)
+                .map(|_| CachePadded::new(std::array::from_fn(|_| AtomicU64::new(0))))
+                .collect(),
         }
     }
 

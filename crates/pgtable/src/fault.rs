@@ -105,7 +105,14 @@ impl<'a> FaultVma<'a> {
     }
 
     /// A VMA mapping `file` from page `pgoff`. `writenotify`: see [`PageProt::for_vma`] (false for shmem).
-    pub fn file(start: u64, end: u64, pgoff: u64, flags: VmFlags, file: &'a PageCache, writenotify: bool) -> Self {
+    pub fn file(
+        start: u64,
+        end: u64,
+        pgoff: u64,
+        flags: VmFlags,
+        file: &'a PageCache,
+        writenotify: bool,
+    ) -> Self {
         FaultVma {
             start,
             end,
@@ -220,7 +227,13 @@ pub struct FaultStats {
 impl FaultStats {
     /// Faults that mapped or changed something (not spurious, not failed).
     pub fn resolved(&self) -> u64 {
-        self.anon_zero + self.anon_new + self.read + self.cow + self.shared + self.wp_reuse + self.wp_copy
+        self.anon_zero
+            + self.anon_new
+            + self.read
+            + self.cow
+            + self.shared
+            + self.wp_reuse
+            + self.wp_copy
             + self.wp_shared
             + self.numa
     }
@@ -337,7 +350,14 @@ fn fault(pt: &PageTable, vma: &FaultVma<'_>, addr: u64, access: Access) -> VmFau
 }
 
 /// `do_pte_missing`: `do_anonymous_page` or `do_fault`.
-fn do_pte_missing(pt: &PageTable, vma: &FaultVma<'_>, pmd: &AtomicU64, addr: u64, access: Access, orig: Pte) -> VmFault {
+fn do_pte_missing(
+    pt: &PageTable,
+    vma: &FaultVma<'_>,
+    pmd: &AtomicU64,
+    addr: u64,
+    access: Access,
+    orig: Pte,
+) -> VmFault {
     match vma.file {
         None => {
             if vma.flags.intersects(VmFlags::SHARED) {
@@ -360,7 +380,14 @@ fn do_pte_missing(pt: &PageTable, vma: &FaultVma<'_>, pmd: &AtomicU64, addr: u64
 }
 
 /// `do_anonymous_page`.
-fn do_anonymous_page(pt: &PageTable, vma: &FaultVma<'_>, pmd: &AtomicU64, addr: u64, write: bool, orig: Pte) -> VmFault {
+fn do_anonymous_page(
+    pt: &PageTable,
+    vma: &FaultVma<'_>,
+    pmd: &AtomicU64,
+    addr: u64,
+    write: bool,
+    orig: Pte,
+) -> VmFault {
     if !write {
         let entry = Pte::new(Pfn::ZERO, vma.page_prot).mkspecial().wrprotect();
         let Ok(Some(g)) = pt.lock_pte_at(pmd, true) else { return VmFault::Oom };
@@ -419,7 +446,14 @@ fn page_error(e: PageError) -> VmFault {
 }
 
 /// `do_read_fault` (with `do_fault_around`).
-fn do_read_fault(pt: &PageTable, vma: &FaultVma<'_>, cache: &PageCache, pmd: &AtomicU64, addr: u64, orig: Pte) -> VmFault {
+fn do_read_fault(
+    pt: &PageTable,
+    vma: &FaultVma<'_>,
+    cache: &PageCache,
+    pmd: &AtomicU64,
+    addr: u64,
+    orig: Pte,
+) -> VmFault {
     if !prealloc_pte(pt, pmd) {
         return VmFault::Oom;
     }
@@ -470,7 +504,8 @@ fn do_fault_around(
     let mut around = 0i64;
     for pgoff in start_pgoff..=end_pgoff {
         let Some(pfn) = cs.find(pgoff) else { continue };
-        let a = addr - (index - pgoff) * PAGE_SIZE;
+        // The window lies within the VMA and the table, so this never leaves them.
+        let a = (addr as i64 + (pgoff as i64 - index as i64) * PAGE_SIZE as i64) as u64;
         if !g.get(a).is_none() {
             continue;
         }
@@ -491,7 +526,14 @@ fn index_in_table(addr: u64) -> u64 {
 }
 
 /// `do_cow_fault`.
-fn do_cow_fault(pt: &PageTable, vma: &FaultVma<'_>, cache: &PageCache, pmd: &AtomicU64, addr: u64, orig: Pte) -> VmFault {
+fn do_cow_fault(
+    pt: &PageTable,
+    vma: &FaultVma<'_>,
+    cache: &PageCache,
+    pmd: &AtomicU64,
+    addr: u64,
+    orig: Pte,
+) -> VmFault {
     if !vma.anon_vma {
         return VmFault::Retry;
     }
@@ -529,7 +571,14 @@ fn do_cow_fault(pt: &PageTable, vma: &FaultVma<'_>, cache: &PageCache, pmd: &Ato
 }
 
 /// `do_shared_fault`.
-fn do_shared_fault(pt: &PageTable, vma: &FaultVma<'_>, cache: &PageCache, pmd: &AtomicU64, addr: u64, orig: Pte) -> VmFault {
+fn do_shared_fault(
+    pt: &PageTable,
+    vma: &FaultVma<'_>,
+    cache: &PageCache,
+    pmd: &AtomicU64,
+    addr: u64,
+    orig: Pte,
+) -> VmFault {
     if !prealloc_pte(pt, pmd) {
         return VmFault::Oom;
     }
@@ -559,16 +608,30 @@ fn do_numa_page(pt: &PageTable, vma: &FaultVma<'_>, pmd: &AtomicU64, addr: u64, 
 }
 
 /// `do_wp_page`, entered with the PTE lock held and `orig` (present, read-only) current.
-fn do_wp_page(pt: &PageTable, vma: &FaultVma<'_>, pmd: &AtomicU64, g: PteGuard<'_>, addr: u64, orig: Pte) -> VmFault {
-    let reuse = |g: &PteGuard<'_>| {
-        let (_, new) = g.update(addr, |p| if same_mapping(p, orig) { vma.maybe_mkwrite(p.mkdirty().mkyoung()) } else { p });
-        new.is_write()
-    };
+fn do_wp_page(
+    pt: &PageTable,
+    vma: &FaultVma<'_>,
+    pmd: &AtomicU64,
+    g: PteGuard<'_>,
+    addr: u64,
+    orig: Pte,
+) -> VmFault {
+    let reuse =
+        |g: &PteGuard<'_>| {
+            let (_, new) = g.update(addr, |p| {
+                if same_mapping(p, orig) { vma.maybe_mkwrite(p.mkdirty().mkyoung()) } else { p }
+            });
+            new.is_write()
+        };
     let normal = !orig.is_special();
     if vma.flags.intersects(VmFlags::SHARED | VmFlags::MAYSHARE) && normal {
         // `wp_page_shared` (`wp_page_reuse` after `fault_dirty_shared_page`).
         pt.mem.frame(orig.pfn()).set(FrameFlags::DIRTY);
-        return if reuse(&g) { VmFault::Handled(FaultKind::WpShared) } else { VmFault::Handled(FaultKind::Spurious) };
+        return if reuse(&g) {
+            VmFault::Handled(FaultKind::WpShared)
+        } else {
+            VmFault::Handled(FaultKind::Spurious)
+        };
     }
     if normal {
         let f = pt.mem.frame(orig.pfn());
@@ -578,7 +641,11 @@ fn do_wp_page(pt: &PageTable, vma: &FaultVma<'_>, pmd: &AtomicU64, g: PteGuard<'
         {
             // `wp_can_reuse_anon_folio` + `folio_move_anon_rmap`: the page is ours alone.
             f.set(FrameFlags::ANON_EXCLUSIVE);
-            return if reuse(&g) { VmFault::Handled(FaultKind::WpReuse) } else { VmFault::Handled(FaultKind::Spurious) };
+            return if reuse(&g) {
+                VmFault::Handled(FaultKind::WpReuse)
+            } else {
+                VmFault::Handled(FaultKind::Spurious)
+            };
         }
     }
     // `wp_page_copy`.
@@ -635,4 +702,279 @@ fn do_wp_page(pt: &PageTable, vma: &FaultVma<'_>, pmd: &AtomicU64, g: PteGuard<'
         tlb.put_frame(old);
     }
     VmFault::Handled(FaultKind::WpCopy)
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::testutil::{RW, SHARED_RW, mem, read, resolve, smaps, write};
+    use crate::{
+        Access, CopyVma, FrameFlags, Memory, MemoryConfig, MmuError, PageCache, PageProt, ZapDetails,
+    };
+
+    const A: u64 = 0x10_0000_0000;
+    const PG: u64 = PAGE_SIZE;
+
+    #[test]
+    fn anonymous_read_maps_the_zero_page_and_a_write_copies_it() {
+        let m = mem();
+        let pt = PageTable::new(&m).unwrap();
+        let mut vma = FaultVma::anonymous(A, A + 16 * PG, RW);
+        assert_eq!(read(&pt, &mut vma, A + 5, 3).unwrap(), vec![0, 0, 0]);
+        let pte = pt.pte(A);
+        assert!(pte.is_special() && pte.pfn() == Pfn::ZERO && !pte.is_write());
+        assert_eq!(pt.rss().total(), 0);
+        assert_eq!(m.stats().frames_in_use, 0);
+        // The write finds a read-only zero-page entry: no anon_vma yet, so Retry first, then wp_page_copy.
+        assert_eq!(handle_mm_fault(&pt, &vma, A, Access::Write), VmFault::Retry);
+        assert_eq!(pt.pte(A), pte, "Retry changed nothing");
+        write(&pt, &mut vma, A + 5, b"abc").unwrap();
+        assert_eq!(read(&pt, &mut vma, A + 4, 5).unwrap(), b"\0abc\0");
+        let s = pt.fault_stats();
+        assert_eq!((s.anon_zero, s.wp_copy, s.retry), (1, 1, 2), "our own probe, then the write's");
+        let pte = pt.pte(A);
+        assert!(pte.is_write() && pte.is_dirty() && pte.is_young() && !pte.is_special());
+        assert_eq!(pt.rss().anon, 1);
+        pt.validate().unwrap();
+    }
+
+    #[test]
+    fn anonymous_write_maps_an_exclusive_page_whose_contents_come_with_the_write() {
+        let m = mem();
+        let pt = PageTable::new(&m).unwrap();
+        let mut vma = FaultVma::anonymous(A, A + 16 * PG, RW).with_anon_vma();
+        assert_eq!(handle_mm_fault(&pt, &vma, A + PG, Access::Write), VmFault::Handled(FaultKind::AnonNew));
+        let info = m.frame_info(pt.pte(A + PG).pfn()).unwrap();
+        assert!(info.flags.contains(FrameFlags::ANON.union(FrameFlags::ANON_EXCLUSIVE)));
+        assert!(info.flags.contains(FrameFlags::SWAPBACKED));
+        assert_eq!((info.refcount, info.mapcount, info.has_data), (1, 1, false));
+        write(&pt, &mut vma, A + PG + 100, &[1, 2, 3]).unwrap();
+        assert!(m.frame_info(pt.pte(A + PG).pfn()).unwrap().has_data);
+        assert_eq!(pt.fault_stats().anon_new, 1, "the write itself did not fault again");
+        pt.validate().unwrap();
+    }
+
+    #[test]
+    fn the_vma_rights_decide_sigsegv() {
+        let m = mem();
+        let pt = PageTable::new(&m).unwrap();
+        let ro = FaultVma::anonymous(A, A + PG, VmFlags::READ | VmFlags::MAYREAD);
+        assert_eq!(handle_mm_fault(&pt, &ro, A, Access::Write), VmFault::SigSegv);
+        assert_eq!(handle_mm_fault(&pt, &ro, A, Access::Exec), VmFault::SigSegv);
+        assert_eq!(handle_mm_fault(&pt, &ro, A + PG, Access::Read), VmFault::SigSegv, "outside the VMA");
+        let none = FaultVma::anonymous(A, A + PG, VmFlags::MAYREAD);
+        assert_eq!(handle_mm_fault(&pt, &none, A, Access::Read), VmFault::SigSegv);
+        // x86 has no write-only pages: a write-only VMA is readable.
+        let wo = FaultVma::anonymous(A, A + PG, VmFlags::WRITE | VmFlags::MAYWRITE);
+        assert_eq!(handle_mm_fault(&pt, &wo, A, Access::Read), VmFault::Handled(FaultKind::AnonZero));
+        let x = FaultVma::anonymous(A + PG, A + 2 * PG, VmFlags::EXEC | VmFlags::READ);
+        assert_eq!(handle_mm_fault(&pt, &x, A + PG, Access::Exec), VmFault::Handled(FaultKind::AnonZero));
+        assert!(pt.access(A + PG, Access::Exec).is_ok());
+        assert!(matches!(pt.access(A, Access::Exec), Err(MmuError::Fault { protection: true, .. })), "NX");
+        assert_eq!(pt.fault_stats().sigsegv, 4);
+    }
+
+    #[test]
+    fn private_file_pages_are_shared_with_the_cache_until_written() {
+        let m = mem();
+        let c = PageCache::new(&m, 0, false);
+        c.write(0, &[7u8; 3 * 4096]).unwrap();
+        let pt = PageTable::new(&m).unwrap();
+        let mut vma = FaultVma::file(A, A + 3 * PG, 0, RW, &c, false);
+        assert_eq!(read(&pt, &mut vma, A + PG, 2).unwrap(), vec![7, 7]);
+        let p = c.page(1).unwrap();
+        assert_eq!(pt.pte(A + PG).pfn(), p);
+        assert!(!pt.pte(A + PG).is_write());
+        let info = m.frame_info(p).unwrap();
+        assert_eq!((info.refcount, info.mapcount), (2, 1), "the cache's reference and the entry's");
+        assert_eq!(pt.rss().file, 3, "fault-around mapped the other cached pages");
+        // A write copies (do_wp_page on a file page), leaving the file alone.
+        write(&pt, &mut vma, A + PG, &[9]).unwrap();
+        assert_ne!(pt.pte(A + PG).pfn(), p);
+        assert_eq!(read(&pt, &mut vma, A + PG, 2).unwrap(), vec![9, 7]);
+        let mut b = [0u8; 2];
+        c.read(PG, &mut b);
+        assert_eq!(b, [7, 7]);
+        assert_eq!((pt.rss().file, pt.rss().anon), (2, 1));
+        assert_eq!(m.frame_info(p).unwrap().mapcount, 0);
+        pt.validate().unwrap();
+    }
+
+    #[test]
+    fn a_write_to_an_unmapped_private_file_page_is_a_cow_fault() {
+        let m = Memory::new(MemoryConfig { fault_around_bytes: 0, ..MemoryConfig::default() });
+        let c = PageCache::new(&m, 8192, true);
+        let pt = PageTable::new(&m).unwrap();
+        let mut vma = FaultVma::file(A, A + 4 * PG, 0, RW, &c, false);
+        // Beyond the end of the file: Retry (the anon_vma comes first, as vmf_anon_prepare), then SIGBUS.
+        assert_eq!(handle_mm_fault(&pt, &vma, A + 3 * PG, Access::Write), VmFault::Retry);
+        vma.anon_vma = true;
+        assert_eq!(handle_mm_fault(&pt, &vma, A + 3 * PG, Access::Write), VmFault::SigBus);
+        assert_eq!(handle_mm_fault(&pt, &vma, A + 2 * PG, Access::Read), VmFault::SigBus);
+        assert_eq!(handle_mm_fault(&pt, &vma, A, Access::Write), VmFault::Handled(FaultKind::Cow));
+        // The hole became a cache page (shmem_fault allocates), not mapped here.
+        let p = c.page(0).unwrap();
+        assert_eq!(m.frame_info(p).unwrap().mapcount, 0);
+        assert_eq!(pt.rss().anon, 1);
+        write(&pt, &mut vma, A, b"x").unwrap();
+        assert_eq!(c.read(0, &mut [0u8; 1]), 1);
+        pt.validate().unwrap();
+    }
+
+    #[test]
+    fn shared_file_writes_reach_the_cache_and_every_mapping() {
+        let m = mem();
+        let c = PageCache::new(&m, 4 * 4096, false);
+        let pt = PageTable::new(&m).unwrap();
+        let other = PageTable::new(&m).unwrap();
+        // A regular file: writes are notified (read faults map read-only, the first write faults).
+        let mut v1 = FaultVma::file(A, A + 4 * PG, 0, SHARED_RW, &c, true);
+        let mut v2 = FaultVma::file(A + 64 * PG, A + 68 * PG, 0, SHARED_RW, &c, true);
+        write(&pt, &mut v1, A + 2 * PG + 1, b"hi").unwrap();
+        assert_eq!(pt.fault_stats().shared, 1);
+        assert!(m.frame_info(c.page(2).unwrap()).unwrap().flags.contains(FrameFlags::DIRTY));
+        assert_eq!(read(&other, &mut v2, A + 66 * PG, 3).unwrap(), b"\0hi");
+        let mut b = [0u8; 2];
+        c.read(2 * PG + 1, &mut b);
+        assert_eq!(&b, b"hi");
+        // Read first, then write: wp_page_shared.
+        assert_eq!(read(&pt, &mut v1, A + 3 * PG, 1).unwrap(), vec![0]);
+        assert!(!pt.pte(A + 3 * PG).is_write());
+        write(&pt, &mut v1, A + 3 * PG, b"z").unwrap();
+        assert_eq!(pt.fault_stats().wp_shared, 1);
+        assert_eq!(pt.rss().file, 2);
+        assert_eq!(m.frame_info(c.page(2).unwrap()).unwrap().mapcount, 2);
+        pt.validate().unwrap();
+        other.validate().unwrap();
+    }
+
+    #[test]
+    fn shmem_read_faults_map_writable_clean_entries() {
+        let m = mem();
+        let c = PageCache::new(&m, 4096, true);
+        let pt = PageTable::new(&m).unwrap();
+        let mut v = FaultVma::file(A, A + PG, 0, SHARED_RW, &c, false);
+        assert_eq!(v.page_prot, PageProt::SHARED);
+        read(&pt, &mut v, A, 1).unwrap();
+        let e = pt.pte(A);
+        assert!(e.is_write() && !e.is_dirty());
+        // The store needs no fault: the MMU sets dirty.
+        pt.write(A, b"q").unwrap();
+        assert!(pt.pte(A).is_dirty());
+        assert_eq!(pt.fault_stats().resolved(), 1);
+        assert_eq!(pt.rss().shmem, 1);
+        let s = smaps(&pt, A, A + PG);
+        assert_eq!((s.rss, s.private_dirty, s.pss_shmem, s.anonymous), (4, 4, 4, 0));
+    }
+
+    #[test]
+    fn fault_around_maps_the_cached_window_aligned_in_the_table() {
+        let m = mem();
+        let c = PageCache::new(&m, 0, false);
+        c.write(0, &vec![1u8; 64 * 4096]).unwrap();
+        let pt = PageTable::new(&m).unwrap();
+        // The VMA starts 4 pages into a PTE table, so file page 20 is at table index 24: the window is
+        // indexes 16..31, file pages 12..27.
+        let start = A + 4 * PG;
+        let mut v = FaultVma::file(start, start + 64 * PG, 0, RW, &c, false);
+        read(&pt, &mut v, start + 20 * PG, 1).unwrap();
+        assert_eq!(pt.rss().file, 16);
+        assert_eq!(pt.fault_stats().fault_around_pages, 15);
+        assert!(pt.pte(start + 12 * PG).is_present() && pt.pte(start + 27 * PG).is_present());
+        assert!(pt.pte(start + 11 * PG).is_none() && pt.pte(start + 28 * PG).is_none());
+        // Clamped to the VMA's start: the window starts there and keeps its size (table indexes 18..33).
+        let pt2 = PageTable::new(&m).unwrap();
+        let mut v2 = FaultVma::file(A + 18 * PG, A + 40 * PG, 0, RW, &c, false);
+        read(&pt2, &mut v2, A + 19 * PG, 1).unwrap();
+        assert_eq!(pt2.rss().file, 16);
+        assert!(pt2.pte(A + 33 * PG).is_present() && pt2.pte(A + 34 * PG).is_none());
+        // Clamped to the end of the file.
+        c.truncate(5 * 4096);
+        let pt3 = PageTable::new(&m).unwrap();
+        let mut v3 = FaultVma::file(A, A + 64 * PG, 0, RW, &c, false);
+        read(&pt3, &mut v3, A, 1).unwrap();
+        assert_eq!(pt3.rss().file, 5);
+    }
+
+    #[test]
+    fn markers_fault_as_the_kernel_says() {
+        let m = mem();
+        let pt = PageTable::new(&m).unwrap();
+        let mut v = FaultVma::anonymous(A, A + 4 * PG, RW).with_anon_vma();
+        assert_eq!(pt.install_guard_markers(A, A + PG).unwrap(), crate::GuardInstall::Done { installed: 1 });
+        assert_eq!(handle_mm_fault(&pt, &v, A, Access::Read), VmFault::SigSegv);
+        assert!(pt.pte(A).as_marker().is_some());
+        write(&pt, &mut v, A + PG, b"ok").unwrap();
+        assert_eq!(pt.remove_guard_markers(A, A + 4 * PG), 1);
+        write(&pt, &mut v, A, b"ok").unwrap();
+        pt.validate().unwrap();
+    }
+
+    #[test]
+    fn wp_reuses_a_page_the_other_side_gave_up_and_copies_one_still_shared() {
+        let m = mem();
+        let parent = PageTable::new(&m).unwrap();
+        let mut v = FaultVma::anonymous(A, A + 4 * PG, RW);
+        write(&parent, &mut v, A, b"a").unwrap();
+        write(&parent, &mut v, A + PG, b"b").unwrap();
+        let child = PageTable::new(&m).unwrap();
+        parent
+            .copy_page_range(&child, &CopyVma { start: A, end: A + 4 * PG, flags: RW, dst_uffd_wp: false })
+            .unwrap();
+        let s = smaps(&parent, A, A + 4 * PG);
+        assert_eq!(
+            (s.rss, s.pss, s.shared_dirty, s.private_dirty),
+            (8, 4, 8, 0),
+            "the live kernel's numbers"
+        );
+        // Still shared: the parent's write copies.
+        write(&parent, &mut v, A, b"A").unwrap();
+        assert_eq!(parent.fault_stats().wp_copy, 1);
+        let s = smaps(&parent, A, A + 4 * PG);
+        assert_eq!((s.rss, s.pss, s.shared_dirty, s.private_dirty), (8, 6, 4, 4));
+        // The child exits: the second page is the parent's alone again and is reused.
+        drop(child);
+        write(&parent, &mut v, A + PG, b"B").unwrap();
+        assert_eq!(parent.fault_stats().wp_reuse, 1);
+        let mut cv = v;
+        assert_eq!(read(&parent, &mut cv, A, 1).unwrap(), b"A");
+        assert_eq!(read(&parent, &mut cv, A + PG, 1).unwrap(), b"B");
+        let s = smaps(&parent, A, A + 4 * PG);
+        assert_eq!((s.rss, s.pss, s.private_dirty), (8, 8, 8));
+        parent.validate().unwrap();
+    }
+
+    #[test]
+    fn protnone_entries_keep_their_pages_and_come_back() {
+        let m = mem();
+        let pt = PageTable::new(&m).unwrap();
+        let mut v = FaultVma::anonymous(A, A + PG, RW);
+        write(&pt, &mut v, A, b"k").unwrap();
+        let cp = crate::ChangeProt { newprot: PageProt::NONE, try_change_writable: false, shared: false };
+        assert_eq!(pt.change_protection(A, A + PG, &cp), 1);
+        assert!(pt.pte(A).is_protnone());
+        assert_eq!(smaps(&pt, A, A + PG).rss, 4, "a PROT_NONE page still counts");
+        assert!(matches!(pt.access(A, Access::Read), Err(MmuError::Fault { protection: false, .. })));
+        // The VMA is accessible (as after mprotect back without touching the entries): do_numa_page.
+        assert_eq!(handle_mm_fault(&pt, &v, A, Access::Read), VmFault::Handled(FaultKind::Numa));
+        assert_eq!(read(&pt, &mut v, A, 1).unwrap(), b"k");
+        pt.validate().unwrap();
+    }
+
+    #[test]
+    fn racing_a_zap_a_fault_reports_spurious_and_leaks_nothing() {
+        let m = mem();
+        let pt = PageTable::new(&m).unwrap();
+        let mut v = FaultVma::anonymous(A, A + PG, RW).with_anon_vma();
+        // A second fault on a mapped entry: spurious, nothing allocated.
+        resolve(&pt, &mut v, A, Access::Write).unwrap();
+        let before = m.stats().frames_in_use;
+        assert_eq!(handle_mm_fault(&pt, &v, A, Access::Write), VmFault::Handled(FaultKind::Spurious));
+        assert_eq!(m.stats().frames_in_use, before);
+        pt.zap_range(A, A + PG, &ZapDetails::dontneed(false));
+        drop(pt);
+        vmspace_rcu::synchronize();
+        assert_eq!(m.stats().frames_in_use, 0);
+        assert_eq!(m.stats().tables_in_use, 0);
+    }
 }

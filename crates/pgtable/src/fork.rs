@@ -141,3 +141,121 @@ impl PageTable {
         vmspace_rcu::synchronize();
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::testutil::{RW, SHARED_RW, mem, read, smaps, write};
+    use crate::{FaultVma, PageCache, ZapDetails};
+
+    const A: u64 = 0x60_0000_0000;
+    const PG: u64 = PAGE_SIZE;
+
+    #[test]
+    fn cow_rules_and_markers() {
+        let m = mem();
+        let parent = PageTable::new(&m).unwrap();
+        let mut v = FaultVma::anonymous(A, A + 8 * PG, RW);
+        write(&parent, &mut v, A, b"p").unwrap();
+        read(&parent, &mut v, A + PG, 1).unwrap();
+        parent.install_guard_markers(A + 2 * PG, A + 3 * PG).unwrap();
+        {
+            let g = parent.lock_pte(A + 3 * PG, false).unwrap().unwrap();
+            g.set(A + 3 * PG, Pte::marker(Marker::UFFD_WP));
+        }
+        let child = PageTable::new(&m).unwrap();
+        let n = parent
+            .copy_page_range(&child, &CopyVma { start: A, end: A + 8 * PG, flags: RW, dst_uffd_wp: false });
+        assert_eq!(n, Ok(3), "page, zero page, guard; the uffd-wp marker is not wanted");
+        let (p, c) = (parent.pte(A), child.pte(A));
+        assert_eq!(p.pfn(), c.pfn());
+        assert!(!p.is_write() && !c.is_write(), "write-protected on both sides");
+        assert!(p.is_dirty() && c.is_dirty() && p.is_young() && !c.is_young(), "the child's entry is old");
+        assert!(child.pte(A + PG).is_special());
+        assert_eq!(child.pte(A + 2 * PG).as_marker(), Some(Marker::GUARD));
+        assert!(child.pte(A + 3 * PG).is_none());
+        let info = m.frame_info(p.pfn()).unwrap();
+        assert_eq!((info.refcount, info.mapcount), (2, 2));
+        assert!(!info.flags.contains(FrameFlags::ANON_EXCLUSIVE));
+        assert_eq!(child.rss().anon, 1);
+        child.validate().unwrap();
+        parent.validate().unwrap();
+        // With uffd-wp wanted, the marker comes along.
+        let child2 = PageTable::new(&m).unwrap();
+        parent
+            .copy_page_range(&child2, &CopyVma { start: A, end: A + 8 * PG, flags: RW, dst_uffd_wp: true })
+            .unwrap();
+        assert_eq!(child2.pte(A + 3 * PG).as_marker(), Some(Marker::UFFD_WP));
+        parent.zap_range(A, A + 8 * PG, &ZapDetails::UNMAP);
+    }
+
+    #[test]
+    fn shared_mappings_stay_writable_and_the_child_starts_clean() {
+        let m = mem();
+        let c = PageCache::new(&m, 2 * 4096, true);
+        let parent = PageTable::new(&m).unwrap();
+        let mut v = FaultVma::file(A, A + 2 * PG, 0, SHARED_RW, &c, false);
+        write(&parent, &mut v, A, b"s").unwrap();
+        let child = PageTable::new(&m).unwrap();
+        parent
+            .copy_page_range(
+                &child,
+                &CopyVma { start: A, end: A + 2 * PG, flags: SHARED_RW, dst_uffd_wp: false },
+            )
+            .unwrap();
+        assert!(parent.pte(A).is_write() && parent.pte(A).is_dirty());
+        assert!(child.pte(A).is_write() && !child.pte(A).is_dirty());
+        // The child writes without a fault; the parent sees it.
+        child.write(A + 1, b"t").unwrap();
+        assert_eq!(read(&parent, &mut v, A, 2).unwrap(), b"st");
+        assert_eq!(child.rss().shmem, 1);
+        let s = smaps(&child, A, A + 2 * PG);
+        assert_eq!((s.rss, s.pss, s.shared_dirty), (4, 2, 4), "the frame is dirty from the parent's fault");
+    }
+
+    #[test]
+    fn a_failed_copy_leaves_a_child_that_tears_down_cleanly() {
+        let m = mem();
+        let parent = PageTable::new(&m).unwrap();
+        let mut v = FaultVma::anonymous(A, A + 4 * PMD_SIZE_T, RW);
+        for i in 0..4 {
+            write(&parent, &mut v, A + i * PMD_SIZE_T, &[i as u8]).unwrap();
+        }
+        let mut i = 0;
+        loop {
+            let child = PageTable::new(&m).unwrap();
+            m.inject_alloc_failure(Some(i));
+            let r = parent.copy_page_range(
+                &child,
+                &CopyVma { start: A, end: A + 4 * PMD_SIZE_T, flags: RW, dst_uffd_wp: false },
+            );
+            m.inject_alloc_failure(None);
+            child.validate().unwrap();
+            drop(child);
+            vmspace_rcu::synchronize();
+            parent.validate().unwrap();
+            for k in 0..4 {
+                assert_eq!(m.frame_info(parent.pte(A + k * PMD_SIZE_T).pfn()).unwrap().mapcount, 1);
+            }
+            if r.is_ok() {
+                break;
+            }
+            i += 1;
+        }
+        assert_eq!(i, 6, "PUD, PMD and four PTE tables");
+        assert_eq!(m.stats().frames_in_use, 4);
+    }
+
+    const PMD_SIZE_T: u64 = crate::PMD_SIZE;
+
+    #[test]
+    fn needs_copy_follows_the_kernel() {
+        assert!(!vma_needs_copy(RW, false, false));
+        assert!(vma_needs_copy(RW, true, false));
+        assert!(vma_needs_copy(RW, false, true));
+        assert!(vma_needs_copy(VmFlags::PFNMAP, false, false));
+        assert!(is_cow_mapping(RW));
+        assert!(!is_cow_mapping(SHARED_RW));
+        assert!(!is_cow_mapping(VmFlags::READ | VmFlags::MAYREAD));
+    }
+}

@@ -93,6 +93,9 @@ impl Drop for MmuGather {
 
 impl std::fmt::Debug for MmuGather {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MmuGather").field("frames", &self.frames.len()).field("tables", &self.tables.len()).finish()
+        f.debug_struct("MmuGather")
+            .field("frames", &self.frames.len())
+            .field("tables", &self.tables.len())
+            .finish()
     }
 }

@@ -108,6 +108,8 @@ mod mremap;
 mod pgtable;
 mod smaps;
 mod table;
+#[cfg(all(test, not(loom)))]
+mod testutil;
 mod zap;
 
 pub use arch::{

@@ -75,7 +75,10 @@ impl PageTable {
                         return old;
                     }
                     let mut new = old.modify(cp.newprot);
-                    if cp.try_change_writable && !new.is_write() && self.can_change_pte_writable(cp.shared, new) {
+                    if cp.try_change_writable
+                        && !new.is_write()
+                        && self.can_change_pte_writable(cp.shared, new)
+                    {
                         new = new.mkwrite();
                     }
                     new
@@ -177,4 +180,119 @@ impl PageTable {
         });
         n
     }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::testutil::{RW, SHARED_RW, mem, read, smaps, write};
+    use crate::{Access, CopyVma, FaultVma, MmuError, PageCache};
+    use vmspace_abi::VmFlags;
+
+    const A: u64 = 0x30_0000_0000;
+    const PG: u64 = PAGE_SIZE;
+
+    fn prot(flags: VmFlags, try_w: bool) -> ChangeProt {
+        ChangeProt {
+            newprot: PageProt::from_vm_flags(flags),
+            try_change_writable: try_w,
+            shared: flags.intersects(VmFlags::SHARED),
+        }
+    }
+
+    #[test]
+    fn read_only_then_back_restores_write_only_where_reuse_would() {
+        let m = mem();
+        let pt = PageTable::new(&m).unwrap();
+        let mut v = FaultVma::anonymous(A, A + 4 * PG, RW);
+        write(&pt, &mut v, A, b"x").unwrap();
+        read(&pt, &mut v, A + PG, 1).unwrap(); // zero page
+        let ro = VmFlags::READ | VmFlags::MAYREAD | VmFlags::MAYWRITE;
+        assert_eq!(
+            pt.change_protection(A, A + 4 * PG, &prot(ro, false)),
+            1,
+            "the zero page is already read-only"
+        );
+        assert!(matches!(pt.access(A, Access::Write), Err(MmuError::Fault { protection: true, .. })));
+        assert!(pt.pte(A).is_dirty(), "pte_modify keeps dirty");
+        pt.change_protection(A, A + 4 * PG, &prot(RW, true));
+        assert!(pt.pte(A).is_write(), "an exclusive anonymous page is made writable at once");
+        assert!(!pt.pte(A + PG).is_write(), "the zero page is not");
+        // After fork the page is shared: mprotect must not make it writable.
+        let child = PageTable::new(&m).unwrap();
+        pt.copy_page_range(&child, &CopyVma { start: A, end: A + 4 * PG, flags: RW, dst_uffd_wp: false })
+            .unwrap();
+        pt.change_protection(A, A + 4 * PG, &prot(ro, false));
+        pt.change_protection(A, A + 4 * PG, &prot(RW, true));
+        assert!(!pt.pte(A).is_write());
+        pt.validate().unwrap();
+    }
+
+    #[test]
+    fn exec_and_shared_dirty_rules() {
+        let m = mem();
+        let c = PageCache::new(&m, 2 * 4096, false);
+        let pt = PageTable::new(&m).unwrap();
+        let mut v = FaultVma::file(A, A + 2 * PG, 0, SHARED_RW, &c, true);
+        write(&pt, &mut v, A, b"d").unwrap();
+        read(&pt, &mut v, A + PG, 1).unwrap();
+        let rx = VmFlags::READ | VmFlags::EXEC | VmFlags::SHARED | VmFlags::MAYSHARE | VmFlags::MAYWRITE;
+        pt.change_protection(A, A + 2 * PG, &prot(rx, false));
+        assert!(pt.access(A, Access::Exec).is_ok());
+        // Back to RW with write notification: vm_page_prot is read-only; only the dirty entry becomes writable.
+        let cp = ChangeProt {
+            newprot: PageProt::for_vma(SHARED_RW, true),
+            try_change_writable: true,
+            shared: true,
+        };
+        pt.change_protection(A, A + 2 * PG, &cp);
+        assert!(pt.pte(A).is_write() && !pt.pte(A + PG).is_write());
+        assert!(matches!(pt.access(A, Access::Exec), Err(MmuError::Fault { .. })));
+    }
+
+    #[test]
+    fn madvise_free_makes_exclusive_pages_lazyfree_until_written() {
+        let m = mem();
+        let pt = PageTable::new(&m).unwrap();
+        let mut v = FaultVma::anonymous(A, A + 4 * PG, RW);
+        for i in 0..3 {
+            write(&pt, &mut v, A + i * PG, b"w").unwrap();
+        }
+        let child = PageTable::new(&m).unwrap();
+        pt.copy_page_range(
+            &child,
+            &CopyVma { start: A + 2 * PG, end: A + 3 * PG, flags: RW, dst_uffd_wp: false },
+        )
+        .unwrap();
+        assert_eq!(pt.madvise_free(A, A + 4 * PG), 2, "the page shared with the child is skipped");
+        let s = smaps(&pt, A, A + 4 * PG);
+        assert_eq!((s.rss, s.lazyfree, s.private_clean, s.referenced), (12, 8, 8, 4));
+        write(&pt, &mut v, A + PG, b"again").unwrap();
+        let s = smaps(&pt, A, A + 4 * PG);
+        assert_eq!((s.lazyfree, s.private_dirty), (4, 4));
+    }
+
+    #[test]
+    fn guard_install_stops_at_a_mapped_page_and_allocates_tables() {
+        let m = mem();
+        let pt = PageTable::new(&m).unwrap();
+        let mut v = FaultVma::anonymous(A, A + 1024 * PG, RW);
+        write(&pt, &mut v, A + 700 * PG, b"p").unwrap();
+        assert_eq!(
+            pt.install_guard_markers(A, A + 1024 * PG).unwrap(),
+            GuardInstall::Busy { addr: A + 700 * PG }
+        );
+        assert_eq!(pt.validate().unwrap().markers, 512, "the first table's markers stay");
+        crate::PageTable::zap_range(&pt, A, A + 1024 * PG, &crate::ZapDetails::dontneed(false));
+        assert_eq!(
+            pt.install_guard_markers(A, A + 1024 * PG).unwrap(),
+            GuardInstall::Done { installed: 512 }
+        );
+        assert_eq!(pt.remove_guard_markers(A + PG, A + 1023 * PG), 1022);
+        assert_eq!(pt.validate().unwrap().markers, 2);
+        m.inject_alloc_failure(Some(0));
+        assert_eq!(pt.install_guard_markers(A + 4 * PMD_SIZE_T, A + 4 * PMD_SIZE_T + PG), Err(Errno::ENOMEM));
+    }
+
+    const PMD_SIZE_T: u64 = crate::PMD_SIZE;
 }

@@ -52,7 +52,8 @@ impl PageTable {
         if len == 0 {
             return Ok(0);
         }
-        if old.checked_add(len).is_none_or(|e| e > VA_END) || new.checked_add(len).is_none_or(|e| e > VA_END) {
+        if old.checked_add(len).is_none_or(|e| e > VA_END) || new.checked_add(len).is_none_or(|e| e > VA_END)
+        {
             return Err(Errno::EFAULT);
         }
         let mut done: Vec<Done> = Vec::new();
@@ -80,7 +81,13 @@ impl PageTable {
     }
 
     /// Moves one extent. `Ok(None)`: nothing there.
-    fn move_extent(&self, o: u64, n: u64, extent: u64, flags: &MoveFlags) -> Result<Option<(u64, bool)>, Errno> {
+    fn move_extent(
+        &self,
+        o: u64,
+        n: u64,
+        extent: u64,
+        flags: &MoveFlags,
+    ) -> Result<Option<(u64, bool)>, Errno> {
         let _rcu = vmspace_rcu::pin();
         let Some(old_pmd) = self.entry_slot(o, 1, false)? else { return Ok(None) };
         // Acquire: pairs with the table's link.
@@ -168,5 +175,116 @@ impl PageTable {
             self.move_ptes(new_pmd, old_pmd, d.new, d.old, d.len, &MoveFlags::default(), false)
                 .expect("moving back allocates nothing");
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::testutil::{RW, mem, read, write};
+    use crate::{FaultVma, GuardInstall, PageCache, ZapDetails};
+
+    const A: u64 = 0x40_0000_0000;
+    const PG: u64 = PAGE_SIZE;
+
+    fn fill(pt: &PageTable, v: &mut FaultVma<'_>, start: u64, pages: u64) {
+        for i in 0..pages {
+            write(pt, v, start + i * PG, &(i as u32 + 1).to_le_bytes()).unwrap();
+        }
+    }
+
+    fn check(pt: &PageTable, v: &mut FaultVma<'_>, start: u64, pages: u64) {
+        for i in 0..pages {
+            assert_eq!(read(pt, v, start + i * PG, 4).unwrap(), (i as u32 + 1).to_le_bytes(), "page {i}");
+        }
+    }
+
+    #[test]
+    fn entries_move_across_tables_and_the_old_range_empties() {
+        let m = mem();
+        let pt = PageTable::new(&m).unwrap();
+        let old = A + 500 * PG; // straddles a table boundary
+        let new = A + 10 * PMD_SIZE + 3 * PG;
+        let mut v = FaultVma::anonymous(A, A + 20 * PMD_SIZE, RW);
+        fill(&pt, &mut v, old, 40);
+        pt.install_guard_markers(old + 40 * PG, old + 41 * PG).unwrap();
+        let frames = m.stats().frames_in_use;
+        assert_eq!(pt.move_page_tables(old, new, 41 * PG, &MoveFlags::default()).unwrap(), 41);
+        assert!(pt.entries(old, old + 41 * PG).is_empty());
+        check(&pt, &mut v, new, 40);
+        assert_eq!(pt.pte(new + 40 * PG).as_marker(), Some(Marker::GUARD));
+        assert_eq!(m.stats().frames_in_use, frames, "the same frames");
+        assert_eq!(pt.rss().anon, 40);
+        pt.validate().unwrap();
+    }
+
+    #[test]
+    fn an_aligned_span_moves_its_whole_table() {
+        let m = mem();
+        let pt = PageTable::new(&m).unwrap();
+        let mut v = FaultVma::anonymous(A, A + 8 * PMD_SIZE, RW);
+        fill(&pt, &mut v, A, 512);
+        let tables = m.stats().tables_allocated;
+        assert_eq!(pt.move_page_tables(A, A + 4 * PMD_SIZE, PMD_SIZE, &MoveFlags::default()).unwrap(), 512);
+        assert_eq!(m.stats().tables_allocated, tables, "no new PTE table: the old one was relinked");
+        check(&pt, &mut v, A + 4 * PMD_SIZE, 512);
+        assert!(pt.pte(A).is_none());
+        pt.validate().unwrap();
+    }
+
+    #[test]
+    fn dontunmap_leaves_an_empty_old_range_that_faults_afresh() {
+        let m = mem();
+        let c = PageCache::new(&m, 0, false);
+        c.write(0, &[4u8; 4 * 4096]).unwrap();
+        let pt = PageTable::new(&m).unwrap();
+        let mut v = FaultVma::file(A, A + 4 * PG, 0, RW, &c, false);
+        read(&pt, &mut v, A, 1).unwrap();
+        write(&pt, &mut v, A + PG, b"private").unwrap();
+        pt.move_page_tables(A, A + 64 * PG, 4 * PG, &MoveFlags::default()).unwrap();
+        // The old VMA stays (MREMAP_DONTUNMAP): it faults in from the file again, without the private copy.
+        assert_eq!(read(&pt, &mut v, A + PG, 1).unwrap(), vec![4]);
+        let mut nv = FaultVma::file(A + 64 * PG, A + 68 * PG, 0, RW, &c, false).with_anon_vma();
+        assert_eq!(read(&pt, &mut nv, A + 65 * PG, 7).unwrap(), b"private");
+        pt.validate().unwrap();
+    }
+
+    #[test]
+    fn a_failed_move_leaves_every_entry_in_place() {
+        let m = mem();
+        let pt = PageTable::new(&m).unwrap();
+        let mut v = FaultVma::anonymous(A, A + 4 * PMD_SIZE, RW);
+        let old = A + 300 * PG;
+        fill(&pt, &mut v, old, 600);
+        assert_eq!(
+            pt.install_guard_markers(old + 600 * PG, old + 601 * PG).unwrap(),
+            GuardInstall::Done { installed: 1 }
+        );
+        let before = pt.entries(0, VA_END);
+        let new = 0x50_0000_0000 + 7 * PG;
+        let mut i = 0;
+        loop {
+            m.inject_alloc_failure(Some(i));
+            let r = pt.move_page_tables(old, new, 601 * PG, &MoveFlags::default());
+            m.inject_alloc_failure(None);
+            match r {
+                Err(Errno::ENOMEM) => {
+                    assert_eq!(pt.entries(0, VA_END), before, "failure {i} moved something");
+                    pt.validate().unwrap();
+                    i += 1;
+                }
+                Ok(n) => {
+                    assert_eq!(n, 601);
+                    break;
+                }
+                Err(e) => panic!("{e:?}"),
+            }
+        }
+        // Tables allocated by a failed attempt stay (empty), so later attempts need fewer: at least the PMD table
+        // and one PTE table failed.
+        assert!(i >= 2, "{i}");
+        let mut nv = FaultVma::anonymous(new, new + 601 * PG, RW);
+        check(&pt, &mut nv, new, 600);
+        pt.zap_range(0, VA_END, &ZapDetails::UNMAP);
     }
 }

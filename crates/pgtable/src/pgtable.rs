@@ -136,7 +136,10 @@ pub struct PageTable {
 
 impl std::fmt::Debug for PageTable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PageTable").field("rss", &self.rss()).field("table_pages", &self.table_pages()).finish()
+        f.debug_struct("PageTable")
+            .field("rss", &self.rss())
+            .field("table_pages", &self.table_pages())
+            .finish()
     }
 }
 
@@ -176,7 +179,10 @@ impl PteGuard<'_> {
     /// MMU's latest bits on failure.
     #[inline]
     pub(crate) fn replace(&self, addr: u64, old: Pte, new: Pte) -> Result<(), Pte> {
-        self.slot(addr).compare_exchange(old.0, new.0, Ordering::AcqRel, Ordering::Acquire).map(|_| ()).map_err(Pte)
+        self.slot(addr)
+            .compare_exchange(old.0, new.0, Ordering::AcqRel, Ordering::Acquire)
+            .map(|_| ())
+            .map_err(Pte)
     }
 
     /// Applies `f` to the entry atomically (a compare-and-swap loop), returning the old and new values.
@@ -310,7 +316,12 @@ impl PageTable {
     ///
     /// The caller excludes the unlinking of the upper-level tables on the way (module docs) or is inside an RCU
     /// read-side section; the returned reference is used under the same condition.
-    pub(crate) fn entry_slot(&self, addr: u64, target: Level, alloc: bool) -> Result<Option<&AtomicU64>, Errno> {
+    pub(crate) fn entry_slot(
+        &self,
+        addr: u64,
+        target: Level,
+        alloc: bool,
+    ) -> Result<Option<&AtomicU64>, Errno> {
         debug_assert!(addr < VA_END);
         let mut t = self.pgd();
         let mut level: Level = 3;
@@ -344,7 +355,11 @@ impl PageTable {
 
     /// [`PageTable::lock_pte`] from the PMD entry `pmd` (which belongs to this page table and stays allocated
     /// under the caller's contract).
-    pub(crate) fn lock_pte_at<'a>(&'a self, pmd: &'a AtomicU64, alloc: bool) -> Result<Option<PteGuard<'a>>, Errno> {
+    pub(crate) fn lock_pte_at<'a>(
+        &'a self,
+        pmd: &'a AtomicU64,
+        alloc: bool,
+    ) -> Result<Option<PteGuard<'a>>, Errno> {
         // The section covers the window between loading the PMD entry and holding the table's lock.
         let _rcu = vmspace_rcu::pin();
         loop {
@@ -369,7 +384,12 @@ impl PageTable {
 
     /// Calls `f(table, from, to)` for every existing PTE table overlapping `[start, end)`, locked, with the part
     /// `[from, to)` of the range it covers. Allocates nothing. Caller contract: as [`PageTable::entry_slot`].
-    pub(crate) fn for_each_pte_table(&self, start: u64, end: u64, f: &mut dyn FnMut(&PteGuard<'_>, u64, u64)) {
+    pub(crate) fn for_each_pte_table(
+        &self,
+        start: u64,
+        end: u64,
+        f: &mut dyn FnMut(&PteGuard<'_>, u64, u64),
+    ) {
         fn rec(
             pt: &PageTable,
             t: &Table,
@@ -561,7 +581,9 @@ impl PageTable {
         }
         let [want_pte, want_upper] = self.tables.sums();
         if (ptes, upper) != (want_pte, want_upper) {
-            return Err(format!("table counters say {want_pte} PTE + {want_upper} upper, walk found {ptes} + {upper}"));
+            return Err(format!(
+                "table counters say {want_pte} PTE + {want_upper} upper, walk found {ptes} + {upper}"
+            ));
         }
         if c.rss != self.rss() {
             return Err(format!("rss counters {:?}, entries {:?}", self.rss(), c.rss));
@@ -620,7 +642,8 @@ impl PageTable {
             let pfn = pte.pfn();
             if pte.is_special() {
                 if pfn != Pfn::ZERO || pte.is_write() {
-                    *err = Some(format!("special entry at {addr:#x} is not the read-only zero page: {pte:?}"));
+                    *err =
+                        Some(format!("special entry at {addr:#x} is not the read-only zero page: {pte:?}"));
                 }
                 c.zero += 1;
                 continue;

@@ -101,3 +101,59 @@ impl PageTable {
         }
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use crate::testutil::{RW, SHARED_RW, mem, read, smaps, write};
+    use crate::{FaultVma, PAGE_SIZE, PageCache, PageTable};
+    use vmspace_proc::MemStatsAccumulator;
+
+    const A: u64 = 0x70_0000_0000;
+    const PG: u64 = PAGE_SIZE;
+
+    /// The live kernel's answers for a memfd of 64 pages, only `ftruncate`d (experiment in the crate's tests
+    /// docs: a shared read-write mapping reads page 0 and writes page 1; a private one reads pages 0 and 3, then
+    /// writes page 0).
+    #[test]
+    fn memfd_hole_scenario_matches_the_kernel() {
+        let m = mem();
+        let c = PageCache::new(&m, 64 * 4096, true);
+        let pt = PageTable::new(&m).unwrap();
+        let mut h = FaultVma::file(A, A + 64 * PG, 0, SHARED_RW, &c, false);
+        read(&pt, &mut h, A, 1).unwrap();
+        let s = smaps(&pt, A, A + 64 * PG);
+        assert_eq!((s.rss, s.pss, s.private_clean, s.referenced), (4, 4, 4, 4));
+        write(&pt, &mut h, A + PG, b"1").unwrap();
+        let s = smaps(&pt, A, A + 64 * PG);
+        assert_eq!((s.rss, s.pss, s.pss_dirty, s.private_clean, s.private_dirty), (8, 8, 4, 4, 4));
+        let hp_start = A + 128 * PG;
+        let mut hp = FaultVma::file(hp_start, hp_start + 64 * PG, 0, RW, &c, false);
+        read(&pt, &mut hp, hp_start, 1).unwrap();
+        read(&pt, &mut hp, hp_start + 3 * PG, 1).unwrap();
+        let s = smaps(&pt, hp_start, hp_start + 64 * PG);
+        assert_eq!(
+            (s.rss, s.pss, s.pss_dirty, s.shared_clean, s.shared_dirty, s.private_clean),
+            (12, 8, 2, 4, 4, 4)
+        );
+        write(&pt, &mut hp, hp_start, b"5").unwrap();
+        let s = smaps(&pt, hp_start, hp_start + 64 * PG);
+        assert_eq!(
+            (s.rss, s.pss, s.pss_dirty, s.shared_dirty, s.private_clean, s.private_dirty, s.anonymous),
+            (12, 10, 6, 4, 4, 4, 4)
+        );
+        assert_eq!(s.pss_anon + s.pss_shmem, s.pss, "{s:?}");
+    }
+
+    #[test]
+    fn locked_vmas_count_their_pss_and_the_zero_page_counts_nothing() {
+        let m = mem();
+        let pt = PageTable::new(&m).unwrap();
+        let mut v = FaultVma::anonymous(A, A + 4 * PG, RW);
+        read(&pt, &mut v, A, 1).unwrap();
+        write(&pt, &mut v, A + PG, b"x").unwrap();
+        let mut acc = MemStatsAccumulator::default();
+        pt.smaps_range(A, A + 4 * PG, true, &mut acc);
+        let s = acc.finish();
+        assert_eq!((s.rss, s.locked, s.anonymous, s.swap), (4, 4, 4, 0));
+    }
+}

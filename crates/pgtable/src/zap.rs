@@ -57,7 +57,8 @@ pub struct ZapDetails {
 
 impl ZapDetails {
     /// `unmap_vmas` (munmap, exit): everything goes, markers included.
-    pub const UNMAP: ZapDetails = ZapDetails { even_cows: true, drop_markers: true, reclaim_pt: false, file_vma: false };
+    pub const UNMAP: ZapDetails =
+        ZapDetails { even_cows: true, drop_markers: true, reclaim_pt: false, file_vma: false };
 
     /// `madvise_dontneed_single_vma`: every page, guard markers kept, empty tables reclaimed.
     pub const fn dontneed(file_vma: bool) -> ZapDetails {
@@ -174,7 +175,12 @@ impl PageTable {
         }
         // `try_to_free_pte`: only when this zap covered the table's whole span.
         let span_start = start & !(PMD_SIZE - 1);
-        if d.reclaim_pt && !skipped && start == span_start && end == span_start + PMD_SIZE && g.table.is_empty() {
+        if d.reclaim_pt
+            && !skipped
+            && start == span_start
+            && end == span_start + PMD_SIZE
+            && g.table.is_empty()
+        {
             g.unlink();
             self.count_table(0, -1);
             tlb.remove_table(g.table_addr());
@@ -327,5 +333,155 @@ impl PageTable {
             }
         }
         end.wrapping_sub(1) <= ceiling.wrapping_sub(1)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::testutil::{RW, SHARED_RW, mem, read, write};
+    use crate::{FaultVma, GuardInstall, PageCache, Pte};
+
+    const A: u64 = 0x20_0000_0000;
+    const PG: u64 = PAGE_SIZE;
+
+    #[test]
+    fn zap_drops_pages_and_accounts_by_kind() {
+        let m = mem();
+        let c = PageCache::new(&m, 0, false);
+        c.write(0, &[3u8; 4 * 4096]).unwrap();
+        let pt = PageTable::new(&m).unwrap();
+        let mut anon = FaultVma::anonymous(A, A + 8 * PG, RW);
+        let mut file = FaultVma::file(A + 8 * PG, A + 12 * PG, 0, SHARED_RW, &c, false);
+        for i in 0..4 {
+            write(&pt, &mut anon, A + i * PG, &[1]).unwrap();
+        }
+        read(&pt, &mut anon, A + 5 * PG, 1).unwrap(); // the zero page
+        read(&pt, &mut file, A + 8 * PG, 1).unwrap(); // fault-around maps all four
+        write(&pt, &mut file, A + 9 * PG, &[2]).unwrap(); // dirty entry
+        assert_eq!((pt.rss().anon, pt.rss().file), (4, 4));
+        let before = m.stats().frames_in_use;
+        let s = pt.zap_range(A, A + 12 * PG, &ZapDetails::UNMAP);
+        assert_eq!(s.present, 9);
+        assert_eq!((s.rss.anon, s.rss.file, s.rss.shmem), (4, 4, 0));
+        assert_eq!(s.dirty_file, 1);
+        assert_eq!(pt.rss(), Rss::default());
+        let p9 = c.page(1).unwrap();
+        let info = m.frame_info(p9).unwrap();
+        assert!(info.flags.contains(FrameFlags::DIRTY.union(FrameFlags::REFERENCED)));
+        assert_eq!((info.refcount, info.mapcount), (1, 0), "only the cache's reference is left");
+        // The anonymous frames wait for the grace period, then go.
+        assert_eq!(m.stats().frames_in_use, before - 4);
+        vmspace_rcu::synchronize();
+        assert_eq!(m.stats().frames_pending_free, 0);
+        pt.validate().unwrap();
+    }
+
+    #[test]
+    fn markers_and_cows_survive_the_zaps_that_must_keep_them() {
+        let m = mem();
+        let c = PageCache::new(&m, 4 * 4096, false);
+        let pt = PageTable::new(&m).unwrap();
+        let mut v = FaultVma::file(A, A + 4 * PG, 0, RW, &c, false);
+        read(&pt, &mut v, A, 1).unwrap();
+        write(&pt, &mut v, A + PG, b"cow").unwrap();
+        assert_eq!(
+            pt.install_guard_markers(A + 2 * PG, A + 3 * PG).unwrap(),
+            GuardInstall::Done { installed: 1 }
+        );
+        // unmap_mapping_range without even_cows: the file page goes, the copy and the marker stay.
+        let s = pt.zap_range(A, A + 4 * PG, &ZapDetails::mapping(false));
+        assert_eq!((s.present, s.skipped), (1, 2));
+        assert!(pt.pte(A).is_none() && pt.pte(A + PG).is_present());
+        // MADV_DONTNEED: the copy goes, the guard marker stays.
+        let s = pt.zap_range(A, A + 4 * PG, &ZapDetails::dontneed(true));
+        assert_eq!((s.present, s.markers, s.skipped), (1, 0, 1));
+        assert_eq!(pt.pte(A + 2 * PG), Pte::marker(Marker::GUARD));
+        // munmap: the marker too.
+        let s = pt.zap_range(A, A + 4 * PG, &ZapDetails::UNMAP);
+        assert_eq!(s.markers, 1);
+        assert_eq!(pt.validate().unwrap().markers, 0);
+    }
+
+    #[test]
+    fn uffd_wp_markers_follow_the_vma_kind_and_poison_follows_even_cows() {
+        let m = mem();
+        let pt = PageTable::new(&m).unwrap();
+        // Place markers by hand (userfaultfd and poisoning are not modelled beyond their entries).
+        let put = |addr: u64, mk: Marker| {
+            let g = pt.lock_pte(addr, true).unwrap().unwrap();
+            g.set(addr, Pte::marker(mk));
+        };
+        put(A, Marker::UFFD_WP);
+        put(A + PG, Marker::POISONED);
+        let s = pt.zap_range(A, A + 2 * PG, &ZapDetails::dontneed(true));
+        assert_eq!((s.markers, s.skipped), (1, 1), "file VMA keeps uffd-wp, poison goes");
+        let s = pt.zap_range(A, A + 2 * PG, &ZapDetails::dontneed(false));
+        assert_eq!(s.markers, 1, "anonymous VMA drops uffd-wp");
+        put(A, Marker::POISONED);
+        let s = pt.zap_range(A, A + PG, &ZapDetails::mapping(false));
+        assert_eq!(s.skipped, 1, "without even_cows poison stays");
+    }
+
+    #[test]
+    fn dontneed_reclaims_a_fully_zapped_empty_table_only() {
+        let m = mem();
+        let pt = PageTable::new(&m).unwrap();
+        let base = A;
+        let mut v = FaultVma::anonymous(base, base + 2 * PMD_SIZE, RW);
+        for i in 0..4 {
+            write(&pt, &mut v, base + i * PMD_SIZE / 2, &[1]).unwrap();
+        }
+        assert_eq!(pt.pte_table_pages(), 2);
+        // Half a table: no reclaim (as the live kernel's VmPTE shows).
+        let s = pt.zap_range(base, base + PMD_SIZE / 2 + PG, &ZapDetails::dontneed(false));
+        assert_eq!(s.tables_freed, 0);
+        // The whole second table: reclaimed.
+        let s = pt.zap_range(base + PMD_SIZE, base + 2 * PMD_SIZE, &ZapDetails::dontneed(false));
+        assert_eq!(s.tables_freed, 1);
+        assert_eq!(pt.pte_table_pages(), 1);
+        // A marker in a table blocks its reclaim.
+        pt.install_guard_markers(base, base + PG).unwrap();
+        let s = pt.zap_range(base, base + PMD_SIZE, &ZapDetails::dontneed(false));
+        assert_eq!(s.tables_freed, 0);
+        // A fault after the reclaim gets a new table.
+        write(&pt, &mut v, base + PMD_SIZE + 3 * PG, &[9]).unwrap();
+        assert_eq!(pt.pte_table_pages(), 2);
+        pt.validate().unwrap();
+        drop(pt);
+        vmspace_rcu::synchronize();
+        assert_eq!(m.stats().tables_in_use, 0);
+        assert_eq!(m.stats().tables_pending_free, 0);
+    }
+
+    #[test]
+    fn free_pgd_range_respects_floor_and_ceiling() {
+        let m = mem();
+        let pt = PageTable::new(&m).unwrap();
+        // Three 2 MiB spans with one page each: [A, A+2M), [A+2M, A+4M), [A+4M, A+6M).
+        let mut v = FaultVma::anonymous(A, A + 3 * PMD_SIZE, RW);
+        for i in 0..3 {
+            write(&pt, &mut v, A + i * PMD_SIZE + 5 * PG, &[1]).unwrap();
+        }
+        let tables = pt.table_pages();
+        assert_eq!(tables, 1 + 1 + 1 + 3, "PGD, PUD, PMD and three PTE tables");
+        // Unmap the middle span's page; the neighbouring VMAs end/start inside the outer spans.
+        pt.zap_range(A + PMD_SIZE + 5 * PG, A + PMD_SIZE + 6 * PG, &ZapDetails::UNMAP);
+        let freed = pt.free_pgd_range(
+            A + PMD_SIZE + 5 * PG,
+            A + PMD_SIZE + 6 * PG,
+            A + 6 * PG,
+            A + 2 * PMD_SIZE + 5 * PG,
+        );
+        assert_eq!(freed, 1, "only the middle PTE table lies between floor and ceiling");
+        assert_eq!(pt.table_pages(), tables - 1);
+        // A floor inside the span keeps its table.
+        pt.zap_range(A + 5 * PG, A + 6 * PG, &ZapDetails::UNMAP);
+        assert_eq!(pt.free_pgd_range(A + 5 * PG, A + 6 * PG, A + PG, 0), 0);
+        // Everything: the PMD and PUD tables go too.
+        pt.zap_range(0, VA_END, &ZapDetails::UNMAP);
+        assert_eq!(pt.free_pgd_range(0, VA_END, 0, 0), 4);
+        assert_eq!(pt.table_pages(), 1);
+        pt.validate().unwrap();
     }
 }
