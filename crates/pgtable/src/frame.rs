@@ -349,9 +349,11 @@ impl FrameInit {
     }
 }
 
-/// A content buffer travelling between threads (free lists, the recycling cache).
+/// A content buffer travelling between threads (the recycling cache).
+#[cfg(not(loom))]
 struct DataPtr(*mut PageData);
 // SAFETY: a `DataPtr` is the unique owner of an unreachable buffer (on a free path or in the cache).
+#[cfg(not(loom))]
 unsafe impl Send for DataPtr {}
 
 /// Counter indices of [`Memory`]'s statistics.
