@@ -31,8 +31,17 @@
 //! # Allocation and freeing
 //!
 //! Free frames wait in per-thread-shard lists (the kernel's per-CPU page lists): a thread allocates from its
-//! own shard's list, refilled in batches from the never-used part of the table (growing it a chunk at a time)
-//! or from the other shards. No lock is shared by two threads faulting at the same time, except for a refill.
+//! own shard's list, refilled in batches from the shared free list (the buddy allocator's role), else from the
+//! never-used part of the table (growing it a chunk at a time), else from the other shards; a shard's list that
+//! grows beyond a bound returns frames to the shared list. No lock is shared by two threads faulting at the
+//! same time, except for a refill or a spill.
+//!
+//! A freed frame keeps its contents buffer as a *spare* (not visible: the frame reads as zeroes): the next
+//! first write to the frame zeroes and reuses it, so contents are recycled together with their PFN, through the
+//! same per-shard lists, and a program that maps and unmaps memory in a loop costs no system allocation (a
+//! fresh buffer costs the host a page fault per page of new heap: measured, more than half of an anonymous
+//! fault's time). Spares are never given back before the `Memory` is dropped; they are bounded by the peak
+//! number of frames with contents, as the emulated machine's RAM is.
 //!
 //! A frame that was mapped may still be reached by a lockless walker (the emulated MMU, a lockless smaps
 //! reader) after its last entry is cleared, so it is not freed at once: the clearing operation collects it in
@@ -67,15 +76,18 @@ const DIR_LEN: usize = 1 << 14;
 const DIR_LEN: usize = 16;
 /// The most frames a [`Memory`] can have (including the zero page).
 pub const MAX_FRAMES: u64 = (DIR_LEN * CHUNK) as u64;
-/// Frames a shard's list takes from the never-used part of the table at a time.
+/// Frames a shard's list takes at a time from the shared free list or the never-used part of the table
+/// (`pcp->batch`).
 #[cfg(not(loom))]
 const REFILL: u64 = 64;
 #[cfg(loom)]
 const REFILL: u64 = 1;
-/// Recycled content buffers kept per shard (beyond this they go back to the system allocator).
+/// A shard's list longer than this gives its oldest frames back to the shared free list (`pcp->high`), so that
+/// frames freed by one thread are found by the others before the table grows.
 #[cfg(not(loom))]
-const DATA_CACHE_MAX: usize = 1024;
-
+const PCP_HIGH: usize = 1024;
+#[cfg(loom)]
+const PCP_HIGH: usize = 4;
 /// A frame's state bits (a subset of the kernel's folio flags, plus `FREE` for the allocator).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct FrameFlags(u32);
@@ -232,6 +244,12 @@ pub(crate) struct Frame {
     /// Acquire load of readers, which then see the zeroed or copied words); detached only when the frame is
     /// freed, after its grace period.
     pub(crate) data: AtomicPtr<PageData>,
+    /// A buffer kept from the frame's previous life (module docs), reused by its next first write; null if none.
+    /// Touched only by whoever owns the frame's allocation state: the freeing path after the grace period, and
+    /// the first writer through `ensure_data`/`copy_data`, which takes it with a swap (so two racing first
+    /// writers never both get it). Not under loom, where a freed buffer is marked instead.
+    #[cfg(not(loom))]
+    spare: AtomicPtr<PageData>,
 }
 
 impl Frame {
@@ -243,6 +261,8 @@ impl Frame {
             mapping: AtomicU64::new(0),
             index: AtomicU64::new(0),
             data: AtomicPtr::new(std::ptr::null_mut()),
+            #[cfg(not(loom))]
+            spare: AtomicPtr::new(std::ptr::null_mut()),
         }
     }
 
@@ -349,13 +369,6 @@ impl FrameInit {
     }
 }
 
-/// A content buffer travelling between threads (the recycling cache).
-#[cfg(not(loom))]
-struct DataPtr(*mut PageData);
-// SAFETY: a `DataPtr` is the unique owner of an unreachable buffer (on a free path or in the cache).
-#[cfg(not(loom))]
-unsafe impl Send for DataPtr {}
-
 /// Counter indices of [`Memory`]'s statistics.
 mod stat {
     pub(crate) const FRAMES_ALLOC: usize = 0;
@@ -446,9 +459,8 @@ pub struct Memory {
     grow: Mutex<u64>,
     /// Free PFNs per shard.
     free: Box<[CachePadded<Mutex<Vec<u64>>>]>,
-    /// Recycled content buffers per shard.
-    #[cfg(not(loom))]
-    data_cache: Box<[CachePadded<Mutex<Vec<DataPtr>>>]>,
+    /// Free PFNs shared by all shards (module docs).
+    global_free: Mutex<Vec<u64>>,
     pub(crate) stats: Sharded<{ stat::N }>,
     /// 0 = no injection; n = the n-th allocation from now fails (then injection switches off).
     fail_countdown: AtomicU64,
@@ -470,8 +482,7 @@ impl Memory {
             dir: (0..DIR_LEN).map(|_| AtomicPtr::new(std::ptr::null_mut())).collect(),
             grow: Mutex::new(1),
             free: (0..NSHARDS).map(|_| CachePadded::new(Mutex::new(Vec::new()))).collect(),
-            #[cfg(not(loom))]
-            data_cache: (0..NSHARDS).map(|_| CachePadded::new(Mutex::new(Vec::new()))).collect(),
+            global_free: Mutex::new(Vec::new()),
             stats: Sharded::new(),
             fail_countdown: AtomicU64::new(0),
             max_frames: config.max_frames.clamp(2, MAX_FRAMES),
@@ -558,11 +569,23 @@ impl Memory {
         Some(pfn)
     }
 
-    /// Pops a free PFN: this shard's list, else a refill from the unused table, else another shard's list.
+    /// Pops a free PFN: this shard's list, else a refill from the shared list, else from the unused table, else
+    /// another shard's list.
     fn take_free(&self) -> Option<Pfn> {
         let me = shard();
         if let Some(p) = self.free[me].lock().pop() {
             return Some(Pfn(p));
+        }
+        {
+            let mut g = self.global_free.lock();
+            if let Some(first) = g.pop() {
+                let take = g.len().min(REFILL as usize - 1);
+                let at = g.len() - take;
+                let batch: Vec<u64> = g.drain(at..).collect();
+                drop(g);
+                self.free[me].lock().extend(batch);
+                return Some(Pfn(first));
+            }
         }
         // Refill from the never-used part of the table.
         {
@@ -630,29 +653,40 @@ impl Memory {
             let d = f.data.swap(std::ptr::null_mut(), Ordering::Relaxed);
             if !d.is_null() {
                 detached += 1;
-                self.recycle_data(d);
+                self.keep_spare(f, d);
             }
         }
         self.stats.add(DATA_DETACHED, detached);
-        self.free[shard()].lock().extend_from_slice(pfns);
+        let mut l = self.free[shard()].lock();
+        l.extend_from_slice(pfns);
+        if l.len() > PCP_HIGH {
+            // `free_pcppages_bulk`: the oldest half goes back to the shared list.
+            let half = l.len() / 2;
+            let spill: Vec<u64> = l.drain(..half).collect();
+            drop(l);
+            self.global_free.lock().extend(spill);
+        }
         self.stats.add(FRAMES_FREED, pfns.len() as i64);
     }
 
-    /// A content buffer whose words the caller will overwrite, or `None` (injected failure).
-    fn alloc_data_buffer(&self, zeroed: bool) -> Option<*mut PageData> {
+    /// A content buffer for frame `f`: its spare (zeroed if `zeroed`), else a new zeroed one. `None` = injected
+    /// failure.
+    fn alloc_data_buffer(&self, f: &Frame, zeroed: bool) -> Option<*mut PageData> {
         if !self.admit() {
             return None;
         }
         #[cfg(not(loom))]
         {
-            let cached = self.data_cache[shard()].lock().pop();
-            if let Some(DataPtr(p)) = cached {
+            // Acquire: pairs with the Release store in `keep_spare` (the buffer's last words are visible before we
+            // overwrite them; the grace period already ordered them).
+            let spare = f.spare.swap(std::ptr::null_mut(), Ordering::Acquire);
+            if !spare.is_null() {
                 if zeroed {
-                    // SAFETY: a cached buffer is unreachable and ours; its atomics may be written non-atomically
-                    // since no other thread can access them (the grace period separated us from the last).
-                    unsafe { std::ptr::write_bytes(p, 0, 1) };
+                    // SAFETY: a spare is unreachable and, once swapped out, ours alone; its atomics may be written
+                    // non-atomically since no other thread can access them.
+                    unsafe { std::ptr::write_bytes(spare, 0, 1) };
                 }
-                return Some(p);
+                return Some(spare);
             }
             let layout = std::alloc::Layout::new::<PageData>();
             // SAFETY: the layout is non-zero-sized. Zeroed memory is a valid `PageData` (atomic words).
@@ -665,7 +699,7 @@ impl Memory {
         }
         #[cfg(loom)]
         {
-            let _ = zeroed;
+            let _ = (f, zeroed);
             self.stats.add(DATA_SYSTEM, 1);
             Some(Box::into_raw(Box::new(PageData {
                 w: std::array::from_fn(|_| AtomicU64::new(0)),
@@ -674,21 +708,20 @@ impl Memory {
         }
     }
 
-    /// Gives back a buffer that is unreachable.
-    fn recycle_data(&self, p: *mut PageData) {
+    /// Keeps `p`, an unreachable buffer that was `f`'s contents or lost an installation race, as `f`'s spare
+    /// (freed if `f` has one already).
+    fn keep_spare(&self, f: &Frame, p: *mut PageData) {
         #[cfg(not(loom))]
         {
-            let mut c = self.data_cache[shard()].lock();
-            if c.len() < DATA_CACHE_MAX {
-                c.push(DataPtr(p));
-                return;
+            // Release: pairs with the Acquire swap in `alloc_data_buffer`.
+            let old = f.spare.swap(p, Ordering::Release);
+            if !old.is_null() {
+                self.free_data_now(old);
             }
-            drop(c);
-            // SAFETY: `p` came from `alloc_zeroed` with this layout and is unreachable.
-            unsafe { std::alloc::dealloc(p as *mut u8, std::alloc::Layout::new::<PageData>()) };
         }
         #[cfg(loom)]
         {
+            let _ = f;
             // SAFETY: loom keeps the buffer allocated and marks it, so that a late access fails the model.
             unsafe { &*p }.freed.store(true, Ordering::Relaxed);
         }
@@ -705,7 +738,7 @@ impl Memory {
                 unsafe { &*buf }
             }
             Err(cur) => {
-                self.recycle_data(buf);
+                self.keep_spare(f, buf);
                 // SAFETY: as above, for the winner's buffer.
                 unsafe { &*cur }
             }
@@ -719,7 +752,7 @@ impl Memory {
         if let Some(d) = f.data() {
             return Some(d);
         }
-        let buf = self.alloc_data_buffer(true)?;
+        let buf = self.alloc_data_buffer(f, true)?;
         Some(self.install_data(f, buf))
     }
 
@@ -727,7 +760,7 @@ impl Memory {
     /// that was never written leaves `dst` without contents (zeroes). `Err` = allocation failed.
     pub(crate) fn copy_data(&self, src: Pfn, dst: Pfn) -> Result<(), ()> {
         let Some(s) = self.frame(src).data() else { return Ok(()) };
-        let buf = self.alloc_data_buffer(false).ok_or(())?;
+        let buf = self.alloc_data_buffer(self.frame(dst), false).ok_or(())?;
         #[cfg(not(loom))]
         {
             let d = buf as *mut u64;
@@ -827,12 +860,14 @@ impl Drop for Memory {
                 if !d.is_null() {
                     self.free_data_now(d);
                 }
-            }
-        }
-        #[cfg(not(loom))]
-        for c in self.data_cache.iter() {
-            for DataPtr(p) in std::mem::take(&mut *c.lock()) {
-                self.free_data_now(p);
+                #[cfg(not(loom))]
+                {
+                    // Relaxed: exclusive access.
+                    let d = f.spare.load(Ordering::Relaxed);
+                    if !d.is_null() {
+                        self.free_data_now(d);
+                    }
+                }
             }
         }
     }

@@ -106,7 +106,10 @@ fn two_faulters_install_one_table() {
             let pt = pt.clone();
             thread::spawn(move || {
                 let vma = FaultVma::anonymous(0, 4 * PMD_SIZE, RW).with_anon_vma();
-                assert_eq!(handle_mm_fault(&pt, &vma, PG, Access::Write), VmFault::Handled(FaultKind::AnonNew));
+                assert_eq!(
+                    handle_mm_fault(&pt, &vma, PG, Access::Write),
+                    VmFault::Handled(FaultKind::AnonNew)
+                );
             })
         };
         assert_eq!(handle_mm_fault(&pt, &vma, 0, Access::Write), VmFault::Handled(FaultKind::AnonNew));
