@@ -292,7 +292,7 @@ fn same_mapping(a: Pte, b: Pte) -> bool {
 }
 
 fn fault(pt: &PageTable, vma: &FaultVma<'_>, addr: u64, access: Access) -> VmFault {
-    if addr < vma.start || addr >= vma.end || access_error(vma, access) {
+    if addr < vma.start || addr >= vma.end || addr >= crate::arch::VA_END || access_error(vma, access) {
         return VmFault::SigSegv;
     }
     let _rcu = vmspace_rcu::pin();

@@ -45,7 +45,7 @@
 //!
 //! A frame that was mapped may still be reached by a lockless walker (the emulated MMU, a lockless smaps
 //! reader) after its last entry is cleared, so it is not freed at once: the clearing operation collects it in
-//! an [`crate::MmuGather`], which frees the batch after an RCU grace period (`tlb_finish_mmu` after the TLB
+//! an [`crate::gather::MmuGather`], which frees the batch after an RCU grace period (`tlb_finish_mmu` after the TLB
 //! flush, whose role the grace period plays). A walker that read the entry inside its read-side section can
 //! therefore still read the frame's descriptor and contents, and the frame is not reused meanwhile. A frame
 //! that was never published (a fault that lost a race, a failed operation) is freed at once.

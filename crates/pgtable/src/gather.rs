@@ -21,7 +21,7 @@ use crate::frame::{FRAMES_RELEASED, Memory, TABLES_RELEASED};
 const FLUSH_AT: usize = 512;
 
 /// A batch of frames and table pages to free after a grace period (module docs).
-pub struct MmuGather {
+pub(crate) struct MmuGather {
     mem: Arc<Memory>,
     frames: Vec<u64>,
     tables: Vec<usize>,
@@ -29,7 +29,7 @@ pub struct MmuGather {
 
 impl MmuGather {
     /// An empty batch for `mem` (`tlb_gather_mmu`).
-    pub fn new(mem: &Arc<Memory>) -> MmuGather {
+    pub(crate) fn new(mem: &Arc<Memory>) -> MmuGather {
         MmuGather { mem: Arc::clone(mem), frames: Vec::new(), tables: Vec::new() }
     }
 
@@ -57,12 +57,12 @@ impl MmuGather {
     }
 
     /// Whether nothing is queued.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.frames.is_empty() && self.tables.is_empty()
     }
 
     /// Hands what is queued to RCU now (`tlb_flush_mmu`) and starts its grace period.
-    pub fn flush(&mut self) {
+    pub(crate) fn flush(&mut self) {
         if self.is_empty() {
             return;
         }

@@ -18,7 +18,7 @@
 //! walker that loads the entry with Acquire sees the empty entries. It is unlinked by clearing the parent
 //! entry (a PTE table: with its own lock held, so that a faulter that found the table and then took its lock
 //! notices, by re-reading the parent entry, that it is gone), and freed after an RCU grace period
-//! ([`crate::MmuGather`]), since lockless walkers may still be inside it. Under loom a freed table is kept and
+//! ([`crate::gather::MmuGather`]), since lockless walkers may still be inside it. Under loom a freed table is kept and
 //! marked, and every access through [`table_of`] asserts the mark is clear, so a walker reaching a reclaimed
 //! table fails the model.
 
