@@ -295,17 +295,21 @@ fn fault(pt: &PageTable, vma: &FaultVma<'_>, addr: u64, access: Access) -> VmFau
     if addr < vma.start || addr >= vma.end || addr >= crate::arch::VA_END || access_error(vma, access) {
         return VmFault::SigSegv;
     }
-    let _rcu = vmspace_rcu::pin();
-    // `__handle_mm_fault`: the upper tables.
+    // `__handle_mm_fault`: the upper tables (which the VMA's stability keeps linked).
     let pmd = match pt.entry_slot(addr, 1, true) {
         Ok(Some(s)) => s,
         _ => return VmFault::Oom,
     };
-    // `handle_pte_fault`: the entry, read without the lock (`pte_offset_map_nolock` + `ptep_get_lockless`).
-    // Acquire: pairs with the table's link; the table stays allocated within our RCU section.
-    let t = pmd.load(Ordering::Acquire);
-    // SAFETY: inside the RCU section entered before the load.
-    let orig = if t == 0 { Pte::NONE } else { Pte(unsafe { table_of(t) }.get(index(addr, 0))) };
+    // `handle_pte_fault`: the entry, read without the lock (`pte_offset_map_nolock` + `ptep_get_lockless`),
+    // inside a read-side section since `MADV_DONTNEED` may reclaim the PTE table meanwhile. The handlers then
+    // take the table's lock (re-checking the PMD entry) and compare against `orig`.
+    let orig = {
+        let _rcu = vmspace_rcu::pin();
+        // Acquire: pairs with the table's link.
+        let t = pmd.load(Ordering::Acquire);
+        // SAFETY: inside the RCU section entered before the load; a table unlinked since is not yet freed.
+        if t == 0 { Pte::NONE } else { Pte(unsafe { table_of(t) }.get(index(addr, 0))) }
+    };
     if orig.is_none() {
         return do_pte_missing(pt, vma, pmd, addr, access, orig);
     }

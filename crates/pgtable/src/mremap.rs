@@ -88,7 +88,6 @@ impl PageTable {
         extent: u64,
         flags: &MoveFlags,
     ) -> Result<Option<(u64, bool)>, Errno> {
-        let _rcu = vmspace_rcu::pin();
         let Some(old_pmd) = self.entry_slot(o, 1, false)? else { return Ok(None) };
         // Acquire: pairs with the table's link.
         if old_pmd.load(Ordering::Acquire) == 0 {
@@ -166,7 +165,6 @@ impl PageTable {
 
     /// Undoes one moved extent (no allocation: the old tables are still linked).
     fn move_back(&self, d: &Done) {
-        let _rcu = vmspace_rcu::pin();
         let new_pmd = self.entry_slot(d.new, 1, false).ok().flatten().expect("moved extent's tables exist");
         let old_pmd = self.entry_slot(d.old, 1, false).ok().flatten().expect("old tables are kept");
         if d.whole_table {

@@ -410,8 +410,7 @@ impl PageTable {
                             f(&g, addr, next);
                         }
                     } else {
-                        // SAFETY: upper-level tables are not unlinked under the caller's contract; inside the RCU
-                        // section of `for_each_pte_table`.
+                        // SAFETY: upper-level tables are not unlinked under the caller's contract.
                         rec(pt, unsafe { table_of(v) }, level - 1, addr, next, f);
                     }
                 }
@@ -422,7 +421,8 @@ impl PageTable {
         if start >= end {
             return;
         }
-        let _rcu = vmspace_rcu::pin();
+        // No read-side section around the walk: the upper-level tables stay under the caller's contract, and
+        // `lock_pte_at` covers its own window; a long zap or smaps walk must not hold up grace periods.
         rec(self, self.pgd(), 3, start, end, f);
     }
 

@@ -212,7 +212,6 @@ impl PageTable {
             return 0;
         }
         let mut tlb = MmuGather::new(&self.mem);
-        let _rcu = vmspace_rcu::pin();
         let mut freed = 0u64;
         let pgd = self.pgd();
         let mut a = addr;

@@ -348,10 +348,10 @@ impl World {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
 
     #[test]
-    fn contents_match_the_model(ops in proptest::collection::vec(op(), 1..40)) {
+    fn contents_match_the_model(ops in proptest::collection::vec(op(), 1..60)) {
         let mut w = World::new();
         for op in &ops {
             w.apply(op);
