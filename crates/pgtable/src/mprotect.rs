@@ -137,9 +137,9 @@ impl PageTable {
     /// `MADV_GUARD_INSTALL`'s page-table walk over `[start, end)` (module docs). Errors: `ENOMEM` allocating a
     /// table (markers placed so far stay).
     pub fn install_guard_markers(&self, start: u64, end: u64) -> Result<GuardInstall, Errno> {
-        let end = end.min(VA_END);
+        let end = end.min(VA_END).next_multiple_of(PAGE_SIZE);
         let mut installed = 0;
-        let mut addr = start;
+        let mut addr = start & !(PAGE_SIZE - 1);
         while addr < end {
             let next = addr_end(addr, end, 1);
             let g = self.lock_pte(addr, true)?.expect("allocating lock_pte returns a table");

@@ -47,10 +47,14 @@ struct Done {
 
 impl PageTable {
     /// `move_page_tables(old, new, len)` (module docs). Returns the number of entries moved (a whole table
-    /// counts its non-empty entries). Errors: `ENOMEM` (nothing moved).
+    /// counts its non-empty entries). Errors: `ENOMEM` (nothing moved); `EINVAL` for unaligned arguments and
+    /// `EFAULT` for a range beyond the translated address space (nothing done).
     pub fn move_page_tables(&self, old: u64, new: u64, len: u64, flags: &MoveFlags) -> Result<u64, Errno> {
         if len == 0 {
             return Ok(0);
+        }
+        if (old | new | len) % PAGE_SIZE != 0 {
+            return Err(Errno::EINVAL);
         }
         if old.checked_add(len).is_none_or(|e| e > VA_END) || new.checked_add(len).is_none_or(|e| e > VA_END)
         {

@@ -382,8 +382,9 @@ impl PageTable {
         }
     }
 
-    /// Calls `f(table, from, to)` for every existing PTE table overlapping `[start, end)`, locked, with the part
-    /// `[from, to)` of the range it covers. Allocates nothing. Caller contract: as [`PageTable::entry_slot`].
+    /// Calls `f(table, from, to)` for every existing PTE table overlapping `[start, end)` (widened to whole
+    /// pages), locked, with the page-aligned part `[from, to)` of the range it covers. Allocates nothing. Caller
+    /// contract: as [`PageTable::entry_slot`].
     pub(crate) fn for_each_pte_table(
         &self,
         start: u64,
@@ -417,7 +418,9 @@ impl PageTable {
                 addr = next;
             }
         }
-        let end = end.min(VA_END);
+        // Whole pages: the callers step page by page from `from` to `to`.
+        let start = start & !(PAGE_SIZE - 1);
+        let end = end.min(VA_END).next_multiple_of(PAGE_SIZE);
         if start >= end {
             return;
         }
@@ -682,4 +685,51 @@ impl Drop for PageTable {
         self.mem.stats.add(TABLES_RELEASED, 1);
         self.mem.free_tables_released(&[self.pgd]);
     }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::testutil::{RW, mem, write};
+    use crate::{ChangeProt, FaultVma, MoveFlags, PageProt, ZapDetails};
+    use vmspace_abi::Errno;
+
+    const A: u64 = 0x90_0000_0000;
+
+    #[test]
+    fn odd_ranges_neither_hang_nor_panic() {
+        let m = mem();
+        let pt = PageTable::new(&m).unwrap();
+        let mut v = FaultVma::anonymous(A, A + 4 * PAGE_SIZE, RW);
+        write(&pt, &mut v, A, b"x").unwrap();
+        write(&pt, &mut v, A + PAGE_SIZE, b"y").unwrap();
+        // Unaligned bounds cover the pages they touch.
+        let cp = ChangeProt { newprot: PageProt::READONLY, try_change_writable: false, shared: false };
+        assert_eq!(pt.change_protection(A + 5, A + PAGE_SIZE + 1, &cp), 2);
+        assert_eq!(pt.zap_range(A + 1, A + 2, &ZapDetails::UNMAP).present, 1);
+        // Empty, reversed and out-of-range requests do nothing.
+        assert_eq!(pt.zap_range(A + PAGE_SIZE, A, &ZapDetails::UNMAP).present, 0);
+        assert_eq!(pt.zap_range(VA_END, u64::MAX, &ZapDetails::UNMAP).present, 0);
+        assert_eq!(pt.free_pgd_range(VA_END, u64::MAX, 0, 0), 0);
+        assert_eq!(
+            pt.move_page_tables(A + 1, A + PMD_SIZE_T, PAGE_SIZE, &MoveFlags::default()),
+            Err(Errno::EINVAL)
+        );
+        assert_eq!(
+            pt.move_page_tables(A, VA_END - PAGE_SIZE, 2 * PAGE_SIZE, &MoveFlags::default()),
+            Err(Errno::EFAULT)
+        );
+        assert_eq!(
+            pt.move_page_tables(A, u64::MAX & !4095, PAGE_SIZE, &MoveFlags::default()),
+            Err(Errno::EFAULT)
+        );
+        assert!(matches!(pt.access(u64::MAX, Access::Read), Err(MmuError::Fault { .. })));
+        assert!(pt.pte(u64::MAX).is_none());
+        let far = FaultVma::anonymous(VA_END - PAGE_SIZE, VA_END + PAGE_SIZE, RW).with_anon_vma();
+        assert_eq!(crate::handle_mm_fault(&pt, &far, VA_END, Access::Write), crate::VmFault::SigSegv);
+        assert_eq!(pt.entries(A, A + 4 * PAGE_SIZE).len(), 1);
+        pt.validate().unwrap();
+    }
+
+    const PMD_SIZE_T: u64 = crate::PMD_SIZE;
 }
