@@ -53,7 +53,7 @@ impl PageTable {
         if len == 0 {
             return Ok(0);
         }
-        if (old | new | len) % PAGE_SIZE != 0 {
+        if !(old | new | len).is_multiple_of(PAGE_SIZE) {
             return Err(Errno::EINVAL);
         }
         if old.checked_add(len).is_none_or(|e| e > VA_END) || new.checked_add(len).is_none_or(|e| e > VA_END)

@@ -719,10 +719,7 @@ mod tests {
             pt.move_page_tables(A, VA_END - PAGE_SIZE, 2 * PAGE_SIZE, &MoveFlags::default()),
             Err(Errno::EFAULT)
         );
-        assert_eq!(
-            pt.move_page_tables(A, u64::MAX & !4095, PAGE_SIZE, &MoveFlags::default()),
-            Err(Errno::EFAULT)
-        );
+        assert_eq!(pt.move_page_tables(A, !4095, PAGE_SIZE, &MoveFlags::default()), Err(Errno::EFAULT));
         assert!(matches!(pt.access(u64::MAX, Access::Read), Err(MmuError::Fault { .. })));
         assert!(pt.pte(u64::MAX).is_none());
         let far = FaultVma::anonymous(VA_END - PAGE_SIZE, VA_END + PAGE_SIZE, RW).with_anon_vma();
