@@ -351,6 +351,11 @@ impl PageCache {
         }
     }
 
+    /// The memory its pages live in.
+    pub fn memory(&self) -> &Arc<Memory> {
+        &self.mem
+    }
+
     /// The id its frames carry as their mapping ([`crate::FrameInfo::mapping`]).
     pub fn id(&self) -> u64 {
         self.id

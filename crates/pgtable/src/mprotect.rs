@@ -21,6 +21,15 @@
 //! space are skipped (`folio_maybe_mapped_shared`). The live kernel clears `PG_swapbacked` through a per-CPU
 //! folio batch (`lru_lazyfree`), so its smaps `LazyFree` can lag by up to a batch; here it happens at once.
 //!
+//! # MADV_COLD and MADV_PAGEOUT
+//!
+//! [`PageTable::mkold_range`] is the page-table half of `madvise_cold_or_pageout_pte_range`: every present
+//! entry of a page this page table maps alone (`folio_maybe_mapped_shared` pages are left to their other
+//! users) loses its accessed bit (`ptep_test_and_clear_young`, a compare-and-swap against the MMU) and its frame
+//! `PG_referenced` (`folio_clear_referenced`), so smaps stops counting it as referenced. What the kernel then
+//! does with the page (deactivation, or reclaim for `PAGEOUT`) needs LRU lists and a backing store the crate
+//! does not have: the page stays mapped and keeps its contents.
+//!
 //! # Guard markers
 //!
 //! [`PageTable::install_guard_markers`] puts a guard marker into every empty entry of the range, allocating
@@ -129,6 +138,28 @@ impl PageTable {
                 }
                 f.clear(FrameFlags::SWAPBACKED);
                 n += 1;
+            }
+        });
+        n
+    }
+
+    /// `madvise_cold_or_pageout_pte_range`'s page-table part over `[start, end)` (module docs). Returns the
+    /// pages marked old.
+    pub fn mkold_range(&self, start: u64, end: u64) -> u64 {
+        let mut n = 0;
+        self.for_each_pte_table(start, end, &mut |g, from, to| {
+            let mut addr = from;
+            while addr != to {
+                let pte = g.get(addr);
+                if pte.is_present() && !pte.is_special() {
+                    let f = self.mem.frame(pte.pfn());
+                    if f.mapcount() <= 1 {
+                        g.update(addr, |p| if p.is_present() { p.mkold() } else { p });
+                        f.clear(FrameFlags::REFERENCED);
+                        n += 1;
+                    }
+                }
+                addr += PAGE_SIZE;
             }
         });
         n
@@ -270,6 +301,27 @@ mod tests {
         write(&pt, &mut v, A + PG, b"again").unwrap();
         let s = smaps(&pt, A, A + 4 * PG);
         assert_eq!((s.lazyfree, s.private_dirty), (4, 4));
+    }
+
+    #[test]
+    fn mkold_clears_referenced_state_of_pages_mapped_once() {
+        let m = mem();
+        let pt = PageTable::new(&m).unwrap();
+        let mut v = FaultVma::anonymous(A, A + 4 * PG, RW);
+        for i in 0..3 {
+            write(&pt, &mut v, A + i * PG, b"w").unwrap();
+        }
+        let child = PageTable::new(&m).unwrap();
+        pt.copy_page_range(&child, &CopyVma { start: A + 2 * PG, end: A + 3 * PG, flags: RW, dst_uffd_wp: false })
+            .unwrap();
+        assert_eq!(smaps(&pt, A, A + 4 * PG).referenced, 12);
+        assert_eq!(pt.mkold_range(A, A + 4 * PG), 2, "the page shared with the child is left alone");
+        let s = smaps(&pt, A, A + 4 * PG);
+        assert_eq!((s.rss, s.referenced), (12, 4));
+        assert!(!pt.pte(A).is_young() && pt.pte(A + 2 * PG).is_young());
+        // The contents stay: the page is still mapped.
+        assert_eq!(read(&pt, &mut v, A, 1).unwrap(), b"w");
+        pt.validate().unwrap();
     }
 
     #[test]
