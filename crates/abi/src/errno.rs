@@ -42,6 +42,8 @@ const NAMES: &[(i32, &str)] = &[
 impl Errno {
     /// Operation not permitted.
     pub const EPERM: Self = Self(1);
+    /// I/O error (the engine's answer for a user fault that raises SIGBUS).
+    pub const EIO: Self = Self(5);
     /// No such entry.
     pub const ENOENT: Self = Self(2);
     /// Interrupted.

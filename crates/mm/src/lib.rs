@@ -1,10 +1,10 @@
-//! The address space: `Mm` (mmap_lock, `mm_lock_seq`, the VMA maple tree), `Vma` with its per-VMA lock, the
-//! Linux 6.18 syscall surface with its merge/split rules, and the readers.
+//! The address space: `Mm` (mmap_lock, `mm_lock_seq`, the VMA maple tree, the page table), `Vma` with its
+//! per-VMA lock, the Linux 6.18 syscall surface with its merge/split rules, the fault path, and the readers.
 //!
 //! ```
-//! use vmspace_mm::{Errno, MapFlags, Mm, MmConfig, PAGE_SIZE, Prot, VmFlags};
+//! use vmspace_mm::{Access, Errno, FaultKind, MapFlags, Mm, MmConfig, PAGE_SIZE, Prot, VmFlags};
 //!
-//! let mut mm = Mm::new(MmConfig::default());
+//! let mm = Mm::new(MmConfig::default());
 //! // mmap: an anonymous private read-write mapping of four pages, placed top-down below mmap_base.
 //! let a = mm.mmap(0, 4 * PAGE_SIZE, Prot::RW, MapFlags::PRIVATE | MapFlags::ANONYMOUS, None, 0)?;
 //! // mprotect the second page read-only: the VMA splits in three.
@@ -13,15 +13,73 @@
 //! let middle = mm.vma_at(a + PAGE_SIZE).expect("mapped");
 //! assert_eq!((middle.start, middle.end), (a + PAGE_SIZE, a + 2 * PAGE_SIZE));
 //! assert!(!middle.flags.contains(VmFlags::WRITE));
-//! // Writing there faults (EFAULT stands for the SIGSEGV); writing the first page is fine.
-//! assert_eq!(mm.fault(a + PAGE_SIZE, true), Err(Errno::EFAULT));
-//! mm.fault(a, true)?;
+//! // Stores go through the emulated MMU and fault as a CPU's would: the first page takes them, the second
+//! // refuses (SIGSEGV: the address that faulted comes back).
+//! mm.write(a + 8, b"hello").expect("writable");
+//! assert_eq!(mm.write(a + PAGE_SIZE, b"no"), Err(a + PAGE_SIZE));
+//! let mut buf = [0u8; 5];
+//! mm.read(a + 8, &mut buf).expect("readable");
+//! assert_eq!(&buf, b"hello");
+//! // A fault can also be taken directly: reading the read-only page maps the zero page.
+//! assert_eq!(mm.fault(a + PAGE_SIZE, Access::Read), Ok(FaultKind::AnonZero));
+//! assert_eq!(mm.fault(a + PAGE_SIZE, Access::Write), Err(Errno::EFAULT));
 //! // Restoring the protection merges the three VMAs back into one; /proc/PID/maps shows it.
 //! mm.mprotect(a + PAGE_SIZE, PAGE_SIZE, Prot::RW)?;
 //! assert_eq!(mm.vmas().count(), 1);
 //! assert!(mm.maps_text().starts_with(&format!("{a:012x}-{:012x} rw-p", a + 4 * PAGE_SIZE)));
 //! mm.validate().expect("invariants hold");
 //! # Ok::<(), Errno>(())
+//! ```
+//!
+//! # Threads
+//!
+//! An [`Mm`] is shared by threads as a process's address space is: every call takes `&self` and locks as
+//! Linux 6.18 does (the mmap write lock for calls that change VMAs, the read lock or a VMA's own read lock
+//! for faults and most madvise advice). Here threads fault in their own regions (each fault under its VMA's
+//! read lock) while another thread maps and unmaps regions between them:
+//!
+//! ```
+//! use vmspace_mm::{MapFlags, Mm, MmConfig, PAGE_SIZE, Prot};
+//!
+//! const P: u64 = PAGE_SIZE;
+//! let mm = Mm::new(MmConfig::default());
+//! let base = 0x6000_0000_0000;
+//! let fixed = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
+//! // Four regions of 16 pages with a 16-page hole after each, where the fourth thread maps and unmaps.
+//! for t in 0..3u64 {
+//!     mm.mmap(base + t * 32 * P, 16 * P, Prot::RW, fixed, None, 0).expect("mmap");
+//! }
+//! std::thread::scope(|s| {
+//!     for t in 0..3u64 {
+//!         let mm = &mm;
+//!         s.spawn(move || {
+//!             let region = base + t * 32 * P;
+//!             for round in 0..50u8 {
+//!                 for page in 0..16 {
+//!                     mm.fill(region + page * P, P, round ^ t as u8).expect("my own region");
+//!                 }
+//!                 let mut byte = [0u8];
+//!                 mm.read(region + 5 * P + 7, &mut byte).expect("my own region");
+//!                 assert_eq!(byte[0], round ^ t as u8, "a write was lost");
+//!             }
+//!         });
+//!     }
+//!     s.spawn(|| {
+//!         for round in 0..50u64 {
+//!             let hole = base + (round % 3) * 32 * P + 16 * P;
+//!             mm.mmap(hole, 16 * P, Prot::RW, fixed, None, 0).expect("mmap the neighbour");
+//!             mm.write(hole, b"neighbour").expect("mapped");
+//!             mm.munmap(hole, 16 * P).expect("munmap");
+//!             // The neighbour is gone: touching it is a SIGSEGV.
+//!             assert_eq!(mm.read(hole, &mut [0u8; 1]), Err(hole));
+//!         }
+//!     });
+//! });
+//! // The faulting threads took the VMA read lock; the mapping thread the mmap write lock.
+//! let stats = mm.fault_stats();
+//! assert!(stats.vma_lock.success >= 3 * 16, "{stats:?}");
+//! assert_eq!(mm.rss().anon, 3 * 16, "each region's pages, nothing of the neighbours");
+//! mm.validate().expect("invariants hold");
 //! ```
 //!
 //! # The public surface
@@ -33,7 +91,13 @@
 //! model files ([`VmFile`], truncatable with [`VmFile::ftruncate`]; hugetlb objects draw on a [`HugePool`]),
 //! and the reader entry points: [`Mm::shared`] hands out an [`MmShared`] on which
 //! [`lock_vma_under_rcu`] and [`lock_next_vma`] work from other threads, returning a [`VmaReadGuard`] on the
-//! [`Vma`] (whose getters are the reader's view; its setters are crate-private).
+//! [`Vma`] (whose getters are the reader's view; its setters are crate-private), and whose page table
+//! ([`MmShared::page_table`]) lockless walkers read. Memory: [`Mm::fault`] / [`Mm::fault_with`] (the 6.18
+//! fault path, [`FaultMode`]), [`Mm::read`], [`Mm::write`], [`Mm::fill`], [`Mm::contents_hash`] (accesses
+//! through the emulated MMU), [`Mm::fault_stats`] ([`MmFaultStats`]), [`Mm::rss`]; fork in either tree mode
+//! ([`Mm::fork_with`], [`ForkMode`]). Pages live in a [`Memory`] (the process-wide one, or one per address
+//! space family: [`Mm::with_memory`]); the page-table types come from `vmspace_pgtable` ([`Access`],
+//! [`FaultKind`], [`FaultStats`], [`Rss`], [`PageTable`]).
 //!
 //! The modules themselves (`vma`'s lock protocol, the pool, the raw tree of `space::tree`), the `Vma`
 //! setters and the test knobs (`Mm::inject_alloc_failure`, `Mm::inject_tree_alloc_failure`, `Mm::with_pool`,
@@ -48,9 +112,10 @@
 //!   pool, the anon_vma and its chain, the model files, and `lock_vma_under_rcu`.
 //! - `space`: the address space built from them: `Mm` over one VMA maple tree, the calls (mmap, munmap,
 //!   mprotect, mremap, madvise, mlock, mlockall, msync, brk, fork, anon names, mseal, the protection-key
-//!   calls), merge/split, get_unmapped_area, the mlock accounting, the guard markers and the hugetlb pools.
+//!   calls), merge/split, get_unmapped_area, the mlock accounting, the hugetlb pools, the fault path and the
+//!   page-level side of every call (`space::pages`: file registration, unmapping, exit, protection changes).
 //!
-//! Depends on `abi`, `host` (for [`MmConfig::host`]), `rcu`, `maple` and `proc`; never on op scripts (the
+//! Depends on `abi`, `host` (for [`MmConfig::host`]), `rcu`, `maple`, `pgtable` and `proc`; never on op scripts (the
 //! engine's script target lives in `vmspace-replay`), the live kernel (`linux`) or benchmarks.
 
 /// Declares the methods inside `pub` with the `testing` feature and `pub(crate)` without: the test knobs and
@@ -77,7 +142,9 @@ pub mod vma;
 #[cfg(not(feature = "testing"))]
 mod vma;
 
-pub use space::{GuardMarkers, HugetlbConfig, HugetlbPool, Mm, MmConfig, MmShared, Overcommit, ThpMode};
+pub use space::{
+    FaultMode, ForkMode, HugetlbConfig, HugetlbPool, Mm, MmConfig, MmFaultStats, MmShared, Overcommit, ThpMode,
+};
 pub use vma::{
     AnonVma, FileKind, FileSize, HugeObject, HugePool, HugeRef, MmLocking, MmapReadGuard, VmFile, Vma,
     VmaFind, VmaLockCounts, VmaLockStats, VmaLookup, VmaReadGuard, VmaSnapshot, lock_next_vma,
@@ -86,4 +153,12 @@ pub use vma::{
 pub use vmspace_abi::{
     Advice, Errno, MapFlags, MclFlags, MlockFlags, MremapFlags, MsyncFlags, PAGE_SIZE, PkeyRights, Prot,
     TASK_SIZE, VmFlags,
+};
+pub use vmspace_pgtable::{Access, FaultKind, FaultStats, Memory, MemoryConfig, PageTable, Rss};
+
+// The address space is shared by threads.
+const _: fn() = || {
+    fn shared<T: Send + Sync>() {}
+    shared::<Mm>();
+    shared::<MmShared>();
 };

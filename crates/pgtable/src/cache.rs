@@ -261,6 +261,18 @@ impl std::fmt::Debug for FileMapping {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct MappingId(u64);
 
+impl MappingId {
+    /// The id as a number (never 0), for a caller that keeps it in an atomic word.
+    pub fn get(self) -> u64 {
+        self.0
+    }
+
+    /// The id [`MappingId::get`] returned.
+    pub fn from_raw(v: u64) -> MappingId {
+        MappingId(v)
+    }
+}
+
 struct State {
     size: u64,
     pages: Radix,
@@ -569,6 +581,11 @@ impl PageCache {
         let mut im = self.i_mmap.lock();
         let at = im.maps.iter().position(|(i, _)| *i == id.0)?;
         Some(im.maps.swap_remove(at).1)
+    }
+
+    /// A registered mapping's record, if the id is registered.
+    pub fn i_mmap_get(&self, id: MappingId) -> Option<FileMapping> {
+        self.i_mmap.lock().maps.iter().find(|(i, _)| *i == id.0).map(|(_, m)| m.clone())
     }
 
     /// Registered mappings.

@@ -442,6 +442,20 @@ impl PageTable {
         }
     }
 
+    /// Whether a PTE table covers `addr` (its PMD entry is not empty: `find_pmd_or_thp_or_none`), as a
+    /// lockless walker sees it now.
+    pub fn has_pte_table(&self, addr: u64) -> bool {
+        if addr >= VA_END {
+            return false;
+        }
+        let _g = vmspace_rcu::pin();
+        match self.entry_slot(addr, 1, false) {
+            // Acquire: pairs with the table's link.
+            Ok(Some(pmd)) => pmd.load(Ordering::Acquire) != 0,
+            _ => false,
+        }
+    }
+
     /// The PTE slot of `addr` for a lockless walker, or `None`. The caller is inside an RCU read-side section
     /// and uses the slot only within it.
     #[inline]

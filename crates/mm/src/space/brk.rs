@@ -15,45 +15,58 @@
 use super::VmFlags;
 use super::merge::Cand;
 use super::tree::NewVma;
-use super::{AnonState, Errno, Mm, PAGE_SIZE, config::PAGE_SHIFT, page_align};
+use super::{AnonState, Errno, Mm, MmWrite, PAGE_SIZE, config::PAGE_SHIFT, page_align};
 
 impl Mm {
     /// `brk(brk)`: returns the resulting break.
-    pub fn brk(&mut self, brk: u64) -> u64 {
-        let origbrk = self.brk;
-        if self.locked(|mm| mm.try_brk(brk)).is_err() {
-            self.brk = origbrk;
+    pub fn brk(&self, brk: u64) -> u64 {
+        let (now, populate) = self.locked(|mm| {
+            let origbrk = mm.st.brk;
+            match mm.try_brk(brk) {
+                Ok(populate) => (mm.st.brk, populate),
+                Err(_) => {
+                    mm.st.brk = origbrk;
+                    (origbrk, None)
+                }
+            }
+        });
+        // After mmap_write_unlock: a locked extension is populated (`mm_populate`, errors ignored).
+        if let Some((start, len)) = populate {
+            self.mm_populate(start, len, true).ok();
         }
-        self.brk
+        now
     }
+}
 
-    fn try_brk(&mut self, brk: u64) -> Result<(), Errno> {
-        if brk < self.start_brk {
+impl MmWrite<'_> {
+    /// The locked part of brk; `Ok` with the range to populate afterwards, if any.
+    fn try_brk(&mut self, brk: u64) -> Result<Option<(u64, u64)>, Errno> {
+        if brk < self.st.start_brk {
             return Err(Errno::EINVAL);
         }
         let newbrk = page_align(brk);
-        let oldbrk = page_align(self.brk);
+        let oldbrk = page_align(self.st.brk);
         if oldbrk == newbrk {
-            self.brk = brk;
-            return Ok(());
+            self.st.brk = brk;
+            return Ok(None);
         }
-        if brk <= self.brk {
+        if brk <= self.st.brk {
             // Always allow shrinking.
             match self.find_intersection(newbrk, oldbrk) {
                 Some(v) if v.start() < oldbrk => {}
                 _ => return Err(Errno::EINVAL),
             }
             self.reserve(3)?;
-            self.brk = brk;
+            self.st.brk = brk;
             self.gather_split(newbrk, oldbrk)?;
             self.remove_range(newbrk, oldbrk);
-            return Ok(());
+            return Ok(None);
         }
         // check_brk_limits: get_unmapped_area(NULL, oldbrk, len, 0, MAP_FIXED), then the mlock limit for
         // def_flags. A break within a page of 2^64 rounds up to 0, and the length wraps to more than TASK_SIZE:
         // ENOMEM, as in C.
         self.get_unmapped_area(None, oldbrk, newbrk.wrapping_sub(oldbrk), super::MapFlags::FIXED)?;
-        if !self.mlock_future_ok(self.def_flags, newbrk - oldbrk) {
+        if !self.mlock_future_ok(self.st.def_flags, newbrk - oldbrk) {
             return Err(Errno::EAGAIN);
         }
         let guard_end = newbrk.saturating_add(PAGE_SIZE).saturating_add(self.cfg.stack_guard_gap);
@@ -70,14 +83,14 @@ impl Mm {
             | VmFlags::MAYWRITE
             | VmFlags::MAYEXEC
             | VmFlags::ACCOUNT
-            | self.def_flags;
-        if self.map_count() > self.cfg.max_map_count {
+            | self.st.def_flags;
+        if self.st.map_count > self.cfg.max_map_count {
             return Err(Errno::ENOMEM);
         }
         self.enough_memory(len >> PAGE_SHIFT)?;
         self.reserve(2)?;
-        let brkvma =
-            self.prev_of(oldbrk).filter(|v| v.start() >= self.start_brk).map(|v| (v.start(), v.end()));
+        let start_brk = self.st.start_brk;
+        let brkvma = self.prev_of(oldbrk).filter(|v| v.start() >= start_brk).map(|v| (v.start(), v.end()));
         let none = AnonState::default();
         if let Some((_, e)) = brkvma
             && e == oldbrk
@@ -96,8 +109,7 @@ impl Mm {
             let m = self.plan_new_merge(&c, true);
             if !m.is_none() {
                 self.apply_new_merge(m, oldbrk, newbrk, oldbrk >> PAGE_SHIFT, &none, flags);
-                self.brk_grown(brk, oldbrk, newbrk, flags);
-                return Ok(());
+                return Ok(self.brk_grown(brk, oldbrk, newbrk, flags));
             }
         }
         self.insert_new(NewVma {
@@ -109,19 +121,17 @@ impl Mm {
             anon: AnonState::EMPTY,
             name: None,
         });
-        self.brk_grown(brk, oldbrk, newbrk, flags);
-        Ok(())
+        Ok(self.brk_grown(brk, oldbrk, newbrk, flags))
     }
 
     /// The end of a successful brk growth: `do_brk_flags` charges a locked extension to `locked_vm`, the break
-    /// moves, and with `VM_LOCKED` in `def_flags` the new part is populated (`mm_populate`, errors ignored).
-    fn brk_grown(&mut self, brk: u64, oldbrk: u64, newbrk: u64, flags: VmFlags) {
+    /// moves, and with `VM_LOCKED` in `def_flags` the new part is to be populated once the lock is dropped
+    /// (the range returned).
+    fn brk_grown(&mut self, brk: u64, oldbrk: u64, newbrk: u64, flags: VmFlags) -> Option<(u64, u64)> {
         if flags.intersects(VmFlags::LOCKED) {
-            self.locked_vm += (newbrk - oldbrk) >> PAGE_SHIFT;
+            self.st.locked_vm += (newbrk - oldbrk) >> PAGE_SHIFT;
         }
-        self.brk = brk;
-        if self.def_flags.intersects(VmFlags::LOCKED) {
-            self.populate(oldbrk, newbrk - oldbrk);
-        }
+        self.st.brk = brk;
+        self.st.def_flags.intersects(VmFlags::LOCKED).then_some((oldbrk, newbrk - oldbrk))
     }
 }

@@ -169,6 +169,9 @@ pub struct MmConfig {
     pub cap_ipc_lock: bool,
     /// CAP_SYS_ADMIN: `MADV_HWPOISON` / `MADV_SOFT_OFFLINE` (else EPERM).
     pub cap_sys_admin: bool,
+    /// How `Mm::fault` locks a VMA: the per-VMA lock of Linux 6.4+ (the default), or the mmap read lock for
+    /// every fault (before 6.4). Not a host fact: a choice of the engine's user.
+    pub fault_mode: super::fault::FaultMode,
 }
 
 impl Default for MmConfig {
@@ -206,6 +209,7 @@ impl Default for MmConfig {
             swap: true,
             cap_ipc_lock: false,
             cap_sys_admin: false,
+            fault_mode: super::fault::FaultMode::PerVma,
         }
     }
 }

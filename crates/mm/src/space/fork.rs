@@ -1,149 +1,245 @@
 //! fork (`kernel/fork.c: dup_mmap`): the child's address space.
 //!
+//! # VMAs
+//!
 //! Every VMA is copied in address order except `VM_DONTCOPY` ones. A copy loses the locked bits. A
 //! `VM_WIPEONFORK` copy starts without anon_vma (its memory is fresh); any other copy of a VMA with an
 //! anon_vma gets one through `anon_vma_fork` (the parent's chain plus a child anon_vma, or a recycled one),
-//! which makes it a "fork child" for the merge rules. Files and shmem objects are shared. The break, the
-//! layout and the protection-key state (allocation map, execute-only key, the forking thread's PKRU) are
-//! inherited; so are seals (`VM_SEALED` is a flag like the others), and the hugetlb pools are the parent's.
+//! which makes it a "fork child" for the merge rules. Files and shmem objects are shared, and each file VMA of
+//! the child is registered with its file (`vma_interval_tree_insert_after`). The break, the layout and the
+//! protection-key state (allocation map, execute-only key, PKRU) are inherited; so are seals (`VM_SEALED` is a
+//! flag like the others), and the hugetlb pools and the memory are the parent's.
 //!
 //! The child starts with `locked_vm` 0 and no locked VMA (`mm_init`, the copy drops `VM_LOCKED_MASK`), and
 //! inherits only `VM_INIT_DEF_MASK` of `def_flags` (so not `mlockall(MCL_FUTURE)`'s `VM_LOCKED`: checked on the
-//! live kernel). Guard markers are copied where `dup_mmap` copies page tables (`copy_page_range` when
-//! `vma_needs_copy`: the VMA has an anon_vma or a `VM_COPY_ON_FORK` flag such as `VM_MAYBE_GUARD`), never into
-//! a `VM_WIPEONFORK` copy.
+//! live kernel).
 //!
-//! The child's tree is built as `dup_mmap` builds it: an O(n) depth-first copy of the parent's tree
-//! (`MapleTree::dup`, the kernel's `__mt_dup`) whose every entry is replaced by the child's own pool VMA; the
-//! ranges of `VM_DONTCOPY` VMAs are then cleared from the copy. A failed copy frees everything it made (the
-//! child never existed) and reports ENOMEM.
+//! The child's tree is built as `dup_mmap` builds it since 6.8 ([`ForkMode::Dup`]): an O(n) depth-first copy
+//! of the parent's tree (`MapleTree::dup`, the kernel's `__mt_dup`) whose every entry is replaced by the child's
+//! own pool VMA; the ranges of `VM_DONTCOPY` VMAs are then cleared from the copy. Before 6.8
+//! ([`ForkMode::Reinsert`], kept for comparison) each copied VMA was stored into an empty tree in turn.
+//!
+//! # Pages
+//!
+//! `copy_page_range` copies the page-table entries of each VMA that needs it (`vma_needs_copy`: it has an
+//! anon_vma (private pages, or markers), or a `VM_COPY_ON_FORK` flag such as `VM_MAYBE_GUARD`; never into a
+//! `VM_WIPEONFORK` copy, which starts empty): private anonymous pages are write-protected on both sides and
+//! shared until a write copies them (`do_wp_page`), shared pages stay shared, guard markers are copied. A
+//! file VMA without an anon_vma is not copied: the child faults its pages in again from the page cache. The
+//! parent's VMAs are write-locked throughout (no fault in them), file VMAs' copies hold the file's rmap lock
+//! (no truncation between the child's registration and its copy), and once the entries are copied a grace
+//! period (`flush_tlb_mm`) lets every store the parent's threads were making through an entry the copy
+//! write-protected land before fork returns.
+//!
+//! # Failure
+//!
+//! Every allocation may fail: the child's VMAs and tree nodes (a failed tree copy frees what it made), its top
+//! table, the tables and frames of the copy. Any failure drops the child (its exit: every VMA leaves, every
+//! entry is zapped, every table freed), so nothing leaks and the parent keeps its VMAs and its contents (the
+//! entries the copy write-protected stay so, as in Linux; the next write reuses the page).
 
 use std::sync::Arc;
 
-use super::tree::{MmShared, VmaExt, Vmas};
-use super::{AnonState, Errno, Mm};
-use crate::vma::{MmLocking, VmFlags, Vma, vma_mark_attached, vma_mark_detached, vma_start_write};
+use vmspace_pgtable::{CopyVma, PageTable, vma_needs_copy};
+
+use super::tree::{VmaExt, Vmas};
+use super::{AnonState, Errno, Mm, MmParts, MmWrite};
+use crate::vma::{MmLocking, VmFlags, Vma, VmaPool, vma_mark_attached, vma_mark_detached, vma_start_write};
+
+/// How fork builds the child's VMA tree.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum ForkMode {
+    /// Linux 6.8 and later: the tree's O(n) copy (`__mt_dup`), then the `VM_DONTCOPY` ranges cleared.
+    #[default]
+    Dup,
+    /// Before 6.8: every copied VMA stored into an empty tree in turn (O(n log n)).
+    Reinsert,
+}
 
 impl Mm {
-    /// `fork()`: returns the child's address space (the parent is unchanged).
-    pub fn fork(&mut self) -> Result<Mm, Errno> {
-        self.locked(|mm| mm.dup_mmap())
+    /// `fork()`: returns the child's address space (the parent is unchanged but for the write protection of its
+    /// private pages, which copy-on-write needs).
+    pub fn fork(&self) -> Result<Mm, Errno> {
+        self.fork_with(ForkMode::Dup)
     }
 
-    /// `dup_mmap`, under the parent's mmap write lock.
-    fn dup_mmap(&mut self) -> Result<Mm, Errno> {
-        let n = self.map_count();
+    /// `fork()` with the child's tree built the given way.
+    pub fn fork_with(&self, mode: ForkMode) -> Result<Mm, Errno> {
+        self.locked(|mm| mm.dup_mmap(mode))
+    }
+}
+
+/// The VMA fields a child VMA gets from its parent VMA `parent` (while detached): everything but the lock state,
+/// the locked bits and, for `VM_WIPEONFORK`, the anon_vma.
+fn fill_child(locking: &MmLocking, v: &'static Vma, parent: &'static Vma) {
+    let fl = parent.fl();
+    // Fork the anon_vma first: its reuse rule reads the counters the copy would change.
+    let anon = if fl.intersects(VmFlags::WIPEONFORK) { AnonState::EMPTY } else { AnonState::fork(&parent.anon()) };
+    vma_start_write(locking, v);
+    v.set_range(locking, parent.start(), parent.end());
+    v.set_flags(locking, fl & !VmFlags::LOCKED_MASK);
+    v.set_pgoff(locking, parent.pgoff());
+    v.set_file(locking, parent.file());
+    v.set_anon_name(locking, parent.anon_name());
+    v.set_anon(locking, anon);
+    vma_mark_attached(locking, v);
+}
+
+impl MmWrite<'_> {
+    /// `dup_mmap`, under the parent's mmap write lock (module docs).
+    fn dup_mmap(&mut self, mode: ForkMode) -> Result<Mm, Errno> {
+        let n = self.st.map_count;
         // The tree copy plus one VMA per copied VMA.
         self.charge_budget(n + 1)?;
         // As Linux since 6.4: every parent VMA is write-locked, so that no page fault runs on it during the
         // copy.
-        for v in self.areas() {
+        let parents: Vec<&'static Vma> = self.areas().collect();
+        for &v in &parents {
             self.write_lock_vma(v);
         }
+        let pt = Arc::new(PageTable::new(&self.mem)?);
         let locking = MmLocking::new();
         let pool = self.vmas.pool;
-        let mut copied = 0u64;
-        let tree = {
+        let (tree, copied) = {
             let _w = locking.write_lock();
-            let dup = self.tree().dup(
-                |_first, _last, parent: &'static Vma| -> Result<&'static Vma, Errno> {
-                    let v = pool.alloc(&locking).map_err(|_| Errno::ENOMEM)?;
-                    let fl = parent.fl();
-                    if !fl.intersects(VmFlags::DONTCOPY) {
-                        // Fork the anon_vma first: its reuse rule reads the counters the copy would change.
-                        let anon = if fl.intersects(VmFlags::WIPEONFORK) {
-                            AnonState::EMPTY
-                        } else {
-                            AnonState::fork(&parent.anon())
-                        };
-                        vma_start_write(&locking, v);
-                        v.set_range(&locking, parent.start(), parent.end());
-                        v.set_flags(&locking, fl & !VmFlags::LOCKED_MASK);
-                        v.set_pgoff(&locking, parent.pgoff());
-                        v.set_file(&locking, parent.file());
-                        v.set_anon_name(&locking, parent.anon_name());
-                        v.set_anon(&locking, anon);
-                        vma_mark_attached(&locking, v);
-                        copied += 1;
-                    }
-                    Ok(v)
-                },
-                |v: &'static Vma| {
-                    if !v.is_detached() {
-                        vma_mark_detached(&locking, v);
-                    }
-                    pool.free(v);
-                },
-            );
-            let tree = dup.map_err(|_| Errno::ENOMEM)?;
-            // Clear the DONTCOPY ranges (their slots hold never-attached VMAs).
-            let dontcopy: Vec<(u64, u64)> = self
-                .areas()
-                .filter(|v| v.fl().intersects(VmFlags::DONTCOPY))
-                .map(|v| (v.start(), v.end()))
-                .collect();
-            let mut w = tree.lock();
-            for (s, e) in dontcopy {
-                match w.store_range(s, e - 1, None) {
-                    Ok(old) => {
-                        for (_, _, v) in old {
-                            pool.free(v);
-                        }
-                    }
-                    Err(_) => {
-                        drop(w);
-                        free_tree(&locking, pool, &tree);
-                        return Err(Errno::ENOMEM);
+            match mode {
+                ForkMode::Dup => self.dup_tree(&locking, pool)?,
+                ForkMode::Reinsert => reinsert_tree(&locking, pool, &parents)?,
+            }
+        };
+        let parts = MmParts {
+            brk: Some(self.st.brk),
+            start_brk: Some(self.st.start_brk),
+            alloc_budget: self.st.alloc_budget,
+            // `VM_INIT_DEF_MASK` only (module docs).
+            def_flags: self.st.def_flags & VmFlags::INIT_DEF_MASK,
+            // `arch_dup_pkeys` (and `dup_mm`'s copy without PKU); the forking thread's PKRU goes with it.
+            pkeys: Some(self.st.pkeys),
+            pkru: Some(self.pkru()),
+            sealed: self.st.sealed,
+            map_count: copied,
+            next_shmem_ino: Some(self.next_shmem_ino.load(vmspace_rcu::sync::Ordering::Relaxed)),
+            // The host's pools are one for the whole process tree.
+            huge: Some(self.huge.clone()),
+        };
+        let child = Mm::from_parts(self.cfg.clone(), Vmas::with(pool, locking, tree, pt), self.mem.clone(), parts);
+        // The pages: on failure the child's drop tears down whatever was made.
+        let mut wrprotected = false;
+        let children: Vec<&'static Vma> = child.areas().collect();
+        let mut kids = children.iter();
+        for &p in &parents {
+            let fl = p.fl();
+            if fl.intersects(VmFlags::DONTCOPY) {
+                continue;
+            }
+            let c = *kids.next().expect("a child VMA per copied parent VMA");
+            debug_assert_eq!((c.start(), c.end()), (p.start(), p.end()));
+            let file = if p.is_file_backed() { p.file() } else { None };
+            let _rmap = file.as_ref().map(|f| f.rmap_lock());
+            child.i_mmap_register(c);
+            let copy = !fl.intersects(VmFlags::WIPEONFORK)
+                && (vma_needs_copy(fl, p.has_anon_vma(), false) || fl.intersects(VmFlags::COPY_ON_FORK));
+            if copy {
+                let cv = CopyVma { start: p.start(), end: p.end(), flags: fl, dst_uffd_wp: false };
+                self.page_table().copy_page_range(child.page_table(), &cv)?;
+                wrprotected |= vmspace_pgtable::is_cow_mapping(fl);
+            }
+        }
+        // flush_tlb_mm: stores through entries the copy write-protected have landed.
+        if wrprotected {
+            self.page_table().flush_tlb();
+        }
+        Ok(child)
+    }
+
+    /// The child's tree by `__mt_dup` (module docs): the copy, then the `VM_DONTCOPY` ranges cleared. Returns the
+    /// tree and the number of VMAs copied; on failure everything made is freed.
+    fn dup_tree(
+        &self,
+        locking: &MmLocking,
+        pool: &'static VmaPool,
+    ) -> Result<(vmspace_maple::MapleTree<&'static Vma>, u64), Errno> {
+        let mut copied = 0u64;
+        let dup = self.tree().dup(
+            |_first, _last, parent: &'static Vma| -> Result<&'static Vma, Errno> {
+                let v = pool.alloc(locking).map_err(|_| Errno::ENOMEM)?;
+                if !parent.fl().intersects(VmFlags::DONTCOPY) {
+                    fill_child(locking, v, parent);
+                    copied += 1;
+                }
+                Ok(v)
+            },
+            |v: &'static Vma| {
+                if !v.is_detached() {
+                    vma_mark_detached(locking, v);
+                }
+                pool.free(v);
+            },
+        );
+        let tree = dup.map_err(|_| Errno::ENOMEM)?;
+        // Clear the DONTCOPY ranges (their slots hold never-attached VMAs).
+        let dontcopy: Vec<(u64, u64)> = self
+            .areas()
+            .filter(|v| v.fl().intersects(VmFlags::DONTCOPY))
+            .map(|v| (v.start(), v.end()))
+            .collect();
+        let mut w = tree.lock();
+        for (s, e) in dontcopy {
+            match w.store_range(s, e - 1, None) {
+                Ok(old) => {
+                    for (_, _, v) in old {
+                        pool.free(v);
                     }
                 }
-            }
-            drop(w);
-            tree
-        };
-        let mut guards = super::GuardMarkers::new();
-        if !self.guards.is_empty() {
-            for v in self.areas() {
-                let fl = v.fl();
-                let copies_page_tables = !fl.intersects(VmFlags::DONTCOPY | VmFlags::WIPEONFORK)
-                    && (v.anon().is_some() || fl.intersects(VmFlags::COPY_ON_FORK));
-                if copies_page_tables {
-                    guards.extend(&self.guards.within(v.start(), v.end()));
+                Err(_) => {
+                    drop(w);
+                    free_tree(locking, pool, &tree);
+                    return Err(Errno::ENOMEM);
                 }
             }
         }
-        Ok(Mm {
-            cfg: self.cfg.clone(),
-            brk: self.brk,
-            start_brk: self.start_brk,
-            alloc_budget: self.alloc_budget,
-            next_shmem_ino: self.next_shmem_ino,
-            // `arch_dup_pkeys` (and `dup_mm`'s copy without PKU); the forking thread's PKRU goes with it.
-            pkeys: self.pkeys,
-            sealed: self.sealed,
-            // The host's pools are one for the whole process tree.
-            huge: self.huge.clone(),
-            locked_vm: 0,
-            def_flags: self.def_flags & VmFlags::INIT_DEF_MASK,
-            guards,
-            vmas: Vmas {
-                shared: Arc::new(MmShared { locking, tree }),
-                pool,
-                stash: Vec::new(),
-                map_count: copied,
-            },
-        })
+        drop(w);
+        Ok((tree, copied))
     }
+}
+
+/// The child's tree the way `dup_mmap` built it before 6.8 (module docs): each copied VMA of `parents`
+/// stored into an empty tree in turn. On failure everything made is freed.
+fn reinsert_tree(
+    locking: &MmLocking,
+    pool: &'static VmaPool,
+    parents: &[&'static Vma],
+) -> Result<(vmspace_maple::MapleTree<&'static Vma>, u64), Errno> {
+    let tree = vmspace_maple::MapleTree::new();
+    let mut copied = 0u64;
+    for &p in parents {
+        if p.fl().intersects(VmFlags::DONTCOPY) {
+            continue;
+        }
+        let v = match pool.alloc(locking) {
+            Ok(v) => v,
+            Err(_) => {
+                free_tree(locking, pool, &tree);
+                return Err(Errno::ENOMEM);
+            }
+        };
+        fill_child(locking, v, p);
+        if tree.store_range(p.start(), p.end() - 1, Some(v)).is_err() {
+            vma_mark_detached(locking, v);
+            pool.free(v);
+            free_tree(locking, pool, &tree);
+            return Err(Errno::ENOMEM);
+        }
+        copied += 1;
+    }
+    Ok((tree, copied))
 }
 
 /// Detaches and frees every VMA of a child tree that will not be used. The caller holds the child's mmap
 /// write lock. No reader has seen the child's tree, but the order is the one every tear-down follows (the
 /// `Mm`'s drop): the whole tree is cleared first (one NULL store over the key space, which allocates no node),
 /// then each VMA is detached and freed.
-fn free_tree(
-    locking: &MmLocking,
-    pool: &'static crate::vma::VmaPool,
-    tree: &vmspace_maple::MapleTree<&'static Vma>,
-) {
+fn free_tree(locking: &MmLocking, pool: &'static VmaPool, tree: &vmspace_maple::MapleTree<&'static Vma>) {
     let g = vmspace_rcu::pin();
     let mut all = Vec::new();
     let mut pos = 0;

@@ -31,11 +31,25 @@
 //! never faulted and frees its present pages (`hugetlb_vm_op_close`, measured with `HugePages_Rsvd` and
 //! `HugePages_Free`); a shared object's pages and reservations go when the last mapping of it goes.
 //!
+//! # Contents
+//!
+//! The page tables have no huge entries (`vmspace_pgtable` maps 4 KiB pages only), so a huge page's contents
+//! are 4 KiB pages behind the pool's accounting: the first fault in a huge page takes it from the pool as above
+//! (`hugetlb_fault`), then each 4 KiB page is faulted as in any mapping: through the object's page cache (a
+//! shmem cache of the object's size) for a shared mapping, as anonymous memory (the zero page for reads, new
+//! pages for writes, copy-on-write after fork) for a private one, whose pages are anonymous in Linux too.
+//! Contents therefore read and write as on Linux; what differs is the page-table shape (512 PTEs where Linux
+//! has one PMD entry) and the accounting of the 4 KiB pages (RSS and smaps count them as ordinary pages,
+//! Linux's smaps as `Shared_Hugetlb` / `Private_Hugetlb`).
+//!
 //! # What is not modelled
 //!
+//! - Huge page-table entries (above). `MADV_DONTNEED` of a hugetlb range drops the 4 KiB pages but keeps the
+//!   huge page charged to the object until unmap.
 //! - Fork children share their parent's hugetlb pages as objects: a child's private mapping owns no
 //!   reservation (as in Linux: `HPAGE_RESV_OWNER` is the parent's), but its copy-on-write faults do not
-//!   allocate pages, and unmapping in the child gives nothing back (the owner's unmap does).
+//!   allocate huge pages from the pool (its 4 KiB copies are ordinary frames), and unmapping in the child gives
+//!   nothing back (the owner's unmap does).
 //! - Surplus pages (`nr_overcommit_hugepages`), hugetlb cgroups and subpools, other processes' use of the pool
 //!   after the engine starts, hugetlbfs files opened by path (only `MAP_HUGETLB` objects exist).
 //! - The device minor of the internal hugetlbfs mounts is boot-time data no file publishes
@@ -46,6 +60,7 @@ use std::sync::Arc;
 use vmspace_abi::{Errno, PAGE_SHIFT, VmFlags};
 
 use super::Mm;
+use super::fault::{FaultError, FaultLock};
 use super::tree::{V, VmaExt};
 use crate::vma::{FileKind, HugeObject, HugePool, HugeRef, VmFile, attrs::FileSize, attrs::HugePages};
 
@@ -75,14 +90,13 @@ impl Mm {
     /// `hugetlb_file_setup(HUGETLB_ANON_FILE, len, VM_NORESERVE, ...)`: a new hugetlbfs object of `len` bytes
     /// (no reservation yet: the mapping makes it).
     pub(crate) fn hugetlb_file_setup(
-        &mut self,
+        &self,
         pool: Arc<HugePool>,
         dev_minor: u32,
         len: u64,
         shared: bool,
     ) -> Arc<VmFile> {
-        let ino = self.next_shmem_ino;
-        self.next_shmem_ino += 1;
+        let ino = self.next_ino();
         let mut f = (*VmFile::shmem_zero(ino, 0)).clone();
         f.name = "/anon_hugepage".into();
         f.dev_minor = dev_minor;
@@ -112,7 +126,7 @@ impl Mm {
     /// (called after the range was unmapped: a failure leaves a hole). Reserves the range's pages unless
     /// `VM_NORESERVE`.
     pub(crate) fn hugetlbfs_file_mmap(
-        &mut self,
+        &self,
         f: &VmFile,
         pgoff: u64,
         len: u64,
@@ -141,37 +155,55 @@ impl Mm {
             pages.reserved.extend(first..end);
         }
         if vm_flags.intersects(VmFlags::WRITE) && f.size() < end_bytes {
-            f.size.set(end_bytes);
+            f.set_size(end_bytes);
         }
         Ok(())
     }
 
     /// A fault of the hugetlb page holding `addr` in `v` (`hugetlb_fault` → `hugetlb_no_page`): present
-    /// already, or taken from the owner's reservation, or from the pool; EFAULT (SIGBUS) beyond the end of the
-    /// object or when the pool is empty. A new page of a private mapping gives the VMA an anon_vma.
-    pub(crate) fn hugetlb_fault(&mut self, v: V, addr: u64) -> Result<(), Errno> {
+    /// already, or taken from the owner's reservation, or from the pool; SIGBUS beyond the end of the object or
+    /// when the pool is empty. A new page of a private mapping then needs the VMA's anon_vma
+    /// (`vmf_anon_prepare`, under `lock`): under the VMA lock without the mmap read lock at hand, the page goes
+    /// back (`restore_reserve_on_error`) and the fault is retried.
+    pub(crate) fn hugetlb_fault(&self, v: V, addr: u64, lock: FaultLock) -> Result<(), FaultError> {
         let Some(f) = v.file() else { return Ok(()) };
         let Some(HugeRef(obj)) = &f.huge else { return Ok(()) };
         let size = obj.pool.size;
         let idx = (v.pgoff_at(addr) << PAGE_SHIFT) / size;
         if idx >= f.size() / size {
-            return Err(Errno::EFAULT);
+            return Err(FaultError::SigBus);
         }
         let owner = obj.shared || obj.owner_mm == self.locking().id();
-        {
+        let from_reserve = {
             let mut pages = obj.pages.lock();
             if pages.faulted.contains(&idx) {
                 return Ok(());
             }
             // The owner's reservation, else a free page of the pool.
-            let got = (owner && pages.reserved.remove(&idx)) || obj.pool.take(1);
-            if !got {
-                return Err(Errno::EFAULT);
+            let reserved = owner && pages.reserved.remove(&idx);
+            if !reserved && !obj.pool.take(1) {
+                return Err(FaultError::SigBus);
             }
             pages.faulted.insert(idx);
-        }
-        if !v.fl().intersects(VmFlags::MAYSHARE) {
-            self.anon_vma_prepare(v);
+            reserved
+        };
+        if !v.fl().intersects(VmFlags::MAYSHARE) && !v.has_anon_vma() {
+            match lock {
+                FaultLock::Mmap => self.anon_vma_prepare(v),
+                FaultLock::Vma => match self.locking().try_read_lock() {
+                    Some(_r) => self.anon_vma_prepare(v),
+                    None => {
+                        let mut pages = obj.pages.lock();
+                        pages.faulted.remove(&idx);
+                        if from_reserve {
+                            pages.reserved.insert(idx);
+                        } else {
+                            obj.pool.give(1);
+                        }
+                        return Err(FaultError::Retry);
+                    }
+                },
+            }
         }
         Ok(())
     }
@@ -193,7 +225,7 @@ impl Mm {
     /// Gives back what unmapped hugetlb ranges held (module docs): for the owning mm, the reserved and the
     /// present pages of each range that no VMA of this mm maps any more; a shared object's only once no VMA
     /// of this mm maps it at all.
-    pub(crate) fn hugetlb_release(&mut self, ranges: Vec<HugeRange>) {
+    pub(crate) fn hugetlb_release(&self, ranges: Vec<HugeRange>) {
         if ranges.is_empty() {
             return;
         }

@@ -13,11 +13,9 @@
 //! 3. The lock (`get_lock_mode`): advice that change VMA flags take the mmap write lock; `DONTNEED`,
 //!    `DONTNEED_LOCKED` and `FREE` try the per-VMA read lock of the VMA at the start when the range lies in
 //!    it (`try_vma_read_lock`), else the mmap read lock; the other advice take the mmap read lock; the
-//!    memory-failure advice take none. The engine does the same ([`LockMode`]), except for the two read-lock
-//!    advice that change VMA state (`POPULATE_WRITE` may give VMAs anon_vmas, `GUARD_INSTALL` sets
-//!    `VM_MAYBE_GUARD`): Linux changes those under the mmap read lock with the page-table lock or an atomic
-//!    flag update, which the engine's VMA setters do not model, so they run under the write lock as the
-//!    engine's faults do.
+//!    memory-failure advice take none (their GUP takes the read lock). The engine does the same
+//!    ([`LockMode`]): `POPULATE_WRITE` prepares anon_vmas under the read lock and `page_table_lock` as its
+//!    faults do, and `GUARD_INSTALL` sets `VM_MAYBE_GUARD` with an atomic flag update (`vma_flag_set_atomic`).
 //! 4. `MADV_POPULATE_READ` / `WRITE` fault the range in without walking VMAs ([`super::populate`]): a hole is
 //!    ENOMEM at once, a VMA the access is not allowed on EINVAL, a failing page (guard marker, past the end
 //!    of a file) EFAULT; the pages before stay populated (a write populate of a private VMA leaves it an
@@ -29,25 +27,40 @@
 //! # Per VMA (`madvise_vma_behavior`; `mseal`'s `can_madvise_modify` check goes first, outside this scope)
 //!
 //! * `REMOVE`: `VM_LOCKED` EINVAL; no file EINVAL; not a shared writable-capable mapping
-//!   (`vma_is_shared_maywrite`) EACCES; else the file's hole is punched (page state; no VMA change).
-//! * `WILLNEED`: anonymous memory without `CONFIG_SWAP` EBADF; else success (readahead).
-//! * `COLD`, `PAGEOUT`: `can_madv_lru_vma` (not `VM_LOCKED | VM_PFNMAP | VM_HUGETLB`) or EINVAL.
+//!   (`vma_is_shared_maywrite`) EACCES; else the file's hole is punched (`vfs_fallocate(PUNCH_HOLE)` at the
+//!   range's file offset: the pages leave the file and every mapping of it, private copies included, and read
+//!   back as zeroes; for hugetlbfs only the whole huge pages of the range); no VMA change.
+//! * `WILLNEED`: anonymous memory without `CONFIG_SWAP` EBADF; else success (readahead has no backing store to
+//!   read from here: no page changes).
+//! * `COLD`, `PAGEOUT`: `can_madv_lru_vma` (not `VM_LOCKED | VM_PFNMAP | VM_HUGETLB`) or EINVAL; then the
+//!   pages the range maps alone are marked old and unreferenced (`PageTable::mkold_range`); deactivation and
+//!   reclaim (no LRU, no swap device) are not modelled: the pages stay mapped with their contents.
 //! * `DONTNEED`, `DONTNEED_LOCKED`, `FREE`: `madvise_dontneed_free_valid_vma` (`VM_PFNMAP`, and `VM_LOCKED`
 //!   unless `DONTNEED_LOCKED`, EINVAL; hugetlb: `FREE` EINVAL, the start must be huge-page aligned (EINVAL)
-//!   and the end is rounded down); then `FREE` needs anonymous memory (EINVAL). Pages are dropped (not
-//!   modelled); guard markers stay.
+//!   and the end is rounded down); then `FREE` needs anonymous memory (EINVAL). `DONTNEED` zaps the range
+//!   (`zap_page_range_single` with `reclaim_pt`: emptied PTE tables go too): anonymous memory reads back as
+//!   zeroes, a private file mapping as the file's bytes, a shared one as before (the pages stay in the file);
+//!   guard markers stay. `FREE` makes the pages it maps alone lazily freeable (`madvise_free_pte_range`); with
+//!   no memory pressure they keep their contents, as on Linux until reclaim.
 //! * `COLLAPSE`: `thp_vma_allowable_order` for a forced collapse, or EINVAL: not `VM_NOHUGEPAGE`, not
 //!   `VM_NO_KHUGEPAGED`, the VMA must hold a whole PMD-aligned 2 MiB block (file VMAs: with a PMD-aligned file
 //!   offset), shmem unless its THP mode is `deny`, regular files only with `CONFIG_READ_ONLY_THP_FOR_FS` and
 //!   no writer, anonymous memory only with an anon_vma. Then the 2 MiB blocks inside the range are
 //!   collapsed: none (the range starts and ends in one block's boundaries): success; a range inside one
-//!   block but not at its start: EINVAL (the kernel's unsigned block count wraps); whole blocks: the result
-//!   depends on the pages present, which the engine does not have: it answers EINVAL, the kernel's answer for
-//!   blocks never faulted in (docs/DIVERGENCES.md).
+//!   block but not at its start: EINVAL (the kernel's unsigned block count wraps); whole blocks: each is
+//!   scanned as `hpage_collapse_scan_pmd` scans an anonymous block (no PTE table: `SCAN_PMD_NULL`; a page
+//!   that is not anonymous or shared with a pin: failure; no writable entry: `SCAN_PAGE_RO`; else collapsed),
+//!   and the call succeeds when every block collapsed, else fails with the last failure's errno
+//!   (`madvise_collapse_errno`: EINVAL for these). A collapse is modelled by faulting every page of the block
+//!   in for writing (the huge page's contents: the old pages' bytes and zeroes); the page table keeps 4 KiB
+//!   entries. File and shmem blocks answer EINVAL, the kernel's answer for blocks never faulted in
+//!   (docs/DIVERGENCES.md).
 //! * `GUARD_INSTALL`: `is_valid_guard_vma` (not `VM_SPECIAL | VM_HUGETLB | VM_LOCKED`) or EINVAL; the whole
-//!   VMA gets `VM_MAYBE_GUARD` (no split: an atomic flag update in Linux); an anonymous VMA gets an anon_vma;
-//!   every page of the range gets a guard marker ([`super::guard`]). `GUARD_REMOVE`: the same check but
-//!   `VM_LOCKED` allowed; the markers of the range go (`VM_MAYBE_GUARD` stays).
+//!   VMA gets `VM_MAYBE_GUARD` (no split: an atomic flag update); an anonymous VMA gets an anon_vma; every
+//!   page of the range gets a guard marker (a PTE marker, `PageTable::install_guard_markers`): where an entry
+//!   maps a page the range is zapped (guard markers kept) and the install tried again, until it completes
+//!   (the kernel restarts the call after three tries). `GUARD_REMOVE`: the same check but `VM_LOCKED` allowed;
+//!   the markers of the range go (`VM_MAYBE_GUARD` stays).
 //! * `HWPOISON`, `SOFT_OFFLINE` (`madvise_inject_error`, only with `CONFIG_MEMORY_FAILURE`; never run on the
 //!   live kernel): no CAP_SYS_ADMIN: EPERM; then each page of `[start, start + len)` (the length not rounded)
 //!   is looked up as a GUP read would (EFAULT at the first one that fails). What memory failure then does to a
@@ -67,9 +80,11 @@
 
 use std::sync::Arc;
 
+use vmspace_pgtable::{GuardInstall, ZapDetails};
+
 use super::tree::{V, VmaExt};
-use super::{Advice, Errno, Mm, PAGE_MASK, PAGE_SIZE, VmFlags, page_align};
-use crate::vma::{FileKind, lock_vma_under_rcu};
+use super::{Advice, Errno, Mm, MmRead, MmWrite, PAGE_MASK, PAGE_SIZE, VmFlags, page_align};
+use crate::vma::FileKind;
 
 /// `ANON_VMA_NAME_MAX_LEN` (including the NUL).
 const ANON_VMA_NAME_MAX_LEN: usize = 80;
@@ -123,7 +138,7 @@ pub(crate) fn lock_mode(advice: Advice) -> LockMode {
 
 impl Mm {
     /// `madvise(start, len, advice)`.
-    pub fn madvise(&mut self, start: u64, len_in: u64, advice: Advice) -> Result<(), Errno> {
+    pub fn madvise(&self, start: u64, len_in: u64, advice: Advice) -> Result<(), Errno> {
         // madvise_should_skip: is_valid_madvise, then the empty range.
         if !self.madvise_behavior_valid(advice) || start & !PAGE_MASK != 0 {
             return Err(Errno::EINVAL);
@@ -139,19 +154,15 @@ impl Mm {
         match lock_mode(advice) {
             LockMode::None => self.read_locked(|mm| mm.madvise_inject_error(advice, start, start + len_in)),
             LockMode::MmapWrite => self.locked(|mm| mm.madvise_walk(start, end, &Behavior::Advice(advice))),
-            // The engine's model of these changes VMA state (module docs, "Order of checks", 3).
-            LockMode::MmapRead if matches!(advice, Advice::POPULATE_WRITE | Advice::GUARD_INSTALL) => {
-                self.locked(|mm| mm.madvise_do_behavior(start, end, advice))
-            }
             LockMode::MmapRead => self.read_locked(|mm| mm.madvise_do_behavior(start, end, advice)),
             LockMode::VmaRead => {
                 // try_vma_read_lock: the VMA at `start`, read-locked, when the range lies inside it.
-                let shared = self.shared();
-                if let Some(g) = lock_vma_under_rcu(&shared.locking, &shared.tree, start)
-                    && end <= g.vma().end()
-                {
-                    let v: V = g.vma();
-                    return self.madvise_vma(v, start, end, &Behavior::Advice(advice)).map(|_| ());
+                if let Some(g) = self.lock_vma_for_fault(start) {
+                    if end <= g.vma().end() {
+                        let v: V = g.vma();
+                        return self.madvise_vma_page(v, start, end, advice);
+                    }
+                    drop(g);
                 }
                 self.read_locked(|mm| mm.madvise_do_behavior(start, end, advice))
             }
@@ -188,33 +199,8 @@ impl Mm {
         }
     }
 
-    /// `madvise_do_behavior` (not memory failure): populate, or the walk.
-    fn madvise_do_behavior(&mut self, start: u64, end: u64, advice: Advice) -> Result<(), Errno> {
-        match advice {
-            Advice::POPULATE_READ => self.faultin_page_range(start, end, false),
-            Advice::POPULATE_WRITE => self.faultin_page_range(start, end, true),
-            _ => self.madvise_walk(start, end, &Behavior::Advice(advice)),
-        }
-    }
-
-    /// `madvise_inject_error` for `[start, end)` (`end` not page-aligned: the kernel adds the raw length).
-    fn madvise_inject_error(&mut self, advice: Advice, start: u64, end: u64) -> Result<(), Errno> {
-        debug_assert!(matches!(advice, Advice::HWPOISON | Advice::SOFT_OFFLINE));
-        if !self.cfg.cap_sys_admin {
-            return Err(Errno::EPERM);
-        }
-        let mut addr = start;
-        while addr < end {
-            // get_user_pages_fast(start, 1, 0, &page): a read, no FOLL_FORCE, no stack growth.
-            self.access(addr, false, true)?;
-            // memory_failure / soft_offline_page act on the page itself: page state, not modelled.
-            addr += PAGE_SIZE;
-        }
-        Ok(())
-    }
-
     /// `prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, start, len, name)`; `None` clears.
-    pub fn set_anon_name(&mut self, start: u64, len: u64, name: Option<&str>) -> Result<(), Errno> {
+    pub fn set_anon_name(&self, start: u64, len: u64, name: Option<&str>) -> Result<(), Errno> {
         if !self.cfg.anon_vma_name {
             return Err(Errno::EINVAL);
         }
@@ -232,7 +218,71 @@ impl Mm {
         };
         self.locked(|mm| mm.madvise_set_anon_name(start, len, Behavior::Name(name)))
     }
+}
 
+/// `madvise_walk_vmas` over `[start, end)` (non-empty): `f(vma, start, end)` on each VMA part of the range,
+/// in order, returning the end of the VMA now covering its start; **holes are skipped** and reported as ENOMEM
+/// at the end; the first error stops the walk. `find` is `find_vma` (the caller's lock keeps it exact).
+fn walk_vmas(
+    find: impl Fn(u64) -> Option<V>,
+    start: u64,
+    end: u64,
+    mut f: impl FnMut(V, u64, u64) -> Result<u64, Errno>,
+) -> Result<(), Errno> {
+    let mut unmapped_error = Ok(());
+    let mut start = start;
+    let mut vma = find(start);
+    loop {
+        let Some(a) = vma else { return Err(Errno::ENOMEM) };
+        if start < a.start() {
+            unmapped_error = Err(Errno::ENOMEM);
+            start = a.start();
+            if start >= end {
+                break;
+            }
+        }
+        let tmp = a.end().min(end);
+        let prev_end = f(a, start, tmp)?;
+        start = tmp.max(prev_end);
+        if start >= end {
+            break;
+        }
+        vma = find(prev_end);
+    }
+    unmapped_error
+}
+
+impl MmRead<'_> {
+    /// `madvise_do_behavior` for the advice of the mmap read lock: populate, or the walk with the page advice.
+    fn madvise_do_behavior(&self, start: u64, end: u64, advice: Advice) -> Result<(), Errno> {
+        match advice {
+            Advice::POPULATE_READ => self.faultin_page_range(start, end, false),
+            Advice::POPULATE_WRITE => self.faultin_page_range(start, end, true),
+            _ => {
+                let mm: &Mm = self.mm;
+                walk_vmas(|a| mm.find(a), start, end, |v, s, e| mm.madvise_vma_page(v, s, e, advice).map(|()| v.end()))
+            }
+        }
+    }
+
+    /// `madvise_inject_error` for `[start, end)` (`end` not page-aligned: the kernel adds the raw length).
+    fn madvise_inject_error(&self, advice: Advice, start: u64, end: u64) -> Result<(), Errno> {
+        debug_assert!(matches!(advice, Advice::HWPOISON | Advice::SOFT_OFFLINE));
+        if !self.cfg.cap_sys_admin {
+            return Err(Errno::EPERM);
+        }
+        let mut addr = start;
+        while addr < end {
+            // get_user_pages_fast(start, 1, 0, &page): a read, no FOLL_FORCE, no stack growth.
+            self.gup_access_locked(addr, false)?;
+            // memory_failure / soft_offline_page act on the page itself: page state, not modelled.
+            addr += PAGE_SIZE;
+        }
+        Ok(())
+    }
+}
+
+impl MmWrite<'_> {
     /// `madvise_set_anon_name`: its own range checks, then the walk.
     fn madvise_set_anon_name(&mut self, start: u64, len_in: u64, b: Behavior) -> Result<(), Errno> {
         if start & !PAGE_MASK != 0 {
@@ -249,40 +299,17 @@ impl Mm {
         self.madvise_walk(start, end, &b)
     }
 
-    /// `madvise_walk_vmas` over `[start, end)` (non-empty).
+    /// `madvise_walk_vmas` over `[start, end)` (non-empty) for the advice that change VMAs, and names.
     fn madvise_walk(&mut self, start: u64, end: u64, b: &Behavior) -> Result<(), Errno> {
-        if matches!(b, Behavior::Name(_))
-            || matches!(b, Behavior::Advice(a) if lock_mode(*a) == LockMode::MmapWrite)
-        {
-            // Worst case per VMA: two splits and the stores, reserved before anything changes.
-            let n = self.vmas_between(start, end).count() as u64;
-            self.reserve(3 * n).map_err(|_| Errno::EAGAIN)?;
-        }
-        let mut unmapped_error = Ok(());
-        let mut start = start;
-        let mut vma = self.find(start);
-        loop {
-            let Some(a) = vma else { return Err(Errno::ENOMEM) };
-            if start < a.start() {
-                unmapped_error = Err(Errno::ENOMEM);
-                start = a.start();
-                if start >= end {
-                    break;
-                }
-            }
-            let tmp = a.end().min(end);
-            let prev_end = self.madvise_vma(a, start, tmp, b)?;
-            start = tmp.max(prev_end);
-            if start >= end {
-                break;
-            }
-            vma = self.find(prev_end);
-        }
-        unmapped_error
+        // Worst case per VMA: two splits and the stores, reserved before anything changes.
+        let n = self.vmas_between(start, end).count() as u64;
+        self.reserve(3 * n).map_err(|_| Errno::EAGAIN)?;
+        let mm: &Mm = self.mm;
+        walk_vmas(|a| mm.find(a), start, end, |v, s, e| self.madvise_vma(v, s, e, b))
     }
 
-    /// `madvise_vma_behavior` for `[start, end)` inside `a`. Returns the end of the VMA that now covers
-    /// `start` (the walk's `prev`).
+    /// `madvise_vma_behavior` for `[start, end)` inside `a` for the advice that change VMAs (and names).
+    /// Returns the end of the VMA that now covers `start` (the walk's `prev`).
     fn madvise_vma(&mut self, a: V, start: u64, end: u64, b: &Behavior) -> Result<u64, Errno> {
         // mseal hook (sys2; `mm/madvise.c: madvise_vma_behavior` asks `can_madvise_modify` first, see
         // `super::mseal`).
@@ -307,42 +334,6 @@ impl Mm {
         };
         match advice {
             None => {}
-            Some(Advice::REMOVE) => {
-                self.madvise_remove(a)?;
-                return Ok(a.end());
-            }
-            Some(Advice::WILLNEED) => {
-                if a.file().is_none() && !self.cfg.swap {
-                    return Err(Errno::EBADF);
-                }
-                return Ok(a.end());
-            }
-            Some(Advice::COLD | Advice::PAGEOUT) => {
-                // can_madv_lru_vma.
-                if flags.intersects(VmFlags::LOCKED | VmFlags::PFNMAP | VmFlags::HUGETLB) {
-                    return Err(Errno::EINVAL);
-                }
-                return Ok(a.end());
-            }
-            Some(adv @ (Advice::FREE | Advice::DONTNEED | Advice::DONTNEED_LOCKED)) => {
-                self.madvise_dontneed_free(a, start, end, adv)?;
-                return Ok(a.end());
-            }
-            Some(Advice::COLLAPSE) => {
-                self.madvise_collapse(a, start, end)?;
-                return Ok(a.end());
-            }
-            Some(Advice::GUARD_INSTALL) => {
-                self.madvise_guard_install(a, start, end)?;
-                return Ok(a.end());
-            }
-            Some(Advice::GUARD_REMOVE) => {
-                if !Self::is_valid_guard_vma(a, true) {
-                    return Err(Errno::EINVAL);
-                }
-                self.guards.clear(start, end);
-                return Ok(a.end());
-            }
             Some(Advice::NORMAL) => new_flags &= !(VmFlags::RAND_READ | VmFlags::SEQ_READ),
             Some(Advice::SEQUENTIAL) => new_flags = (new_flags & !VmFlags::RAND_READ) | VmFlags::SEQ_READ,
             Some(Advice::RANDOM) => new_flags = (new_flags & !VmFlags::SEQ_READ) | VmFlags::RAND_READ,
@@ -376,7 +367,7 @@ impl Mm {
                 new_flags &= !VmFlags::DONTDUMP;
             }
             // ksm_madvise: KSM-incompatible VMAs ignore the advice (`__ksm_enter` is not modelled).
-            Some(Advice::MERGEABLE) if !flags.intersects(VmFlags::MERGEABLE) && Self::ksm_compatible(a) => {
+            Some(Advice::MERGEABLE) if !flags.intersects(VmFlags::MERGEABLE) && Mm::ksm_compatible(a) => {
                 new_flags |= VmFlags::MERGEABLE;
             }
             Some(Advice::MERGEABLE) => {}
@@ -385,7 +376,8 @@ impl Mm {
             // hugepage_madvise (khugepaged_enter_vma registers the mm: not visible).
             Some(Advice::HUGEPAGE) => new_flags = (new_flags & !VmFlags::NOHUGEPAGE) | VmFlags::HUGEPAGE,
             Some(Advice::NOHUGEPAGE) => new_flags = (new_flags & !VmFlags::HUGEPAGE) | VmFlags::NOHUGEPAGE,
-            // Populate and memory failure never walk VMAs (`madvise_do_behavior`).
+            // Populate and memory failure never walk VMAs (`madvise_do_behavior`); page advice walk under the
+            // read lock (`Mm::madvise_vma_page`).
             Some(_) => return Err(Errno::EINVAL),
         }
         // madvise_update_vma.
@@ -406,24 +398,74 @@ impl Mm {
         Ok(t.end())
     }
 
-    /// `madvise_remove`.
-    fn madvise_remove(&self, a: V) -> Result<(), Errno> {
+}
+
+impl Mm {
+    /// `madvise_vma_behavior` for `[start, end)` inside `a` for the advice that act on pages (module docs, "Per
+    /// VMA"), under the mmap read lock or `a`'s read lock (`DONTNEED`, `FREE`).
+    pub(crate) fn madvise_vma_page(&self, a: V, start: u64, end: u64, advice: Advice) -> Result<(), Errno> {
+        // The mseal hook (`can_madvise_modify`, see `super::mseal`).
+        if !self.can_madvise_modify(a, advice) {
+            return Err(Errno::EPERM);
+        }
+        let flags = a.fl();
+        match advice {
+            Advice::REMOVE => self.madvise_remove(a, start, end),
+            Advice::WILLNEED => {
+                if a.file().is_none() && !self.cfg.swap {
+                    return Err(Errno::EBADF);
+                }
+                Ok(())
+            }
+            Advice::COLD | Advice::PAGEOUT => {
+                // can_madv_lru_vma.
+                if flags.intersects(VmFlags::LOCKED | VmFlags::PFNMAP | VmFlags::HUGETLB) {
+                    return Err(Errno::EINVAL);
+                }
+                self.page_table().mkold_range(start, end);
+                Ok(())
+            }
+            Advice::FREE | Advice::DONTNEED | Advice::DONTNEED_LOCKED => {
+                self.madvise_dontneed_free(a, start, end, advice)
+            }
+            Advice::COLLAPSE => self.madvise_collapse(a, start, end),
+            Advice::GUARD_INSTALL => self.madvise_guard_install(a, start, end),
+            Advice::GUARD_REMOVE => {
+                if !Self::is_valid_guard_vma(a, true) {
+                    return Err(Errno::EINVAL);
+                }
+                self.page_table().remove_guard_markers(start, end);
+                Ok(())
+            }
+            _ => Err(Errno::EINVAL),
+        }
+    }
+
+    /// `madvise_remove` for `[start, end)` inside `a`.
+    fn madvise_remove(&self, a: V, start: u64, end: u64) -> Result<(), Errno> {
         let fl = a.fl();
         if fl.intersects(VmFlags::LOCKED) {
             return Err(Errno::EINVAL);
         }
-        if a.file().is_none() {
-            return Err(Errno::EINVAL);
-        }
+        let Some(f) = a.file() else { return Err(Errno::EINVAL) };
         // vma_is_shared_maywrite.
         if !fl.contains(VmFlags::SHARED | VmFlags::MAYWRITE) {
             return Err(Errno::EACCES);
         }
-        // vfs_fallocate(PUNCH_HOLE | KEEP_SIZE): the file keeps its size; its pages are not modelled.
+        // vfs_fallocate(PUNCH_HOLE | KEEP_SIZE) at the range's file offset; hugetlbfs punches whole huge pages.
+        let mut offset = (start - a.start()) + (a.pgoff() << super::config::PAGE_SHIFT);
+        let mut hole_end = offset + (end - start);
+        if let Some(size) = f.huge_page_size() {
+            offset = offset.next_multiple_of(size);
+            hole_end -= hole_end % size;
+        }
+        if hole_end > offset {
+            f.punch_hole(offset, hole_end - offset);
+        }
         Ok(())
     }
 
-    /// `madvise_dontneed_free` (its validity checks; the zap is page state and keeps guard markers).
+    /// `madvise_dontneed_free`: the validity checks, then the zap (`DONTNEED`) or the lazy free (`FREE`).
     fn madvise_dontneed_free(&self, a: V, start: u64, end: u64, advice: Advice) -> Result<(), Errno> {
         let fl = a.fl();
         // madvise_dontneed_free_valid_vma.
@@ -437,17 +479,23 @@ impl Mm {
             }
             end
         } else {
-            if advice == Advice::FREE || start & (HUGETLB_PAGE_SIZE - 1) != 0 {
+            let size = a.file().and_then(|f| f.huge_page_size()).unwrap_or(HUGETLB_PAGE_SIZE);
+            if advice == Advice::FREE || start & (size - 1) != 0 {
                 return Err(Errno::EINVAL);
             }
-            end & !(HUGETLB_PAGE_SIZE - 1)
+            end & !(size - 1)
         };
         if start == end {
             return Ok(());
         }
-        // madvise_free_single_vma: anonymous memory only.
-        if advice == Advice::FREE && !a.is_anonymous() {
-            return Err(Errno::EINVAL);
+        if advice == Advice::FREE {
+            // madvise_free_single_vma: anonymous memory only.
+            if !a.is_anonymous() {
+                return Err(Errno::EINVAL);
+            }
+            self.page_table().madvise_free(start, end);
+        } else {
+            self.page_table().zap_range(start, end, &ZapDetails::dontneed(a.is_file_backed()));
         }
         Ok(())
     }
@@ -459,14 +507,56 @@ impl Mm {
         }
         let hstart = (start + HPAGE_PMD_SIZE - 1) & !(HPAGE_PMD_SIZE - 1);
         let hend = end & !(HPAGE_PMD_SIZE - 1);
-        // `thps == ((hend - hstart) >> HPAGE_PMD_SHIFT)` with no block collapsed: true only for hstart == hend
-        // (hend < hstart wraps to a huge count).
+        // `thps == ((hend - hstart) >> HPAGE_PMD_SHIFT)`: true only for hstart == hend when no block is there
+        // (hend < hstart wraps to a huge count, which no number of collapses reaches).
         if hstart == hend {
             return Ok(());
         }
-        // Blocks to collapse (or a wrapped count): the outcome depends on the pages present; without page
-        // tables the engine answers as for blocks never faulted in (SCAN_PMD_NULL → EINVAL).
-        Err(Errno::EINVAL)
+        if hend < hstart || a.is_file_backed() {
+            // A wrapped count, or file and shmem blocks (not scanned: docs/DIVERGENCES.md).
+            return Err(Errno::EINVAL);
+        }
+        let mut all = true;
+        let mut block = hstart;
+        while block < hend {
+            if self.collapse_scan_anon(block) {
+                // collapse_huge_page: the block becomes one huge page of the old pages' bytes and zeroes.
+                if self.gup_range(a, block, block + HPAGE_PMD_SIZE, true).is_err() {
+                    all = false;
+                }
+            } else {
+                all = false;
+            }
+            block += HPAGE_PMD_SIZE;
+        }
+        // Every scan failure modelled maps to EINVAL (`madvise_collapse_errno`'s default).
+        if all { Ok(()) } else { Err(Errno::EINVAL) }
+    }
+
+    /// `hpage_collapse_scan_pmd` for the 2 MiB block at `block` with `cc->is_khugepaged` false: whether it
+    /// would be collapsed. A block without a PTE table is `SCAN_PMD_NULL`; empty entries and the zero page are
+    /// allowed; a marker (not a swap entry the kernel could swap in) refuses; a page that is not anonymous
+    /// (`SCAN_PAGE_ANON`) or has references beyond its mappings (`SCAN_PAGE_COUNT`) refuses; without a writable
+    /// entry the block is `SCAN_PAGE_RO`.
+    fn collapse_scan_anon(&self, block: u64) -> bool {
+        if !self.page_table().has_pte_table(block) {
+            return false;
+        }
+        let mut writable = false;
+        for (_, pte) in self.page_table().entries(block, block + HPAGE_PMD_SIZE) {
+            if pte.as_marker().is_some() {
+                return false;
+            }
+            if pte.is_special() {
+                continue;
+            }
+            let Some(info) = self.mem.frame_info(pte.pfn()) else { return false };
+            if !info.flags.contains(vmspace_pgtable::FrameFlags::ANON) || info.refcount != info.mapcount {
+                return false;
+            }
+            writable |= pte.is_write();
+        }
+        writable
     }
 
     /// `thp_vma_allowable_order(vma, vm_flags, TVA_FORCED_COLLAPSE, PMD_ORDER)`.
@@ -495,7 +585,7 @@ impl Mm {
             // file_thp_enabled: read-only THP of regular files nobody has open for writing.
             Some(f) => self.cfg.read_only_thp_for_fs && !f.writable,
             // Anonymous memory: only once it has an anon_vma.
-            None => a.anon().is_some(),
+            None => a.has_anon_vma(),
         }
     }
 
@@ -508,21 +598,34 @@ impl Mm {
         !a.fl().intersects(disallowed)
     }
 
-    /// `madvise_guard_install` for `[start, end)` inside `a`.
-    fn madvise_guard_install(&mut self, a: V, start: u64, end: u64) -> Result<(), Errno> {
+    /// `madvise_guard_install` for `[start, end)` inside `a` (module docs), under the mmap read lock.
+    fn madvise_guard_install(&self, a: V, start: u64, end: u64) -> Result<(), Errno> {
         if !Self::is_valid_guard_vma(a, false) {
             return Err(Errno::EINVAL);
         }
         // vma_flag_set_atomic(vma, VM_MAYBE_GUARD_BIT): the whole VMA, no split.
         if !a.fl().intersects(VmFlags::MAYBE_GUARD) {
-            self.set_flags(a, a.fl() | VmFlags::MAYBE_GUARD);
+            a.set_flag_atomic(VmFlags::MAYBE_GUARD);
         }
         if a.is_anonymous() {
             self.anon_vma_prepare(a);
         }
-        // The markers replace whatever was mapped there (the zap is page state).
-        self.guards.install(start, end);
-        Ok(())
+        let pt = self.page_table();
+        loop {
+            match pt.install_guard_markers(start, end)? {
+                GuardInstall::Done { .. } => return Ok(()),
+                // zap_page_range_single(vma, start, end - start, NULL): every page, markers kept, and try again.
+                GuardInstall::Busy { .. } => {
+                    let d = ZapDetails {
+                        even_cows: true,
+                        drop_markers: false,
+                        reclaim_pt: false,
+                        file_vma: a.is_file_backed(),
+                    };
+                    pt.zap_range(start, end, &d);
+                }
+            }
+        }
     }
 
     /// `ksm_compatible`: VMAs KSM leaves alone (`MADV_MERGEABLE` is then ignored). DAX is not modelled.

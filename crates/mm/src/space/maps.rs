@@ -10,12 +10,35 @@ use vmspace_proc::{MapsLine, MapsName, Perms};
 
 use super::VmFlags;
 use super::tree::VmaExt;
-use super::{FileKind, Mm, config::PAGE_SHIFT};
+use super::{FileKind, Mm, MmRead, config::PAGE_SHIFT};
 use crate::vma::Vma;
 
 impl Mm {
-    /// The maps line of one VMA.
+    /// The maps line of one VMA (of this mm), under the mmap read lock.
     pub fn maps_line(&self, v: &Vma) -> MapsLine {
+        self.read_locked(|r| r.maps_line_locked(v))
+    }
+
+    /// The maps lines of the VMAs overlapping `[start, end)`.
+    pub fn maps_lines(&self, start: u64, end: u64) -> Vec<MapsLine> {
+        self.read_locked(|r| r.vmas_between(start, end).map(|v| r.maps_line_locked(v)).collect())
+    }
+
+    /// The whole maps text (`show_map` over every VMA, under the mmap read lock).
+    pub fn maps_text(&self) -> String {
+        self.read_locked(|r| {
+            let mut s = String::new();
+            for v in r.areas() {
+                r.maps_line_locked(v).render_into(&mut s);
+            }
+            s
+        })
+    }
+}
+
+impl MmRead<'_> {
+    /// [`Mm::maps_line`] with the lock held.
+    pub(crate) fn maps_line_locked(&self, v: &Vma) -> MapsLine {
         let fl = v.fl();
         let perms = Perms {
             read: fl.intersects(VmFlags::READ),
@@ -35,7 +58,7 @@ impl Mm {
             }
             Some(f) => Some(MapsName::Path { path: f.name.clone(), deleted: f.deleted }),
             None => {
-                if start < self.brk && end > self.start_brk {
+                if start < self.st.brk && end > self.st.start_brk {
                     Some(MapsName::Heap)
                 } else if start <= self.cfg.start_stack && end >= self.cfg.start_stack {
                     Some(MapsName::Stack)
@@ -47,17 +70,4 @@ impl Mm {
         MapsLine { start, end, perms, offset, dev_major, dev_minor, inode, name }
     }
 
-    /// The maps lines of the VMAs overlapping `[start, end)`.
-    pub fn maps_lines(&self, start: u64, end: u64) -> Vec<MapsLine> {
-        self.vmas_between(start, end).map(|v| self.maps_line(v)).collect()
-    }
-
-    /// The whole maps text.
-    pub fn maps_text(&self) -> String {
-        let mut s = String::new();
-        for v in self.areas() {
-            self.maps_line(v).render_into(&mut s);
-        }
-        s
-    }
 }

@@ -21,7 +21,7 @@
 //! `VM_STICKY` flags (`VM_MAYBE_GUARD`, and `VM_SOFTDIRTY` where configured) do not prevent a merge, and the
 //! merged VMA gets every sticky flag any of its parts had (the range's, the target's, and a removed
 //! neighbour's: `vma_expand`, `vma_merge_existing_range`), so a guard region's `VM_MAYBE_GUARD` survives the
-//! merge. [`Mm::vma_modify_flags`] then hands the merged flags back to the caller, which sets them (the
+//! merge. [`MmWrite::vma_modify_flags`] then hands the merged flags back to the caller, which sets them (the
 //! `vm_flags_ptr` of the kernel's `vma_modify_flags`).
 //!
 //! # New ranges (mmap, brk, mremap targets)
@@ -46,7 +46,7 @@ use std::sync::Arc;
 
 use super::VmFlags;
 use super::tree::{V, VmaExt};
-use super::{AnonState, Errno, Mm, VmFile, config::PAGE_SHIFT};
+use super::{AnonState, Errno, MmWrite, VmFile, config::PAGE_SHIFT};
 
 /// A proposed range and its attributes (the kernel's `vma_merge_struct` fields that decide a merge).
 pub(crate) struct Cand<'a> {
@@ -132,7 +132,7 @@ impl NewMerge {
     }
 }
 
-impl Mm {
+impl MmWrite<'_> {
     /// The decision of `vma_merge_new_range` for `c` (an empty range): prev is the VMA before `c.start`, next
     /// the first at or after `c.end`. `just_expand` (brk) disables merging right.
     pub(crate) fn plan_new_merge(&self, c: &Cand<'_>, just_expand: bool) -> NewMerge {
@@ -331,7 +331,7 @@ impl Mm {
         Ok(middle)
     }
 
-    /// `vma_modify_flags`: [`Mm::vma_modify`] for a change of flags to `*flags`; after a merge, `*flags`
+    /// `vma_modify_flags`: [`MmWrite::vma_modify`] for a change of flags to `*flags`; after a merge, `*flags`
     /// becomes the merged VMA's flags (the requested ones plus the sticky flags the merge kept), which the
     /// caller then sets.
     pub(crate) fn vma_modify_flags(

@@ -37,16 +37,16 @@
 
 use super::config::PAGE_SHIFT;
 use super::tree::{V, VmaExt};
-use super::{Errno, MclFlags, MlockFlags, Mm, PAGE_MASK, TASK_SIZE, VmFlags, page_align};
+use super::{Errno, MclFlags, MlockFlags, Mm, MmWrite, PAGE_MASK, TASK_SIZE, VmFlags, page_align};
 
 impl Mm {
     /// `mlock(start, len)`.
-    pub fn mlock(&mut self, start: u64, len: u64) -> Result<(), Errno> {
+    pub fn mlock(&self, start: u64, len: u64) -> Result<(), Errno> {
         self.do_mlock(start, len, VmFlags::LOCKED)
     }
 
     /// `mlock2(start, len, flags)`: `MLOCK_ONFAULT` locks pages only as they are faulted in.
-    pub fn mlock2(&mut self, start: u64, len: u64, flags: MlockFlags) -> Result<(), Errno> {
+    pub fn mlock2(&self, start: u64, len: u64, flags: MlockFlags) -> Result<(), Errno> {
         if !MlockFlags::ONFAULT.contains(flags) {
             return Err(Errno::EINVAL);
         }
@@ -58,14 +58,14 @@ impl Mm {
     }
 
     /// `munlock(start, len)`.
-    pub fn munlock(&mut self, start: u64, len: u64) -> Result<(), Errno> {
+    pub fn munlock(&self, start: u64, len: u64) -> Result<(), Errno> {
         let len = page_align(len.wrapping_add(start & !PAGE_MASK));
         let start = start & PAGE_MASK;
         self.locked(|mm| mm.apply_vma_lock_flags(start, len, VmFlags::NONE))
     }
 
     /// `mlockall(flags)`.
-    pub fn mlockall(&mut self, flags: MclFlags) -> Result<(), Errno> {
+    pub fn mlockall(&self, flags: MclFlags) -> Result<(), Errno> {
         let valid = MclFlags::CURRENT | MclFlags::FUTURE | MclFlags::ONFAULT;
         if flags.is_empty() || !valid.contains(flags) || flags == MclFlags::ONFAULT {
             return Err(Errno::EINVAL);
@@ -75,35 +75,27 @@ impl Mm {
         }
         let limit = self.cfg.memlock_limit_pages();
         self.locked(|mm| {
-            if !flags.contains(MclFlags::CURRENT) || mm.total_vm() <= limit || mm.cfg.cap_ipc_lock {
+            if !flags.contains(MclFlags::CURRENT) || mm.total_vm_locked() <= limit || mm.cfg.cap_ipc_lock {
                 mm.apply_mlockall_flags(flags)
             } else {
                 Err(Errno::ENOMEM)
             }
         })?;
         if flags.contains(MclFlags::CURRENT) {
-            self.locked(|mm| mm.populate(0, TASK_SIZE));
+            // After mmap_write_unlock: every VMA, errors ignored.
+            self.mm_populate(0, TASK_SIZE, true).ok();
         }
         Ok(())
     }
 
     /// `munlockall()`.
-    pub fn munlockall(&mut self) -> Result<(), Errno> {
+    pub fn munlockall(&self) -> Result<(), Errno> {
         self.locked(|mm| mm.apply_mlockall_flags(MclFlags::empty()))
     }
 
     /// `can_do_mlock`: CAP_IPC_LOCK, or a non-zero `RLIMIT_MEMLOCK`.
     pub(crate) fn can_do_mlock(&self) -> bool {
         self.cfg.cap_ipc_lock || self.cfg.memlock_rlimit != 0
-    }
-
-    /// `mlock_future_ok`: `bytes` more of memory with `flags` may be locked (not locked, CAP_IPC_LOCK, or
-    /// `locked_vm` plus them within `RLIMIT_MEMLOCK`).
-    pub(crate) fn mlock_future_ok(&self, flags: VmFlags, bytes: u64) -> bool {
-        if !flags.intersects(VmFlags::LOCKED) || self.cfg.cap_ipc_lock {
-            return true;
-        }
-        (bytes >> PAGE_SHIFT).wrapping_add(self.locked_vm) <= self.cfg.memlock_limit_pages()
     }
 
     /// `vma_supports_mlock`: VMAs that never get `VM_LOCKED` (`VM_SPECIAL`, `VM_DROPPABLE`, hugetlb; DAX, the
@@ -113,7 +105,7 @@ impl Mm {
     }
 
     /// `do_mlock`.
-    fn do_mlock(&mut self, start: u64, len: u64, flags: VmFlags) -> Result<(), Errno> {
+    fn do_mlock(&self, start: u64, len: u64, flags: VmFlags) -> Result<(), Errno> {
         if !self.can_do_mlock() {
             return Err(Errno::EPERM);
         }
@@ -122,7 +114,7 @@ impl Mm {
         let limit = self.cfg.memlock_limit_pages();
         let cap = self.cfg.cap_ipc_lock;
         self.locked(|mm| {
-            let mut locked = (len >> PAGE_SHIFT).wrapping_add(mm.locked_vm);
+            let mut locked = (len >> PAGE_SHIFT).wrapping_add(mm.st.locked_vm);
             if locked > limit && !cap {
                 // The range may cover pages locked already; they are not charged twice.
                 locked = locked.wrapping_sub(mm.count_mm_mlocked_page_nr(start, len));
@@ -133,12 +125,25 @@ impl Mm {
                 Err(Errno::ENOMEM)
             }
         })?;
-        self.locked(|mm| mm.mm_populate(start, len, false)).map_err(|e| match e {
+        // After mmap_write_unlock: __mm_populate under the read lock.
+        self.mm_populate(start, len, false).map_err(|e| match e {
             // __mlock_posix_error_return.
             Errno::EFAULT => Errno::ENOMEM,
             Errno::ENOMEM => Errno::EAGAIN,
             e => e,
         })
+    }
+
+}
+
+impl MmWrite<'_> {
+    /// `mlock_future_ok`: `bytes` more of memory with `flags` may be locked (not locked, CAP_IPC_LOCK, or
+    /// `locked_vm` plus them within `RLIMIT_MEMLOCK`).
+    pub(crate) fn mlock_future_ok(&self, flags: VmFlags, bytes: u64) -> bool {
+        if !flags.intersects(VmFlags::LOCKED) || self.cfg.cap_ipc_lock {
+            return true;
+        }
+        (bytes >> PAGE_SHIFT).wrapping_add(self.st.locked_vm) <= self.cfg.memlock_limit_pages()
     }
 
     /// `count_mm_mlocked_page_nr`: pages of `[start, start + len)` inside `VM_LOCKED` VMAs (the end clamped at
@@ -197,7 +202,7 @@ impl Mm {
     /// walk's iterator stands).
     fn mlock_fixup(&mut self, v: V, start: u64, end: u64, mut newflags: VmFlags) -> Result<u64, Errno> {
         let oldflags = v.fl();
-        if newflags == oldflags || !Self::vma_supports_mlock(v) {
+        if newflags == oldflags || !Mm::vma_supports_mlock(v) {
             // Neither locked nor counted.
             return Ok(v.end());
         }
@@ -212,8 +217,8 @@ impl Mm {
         } else {
             i64::from(nr_pages)
         };
-        debug_assert!(delta >= 0 || self.locked_vm >= delta.unsigned_abs(), "locked_vm would underflow");
-        self.locked_vm = self.locked_vm.wrapping_add_signed(delta);
+        debug_assert!(delta >= 0 || self.st.locked_vm >= delta.unsigned_abs(), "locked_vm would underflow");
+        self.st.locked_vm = self.st.locked_vm.wrapping_add_signed(delta);
         self.set_flags(t, newflags);
         Ok(t.end())
     }
@@ -222,11 +227,11 @@ impl Mm {
     fn apply_mlockall_flags(&mut self, flags: MclFlags) -> Result<(), Errno> {
         // Merges need tree stores only; reserved before anything changes (an injected failure changes nothing).
         self.reserve(1)?;
-        self.def_flags &= !VmFlags::LOCKED_MASK;
+        self.st.def_flags &= !VmFlags::LOCKED_MASK;
         if flags.contains(MclFlags::FUTURE) {
-            self.def_flags |= VmFlags::LOCKED;
+            self.st.def_flags |= VmFlags::LOCKED;
             if flags.contains(MclFlags::ONFAULT) {
-                self.def_flags |= VmFlags::LOCKONFAULT;
+                self.st.def_flags |= VmFlags::LOCKONFAULT;
             }
             if !flags.contains(MclFlags::CURRENT) {
                 return Ok(());

@@ -33,9 +33,10 @@
 //!    VMA (shared anonymous memory gets its shmem object now, so it never merges when created); a locked
 //!    hugetlb VMA loses `VM_LOCKED`. A locked result is charged to `locked_vm` (`__mmap_complete`; a VMA that
 //!    cannot be locked loses `VM_LOCKED` instead).
-//! 7. `MAP_POPULATE` or a locked mapping faults the range in afterwards, errors ignored (`__mm_populate`:
-//!    writes for private writable VMAs, which gives them an anon_vma; nothing for `VM_LOCKONFAULT`; hugetlb
-//!    pages are taken from the pool).
+//! 7. `MAP_POPULATE` or a locked mapping faults the range in afterwards, once the write lock is dropped, under
+//!    the read lock, errors ignored (`vm_mmap_pgoff` → `mm_populate` → `__mm_populate`: write faults for
+//!    private writable VMAs, which give them an anon_vma and private pages; read faults for the others; nothing
+//!    for `VM_LOCKONFAULT`; hugetlb pages are taken from the pool).
 
 use std::sync::Arc;
 
@@ -44,7 +45,8 @@ use super::merge::Cand;
 use super::pkeys::calc_vm_prot_bits;
 use super::tree::{NewVma, VmaExt};
 use super::{
-    AnonState, Errno, FileKind, MapFlags, Mm, PAGE_MASK, Prot, VmFile, config::PAGE_SHIFT, page_align,
+    AnonState, Errno, FileKind, MapFlags, Mm, MmWrite, PAGE_MASK, Prot, VmFile, config::PAGE_SHIFT,
+    page_align,
 };
 
 /// `MAX_LFS_FILESIZE` on 64-bit.
@@ -54,7 +56,7 @@ impl Mm {
     /// `mmap(addr, len, prot, flags, fd, off)`: `file` is the mapped file (`None` with `MAP_ANONYMOUS`).
     /// Returns the address.
     pub fn mmap(
-        &mut self,
+        &self,
         addr: u64,
         len: u64,
         prot: Prot,
@@ -74,6 +76,8 @@ impl Mm {
                 None if flags.contains(MapFlags::HUGETLB) => return Err(Errno::EINVAL),
                 None => {}
             }
+            // The file's pages live in this address space's memory (created now if it is the first mapping).
+            f.cache_in(&self.mem)?;
             Some(f.clone())
         } else if flags.contains(MapFlags::HUGETLB) {
             let (pool, dev_minor) = self.hugetlb_pool(flags.huge_size_log()).ok_or(Errno::EINVAL)?;
@@ -88,11 +92,24 @@ impl Mm {
         let (a, populate) =
             self.locked(|mm| mm.do_mmap(file.as_ref(), addr, len, prot, flags, off >> PAGE_SHIFT))?;
         if populate {
-            self.locked(|mm| mm.populate(a, page_align(len)));
+            self.mm_populate(a, page_align(len), true).ok();
         }
         Ok(a)
     }
 
+    /// `shmem_zero_setup`: a new shmem object of `len` bytes, shown as `/dev/zero (deleted)` on 00:01.
+    fn shmem_zero_file(&self, len: u64) -> Arc<VmFile> {
+        VmFile::shmem_zero(self.next_ino(), len)
+    }
+
+    /// The next inode number of a shmem or hugetlbfs object (`get_next_ino`).
+    pub(crate) fn next_ino(&self) -> u64 {
+        // Relaxed: only uniqueness matters.
+        self.next_shmem_ino.fetch_add(1, vmspace_rcu::sync::Ordering::Relaxed)
+    }
+}
+
+impl MmWrite<'_> {
     /// `do_mmap`. Returns the address and whether to populate.
     fn do_mmap(
         &mut self,
@@ -123,7 +140,7 @@ impl Mm {
         if pgoff.checked_add(len >> PAGE_SHIFT).is_none() {
             return Err(Errno::EOVERFLOW);
         }
-        if self.map_count() > self.cfg.max_map_count {
+        if self.st.map_count > self.cfg.max_map_count {
             return Err(Errno::ENOMEM);
         }
         // The execute-only key is allocated here, before anything below can still fail.
@@ -133,7 +150,7 @@ impl Mm {
         }
         let mut vm_flags = calc_vm_prot_bits(prot, pkey)
             | self.calc_vm_flag_bits(flags)
-            | self.def_flags
+            | self.st.def_flags
             | VmFlags::MAYREAD
             | VmFlags::MAYWRITE
             | VmFlags::MAYEXEC;
@@ -341,22 +358,10 @@ impl Mm {
         if !v.fl().intersects(VmFlags::LOCKED) {
             return;
         }
-        if Self::vma_supports_mlock(v) {
-            self.locked_vm += len >> PAGE_SHIFT;
+        if Mm::vma_supports_mlock(v) {
+            self.st.locked_vm += len >> PAGE_SHIFT;
         } else {
             self.set_flags(v, v.fl().difference(VmFlags::LOCKED_MASK));
         }
-    }
-
-    /// `shmem_zero_setup`: a new shmem object of `len` bytes, shown as `/dev/zero (deleted)` on 00:01.
-    fn shmem_zero_file(&mut self, len: u64) -> Arc<VmFile> {
-        let ino = self.next_shmem_ino;
-        self.next_shmem_ino += 1;
-        VmFile::shmem_zero(ino, len)
-    }
-
-    /// `mm_populate`: `__mm_populate` with errors ignored ([`super::populate`]).
-    pub(crate) fn populate(&mut self, start: u64, len: u64) {
-        let _ = self.mm_populate(start, len, true);
     }
 }

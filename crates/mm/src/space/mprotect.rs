@@ -11,21 +11,25 @@
 //! `mprotect_fixup` adjusts accounting: making a private, unaccounted, non-NORESERVE VMA writable charges it
 //! (`VM_ACCOUNT`); making an anonymous VMA without anon_vma read-only drops `VM_ACCOUNT`. The VMA part is
 //! then merged with a neighbour or split off (`vma_modify_flags`; a hugetlb VMA splits only at huge page
-//! boundaries, EINVAL otherwise), and its flags set (with the sticky flags a merge kept). A locked private VMA
-//! that becomes writable is populated with write faults (`populate_vma_page_range`, which gives it an
-//! anon_vma).
+//! boundaries, EINVAL otherwise), and its flags set (with the sticky flags a merge kept); then the page table
+//! follows (`change_protection` over the range, with the VMA's new `vm_page_prot`: entries made writable where
+//! a write fault would reuse the page anyway, `PROT_NONE` entries for an inaccessible VMA, [`super::pages`]).
+//! A locked private VMA that becomes writable is populated with write faults under the write lock
+//! (`populate_vma_page_range`, which gives it an anon_vma and breaks copy-on-write).
 
 use super::VmFlags;
 use super::pkeys::calc_vm_prot_bits;
 use super::tree::{V, VmaExt};
-use super::{Errno, Mm, PAGE_MASK, Prot, page_align};
+use super::{Errno, Mm, MmWrite, PAGE_MASK, Prot, page_align};
 
 impl Mm {
     /// `mprotect(start, len, prot)`.
-    pub fn mprotect(&mut self, start: u64, len: u64, prot: Prot) -> Result<(), Errno> {
+    pub fn mprotect(&self, start: u64, len: u64, prot: Prot) -> Result<(), Errno> {
         self.locked(|mm| mm.do_mprotect_pkey(start, len, prot, -1))
     }
+}
 
+impl MmWrite<'_> {
     /// `do_mprotect_pkey`; `pkey` -1 for plain `mprotect`.
     pub(crate) fn do_mprotect_pkey(
         &mut self,
@@ -130,6 +134,7 @@ impl Mm {
         let name = v.anon_name();
         let t = self.vma_modify_flags(v, start, end, &mut newflags, name.as_ref())?;
         self.set_flags(t, newflags);
+        self.change_protection(t, start, end);
         // A locked private VMA made writable is faulted in for writing (COW broken now), errors ignored.
         if oldflags.intersection(VmFlags::WRITE | VmFlags::SHARED | VmFlags::LOCKED) == VmFlags::LOCKED
             && newflags.intersects(VmFlags::WRITE)

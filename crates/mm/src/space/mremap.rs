@@ -17,22 +17,30 @@
 //! * Shrink in place: unmap the tail. Same size: nothing. Grow: in place when the old range ends at the
 //!   VMA's end and the space after it is free (`vma_merge_extend`: the VMA grows and may merge with the next
 //!   one), else move when allowed (ENOMEM without `MREMAP_MAYMOVE`).
-//! * A move (`move_vma`): the destination (unmapped first with `MREMAP_FIXED`) gets a copy of the VMA
-//!   (`copy_vma`: merged with its new neighbours when they are compatible; an anonymous VMA that was never
-//!   faulted takes the page offset of its new address so that it can merge there), then the source range is
-//!   unmapped, unless DONTUNMAP, which leaves it mapped but drops the locked bits (and the anon_vma when the whole
-//!   VMA moved); it keeps `VM_ACCOUNT` (checked against the live kernel: the source still merges with
-//!   accounted neighbours). The guard markers of the moved range move with it (`move_page_tables`).
+//! * A move (`move_vma`): the source's entries move to the destination (`move_page_tables`: whole PTE tables
+//!   where both sides are 2 MiB-aligned, entry by entry elsewhere; guard markers go with them), the
+//!   destination (unmapped first with `MREMAP_FIXED`) gets a copy of the VMA (`copy_vma`: merged with its new
+//!   neighbours when they are compatible; an anonymous VMA that was never faulted takes the page offset of its
+//!   new address so that it can merge there), then the source range is unmapped, unless DONTUNMAP, which leaves
+//!   it mapped, empty, but drops the locked bits (and the anon_vma when the whole VMA moved); it keeps
+//!   `VM_ACCOUNT` (checked against the live kernel: the source still merges with accounted neighbours). The
+//!   engine moves the entries *before* it copies the VMA (Linux after): the table allocations of the move are
+//!   the call's last failure point, and a failed move moves everything back (leaving, at most, empty tables at
+//!   the destination, as Linux does), so an allocation failure changes no VMA; no fault can run in either range
+//!   meanwhile (the source is write-locked, the destination has no VMA), and a file's truncation waits on its
+//!   rmap lock, held across the move and the registration change.
 //! * Locked memory (`vrm_stat_account`): growing a `VM_LOCKED` VMA must pass `mlock_future_ok` (EAGAIN, after
 //!   the `VM_DONTEXPAND | VM_PFNMAP` check); growth in place charges the delta to `locked_vm`, a move the new
 //!   length (the unmap of the source uncharges the old one; DONTUNMAP uncharges nothing, as Linux); a grown
-//!   locked mapping is then populated (`mm_populate` of the new part, errors ignored).
+//!   locked mapping is then populated (`mm_populate` of the new part, errors ignored, once the write lock is
+//!   dropped).
 
 use super::VmFlags;
 use super::merge::Cand;
 use super::tree::{NewVma, V, VmaExt};
+use vmspace_pgtable::MoveFlags;
 use super::{
-    AnonState, Errno, MapFlags, Mm, MremapFlags, PAGE_MASK, TASK_SIZE, config::PAGE_SHIFT, page_align,
+    AnonState, Errno, MapFlags, Mm, MmWrite, MremapFlags, PAGE_MASK, TASK_SIZE, config::PAGE_SHIFT, page_align,
 };
 
 /// The state of one remap (`struct vma_remap_struct`).
@@ -74,16 +82,24 @@ fn align_hugetlb(v: &mut Vrm, size: u64) -> bool {
 impl Mm {
     /// `mremap(addr, old_len, new_len, flags, new_addr)`: returns the new address.
     pub fn mremap(
-        &mut self,
+        &self,
         addr: u64,
         old_len: u64,
         new_len: u64,
         flags: MremapFlags,
         new_addr: u64,
     ) -> Result<u64, Errno> {
-        self.locked(|mm| mm.do_mremap(addr, old_len, new_len, flags, new_addr))
+        let (a, populate) = self.locked(|mm| mm.do_mremap(addr, old_len, new_len, flags, new_addr))?;
+        // `vrm->mlocked`: a grown locked mapping is populated after mmap_write_unlock.
+        if let Some((start, len)) = populate {
+            self.mm_populate(start, len, true).ok();
+        }
+        Ok(a)
     }
+}
 
+impl MmWrite<'_> {
+    /// `do_mremap` under the write lock: the new address, and the range to populate afterwards.
     fn do_mremap(
         &mut self,
         addr: u64,
@@ -91,7 +107,7 @@ impl Mm {
         new_len: u64,
         flags: MremapFlags,
         new_addr: u64,
-    ) -> Result<u64, Errno> {
+    ) -> Result<(u64, Option<(u64, u64)>), Errno> {
         let mut v = Vrm {
             addr,
             old_len: page_align(old_len),
@@ -126,25 +142,23 @@ impl Mm {
             if eo > sn && en > so {
                 return Err(Errno::EINVAL);
             }
-            if self.map_count() + 2 >= self.cfg.max_map_count.saturating_sub(3) {
+            if self.st.map_count + 2 >= self.cfg.max_map_count.saturating_sub(3) {
                 return Err(Errno::ENOMEM);
             }
         }
         // Worst case: splits at both ends of both ranges, one new VMA, tree stores.
         self.reserve(6)?;
         if flags.contains(MremapFlags::FIXED) && v.old_len == v.new_len {
-            return self.remap_move(v);
+            return self.remap_move(v).map(|a| (a, None));
         }
         let Some(vma) = self.lookup(addr) else { return Err(Errno::EFAULT) };
         v.vma = Some(vma);
         self.check_prep_vma(&mut v)?;
         let mlocked = vma.fl().intersects(VmFlags::LOCKED);
         let new_addr = if v.implies_new_addr() { self.mremap_to(v) } else { self.mremap_at(v) }?;
-        // `vrm->mlocked`: a grown locked mapping is populated.
-        if mlocked && v.new_len > v.old_len {
-            self.populate(new_addr + v.old_len, v.new_len - v.old_len);
-        }
-        Ok(new_addr)
+        // `vrm->mlocked`: a grown locked mapping is populated (by the caller, after the lock).
+        let populate = (mlocked && v.new_len > v.old_len).then_some((new_addr + v.old_len, v.new_len - v.old_len));
+        Ok((new_addr, populate))
     }
 
     /// `check_prep_vma` for `v.vma`.
@@ -346,20 +360,24 @@ impl Mm {
     /// `vrm_stat_account`'s mlock part: `bytes` more of a locked VMA are charged to `locked_vm`.
     fn remap_stat_account(&mut self, flags: VmFlags, bytes: u64) {
         if flags.intersects(VmFlags::LOCKED) {
-            self.locked_vm += bytes >> PAGE_SHIFT;
+            self.st.locked_vm += bytes >> PAGE_SHIFT;
         }
     }
 
     /// `move_vma`.
     fn move_vma(&mut self, v: Vrm) -> Result<u64, Errno> {
-        if self.map_count() >= self.cfg.max_map_count.saturating_sub(3) {
+        if self.st.map_count >= self.cfg.max_map_count.saturating_sub(3) {
             return Err(Errno::ENOMEM);
         }
         self.charge_remap(&v)?;
-        // copy_vma_and_data → copy_vma.
         let src = v.vma();
-        let src_anon = src.anon().clone();
+        // move_page_tables first (module docs): the source write-locked, the file's truncation held off.
+        self.write_lock_vma(src);
         let src_file = src.file();
+        let _rmap = src_file.as_ref().map(|f| f.rmap_lock());
+        self.page_table().move_page_tables(v.addr, v.new_addr, v.old_len, &MoveFlags::default())?;
+        // copy_vma_and_data → copy_vma.
+        let src_anon = src.anon().clone();
         let src_name = src.anon_name();
         let mut new_pgoff = src.pgoff_at(v.addr);
         if src.is_anonymous() && !src_anon.is_some() {
@@ -387,13 +405,11 @@ impl Mm {
                 end: v.new_addr + v.new_len,
                 flags,
                 pgoff: new_pgoff,
-                file: src_file,
+                file: src_file.clone(),
                 anon: src_anon,
                 name: src_name,
             });
         }
-        // move_page_tables: the guard markers go with the page tables.
-        self.guards.relocate(v.addr, v.old_len, v.new_addr);
         self.remap_stat_account(src_flags, v.new_len);
         if v.flags.contains(MremapFlags::DONTUNMAP) {
             // dontunmap_complete: the source VMA (whatever now covers the old address) keeps its range.

@@ -36,7 +36,7 @@
 use vmspace_abi::{Advice, VmFlags};
 
 use super::tree::{V, VmaExt};
-use super::{Errno, Mm, PAGE_MASK, page_align};
+use super::{Errno, Mm, MmWrite, PAGE_MASK, page_align};
 
 /// `vma_is_sealed`.
 pub(crate) fn vma_is_sealed(v: V) -> bool {
@@ -58,13 +58,8 @@ fn is_discard(advice: Advice) -> bool {
 }
 
 impl Mm {
-    /// Whether a VMA of `[start, end)` is sealed (`false` at once while no VMA of this mm ever was).
-    pub(crate) fn any_sealed_in(&self, start: u64, end: u64) -> bool {
-        self.sealed && self.vmas_between(start, end).any(vma_is_sealed)
-    }
-
     /// `mseal(start, len, flags)`: seals the mapped range (module docs).
-    pub fn mseal(&mut self, start: u64, len_in: u64, flags: u64) -> Result<(), Errno> {
+    pub fn mseal(&self, start: u64, len_in: u64, flags: u64) -> Result<(), Errno> {
         if flags != 0 {
             return Err(Errno::EINVAL);
         }
@@ -87,6 +82,25 @@ impl Mm {
         })
     }
 
+    /// `can_madvise_modify`: whether `advice` may run on `v` (module docs); the madvise walk answers EPERM
+    /// for a VMA where it may not.
+    pub(crate) fn can_madvise_modify(&self, v: V, advice: Advice) -> bool {
+        if !vma_is_sealed(v) || !is_discard(advice) {
+            return true;
+        }
+        if !v.is_anonymous() {
+            return true;
+        }
+        v.fl().intersects(VmFlags::WRITE) && self.pkru_permits_write(v)
+    }
+}
+
+impl MmWrite<'_> {
+    /// Whether a VMA of `[start, end)` is sealed (`false` at once while no VMA of this mm ever was).
+    pub(crate) fn any_sealed_in(&self, start: u64, end: u64) -> bool {
+        self.st.sealed && self.vmas_between(start, end).any(vma_is_sealed)
+    }
+
     /// `range_contains_unmapped`: some address of `[start, end)` has no VMA.
     fn range_contains_unmapped(&self, start: u64, end: u64) -> bool {
         let mut prev_end = start;
@@ -104,7 +118,7 @@ impl Mm {
         // Worst case per VMA: two splits and a tree store, reserved before anything changes.
         let n = self.vmas_between(start, end).count() as u64;
         self.reserve(3 * n)?;
-        self.sealed = true;
+        self.st.sealed = true;
         let mut pos = start;
         while pos < end {
             let v = self.lookup(pos).expect("the range is mapped");
@@ -120,15 +134,4 @@ impl Mm {
         Ok(())
     }
 
-    /// `can_madvise_modify`: whether `advice` may run on `v` (module docs); the madvise walk answers EPERM
-    /// for a VMA where it may not.
-    pub(crate) fn can_madvise_modify(&self, v: V, advice: Advice) -> bool {
-        if !vma_is_sealed(v) || !is_discard(advice) {
-            return true;
-        }
-        if !v.is_anonymous() {
-            return true;
-        }
-        v.fl().intersects(VmFlags::WRITE) && self.pkru_permits_write(v)
-    }
 }

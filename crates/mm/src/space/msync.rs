@@ -17,7 +17,7 @@ use super::{Errno, Mm, MsyncFlags, PAGE_MASK, VmFlags, page_align};
 
 impl Mm {
     /// `msync(start, len, flags)`.
-    pub fn msync(&mut self, start: u64, len: u64, flags: MsyncFlags) -> Result<(), Errno> {
+    pub fn msync(&self, start: u64, len: u64, flags: MsyncFlags) -> Result<(), Errno> {
         let valid = MsyncFlags::ASYNC | MsyncFlags::INVALIDATE | MsyncFlags::SYNC;
         if !valid.contains(flags) || start & !PAGE_MASK != 0 {
             return Err(Errno::EINVAL);

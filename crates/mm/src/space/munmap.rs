@@ -8,13 +8,14 @@
 //! then each VMA of the range is checked for a seal (EPERM, keeping the split already made) and the last is
 //! split at `end` if it extends past it; then every VMA in the range is removed. munmap never merges. Every
 //! unmap (munmap, a `MAP_FIXED` mapping over old ones, brk shrinking, mremap) goes through
-//! [`Mm::remove_from`], which also uncharges the `VM_LOCKED` pages from `locked_vm`
-//! (`vms_complete_munmap_vmas`), drops the guard markers of the range (the zap of an unmap drops PTE markers)
-//! and gives hugetlb pages and reservations no mapping holds any more back to their pool.
+//! [`MmWrite::remove_from`], which also uncharges the `VM_LOCKED` pages from `locked_vm`
+//! (`vms_complete_munmap_vmas`), zaps the pages of the removed VMAs (guard markers included) and frees their
+//! page tables between the neighbours that stay (`vms_clear_ptes`, [`super::pages`]), and gives hugetlb pages
+//! and reservations no mapping holds any more back to their pool.
 
 use super::VmFlags;
 use super::tree::{V, VmaExt};
-use super::{Errno, Mm, PAGE_MASK, TASK_SIZE, page_align};
+use super::{Errno, Mm, MmWrite, PAGE_MASK, TASK_SIZE, page_align};
 
 /// What a gather found: VMAs removed and their accounted pages.
 #[derive(Debug, Default, Clone, Copy)]
@@ -29,10 +30,12 @@ pub(crate) struct Gathered {
 
 impl Mm {
     /// `munmap(start, len)`.
-    pub fn munmap(&mut self, start: u64, len: u64) -> Result<(), Errno> {
+    pub fn munmap(&self, start: u64, len: u64) -> Result<(), Errno> {
         self.locked(|mm| mm.do_munmap(start, len, true))
     }
+}
 
+impl MmWrite<'_> {
     /// `do_vmi_munmap`; `reserve` is false when the caller already reserved its worst case.
     pub(crate) fn do_munmap(&mut self, start: u64, len: u64, reserve: bool) -> Result<(), Errno> {
         if start & !PAGE_MASK != 0 || start > TASK_SIZE || len > TASK_SIZE - start {
@@ -60,13 +63,13 @@ impl Mm {
         }
     }
 
-    /// [`Mm::gather_split`] given the first VMA intersecting the range; returns the first VMA inside it after
+    /// [`MmWrite::gather_split`] given the first VMA intersecting the range; returns the first VMA inside it after
     /// the splits.
     pub(crate) fn gather_split_from(&mut self, first: V, start: u64, end: u64) -> Result<V, Errno> {
         let (fs, fe) = (first.start(), first.end());
         let inside = first;
         if fs < start {
-            if end < fe && self.map_count() >= self.cfg.max_map_count {
+            if end < fe && self.st.map_count >= self.cfg.max_map_count {
                 return Err(Errno::ENOMEM);
             }
             // Don't split a VMA that cannot be unmapped anyway.
@@ -95,7 +98,7 @@ impl Mm {
     }
 
     /// Detaches and frees every VMA inside `[start, end)` (which no VMA straddles): one tree store clears the
-    /// range (`vma_iter_clear_gfp`), then each VMA is detached and freed ([`Mm::remove_span`]).
+    /// range (`vma_iter_clear_gfp`), then each VMA is detached and freed ([`MmWrite::remove_span`]).
     pub(crate) fn remove_range(&mut self, start: u64, end: u64) -> Gathered {
         match self.next_from(start).filter(|v| v.start() < end) {
             Some(inside) => self.remove_from(inside, end),
@@ -103,7 +106,7 @@ impl Mm {
         }
     }
 
-    /// [`Mm::remove_range`] from `inside`, the first VMA of the range, to `end`.
+    /// [`MmWrite::remove_range`] from `inside`, the first VMA of the range, to `end`.
     pub(crate) fn remove_from(&mut self, inside: V, end: u64) -> Gathered {
         let mut gone = vec![inside];
         let mut last = inside;
@@ -128,21 +131,24 @@ impl Mm {
             }
         }
         let huge = self.hugetlb_ranges(&gone);
-        let span = (inside.start(), last.end());
+        let ranges: Vec<(u64, u64)> = gone.iter().map(|v| (v.start(), v.end())).collect();
+        let floor = self.prev_of(inside.start()).map_or(0, |p| p.end());
+        let ceiling = self.next_from(last.end()).map_or(0, |n| n.start());
         self.remove_span(&gone);
+        // vms_clear_ptes: the pages and the tables of the range (the VMAs left their files' registries above).
+        self.unmap_pages(&ranges, floor, ceiling);
         // hugetlb pages and reservations no mapping holds any more go back to the pool.
         self.hugetlb_release(huge);
         debug_assert!(
-            self.locked_vm >= g.locked,
+            self.st.locked_vm >= g.locked,
             "locked_vm {} below the locked pages unmapped",
-            self.locked_vm
+            self.st.locked_vm
         );
-        self.locked_vm = self.locked_vm.saturating_sub(g.locked);
-        self.guards.clear(span.0, span.1);
+        self.st.locked_vm = self.st.locked_vm.saturating_sub(g.locked);
         g
     }
 
-    /// Pages of VM_ACCOUNT VMAs inside `[start, end)` after [`Mm::gather_split`].
+    /// Pages of VM_ACCOUNT VMAs inside `[start, end)` after [`MmWrite::gather_split`].
     pub(crate) fn accounted_in(&self, start: u64, end: u64) -> (u64, u64) {
         let mut pages = 0;
         let mut acc = 0;

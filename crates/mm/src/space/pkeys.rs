@@ -39,9 +39,10 @@
 //! # PKRU
 //!
 //! PKRU is a per-thread register: for each key, access-disable and write-disable bits that the CPU applies to
-//! user-mode data accesses. The engine has one thread of calls and keeps that thread's PKRU as data
-//! ([`Mm::pkru`]): the value after `execve` (`init_pkru_value`: every key but 0 access-disabled),
-//! `pkey_alloc`'s rights, the execute-only key's access-disable bit, copied by fork. The syscalls read it
+//! user-mode data accesses. The engine keeps one PKRU for all the threads that make calls ([`Mm::pkru`], an
+//! atomic word beside the write-locked state, since madvise reads it under the VMA read lock): the value after
+//! `execve` (`init_pkru_value`: every key but 0 access-disabled), `pkey_alloc`'s rights, the execute-only key's
+//! access-disable bit, copied by fork. The syscalls read it
 //! where the kernel does: `__execute_only_pkey` (whether PKRU must be written) and the seal check of
 //! `madvise` (`can_madvise_modify` asks `arch_vma_access_permitted` whether the thread could write).
 //! User-mode accesses ([`Mm::fault`]) do **not** check it yet: PKRU is enforced by the CPU on page-table
@@ -52,7 +53,8 @@
 use vmspace_abi::{PkeyRights, Prot, VmFlags};
 
 use super::tree::V;
-use super::{Errno, Mm};
+use super::{Errno, Mm, MmWrite};
+use vmspace_rcu::sync::Ordering;
 
 /// `init_pkru_value`: PKRU after `execve` with PKU: access-disable for keys 1..15, key 0 open.
 pub(crate) const INIT_PKRU: u32 = 0x5555_5554;
@@ -64,25 +66,19 @@ const PKRU_WD_BIT: u32 = 2;
 const PKRU_BITS_PER_PKEY: u32 = 2;
 
 /// The protection-key state of an address space (`mm->context.pkey_allocation_map`,
-/// `mm->context.execute_only_pkey`) and the PKRU of the thread making the calls (module docs).
+/// `mm->context.execute_only_pkey`; the PKRU is beside it, module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct PkeyState {
     /// Bit `k` set: key `k` allocated.
     map: u16,
     /// The execute-only key, -1 if none (0 without PKU: the zeroed context).
     execute_only: i16,
-    /// The calling thread's PKRU.
-    pkru: u32,
 }
 
 impl PkeyState {
-    /// A new mm's state (`init_new_context`; PKRU as after `execve`).
+    /// A new mm's state (`init_new_context`).
     pub(crate) fn new(pku: bool) -> Self {
-        if pku {
-            PkeyState { map: 1, execute_only: -1, pkru: INIT_PKRU }
-        } else {
-            PkeyState { map: 0, execute_only: 0, pkru: 0 }
-        }
+        if pku { PkeyState { map: 1, execute_only: -1 } } else { PkeyState { map: 0, execute_only: 0 } }
     }
 }
 
@@ -114,7 +110,7 @@ pub(crate) fn calc_vm_prot_bits(prot: Prot, pkey: i32) -> VmFlags {
 
 impl Mm {
     /// `pkey_alloc(flags, init_val)`: the new key, or EINVAL (flags, rights, no PKU) / ENOSPC (none left).
-    pub fn pkey_alloc(&mut self, flags: u64, rights: PkeyRights) -> Result<i32, Errno> {
+    pub fn pkey_alloc(&self, flags: u64, rights: PkeyRights) -> Result<i32, Errno> {
         if flags != 0 {
             return Err(Errno::EINVAL);
         }
@@ -135,27 +131,39 @@ impl Mm {
     }
 
     /// `pkey_free(pkey)`: EINVAL unless `pkey` is allocated (module docs).
-    pub fn pkey_free(&mut self, pkey: i32) -> Result<(), Errno> {
+    pub fn pkey_free(&self, pkey: i32) -> Result<(), Errno> {
         self.locked(|mm| mm.mm_pkey_free(pkey))
     }
 
     /// `pkey_mprotect(start, len, prot, pkey)`: `mprotect` giving the VMAs key `pkey` (`-1`: `mprotect`'s own
     /// key logic). See the module docs for where the key is checked.
-    pub fn pkey_mprotect(&mut self, start: u64, len: u64, prot: Prot, pkey: i32) -> Result<(), Errno> {
+    pub fn pkey_mprotect(&self, start: u64, len: u64, prot: Prot, pkey: i32) -> Result<(), Errno> {
         self.locked(|mm| mm.do_mprotect_pkey(start, len, prot, pkey))
     }
 
-    /// The PKRU value of the thread making the calls (module docs): two bits per key, access-disable then
+    /// The PKRU value of the threads making the calls (module docs): two bits per key, access-disable then
     /// write-disable. 0 without PKU.
     pub fn pkru(&self) -> u32 {
-        self.pkeys.pkru
+        // Relaxed: a register value with no data behind it (module docs).
+        self.pkru.load(Ordering::Relaxed)
     }
 
     /// The execute-only key, if this mm has allocated one (PKU only).
     pub fn execute_only_pkey_value(&self) -> Option<i32> {
-        (self.cfg.pku && self.pkeys.execute_only >= 0).then_some(i32::from(self.pkeys.execute_only))
+        self.read_locked(|r| {
+            let k = r.st.pkeys.execute_only;
+            (self.cfg.pku && k >= 0).then_some(i32::from(k))
+        })
     }
 
+    /// `arch_vma_access_permitted(vma, write = true, execute = false, foreign = false)`: the thread's PKRU lets
+    /// it write through `v`'s key (always true without PKU).
+    pub(crate) fn pkru_permits_write(&self, v: V) -> bool {
+        !self.cfg.pku || pkru_allows_write(self.pkru(), v.flags().pkey())
+    }
+}
+
+impl MmWrite<'_> {
     /// `arch_max_pkey()`: 16 keys with PKU, 1 without.
     fn arch_max_pkey(&self) -> i32 {
         if self.cfg.pku { 16 } else { 1 }
@@ -166,20 +174,20 @@ impl Mm {
         if pkey < 0 || pkey >= self.arch_max_pkey() {
             return false;
         }
-        if pkey == i32::from(self.pkeys.execute_only) {
+        if pkey == i32::from(self.st.pkeys.execute_only) {
             return false;
         }
-        self.pkeys.map & (1 << pkey) != 0
+        self.st.pkeys.map & (1 << pkey) != 0
     }
 
     /// `mm_pkey_alloc`: the lowest free key, marked allocated; -1 when every key is taken.
     fn mm_pkey_alloc(&mut self) -> i32 {
         let all: u16 = ((1u32 << self.arch_max_pkey()) - 1) as u16;
-        if self.pkeys.map == all {
+        if self.st.pkeys.map == all {
             return -1;
         }
-        let ret = (!self.pkeys.map).trailing_zeros() as i32;
-        self.pkeys.map |= 1 << ret;
+        let ret = (!self.st.pkeys.map).trailing_zeros() as i32;
+        self.st.pkeys.map |= 1 << ret;
         ret
     }
 
@@ -188,7 +196,7 @@ impl Mm {
         if !self.mm_pkey_is_allocated(pkey) {
             return Err(Errno::EINVAL);
         }
-        self.pkeys.map &= !(1 << pkey);
+        self.st.pkeys.map &= !(1 << pkey);
         Ok(())
     }
 
@@ -205,7 +213,9 @@ impl Mm {
             bits |= PKRU_WD_BIT;
         }
         let shift = pkey as u32 * PKRU_BITS_PER_PKEY;
-        self.pkeys.pkru = (self.pkeys.pkru & !((PKRU_AD_BIT | PKRU_WD_BIT) << shift)) | (bits << shift);
+        let pkru = (self.pkru() & !((PKRU_AD_BIT | PKRU_WD_BIT) << shift)) | (bits << shift);
+        // Relaxed: module docs; writers hold the mmap write lock.
+        self.pkru.store(pkru, Ordering::Relaxed);
         Ok(())
     }
 
@@ -215,7 +225,7 @@ impl Mm {
         if !self.cfg.pku {
             return 0;
         }
-        let mut key = i32::from(self.pkeys.execute_only);
+        let mut key = i32::from(self.st.pkeys.execute_only);
         let mut need_to_set_mm_pkey = false;
         if key == -1 {
             key = self.mm_pkey_alloc();
@@ -225,14 +235,14 @@ impl Mm {
             need_to_set_mm_pkey = true;
         }
         // PKRU already denies data access through the key: nothing to write.
-        if !need_to_set_mm_pkey && !pkru_allows_read(self.pkeys.pkru, key as u32) {
+        if !need_to_set_mm_pkey && !pkru_allows_read(self.pkru(), key as u32) {
             return key;
         }
         // With PKU this cannot fail (the kernel frees the key and returns -1 if it did).
         let set = self.arch_set_user_pkey_access(key, PkeyRights::DISABLE_ACCESS);
         debug_assert!(set.is_ok());
         if need_to_set_mm_pkey {
-            self.pkeys.execute_only = key as i16;
+            self.st.pkeys.execute_only = key as i16;
         }
         key
     }
@@ -240,7 +250,7 @@ impl Mm {
     /// `vma_is_pkey_exec_only`.
     fn vma_is_pkey_exec_only(&self, v: V) -> bool {
         v.flags() & VmFlags::ACCESS_FLAGS == VmFlags::EXEC
-            && v.flags().pkey() as i32 == i32::from(self.pkeys.execute_only)
+            && v.flags().pkey() as i32 == i32::from(self.st.pkeys.execute_only)
     }
 
     /// `arch_override_mprotect_pkey(vma, prot, pkey)`: the key `mprotect` gives `v` (module docs).
@@ -260,12 +270,6 @@ impl Mm {
             return 0;
         }
         v.flags().pkey() as i32
-    }
-
-    /// `arch_vma_access_permitted(vma, write = true, execute = false, foreign = false)`: the thread's PKRU lets
-    /// it write through `v`'s key (always true without PKU).
-    pub(crate) fn pkru_permits_write(&self, v: V) -> bool {
-        !self.cfg.pku || pkru_allows_write(self.pkeys.pkru, v.flags().pkey())
     }
 }
 

@@ -45,7 +45,7 @@ use std::sync::Arc;
 
 use vmspace_maple::MapleTree;
 
-use super::{Errno, Mm, PAGE_MASK, TASK_SIZE};
+use super::{Errno, Mm, MmWrite, PAGE_MASK, TASK_SIZE};
 use crate::vma::{
     AnonState, MmLocking, VmFile, VmFlags, Vma, VmaFind, VmaLookup, VmaPool, vma_mark_attached,
     vma_mark_detached, vma_start_write,
@@ -54,9 +54,10 @@ use crate::vma::{
 /// A VMA as the address-space code handles it.
 pub(crate) type V = &'static Vma;
 
-/// What readers share with the writer: the mm's locks and its VMA tree. Readers on other threads hold an
-/// `Arc` of it ([`Mm::shared`]) while the writer keeps `&mut Mm`; every change they can observe is made under
-/// `locking`'s mmap write lock.
+/// What readers share with the writers: the mm's locks, its VMA tree and its page table. Readers on other
+/// threads hold an `Arc` of it ([`Mm::shared`]), which may outlive the [`Mm`]; every VMA change they can observe
+/// is made under `locking`'s mmap write lock, and every page-table change under the page table's own rules
+/// (split PTE locks; tables and frames freed a grace period after they are unlinked).
 pub struct MmShared {
     /// The mmap_lock, `mm_lock_seq` and the lock statistics.
     pub locking: MmLocking,
@@ -64,6 +65,10 @@ pub struct MmShared {
     /// [`lock_next_vma`](crate::vma::lock_next_vma) and [`MmShared::vma_locked`]; the raw tree is
     /// [`MmShared::tree`] (`testing` feature).
     pub(crate) tree: MapleTree<&'static Vma>,
+    /// The page table: lockless walkers (the emulated MMU, `smaps_range_lockless`) walk it inside RCU
+    /// read-side sections. Shared with the registries of the files this mm maps (they zap through it on
+    /// truncation). Emptied (every entry zapped, every table below the top freed) when the `Mm` drops.
+    pub(crate) pt: Arc<vmspace_pgtable::PageTable>,
 }
 
 impl MmShared {
@@ -72,6 +77,11 @@ impl MmShared {
     pub fn tree(&self) -> &MapleTree<&'static Vma> {
         &self.tree
     }
+    }
+
+    /// The page table (lockless walkers: module docs of `vmspace_pgtable`).
+    pub fn page_table(&self) -> &Arc<vmspace_pgtable::PageTable> {
+        &self.pt
     }
 
     /// The VMA containing `addr`, found under the mmap read lock `held` (the fault path before per-VMA locks:
@@ -97,24 +107,24 @@ impl VmaFind for MmShared {
     }
 }
 
-/// The tree side of an [`Mm`].
+/// The tree side of an [`Mm`] (its write-locked half, the stash and `map_count`, is in `MmState`).
 pub(crate) struct Vmas {
     pub shared: Arc<MmShared>,
     pub pool: &'static VmaPool,
-    /// Pool VMAs reserved for the current call.
-    pub stash: Vec<V>,
-    /// `mm->map_count`.
-    pub map_count: u64,
 }
 
 impl Vmas {
-    pub fn new(pool: &'static VmaPool) -> Self {
-        Vmas {
-            shared: Arc::new(MmShared { locking: MmLocking::new(), tree: MapleTree::new() }),
-            pool,
-            stash: Vec::new(),
-            map_count: 0,
-        }
+    pub fn new(pool: &'static VmaPool, pt: Arc<vmspace_pgtable::PageTable>) -> Self {
+        Vmas::with(pool, MmLocking::new(), MapleTree::new(), pt)
+    }
+
+    pub fn with(
+        pool: &'static VmaPool,
+        locking: MmLocking,
+        tree: MapleTree<&'static Vma>,
+        pt: Arc<vmspace_pgtable::PageTable>,
+    ) -> Self {
+        Vmas { shared: Arc::new(MmShared { locking, tree, pt }), pool }
     }
 }
 
@@ -173,23 +183,6 @@ impl VmaExt for Vma {
 }
 
 impl Mm {
-    /// Runs `f` under the mmap write lock: the whole call is one write epoch, and every VMA write lock taken
-    /// in it ends when it returns.
-    pub(crate) fn locked<R>(&mut self, f: impl FnOnce(&mut Mm) -> R) -> R {
-        let shared = self.vmas.shared.clone();
-        let _w = shared.locking.write_lock();
-        f(self)
-    }
-
-    /// Runs `f` under the mmap read lock (the calls Linux runs under `mmap_read_lock`, such as most
-    /// non-destructive madvise advice). `f` must not change any VMA (the VMA setters debug-assert the write
-    /// lock); it may read them and change the engine's page-level side state (guard markers).
-    pub(crate) fn read_locked<R>(&mut self, f: impl FnOnce(&mut Mm) -> R) -> R {
-        let shared = self.vmas.shared.clone();
-        let _r = shared.locking.read_lock();
-        f(self)
-    }
-
     /// The lock side of this mm (mmap_lock, `mm_lock_seq`, statistics): what readers lock against.
     pub fn locking(&self) -> &MmLocking {
         &self.vmas.shared.locking
@@ -202,9 +195,14 @@ impl Mm {
     }
     }
 
-    /// The readers' handle: locks and tree, shareable with reader threads.
+    /// The readers' handle: locks, tree and page table, shareable with reader threads.
     pub fn shared(&self) -> Arc<MmShared> {
         self.vmas.shared.clone()
+    }
+
+    /// Number of VMAs (`mm->map_count`), under the mmap read lock.
+    pub fn map_count(&self) -> u64 {
+        self.read_locked(|r| r.st.map_count)
     }
 
     testing_pub! {
@@ -217,7 +215,7 @@ impl Mm {
     /// Adds `flags` to the VMA containing `addr` (under the write lock, like any change): VMA kinds the calls
     /// cannot create yet (a driver's `VM_IO | VM_PFNMAP`, hugetlbfs's `VM_HUGETLB`, `VM_DROPPABLE`), for
     /// testing the rules that refuse them. `false` if nothing is mapped there.
-    pub fn add_vma_flags(&mut self, addr: u64, flags: VmFlags) -> bool {
+    pub fn add_vma_flags(&self, addr: u64, flags: VmFlags) -> bool {
         self.locked(|mm| match mm.lookup(addr) {
             Some(v) => {
                 mm.set_flags(v, v.fl() | flags);
@@ -227,7 +225,7 @@ impl Mm {
         })
     }
 
-    // ----- reads (the writer's view: exact between primitives) -----
+    // ----- reads (the writer's view: exact between primitives; callers hold the mmap lock) -----
 
     /// The VMA containing `addr` (`vma_lookup`).
     pub fn lookup(&self, addr: u64) -> Option<&'static Vma> {
@@ -251,7 +249,7 @@ impl Mm {
     pub fn areas(&self) -> impl Iterator<Item = &'static Vma> + use<> {
         let g = vmspace_rcu::pin();
         let mut c = self.tree().cursor(&g);
-        let mut all = Vec::with_capacity(self.vmas.map_count as usize);
+        let mut all = Vec::new();
         while let Some((_, _, v)) = c.find(u64::MAX) {
             all.push(v);
         }
@@ -307,31 +305,7 @@ impl Mm {
         }
     }
 
-    /// Number of VMAs (`mm->map_count`).
-    pub fn map_count(&self) -> u64 {
-        self.vmas.map_count
-    }
-
-    // ----- reservation -----
-
-    /// Takes `n` VMA objects from the pool and reserves tree nodes for `3n + 3` stores (capped), so that the
-    /// call cannot fail half-way for lack of memory. ENOMEM (nothing changed) if either allocation fails.
-    pub(crate) fn reserve_objects(&mut self, n: u64) -> Result<(), Errno> {
-        while (self.vmas.stash.len() as u64) < n {
-            let v = self.vmas.pool.alloc(&self.vmas.shared.locking).map_err(|_| Errno::ENOMEM)?;
-            self.vmas.stash.push(v);
-        }
-        let mut w = self.vmas.shared.tree.lock();
-        let need = w.worst_case((3 * n as usize + 3).min(MAX_RESERVED_STORES));
-        if w.reserved() < need {
-            w.reserve(need - w.reserved()).map_err(|_| Errno::ENOMEM)?;
-        }
-        Ok(())
-    }
-
-    // ----- primitives (module docs: protocol and store order) -----
-
-    /// `vma_start_write` on a VMA of this mm.
+    /// `vma_start_write` on a VMA of this mm (the caller holds the mmap write lock).
     pub(crate) fn write_lock_vma(&self, v: V) {
         vma_start_write(self.locking(), v);
     }
@@ -376,166 +350,30 @@ impl Mm {
         }
     }
 
-    fn take_vma(&mut self) -> V {
-        match self.vmas.stash.pop() {
-            Some(v) => v,
-            None => {
-                self.vmas.pool.alloc(&self.vmas.shared.locking).expect("VMA allocation within reservation")
-            }
-        }
-    }
-
-    /// A new VMA with the attributes of `n`, stored in the tree (`vma_iter_store_new`). Returns it.
-    pub(crate) fn insert_new(&mut self, n: NewVma) -> V {
-        debug_assert!(n.start < n.end);
-        let v = self.take_vma();
-        let locking = self.locking();
-        vma_start_write(locking, v);
-        v.set_range(locking, n.start, n.end);
-        v.set_flags(locking, n.flags);
-        v.set_pgoff(locking, n.pgoff);
-        v.set_file(locking, n.file);
-        v.set_anon(locking, n.anon);
-        v.set_anon_name(locking, n.name);
-        vma_mark_attached(locking, v);
-        self.store(n.start, n.end, Some(v));
-        self.vmas.map_count += 1;
-        v
-    }
-
-    /// Gives `v` the range `[start, end)` and `pgoff` (`vma_set_range` plus the tree store): the new range is
-    /// stored first, then whatever of the old range the tree still maps to `v` is erased.
-    pub(crate) fn set_range(&mut self, v: V, start: u64, end: u64, pgoff: u64) {
-        debug_assert!(start < end);
-        self.write_lock_vma(v);
-        let (os, oe) = (v.start(), v.end());
-        let locking = self.locking();
-        v.set_range(locking, start, end);
-        v.set_pgoff(locking, pgoff);
-        self.store_vma(v);
-        self.erase_stale(v, os, oe.min(start));
-        self.erase_stale(v, os.max(end), oe);
-    }
-
-    /// Sets `v`'s end (a shrink or growth at the top), keeping its pgoff.
-    pub(crate) fn set_end(&mut self, v: V, end: u64) {
-        self.set_range(v, v.start(), end, v.pgoff());
-    }
-
-    /// Sets `v`'s flags (write-locking it).
-    pub(crate) fn set_flags(&mut self, v: V, flags: VmFlags) {
-        self.write_lock_vma(v);
-        v.set_flags(self.locking(), flags);
-    }
-
-    /// Sets `v`'s anon name.
-    pub(crate) fn set_name(&mut self, v: V, name: Option<Arc<str>>) {
-        self.write_lock_vma(v);
-        v.set_anon_name(self.locking(), name);
-    }
-
-    /// Sets `v`'s anon_vma state.
-    pub(crate) fn set_anon(&mut self, v: V, st: AnonState) {
-        self.write_lock_vma(v);
-        v.set_anon(self.locking(), st);
-    }
-
-    /// Takes `v` out of the address space: the parts of its range still mapped to it are erased (a neighbour
-    /// that took them over was stored before), then it is detached and freed to the pool.
-    pub(crate) fn remove(&mut self, v: V) {
-        self.write_lock_vma(v);
-        self.erase_stale(v, v.start(), v.end());
-        self.detach_free(v);
-    }
-
-    /// Takes the VMAs `gone` (in address order, every VMA the tree maps between the first's start and the last's
-    /// end) out of the address space together, as munmap does (`mm/vma.c: vms_gather_munmap_vmas`, then
-    /// `vma_iter_clear_gfp`, then `vms_complete_munmap_vmas`): each is write-locked, one store of NULL over
-    /// their whole span unpublishes them all, then each is detached and freed. The caller reserved the store.
-    pub(crate) fn remove_span(&mut self, gone: &[V]) {
-        let (Some(&first), Some(&last)) = (gone.first(), gone.last()) else { return };
-        debug_assert!(gone.windows(2).all(|w| w[0].end() <= w[1].start()));
-        for &v in gone {
-            self.write_lock_vma(v);
-        }
-        self.unpublish(first.start(), last.end() - 1).expect("tree store within reservation");
-        for &v in gone {
-            self.detach_free(v);
-        }
-    }
-
     /// Stores NULL over `[first, last]` (the kernel's `vma_iter_clear_gfp`). ENOMEM only if a node allocation
     /// fails beyond the call's reservation (under tree failure injection); then nothing changed.
     fn unpublish(&self, first: u64, last: u64) -> Result<(), Errno> {
         self.tree().store_range(first, last, None).map(|_| ()).map_err(|_| Errno::ENOMEM)
     }
 
-    /// Detaches and frees a write-locked `v` that the tree no longer maps (its range was cleared or taken
-    /// over).
-    pub(crate) fn detach_free(&mut self, v: V) {
-        debug_assert!(self.vmas_between(v.start(), v.end()).all(|t| !std::ptr::eq(t, v)));
-        vma_mark_detached(self.locking(), v);
-        self.vmas.pool.free(v);
-        self.vmas.map_count -= 1;
-    }
-
-    /// `__split_vma(vma, addr, new_below = 0)`: splits `v` at `addr` (strictly inside). `v` keeps the lower
-    /// part; a new VMA with the same attributes (pgoff advanced, anon_vma chain cloned) takes the upper part and
-    /// is returned. No limit check.
-    pub(crate) fn split_at(&mut self, v: V, addr: u64) -> V {
-        debug_assert!(v.start() < addr && addr < v.end());
-        self.write_lock_vma(v);
-        let n = self.take_vma();
-        let locking = self.locking();
-        vma_start_write(locking, n);
-        n.copy_fields_from(locking, v);
-        n.set_range(locking, addr, v.end());
-        n.set_pgoff(locking, v.pgoff_at(addr));
-        vma_mark_attached(locking, n);
-        // The new upper VMA overwrites the top of `v`'s tree range; `v` shrinks after.
-        self.store(addr, n.end(), Some(n));
-        v.set_end(locking, addr);
-        self.vmas.map_count += 1;
-        n
-    }
-
-    /// `__split_vma(vma, addr, new_below = 1)`: splits `v` at `addr` (strictly inside). A new VMA with the same
-    /// attributes (anon_vma chain cloned) takes the lower part and is returned; `v` keeps the upper part, its
-    /// pgoff advanced. This is the split at the start of a range that is about to change or leave (`vma_modify`,
-    /// `vms_gather_munmap_vmas`): the VMA the call goes on with stays the original one. No limit check.
-    pub(crate) fn split_below(&mut self, v: V, addr: u64) -> V {
-        debug_assert!(v.start() < addr && addr < v.end());
-        self.write_lock_vma(v);
-        let n = self.take_vma();
-        let locking = self.locking();
-        vma_start_write(locking, n);
-        n.copy_fields_from(locking, v);
-        n.set_range(locking, v.start(), addr);
-        vma_mark_attached(locking, n);
-        // The new lower VMA overwrites the bottom of `v`'s tree range; `v` shrinks after.
-        self.store(n.start(), addr, Some(n));
-        let pgoff = v.pgoff_at(addr);
-        v.set_range(locking, addr, v.end());
-        v.set_pgoff(locking, pgoff);
-        self.vmas.map_count += 1;
-        n
-    }
-
-    /// `split_vma`: [`Mm::split_at`] (or, with `new_below`, [`Mm::split_below`]), refused with ENOMEM when
-    /// `map_count >= max_map_count` and with EINVAL where the VMA may not split (`may_split`: hugetlb).
-    pub(crate) fn split_checked(&mut self, v: V, addr: u64, new_below: bool) -> Result<V, Errno> {
-        if self.map_count() >= self.cfg.max_map_count {
-            return Err(Errno::ENOMEM);
-        }
-        // `vm_ops->may_split` (hugetlb: only at huge page boundaries).
-        self.may_split(v, addr)?;
-        Ok(if new_below { self.split_below(v, addr) } else { self.split_at(v, addr) })
-    }
-
     // ----- invariants -----
 
-    /// Checks every structural invariant (see the module docs of `space`); returns the first violation.
+    /// Checks every invariant (see the module docs of `space`) and returns the first violation. Takes the mmap
+    /// write lock and write-locks every VMA, so that no fault changes the page table under the checks (lockless
+    /// MMU accesses may still set accessed and dirty bits, which no check reads).
     pub fn validate(&self) -> Result<(), String> {
+        self.locked(|w| {
+            for v in w.areas() {
+                w.write_lock_vma(v);
+            }
+            super::MmRead { mm: w.mm, st: &*w.st }.validate_locked()
+        })
+    }
+}
+
+impl super::MmRead<'_> {
+    /// [`Mm::validate`] with the mmap read lock held.
+    pub(crate) fn validate_locked(&self) -> Result<(), String> {
         self.tree().validate()?;
         let g = vmspace_rcu::pin();
         let mut n = 0u64;
@@ -574,37 +412,211 @@ impl Mm {
             if v.fl().intersects(VmFlags::LOCKED) {
                 locked_pages += v.pages();
             }
-        }
-        drop(g);
-        if self.locked_vm < locked_pages {
-            return Err(format!(
-                "locked_vm {} below the {locked_pages} pages of VM_LOCKED VMAs",
-                self.locked_vm
-            ));
-        }
-        self.guards.validate()?;
-        for (s, e) in self.guards.ranges() {
-            let mut pos = s;
-            while pos < e {
-                match self.lookup(pos) {
-                    Some(v) if v.fl().intersects(VmFlags::MAYBE_GUARD) => pos = v.end(),
-                    Some(v) => {
-                        return Err(format!(
-                            "guard marker at {pos:#x} in a VMA without VM_MAYBE_GUARD {v:?}"
-                        ));
-                    }
-                    None => return Err(format!("guard marker at {pos:#x} outside every VMA")),
-                }
+            if v.is_file_backed() != (v.i_mmap_id() != 0) {
+                return Err(format!("file VMA not registered with its file, or registered without one: {v:?}"));
             }
         }
-        if n != self.vmas.map_count || n != self.tree().len() as u64 {
+        drop(g);
+        if self.st.locked_vm < locked_pages {
+            return Err(format!(
+                "locked_vm {} below the {locked_pages} pages of VM_LOCKED VMAs",
+                self.st.locked_vm
+            ));
+        }
+        if n != self.st.map_count || n != self.tree().len() as u64 {
             return Err(format!(
                 "map_count {} but {n} VMAs (tree len {})",
-                self.vmas.map_count,
+                self.st.map_count,
                 self.tree().len()
             ));
         }
+        self.validate_pages()
+    }
+}
+
+impl MmWrite<'_> {
+    // ----- reservation -----
+
+    /// Takes `n` VMA objects from the pool and reserves tree nodes for `3n + 3` stores (capped), so that the
+    /// call cannot fail half-way for lack of memory. ENOMEM (nothing changed) if either allocation fails.
+    pub(crate) fn reserve_objects(&mut self, n: u64) -> Result<(), Errno> {
+        while (self.st.stash.len() as u64) < n {
+            let v = self.vmas.pool.alloc(&self.vmas.shared.locking).map_err(|_| Errno::ENOMEM)?;
+            self.st.stash.push(v);
+        }
+        let mut w = self.vmas.shared.tree.lock();
+        let need = w.worst_case((3 * n as usize + 3).min(MAX_RESERVED_STORES));
+        if w.reserved() < need {
+            w.reserve(need - w.reserved()).map_err(|_| Errno::ENOMEM)?;
+        }
         Ok(())
+    }
+
+    // ----- primitives (module docs: protocol and store order) -----
+
+    fn take_vma(&mut self) -> V {
+        match self.st.stash.pop() {
+            Some(v) => v,
+            None => {
+                self.vmas.pool.alloc(&self.vmas.shared.locking).expect("VMA allocation within reservation")
+            }
+        }
+    }
+
+    /// A new VMA with the attributes of `n`, stored in the tree (`vma_iter_store_new`) and registered with its
+    /// file. Returns it.
+    pub(crate) fn insert_new(&mut self, n: NewVma) -> V {
+        debug_assert!(n.start < n.end);
+        let v = self.take_vma();
+        let mm = self.mm;
+        let locking = mm.locking();
+        vma_start_write(locking, v);
+        v.set_range(locking, n.start, n.end);
+        v.set_flags(locking, n.flags);
+        v.set_pgoff(locking, n.pgoff);
+        v.set_file(locking, n.file);
+        v.set_anon(locking, n.anon);
+        v.set_anon_name(locking, n.name);
+        vma_mark_attached(locking, v);
+        mm.store(n.start, n.end, Some(v));
+        mm.i_mmap_register(v);
+        self.st.map_count += 1;
+        v
+    }
+
+    /// Gives `v` the range `[start, end)` and `pgoff` (`vma_set_range` plus the tree store): the new range is
+    /// stored first, then whatever of the old range the tree still maps to `v` is erased; its file registration
+    /// follows.
+    pub(crate) fn set_range(&mut self, v: V, start: u64, end: u64, pgoff: u64) {
+        debug_assert!(start < end);
+        let mm = self.mm;
+        mm.write_lock_vma(v);
+        let (os, oe) = (v.start(), v.end());
+        let locking = mm.locking();
+        v.set_range(locking, start, end);
+        v.set_pgoff(locking, pgoff);
+        mm.store_vma(v);
+        mm.erase_stale(v, os, oe.min(start));
+        mm.erase_stale(v, os.max(end), oe);
+        mm.i_mmap_update(v);
+    }
+
+    /// Sets `v`'s end (a shrink or growth at the top), keeping its pgoff.
+    pub(crate) fn set_end(&mut self, v: V, end: u64) {
+        self.set_range(v, v.start(), end, v.pgoff());
+    }
+
+    /// Sets `v`'s flags (write-locking it).
+    pub(crate) fn set_flags(&mut self, v: V, flags: VmFlags) {
+        self.write_lock_vma(v);
+        v.set_flags(self.locking(), flags);
+    }
+
+    /// Sets `v`'s anon name.
+    pub(crate) fn set_name(&mut self, v: V, name: Option<Arc<str>>) {
+        self.write_lock_vma(v);
+        v.set_anon_name(self.locking(), name);
+    }
+
+    /// Sets `v`'s anon_vma state.
+    pub(crate) fn set_anon(&mut self, v: V, st: AnonState) {
+        self.write_lock_vma(v);
+        v.set_anon(self.locking(), st);
+    }
+
+    /// Takes `v` out of the address space: the parts of its range still mapped to it are erased (a neighbour
+    /// that took them over was stored before), then it is detached and freed to the pool.
+    pub(crate) fn remove(&mut self, v: V) {
+        self.write_lock_vma(v);
+        self.erase_stale(v, v.start(), v.end());
+        self.detach_free(v);
+    }
+
+    /// Takes the VMAs `gone` (in address order, every VMA the tree maps between the first's start and the last's
+    /// end) out of the address space together, as munmap does (`mm/vma.c: vms_gather_munmap_vmas`, then
+    /// `vma_iter_clear_gfp`, then `vms_complete_munmap_vmas`): each is write-locked, one store of NULL over
+    /// their whole span unpublishes them all, then each is detached and freed. The caller reserved the store
+    /// and zaps the pages afterwards.
+    pub(crate) fn remove_span(&mut self, gone: &[V]) {
+        let (Some(&first), Some(&last)) = (gone.first(), gone.last()) else { return };
+        debug_assert!(gone.windows(2).all(|w| w[0].end() <= w[1].start()));
+        for &v in gone {
+            self.write_lock_vma(v);
+        }
+        self.unpublish(first.start(), last.end() - 1).expect("tree store within reservation");
+        for &v in gone {
+            self.detach_free(v);
+        }
+    }
+
+    /// Unregisters from its file, detaches and frees a write-locked `v` that the tree no longer maps (its range
+    /// was cleared or taken over).
+    pub(crate) fn detach_free(&mut self, v: V) {
+        debug_assert!(self.vmas_between(v.start(), v.end()).all(|t| !std::ptr::eq(t, v)));
+        self.i_mmap_unregister(v);
+        vma_mark_detached(self.locking(), v);
+        self.vmas.pool.free(v);
+        self.st.map_count -= 1;
+    }
+
+    /// `__split_vma(vma, addr, new_below = 0)`: splits `v` at `addr` (strictly inside). `v` keeps the lower
+    /// part; a new VMA with the same attributes (pgoff advanced, anon_vma chain cloned) takes the upper part and
+    /// is returned. No limit check. The new VMA is registered with the file before `v`'s registration shrinks,
+    /// so a truncation in between reaches every page.
+    pub(crate) fn split_at(&mut self, v: V, addr: u64) -> V {
+        debug_assert!(v.start() < addr && addr < v.end());
+        self.write_lock_vma(v);
+        let n = self.take_vma();
+        let mm = self.mm;
+        let locking = mm.locking();
+        vma_start_write(locking, n);
+        n.copy_fields_from(locking, v);
+        n.set_range(locking, addr, v.end());
+        n.set_pgoff(locking, v.pgoff_at(addr));
+        vma_mark_attached(locking, n);
+        // The new upper VMA overwrites the top of `v`'s tree range; `v` shrinks after.
+        mm.store(addr, n.end(), Some(n));
+        mm.i_mmap_register(n);
+        v.set_end(locking, addr);
+        mm.i_mmap_update(v);
+        self.st.map_count += 1;
+        n
+    }
+
+    /// `__split_vma(vma, addr, new_below = 1)`: splits `v` at `addr` (strictly inside). A new VMA with the same
+    /// attributes (anon_vma chain cloned) takes the lower part and is returned; `v` keeps the upper part, its
+    /// pgoff advanced. This is the split at the start of a range that is about to change or leave (`vma_modify`,
+    /// `vms_gather_munmap_vmas`): the VMA the call goes on with stays the original one. No limit check.
+    pub(crate) fn split_below(&mut self, v: V, addr: u64) -> V {
+        debug_assert!(v.start() < addr && addr < v.end());
+        self.write_lock_vma(v);
+        let n = self.take_vma();
+        let mm = self.mm;
+        let locking = mm.locking();
+        vma_start_write(locking, n);
+        n.copy_fields_from(locking, v);
+        n.set_range(locking, v.start(), addr);
+        vma_mark_attached(locking, n);
+        // The new lower VMA overwrites the bottom of `v`'s tree range; `v` shrinks after.
+        mm.store(n.start(), addr, Some(n));
+        mm.i_mmap_register(n);
+        let pgoff = v.pgoff_at(addr);
+        v.set_range(locking, addr, v.end());
+        v.set_pgoff(locking, pgoff);
+        mm.i_mmap_update(v);
+        self.st.map_count += 1;
+        n
+    }
+
+    /// `split_vma`: [`MmWrite::split_at`] (or, with `new_below`, [`MmWrite::split_below`]), refused with ENOMEM
+    /// when `map_count >= max_map_count` and with EINVAL where the VMA may not split (`may_split`: hugetlb).
+    pub(crate) fn split_checked(&mut self, v: V, addr: u64, new_below: bool) -> Result<V, Errno> {
+        if self.st.map_count >= self.cfg.max_map_count {
+            return Err(Errno::ENOMEM);
+        }
+        // `vm_ops->may_split` (hugetlb: only at huge page boundaries).
+        self.may_split(v, addr)?;
+        Ok(if new_below { self.split_below(v, addr) } else { self.split_at(v, addr) })
     }
 }
 
@@ -615,34 +627,41 @@ impl VmaLookup for Mm {
     }
 }
 
-/// Exit (`kernel/fork.c: mmput` → `mm/mmap.c: exit_mmap`): every VMA leaves the address space. Readers may
-/// still hold the tree through [`MmShared`] (which outlives the `Mm`), so the order is the writer's protocol:
-/// under the mmap write lock, write-lock every VMA, unpublish them all with one store of NULL over the whole
-/// key space, and only then detach and free them. Freeing a VMA the tree still maps would leave a concurrent
-/// `lock_vma_under_rcu` retrying on a detached VMA forever.
+/// Exit (`kernel/fork.c: mmput` → `mm/mmap.c: exit_mmap`): every VMA leaves the address space, then every page.
+/// Readers may still hold the tree and the page table through [`MmShared`] (which outlives the `Mm`), so the
+/// order is the writer's protocol: under the mmap write lock, write-lock every VMA, unpublish them all with one
+/// store of NULL over the whole key space, and only then unregister each from its file, detach and free it;
+/// then zap every entry of the page table (`unmap_vmas`) and free every table below the top
+/// (`free_pgtables`); the frames and tables go back to the memory a grace period later, and the top table when
+/// the last `MmShared` goes. Freeing a VMA the tree still maps would leave a concurrent `lock_vma_under_rcu`
+/// retrying on a detached VMA forever.
 ///
 /// The whole-key-space store allocates no node (the tree becomes empty: the maple tree publishes an empty root
-/// and retires every node, `crates/maple/tests/alloc_fail.rs` checks it under failure injection), so tear-down
-/// cannot fail even when tree allocations do. Should it ever fail, the VMAs stay attached and mapped (leaked,
-/// never freed under a reader).
+/// and retires every node, `crates/maple/tests/alloc_fail.rs` checks it under failure injection), and zapping
+/// and freeing tables allocate nothing, so tear-down cannot fail even when allocations do. Should the store
+/// ever fail, the VMAs stay attached and mapped (leaked, never freed under a reader).
 impl Drop for Mm {
     fn drop(&mut self) {
         let shared = self.vmas.shared.clone();
-        let _w = shared.locking.write_lock();
-        let all: Vec<V> = self.areas().collect();
+        let mut w = shared.locking.write_lock();
+        let st = self.state.write(&mut w);
+        let mut mm = MmWrite { mm: self, st };
+        let all: Vec<V> = mm.areas().collect();
         for &v in &all {
-            self.write_lock_vma(v);
+            mm.write_lock_vma(v);
         }
-        if self.unpublish(0, u64::MAX).is_ok() {
+        if mm.unpublish(0, u64::MAX).is_ok() {
             for v in all {
-                self.detach_free(v);
+                mm.detach_free(v);
             }
+            mm.exit_mmap();
         } else {
             debug_assert!(false, "clearing the whole tree needs no allocation");
         }
         shared.tree.lock().release_reserve();
-        for v in self.vmas.stash.drain(..) {
-            self.vmas.pool.free(v);
+        let pool = mm.vmas.pool;
+        for v in mm.st.stash.drain(..) {
+            pool.free(v);
         }
     }
 }

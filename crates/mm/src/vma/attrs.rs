@@ -206,10 +206,10 @@ pub const MAX_LFS_FILESIZE: u64 = i64::MAX as u64;
 
 /// A model file (an open `struct file` and its inode): what a file-backed VMA shows in `/proc/PID/maps` (path,
 /// device, inode), its size (which bounds faults on the mapping, and which [`VmFile::ftruncate`] changes for
-/// every mapping at once), the open mode mmap checks, and the limits a truncation obeys. Identity is the
-/// `Arc`: two VMAs map "the same file" (`vm_file` equality, needed to merge) when they hold the same
-/// allocation.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// every mapping at once), the open mode mmap checks, the limits a truncation obeys, and its contents: the page
+/// cache ([`FilePages`]). Identity is the `Arc`: two VMAs map "the same file" (`vm_file` equality, needed to
+/// merge) when they hold the same allocation. Comparisons, hashes and clones use the descriptive fields only (a
+/// clone is a new file of the same description, with no pages).
 pub struct VmFile {
     /// The path printed in the maps name column (without ` (deleted)`).
     pub name: String,
@@ -221,7 +221,8 @@ pub struct VmFile {
     pub dev_minor: u32,
     /// Inode number.
     pub inode: u64,
-    /// Size in bytes (`i_size`), shared by every mapping of the file.
+    /// Size in bytes (`i_size`), shared by every mapping of the file. Changed only with the file's rmap lock
+    /// held, together with the page cache's size ([`FilePages`]).
     pub size: FileSize,
     /// Opened for reading (`FMODE_READ`).
     pub readable: bool,
@@ -240,11 +241,107 @@ pub struct VmFile {
     pub fsize_limit: u64,
     /// The hugetlbfs object of a [`FileKind::Hugetlb`] file.
     pub huge: Option<HugeRef>,
+    /// The contents and the rmap lock.
+    pub(crate) pages: FilePages,
+}
+
+/// A file's pages: its page cache ([`vmspace_pgtable::PageCache`]: the file's bytes, zero-filled where never
+/// written, and the registry of the mappings that map it), created in the memory of the first address space
+/// that maps the file, and the file's rmap lock.
+///
+/// # The rmap lock (`i_mmap_rwsem`'s role)
+///
+/// Truncation (`VmFile::ftruncate`, `MADV_REMOVE`'s hole punch) zaps the file's pages in every registered
+/// mapping. While it runs, no address space may move the entries of a mapping of the file between addresses
+/// (mremap's `move_page_tables`, which the kernel runs under `take_rmap_locks`) or copy them into a child whose
+/// registration the zap might already have passed (fork's `copy_page_range`): both hold this lock across the
+/// registration change and the entry move. Lock order: mmap lock, VMA write locks, this lock, then the page
+/// cache's registry and state mutexes, then PTE locks. Truncation takes no mmap or VMA lock.
+pub struct FilePages {
+    cache: std::sync::OnceLock<Arc<vmspace_pgtable::PageCache>>,
+    rmap: vmspace_rcu::sync::Mutex<()>,
+}
+
+impl FilePages {
+    fn new() -> Self {
+        FilePages { cache: std::sync::OnceLock::new(), rmap: vmspace_rcu::sync::Mutex::new(()) }
+    }
+}
+
+impl fmt::Debug for FilePages {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.cache.get() {
+            Some(c) => write!(f, "FilePages({c:?})"),
+            None => f.write_str("FilePages(no cache)"),
+        }
+    }
+}
+
+impl VmFile {
+    fn described(&self) -> impl PartialEq + std::hash::Hash + '_ {
+        (
+            (&self.name, self.deleted, self.dev_major, self.dev_minor, self.inode, &self.size),
+            (self.readable, self.writable, self.noexec, self.kind, self.dax, self.max_bytes, self.fsize_limit),
+            &self.huge,
+        )
+    }
+}
+
+impl PartialEq for VmFile {
+    fn eq(&self, other: &Self) -> bool {
+        self.described() == other.described()
+    }
+}
+
+impl Eq for VmFile {}
+
+impl std::hash::Hash for VmFile {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.described().hash(state);
+    }
+}
+
+impl Clone for VmFile {
+    /// A file of the same description with no pages of its own.
+    fn clone(&self) -> Self {
+        VmFile {
+            name: self.name.clone(),
+            deleted: self.deleted,
+            dev_major: self.dev_major,
+            dev_minor: self.dev_minor,
+            inode: self.inode,
+            size: self.size.clone(),
+            readable: self.readable,
+            writable: self.writable,
+            noexec: self.noexec,
+            kind: self.kind,
+            dax: self.dax,
+            max_bytes: self.max_bytes,
+            fsize_limit: self.fsize_limit,
+            huge: self.huge.clone(),
+            pages: FilePages::new(),
+        }
+    }
+}
+
+impl fmt::Debug for VmFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("VmFile")
+            .field("name", &self.name)
+            .field("deleted", &self.deleted)
+            .field("dev", &format_args!("{:02x}:{:02x}", self.dev_major, self.dev_minor))
+            .field("inode", &self.inode)
+            .field("size", &self.size)
+            .field("kind", &self.kind)
+            .field("huge", &self.huge)
+            .field("pages", &self.pages)
+            .finish()
+    }
 }
 
 impl VmFile {
     /// A regular file opened read-write on an exec-allowed file system, on device 00:00 (what op scripts
-    /// create), with no size limit but `MAX_LFS_FILESIZE`.
+    /// create), with no size limit but `MAX_LFS_FILESIZE`. Its contents are `size` zero bytes.
     pub fn regular(name: impl Into<String>, inode: u64, size: u64) -> Arc<VmFile> {
         Arc::new(VmFile::regular_file(name.into(), inode, size))
     }
@@ -265,6 +362,7 @@ impl VmFile {
             max_bytes: MAX_LFS_FILESIZE,
             fsize_limit: u64::MAX,
             huge: None,
+            pages: FilePages::new(),
         }
     }
 
@@ -306,13 +404,70 @@ impl VmFile {
         self.huge.as_ref().map(|h| h.0.pool.size)
     }
 
+    /// The page cache, if a mapping created it (tests and diagnostics).
+    pub fn page_cache(&self) -> Option<&Arc<vmspace_pgtable::PageCache>> {
+        self.pages.cache.get()
+    }
+
+    /// The page cache in `mem`, created (with the file's current size) at the first call: the address space
+    /// calls it when it maps the file. EINVAL if the file's pages already live in another memory (two address
+    /// spaces of different machines cannot share a file's pages).
+    pub(crate) fn cache_in(
+        &self,
+        mem: &Arc<vmspace_pgtable::Memory>,
+    ) -> Result<&Arc<vmspace_pgtable::PageCache>, Errno> {
+        let c = match self.pages.cache.get() {
+            Some(c) => c,
+            None => {
+                // Under the rmap lock, so that a concurrent truncation either sees the cache or ran before the
+                // size is read.
+                let _g = self.pages.rmap.lock();
+                self.pages.cache.get_or_init(|| {
+                    let shmem = self.kind != FileKind::Regular;
+                    Arc::new(vmspace_pgtable::PageCache::new(mem, self.size(), shmem))
+                })
+            }
+        };
+        if Arc::ptr_eq(c.memory(), mem) { Ok(c) } else { Err(Errno::EINVAL) }
+    }
+
+    /// The rmap lock ([`FilePages`]).
+    pub(crate) fn rmap_lock(&self) -> vmspace_rcu::sync::MutexGuard<'_, ()> {
+        self.pages.rmap.lock()
+    }
+
+    /// Sets the size to `bytes` under the rmap lock: the page cache follows (`truncate_setsize` +
+    /// `truncate_pagecache`: shrinking unmaps every page beyond the new end from every mapping, private copies
+    /// included, and drops it from the cache; growing only changes the size).
+    pub(crate) fn set_size(&self, bytes: u64) {
+        let _g = self.pages.rmap.lock();
+        self.size.set(bytes);
+        if let Some(c) = self.pages.cache.get() {
+            c.truncate(bytes);
+        }
+    }
+
+    /// `vfs_fallocate(FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)` of `[offset, offset + len)` (`MADV_REMOVE`):
+    /// the whole pages are unmapped from every mapping (private copies included) and dropped from the cache,
+    /// partial pages zeroed over the hole; the size stays.
+    pub(crate) fn punch_hole(&self, offset: u64, len: u64) {
+        let _g = self.pages.rmap.lock();
+        if let Some(c) = self.pages.cache.get() {
+            let end = offset.saturating_add(len).min(self.size());
+            if end > offset {
+                c.punch_hole(offset, end - offset);
+            }
+        }
+    }
+
     /// `ftruncate(fd, size)` on a regular file opened for writing (`fs/open.c: do_ftruncate`,
     /// `fs/attr.c: inode_newsize_ok`): a size above `i64::MAX` is EINVAL (a negative `loff_t`), a file not
     /// opened for writing or not regular EINVAL; growing beyond `RLIMIT_FSIZE` or the file system's largest
     /// file is EFBIG (shrinking is never refused by them). The new size holds for every mapping of the file:
-    /// an access to a page beyond it fails from then on, also for pages touched before, and for a private
-    /// mapping's copied-on-write pages, which the kernel unmaps too (`truncate_pagecache` with `even_cows`;
-    /// checked on the live kernel). No VMA changes.
+    /// the pages beyond it are unmapped from every mapping, private copied-on-write pages included
+    /// (`truncate_pagecache` with `even_cows`; checked on the live kernel), and dropped from the page cache, and
+    /// the tail of a partial last page reads as zeroes from then on; growing the file again exposes zeroes. No
+    /// VMA changes.
     pub fn ftruncate(&self, size: u64) -> Result<(), Errno> {
         if size > MAX_LFS_FILESIZE {
             return Err(Errno::EINVAL);
@@ -323,7 +478,7 @@ impl VmFile {
         if size > self.size() && (size > self.fsize_limit || size > self.max_bytes) {
             return Err(Errno::EFBIG);
         }
-        self.size.set(size);
+        self.set_size(size);
         Ok(())
     }
 }

@@ -83,34 +83,57 @@ pub fn lock_vma_under_rcu<T: VmaLookup + ?Sized>(
     tree: &T,
     addr: u64,
 ) -> Option<VmaReadGuard<'static>> {
+    let (g, ev) = lock_vma_under_rcu_events(mm, tree, addr);
+    for _ in 0..ev.misses {
+        mm.stats().record_miss();
+    }
+    match g {
+        Some(g) => {
+            mm.stats().record_success();
+            Some(g)
+        }
+        None => {
+            mm.stats().record_abort();
+            None
+        }
+    }
+}
+
+/// What one [`lock_vma_under_rcu_events`] call met besides its result.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LockEvents {
+    /// Walks restarted because the VMA found was detached (`VMA_LOCK_MISS`).
+    pub misses: u32,
+}
+
+/// [`lock_vma_under_rcu`] without counting: the result and the events, for a caller that counts them its own
+/// way (the fault path counts `/proc/vmstat`'s events, module docs of `space::fault`). A `None` is the
+/// kernel's `VMA_LOCK_ABORT`.
+pub fn lock_vma_under_rcu_events<T: VmaLookup + ?Sized>(
+    mm: &MmLocking,
+    tree: &T,
+    addr: u64,
+) -> (Option<VmaReadGuard<'static>>, LockEvents) {
+    let mut ev = LockEvents::default();
     loop {
         let guard = vmspace_rcu::pin();
         let Some(vma) = tree.vma_at(addr, &guard) else {
-            drop(guard);
-            mm.stats().record_abort();
-            return None;
+            return (None, ev);
         };
         match vma_start_read(mm, vma) {
             Ok(locked) => {
                 drop(guard);
                 // The VMA may have been recycled within this mm at another range between the walk and the lock.
                 if !locked.contains(addr) {
-                    drop(locked);
-                    mm.stats().record_abort();
-                    return None;
+                    return (None, ev);
                 }
-                mm.stats().record_success();
-                return Some(locked);
+                return (Some(locked), ev);
             }
             Err(fail) if fail.is_detached() => {
                 drop(guard);
-                mm.stats().record_miss();
+                ev.misses += 1;
             }
-            Err(_) => {
-                drop(guard);
-                mm.stats().record_abort();
-                return None;
-            }
+            Err(_) => return (None, ev),
         }
     }
 }

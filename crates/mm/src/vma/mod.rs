@@ -58,7 +58,7 @@ pub use lock::{
     vma_is_write_locked, vma_mark_attached, vma_mark_detached, vma_start_read, vma_start_read_locked,
     vma_start_write,
 };
-pub use lookup::{VmaFind, VmaLookup, lock_next_vma, lock_vma_under_rcu};
+pub use lookup::{LockEvents, VmaFind, VmaLookup, lock_next_vma, lock_vma_under_rcu, lock_vma_under_rcu_events};
 pub use mmap_lock::{MmLocking, MmapLock, MmapReadGuard, MmapWriteGuard};
 pub use object::{VM_LOCK_SEQ_NONE, Vma, VmaSnapshot};
 pub use pool::{PoolStats, VmaPool};

@@ -90,6 +90,11 @@ pub struct Vma {
     anon_name: RcuArc<Arc<str>>,
     /// 1 while the VMA sits free in the pool, 0 while allocated. Written by the pool only; read by assertions.
     pub(crate) in_pool: AtomicU32,
+    /// The registration of a file VMA in its file's mapping registry (`vma_interval_tree_insert`: a
+    /// `vmspace_pgtable::MappingId`), 0 for none. Written by the mmap write-lock holder when the VMA is
+    /// registered and unregistered (`space::tree`); read by the same. Relaxed: a writer-only field, atomic only
+    /// because the VMA is shared with readers.
+    pub(crate) i_mmap: AtomicU64,
     /// The anon_vma and chain (writer-only, see the module docs). `anon_vma` above always mirrors
     /// `anon.anon_vma()`: [`Vma::set_anon`] writes both.
     anon: vmspace_rcu::sync::Mutex<AnonState>,
@@ -147,6 +152,7 @@ impl Vma {
             anon_vma: RcuArc::empty(),
             anon_name: RcuArc::empty(),
             in_pool: AtomicU32::new(0),
+            i_mmap: AtomicU64::new(0),
             anon: vmspace_rcu::sync::Mutex::new(AnonState::EMPTY),
             vm_refcnt: RefcntLine { v: AtomicU32::new(0) },
         }
@@ -221,6 +227,13 @@ impl Vma {
     #[inline]
     pub fn anon_vma(&self) -> Option<Arc<AnonVma>> {
         self.anon_vma.load()
+    }
+
+    /// True if the VMA has an anon_vma (without cloning it). Under the VMA read lock a concurrent
+    /// `anon_vma_prepare` may set it at any time (never clear it): a `false` may be stale.
+    #[inline]
+    pub fn has_anon_vma(&self) -> bool {
+        self.anon_vma.is_some()
     }
 
     /// True if this VMA's anon_vma is exactly `other` (pointer identity, both `None` included).
@@ -363,6 +376,28 @@ impl Vma {
         drop(old);
     }
 
+    /// `__anon_vma_prepare`'s store: gives a VMA that has no anon_vma the state `st` (a fresh chain of one) and
+    /// publishes its anon_vma. The caller holds its mm's mmap lock, read or write (so the VMA is attached and
+    /// stable), and its mm's `page_table_lock` (passed as `_ptl`), which serialises every such store: under the
+    /// mmap read lock two faulting threads may prepare one VMA at once, and the second must see the first's
+    /// anon_vma (it re-checks under the lock). Readers see the anon_vma appear (an RCU cell); writers that
+    /// read the chain hold the mmap write lock, which excludes this path.
+    pub fn set_anon_prepared(&self, st: AnonState, _ptl: &vmspace_rcu::sync::MutexGuard<'_, ()>) {
+        debug_assert!(!self.has_anon_vma(), "anon_vma prepared twice");
+        self.anon_vma.store(st.anon_vma().cloned());
+        let old = std::mem::replace(&mut *self.anon(), st);
+        drop(old);
+    }
+
+    /// `vma_flag_set_atomic`: adds `flag` (one of the flags the kernel sets under the mmap read lock:
+    /// `VM_MAYBE_GUARD`) with an atomic update, without the VMA write lock. The caller holds the mmap lock (read
+    /// or write) or the VMA read lock. No merge or split depends on such a flag (`VM_IGNORE_MERGE`).
+    pub fn set_flag_atomic(&self, flag: VmFlags) {
+        debug_assert!(VmFlags::STICKY.contains(flag), "only sticky flags are set without the write lock");
+        // Relaxed: as the other fields (module docs); the flag publishes nothing else.
+        self.vm_flags.fetch_or(flag.bits(), Ordering::Relaxed);
+    }
+
     /// Sets the anonymous name. Requires [`Vma::writable_by`]`(mm)`.
     #[inline]
     pub fn set_anon_name(&self, mm: &MmLocking, name: Option<Arc<str>>) {
@@ -395,8 +430,23 @@ impl Vma {
         self.file.store(None);
         self.anon_vma.store(None);
         self.anon_name.store(None);
+        debug_assert_eq!(self.i_mmap.load(Ordering::Relaxed), 0, "a VMA freed while registered with its file");
         let old = std::mem::take(&mut *self.anon());
         drop(old);
+    }
+
+    /// The file-registry id ([`Vma::i_mmap`](Self) field docs), 0 for none.
+    #[inline]
+    pub(crate) fn i_mmap_id(&self) -> u64 {
+        // Relaxed: a writer-only field (see the field).
+        self.i_mmap.load(Ordering::Relaxed)
+    }
+
+    /// Sets the file-registry id (the mmap write-lock holder, or the owner of a detached VMA).
+    #[inline]
+    pub(crate) fn set_i_mmap_id(&self, id: u64) {
+        // Relaxed: a writer-only field (see the field).
+        self.i_mmap.store(id, Ordering::Relaxed);
     }
 
     /// Sets `vm_mm` (pool only: at allocation, before attach; at free, after detach).

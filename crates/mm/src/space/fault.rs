@@ -1,0 +1,458 @@
+//! The page fault (`arch/x86/mm/fault.c: do_user_addr_fault` → `mm/memory.c: handle_mm_fault`), GUP's faults
+//! (`mm/gup.c: faultin_page`), and the memory accesses an emulator makes through the emulated MMU.
+//!
+//! # `Mm::fault`: the 6.18 fault path
+//!
+//! ```text
+//! per-VMA mode:   lock_vma_under_rcu(addr)                     (miss: walk again; abort: to the mmap lock)
+//!                 access_error(vma)            -> SIGSEGV       (vma_lock_success)
+//!                 handle_mm_fault(vma, VMA lock)
+//!                     needs an anon_vma: mmap_read_trylock, __anon_vma_prepare, go on   (__vmf_anon_prepare)
+//!                                    trylock failed: VM_FAULT_RETRY, vma_end_read      (vma_lock_retry)
+//!                 otherwise done                                (vma_lock_success)
+//! mmap lock:      lock_mm_and_find_vma(addr): mmap_read_lock, find_vma; below a VM_GROWSDOWN VMA: drop it,
+//!                     mmap_write_lock, find again, expand_stack, mmap_write_downgrade; else SIGSEGV
+//!                 access_error(vma)            -> SIGSEGV
+//!                 handle_mm_fault(vma, mmap read lock)          (an anon_vma is prepared in place)
+//! ```
+//!
+//! The per-VMA-lock events are counted as `/proc/vmstat` counts them ([`Mm::fault_stats`]): `vma_lock_success`
+//! once per fault completed under the VMA lock (an access error included), `vma_lock_abort` for a lookup that
+//! gave up, `vma_lock_retry` for a fault retried under the mmap lock, `vma_lock_miss` for a VMA found detached.
+//! The faults themselves are counted by kind by the page table (`vmspace_pgtable::FaultStats`). The mode is the
+//! address space's ([`MmConfig::fault_mode`](super::MmConfig)), or the call's ([`Mm::fault_with`]):
+//! [`FaultMode::MmapLock`] takes the mmap read lock for every fault, as Linux did before per-VMA locks (6.4).
+//!
+//! `handle_mm_fault` here is the address space's half: a hugetlb VMA first takes its huge page from the pool
+//! (`hugetlb_fault`, [`super::hugetlb`]); then the fault core of `vmspace_pgtable` runs on a description of the
+//! VMA ([`vmspace_pgtable::FaultVma`]: range, flags, `vm_page_prot`, the file's page cache, whether it has an
+//! anon_vma). Its `Retry` means "this VMA needs an anon_vma first": under the mmap lock the anon_vma is
+//! prepared at once (`__anon_vma_prepare` under `page_table_lock`); under the VMA lock only if the mmap read
+//! lock can be had without waiting.
+//!
+//! Results: a fault that maps or fixes something returns its [`FaultKind`]; `EFAULT` stands for SIGSEGV (no
+//! VMA, an access the VMA forbids, a guard marker), `EIO` for SIGBUS (a file page beyond the end of the file, a
+//! hugetlb fault with no page in the pool), `ENOMEM` for `VM_FAULT_OOM`. Protection keys do not restrict
+//! accesses (PKRU is not modelled on page-table walks; docs/DIVERGENCES.md).
+//!
+//! # GUP
+//!
+//! [`Mm::gup_access`] (the op-script `touch` through `process_vm_readv`/`writev`), `MADV_POPULATE_*` and
+//! `__mm_populate` fault pages as `__get_user_pages` does: under the mmap read lock (or, for mprotect's
+//! population of a locked VMA, the write lock), no stack growth, the VMA checked by the caller
+//! (`check_vma_flags`), a page already mapped with the access needed only touched (`follow_page_mask` with
+//! `FOLL_TOUCH`), any other faulted in (`faultin_page`); SIGSEGV and SIGBUS are both `EFAULT` there.
+//!
+//! # Memory accesses
+//!
+//! [`Mm::read`], [`Mm::write`], [`Mm::fill`] and [`Mm::contents_hash`] access memory as a CPU does: through
+//! the emulated MMU (`PageTable::read` / `write`, lockless), faulting with [`Mm::fault`] where it refuses and
+//! retrying, page by page; on a fault that fails they stop with the address that faulted (the bytes before it
+//! were read or written).
+
+use vmspace_abi::{Errno, VmFlags};
+use vmspace_pgtable::{Access, FaultKind, FaultStats, FaultVma, MmuError, PageProt, VmFault, handle_mm_fault};
+use vmspace_rcu::sync::Ordering;
+
+use super::tree::{V, VmaExt};
+use super::{FileKind, Mm, MmWrite, PAGE_MASK, PAGE_SIZE, VmFile, config};
+use crate::vma::{MmapReadGuard, VmaLockCounts};
+
+/// How [`Mm::fault`] locks the VMA it faults in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum FaultMode {
+    /// Linux 6.4 and later: the VMA's read lock (`lock_vma_under_rcu`), falling back to the mmap read lock.
+    #[default]
+    PerVma,
+    /// Before 6.4: every fault under the mmap read lock.
+    MmapLock,
+}
+
+/// Fault counters of an address space ([`Mm::fault_stats`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MmFaultStats {
+    /// The per-VMA-lock events as `/proc/vmstat` has them: `vma_lock_success`, `vma_lock_abort`,
+    /// `vma_lock_retry`, `vma_lock_miss` (module docs).
+    pub vma_lock: VmaLockCounts,
+    /// The faults the page table resolved or refused, by kind (`handle_mm_fault`'s outcomes; GUP's faults
+    /// included).
+    pub faults: FaultStats,
+}
+
+/// Why the address space's `handle_mm_fault` did not complete.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FaultError {
+    /// `VM_FAULT_RETRY` under the VMA lock: the fault must be retried under the mmap lock.
+    Retry,
+    /// `VM_FAULT_SIGSEGV`.
+    SigSegv,
+    /// `VM_FAULT_SIGBUS`.
+    SigBus,
+    /// `VM_FAULT_OOM`.
+    Oom,
+}
+
+impl FaultError {
+    /// The errno of a user fault (module docs).
+    fn user_errno(self) -> Errno {
+        match self {
+            FaultError::SigSegv | FaultError::Retry => Errno::EFAULT,
+            FaultError::SigBus => Errno::EIO,
+            FaultError::Oom => Errno::ENOMEM,
+        }
+    }
+
+    /// The errno GUP reports (`vm_fault_to_errno`): SIGSEGV and SIGBUS are both `EFAULT`.
+    pub(crate) fn gup_errno(self) -> Errno {
+        match self {
+            FaultError::Oom => Errno::ENOMEM,
+            _ => Errno::EFAULT,
+        }
+    }
+}
+
+/// The lock a fault runs under (`FAULT_FLAG_VMA_LOCK` or not).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FaultLock {
+    /// The VMA's read lock only.
+    Vma,
+    /// The mmap lock (read or write).
+    Mmap,
+}
+
+/// `access_error` (`arch/x86/mm/fault.c`): the VMA forbids the access. A write needs `VM_WRITE`, an instruction
+/// fetch `VM_EXEC`, a read any of read, write or exec (x86 page tables cannot express write-only or exec-only).
+fn access_error(flags: VmFlags, access: Access) -> bool {
+    match access {
+        Access::Write => !flags.intersects(VmFlags::WRITE),
+        Access::Exec => !flags.intersects(VmFlags::EXEC),
+        Access::Read => !flags.intersects(VmFlags::ACCESS_FLAGS),
+    }
+}
+
+/// `vma_wants_writenotify` for the file kinds modelled: a regular file (ext4: `page_mkwrite`, dirty accounting)
+/// wants its first write to a clean page seen; shmem and hugetlbfs do not.
+fn writenotify(file: Option<&VmFile>) -> bool {
+    file.is_some_and(|f| f.kind == FileKind::Regular)
+}
+
+impl Mm {
+    /// The fault mode [`Mm::fault`] uses (the configuration's).
+    pub fn fault_mode(&self) -> FaultMode {
+        // Relaxed: a setting, no data behind it.
+        match self.fault_mode.load(Ordering::Relaxed) {
+            0 => self.cfg.fault_mode,
+            1 => FaultMode::PerVma,
+            _ => FaultMode::MmapLock,
+        }
+    }
+
+    /// Changes the fault mode of [`Mm::fault`] from now on (faults in flight finish in theirs).
+    pub fn set_fault_mode(&self, mode: FaultMode) {
+        let v = match mode {
+            FaultMode::PerVma => 1,
+            FaultMode::MmapLock => 2,
+        };
+        // Relaxed: as `fault_mode`.
+        self.fault_mode.store(v, Ordering::Relaxed);
+    }
+
+    /// The fault counters (module docs): exact once the faulting threads have stopped.
+    pub fn fault_stats(&self) -> MmFaultStats {
+        MmFaultStats { vma_lock: self.vmstat.snapshot(), faults: self.page_table().fault_stats() }
+    }
+
+    /// A user-mode `access` at `addr` that the MMU refused (an x86 page fault): the 6.18 fault path in the
+    /// address space's [`FaultMode`] (module docs). `Ok` with what resolved it (the access can be retried);
+    /// `EFAULT` for SIGSEGV, `EIO` for SIGBUS, `ENOMEM` for an allocation failure.
+    pub fn fault(&self, addr: u64, access: Access) -> Result<FaultKind, Errno> {
+        self.fault_with(addr, access, self.fault_mode())
+    }
+
+    /// [`Mm::fault`] in the given mode.
+    pub fn fault_with(&self, addr: u64, access: Access, mode: FaultMode) -> Result<FaultKind, Errno> {
+        if mode == FaultMode::PerVma
+            && let Some(g) = self.lock_vma_for_fault(addr)
+        {
+            let v: V = g.vma();
+            if access_error(v.fl(), access) {
+                // bad_area_access_error, counted as a success of the per-VMA lock.
+                self.vmstat.record_success();
+                return Err(Errno::EFAULT);
+            }
+            match self.handle_vma_fault(v, addr, access, FaultLock::Vma) {
+                Err(FaultError::Retry) => {
+                    drop(g);
+                    self.vmstat.record_fault_retry();
+                }
+                r => {
+                    drop(g);
+                    self.vmstat.record_success();
+                    return r.map_err(FaultError::user_errno);
+                }
+            }
+        }
+        // lock_mmap: under the mmap read lock; an anon_vma is prepared in place, so no retry is left.
+        let (r, v) = self.lock_mm_and_find_vma(addr).ok_or(Errno::EFAULT)?;
+        if access_error(v.fl(), access) {
+            return Err(Errno::EFAULT);
+        }
+        let res = self.handle_vma_fault(v, addr, access, FaultLock::Mmap);
+        drop(r);
+        res.map_err(FaultError::user_errno)
+    }
+
+    /// `lock_vma_under_rcu` with the fault path's vmstat events (`vma_lock_abort`, `vma_lock_miss`).
+    pub(crate) fn lock_vma_for_fault(&self, addr: u64) -> Option<crate::vma::VmaReadGuard<'static>> {
+        let shared = &self.vmas.shared;
+        let (g, ev) = crate::vma::lookup::lock_vma_under_rcu_events(&shared.locking, &shared.tree, addr);
+        for _ in 0..ev.misses {
+            self.vmstat.record_miss();
+        }
+        if g.is_none() {
+            self.vmstat.record_abort();
+        }
+        g
+    }
+
+    /// `lock_mm_and_find_vma` (module docs): the mmap read lock and the VMA covering `addr`, after growing a
+    /// stack down to it; `None` for SIGSEGV (no lock held then).
+    fn lock_mm_and_find_vma(&self, addr: u64) -> Option<(MmapReadGuard<'_>, V)> {
+        let locking = self.locking();
+        let r = locking.read_lock();
+        let v = self.find(addr)?;
+        if v.start() <= addr {
+            return Some((r, v));
+        }
+        if !v.fl().intersects(VmFlags::GROWSDOWN) {
+            return None;
+        }
+        // mmap_upgrade_trylock always fails: drop the read lock, take the write lock, look again.
+        drop(r);
+        let mut wg = locking.write_lock();
+        let st = self.state.write(&mut wg);
+        let mut w = MmWrite { mm: self, st };
+        let v = w.find(addr)?;
+        if v.start() > addr {
+            if !v.fl().intersects(VmFlags::GROWSDOWN) {
+                return None;
+            }
+            // expand_stack_locked: the expansion covers the whole page.
+            w.expand_downwards(v, addr & PAGE_MASK).ok()?;
+        }
+        drop(w);
+        Some((wg.downgrade(), v))
+    }
+
+    /// The address space's `handle_mm_fault` for `addr` in `v` (module docs). The caller holds `lock`, found
+    /// `v` covering `addr`, and checked the access.
+    pub(crate) fn handle_vma_fault(
+        &self,
+        v: V,
+        addr: u64,
+        access: Access,
+        lock: FaultLock,
+    ) -> Result<FaultKind, FaultError> {
+        let flags = v.fl();
+        let hugetlb = flags.intersects(VmFlags::HUGETLB);
+        if hugetlb {
+            self.hugetlb_fault(v, addr, lock)?;
+        }
+        let file = if v.is_file_backed() { v.file() } else { None };
+        // A private hugetlb mapping's pages are anonymous (`hugetlb_no_page` gives it new anonymous folios).
+        let cache = match &file {
+            Some(f) if !(hugetlb && !flags.intersects(VmFlags::MAYSHARE)) => f.page_cache().map(|c| &**c),
+            _ => None,
+        };
+        let mut fv = FaultVma {
+            start: v.start(),
+            end: v.end(),
+            pgoff: v.pgoff(),
+            flags,
+            page_prot: PageProt::for_vma(flags, writenotify(file.as_deref())),
+            file: cache,
+            anon_vma: v.has_anon_vma(),
+        };
+        debug_assert!(file.is_none() || fv.file.is_some() || hugetlb, "a mapped file without its page cache");
+        loop {
+            match handle_mm_fault(self.page_table(), &fv, addr, access) {
+                VmFault::Handled(k) => return Ok(k),
+                VmFault::Retry => {
+                    // __vmf_anon_prepare.
+                    match lock {
+                        FaultLock::Mmap => self.anon_vma_prepare(v),
+                        FaultLock::Vma => {
+                            let Some(_r) = self.locking().try_read_lock() else {
+                                return Err(FaultError::Retry);
+                            };
+                            self.anon_vma_prepare(v);
+                        }
+                    }
+                    fv.anon_vma = true;
+                }
+                VmFault::Oom => return Err(FaultError::Oom),
+                VmFault::SigBus => return Err(FaultError::SigBus),
+                VmFault::SigSegv => return Err(FaultError::SigSegv),
+            }
+        }
+    }
+
+    /// One page of GUP (`follow_page_mask`, then `faultin_page` if needed) at `addr` in `v`, whose flags the
+    /// caller checked: a page mapped with the access needed is only touched; any other is faulted in. The
+    /// caller holds the mmap lock.
+    pub(crate) fn gup_page(&self, v: V, addr: u64, write: bool) -> Result<(), FaultError> {
+        let access = if write { Access::Write } else { Access::Read };
+        if self.page_table().access(addr, access).is_ok() {
+            return Ok(());
+        }
+        self.handle_vma_fault(v, addr, access, FaultLock::Mmap).map(|_| ())
+    }
+
+    /// The same access made through GUP (`process_vm_readv`/`writev`, as the op-script `touch` does on the
+    /// live kernel): under the mmap read lock, no stack expansion (GUP stopped growing stacks in 6.5), a read
+    /// needs `VM_READ`, a write `VM_WRITE`, and `VM_IO | VM_PFNMAP` VMAs are refused; then the page is
+    /// faulted in as a fault would (module docs, "GUP"). `EFAULT` for any failure but `ENOMEM`.
+    pub fn gup_access(&self, addr: u64, write: bool) -> Result<(), Errno> {
+        self.read_locked(|r| r.gup_access_locked(addr, write))
+    }
+
+    // ----- memory accesses through the MMU -----
+
+    /// Reads `buf.len()` bytes at `addr` as user loads would: through the MMU, faulting as the CPU does
+    /// ([`Mm::fault`]). On a fault that fails, the address that faulted (the bytes before it were read).
+    pub fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), u64> {
+        let mut done = 0usize;
+        while done < buf.len() {
+            let a = addr.checked_add(done as u64).ok_or(u64::MAX)?;
+            let n = (PAGE_SIZE - a % PAGE_SIZE).min((buf.len() - done) as u64) as usize;
+            self.access_page(a, Access::Read, |pt| pt.read(a, &mut buf[done..done + n]))?;
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// Writes `data` at `addr` as user stores would (module docs). On a fault that fails, the address that
+    /// faulted (the bytes before it were written).
+    pub fn write(&self, addr: u64, data: &[u8]) -> Result<(), u64> {
+        let mut done = 0usize;
+        while done < data.len() {
+            let a = addr.checked_add(done as u64).ok_or(u64::MAX)?;
+            let n = (PAGE_SIZE - a % PAGE_SIZE).min((data.len() - done) as u64) as usize;
+            self.access_page(a, Access::Write, |pt| pt.write(a, &data[done..done + n]))?;
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// Stores `byte` over `[addr, addr + len)` as user stores would ([`Mm::write`] without a buffer of `len`
+    /// bytes).
+    pub fn fill(&self, addr: u64, len: u64, byte: u8) -> Result<(), u64> {
+        let page = [byte; PAGE_SIZE as usize];
+        let mut done = 0u64;
+        while done < len {
+            let a = addr.checked_add(done).ok_or(u64::MAX)?;
+            let n = (PAGE_SIZE - a % PAGE_SIZE).min(len - done);
+            self.access_page(a, Access::Write, |pt| pt.write(a, &page[..n as usize]))?;
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// The 64-bit FNV-1a hash of the bytes of `[addr, addr + len)` in address order, read as user loads would
+    /// (the op-script `check`): `h = 0xcbf29ce484222325`, then for each byte `h = (h ^ b) * 0x100000001b3`. On
+    /// a fault that fails, the address that faulted.
+    pub fn contents_hash(&self, addr: u64, len: u64) -> Result<u64, u64> {
+        let mut h = FNV1A_64_OFFSET;
+        let mut buf = [0u8; PAGE_SIZE as usize];
+        let mut done = 0u64;
+        while done < len {
+            let a = addr.checked_add(done).ok_or(u64::MAX)?;
+            let n = (PAGE_SIZE - a % PAGE_SIZE).min(len - done) as usize;
+            self.access_page(a, Access::Read, |pt| pt.read(a, &mut buf[..n]))?;
+            for &b in &buf[..n] {
+                h = (h ^ u64::from(b)).wrapping_mul(FNV1A_64_PRIME);
+            }
+            done += n as u64;
+        }
+        Ok(h)
+    }
+
+    /// Runs `op` (one MMU access within the page of `a`) until it completes, resolving each fault it raises
+    /// with [`Mm::fault`] as the CPU would retry the instruction; the faulting address if a fault fails or the
+    /// contents of a frame cannot be allocated.
+    fn access_page(
+        &self,
+        a: u64,
+        access: Access,
+        mut op: impl FnMut(&vmspace_pgtable::PageTable) -> Result<(), MmuError>,
+    ) -> Result<(), u64> {
+        let pt = self.page_table();
+        // A fault that resolves but leaves the access refused again and again means another thread keeps
+        // undoing it (a livelock the CPU would also spin in): give up after this many rounds.
+        for _ in 0..100_000 {
+            match op(pt) {
+                Ok(()) => return Ok(()),
+                Err(MmuError::Fault { addr, access: acc, .. }) => {
+                    debug_assert_eq!(acc, access);
+                    self.fault(addr, acc).map_err(|_| addr)?;
+                }
+                Err(MmuError::NoMem) => return Err(a),
+            }
+        }
+        debug_assert!(false, "an access at {a:#x} kept faulting");
+        Err(a)
+    }
+}
+
+/// The FNV-1a 64 offset basis (the hash of no bytes).
+const FNV1A_64_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+/// The FNV 64-bit prime.
+const FNV1A_64_PRIME: u64 = 0x0000_0100_0000_01b3;
+
+impl super::MmRead<'_> {
+    /// [`Mm::gup_access`] under the mmap read lock.
+    pub(crate) fn gup_access_locked(&self, addr: u64, write: bool) -> Result<(), Errno> {
+        let addr = addr & PAGE_MASK;
+        let Some(v) = self.lookup(addr) else { return Err(Errno::EFAULT) };
+        let fl = v.fl();
+        let ok = if write { fl.intersects(VmFlags::WRITE) } else { fl.intersects(VmFlags::READ) };
+        if !ok || fl.intersects(VmFlags::IO | VmFlags::PFNMAP) {
+            return Err(Errno::EFAULT);
+        }
+        self.gup_page(v, addr, write).map_err(FaultError::gup_errno)
+    }
+}
+
+impl MmWrite<'_> {
+    /// `expand_downwards`: grows the growsdown VMA `v` down to `addr` (page-aligned).
+    pub(crate) fn expand_downwards(&mut self, v: V, addr: u64) -> Result<(), Errno> {
+        if addr < self.cfg.mmap_min_addr {
+            return Err(Errno::EPERM);
+        }
+        if let Some(prev) = self.prev_of(v.start())
+            && !prev.fl().intersects(VmFlags::GROWSDOWN)
+            && prev.fl().intersects(VmFlags::ACCESS_FLAGS)
+            && addr - prev.end() < self.cfg.stack_guard_gap
+        {
+            return Err(Errno::ENOMEM);
+        }
+        self.reserve(1)?;
+        self.anon_vma_prepare(v);
+        let size = v.end() - addr;
+        let grow = (v.start() - addr) >> config::PAGE_SHIFT;
+        // acct_stack_growth: the stack rlimit, then the mlock limit, then overcommit.
+        if grow > v.pgoff() || size > self.cfg.stack_rlimit {
+            return Err(Errno::ENOMEM);
+        }
+        if !self.mlock_future_ok(v.fl(), grow << config::PAGE_SHIFT) {
+            return Err(Errno::ENOMEM);
+        }
+        self.enough_memory(grow)?;
+        let (end, pgoff) = (v.end(), v.pgoff() - grow);
+        self.set_range(v, addr, end, pgoff);
+        if v.fl().intersects(VmFlags::LOCKED) {
+            self.st.locked_vm += grow;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,216 @@
+//! The page-level side of the address space's calls: file registration (`vma_interval_tree_insert`), unmapping
+//! (`unmap_region`: zap and `free_pgtables`), exit (`exit_mmap`), protection changes (`change_protection`), and
+//! the checks of [`Mm::validate`](super::Mm::validate) that tie the page table to the VMAs.
+//!
+//! # File registration
+//!
+//! A file VMA is registered with its file's page cache (`PageCache::i_mmap_insert`: the page table, the range
+//! and the file offset), so that a truncation or a hole punch of the file reaches its pages, wherever they are
+//! mapped. The tree primitives keep the registration current (`space::tree`): a new VMA is registered when it
+//! is stored, a range change updates it, a VMA leaving is unregistered before its page tables are freed (the
+//! truncation's zap must never walk tables being freed: `free_pgd_range`'s caller contract). Where a change
+//! moves pages between registrations, coverage never lapses: a split registers the new VMA before the old one
+//! shrinks, a merge grows the survivor before the other goes, and moves of entries (mremap, fork) hold the
+//! file's rmap lock ([`crate::vma::attrs::FilePages`]) across the move and the registration change.
+//!
+//! # Unmapping
+//!
+//! [`Mm::unmap_pages`] is `vms_clear_ptes`: every entry of the removed VMAs is zapped (markers included), then
+//! their page tables are freed between the neighbours that stay (`free_pgtables`: VMAs closer than 2 MiB are
+//! freed in one `free_pgd_range`, whose floor is the previous VMA's end and ceiling the next VMA's start, so a
+//! table a neighbour still uses is kept). The removed VMAs have left the tree and their registrations before
+//! (the tree primitives), and stayed write-locked until then, so no fault runs in the range. Frames and tables
+//! go back to the memory a grace period later (the page table's gathers).
+//!
+//! # Checks
+//!
+//! [`MmRead::validate_pages`](super::MmRead) (the page-table part of `validate`, run with every VMA write-locked
+//! so that no fault changes entries under it): the page table's own structure and counters
+//! (`PageTable::validate`); every entry lies inside a VMA; a guard marker only in a `VM_MAYBE_GUARD` VMA and no
+//! other marker; a present entry is `PROT_NONE` exactly when its VMA is inaccessible, writable only in a
+//! `VM_WRITE` VMA, executable exactly in a `VM_EXEC` one; the zero page and anonymous pages only in private
+//! VMAs, anonymous pages only in VMAs with an anon_vma; a page-cache page only in a VMA of its file, at the
+//! address of its index; every file VMA's registration names this page table, its range and its offset.
+
+use std::sync::Arc;
+
+use vmspace_abi::VmFlags;
+use vmspace_pgtable::{
+    ChangeProt, FileMapping, FrameFlags, MappingId, PMD_SIZE, PageProt, Pfn, VA_END, ZapDetails,
+};
+
+use super::tree::{V, VmaExt};
+use super::{FileKind, Mm, MmRead};
+
+impl Mm {
+    /// Registers the file VMA `v` with its file's page cache (module docs). Nothing for anonymous VMAs.
+    pub(crate) fn i_mmap_register(&self, v: V) {
+        if !v.is_file_backed() {
+            return;
+        }
+        let f = v.file().expect("a file-backed VMA has its file");
+        let cache = f.cache_in(&self.mem).expect("a mapped file's pages live in its address space's memory");
+        let id = cache.i_mmap_insert(FileMapping {
+            pt: Arc::clone(self.page_table()),
+            start: v.start(),
+            end: v.end(),
+            pgoff: v.pgoff(),
+        });
+        debug_assert_eq!(v.i_mmap_id(), 0, "a VMA registered twice");
+        v.set_i_mmap_id(id.get());
+    }
+
+    /// Brings `v`'s registration up to date with its range and offset.
+    pub(crate) fn i_mmap_update(&self, v: V) {
+        let id = v.i_mmap_id();
+        if id == 0 {
+            return;
+        }
+        let f = v.file().expect("a registered VMA has its file");
+        let cache = f.page_cache().expect("a registered file has its page cache");
+        let known = cache.i_mmap_update(MappingId::from_raw(id), v.start(), v.end(), v.pgoff());
+        debug_assert!(known, "a VMA's registration vanished");
+    }
+
+    /// Removes `v`'s registration (before its page tables may be freed).
+    pub(crate) fn i_mmap_unregister(&self, v: V) {
+        let id = v.i_mmap_id();
+        if id == 0 {
+            return;
+        }
+        let f = v.file().expect("a registered VMA has its file");
+        let cache = f.page_cache().expect("a registered file has its page cache");
+        let gone = cache.i_mmap_remove(MappingId::from_raw(id));
+        debug_assert!(gone.is_some(), "a VMA's registration vanished");
+        v.set_i_mmap_id(0);
+    }
+
+    /// `vms_clear_ptes` for the removed VMAs' `ranges` (in address order) between `floor` (the end of the VMA
+    /// below, 0 if none) and `ceiling` (the start of the VMA above, 0 if none): module docs.
+    pub(crate) fn unmap_pages(&self, ranges: &[(u64, u64)], floor: u64, ceiling: u64) {
+        let pt = self.page_table();
+        for &(s, e) in ranges {
+            pt.zap_range(s, e, &ZapDetails::UNMAP);
+        }
+        let mut i = 0;
+        while i < ranges.len() {
+            let addr = ranges[i].0;
+            let mut j = i;
+            while j + 1 < ranges.len() && ranges[j + 1].0 <= ranges[j].1.saturating_add(PMD_SIZE) {
+                j += 1;
+            }
+            let next = ranges.get(j + 1).map_or(ceiling, |r| r.0);
+            pt.free_pgd_range(addr, ranges[j].1, floor, next);
+            i = j + 1;
+        }
+    }
+
+    /// `exit_mmap`'s page part, after every VMA left: every entry zapped, every table below the top freed.
+    pub(crate) fn exit_mmap(&self) {
+        let pt = self.page_table();
+        pt.zap_range(0, VA_END, &ZapDetails::UNMAP);
+        pt.free_pgd_range(0, VA_END, 0, 0);
+    }
+
+    /// `change_protection` of `[start, end)` inside `v` to `v`'s current flags (mprotect, after the flags were
+    /// set): `vm_page_prot` from the flags, and `MM_CP_TRY_CHANGE_WRITABLE` when
+    /// `vma_wants_manual_pte_write_upgrade` (a private writable VMA, or a shared one with write notification).
+    pub(crate) fn change_protection(&self, v: V, start: u64, end: u64) {
+        let flags = v.fl();
+        let file = if v.is_file_backed() { v.file() } else { None };
+        let writenotify = file.as_ref().is_some_and(|f| f.kind == FileKind::Regular);
+        let shared = flags.intersects(VmFlags::SHARED);
+        let cp = ChangeProt {
+            newprot: PageProt::for_vma(flags, writenotify),
+            try_change_writable: if shared {
+                writenotify && flags.intersects(VmFlags::WRITE)
+            } else {
+                flags.intersects(VmFlags::WRITE)
+            },
+            shared,
+        };
+        self.page_table().change_protection(start, end, &cp);
+    }
+}
+
+impl MmRead<'_> {
+    /// The page-table checks of `validate` (module docs). The caller holds the mmap lock with every VMA
+    /// write-locked (no fault runs) or otherwise stops every page-table change.
+    pub(crate) fn validate_pages(&self) -> Result<(), String> {
+        let pt = self.page_table();
+        pt.validate()?;
+        let mut vmas = self.areas();
+        let mut cur: Option<V> = None;
+        for (addr, pte) in pt.entries(0, VA_END) {
+            while cur.is_none_or(|v| v.end() <= addr) {
+                cur = vmas.next();
+                if cur.is_none() {
+                    break;
+                }
+            }
+            let Some(v) = cur.filter(|v| v.start() <= addr) else {
+                return Err(format!("entry {pte:?} at {addr:#x} outside every VMA"));
+            };
+            let fl = v.fl();
+            if let Some(m) = pte.as_marker() {
+                if m != vmspace_pgtable::Marker::GUARD {
+                    return Err(format!("marker {m:?} at {addr:#x}: only guard markers are made"));
+                }
+                if !fl.intersects(VmFlags::MAYBE_GUARD) {
+                    return Err(format!("guard marker at {addr:#x} in a VMA without VM_MAYBE_GUARD {v:?}"));
+                }
+                continue;
+            }
+            let accessible = fl.intersects(VmFlags::ACCESS_FLAGS);
+            if pte.is_protnone() == accessible {
+                return Err(format!("entry {pte:?} at {addr:#x} disagrees with the access of {v:?}"));
+            }
+            if pte.is_write() && !fl.intersects(VmFlags::WRITE) {
+                return Err(format!("writable entry {pte:?} at {addr:#x} in a VMA without VM_WRITE {v:?}"));
+            }
+            if accessible && pte.is_exec() != fl.intersects(VmFlags::EXEC) {
+                return Err(format!("entry {pte:?} at {addr:#x} disagrees with VM_EXEC of {v:?}"));
+            }
+            let shared = fl.intersects(VmFlags::MAYSHARE);
+            if pte.is_special() {
+                if pte.pfn() != Pfn::ZERO || shared {
+                    return Err(format!("special entry {pte:?} at {addr:#x} in {v:?}"));
+                }
+                continue;
+            }
+            let info = self.mem.frame_info(pte.pfn()).ok_or_else(|| format!("no frame for {pte:?}"))?;
+            if info.flags.contains(FrameFlags::ANON) {
+                if shared || !v.has_anon_vma() {
+                    return Err(format!("anonymous page at {addr:#x} in {v:?} (shared or without anon_vma)"));
+                }
+                continue;
+            }
+            let private_hugetlb = fl.intersects(VmFlags::HUGETLB) && !shared;
+            let cache = if private_hugetlb { None } else { v.file().and_then(|f| f.page_cache().cloned()) };
+            match cache {
+                Some(c) if info.mapping == c.id() && info.index == v.pgoff_at(addr) => {}
+                _ => {
+                    return Err(format!(
+                        "page-cache page {info:?} at {addr:#x} is not its VMA's file page {:#x}: {v:?}",
+                        v.pgoff_at(addr)
+                    ));
+                }
+            }
+        }
+        for v in self.areas() {
+            let id = v.i_mmap_id();
+            if id == 0 {
+                continue;
+            }
+            let f = v.file().ok_or_else(|| format!("registered VMA without a file {v:?}"))?;
+            let c = f.page_cache().ok_or_else(|| format!("registered VMA whose file has no cache {v:?}"))?;
+            match c.i_mmap_get(MappingId::from_raw(id)) {
+                Some(m)
+                    if Arc::ptr_eq(&m.pt, pt)
+                        && (m.start, m.end, m.pgoff) == (v.start(), v.end(), v.pgoff()) => {}
+                other => return Err(format!("registration {other:?} does not describe {v:?}")),
+            }
+        }
+        Ok(())
+    }
+}
