@@ -26,6 +26,7 @@
 use std::sync::Arc;
 
 use arbitrary::{Arbitrary, Unstructured};
+use vmspace_mm::Access;
 use vmspace_mm::space::{
     Advice, Errno, HugetlbConfig, HugetlbPool, MapFlags, MclFlags, MlockFlags, Mm, MmConfig, MremapFlags,
     MsyncFlags, Overcommit, PAGE_SIZE, PkeyRights, Prot, VmFile,
@@ -289,7 +290,7 @@ const NAMES: [&str; 4] =
 
 /// Makes the call; the only code that knows the `Mm` call signatures (kept small so that an API change is
 /// one edit). A fork returns the child.
-pub fn apply(mm: &mut Mm, call: &Call, files: &[Arc<VmFile>; 2]) -> Result<Option<Mm>, Errno> {
+pub fn apply(mm: &Mm, call: &Call, files: &[Arc<VmFile>; 2]) -> Result<Option<Mm>, Errno> {
     const MMAP_BITS: [u32; 16] = [
         0x01,
         0x02,
@@ -365,7 +366,10 @@ pub fn apply(mm: &mut Mm, call: &Call, files: &[Arc<VmFile>; 2]) -> Result<Optio
             let name = name.map(|n| NAMES[usize::from(n) % NAMES.len()]);
             mm.set_anon_name(addr.value(), len.value(), name).map(|()| None)
         }
-        Call::Fault { addr, write } => mm.fault(addr.value(), write).map(|()| None),
+        Call::Fault { addr, write } => {
+            let access = if write { Access::Write } else { Access::Read };
+            mm.fault(addr.value(), access).map(|_| None)
+        }
         Call::Gup { addr, write } => mm.gup_access(addr.value(), write).map(|()| None),
         Call::InjectAlloc(n) => {
             mm.inject_alloc_failure(n.map(u64::from));
@@ -509,7 +513,7 @@ fn joined(mm: &Mm) -> String {
         "{runs:x?} locked_vm {} def_flags {:?} guards {:?}",
         mm.locked_vm(),
         mm.def_flags(),
-        mm.guard_markers()
+        mm.guard_ranges()
     )
 }
 
@@ -527,7 +531,7 @@ pub fn run(input: &Input) -> Vec<Option<Errno>> {
     for (i, call) in input.calls.iter().enumerate() {
         let what = unchanged_on_failure(&mm, call);
         let before = state(&mm, what);
-        let r = apply(&mut mm, call, &files);
+        let r = apply(&mm, call, &files);
         results.push(r.as_ref().err().copied());
         if let Err(e) = mm.validate() {
             panic!("call {i} {call:?} -> {r:?}: invariant broken: {e}\n{}", mm.maps_text());

@@ -7,6 +7,7 @@
 //! Run with `cargo run -p vmspace-mm --example guest_address_space`; it prints the guest's
 //! `/proc/self/maps` after each step and checks every answer.
 
+use vmspace_mm::Access;
 use vmspace_mm::{Errno, MapFlags, Mm, MmConfig, PAGE_SIZE, Prot, VmFile, VmFlags};
 
 const P: u64 = PAGE_SIZE;
@@ -17,7 +18,7 @@ const TEXT: u64 = 0x40_0000;
 pub fn main() {
     // The guest's layout: the heap starts right after the data segment.
     let cfg = MmConfig { start_brk: TEXT + 0x10_0000, ..MmConfig::default() };
-    let mut mm = Mm::new(cfg);
+    let mm = Mm::new(cfg);
 
     // 1. Load the executable: text r-x and data rw- from one file, at fixed addresses (what an ELF loader does
     //    with the program headers), then the stack below the configured stack top, growing down.
@@ -32,17 +33,17 @@ pub fn main() {
     show(&mm, "loaded");
 
     // 2. The guest runs. Its memory accesses go through `fault` (a user-mode access: a page fault on x86).
-    mm.fault(TEXT, false).expect("text is readable");
-    assert_eq!(mm.fault(TEXT, true), Err(Errno::EFAULT), "writing text is a SIGSEGV");
-    mm.fault(TEXT + 2 * P, true).expect("data is writable");
+    mm.fault(TEXT, Access::Read).expect("text is readable");
+    assert_eq!(mm.fault(TEXT, Access::Write), Err(Errno::EFAULT), "writing text is a SIGSEGV");
+    mm.fault(TEXT + 2 * P, Access::Write).expect("data is writable");
     // A push just below the stack grows it (expand_stack), as on Linux.
-    mm.fault(stack - 16, true).expect("the stack grows down");
+    mm.fault(stack - 16, Access::Write).expect("the stack grows down");
     assert_eq!(mm.vma_at(stack - 16).map(|v| v.start), Some(stack - P));
 
     // 3. malloc: the heap grows with brk, and big allocations get their own anonymous mapping, placed top-down.
     let heap = mm.brk(0);
     assert_eq!(mm.brk(heap + 32 * P), heap + 32 * P);
-    mm.fault(heap + 5 * P, true).expect("heap is writable");
+    mm.fault(heap + 5 * P, Access::Write).expect("heap is writable");
     let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
     let big = mm.mmap(0, 64 * P, Prot::RW, anon, None, 0).expect("mmap");
     assert!(big < mm.config().mmap_base, "placed below mmap_base");
@@ -50,7 +51,7 @@ pub fn main() {
 
     // 4. A guard page inside the allocation (mprotect PROT_NONE) splits its VMA; accesses there fault.
     assert_eq!(mm.mprotect(big + 16 * P, P, Prot::NONE), Ok(()));
-    assert_eq!(mm.fault(big + 16 * P, false), Err(Errno::EFAULT));
+    assert_eq!(mm.fault(big + 16 * P, Access::Read), Err(Errno::EFAULT));
     let guard = mm.vma_at(big + 16 * P).expect("still mapped");
     assert!(!guard.flags.intersects(VmFlags::ACCESS_FLAGS));
     // The guest's bad arguments get the kernel's errno and change nothing.

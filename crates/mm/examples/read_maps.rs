@@ -16,7 +16,7 @@ const BASE: u64 = 0x2000_0000_0000;
 
 /// Runs the three readers; panics if one sees something impossible.
 pub fn main() {
-    let mut mm = Mm::new(MmConfig { anon_vma_name: true, ..MmConfig::default() });
+    let mm = Mm::new(MmConfig { anon_vma_name: true, ..MmConfig::default() });
     let af = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
     // Eight VMAs with alternating protection (so they do not merge), one of them named.
     for i in 0..8 {

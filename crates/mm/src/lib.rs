@@ -146,7 +146,7 @@ pub use space::{
     FaultMode, ForkMode, HugetlbConfig, HugetlbPool, Mm, MmConfig, MmFaultStats, MmShared, Overcommit, ThpMode,
 };
 pub use vma::{
-    AnonVma, FileKind, FileSize, HugeObject, HugePool, HugeRef, MmLocking, MmapReadGuard, VmFile, Vma,
+    AnonVma, FileKind, FilePages, FileSize, HugeObject, HugePool, HugeRef, MmLocking, MmapReadGuard, VmFile, Vma,
     VmaFind, VmaLockCounts, VmaLockStats, VmaLookup, VmaReadGuard, VmaSnapshot, lock_next_vma,
     lock_vma_under_rcu,
 };

@@ -5,6 +5,7 @@
 //! unchanged. Nothing leaks: every anon_vma's active-VMA count equals the VMAs that point at it.
 #![cfg(not(loom))]
 
+use vmspace_mm::Access;
 use std::collections::HashMap;
 
 use vmspace_mm::space::{Advice, MapFlags, MremapFlags, Prot};
@@ -22,9 +23,9 @@ fn setup() -> Mm {
 }
 
 fn setup_in(pool: &'static VmaPool) -> Mm {
-    let mut m = Mm::with_pool(MmConfig { anon_vma_name: true, ..MmConfig::default() }, pool);
+    let m = Mm::with_pool(MmConfig { anon_vma_name: true, ..MmConfig::default() }, pool);
     m.mmap(B, 8 * P, RW, AF, None, 0).unwrap();
-    m.fault(B + P, true).unwrap();
+    m.fault(B + P, Access::Write).unwrap();
     m.mprotect(B + 4 * P, 2 * P, Prot::READ).unwrap();
     m.mmap(B + 10 * P, 4 * P, RW, AF, None, 0).unwrap();
     m.mmap(B + 14 * P, 2 * P, Prot::READ, AF, None, 0).unwrap();

@@ -21,7 +21,7 @@ fn cfg() -> MmConfig {
 /// Three VMAs with a hole: [B, B+4P) rw, hole, [B+6P, B+8P) r-- file, [B+8P, B+10P) shared file (read-only
 /// open).
 fn base() -> (Mm, Arc<VmFile>, Arc<VmFile>) {
-    let mut m = Mm::new(cfg());
+    let m = Mm::new(cfg());
     let f = VmFile::regular("/f", 1, 64 * P);
     let ro = Arc::new(VmFile { writable: false, ..(*VmFile::regular("/ro", 2, 64 * P)).clone() });
     m.mmap(B, 4 * P, RW, ANON | MapFlags::FIXED, None, 0).unwrap();
@@ -142,7 +142,7 @@ fn mprotect_errnos() {
 /// mprotect changes the VMAs before a hole, then fails: Linux's partial progress, reproduced.
 #[test]
 fn mprotect_partial_progress_at_hole() {
-    let (mut m, _, _) = base();
+    let (m, _, _) = base();
     assert_eq!(m.mprotect(B, 8 * P, Prot::READ), Err(Errno::ENOMEM));
     m.validate().unwrap();
     let first = m.areas().next().unwrap();
@@ -222,7 +222,7 @@ fn anon_name_errnos() {
 
 #[test]
 fn brk_refusals_return_old_break() {
-    let mut m = Mm::new(cfg());
+    let m = Mm::new(cfg());
     let start = m.brk_value();
     assert_eq!(m.brk(start - P), start, "below start_brk");
     assert_eq!(m.brk(start + 3 * P), start + 3 * P);

@@ -9,7 +9,7 @@ const AF: MapFlags = MapFlags::PRIVATE.union(MapFlags::ANONYMOUS).union(MapFlags
 
 #[test]
 fn snapshots_from_lookups_and_iteration() {
-    let mut m = Mm::new(MmConfig { anon_vma_name: true, ..MmConfig::default() });
+    let m = Mm::new(MmConfig { anon_vma_name: true, ..MmConfig::default() });
     let f = VmFile::regular("/data/file", 7, 8 * P);
     m.mmap(B, 2 * P, Prot::RW, AF, None, 0).unwrap();
     m.mmap(B + 4 * P, 2 * P, Prot::READ, MapFlags::SHARED | MapFlags::FIXED, Some(&f), 2 * P).unwrap();
@@ -42,7 +42,7 @@ fn snapshots_from_lookups_and_iteration() {
 
 #[test]
 fn raw_bits_reach_the_checks() {
-    let mut m = Mm::new(MmConfig::default());
+    let m = Mm::new(MmConfig::default());
     let f = VmFile::regular("/data/file", 1, 4 * P);
     let unknown = MapFlags::from_bits_retain(0x200);
     // MAP_SHARED drops flags outside LEGACY_MAP_MASK; MAP_SHARED_VALIDATE refuses them.

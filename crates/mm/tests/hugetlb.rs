@@ -39,7 +39,7 @@ fn available(m: &Mm) -> u64 {
 /// a regular file is EINVAL (`ksys_mmap_pgoff`).
 #[test]
 fn huge_size_field_hstate_sizelog() {
-    let mut m = pool(0);
+    let m = pool(0);
     for log in [12u32, 16, 1, 63, 20, 22] {
         let f = H | MapFlags::from_bits_retain(log << 26);
         assert_eq!(m.mmap(0, M2, Prot::RW, f | NR, None, 0), Err(Errno::EINVAL), "log {log}");
@@ -64,7 +64,7 @@ fn huge_size_field_hstate_sizelog() {
 /// there, is EINVAL (`do_mmap`'s `!len`), not ENOMEM as for small pages.
 #[test]
 fn length_rounds_to_huge_pages_ksys_mmap_pgoff() {
-    let mut m = pool(0);
+    let m = pool(0);
     assert_eq!(m.mmap(0, 0, Prot::RW, H | NR, None, 0), Err(Errno::EINVAL));
     assert_eq!(m.mmap(0, u64::MAX, Prot::RW, H | NR, None, 0), Err(Errno::EINVAL));
     let a = m.mmap(0, P, Prot::RW, H | NR, None, 0).unwrap();
@@ -76,7 +76,7 @@ fn length_rounds_to_huge_pages_ksys_mmap_pgoff() {
 /// error range: this check comes first); a hint is rounded up to a huge page.
 #[test]
 fn placement_hugetlb_get_unmapped_area() {
-    let mut m = pool(0);
+    let m = pool(0);
     assert_eq!(m.mmap(B + P, M2, Prot::RW, HF | NR, None, 0), Err(Errno::EINVAL));
     assert_eq!(m.mmap(0xffff_ffff_ffff_ff00, M2, Prot::RW, HF | NR, None, 0), Err(Errno::EINVAL));
     assert_eq!(m.mmap(B + M2, M2, Prot::RW, HF | NR, None, 0), Ok(B + M2));
@@ -89,7 +89,7 @@ fn placement_hugetlb_get_unmapped_area() {
 /// after `MAP_FIXED` unmapped the range: a hole is left.
 #[test]
 fn reservations_and_holes_hugetlbfs_file_mmap() {
-    let mut m = pool(0);
+    let m = pool(0);
     let af = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED | NR;
     m.mmap(B, 8 * M2, Prot::RW, af, None, 0).unwrap();
     assert_eq!(m.mmap(B + M2, M2, Prot::RW, HF, None, 0), Err(Errno::ENOMEM));
@@ -112,7 +112,7 @@ fn reservations_and_holes_hugetlbfs_file_mmap() {
 /// file mapping (`MAP_GROWSDOWN`, `MAP_DROPPABLE` EINVAL).
 #[test]
 fn the_vma_hugetlbfs_file_mmap() {
-    let mut m = pool(8);
+    let m = pool(8);
     m.mmap(B, M2, Prot::RW, HF, None, 0).unwrap();
     m.mmap(B + M2, M2, Prot::RW, HF | NR | MapFlags::LOCKED, None, 0).unwrap();
     assert_eq!(m.map_count(), 2);
@@ -136,7 +136,7 @@ fn the_vma_hugetlbfs_file_mmap() {
 /// the faulted pages of the range; a shared object keeps them until its last mapping goes.
 #[test]
 fn pool_accounting_hugetlb_reserve_pages() {
-    let mut m = pool(4);
+    let m = pool(4);
     m.mmap(B, M2, Prot::RW, HF, None, 0).unwrap();
     m.mmap(B + 2 * M2, 2 * M2, Prot::RW, HF, None, 0).unwrap();
     assert_eq!(available(&m), 1);
@@ -166,7 +166,7 @@ fn pool_accounting_hugetlb_reserve_pages() {
 /// byte: the length rounds to a small page) and madvise of part of a huge page are EINVAL.
 #[test]
 fn splits_only_at_huge_pages_hugetlb_vm_op_split() {
-    let mut m = pool(4);
+    let m = pool(4);
     m.mmap(B, 2 * M2, Prot::RW, HF, None, 0).unwrap();
     assert_eq!(m.munmap(B, P), Err(Errno::EINVAL));
     assert_eq!(m.munmap(B + M2 - P, P), Err(Errno::EINVAL));
@@ -183,7 +183,7 @@ fn splits_only_at_huge_pages_hugetlb_vm_op_split() {
 /// and reservations.
 #[test]
 fn mremap_rules_align_hugetlb() {
-    let mut m = pool(4);
+    let m = pool(4);
     m.mmap(B, M2, Prot::RW, HF, None, 0).unwrap();
     m.gup_access(B, true).unwrap();
     let mv = MremapFlags::MAYMOVE;
@@ -202,7 +202,7 @@ fn mremap_rules_align_hugetlb() {
 /// `MAP_POPULATE` faults the hugetlb pages in (`__mm_populate`), as far as the pool gives them.
 #[test]
 fn populate_takes_pages_mm_populate() {
-    let mut m = pool(2);
+    let m = pool(2);
     m.mmap(B, 4 * M2, Prot::RW, HF | NR | MapFlags::POPULATE, None, 0).unwrap();
     assert_eq!(available(&m), 0);
     assert_eq!(m.gup_access(B + M2, true), Ok(()));

@@ -8,6 +8,7 @@
 //! call.
 #![cfg(not(loom))]
 
+use vmspace_mm::Access;
 use std::sync::Arc;
 
 use vmspace_mm::space::{Advice, Errno, MapFlags, Mm, MmConfig, MremapFlags, Prot, ThpMode, VmFile};
@@ -417,19 +418,30 @@ fn madvise_collapse_checks() {
     let a = B;
     map(&mut m, a, 4 * M2, Prot::RW, ANON, None);
     assert_eq!(adv(&mut m, a, P, Advice::COLLAPSE), Err(Errno::EINVAL), "no anon_vma");
-    m.fault(a + P, true).unwrap();
+    m.fault(a + P, Access::Write).unwrap();
     assert_eq!(adv(&mut m, a, P, Advice::COLLAPSE), Ok(()));
     assert_eq!(adv(&mut m, a + P, P, Advice::COLLAPSE), Err(Errno::EINVAL));
     assert_eq!(adv(&mut m, a + 2 * M2 - P, 2 * P, Advice::COLLAPSE), Ok(()));
     assert_eq!(adv(&mut m, a + 4 * M2 - P, 2 * P, Advice::COLLAPSE), Err(Errno::ENOMEM), "then a hole");
-    // Whole blocks: page state; the engine answers as for blocks never faulted in.
+    // Whole blocks: page state. A block never faulted in (no PTE table) is EINVAL; one with a page collapses
+    // (its pages faulted in: RSS of the whole block); a guard marker refuses the block.
     assert_eq!(adv(&mut m, a + M2, M2, Advice::COLLAPSE), Err(Errno::EINVAL));
+    m.write(a + 100, &[1]).unwrap();
+    assert_eq!(m.rss().anon, 2);
+    assert_eq!(adv(&mut m, a, M2, Advice::COLLAPSE), Ok(()));
+    assert_eq!(m.rss().anon, 512, "the whole block is populated");
+    let mut byte = [9u8];
+    m.read(a + 100, &mut byte).unwrap();
+    assert_eq!(byte, [1], "the contents stay");
+    m.fault(a + M2, Access::Read).unwrap();
+    adv(&mut m, a + M2 + P, P, Advice::GUARD_INSTALL).unwrap();
+    assert_eq!(adv(&mut m, a, 2 * M2, Advice::COLLAPSE), Err(Errno::EINVAL), "the guarded block");
     // Too small or unaligned VMAs, NOHUGEPAGE.
     let b = B + 16 * M2;
     map(&mut m, b, 4 * P, Prot::RW, ANON, None);
     map(&mut m, b + 2 * M2 + P, M2 + 2 * P, Prot::RW, ANON, None);
     for at in [b, b + 2 * M2 + P] {
-        m.fault(at, true).unwrap();
+        m.fault(at, Access::Write).unwrap();
         assert_eq!(adv(&mut m, at, P, Advice::COLLAPSE), Err(Errno::EINVAL));
     }
     adv(&mut m, a, 4 * M2, Advice::NOHUGEPAGE).unwrap();
@@ -505,11 +517,11 @@ fn madvise_guard_install_marks_the_vma_and_the_pages() {
     assert!(flags_at(&m, B).contains(VmFlags::MAYBE_GUARD));
     assert!(m.vma_at(B).unwrap().anon_vma.is_some());
     assert_eq!(m.gup_access(B + 2 * P, false), Err(Errno::EFAULT));
-    assert_eq!(m.fault(B + 3 * P, true), Err(Errno::EFAULT));
+    assert_eq!(m.fault(B + 3 * P, Access::Write), Err(Errno::EFAULT));
     assert_eq!(m.gup_access(B + 4 * P, true), Ok(()));
-    assert_eq!(m.guard_markers().pages(), 2);
+    assert_eq!(guard_pages(&m), 2);
     adv(&mut m, B, 8 * P, Advice::GUARD_REMOVE).unwrap();
-    assert!(m.guard_markers().is_empty());
+    assert!(m.guard_ranges().is_empty());
     assert!(flags_at(&m, B).contains(VmFlags::MAYBE_GUARD), "the flag stays");
     // File-backed: the flag, the markers, no anon_vma.
     map(&mut m, B + 16 * P, 4 * P, Prot::READ, PRIV, Some(&f));
@@ -533,7 +545,7 @@ fn madvise_guard_install_marks_the_vma_and_the_pages() {
     map(&mut m, B + 50 * P, P, Prot::RW, ANON, None);
     map(&mut m, B + 52 * P, P, Prot::RW, ANON, None);
     assert_eq!(adv(&mut m, B + 50 * P, 3 * P, Advice::GUARD_INSTALL), Err(Errno::ENOMEM));
-    assert_eq!(m.guard_markers().pages(), 4);
+    assert_eq!(guard_pages(&m), 4);
 }
 
 /// Guard markers are PTE markers: zapping (DONTNEED, FREE, REMOVE) and mprotect keep them; every unmap drops
@@ -549,19 +561,19 @@ fn guard_markers_follow_the_page_tables() {
     }
     m.mprotect(B + P, P, Prot::READ).unwrap();
     m.mprotect(B + P, P, Prot::RW).unwrap();
-    assert_eq!(m.guard_markers().pages(), 8);
+    assert_eq!(guard_pages(&m), 8);
     m.munmap(B + 7 * P, P).unwrap();
     map(&mut m, B + 6 * P, P, Prot::RW, ANON, None);
-    assert_eq!(m.guard_markers().pages(), 6, "munmap and MAP_FIXED drop theirs");
+    assert_eq!(guard_pages(&m), 6, "munmap and MAP_FIXED drop theirs");
     assert_eq!(m.mremap(B, 6 * P, 4 * P, MremapFlags::empty(), 0), Ok(B));
-    assert_eq!(m.guard_markers().pages(), 4, "a shrink unmaps the tail");
+    assert_eq!(guard_pages(&m), 4, "a shrink unmaps the tail");
     let to = B + 100 * P;
     assert_eq!(m.mremap(B, 4 * P, 6 * P, MremapFlags::MAYMOVE | MremapFlags::FIXED, to), Ok(to));
-    assert_eq!(m.guard_markers().ranges().collect::<Vec<_>>(), [(to, to + 4 * P)]);
+    assert_eq!(m.guard_ranges(), [(to, to + 4 * P)]);
     assert_eq!(m.gup_access(to + 4 * P, true), Ok(()), "the grown part has none");
     let flags = MremapFlags::MAYMOVE | MremapFlags::FIXED | MremapFlags::DONTUNMAP;
     assert_eq!(m.mremap(to, 6 * P, 6 * P, flags, B), Ok(B));
-    assert_eq!(m.guard_markers().ranges().collect::<Vec<_>>(), [(B, B + 4 * P)], "DONTUNMAP moves them too");
+    assert_eq!(m.guard_ranges(), [(B, B + 4 * P)], "DONTUNMAP moves them too");
     assert_eq!(m.gup_access(to, true), Ok(()));
     // brk shrinking.
     let brk0 = m.brk_value();
@@ -569,7 +581,7 @@ fn guard_markers_follow_the_page_tables() {
     assert_eq!(top, brk0 + 4 * P);
     adv(&mut m, brk0 & !(P - 1), 4 * P, Advice::GUARD_INSTALL).unwrap();
     m.brk(brk0);
-    assert_eq!(m.guard_markers().ranges().collect::<Vec<_>>(), [(B, B + 4 * P)]);
+    assert_eq!(m.guard_ranges(), [(B, B + 4 * P)]);
 }
 
 /// `dup_mmap` → `copy_page_range` when `vma_needs_copy` (anon_vma or `VM_COPY_ON_FORK`, so `VM_MAYBE_GUARD`
@@ -588,15 +600,15 @@ fn fork_copies_guard_markers_where_it_copies_page_tables() {
     for at in [B, B + 4 * P, B + 8 * P, B + 12 * P] {
         adv(&mut m, at, P, Advice::GUARD_INSTALL).unwrap();
     }
-    let mut child = m.fork().unwrap();
+    let child = m.fork().unwrap();
     child.validate().unwrap();
     assert_eq!(child.gup_access(B, true), Err(Errno::EFAULT));
     assert_eq!(child.gup_access(B + 4 * P, true), Err(Errno::EFAULT));
     assert_eq!(child.gup_access(B + 8 * P, true), Ok(()));
     assert!(flags_at(&child, B + 8 * P).contains(VmFlags::MAYBE_GUARD));
     assert!(child.vma_at(B + 12 * P).is_none());
-    assert_eq!(child.guard_markers().pages(), 2);
-    assert_eq!(m.guard_markers().pages(), 4, "the parent keeps its own");
+    assert_eq!(guard_pages(&child), 2);
+    assert_eq!(guard_pages(&m), 4, "the parent keeps its own");
 }
 
 /// `VM_STICKY` (6.18 stable, `mm/vma.c`): `VM_MAYBE_GUARD` does not prevent merges and the merged VMA keeps it
@@ -629,4 +641,9 @@ fn maybe_guard_is_sticky_on_merge() {
     assert_eq!((v.start, v.end), (B + 20 * P, B + 24 * P));
     assert!(v.flags.contains(VmFlags::MAYBE_GUARD));
     assert_eq!(m.gup_access(B + 21 * P, false), Err(Errno::EFAULT));
+}
+
+/// Pages holding guard markers.
+fn guard_pages(m: &Mm) -> u64 {
+    m.guard_ranges().iter().map(|(s, e)| (e - s) / P).sum()
 }

@@ -15,6 +15,7 @@
 //! is its start address in pages (`pgoff(a)`).
 #![cfg(not(loom))]
 
+use vmspace_mm::Access;
 use vmspace_mm::space::{Advice, MapFlags, Prot};
 use vmspace_mm::space::{Mm, MmConfig};
 use vmspace_mm::vma::{Vma, VmaPool};
@@ -418,7 +419,7 @@ fn account_flag_decides_merges() {
 
     let mut m = mm();
     map(&mut m, 0, 2, RW);
-    m.fault(pg(0), true).unwrap();
+    m.fault(pg(0), Access::Write).unwrap();
     m.mprotect(pg(0), 2 * P, R).unwrap();
     map(&mut m, 2, 3, R);
     assert_eq!(layout(&m), l(&[(0, 2, "r--p"), (2, 3, "r--p")]));
@@ -430,9 +431,9 @@ fn account_flag_decides_merges() {
 fn anon_vma_identity_decides_merges() {
     let mut m = mm();
     map(&mut m, 0, 2, RW);
-    m.fault(pg(0), true).unwrap();
+    m.fault(pg(0), Access::Write).unwrap();
     map(&mut m, 3, 5, RW);
-    m.fault(pg(3), true).unwrap();
+    m.fault(pg(3), Access::Write).unwrap();
     map(&mut m, 2, 3, R);
     // Filling the hole with rw: prev and next have different anon_vmas, so only a left merge happens.
     map(&mut m, 2, 3, RW);
@@ -440,7 +441,7 @@ fn anon_vma_identity_decides_merges() {
 
     let mut m = mm();
     map(&mut m, 0, 4, RW);
-    m.fault(pg(0), true).unwrap();
+    m.fault(pg(0), Access::Write).unwrap();
     m.mprotect(pg(2), 2 * P, R).unwrap();
     m.mprotect(pg(2), 2 * P, RW).unwrap();
     assert_eq!(layout(&m), l(&[(0, 4, "rw-p")]));
@@ -453,9 +454,9 @@ fn fault_reuses_neighbours_anon_vma() {
     let mut m = mm();
     map(&mut m, 0, 4, RW);
     m.mprotect(pg(2), 2 * P, R).unwrap();
-    m.fault(pg(0), true).unwrap();
+    m.fault(pg(0), Access::Write).unwrap();
     m.mprotect(pg(2), 2 * P, RW).unwrap();
-    m.fault(pg(2), true).unwrap();
+    m.fault(pg(2), Access::Write).unwrap();
     let ids: Vec<_> = m.areas().map(|a| a.anon().anon_vma().map(|x| x.id())).collect();
     assert_eq!(ids.len(), 1, "merged back: {m:?}");
     assert!(ids[0].is_some());
@@ -467,7 +468,7 @@ fn fault_reuses_neighbours_anon_vma() {
 fn fork_child_does_not_merge_with_new_neighbour() {
     let mut parent = mm();
     map(&mut parent, 0, 2, RW);
-    parent.fault(pg(0), true).unwrap();
+    parent.fault(pg(0), Access::Write).unwrap();
     let mut child = parent.fork().unwrap();
     map(&mut child, 2, 4, RW);
     assert_eq!(layout(&child), l(&[(0, 2, "rw-p"), (2, 4, "rw-p")]));
@@ -481,7 +482,7 @@ fn fork_flags() {
     let mut parent = mm();
     map(&mut parent, 0, 2, RW);
     map(&mut parent, 3, 5, RW);
-    parent.fault(pg(3), true).unwrap();
+    parent.fault(pg(3), Access::Write).unwrap();
     parent.madvise(pg(0), 2 * P, Advice::DONTFORK).unwrap();
     parent.madvise(pg(3), 2 * P, Advice::WIPEONFORK).unwrap();
     let child = parent.fork().unwrap();
@@ -497,7 +498,7 @@ fn file_offsets_must_continue() {
     let f = VmFile::regular("/f", 7, 16 * P);
     let g = VmFile::regular("/g", 8, 16 * P);
     let fl = MapFlags::PRIVATE | MapFlags::FIXED;
-    let mut m = mm();
+    let m = mm();
     m.mmap(pg(0), 2 * P, R, fl, Some(&f), 0).unwrap();
     m.mmap(pg(2), 2 * P, R, fl, Some(&f), 2 * P).unwrap();
     m.mmap(pg(4), 2 * P, R, fl, Some(&f), 8 * P).unwrap();

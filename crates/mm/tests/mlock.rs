@@ -7,6 +7,7 @@
 //! `locked_vm` covers every `VM_LOCKED` page) runs after every call.
 #![cfg(not(loom))]
 
+use vmspace_mm::Access;
 use vmspace_mm::space::{Errno, MapFlags, MclFlags, MlockFlags, Mm, MmConfig, MremapFlags, Prot, VmFile};
 use vmspace_mm::vma::VmFlags;
 
@@ -221,7 +222,7 @@ fn do_mlock_rlimit_memlock() {
 /// limit (ENOMEM) (live kernel: 0, 8, ONFAULT, FUTURE|8, -1 EINVAL; EPERM; ENOMEM).
 #[test]
 fn mlockall_flag_rules() {
-    let mut m = root();
+    let m = root();
     for bad in [0, 8, 4, 2 | 8, u32::MAX] {
         assert_eq!(ok!(m, m.mlockall(MclFlags::from_bits_retain(bad))), Err(Errno::EINVAL), "{bad:#x}");
     }
@@ -338,7 +339,7 @@ fn mremap_of_locked_memory() {
 /// end of the file) (live kernel, 8-page limit: 9 pages EAGAIN, 8 ok, 8 over those 8 EAGAIN).
 #[test]
 fn do_mmap_map_locked_and_mlock_future_ok() {
-    let mut u = user(8);
+    let u = user(8);
     let locked = ANON | MapFlags::LOCKED;
     assert_eq!(ok!(u, u.mmap(B, 9 * P, Prot::READ, locked, None, 0)), Err(Errno::EAGAIN));
     assert_eq!(ok!(u, u.mmap(B, 8 * P, Prot::READ, locked, None, 0)), Ok(B));
@@ -348,10 +349,10 @@ fn do_mmap_map_locked_and_mlock_future_ok() {
     ok!(u, u.mlockall(MclFlags::FUTURE)).unwrap();
     assert_eq!(ok!(u, u.mmap(B, 9 * P, Prot::READ, ANON, None, 0)), Err(Errno::EAGAIN));
     assert_eq!(ok!(u, u.mmap(B, 8 * P, Prot::READ, ANON, None, 0)), Ok(B));
-    let mut none = user(0);
+    let none = user(0);
     assert_eq!(none.mmap(B, P, Prot::READ, locked, None, 0), Err(Errno::EPERM));
     assert_eq!(none.mmap(B, P, Prot::READ, ANON, None, 0), Ok(B));
-    let mut m = root();
+    let m = root();
     let f = VmFile::regular("/f", 5, P);
     assert_eq!(ok!(m, m.mmap(B, 2 * P, Prot::NONE, locked, None, 0)), Ok(B));
     let fl = MapFlags::PRIVATE | MapFlags::FIXED | MapFlags::LOCKED;
@@ -365,7 +366,7 @@ fn do_mmap_map_locked_and_mlock_future_ok() {
 /// limit until memory is unlocked).
 #[test]
 fn brk_with_mcl_future() {
-    let mut m = root();
+    let m = root();
     let b0 = m.brk_value();
     assert_eq!(m.brk(b0 + 2 * P), b0 + 2 * P);
     ok!(m, m.mlockall(MclFlags::FUTURE)).unwrap();
@@ -396,12 +397,12 @@ fn stack_growth_of_a_locked_vma() {
     let s = B + 1024 * P;
     map(&mut m, s, 2 * P, Prot::RW, ANON | MapFlags::GROWSDOWN);
     assert_eq!(m.locked_vm(), 2);
-    ok!(m, m.fault(s - P, true)).unwrap();
+    ok!(m, m.fault(s - P, Access::Write)).unwrap();
     assert_eq!(m.locked_vm(), 3);
     let mut u = user(2);
     ok!(u, u.mlockall(MclFlags::FUTURE)).unwrap();
     map(&mut u, s, 2 * P, Prot::RW, ANON | MapFlags::GROWSDOWN);
-    assert_eq!(ok!(u, u.fault(s - P, true)), Err(Errno::EFAULT), "mlock_future_ok refuses the growth");
+    assert_eq!(ok!(u, u.fault(s - P, Access::Write)), Err(Errno::EFAULT), "mlock_future_ok refuses the growth");
     assert_eq!(u.vma_at(s).unwrap().start, s);
 }
 

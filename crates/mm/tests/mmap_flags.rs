@@ -33,7 +33,7 @@ fn flags_at(m: &Mm, a: u64) -> VmFlags {
 /// anonymous mappings ignore unknown bits. Live kernel: every bit 4..63 of an ext4 file.
 #[test]
 fn shared_validate_mask_legacy_map_mask() {
-    let mut m = mm();
+    let m = mm();
     let f = VmFile::regular("/f", 1, 64 * P);
     let sv = MapFlags::SHARED_VALIDATE | MapFlags::FIXED;
     for bit in 4..32 {
@@ -63,7 +63,7 @@ fn shared_validate_mask_legacy_map_mask() {
 /// plain neighbour.
 #[test]
 fn unknown_prot_bits_are_ignored_calc_vm_prot_bits() {
-    let mut m = mm();
+    let m = mm();
     m.mmap(B, P, Prot::RW, AF, None, 0).unwrap();
     for (i, bits) in
         [0x9 | 0x1000000, 0x3 | 0x2000000 | 0x8000_0000, 0x3 | 0x300_0000, 0x13].iter().enumerate()
@@ -80,7 +80,7 @@ fn unknown_prot_bits_are_ignored_calc_vm_prot_bits() {
 /// private or shared; `MAP_LOCKED` sets `VM_LOCKED`.
 #[test]
 fn flag_bits_calc_vm_flag_bits() {
-    let mut m = mm();
+    let m = mm();
     m.mmap(B, P, Prot::RW, AF, None, 0).unwrap();
     m.mmap(B + P, P, Prot::RW, AF | MapFlags::STACK, None, 0).unwrap();
     m.mmap(B + 2 * P, P, Prot::RW, AF | MapFlags::SYNC, None, 0).unwrap();
@@ -97,7 +97,7 @@ fn flag_bits_calc_vm_flag_bits() {
     assert!(flags_at(&m, B + P).contains(VmFlags::NOHUGEPAGE));
     assert_eq!(flags_at(&m, B + 2 * P).smaps_mnemonics(), "rd wr mr mw me ac sf ");
     assert_eq!(flags_at(&m, B + 3 * P).smaps_mnemonics(), "rd wr sh mr mw me ms sf ");
-    let mut nothp = Mm::new(MmConfig { transparent_hugepage: false, ..MmConfig::default() });
+    let nothp = Mm::new(MmConfig { transparent_hugepage: false, ..MmConfig::default() });
     nothp.mmap(B, P, Prot::RW, AF | MapFlags::STACK, None, 0).unwrap();
     assert!(!flags_at(&nothp, B).contains(VmFlags::NOHUGEPAGE));
 }
@@ -108,7 +108,7 @@ fn flag_bits_calc_vm_flag_bits() {
 /// A DAX file maps.
 #[test]
 fn map_sync_needs_dax_and_leaves_a_hole_daxdev_mapping_supported() {
-    let mut m = mm();
+    let m = mm();
     let f = VmFile::regular("/f", 1, 64 * P);
     m.mmap(B, 8 * P, Prot::RW, AF, None, 0).unwrap();
     for ty in [MapFlags::SHARED_VALIDATE, MapFlags::SHARED, MapFlags::PRIVATE] {
@@ -130,7 +130,7 @@ fn map_sync_needs_dax_and_leaves_a_hole_daxdev_mapping_supported() {
 /// it empty. The types 0x0, 0x4..0x7 and 0x9..0xf are EINVAL.
 #[test]
 fn droppable_mapping_type_do_mmap() {
-    let mut m = mm();
+    let m = mm();
     let f = VmFile::regular("/f", 1, 64 * P);
     let d = MapFlags::DROPPABLE | MapFlags::ANONYMOUS | MapFlags::FIXED;
     m.mmap(B, P, Prot::RW, d, None, 0).unwrap();
@@ -160,7 +160,7 @@ fn droppable_mapping_type_do_mmap() {
 /// ends below 2 GiB and is free; a mapping that does not fit the window is ENOMEM; `MAP_FIXED` ignores the flag.
 #[test]
 fn map_32bit_placement_find_start_end() {
-    let mut m = mm();
+    let m = mm();
     let a = m.mmap(0, P, Prot::RW, ANON | MapFlags::BELOW_2G, None, 0).unwrap();
     assert_eq!(a, 0x4000_0000);
     let b = m.mmap(0, P, Prot::RW, ANON | MapFlags::BELOW_2G, None, 0).unwrap();
@@ -189,7 +189,7 @@ fn map_32bit_placement_find_start_end() {
 #[test]
 fn map_above4g_low_limit_arch_get_unmapped_area_topdown() {
     let base = (4u64 << 30) + 16 * P;
-    let mut m = Mm::new(MmConfig { mmap_base: base, ..MmConfig::default() });
+    let m = Mm::new(MmConfig { mmap_base: base, ..MmConfig::default() });
     assert_eq!(m.mmap(0, 16 * P, Prot::RW, ANON, None, 0), Ok(4 << 30));
     let low = m.mmap(0, P, Prot::RW, ANON, None, 0).unwrap();
     assert_eq!(low, (4 << 30) - P);
@@ -203,15 +203,15 @@ fn map_above4g_low_limit_arch_get_unmapped_area_topdown() {
 #[test]
 fn map_locked_limits_mlock_future_ok() {
     let limited = MmConfig { memlock_rlimit: 4 * P, cap_ipc_lock: false, ..MmConfig::default() };
-    let mut m = Mm::new(limited.clone());
+    let m = Mm::new(limited.clone());
     m.mmap(B, 3 * P, Prot::RW, AF | MapFlags::LOCKED, None, 0).unwrap();
     assert!(flags_at(&m, B).contains(VmFlags::LOCKED));
     assert_eq!(m.mmap(B + 8 * P, 2 * P, Prot::RW, AF | MapFlags::LOCKED, None, 0), Err(Errno::EAGAIN));
     assert_eq!(m.mmap(B + 8 * P, P, Prot::RW, AF | MapFlags::LOCKED, None, 0), Ok(B + 8 * P));
-    let mut none = Mm::new(MmConfig { memlock_rlimit: 0, ..limited.clone() });
+    let none = Mm::new(MmConfig { memlock_rlimit: 0, ..limited.clone() });
     assert_eq!(none.mmap(B, P, Prot::RW, AF | MapFlags::LOCKED, None, 0), Err(Errno::EPERM));
     assert_eq!(none.mmap(B, P, Prot::RW, AF, None, 0), Ok(B));
-    let mut root = Mm::new(MmConfig { memlock_rlimit: 0, cap_ipc_lock: true, ..limited });
+    let root = Mm::new(MmConfig { memlock_rlimit: 0, cap_ipc_lock: true, ..limited });
     assert_eq!(root.mmap(B, 64 * P, Prot::RW, AF | MapFlags::LOCKED, None, 0), Ok(B));
 }
 
@@ -221,7 +221,7 @@ fn map_locked_limits_mlock_future_ok() {
 /// unaligned fixed address whose mapping would end beyond it. Live kernel: `scripts/regress/top-of-address-space.script`.
 #[test]
 fn error_values_from_fixed_addresses_get_unmapped_area() {
-    let mut m = mm();
+    let m = mm();
     let cases = [
         (u64::MAX, Err(Errno::EPERM)),
         (0xffff_ffff_ffff_ff00, Err(Errno::from_raw(256))),
@@ -248,9 +248,9 @@ fn error_values_from_fixed_addresses_get_unmapped_area() {
 /// is not moved to a huge page boundary (`ret == addr`), which matters for `MAP_FIXED` at 0 (as root).
 #[test]
 fn thp_fixed_at_zero_stays_thp_get_unmapped_area() {
-    let mut m = Mm::new(MmConfig { cap_sys_rawio: true, ..MmConfig::default() });
+    let m = Mm::new(MmConfig { cap_sys_rawio: true, ..MmConfig::default() });
     assert_eq!(m.mmap(0, M2, Prot::RW, AF, None, 0), Ok(0));
-    let mut user = mm();
+    let user = mm();
     assert_eq!(user.mmap(0, M2, Prot::RW, AF, None, 0), Err(Errno::EPERM));
 }
 
@@ -259,7 +259,7 @@ fn thp_fixed_at_zero_stays_thp_get_unmapped_area() {
 /// `scripts/regress/top-of-address-space.script`: the engine's subtraction overflowed.)
 #[test]
 fn brk_near_the_top_wraps_check_brk_limits() {
-    let mut m = mm();
+    let m = mm();
     let old = m.brk_value();
     assert_eq!(m.brk(0xffff_ffff_ffff_ff00), old);
     assert_eq!(m.brk(u64::MAX), old);

@@ -12,7 +12,7 @@ const P: u64 = 4096;
 
 #[test]
 fn dontunmap_hint_is_checked_check_mremap_params() {
-    let mut m = Mm::new(MmConfig::default());
+    let m = Mm::new(MmConfig::default());
     let af = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
     m.mmap(B + 20 * P, 2 * P, Prot::RW, af, None, 0).unwrap();
     let du = MremapFlags::MAYMOVE | MremapFlags::DONTUNMAP;

@@ -28,7 +28,7 @@ fn layout(m: &Mm) -> Vec<(u64, u64)> {
 /// looked at); an empty range succeeds even unmapped.
 #[test]
 fn argument_checks_do_mseal() {
-    let mut m = mm();
+    let m = mm();
     assert_eq!(m.mseal(B, P, 1), Err(Errno::EINVAL));
     assert_eq!(m.mseal(B + 1, P, 0), Err(Errno::EINVAL));
     assert_eq!(m.mseal(B + 1, P, 1), Err(Errno::EINVAL));
@@ -42,7 +42,7 @@ fn argument_checks_do_mseal() {
 /// sealed then.
 #[test]
 fn holes_are_enomem_before_any_change_range_contains_unmapped() {
-    let mut m = mm();
+    let m = mm();
     m.mmap(B, 2 * P, Prot::RW, AF, None, 0).unwrap();
     m.mmap(B + 3 * P, 2 * P, Prot::RW, AF, None, 0).unwrap();
     for (s, e) in [(0, 5), (0, 3), (2, 5), (4, 6)] {
@@ -57,7 +57,7 @@ fn holes_are_enomem_before_any_change_range_contains_unmapped() {
 /// changes nothing. smaps shows it as `sl`.
 #[test]
 fn seal_splits_and_merges_mseal_apply() {
-    let mut m = mm();
+    let m = mm();
     m.mmap(B, 2 * P, Prot::RW, AF, None, 0).unwrap();
     m.mseal(B + P, 1, 0).unwrap();
     assert_eq!(layout(&m), [(0, 1), (1, 2)]);
@@ -75,7 +75,7 @@ fn seal_splits_and_merges_mseal_apply() {
 /// without VMAs is still fine.
 #[test]
 fn munmap_refused_after_the_start_split_vms_gather_munmap_vmas() {
-    let mut m = mm();
+    let m = mm();
     m.mmap(B + 10 * P, 4 * P, Prot::RW, AF, None, 0).unwrap();
     m.mmap(B + 14 * P, 2 * P, Prot::READ, AF, None, 0).unwrap();
     m.mseal(B + 14 * P, 2 * P, 0).unwrap();
@@ -92,7 +92,7 @@ fn munmap_refused_after_the_start_split_vms_gather_munmap_vmas() {
 /// type EINVAL, a write-shared read-only file EACCES. A hint at a sealed address is just moved.
 #[test]
 fn map_fixed_over_a_seal_do_mmap_order() {
-    let mut m = mm();
+    let m = mm();
     let ro = std::sync::Arc::new(VmFile { writable: false, ..(*VmFile::regular("/ro", 1, 64 * P)).clone() });
     m.mmap(B + 10 * P, 4 * P, Prot::RW, AF, None, 0).unwrap();
     m.mmap(B + 14 * P, 2 * P, Prot::READ, AF, None, 0).unwrap();
@@ -114,7 +114,7 @@ fn map_fixed_over_a_seal_do_mmap_order() {
 /// in the range keep their change (`do_mprotect_pkey`'s loop); a zero length succeeds before any lookup.
 #[test]
 fn mprotect_refused_per_vma_mprotect_fixup() {
-    let mut m = mm();
+    let m = mm();
     m.mmap(B + 10 * P, 4 * P, Prot::RW, AF, None, 0).unwrap();
     m.mmap(B + 14 * P, 2 * P, Prot::READ, AF, None, 0).unwrap();
     m.mseal(B + 14 * P, 2 * P, 0).unwrap();
@@ -133,7 +133,7 @@ fn mprotect_refused_per_vma_mprotect_fixup() {
 /// multi-VMA `MREMAP_FIXED` move keeps the VMAs moved before the sealed one.
 #[test]
 fn mremap_refused_check_prep_vma() {
-    let mut m = mm();
+    let m = mm();
     m.mmap(B + 10 * P, 4 * P, Prot::RW, AF, None, 0).unwrap();
     m.mmap(B + 14 * P, 2 * P, Prot::READ, AF, None, 0).unwrap();
     m.mseal(B + 14 * P, 2 * P, 0).unwrap();
@@ -159,7 +159,7 @@ fn mremap_refused_check_prep_vma() {
 fn brk_shrink_over_a_seal_keeps_the_break_sys_brk() {
     let cfg = MmConfig::default();
     let start = cfg.start_brk;
-    let mut m = Mm::new(cfg);
+    let m = Mm::new(cfg);
     assert_eq!(m.brk(start + 4 * P), start + 4 * P);
     m.mseal(start + 3 * P, P, 0).unwrap();
     assert_eq!(m.brk(start + 2 * P), start + 4 * P);
@@ -174,7 +174,7 @@ fn brk_shrink_over_a_seal_keeps_the_break_sys_brk() {
 /// the refused one keep their change.
 #[test]
 fn madvise_discard_on_read_only_anonymous_can_madvise_modify() {
-    let mut m = mm();
+    let m = mm();
     let f = VmFile::regular("/f", 1, 64 * P);
     m.mmap(B, P, Prot::READ, AF, None, 0).unwrap();
     m.mmap(B + 2 * P, P, Prot::RW, AF, None, 0).unwrap();
@@ -208,10 +208,10 @@ fn madvise_discard_on_read_only_anonymous_can_madvise_modify() {
 /// `dup_mmap` copies `VM_SEALED` with the other flags: the child cannot unmap it either.
 #[test]
 fn fork_inherits_seals_dup_mmap() {
-    let mut m = mm();
+    let m = mm();
     m.mmap(B, 2 * P, Prot::RW, AF, None, 0).unwrap();
     m.mseal(B, 2 * P, 0).unwrap();
-    let mut c = m.fork().unwrap();
+    let c = m.fork().unwrap();
     assert!(sealed(&c, B));
     assert_eq!(c.munmap(B, P), Err(Errno::EPERM));
     c.validate().unwrap();
@@ -221,7 +221,7 @@ fn fork_inherits_seals_dup_mmap() {
 /// ENOMEM; the VMAs sealed before it stay sealed (Linux's own partial progress).
 #[test]
 fn split_refused_at_the_map_count_limit_mseal_apply() {
-    let mut m = Mm::new(MmConfig { max_map_count: 3, ..MmConfig::default() });
+    let m = Mm::new(MmConfig { max_map_count: 3, ..MmConfig::default() });
     m.mmap(B, 2 * P, Prot::RW, AF, None, 0).unwrap();
     m.mmap(B + 2 * P, 2 * P, Prot::READ, AF, None, 0).unwrap();
     m.mmap(B + 4 * P, 2 * P, Prot::RW, AF, None, 0).unwrap();
@@ -234,7 +234,7 @@ fn split_refused_at_the_map_count_limit_mseal_apply() {
 /// not check seals), faults work.
 #[test]
 fn sealed_vmas_still_change_flags_madvise_update_vma() {
-    let mut m = mm();
+    let m = mm();
     m.mmap(B, 4 * P, Prot::RW, AF, None, 0).unwrap();
     m.mseal(B, 4 * P, 0).unwrap();
     m.madvise(B + P, P, Advice::DONTFORK).unwrap();

@@ -15,7 +15,7 @@ const INVAL: MsyncFlags = MsyncFlags::INVALIDATE;
 /// `[B, B+4P)` anonymous, hole, `[B+6P, B+8P)` anonymous, hole, `[B+10P, B+14P)` shared file (2 pages long),
 /// hole, `[B+16P, B+18P)` locked.
 fn setup() -> Mm {
-    let mut m = Mm::new(MmConfig { cap_ipc_lock: true, ..MmConfig::default() });
+    let m = Mm::new(MmConfig { cap_ipc_lock: true, ..MmConfig::default() });
     let f = VmFile::regular("/f", 4, 2 * P);
     m.mmap(B, 4 * P, Prot::RW, ANON, None, 0).unwrap();
     m.mmap(B + 6 * P, 2 * P, Prot::RW, ANON, None, 0).unwrap();

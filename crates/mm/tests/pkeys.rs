@@ -30,13 +30,13 @@ fn key_of(m: &Mm, addr: u64) -> u32 {
 /// then ENOSPC, also in a fork child.
 #[test]
 fn no_pku_pkey_alloc_is_einval_then_enospc_arch_set_user_pkey_access() {
-    let mut m = mm(false);
+    let m = mm(false);
     assert_eq!(m.pkey_alloc(0, R0), Err(Errno::EINVAL));
     assert_eq!(m.pkey_alloc(0, R0), Err(Errno::ENOSPC));
     // The flags and rights checks come first (`SYSCALL_DEFINE2(pkey_alloc)`).
     assert_eq!(m.pkey_alloc(1, R0), Err(Errno::EINVAL));
     assert_eq!(m.pkey_alloc(0, PkeyRights::from_bits_retain(4)), Err(Errno::EINVAL));
-    let mut child = m.fork().unwrap();
+    let child = m.fork().unwrap();
     assert_eq!(child.pkey_alloc(0, PkeyRights::DISABLE_WRITE), Err(Errno::ENOSPC));
     // A fresh process starts over.
     assert_eq!(mm(false).pkey_alloc(0, PkeyRights::DISABLE_ACCESS), Err(Errno::EINVAL));
@@ -46,7 +46,7 @@ fn no_pku_pkey_alloc_is_einval_then_enospc_arch_set_user_pkey_access() {
 /// `pkey_free` without PKU: no key is allocated (`mm_pkey_is_allocated`). Live kernel: EINVAL for 0, 1, -1.
 #[test]
 fn no_pku_pkey_free_is_einval_mm_pkey_is_allocated() {
-    let mut m = mm(false);
+    let m = mm(false);
     for k in [0, 1, -1, 15, 16, i32::MIN] {
         assert_eq!(m.pkey_free(k), Err(Errno::EINVAL), "key {k}");
     }
@@ -60,7 +60,7 @@ fn no_pku_pkey_free_is_einval_mm_pkey_is_allocated() {
 /// ENOMEM). Live kernel: every line here.
 #[test]
 fn no_pku_pkey_mprotect_key_check_order_do_mprotect_pkey() {
-    let mut m = mm(false);
+    let m = mm(false);
     m.mmap(B, 4 * P, Prot::RW, AF, None, 0).unwrap();
     assert_eq!(m.pkey_mprotect(B, P, Prot::READ, 0), Err(Errno::EINVAL));
     assert_eq!(m.pkey_mprotect(B, 0, Prot::READ, 5), Ok(()));
@@ -80,7 +80,7 @@ fn no_pku_pkey_mprotect_key_check_order_do_mprotect_pkey() {
 /// brief merges here as on the live kernel (`scripts/regress/pkey-exec-only-no-pku.script`).
 #[test]
 fn no_pku_exec_only_mappings_keep_key_0_execute_only_pkey() {
-    let mut m = mm(false);
+    let m = mm(false);
     m.mmap(B + 4 * P, 4 * P, Prot::RW, AF, None, 0).unwrap();
     m.gup_access(B + 4 * P, true).unwrap();
     m.mprotect(B + 4 * P, 4 * P, Prot::EXEC).unwrap();
@@ -96,7 +96,7 @@ fn no_pku_exec_only_mappings_keep_key_0_execute_only_pkey() {
 /// 15, the lowest free first; then ENOSPC. The rights land in the thread's PKRU (`arch_set_user_pkey_access`).
 #[test]
 fn pku_pkey_alloc_lowest_free_key_then_enospc_mm_pkey_alloc() {
-    let mut m = mm(true);
+    let m = mm(true);
     assert_eq!(m.pkru(), 0x5555_5554, "init_pkru_value: every key but 0 access-disabled");
     assert_eq!(m.pkey_alloc(0, R0), Ok(1));
     assert_eq!(m.pkru() & (3 << 2), 0, "key 1 open");
@@ -120,7 +120,7 @@ fn pku_pkey_alloc_lowest_free_key_then_enospc_mm_pkey_alloc() {
 /// test).
 #[test]
 fn pku_pkey_free_rules_mm_pkey_free() {
-    let mut m = mm(true);
+    let m = mm(true);
     assert_eq!(m.pkey_free(1), Err(Errno::EINVAL));
     assert_eq!(m.pkey_free(-1), Err(Errno::EINVAL));
     assert_eq!(m.pkey_free(16), Err(Errno::EINVAL));
@@ -138,7 +138,7 @@ fn pku_pkey_free_rules_mm_pkey_free() {
 /// `pkey_mprotect` refuse it), and PKRU access-disables it (`__execute_only_pkey`).
 #[test]
 fn pku_mmap_exec_only_gets_the_execute_only_key_execute_only_pkey() {
-    let mut m = mm(true);
+    let m = mm(true);
     assert_eq!(m.execute_only_pkey_value(), None);
     m.mmap(B, P, Prot::EXEC, AF, None, 0).unwrap();
     assert_eq!(m.execute_only_pkey_value(), Some(1));
@@ -160,7 +160,7 @@ fn pku_mmap_exec_only_gets_the_execute_only_key_execute_only_pkey() {
 /// `--x` mmap still leaves it allocated.
 #[test]
 fn pku_exec_only_key_survives_a_failed_mmap_do_mmap() {
-    let mut m = mm(true);
+    let m = mm(true);
     m.mmap(B, P, Prot::RW, AF, None, 0).unwrap();
     let clash = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED_NOREPLACE;
     assert_eq!(m.mmap(B, P, Prot::EXEC, clash, None, 0), Err(Errno::EEXIST));
@@ -172,7 +172,7 @@ fn pku_exec_only_key_survives_a_failed_mmap_do_mmap() {
 /// becomes 0) or its own key (`arch_override_mprotect_pkey` falls through to `vma_pkey`).
 #[test]
 fn pku_no_key_left_for_exec_only_execute_only_pkey() {
-    let mut m = mm(true);
+    let m = mm(true);
     for k in 1..16 {
         assert_eq!(m.pkey_alloc(0, R0), Ok(k));
     }
@@ -190,7 +190,7 @@ fn pku_no_key_left_for_exec_only_execute_only_pkey() {
 /// (`vma_is_pkey_exec_only`); otherwise the VMA keeps its key; an explicit key is never overridden.
 #[test]
 fn pku_mprotect_key_override_arch_override_mprotect_pkey() {
-    let mut m = mm(true);
+    let m = mm(true);
     let k = m.pkey_alloc(0, R0).unwrap();
     m.mmap(B, 2 * P, Prot::RW, AF, None, 0).unwrap();
     m.pkey_mprotect(B, 2 * P, Prot::RW, k).unwrap();
@@ -216,7 +216,7 @@ fn pku_mprotect_key_override_arch_override_mprotect_pkey() {
 /// flags but different anon_vmas and stay two (`is_mergeable_anon_vma`).
 #[test]
 fn pku_exec_only_key_keeps_anon_vmas_apart_anon_vma_compatible() {
-    let mut m = mm(true);
+    let m = mm(true);
     let a = B + 4 * P;
     m.mmap(a, 4 * P, Prot::RW, AF, None, 0).unwrap();
     m.gup_access(a, true).unwrap();
@@ -238,7 +238,7 @@ fn pku_exec_only_key_keeps_anon_vmas_apart_anon_vma_compatible() {
 /// neighbours given the same key do.
 #[test]
 fn pku_keys_decide_merges_is_mergeable_vma() {
-    let mut m = mm(true);
+    let m = mm(true);
     let (k1, k2) = (m.pkey_alloc(0, R0).unwrap(), m.pkey_alloc(0, R0).unwrap());
     m.mmap(B, 4 * P, Prot::RW, AF, None, 0).unwrap();
     m.pkey_mprotect(B, 2 * P, Prot::RW, k1).unwrap();
@@ -257,10 +257,10 @@ fn pku_keys_decide_merges_is_mergeable_vma() {
 /// thread's PKRU).
 #[test]
 fn pku_fork_inherits_keys_arch_dup_pkeys() {
-    let mut m = mm(true);
+    let m = mm(true);
     assert_eq!(m.pkey_alloc(0, PkeyRights::DISABLE_WRITE), Ok(1));
     m.mmap(B, P, Prot::EXEC, AF, None, 0).unwrap();
-    let mut c = m.fork().unwrap();
+    let c = m.fork().unwrap();
     assert_eq!(c.execute_only_pkey_value(), Some(2));
     assert_eq!(c.pkru(), m.pkru());
     assert_eq!(key_of(&c, B), 2);

@@ -12,6 +12,7 @@
 //! Iterations: `VMSPACE_STRESS_OPS` (default 20,000 writer calls).
 #![cfg(not(loom))]
 
+use vmspace_mm::Access;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -37,9 +38,9 @@ fn wait_for(started: &AtomicU64, n: u64) {
 #[test]
 fn readers_never_see_a_wrong_vma() {
     let ops: u64 = std::env::var("VMSPACE_STRESS_OPS").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000);
-    let mut mm = Mm::new(MmConfig::default());
+    let mm = Mm::new(MmConfig::default());
     // A second address space whose VMAs recycle through the same pool.
-    let mut other = Mm::new(MmConfig::default());
+    let other = Mm::new(MmConfig::default());
     let shared = mm.shared();
     let stop = Arc::new(AtomicBool::new(false));
     let found = Arc::new(AtomicU64::new(0));
@@ -84,7 +85,7 @@ fn readers_never_see_a_wrong_vma() {
             2 => mm.munmap(a, len),
             3 => mm.mprotect(a, len, prot),
             4 => mm.mremap(a, len, len + P, MremapFlags::MAYMOVE, 0).map(|_| ()),
-            _ => mm.fault(a, true),
+            _ => mm.fault(a, Access::Write).map(|_| ()),
         };
         if i % 7 == 0 {
             let _ = other.mmap(a, len, prot, af, None, 0);
@@ -111,7 +112,7 @@ fn readers_never_see_a_wrong_vma() {
 #[test]
 fn readers_never_see_a_false_gap() {
     let ops: u64 = std::env::var("VMSPACE_STRESS_OPS").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000);
-    let mut mm = Mm::new(MmConfig { anon_vma_name: true, ..MmConfig::default() });
+    let mm = Mm::new(MmConfig { anon_vma_name: true, ..MmConfig::default() });
     let af = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
     mm.mmap(B, PAGES * P, Prot::READ | Prot::WRITE, af, None, 0).unwrap();
     let shared = mm.shared();
@@ -151,7 +152,7 @@ fn readers_never_see_a_false_gap() {
             0 | 1 => mm.mprotect(a, len, prots[rng.random_range(0..prots.len())]),
             2 => mm.madvise(a, len, if rng.random_bool(0.5) { Advice::DONTFORK } else { Advice::DOFORK }),
             3 => mm.set_anon_name(a, len, names[rng.random_range(0..names.len())]),
-            _ => mm.fault(a, true),
+            _ => mm.fault(a, Access::Write).map(|_| ()),
         };
         if i % 64 == 0 {
             mm.validate().unwrap_or_else(|e| panic!("after {i} calls: {e}"));

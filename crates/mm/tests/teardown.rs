@@ -33,7 +33,7 @@ const ANSWER_WITHIN: Duration = Duration::from_secs(10);
 
 /// `VMAS` one-page VMAs with a one-page hole after each, in a private pool (nothing else recycles them).
 fn populated(pool: &'static VmaPool) -> Mm {
-    let mut m = Mm::with_pool(MmConfig::default(), pool);
+    let m = Mm::with_pool(MmConfig::default(), pool);
     for i in 0..VMAS {
         m.mmap(B + 2 * i * P, P, RW, AF, None, 0).unwrap();
     }
@@ -133,7 +133,7 @@ fn in_use(pool: &VmaPool, m: &Mm) -> (u64, i64) {
 #[test]
 fn failed_fork_frees_everything_it_made() {
     let pool = VmaPool::leak_new();
-    let mut m = populated(pool);
+    let m = populated(pool);
     // Two DONTCOPY ranges so that the child's tree needs stores after the copy.
     m.madvise(B + 4 * P, P, Advice::DONTFORK).unwrap();
     m.madvise(B + 200 * P, P, Advice::DONTFORK).unwrap();

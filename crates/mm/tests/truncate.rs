@@ -4,6 +4,7 @@
 //! (`scripts/regress/file-size-limits.script`, `scripts/regress/ftruncate-shared-size.script`).
 #![cfg(not(loom))]
 
+use vmspace_mm::Access;
 use std::sync::Arc;
 
 use vmspace_mm::space::{Errno, MapFlags, Mm, MmConfig, Prot, VmFile};
@@ -47,14 +48,14 @@ fn size_limits_inode_newsize_ok() {
 #[test]
 fn shrink_is_seen_by_every_mapping_truncate_pagecache() {
     let f = file(4 * P);
-    let mut m = Mm::new(MmConfig::default());
+    let m = Mm::new(MmConfig::default());
     m.mmap(B, 4 * P, Prot::RW, MapFlags::PRIVATE | MapFlags::FIXED, Some(&f), 0).unwrap();
     m.mmap(B + 8 * P, 4 * P, Prot::RW, MapFlags::SHARED | MapFlags::FIXED, Some(&f), 0).unwrap();
     for i in 0..4 {
         m.gup_access(B + i * P, true).unwrap();
         m.gup_access(B + 8 * P + i * P, true).unwrap();
     }
-    let mut child = m.fork().unwrap();
+    let child = m.fork().unwrap();
     let maps = m.maps_text();
     f.ftruncate(P + P / 2).unwrap();
     for base in [B, B + 8 * P] {
@@ -65,10 +66,42 @@ fn shrink_is_seen_by_every_mapping_truncate_pagecache() {
             }
         }
     }
-    assert_eq!(m.fault(B + 3 * P, false), Err(Errno::EFAULT));
+    // A user fault beyond the end is a SIGBUS.
+    assert_eq!(m.fault(B + 3 * P, Access::Read), Err(Errno::EIO));
     assert_eq!(m.maps_text(), maps);
     f.ftruncate(4 * P).unwrap();
     assert!((0..4).all(|i| m.gup_access(B + i * P, true).is_ok()));
     m.validate().unwrap();
     child.validate().unwrap();
+}
+
+/// The file's bytes through its mappings: a shared mapping writes the file, a private one reads it until its
+/// own write copies the page; a shrink drops the pages beyond the end (private copies too) and zeroes the
+/// tail of the partial last page, so growing back reads zeroes there (the live kernel's `truncate_pagecache`
+/// and `truncate_inode_partial_folio`).
+#[test]
+fn contents_follow_the_file_through_truncation() {
+    let f = file(4 * P);
+    let m = Mm::new(MmConfig::default());
+    m.mmap(B, 4 * P, Prot::RW, MapFlags::PRIVATE | MapFlags::FIXED, Some(&f), 0).unwrap();
+    m.mmap(B + 8 * P, 4 * P, Prot::RW, MapFlags::SHARED | MapFlags::FIXED, Some(&f), 0).unwrap();
+    m.fill(B + 8 * P, 4 * P, 0x5a).unwrap();
+    let mut b = [0u8; 2];
+    m.read(B + P + P / 2 - 1, &mut b).unwrap();
+    assert_eq!(b, [0x5a, 0x5a], "the private mapping reads the file");
+    m.fill(B + 3 * P, P, 0x11).unwrap();
+    m.read(B + 11 * P, &mut b).unwrap();
+    assert_eq!(b, [0x5a, 0x5a], "the private write copied the page");
+    f.ftruncate(P + P / 2).unwrap();
+    assert_eq!(m.read(B + 3 * P, &mut b), Err(B + 3 * P), "the private copy went with the file's page");
+    f.ftruncate(4 * P).unwrap();
+    for base in [B, B + 8 * P] {
+        m.read(base + P + P / 2 - 1, &mut b).unwrap();
+        assert_eq!(b, [0x5a, 0], "the partial page's tail was zeroed");
+        m.read(base + 3 * P, &mut b).unwrap();
+        assert_eq!(b, [0, 0], "pages beyond the old end are new");
+        m.read(base, &mut b).unwrap();
+        assert_eq!(b, [0x5a, 0x5a]);
+    }
+    m.validate().unwrap();
 }

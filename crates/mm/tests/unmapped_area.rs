@@ -13,7 +13,7 @@ const ANON: MapFlags = MapFlags::PRIVATE.union(MapFlags::ANONYMOUS);
 fn top_down_below_mmap_base() {
     let cfg = MmConfig::default();
     let base = cfg.mmap_base;
-    let mut m = Mm::new(cfg);
+    let m = Mm::new(cfg);
     let a = m.mmap(0, 3 * P, RW, ANON, None, 0).unwrap();
     assert_eq!(a, base - 3 * P);
     let b = m.mmap(0, P, Prot::READ, ANON, None, 0).unwrap();
@@ -26,14 +26,14 @@ fn top_down_below_mmap_base() {
 
 #[test]
 fn hints() {
-    let mut m = Mm::new(MmConfig::default());
+    let m = Mm::new(MmConfig::default());
     let h = 0x2000_0000_0000;
     assert_eq!(m.mmap(h + 5, P, RW, ANON, None, 0), Ok(h), "a free hint is used, page-aligned");
     let again = m.mmap(h, P, RW, ANON, None, 0).unwrap();
     assert_ne!(again, h, "an occupied hint falls back to the search");
     m.validate().unwrap();
     // A hint below mmap_min_addr is raised to it; one that rounds down to 0 is no hint.
-    let mut m = Mm::new(MmConfig { mmap_min_addr: 16 * P, ..MmConfig::default() });
+    let m = Mm::new(MmConfig { mmap_min_addr: 16 * P, ..MmConfig::default() });
     assert_eq!(m.mmap(2 * P, P, RW, ANON, None, 0), Ok(16 * P));
     assert_ne!(m.mmap(P / 2, P, RW, ANON, None, 0), Ok(16 * P + P));
 }
@@ -42,7 +42,7 @@ fn hints() {
 fn growsdown_guard_gap_is_kept_free() {
     let cfg = MmConfig::default();
     let (base, gap) = (cfg.mmap_base, cfg.stack_guard_gap);
-    let mut m = Mm::new(cfg);
+    let m = Mm::new(cfg);
     let stack = base - 16 * P;
     m.mmap(stack, 16 * P, RW, ANON | MapFlags::GROWSDOWN | MapFlags::FIXED, None, 0).unwrap();
     let a = m.mmap(0, P, RW, ANON, None, 0).unwrap();
@@ -55,7 +55,7 @@ fn growsdown_guard_gap_is_kept_free() {
 
 #[test]
 fn pmd_sized_anonymous_mappings_are_aligned() {
-    let mut m = Mm::new(MmConfig::default());
+    let m = Mm::new(MmConfig::default());
     let a = m.mmap(0, 4 << 20, RW, ANON, None, 0).unwrap();
     assert_eq!(a % (2 << 20), 0, "{a:#x}");
     let b = m.mmap(0, (2 << 20) + P, RW, ANON, None, 0).unwrap();
@@ -64,7 +64,7 @@ fn pmd_sized_anonymous_mappings_are_aligned() {
 
 #[test]
 fn limits() {
-    let mut m = Mm::new(MmConfig::default());
+    let m = Mm::new(MmConfig::default());
     assert_eq!(m.mmap(0, TASK_SIZE + P, RW, ANON | MapFlags::NORESERVE, None, 0), Err(Errno::ENOMEM));
     // No room: everything from mmap_min_addr to TASK_SIZE is taken (as one fixed no-reserve mapping).
     let low = m.config().min_addr().max(P);

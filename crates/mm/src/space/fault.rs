@@ -202,15 +202,22 @@ impl Mm {
         res.map_err(FaultError::user_errno)
     }
 
-    /// `lock_vma_under_rcu` with the fault path's vmstat events (`vma_lock_abort`, `vma_lock_miss`).
+    /// `lock_vma_under_rcu` counted twice: in the lock's statistics as every lookup is
+    /// (`MmLocking::stats`: success, abort, miss) and in the vmstat events of [`Mm::fault_stats`] as the kernel
+    /// counts them there (`vma_lock_abort`, `vma_lock_miss`; a success is counted by the fault that used it).
     pub(crate) fn lock_vma_for_fault(&self, addr: u64) -> Option<crate::vma::VmaReadGuard<'static>> {
         let shared = &self.vmas.shared;
+        let stats = shared.locking.stats();
         let (g, ev) = crate::vma::lookup::lock_vma_under_rcu_events(&shared.locking, &shared.tree, addr);
         for _ in 0..ev.misses {
             self.vmstat.record_miss();
+            stats.record_miss();
         }
         if g.is_none() {
             self.vmstat.record_abort();
+            stats.record_abort();
+        } else {
+            stats.record_success();
         }
         g
     }

@@ -48,13 +48,13 @@
 //!   no writer, anonymous memory only with an anon_vma. Then the 2 MiB blocks inside the range are
 //!   collapsed: none (the range starts and ends in one block's boundaries): success; a range inside one
 //!   block but not at its start: EINVAL (the kernel's unsigned block count wraps); whole blocks: each is
-//!   scanned as `hpage_collapse_scan_pmd` scans an anonymous block (no PTE table: `SCAN_PMD_NULL`; a page
-//!   that is not anonymous or shared with a pin: failure; no writable entry: `SCAN_PAGE_RO`; else collapsed),
-//!   and the call succeeds when every block collapsed, else fails with the last failure's errno
-//!   (`madvise_collapse_errno`: EINVAL for these). A collapse is modelled by faulting every page of the block
-//!   in for writing (the huge page's contents: the old pages' bytes and zeroes); the page table keeps 4 KiB
-//!   entries. File and shmem blocks answer EINVAL, the kernel's answer for blocks never faulted in
-//!   (docs/DIVERGENCES.md).
+//!   scanned as `hpage_collapse_scan_pmd` scans an anonymous block (no PTE table: `SCAN_PMD_NULL`; a guard
+//!   marker: refused; anything else collapses, read-only entries, the zero page and pages shared after fork
+//!   included, as the live kernel shows), and the call succeeds when every block collapsed, else fails with
+//!   EINVAL (`madvise_collapse_errno` of these failures). A collapse is modelled by faulting every page of the
+//!   block in (for writing in a writable VMA): the huge page's contents are the old pages' bytes and zeroes,
+//!   which is what they read anyway; the page table keeps 4 KiB entries. File and shmem blocks answer EINVAL,
+//!   the kernel's answer for blocks never faulted in (docs/DIVERGENCES.md).
 //! * `GUARD_INSTALL`: `is_valid_guard_vma` (not `VM_SPECIAL | VM_HUGETLB | VM_LOCKED`) or EINVAL; the whole
 //!   VMA gets `VM_MAYBE_GUARD` (no split: an atomic flag update); an anonymous VMA gets an anon_vma; every
 //!   page of the range gets a guard marker (a PTE marker, `PageTable::install_guard_markers`): where an entry
@@ -517,14 +517,12 @@ impl Mm {
             return Err(Errno::EINVAL);
         }
         let mut all = true;
+        let write = a.fl().intersects(VmFlags::WRITE);
         let mut block = hstart;
         while block < hend {
-            if self.collapse_scan_anon(block) {
-                // collapse_huge_page: the block becomes one huge page of the old pages' bytes and zeroes.
-                if self.gup_range(a, block, block + HPAGE_PMD_SIZE, true).is_err() {
-                    all = false;
-                }
-            } else {
+            // collapse_huge_page: the block becomes one huge page of the old pages' bytes and zeroes: its
+            // pages are faulted in (for writing where the VMA allows it: a collapse copies shared pages).
+            if !self.collapse_scan_anon(block) || self.gup_range(a, block, block + HPAGE_PMD_SIZE, write).is_err() {
                 all = false;
             }
             block += HPAGE_PMD_SIZE;
@@ -533,30 +531,14 @@ impl Mm {
         if all { Ok(()) } else { Err(Errno::EINVAL) }
     }
 
-    /// `hpage_collapse_scan_pmd` for the 2 MiB block at `block` with `cc->is_khugepaged` false: whether it
-    /// would be collapsed. A block without a PTE table is `SCAN_PMD_NULL`; empty entries and the zero page are
-    /// allowed; a marker (not a swap entry the kernel could swap in) refuses; a page that is not anonymous
-    /// (`SCAN_PAGE_ANON`) or has references beyond its mappings (`SCAN_PAGE_COUNT`) refuses; without a writable
-    /// entry the block is `SCAN_PAGE_RO`.
+    /// `hpage_collapse_scan_pmd` for the 2 MiB block at `block` of an anonymous VMA with `cc->is_khugepaged`
+    /// false: whether it would be collapsed. A block without a PTE table is `SCAN_PMD_NULL`; a marker refuses
+    /// (a guard region is never collapsed); empty entries, the zero page, pages shared with a fork child and
+    /// read-only entries are all allowed (measured on the live kernel: each collapses).
     fn collapse_scan_anon(&self, block: u64) -> bool {
-        if !self.page_table().has_pte_table(block) {
-            return false;
-        }
-        let mut writable = false;
-        for (_, pte) in self.page_table().entries(block, block + HPAGE_PMD_SIZE) {
-            if pte.as_marker().is_some() {
-                return false;
-            }
-            if pte.is_special() {
-                continue;
-            }
-            let Some(info) = self.mem.frame_info(pte.pfn()) else { return false };
-            if !info.flags.contains(vmspace_pgtable::FrameFlags::ANON) || info.refcount != info.mapcount {
-                return false;
-            }
-            writable |= pte.is_write();
-        }
-        writable
+        let pt = self.page_table();
+        pt.has_pte_table(block)
+            && pt.entries(block, block + HPAGE_PMD_SIZE).iter().all(|(_, pte)| pte.as_marker().is_none())
     }
 
     /// `thp_vma_allowable_order(vma, vm_flags, TVA_FORCED_COLLAPSE, PMD_ORDER)`.

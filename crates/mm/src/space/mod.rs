@@ -268,7 +268,7 @@ impl fmt::Debug for Mm {
                 .field("vmas", &vmas)
                 .field("locked_vm", &r.st.locked_vm)
                 .field("def_flags", &r.st.def_flags)
-                .field("page_table", &*r.vmas.shared.pt)
+                .field("rss", &r.page_table().rss())
                 .finish()
         })
     }

@@ -157,7 +157,7 @@ impl MmWrite<'_> {
         let mlocked = vma.fl().intersects(VmFlags::LOCKED);
         let new_addr = if v.implies_new_addr() { self.mremap_to(v) } else { self.mremap_at(v) }?;
         // `vrm->mlocked`: a grown locked mapping is populated (by the caller, after the lock).
-        let populate = (mlocked && v.new_len > v.old_len).then_some((new_addr + v.old_len, v.new_len - v.old_len));
+        let populate = (mlocked && v.new_len > v.old_len).then(|| (new_addr + v.old_len, v.new_len - v.old_len));
         Ok((new_addr, populate))
     }
 

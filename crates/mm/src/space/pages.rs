@@ -24,8 +24,7 @@
 //!
 //! # Checks
 //!
-//! [`MmRead::validate_pages`](super::MmRead) (the page-table part of `validate`, run with every VMA write-locked
-//! so that no fault changes entries under it): the page table's own structure and counters
+//! `MmRead::validate_pages` (the page-table part of `validate`, run when no fault changes entries under it): the page table's own structure and counters
 //! (`PageTable::validate`); every entry lies inside a VMA; a guard marker only in a `VM_MAYBE_GUARD` VMA and no
 //! other marker; a present entry is `PROT_NONE` exactly when its VMA is inaccessible, writable only in a
 //! `VM_WRITE` VMA, executable exactly in a `VM_EXEC` one; the zero page and anonymous pages only in private
@@ -133,9 +132,26 @@ impl Mm {
     }
 }
 
+impl Mm {
+    /// The ranges of pages that hold guard markers (`MADV_GUARD_INSTALL`), in order, adjacent pages joined: what
+    /// `/proc/PID/pagemap`'s `PM_GUARD_REGION` bits show. A lockless walk of the page table (a snapshot).
+    pub fn guard_ranges(&self) -> Vec<(u64, u64)> {
+        let mut out: Vec<(u64, u64)> = Vec::new();
+        for (addr, pte) in self.page_table().entries(0, VA_END) {
+            if pte.as_marker().is_some_and(|m| m.contains(vmspace_pgtable::Marker::GUARD)) {
+                match out.last_mut() {
+                    Some(last) if last.1 == addr => last.1 += vmspace_pgtable::PAGE_SIZE,
+                    _ => out.push((addr, addr + vmspace_pgtable::PAGE_SIZE)),
+                }
+            }
+        }
+        out
+    }
+}
+
 impl MmRead<'_> {
-    /// The page-table checks of `validate` (module docs). The caller holds the mmap lock with every VMA
-    /// write-locked (no fault runs) or otherwise stops every page-table change.
+    /// The page-table checks of `validate` (module docs). The caller holds the mmap lock and no fault, zap or
+    /// fork runs in the address space (`Mm::validate`).
     pub(crate) fn validate_pages(&self) -> Result<(), String> {
         let pt = self.page_table();
         pt.validate()?;

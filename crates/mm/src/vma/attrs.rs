@@ -241,8 +241,9 @@ pub struct VmFile {
     pub fsize_limit: u64,
     /// The hugetlbfs object of a [`FileKind::Hugetlb`] file.
     pub huge: Option<HugeRef>,
-    /// The contents and the rmap lock.
-    pub(crate) pages: FilePages,
+    /// The contents (the page cache) and the rmap lock: opaque, a file of its own for each `VmFile` value
+    /// (`FilePages::default()` for a new one, as `Clone` makes).
+    pub pages: FilePages,
 }
 
 /// A file's pages: its page cache ([`vmspace_pgtable::PageCache`]: the file's bytes, zero-filled where never
@@ -265,6 +266,13 @@ pub struct FilePages {
 impl FilePages {
     fn new() -> Self {
         FilePages { cache: std::sync::OnceLock::new(), rmap: vmspace_rcu::sync::Mutex::new(()) }
+    }
+}
+
+impl Default for FilePages {
+    /// No page cache yet (the first mapping creates it).
+    fn default() -> Self {
+        FilePages::new()
     }
 }
 

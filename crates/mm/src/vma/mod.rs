@@ -52,7 +52,7 @@ pub mod pool;
 pub mod stats;
 
 pub use anon::{AnonRef, AnonState, AnonVma, ChainLink};
-pub use attrs::{FileKind, FileSize, HugeObject, HugePool, HugeRef, MAX_LFS_FILESIZE, RcuArc, VmFile};
+pub use attrs::{FilePages, FileKind, FileSize, HugeObject, HugePool, HugeRef, MAX_LFS_FILESIZE, RcuArc, VmFile};
 pub use lock::{
     VMA_LOCK_OFFSET, VMA_REF_LIMIT, VmaLockFail, VmaReadGuard, vma_assert_write_locked, vma_end_read,
     vma_is_write_locked, vma_mark_attached, vma_mark_detached, vma_start_read, vma_start_read_locked,
