@@ -132,7 +132,7 @@ fn other_prot(i: usize) -> Prot {
 
 /// An engine `Mm` holding `n` adjacent one-page VMAs of alternating protection.
 fn engine_with_others(n: usize) -> Result<Mm, String> {
-    let mut mm = Mm::new(engine_config(n));
+    let mm = Mm::new(engine_config(n));
     for i in 0..n {
         let a = mm
             .mmap(other_addr(i), PAGE_SIZE, other_prot(i), MapFlags::PRIVATE | MapFlags::ANONYMOUS, None, 0)
@@ -308,7 +308,7 @@ fn mmap_munmap(ctx: &mut Ctx<'_>) -> Result<(), String> {
             (ctx.progress)(&format!(
                 "mmap+munmap {pages} page(s), {others} others, engine and kernel interleaved"
             ));
-            let mut mm = engine_with_others(others)?;
+            let mm = engine_with_others(others)?;
             let _others = kernel::Others::map(others)?;
             let (mut engine_error, mut kernel_error) = (None, None);
             let (engine, kernel) = timer.per_op_interleaved(
