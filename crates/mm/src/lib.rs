@@ -143,11 +143,12 @@ pub mod vma;
 mod vma;
 
 pub use space::{
-    FaultMode, ForkMode, HugetlbConfig, HugetlbPool, Mm, MmConfig, MmFaultStats, MmShared, Overcommit, ThpMode,
+    FaultMode, ForkMode, HugetlbConfig, HugetlbPool, Mm, MmConfig, MmFaultStats, MmShared, Overcommit,
+    ThpMode,
 };
 pub use vma::{
-    AnonVma, FileKind, FilePages, FileSize, HugeObject, HugePool, HugeRef, MmLocking, MmapReadGuard, VmFile, Vma,
-    VmaFind, VmaLockCounts, VmaLockStats, VmaLookup, VmaReadGuard, VmaSnapshot, lock_next_vma,
+    AnonVma, FileKind, FilePages, FileSize, HugeObject, HugePool, HugeRef, MmLocking, MmapReadGuard, VmFile,
+    Vma, VmaFind, VmaLockCounts, VmaLockStats, VmaLookup, VmaReadGuard, VmaSnapshot, lock_next_vma,
     lock_vma_under_rcu,
 };
 pub use vmspace_abi::{

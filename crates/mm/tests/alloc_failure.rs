@@ -5,8 +5,8 @@
 //! unchanged. Nothing leaks: every anon_vma's active-VMA count equals the VMAs that point at it.
 #![cfg(not(loom))]
 
-use vmspace_mm::Access;
 use std::collections::HashMap;
+use vmspace_mm::Access;
 
 use vmspace_mm::space::{Advice, MapFlags, MremapFlags, Prot};
 use vmspace_mm::space::{Errno, Mm, MmConfig};

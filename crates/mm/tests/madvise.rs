@@ -8,8 +8,8 @@
 //! call.
 #![cfg(not(loom))]
 
-use vmspace_mm::Access;
 use std::sync::Arc;
+use vmspace_mm::Access;
 
 use vmspace_mm::space::{Advice, Errno, MapFlags, Mm, MmConfig, MremapFlags, Prot, ThpMode, VmFile};
 use vmspace_mm::vma::VmFlags;

@@ -402,7 +402,11 @@ fn stack_growth_of_a_locked_vma() {
     let mut u = user(2);
     ok!(u, u.mlockall(MclFlags::FUTURE)).unwrap();
     map(&mut u, s, 2 * P, Prot::RW, ANON | MapFlags::GROWSDOWN);
-    assert_eq!(ok!(u, u.fault(s - P, Access::Write)), Err(Errno::EFAULT), "mlock_future_ok refuses the growth");
+    assert_eq!(
+        ok!(u, u.fault(s - P, Access::Write)),
+        Err(Errno::EFAULT),
+        "mlock_future_ok refuses the growth"
+    );
     assert_eq!(u.vma_at(s).unwrap().start, s);
 }
 

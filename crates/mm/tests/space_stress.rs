@@ -12,9 +12,9 @@
 //! Iterations: `VMSPACE_STRESS_OPS` (default 20,000 writer calls).
 #![cfg(not(loom))]
 
-use vmspace_mm::Access;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use vmspace_mm::Access;
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};

@@ -4,8 +4,8 @@
 //! (`scripts/regress/file-size-limits.script`, `scripts/regress/ftruncate-shared-size.script`).
 #![cfg(not(loom))]
 
-use vmspace_mm::Access;
 use std::sync::Arc;
+use vmspace_mm::Access;
 
 use vmspace_mm::space::{Errno, MapFlags, Mm, MmConfig, Prot, VmFile};
 

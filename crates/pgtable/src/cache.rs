@@ -466,8 +466,9 @@ impl PageCache {
     }
 
     /// Punches a hole of `[offset, offset + len)` (`truncate_pagecache_range`, for `fallocate(PUNCH_HOLE)` and
-    /// `MADV_REMOVE`): whole pages are unmapped (private copies included) and dropped, partial pages zeroed
-    /// over the hole. The size does not change.
+    /// `MADV_REMOVE`): whole pages are unmapped from every mapping and dropped, partial pages zeroed over the
+    /// hole; private copies made from the pages stay (`unmap_mapping_range` without `even_cows`, unlike
+    /// truncation; the live kernel keeps them, for shmem and ext4 alike). The size does not change.
     pub fn punch_hole(&self, offset: u64, len: u64) {
         if len == 0 {
             return;
@@ -476,7 +477,7 @@ impl PageCache {
         let first = offset.div_ceil(PAGE_SIZE);
         let last_excl = end / PAGE_SIZE;
         if first < last_excl {
-            self.unmap_mapping_range(first, last_excl - 1, true);
+            self.unmap_mapping_range(first, last_excl - 1, false);
             self.drop_pages(first, last_excl - 1);
         }
         self.zero_partial(offset, Some(end));
@@ -748,7 +749,7 @@ mod tests {
     }
 
     #[test]
-    fn punching_a_hole_spares_cows_only_when_asked() {
+    fn unmapping_and_punching_a_hole_spare_cows() {
         let m = Memory::new(MemoryConfig::default());
         let c = PageCache::new(&m, 0, true);
         c.write(0, &[1u8; 4 * 4096]).unwrap();
@@ -760,9 +761,12 @@ mod tests {
         c.unmap_mapping_range(0, 3, false);
         assert!(pt.pte(A).is_none(), "file page unmapped");
         assert!(pt.pte(A + PG).is_present(), "the private copy stays without even_cows");
-        c.punch_hole(0, 2 * 4096);
-        assert!(pt.pte(A + PG).is_none(), "punching a hole zaps copies too");
-        assert_eq!(read(&pt, &mut pv, A + PG, 4).unwrap(), vec![0; 4], "the hole reads as zeroes");
-        assert_eq!(read(&pt, &mut pv, A + 2 * PG, 1).unwrap(), vec![1]);
+        read(&pt, &mut pv, A + 2 * PG, 1).unwrap();
+        c.punch_hole(0, 3 * 4096);
+        assert!(pt.pte(A + PG).is_present(), "punching a hole spares private copies (live kernel)");
+        assert_eq!(read(&pt, &mut pv, A + PG, 4).unwrap(), b"mine".to_vec());
+        assert!(pt.pte(A + 2 * PG).is_none(), "the file page in the hole is unmapped");
+        assert_eq!(read(&pt, &mut pv, A + 2 * PG, 1).unwrap(), vec![0], "the hole reads as zeroes");
+        assert_eq!(read(&pt, &mut pv, A + 3 * PG, 1).unwrap(), vec![1]);
     }
 }

@@ -312,8 +312,11 @@ mod tests {
             write(&pt, &mut v, A + i * PG, b"w").unwrap();
         }
         let child = PageTable::new(&m).unwrap();
-        pt.copy_page_range(&child, &CopyVma { start: A + 2 * PG, end: A + 3 * PG, flags: RW, dst_uffd_wp: false })
-            .unwrap();
+        pt.copy_page_range(
+            &child,
+            &CopyVma { start: A + 2 * PG, end: A + 3 * PG, flags: RW, dst_uffd_wp: false },
+        )
+        .unwrap();
         assert_eq!(smaps(&pt, A, A + 4 * PG).referenced, 12);
         assert_eq!(pt.mkold_range(A, A + 4 * PG), 2, "the page shared with the child is left alone");
         let s = smaps(&pt, A, A + 4 * PG);

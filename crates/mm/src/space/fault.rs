@@ -51,7 +51,9 @@
 //! were read or written).
 
 use vmspace_abi::{Errno, VmFlags};
-use vmspace_pgtable::{Access, FaultKind, FaultStats, FaultVma, MmuError, PageProt, VmFault, handle_mm_fault};
+use vmspace_pgtable::{
+    Access, FaultKind, FaultStats, FaultVma, MmuError, PageProt, VmFault, handle_mm_fault,
+};
 use vmspace_rcu::sync::Ordering;
 
 use super::tree::{V, VmaExt};

@@ -74,7 +74,8 @@ impl Mm {
 fn fill_child(locking: &MmLocking, v: &'static Vma, parent: &'static Vma) {
     let fl = parent.fl();
     // Fork the anon_vma first: its reuse rule reads the counters the copy would change.
-    let anon = if fl.intersects(VmFlags::WIPEONFORK) { AnonState::EMPTY } else { AnonState::fork(&parent.anon()) };
+    let anon =
+        if fl.intersects(VmFlags::WIPEONFORK) { AnonState::EMPTY } else { AnonState::fork(&parent.anon()) };
     vma_start_write(locking, v);
     v.set_range(locking, parent.start(), parent.end());
     v.set_flags(locking, fl & !VmFlags::LOCKED_MASK);
@@ -122,7 +123,8 @@ impl MmWrite<'_> {
             // The host's pools are one for the whole process tree.
             huge: Some(self.huge.clone()),
         };
-        let child = Mm::from_parts(self.cfg.clone(), Vmas::with(pool, locking, tree, pt), self.mem.clone(), parts);
+        let child =
+            Mm::from_parts(self.cfg.clone(), Vmas::with(pool, locking, tree, pt), self.mem.clone(), parts);
         // The pages: on failure the child's drop tears down whatever was made.
         let mut wrprotected = false;
         let children: Vec<&'static Vma> = child.areas().collect();

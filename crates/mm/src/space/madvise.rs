@@ -27,9 +27,12 @@
 //! # Per VMA (`madvise_vma_behavior`; `mseal`'s `can_madvise_modify` check goes first, outside this scope)
 //!
 //! * `REMOVE`: `VM_LOCKED` EINVAL; no file EINVAL; not a shared writable-capable mapping
-//!   (`vma_is_shared_maywrite`) EACCES; else the file's hole is punched (`vfs_fallocate(PUNCH_HOLE)` at the
-//!   range's file offset: the pages leave the file and every mapping of it, private copies included, and read
-//!   back as zeroes; for hugetlbfs only the whole huge pages of the range); no VMA change.
+//!   (`vma_is_shared_maywrite`) EACCES; then `vfs_fallocate`'s range checks on the file offset (negative
+//!   EINVAL, past the file system's largest file EFBIG); else the file's hole is punched
+//!   (`vfs_fallocate(PUNCH_HOLE)` at the range's file offset: the pages leave the file and every mapping of it
+//!   and read back as zeroes, but private copies made before stay (`truncate_pagecache_range` unmaps without
+//!   `even_cows`; checked on the live kernel); for hugetlbfs only the whole huge pages of the range); no VMA
+//!   change.
 //! * `WILLNEED`: anonymous memory without `CONFIG_SWAP` EBADF; else success (readahead has no backing store to
 //!   read from here: no page changes).
 //! * `COLD`, `PAGEOUT`: `can_madv_lru_vma` (not `VM_LOCKED | VM_PFNMAP | VM_HUGETLB`) or EINVAL; then the
@@ -260,7 +263,12 @@ impl MmRead<'_> {
             Advice::POPULATE_WRITE => self.faultin_page_range(start, end, true),
             _ => {
                 let mm: &Mm = self.mm;
-                walk_vmas(|a| mm.find(a), start, end, |v, s, e| mm.madvise_vma_page(v, s, e, advice).map(|()| v.end()))
+                walk_vmas(
+                    |a| mm.find(a),
+                    start,
+                    end,
+                    |v, s, e| mm.madvise_vma_page(v, s, e, advice).map(|()| v.end()),
+                )
             }
         }
     }
@@ -397,7 +405,6 @@ impl MmWrite<'_> {
         }
         Ok(t.end())
     }
-
 }
 
 impl Mm {
@@ -447,20 +454,36 @@ impl Mm {
         if fl.intersects(VmFlags::LOCKED) {
             return Err(Errno::EINVAL);
         }
-        let Some(f) = a.file() else { return Err(Errno::EINVAL) };
+        let Some(file) = a.file() else {
+            return Err(Errno::EINVAL);
+        };
         // vma_is_shared_maywrite.
         if !fl.contains(VmFlags::SHARED | VmFlags::MAYWRITE) {
             return Err(Errno::EACCES);
         }
-        // vfs_fallocate(PUNCH_HOLE | KEEP_SIZE) at the range's file offset; hugetlbfs punches whole huge pages.
-        let mut offset = (start - a.start()) + (a.pgoff() << super::config::PAGE_SHIFT);
-        let mut hole_end = offset + (end - start);
-        if let Some(size) = f.huge_page_size() {
+        // vfs_fallocate(PUNCH_HOLE | KEEP_SIZE, offset, len) with the kernel's loff_t (i64) arithmetic:
+        // offset = (start - vm_start) + (vm_pgoff << PAGE_SHIFT), which wraps negative for a pgoff near the
+        // top of the 2^52-page file space (EINVAL), and offset + len beyond the file system's largest file
+        // (s_maxbytes) or past i64::MAX is EFBIG. The file keeps its size.
+        let offset =
+            ((start - a.start()) as i64).wrapping_add((a.pgoff() << super::config::PAGE_SHIFT) as i64);
+        let len = (end - start) as i64;
+        if offset < 0 {
+            return Err(Errno::EINVAL);
+        }
+        match offset.checked_add(len) {
+            Some(last) if last as u64 <= file.max_bytes => {}
+            _ => return Err(Errno::EFBIG),
+        }
+        // The hole at the range's file offset; hugetlbfs punches whole huge pages only.
+        let mut offset = offset as u64;
+        let mut hole_end = offset + len as u64;
+        if let Some(size) = file.huge_page_size() {
             offset = offset.next_multiple_of(size);
             hole_end -= hole_end % size;
         }
         if hole_end > offset {
-            f.punch_hole(offset, hole_end - offset);
+            file.punch_hole(offset, hole_end - offset);
         }
         Ok(())
     }
@@ -522,7 +545,9 @@ impl Mm {
         while block < hend {
             // collapse_huge_page: the block becomes one huge page of the old pages' bytes and zeroes: its
             // pages are faulted in (for writing where the VMA allows it: a collapse copies shared pages).
-            if !self.collapse_scan_anon(block) || self.gup_range(a, block, block + HPAGE_PMD_SIZE, write).is_err() {
+            if !self.collapse_scan_anon(block)
+                || self.gup_range(a, block, block + HPAGE_PMD_SIZE, write).is_err()
+            {
                 all = false;
             }
             block += HPAGE_PMD_SIZE;

@@ -69,5 +69,4 @@ impl MmRead<'_> {
         };
         MapsLine { start, end, perms, offset, dev_major, dev_minor, inode, name }
     }
-
 }

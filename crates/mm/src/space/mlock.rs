@@ -133,7 +133,6 @@ impl Mm {
             e => e,
         })
     }
-
 }
 
 impl MmWrite<'_> {

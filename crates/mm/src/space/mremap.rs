@@ -38,10 +38,11 @@
 use super::VmFlags;
 use super::merge::Cand;
 use super::tree::{NewVma, V, VmaExt};
-use vmspace_pgtable::MoveFlags;
 use super::{
-    AnonState, Errno, MapFlags, Mm, MmWrite, MremapFlags, PAGE_MASK, TASK_SIZE, config::PAGE_SHIFT, page_align,
+    AnonState, Errno, MapFlags, Mm, MmWrite, MremapFlags, PAGE_MASK, TASK_SIZE, config::PAGE_SHIFT,
+    page_align,
 };
+use vmspace_pgtable::MoveFlags;
 
 /// The state of one remap (`struct vma_remap_struct`).
 #[derive(Debug, Clone, Copy)]
@@ -157,7 +158,8 @@ impl MmWrite<'_> {
         let mlocked = vma.fl().intersects(VmFlags::LOCKED);
         let new_addr = if v.implies_new_addr() { self.mremap_to(v) } else { self.mremap_at(v) }?;
         // `vrm->mlocked`: a grown locked mapping is populated (by the caller, after the lock).
-        let populate = (mlocked && v.new_len > v.old_len).then(|| (new_addr + v.old_len, v.new_len - v.old_len));
+        let populate =
+            (mlocked && v.new_len > v.old_len).then(|| (new_addr + v.old_len, v.new_len - v.old_len));
         Ok((new_addr, populate))
     }
 

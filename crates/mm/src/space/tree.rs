@@ -409,7 +409,9 @@ impl super::MmRead<'_> {
                 locked_pages += v.pages();
             }
             if v.is_file_backed() != (v.i_mmap_id() != 0) {
-                return Err(format!("file VMA not registered with its file, or registered without one: {v:?}"));
+                return Err(format!(
+                    "file VMA not registered with its file, or registered without one: {v:?}"
+                ));
             }
         }
         drop(g);

@@ -289,7 +289,15 @@ impl VmFile {
     fn described(&self) -> impl PartialEq + std::hash::Hash + '_ {
         (
             (&self.name, self.deleted, self.dev_major, self.dev_minor, self.inode, &self.size),
-            (self.readable, self.writable, self.noexec, self.kind, self.dax, self.max_bytes, self.fsize_limit),
+            (
+                self.readable,
+                self.writable,
+                self.noexec,
+                self.kind,
+                self.dax,
+                self.max_bytes,
+                self.fsize_limit,
+            ),
             &self.huge,
         )
     }
@@ -456,8 +464,8 @@ impl VmFile {
     }
 
     /// `vfs_fallocate(FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)` of `[offset, offset + len)` (`MADV_REMOVE`):
-    /// the whole pages are unmapped from every mapping (private copies included) and dropped from the cache,
-    /// partial pages zeroed over the hole; the size stays.
+    /// the whole pages are unmapped from every mapping (private copies made before stay) and dropped from the
+    /// cache, partial pages zeroed over the hole; the size stays.
     pub(crate) fn punch_hole(&self, offset: u64, len: u64) {
         let _g = self.pages.rmap.lock();
         if let Some(c) = self.pages.cache.get() {

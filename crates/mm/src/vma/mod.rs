@@ -52,13 +52,17 @@ pub mod pool;
 pub mod stats;
 
 pub use anon::{AnonRef, AnonState, AnonVma, ChainLink};
-pub use attrs::{FilePages, FileKind, FileSize, HugeObject, HugePool, HugeRef, MAX_LFS_FILESIZE, RcuArc, VmFile};
+pub use attrs::{
+    FileKind, FilePages, FileSize, HugeObject, HugePool, HugeRef, MAX_LFS_FILESIZE, RcuArc, VmFile,
+};
 pub use lock::{
     VMA_LOCK_OFFSET, VMA_REF_LIMIT, VmaLockFail, VmaReadGuard, vma_assert_write_locked, vma_end_read,
     vma_is_write_locked, vma_mark_attached, vma_mark_detached, vma_start_read, vma_start_read_locked,
     vma_start_write,
 };
-pub use lookup::{LockEvents, VmaFind, VmaLookup, lock_next_vma, lock_vma_under_rcu, lock_vma_under_rcu_events};
+pub use lookup::{
+    LockEvents, VmaFind, VmaLookup, lock_next_vma, lock_vma_under_rcu, lock_vma_under_rcu_events,
+};
 pub use mmap_lock::{MmLocking, MmapLock, MmapReadGuard, MmapWriteGuard};
 pub use object::{VM_LOCK_SEQ_NONE, Vma, VmaSnapshot};
 pub use pool::{PoolStats, VmaPool};

@@ -430,7 +430,11 @@ impl Vma {
         self.file.store(None);
         self.anon_vma.store(None);
         self.anon_name.store(None);
-        debug_assert_eq!(self.i_mmap.load(Ordering::Relaxed), 0, "a VMA freed while registered with its file");
+        debug_assert_eq!(
+            self.i_mmap.load(Ordering::Relaxed),
+            0,
+            "a VMA freed while registered with its file"
+        );
         let old = std::mem::take(&mut *self.anon());
         drop(old);
     }
