@@ -93,7 +93,7 @@
 //! [`lock_vma_under_rcu`] and [`lock_next_vma`] work from other threads, returning a [`VmaReadGuard`] on the
 //! [`Vma`] (whose getters are the reader's view; its setters are crate-private), and whose page table
 //! ([`MmShared::page_table`]) lockless walkers read. Memory: [`Mm::fault`] / [`Mm::fault_with`] (the 6.18
-//! fault path, [`FaultMode`]), [`Mm::read`], [`Mm::write`], [`Mm::fill`], [`Mm::contents_hash`] (accesses
+//! fault path, [`FaultMode`]), [`Mm::read`], [`Mm::read_chunks`], [`Mm::write`], [`Mm::fill`] (accesses
 //! through the emulated MMU), [`Mm::fault_stats`] ([`MmFaultStats`]), [`Mm::rss`]; fork in either tree mode
 //! ([`Mm::fork_with`], [`ForkMode`]). Pages live in a [`Memory`] (the process-wide one, or one per address
 //! space family: [`Mm::with_memory`]); the page-table types come from `vmspace_pgtable` ([`Access`],

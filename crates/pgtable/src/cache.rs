@@ -183,6 +183,30 @@ impl Radix {
         }
     }
 
+    /// Every entry, as `(index, pfn)`, in index order.
+    fn entries(&self) -> Vec<(u64, Pfn)> {
+        fn rec(n: &Node, level: u32, base: u64, out: &mut Vec<(u64, Pfn)>) {
+            let span = 1u64.checked_shl(RADIX_SHIFT * level).unwrap_or(0);
+            match n {
+                Node::Leaf(s) => out.extend(
+                    s.iter().enumerate().filter(|(_, v)| **v != 0).map(|(i, v)| (base + i as u64, Pfn(*v))),
+                ),
+                Node::Inner(c) => {
+                    for (i, child) in c.iter().enumerate() {
+                        if let Some(child) = child {
+                            rec(child, level - 1, base.wrapping_add((i as u64).wrapping_mul(span)), out);
+                        }
+                    }
+                }
+            }
+        }
+        let mut out = Vec::with_capacity(self.count as usize);
+        if let Some(root) = self.root.as_ref() {
+            rec(root, self.height - 1, 0, &mut out);
+        }
+        out
+    }
+
     /// Removes every entry in `[first, last]` into `out` (as `(index, pfn)`), freeing nodes left empty.
     fn drain(&mut self, first: u64, last: u64, mem: &Memory, out: &mut Vec<(u64, Pfn)>) {
         fn rec(
@@ -391,6 +415,11 @@ impl PageCache {
     /// The page cached at `index`, if any.
     pub fn page(&self, index: u64) -> Option<Pfn> {
         self.state.lock().pages.get(index)
+    }
+
+    /// Every cached page, as `(index, pfn)` in index order (a snapshot, for whole-memory checks).
+    pub fn pages(&self) -> Vec<(u64, Pfn)> {
+        self.state.lock().pages.entries()
     }
 
     pub(crate) fn lock(&self) -> CacheGuard<'_> {

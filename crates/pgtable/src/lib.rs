@@ -80,6 +80,8 @@
 //!   [`PageTable::smaps_range_lockless`] (`smaps_pte_range`).
 //! - [`PageCache`]: a file's pages, size, truncation and hole punching (`unmap_mapping_range` with
 //!   `even_cows`), and the registry of mappings truncation reaches (module `cache`).
+//! - [`check_memory`]: whole-memory accounting (every frame's mapcount and refcount against the entries and
+//!   cache slots of every page table and cache of a memory), for tests.
 //! - [`handle_mm_fault`]: the fault core over a [`FaultVma`] description (module `fault`), with
 //!   [`VmFault`] results including `Retry` when the VMA needs an anon_vma, and per-page-table counters.
 //!
@@ -98,6 +100,7 @@
 
 mod arch;
 mod cache;
+mod check;
 mod counters;
 mod fault;
 mod fork;
@@ -117,6 +120,7 @@ pub use arch::{
     Pte, TABLE_SHIFT, VA_END, bits,
 };
 pub use cache::{FileMapping, MappingId, PageCache};
+pub use check::check_memory;
 pub use fault::{FaultKind, FaultStats, FaultVma, VmFault, handle_mm_fault};
 pub use fork::{CopyVma, is_cow_mapping, vma_needs_copy};
 pub use frame::{FrameFlags, FrameInfo, MAX_FRAMES, Memory, MemoryConfig, MemoryStats};

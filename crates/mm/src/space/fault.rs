@@ -45,7 +45,7 @@
 //!
 //! # Memory accesses
 //!
-//! [`Mm::read`], [`Mm::write`], [`Mm::fill`] and [`Mm::contents_hash`] access memory as a CPU does: through
+//! [`Mm::read`], [`Mm::read_chunks`], [`Mm::write`] and [`Mm::fill`] access memory as a CPU does: through
 //! the emulated MMU (`PageTable::read` / `write`, lockless), faulting with [`Mm::fault`] where it refuses and
 //! retrying, page by page; on a fault that fails they stop with the address that faulted (the bytes before it
 //! were read or written).
@@ -367,23 +367,21 @@ impl Mm {
         Ok(())
     }
 
-    /// The 64-bit FNV-1a hash of the bytes of `[addr, addr + len)` in address order, read as user loads would
-    /// (the op-script `check`): `h = 0xcbf29ce484222325`, then for each byte `h = (h ^ b) * 0x100000001b3`. On
-    /// a fault that fails, the address that faulted.
-    pub fn contents_hash(&self, addr: u64, len: u64) -> Result<u64, u64> {
-        let mut h = FNV1A_64_OFFSET;
+    /// Reads the bytes of `[addr, addr + len)` in address order as user loads would ([`Mm::read`]), handing
+    /// them to `f` a piece at a time (at most a page, never crossing a page boundary) instead of into one
+    /// buffer: the op-script `check` hashes a range this way (its hash is the script crate's, not the
+    /// engine's). On a fault that fails, the address that faulted (`f` saw every byte before it).
+    pub fn read_chunks(&self, addr: u64, len: u64, mut f: impl FnMut(&[u8])) -> Result<(), u64> {
         let mut buf = [0u8; PAGE_SIZE as usize];
         let mut done = 0u64;
         while done < len {
             let a = addr.checked_add(done).ok_or(u64::MAX)?;
             let n = (PAGE_SIZE - a % PAGE_SIZE).min(len - done) as usize;
             self.access_page(a, Access::Read, |pt| pt.read(a, &mut buf[..n]))?;
-            for &b in &buf[..n] {
-                h = (h ^ u64::from(b)).wrapping_mul(FNV1A_64_PRIME);
-            }
+            f(&buf[..n]);
             done += n as u64;
         }
-        Ok(h)
+        Ok(())
     }
 
     /// Runs `op` (one MMU access within the page of `a`) until it completes, resolving each fault it raises
@@ -412,11 +410,6 @@ impl Mm {
         Err(a)
     }
 }
-
-/// The FNV-1a 64 offset basis (the hash of no bytes).
-const FNV1A_64_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-/// The FNV 64-bit prime.
-const FNV1A_64_PRIME: u64 = 0x0000_0100_0000_01b3;
 
 impl super::MmRead<'_> {
     /// [`Mm::gup_access`] under the mmap read lock.

@@ -24,13 +24,17 @@
 //!
 //! # Checks
 //!
-//! `MmRead::validate_pages` (the page-table part of `validate`, run when no fault changes entries under it): the page table's own structure and counters
-//! (`PageTable::validate`); every entry lies inside a VMA; a guard marker only in a `VM_MAYBE_GUARD` VMA and no
+//! `MmRead::validate_pages` (the page-table part of `validate`, run when no fault changes entries under it):
+//! the page table's own structure and counters (`PageTable::validate`); every entry lies inside a VMA; no frame
+//! is mapped here more often than its mapcount, nor has a refcount below its mapcount; a guard marker only in a `VM_MAYBE_GUARD` VMA and no
 //! other marker; a present entry is `PROT_NONE` exactly when its VMA is inaccessible, writable only in a
 //! `VM_WRITE` VMA, executable exactly in a `VM_EXEC` one; the zero page and anonymous pages only in private
 //! VMAs, anonymous pages only in VMAs with an anon_vma; a page-cache page only in a VMA of its file, at the
 //! address of its index; every file VMA's registration names this page table, its range and its offset.
+//! `Mm::check_memory` (tests) makes the frame counts exact over a family of address spaces that share a memory:
+//! mapcount = entries, refcount = entries + cache slot, no leak.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use vmspace_abi::VmFlags;
@@ -149,6 +153,45 @@ impl Mm {
     }
 }
 
+impl Mm {
+    testing_pub! {
+    /// Whole-memory accounting for a family of address spaces sharing one [`Memory`](vmspace_pgtable::Memory)
+    /// (an `Mm` made with [`Mm::with_memory`] and its fork children): [`Mm::validate`] of each, then
+    /// `vmspace_pgtable::check_memory` over their page tables and the page caches of every file they map plus
+    /// `files` (files no VMA maps any more but whose pages stay cached): every frame's mapcount is its entries,
+    /// its refcount its entries and cache slot, and nothing is leaked. Nothing may run in the family meanwhile.
+    pub fn check_memory(family: &[&Mm], files: &[&crate::vma::VmFile]) -> Result<(), String> {
+        let Some(first) = family.first() else { return Ok(()) };
+        let mem = first.memory();
+        let mut caches: Vec<Arc<vmspace_pgtable::PageCache>> = Vec::new();
+        let mut add = |c: &Arc<vmspace_pgtable::PageCache>| {
+            if !caches.iter().any(|k| k.id() == c.id()) {
+                caches.push(Arc::clone(c));
+            }
+        };
+        for f in files {
+            if let Some(c) = f.page_cache() {
+                add(c);
+            }
+        }
+        for mm in family {
+            if !Arc::ptr_eq(mm.memory(), mem) {
+                return Err("the family's address spaces use different memories".into());
+            }
+            mm.validate()?;
+            for v in mm.read_locked(|r| r.areas().filter_map(|v| v.file()).collect::<Vec<_>>()) {
+                if let Some(c) = v.page_cache() {
+                    add(c);
+                }
+            }
+        }
+        let pts: Vec<&vmspace_pgtable::PageTable> = family.iter().map(|m| &**m.page_table()).collect();
+        let cs: Vec<&vmspace_pgtable::PageCache> = caches.iter().map(|c| &**c).collect();
+        vmspace_pgtable::check_memory(mem, &pts, &cs)
+    }
+    }
+}
+
 impl MmRead<'_> {
     /// The page-table checks of `validate` (module docs). The caller holds the mmap lock and no fault, zap or
     /// fork runs in the address space (`Mm::validate`).
@@ -157,6 +200,8 @@ impl MmRead<'_> {
         pt.validate()?;
         let mut vmas = self.areas();
         let mut cur: Option<V> = None;
+        // Entries per frame: at most its mapcount (fork children and other mappers of a file page map it too).
+        let mut mapped: HashMap<Pfn, u32> = HashMap::new();
         for (addr, pte) in pt.entries(0, VA_END) {
             while cur.is_none_or(|v| v.end() <= addr) {
                 cur = vmas.next();
@@ -195,6 +240,11 @@ impl MmRead<'_> {
                 continue;
             }
             let info = self.mem.frame_info(pte.pfn()).ok_or_else(|| format!("no frame for {pte:?}"))?;
+            let n = mapped.entry(pte.pfn()).or_default();
+            *n += 1;
+            if *n > info.mapcount || info.refcount < info.mapcount {
+                return Err(format!("frame of {pte:?} at {addr:#x} mapped {n}+ times here: {info:?}"));
+            }
             if info.flags.contains(FrameFlags::ANON) {
                 if shared || !v.has_anon_vma() {
                     return Err(format!("anonymous page at {addr:#x} in {v:?} (shared or without anon_vma)"));
