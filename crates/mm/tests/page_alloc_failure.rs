@@ -17,7 +17,9 @@
 use std::sync::Arc;
 
 use vmspace_mm::vma::VmaPool;
-use vmspace_mm::{Access, Advice, Errno, FaultKind, MapFlags, Memory, MemoryConfig, Mm, MmConfig, Prot, VmFile};
+use vmspace_mm::{
+    Access, Advice, Errno, FaultKind, MapFlags, Memory, MemoryConfig, Mm, MmConfig, Prot, VmFile,
+};
 use vmspace_pgtable::{Pte, VA_END, bits};
 
 const P: u64 = 4096;
@@ -90,16 +92,15 @@ fn snapshot(w: &World, ignore_write: bool) -> Snapshot {
         w.mem.read_pfn(pfn, 0, &mut b);
         b
     };
-    let entries = w
-        .mm
-        .page_table()
-        .entries(0, VA_END)
-        .into_iter()
-        .map(|(a, pte): (u64, Pte)| {
-            let bytes = if pte.is_present() { page(pte.pfn()) } else { Vec::new() };
-            (a, pte.raw() & !mask, bytes)
-        })
-        .collect();
+    let entries =
+        w.mm.page_table()
+            .entries(0, VA_END)
+            .into_iter()
+            .map(|(a, pte): (u64, Pte)| {
+                let bytes = if pte.is_present() { page(pte.pfn()) } else { Vec::new() };
+                (a, pte.raw() & !mask, bytes)
+            })
+            .collect();
     let cache = match w.file.page_cache() {
         Some(c) => c.pages().into_iter().map(|(i, pfn)| (i, page(pfn))).collect(),
         None => Vec::new(),
@@ -143,7 +144,11 @@ fn every_fault_allocation_fails_cleanly() {
             match r {
                 Err(Errno::ENOMEM) => {
                     failures += 1;
-                    assert_eq!(snapshot(&w, false), before, "{what}: failure at allocation {k} changed something");
+                    assert_eq!(
+                        snapshot(&w, false),
+                        before,
+                        "{what}: failure at allocation {k} changed something"
+                    );
                     // The same fault without injection now succeeds as it would have at first.
                     assert_eq!(op(&w), Ok(want), "{what}: retry after failure {k}");
                     assert_eq!(snapshot(&w, false), want_snap, "{what}: retry after failure {k}");
@@ -225,7 +230,11 @@ fn every_fork_allocation_fails_cleanly() {
                     assert_eq!(snapshot(&w, true), before, "{what}: a failed fork changed the parent ({k})");
                     check_memory(&[&w.mm], &w);
                     assert_eq!(w.pool.stats().in_use, vmas_before, "{what}: VMAs leaked ({k})");
-                    assert_eq!(tree_nodes_unaccounted(&w.mm), nodes_before, "{what}: tree nodes leaked ({k})");
+                    assert_eq!(
+                        tree_nodes_unaccounted(&w.mm),
+                        nodes_before,
+                        "{what}: tree nodes leaked ({k})"
+                    );
                     // The parent's pages are intact: its private pages are still its own.
                     let mut b = [0u8; 4];
                     w.mm.read(ANON + 3 * P, &mut b).unwrap();
