@@ -13,10 +13,19 @@ use std::collections::HashMap;
 use crate::{FrameFlags, Memory, PageCache, PageTable, Pfn, VA_END};
 
 /// Checks every frame of `mem` against the entries of `pts` and the pages of `caches`, which must be every page
-/// table and page cache of the memory, with nothing running on any of them (module docs). Waits for a grace
-/// period first, so that released frames and tables are free. The first violation found is the error.
+/// table and page cache of the memory, with nothing running on any of them (module docs). Waits for grace
+/// periods first, so that released frames and tables are free. The first violation found is the error.
 pub fn check_memory(mem: &Memory, pts: &[&PageTable], caches: &[&PageCache]) -> Result<(), String> {
-    vmspace_rcu::synchronize();
+    // A freed object's deferred drop may itself free pages a grace period later (a VMA's file reference, dropped
+    // after its grace period, can be a page cache's last, whose eviction gathers its frames): wait until nothing
+    // is pending, a few grace periods at most.
+    for _ in 0..8 {
+        vmspace_rcu::synchronize();
+        let s = mem.stats();
+        if s.frames_pending_free == 0 && s.tables_pending_free == 0 {
+            break;
+        }
+    }
     let mut maps: HashMap<Pfn, u32> = HashMap::new();
     for pt in pts {
         pt.validate()?;
