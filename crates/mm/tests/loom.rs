@@ -16,6 +16,14 @@
 //! - `mmap_lock_reader_writer` / `mmap_lock_downgrade`: the rwsem itself.
 //! - `rcu_arc_reader_vs_replace`: a VMA attribute replaced under a reader stays alive until the reader's own
 //!   reference is taken.
+//! - `fault_under_vma_lock_vs_munmap`: the real address space (`Mm`, its maple tree, its page table): a
+//!   thread faults a page in under the VMA's read lock (`lock_vma_under_rcu`, `handle_mm_fault`) while another
+//!   munmaps the VMA. The fault either completes before the munmap write-locks the VMA (and the munmap zaps its
+//!   page) or finds no VMA (SIGSEGV); never a page in an unmapped range. The thread then reads the VMA's other
+//!   page through the emulated MMU (a lockless walk): the munmap frees the pages and the page tables it empties
+//!   (`free_pgd_range`) only a grace period after unlinking them, so the walk never touches a freed table
+//!   (pgtable's loom build marks freed tables and checks every access through an entry); afterwards nothing is
+//!   left but the top table.
 //!
 //! Under loom a parked thread only yields (see `vma::park`), so these models check the atomics and orderings
 //! of the protocols, not the wake-ups; lost wake-ups are the business of the std tests (`mmap_lock` unit tests,
@@ -54,8 +62,14 @@ fn add(c: &UnsafeCell<u64>, v: u64) {
 }
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
+    model_bound(2, f);
+}
+
+fn model_bound(bound: usize, f: impl Fn() + Sync + Send + 'static) {
     let mut b = loom::model::Builder::new();
-    b.preemption_bound = Some(2);
+    b.preemption_bound = Some(bound);
+    // The real address space's calls take many atomic steps (tree, pool, counters, page table).
+    b.max_branches = 5_000_000;
     b.check(f);
 }
 
@@ -343,4 +357,54 @@ fn rcu_arc_reader_vs_replace() {
         reader.join().unwrap();
         assert!(cell.load().is_none());
     });
+}
+
+#[test]
+fn fault_under_vma_lock_vs_munmap() {
+    use vmspace_mm::{Access, Errno, FaultKind, MapFlags, Mm, MmConfig, Prot};
+    // Under loom tables have 4 entries: the page table spans 1 MiB (`vmspace_pgtable::VA_END`).
+    const A: u64 = 0x2_0000;
+    const P: u64 = 4096;
+    // The per-VMA lock (and the RCU section that finds the VMA and walks the page table) against munmap's
+    // write lock, tree store, detach, zap and table frees. Two threads, bounded preemption.
+    use std::sync::atomic::{AtomicUsize, Ordering as StdOrdering};
+    // Outcomes over all executions (std atomics: outside the model). Relaxed: counters read after the model.
+    static FAULTED: AtomicUsize = AtomicUsize::new(0);
+    static SEGV: AtomicUsize = AtomicUsize::new(0);
+    model_bound(2, || {
+        let mm = Arc::new(Mm::new(MmConfig::default()));
+        let fixed = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
+        mm.mmap(A, 2 * P, Prot::RW, fixed, None, 0).unwrap();
+        // The VMA's anon_vma exists (a page faulted in): the racing fault completes under the VMA lock alone.
+        assert_eq!(mm.fault(A + P, Access::Write), Ok(FaultKind::AnonNew));
+        let m2 = mm.clone();
+        let faulter = thread::spawn(move || {
+            let r = m2.fault(A, Access::Write);
+            // Then a lockless walk (the emulated MMU's load) of the other page, whose table munmap frees.
+            let mut b = [9u8];
+            match m2.read(A + P, &mut b) {
+                Ok(()) => assert_eq!(b, [0], "the page's bytes"),
+                Err(at) => assert_eq!(at, A + P),
+            }
+            r
+        });
+        mm.munmap(A, 2 * P).unwrap();
+        let r = faulter.join().unwrap();
+        match r {
+            Ok(FaultKind::AnonNew) => FAULTED.fetch_add(1, StdOrdering::Relaxed),
+            Err(Errno::EFAULT) => SEGV.fetch_add(1, StdOrdering::Relaxed),
+            other => panic!("{other:?}"),
+        };
+        // Whatever the order, nothing is mapped there now, and the page table agrees with the VMAs.
+        assert_eq!(mm.fault(A, Access::Read), Err(Errno::EFAULT));
+        assert!(mm.page_table().pte(A).is_none() && mm.page_table().pte(A + P).is_none());
+        mm.validate().unwrap();
+        vmspace_rcu::synchronize();
+        let s = mm.memory().stats();
+        assert_eq!((s.frames_in_use, s.frames_pending_free), (0, 0), "{s:?}");
+        assert_eq!((s.tables_in_use, s.tables_pending_free), (1, 0), "only the top table: {s:?}");
+    });
+    let (f, e) = (FAULTED.load(StdOrdering::Relaxed), SEGV.load(StdOrdering::Relaxed));
+    println!("fault before munmap: {f} executions; SIGSEGV after it: {e}");
+    assert!(f > 0 && e > 0, "both orders explored");
 }
