@@ -506,8 +506,16 @@ impl PageCache {
         let first = offset.div_ceil(PAGE_SIZE);
         let last_excl = end / PAGE_SIZE;
         if first < last_excl {
-            self.unmap_mapping_range(first, last_excl - 1, false);
-            self.drop_pages(first, last_excl - 1);
+            let mut removed = Vec::new();
+            {
+                // The size does not change, so unlike truncation nothing stops a fault from mapping a page of
+                // the hole again between the unmap and the removal, but for the cache's mutex: a fault looks a
+                // page up and maps it under it (lock order: cache mutex, then the registry's, then PTE locks).
+                let mut st = self.state.lock();
+                self.unmap_mapping_range(first, last_excl - 1, false);
+                st.pages.drain(first, last_excl - 1, &self.mem, &mut removed);
+            }
+            self.release_pages(removed);
         }
         self.zero_partial(offset, Some(end));
     }
@@ -555,6 +563,11 @@ impl PageCache {
             let mut st = self.state.lock();
             st.pages.drain(first, last, &self.mem, &mut removed);
         }
+        self.release_pages(removed);
+    }
+
+    /// Gives up the cache's references to pages drained from it.
+    fn release_pages(&self, removed: Vec<(u64, Pfn)>) {
         let mut tlb = MmuGather::new(&self.mem);
         for (_, pfn) in removed {
             let f = self.mem.frame(pfn);

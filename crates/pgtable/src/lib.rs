@@ -78,8 +78,9 @@
 //!   [`PageTable::change_protection`], [`PageTable::move_page_tables`], [`PageTable::copy_page_range`] (fork),
 //!   [`PageTable::madvise_free`], guard markers, and [`PageTable::smaps_range`] /
 //!   [`PageTable::smaps_range_lockless`] (`smaps_pte_range`).
-//! - [`PageCache`]: a file's pages, size, truncation and hole punching (`unmap_mapping_range` with
-//!   `even_cows`), and the registry of mappings truncation reaches (module `cache`).
+//! - [`PageCache`]: a file's pages, size, truncation (`unmap_mapping_range` with `even_cows`: private copies
+//!   beyond the end go too) and hole punching (without: private copies stay), and the registry of mappings
+//!   truncation reaches (module `cache`).
 //! - [`check_memory`]: whole-memory accounting (every frame's mapcount and refcount against the entries and
 //!   cache slots of every page table and cache of a memory), for tests.
 //! - [`handle_mm_fault`]: the fault core over a [`FaultVma`] description (module `fault`), with
