@@ -1,8 +1,8 @@
 //! A guest address space as a user-mode emulator keeps it: the emulator loads a guest program's segments,
 //! gives it a heap (`brk`) and a stack, and forwards the guest's `mmap`/`mprotect`/`munmap` system calls and
 //! its memory accesses to a `vmspace_mm::Mm`, which answers exactly as Linux 6.18 would (placement, merging,
-//! errno). Page contents are the emulator's business; the `Mm` decides what is mapped, with which permissions,
-//! and whether an access faults.
+//! errno, faults) and keeps the guest's memory: loads and stores go through its emulated MMU (`Mm::read`,
+//! `Mm::write`), faulting pages in as the kernel would, and a forked guest shares its pages copy-on-write.
 //!
 //! Run with `cargo run -p vmspace-mm --example guest_address_space`; it prints the guest's
 //! `/proc/self/maps` after each step and checks every answer.
@@ -32,18 +32,23 @@ pub fn main() {
     assert_eq!(mm.mmap(stack, 8 * P, Prot::RW, stack_flags, None, 0), Ok(stack));
     show(&mm, "loaded");
 
-    // 2. The guest runs. Its memory accesses go through `fault` (a user-mode access: a page fault on x86).
+    // 2. The guest runs. Its loads and stores go through the MMU; where it refuses, the page fault is handled
+    //    (`Mm::fault`, a user-mode access) and the access retried, or the guest gets SIGSEGV.
     mm.fault(TEXT, Access::Read).expect("text is readable");
     assert_eq!(mm.fault(TEXT, Access::Write), Err(Errno::EFAULT), "writing text is a SIGSEGV");
-    mm.fault(TEXT + 2 * P, Access::Write).expect("data is writable");
+    assert_eq!(mm.write(TEXT + 8, b"patch"), Err(TEXT + 8), "a store to text faults at its address");
+    mm.write(TEXT + 2 * P, b"initialised data").expect("data is writable");
     // A push just below the stack grows it (expand_stack), as on Linux.
-    mm.fault(stack - 16, Access::Write).expect("the stack grows down");
+    mm.write(stack - 16, &0x1234_u64.to_le_bytes()).expect("the stack grows down");
     assert_eq!(mm.vma_at(stack - 16).map(|v| v.start), Some(stack - P));
+    let mut word = [0u8; 8];
+    mm.read(stack - 16, &mut word).expect("pushed");
+    assert_eq!(u64::from_le_bytes(word), 0x1234);
 
     // 3. malloc: the heap grows with brk, and big allocations get their own anonymous mapping, placed top-down.
     let heap = mm.brk(0);
     assert_eq!(mm.brk(heap + 32 * P), heap + 32 * P);
-    mm.fault(heap + 5 * P, Access::Write).expect("heap is writable");
+    mm.fill(heap + 5 * P, P, 0xa5).expect("heap is writable");
     let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
     let big = mm.mmap(0, 64 * P, Prot::RW, anon, None, 0).expect("mmap");
     assert!(big < mm.config().mmap_base, "placed below mmap_base");
@@ -61,7 +66,17 @@ pub fn main() {
     assert_eq!(mm.mprotect(big, P, Prot::from_bits_retain(0x40)), Err(Errno::EINVAL));
     assert_eq!(mm.maps_text(), before);
 
-    // 5. free: the allocation and the heap go away again.
+    // 5. fork: the child sees the parent's memory; each side's later stores are its own (copy-on-write).
+    let child = mm.fork().expect("fork");
+    child.write(TEXT + 2 * P, b"child's data!!!!").expect("the child's data page");
+    let mut data = [0u8; 16];
+    mm.read(TEXT + 2 * P, &mut data).expect("readable");
+    assert_eq!(&data, b"initialised data", "the parent keeps its bytes");
+    child.read(heap + 5 * P + 100, &mut data).expect("inherited heap");
+    assert_eq!(data, [0xa5; 16]);
+    drop(child);
+
+    // 6. free: the allocation and the heap go away again.
     assert_eq!(mm.munmap(big, 64 * P), Ok(()));
     assert_eq!(mm.brk(heap), heap);
     assert!(mm.vma_at(big).is_none() && mm.vma_at(heap).is_none());
