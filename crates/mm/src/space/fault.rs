@@ -239,17 +239,19 @@ impl Mm {
         // mmap_upgrade_trylock always fails: drop the read lock, take the write lock, look again.
         drop(r);
         let mut wg = locking.write_lock();
-        let st = self.state.write(&mut wg);
-        let mut w = MmWrite { mm: self, st };
-        let v = w.find(addr)?;
-        if v.start() > addr {
-            if !v.fl().intersects(VmFlags::GROWSDOWN) {
-                return None;
+        let v = {
+            let st = self.state.write(&mut wg);
+            let mut w = MmWrite { mm: self, st };
+            let v = w.find(addr)?;
+            if v.start() > addr {
+                if !v.fl().intersects(VmFlags::GROWSDOWN) {
+                    return None;
+                }
+                // expand_stack_locked: the expansion covers the whole page.
+                w.expand_downwards(v, addr & PAGE_MASK).ok()?;
             }
-            // expand_stack_locked: the expansion covers the whole page.
-            w.expand_downwards(v, addr & PAGE_MASK).ok()?;
-        }
-        drop(w);
+            v
+        };
         Some((wg.downgrade(), v))
     }
 
@@ -270,7 +272,7 @@ impl Mm {
         let file = if v.is_file_backed() { v.file() } else { None };
         // A private hugetlb mapping's pages are anonymous (`hugetlb_no_page` gives it new anonymous folios).
         let cache = match &file {
-            Some(f) if !(hugetlb && !flags.intersects(VmFlags::MAYSHARE)) => f.page_cache().map(|c| &**c),
+            Some(f) if !hugetlb || flags.intersects(VmFlags::MAYSHARE) => f.page_cache().map(|c| &**c),
             _ => None,
         };
         let mut fv = FaultVma {
