@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use vmspace_mm::vma::VmaPool;
 use vmspace_mm::{
-    Access, Advice, Errno, FaultKind, MapFlags, Memory, MemoryConfig, Mm, MmConfig, Prot, VmFile,
+    Access, Advice, Errno, FaultKind, ForkMode, MapFlags, Memory, MemoryConfig, Mm, MmConfig, Prot, VmFile,
 };
 use vmspace_pgtable::{Pte, VA_END, bits};
 
@@ -213,7 +213,13 @@ fn tree_nodes_unaccounted(mm: &Mm) -> i64 {
 
 #[test]
 fn every_fork_allocation_fails_cleanly() {
-    for (what, inject, clear) in FORK_INJECTIONS {
+    // `ForkMode::Reinsert` builds the child's tree from nothing: a tree of its own, whose node allocations the
+    // parent's tree injection does not reach (its failures free the new tree: `reinsert_tree`).
+    let runs = FORK_INJECTIONS
+        .iter()
+        .flat_map(|i| [(i, ForkMode::Dup), (i, ForkMode::Reinsert)])
+        .filter(|((what, ..), mode)| !(*what == "tree nodes" && *mode == ForkMode::Reinsert));
+    for ((what, inject, clear), mode) in runs {
         let mut failures = 0;
         for k in 0.. {
             let w = world();
@@ -221,11 +227,11 @@ fn every_fork_allocation_fails_cleanly() {
             let vmas_before = w.pool.stats().in_use;
             let nodes_before = tree_nodes_unaccounted(&w.mm);
             inject(&w, k);
-            let r = w.mm.fork();
+            let r = w.mm.fork_with(mode);
             clear(&w);
             match r {
                 Err(e) => {
-                    assert_eq!(e, Errno::ENOMEM, "{what} (failure at {k})");
+                    assert_eq!(e, Errno::ENOMEM, "{what} {mode:?} (failure at {k})");
                     failures += 1;
                     assert_eq!(snapshot(&w, true), before, "{what}: a failed fork changed the parent ({k})");
                     check_memory(&[&w.mm], &w);
@@ -257,6 +263,6 @@ fn every_fork_allocation_fails_cleanly() {
                 }
             }
         }
-        assert!(failures > 0, "{what}: fork never failed");
+        assert!(failures > 0, "{what} {mode:?}: fork never failed");
     }
 }
