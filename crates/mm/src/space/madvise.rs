@@ -425,7 +425,8 @@ impl Mm {
         // offset = (start - vm_start) + (vm_pgoff << PAGE_SHIFT), which wraps negative for a pgoff near the
         // top of the 2^52-page file space (EINVAL), and offset + len beyond the file system's largest file
         // (s_maxbytes) or past i64::MAX is EFBIG. The file keeps its size; its pages are not modelled.
-        let offset = ((start - a.start()) as i64).wrapping_add((a.pgoff() << super::config::PAGE_SHIFT) as i64);
+        let offset =
+            ((start - a.start()) as i64).wrapping_add((a.pgoff() << super::config::PAGE_SHIFT) as i64);
         let len = (end - start) as i64;
         if offset < 0 {
             return Err(Errno::EINVAL);
