@@ -430,7 +430,7 @@ impl super::MmRead<'_> {
 impl MmWrite<'_> {
     /// `expand_downwards`: grows the growsdown VMA `v` down to `addr` (page-aligned).
     pub(crate) fn expand_downwards(&mut self, v: V, addr: u64) -> Result<(), Errno> {
-        if addr < self.cfg.mmap_min_addr {
+        if addr < self.cfg.min_addr() {
             return Err(Errno::EPERM);
         }
         if let Some(prev) = self.prev_of(v.start())

@@ -31,6 +31,11 @@
 //! `VM_WRITE` VMA, executable exactly in a `VM_EXEC` one; the zero page and anonymous pages only in private
 //! VMAs, anonymous pages only in VMAs with an anon_vma; a page-cache page only in a VMA of its file, at the
 //! address of its index; every file VMA's registration names this page table, its range and its offset.
+//! A guard marker's VMA has `VM_MAYBE_GUARD` with one exception Linux has too: naming a range
+//! (`PR_SET_VMA_ANON_NAME`) that merges with a guarded neighbour resets the merged VMA's flags to those of the
+//! renamed part (`mm/madvise.c: madvise_update_vma` sets the flags it computed before `vma_modify_name`, which,
+//! unlike `vma_modify_flags`, does not hand back the sticky flags the merge kept), so that check applies only
+//! where anonymous VMA names are off (`CONFIG_ANON_VMA_NAME`).
 //! `Mm::check_memory` (tests) makes the frame counts exact over a family of address spaces that share a memory:
 //! mapcount = entries, refcount = entries + cache slot, no leak.
 
@@ -217,7 +222,8 @@ impl MmRead<'_> {
                 if m != vmspace_pgtable::Marker::GUARD {
                     return Err(format!("marker {m:?} at {addr:#x}: only guard markers are made"));
                 }
-                if !fl.intersects(VmFlags::MAYBE_GUARD) {
+                // Naming can drop the flag (module docs); without anon VMA names nothing can.
+                if !fl.intersects(VmFlags::MAYBE_GUARD) && !self.cfg.anon_vma_name {
                     return Err(format!("guard marker at {addr:#x} in a VMA without VM_MAYBE_GUARD {v:?}"));
                 }
                 continue;
