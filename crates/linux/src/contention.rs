@@ -542,7 +542,7 @@ mod tests {
         // Other tests run in parallel and may load both CPUs: only require progress.
         assert!(calls.min > 0.0, "{calls:?}");
         assert!(r.metric("scanner_reads_count").unwrap().max > 0.0);
-        let s = |k| r.metric(k).unwrap().median;
+        let s = |k: &str| r.metric(k).unwrap().median;
         assert!(s("call_p50_ms") <= s("call_p99_ms") && s("call_p99_ms") <= s("call_max_ms"));
         assert_eq!(s("mapper_errors_count"), 0.0);
         // The distribution: every quantile present, rising from the minimum to the maximum.

@@ -1,0 +1,335 @@
+//! SVG figures: line charts with optional min-max bars, on linear or logarithmic axes (plotters' SVG backend,
+//! drawn into a string; text is SVG `<text>` in the generic `sans-serif` family, so no font file is needed
+//! or referenced).
+//!
+//! A [`Chart`] is data: series of points (x, median y, and the min and max over the runs when there are
+//! several) and the sides that could not be measured, which the figure lists under the plot ("engine, tree
+//! copy: not available in this build") instead of leaving them out silently. [`svg`] draws it;
+//! [`inline`] turns the document into an element for an HTML page (no namespace URL).
+
+use plotters::coord::Shift;
+use plotters::coord::ranged1d::{AsRangedCoord, Ranged, ValueFormatter};
+use plotters::prelude::*;
+
+/// Width and height of every figure, pixels.
+pub const SIZE: (u32, u32) = (860, 480);
+
+/// Line colours, in series order (distinct on white and for the common colour-vision deficiencies).
+const PALETTE: [RGBColor; 10] = [
+    RGBColor(0x1f, 0x77, 0xb4),
+    RGBColor(0xd6, 0x27, 0x28),
+    RGBColor(0x2c, 0xa0, 0x2c),
+    RGBColor(0xff, 0x7f, 0x0e),
+    RGBColor(0x94, 0x67, 0xbd),
+    RGBColor(0x8c, 0x56, 0x4b),
+    RGBColor(0xe3, 0x77, 0xc2),
+    RGBColor(0x7f, 0x7f, 0x7f),
+    RGBColor(0x17, 0xbe, 0xcf),
+    RGBColor(0xbc, 0xbd, 0x22),
+];
+
+/// One point: the median and, when several runs were made, their min and max.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Point {
+    /// x.
+    pub x: f64,
+    /// The median y.
+    pub y: f64,
+    /// The smallest y over the runs.
+    pub lo: Option<f64>,
+    /// The largest y over the runs.
+    pub hi: Option<f64>,
+}
+
+impl Point {
+    /// A point without spread.
+    pub fn at(x: f64, y: f64) -> Point {
+        Point { x, y, lo: None, hi: None }
+    }
+
+    /// A point from a run summary (median, with min and max when there are several runs).
+    pub fn of(x: f64, s: &vmspace_results::stats::Summary) -> Point {
+        let spread = s.n > 1;
+        Point { x, y: s.median, lo: spread.then_some(s.min), hi: spread.then_some(s.max) }
+    }
+}
+
+/// One line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    /// Legend text.
+    pub name: String,
+    /// Points, in x order.
+    pub points: Vec<Point>,
+}
+
+/// Where the legend goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Legend {
+    /// Upper left corner.
+    UpperLeft,
+    /// Upper right corner.
+    UpperRight,
+    /// Lower right corner.
+    LowerRight,
+}
+
+/// A line chart.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Chart {
+    /// Title, drawn above the plot.
+    pub title: String,
+    /// x axis description.
+    pub x_desc: String,
+    /// y axis description.
+    pub y_desc: String,
+    /// Logarithmic x axis.
+    pub x_log: bool,
+    /// Logarithmic y axis.
+    pub y_log: bool,
+    /// A fixed y range (e.g. 0..1 for a CDF); otherwise the data's, with margin.
+    pub y_range: Option<(f64, f64)>,
+    /// A fixed x range; otherwise the data's, with margin.
+    pub x_range: Option<(f64, f64)>,
+    /// Label only whole numbers on the x axis (thread counts).
+    pub x_integer: bool,
+    /// The lines.
+    pub series: Vec<Series>,
+    /// Lines that could not be drawn, with why; listed under the plot.
+    pub missing: Vec<String>,
+    /// Legend position.
+    pub legend: Legend,
+}
+
+impl Chart {
+    /// An empty chart.
+    pub fn new(title: &str, x_desc: &str, y_desc: &str) -> Chart {
+        Chart {
+            title: title.to_string(),
+            x_desc: x_desc.to_string(),
+            y_desc: y_desc.to_string(),
+            x_log: false,
+            y_log: false,
+            y_range: None,
+            x_range: None,
+            x_integer: false,
+            series: Vec::new(),
+            missing: Vec::new(),
+            legend: Legend::UpperRight,
+        }
+    }
+
+    /// Whether any series has a point.
+    pub fn has_data(&self) -> bool {
+        self.series.iter().any(|s| !s.points.is_empty())
+    }
+}
+
+fn err(e: impl std::fmt::Display) -> anyhow::Error {
+    anyhow::anyhow!("drawing a figure: {e}")
+}
+
+/// The data range over the usable values (positive ones on a log axis), widened so no point sits on an edge.
+fn range(values: impl Iterator<Item = f64>, log: bool) -> (f64, f64) {
+    let usable: Vec<f64> = values.filter(|v| v.is_finite() && (!log || *v > 0.0)).collect();
+    let lo = usable.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = usable.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if !lo.is_finite() {
+        return if log { (0.1, 10.0) } else { (0.0, 1.0) };
+    }
+    if log {
+        (lo / 1.6, hi * 1.6)
+    } else {
+        let pad = if hi > lo { (hi - lo) * 0.08 } else { hi.abs().max(1.0) * 0.1 };
+        ((lo - pad).min(if lo >= 0.0 { 0.0 } else { lo - pad }), hi + pad)
+    }
+}
+
+/// Draws `chart` as an SVG document.
+pub fn svg(chart: &Chart) -> anyhow::Result<String> {
+    let mut buf = String::new();
+    {
+        let root = SVGBackend::with_string(&mut buf, SIZE).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let notes_h = 8 + 18 * chart.missing.len() as u32;
+        let (plot, notes) = root.split_vertically(SIZE.1 - notes_h);
+        let xs = chart.series.iter().flat_map(|s| s.points.iter().map(|p| p.x));
+        let (x0, x1) = chart.x_range.unwrap_or_else(|| range(xs, chart.x_log));
+        let ys =
+            chart.series.iter().flat_map(|s| s.points.iter().flat_map(|p| [Some(p.y), p.lo, p.hi]).flatten());
+        let (y0, y1) = chart.y_range.unwrap_or_else(|| range(ys, chart.y_log));
+        match (chart.x_log, chart.y_log) {
+            (true, true) => draw(&plot, chart, (x0..x1).log_scale(), (y0..y1).log_scale())?,
+            (true, false) => draw(&plot, chart, (x0..x1).log_scale(), y0..y1)?,
+            (false, true) => draw(&plot, chart, x0..x1, (y0..y1).log_scale())?,
+            (false, false) => draw(&plot, chart, x0..x1, y0..y1)?,
+        }
+        for (i, m) in chart.missing.iter().enumerate() {
+            notes
+                .draw(&Text::new(
+                    m.clone(),
+                    (16, 4 + 18 * i as i32),
+                    ("sans-serif", 14).into_font().color(&BLACK),
+                ))
+                .map_err(err)?;
+        }
+        root.present().map_err(err)?;
+    }
+    Ok(buf)
+}
+
+fn draw<X, Y>(area: &DrawingArea<SVGBackend<'_>, Shift>, c: &Chart, x: X, y: Y) -> anyhow::Result<()>
+where
+    X: AsRangedCoord<Value = f64>,
+    Y: AsRangedCoord<Value = f64>,
+    X::CoordDescType: Ranged<ValueType = f64> + ValueFormatter<f64>,
+    Y::CoordDescType: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
+    let mut chart = ChartBuilder::on(area)
+        .caption(&c.title, ("sans-serif", 18))
+        .margin(14)
+        .x_label_area_size(44)
+        .y_label_area_size(72)
+        .build_cartesian_2d(x, y)
+        .map_err(err)?;
+    let x_label = |v: &f64| {
+        if c.x_integer && (v - v.round()).abs() > 1e-9 || c.x_log && !round_on_log(*v) {
+            String::new()
+        } else {
+            tick(*v)
+        }
+    };
+    let y_label = |v: &f64| if c.y_log && !round_on_log(*v) { String::new() } else { tick(*v) };
+    chart
+        .configure_mesh()
+        .x_desc(c.x_desc.as_str())
+        .y_desc(c.y_desc.as_str())
+        .x_label_formatter(&x_label)
+        .y_label_formatter(&y_label)
+        .light_line_style(BLACK.mix(0.04))
+        .bold_line_style(BLACK.mix(0.15))
+        .axis_desc_style(("sans-serif", 14))
+        .label_style(("sans-serif", 12))
+        .draw()
+        .map_err(err)?;
+    for (i, s) in c.series.iter().enumerate() {
+        let color = PALETTE[i % PALETTE.len()];
+        let pts: Vec<(f64, f64)> = s.points.iter().map(|p| (p.x, p.y)).collect();
+        chart
+            .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))
+            .map_err(err)?
+            .label(s.name.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+        chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled()))).map_err(err)?;
+        let bars = s.points.iter().filter_map(|p| match (p.lo, p.hi) {
+            (Some(lo), Some(hi)) => Some(ErrorBar::new_vertical(p.x, lo, p.y, hi, color.stroke_width(1), 8)),
+            _ => None,
+        });
+        chart.draw_series(bars).map_err(err)?;
+    }
+    if !c.series.is_empty() {
+        chart
+            .configure_series_labels()
+            .position(match c.legend {
+                Legend::UpperLeft => SeriesLabelPosition::UpperLeft,
+                Legend::UpperRight => SeriesLabelPosition::UpperRight,
+                Legend::LowerRight => SeriesLabelPosition::LowerRight,
+            })
+            .label_font(("sans-serif", 13))
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK.mix(0.5))
+            .draw()
+            .map_err(err)?;
+    }
+    Ok(())
+}
+
+/// Whether a tick of a logarithmic axis deserves a label: 1, 2 or 5 times a power of ten (the others crowd).
+fn round_on_log(v: f64) -> bool {
+    if v <= 0.0 {
+        return false;
+    }
+    let m = v / 10f64.powf(v.log10().floor());
+    [1.0, 2.0, 5.0, 10.0].iter().any(|x| (m - x).abs() < 1e-6 * x)
+}
+
+/// An axis tick: `0.004`, `0.25`, `3`, `12.5`, `40k`, `1.5M`.
+pub fn tick(v: f64) -> String {
+    fn trim(s: String) -> String {
+        if s.contains('.') { s.trim_end_matches('0').trim_end_matches('.').to_string() } else { s }
+    }
+    let a = v.abs();
+    if a == 0.0 {
+        "0".into()
+    } else if a >= 1e9 {
+        format!("{}G", trim(format!("{:.2}", v / 1e9)))
+    } else if a >= 1e6 {
+        format!("{}M", trim(format!("{:.2}", v / 1e6)))
+    } else if a >= 1e4 {
+        format!("{}k", trim(format!("{:.1}", v / 1e3)))
+    } else if a >= 10.0 {
+        trim(format!("{v:.1}"))
+    } else if a >= 0.1 {
+        trim(format!("{v:.2}"))
+    } else {
+        let digits = (-a.log10().floor()) as usize + 1;
+        trim(format!("{v:.digits$}"))
+    }
+}
+
+/// The SVG document as an element to put inside an HTML page: without the XML namespace attribute (HTML
+/// needs none for inline SVG) and without any XML declaration.
+pub fn inline(svg: &str) -> String {
+    let body = match svg.find("<svg") {
+        Some(i) => &svg[i..],
+        None => svg,
+    };
+    body.replacen(" xmlns=\"http://www.w3.org/2000/svg\"", "", 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chart(x_log: bool, y_log: bool) -> Chart {
+        let mut c = Chart::new("t", "x", "y");
+        c.x_log = x_log;
+        c.y_log = y_log;
+        c.series.push(Series {
+            name: "kernel".into(),
+            points: vec![Point { x: 1.0, y: 10.0, lo: Some(8.0), hi: Some(12.0) }, Point::at(100.0, 1000.0)],
+        });
+        c.missing.push("engine: not available in this build".into());
+        c
+    }
+
+    #[test]
+    fn every_axis_combination_draws() {
+        for (xl, yl) in [(false, false), (true, false), (false, true), (true, true)] {
+            let s = svg(&chart(xl, yl)).unwrap();
+            assert!(s.starts_with("<svg"), "{}", &s[..40]);
+            assert!(s.contains("kernel") && s.contains("not available in this build"));
+            let i = inline(&s);
+            assert!(!i.contains("http"), "{}", &i[..200]);
+            assert!(i.trim_end().ends_with("</svg>"));
+        }
+        // No data at all still draws (empty axes and the missing lines).
+        let mut c = chart(true, true);
+        c.series.clear();
+        assert!(!c.has_data());
+        assert!(svg(&c).unwrap().contains("not available"));
+    }
+
+    #[test]
+    fn ticks() {
+        assert_eq!(tick(0.0), "0");
+        assert_eq!(tick(0.004), "0.004");
+        assert_eq!(tick(0.25), "0.25");
+        assert_eq!(tick(3.0), "3");
+        assert_eq!(tick(12.5), "12.5");
+        assert_eq!(tick(40_000.0), "40k");
+        assert_eq!(tick(1_500_000.0), "1.5M");
+        assert!(round_on_log(200.0) && round_on_log(0.05) && round_on_log(1000.0));
+        assert!(!round_on_log(300.0) && !round_on_log(0.0));
+    }
+}
