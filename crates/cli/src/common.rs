@@ -174,10 +174,14 @@ fn parent_dir(path: &Path) -> PathBuf {
 }
 
 /// Writes `path` through a temporary file in its directory renamed over it at the end, so that a failure or an
-/// interruption never leaves a truncated file.
+/// interruption never leaves a truncated file. The file is readable by everyone (mode 0644, as a shell
+/// redirection makes it under the usual umask; the temporary file alone would be 0600): reports and pages are
+/// meant to be read, served and copied.
 pub fn write_atomically(path: &Path, fill: impl FnOnce(&mut dyn Write) -> Result<()>) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
     let mut tmp = tempfile::Builder::new()
         .prefix(".vmspace-")
+        .permissions(std::fs::Permissions::from_mode(0o644))
         .tempfile_in(parent_dir(path))
         .with_context(|| format!("creating a file beside {}", path.display()))?;
     {

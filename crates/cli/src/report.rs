@@ -4,15 +4,19 @@
 //! The run prints one compact table per experiment with its verdict, then the targets and the machine's load,
 //! and writes into the output directory (checked writable, and created if missing, before anything runs):
 //! `report.json` (schema `vmspace.report.v1`), one SVG per figure and `index.html`, a self-contained page.
+//! `--json FILE` also writes the report set to FILE, as every command does (`--json -`: to standard output,
+//! the text then going to standard error). docs/REPORT.md describes the command, its files and the hidden
+//! `--smoke` length of the tests.
 //! Progress is one display for the whole run on standard error: a bar with the phase, the time left and the
 //! time elapsed on a terminal, else one line every few seconds. Ctrl-C stops the experiment in progress,
 //! writes what was measured so far (the page says which experiments are incomplete) and exits with status 130.
 //!
 //! `--compare OLD NEW` runs nothing: it reads two `report.json` files, prints which figures moved beyond their
 //! run-to-run spread and how the targets changed, writes `compare.html`, and exits with status 1 when a target
-//! went from met to missed.
+//! went from met to missed; `--json FILE` writes the comparison as a report set.
 
-use crate::common::{self, Status, fmt_secs, usage, write_atomically};
+use crate::common::{self, JsonOut, Status, Text, fmt_secs, usage, write_atomically};
+use crate::say;
 use anyhow::{Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -27,11 +31,15 @@ use vmspace_results::report::{ReportSet, SCHEMA};
 #[derive(Debug, Args)]
 pub struct ReportArgs {
     /// A smoke run of every experiment and figure, in well under 30 s (1 short run per point).
-    #[arg(long, conflicts_with = "full")]
+    #[arg(long, conflicts_with_all = ["full", "smoke"])]
     quick: bool,
-    /// The settings of BENCHMARKS.md for every experiment (about 15 minutes on 2 CPUs).
-    #[arg(long)]
+    /// The settings of BENCHMARKS.md for every experiment (about 12 minutes on 2 CPUs).
+    #[arg(long, conflicts_with = "smoke")]
     full: bool,
+    /// Shorter than --quick, for the CLI's structure test only (docs/REPORT.md): every experiment and figure
+    /// in a few seconds, figures meaningless.
+    #[arg(long, hide = true)]
+    smoke: bool,
     /// Directory for report.json, the SVG figures and index.html; created if missing, checked writable
     /// before the run.
     #[arg(long, value_name = "DIR", default_value = "report")]
@@ -43,17 +51,23 @@ pub struct ReportArgs {
     /// Run nothing: compare two report.json files, print which figures moved beyond their run-to-run spread
     /// and how the targets changed, and write DIR/compare.html. Exit status 1 when a target went from met to
     /// missed.
-    #[arg(long, num_args = 2, value_names = ["OLD", "NEW"], conflicts_with_all = ["quick", "full", "experiments"])]
+    #[arg(long, num_args = 2, value_names = ["OLD", "NEW"], conflicts_with_all = ["quick", "full", "smoke", "experiments"])]
     compare: Option<Vec<PathBuf>>,
+    /// Also write the report set (with --compare: the comparison) as JSON to FILE (`-`: standard output, the
+    /// text then goes to standard error).
+    #[arg(long, value_name = "FILE", alias = "json-file")]
+    json: Option<PathBuf>,
 }
 
 /// Runs `vmspace report`.
 pub fn run(args: ReportArgs) -> Result<Status> {
     if let Some(files) = &args.compare {
-        return compare(&files[0], &files[1], &args.out);
+        return compare(&files[0], &files[1], &args.out, args.json.as_deref());
     }
     vmspace_linux::child::install_interrupt_handler()?;
-    let length = if args.quick {
+    let length = if args.smoke {
+        Length::Smoke
+    } else if args.quick {
         Length::Quick
     } else if args.full {
         Length::Full
@@ -70,10 +84,13 @@ pub fn run(args: ReportArgs) -> Result<Status> {
         }
     }
     prepare_out(&args.out)?;
+    let json = JsonOut::new(args.json.as_deref())?;
+    let t = Text::new(&json);
     let host = vmspace_linux::hostinfo::gather();
     let estimate = report_run::estimate_s(length, &host, args.experiments.as_deref());
-    println!("vmspace report ({}): {}", length.id(), host.one_line());
-    println!(
+    say!(t, "vmspace report ({}): {}", length.id(), host.one_line());
+    say!(
+        t,
         "about {} of measurements; load average now {}; output: {}",
         fmt_secs(estimate),
         host.load_average.as_deref().unwrap_or("unknown"),
@@ -86,10 +103,11 @@ pub fn run(args: ReportArgs) -> Result<Status> {
     let outcome = report_run::run(&opts, &mut |p| display.update(&p));
     display.finish();
     let p = report_run::present(&outcome.set);
-    print!("{}", report_run::text(&p));
+    t.print(&report_run::text(&p));
     let files = write_report(&args.out, &outcome.set, &p)?;
-    println!("\nwritten to {}: {}", args.out.display(), files.join(", "));
-    println!("took {} ({})", fmt_secs(start.elapsed().as_secs_f64()), length.id());
+    json.write(&outcome.set)?;
+    say!(t, "\nwritten to {}: {}", args.out.display(), files.join(", "));
+    say!(t, "took {} ({})", fmt_secs(start.elapsed().as_secs_f64()), length.id());
     if outcome.interrupted {
         let complete =
             p.sections.iter().filter(|s| s.completion == vmspace_report::model::Completion::Complete).count();
@@ -156,7 +174,7 @@ fn write_report(dir: &Path, set: &ReportSet, p: &report_run::Presentation) -> Re
 }
 
 /// `vmspace report --compare OLD NEW`.
-fn compare(old: &Path, new: &Path, out: &Path) -> Result<Status> {
+fn compare(old: &Path, new: &Path, out: &Path, json: Option<&Path>) -> Result<Status> {
     let read = |p: &Path| -> Result<ReportSet> {
         let text =
             std::fs::read_to_string(p).map_err(|e| usage(format!("cannot read {}: {e}", p.display())))?;
@@ -169,24 +187,29 @@ fn compare(old: &Path, new: &Path, out: &Path) -> Result<Status> {
     };
     let (a, b) = (read(old)?, read(new)?);
     prepare_out(out)?;
+    let json = JsonOut::new(json)?;
+    let t = Text::new(&json);
     let c = vmspace_report::compare::compare(&a, &b);
-    println!("old: {} ({})", c.old_command, c.old_started);
-    println!("new: {} ({})", c.new_command, c.new_started);
-    println!();
-    print!("{}", c.targets_table().text());
-    println!();
+    say!(t, "old: {} ({})", c.old_command, c.old_started);
+    say!(t, "new: {} ({})", c.new_command, c.new_started);
+    say!(t);
+    t.print(&c.targets_table().text());
+    say!(t);
     let moved = c.moved_table();
     if moved.rows.is_empty() {
-        println!("no figure moved beyond its run-to-run spread");
+        say!(t, "no figure moved beyond its run-to-run spread");
     } else {
-        print!("{}", moved.text());
+        t.print(&moved.text());
     }
-    println!("\nverdict: {}", c.line());
+    say!(t, "\nverdict: {}", c.line());
     let page = out.join("compare.html");
     write_atomically(&page, |w| Ok(w.write_all(vmspace_report::html::compare(&c).as_bytes())?))
         .with_context(|| format!("writing {}", page.display()))?;
-    println!("written to {}", page.display());
-    Ok(if c.regressions().is_empty() { Status::Success } else { Status::Failed })
+    let host = b.reports.first().map(|r| r.host.clone()).unwrap_or_default();
+    let set = c.to_set(&common::command_line(), &host);
+    json.write(&set)?;
+    say!(t, "written to {}", page.display());
+    Ok(Status::of(set.verdict.as_ref().expect("a comparison has a verdict")))
 }
 
 /// One progress display for the whole run, on standard error: a bar on a terminal; otherwise a line when a

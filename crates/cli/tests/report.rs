@@ -1,7 +1,11 @@
-//! `vmspace report`: the structure of a `--quick` run (the report set's keys, every experiment and figure, a
-//! well-formed self-contained page), the explicit "not available in this build" of missing engine sides,
-//! Ctrl-C (status 130 with what was measured written), `--compare`'s exit statuses on crafted report sets,
-//! and the output-directory and argument checks. No timing is asserted: the machine may be busy.
+//! `vmspace report`: the structure of a run (the report set's keys, every experiment and figure, a well-formed
+//! self-contained page, `--json`), the explicit "not yet measured on the engine" of the engine sides that have
+//! not landed, Ctrl-C during a `--quick` run (status 130 with what was measured written), `--compare`'s exit
+//! statuses and JSON on crafted report sets, and the output-path and argument checks. No timing is asserted:
+//! the machine may be busy.
+//!
+//! The structure test runs the hidden `--smoke` length (docs/REPORT.md): the same code and plans as
+//! `--quick` with shorter runs and fewer contention rows, a few seconds instead of about 15 on 2 CPUs.
 
 mod common;
 
@@ -76,20 +80,23 @@ fn check_self_contained(html: &str) {
 }
 
 #[test]
-fn quick_report_has_every_experiment_figure_and_a_self_contained_page() {
+fn a_report_has_every_experiment_figure_and_a_self_contained_page() {
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("out");
-    let out = vmspace(&["report", "--quick", "--out", out_dir.to_str().unwrap()]);
+    let json = dir.path().join("set.json");
+    let out =
+        vmspace(&["report", "--smoke", "--out", out_dir.to_str().unwrap(), "--json", json.to_str().unwrap()]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     // 0: every measured target met; 1: one missed (on a busy machine the tree targets may miss).
     assert!(matches!(out.status.code(), Some(0 | 1)), "status {:?}\n{stdout}\n{stderr}", out.status);
 
     // The report set.
-    let set: Value =
-        serde_json::from_str(&std::fs::read_to_string(out_dir.join("report.json")).unwrap()).unwrap();
+    let text = std::fs::read_to_string(out_dir.join("report.json")).unwrap();
+    assert_eq!(text, std::fs::read_to_string(&json).unwrap(), "--json writes the same report set");
+    let set: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(set["schema"], "vmspace.report.v1");
-    assert!(set["command"].as_str().unwrap().starts_with("vmspace report --quick --out"));
+    assert!(set["command"].as_str().unwrap().starts_with("vmspace report --smoke --out"));
     let verdict = &set["verdict"];
     assert_eq!(verdict["passed"].as_bool(), Some(out.status.code() == Some(0)), "{verdict}");
     assert!(verdict["line"].as_str().unwrap().contains(" met, "));
@@ -138,7 +145,23 @@ fn quick_report_has_every_experiment_figure_and_a_self_contained_page() {
         );
     }
     for s in sides.iter().filter(|s| param(s, "status") != "measured") {
-        assert_eq!(param(s, "status"), "not available in this build", "{s}");
+        assert_eq!(param(s, "status"), "not yet measured on the engine", "{s}");
+        assert!(!param(s, "awaits").is_empty(), "{s}");
+        assert!(s["runs"].as_array().unwrap().is_empty(), "a side not measured has no figures: {s}");
+    }
+    // No measured report claims to come from an engine side that did not run.
+    let side_built = ["faults", "fork", "contention", "tearing"];
+    for r in reports.iter().filter(|r| {
+        !r["benchmark"].as_str().unwrap().starts_with("report.")
+            && side_built.contains(&param(r, "experiment"))
+    }) {
+        let (id, side) = (param(r, "experiment"), param(r, "side"));
+        assert!(
+            sides.iter().any(|s| param(s, "experiment") == id
+                && param(s, "side") == side
+                && param(s, "status") == "measured"),
+            "{r}"
+        );
     }
     let machine = of("report.machine").next().expect("the machine report");
     assert!(!machine["parameters"]["facts"].as_array().unwrap().is_empty());
@@ -150,8 +173,16 @@ fn quick_report_has_every_experiment_figure_and_a_self_contained_page() {
         .find(|t| param(t, "target") == "tearing.kernel.maps")
         .expect("the kernel's tearing target");
     assert_ne!(param(tearing, "status"), "not measured");
-    for t in targets.iter().filter(|t| param(t, "target").contains(".engine")) {
+    let engine_targets: Vec<&&Value> =
+        targets.iter().filter(|t| param(t, "target").contains(".engine")).collect();
+    assert!(engine_targets.len() >= 4, "{engine_targets:?}");
+    for t in engine_targets {
         assert_eq!(param(t, "status"), "not measured", "{t}");
+        assert!(
+            t["notes"][0].as_str().unwrap().starts_with("not yet measured on the engine (awaits "),
+            "{t}"
+        );
+        assert!(t["runs"].as_array().unwrap().is_empty(), "{t}");
     }
     // The contention reports carry the latency distribution the CDFs are drawn from.
     let row = reports.iter().find(|r| r["benchmark"] == "kernel.contention").unwrap();
@@ -173,8 +204,8 @@ fn quick_report_has_every_experiment_figure_and_a_self_contained_page() {
     for id in EXPERIMENTS {
         assert!(html.contains(&format!("<section id=\"{id}\">")), "no section {id}");
     }
-    assert!(html.contains("not available in this build"));
-    assert!(html.contains("vmspace report --quick --out"), "the page shows the exact command");
+    assert!(html.contains("not yet measured on the engine (awaits "));
+    assert!(html.contains("vmspace report --smoke --out"), "the page shows the exact command");
 
     // The terminal: one table and verdict per experiment, then the summary.
     assert_eq!(stdout.matches("\nverdict: ").count(), EXPERIMENTS.len() + 1, "{stdout}");
@@ -184,6 +215,30 @@ fn quick_report_has_every_experiment_figure_and_a_self_contained_page() {
             && stdout.contains("per thread vs T=1")
     );
     assert!(stdout.contains("written to "));
+    // Every engine-beside-kernel verdict says what the engine side awaits.
+    assert_eq!(stdout.matches("Not yet measured on the engine: ").count(), 4, "{stdout}");
+    // Progress goes to standard error, one line per phase at least when it is not a terminal.
+    assert!(stderr.matches("report: ").count() >= EXPERIMENTS.len(), "{stderr}");
+}
+
+#[test]
+fn json_to_standard_output_keeps_it_clean() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = vmspace(&[
+        "report",
+        "--smoke",
+        "--experiments",
+        "tearing",
+        "--out",
+        dir.path().to_str().unwrap(),
+        "--json",
+        "-",
+    ]);
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{}", String::from_utf8_lossy(&out.stderr));
+    let set: Value = serde_json::from_slice(&out.stdout).expect("standard output is the JSON alone");
+    assert_eq!(set["schema"], "vmspace.report.v1");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("== Summary ==") && stderr.contains("written to "), "{stderr}");
 }
 
 #[test]
@@ -285,6 +340,19 @@ fn compare_exits_1_only_when_a_target_went_from_met_to_missed() {
     check_well_formed(&page);
     check_self_contained(&page);
     assert!(page.contains("REGRESSED"));
+    // --json: the comparison as a report set, standard output holding the JSON alone.
+    let out = vmspace(&["report", "--compare", &met, &missed, "--out", d, "--json", "-"]);
+    assert_eq!(out.status.code(), Some(1));
+    let set: Value = serde_json::from_slice(&out.stdout).expect("the comparison as JSON");
+    assert_eq!(set["verdict"]["passed"], false);
+    assert_eq!(set["verdict"]["missed"], 1);
+    let reports = set["reports"].as_array().unwrap();
+    let target = reports.iter().find(|r| r["benchmark"] == "report.compare.target").unwrap();
+    assert_eq!((param(target, "old_status"), param(target, "new_status")), ("met", "missed"));
+    assert_eq!(target["parameters"]["regressed"], true);
+    let figure = reports.iter().find(|r| r["benchmark"] == "report.compare.figure").unwrap();
+    assert_eq!(param(figure, "direction"), "worse");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("REGRESSED"));
 
     // Missed to met, met to undecided, the same set twice: no regression.
     for (a, b) in [(&missed, &met), (&met, &undecided), (&met, &met)] {
@@ -320,7 +388,8 @@ fn output_directory_and_arguments_are_checked_before_anything_runs() {
     let file = dir.path().join("a-file");
     std::fs::write(&file, "x").unwrap();
     let nested = dir.path().join("no/such/dir");
-    let cases: [(&[&str], &str); 6] = [
+    let no_dir_json = dir.path().join("no/such/set.json");
+    let cases: [(&[&str], &str); 9] = [
         (&["report", "--quick", "--out", file.to_str().unwrap()], "not a directory"),
         (&["report", "--quick", "--out", nested.to_str().unwrap()], "does not exist"),
         (
@@ -330,6 +399,29 @@ fn output_directory_and_arguments_are_checked_before_anything_runs() {
         (&["report", "--quick", "--full"], "cannot be used with"),
         (&["report", "--quick", "--compare", "a", "b"], "cannot be used with"),
         (&["report", "--compare", "only-one"], "2 values"),
+        (&["report", "--quick", "--smoke"], "cannot be used with"),
+        (
+            &[
+                "report",
+                "--quick",
+                "--out",
+                dir.path().to_str().unwrap(),
+                "--json",
+                no_dir_json.to_str().unwrap(),
+            ],
+            "does not exist",
+        ),
+        (
+            &[
+                "report",
+                "--quick",
+                "--out",
+                dir.path().to_str().unwrap(),
+                "--json",
+                dir.path().to_str().unwrap(),
+            ],
+            "is a directory",
+        ),
     ];
     for (args, needle) in cases {
         let t = std::time::Instant::now();
@@ -340,6 +432,7 @@ fn output_directory_and_arguments_are_checked_before_anything_runs() {
         assert!(t.elapsed() < Duration::from_secs(10), "{args:?} ran before refusing");
     }
     assert!(!nested.exists());
+    assert!(!dir.path().join("report.json").exists(), "a refused run wrote nothing");
     // A directory that does not exist yet (with an existing parent) is created.
     let fresh = dir.path().join("fresh");
     let out = vmspace(&["report", "--quick", "--experiments", "mm", "--out", fresh.to_str().unwrap()]);

@@ -13,10 +13,18 @@
 //! # Targets
 //! Targets are matched by id (`report.target` reports; `bench.tree.target` reports of `vmspace bench tree`
 //! too). A target that was met and is now missed is a *regression*: `--compare` then exits with status 1.
+//!
+//! # As a report set (`--compare ... --json FILE`)
+//! [`Comparison::to_set`]: one `report.compare.figure` report per moved figure (parameters `figure`,
+//! `metric`, `direction`: `better`, `worse` or `neither`; one run with `old_min`, `old_median`, `old_max`,
+//! `new_min`, `new_median`, `new_max`, `change_ratio`), one `report.compare.target` report per target of either
+//! set (parameters `target`, `what`, `old_status`, `new_status`: a status word or `absent`, `regressed`), and
+//! the verdict: passed when no target regressed (`met`: targets in both sets that did not regress; `missed`:
+//! regressions).
 
 use std::collections::BTreeMap;
 
-use vmspace_results::report::{Report, ReportSet};
+use vmspace_results::report::{Report, ReportSet, Verdict};
 use vmspace_results::stats::Summary;
 
 use crate::experiment::param_str;
@@ -225,6 +233,49 @@ impl Comparison {
         )
     }
 
+    /// The comparison as a report set of `command` (module docs, "As a report set").
+    pub fn to_set(&self, command: &str, host: &vmspace_results::host::HostInfo) -> ReportSet {
+        let mut reports = Vec::new();
+        for m in &self.moved {
+            let mut r =
+                Report::new("report.compare.figure", format!("{} / {}", m.what, m.metric), host.clone());
+            r.param("figure", &m.what);
+            r.param("metric", &m.metric);
+            r.param(
+                "direction",
+                match m.better {
+                    Some(true) => "better",
+                    Some(false) => "worse",
+                    None => "neither",
+                },
+            );
+            r.push_run(BTreeMap::from([
+                ("old_min".to_string(), m.old.min),
+                ("old_median".to_string(), m.old.median),
+                ("old_max".to_string(), m.old.max),
+                ("new_min".to_string(), m.new.min),
+                ("new_median".to_string(), m.new.median),
+                ("new_max".to_string(), m.new.max),
+                ("change_ratio".to_string(), m.change()),
+            ]));
+            r.summarise();
+            reports.push(r);
+        }
+        for t in &self.targets {
+            let mut r = Report::new("report.compare.target", t.what.clone(), host.clone());
+            r.param("target", &t.id);
+            r.param("what", &t.what);
+            let word = |x: &Option<TargetResult>| x.as_ref().map_or("absent", |x| x.status.word());
+            r.param("old_status", word(&t.old));
+            r.param("new_status", word(&t.new));
+            r.param("regressed", t.regressed());
+            reports.push(r);
+        }
+        let both = self.targets.iter().filter(|t| t.old.is_some() && t.new.is_some()).count() as u64;
+        let regressed = self.regressions().len() as u64;
+        ReportSet::new(command, reports).with_verdict(Verdict::new(both - regressed, regressed, self.line()))
+    }
+
     /// The moved figures as a table.
     pub fn moved_table(&self) -> Table {
         let mut t = Table::new(
@@ -326,6 +377,14 @@ mod tests {
         assert_eq!(c.regressions().len(), 1);
         assert!(c.line().contains("1 went from met to missed"), "{}", c.line());
         assert_eq!(c.targets_table().rows[0][3], "REGRESSED");
+        let set = c.to_set("vmspace report --compare a b", &HostInfo::default());
+        let v = set.verdict.as_ref().unwrap();
+        assert_eq!((v.passed, v.met, v.missed), (false, 0, 1));
+        let fig = set.reports.iter().find(|r| r.benchmark == "report.compare.figure").unwrap();
+        assert_eq!(param_str(fig, "direction"), "worse");
+        assert!((fig.metric("change_ratio").unwrap().median - 90.0 / 105.0).abs() < 1e-9);
+        let t = set.reports.iter().find(|r| r.benchmark == "report.compare.target").unwrap();
+        assert_eq!((param_str(t, "old_status"), param_str(t, "new_status")), ("met", "missed"));
         // The other way round it improved.
         let back = compare(&new, &old);
         assert!(back.regressions().is_empty());

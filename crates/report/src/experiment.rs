@@ -14,7 +14,9 @@
 //! available side in turn, so that all sides of one point are measured close together in time and an
 //! interruption loses at most the point in progress. Each side's report is stamped with parameters `side`
 //! (its [`SideInfo::id`]) and `point` (the plan's [`Plan::point_key`]), which is how tables and figures find
-//! it. A side this build lacks is a [`NotInThisBuild`] placeholder: listed, never run.
+//! it. An engine side whose engine code has not landed is an [`AwaitingEngine`] placeholder: listed in every
+//! table, figure, verdict and target as "not yet measured on the engine" with what it awaits, never run, and
+//! no figure is made up for it.
 //!
 //! # Progress and interruption
 //! The runner tells the context how long each unit of work is expected to take ([`Ctx::begin`]); the
@@ -35,6 +37,10 @@ use crate::targets::TargetResult;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Length {
+    /// Smaller than quick, for the CLI's structure test only (`vmspace report --smoke`, a hidden option; see
+    /// docs/REPORT.md): every experiment and every figure, with the shortest runs that still produce them
+    /// (a few seconds). Its figures say nothing about performance.
+    Smoke,
     /// A smoke run: every experiment, every figure, in well under 30 s (`--quick`).
     Quick,
     /// About 3 minutes on a 2-CPU machine: every experiment at a few repeats (the default).
@@ -47,6 +53,7 @@ impl Length {
     /// `quick`, `default` or `full`.
     pub fn id(self) -> &'static str {
         match self {
+            Length::Smoke => "smoke",
             Length::Quick => "quick",
             Length::Default => "default",
             Length::Full => "full",
@@ -55,7 +62,7 @@ impl Length {
 
     /// Parses [`Length::id`].
     pub fn parse(s: &str) -> Option<Length> {
-        [Length::Quick, Length::Default, Length::Full].into_iter().find(|l| l.id() == s)
+        [Length::Smoke, Length::Quick, Length::Default, Length::Full].into_iter().find(|l| l.id() == s)
     }
 }
 
@@ -66,14 +73,27 @@ pub struct SideInfo {
     pub id: &'static str,
     /// The name tables and legends show: `kernel`, `engine, per-VMA locks`, ...
     pub name: &'static str,
-    /// `None` when the side runs; otherwise why it does not (e.g. "not available in this build").
+    /// `None` when the side runs; otherwise why it does not ([`NOT_YET_MEASURED`]).
     pub unavailable: Option<String>,
+    /// For a side that does not run: what it awaits, in a few words (empty otherwise).
+    pub awaits: &'static str,
 }
 
 impl SideInfo {
     /// An available side.
     pub fn new(id: &'static str, name: &'static str) -> SideInfo {
-        SideInfo { id, name, unavailable: None }
+        SideInfo { id, name, unavailable: None, awaits: "" }
+    }
+
+    /// `not yet measured on the engine (awaits ...)` for a side that does not run.
+    pub fn why_not(&self) -> Option<String> {
+        let why = self.unavailable.as_ref()?;
+        Some(if self.awaits.is_empty() { why.clone() } else { format!("{why} (awaits {})", self.awaits) })
+    }
+
+    /// `engine, per-VMA locks: not yet measured on the engine (awaits ...)` for a side that does not run.
+    pub fn pending_line(&self) -> Option<String> {
+        self.why_not().map(|w| format!("{}: {w}", self.name))
     }
 }
 
@@ -220,25 +240,33 @@ pub trait Side<P: Plan> {
     fn measure(&self, plan: &P, point: &P::Point, ctx: &mut Ctx<'_>) -> anyhow::Result<Report>;
 }
 
-/// A side this build does not have yet: listed in every table, figure and target as not available, never run.
+/// An engine side whose engine code has not landed: listed in every table, figure, verdict and target as
+/// [`NOT_YET_MEASURED`] with what it awaits, never run (so no figure exists for it, and none is invented).
 #[derive(Debug, Clone, Copy)]
-pub struct NotInThisBuild {
+pub struct AwaitingEngine {
     /// The id the side will have.
     pub id: &'static str,
     /// Its name.
     pub name: &'static str,
+    /// What the engine still lacks for it, in a few words (shown beside every "not yet measured").
+    pub awaits: &'static str,
 }
 
-/// The reason every placeholder gives.
-pub const NOT_IN_THIS_BUILD: &str = "not available in this build";
+/// The status every placeholder gives (parameter `status` of its `report.side` report).
+pub const NOT_YET_MEASURED: &str = "not yet measured on the engine";
 
-impl<P: Plan> Side<P> for NotInThisBuild {
+impl<P: Plan> Side<P> for AwaitingEngine {
     fn info(&self) -> SideInfo {
-        SideInfo { id: self.id, name: self.name, unavailable: Some(NOT_IN_THIS_BUILD.to_string()) }
+        SideInfo {
+            id: self.id,
+            name: self.name,
+            unavailable: Some(NOT_YET_MEASURED.to_string()),
+            awaits: self.awaits,
+        }
     }
 
     fn measure(&self, _plan: &P, _point: &P::Point, _ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
-        anyhow::bail!("{}: {NOT_IN_THIS_BUILD}", self.name)
+        anyhow::bail!("{}: {NOT_YET_MEASURED} (awaits {})", self.name, self.awaits)
     }
 }
 
@@ -323,7 +351,7 @@ mod tests {
     fn sides_run_point_by_point_and_placeholders_never_run() {
         let plan = Counts(vec![1, 2, 3]);
         let sides: Sides<Counts> =
-            vec![Box::new(Echo), Box::new(NotInThisBuild { id: "engine", name: "engine" })];
+            vec![Box::new(Echo), Box::new(AwaitingEngine { id: "engine", name: "engine", awaits: "x" })];
         assert_eq!(sides_estimate_s(&plan, &sides), 6.0);
         let host = HostInfo::default();
         let mut reports = Vec::new();
@@ -340,13 +368,22 @@ mod tests {
         // Progress never goes backwards and ends at the estimate.
         assert!(steps.windows(2).all(|w| w[0] <= w[1]), "{steps:?}");
         assert_eq!(*steps.last().unwrap(), 6.0);
-        let info = <NotInThisBuild as Side<Counts>>::info(&NotInThisBuild { id: "e", name: "e" });
-        assert_eq!(info.unavailable.as_deref(), Some(NOT_IN_THIS_BUILD));
+        let pending = AwaitingEngine { id: "e", name: "engine, x", awaits: "the fault path" };
+        let info = <AwaitingEngine as Side<Counts>>::info(&pending);
+        assert_eq!(info.unavailable.as_deref(), Some(NOT_YET_MEASURED));
+        assert_eq!(
+            info.pending_line().unwrap(),
+            "engine, x: not yet measured on the engine (awaits the fault path)"
+        );
+        assert_eq!(Echo.info().pending_line(), None);
+        let (mut none, mut quiet) = (Vec::new(), |_: Step<'_>| {});
+        let mut ctx = Ctx::new(&host, "test", &mut none, &mut quiet);
+        assert!(pending.measure(&plan, &1, &mut ctx).is_err());
     }
 
     #[test]
     fn lengths_parse() {
-        for l in [Length::Quick, Length::Default, Length::Full] {
+        for l in [Length::Smoke, Length::Quick, Length::Default, Length::Full] {
             assert_eq!(Length::parse(l.id()), Some(l));
         }
         assert_eq!(Length::parse("long"), None);

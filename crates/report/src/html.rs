@@ -88,7 +88,12 @@ fn numeric(v: &str) -> bool {
         })
 }
 
+/// A table of measurements: cells that read as numbers are right-aligned.
 fn table(out: &mut String, t: &Table) {
+    table_aligned(out, t, true)
+}
+
+fn table_aligned(out: &mut String, t: &Table, align_numbers: bool) {
     if t.rows.is_empty() {
         return;
     }
@@ -104,7 +109,7 @@ fn table(out: &mut String, t: &Table) {
     for r in &t.rows {
         out.push_str("<tr>");
         for (i, c) in r.iter().enumerate() {
-            if i > 0 && numeric(c) {
+            if align_numbers && i > 0 && numeric(c) {
                 let _ = write!(out, "<td class=\"num\">{}</td>", esc(c));
             } else {
                 let _ = write!(out, "<td>{}</td>", esc(c));
@@ -267,7 +272,7 @@ pub fn index(p: &Presentation, files: &[String]) -> String {
     for (k, v) in &p.machine.facts {
         facts.row(vec![k.clone(), v.clone()]);
     }
-    table(&mut out, &facts);
+    table_aligned(&mut out, &facts, false);
     let _ = writeln!(
         out,
         "<p>1-minute, 5-minute and 15-minute load averages: {} before the run, {} after it; {}.</p>",

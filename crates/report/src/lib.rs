@@ -14,9 +14,10 @@
 //! The engine-beside-kernel experiments (faults, fork, contention, tearing) are built from *sides*: one
 //! [`Side`](experiment::Side) per thing measured (the live kernel, each engine mode), all run on the same
 //! points of one plan ([`Plan`](experiment::Plan): thread counts, VMA counts, grid rows, tests), one point at a
-//! time for every side, so that the engine's figure and the kernel's are taken minutes apart at most. A side
-//! that this build does not have yet is a [`NotInThisBuild`](experiment::NotInThisBuild): it is never run,
-//! and every table, figure, verdict and target says "not available in this build" where its figures would be.
+//! time for every side, so that the engine's figure and the kernel's are taken minutes apart at most. An
+//! engine side whose engine code has not landed yet is an [`AwaitingEngine`](experiment::AwaitingEngine): it
+//! is never run, and every table, figure, verdict and target says "not yet measured on the engine" and what
+//! it awaits where its figures would be; no number stands in for it.
 //!
 //! # Plugging in an engine side
 //!
@@ -27,8 +28,9 @@
 //!    with the metrics that experiment's module documents ("Contract of a side's report"), calling
 //!    [`Ctx::step`](experiment::Ctx::step) after each run and stopping with
 //!    [`Interrupted`](vmspace_linux::child::Interrupted) when [`Ctx::interrupted`](experiment::Ctx::interrupted).
-//! 2. Put it in place of the placeholder in [`engine`] (e.g. `engine::faults_sides`). Nothing else changes:
-//!    the tables, figures, verdicts and targets pick the side up by its id.
+//! 2. Put it in place of the placeholder in [`engine`] ([`engine::faults_sides`], [`engine::fork_sides`],
+//!    [`engine::contention_sides`], [`engine::tearing_sides`]: one function per experiment, the seam). Nothing
+//!    else changes: the tables, figures, verdicts and targets pick the side up by its id.
 //!
 //! # Modules
 //! - [`experiment`]: the interface (experiments, sides, plans, the run context, lengths);

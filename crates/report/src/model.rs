@@ -108,7 +108,8 @@ pub struct Section {
     pub tables: Vec<Table>,
     /// What the figures say, in one line of plain words.
     pub verdict: String,
-    /// Sides that were not measured, each with why (`engine, per-VMA locks: not available in this build`).
+    /// Sides that were not measured, each with why (`engine, per-VMA locks: not yet measured on the engine
+    /// (awaits ...)`).
     pub unavailable: Vec<String>,
     /// Its figures.
     pub figures: Vec<Figure>,

@@ -4,11 +4,17 @@
 //!
 //! A [`Chart`] is data: series of points (x, median y, and the min and max over the runs when there are
 //! several) and the sides that could not be measured, which the figure lists under the plot ("engine, tree
-//! copy: not available in this build") instead of leaving them out silently. [`svg`] draws it;
+//! copy: not yet measured on the engine") instead of leaving them out silently. [`svg`] draws it;
 //! [`inline`] turns the document into an element for an HTML page (no namespace URL).
+//!
+//! Axis ticks are chosen here, not by plotters ([`linear_ticks`], [`log_ticks`]): steps of 1, 2 or 5 times a
+//! power of ten on a linear axis (whole numbers only on a thread-count axis); on a logarithmic axis the powers
+//! of ten, or 1-2-5 within each decade, or every whole multiple when the range is narrower than a decade. Every
+//! tick is labelled and has one grid line; there are no unlabelled minor lines.
 
 use plotters::coord::Shift;
-use plotters::coord::ranged1d::{AsRangedCoord, Ranged, ValueFormatter};
+use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged};
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 /// Width and height of every figure, pixels.
@@ -158,11 +164,15 @@ pub fn svg(chart: &Chart) -> anyhow::Result<String> {
         let ys =
             chart.series.iter().flat_map(|s| s.points.iter().flat_map(|p| [Some(p.y), p.lo, p.hi]).flatten());
         let (y0, y1) = chart.y_range.unwrap_or_else(|| range(ys, chart.y_log));
+        let xt = if chart.x_log { log_ticks(x0, x1) } else { linear_ticks(x0, x1, chart.x_integer) };
+        let yt = if chart.y_log { log_ticks(y0, y1) } else { linear_ticks(y0, y1, false) };
+        let lin = |a: f64, b: f64, t| Ticks::<RangedCoordf64> { inner: (a..b).into(), ticks: t };
+        let log = |a: f64, b: f64, t| Ticks::<LogCoord<f64>> { inner: (a..b).log_scale().into(), ticks: t };
         match (chart.x_log, chart.y_log) {
-            (true, true) => draw(&plot, chart, (x0..x1).log_scale(), (y0..y1).log_scale())?,
-            (true, false) => draw(&plot, chart, (x0..x1).log_scale(), y0..y1)?,
-            (false, true) => draw(&plot, chart, x0..x1, (y0..y1).log_scale())?,
-            (false, false) => draw(&plot, chart, x0..x1, y0..y1)?,
+            (true, true) => draw(&plot, chart, log(x0, x1, xt), log(y0, y1, yt))?,
+            (true, false) => draw(&plot, chart, log(x0, x1, xt), lin(y0, y1, yt))?,
+            (false, true) => draw(&plot, chart, lin(x0, x1, xt), log(y0, y1, yt))?,
+            (false, false) => draw(&plot, chart, lin(x0, x1, xt), lin(y0, y1, yt))?,
         }
         for (i, m) in chart.missing.iter().enumerate() {
             notes
@@ -178,12 +188,39 @@ pub fn svg(chart: &Chart) -> anyhow::Result<String> {
     Ok(buf)
 }
 
+/// An axis (linear or logarithmic, `inner`) whose ticks are `ticks`: plotters draws one grid line and one label
+/// at each, and asks for no others.
+struct Ticks<R> {
+    inner: R,
+    ticks: Vec<f64>,
+}
+
+impl<R: Ranged<ValueType = f64>> Ranged for Ticks<R> {
+    type FormatOption = DefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
+        self.inner.map(value, limit)
+    }
+
+    fn key_points<Hint: KeyPointHint>(&self, hint: Hint) -> Vec<f64> {
+        // Light (minor) lines are asked for separately: there are none.
+        if hint.weight().allow_light_points() { Vec::new() } else { self.ticks.clone() }
+    }
+
+    fn range(&self) -> std::ops::Range<f64> {
+        self.inner.range()
+    }
+
+    fn axis_pixel_range(&self, limit: (i32, i32)) -> std::ops::Range<i32> {
+        self.inner.axis_pixel_range(limit)
+    }
+}
+
 fn draw<X, Y>(area: &DrawingArea<SVGBackend<'_>, Shift>, c: &Chart, x: X, y: Y) -> anyhow::Result<()>
 where
-    X: AsRangedCoord<Value = f64>,
-    Y: AsRangedCoord<Value = f64>,
-    X::CoordDescType: Ranged<ValueType = f64> + ValueFormatter<f64>,
-    Y::CoordDescType: Ranged<ValueType = f64> + ValueFormatter<f64>,
+    X: Ranged<ValueType = f64, FormatOption = DefaultFormatting>,
+    Y: Ranged<ValueType = f64, FormatOption = DefaultFormatting>,
 {
     let mut chart = ChartBuilder::on(area)
         .caption(&c.title, ("sans-serif", 18))
@@ -192,21 +229,15 @@ where
         .y_label_area_size(72)
         .build_cartesian_2d(x, y)
         .map_err(err)?;
-    let x_label = |v: &f64| {
-        if c.x_integer && (v - v.round()).abs() > 1e-9 || c.x_log && !round_on_log(*v) {
-            String::new()
-        } else {
-            tick(*v)
-        }
-    };
-    let y_label = |v: &f64| if c.y_log && !round_on_log(*v) { String::new() } else { tick(*v) };
+    let label = |v: &f64| tick(*v);
     chart
         .configure_mesh()
         .x_desc(c.x_desc.as_str())
         .y_desc(c.y_desc.as_str())
-        .x_label_formatter(&x_label)
-        .y_label_formatter(&y_label)
-        .light_line_style(BLACK.mix(0.04))
+        .x_label_formatter(&label)
+        .y_label_formatter(&label)
+        .light_line_style(TRANSPARENT)
+        .max_light_lines(0)
         .bold_line_style(BLACK.mix(0.15))
         .axis_desc_style(("sans-serif", 14))
         .label_style(("sans-serif", 12))
@@ -244,13 +275,65 @@ where
     Ok(())
 }
 
-/// Whether a tick of a logarithmic axis deserves a label: 1, 2 or 5 times a power of ten (the others crowd).
-fn round_on_log(v: f64) -> bool {
-    if v <= 0.0 {
-        return false;
+/// Ticks of a linear axis over `lo..=hi`: multiples of a step of 1, 2 or 5 times a power of ten, the smallest
+/// such step giving at most 8 ticks (at least 1 when `integer`: thread counts).
+pub fn linear_ticks(lo: f64, hi: f64, integer: bool) -> Vec<f64> {
+    if !(lo.is_finite() && hi.is_finite()) || hi <= lo {
+        return Vec::new();
     }
-    let m = v / 10f64.powf(v.log10().floor());
-    [1.0, 2.0, 5.0, 10.0].iter().any(|x| (m - x).abs() < 1e-6 * x)
+    let raw = (hi - lo) / 8.0;
+    let mut step = 10f64.powf(raw.log10().floor());
+    for m in [1.0, 2.0, 5.0, 10.0] {
+        if step * m >= raw {
+            step *= m;
+            break;
+        }
+    }
+    if integer {
+        step = step.max(1.0).round();
+    }
+    let first = (lo / step).ceil() as i64;
+    let last = (hi / step).floor() as i64;
+    // Rounded to the step's precision, so that 0.1 * 3 is written 0.3.
+    let digits = (-step.log10().floor()).max(0.0) as i32 + 1;
+    let round = |v: f64| {
+        let p = 10f64.powi(digits);
+        (v * p).round() / p
+    };
+    (first..=last).map(|k| round(k as f64 * step)).collect()
+}
+
+/// Ticks of a logarithmic axis over `lo..=hi` (positive): the powers of ten when there are at least 4 of them,
+/// else 1, 2 and 5 times each power of ten when that gives at least 3, else every whole multiple of each power
+/// of ten (a range narrower than a decade).
+pub fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
+    if !(lo > 0.0 && hi.is_finite()) || hi <= lo {
+        return Vec::new();
+    }
+    let within = |mults: &[f64]| -> Vec<f64> {
+        let mut out = Vec::new();
+        let mut e = lo.log10().floor() as i32;
+        while 10f64.powi(e) <= hi {
+            for m in mults {
+                // Exact decimal values (10^-3 * 5 is 0.005, not 0.005000000000000001).
+                let v = if e >= 0 { m * 10f64.powi(e) } else { m / 10f64.powi(-e) };
+                if v >= lo && v <= hi {
+                    out.push(v);
+                }
+            }
+            e += 1;
+        }
+        out
+    };
+    let decades = within(&[1.0]);
+    if decades.len() >= 4 {
+        return decades;
+    }
+    let one_two_five = within(&[1.0, 2.0, 5.0]);
+    if one_two_five.len() >= 3 {
+        return one_two_five;
+    }
+    within(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0])
 }
 
 /// An axis tick: `0.004`, `0.25`, `3`, `12.5`, `40k`, `1.5M`.
@@ -265,7 +348,7 @@ pub fn tick(v: f64) -> String {
         format!("{}G", trim(format!("{:.2}", v / 1e9)))
     } else if a >= 1e6 {
         format!("{}M", trim(format!("{:.2}", v / 1e6)))
-    } else if a >= 1e4 {
+    } else if a >= 1e3 {
         format!("{}k", trim(format!("{:.1}", v / 1e3)))
     } else if a >= 10.0 {
         trim(format!("{v:.1}"))
@@ -299,7 +382,7 @@ mod tests {
             name: "kernel".into(),
             points: vec![Point { x: 1.0, y: 10.0, lo: Some(8.0), hi: Some(12.0) }, Point::at(100.0, 1000.0)],
         });
-        c.missing.push("engine: not available in this build".into());
+        c.missing.push("engine: not yet measured on the engine".into());
         c
     }
 
@@ -308,7 +391,7 @@ mod tests {
         for (xl, yl) in [(false, false), (true, false), (false, true), (true, true)] {
             let s = svg(&chart(xl, yl)).unwrap();
             assert!(s.starts_with("<svg"), "{}", &s[..40]);
-            assert!(s.contains("kernel") && s.contains("not available in this build"));
+            assert!(s.contains("kernel") && s.contains("not yet measured on the engine"));
             let i = inline(&s);
             assert!(!i.contains("http"), "{}", &i[..200]);
             assert!(i.trim_end().ends_with("</svg>"));
@@ -317,7 +400,7 @@ mod tests {
         let mut c = chart(true, true);
         c.series.clear();
         assert!(!c.has_data());
-        assert!(svg(&c).unwrap().contains("not available"));
+        assert!(svg(&c).unwrap().contains("not yet measured"));
     }
 
     #[test]
@@ -329,7 +412,21 @@ mod tests {
         assert_eq!(tick(12.5), "12.5");
         assert_eq!(tick(40_000.0), "40k");
         assert_eq!(tick(1_500_000.0), "1.5M");
-        assert!(round_on_log(200.0) && round_on_log(0.05) && round_on_log(1000.0));
-        assert!(!round_on_log(300.0) && !round_on_log(0.0));
+        assert_eq!(tick(5000.0), "5k");
+        assert_eq!(tick(1500.0), "1.5k");
+        assert_eq!(tick(0.005), "0.005");
+        // Linear: 1-2-5 steps, at most 8 ticks; whole numbers on an integer axis.
+        assert_eq!(linear_ticks(0.0, 1.02, false), [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]);
+        assert_eq!(linear_ticks(0.5, 2.5, true), [1.0, 2.0]);
+        assert_eq!(linear_ticks(0.0, 330_000.0, false).len(), 7);
+        assert!(linear_ticks(1.0, 1.0, false).is_empty());
+        // Logarithmic: decades over a wide range, 1-2-5 over a middle one, whole multiples in a narrow one.
+        assert_eq!(log_ticks(0.0004, 250.0), [0.001, 0.01, 0.1, 1.0, 10.0, 100.0]);
+        assert_eq!(log_ticks(27.0, 1700.0), [50.0, 100.0, 200.0, 500.0, 1000.0]);
+        assert_eq!(
+            log_ticks(2600.0, 16_700.0),
+            [3000.0, 4000.0, 5000.0, 6000.0, 7000.0, 8000.0, 9000.0, 10_000.0]
+        );
+        assert!(log_ticks(0.0, 10.0).is_empty());
     }
 }

@@ -10,8 +10,8 @@
 //! # The report set (`report.json`, schema `vmspace.report.v1`)
 //! Every measured report, stamped with parameter `experiment` (and `side`, `point` for side-built
 //! experiments), then what `vmspace report` adds, each a report of its own benchmark:
-//! - `report.side`: one per declared side (`experiment`, `side`, `side_name`, `status`: `measured`, or why
-//!   not, e.g. `not available in this build`);
+//! - `report.side`: one per declared side (`experiment`, `side`, `side_name`, `status`: `measured`, `not
+//!   run`, or `not yet measured on the engine` with `awaits`: what the engine still lacks); no runs;
 //! - `report.phase`: one per experiment (`experiment`, `completion`: `complete`, `interrupted`, `failed:
 //!   ...`, `not run: ...`; `estimate_s`), one run with `elapsed_s`, `load1_start`, `load1_end`, `others_pct`,
 //!   `steal_pct` (the last two when readable);
@@ -236,6 +236,9 @@ fn side_reports(all: &[Box<dyn Experiment>], measured: &[Report], host: &HostInf
                 (None, false) => "not run".to_string(),
             };
             r.param("status", status);
+            if !s.awaits.is_empty() {
+                r.param("awaits", s.awaits);
+            }
             out.push(r);
         }
     }
@@ -485,10 +488,11 @@ mod tests {
     #[test]
     fn estimates_grow_with_length_and_shrink_with_choice() {
         let host = vmspace_linux::hostinfo::gather();
+        let s = estimate_s(Length::Smoke, &host, None);
         let q = estimate_s(Length::Quick, &host, None);
         let d = estimate_s(Length::Default, &host, None);
         let f = estimate_s(Length::Full, &host, None);
-        assert!(q < 30.0 && q < d && d < f, "{q} {d} {f}");
+        assert!(s < q && q < 30.0 && q < d && d < f, "{s} {q} {d} {f}");
         // About 3 minutes by default on this project's 2-CPU machine.
         if host.cpus_usable.len() == 2 {
             assert!((120.0..=240.0).contains(&d), "{d}");
@@ -514,6 +518,9 @@ mod tests {
         let text = text(&p);
         assert!(text.contains("not run: left out"), "{text}");
         let sides: Vec<&Report> = out.set.reports.iter().filter(|r| r.benchmark == "report.side").collect();
-        assert!(sides.iter().any(|r| param_str(r, "status") == crate::experiment::NOT_IN_THIS_BUILD));
+        let pending: Vec<&&Report> =
+            sides.iter().filter(|r| param_str(r, "status") == crate::experiment::NOT_YET_MEASURED).collect();
+        assert!(!pending.is_empty());
+        assert!(pending.iter().all(|r| !param_str(r, "awaits").is_empty() && r.runs.is_empty()));
     }
 }

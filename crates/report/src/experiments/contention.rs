@@ -25,7 +25,10 @@ use vmspace_results::host::HostInfo;
 use vmspace_results::report::Report;
 use vmspace_results::stats::CDF_QUANTILES;
 
-use super::{capitalise, count, in_words, med, mmm, points, runs_of, unavailable_lines};
+use super::{
+    capitalise, count, in_words, med, missing_lines, mmm, pending_sentence, points, runs_of,
+    unavailable_lines,
+};
 use crate::engine;
 use crate::experiment::{
     Ctx, Experiment, Length, Plan, Side, SideInfo, Sides, param_str, run_sides, side_point, sides_estimate_s,
@@ -51,16 +54,22 @@ pub struct ContentionPlan {
 
 impl ContentionPlan {
     /// The plan at `length`: the whole grid (14 rows); quick: 1 run of 0.25 s on a 16 MiB region; default: 3
-    /// runs of 1 s on 128 MiB; full (BENCHMARKS.md): 5 runs of 5 s on 128 MiB.
+    /// runs of 1 s on 128 MiB; full (BENCHMARKS.md): 5 runs of 5 s on 128 MiB. Smoke (the CLI's structure test)
+    /// keeps the baseline and each reader alone, 1 run of 0.05 s on 4 MiB.
     pub fn new(length: Length) -> ContentionPlan {
         let (samples, secs, region_mib) = match length {
+            Length::Smoke => (1, 0.05, 4),
             Length::Quick => (1, 0.25, 16),
             Length::Default => (3, 1.0, 128),
             Length::Full => (5, 5.0, 128),
         };
         let base =
             Config { samples, duration: Duration::from_secs_f64(secs), region_mib, ..Config::default() };
-        ContentionPlan { rows: contention::sweep_grid(&base) }
+        let mut rows = contention::sweep_grid(&base);
+        if length == Length::Smoke {
+            rows.retain(|r| r.label() == BASELINE || r.busy == 0);
+        }
+        ContentionPlan { rows }
     }
 }
 
@@ -263,7 +272,7 @@ impl Experiment for Contention {
                     }
                 }
             }
-            chart.missing = s.unavailable.clone();
+            chart.missing = missing_lines(&infos);
             if let Ok(doc) = svg(&chart) {
                 s.figures.push(Figure {
                     file: format!("contention-{}.svg", pf.name()),
@@ -310,9 +319,7 @@ impl Experiment for Contention {
                  PROCMAP_QUERY read under per-VMA locks.",
             );
         }
-        if !s.unavailable.is_empty() {
-            s.verdict.push_str(" Engine: not available in this build.");
-        }
+        s.verdict.push_str(&pending_sentence(&infos));
         s.collect_notes(reports.iter().copied());
         s
     }
@@ -323,25 +330,12 @@ impl Experiment for Contention {
         let at = "maps, 1 scanner";
         let goal = Goal::AtMost(1.0);
         let infos = self.sides();
-        match infos.iter().find(|i| i.id == engine::READERS_PER_VMA) {
-            None => {
-                let why = infos
-                    .iter()
-                    .find_map(|i| i.unavailable.clone())
-                    .unwrap_or_else(|| "no engine reader under per-VMA locks in this build".into());
-                return vec![TargetResult::not_measured(id, self.id(), what, at, goal, &why)];
-            }
-            Some(i) if i.unavailable.is_some() => {
-                return vec![TargetResult::not_measured(
-                    id,
-                    self.id(),
-                    what,
-                    at,
-                    goal,
-                    i.unavailable.as_deref().unwrap_or(""),
-                )];
-            }
-            Some(_) => {}
+        let why = match infos.iter().find(|i| i.id == engine::READERS_PER_VMA) {
+            None => Some("no engine reader under per-VMA locks in this build".to_string()),
+            Some(i) => i.why_not(),
+        };
+        if let Some(why) = why {
+            return vec![TargetResult::not_measured(id, self.id(), what, at, goal, &why)];
         }
         let slowdown = |side: &str| -> Vec<f64> {
             let (Some(r), Some(b)) = (side_point(reports, side, at), side_point(reports, side, BASELINE))

@@ -22,7 +22,10 @@ use vmspace_linux::faults;
 use vmspace_results::host::HostInfo;
 use vmspace_results::report::Report;
 
-use super::{capitalise, count, in_words, med, points, runs_of, spread, unavailable_lines};
+use super::{
+    capitalise, count, in_words, med, missing_lines, pending_sentence, points, runs_of, spread,
+    unavailable_lines,
+};
 use crate::engine;
 use crate::experiment::{
     Ctx, Experiment, Length, Plan, Side, SideInfo, Sides, param_u64, run_sides, side_point, sides_estimate_s,
@@ -46,11 +49,13 @@ pub struct FaultsPlan {
 
 impl FaultsPlan {
     /// The plan at `length` on `host`: 1 to all usable CPUs (at most 8) threads; quick: 1 run of 0.2 s on 4
-    /// MiB regions; default: 3 runs of 1 s; full (BENCHMARKS.md): 5 runs of 5 s, 16 MiB regions.
+    /// MiB regions; default: 3 runs of 1 s; full (BENCHMARKS.md): 5 runs of 5 s, 16 MiB regions; smoke (the CLI's
+    /// structure test): 1 run of 0.05 s on 2 MiB.
     pub fn new(length: Length, host: &HostInfo) -> FaultsPlan {
         let cpus = host.cpus_usable.len().clamp(1, 8);
         let threads = (1..=cpus).collect();
         let (samples, secs, region_mib) = match length {
+            Length::Smoke => (1, 0.05, 2),
             Length::Quick => (1, 0.2, 4),
             Length::Default => (3, 1.0, 16),
             Length::Full => (5, 5.0, 16),
@@ -228,7 +233,7 @@ impl Experiment for Faults {
                 chart.series.push(Series { name: info.name.to_string(), points: pts });
             }
         }
-        chart.missing = s.unavailable.clone();
+        chart.missing = missing_lines(&infos);
         s.tables.push(t);
         if let Ok(doc) = svg(&chart) {
             s.figures.push(Figure {
@@ -259,9 +264,7 @@ impl Experiment for Faults {
         }
         s.verdict =
             if words.is_empty() { "nothing measured".into() } else { capitalise(&words.join("; ")) + "." };
-        if !s.unavailable.is_empty() {
-            s.verdict.push_str(" Engine: not available in this build.");
-        }
+        s.verdict.push_str(&pending_sentence(&infos));
         s.collect_notes(reports.iter().copied());
         s
     }
@@ -274,7 +277,7 @@ impl Experiment for Faults {
         let missing = infos
             .iter()
             .filter(|i| i.id == engine::FAULTS_PER_VMA || i.id == engine::FAULTS_MMAP_LOCK)
-            .find_map(|i| i.unavailable.clone());
+            .find_map(SideInfo::why_not);
         if let Some(why) = missing {
             return vec![TargetResult::not_measured(id, self.id(), what, "most threads", goal, &why)];
         }

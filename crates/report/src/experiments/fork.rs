@@ -21,7 +21,10 @@ use vmspace_linux::fork;
 use vmspace_results::host::HostInfo;
 use vmspace_results::report::Report;
 
-use super::{capitalise, count, in_words, med, paired, points, runs_of, spread, unavailable_lines};
+use super::{
+    capitalise, count, in_words, med, missing_lines, paired, pending_sentence, points, runs_of, spread,
+    unavailable_lines,
+};
 use crate::engine;
 use crate::experiment::{
     Ctx, Experiment, Length, Plan, Side, SideInfo, Sides, param_u64, run_sides, side_point, sides_estimate_s,
@@ -44,7 +47,8 @@ pub struct ForkPlan {
 impl ForkPlan {
     /// The plan at `length` on `host` (counts that fit under `vm.max_map_count`): quick 0, 100, 1,000 (1 run
     /// of 0.2 s); default 0, 100, 400, 1,600, 6,400, 25,600 (3 runs of 0.5 s); full (BENCHMARKS.md): the
-    /// series' counts up to the limit, 5 runs of 2 s.
+    /// series' counts up to the limit, 5 runs of 2 s; smoke (the CLI's structure test): 0 and 100, 1 run of
+    /// 0.05 s.
     pub fn new(length: Length, host: &HostInfo) -> ForkPlan {
         // Room for the process's own VMAs (binary, libraries, stacks of its threads) beside the extra ones.
         let max = host.max_map_count.unwrap_or(65530) as usize;
@@ -52,6 +56,9 @@ impl ForkPlan {
             wanted.iter().copied().filter(|&n| n + fork::HEADROOM + 500 <= max).collect()
         };
         match length {
+            Length::Smoke => {
+                ForkPlan { vmas: fit(&[0, 100]), samples: 1, duration: Duration::from_millis(50) }
+            }
             Length::Quick => {
                 ForkPlan { vmas: fit(&[0, 100, 1000]), samples: 1, duration: Duration::from_millis(200) }
             }
@@ -211,7 +218,7 @@ impl Experiment for Fork {
                 chart.series.push(Series { name: info.name.to_string(), points: pts });
             }
         }
-        chart.missing = s.unavailable.clone();
+        chart.missing = missing_lines(&infos);
         s.tables.push(t);
         if let Ok(doc) = svg(&chart) {
             s.figures.push(Figure {
@@ -267,9 +274,7 @@ impl Experiment for Fork {
         }
         s.verdict =
             if words.is_empty() { "nothing measured".into() } else { capitalise(&words.join("; ")) + "." };
-        if !s.unavailable.is_empty() {
-            s.verdict.push_str(" Engine: not available in this build.");
-        }
+        s.verdict.push_str(&pending_sentence(&infos));
         s.collect_notes(reports.iter().copied());
         s
     }
@@ -282,7 +287,7 @@ impl Experiment for Fork {
         let missing = infos
             .iter()
             .filter(|i| i.id == engine::FORK_DUP || i.id == engine::FORK_REINSERT)
-            .find_map(|i| i.unavailable.clone());
+            .find_map(SideInfo::why_not);
         if let Some(why) = missing {
             return vec![TargetResult::not_measured(id, self.id(), what, "largest VMA count", goal, &why)];
         }

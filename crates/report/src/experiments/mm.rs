@@ -17,11 +17,11 @@ use crate::experiment::{Ctx, Experiment, Length, param_str, param_u64};
 use crate::model::{Section, Table, ratio, sig3};
 use crate::targets::TargetResult;
 
-/// The bench's configuration at `length`: quick is `bench mm --quick`; default 5 batches of 20 ms, 1- and
-/// 16-page mappings; full is `bench mm`'s own (BENCHMARKS.md).
+/// The bench's configuration at `length`: quick (and smoke) is `bench mm --quick`; default 5 batches of 20
+/// ms, 1- and 16-page mappings; full is `bench mm`'s own (BENCHMARKS.md).
 pub fn config(length: Length) -> MmBenchConfig {
     match length {
-        Length::Quick => MmBenchConfig::quick(),
+        Length::Smoke | Length::Quick => MmBenchConfig::quick(),
         Length::Default => MmBenchConfig {
             timer: vmspace_bench::measure::Timer { batch: Duration::from_millis(20), repeats: 5 },
             ..MmBenchConfig::full()
@@ -72,7 +72,7 @@ impl Experiment for AddressSpace {
 
     fn estimate_s(&self, length: Length, _host: &HostInfo) -> f64 {
         match length {
-            Length::Quick => 1.0,
+            Length::Smoke | Length::Quick => 1.0,
             Length::Default => 5.0,
             Length::Full => 25.0,
         }

@@ -71,9 +71,47 @@ pub fn count(v: f64) -> String {
     if v.is_finite() { vmspace_results::table::count(v) } else { "-".into() }
 }
 
-/// The lines that name each unavailable side and why, and (first) the available ones measured nothing.
+/// One line per side that does not run: `engine, per-VMA locks: not yet measured on the engine (awaits ...)`.
 pub fn unavailable_lines(sides: &[SideInfo]) -> Vec<String> {
+    sides.iter().filter_map(SideInfo::pending_line).collect()
+}
+
+/// The short lines a figure lists under its plot for the sides that do not run (`engine, per-VMA locks: not
+/// yet measured on the engine`): what they await is in the section beside it.
+pub fn missing_lines(sides: &[SideInfo]) -> Vec<String> {
     sides.iter().filter_map(|s| s.unavailable.as_ref().map(|why| format!("{}: {why}", s.name))).collect()
+}
+
+/// The sentence a verdict ends with when sides did not run: ` Not yet measured on the engine: engine, per-VMA
+/// locks and engine, mmap_lock only (both await ...).` Sides awaiting the same thing are named together.
+pub fn pending_sentence(sides: &[SideInfo]) -> String {
+    let mut groups: Vec<(&str, Vec<&str>)> = Vec::new();
+    for s in sides.iter().filter(|s| s.unavailable.is_some()) {
+        match groups.iter_mut().find(|(a, _)| *a == s.awaits) {
+            Some((_, names)) => names.push(s.name),
+            None => groups.push((s.awaits, vec![s.name])),
+        }
+    }
+    if groups.is_empty() {
+        return String::new();
+    }
+    let parts: Vec<String> = groups
+        .iter()
+        .map(|(awaits, names)| {
+            let who = match names.as_slice() {
+                [one] => one.to_string(),
+                [init @ .., last] => format!("{} and {last}", init.join(", ")),
+                [] => String::new(),
+            };
+            match (awaits.is_empty(), names.len()) {
+                (true, _) => who,
+                (false, 1) => format!("{who} (awaits {awaits})"),
+                (false, 2) => format!("{who} (both await {awaits})"),
+                (false, _) => format!("{who} (all await {awaits})"),
+            }
+        })
+        .collect();
+    format!(" Not yet measured on the engine: {}.", parts.join("; "))
 }
 
 /// The point keys of `reports` in their first-appearance order.
@@ -138,6 +176,26 @@ mod tests {
         let s = Summary::of(&[1.0, 2.0, 3.0]).unwrap();
         assert_eq!(spread(Some(&s), sig3), "2.00 [1.00-3.00]");
         assert_eq!(mmm(Some(&s), sig3), "1.00/2.00/3.00");
+        let pending = |id, name, awaits| SideInfo {
+            id,
+            name,
+            unavailable: Some(crate::experiment::NOT_YET_MEASURED.into()),
+            awaits,
+        };
+        let sides = [
+            SideInfo::new("kernel", "kernel"),
+            pending("a", "engine, a", "the fault path"),
+            pending("b", "engine, b", "the fault path"),
+            pending("c", "engine, c", "dup_mmap"),
+        ];
+        assert_eq!(
+            pending_sentence(&sides),
+            " Not yet measured on the engine: engine, a and engine, b (both await the fault path); engine, c \
+             (awaits dup_mmap)."
+        );
+        assert_eq!(pending_sentence(&sides[..1]), "");
+        assert_eq!(unavailable_lines(&sides).len(), 3);
+        assert_eq!(missing_lines(&sides)[2], "engine, c: not yet measured on the engine");
         let ids: Vec<&str> = all().iter().map(|e| e.id()).collect();
         assert_eq!(ids, ["trees", "mm", "faults", "fork", "contention", "tearing"]);
     }

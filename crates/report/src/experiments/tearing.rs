@@ -21,7 +21,7 @@ use vmspace_linux::race::{self, RaceFile, RaceTest};
 use vmspace_results::host::HostInfo;
 use vmspace_results::report::Report;
 
-use super::{capitalise, count, in_words, med, points, unavailable_lines};
+use super::{capitalise, count, in_words, med, pending_sentence, points, unavailable_lines};
 use crate::experiment::{
     Ctx, Experiment, Length, Plan, Side, SideInfo, Sides, param_str, run_sides, side_point, side_reports,
     sides_estimate_s,
@@ -39,10 +39,11 @@ pub struct TearingPlan {
 }
 
 impl TearingPlan {
-    /// The plan at `length`: the three tests on maps and on smaps, 0.3 s (quick), 2 s (default) or 5 s (full,
-    /// BENCHMARKS.md) each.
+    /// The plan at `length`: the three tests on maps and on smaps, 0.1 s (smoke), 0.3 s (quick), 2 s (default)
+    /// or 5 s (full, BENCHMARKS.md) each.
     pub fn new(length: Length) -> TearingPlan {
         let secs = match length {
+            Length::Smoke => 0.1,
             Length::Quick => 0.3,
             Length::Default => 2.0,
             Length::Full => 5.0,
@@ -232,9 +233,7 @@ impl Experiment for Tearing {
         }
         s.verdict =
             if words.is_empty() { "nothing measured".into() } else { capitalise(&words.join("; ")) + "." };
-        if !s.unavailable.is_empty() {
-            s.verdict.push_str(" Engine: not available in this build.");
-        }
+        s.verdict.push_str(&pending_sentence(&infos));
         s.collect_notes(reports.iter().copied());
         s
     }
@@ -247,8 +246,8 @@ impl Experiment for Tearing {
                 let id = format!("tearing.{}.{file}", info.id);
                 let what = format!("{}: no torn or missing record in /proc/PID/{file}", info.name);
                 let at = "split, resize, remap";
-                if let Some(why) = &info.unavailable {
-                    out.push(TargetResult::not_measured(id, self.id(), &what, at, Goal::NoFailures, why));
+                if let Some(why) = info.why_not() {
+                    out.push(TargetResult::not_measured(id, self.id(), &what, at, Goal::NoFailures, &why));
                     continue;
                 }
                 let rs: Vec<&Report> = side_reports(reports, info.id)

@@ -35,9 +35,15 @@ const ROWS: [(&str, &str); 11] = [
 ];
 
 /// The bench's configuration at `length`: quick is `bench tree --quick`; default sizes 21, 1,000 and 100,000
-/// with 3 batches of 10 ms; full is `bench tree`'s own (BENCHMARKS.md).
+/// with 3 batches of 10 ms; full is `bench tree`'s own (BENCHMARKS.md); smoke (the CLI's structure test) is
+/// quick with 2 batches of 0.5 ms.
 pub fn config(length: Length) -> TreeConfig {
     match length {
+        Length::Smoke => TreeConfig {
+            timer: vmspace_bench::measure::Timer { batch: Duration::from_micros(500), repeats: 2 },
+            threaded: Duration::from_millis(2),
+            ..TreeConfig::quick()
+        },
         Length::Quick => TreeConfig::quick(),
         Length::Default => TreeConfig {
             sizes: vec![21, 1000, 100_000],
@@ -102,6 +108,7 @@ impl Experiment for Trees {
 
     fn estimate_s(&self, length: Length, _host: &HostInfo) -> f64 {
         match length {
+            Length::Smoke => 2.0,
             Length::Quick => 4.0,
             Length::Default => 35.0,
             Length::Full => 100.0,
