@@ -239,12 +239,13 @@ impl Display {
         Display { bar, terminal, start: Instant::now(), last_line: None, phase: 0, total_ms }
     }
 
-    /// The time left: the estimate scaled by how fast the run has gone so far.
+    /// The time left: the estimate of the work left, stretched by how much slower than estimated the run has
+    /// gone so far (a busy machine), never shrunk: most of the run is timed runs of fixed length, which a
+    /// phase that finished early does not shorten.
     fn left(&self, done_s: f64, total_s: f64) -> String {
         let elapsed = self.start.elapsed().as_secs_f64();
-        let left =
-            if done_s > 0.02 * total_s { elapsed / done_s * (total_s - done_s) } else { total_s - elapsed };
-        fmt_secs(left.max(0.0))
+        let slower = if done_s > 0.02 * total_s { (elapsed / done_s).clamp(1.0, 4.0) } else { 1.0 };
+        fmt_secs(((total_s - done_s) * slower).max(0.0))
     }
 
     fn update(&mut self, p: &Progress<'_>) {
@@ -253,7 +254,7 @@ impl Display {
             self.left(p.done_s, p.total_s),
             p.phase,
             p.phases,
-            p.title,
+            if self.terminal { p.short } else { p.title },
             p.detail
         );
         let pos = ((p.done_s * 1000.0) as u64).min(self.total_ms);

@@ -239,7 +239,7 @@ pub fn index(p: &Presentation, files: &[String]) -> String {
     for t in &p.targets {
         let _ = write!(
             out,
-            "<tr><td class=\"st {}\">{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+            "<tr><td class=\"st {}\">{}</td><td>{}</td><td class=\"st\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
              <td>{}</td></tr>",
             status_class(t.status),
             t.status.word(),

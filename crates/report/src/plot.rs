@@ -145,9 +145,12 @@ fn range(values: impl Iterator<Item = f64>, log: bool) -> (f64, f64) {
     }
     if log {
         (lo / 1.6, hi * 1.6)
+    } else if lo >= 0.0 {
+        // Rates and counts: from zero, with headroom above the highest point (or bar).
+        (0.0, if hi > 0.0 { hi * 1.08 } else { 1.0 })
     } else {
         let pad = if hi > lo { (hi - lo) * 0.08 } else { hi.abs().max(1.0) * 0.1 };
-        ((lo - pad).min(if lo >= 0.0 { 0.0 } else { lo - pad }), hi + pad)
+        (lo - pad, hi + pad)
     }
 }
 

@@ -56,6 +56,8 @@ pub struct Progress<'a> {
     pub phases: usize,
     /// Its title.
     pub title: &'a str,
+    /// Its short name (one or two words, for a progress bar's narrow line).
+    pub short: &'a str,
     /// What it measures now.
     pub detail: &'a str,
     /// Estimated seconds of the whole run's work done.
@@ -139,13 +141,14 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(Progress<'_>)) -> Outcome {
             index += 1;
             let a = machine::sample();
             let estimate = estimates[index - 1];
-            let title = e.title();
+            let (title, short) = (e.title(), e.short());
             let result = {
                 let mut on_step = |s: Step<'_>| {
                     progress(Progress {
                         phase: index,
                         phases: chosen.len(),
                         title,
+                        short,
                         detail: s.detail,
                         done_s: before_s + s.done_s.min(estimate),
                         total_s,

@@ -54,13 +54,13 @@ pub struct ContentionPlan {
 
 impl ContentionPlan {
     /// The plan at `length`: the whole grid (14 rows); quick: 1 run of 0.25 s on a 16 MiB region; default: 3
-    /// runs of 1 s on 128 MiB; full (BENCHMARKS.md): 5 runs of 5 s on 128 MiB. Smoke (the CLI's structure test)
+    /// runs of 2 s on 128 MiB; full (BENCHMARKS.md): 5 runs of 5 s on 128 MiB. Smoke (the CLI's structure test)
     /// keeps the baseline and each reader alone, 1 run of 0.05 s on 4 MiB.
     pub fn new(length: Length) -> ContentionPlan {
         let (samples, secs, region_mib) = match length {
             Length::Smoke => (1, 0.05, 4),
             Length::Quick => (1, 0.25, 16),
-            Length::Default => (3, 1.0, 128),
+            Length::Default => (3, 2.0, 128),
             Length::Full => (5, 5.0, 128),
         };
         let base =
@@ -176,7 +176,9 @@ impl Experiment for Contention {
              every call, {} µs pause between calls, on the first CPU; one scanner at nice 15 on the other CPU reads \
              /proc/MAPPER/<file> to the end in a loop (or walks it with PROCMAP_QUERY: query); a busy task at nice \
              0 beside it spins B ms then sleeps 1 ms (B=0: spins forever). {} run(s) of {:.2} s per row and side. \
-             Ratios: the row's median over the same side's baseline (no scanner, no busy task).",
+             Ratios: the row's median over the same side's baseline (no scanner, no busy task). Kernel: processes \
+             and the real /proc files; engine, once its sides land: threads on one Mm, a mapper and a reader in \
+             each reader mode.",
             r.region_mib,
             r.pause_us,
             r.samples,

@@ -49,7 +49,7 @@ pub struct FaultsPlan {
 
 impl FaultsPlan {
     /// The plan at `length` on `host`: 1 to all usable CPUs (at most 8) threads; quick: 1 run of 0.2 s on 4
-    /// MiB regions; default: 3 runs of 1 s; full (BENCHMARKS.md): 5 runs of 5 s, 16 MiB regions; smoke (the CLI's
+    /// MiB regions; default: 3 runs of 2 s; full (BENCHMARKS.md): 5 runs of 5 s, 16 MiB regions; smoke (the CLI's
     /// structure test): 1 run of 0.05 s on 2 MiB.
     pub fn new(length: Length, host: &HostInfo) -> FaultsPlan {
         let cpus = host.cpus_usable.len().clamp(1, 8);
@@ -57,7 +57,7 @@ impl FaultsPlan {
         let (samples, secs, region_mib) = match length {
             Length::Smoke => (1, 0.05, 2),
             Length::Quick => (1, 0.2, 4),
-            Length::Default => (3, 1.0, 16),
+            Length::Default => (3, 2.0, 16),
             Length::Full => (5, 5.0, 16),
         };
         FaultsPlan { threads, samples, duration: Duration::from_secs_f64(secs), region_mib }
@@ -156,7 +156,7 @@ impl Experiment for Faults {
             "Each thread maps a private anonymous {} MiB region (MADV_NOHUGEPAGE), writes one byte per page (one \
              minor fault each) and unmaps it, in a loop; the threads share one address space; thread i runs on \
              CPU i. {} run(s) of {:.1} s per thread count ({}) and side. Kernel: real page faults (the per-VMA \
-             lock series' microbenchmark). Engine: the same loop on one Mm, through the engine's fault path with \
+             lock series' microbenchmark). Engine, once its sides land: the same loop on one Mm, through the engine's fault path with \
              per-VMA locks or with the mmap_lock only.",
             p.region_mib,
             p.samples,
@@ -195,7 +195,7 @@ impl Experiment for Faults {
             "threads",
             "faults per second (all threads)",
         );
-        chart.legend = Legend::UpperLeft;
+        chart.legend = Legend::LowerRight;
         chart.x_integer = true;
         let keys = points(reports);
         let most = most_threads(reports);

@@ -46,7 +46,7 @@ pub struct ForkPlan {
 
 impl ForkPlan {
     /// The plan at `length` on `host` (counts that fit under `vm.max_map_count`): quick 0, 100, 1,000 (1 run
-    /// of 0.2 s); default 0, 100, 400, 1,600, 6,400, 25,600 (3 runs of 0.5 s); full (BENCHMARKS.md): the
+    /// of 0.2 s); default 0, 100, 400, 1,600, 6,400, 25,600 (3 runs of 1 s); full (BENCHMARKS.md): the
     /// series' counts up to the limit, 5 runs of 2 s; smoke (the CLI's structure test): 0 and 100, 1 run of
     /// 0.05 s.
     pub fn new(length: Length, host: &HostInfo) -> ForkPlan {
@@ -65,7 +65,7 @@ impl ForkPlan {
             Length::Default => ForkPlan {
                 vmas: fit(&[0, 100, 400, 1600, 6400, 25600]),
                 samples: 3,
-                duration: Duration::from_millis(500),
+                duration: Duration::from_secs(1),
             },
             Length::Full => ForkPlan {
                 vmas: fit(&fork::default_counts(host.max_map_count)),
@@ -150,7 +150,7 @@ impl Experiment for Fork {
         let p = ForkPlan::new(length, host);
         format!(
             "N extra single-page VMAs that cannot merge (one region, every other page made writable), then fork in \
-             a loop; kernel: fork + the child's _exit + wait, forking thread and child on one CPU; engine: Mm::fork \
+             a loop; kernel: fork + the child's _exit + wait, forking thread and child on one CPU; engine, once its sides land: Mm::fork \
              of an address space with the same VMAs, copying the tree (dup) or re-inserting every VMA. N = {}; {} \
              run(s) of {:.1} s per count and side. \"VMAs dup/10s\" = forks per 10 s x all VMAs (the __mt_dup \
              series' plateau measure).",

@@ -73,7 +73,7 @@ impl Experiment for AddressSpace {
     fn estimate_s(&self, length: Length, _host: &HostInfo) -> f64 {
         match length {
             Length::Smoke | Length::Quick => 1.0,
-            Length::Default => 5.0,
+            Length::Default => 3.0,
             Length::Full => 25.0,
         }
     }

@@ -39,13 +39,13 @@ pub struct TearingPlan {
 }
 
 impl TearingPlan {
-    /// The plan at `length`: the three tests on maps and on smaps, 0.1 s (smoke), 0.3 s (quick), 2 s (default)
+    /// The plan at `length`: the three tests on maps and on smaps, 0.1 s (smoke), 0.3 s (quick), 3 s (default)
     /// or 5 s (full, BENCHMARKS.md) each.
     pub fn new(length: Length) -> TearingPlan {
         let secs = match length {
             Length::Smoke => 0.1,
             Length::Quick => 0.3,
-            Length::Default => 2.0,
+            Length::Default => 3.0,
             Length::Full => 5.0,
         };
         let tests = [RaceFile::Maps, RaceFile::Smaps]
@@ -148,7 +148,9 @@ impl Experiment for Tearing {
              read-page boundary (split: map a page over it; resize: mremap 3 pages to 1 and back; remap: move a page \
              of the next region into it) while the reader reads the maps (or smaps) one page per read() and checks \
              the two records at the boundary, and in maps mode the PROCMAP_QUERY answer. {:.1} s per test, file and \
-             side. A failure is a torn or missing record; a repeated record (a duplicate) is allowed.",
+             side. A failure is a torn or missing record; a repeated record (a duplicate) is allowed. Kernel: a \
+             child process and /proc/CHILD/maps; engine, once its sides land: a writer and a reader thread on one \
+             Mm, in each reader mode.",
             p.duration.as_secs_f64()
         )
     }

@@ -110,7 +110,7 @@ impl Experiment for Trees {
         match length {
             Length::Smoke => 2.0,
             Length::Quick => 4.0,
-            Length::Default => 35.0,
+            Length::Default => 20.0,
             Length::Full => 100.0,
         }
     }
