@@ -30,7 +30,8 @@ use vmspace_results::report::{ReportSet, SCHEMA};
 /// Arguments of `vmspace report`.
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// A smoke run of every experiment and figure, in well under 30 s (1 short run per point).
+    /// A short run of every experiment and figure: under 30 s (1 short run per point) instead of the default's
+    /// about 3 minutes on 2 CPUs. docs/REPORT.md lists each length's settings.
     #[arg(long, conflicts_with_all = ["full", "smoke"])]
     quick: bool,
     /// The settings of BENCHMARKS.md for every experiment (about 12 minutes on 2 CPUs).
