@@ -630,3 +630,25 @@ fn maybe_guard_is_sticky_on_merge() {
     assert!(v.flags.contains(VmFlags::MAYBE_GUARD));
     assert_eq!(m.gup_access(B + 21 * P, false), Err(Errno::EFAULT));
 }
+
+/// The exception to stickiness (`mm/madvise.c: madvise_update_vma`): naming a part that then merges with a
+/// guarded neighbour resets the merged VMA's flags to the named part's, because `vma_modify_name` does not hand
+/// back the sticky flags the merge kept (`vma_modify_flags` does). The neighbour's markers stay, now in a VMA
+/// without `VM_MAYBE_GUARD`. (This host's kernel has no `CONFIG_ANON_VMA_NAME`; the rule is read from the
+/// source. The fuzz input `fuzz/regressions/engine/name-merge-drops-maybe-guard` found it.)
+#[test]
+fn naming_a_part_that_merges_drops_a_neighbours_maybe_guard() {
+    let mut m = Mm::new(MmConfig { anon_vma_name: true, ..cfg() });
+    map(&mut m, B, 3 * P, Prot::RW, ANON, None);
+    m.set_anon_name(B + P, P, Some("x")).unwrap();
+    adv(&mut m, B, P, Advice::GUARD_INSTALL).unwrap();
+    assert!(flags_at(&m, B).contains(VmFlags::MAYBE_GUARD));
+    assert!(!flags_at(&m, B + P).intersects(VmFlags::MAYBE_GUARD));
+    // Unnaming the middle merges all three into the guarded first VMA, with the middle's flags.
+    m.set_anon_name(B + P, P, None).unwrap();
+    m.validate().unwrap();
+    assert_eq!(ranges(&m), [(B, B + 3 * P)]);
+    assert!(!flags_at(&m, B).intersects(VmFlags::MAYBE_GUARD));
+    assert_eq!(m.gup_access(B, false), Err(Errno::EFAULT), "the marker stays");
+    assert_eq!(m.gup_access(B + P, false), Ok(()));
+}

@@ -111,8 +111,13 @@ impl ThpMode {
 /// The configuration of one address space.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MmConfig {
-    /// `vm.mmap_min_addr`: the lowest address a hint or a search may return (4096 on the hosts here).
+    /// The sysctl `vm.mmap_min_addr` (the kernel's `dac_mmap_min_addr`, 4096 on the hosts here): a `MAP_FIXED`
+    /// (or stack-growth) address below it needs CAP_SYS_RAWIO (`security/commoncap.c: cap_mmap_addr`).
     pub mmap_min_addr: u64,
+    /// `CONFIG_LSM_MMAP_MIN_ADDR` (65536 on the hosts here; 0 without `CONFIG_SECURITY`). The kernel's
+    /// effective `mmap_min_addr` is the larger of this and the sysctl (`security/min_addr.c:
+    /// update_mmap_min_addr`): hints are raised to it and searches stay above it, see [`MmConfig::min_addr`].
+    pub lsm_mmap_min_addr: u64,
     /// Whether the process may map below `mmap_min_addr` with `MAP_FIXED` (CAP_SYS_RAWIO: root on the host).
     pub cap_sys_rawio: bool,
     /// `vm.max_map_count` (65530 by default).
@@ -174,13 +179,14 @@ pub struct MmConfig {
 impl Default for MmConfig {
     /// The defaults of a stock Linux 6.18 x86-64 process: a layout like a real process's (stack near the top,
     /// `mmap_base` below it with the 128 MiB minimum gap plus the stack randomisation pad, heap low), and the
-    /// hosts' sysctls (mmap_min_addr 4096, max_map_count 65530, no anon VMA names, heuristic overcommit with
+    /// hosts' sysctls and options (mmap_min_addr 4096 with `CONFIG_LSM_MMAP_MIN_ADDR` 65536, max_map_count 65530, no anon VMA names, heuristic overcommit with
     /// 16 GiB), a distribution kernel's options (THP in `madvise` mode with shmem THP `never`, KSM, swap, no
     /// memory-failure injection, no read-only file THP), and an unprivileged process with the default 8 MiB
     /// `RLIMIT_MEMLOCK`.
     fn default() -> Self {
         MmConfig {
             mmap_min_addr: 4096,
+            lsm_mmap_min_addr: 65536,
             cap_sys_rawio: false,
             max_map_count: 65530,
             stack_guard_gap: 256 * PAGE_SIZE,
@@ -217,7 +223,7 @@ impl MmConfig {
         MmConfig::from_host(&vmspace_host::Host::probe())
     }
 
-    /// The configuration a probed host implies: `vm.mmap_min_addr`, `vm.max_map_count`, the overcommit policy
+    /// The configuration a probed host implies: `vm.mmap_min_addr`, `vm.max_map_count`, `CONFIG_LSM_MMAP_MIN_ADDR`, the overcommit policy
     /// (`vm.overcommit_memory`; the heuristic's limit is MemTotal + SwapTotal), CAP_SYS_RAWIO when running as
     /// root, and `CONFIG_ANON_VMA_NAME` from the kernel config (`/boot/config-$(uname -r)`, else
     /// `/proc/config.gz`; without a readable config the option counts as absent); protection keys from the
@@ -247,6 +253,11 @@ impl MmConfig {
             c.cap_sys_rawio = root;
         }
         c.anon_vma_name = h.config_enabled("CONFIG_ANON_VMA_NAME").unwrap_or(false);
+        // CONFIG_LSM_MMAP_MIN_ADDR exists only with CONFIG_SECURITY: a readable config without it means 0.
+        if let Some(k) = h.config.as_ref() {
+            c.lsm_mmap_min_addr =
+                k.value("CONFIG_LSM_MMAP_MIN_ADDR").and_then(|v| v.parse().ok()).unwrap_or(0);
+        }
         c.pku = h.cpu.has_pku();
         // Options the config states either way (`=y` or `is not set`); an option it omits keeps the default.
         let option = |name: &str| h.config.as_ref().and_then(|k| k.value(name)).map(|v| v == "y");
@@ -306,9 +317,11 @@ impl MmConfig {
         self.memlock_rlimit >> PAGE_SHIFT
     }
 
-    /// `mmap_min_addr` rounded up to a page (the floor of every search).
+    /// The kernel's effective `mmap_min_addr` (the larger of the sysctl and `CONFIG_LSM_MMAP_MIN_ADDR`) rounded
+    /// up to a page: the floor of every search, what a lower hint is raised to (`round_hint_to_min`) and the
+    /// lowest address a stack may grow to (`expand_downwards`).
     pub fn min_addr(&self) -> u64 {
-        self.mmap_min_addr.div_ceil(PAGE_SIZE) * PAGE_SIZE
+        self.mmap_min_addr.max(self.lsm_mmap_min_addr).div_ceil(PAGE_SIZE) * PAGE_SIZE
     }
 }
 
@@ -366,6 +379,26 @@ mod tests {
         assert_eq!(always.overcommit, Overcommit::Always);
         // Nothing probed: the defaults.
         assert_eq!(MmConfig::from_host(&Host::default()), MmConfig::default());
+    }
+
+    #[test]
+    fn the_effective_mmap_min_addr_is_the_larger_of_the_sysctl_and_the_lsm_option() {
+        let with = |sysctl: u64, config: &str| {
+            MmConfig::from_host(&Host {
+                mmap_min_addr: Some(sysctl),
+                config: Some(KernelConfig::parse(config)),
+                ..Host::default()
+            })
+        };
+        let c = with(4096, "CONFIG_SECURITY=y\nCONFIG_LSM_MMAP_MIN_ADDR=65536\n");
+        assert_eq!((c.mmap_min_addr, c.lsm_mmap_min_addr, c.min_addr()), (4096, 65536, 65536));
+        // Without CONFIG_SECURITY the option does not exist: the sysctl alone, page-aligned.
+        let c = with(5000, "# CONFIG_SECURITY is not set\n");
+        assert_eq!((c.lsm_mmap_min_addr, c.min_addr()), (0, 8192));
+        let c = with(1 << 20, "CONFIG_LSM_MMAP_MIN_ADDR=65536\n");
+        assert_eq!(c.min_addr(), 1 << 20);
+        // No readable config: the default option value stays.
+        assert_eq!(MmConfig::from_host(&Host::default()).min_addr(), 65536);
     }
 
     #[test]

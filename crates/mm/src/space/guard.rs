@@ -27,7 +27,12 @@
 //!
 //! 1. runs are non-empty, disjoint, not adjacent (adjacent runs are coalesced), and below `TASK_SIZE`;
 //! 2. every guarded page lies in a VMA, and that VMA has `VM_MAYBE_GUARD` (install sets it on the VMA before
-//!    the markers; splits copy it; merges keep it, as it is sticky; nothing clears it).
+//!    the markers; splits copy it; merges keep it, as it is sticky), with one exception Linux has too: naming
+//!    a range (`PR_SET_VMA_ANON_NAME`) that merges with a neighbour resets the merged VMA's flags to those of
+//!    the renamed part (`mm/madvise.c: madvise_update_vma` sets the flags it computed before
+//!    `vma_modify_name`, which, unlike `vma_modify_flags`, does not hand back the sticky flags the merge
+//!    kept), so a neighbour's markers can end up in a VMA without the flag. The check therefore applies only
+//!    where anonymous VMA names are off (`CONFIG_ANON_VMA_NAME`).
 //!
 //! When page tables arrive, the markers move into them as PTE markers and this structure goes.
 

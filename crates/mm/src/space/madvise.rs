@@ -29,7 +29,9 @@
 //! # Per VMA (`madvise_vma_behavior`; `mseal`'s `can_madvise_modify` check goes first, outside this scope)
 //!
 //! * `REMOVE`: `VM_LOCKED` EINVAL; no file EINVAL; not a shared writable-capable mapping
-//!   (`vma_is_shared_maywrite`) EACCES; else the file's hole is punched (page state; no VMA change).
+//!   (`vma_is_shared_maywrite`) EACCES; then `vfs_fallocate`'s range checks on the file offset (negative
+//!   EINVAL, past the file system's largest file EFBIG); else the file's hole is punched (page state; no VMA
+//!   change).
 //! * `WILLNEED`: anonymous memory without `CONFIG_SWAP` EBADF; else success (readahead).
 //! * `COLD`, `PAGEOUT`: `can_madv_lru_vma` (not `VM_LOCKED | VM_PFNMAP | VM_HUGETLB`) or EINVAL.
 //! * `DONTNEED`, `DONTNEED_LOCKED`, `FREE`: `madvise_dontneed_free_valid_vma` (`VM_PFNMAP`, and `VM_LOCKED`
@@ -308,7 +310,7 @@ impl Mm {
         match advice {
             None => {}
             Some(Advice::REMOVE) => {
-                self.madvise_remove(a)?;
+                self.madvise_remove(a, start, end)?;
                 return Ok(a.end());
             }
             Some(Advice::WILLNEED) => {
@@ -406,21 +408,33 @@ impl Mm {
         Ok(t.end())
     }
 
-    /// `madvise_remove`.
-    fn madvise_remove(&self, a: V) -> Result<(), Errno> {
+    /// `madvise_remove`: punches the hole `[start, end)` of the VMA's file.
+    fn madvise_remove(&self, a: V, start: u64, end: u64) -> Result<(), Errno> {
         let fl = a.fl();
         if fl.intersects(VmFlags::LOCKED) {
             return Err(Errno::EINVAL);
         }
-        if a.file().is_none() {
+        let Some(file) = a.file() else {
             return Err(Errno::EINVAL);
-        }
+        };
         // vma_is_shared_maywrite.
         if !fl.contains(VmFlags::SHARED | VmFlags::MAYWRITE) {
             return Err(Errno::EACCES);
         }
-        // vfs_fallocate(PUNCH_HOLE | KEEP_SIZE): the file keeps its size; its pages are not modelled.
-        Ok(())
+        // vfs_fallocate(PUNCH_HOLE | KEEP_SIZE, offset, len) with the kernel's loff_t (i64) arithmetic:
+        // offset = (start - vm_start) + (vm_pgoff << PAGE_SHIFT), which wraps negative for a pgoff near the
+        // top of the 2^52-page file space (EINVAL), and offset + len beyond the file system's largest file
+        // (s_maxbytes) or past i64::MAX is EFBIG. The file keeps its size; its pages are not modelled.
+        let offset =
+            ((start - a.start()) as i64).wrapping_add((a.pgoff() << super::config::PAGE_SHIFT) as i64);
+        let len = (end - start) as i64;
+        if offset < 0 {
+            return Err(Errno::EINVAL);
+        }
+        match offset.checked_add(len) {
+            Some(last) if last as u64 <= file.max_bytes => Ok(()),
+            _ => Err(Errno::EFBIG),
+        }
     }
 
     /// `madvise_dontneed_free` (its validity checks; the zap is page state and keeps guard markers).

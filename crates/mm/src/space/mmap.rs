@@ -4,7 +4,7 @@
 //! 0. offset not page-aligned: EINVAL; a file descriptor that is not open: EBADF; `MAP_HUGETLB` on a file:
 //!    EINVAL; anonymous `MAP_HUGETLB`: the `MAP_HUGE_*` size must name a pool (EINVAL), the length is rounded
 //!    up to it and a hugetlbfs object made ([`super::hugetlb`]);
-//! 1. length 0: EINVAL; a hint below `mmap_min_addr` is raised to it; length rounding to 0 (overflow):
+//! 1. length 0: EINVAL; a hint below the effective `mmap_min_addr` ([`super::MmConfig::min_addr`]) is raised to it; length rounding to 0 (overflow):
 //!    ENOMEM; file offset + length overflow: EOVERFLOW; `map_count > max_map_count`: ENOMEM;
 //! 2. `prot == PROT_EXEC` exactly takes the execute-only protection key ([`super::pkeys`]; allocated now,
 //!    even if the call fails later); the VMA flags come from `PROT_*` (other PROT bits, `PROT_GROWSDOWN`
@@ -112,8 +112,8 @@ impl Mm {
         if !flags.contains(MapFlags::FIXED) {
             // round_hint_to_min.
             addr &= PAGE_MASK;
-            if addr != 0 && addr < self.cfg.mmap_min_addr {
-                addr = page_align(self.cfg.mmap_min_addr);
+            if addr != 0 && addr < self.cfg.min_addr() {
+                addr = self.cfg.min_addr();
             }
         }
         let len = page_align(len);

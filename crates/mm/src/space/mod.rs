@@ -344,7 +344,7 @@ impl Mm {
 
     /// `expand_downwards`: grows the growsdown VMA `v` down to `addr` (page-aligned).
     fn expand_downwards(&mut self, v: V, addr: u64) -> Result<(), Errno> {
-        if addr < self.cfg.mmap_min_addr {
+        if addr < self.cfg.min_addr() {
             return Err(Errno::EPERM);
         }
         if let Some(prev) = self.prev_of(v.start())

@@ -587,7 +587,10 @@ impl Mm {
             let mut pos = s;
             while pos < e {
                 match self.lookup(pos) {
-                    Some(v) if v.fl().intersects(VmFlags::MAYBE_GUARD) => pos = v.end(),
+                    // Naming can drop the flag (guard.rs, invariant 2); without anon VMA names nothing can.
+                    Some(v) if v.fl().intersects(VmFlags::MAYBE_GUARD) || self.cfg.anon_vma_name => {
+                        pos = v.end()
+                    }
                     Some(v) => {
                         return Err(format!(
                             "guard marker at {pos:#x} in a VMA without VM_MAYBE_GUARD {v:?}"

@@ -9,7 +9,8 @@
 //!   VMA's start gap; ENOMEM when no gap of that window fits (no fallback).
 //! * A hint: used (rounded down to a page) when `[hint, hint+len)` fits below `TASK_SIZE` and ends at or below
 //!   the next VMA's start gap (a growsdown VMA keeps `stack_guard_gap` free below it).
-//! * Otherwise the highest free gap below `mmap_base` and above `mmap_min_addr` (4 GiB with `MAP_ABOVE4G`)
+//! * Otherwise the highest free gap below `mmap_base` and above the effective `mmap_min_addr` (the larger of
+//!   the sysctl and `CONFIG_LSM_MMAP_MIN_ADDR`, [`super::MmConfig::min_addr`]; 4 GiB with `MAP_ABOVE4G`)
 //!   (`unmapped_area_topdown`: the tree's reverse gap search, O(log n) through the per-child max gaps,
 //!   `MapleTree::empty_area_rev`; a candidate that ends inside the guard gap of a growsdown VMA above it lowers
 //!   the limit and searches again); if none, the bottom-up search above `TASK_UNMAPPED_BASE`
@@ -26,7 +27,7 @@
 //! a `MAP_FIXED` address can produce) is returned as that error: `IS_ERR_VALUE(addr)` holds, so the address is
 //! handed back unchanged and the syscall's caller reads it as `-errno` (`0xffffffffffffffff` is EPERM,
 //! `0xffffffffffffff00` errno 256); then a result ending beyond `TASK_SIZE` is ENOMEM, an unaligned one EINVAL,
-//! one below `mmap_min_addr` EPERM without CAP_SYS_RAWIO. Of the calls that return an address only mmap can
+//! one below the sysctl `vm.mmap_min_addr` EPERM without CAP_SYS_RAWIO (`cap_mmap_addr`). Of the calls that return an address only mmap can
 //! meet the error range: mremap checks its new address against `TASK_SIZE - new_len` first
 //! (`check_mremap_params`, EINVAL), and a break there rounds up to 0 and asks for a length beyond `TASK_SIZE`
 //! (`check_brk_limits`, which brk answers with the old break); `scripts/regress/top-of-address-space.script`.
@@ -160,7 +161,7 @@ impl Mm {
                 }
             }
             let floor = if flags.contains(MapFlags::ABOVE4G) { SZ_4G } else { PAGE_SIZE };
-            let low = floor.max(self.cfg.mmap_min_addr);
+            let low = floor.max(self.cfg.min_addr());
             if let Some(a) = self.unmapped_area_topdown(len, align, low, self.cfg.mmap_base) {
                 return Ok(a);
             }
@@ -192,7 +193,7 @@ impl Mm {
                 return Ok(addr);
             }
         }
-        self.unmapped_area(len, align, begin.max(self.cfg.mmap_min_addr), end).ok_or(Errno::ENOMEM)
+        self.unmapped_area(len, align, begin.max(self.cfg.min_addr()), end).ok_or(Errno::ENOMEM)
     }
 
     /// `unmapped_area_topdown` (no start gap: nothing here is a shadow stack): the highest `align`-aligned
