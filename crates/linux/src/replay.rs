@@ -96,7 +96,10 @@
 //! may ask for a *headroom* ([`ReplayOptions::map_count_headroom`]): before the script, the child counts its
 //! own VMAs (the lines of `/proc/self/maps`, less the `[vsyscall]` gate area, which is not a VMA) and maps
 //! single pages of alternating protection (so none merge) at [`FILLER_BASE`] until exactly `max_map_count -
-//! headroom` VMAs exist, then checks the count again. The script then has `headroom` VMAs left before the
+//! headroom` VMAs exist, then checks the count again. First, every VMA of the runner and then every filler
+//! gets `VM_DONTDUMP` and `VM_NOHUGEPAGE` (`madvise` of whole VMAs: no split), so that a mapping the kernel
+//! places outside the arena (a refused hint, a moving mremap) cannot merge with one of them: merged, it would
+//! cost no VMA where the engine, which holds only the script's mappings, spends one. The script then has `headroom` VMAs left before the
 //! limit, as an engine `Mm` with `max_map_count = headroom` has. The counts are read into one buffer
 //! allocated before the first count, so that reading the 65,000-line maps file adds no VMA of its own.
 //!
@@ -1162,6 +1165,28 @@ fn vma_count(buf: &mut [u8]) -> Result<u64, String> {
     Ok(text.lines().filter(|l| !l.is_empty() && !l.ends_with("[vsyscall]")).count() as u64)
 }
 
+/// Sets `VM_DONTDUMP` and `VM_NOHUGEPAGE` on every VMA of the runner (outside `arena`) that can take them, so
+/// that no mapping of the script merges with one: a mapping the kernel places outside the arena (a refused
+/// hint, a moving mremap) lands next to the runner's own VMAs and would merge with an anonymous one that has
+/// the same flags, costing no VMA where the engine, whose address space holds only the script's mappings,
+/// spends one (module docs, "Reaching `max_map_count`"). Whole VMAs change, so none splits.
+fn mark_unmergeable(buf: &mut [u8], arena: Arena) -> Result<(), String> {
+    let text = read_maps(buf)?;
+    for line in text.lines() {
+        let Ok(l) = line.parse::<vmspace_proc::MapsLine>() else { continue };
+        if arena.overlaps(l.start, l.end) || matches!(l.name, Some(vmspace_proc::MapsName::Special(_))) {
+            continue;
+        }
+        for advice in [rustix::mm::Advice::LinuxDontDump, rustix::mm::Advice::LinuxNoHugepage] {
+            // SAFETY: advice on a whole VMA of this process changes only its flags, never a byte or a mapping
+            // a Rust object relies on; an advice the VMA refuses (EINVAL) leaves it as it was.
+            let _ =
+                unsafe { rustix::mm::madvise(l.start as *mut c_void, (l.end - l.start) as usize, advice) };
+        }
+    }
+    Ok(())
+}
+
 /// Maps filler VMAs until `max_map_count - headroom` VMAs exist (module docs). `buf` was allocated before
 /// the first count and is big enough for every line.
 fn fill_to_headroom(buf: &mut [u8], arena: Arena, headroom: u64) -> Result<(), String> {
@@ -1174,6 +1199,12 @@ fn fill_to_headroom(buf: &mut [u8], arena: Arena, headroom: u64) -> Result<(), S
     if arena.overlaps(FILLER_BASE, FILLER_BASE + need * PAGE) {
         return Err("filler range overlaps the arena".into());
     }
+    if have > 0 {
+        mark_unmergeable(buf, arena)?;
+    }
+    // Marking may merge runner VMAs that differed only in those flags: count again.
+    let have = vma_count(buf)?;
+    let need = target.checked_sub(have).ok_or("marking the runner's VMAs added some")?;
     for i in 0..need {
         let prot = if i % 2 == 0 { ProtFlags::READ } else { ProtFlags::empty() };
         // SAFETY: a fresh anonymous mapping at an address nothing of this process uses (FIXED_NOREPLACE
@@ -1187,6 +1218,14 @@ fn fill_to_headroom(buf: &mut [u8], arena: Arena, headroom: u64) -> Result<(), S
             )
         }
         .map_err(|e| format!("filler {i} of {need}: {e}"))?;
+    }
+    if need > 0 {
+        for advice in [rustix::mm::Advice::LinuxDontDump, rustix::mm::Advice::LinuxNoHugepage] {
+            // SAFETY: the fillers just mapped, whole; advice changes only their flags (no byte, no Rust
+            // object refers to them).
+            unsafe { rustix::mm::madvise(FILLER_BASE as *mut c_void, (need * PAGE) as usize, advice) }
+                .map_err(|e| format!("marking the fillers: {e}"))?;
+        }
     }
     let now = vma_count(buf)?;
     if now != target {
