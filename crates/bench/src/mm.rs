@@ -94,6 +94,9 @@ pub struct MmResults {
     pub set: ReportSet,
     /// Placement and load, for the terminal.
     pub placement: String,
+    /// Whether the run stopped early ([`run_until`]'s `stop` answered true): the reports hold what was
+    /// measured before.
+    pub interrupted: bool,
 }
 
 /// Where a mmap/munmap loop runs.
@@ -246,6 +249,8 @@ struct Ctx<'a> {
     host: HostInfo,
     reports: Vec<Report>,
     progress: &'a mut dyn FnMut(&str),
+    stop: &'a dyn Fn() -> bool,
+    interrupted: bool,
 }
 
 impl Ctx<'_> {
@@ -255,16 +260,33 @@ impl Ctx<'_> {
         crate::measure::stamp(&mut r, &self.cfg.timer, &self.cpus, threads);
         r
     }
+
+    /// Whether the caller asked the run to stop (remembered: once stopped, it stays stopped).
+    fn stopped(&mut self) -> bool {
+        self.interrupted = self.interrupted || (self.stop)();
+        self.interrupted
+    }
 }
 
 /// Runs `vmspace bench mm`; `progress` is called once per step of [`steps`].
 pub fn run(cfg: &MmBenchConfig, progress: &mut dyn FnMut(&str), command: &str) -> Result<MmResults, String> {
+    run_until(cfg, progress, &|| false, command)
+}
+
+/// [`run`], stopping early when `stop` answers true (asked before each step): the results then hold what was
+/// measured so far, and [`MmResults::interrupted`] is set.
+pub fn run_until(
+    cfg: &MmBenchConfig,
+    progress: &mut dyn FnMut(&str),
+    stop: &dyn Fn() -> bool,
+    command: &str,
+) -> Result<MmResults, String> {
     // Host facts first: discovering the CPUs pins this thread, which would narrow the affinity mask they report.
     let host = vmspace_linux::hostinfo::gather();
     let load_before = loadavg();
     let cpus = Cpus::discover();
     let placement = cpus.describe();
-    let mut ctx = Ctx { cfg, cpus, host, reports: Vec::new(), progress };
+    let mut ctx = Ctx { cfg, cpus, host, reports: Vec::new(), progress, stop, interrupted: false };
 
     mmap_munmap(&mut ctx)?;
     lookups(&mut ctx)?;
@@ -284,6 +306,7 @@ pub fn run(cfg: &MmBenchConfig, progress: &mut dyn FnMut(&str), command: &str) -
     Ok(MmResults {
         set: ReportSet::new(command, ctx.reports),
         placement: format!("{placement}\n{load_note}"),
+        interrupted: ctx.interrupted,
     })
 }
 
@@ -305,6 +328,9 @@ fn mmap_munmap(ctx: &mut Ctx<'_>) -> Result<(), String> {
     for &pages in &ctx.cfg.pages.clone() {
         let len = pages * PAGE_SIZE;
         for others in [0, OTHERS] {
+            if ctx.stopped() {
+                return Ok(());
+            }
             (ctx.progress)(&format!(
                 "mmap+munmap {pages} page(s), {others} others, engine and kernel interleaved"
             ));
@@ -450,6 +476,9 @@ fn lookups(ctx: &mut Ctx<'_>) -> Result<(), String> {
             t.elapsed()
         });
         for threads in [1usize, 2] {
+            if ctx.stopped() {
+                return Ok(());
+            }
             (ctx.progress)(&format!("lookups {} x{threads}", mode.id()));
             let found_before = shared.locking.stats().snapshot();
             let mut rates = Vec::new();
@@ -520,6 +549,9 @@ pub fn kernel_vma_objsize() -> Option<u64> {
 fn bytes_per_vma(ctx: &mut Ctx<'_>) -> Result<(), String> {
     let kernel_objsize = kernel_vma_objsize();
     for &n in &ctx.cfg.sizes.clone() {
+        if ctx.stopped() {
+            return Ok(());
+        }
         (ctx.progress)(&format!("bytes per VMA at {n}"));
         let mm = engine_with_others(n)?;
         let nodes = mm.tree_nodes();

@@ -248,6 +248,9 @@ pub struct TreeResults {
     pub verdicts: Vec<Verdict>,
     /// Placement description for the terminal.
     pub placement: String,
+    /// Whether the run stopped early ([`run_until`]'s `stop` answered true): the reports then hold what was
+    /// measured before, and the targets of the missing cells are "not measured".
+    pub interrupted: bool,
 }
 
 /// Shared state of one run.
@@ -257,6 +260,8 @@ struct Ctx<'a> {
     host: HostInfo,
     reports: Vec<Report>,
     progress: &'a mut dyn FnMut(&str),
+    stop: &'a dyn Fn() -> bool,
+    interrupted: bool,
 }
 
 impl Ctx<'_> {
@@ -293,22 +298,49 @@ impl Ctx<'_> {
     fn step(&mut self, what: &str) {
         (self.progress)(what);
     }
+
+    /// Whether the caller asked the run to stop (remembered: once stopped, it stays stopped).
+    fn stopped(&mut self) -> bool {
+        self.interrupted = self.interrupted || (self.stop)();
+        self.interrupted
+    }
 }
 
 /// Runs `vmspace bench tree` with `cfg`; `progress` is called once per step of [`TreeConfig::steps`].
 pub fn run(cfg: &TreeConfig, progress: &mut dyn FnMut(&str), command: &str) -> TreeResults {
+    run_until(cfg, progress, &|| false, command)
+}
+
+/// [`run`], stopping early when `stop` answers true (it is asked before each structure's kernel shapes and
+/// before each structure at each size): the results then hold every cell measured so far, and
+/// [`TreeResults::interrupted`] is set.
+pub fn run_until(
+    cfg: &TreeConfig,
+    progress: &mut dyn FnMut(&str),
+    stop: &dyn Fn() -> bool,
+    command: &str,
+) -> TreeResults {
     // Host facts first: discovering the CPUs pins this thread, which would narrow the affinity mask they report.
     let host = vmspace_linux::hostinfo::gather();
     let load_before = loadavg();
     let cpus = Cpus::discover();
     let placement = cpus.describe();
-    let mut ctx = Ctx { cfg, cpus, host, reports: Vec::new(), progress };
+    let mut ctx = Ctx { cfg, cpus, host, reports: Vec::new(), progress, stop, interrupted: false };
     for &t in &cfg.targets {
+        if ctx.stopped() {
+            break;
+        }
         dispatch!(t, M => kernel_shapes::<M>(&mut ctx, t));
     }
     for &n in &cfg.sizes {
+        if ctx.stopped() {
+            break;
+        }
         let spans = layout::vma_like(n, cfg.seed ^ n as u64);
         for &t in &cfg.targets {
+            if ctx.stopped() {
+                break;
+            }
             dispatch_shared!(t, M => {
                 let map = at_scale::<M>(&mut ctx, t, &spans);
                 ctx.step(&format!("{} n={n}: churn with a concurrent reader", t.name()));
@@ -354,6 +386,7 @@ pub fn run(cfg: &TreeConfig, progress: &mut dyn FnMut(&str), command: &str) -> T
         set: ReportSet::new(command, ctx.reports),
         verdicts,
         placement: format!("{placement}\n{load_note}"),
+        interrupted: ctx.interrupted,
     }
 }
 

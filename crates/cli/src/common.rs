@@ -27,7 +27,8 @@ pub const EXIT_STATUS_HELP: &str = "\
 Exit status:
   0    success
   1    the command judged and something failed: engine and kernel differ (diff), a benchmark target was
-       missed (bench tree), a /proc check failed (kernel race)
+       missed (bench tree, report), a target went from met to missed (report --compare), a /proc check
+       failed (kernel race)
   2    bad usage or input: unknown option, option that does nothing in this mode, unreadable script,
        output path that cannot be written, input too large for this machine (without --force)
   3    the run itself failed: a system call or a child process failed
@@ -173,10 +174,14 @@ fn parent_dir(path: &Path) -> PathBuf {
 }
 
 /// Writes `path` through a temporary file in its directory renamed over it at the end, so that a failure or an
-/// interruption never leaves a truncated file.
+/// interruption never leaves a truncated file. The file is readable by everyone (mode 0644, as a shell
+/// redirection makes it under the usual umask; the temporary file alone would be 0600): reports and pages are
+/// meant to be read, served and copied.
 pub fn write_atomically(path: &Path, fill: impl FnOnce(&mut dyn Write) -> Result<()>) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
     let mut tmp = tempfile::Builder::new()
         .prefix(".vmspace-")
+        .permissions(std::fs::Permissions::from_mode(0o644))
         .tempfile_in(parent_dir(path))
         .with_context(|| format!("creating a file beside {}", path.display()))?;
     {

@@ -13,6 +13,7 @@ mod bench;
 mod common;
 mod kernel;
 mod replay;
+mod report;
 
 use common::{EXIT_STATUS_HELP, Status};
 
@@ -34,6 +35,12 @@ enum Command {
     /// page faults, fork).
     #[command(subcommand)]
     Kernel(kernel::KernelCmd),
+    /// Every experiment, engine beside kernel, in one run: the range trees, the address space against the
+    /// kernel, faults, fork, the proc-vs-map grid and the tearing checks; tables and verdicts on the terminal,
+    /// report.json, SVG figures and a self-contained index.html in --out DIR. --compare OLD NEW compares two
+    /// runs. Exit status 1 if a target was missed (with --compare: went from met to missed).
+    #[command(after_long_help = EXIT_STATUS_HELP)]
+    Report(report::ReportArgs),
     /// Run an op script on the engine (or, with --kernel, on the live kernel) and print every result.
     #[command(after_long_help = EXIT_STATUS_HELP)]
     Replay(replay::ReplayArgs),
@@ -66,6 +73,7 @@ fn main() -> ExitCode {
     let r = match cli.command {
         Command::Bench(cmd) => bench::run(cmd),
         Command::Kernel(cmd) => kernel::run(cmd),
+        Command::Report(args) => report::run(args),
         Command::Replay(args) => replay::run_replay(args),
         Command::Diff(args) => replay::run_diff(args),
         Command::Completions { shell } => {

@@ -15,6 +15,12 @@
 //!   parent releases the mapper, waits for it to finish, stops and reaps everyone. Only reads completed while
 //!   the mapper runs are counted.
 //!
+//! Metrics per run: calls (`calls_count`, `calls_per_s`), the mapper's call latency (`call_mean_ms`,
+//! `call_min_ms`, `call_max_ms`, and `call_<stem>_ms` for every quantile of
+//! [`vmspace_results::stats::CDF_QUANTILES`], p1 to p99.999: the run's latency distribution, from which
+//! `vmspace report` draws CDFs), failed calls (`mapper_errors_count`) and completed scanner reads
+//! (`scanner_reads_count`).
+//!
 //! All coordination goes through a [`SharedSlots`] page: the mapper publishes its statistics there as `f64`
 //! bits before exiting, so no pipe or serialisation is needed.
 
@@ -29,7 +35,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use vmspace_results::report::{Placement, Report};
-use vmspace_results::stats::LatencyRecorder;
+use vmspace_results::stats::{CDF_QUANTILES, LatencyRecorder};
 
 /// What the scanners read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -185,7 +191,9 @@ const STOP: usize = 2;
 const MAPPER_ERRORS: usize = 3;
 const RESULT: usize = 4; // count, mean, p50, p99, p999, max: 6 words
 const MAPPER_DONE: usize = 10;
-const SCANNER_BASE: usize = 16; // two words per scanner: reads, errno
+const MIN: usize = 11; // the fastest call, ms
+const QUANTILES: usize = 16; // one word per CDF_QUANTILES entry
+const SCANNER_BASE: usize = QUANTILES + CDF_QUANTILES.len() + 3; // two words per scanner: reads, errno
 
 /// Runs every sample of `cfg`; `on_sample(i)` is called after sample `i` finishes.
 pub fn run(cfg: &Config, host: &HostInfo, on_sample: &mut dyn FnMut(usize)) -> Result<Report> {
@@ -303,6 +311,11 @@ fn run_once(cfg: &Config, layout: &Layout) -> Result<BTreeMap<String, f64>> {
     m.insert("call_p99_ms".to_string(), f(slots.get(RESULT + 3)));
     m.insert("call_p999_ms".to_string(), f(slots.get(RESULT + 4)));
     m.insert("call_max_ms".to_string(), f(slots.get(RESULT + 5)));
+    m.insert("call_min_ms".to_string(), f(slots.get(MIN)));
+    for (i, (_, stem)) in CDF_QUANTILES.iter().enumerate() {
+        // p50, p99 and p999 are the same histogram's values as the summary's above.
+        m.insert(format!("call_{stem}_ms"), f(slots.get(QUANTILES + i)));
+    }
     // Relaxed: the mapper was reaped (waitpid orders its stores before this load).
     m.insert("mapper_errors_count".to_string(), slots.get(MAPPER_ERRORS).load(Ordering::Relaxed) as f64);
     m.insert("scanner_reads_count".to_string(), reads.iter().sum::<u64>() as f64);
@@ -372,6 +385,11 @@ fn mapper_main(
     {
         // Release: pairs with the parent's Acquire loads in `f`.
         slots.get(RESULT + i).store(v.to_bits(), Ordering::Release);
+    }
+    // Release (these two): pair with the parent's Acquire loads in `f`.
+    slots.get(MIN).store(rec.min_ms().to_bits(), Ordering::Release);
+    for (i, &(q, _)) in CDF_QUANTILES.iter().enumerate() {
+        slots.get(QUANTILES + i).store(rec.quantile_ms(q).to_bits(), Ordering::Release);
     }
     0
 }
@@ -524,9 +542,17 @@ mod tests {
         // Other tests run in parallel and may load both CPUs: only require progress.
         assert!(calls.min > 0.0, "{calls:?}");
         assert!(r.metric("scanner_reads_count").unwrap().max > 0.0);
-        let s = |k| r.metric(k).unwrap().median;
+        let s = |k: &str| r.metric(k).unwrap().median;
         assert!(s("call_p50_ms") <= s("call_p99_ms") && s("call_p99_ms") <= s("call_max_ms"));
         assert_eq!(s("mapper_errors_count"), 0.0);
+        // The distribution: every quantile present, rising from the minimum to the maximum.
+        let mut last = s("call_min_ms");
+        for (_, stem) in CDF_QUANTILES {
+            let v = s(&format!("call_{stem}_ms"));
+            assert!(last <= v, "{stem}: {last} > {v}");
+            last = v;
+        }
+        assert!(last <= s("call_max_ms"));
         assert_eq!(r.placement.len(), 3);
     }
 }

@@ -61,6 +61,20 @@ impl LatencyRecorder {
         self.max_ns = self.max_ns.max(ns);
     }
 
+    /// The latency in ms at or below which a fraction `q` (0..=1) of the recorded calls fall, clamped to the
+    /// exact maximum (0 if nothing was recorded).
+    pub fn quantile_ms(&self, q: f64) -> f64 {
+        if self.count == 0 {
+            return 0.0;
+        }
+        self.hist.value_at_quantile(q.clamp(0.0, 1.0)).min(self.max_ns) as f64 / 1e6
+    }
+
+    /// The smallest recorded latency in ms (histogram resolution; 0 if nothing was recorded).
+    pub fn min_ms(&self) -> f64 {
+        if self.count == 0 { 0.0 } else { self.hist.min() as f64 / 1e6 }
+    }
+
     /// The run's statistics (all zero if nothing was recorded).
     pub fn stats(&self) -> LatencyStats {
         if self.count == 0 {
@@ -86,6 +100,26 @@ impl LatencyRecorder {
         }
     }
 }
+
+/// The quantiles that describe a run's latency distribution (its CDF) beside [`LatencyStats`]: the fraction of
+/// calls and the metric-name stem of the latency at or below which that fraction falls (`p1` = 1% of calls,
+/// `p995` = 99.5%, `p9999` = 99.99%). Commands that record distributions write metric `call_<stem>_ms` for each;
+/// with the minimum and the maximum, they draw the CDF.
+pub const CDF_QUANTILES: [(f64, &str); 13] = [
+    (0.01, "p1"),
+    (0.05, "p5"),
+    (0.10, "p10"),
+    (0.25, "p25"),
+    (0.50, "p50"),
+    (0.75, "p75"),
+    (0.90, "p90"),
+    (0.95, "p95"),
+    (0.99, "p99"),
+    (0.995, "p995"),
+    (0.999, "p999"),
+    (0.9999, "p9999"),
+    (0.99999, "p99999"),
+];
 
 /// A metric summarised across runs.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -160,6 +194,20 @@ mod tests {
         let s = r.stats();
         assert!(s.p50_ms <= s.p99_ms && s.p99_ms <= s.p999_ms && s.p999_ms <= s.max_ms, "{s:?}");
         assert_eq!(s.p999_ms, s.max_ms);
+    }
+
+    #[test]
+    fn quantiles_rise_with_the_fraction() {
+        let mut r = LatencyRecorder::new();
+        assert_eq!(r.quantile_ms(0.5), 0.0);
+        for us in 1..=10_000u64 {
+            r.record(us * 1000);
+        }
+        let qs: Vec<f64> = CDF_QUANTILES.iter().map(|&(q, _)| r.quantile_ms(q)).collect();
+        assert!(qs.windows(2).all(|w| w[0] <= w[1]), "{qs:?}");
+        assert!((r.quantile_ms(0.25) - 2.5).abs() < 0.01, "{}", r.quantile_ms(0.25));
+        assert!((r.min_ms() - 0.001).abs() < 1e-6);
+        assert_eq!(r.quantile_ms(1.0), r.stats().max_ms);
     }
 
     #[test]
