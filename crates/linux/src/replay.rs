@@ -10,7 +10,7 @@
 //! The caller may be multi-threaded (the test harness is). After `fork` only the forking thread exists in the
 //! child, so the child must not wait for a lock another thread might have held at the instant of the fork.
 //! What the child uses: raw syscalls (`libc::syscall` for the script's calls, rustix and libc for the rest:
-//! `prctl`, `process_vm_*`, `fork`, `_exit`, files and pipes), reads of `/proc/self/maps`, and heap
+//! `prctl`, `sigaction`, `fork`, `_exit`, files and pipes), the CPU accesses of [`crate::uaccess`], reads of `/proc/self/maps`, and heap
 //! allocation. Allocation is safe here because glibc's `fork`
 //! takes and resets malloc's locks around the fork (its atfork handling), so the child's allocator is
 //! consistent. The child never touches stdio, the environment (no `std::env`, no `tempfile` calls: the
@@ -56,11 +56,18 @@
 //! an anonymous mmap without `fd=` passes -1 and offset 0. SIGXFSZ is ignored in the child, so a size past
 //! RLIMIT_FSIZE is EFBIG, not the runner's death.
 //!
-//! `touch` accesses one byte per page with `process_vm_readv`/`process_vm_writev` on the child itself: the
-//! kernel faults the page in exactly as a user access would (through GUP, honouring the VMA's protection,
-//! without FOLL_FORCE; one difference from a CPU access: GUP refuses to read a page without VM_READ, such as
-//! a `-w-` one, and ignores protection keys), but reports EFAULT instead of raising SIGSEGV or SIGBUS, which
-//! gives the first bad page without signal handling. A write stores the byte 0x5a.
+//! # Memory accesses
+//!
+//! `touch`, `fill` and `check` are the runner's own CPU loads and stores, page by page ([`crate::uaccess`]:
+//! inline-asm accessors whose faulting instructions are in an exception table, and a SIGSEGV/SIGBUS handler
+//! that the child installs before the script and that the script's forks inherit, which resumes an accessor
+//! at its fix-up and records the fault). The first page whose access faults is the line's `-EFAULT PAGE`; the
+//! handler's `si_addr` must lie in that page (or be the 0 of a non-canonical address), else the run stops as a
+//! runner bug. `touch r` reads the page's first byte in the range, `touch w` is `lock add byte [p], 0` (a write
+//! access that keeps the byte: `uaccess`, "The write that keeps contents"), `fill` is `rep stosb` over the
+//! part of the range in each page, `check` copies that part into a one-page buffer (`rep movsb`) and feeds it
+//! to the script crate's content hash. Work and memory are per page, whatever LEN says: nothing is allocated
+//! per byte, and a walk ends at the first page that faults (at `TASK_SIZE` at the latest).
 //!
 //! # mlockall, munlockall and protection keys
 //!
@@ -109,8 +116,9 @@
 //! call:
 //! - fixed mmap, munmap, mremap source and fixed destination: the whole aligned, non-empty range, if it ends
 //!   at or below TASK_SIZE (the kernel refuses the others before acting);
-//! - madvise and `touch w` (and `brk` below the current break): the whole range, TASK_SIZE or not (madvise
-//!   skips holes and is not bounded by TASK_SIZE);
+//! - madvise (and `brk` below the current break): the whole range, TASK_SIZE or not (madvise skips holes and
+//!   is not bounded by TASK_SIZE); `touch w` and `fill`: the whole range up to TASK_SIZE (their walks fault
+//!   there at the latest);
 //! - mprotect, pkey_mprotect, mlock, mlock2, munlock, mseal: the contiguous run of VMAs from the one
 //!   containing the start (the page range as the kernel computes it: mlock rounds the start down, the others
 //!   need it aligned), up to the first hole, since these calls walk from the start and stop at a hole;
@@ -126,9 +134,10 @@
 //! runner's again.
 //!
 //! Not guarded, because they change no mapping and no byte the runner reads: msync, mlockall, munlockall,
-//! pkey_alloc, pkey_free, ftruncate (of script files only), and reads. Ranges outside the arena that only
+//! pkey_alloc, pkey_free, ftruncate (of script files only), and reads (`touch r`, `check`). Ranges outside the arena that only
 //! cover free space run normally.
 
+use crate::uaccess;
 use rustix::fd::{AsRawFd, OwnedFd};
 use rustix::fs::{Mode, OFlags};
 use rustix::mm::ProtFlags;
@@ -136,7 +145,7 @@ use std::ffi::c_void;
 use std::fmt;
 use std::path::PathBuf;
 use vmspace_abi::{Advice, MapFlags, MremapFlags, Prot};
-use vmspace_script::{Arena, Errno, Fd, Op, Output, Script, Target};
+use vmspace_script::{AccessError, Arena, ContentHash, Errno, Fd, Op, Output, Script, Target};
 
 const PAGE: u64 = 4096;
 /// x86-64 TASK_SIZE with 4-level paging: the end of user space.
@@ -445,6 +454,44 @@ impl KernelTarget {
         syscall_result(r).map(|_| 0)
     }
 
+    /// The walk of the memory accesses (`touch`, `fill`, `check`; module docs, "Memory accesses"): calls
+    /// `op(from, to)` for each page of `[addr, addr + len)` (the end saturating at 2^64) in address order with
+    /// the part of the range in that page, and stops at the first page whose access faults: `Err(page)`. A
+    /// write is guarded first (it must not reach the runner's own memory). The fault must be the access's own
+    /// (its `si_addr` in that page): anything else is a runner bug and stops the run.
+    fn access(
+        &mut self,
+        what: &str,
+        addr: u64,
+        len: u64,
+        write: bool,
+        mut op: impl FnMut(u64, u64) -> Result<(), uaccess::Fault>,
+    ) -> Result<(), u64> {
+        if len == 0 {
+            return Ok(());
+        }
+        let first = addr & !(PAGE - 1);
+        let end = addr.saturating_add(len);
+        // Nothing is mapped from TASK_SIZE on (the walk faults there at the latest), so the guard checks the
+        // range up to it: a range running to 2^64 would be too long for its page arithmetic.
+        let guarded_end = end.min(TASK_SIZE);
+        if write && first < guarded_end {
+            self.guard(what, first, guarded_end - first, false);
+        }
+        let mut page = first;
+        while page < end {
+            let next = page.saturating_add(PAGE);
+            if let Err(f) = op(page.max(addr), next.min(end)) {
+                if !f.is_in_page(page) {
+                    self.refuse(format!("{what} of page {page:#x} faulted elsewhere: {f:?}"));
+                }
+                return Err(page);
+            }
+            page = next;
+        }
+        Ok(())
+    }
+
     /// The descriptor a script's `fd=`/`ftruncate` NAME passes: the file's if this target holds it, else
     /// [`CLOSED_FD`].
     fn fd_of(&self, name: &str) -> libc::c_long {
@@ -726,39 +773,38 @@ impl Target for KernelTarget {
     }
 
     fn touch(&mut self, addr: u64, len: u64, write: bool) -> Result<(), u64> {
-        if len == 0 {
-            return Ok(());
-        }
-        let first = addr & !(PAGE - 1);
-        let end = addr.saturating_add(len);
-        if write {
-            self.guard("touch", first, end - first, false);
-        }
-        let pid = rustix::process::getpid().as_raw_nonzero().get();
-        let mut page = first;
-        while page < end {
-            let mut byte = 0x5au8;
-            let local = libc::iovec { iov_base: (&raw mut byte).cast(), iov_len: 1 };
-            let remote = libc::iovec { iov_base: page as *mut c_void, iov_len: 1 };
-            // SAFETY: `local` points at a live one-byte stack buffer; `remote` is only accessed by the kernel,
-            // which checks it and returns EFAULT for an inaccessible page. A write changes one byte of a
-            // script mapping (the guard refused the runner's own memory).
-            let n = unsafe {
-                if write {
-                    libc::process_vm_writev(pid, &local, 1, &remote, 1, 0)
-                } else {
-                    libc::process_vm_readv(pid, &local, 1, &remote, 1, 0)
-                }
-            };
-            if n != 1 {
-                return Err(page);
+        // One access per page, to the first byte of the range in it.
+        self.access("touch", addr, len, write, |from, _| {
+            if write {
+                // SAFETY: the guard (in `access`) refused ranges that reach the runner's own memory; the
+                // write keeps the byte's value.
+                unsafe { uaccess::write_keep(from) }
+            } else {
+                uaccess::read(&mut [0u8], from)
             }
-            page = match page.checked_add(PAGE) {
-                Some(p) => p,
-                None => break,
-            };
-        }
-        Ok(())
+        })
+    }
+
+    fn fill(&mut self, addr: u64, len: u64, byte: u8) -> Result<(), AccessError> {
+        self.access("fill", addr, len, true, |from, to| {
+            // SAFETY: the guard (in `access`) refused ranges that reach the runner's own memory: `[from, to)`
+            // holds script mappings or nothing.
+            unsafe { uaccess::fill(from, (to - from) as usize, byte) }
+        })
+        .map_err(AccessError::Fault)
+    }
+
+    fn check(&mut self, addr: u64, len: u64) -> Result<u64, AccessError> {
+        let mut h = ContentHash::new();
+        let mut buf = [0u8; PAGE as usize];
+        self.access("check", addr, len, false, |from, to| {
+            let bytes = &mut buf[..(to - from) as usize];
+            uaccess::read(bytes, from)?;
+            h.update(bytes);
+            Ok(())
+        })
+        .map_err(AccessError::Fault)?;
+        Ok(h.value())
     }
 
     fn name(&mut self, addr: u64, len: u64, name: Option<&str>) -> Result<u64, Errno> {
@@ -1085,6 +1131,12 @@ fn child_main(
     // ftruncate past RLIMIT_FSIZE raises SIGXFSZ: the script's call gets EFBIG instead of killing the runner.
     // SAFETY: ignoring a signal is always valid; inherited by the processes a script forks.
     unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
+    // The memory accesses' fault handler (`uaccess`): in this child only, inherited by the script's forks.
+    if let Err(e) = crate::uaccess::install() {
+        write_all(&out, format!("cannot install the fault handler: {e}").as_bytes());
+        // SAFETY: ends the child at once, as a refusal.
+        unsafe { libc::_exit(EXIT_REFUSED) };
+    }
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         // SAFETY: F_GETFD only queries a descriptor number.
         if unsafe { libc::fcntl(CLOSED_FD, libc::F_GETFD) } != -1 || last_errno() != Errno::EBADF {

@@ -27,8 +27,11 @@
 //! ([`VmFile::regular_sized`]: a size `ftruncate` refuses is the line's errno, and the file then does not
 //! exist); the driver canonicalises their maps lines to `fd=NAME` on both sides. `fork`
 //! replaces the address space by the child's (the parent only waits in the kernel runner, so it is not
-//! observable afterwards). `touch` accesses page by page as the kernel runner does (through GUP:
-//! [`Mm::gup_access`]) and stops at the first page that fails.
+//! observable afterwards). `touch` is a user-mode CPU access page by page, as the kernel runner makes it
+//! ([`Mm::fault`]: stack growth below a growsdown VMA, x86's read-implies-accessible), and stops at the first
+//! page that faults. `fill` and `check` need page contents, which the engine does not have yet: they answer
+//! ENOSYS (one marked block in the `Target` impl), and the generator family that emits them (`contents`) is
+//! off in the differential gate until they are wired.
 
 use std::sync::Arc;
 
@@ -37,7 +40,7 @@ use vmspace_abi::{
     Prot,
 };
 use vmspace_mm::{Mm, MmConfig, VmFile};
-use vmspace_script::{Fd, Target};
+use vmspace_script::{AccessError, Fd, Target};
 
 /// An op-script target backed by the engine.
 pub struct EngineTarget {
@@ -162,7 +165,7 @@ impl Target for EngineTarget {
         let end = addr.saturating_add(len);
         let mut page = addr & PAGE_MASK;
         while page < end {
-            if self.mm.gup_access(page, write).is_err() {
+            if self.mm.fault(page, write).is_err() {
                 return self.checked("touch", Err(page));
             }
             page = match page.checked_add(PAGE_SIZE) {
@@ -172,6 +175,25 @@ impl Target for EngineTarget {
         }
         self.checked("touch", Ok(()))
     }
+
+    // ----- page contents: not modelled yet -----
+    //
+    // `fill` and `check` read and write page contents, which the engine will have with its page tables. Until
+    // then both answer ENOSYS, and the generator family that emits them (`contents`) is off in the
+    // differential gate (`crates/cli/tests/differential.rs`, GATE_FAMILIES_OFF). To wire them: fault each page
+    // as `touch` does (`Mm::fault(page, true)` for fill, `false` for check; stop with
+    // `AccessError::Fault(page)` at the first that fails), write or read the page's bytes, feed `check`'s
+    // bytes to `vmspace_script::ContentHash` in address order, and delete `contents` from GATE_FAMILIES_OFF.
+
+    fn fill(&mut self, _addr: u64, _len: u64, _byte: u8) -> Result<(), AccessError> {
+        self.checked("fill", Err(AccessError::Errno(Errno::ENOSYS)))
+    }
+
+    fn check(&mut self, _addr: u64, _len: u64) -> Result<u64, AccessError> {
+        self.checked("check", Err(AccessError::Errno(Errno::ENOSYS)))
+    }
+
+    // ----- end of the page-contents block -----
 
     fn name(&mut self, addr: u64, len: u64, name: Option<&str>) -> Result<u64, Errno> {
         let r = self.mm.set_anon_name(addr, len, name).map(|()| 0);

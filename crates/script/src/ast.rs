@@ -48,8 +48,8 @@
 //! keys: a read needs any of `r`, `w`, `x` (the page tables cannot express write-only or execute-only), a
 //! write needs `w`; a fault just below a `growsdown` VMA grows it first (`mm/mmap.c: expand_downwards`).
 //!
-//! * `touch ADDR LEN r|w`: one access per page, to the page's first byte (whether or not ADDR is aligned:
-//!   whether an access faults depends only on its page). `r` reads the byte; `w` is a write access that keeps
+//! * `touch ADDR LEN r|w`: one access per page, to the first byte of the range in it (whether an access
+//!   faults depends only on its page). `r` reads the byte; `w` is a write access that keeps
 //!   the byte's value (a locked add of 0: the CPU's write access with its copy-on-write and dirtying, contents
 //!   unchanged, so later `check`s see only what `fill`s wrote). `0` when every page was accessed.
 //! * `fill ADDR LEN BYTE`: writes BYTE (0..=255, decimal or hex) to every byte of the range, page by page.

@@ -10,7 +10,6 @@ use crate::Errno;
 use vmspace_abi::{Advice, MapFlags, MremapFlags, Prot};
 
 use crate::ast::{Fd, Op, Script};
-use crate::hash::ContentHash;
 use crate::output::{Arena, Entry, Output, Value};
 use vmspace_proc::{MapsLine, MapsName};
 
@@ -406,6 +405,7 @@ pub fn run_in<T: Target + ?Sized>(script: &Script, target: &mut T, arena: Arena)
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hash::ContentHash;
 
     /// A target that records calls and answers from a fixed rule, to check the driver's plumbing (not any
     /// memory semantics).
