@@ -312,8 +312,8 @@ impl Mm {
         self.locked(|mm| mm.access(addr, write, false))
     }
 
-    /// The same access made through GUP (`process_vm_readv`/`writev`, as the op-script `touch` does on the
-    /// live kernel): no stack expansion (GUP stopped growing stacks in 6.5), and a read needs `VM_READ`.
+    /// The same access made through GUP (`process_vm_readv`/`writev`: `mm/gup.c: __get_user_pages` without
+    /// `FOLL_FORCE`): no stack expansion (GUP stopped growing stacks in 6.5), and a read needs `VM_READ`.
     pub fn gup_access(&mut self, addr: u64, write: bool) -> Result<(), Errno> {
         self.locked(|mm| mm.access(addr, write, true))
     }
