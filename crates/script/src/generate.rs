@@ -32,6 +32,20 @@
 //! merge/split mix stays dominant. With every family off the generator draws exactly as it did before the
 //! families existed: the same seed gives the same script.
 //!
+//! # Page contents
+//!
+//! The `contents` family writes and reads page contents with `fill` and `check` (the format reference,
+//! `crate::ast`, "Memory accesses"): single fills and checks of mapped ranges (aligned or not), and short
+//! scenarios whose calls follow each other: fill, `fork`, check and fill again in the child (copy-on-write;
+//! with [`GenConfig::fork`]); a shared and a private mapping of the same file pages, the shared one filled and
+//! the private one checked before and after it writes a page of its own; fill, then DONTNEED, FREE (and with
+//! the `advice` family REMOVE, DONTNEED_LOCKED), then check; fill a probable VMA, move it with
+//! `maymove|fixed` (sometimes `dontunmap`) and check both places; fill, WIPEONFORK / DONTFORK / KEEPONFORK /
+//! DOFORK, fork, check; a file mapping filled, its file shrunk to inside a page and grown again (with the
+//! `ftruncate` family), checked; a growsdown mapping with free pages below, touched and filled just below it
+//! (the stack grows) and checked over the grown range; fill, `touch w`, check (a touch keeps the bytes). A
+//! scenario starts in about 7% of the calls; its later calls are the next calls of the script.
+//!
 //! Edge values never make a script reach the kernel runner's own memory (which its guard would refuse): a
 //! range that covers most of the address space is given only to calls the kernel refuses or that stop at the
 //! first hole (mprotect, mlock, mseal, ... from a start in a hole or in the arena), never to madvise, msync or
@@ -82,6 +96,9 @@ pub struct Families {
     pub hints: bool,
     /// Edge addresses, lengths, offsets and flag bits; descriptors that are not open; anon mappings with fd=.
     pub edges: bool,
+    /// Page contents: `fill` and `check` around fork, copy-on-write, DONTNEED/FREE/REMOVE, mremap moves,
+    /// WIPEONFORK/DONTFORK, shared and private mappings of one file, ftruncate, stack growth (module docs).
+    pub contents: bool,
 }
 
 impl Families {
@@ -97,6 +114,7 @@ impl Families {
         mmap_flags: true,
         hints: true,
         edges: true,
+        contents: true,
     };
     /// Every family off: the base mix only.
     pub const NONE: Families = Families {
@@ -110,9 +128,10 @@ impl Families {
         mmap_flags: false,
         hints: false,
         edges: false,
+        contents: false,
     };
     /// The families' names, as [`Families::set`] takes them.
-    pub const NAMES: [&'static str; 10] = [
+    pub const NAMES: [&'static str; 11] = [
         "exec_prot",
         "advice",
         "mlock",
@@ -123,6 +142,7 @@ impl Families {
         "mmap_flags",
         "hints",
         "edges",
+        "contents",
     ];
 
     fn slot(&mut self, name: &str) -> Option<&mut bool> {
@@ -137,6 +157,7 @@ impl Families {
             "mmap_flags" => &mut self.mmap_flags,
             "hints" => &mut self.hints,
             "edges" => &mut self.edges,
+            "contents" => &mut self.contents,
             _ => return None,
         })
     }
@@ -198,7 +219,8 @@ type FamilyCall = fn(&mut Gen) -> Op;
 /// (module docs): the guard refuses a range the kernel would act on that covers the runner's own memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Reach {
-    /// Small lengths only (touch: it walks its range page by page).
+    /// Small lengths only (touch, fill, check: they walk their ranges page by page, and a write of a huge
+    /// range would reach the runner's memory).
     Small,
     /// Every mapping of the range is acted on (madvise, msync): no huge lengths below TASK_SIZE.
     Every,
@@ -235,6 +257,8 @@ struct Gen {
     next_seg: u32,
     /// (name, size in pages) of the declared files.
     files: Vec<(String, u64)>,
+    /// The calls still to come of a multi-call scenario (the `contents` family), returned before any new draw.
+    pending: std::collections::VecDeque<Op>,
 }
 
 impl Gen {
@@ -792,6 +816,235 @@ impl Gen {
         Op::Ftruncate { name: self.files[fi].0.clone(), size }
     }
 
+    // ----- the `contents` family (module docs, "Page contents") -----
+
+    /// A byte for `fill`: mostly non-zero (zero is what fresh pages hold), any value.
+    fn byte(&mut self) -> u8 {
+        if self.rng.random_bool(0.1) { 0 } else { self.rng.random_range(1..=255) }
+    }
+
+    /// A byte range for `fill` and `check` over what the shadow says is mapped: page-aligned mostly,
+    /// sometimes starting or ending inside a page.
+    fn access_range(&mut self) -> (u64, u64) {
+        let (p, n) = self.target_range();
+        let (mut addr, mut len) = (self.addr(p), n * PAGE);
+        if self.rng.random_bool(0.2) {
+            let cut = self.rng.random_range(1..PAGE);
+            addr += cut;
+            len -= cut;
+        }
+        if self.rng.random_bool(0.2) {
+            len -= self.rng.random_range(0..PAGE.min(len));
+        }
+        (addr, len)
+    }
+
+    /// The page range of `access_range`, aligned (for madvise and mremap).
+    fn page_range(&mut self) -> (u64, u64) {
+        let (p, n) = self.target_range();
+        (self.addr(p), n * PAGE)
+    }
+
+    /// One call of the `contents` family: a `fill` or a `check`, or the first call of a scenario whose other
+    /// calls follow (`pending`). Calls that need another family (fork, ftruncate, MADV_REMOVE) appear only when
+    /// it is on.
+    fn contents_call(&mut self) -> Op {
+        let b = self.byte();
+        let mut seq: Vec<Op> = match self.rng.random_range(0..20) {
+            0..=4 => {
+                let (addr, len) = self.access_range();
+                vec![Op::Fill { addr, len, byte: b }]
+            }
+            5..=8 => {
+                let (addr, len) = self.access_range();
+                vec![Op::Check { addr, len }]
+            }
+            9 | 10 => self.fork_copies(b),
+            11 | 12 => self.file_pair(b),
+            13 => self.drop_pages(b),
+            14 => self.move_filled(b),
+            15 => self.fork_advice(b),
+            16 => self.truncate_cycle(b),
+            17 | 18 => self.below_growsdown(b),
+            _ => {
+                // touch w keeps the bytes.
+                let (addr, len) = self.access_range();
+                vec![
+                    Op::Fill { addr, len, byte: b },
+                    Op::Touch { addr, len, write: true },
+                    Op::Check { addr, len },
+                ]
+            }
+        };
+        let first = seq.remove(0);
+        self.pending.extend(seq);
+        first
+    }
+
+    /// fill, fork, then in the child check (the parent's bytes, copied on write) and fill again.
+    fn fork_copies(&mut self, b: u8) -> Vec<Op> {
+        let (addr, len) = self.access_range();
+        let (a2, l2) = self.access_range();
+        let b2 = self.byte();
+        let mut v = vec![Op::Fill { addr, len, byte: b }];
+        if self.cfg.fork {
+            v.push(Op::Fork);
+        }
+        v.extend([
+            Op::Check { addr, len },
+            Op::Fill { addr: a2, len: l2, byte: b2 },
+            Op::Check { addr, len },
+        ]);
+        v
+    }
+
+    /// A shared and a private mapping of the same pages of one file: the private one reads the shared one's
+    /// bytes until it writes a page of its own.
+    fn file_pair(&mut self, b: u8) -> Vec<Op> {
+        let fi = self.rng.random_range(0..self.files.len());
+        let (name, file_pages) = self.files[fi].clone();
+        let n = self.rng.random_range(1..=4u64);
+        let off_page = self.rng.random_range(0..file_pages.saturating_sub(n).max(1));
+        let (p1, p2) = (self.map_page(n), self.map_page(n));
+        let (a1, a2, len) = (self.addr(p1), self.addr(p2), n * PAGE);
+        self.set(p1, n, |i| Slot::File(fi, off_page + i));
+        self.set(p2, n, |i| Slot::File(fi, off_page + i));
+        let file = Some((Fd::Name(name), off_page * PAGE));
+        let map = |addr, flags| Op::Mmap {
+            addr,
+            len,
+            prot: Prot::RW,
+            flags: flags | MapFlags::FIXED,
+            file: file.clone(),
+        };
+        let (b2, b3) = (self.byte(), self.byte());
+        let part = self.rng.random_range(1..=n) * PAGE;
+        vec![
+            map(a1, MapFlags::SHARED),
+            map(a2, MapFlags::PRIVATE),
+            Op::Fill { addr: a1, len, byte: b },
+            Op::Check { addr: a2, len },
+            Op::Fill { addr: a2, len: part, byte: b2 },
+            Op::Fill { addr: a1, len, byte: b3 },
+            Op::Check { addr: a2, len },
+            Op::Check { addr: a1, len },
+        ]
+    }
+
+    /// fill, drop the pages (DONTNEED, FREE, and REMOVE with the `advice` family), check: anonymous memory
+    /// reads zeros (or, after FREE, possibly the old bytes), a private file mapping the file again.
+    fn drop_pages(&mut self, b: u8) -> Vec<Op> {
+        let (addr, len) = self.page_range();
+        let mut advice = vec![Advice::DONTNEED, Advice::FREE];
+        if self.cfg.families.advice {
+            advice.extend([Advice::REMOVE, Advice::DONTNEED_LOCKED]);
+        }
+        let advice = advice[self.rng.random_range(0..advice.len())];
+        vec![Op::Fill { addr, len, byte: b }, Op::Madvise { addr, len, advice }, Op::Check { addr, len }]
+    }
+
+    /// fill a probable VMA, move it (maymove|fixed, sometimes dontunmap) and check both places.
+    fn move_filled(&mut self, b: u8) -> Vec<Op> {
+        let segs = self.segments();
+        let (p, n) =
+            if segs.is_empty() { self.target_range() } else { segs[self.rng.random_range(0..segs.len())] };
+        let (addr, len) = (self.addr(p), n * PAGE);
+        let dst = self.map_page(n);
+        let mut flags = MremapFlags::MAYMOVE | MremapFlags::FIXED;
+        if self.rng.random_bool(0.4) {
+            flags |= MremapFlags::DONTUNMAP;
+        }
+        let first = self.grid.get(p as usize).copied().unwrap_or(Slot::Anon);
+        if !flags.contains(MremapFlags::DONTUNMAP) {
+            self.set(p, n, |_| Slot::Free);
+        }
+        self.set(dst, n, |i| match first {
+            Slot::File(f, fp) => Slot::File(f, fp + i),
+            _ => Slot::Anon,
+        });
+        let new_addr = self.addr(dst);
+        vec![
+            Op::Fill { addr, len, byte: b },
+            Op::Mremap { addr, old_len: len, new_len: len, flags, new_addr: Some(new_addr) },
+            Op::Check { addr: new_addr, len },
+            Op::Check { addr, len },
+        ]
+    }
+
+    /// fill, WIPEONFORK or DONTFORK, fork, check in the child (zeros, or no mapping).
+    fn fork_advice(&mut self, b: u8) -> Vec<Op> {
+        let (addr, len) = self.page_range();
+        let advice = [Advice::WIPEONFORK, Advice::DONTFORK, Advice::KEEPONFORK, Advice::DOFORK]
+            [self.rng.random_range(0..4)];
+        let mut v = vec![Op::Fill { addr, len, byte: b }, Op::Madvise { addr, len, advice }];
+        if self.cfg.fork {
+            v.push(Op::Fork);
+        }
+        v.push(Op::Check { addr, len });
+        v
+    }
+
+    /// A shared mapping of a file filled, the file shrunk (to inside a page) and grown back: the bytes past
+    /// the shrunk end read as zeros (with the `ftruncate` family; else fill and check only).
+    fn truncate_cycle(&mut self, b: u8) -> Vec<Op> {
+        let fi = self.rng.random_range(0..self.files.len());
+        let (name, _) = self.files[fi].clone();
+        let n = self.rng.random_range(1..=4u64);
+        let p = self.map_page(n);
+        let (addr, len) = (self.addr(p), n * PAGE);
+        self.set(p, n, |i| Slot::File(fi, i));
+        let flags = if self.rng.random_bool(0.7) { MapFlags::SHARED } else { MapFlags::PRIVATE };
+        let mut v = vec![
+            Op::Mmap {
+                addr,
+                len,
+                prot: Prot::RW,
+                flags: flags | MapFlags::FIXED,
+                file: Some((Fd::Name(name.clone()), 0)),
+            },
+            Op::Fill { addr, len, byte: b },
+        ];
+        if self.cfg.families.ftruncate {
+            let small = self.rng.random_range(0..len);
+            let big = len + self.rng.random_range(0..4) * PAGE;
+            self.files[fi].1 = big / PAGE;
+            v.extend([
+                Op::Ftruncate { name: name.clone(), size: small },
+                Op::Check { addr, len },
+                Op::Ftruncate { name, size: big },
+            ]);
+        }
+        v.push(Op::Check { addr, len });
+        v
+    }
+
+    /// A growsdown mapping with free pages below it, then accesses just below it (the stack grows) and a
+    /// check of the grown range; where the grid has no room below, at a place the shadow picks (growth may
+    /// then fail: a neighbour within the stack guard gap).
+    fn below_growsdown(&mut self, b: u8) -> Vec<Op> {
+        let n = self.rng.random_range(1..=2u64);
+        let lowest = (0..self.cfg.grid_pages).find(|&q| self.grid[q as usize] != Slot::Free);
+        let room = lowest.unwrap_or(self.cfg.grid_pages);
+        let p = if room >= n + 3 { self.rng.random_range(3..=room - n) } else { self.map_page(n).max(3) };
+        let prot = [Prot::RW, Prot::RW, Prot::R, Prot::NONE, Prot::RWX][self.rng.random_range(0..5)];
+        self.set(p, n, |_| Slot::Anon);
+        let addr = self.addr(p);
+        let below = self.rng.random_range(1..=3u64);
+        let write = self.rng.random_bool(0.5);
+        vec![
+            Op::Mmap {
+                addr,
+                len: n * PAGE,
+                prot,
+                flags: MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED | MapFlags::GROWSDOWN,
+                file: None,
+            },
+            Op::Touch { addr: addr - below * PAGE, len: 1, write },
+            Op::Fill { addr: addr - PAGE, len: PAGE, byte: b },
+            Op::Check { addr: addr - below * PAGE, len: (n + below) * PAGE },
+        ]
+    }
+
     /// The calls of the enabled families, with their weights.
     fn family_calls(&self) -> Vec<(u32, FamilyCall)> {
         let f = self.cfg.families;
@@ -815,6 +1068,14 @@ impl Gen {
     }
 
     fn call(&mut self) -> Op {
+        if let Some(op) = self.pending.pop_front() {
+            return op;
+        }
+        // The `contents` scenarios draw apart from the other families (and only when on: with it off the
+        // draws are those of the generator before it existed).
+        if self.cfg.families.contents && self.rng.random_bool(0.07) {
+            return self.contents_call();
+        }
         let family = self.family_calls();
         let op = if !family.is_empty() && self.rng.random_bool(0.15) {
             let total: u32 = family.iter().map(|(w, _)| w).sum();
@@ -955,6 +1216,14 @@ impl Gen {
                 let (addr, len) = self.edge_range(addr, Reach::Small);
                 Op::Touch { addr, len, write }
             }
+            Op::Fill { addr, byte, .. } => {
+                let (addr, len) = self.edge_range(addr, Reach::Small);
+                Op::Fill { addr, len, byte }
+            }
+            Op::Check { addr, .. } => {
+                let (addr, len) = self.edge_range(addr, Reach::Small);
+                Op::Check { addr, len }
+            }
             Op::Mremap { addr, old_len, new_len, flags, new_addr } => match self.rng.random_range(0..4) {
                 0 => {
                     let (addr, old_len) = self.edge_range(addr, Reach::Bounded);
@@ -1035,6 +1304,7 @@ pub fn generate(seed: u64, cfg: &GenConfig) -> Script {
         seg: vec![0; grid_pages as usize],
         next_seg: 0,
         files: vec![("f0".into(), grid_pages), ("f1".into(), 8)],
+        pending: Default::default(),
     };
     let mut ops: Vec<Op> =
         g.files.iter().map(|(n, pages)| Op::File { name: n.clone(), size: pages * PAGE }).collect();
@@ -1237,6 +1507,11 @@ mod tests {
             &|o| matches!(o, Op::Mmap { flags, file: Some(_), .. } if flags.contains(MapFlags::ANONYMOUS)),
         );
         has("unknown mremap bits", &|o| matches!(o, Op::Mremap { flags, .. } if flags.bits() > 7));
+        // contents
+        has("fill", &|o| matches!(o, Op::Fill { .. }));
+        has("fill unaligned", &|o| matches!(o, Op::Fill { addr, .. } if addr % PAGE != 0));
+        has("check", &|o| matches!(o, Op::Check { .. }));
+        has("check unaligned", &|o| matches!(o, Op::Check { len, .. } if len % PAGE != 0));
         // Every generated script parses back, and never asks for what the kernel runner refuses outright.
         for seed in 0..60 {
             let s = generate(seed, &cfg);
@@ -1276,11 +1551,69 @@ mod tests {
         assert!(mmaps * 100 / calls >= 20, "{mmaps} mmap of {calls}");
     }
 
+    /// The `contents` scenarios (module docs, "Page contents") all appear, as consecutive calls.
+    #[test]
+    fn contents_scenarios_are_generated() {
+        let cfg = GenConfig { calls: 200, fork: true, ..GenConfig::default() };
+        let scripts: Vec<Vec<Op>> = (0..40)
+            .map(|seed| {
+                generate(seed, &cfg).lines.into_iter().map(|l| l.op).filter(|o| *o != Op::Maps).collect()
+            })
+            .collect();
+        let has = |what: &str, f: &dyn Fn(&[Op]) -> bool| {
+            assert!(scripts.iter().any(|s| s.windows(4).any(f)), "never generated: {what}");
+        };
+        has(
+            "fill, fork, check",
+            &|w| matches!(w, [Op::Fill { addr, .. }, Op::Fork, Op::Check { addr: c, .. }, Op::Fill { .. }] if addr == c),
+        );
+        has("shared and private mappings of one file", &|w| {
+            matches!(w, [Op::Mmap { flags: f1, file: Some((x, o1)), .. }, Op::Mmap { flags: f2, file: Some((y, o2)), .. }, Op::Fill { .. }, Op::Check { .. }]
+                if f1.contains(MapFlags::SHARED) && f2.contains(MapFlags::PRIVATE) && x == y && o1 == o2)
+        });
+        for advice in [Advice::DONTNEED, Advice::FREE, Advice::REMOVE] {
+            has(
+                "fill, drop, check",
+                &|w| matches!(w, [Op::Fill { .. }, Op::Madvise { advice: a, .. }, Op::Check { .. }, _] if *a == advice),
+            );
+        }
+        has("mremap move and dontunmap", &|w| {
+            matches!(w, [Op::Fill { .. }, Op::Mremap { flags, .. }, Op::Check { .. }, Op::Check { .. }]
+                if flags.contains(MremapFlags::DONTUNMAP))
+        });
+        has("mremap move", &|w| {
+            matches!(w, [Op::Fill { .. }, Op::Mremap { flags, .. }, Op::Check { .. }, Op::Check { .. }]
+                if !flags.contains(MremapFlags::DONTUNMAP))
+        });
+        for advice in [Advice::WIPEONFORK, Advice::DONTFORK] {
+            has(
+                "fill, fork advice, fork, check",
+                &|w| matches!(w, [Op::Fill { .. }, Op::Madvise { advice: a, .. }, Op::Fork, Op::Check { .. }] if *a == advice),
+            );
+        }
+        has("ftruncate shrinking then growing", &|w| {
+            matches!(w, [Op::Ftruncate { size: a, .. }, Op::Check { .. }, Op::Ftruncate { size: b, .. }, Op::Check { .. }]
+                if a < b)
+        });
+        has("touch below a growsdown mapping", &|w| {
+            matches!(w, [Op::Mmap { addr, flags, .. }, Op::Touch { addr: t, .. }, Op::Fill { .. }, Op::Check { .. }]
+                if flags.contains(MapFlags::GROWSDOWN) && t < addr)
+        });
+        has(
+            "fill, touch w, check",
+            &|w| matches!(w, [Op::Fill { addr, .. }, Op::Touch { addr: t, write: true, .. }, Op::Check { .. }, _] if addr == t),
+        );
+        // Without fork, no scenario forks; the same seed is the same script.
+        let nofork = GenConfig { fork: false, ..cfg };
+        assert!(!(0..40).any(|seed| generate(seed, &nofork).lines.iter().any(|l| l.op == Op::Fork)));
+        assert_eq!(generate(3, &cfg), generate(3, &cfg));
+    }
+
     /// Each switch removes its family and nothing else changes kind.
     #[test]
     fn each_switch_removes_its_family() {
         type Check = fn(&Op) -> bool;
-        let checks: [(&str, Check); 10] = [
+        let checks: [(&str, Check); 11] = [
             (
                 "exec_prot",
                 |o| matches!(o, Op::Mmap { prot, .. } | Op::Mprotect { prot, .. } if *prot == Prot::EXEC || *prot == Prot::WRITE | Prot::EXEC),
@@ -1314,6 +1647,7 @@ mod tests {
                 "edges",
                 |o| matches!(o, Op::Munmap { addr, .. } | Op::Touch { addr, .. } if !Arena::default().contains(*addr)),
             ),
+            ("contents", |o| matches!(o, Op::Fill { .. } | Op::Check { .. })),
         ];
         for (name, check) in checks {
             let mut fam = Families::ALL;
@@ -1350,7 +1684,11 @@ mod tests {
         for op in ops(&cfg, 0..200) {
             let bad = match op {
                 // Every page of the range (no huge lengths unless above TASK_SIZE or wrapping).
-                Op::Madvise { addr, len, .. } | Op::Msync { addr, len, .. } | Op::Touch { addr, len, .. } => {
+                Op::Madvise { addr, len, .. }
+                | Op::Msync { addr, len, .. }
+                | Op::Touch { addr, len, .. }
+                | Op::Fill { addr, len, .. }
+                | Op::Check { addr, len } => {
                     end_of(addr, len).is_some_and(|e| runner_space(addr & !(PAGE - 1), e))
                 }
                 // Bounded by TASK_SIZE.
