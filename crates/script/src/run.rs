@@ -298,8 +298,9 @@ impl<T: Target, F: FnMut(u64)> Target for Observed<T, F> {
 /// declaration order. A line that does not parse is kept verbatim (it will show up in a comparison).
 pub fn canonical_maps(text: &str, arena: Arena, files: &[(String, String)]) -> Vec<String> {
     let mut out = Vec::new();
-    // Inodes of shared anonymous (shmem) objects seen in this block, in order of first appearance.
-    let mut shmem_inodes: Vec<u64> = Vec::new();
+    // Objects without a path of their own (shmem behind shared anonymous mappings, hugetlbfs behind
+    // MAP_HUGETLB), keyed by (name, device, inode), in order of first appearance in this block.
+    let mut objects: Vec<(String, u32, u32, u64)> = Vec::new();
     for raw in text.lines() {
         let Ok(mut l) = raw.parse::<MapsLine>() else {
             out.push(raw.to_string());
@@ -317,16 +318,24 @@ pub fn canonical_maps(text: &str, arena: Arena, files: &[(String, String)]) -> V
             l.dev_minor = 0;
             l.inode = idx as u64 + 1;
         } else if let Some(MapsName::Path { path, deleted: true }) = &l.name
-            && path == "/dev/zero"
+            && (path == "/dev/zero" || path == "/anon_hugepage")
         {
-            let k = match shmem_inodes.iter().position(|&i| i == l.inode) {
+            let key = (path.clone(), l.dev_major, l.dev_minor, l.inode);
+            let same_name = objects.iter().filter(|o| o.0 == key.0);
+            let k = match same_name.clone().position(|o| *o == key) {
                 Some(k) => k,
                 None => {
-                    shmem_inodes.push(l.inode);
-                    shmem_inodes.len() - 1
+                    let k = same_name.count();
+                    objects.push(key);
+                    k
                 }
             };
             l.inode = k as u64 + 1;
+            if path == "/anon_hugepage" {
+                // The minor number of the kernel's internal hugetlbfs mount depends on boot order.
+                l.dev_major = 0;
+                l.dev_minor = 0;
+            }
         }
         out.push(l.to_string());
     }
@@ -676,5 +685,33 @@ END
         assert_eq!(inodes, vec![1, 2, 1]);
         assert!(got[0].ends_with(" /dev/zero (deleted)"));
         assert!(got[0].contains(" 00:01 1 "));
+    }
+
+    #[test]
+    fn hugetlb_objects_print_device_zero_and_their_order_of_appearance() {
+        let line = |start: u64, minor: u32, inode: u64, path: &str| {
+            let mut l = MapsLine::anon(
+                start,
+                start + 0x20_0000,
+                vmspace_proc::Perms { read: true, write: true, exec: false, shared: false },
+            );
+            l.dev_minor = minor;
+            l.inode = inode;
+            l.name = Some(MapsName::Path { path: path.into(), deleted: true });
+            l.render()
+        };
+        let base = Arena::default().base;
+        let text = [
+            line(base, 17, 767_928, "/anon_hugepage"),
+            line(base + 0x20_0000, 1, 42, "/dev/zero"),
+            line(base + 0x40_0000, 17, 767_931, "/anon_hugepage"),
+            line(base + 0x60_0000, 17, 767_928, "/anon_hugepage"),
+        ]
+        .concat();
+        let got = canonical_maps(&text, Arena::default(), &[]);
+        let parsed: Vec<MapsLine> = got.iter().map(|l| l.parse().unwrap()).collect();
+        let ids: Vec<(u32, u64)> = parsed.iter().map(|l| (l.dev_minor, l.inode)).collect();
+        assert_eq!(ids, vec![(0, 1), (1, 1), (0, 2), (0, 1)]);
+        assert!(got[0].contains(" 00:00 1 ") && got[0].ends_with(" /anon_hugepage (deleted)"), "{}", got[0]);
     }
 }

@@ -1,0 +1,746 @@
+//! The page cache of one file (`struct address_space`): its pages by index, its size, truncation, and the
+//! registry of the mappings that map it (`i_mmap`).
+//!
+//! # Pages
+//!
+//! [`PageCache`] maps page indexes to frames in a small radix tree (64 slots per node, grown in height as the
+//! file's pages reach further; the kernel's XArray in miniature), under one mutex (`i_pages`' lock and the
+//! folio locks in one). Every page-cache frame carries the cache's id and its index, and holds one reference
+//! for its slot. A page is created, zero-filled and without contents, the first time a fault or a write needs
+//! it below the file's size (`filemap_fault` reading a hole, `shmem_get_folio` allocating one); it stays until
+//! the file is truncated below it or the cache is dropped. There is no backing store: the cache is the file's
+//! contents (a clean page is never evicted, so nothing is lost), and dirty state is kept only for smaps.
+//!
+//! A shmem cache (`MAP_SHARED | MAP_ANONYMOUS` mappings, memfd, tmpfs) marks its frames swap-backed, which
+//! smaps and the RSS counters tell apart from ordinary file pages.
+//!
+//! # Faults, truncation and the lock order
+//!
+//! The fault core holds the cache's mutex from the lookup of a page until the entry mapping it is installed
+//! (cache mutex, then PTE lock), and refuses indexes at or beyond the size (`SIGBUS`). Truncation
+//! ([`PageCache::truncate`], `truncate_setsize` + `truncate_pagecache`) sets the size under the mutex first,
+//! then unmaps every page at or beyond the new end from every mapping (`unmap_mapping_range(.., even_cows =
+//! 1)`: private copies included, since they shadow file contents that no longer exist), then removes the pages
+//! from the cache (`truncate_inode_pages_range`), zeroing the tail of a partial last page. A fault that looked
+//! the page up before the size changed has installed its entry before the unmap starts (it held the mutex), and
+//! one that comes later sees the new size: no entry beyond the end survives, without the kernel's second unmap.
+//!
+//! # The i_mmap registry
+//!
+//! Truncation must reach every address space that maps the file. The caller (the address space, which owns
+//! VMAs) registers each file VMA's page table, range and file offset with [`PageCache::i_mmap_insert`] when the
+//! VMA is linked and keeps the record current ([`PageCache::i_mmap_update`] on split, merge or move,
+//! [`PageCache::i_mmap_remove`] when the VMA goes), as the kernel's `vma_interval_tree_insert` /
+//! `vma_interval_tree_remove` under `i_mmap_rwsem` do. Truncation zaps through the registry while holding its
+//! mutex (registry, then PTE locks), so an update waits for a truncation in progress. The caller must remove a
+//! record before it frees the range's page tables (`free_pgtables` unlinks the file VMA first) and must keep
+//! the record valid while the range's entries can exist.
+//!
+//! Lock order: cache mutex → PTE locks; registry mutex → PTE locks; the two mutexes are never held together.
+
+use std::sync::Arc;
+
+use vmspace_abi::Errno;
+use vmspace_rcu::sync::{Mutex, MutexGuard};
+
+use crate::arch::{PAGE_SIZE, Pfn};
+use crate::frame::{FrameFlags, FrameInit, Memory, NODES_ALLOC, NODES_FREED};
+use crate::gather::MmuGather;
+use crate::pgtable::PageTable;
+use crate::zap::ZapDetails;
+
+/// log2 of the slots of one radix node.
+const RADIX_SHIFT: u32 = 6;
+const RADIX: usize = 1 << RADIX_SHIFT;
+
+/// A radix node: leaves hold PFNs (0 = empty), inner nodes children.
+enum Node {
+    Leaf(Box<[u64; RADIX]>),
+    Inner(Box<[Option<Node>; RADIX]>),
+}
+
+/// The index → PFN map. Nodes are counted in the [`Memory`]'s statistics and pass its injection point.
+struct Radix {
+    root: Option<Node>,
+    /// Levels: the root covers `RADIX^height` indexes (0 when empty).
+    height: u32,
+    count: u64,
+}
+
+fn capacity(height: u32) -> u128 {
+    1u128 << (RADIX_SHIFT * height)
+}
+
+fn digit(index: u64, level: u32) -> usize {
+    ((index >> (RADIX_SHIFT * level)) as usize) & (RADIX - 1)
+}
+
+impl Radix {
+    const fn new() -> Radix {
+        Radix { root: None, height: 0, count: 0 }
+    }
+
+    fn get(&self, index: u64) -> Option<Pfn> {
+        if u128::from(index) >= capacity(self.height) {
+            return None;
+        }
+        let mut n = self.root.as_ref()?;
+        let mut level = self.height - 1;
+        loop {
+            match n {
+                Node::Leaf(s) => {
+                    let v = s[digit(index, 0)];
+                    return (v != 0).then_some(Pfn(v));
+                }
+                Node::Inner(c) => {
+                    n = c[digit(index, level)].as_ref()?;
+                    level -= 1;
+                }
+            }
+        }
+    }
+
+    /// New nodes an insertion at `index` needs.
+    fn nodes_needed(&self, index: u64) -> u32 {
+        let mut h = self.height.max(1);
+        while u128::from(index) >= capacity(h) {
+            h += 1;
+        }
+        let Some(root) = self.root.as_ref() else { return h };
+        if h > self.height {
+            // New roots above the old one, and the path below the top diverges from the old root (child 0).
+            return (h - self.height) + (h - 1);
+        }
+        let mut n = root;
+        let mut level = h - 1;
+        loop {
+            match n {
+                Node::Leaf(_) => return 0,
+                Node::Inner(c) => match c[digit(index, level)].as_ref() {
+                    Some(child) => {
+                        n = child;
+                        level -= 1;
+                    }
+                    None => return level,
+                },
+            }
+        }
+    }
+
+    fn new_node(level: u32, stats: &Memory) -> Node {
+        stats.stats.add(NODES_ALLOC, 1);
+        if level == 0 {
+            Node::Leaf(Box::new([0; RADIX]))
+        } else {
+            Node::Inner(Box::new(std::array::from_fn(|_| None)))
+        }
+    }
+
+    /// Inserts `pfn` at the empty `index`, allocating nodes. Errors: `ENOMEM` (nothing changed).
+    fn insert(&mut self, index: u64, pfn: Pfn, mem: &Memory) -> Result<(), Errno> {
+        let need = self.nodes_needed(index);
+        for _ in 0..need {
+            if !mem.admit() {
+                return Err(Errno::ENOMEM);
+            }
+        }
+        let mut h = self.height.max(1);
+        while u128::from(index) >= capacity(h) {
+            h += 1;
+        }
+        match self.root.take() {
+            None => self.root = Some(Self::new_node(h - 1, mem)),
+            Some(old) => {
+                let mut r = old;
+                for level in self.height..h {
+                    let Node::Inner(mut c) = Self::new_node(level, mem) else { unreachable!("inner level") };
+                    c[0] = Some(r);
+                    r = Node::Inner(c);
+                }
+                self.root = Some(r);
+            }
+        }
+        self.height = h;
+        let mut n = self.root.as_mut().expect("root exists");
+        let mut level = h - 1;
+        loop {
+            match n {
+                Node::Leaf(s) => {
+                    debug_assert_eq!(s[digit(index, 0)], 0);
+                    s[digit(index, 0)] = pfn.0;
+                    self.count += 1;
+                    return Ok(());
+                }
+                Node::Inner(c) => {
+                    let slot = &mut c[digit(index, level)];
+                    if slot.is_none() {
+                        *slot = Some(Self::new_node(level - 1, mem));
+                    }
+                    n = slot.as_mut().expect("just filled");
+                    level -= 1;
+                }
+            }
+        }
+    }
+
+    /// Removes every entry in `[first, last]` into `out` (as `(index, pfn)`), freeing nodes left empty.
+    fn drain(&mut self, first: u64, last: u64, mem: &Memory, out: &mut Vec<(u64, Pfn)>) {
+        fn rec(
+            n: &mut Node,
+            level: u32,
+            base: u64,
+            first: u64,
+            last: u64,
+            mem: &Memory,
+            out: &mut Vec<(u64, Pfn)>,
+        ) -> bool {
+            let span = 1u64.checked_shl(RADIX_SHIFT * level).unwrap_or(0);
+            match n {
+                Node::Leaf(s) => {
+                    for (i, v) in s.iter_mut().enumerate() {
+                        let idx = base + i as u64;
+                        if *v != 0 && idx >= first && idx <= last {
+                            out.push((idx, Pfn(*v)));
+                            *v = 0;
+                        }
+                    }
+                    s.iter().all(|&v| v == 0)
+                }
+                Node::Inner(c) => {
+                    for (i, slot) in c.iter_mut().enumerate() {
+                        // u128: the top node of a tall tree spans more than the u64 index space.
+                        let lo = u128::from(base) + i as u128 * u128::from(span);
+                        let hi = lo + u128::from(span) - 1;
+                        if hi < u128::from(first) || lo > u128::from(last) {
+                            continue;
+                        }
+                        let lo = lo as u64;
+                        if let Some(child) = slot.as_mut()
+                            && rec(child, level - 1, lo, first, last, mem, out)
+                        {
+                            *slot = None;
+                            mem.stats.add(NODES_FREED, 1);
+                        }
+                    }
+                    c.iter().all(|s| s.is_none())
+                }
+            }
+        }
+        let before = out.len();
+        if let Some(root) = self.root.as_mut()
+            && rec(root, self.height - 1, 0, first, last, mem, out)
+        {
+            self.root = None;
+            self.height = 0;
+            mem.stats.add(NODES_FREED, 1);
+        }
+        self.count -= (out.len() - before) as u64;
+    }
+}
+
+/// One registered mapping of the file (a file VMA): `[start, end)` of `pt` maps the file from page `pgoff`.
+#[derive(Clone)]
+pub struct FileMapping {
+    /// The mapping address space's page table.
+    pub pt: Arc<PageTable>,
+    /// First address.
+    pub start: u64,
+    /// End address (exclusive).
+    pub end: u64,
+    /// File page mapped at `start`.
+    pub pgoff: u64,
+}
+
+impl std::fmt::Debug for FileMapping {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "FileMapping({:#x}-{:#x} pgoff {})", self.start, self.end, self.pgoff)
+    }
+}
+
+/// A registration in a page cache's [`FileMapping`] registry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MappingId(u64);
+
+struct State {
+    size: u64,
+    pages: Radix,
+}
+
+struct IMmap {
+    next: u64,
+    maps: Vec<(u64, FileMapping)>,
+}
+
+/// A file's page cache (module docs).
+pub struct PageCache {
+    mem: Arc<Memory>,
+    id: u64,
+    shmem: bool,
+    state: Mutex<State>,
+    i_mmap: Mutex<IMmap>,
+}
+
+impl std::fmt::Debug for PageCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PageCache")
+            .field("id", &self.id)
+            .field("shmem", &self.shmem)
+            .field("size", &self.size())
+            .field("pages", &self.nr_pages())
+            .finish()
+    }
+}
+
+/// Why a page could not be had.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PageError {
+    /// At or beyond the end of the file (`VM_FAULT_SIGBUS`).
+    BeyondEof,
+    /// Allocation failed (`VM_FAULT_OOM`).
+    NoMem,
+}
+
+/// The cache's mutex, held (the fault core's view).
+pub(crate) struct CacheGuard<'a> {
+    cache: &'a PageCache,
+    st: MutexGuard<'a, State>,
+}
+
+impl CacheGuard<'_> {
+    /// The file's size in pages, rounded up.
+    pub(crate) fn size_pages(&self) -> u64 {
+        self.st.size.div_ceil(PAGE_SIZE)
+    }
+
+    /// The page at `index` if cached.
+    pub(crate) fn find(&self, index: u64) -> Option<Pfn> {
+        self.st.pages.get(index)
+    }
+
+    /// The page at `index`, created zero-filled if missing (`filemap_fault`, `shmem_fault`). The cache's mutex
+    /// keeps it cached while the guard lives.
+    pub(crate) fn find_or_create(&mut self, index: u64) -> Result<Pfn, PageError> {
+        if index >= self.size_pages() {
+            return Err(PageError::BeyondEof);
+        }
+        if let Some(p) = self.st.pages.get(index) {
+            return Ok(p);
+        }
+        let c = self.cache;
+        let flags = if c.shmem { FrameFlags::SWAPBACKED } else { FrameFlags::default() };
+        let init = FrameInit { flags, mapping: c.id, index, refcount: 1, mapcount: 0 };
+        let pfn = c.mem.alloc_frame(init).ok_or(PageError::NoMem)?;
+        if self.st.pages.insert(index, pfn, &c.mem).is_err() {
+            c.mem.free_unpublished(pfn);
+            return Err(PageError::NoMem);
+        }
+        Ok(pfn)
+    }
+}
+
+impl PageCache {
+    /// A new, empty cache of a file of `size` bytes in `mem`; `shmem` for tmpfs, memfd and shared anonymous
+    /// memory.
+    pub fn new(mem: &Arc<Memory>, size: u64, shmem: bool) -> PageCache {
+        PageCache {
+            mem: Arc::clone(mem),
+            id: mem.new_mapping_id(),
+            shmem,
+            state: Mutex::new(State { size, pages: Radix::new() }),
+            i_mmap: Mutex::new(IMmap { next: 1, maps: Vec::new() }),
+        }
+    }
+
+    /// The id its frames carry as their mapping ([`crate::FrameInfo::mapping`]).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Whether the pages are swap-backed (shmem).
+    pub fn is_shmem(&self) -> bool {
+        self.shmem
+    }
+
+    /// The file's size in bytes (`i_size_read`).
+    pub fn size(&self) -> u64 {
+        self.state.lock().size
+    }
+
+    /// Pages in the cache (`mapping->nrpages`).
+    pub fn nr_pages(&self) -> u64 {
+        self.state.lock().pages.count
+    }
+
+    /// The page cached at `index`, if any.
+    pub fn page(&self, index: u64) -> Option<Pfn> {
+        self.state.lock().pages.get(index)
+    }
+
+    pub(crate) fn lock(&self) -> CacheGuard<'_> {
+        CacheGuard { cache: self, st: self.state.lock() }
+    }
+
+    /// Reads up to `buf.len()` bytes at `offset`, stopping at the end of the file (`read(2)`); returns the
+    /// bytes read. Holes read as zeroes.
+    pub fn read(&self, offset: u64, buf: &mut [u8]) -> usize {
+        let st = self.state.lock();
+        let n = st.size.saturating_sub(offset).min(buf.len() as u64) as usize;
+        let mut done = 0;
+        while done < n {
+            let o = offset + done as u64;
+            let off = (o % PAGE_SIZE) as usize;
+            let k = (PAGE_SIZE as usize - off).min(n - done);
+            match st.pages.get(o / PAGE_SIZE) {
+                Some(p) => self.mem.read_frame(p, off, &mut buf[done..done + k]),
+                None => buf[done..done + k].fill(0),
+            }
+            done += k;
+        }
+        n
+    }
+
+    /// Writes `data` at `offset`, extending the file if it ends beyond (`write(2)` into the cache: the pages
+    /// are created and dirtied). Returns the bytes written; a write that cannot allocate stops short and fails
+    /// with `ENOMEM` only if it wrote nothing, as `write(2)` does. The size grows only over what was written.
+    pub fn write(&self, offset: u64, data: &[u8]) -> Result<usize, Errno> {
+        let mut g = self.lock();
+        let mut done = 0;
+        while done < data.len() {
+            let o = offset + done as u64;
+            let off = (o % PAGE_SIZE) as usize;
+            let k = (PAGE_SIZE as usize - off).min(data.len() - done);
+            let index = o / PAGE_SIZE;
+            let old_size = g.st.size;
+            g.st.size = g.st.size.max(index * PAGE_SIZE + 1);
+            let page = match g.find_or_create(index) {
+                Ok(p) => p,
+                Err(_) => {
+                    g.st.size = old_size;
+                    break;
+                }
+            };
+            let Some(d) = self.mem.ensure_data(page) else {
+                g.st.size = old_size;
+                break;
+            };
+            d.write(off, &data[done..done + k]);
+            self.mem.frame(page).set(FrameFlags::DIRTY);
+            g.st.size = old_size.max(o + k as u64);
+            done += k;
+        }
+        if done == 0 && !data.is_empty() { Err(Errno::ENOMEM) } else { Ok(done) }
+    }
+
+    /// Sets the size (`truncate_setsize` + `truncate_pagecache`, module docs): growing only changes the size;
+    /// shrinking unmaps every page at or beyond the new end from every registered mapping, private copies
+    /// included, drops them from the cache and zeroes the tail of a partial last page. Allocates nothing.
+    pub fn truncate(&self, new_size: u64) {
+        let old = {
+            let mut st = self.state.lock();
+            std::mem::replace(&mut st.size, new_size)
+        };
+        if new_size >= old {
+            return;
+        }
+        let first = new_size.div_ceil(PAGE_SIZE);
+        self.unmap_mapping_range(first, u64::MAX, true);
+        self.drop_pages(first, u64::MAX);
+        self.zero_partial(new_size, None);
+    }
+
+    /// Punches a hole of `[offset, offset + len)` (`truncate_pagecache_range`, for `fallocate(PUNCH_HOLE)` and
+    /// `MADV_REMOVE`): whole pages are unmapped (private copies included) and dropped, partial pages zeroed
+    /// over the hole. The size does not change.
+    pub fn punch_hole(&self, offset: u64, len: u64) {
+        if len == 0 {
+            return;
+        }
+        let end = offset.saturating_add(len);
+        let first = offset.div_ceil(PAGE_SIZE);
+        let last_excl = end / PAGE_SIZE;
+        if first < last_excl {
+            self.unmap_mapping_range(first, last_excl - 1, true);
+            self.drop_pages(first, last_excl - 1);
+        }
+        self.zero_partial(offset, Some(end));
+    }
+
+    /// Zeroes the bytes `[from, to)` (to the end of its page when `None`) of the page containing `from`, and
+    /// the head of the page containing `to` if it is another page.
+    fn zero_partial(&self, from: u64, to: Option<u64>) {
+        let st = self.state.lock();
+        let zero = |page: u64, a: usize, b: usize| {
+            if a < b
+                && let Some(p) = st.pages.get(page)
+                && let Some(d) = self.mem.frame(p).data()
+            {
+                d.write(a, &vec![0u8; b - a]);
+            }
+        };
+        let fp = from / PAGE_SIZE;
+        let fo = (from % PAGE_SIZE) as usize;
+        match to {
+            None => {
+                if fo != 0 {
+                    zero(fp, fo, PAGE_SIZE as usize);
+                }
+            }
+            Some(to) => {
+                let tp = to / PAGE_SIZE;
+                let to_off = (to % PAGE_SIZE) as usize;
+                if fp == tp {
+                    zero(fp, fo, to_off);
+                } else {
+                    if fo != 0 {
+                        zero(fp, fo, PAGE_SIZE as usize);
+                    }
+                    zero(tp, 0, to_off);
+                }
+            }
+        }
+    }
+
+    /// `truncate_inode_pages_range` for whole pages `[first, last]`: removes them from the cache and drops the
+    /// cache's references (a frame still mapped elsewhere lives on, no longer part of the file).
+    fn drop_pages(&self, first: u64, last: u64) {
+        let mut removed = Vec::new();
+        {
+            let mut st = self.state.lock();
+            st.pages.drain(first, last, &self.mem, &mut removed);
+        }
+        let mut tlb = MmuGather::new(&self.mem);
+        for (_, pfn) in removed {
+            let f = self.mem.frame(pfn);
+            // Relaxed: a truncated frame's mapping is only a statistic for its remaining users.
+            f.mapping.store(0, vmspace_rcu::sync::Ordering::Relaxed);
+            tlb.put_frame(pfn);
+        }
+    }
+
+    /// `unmap_mapping_range`: zaps file pages `[first, last]` in every registered mapping; anonymous copies in
+    /// private mappings too if `even_cows`. Allocates nothing.
+    pub fn unmap_mapping_range(&self, first: u64, last: u64, even_cows: bool) {
+        let maps = self.i_mmap.lock();
+        for (_, m) in maps.maps.iter() {
+            let pages = (m.end - m.start) / PAGE_SIZE;
+            let vlast = m.pgoff + pages - 1;
+            if pages == 0 || last < m.pgoff || first > vlast {
+                continue;
+            }
+            let a = first.max(m.pgoff);
+            let b = last.min(vlast);
+            let zs = m.start + (a - m.pgoff) * PAGE_SIZE;
+            let ze = m.start + (b - m.pgoff + 1) * PAGE_SIZE;
+            m.pt.zap_range(zs, ze, &ZapDetails::mapping(even_cows));
+        }
+    }
+
+    /// Registers a mapping of the file (`vma_interval_tree_insert`; module docs).
+    pub fn i_mmap_insert(&self, m: FileMapping) -> MappingId {
+        let mut im = self.i_mmap.lock();
+        let id = im.next;
+        im.next += 1;
+        im.maps.push((id, m));
+        MappingId(id)
+    }
+
+    /// Changes a registered mapping's range and offset (a VMA split, merged or moved). Returns whether the id
+    /// was registered.
+    pub fn i_mmap_update(&self, id: MappingId, start: u64, end: u64, pgoff: u64) -> bool {
+        let mut im = self.i_mmap.lock();
+        match im.maps.iter_mut().find(|(i, _)| *i == id.0) {
+            Some((_, m)) => {
+                m.start = start;
+                m.end = end;
+                m.pgoff = pgoff;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Unregisters a mapping (`vma_interval_tree_remove`), returning its record.
+    pub fn i_mmap_remove(&self, id: MappingId) -> Option<FileMapping> {
+        let mut im = self.i_mmap.lock();
+        let at = im.maps.iter().position(|(i, _)| *i == id.0)?;
+        Some(im.maps.swap_remove(at).1)
+    }
+
+    /// Registered mappings.
+    pub fn i_mmap_count(&self) -> usize {
+        self.i_mmap.lock().maps.len()
+    }
+}
+
+impl Drop for PageCache {
+    /// The inode's eviction (`truncate_inode_pages_final`): the cache's references go; frames still mapped live
+    /// on until unmapped.
+    fn drop(&mut self) {
+        self.i_mmap.get_mut().maps.clear();
+        self.drop_pages(0, u64::MAX);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::MemoryConfig;
+
+    #[test]
+    fn radix_grows_and_shrinks_with_counted_nodes() {
+        let m = Memory::new(MemoryConfig::default());
+        let mut r = Radix::new();
+        let idx = [0u64, 5, 63, 64, 4095, 4096, 1 << 30, u64::MAX / 2];
+        for (k, &i) in idx.iter().enumerate() {
+            r.insert(i, Pfn(k as u64 + 1), &m).unwrap();
+        }
+        for (k, &i) in idx.iter().enumerate() {
+            assert_eq!(r.get(i), Some(Pfn(k as u64 + 1)), "index {i}");
+        }
+        assert_eq!(r.get(6), None);
+        assert_eq!(r.count, idx.len() as u64);
+        assert!(m.stats().cache_nodes_in_use > 0);
+        let mut out = Vec::new();
+        r.drain(64, 1 << 30, &m, &mut out);
+        assert_eq!(out.len(), 4);
+        assert_eq!(r.get(64), None);
+        assert_eq!(r.get(63), Some(Pfn(3)));
+        r.drain(0, u64::MAX, &m, &mut out);
+        assert_eq!(r.count, 0);
+        assert!(r.root.is_none());
+        assert_eq!(m.stats().cache_nodes_in_use, 0);
+    }
+
+    #[test]
+    fn radix_insert_failure_changes_nothing() {
+        let m = Memory::new(MemoryConfig::default());
+        let mut r = Radix::new();
+        r.insert(3, Pfn(9), &m).unwrap();
+        for target in [10u64, 100_000, 1 << 40] {
+            let mut i = 0;
+            loop {
+                let before = m.stats().cache_nodes_in_use;
+                m.inject_alloc_failure(Some(i));
+                let res = r.insert(target, Pfn(7), &m);
+                m.inject_alloc_failure(None);
+                if res.is_ok() {
+                    break;
+                }
+                assert_eq!(m.stats().cache_nodes_in_use, before);
+                assert_eq!(r.get(target), None);
+                assert_eq!(r.get(3), Some(Pfn(9)));
+                i += 1;
+            }
+            assert_eq!(r.get(target), Some(Pfn(7)));
+            let mut out = Vec::new();
+            r.drain(target, target, &m, &mut out);
+        }
+    }
+
+    #[test]
+    fn write_read_and_truncate_zero_the_tail() {
+        let m = Memory::new(MemoryConfig::default());
+        let c = PageCache::new(&m, 0, true);
+        assert_eq!(c.write(4000, &[7u8; 200]).unwrap(), 200);
+        assert_eq!(c.size(), 4200);
+        assert_eq!(c.nr_pages(), 2);
+        let mut b = [0u8; 300];
+        assert_eq!(c.read(3950, &mut b), 250);
+        assert_eq!(&b[..50], &[0u8; 50]);
+        assert_eq!(&b[50..250], &[7u8; 200]);
+        c.truncate(4050);
+        assert_eq!(c.nr_pages(), 1);
+        c.truncate(8192);
+        let mut b = [1u8; 200];
+        assert_eq!(c.read(4000, &mut b), 200);
+        assert_eq!(&b[..50], &[7u8; 50]);
+        assert_eq!(&b[50..], &[0u8; 150], "the truncated tail reads as zeroes after growing again");
+        drop(c);
+        vmspace_rcu::synchronize();
+        assert_eq!(m.stats().frames_in_use, 0);
+        assert_eq!(m.stats().cache_nodes_in_use, 0);
+    }
+
+    #[test]
+    fn punch_hole_drops_whole_pages_and_zeroes_edges() {
+        let m = Memory::new(MemoryConfig::default());
+        let c = PageCache::new(&m, 0, false);
+        c.write(0, &[5u8; 4 * 4096]).unwrap();
+        c.punch_hole(100, 2 * 4096 + 100);
+        assert_eq!(c.size(), 4 * 4096);
+        assert_eq!(c.nr_pages(), 3, "page 1 dropped");
+        let mut b = vec![0u8; 4 * 4096];
+        c.read(0, &mut b);
+        assert!(b[..100].iter().all(|&x| x == 5));
+        assert!(b[100..2 * 4096 + 200].iter().all(|&x| x == 0));
+        assert!(b[2 * 4096 + 200..].iter().all(|&x| x == 5));
+    }
+
+    use crate::testutil::{RW, SHARED_RW, read, write};
+    use crate::{Access, FaultVma, VmFault, handle_mm_fault};
+
+    const A: u64 = 0x80_0000_0000;
+    const PG: u64 = PAGE_SIZE;
+
+    #[test]
+    fn truncate_unmaps_shared_pages_and_private_copies_beyond_the_end() {
+        let m = Memory::new(MemoryConfig::default());
+        let c = PageCache::new(&m, 0, false);
+        c.write(0, &[6u8; 8 * 4096]).unwrap();
+        let pt = Arc::new(PageTable::new(&m).unwrap());
+        let other = Arc::new(PageTable::new(&m).unwrap());
+        let mut sv = FaultVma::file(A, A + 8 * PG, 0, SHARED_RW, &c, false);
+        // A private mapping of the file's second half, at another address space.
+        let mut pv = FaultVma::file(A + 64 * PG, A + 68 * PG, 4, RW, &c, false);
+        for i in 0..8 {
+            read(&pt, &mut sv, A + i * PG, 1).unwrap();
+        }
+        read(&other, &mut pv, A + 64 * PG, 1).unwrap();
+        write(&other, &mut pv, A + 66 * PG, b"cow").unwrap(); // file page 6, copied
+        let s_id = c.i_mmap_insert(FileMapping { pt: pt.clone(), start: A, end: A + 8 * PG, pgoff: 0 });
+        let _p_id = c.i_mmap_insert(FileMapping {
+            pt: other.clone(),
+            start: A + 64 * PG,
+            end: A + 68 * PG,
+            pgoff: 4,
+        });
+        assert_eq!(c.i_mmap_count(), 2);
+        c.truncate(5 * 4096 + 10);
+        // Pages 6 and 7 are gone everywhere, the private copy of page 6 too (even_cows); page 5 stays.
+        assert!(pt.pte(A + 5 * PG).is_present());
+        assert!(pt.pte(A + 6 * PG).is_none() && pt.pte(A + 7 * PG).is_none());
+        assert!(other.pte(A + 66 * PG).is_none());
+        assert!(other.pte(A + 65 * PG).is_present());
+        assert_eq!(c.nr_pages(), 6);
+        // Page 5's tail beyond the new end reads as zeroes through the mapping.
+        assert_eq!(read(&pt, &mut sv, A + 5 * PG + 8, 4).unwrap(), vec![6, 6, 0, 0]);
+        // And faults beyond the end raise SIGBUS.
+        assert_eq!(handle_mm_fault(&pt, &sv, A + 6 * PG, Access::Read), VmFault::SigBus);
+        assert_eq!(handle_mm_fault(&other, &pv.with_anon_vma(), A + 66 * PG, Access::Write), VmFault::SigBus);
+        pt.validate().unwrap();
+        other.validate().unwrap();
+        // A registration moves with its VMA.
+        assert!(c.i_mmap_update(s_id, A + PG, A + 8 * PG, 1));
+        assert!(c.i_mmap_remove(s_id).is_some());
+        assert!(c.i_mmap_remove(s_id).is_none());
+    }
+
+    #[test]
+    fn punching_a_hole_spares_cows_only_when_asked() {
+        let m = Memory::new(MemoryConfig::default());
+        let c = PageCache::new(&m, 0, true);
+        c.write(0, &[1u8; 4 * 4096]).unwrap();
+        let pt = Arc::new(PageTable::new(&m).unwrap());
+        let mut pv = FaultVma::file(A, A + 4 * PG, 0, RW, &c, false);
+        read(&pt, &mut pv, A, 1).unwrap();
+        write(&pt, &mut pv, A + PG, b"mine").unwrap();
+        c.i_mmap_insert(FileMapping { pt: pt.clone(), start: A, end: A + 4 * PG, pgoff: 0 });
+        c.unmap_mapping_range(0, 3, false);
+        assert!(pt.pte(A).is_none(), "file page unmapped");
+        assert!(pt.pte(A + PG).is_present(), "the private copy stays without even_cows");
+        c.punch_hole(0, 2 * 4096);
+        assert!(pt.pte(A + PG).is_none(), "punching a hole zaps copies too");
+        assert_eq!(read(&pt, &mut pv, A + PG, 4).unwrap(), vec![0; 4], "the hole reads as zeroes");
+        assert_eq!(read(&pt, &mut pv, A + 2 * PG, 1).unwrap(), vec![1]);
+    }
+}

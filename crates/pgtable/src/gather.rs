@@ -1,0 +1,101 @@
+//! `struct mmu_gather`: frames and table pages an operation unpublished, freed together after a grace period.
+//!
+//! The kernel's zap collects the pages it unmapped (`tlb_remove_page`) and the tables it unlinked
+//! (`tlb_remove_table`, `MMU_GATHER_RCU_TABLE_FREE`), flushes the TLB and frees them at `tlb_finish_mmu`, so that
+//! no CPU still translating through a stale entry touches a freed page. Here the lockless walkers (the emulated
+//! MMU, lockless smaps) play the CPUs and an RCU grace period plays the flush: [`MmuGather`] hands its batch to
+//! `vmspace_rcu` with one deferred call when it is dropped, and the frames and tables return to [`Memory`]
+//! once every read-side section that could have reached them has ended. A gather allocates nothing until it
+//! holds something, so an operation that frees nothing pays nothing.
+//!
+//! Only objects that are already unreachable for new walkers go in: a frame whose last reference was dropped,
+//! a table whose parent entry was cleared.
+
+use std::sync::Arc;
+
+use crate::arch::Pfn;
+use crate::frame::{FRAMES_RELEASED, Memory, TABLES_RELEASED};
+
+/// Gathered objects beyond which the batch is handed to RCU at once and a grace period started
+/// (`tlb_flush_mmu` on a full batch), so that a long zap does not hold an unbounded amount of memory.
+const FLUSH_AT: usize = 512;
+
+/// A batch of frames and table pages to free after a grace period (module docs).
+pub(crate) struct MmuGather {
+    mem: Arc<Memory>,
+    frames: Vec<u64>,
+    tables: Vec<usize>,
+}
+
+impl MmuGather {
+    /// An empty batch for `mem` (`tlb_gather_mmu`).
+    pub(crate) fn new(mem: &Arc<Memory>) -> MmuGather {
+        MmuGather { mem: Arc::clone(mem), frames: Vec::new(), tables: Vec::new() }
+    }
+
+    /// Queues a frame whose last reference is gone (`tlb_remove_page` of the final reference).
+    pub(crate) fn remove_frame(&mut self, pfn: Pfn) {
+        self.frames.push(pfn.0);
+        if self.frames.len() + self.tables.len() >= FLUSH_AT {
+            self.flush();
+        }
+    }
+
+    /// Queues a table page whose parent entry was cleared (`pte_free_tlb`, `pmd_free_tlb`, `pud_free_tlb`).
+    pub(crate) fn remove_table(&mut self, addr: usize) {
+        self.tables.push(addr);
+        if self.frames.len() + self.tables.len() >= FLUSH_AT {
+            self.flush();
+        }
+    }
+
+    /// Drops one reference to `pfn` and queues the frame if it was the last.
+    pub(crate) fn put_frame(&mut self, pfn: Pfn) {
+        if self.mem.frame(pfn).put() {
+            self.remove_frame(pfn);
+        }
+    }
+
+    /// Whether nothing is queued.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.frames.is_empty() && self.tables.is_empty()
+    }
+
+    /// Hands what is queued to RCU now (`tlb_flush_mmu`) and starts its grace period.
+    pub(crate) fn flush(&mut self) {
+        if self.is_empty() {
+            return;
+        }
+        let frames = std::mem::take(&mut self.frames);
+        let tables = std::mem::take(&mut self.tables);
+        self.mem.stats.add(FRAMES_RELEASED, frames.len() as i64);
+        self.mem.stats.add(TABLES_RELEASED, tables.len() as i64);
+        let mem = Arc::clone(&self.mem);
+        let big = frames.len() + tables.len() >= FLUSH_AT;
+        let g = vmspace_rcu::pin();
+        g.defer(move || {
+            // A grace period after every entry naming them was cleared: no walker can reach them (module docs).
+            mem.free_frames_released(&frames);
+            mem.free_tables_released(&tables);
+        });
+        if big {
+            g.flush();
+        }
+    }
+}
+
+impl Drop for MmuGather {
+    /// `tlb_finish_mmu`.
+    fn drop(&mut self) {
+        self.flush();
+    }
+}
+
+impl std::fmt::Debug for MmuGather {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MmuGather")
+            .field("frames", &self.frames.len())
+            .field("tables", &self.tables.len())
+            .finish()
+    }
+}

@@ -1,0 +1,298 @@
+//! Entry rewrites in place: `change_protection` (mprotect), `madvise_free_pte_range` (`MADV_FREE`), and the
+//! guard markers of `MADV_GUARD_INSTALL` / `MADV_GUARD_REMOVE` (`mm/madvise.c`).
+//!
+//! # change_protection
+//!
+//! [`PageTable::change_protection`] rewrites every present entry of the range (`PROT_NONE` ones included) with
+//! `pte_modify(old, newprot)`: the frame and the accessed, dirty, soft-dirty, special and uffd-wp bits stay, the
+//! protection bits come from the VMA's new `vm_page_prot`. Since a private mapping's `vm_page_prot` is never
+//! writable, mprotect would leave every page to take a write fault; with `MM_CP_TRY_CHANGE_WRITABLE` (the
+//! caller's `try_change_writable`, set when `vma_wants_manual_pte_write_upgrade`) an entry is made writable at
+//! once where the write fault would have reused the page anyway (`can_change_pte_writable`): an exclusive
+//! anonymous page in a private mapping, a dirty entry in a shared one. Each entry changes with one
+//! compare-and-swap loop, so a concurrent dirty update by the MMU is never lost. Markers and empty entries are
+//! left alone. Caller contract: the mmap write lock with the range's VMAs write-locked (no faults in it).
+//!
+//! # MADV_FREE
+//!
+//! [`PageTable::madvise_free`] makes the range's exclusive anonymous pages lazily freeable: the entry loses its
+//! dirty and accessed bits, the frame its dirty flag and `PG_swapbacked` (`folio_mark_lazyfree`). smaps counts
+//! such a page as `LazyFree` until it is written again (the MMU sets dirty). Pages shared with another address
+//! space are skipped (`folio_maybe_mapped_shared`). The live kernel clears `PG_swapbacked` through a per-CPU
+//! folio batch (`lru_lazyfree`), so its smaps `LazyFree` can lag by up to a batch; here it happens at once.
+//!
+//! # Guard markers
+//!
+//! [`PageTable::install_guard_markers`] puts a guard marker into every empty entry of the range, allocating
+//! tables as needed (`guard_install_pte_entry`, `guard_install_set_pte`); an entry that maps something (or holds
+//! another marker) stops it with [`GuardInstall::Busy`], and the caller zaps the range and tries again, as
+//! `madvise_guard_install` does. Markers already placed stay (the kernel's walk is not undone either), and so
+//! do those placed before an allocation failure. [`PageTable::remove_guard_markers`] clears guard markers only
+//! (`guard_remove_pte_entry`).
+
+use vmspace_abi::Errno;
+use vmspace_rcu::sync::Ordering;
+
+use crate::arch::{Marker, PAGE_SIZE, PageProt, Pte, VA_END, addr_end};
+use crate::frame::FrameFlags;
+use crate::pgtable::PageTable;
+
+/// How to rewrite protections (`change_protection`'s `newprot` and `cp_flags`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChangeProt {
+    /// The VMA's new `vm_page_prot`.
+    pub newprot: PageProt,
+    /// `MM_CP_TRY_CHANGE_WRITABLE`: make entries writable where a write fault would reuse the page.
+    pub try_change_writable: bool,
+    /// The VMA is `VM_SHARED`.
+    pub shared: bool,
+}
+
+/// The outcome of [`PageTable::install_guard_markers`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GuardInstall {
+    /// Every entry of the range holds a guard marker; `installed` of them are new.
+    Done {
+        /// Markers placed by this call.
+        installed: u64,
+    },
+    /// The entry at `addr` maps a page or holds another marker: zap the range and call again.
+    Busy {
+        /// The first such entry.
+        addr: u64,
+    },
+}
+
+impl PageTable {
+    /// `change_protection` over `[start, end)` (module docs). Returns the number of entries changed.
+    pub fn change_protection(&self, start: u64, end: u64, cp: &ChangeProt) -> u64 {
+        let mut changed = 0;
+        self.for_each_pte_table(start, end, &mut |g, from, to| {
+            let mut addr = from;
+            while addr != to {
+                let (old, new) = g.update(addr, |old| {
+                    if !old.is_present() {
+                        return old;
+                    }
+                    let mut new = old.modify(cp.newprot);
+                    if cp.try_change_writable
+                        && !new.is_write()
+                        && self.can_change_pte_writable(cp.shared, new)
+                    {
+                        new = new.mkwrite();
+                    }
+                    new
+                });
+                if old != new {
+                    changed += 1;
+                }
+                addr += PAGE_SIZE;
+            }
+        });
+        changed
+    }
+
+    /// `can_change_pte_writable` for an entry already rewritten with the new protection.
+    fn can_change_pte_writable(&self, shared: bool, pte: Pte) -> bool {
+        if pte.is_protnone() || !pte.is_hw_present() || pte.is_uffd_wp() {
+            return false;
+        }
+        if !shared {
+            if pte.is_special() {
+                return false;
+            }
+            let f = self.mem.frame(pte.pfn());
+            return f.flags().contains(FrameFlags::ANON.union(FrameFlags::ANON_EXCLUSIVE));
+        }
+        pte.is_dirty()
+    }
+
+    /// `madvise_free_pte_range` over `[start, end)` of an anonymous VMA (module docs). Returns the pages made
+    /// lazily freeable.
+    pub fn madvise_free(&self, start: u64, end: u64) -> u64 {
+        let mut n = 0;
+        self.for_each_pte_table(start, end, &mut |g, from, to| {
+            let mut addr = from;
+            while addr != to {
+                let pte = g.get(addr);
+                addr += PAGE_SIZE;
+                if !pte.is_present() || pte.is_special() {
+                    continue;
+                }
+                let f = self.mem.frame(pte.pfn());
+                if !f.is_anon() || f.mapcount() > 1 {
+                    continue;
+                }
+                f.clear(FrameFlags::DIRTY);
+                if pte.is_young() || pte.is_dirty() {
+                    g.update(addr - PAGE_SIZE, |p| if p.is_present() { p.mkold().mkclean() } else { p });
+                }
+                f.clear(FrameFlags::SWAPBACKED);
+                n += 1;
+            }
+        });
+        n
+    }
+
+    /// `MADV_GUARD_INSTALL`'s page-table walk over `[start, end)` (module docs). Errors: `ENOMEM` allocating a
+    /// table (markers placed so far stay).
+    pub fn install_guard_markers(&self, start: u64, end: u64) -> Result<GuardInstall, Errno> {
+        let end = end.min(VA_END).next_multiple_of(PAGE_SIZE);
+        let mut installed = 0;
+        let mut addr = start & !(PAGE_SIZE - 1);
+        while addr < end {
+            let next = addr_end(addr, end, 1);
+            let g = self.lock_pte(addr, true)?.expect("allocating lock_pte returns a table");
+            let mut a = addr;
+            while a != next {
+                let p = g.get(a);
+                if !p.is_none() && p.as_marker() != Some(Marker::GUARD) {
+                    return Ok(GuardInstall::Busy { addr: a });
+                }
+                a += PAGE_SIZE;
+            }
+            let mut a = addr;
+            while a != next {
+                if g.get(a).is_none() {
+                    g.set(a, Pte::marker(Marker::GUARD));
+                    installed += 1;
+                }
+                a += PAGE_SIZE;
+            }
+            addr = next;
+        }
+        Ok(GuardInstall::Done { installed })
+    }
+
+    /// `MADV_GUARD_REMOVE`'s walk: clears every guard marker in `[start, end)`. Returns how many.
+    pub fn remove_guard_markers(&self, start: u64, end: u64) -> u64 {
+        let mut n = 0;
+        self.for_each_pte_table(start, end, &mut |g, from, to| {
+            let mut addr = from;
+            while addr != to {
+                if g.get(addr).as_marker().is_some_and(|m| m.contains(Marker::GUARD)) {
+                    // Release: as `PteGuard::set`; a marker is never touched by the MMU.
+                    g.slot(addr).store(0, Ordering::Release);
+                    n += 1;
+                }
+                addr += PAGE_SIZE;
+            }
+        });
+        n
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::testutil::{RW, SHARED_RW, mem, read, smaps, write};
+    use crate::{Access, CopyVma, FaultVma, MmuError, PageCache};
+    use vmspace_abi::VmFlags;
+
+    const A: u64 = 0x30_0000_0000;
+    const PG: u64 = PAGE_SIZE;
+
+    fn prot(flags: VmFlags, try_w: bool) -> ChangeProt {
+        ChangeProt {
+            newprot: PageProt::from_vm_flags(flags),
+            try_change_writable: try_w,
+            shared: flags.intersects(VmFlags::SHARED),
+        }
+    }
+
+    #[test]
+    fn read_only_then_back_restores_write_only_where_reuse_would() {
+        let m = mem();
+        let pt = PageTable::new(&m).unwrap();
+        let mut v = FaultVma::anonymous(A, A + 4 * PG, RW);
+        write(&pt, &mut v, A, b"x").unwrap();
+        read(&pt, &mut v, A + PG, 1).unwrap(); // zero page
+        let ro = VmFlags::READ | VmFlags::MAYREAD | VmFlags::MAYWRITE;
+        assert_eq!(
+            pt.change_protection(A, A + 4 * PG, &prot(ro, false)),
+            1,
+            "the zero page is already read-only"
+        );
+        assert!(matches!(pt.access(A, Access::Write), Err(MmuError::Fault { protection: true, .. })));
+        assert!(pt.pte(A).is_dirty(), "pte_modify keeps dirty");
+        pt.change_protection(A, A + 4 * PG, &prot(RW, true));
+        assert!(pt.pte(A).is_write(), "an exclusive anonymous page is made writable at once");
+        assert!(!pt.pte(A + PG).is_write(), "the zero page is not");
+        // After fork the page is shared: mprotect must not make it writable.
+        let child = PageTable::new(&m).unwrap();
+        pt.copy_page_range(&child, &CopyVma { start: A, end: A + 4 * PG, flags: RW, dst_uffd_wp: false })
+            .unwrap();
+        pt.change_protection(A, A + 4 * PG, &prot(ro, false));
+        pt.change_protection(A, A + 4 * PG, &prot(RW, true));
+        assert!(!pt.pte(A).is_write());
+        pt.validate().unwrap();
+    }
+
+    #[test]
+    fn exec_and_shared_dirty_rules() {
+        let m = mem();
+        let c = PageCache::new(&m, 2 * 4096, false);
+        let pt = PageTable::new(&m).unwrap();
+        let mut v = FaultVma::file(A, A + 2 * PG, 0, SHARED_RW, &c, true);
+        write(&pt, &mut v, A, b"d").unwrap();
+        read(&pt, &mut v, A + PG, 1).unwrap();
+        let rx = VmFlags::READ | VmFlags::EXEC | VmFlags::SHARED | VmFlags::MAYSHARE | VmFlags::MAYWRITE;
+        pt.change_protection(A, A + 2 * PG, &prot(rx, false));
+        assert!(pt.access(A, Access::Exec).is_ok());
+        // Back to RW with write notification: vm_page_prot is read-only; only the dirty entry becomes writable.
+        let cp = ChangeProt {
+            newprot: PageProt::for_vma(SHARED_RW, true),
+            try_change_writable: true,
+            shared: true,
+        };
+        pt.change_protection(A, A + 2 * PG, &cp);
+        assert!(pt.pte(A).is_write() && !pt.pte(A + PG).is_write());
+        assert!(matches!(pt.access(A, Access::Exec), Err(MmuError::Fault { .. })));
+    }
+
+    #[test]
+    fn madvise_free_makes_exclusive_pages_lazyfree_until_written() {
+        let m = mem();
+        let pt = PageTable::new(&m).unwrap();
+        let mut v = FaultVma::anonymous(A, A + 4 * PG, RW);
+        for i in 0..3 {
+            write(&pt, &mut v, A + i * PG, b"w").unwrap();
+        }
+        let child = PageTable::new(&m).unwrap();
+        pt.copy_page_range(
+            &child,
+            &CopyVma { start: A + 2 * PG, end: A + 3 * PG, flags: RW, dst_uffd_wp: false },
+        )
+        .unwrap();
+        assert_eq!(pt.madvise_free(A, A + 4 * PG), 2, "the page shared with the child is skipped");
+        let s = smaps(&pt, A, A + 4 * PG);
+        assert_eq!((s.rss, s.lazyfree, s.private_clean, s.referenced), (12, 8, 8, 4));
+        write(&pt, &mut v, A + PG, b"again").unwrap();
+        let s = smaps(&pt, A, A + 4 * PG);
+        assert_eq!((s.lazyfree, s.private_dirty), (4, 4));
+    }
+
+    #[test]
+    fn guard_install_stops_at_a_mapped_page_and_allocates_tables() {
+        let m = mem();
+        let pt = PageTable::new(&m).unwrap();
+        let mut v = FaultVma::anonymous(A, A + 1024 * PG, RW);
+        write(&pt, &mut v, A + 700 * PG, b"p").unwrap();
+        assert_eq!(
+            pt.install_guard_markers(A, A + 1024 * PG).unwrap(),
+            GuardInstall::Busy { addr: A + 700 * PG }
+        );
+        assert_eq!(pt.validate().unwrap().markers, 512, "the first table's markers stay");
+        crate::PageTable::zap_range(&pt, A, A + 1024 * PG, &crate::ZapDetails::dontneed(false));
+        assert_eq!(
+            pt.install_guard_markers(A, A + 1024 * PG).unwrap(),
+            GuardInstall::Done { installed: 512 }
+        );
+        assert_eq!(pt.remove_guard_markers(A + PG, A + 1023 * PG), 1022);
+        assert_eq!(pt.validate().unwrap().markers, 2);
+        m.inject_alloc_failure(Some(0));
+        assert_eq!(pt.install_guard_markers(A + 4 * PMD_SIZE_T, A + 4 * PMD_SIZE_T + PG), Err(Errno::ENOMEM));
+    }
+
+    const PMD_SIZE_T: u64 = crate::PMD_SIZE;
+}

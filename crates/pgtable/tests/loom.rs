@@ -1,0 +1,209 @@
+//! Loom models of the page table's concurrent protocols (`RUSTFLAGS="--cfg loom" cargo test --release -p
+//! vmspace-pgtable --test loom`).
+//!
+//! Under `--cfg loom` tables have 4 entries (a PTE table spans 16 KiB), a page holds 16 bytes, and a freed
+//! table page or content buffer is kept and marked instead of freed: every access through a table entry or to
+//! page contents asserts the mark is clear, so a walker that could reach memory after its grace period fails
+//! the model. The crate's `vmspace_rcu::pin` is the RCU crate's reclamation model, which frees retired objects
+//! exactly when no guard that existed at their retirement is left.
+//!
+//! Models:
+//! - `lockless_walker_vs_zap_and_table_free`: the emulated MMU and a lockless smaps reader walk a PTE table
+//!   while `MADV_DONTNEED` zaps its only page and reclaims the table; the walkers see the page or nothing, never
+//!   freed memory, and everything is freed once they are done.
+//! - `two_faulters_install_one_table`: two write faults in one not-yet-existing PTE table race to install it
+//!   and then on its lock; one table survives, both pages are mapped, the loser's table is freed.
+//! - `two_faulters_same_page`: the same address: one new page, one spurious fault, no leak.
+//! - `fault_vs_reclaim`: a fault in a table that a concurrent `MADV_DONTNEED` reclaims: the faulter's lock
+//!   re-check sends it to a new table or the zap removes its page; never a page in an unlinked table.
+//! - `mmu_write_vs_zap_keeps_dirty`: a store through a shared file mapping races the zap of its entry: if the
+//!   store completed, the zap saw the dirty bit and marked the page dirty (no lost write-back).
+#![cfg(loom)]
+
+use loom::sync::Arc;
+use loom::thread;
+
+use vmspace_abi::VmFlags;
+use vmspace_pgtable::{
+    Access, FaultKind, FaultVma, Memory, MemoryConfig, MmuError, PAGE_SIZE, PMD_SIZE, PageCache, PageTable,
+    VmFault, ZapDetails, handle_mm_fault,
+};
+
+const RW: VmFlags = VmFlags::READ.union(VmFlags::WRITE).union(VmFlags::MAYREAD).union(VmFlags::MAYWRITE);
+const PG: u64 = PAGE_SIZE;
+
+/// Runs `f` under loom with preemption bound `bound`; returns the number of executions explored.
+fn model(bound: usize, f: impl Fn() + Sync + Send + 'static) -> usize {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let runs = std::sync::Arc::new(AtomicUsize::new(0));
+    let r = runs.clone();
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = Some(bound);
+    b.max_branches = 5_000_000;
+    b.check(move || {
+        // Relaxed: a counter outside the model (std atomic, not tracked by loom).
+        r.fetch_add(1, Ordering::Relaxed);
+        f();
+    });
+    let n = runs.load(Ordering::Relaxed);
+    println!("explored {n} executions");
+    assert!(n > 1, "the model explored a single execution");
+    n
+}
+
+fn memory() -> std::sync::Arc<Memory> {
+    Memory::new(MemoryConfig { max_frames: 64, fault_around_bytes: 0 })
+}
+
+/// Everything given back once no guard is left (the model runs deferred frees when the last guard drops).
+fn assert_all_freed(m: &Memory) {
+    vmspace_rcu::synchronize();
+    let s = m.stats();
+    assert_eq!((s.frames_in_use, s.frames_pending_free), (0, 0), "{s:?}");
+    assert_eq!((s.tables_in_use, s.tables_pending_free), (0, 0), "{s:?}");
+}
+
+#[test]
+fn lockless_walker_vs_zap_and_table_free() {
+    model(3, || {
+        let m = memory();
+        let pt = Arc::new(PageTable::new(&m).unwrap());
+        let vma = FaultVma::anonymous(0, PMD_SIZE, RW).with_anon_vma();
+        assert_eq!(handle_mm_fault(&pt, &vma, 0, Access::Write), VmFault::Handled(FaultKind::AnonNew));
+        pt.write(0, &[7]).unwrap();
+        let reader = {
+            let pt = pt.clone();
+            thread::spawn(move || {
+                let mut b = [0u8; 1];
+                match pt.read(0, &mut b) {
+                    Ok(()) => assert_eq!(b, [7]),
+                    Err(MmuError::Fault { protection: false, .. }) => {}
+                    Err(e) => panic!("{e:?}"),
+                }
+                let mut acc = vmspace_proc::MemStatsAccumulator::default();
+                pt.smaps_range_lockless(0, PMD_SIZE, false, &mut acc);
+                assert!(acc.bytes.rss == 0 || acc.bytes.rss == PG, "{acc:?}");
+            })
+        };
+        let s = pt.zap_range(0, PMD_SIZE, &ZapDetails::dontneed(false));
+        assert_eq!((s.present, s.tables_freed), (1, 1));
+        reader.join().unwrap();
+        pt.validate().unwrap();
+        drop(pt);
+        assert_all_freed(&m);
+    });
+}
+
+#[test]
+fn two_faulters_install_one_table() {
+    model(2, || {
+        let m = memory();
+        let pt = Arc::new(PageTable::new(&m).unwrap());
+        let vma = FaultVma::anonymous(0, 4 * PMD_SIZE, RW).with_anon_vma();
+        // Upper tables exist (a page in another PTE table of the same PMD table); the first span has no table.
+        assert!(matches!(handle_mm_fault(&pt, &vma, 3 * PMD_SIZE, Access::Write), VmFault::Handled(_)));
+        let other = {
+            let pt = pt.clone();
+            thread::spawn(move || {
+                let vma = FaultVma::anonymous(0, 4 * PMD_SIZE, RW).with_anon_vma();
+                assert_eq!(
+                    handle_mm_fault(&pt, &vma, PG, Access::Write),
+                    VmFault::Handled(FaultKind::AnonNew)
+                );
+            })
+        };
+        assert_eq!(handle_mm_fault(&pt, &vma, 0, Access::Write), VmFault::Handled(FaultKind::AnonNew));
+        other.join().unwrap();
+        assert!(pt.pte(0).is_present() && pt.pte(PG).is_present());
+        let c = pt.validate().unwrap();
+        assert_eq!(c.tables, 5, "PGD, PUD, PMD and two PTE tables: the race's loser freed its table");
+        assert_eq!(m.stats().frames_in_use, 3);
+        drop(pt);
+        assert_all_freed(&m);
+    });
+}
+
+#[test]
+fn two_faulters_same_page() {
+    model(2, || {
+        let m = memory();
+        let pt = Arc::new(PageTable::new(&m).unwrap());
+        let vma = FaultVma::anonymous(0, PMD_SIZE, RW).with_anon_vma();
+        let other = {
+            let pt = pt.clone();
+            thread::spawn(move || {
+                let vma = FaultVma::anonymous(0, PMD_SIZE, RW).with_anon_vma();
+                handle_mm_fault(&pt, &vma, 0, Access::Write)
+            })
+        };
+        let mine = handle_mm_fault(&pt, &vma, 0, Access::Write);
+        let theirs = other.join().unwrap();
+        let new = [mine, theirs].iter().filter(|r| **r == VmFault::Handled(FaultKind::AnonNew)).count();
+        assert_eq!(new, 1, "{mine:?} {theirs:?}");
+        assert_eq!(m.stats().frames_in_use, 1);
+        pt.validate().unwrap();
+        drop(pt);
+        assert_all_freed(&m);
+    });
+}
+
+#[test]
+fn fault_vs_reclaim() {
+    model(2, || {
+        let m = memory();
+        let pt = Arc::new(PageTable::new(&m).unwrap());
+        let vma = FaultVma::anonymous(0, PMD_SIZE, RW).with_anon_vma();
+        assert_eq!(handle_mm_fault(&pt, &vma, PG, Access::Write), VmFault::Handled(FaultKind::AnonNew));
+        let faulter = {
+            let pt = pt.clone();
+            thread::spawn(move || {
+                let vma = FaultVma::anonymous(0, PMD_SIZE, RW).with_anon_vma();
+                handle_mm_fault(&pt, &vma, 2 * PG, Access::Write)
+            })
+        };
+        let s = pt.zap_range(0, PMD_SIZE, &ZapDetails::dontneed(false));
+        let r = faulter.join().unwrap();
+        assert_eq!(r, VmFault::Handled(FaultKind::AnonNew));
+        let c = pt.validate().unwrap();
+        // Either the zap took both pages and the table, or the fault came after and built a new table.
+        let mapped = pt.pte(2 * PG).is_present();
+        assert_eq!(c.rss.anon, i64::from(mapped));
+        assert_eq!(m.stats().frames_in_use, u64::from(mapped));
+        assert!(s.present >= 1);
+        drop(pt);
+        assert_all_freed(&m);
+    });
+}
+
+#[test]
+fn mmu_write_vs_zap_keeps_dirty() {
+    model(3, || {
+        let m = memory();
+        let c = Arc::new(PageCache::new(&m, PG, true));
+        let pt = Arc::new(PageTable::new(&m).unwrap());
+        let flags = RW | VmFlags::SHARED | VmFlags::MAYSHARE;
+        let vma = FaultVma::file(0, PG, 0, flags, &c, false);
+        // A read fault maps the shmem page writable and clean.
+        assert_eq!(handle_mm_fault(&pt, &vma, 0, Access::Read), VmFault::Handled(FaultKind::Read));
+        let page = c.page(0).unwrap();
+        let writer = {
+            let pt = pt.clone();
+            thread::spawn(move || pt.write(0, &[5]).is_ok())
+        };
+        let s = pt.zap_range(0, PG, &ZapDetails::mapping(true));
+        let wrote = writer.join().unwrap();
+        let info = m.frame_info(page).unwrap();
+        if wrote {
+            assert_eq!(s.dirty_file, 1, "the store's dirty bit was lost");
+            assert!(info.flags.contains(vmspace_pgtable::FrameFlags::DIRTY));
+            let mut b = [0u8; 1];
+            c.read(0, &mut b);
+            assert_eq!(b, [5]);
+        } else {
+            assert_eq!(s.dirty_file, 0);
+        }
+        drop(pt);
+        drop(c);
+        assert_all_freed(&m);
+    });
+}
