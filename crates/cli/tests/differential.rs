@@ -15,6 +15,9 @@
 //!   (see `difference`).
 //! * `regression_scripts_match_the_kernel`: every `scripts/regress/*.script` (each a difference once found
 //!   and since fixed) must match.
+//! * `pending_contents_scripts_wait_for_the_engine`: the page-contents scripts of
+//!   `scripts/regress/pending-contents/` (`fill`, `check`) are skipped, with a message, while the engine
+//!   answers `fill` with ENOSYS, and must match like the regression scripts as soon as it does not.
 //!
 //! The engine runs with the host's configuration (`MmConfig::host`), as the semantics contract requires.
 //!
@@ -309,4 +312,65 @@ fn regression_scripts_match_the_kernel() {
     eprintln!("regression scripts: {n} replayed, {} different", bad.len());
     assert!(n > 0, "no regression script found in {}", regress_dir().display());
     assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+/// Whether the engine has page contents: its answer to a `fill` of a mapped, writable page is not ENOSYS.
+fn engine_has_contents() -> bool {
+    let probe = Script::parse("mmap 0x200000000000 0x1000 rw- private|anon|fixed\nfill 0x200000000000 1 1\n")
+        .expect("probe script");
+    let out = engine(&probe, &MmConfig::host());
+    !out.entries
+        .iter()
+        .any(|e| matches!(e, Entry::Call { value: Value::Err(vmspace_script::Errno::ENOSYS), .. }))
+}
+
+/// `scripts/regress/pending-contents/` (its README): skipped while the engine answers `fill` and `check` with
+/// ENOSYS; every script must match the kernel once it does not (then move them up into `scripts/regress/`).
+#[test]
+fn pending_contents_scripts_wait_for_the_engine() {
+    let dir = regress_dir().join("pending-contents");
+    let mut scripts: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.expect("directory entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "script"))
+        .collect();
+    scripts.sort();
+    // Every script there is waiting for contents: it uses fill or check (anything else belongs in regress/).
+    for p in &scripts {
+        let text = std::fs::read_to_string(p).expect("read pending script");
+        let script = Script::parse(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        assert!(
+            script.lines.iter().any(|l| matches!(l.op, Op::Fill { .. } | Op::Check { .. })),
+            "{}: no fill or check: it belongs in scripts/regress/",
+            p.display()
+        );
+    }
+    if !engine_has_contents() {
+        say(&format!(
+            "pending_contents_scripts_wait_for_the_engine: SKIPPED {} scripts of {}: the engine answers fill and \
+             check with ENOSYS (crates/replay/src/lib.rs, the page-contents block)",
+            scripts.len(),
+            dir.display()
+        ));
+        return;
+    }
+    let cfg = MmConfig::host();
+    let bad: Vec<String> = scripts
+        .iter()
+        .filter_map(|p| {
+            let script = Script::parse(&std::fs::read_to_string(p).ok()?).ok()?;
+            difference(&script, &cfg).map(|d| format!("{}:\n{d}", p.display()))
+        })
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "the engine has page contents; these pending scripts differ from the kernel:\n{}",
+        bad.join("\n")
+    );
+    say(&format!(
+        "pending_contents_scripts_wait_for_the_engine: all {} scripts of {} match the kernel: move them up into \
+         scripts/regress/",
+        scripts.len(),
+        dir.display()
+    ));
 }
