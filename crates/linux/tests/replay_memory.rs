@@ -6,11 +6,15 @@
 //! or `--x` page succeeds (x86 without protection keys); a fault just below a growsdown VMA grows it. The
 //! contents tests hold `fill` and `check` against what Linux does to pages: copy-on-write after fork, a
 //! shared file mapping seen through a private one until the private one writes, DONTNEED of anonymous memory
-//! (zeros) and of a private file mapping (the file again), WIPEONFORK, ftruncate's zeros. Expected hashes are
-//! computed with the script crate's content hash (whose known values its own tests pin).
+//! (zeros) and of a private file mapping (the file again), WIPEONFORK, ftruncate's zeros, MADV_FREE (the
+//! bytes stay until reclaim), mremap growth, moves and DONTUNMAP. Expected hashes are computed with the script
+//! crate's content hash (whose known values its own tests pin). The generator's `contents` family runs on the
+//! kernel to the end of every script, twice with the same answers.
 
 use vmspace_linux::replay::{ReplayError, replay_kernel};
-use vmspace_script::{ContentHash, Entry, Errno, Output, Script, Value};
+use vmspace_script::{
+    Arena, ContentHash, Entry, Errno, GenConfig, Op, Output, Script, Value, compare, generate,
+};
 
 const BASE: u64 = 0x2000_0000_0000;
 const P: u64 = 4096;
@@ -277,4 +281,80 @@ fn writes_to_the_runners_own_memory_are_refused_reads_are_not() {
     assert!(matches!(v[0], Value::Hash(_)), "{v:?}");
     assert_eq!(v[1], OK);
     assert_ne!(v[0], Value::Err(Errno::EFAULT));
+}
+
+#[test]
+fn madv_free_keeps_the_bytes_until_reclaim_and_a_write_keeps_the_page() {
+    // The generator's `contents` family checks after MADV_FREE: nothing reclaims a short script's pages on a
+    // machine with free memory, so the bytes read back; a page written after FREE is no longer lazily free.
+    let o = run("mmap 0x200000000000 0x3000 rw- private|anon|fixed\n\
+         fill 0x200000000000 0x3000 7\n\
+         madvise 0x200000000000 0x3000 free\n\
+         check 0x200000000000 0x3000\n\
+         fill 0x200000001000 0x10 9\n\
+         check 0x200000000000 0x3000\n\
+         madvise 0x200000000000 0x3000 cold\n\
+         check 0x200000000000 0x3000\n");
+    let v = values(&o);
+    assert_eq!(v[3], hash(&[(7, 3 * P)]), "FREE: the bytes stay until reclaim");
+    let written = hash(&[(7, P), (9, 0x10), (7, P - 0x10), (7, P)]);
+    assert_eq!(v[5], written);
+    assert_eq!((v[6], v[7]), (OK, written), "COLD changes no byte");
+}
+
+#[test]
+fn mremap_carries_the_bytes_and_dontunmap_leaves_the_old_range_empty() {
+    let o = run("mmap 0x200000000000 0x2000 rw- private|anon|fixed\n\
+         fill 0x200000000000 0x2000 1\n\
+         mremap 0x200000000000 0x2000 0x3000 0\n\
+         check 0x200000000000 0x3000\n\
+         mremap 0x200000000000 0x3000 0x4000 maymove|fixed 0x200000010000\n\
+         check 0x200000010000 0x4000\n\
+         check 0x200000000000 0x1000\n\
+         mremap 0x200000010000 0x4000 0x4000 maymove|fixed|dontunmap 0x200000020000\n\
+         check 0x200000010000 0x4000\n\
+         check 0x200000020000 0x4000\n\
+         mmap 0x200000030000 0x1000 rw- shared|anon|fixed\n\
+         fill 0x200000030000 0x1000 2\n\
+         mremap 0x200000030000 0x1000 0x1000 maymove|fixed|dontunmap 0x200000040000\n\
+         check 0x200000030000 0x1000\n\
+         check 0x200000040000 0x1000\n");
+    let v = values(&o);
+    assert_eq!(v[2], Value::Addr(BASE), "grown in place");
+    assert_eq!(v[3], hash(&[(1, 2 * P), (0, P)]), "the new page is a zero page");
+    assert_eq!(v[5], hash(&[(1, 2 * P), (0, 2 * P)]), "moved and grown: the bytes came along");
+    assert_eq!(v[6], fault(0), "the old place is unmapped");
+    assert_eq!(v[8], hash(&[(0, 4 * P)]), "DONTUNMAP: the old private range is mapped and empty");
+    assert_eq!(v[9], hash(&[(1, 2 * P), (0, 2 * P)]));
+    assert_eq!((v[13], v[14]), (hash(&[(2, P)]), hash(&[(2, P)])), "DONTUNMAP of shared memory: one object");
+}
+
+/// The generator's `contents` family on the live kernel: every script runs to its end, twice with the same
+/// output (addresses outside the arena aside: the kernel's answers do not depend on chance, module docs of
+/// `vmspace_script::generate`, "Page contents"), and its fills and checks both succeed and fault.
+#[test]
+fn generated_contents_scripts_run_and_repeat_on_the_kernel() {
+    let cfg = GenConfig { calls: 120, fork: true, ..GenConfig::default() };
+    let (mut filled, mut hashed, mut faulted) = (0, 0, 0);
+    for seed in 0..16 {
+        let s = generate(seed, &cfg);
+        let first = replay_kernel(&s).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        let again = replay_kernel(&s).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        if let Some(d) = compare(&first, &again, Arena::default(), ("first run", "second run")) {
+            panic!("seed {seed}: the kernel answered differently:\n{d}");
+        }
+        let calls = first.entries.iter().filter(|e| matches!(e, Entry::Call { .. })).count();
+        assert_eq!(calls, s.lines.iter().filter(|l| l.op != Op::Maps).count(), "seed {seed}");
+        for e in &first.entries {
+            match e {
+                Entry::Call { op, value: Value::Zero, .. } if op == "fill" => filled += 1,
+                Entry::Call { op, value: Value::Hash(_), .. } if op == "check" => hashed += 1,
+                Entry::Call { op, value: Value::Fault(_), .. } if op == "fill" || op == "check" => {
+                    faulted += 1
+                }
+                _ => {}
+            }
+        }
+    }
+    assert!(filled > 20 && hashed > 20 && faulted > 10, "{filled} fills, {hashed} checks, {faulted} faults");
 }
