@@ -111,9 +111,16 @@ impl ThpMode {
 /// The configuration of one address space.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MmConfig {
-    /// `vm.mmap_min_addr`: the lowest address a hint or a search may return (4096 on the hosts here).
+    /// The kernel's `mmap_min_addr`: the lowest address a hint is raised to and a search may return, and the
+    /// floor of stack growth (`mm/mmap.c: expand_downwards`). `security/min_addr.c: update_mmap_min_addr`
+    /// makes it the larger of `vm.mmap_min_addr` ([`MmConfig::dac_mmap_min_addr`]) and, with
+    /// `CONFIG_SECURITY`, `CONFIG_LSM_MMAP_MIN_ADDR` (65536 on the hosts here, whose sysctl says 4096).
     pub mmap_min_addr: u64,
-    /// Whether the process may map below `mmap_min_addr` with `MAP_FIXED` (CAP_SYS_RAWIO: root on the host).
+    /// `vm.mmap_min_addr` itself (`dac_mmap_min_addr`): mapping below it needs CAP_SYS_RAWIO
+    /// (`security/commoncap.c: cap_mmap_addr`; 4096 on the hosts here).
+    pub dac_mmap_min_addr: u64,
+    /// Whether the process may map below `dac_mmap_min_addr` with `MAP_FIXED` (CAP_SYS_RAWIO: root on the
+    /// host).
     pub cap_sys_rawio: bool,
     /// `vm.max_map_count` (65530 by default).
     pub max_map_count: u64,
@@ -181,6 +188,7 @@ impl Default for MmConfig {
     fn default() -> Self {
         MmConfig {
             mmap_min_addr: 4096,
+            dac_mmap_min_addr: 4096,
             cap_sys_rawio: false,
             max_map_count: 65530,
             stack_guard_gap: 256 * PAGE_SIZE,
@@ -217,7 +225,8 @@ impl MmConfig {
         MmConfig::from_host(&vmspace_host::Host::probe())
     }
 
-    /// The configuration a probed host implies: `vm.mmap_min_addr`, `vm.max_map_count`, the overcommit policy
+    /// The configuration a probed host implies: `vm.mmap_min_addr` (with `CONFIG_SECURITY`, at least
+    /// `CONFIG_LSM_MMAP_MIN_ADDR`: [`MmConfig::mmap_min_addr`]), `vm.max_map_count`, the overcommit policy
     /// (`vm.overcommit_memory`; the heuristic's limit is MemTotal + SwapTotal), CAP_SYS_RAWIO when running as
     /// root, and `CONFIG_ANON_VMA_NAME` from the kernel config (`/boot/config-$(uname -r)`, else
     /// `/proc/config.gz`; without a readable config the option counts as absent); protection keys from the
@@ -230,8 +239,15 @@ impl MmConfig {
     pub fn from_host(h: &vmspace_host::Host) -> Self {
         let mut c = MmConfig::default();
         if let Some(v) = h.mmap_min_addr {
-            c.mmap_min_addr = v;
+            c.dac_mmap_min_addr = v;
         }
+        // security/min_addr.c: update_mmap_min_addr.
+        let config = |name: &str| h.config.as_ref().and_then(|k| k.value(name));
+        let lsm = match config("CONFIG_SECURITY") {
+            Some("y") => config("CONFIG_LSM_MMAP_MIN_ADDR").and_then(|v| v.parse::<u64>().ok()).unwrap_or(0),
+            _ => 0,
+        };
+        c.mmap_min_addr = c.dac_mmap_min_addr.max(lsm);
         if let Some(v) = h.max_map_count {
             c.max_map_count = v;
         }
@@ -348,8 +364,8 @@ mod tests {
         };
         let c = MmConfig::from_host(&h);
         assert_eq!(
-            (c.mmap_min_addr, c.max_map_count, c.cap_sys_rawio, c.anon_vma_name),
-            (65536, 1000, true, true)
+            (c.mmap_min_addr, c.dac_mmap_min_addr, c.max_map_count, c.cap_sys_rawio, c.anon_vma_name),
+            (65536, 65536, 1000, true, true)
         );
         assert!(c.pku && !c.transparent_hugepage && c.cap_ipc_lock);
         assert_eq!(c.hugetlb.pools, vec![HugetlbPool { size: 2 << 20, available: 4, dev_minor: 0 }]);
@@ -366,6 +382,29 @@ mod tests {
         assert_eq!(always.overcommit, Overcommit::Always);
         // Nothing probed: the defaults.
         assert_eq!(MmConfig::from_host(&Host::default()), MmConfig::default());
+    }
+
+    /// The kernel's mmap_min_addr is the sysctl's or, with CONFIG_SECURITY, CONFIG_LSM_MMAP_MIN_ADDR if larger
+    /// (`security/min_addr.c: update_mmap_min_addr`); the capability check keeps the sysctl's.
+    #[test]
+    fn mmap_min_addr_is_at_least_the_lsm_minimum_with_config_security() {
+        let host = |sysctl: u64, config: &str| Host {
+            mmap_min_addr: Some(sysctl),
+            config: Some(KernelConfig::parse(config)),
+            ..Host::default()
+        };
+        let min = |h: &Host| {
+            let c = MmConfig::from_host(h);
+            (c.mmap_min_addr, c.dac_mmap_min_addr)
+        };
+        let lsm = "CONFIG_SECURITY=y\nCONFIG_LSM_MMAP_MIN_ADDR=65536\n";
+        assert_eq!(min(&host(4096, lsm)), (65536, 4096));
+        assert_eq!(min(&host(1 << 20, lsm)), (1 << 20, 1 << 20));
+        assert_eq!(
+            min(&host(4096, "# CONFIG_SECURITY is not set\nCONFIG_LSM_MMAP_MIN_ADDR=65536\n")),
+            (4096, 4096)
+        );
+        assert_eq!(min(&host(0, "CONFIG_SECURITY=y\n")), (0, 0));
     }
 
     #[test]

@@ -26,7 +26,8 @@
 //! a `MAP_FIXED` address can produce) is returned as that error: `IS_ERR_VALUE(addr)` holds, so the address is
 //! handed back unchanged and the syscall's caller reads it as `-errno` (`0xffffffffffffffff` is EPERM,
 //! `0xffffffffffffff00` errno 256); then a result ending beyond `TASK_SIZE` is ENOMEM, an unaligned one EINVAL,
-//! one below `mmap_min_addr` EPERM without CAP_SYS_RAWIO. Of the calls that return an address only mmap can
+//! one below `vm.mmap_min_addr` (`dac_mmap_min_addr`, not the kernel's possibly larger `mmap_min_addr` that
+//! bounds hints and searches: [`MmConfig::mmap_min_addr`](super::MmConfig)) EPERM without CAP_SYS_RAWIO. Of the calls that return an address only mmap can
 //! meet the error range: mremap checks its new address against `TASK_SIZE - new_len` first
 //! (`check_mremap_params`, EINVAL), and a break there rounds up to 0 and asks for a length beyond `TASK_SIZE`
 //! (`check_brk_limits`, which brk answers with the old break); `scripts/regress/top-of-address-space.script`.
@@ -89,7 +90,8 @@ impl Mm {
         if res & !PAGE_MASK != 0 {
             return Err(Errno::EINVAL);
         }
-        if res < self.cfg.mmap_min_addr && !self.cfg.cap_sys_rawio {
+        // security_mmap_addr: cap_mmap_addr checks the sysctl's value (no LSM here refuses more).
+        if res < self.cfg.dac_mmap_min_addr && !self.cfg.cap_sys_rawio {
             return Err(Errno::EPERM);
         }
         Ok(res)
