@@ -131,7 +131,8 @@
 //! root, next to the arena, or wherever the kernel put a refused hint) and forgets them on a successful
 //! munmap, on a shrinking or moving mremap, and where a failed MAP_FIXED mmap or MREMAP_FIXED mremap left
 //! them unmapped (it reads the maps again), so later calls on those pages run; a page it forgets may be the
-//! runner's again.
+//! runner's again. The pages a memory access grows a script VMA by outside the arena (a fault just below a
+//! growsdown VMA at the arena's base) are the script's too ([`KernelTarget`]'s `script_growth_end`).
 //!
 //! Not guarded, because they change no mapping and no byte the runner reads: msync, mlockall, munlockall,
 //! pkey_alloc, pkey_free, ftruncate (of script files only), and reads (`touch r`, `check`). Ranges outside the arena that only
@@ -481,15 +482,51 @@ impl KernelTarget {
         let mut page = first;
         while page < end {
             let next = page.saturating_add(PAGE);
+            let growth = self.script_growth_end(page);
             if let Err(f) = op(page.max(addr), next.min(end)) {
                 if !f.is_in_page(page) {
                     self.refuse(format!("{what} of page {page:#x} faulted elsewhere: {f:?}"));
                 }
                 return Err(page);
             }
+            if let Some(s) = growth {
+                // The access grew the script's VMA down to this page.
+                self.script_pages.add(page, s);
+            }
             page = next;
         }
         Ok(())
+    }
+
+    /// Where a growth of a script VMA by an access to `page` would end (module docs, "Guard"): a fault on an
+    /// unmapped page below a growsdown VMA grows the VMA down to that page, so when `page` lies outside the
+    /// arena, is not mapped, and the next VMA above it is the script's (it overlaps the arena, or its lowest
+    /// page is a script page), the pages `[page, that VMA's start)` become the script's if the access
+    /// succeeds. `None` otherwise (inside the arena, already mapped, or below a runner's VMA: a growth of the
+    /// runner's own stack stays the runner's). Costs one `mincore` per page outside the arena and the script's
+    /// pages, and a streamed read of the maps (no allocation) per unmapped one.
+    fn script_growth_end(&mut self, page: u64) -> Option<u64> {
+        if self.arena.contains(page) || page >= TASK_SIZE || self.script_pages.covers(page, page + PAGE) {
+            return None;
+        }
+        let mut vec = [0u8; 1];
+        // SAFETY: mincore only reports on `[page, page + PAGE)` (ENOMEM where nothing is mapped) and writes
+        // one byte per page into `vec`, which holds one.
+        if unsafe { libc::mincore(page as *mut c_void, PAGE as usize, vec.as_mut_ptr()) } == 0 {
+            return None;
+        }
+        let (arena, pages) = (self.arena, std::mem::take(&mut self.script_pages));
+        let above = read_maps(&mut self.maps_buf)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.parse::<vmspace_proc::MapsLine>().ok())
+            .find(|l| l.end > page && !is_vsyscall(l))
+            .filter(|l| {
+                l.start > page && (arena.overlaps(l.start, l.end) || pages.covers(l.start, l.start + PAGE))
+            })
+            .map(|l| l.start);
+        self.script_pages = pages;
+        above
     }
 
     /// The descriptor a script's `fd=`/`ftruncate` NAME passes: the file's if this target holds it, else

@@ -358,3 +358,27 @@ fn generated_contents_scripts_run_and_repeat_on_the_kernel() {
     }
     assert!(filled > 20 && hashed > 20 && faulted > 10, "{filled} fills, {hashed} checks, {faulted} faults");
 }
+
+/// A growsdown VMA at the arena's base grows below it on an access there; the pages it grows by are the
+/// script's, so later writes and calls on them run instead of being refused as the runner's own memory.
+#[test]
+fn pages_a_script_stack_grows_by_below_the_arena_are_the_scripts() {
+    let o = run("mmap 0x200000000000 0x2000 rw- private|anon|fixed|growsdown\n\
+         touch 0x1fffffffe000 1 r\n\
+         fill 0x1fffffffe000 0x1000 5\n\
+         check 0x1fffffffe000 0x4000\n\
+         mremap 0x1ffffffff000 0x1000 0x1000 maymove|fixed 0x200000010000\n\
+         munmap 0x1fffffffe000 0x1000\n\
+         touch 0x1fffffffe000 0x1000 w\n");
+    let v = values(&o);
+    assert_eq!(v[1..4], [OK, OK, hash(&[(5, P), (0, 3 * P)])]);
+    assert_eq!((v[4], v[5], v[6]), (Value::Addr(BASE + 0x10000), OK, OK));
+    let maps: Vec<(u64, u64)> = match o.entries.last() {
+        Some(Entry::Maps(lines)) => lines
+            .iter()
+            .map(|l| l.parse::<vmspace_proc::MapsLine>().map(|m| (m.start, m.end)).unwrap())
+            .collect(),
+        other => panic!("no final maps: {other:?}"),
+    };
+    assert_eq!(maps, vec![(BASE - 2 * P, BASE + 2 * P), (BASE + 0x10000, BASE + 0x11000)]);
+}
