@@ -58,7 +58,7 @@ impl Errno {
     pub const ENOMEM: Self = Self(12);
     /// Permission denied (e.g. a writable shared mapping of a read-only file).
     pub const EACCES: Self = Self(13);
-    /// Bad address: `touch` of an unmapped or inaccessible page.
+    /// Bad address: a memory access (`touch`, `fill`, `check`) of an unmapped or inaccessible page.
     pub const EFAULT: Self = Self(14);
     /// Already exists (`fixed_noreplace` over a mapping).
     pub const EEXIST: Self = Self(17);
@@ -80,6 +80,9 @@ impl Errno {
     pub const EFBIG: Self = Self(27);
     /// No space left (`pkey_alloc` with every protection key allocated).
     pub const ENOSPC: Self = Self(28);
+    /// Function not implemented (an op-script target that cannot perform an op: the engine's `fill` and
+    /// `check` before it has page contents).
+    pub const ENOSYS: Self = Self(38);
 
     /// The errno with this positive value.
     pub const fn from_raw(v: i32) -> Self {

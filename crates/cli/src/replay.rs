@@ -20,7 +20,7 @@
 //! With `--json FILE` the results go into the shared schema ([`crate::common`]): one report per script run
 //! (benchmark `replay.engine` / `replay.kernel`, or `diff`), its canonical output or the difference in
 //! `output`, and for `diff` a verdict. Unreadable scripts, and scripts or generator settings whose memory or
-//! time would exceed the machine (huge `touch` ranges, `MAP_POPULATE` of huge lengths, `--calls` in the
+//! time would exceed the machine (huge `touch`, `fill` or `check` ranges, `MAP_POPULATE` of huge lengths, `--calls` in the
 //! hundreds of millions) are refused before anything runs (exit status 2; `--force` runs them anyway). The
 //! kernel runner leaves no process and no temporary directory behind, even when this command is killed
 //! (`vmspace_linux::replay`, "Nothing outlives the command"). A script that runs for more than 2 s shows its
@@ -63,7 +63,7 @@ pub struct ReplayArgs {
     #[arg(long, value_name = "N")]
     grid_pages: Option<u64>,
     /// Leave these generator families out (with --generate): exec_prot advice mlock msync mseal pkeys
-    /// ftruncate mmap_flags hints edges, comma-separated, or `all` for the base mix only.
+    /// ftruncate mmap_flags hints edges contents, comma-separated, or `all` for the base mix only.
     #[arg(long, value_name = "FAMILY,...", value_delimiter = ',')]
     without: Vec<String>,
     /// Arena base address (hex with 0x, or decimal); maps lines outside it are not shown.
@@ -99,7 +99,7 @@ pub struct DiffArgs {
     #[arg(long, value_name = "N")]
     grid_pages: Option<u64>,
     /// Leave these generator families out (with --seeds): exec_prot advice mlock msync mseal pkeys ftruncate
-    /// mmap_flags hints edges, comma-separated, or `all` for the base mix only.
+    /// mmap_flags hints edges contents, comma-separated, or `all` for the base mix only.
     #[arg(long, value_name = "FAMILY,...", value_delimiter = ',')]
     without: Vec<String>,
     /// Directory for the minimised differing scripts, `diff-seed-<S>.script` [default: .] (with --seeds).
@@ -167,9 +167,11 @@ fn load(path: &Path) -> Result<Script> {
 /// Memory one generated call may take: its line in the script, its text, its output entry and its share of
 /// the maps blocks, with margin.
 const BYTES_PER_CALL: u128 = 1024;
-/// Memory one touched page takes (the kernel side allocates it; the engine keeps no per-page state).
+/// Memory one touched, filled or checked page takes (the kernel side allocates it; the engine keeps no
+/// per-page state).
 const PAGE: u128 = 4096;
-/// Time one touched page takes on the kernel side (a fault through `process_vm_writev`), seconds.
+/// Time one touched, filled or checked page takes on the kernel side (a page fault and a page of CPU work:
+/// `fill` stores and `check` hashes 4096 bytes), seconds.
 const SECS_PER_PAGE: f64 = 2e-6;
 /// Time one script run takes on both sides besides its calls (the kernel runner's fork, the engine's
 /// set-up), and per call, seconds: measured on the development machine, doubled.
@@ -188,7 +190,7 @@ fn check_script(script: &Script, force: bool) -> Result<()> {
     let mut bytes: u128 = 0;
     for l in &script.lines {
         match &l.op {
-            Op::Touch { len, .. } => bytes += u128::from(*len),
+            Op::Touch { len, .. } | Op::Fill { len, .. } | Op::Check { len, .. } => bytes += u128::from(*len),
             Op::Mmap { len, flags, .. }
                 if locks_all || flags.intersects(MapFlags::POPULATE | MapFlags::LOCKED) =>
             {

@@ -5,7 +5,8 @@
 //! `script` for formats; never on the engine.
 //!
 //! Map of the probe (`vmspace kernel ...`):
-//! * foundations: [`sys`] (checked syscall wrappers), [`child`] (forked children that never outlive their
+//! * foundations: [`sys`] (checked syscall wrappers), [`uaccess`] (CPU accesses that survive their faults, for
+//!   the op-script runner), [`child`] (forked children that never outlive their
 //!   command, Ctrl-C handling, shared memory words), [`placement`] (explicit CPU layouts), [`hostinfo`] (the
 //!   host's kernel and machine), [`procmap_query`] (the PROCMAP_QUERY ioctl), [`maps`] (maps lines, page-sized
 //!   reads);
@@ -26,3 +27,4 @@ pub mod procmap_query;
 pub mod race;
 pub mod replay;
 pub mod sys;
+pub mod uaccess;

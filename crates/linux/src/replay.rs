@@ -10,7 +10,7 @@
 //! The caller may be multi-threaded (the test harness is). After `fork` only the forking thread exists in the
 //! child, so the child must not wait for a lock another thread might have held at the instant of the fork.
 //! What the child uses: raw syscalls (`libc::syscall` for the script's calls, rustix and libc for the rest:
-//! `prctl`, `process_vm_*`, `fork`, `_exit`, files and pipes), reads of `/proc/self/maps`, and heap
+//! `prctl`, `sigaction`, `fork`, `_exit`, files and pipes), the CPU accesses of [`crate::uaccess`], reads of `/proc/self/maps`, and heap
 //! allocation. Allocation is safe here because glibc's `fork`
 //! takes and resets malloc's locks around the fork (its atfork handling), so the child's allocator is
 //! consistent. The child never touches stdio, the environment (no `std::env`, no `tempfile` calls: the
@@ -56,11 +56,18 @@
 //! an anonymous mmap without `fd=` passes -1 and offset 0. SIGXFSZ is ignored in the child, so a size past
 //! RLIMIT_FSIZE is EFBIG, not the runner's death.
 //!
-//! `touch` accesses one byte per page with `process_vm_readv`/`process_vm_writev` on the child itself: the
-//! kernel faults the page in exactly as a user access would (through GUP, honouring the VMA's protection,
-//! without FOLL_FORCE; one difference from a CPU access: GUP refuses to read a page without VM_READ, such as
-//! a `-w-` one, and ignores protection keys), but reports EFAULT instead of raising SIGSEGV or SIGBUS, which
-//! gives the first bad page without signal handling. A write stores the byte 0x5a.
+//! # Memory accesses
+//!
+//! `touch`, `fill` and `check` are the runner's own CPU loads and stores, page by page ([`crate::uaccess`]:
+//! inline-asm accessors whose faulting instructions are in an exception table, and a SIGSEGV/SIGBUS handler
+//! that the child installs before the script and that the script's forks inherit, which resumes an accessor
+//! at its fix-up and records the fault). The first page whose access faults is the line's `-EFAULT PAGE`; the
+//! handler's `si_addr` must lie in that page (or be the 0 of a non-canonical address), else the run stops as a
+//! runner bug. `touch r` reads the page's first byte in the range, `touch w` is `lock add byte [p], 0` (a write
+//! access that keeps the byte: `uaccess`, "The write that keeps contents"), `fill` is `rep stosb` over the
+//! part of the range in each page, `check` copies that part into a one-page buffer (`rep movsb`) and feeds it
+//! to the script crate's content hash. Work and memory are per page, whatever LEN says: nothing is allocated
+//! per byte, and a walk ends at the first page that faults (at `TASK_SIZE` at the latest).
 //!
 //! # mlockall, munlockall and protection keys
 //!
@@ -112,8 +119,9 @@
 //! call:
 //! - fixed mmap, munmap, mremap source and fixed destination: the whole aligned, non-empty range, if it ends
 //!   at or below TASK_SIZE (the kernel refuses the others before acting);
-//! - madvise and `touch w` (and `brk` below the current break): the whole range, TASK_SIZE or not (madvise
-//!   skips holes and is not bounded by TASK_SIZE);
+//! - madvise (and `brk` below the current break): the whole range, TASK_SIZE or not (madvise skips holes and
+//!   is not bounded by TASK_SIZE); `touch w` and `fill`: the whole range up to TASK_SIZE (their walks fault
+//!   there at the latest);
 //! - mprotect, pkey_mprotect, mlock, mlock2, munlock, mseal: the contiguous run of VMAs from the one
 //!   containing the start (the page range as the kernel computes it: mlock rounds the start down, the others
 //!   need it aligned), up to the first hole, since these calls walk from the start and stop at a hole;
@@ -126,12 +134,14 @@
 //! root, next to the arena, or wherever the kernel put a refused hint) and forgets them on a successful
 //! munmap, on a shrinking or moving mremap, and where a failed MAP_FIXED mmap or MREMAP_FIXED mremap left
 //! them unmapped (it reads the maps again), so later calls on those pages run; a page it forgets may be the
-//! runner's again.
+//! runner's again. The pages a memory access grows a script VMA by outside the arena (a fault just below a
+//! growsdown VMA at the arena's base) are the script's too ([`KernelTarget`]'s `script_growth_end`).
 //!
 //! Not guarded, because they change no mapping and no byte the runner reads: msync, mlockall, munlockall,
-//! pkey_alloc, pkey_free, ftruncate (of script files only), and reads. Ranges outside the arena that only
+//! pkey_alloc, pkey_free, ftruncate (of script files only), and reads (`touch r`, `check`). Ranges outside the arena that only
 //! cover free space run normally.
 
+use crate::uaccess;
 use rustix::fd::{AsRawFd, OwnedFd};
 use rustix::fs::{Mode, OFlags};
 use rustix::mm::ProtFlags;
@@ -139,7 +149,7 @@ use std::ffi::c_void;
 use std::fmt;
 use std::path::PathBuf;
 use vmspace_abi::{Advice, MapFlags, MremapFlags, Prot};
-use vmspace_script::{Arena, Errno, Fd, Op, Output, Script, Target};
+use vmspace_script::{AccessError, Arena, ContentHash, Errno, Fd, Op, Output, Script, Target};
 
 const PAGE: u64 = 4096;
 /// x86-64 TASK_SIZE with 4-level paging: the end of user space.
@@ -448,6 +458,80 @@ impl KernelTarget {
         syscall_result(r).map(|_| 0)
     }
 
+    /// The walk of the memory accesses (`touch`, `fill`, `check`; module docs, "Memory accesses"): calls
+    /// `op(from, to)` for each page of `[addr, addr + len)` (the end saturating at 2^64) in address order with
+    /// the part of the range in that page, and stops at the first page whose access faults: `Err(page)`. A
+    /// write is guarded first (it must not reach the runner's own memory). The fault must be the access's own
+    /// (its `si_addr` in that page): anything else is a runner bug and stops the run.
+    fn access(
+        &mut self,
+        what: &str,
+        addr: u64,
+        len: u64,
+        write: bool,
+        mut op: impl FnMut(u64, u64) -> Result<(), uaccess::Fault>,
+    ) -> Result<(), u64> {
+        if len == 0 {
+            return Ok(());
+        }
+        let first = addr & !(PAGE - 1);
+        let end = addr.saturating_add(len);
+        // Nothing is mapped from TASK_SIZE on (the walk faults there at the latest), so the guard checks the
+        // range up to it: a range running to 2^64 would be too long for its page arithmetic.
+        let guarded_end = end.min(TASK_SIZE);
+        if write && first < guarded_end {
+            self.guard(what, first, guarded_end - first, false);
+        }
+        let mut page = first;
+        while page < end {
+            let next = page.saturating_add(PAGE);
+            let growth = self.script_growth_end(page);
+            if let Err(f) = op(page.max(addr), next.min(end)) {
+                if !f.is_in_page(page) {
+                    self.refuse(format!("{what} of page {page:#x} faulted elsewhere: {f:?}"));
+                }
+                return Err(page);
+            }
+            if let Some(s) = growth {
+                // The access grew the script's VMA down to this page.
+                self.script_pages.add(page, s);
+            }
+            page = next;
+        }
+        Ok(())
+    }
+
+    /// Where a growth of a script VMA by an access to `page` would end (module docs, "Guard"): a fault on an
+    /// unmapped page below a growsdown VMA grows the VMA down to that page, so when `page` lies outside the
+    /// arena, is not mapped, and the next VMA above it is the script's (it overlaps the arena, or its lowest
+    /// page is a script page), the pages `[page, that VMA's start)` become the script's if the access
+    /// succeeds. `None` otherwise (inside the arena, already mapped, or below a runner's VMA: a growth of the
+    /// runner's own stack stays the runner's). Costs one `mincore` per page outside the arena and the script's
+    /// pages, and a streamed read of the maps (no allocation) per unmapped one.
+    fn script_growth_end(&mut self, page: u64) -> Option<u64> {
+        if self.arena.contains(page) || page >= TASK_SIZE || self.script_pages.covers(page, page + PAGE) {
+            return None;
+        }
+        let mut vec = [0u8; 1];
+        // SAFETY: mincore only reports on `[page, page + PAGE)` (ENOMEM where nothing is mapped) and writes
+        // one byte per page into `vec`, which holds one.
+        if unsafe { libc::mincore(page as *mut c_void, PAGE as usize, vec.as_mut_ptr()) } == 0 {
+            return None;
+        }
+        let (arena, pages) = (self.arena, std::mem::take(&mut self.script_pages));
+        let above = read_maps(&mut self.maps_buf)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.parse::<vmspace_proc::MapsLine>().ok())
+            .find(|l| l.end > page && !is_vsyscall(l))
+            .filter(|l| {
+                l.start > page && (arena.overlaps(l.start, l.end) || pages.covers(l.start, l.start + PAGE))
+            })
+            .map(|l| l.start);
+        self.script_pages = pages;
+        above
+    }
+
     /// The descriptor a script's `fd=`/`ftruncate` NAME passes: the file's if this target holds it, else
     /// [`CLOSED_FD`].
     fn fd_of(&self, name: &str) -> libc::c_long {
@@ -729,39 +813,38 @@ impl Target for KernelTarget {
     }
 
     fn touch(&mut self, addr: u64, len: u64, write: bool) -> Result<(), u64> {
-        if len == 0 {
-            return Ok(());
-        }
-        let first = addr & !(PAGE - 1);
-        let end = addr.saturating_add(len);
-        if write {
-            self.guard("touch", first, end - first, false);
-        }
-        let pid = rustix::process::getpid().as_raw_nonzero().get();
-        let mut page = first;
-        while page < end {
-            let mut byte = 0x5au8;
-            let local = libc::iovec { iov_base: (&raw mut byte).cast(), iov_len: 1 };
-            let remote = libc::iovec { iov_base: page as *mut c_void, iov_len: 1 };
-            // SAFETY: `local` points at a live one-byte stack buffer; `remote` is only accessed by the kernel,
-            // which checks it and returns EFAULT for an inaccessible page. A write changes one byte of a
-            // script mapping (the guard refused the runner's own memory).
-            let n = unsafe {
-                if write {
-                    libc::process_vm_writev(pid, &local, 1, &remote, 1, 0)
-                } else {
-                    libc::process_vm_readv(pid, &local, 1, &remote, 1, 0)
-                }
-            };
-            if n != 1 {
-                return Err(page);
+        // One access per page, to the first byte of the range in it.
+        self.access("touch", addr, len, write, |from, _| {
+            if write {
+                // SAFETY: the guard (in `access`) refused ranges that reach the runner's own memory; the
+                // write keeps the byte's value.
+                unsafe { uaccess::write_keep(from) }
+            } else {
+                uaccess::read(&mut [0u8], from)
             }
-            page = match page.checked_add(PAGE) {
-                Some(p) => p,
-                None => break,
-            };
-        }
-        Ok(())
+        })
+    }
+
+    fn fill(&mut self, addr: u64, len: u64, byte: u8) -> Result<(), AccessError> {
+        self.access("fill", addr, len, true, |from, to| {
+            // SAFETY: the guard (in `access`) refused ranges that reach the runner's own memory: `[from, to)`
+            // holds script mappings or nothing.
+            unsafe { uaccess::fill(from, (to - from) as usize, byte) }
+        })
+        .map_err(AccessError::Fault)
+    }
+
+    fn check(&mut self, addr: u64, len: u64) -> Result<u64, AccessError> {
+        let mut h = ContentHash::new();
+        let mut buf = [0u8; PAGE as usize];
+        self.access("check", addr, len, false, |from, to| {
+            let bytes = &mut buf[..(to - from) as usize];
+            uaccess::read(bytes, from)?;
+            h.update(bytes);
+            Ok(())
+        })
+        .map_err(AccessError::Fault)?;
+        Ok(h.value())
     }
 
     fn name(&mut self, addr: u64, len: u64, name: Option<&str>) -> Result<u64, Errno> {
@@ -1088,6 +1171,12 @@ fn child_main(
     // ftruncate past RLIMIT_FSIZE raises SIGXFSZ: the script's call gets EFBIG instead of killing the runner.
     // SAFETY: ignoring a signal is always valid; inherited by the processes a script forks.
     unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
+    // The memory accesses' fault handler (`uaccess`): in this child only, inherited by the script's forks.
+    if let Err(e) = crate::uaccess::install() {
+        write_all(&out, format!("cannot install the fault handler: {e}").as_bytes());
+        // SAFETY: ends the child at once, as a refusal.
+        unsafe { libc::_exit(EXIT_REFUSED) };
+    }
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         // SAFETY: F_GETFD only queries a descriptor number.
         if unsafe { libc::fcntl(CLOSED_FD, libc::F_GETFD) } != -1 || last_errno() != Errno::EBADF {

@@ -2,6 +2,7 @@
 //! growsdown VMA, 2 MiB alignment of anonymous mappings whose length is a multiple of 2 MiB, and the limits.
 #![cfg(not(loom))]
 
+use vmspace_mm::Access;
 use vmspace_mm::space::{Errno, Mm, MmConfig, TASK_SIZE};
 use vmspace_mm::space::{MapFlags, Prot};
 
@@ -50,6 +51,26 @@ fn growsdown_guard_gap_is_kept_free() {
     // A hint inside the gap is refused too.
     let h = stack - 2 * P;
     assert_ne!(m.mmap(h, P, RW, ANON, None, 0), Ok(h));
+    m.validate().unwrap();
+}
+
+/// The kernel's mmap_min_addr (the LSM minimum when CONFIG_SECURITY makes it larger than the sysctl) bounds
+/// hints and stack growth; MAP_FIXED below it but at or above the sysctl's value needs no capability
+/// (`security/min_addr.c`, `mm/mmap.c: expand_downwards`, `security/commoncap.c: cap_mmap_addr`).
+#[test]
+fn the_lsm_mmap_min_addr_bounds_hints_and_stack_growth_not_fixed_maps() {
+    let cfg =
+        MmConfig { mmap_min_addr: P, lsm_mmap_min_addr: 16 * P, cap_sys_rawio: false, ..MmConfig::default() };
+    let m = Mm::new(cfg);
+    assert_eq!(m.mmap(2 * P, P, RW, ANON | MapFlags::FIXED, None, 0), Ok(2 * P), "no capability needed");
+    assert_eq!(m.mmap(0, P, RW, ANON | MapFlags::FIXED, None, 0), Err(Errno::EPERM), "below the sysctl's");
+    assert_eq!(m.mmap(4 * P, P, RW, ANON, None, 0), Ok(16 * P), "a hint is raised to the LSM minimum");
+    // (Both unmapped again: an accessible VMA below would refuse the growth by the stack guard gap.)
+    m.munmap(0, 17 * P).unwrap();
+    m.mmap(18 * P, P, RW, ANON | MapFlags::GROWSDOWN | MapFlags::FIXED, None, 0).unwrap();
+    assert!(m.fault(16 * P, Access::Read).is_ok(), "growth down to the minimum");
+    assert_eq!(m.fault(15 * P, Access::Read), Err(Errno::EFAULT), "not below it");
+    assert_eq!(m.vma_at(16 * P).map(|v| (v.start, v.end)), Some((16 * P, 19 * P)));
     m.validate().unwrap();
 }
 

@@ -27,8 +27,11 @@
 //! ([`VmFile::regular_sized`]: a size `ftruncate` refuses is the line's errno, and the file then does not
 //! exist); the driver canonicalises their maps lines to `fd=NAME` on both sides. `fork`
 //! replaces the address space by the child's (the parent only waits in the kernel runner, so it is not
-//! observable afterwards). `touch` accesses page by page as the kernel runner does (through GUP:
-//! [`Mm::gup_access`]) and stops at the first page that fails.
+//! observable afterwards). `touch` is a user-mode CPU access page by page, as the kernel runner makes it
+//! ([`Mm::touch`], through the MMU and the fault path: stack growth below a growsdown VMA, x86's
+//! read-implies-accessible), and stops at the first page that faults. `fill` stores a byte over a range
+//! ([`Mm::fill`]) and `check` hashes a range's bytes in address order ([`Mm::read_chunks`] into the script
+//! crate's `ContentHash`), both through the MMU as user stores and loads; a failure is the page that faulted.
 
 use std::sync::Arc;
 
@@ -36,8 +39,8 @@ use vmspace_abi::{
     Advice, Errno, MapFlags, MclFlags, MlockFlags, MremapFlags, MsyncFlags, PAGE_MASK, PAGE_SIZE, PkeyRights,
     Prot,
 };
-use vmspace_mm::{Mm, MmConfig, VmFile};
-use vmspace_script::{Fd, Target};
+use vmspace_mm::{Access, Mm, MmConfig, VmFile};
+use vmspace_script::{AccessError, ContentHash, Fd, Target};
 
 /// An op-script target backed by the engine.
 pub struct EngineTarget {
@@ -156,13 +159,12 @@ impl Target for EngineTarget {
     }
 
     fn touch(&mut self, addr: u64, len: u64, write: bool) -> Result<(), u64> {
-        if len == 0 {
-            return Ok(());
-        }
+        // One access per page, to the first byte of the range in it, as the kernel runner makes them.
+        let access = if write { Access::Write } else { Access::Read };
         let end = addr.saturating_add(len);
         let mut page = addr & PAGE_MASK;
         while page < end {
-            if self.mm.gup_access(page, write).is_err() {
+            if self.mm.touch(page.max(addr), access).is_err() {
                 return self.checked("touch", Err(page));
             }
             page = match page.checked_add(PAGE_SIZE) {
@@ -171,6 +173,18 @@ impl Target for EngineTarget {
             };
         }
         self.checked("touch", Ok(()))
+    }
+
+    fn fill(&mut self, addr: u64, len: u64, byte: u8) -> Result<(), AccessError> {
+        let r = self.mm.fill(addr, len, byte).map_err(|a| AccessError::Fault(a & PAGE_MASK));
+        self.checked("fill", r)
+    }
+
+    fn check(&mut self, addr: u64, len: u64) -> Result<u64, AccessError> {
+        let mut h = ContentHash::new();
+        let r =
+            self.mm.read_chunks(addr, len, |b| h.update(b)).map_err(|a| AccessError::Fault(a & PAGE_MASK));
+        self.checked("check", r.map(|()| h.value()))
     }
 
     fn name(&mut self, addr: u64, len: u64, name: Option<&str>) -> Result<u64, Errno> {

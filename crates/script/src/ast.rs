@@ -22,7 +22,9 @@
 //!                                             disable_write, numbers, or 0
 //! pkey_free     KEY
 //! msync         ADDR LEN FLAGS                FLAGS: |-joined async invalidate sync, numbers, or 0
-//! touch         ADDR LEN r|w
+//! touch         ADDR LEN r|w                  one CPU access per page (a read, or a write that keeps the byte)
+//! fill          ADDR LEN BYTE                 the CPU writes BYTE to every byte of the range
+//! check         ADDR LEN                      the CPU reads the range: its content hash
 //! name          ADDR LEN NAME|-
 //! brk           ADDR
 //! fork
@@ -31,8 +33,39 @@
 //!
 //! Each line is one system call with the script's values passed unchanged (the kernel runner,
 //! `vmspace_linux::replay`, issues exactly that call; the engine answers as Linux 6.18 would), except `file`
-//! (open + ftruncate of a fresh file), `touch` (one access per page), `fork` (the script continues in the
-//! child) and `maps` (prints the arena's maps).
+//! (open + ftruncate of a fresh file), the memory accesses `touch`, `fill` and `check` (below), `fork` (the
+//! script continues in the child) and `maps` (prints the arena's maps).
+//!
+//! # Memory accesses: `touch`, `fill`, `check`
+//!
+//! These are user-mode CPU accesses, not system calls: what a program's loads and stores do, page faults and
+//! all. Each walks the pages of `[ADDR, ADDR + LEN)` in address order (the first page is the one containing
+//! ADDR, which need not be aligned) and stops at the first page the CPU cannot access: where the access would
+//! raise SIGSEGV (no VMA and no stack to grow, a protection that forbids it, a guard region) or SIGBUS (a file
+//! page beyond the end of the file, a hugetlb page the pool cannot give). The result is then `-EFAULT PAGE`
+//! with that page's aligned address (output format: `crate::output`); the pages before it were accessed, with
+//! every side effect of their faults; nothing at or after it was. Accesses follow x86-64 without protection
+//! keys: a read needs any of `r`, `w`, `x` (the page tables cannot express write-only or execute-only), a
+//! write needs `w`; a fault just below a `growsdown` VMA grows it first (`mm/mmap.c: expand_downwards`).
+//!
+//! * `touch ADDR LEN r|w`: one access per page, to the first byte of the range in it (whether an access
+//!   faults depends only on its page). `r` reads the byte; `w` is a write access that keeps
+//!   the byte's value (a locked add of 0: the CPU's write access with its copy-on-write and dirtying, contents
+//!   unchanged, so later `check`s see only what `fill`s wrote). `0` when every page was accessed.
+//! * `fill ADDR LEN BYTE`: writes BYTE (0..=255, decimal or hex) to every byte of the range, page by page.
+//!   On a fault the bytes of the pages before the faulting page are written and none of it or after it.
+//!   `0` on success.
+//! * `check ADDR LEN`: reads every byte of the range and prints their content hash, `0x` and 16 lower-case
+//!   hex digits: 64-bit FNV-1a over the bytes in address order (offset basis `0xcbf29ce484222325`, prime
+//!   `0x100000001b3`: for each byte `h = (h ^ byte) * prime mod 2^64`; [`crate::hash`] is the one
+//!   implementation). The hash of an empty range is the offset basis, `0xcbf29ce484222325`.
+//! * LEN 0 accesses nothing (`touch` and `fill` print `0`, `check` the empty hash). A range that would end
+//!   past 2^64 ends at 2^64. Nothing is mapped at or above `TASK_SIZE`, so every walk stops there at the
+//!   latest; a huge LEN costs time only for the pages that are really mapped and accessible (a target never
+//!   allocates per byte of LEN: it works a page at a time), and `vmspace replay` refuses scripts whose
+//!   accesses would take too long or too much memory unless `--force`.
+//! * The kernel runner refuses a `touch w` or `fill` that reaches its own memory outside the arena
+//!   (`vmspace_linux::replay`, "Guard").
 //!
 //! * Tokens are separated by blanks; `#` starts a comment that runs to the end of the line; blank lines are
 //!   allowed. Line numbers (1-based, counting every line) are kept with each op: results print them.
@@ -494,7 +527,7 @@ pub enum Op {
         /// `MS_*` flags (raw `int` bits).
         flags: u32,
     },
-    /// `touch ADDR LEN r|w`: read or write one byte in every page.
+    /// `touch ADDR LEN r|w`: a CPU read, or a CPU write that keeps the byte, in every page (module docs).
     Touch {
         /// Address.
         addr: u64,
@@ -502,6 +535,22 @@ pub enum Op {
         len: u64,
         /// Write (`w`) rather than read (`r`).
         write: bool,
+    },
+    /// `fill ADDR LEN BYTE`: the CPU writes `byte` to every byte of the range (module docs).
+    Fill {
+        /// Address.
+        addr: u64,
+        /// Length.
+        len: u64,
+        /// The value written.
+        byte: u8,
+    },
+    /// `check ADDR LEN`: the CPU reads every byte of the range; prints their content hash (module docs).
+    Check {
+        /// Address.
+        addr: u64,
+        /// Length.
+        len: u64,
     },
     /// `name ADDR LEN NAME|-`: PR_SET_VMA_ANON_NAME (`-` clears).
     Name {
@@ -545,6 +594,8 @@ impl Op {
             Op::PkeyFree { .. } => "pkey_free",
             Op::Msync { .. } => "msync",
             Op::Touch { .. } => "touch",
+            Op::Fill { .. } => "fill",
+            Op::Check { .. } => "check",
             Op::Name { .. } => "name",
             Op::Brk { .. } => "brk",
             Op::Fork => "fork",
@@ -572,6 +623,8 @@ impl Op {
         "pkey_free",
         "msync",
         "touch",
+        "fill",
+        "check",
         "name",
         "brk",
         "fork",
@@ -658,6 +711,10 @@ impl fmt::Display for Op {
             Op::Touch { addr, len, write } => {
                 write!(f, "{} {}", range("touch", *addr, *len), if *write { "w" } else { "r" })
             }
+            Op::Fill { addr, len, byte } => {
+                write!(f, "{} {}", range("fill", *addr, *len), num(u64::from(*byte)))
+            }
+            Op::Check { addr, len } => f.write_str(&range("check", *addr, *len)),
             Op::Name { addr, len, name } => {
                 write!(f, "{} {}", range("name", *addr, *len), name.as_deref().unwrap_or("-"))
             }
@@ -870,6 +927,15 @@ fn parse_op(toks: &[&str], files: &[String]) -> Result<Op, String> {
             };
             Op::Touch { addr, len, write }
         }
+        "fill" => {
+            let addr = a.num("ADDR")?;
+            let len = a.num("LEN")?;
+            let byte = a.num("BYTE")?;
+            let byte =
+                u8::try_from(byte).map_err(|_| format!("fill BYTE {byte:#x}: not a byte (0..=255)"))?;
+            Op::Fill { addr, len, byte }
+        }
+        "check" => Op::Check { addr: a.num("ADDR")?, len: a.num("LEN")? },
         "name" => {
             let addr = a.num("ADDR")?;
             let len = a.num("LEN")?;
@@ -956,6 +1022,8 @@ mremap 0x200000000000 0x1000 0x2000 maymove|fixed 0x200000010000
 mremap 0x200000000000 0x1000 0x2000 0
 madvise 0x200000000000 0x1000 wipeonfork
 touch 0x200000000000 0x3000 w
+fill 0x200000000000 0x3000 0x5a
+check 0x200000000000 0x3000
 name 0x200000000000 0x1000 heap-ish
 name 0x200000000000 0x1000 -
 brk 0
@@ -979,7 +1047,7 @@ maps
     #[test]
     fn parses_and_keeps_line_numbers() {
         let s = Script::parse(SAMPLE).unwrap();
-        assert_eq!(s.lines.len(), 15);
+        assert_eq!(s.lines.len(), 17);
         assert_eq!(s.lines[0].line, 2);
         assert_eq!(s.lines[2].line, 5);
         assert_eq!(
@@ -1157,6 +1225,23 @@ maps
             ("msync 0 1 0x10", Op::Msync { addr: 0, len: 1, flags: 16 }, "msync 0 1 0x10"),
             ("ftruncate f 0", Op::Ftruncate { name: "f".into(), size: 0 }, "ftruncate f 0"),
             (
+                "fill 0x200000000000 8192 0x5a",
+                Op::Fill { addr: 0x2000_0000_0000, len: 8192, byte: 0x5a },
+                "fill 0x200000000000 0x2000 90",
+            ),
+            ("fill 0 0 0", Op::Fill { addr: 0, len: 0, byte: 0 }, "fill 0 0 0"),
+            (
+                "fill 0x200000000123 0xffffffffffffffff 255",
+                Op::Fill { addr: 0x2000_0000_0123, len: u64::MAX, byte: 255 },
+                "fill 0x200000000123 0xffffffffffffffff 255",
+            ),
+            (
+                "check 0x200000000000 4096",
+                Op::Check { addr: 0x2000_0000_0000, len: 4096 },
+                "check 0x200000000000 0x1000",
+            ),
+            ("check 5 0", Op::Check { addr: 5, len: 0 }, "check 5 0"),
+            (
                 "ftruncate f 0x8000000000000000",
                 Op::Ftruncate { name: "f".into(), size: 1 << 63 },
                 "ftruncate f 0x8000000000000000",
@@ -1259,6 +1344,13 @@ maps
             ("mmap 0 4096 rw- private fd=a of=0", 1, "expected off=OFF"),
             ("mmap 0 4096 rw- private|anon 7", 1, "expected fd=FD"),
             ("touch 0 4096 x", 1, "r or w"),
+            ("fill 0 4096", 1, "missing BYTE"),
+            ("fill 0 4096 256", 1, "fill BYTE 0x100: not a byte"),
+            ("fill 0 4096 -1", 1, "fill BYTE"),
+            ("fill 0 4096 a", 1, "fill BYTE"),
+            ("fill 0 4096 1 2", 1, "extra argument"),
+            ("check 0", 1, "missing LEN"),
+            ("check 0 1 2", 1, "extra argument"),
             ("frob 1 2", 1, "unknown op"),
             ("brk 0xzz", 1, "number"),
             ("munmap 99999999999999999999999 1", 1, "number"),

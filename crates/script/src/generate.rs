@@ -26,11 +26,55 @@
 //! `mlock` (mlock, mlock2, munlock, and now and then mlockall/munlockall; MAP_LOCKED with `mmap_flags`),
 //! `msync`, `mseal`, `pkeys` (pkey_alloc, pkey_free, pkey_mprotect), `ftruncate` (to smaller, larger and
 //! refused sizes, and a third file declared with a huge or refused size), `mmap_flags` (every mmap flag and PROT bit, unknown bits included), `hints` (mremap
-//! NEWADDR without `fixed`) and `edges` (addresses around 0, mmap_min_addr, TASK_SIZE and 2^64, lengths near
+//! NEWADDR without `fixed`), `edges` (addresses around 0, mmap_min_addr, TASK_SIZE and 2^64, lengths near
 //! 2^64 and ranges that wrap, huge file offsets, unknown flag bits, descriptors that are not open, anonymous
-//! mappings with `fd=`/`off=`). The new calls take about 15% of the calls when every family is on, so the
-//! merge/split mix stays dominant. With every family off the generator draws exactly as it did before the
-//! families existed: the same seed gives the same script.
+//! mappings with `fd=`/`off=`) and `contents` (`fill` and `check` alone and in scenarios: below, "Page
+//! contents"). The calls of the first ten take about 15% of the calls when every family is on, `fill` and
+//! `check` about as many again (with their scenarios' other calls), so the merge/split mix stays dominant.
+//! With every family off the generator draws exactly as it did before the families existed: the same seed
+//! gives the same script. `contents` draws only when it is on, so switching it off gives the scripts of the
+//! generator before it existed, whatever the other switches.
+//!
+//! # Page contents
+//!
+//! The `contents` family writes and reads page contents with `fill` and `check` (the format reference,
+//! `crate::ast`, "Memory accesses"), so that a run compares bytes as well as results and maps. About 7% of
+//! the draws start one of its calls: a single fill or check of a range the shadow says is mapped (aligned or
+//! not; with the `edges` family sometimes at edge values, as `touch`), or a *scenario*, a short sequence of
+//! calls that follow one another in the script (queued, returned before any new draw; the script's last
+//! scenario may be cut short by its end). A scenario's range is half the time a fresh `rw-` mapping made for
+//! it (private or shared, anonymous or of a file), else one the shadow already has, whatever its protection
+//! (so fills fault too). The scenarios:
+//!
+//! - copy-on-write across `fork` (with [`GenConfig::fork`]): fill, fork, check in the child, fill part of
+//!   the range, check; sometimes a second fork and check. `fork` continues the script in the child and the
+//!   parent only waits (the kernel runner, `vmspace_linux::replay`), so what the parent sees after a fork is
+//!   not observable: a scenario checks the child's view of the parent's bytes and the child's own copies;
+//! - a shared and a private mapping of the same file pages: the private one reads the shared one's bytes
+//!   until it writes a page of its own;
+//! - fill, drop pages, check: DONTNEED and FREE (sometimes with a write after it), and with the `advice`
+//!   family REMOVE, DONTNEED_LOCKED, COLD, PAGEOUT;
+//! - fill, then mremap: a move with `maymove|fixed` (sometimes `dontunmap`), a growth in place, a growth
+//!   that moves; check the new place and the old;
+//! - fill, WIPEONFORK / DONTFORK / KEEPONFORK / DOFORK, fork, check;
+//! - a file mapping filled; with the `ftruncate` family the file shrunk to inside the range, checked
+//!   (SIGBUS beyond the end), written beyond the end, grown back to at least its old size, checked;
+//! - a growsdown mapping with free pages below it, touched and filled below (the stack grows), checked over
+//!   the grown range;
+//! - fill, mprotect part of the range `r--`, `r-x` or `---`, fill again (SIGSEGV at that part), check,
+//!   mprotect back to `rw-`, fill, check;
+//! - fill, `touch w`, check (a touch keeps the bytes).
+//!
+//! Every scenario's calls are ordinary calls: the shadow follows them as it follows the rest.
+//!
+//! What the live kernel answers must not depend on chance. Lazily freeable pages (MADV_FREE'd and not
+//! written since, or the pages of a MAP_DROPPABLE mapping) keep their bytes until reclaim discards them;
+//! MADV_PAGEOUT discards those it finds, and which it finds depends on the CPU the earlier calls ran on
+//! (per-CPU LRU batches that `mm/madvise.c: madvise_pageout`'s `lru_add_drain` empties on its own CPU
+//! only). So with the family on, once a generated call may have left such pages (any MADV_FREE, any
+//! droppable mapping), every later PAGEOUT becomes COLD (which moves pages between LRU lists and changes no
+//! byte). Memory pressure could still reclaim lazily free pages during a run; the differential runs assume
+//! none (a short script on a machine with free memory), as the engine does.
 //!
 //! Edge values never make a script reach the kernel runner's own memory (which its guard would refuse): a
 //! range that covers most of the address space is given only to calls the kernel refuses or that stop at the
@@ -82,6 +126,9 @@ pub struct Families {
     pub hints: bool,
     /// Edge addresses, lengths, offsets and flag bits; descriptors that are not open; anon mappings with fd=.
     pub edges: bool,
+    /// Page contents: `fill` and `check` around fork, copy-on-write, DONTNEED/FREE/REMOVE, mremap moves,
+    /// WIPEONFORK/DONTFORK, shared and private mappings of one file, ftruncate, stack growth (module docs).
+    pub contents: bool,
 }
 
 impl Families {
@@ -97,6 +144,7 @@ impl Families {
         mmap_flags: true,
         hints: true,
         edges: true,
+        contents: true,
     };
     /// Every family off: the base mix only.
     pub const NONE: Families = Families {
@@ -110,9 +158,10 @@ impl Families {
         mmap_flags: false,
         hints: false,
         edges: false,
+        contents: false,
     };
     /// The families' names, as [`Families::set`] takes them.
-    pub const NAMES: [&'static str; 10] = [
+    pub const NAMES: [&'static str; 11] = [
         "exec_prot",
         "advice",
         "mlock",
@@ -123,6 +172,7 @@ impl Families {
         "mmap_flags",
         "hints",
         "edges",
+        "contents",
     ];
 
     fn slot(&mut self, name: &str) -> Option<&mut bool> {
@@ -137,6 +187,7 @@ impl Families {
             "mmap_flags" => &mut self.mmap_flags,
             "hints" => &mut self.hints,
             "edges" => &mut self.edges,
+            "contents" => &mut self.contents,
             _ => return None,
         })
     }
@@ -198,7 +249,8 @@ type FamilyCall = fn(&mut Gen) -> Op;
 /// (module docs): the guard refuses a range the kernel would act on that covers the runner's own memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Reach {
-    /// Small lengths only (touch: it walks its range page by page).
+    /// Small lengths only (touch, fill, check: they walk their ranges page by page, and a write of a huge
+    /// range would reach the runner's memory).
     Small,
     /// Every mapping of the range is acted on (madvise, msync): no huge lengths below TASK_SIZE.
     Every,
@@ -235,6 +287,11 @@ struct Gen {
     next_seg: u32,
     /// (name, size in pages) of the declared files.
     files: Vec<(String, u64)>,
+    /// The calls still to come of a multi-call scenario (the `contents` family), returned before any new draw.
+    pending: std::collections::VecDeque<Op>,
+    /// Whether a call so far may have left lazily freeable pages (MADV_FREE, a droppable mapping): from then
+    /// on, with the `contents` family on, PAGEOUT becomes COLD (module docs, "Page contents").
+    lazy_free: bool,
 }
 
 impl Gen {
@@ -792,6 +849,359 @@ impl Gen {
         Op::Ftruncate { name: self.files[fi].0.clone(), size }
     }
 
+    // ----- the `contents` family (module docs, "Page contents") -----
+
+    /// A byte for `fill`: mostly non-zero (zero is what fresh pages hold), any value.
+    fn byte(&mut self) -> u8 {
+        if self.rng.random_bool(0.1) { 0 } else { self.rng.random_range(1..=255) }
+    }
+
+    /// A byte range for `fill` and `check` over what the shadow says is mapped: page-aligned mostly,
+    /// sometimes starting or ending inside a page.
+    fn access_range(&mut self) -> (u64, u64) {
+        let (p, n) = self.target_range();
+        let (mut addr, mut len) = (self.addr(p), n * PAGE);
+        if self.rng.random_bool(0.2) {
+            let cut = self.rng.random_range(1..PAGE);
+            addr += cut;
+            len -= cut;
+        }
+        if self.rng.random_bool(0.2) {
+            len -= self.rng.random_range(0..PAGE.min(len));
+        }
+        (addr, len)
+    }
+
+    /// A range a scenario fills and follows, with the calls that fill it: half the time a fresh writable
+    /// mapping made for it (`fixed` at a place [`Gen::map_page`] picks: private or shared, anonymous or of a
+    /// file), else a probable VMA of the shadow (a segment) or any [`Gen::target_range`], whatever its
+    /// protection. Returns the calls (an optional mmap, then a fill of the whole range), the first page and the
+    /// pages.
+    fn filled_source(&mut self, b: u8) -> (Vec<Op>, u64, u64) {
+        let mut v = Vec::new();
+        let (p, n) = if self.rng.random_bool(0.5) {
+            let n = self.rng.random_range(1..=6u64);
+            let p = self.map_page(n);
+            let (flags, file) = match self.rng.random_range(0..10) {
+                0..=5 => (MapFlags::PRIVATE | MapFlags::ANONYMOUS, None),
+                6 | 7 => (MapFlags::SHARED | MapFlags::ANONYMOUS, None),
+                k => {
+                    let fi = self.rng.random_range(0..self.files.len());
+                    let off_page = self.rng.random_range(0..self.files[fi].1.max(1));
+                    self.set(p, n, |i| Slot::File(fi, off_page + i));
+                    let ty = if k == 8 { MapFlags::PRIVATE } else { MapFlags::SHARED };
+                    (ty, Some((Fd::Name(self.files[fi].0.clone()), off_page * PAGE)))
+                }
+            };
+            if file.is_none() {
+                self.set(p, n, |_| Slot::Anon);
+            }
+            let addr = self.addr(p);
+            v.push(Op::Mmap { addr, len: n * PAGE, prot: Prot::RW, flags: flags | MapFlags::FIXED, file });
+            (p, n)
+        } else {
+            let segs = self.segments();
+            if segs.is_empty() || self.rng.random_bool(0.3) {
+                self.target_range()
+            } else {
+                segs[self.rng.random_range(0..segs.len())]
+            }
+        };
+        v.push(Op::Fill { addr: self.addr(p), len: n * PAGE, byte: b });
+        (v, p, n)
+    }
+
+    /// A sub-range of `n` pages from `p`, as (first page, pages): the head, the tail or the middle.
+    fn sub_pages(&mut self, p: u64, n: u64) -> (u64, u64) {
+        let k = self.rng.random_range(1..=n.max(1));
+        match self.rng.random_range(0..3) {
+            0 => (p, k),
+            1 => (p + n - k.min(n), k.min(n)),
+            _ => {
+                let a = self.rng.random_range(0..n.max(1));
+                (p + a, k.min(n - a).max(1))
+            }
+        }
+    }
+
+    /// One call of the `contents` family: a `fill` or a `check`, or the first call of a scenario whose other
+    /// calls follow (`pending`). Calls that need another family (ftruncate; REMOVE, DONTNEED_LOCKED, COLD,
+    /// PAGEOUT) or `fork` appear only when it is on.
+    fn contents_call(&mut self) -> Op {
+        let b = self.byte();
+        let mut seq: Vec<Op> = match self.rng.random_range(0..24) {
+            0..=3 => {
+                let (addr, len) = self.access_range();
+                vec![Op::Fill { addr, len, byte: b }]
+            }
+            4..=7 => {
+                let (addr, len) = self.access_range();
+                vec![Op::Check { addr, len }]
+            }
+            8 | 9 => self.fork_copies(b),
+            10 | 11 => self.file_pair(b),
+            12 | 13 => self.drop_pages(b),
+            14 | 15 => self.remap_filled(b),
+            16 => self.fork_advice(b),
+            17 | 18 => self.truncate_cycle(b),
+            19 | 20 => self.below_growsdown(b),
+            21 | 22 => self.protect_then_write(b),
+            _ => {
+                // touch w keeps the bytes.
+                let (addr, len) = self.access_range();
+                vec![
+                    Op::Fill { addr, len, byte: b },
+                    Op::Touch { addr, len, write: true },
+                    Op::Check { addr, len },
+                ]
+            }
+        };
+        let first = seq.remove(0);
+        self.pending.extend(seq);
+        first
+    }
+
+    /// Copy-on-write across fork: fill, `fork` (with [`GenConfig::fork`]), then in the child check (the
+    /// parent's bytes), fill part of the range (the child's own copies; a shared mapping's object) and check
+    /// again; sometimes a second fork whose child checks the first child's bytes.
+    fn fork_copies(&mut self, b: u8) -> Vec<Op> {
+        let (mut v, p, n) = self.filled_source(b);
+        let (addr, len) = (self.addr(p), n * PAGE);
+        let (a2, l2) = {
+            let (sp, sn) = self.sub_pages(p, n);
+            let (mut a, mut l) = (self.addr(sp), sn * PAGE);
+            if self.rng.random_bool(0.3) {
+                a += self.rng.random_range(1..PAGE);
+                l -= self.rng.random_range(PAGE / 2..PAGE);
+            }
+            (a, l)
+        };
+        let b2 = self.byte();
+        if self.cfg.fork {
+            v.push(Op::Fork);
+        }
+        v.extend([
+            Op::Check { addr, len },
+            Op::Fill { addr: a2, len: l2, byte: b2 },
+            Op::Check { addr, len },
+        ]);
+        if self.cfg.fork && self.rng.random_bool(0.3) {
+            v.extend([Op::Fork, Op::Check { addr, len }]);
+        }
+        v
+    }
+
+    /// A shared and a private mapping of the same pages of one file: the private one reads the shared one's
+    /// bytes until it writes a page of its own.
+    fn file_pair(&mut self, b: u8) -> Vec<Op> {
+        let fi = self.rng.random_range(0..self.files.len());
+        let (name, file_pages) = self.files[fi].clone();
+        let n = self.rng.random_range(1..=4u64);
+        let off_page = self.rng.random_range(0..file_pages.saturating_sub(n).max(1));
+        let (p1, p2) = (self.map_page(n), self.map_page(n));
+        let (a1, a2, len) = (self.addr(p1), self.addr(p2), n * PAGE);
+        self.set(p1, n, |i| Slot::File(fi, off_page + i));
+        self.set(p2, n, |i| Slot::File(fi, off_page + i));
+        let file = Some((Fd::Name(name), off_page * PAGE));
+        let map = |addr, flags| Op::Mmap {
+            addr,
+            len,
+            prot: Prot::RW,
+            flags: flags | MapFlags::FIXED,
+            file: file.clone(),
+        };
+        let (b2, b3) = (self.byte(), self.byte());
+        let part = self.rng.random_range(1..=n) * PAGE;
+        vec![
+            map(a1, MapFlags::SHARED),
+            map(a2, MapFlags::PRIVATE),
+            Op::Fill { addr: a1, len, byte: b },
+            Op::Check { addr: a2, len },
+            Op::Fill { addr: a2, len: part, byte: b2 },
+            Op::Fill { addr: a1, len, byte: b3 },
+            Op::Check { addr: a2, len },
+            Op::Check { addr: a1, len },
+        ]
+    }
+
+    /// fill, drop some of the pages, check: DONTNEED and FREE, and with the `advice` family REMOVE,
+    /// DONTNEED_LOCKED, COLD and PAGEOUT (which becomes COLD once pages may be lazily free: module docs).
+    /// After FREE, now and then a write to part of the range first (a written page is no longer free).
+    fn drop_pages(&mut self, b: u8) -> Vec<Op> {
+        let (mut v, p, n) = self.filled_source(b);
+        let (sp, sn) = if self.rng.random_bool(0.5) { (p, n) } else { self.sub_pages(p, n) };
+        let (addr, len) = (self.addr(sp), sn * PAGE);
+        // FREE, whose pages keep their bytes until written or reclaimed, more often than the others.
+        let mut advice = vec![Advice::DONTNEED, Advice::DONTNEED, Advice::FREE, Advice::FREE, Advice::FREE];
+        if self.cfg.families.advice {
+            advice.extend([Advice::REMOVE, Advice::DONTNEED_LOCKED, Advice::COLD, Advice::PAGEOUT]);
+        }
+        let advice = advice[self.rng.random_range(0..advice.len())];
+        v.push(Op::Madvise { addr, len, advice });
+        if advice == Advice::FREE && self.rng.random_bool(0.5) {
+            let (wp, wn) = self.sub_pages(sp, sn);
+            let b2 = self.byte();
+            v.push(Op::Fill {
+                addr: self.addr(wp),
+                len: wn * PAGE - self.rng.random_range(0..PAGE),
+                byte: b2,
+            });
+        }
+        v.push(Op::Check { addr: self.addr(p), len: n * PAGE });
+        v
+    }
+
+    /// fill, then mremap and check the new and the old place: a move (`maymove|fixed`, sometimes
+    /// `dontunmap`, which leaves the old range mapped and empty), a growth in place, or a growth that moves.
+    fn remap_filled(&mut self, b: u8) -> Vec<Op> {
+        let (mut v, p, n) = self.filled_source(b);
+        let (addr, len) = (self.addr(p), n * PAGE);
+        let first = self.grid.get(p as usize).copied().unwrap_or(Slot::Anon);
+        let grown = |g: &mut Gen, at: u64, pages: u64| {
+            g.set(at, pages, |i| match first {
+                Slot::File(f, fp) => Slot::File(f, fp + i),
+                _ => Slot::Anon,
+            })
+        };
+        let shape = self.rng.random_range(0..5);
+        let (new_len, flags, new_addr) = match shape {
+            0 | 1 => {
+                let mut flags = MremapFlags::MAYMOVE | MremapFlags::FIXED;
+                if self.rng.random_bool(0.5) {
+                    flags |= MremapFlags::DONTUNMAP;
+                }
+                (len, flags, Some(self.map_page(n)))
+            }
+            2 | 3 => (len + self.rng.random_range(1..=3) * PAGE, MremapFlags::empty(), None),
+            _ => {
+                let grow = self.rng.random_range(1..=3);
+                (len + grow * PAGE, MremapFlags::MAYMOVE | MremapFlags::FIXED, Some(self.map_page(n + grow)))
+            }
+        };
+        let new_pages = new_len / PAGE;
+        let check_at = match new_addr {
+            Some(dst) => {
+                if !flags.contains(MremapFlags::DONTUNMAP) {
+                    self.set(p, n, |_| Slot::Free);
+                }
+                grown(self, dst, new_pages);
+                self.addr(dst)
+            }
+            None => {
+                grown(self, p, new_pages);
+                addr
+            }
+        };
+        v.extend([
+            Op::Mremap { addr, old_len: len, new_len, flags, new_addr: new_addr.map(|d| self.addr(d)) },
+            Op::Check { addr: check_at, len: new_len },
+        ]);
+        if new_addr.is_some() {
+            v.push(Op::Check { addr, len });
+        }
+        v
+    }
+
+    /// fill, WIPEONFORK / KEEPONFORK / DONTFORK / DOFORK, `fork` (with [`GenConfig::fork`]), check in the
+    /// child: zeros, the bytes, or no mapping.
+    fn fork_advice(&mut self, b: u8) -> Vec<Op> {
+        let (mut v, p, n) = self.filled_source(b);
+        let (sp, sn) = if self.rng.random_bool(0.5) { (p, n) } else { self.sub_pages(p, n) };
+        let advice = [Advice::WIPEONFORK, Advice::DONTFORK, Advice::KEEPONFORK, Advice::DOFORK]
+            [self.rng.random_range(0..4)];
+        v.push(Op::Madvise { addr: self.addr(sp), len: sn * PAGE, advice });
+        if self.cfg.fork {
+            v.push(Op::Fork);
+        }
+        v.push(Op::Check { addr: self.addr(p), len: n * PAGE });
+        v
+    }
+
+    /// A mapping of a file (shared mostly) filled; with the `ftruncate` family the file is then shrunk to
+    /// inside the range (pages wholly beyond the end are SIGBUS; the shrunk page's tail reads zeros), checked,
+    /// written beyond the end (SIGBUS), grown back to at least its old size, checked; else fill and check.
+    fn truncate_cycle(&mut self, b: u8) -> Vec<Op> {
+        let fi = self.rng.random_range(0..self.files.len());
+        let (name, file_pages) = self.files[fi].clone();
+        let n = self.rng.random_range(1..=4u64);
+        let p = self.map_page(n);
+        let (addr, len) = (self.addr(p), n * PAGE);
+        self.set(p, n, |i| Slot::File(fi, i));
+        let flags = if self.rng.random_bool(0.7) { MapFlags::SHARED } else { MapFlags::PRIVATE };
+        let mut v = vec![
+            Op::Mmap {
+                addr,
+                len,
+                prot: Prot::RW,
+                flags: flags | MapFlags::FIXED,
+                file: Some((Fd::Name(name.clone()), 0)),
+            },
+            Op::Fill { addr, len, byte: b },
+        ];
+        if self.cfg.families.ftruncate {
+            let small = self.rng.random_range(0..len);
+            let big = (file_pages.max(n) + self.rng.random_range(0..3)) * PAGE;
+            self.files[fi].1 = big / PAGE;
+            let b2 = self.byte();
+            v.extend([
+                Op::Ftruncate { name: name.clone(), size: small },
+                Op::Check { addr, len },
+                Op::Fill { addr: addr + small, len: len - small, byte: b2 },
+                Op::Ftruncate { name, size: big },
+            ]);
+        }
+        v.push(Op::Check { addr, len });
+        v
+    }
+
+    /// A growsdown mapping with free pages below it, then accesses just below it (the stack grows) and a
+    /// check of the grown range; where the grid has no room below, at a place the shadow picks (growth may
+    /// then fail: a neighbour within the stack guard gap).
+    fn below_growsdown(&mut self, b: u8) -> Vec<Op> {
+        let n = self.rng.random_range(1..=2u64);
+        let lowest = (0..self.cfg.grid_pages).find(|&q| self.grid[q as usize] != Slot::Free);
+        let room = lowest.unwrap_or(self.cfg.grid_pages);
+        let p = if room >= n + 3 { self.rng.random_range(3..=room - n) } else { self.map_page(n).max(3) };
+        let prot = [Prot::RW, Prot::RW, Prot::R, Prot::NONE, Prot::RWX][self.rng.random_range(0..5)];
+        let below = self.rng.random_range(1..=3u64);
+        self.set(p - below, n + below, |_| Slot::Anon);
+        let addr = self.addr(p);
+        let write = self.rng.random_bool(0.5);
+        vec![
+            Op::Mmap {
+                addr,
+                len: n * PAGE,
+                prot,
+                flags: MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED | MapFlags::GROWSDOWN,
+                file: None,
+            },
+            Op::Touch { addr: addr - below * PAGE, len: 1, write },
+            Op::Fill { addr: addr - PAGE, len: PAGE, byte: b },
+            Op::Check { addr: addr - below * PAGE, len: (n + below) * PAGE },
+        ]
+    }
+
+    /// fill, mprotect part of the range read-only (or `r-x`, `---`), fill again (SIGSEGV at the first page
+    /// it cannot write, the pages before it written), check, mprotect back to `rw-`, fill part, check.
+    fn protect_then_write(&mut self, b: u8) -> Vec<Op> {
+        let (mut v, p, n) = self.filled_source(b);
+        let (sp, sn) = self.sub_pages(p, n);
+        self.reshape(sp, sn);
+        let prot = [Prot::R, Prot::R, Prot::RX, Prot::NONE][self.rng.random_range(0..4)];
+        let (addr, len) = (self.addr(p), n * PAGE);
+        let (b2, b3) = (self.byte(), self.byte());
+        let (wa, wl) = self.access_range();
+        v.extend([
+            Op::Mprotect { addr: self.addr(sp), len: sn * PAGE, prot },
+            Op::Fill { addr, len, byte: b2 },
+            Op::Check { addr, len },
+            Op::Mprotect { addr: self.addr(sp), len: sn * PAGE, prot: Prot::RW },
+            Op::Fill { addr: wa, len: wl, byte: b3 },
+            Op::Check { addr, len },
+        ]);
+        v
+    }
+
     /// The calls of the enabled families, with their weights.
     fn family_calls(&self) -> Vec<(u32, FamilyCall)> {
         let f = self.cfg.families;
@@ -815,6 +1225,44 @@ impl Gen {
     }
 
     fn call(&mut self) -> Op {
+        let op = self.draw();
+        self.no_pageout_of_lazily_free(op)
+    }
+
+    /// The reclaim rule of the `contents` family (module docs, "Page contents"): once a call may have left
+    /// lazily freeable pages, PAGEOUT becomes COLD while the family is on. It draws nothing, and changes
+    /// nothing with the family off.
+    fn no_pageout_of_lazily_free(&mut self, op: Op) -> Op {
+        match op {
+            Op::Madvise { addr, len, advice }
+                if advice == Advice::PAGEOUT && self.lazy_free && self.cfg.families.contents =>
+            {
+                Op::Madvise { addr, len, advice: Advice::COLD }
+            }
+            Op::Madvise { advice, .. } if advice == Advice::FREE => {
+                self.lazy_free = true;
+                op
+            }
+            Op::Mmap { flags, .. } if flags & MapFlags::TYPE == MapFlags::DROPPABLE => {
+                self.lazy_free = true;
+                op
+            }
+            op => op,
+        }
+    }
+
+    fn draw(&mut self) -> Op {
+        if let Some(op) = self.pending.pop_front() {
+            return op;
+        }
+        // The `contents` scenarios draw apart from the other families (and only when on: with it off the
+        // draws are those of the generator before it existed). A single fill or check takes edge values as
+        // the other calls do; a scenario keeps its ranges.
+        if self.cfg.families.contents && self.rng.random_bool(0.07) {
+            let op = self.contents_call();
+            let edge = self.pending.is_empty() && self.cfg.families.edges && self.rng.random_bool(0.06);
+            return if edge { self.edge(op) } else { op };
+        }
         let family = self.family_calls();
         let op = if !family.is_empty() && self.rng.random_bool(0.15) {
             let total: u32 = family.iter().map(|(w, _)| w).sum();
@@ -955,6 +1403,14 @@ impl Gen {
                 let (addr, len) = self.edge_range(addr, Reach::Small);
                 Op::Touch { addr, len, write }
             }
+            Op::Fill { addr, byte, .. } => {
+                let (addr, len) = self.edge_range(addr, Reach::Small);
+                Op::Fill { addr, len, byte }
+            }
+            Op::Check { addr, .. } => {
+                let (addr, len) = self.edge_range(addr, Reach::Small);
+                Op::Check { addr, len }
+            }
             Op::Mremap { addr, old_len, new_len, flags, new_addr } => match self.rng.random_range(0..4) {
                 0 => {
                     let (addr, old_len) = self.edge_range(addr, Reach::Bounded);
@@ -1035,6 +1491,8 @@ pub fn generate(seed: u64, cfg: &GenConfig) -> Script {
         seg: vec![0; grid_pages as usize],
         next_seg: 0,
         files: vec![("f0".into(), grid_pages), ("f1".into(), 8)],
+        pending: Default::default(),
+        lazy_free: false,
     };
     let mut ops: Vec<Op> =
         g.files.iter().map(|(n, pages)| Op::File { name: n.clone(), size: pages * PAGE }).collect();
@@ -1237,6 +1695,11 @@ mod tests {
             &|o| matches!(o, Op::Mmap { flags, file: Some(_), .. } if flags.contains(MapFlags::ANONYMOUS)),
         );
         has("unknown mremap bits", &|o| matches!(o, Op::Mremap { flags, .. } if flags.bits() > 7));
+        // contents
+        has("fill", &|o| matches!(o, Op::Fill { .. }));
+        has("fill unaligned", &|o| matches!(o, Op::Fill { addr, .. } if addr % PAGE != 0));
+        has("check", &|o| matches!(o, Op::Check { .. }));
+        has("check unaligned", &|o| matches!(o, Op::Check { len, .. } if len % PAGE != 0));
         // Every generated script parses back, and never asks for what the kernel runner refuses outright.
         for seed in 0..60 {
             let s = generate(seed, &cfg);
@@ -1276,11 +1739,178 @@ mod tests {
         assert!(mmaps * 100 / calls >= 20, "{mmaps} mmap of {calls}");
     }
 
+    /// The scripts of seeds `0..40` of `cfg`, without their `maps` ops.
+    fn call_lists(cfg: &GenConfig) -> Vec<Vec<Op>> {
+        (0..40)
+            .map(|seed| {
+                generate(seed, cfg).lines.into_iter().map(|l| l.op).filter(|o| *o != Op::Maps).collect()
+            })
+            .collect()
+    }
+
+    /// The `contents` scenarios (module docs, "Page contents") all appear, as consecutive calls.
+    #[test]
+    fn contents_scenarios_are_generated() {
+        let cfg = GenConfig { calls: 200, fork: true, ..GenConfig::default() };
+        let scripts = call_lists(&cfg);
+        let has = |what: &str, n: usize, f: &dyn Fn(&[Op]) -> bool| {
+            assert!(scripts.iter().any(|s| s.windows(n).any(f)), "never generated: {what}");
+        };
+        has("fresh mapping, fill", 2, &|w| {
+            matches!(w, [Op::Mmap { addr, len, prot: Prot::RW, flags, .. }, Op::Fill { addr: a, len: l, .. }]
+                if flags.contains(MapFlags::FIXED) && (addr, len) == (a, l))
+        });
+        has("fill, fork, check, fill, check", 5, &|w| {
+            matches!(w, [Op::Fill { addr, .. }, Op::Fork, Op::Check { addr: c, .. }, Op::Fill { .. }, Op::Check { .. }]
+                if addr == c)
+        });
+        has(
+            "a second fork and check",
+            3,
+            &|w| matches!(w, [Op::Check { addr, .. }, Op::Fork, Op::Check { addr: c, .. }] if addr == c),
+        );
+        has("shared and private mappings of one file", 4, &|w| {
+            matches!(w, [Op::Mmap { flags: f1, file: Some((x, o1)), .. }, Op::Mmap { flags: f2, file: Some((y, o2)), .. }, Op::Fill { .. }, Op::Check { .. }]
+                if f1.contains(MapFlags::SHARED) && f2.contains(MapFlags::PRIVATE) && x == y && o1 == o2)
+        });
+        for advice in [
+            Advice::DONTNEED,
+            Advice::FREE,
+            Advice::REMOVE,
+            Advice::DONTNEED_LOCKED,
+            Advice::COLD,
+            Advice::PAGEOUT,
+        ] {
+            has(
+                &format!("fill, {advice:?}, check"),
+                3,
+                &|w| matches!(w, [Op::Fill { .. }, Op::Madvise { advice: a, .. }, Op::Check { .. }] if *a == advice),
+            );
+        }
+        has("fill, free, fill, check", 4, &|w| {
+            matches!(
+                w,
+                [
+                    Op::Fill { .. },
+                    Op::Madvise { advice: Advice::FREE, .. },
+                    Op::Fill { .. },
+                    Op::Check { .. }
+                ]
+            )
+        });
+        let remap = |w: &[Op], f: &dyn Fn(u64, u64, MremapFlags) -> bool| matches!(w, [Op::Fill { .. }, Op::Mremap { old_len, new_len, flags, .. }, Op::Check { .. }] if f(*old_len, *new_len, *flags));
+        has("mremap move", 3, &|w| {
+            remap(w, &|o, n, f| o == n && f == MremapFlags::MAYMOVE | MremapFlags::FIXED)
+        });
+        has("mremap move with dontunmap", 3, &|w| remap(w, &|_, _, f| f.contains(MremapFlags::DONTUNMAP)));
+        has("mremap growth in place", 3, &|w| remap(w, &|o, n, f| n > o && f.is_empty()));
+        has("mremap growth that moves", 3, &|w| remap(w, &|o, n, f| n > o && f.contains(MremapFlags::FIXED)));
+        for advice in [Advice::WIPEONFORK, Advice::DONTFORK, Advice::KEEPONFORK, Advice::DOFORK] {
+            has(
+                &format!("fill, {advice:?}, fork, check"),
+                4,
+                &|w| matches!(w, [Op::Fill { .. }, Op::Madvise { advice: a, .. }, Op::Fork, Op::Check { .. }] if *a == advice),
+            );
+        }
+        has("ftruncate shrinking, check, write beyond the end, growing back", 4, &|w| {
+            matches!(w, [Op::Ftruncate { size: a, .. }, Op::Check { .. }, Op::Fill { .. }, Op::Ftruncate { size: b, .. }]
+                if a < b)
+        });
+        has("touch below a growsdown mapping", 4, &|w| {
+            matches!(w, [Op::Mmap { addr, flags, .. }, Op::Touch { addr: t, .. }, Op::Fill { .. }, Op::Check { addr: c, .. }]
+                if flags.contains(MapFlags::GROWSDOWN) && t < addr && t == c)
+        });
+        for prot in [Prot::R, Prot::RX, Prot::NONE] {
+            has(&format!("mprotect {prot:?}, fill, check, mprotect rw-"), 4, &|w| {
+                matches!(w, [Op::Mprotect { prot: p, .. }, Op::Fill { .. }, Op::Check { .. }, Op::Mprotect { prot: Prot::RW, .. }]
+                    if *p == prot)
+            });
+        }
+        has(
+            "fill, touch w, check",
+            3,
+            &|w| matches!(w, [Op::Fill { addr, .. }, Op::Touch { addr: t, write: true, .. }, Op::Check { addr: c, .. }] if addr == t && t == c),
+        );
+        has(
+            "a fill at an edge address",
+            1,
+            &|w| matches!(w, [Op::Fill { addr, .. } | Op::Check { addr, .. }] if !Arena::default().contains(*addr)),
+        );
+        // Without fork, no scenario forks.
+        let nofork = GenConfig { fork: false, ..cfg };
+        assert!(!call_lists(&nofork).iter().flatten().any(|o| *o == Op::Fork));
+    }
+
+    /// Each seed's script has the family's calls, parses back, and is the same script every time; the family
+    /// takes a minority of the calls.
+    #[test]
+    fn contents_scripts_per_seed() {
+        for fork in [false, true] {
+            let cfg = GenConfig { calls: 200, fork, ..GenConfig::default() };
+            let (mut calls, mut contents) = (0, 0);
+            for seed in 0..100 {
+                let s = generate(seed, &cfg);
+                assert_eq!(s, generate(seed, &cfg), "seed {seed}");
+                assert_eq!(Script::parse(&s.to_text()).unwrap(), s, "seed {seed}");
+                let ops: Vec<&Op> = s
+                    .lines
+                    .iter()
+                    .map(|l| &l.op)
+                    .filter(|o| !matches!(o, Op::File { .. } | Op::Maps))
+                    .collect();
+                let n = ops.iter().filter(|o| matches!(o, Op::Fill { .. } | Op::Check { .. })).count();
+                assert!(n > 0, "seed {seed}: no fill or check");
+                assert!(ops.iter().any(|o| matches!(o, Op::Check { .. })), "seed {seed}: no check");
+                calls += ops.len();
+                contents += n;
+            }
+            let share = contents * 100 / calls;
+            assert!((5..=20).contains(&share), "fill and check are {share}% of the calls");
+        }
+        // Switching the family off changes nothing else: the same seed's draws are those of a generator
+        // without it (the other families' tests pin that generator).
+        let off = Families { contents: false, ..Families::ALL };
+        let a = generate(9, &GenConfig { families: off, ..GenConfig::default() });
+        assert!(!a.lines.iter().any(|l| matches!(l.op, Op::Fill { .. } | Op::Check { .. })));
+    }
+
+    /// The reclaim rule (module docs, "Page contents"): with the family on, no PAGEOUT after a call that may
+    /// have left lazily freeable pages; with it off the advice is left alone.
+    #[test]
+    fn no_pageout_once_pages_may_be_lazily_free() {
+        let lazy = |o: &Op| {
+            matches!(o, Op::Madvise { advice: Advice::FREE, .. })
+                || matches!(o, Op::Mmap { flags, .. } if *flags & MapFlags::TYPE == MapFlags::DROPPABLE)
+        };
+        let pageout = |o: &Op| matches!(o, Op::Madvise { advice: Advice::PAGEOUT, .. });
+        let cfg = GenConfig { calls: 200, ..GenConfig::default() };
+        let (mut before, mut seen_lazy) = (0, 0);
+        for s in call_lists(&cfg) {
+            let first = s.iter().position(lazy);
+            if let Some(i) = first {
+                seen_lazy += 1;
+                assert!(!s[i..].iter().any(pageout), "PAGEOUT after {}", s[i]);
+            }
+            before += s[..first.unwrap_or(s.len())].iter().filter(|o| pageout(o)).count();
+        }
+        assert!(
+            seen_lazy > 0 && before > 0,
+            "{seen_lazy} scripts with lazily free pages, {before} PAGEOUTs before"
+        );
+        // Without the family, PAGEOUT after FREE stays (the generator's draws do not change).
+        let off = GenConfig { families: Families { contents: false, ..Families::ALL }, ..cfg };
+        assert!(
+            call_lists(&off)
+                .iter()
+                .any(|s| s.iter().position(lazy).is_some_and(|i| s[i..].iter().any(pageout)))
+        );
+    }
+
     /// Each switch removes its family and nothing else changes kind.
     #[test]
     fn each_switch_removes_its_family() {
         type Check = fn(&Op) -> bool;
-        let checks: [(&str, Check); 10] = [
+        let checks: [(&str, Check); 11] = [
             (
                 "exec_prot",
                 |o| matches!(o, Op::Mmap { prot, .. } | Op::Mprotect { prot, .. } if *prot == Prot::EXEC || *prot == Prot::WRITE | Prot::EXEC),
@@ -1314,6 +1944,7 @@ mod tests {
                 "edges",
                 |o| matches!(o, Op::Munmap { addr, .. } | Op::Touch { addr, .. } if !Arena::default().contains(*addr)),
             ),
+            ("contents", |o| matches!(o, Op::Fill { .. } | Op::Check { .. })),
         ];
         for (name, check) in checks {
             let mut fam = Families::ALL;
@@ -1350,7 +1981,11 @@ mod tests {
         for op in ops(&cfg, 0..200) {
             let bad = match op {
                 // Every page of the range (no huge lengths unless above TASK_SIZE or wrapping).
-                Op::Madvise { addr, len, .. } | Op::Msync { addr, len, .. } | Op::Touch { addr, len, .. } => {
+                Op::Madvise { addr, len, .. }
+                | Op::Msync { addr, len, .. }
+                | Op::Touch { addr, len, .. }
+                | Op::Fill { addr, len, .. }
+                | Op::Check { addr, len } => {
                     end_of(addr, len).is_some_and(|e| runner_space(addr & !(PAGE - 1), e))
                 }
                 // Bounded by TASK_SIZE.

@@ -31,6 +31,7 @@
 
 pub mod ast;
 pub mod generate;
+pub mod hash;
 pub mod minimise;
 pub mod output;
 pub mod run;
@@ -40,7 +41,8 @@ pub use ast::{
     MSYNC_FLAG_NAMES, Op, PKEY_RIGHTS_NAMES, PROT_FLAG_NAMES, ParseError, Script,
 };
 pub use generate::{Families, GenConfig, generate};
+pub use hash::{ContentHash, content_hash};
 pub use minimise::minimise;
 pub use output::{Arena, Difference, Entry, Output, Value, compare};
-pub use run::{Observed, Target, canonical_maps, run, run_in};
+pub use run::{AccessError, Observed, Target, canonical_maps, run, run_in};
 pub use vmspace_abi::{Advice, Errno, MapFlags, MremapFlags, Prot, TASK_SIZE};

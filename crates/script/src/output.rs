@@ -14,16 +14,19 @@
 //! * `<line>` is the op's 1-based line in the script, `<op>` its keyword.
 //! * `<value>`: for mmap, mremap and brk the resulting address in `0x` hex (`0x0` for address 0); for
 //!   pkey_alloc the key in decimal (`1`); for the other calls `0` on success; on failure `-E<NAME>`
-//!   (`-ENOMEM`; an errno without a name prints as `-E<number>`, `-E200`). A `touch` that cannot access a page
-//!   prints `-EFAULT <page>` with the address of the first page it could not access (pages before it were
-//!   touched).
+//!   (`-ENOMEM`; an errno without a name prints as `-E<number>`, `-E200`). A memory access (`touch`, `fill`,
+//!   `check`; `crate::ast`) that cannot access a page prints `-EFAULT <page>` with the address of the first
+//!   page it could not access (pages before it were accessed). A `check` that reads its whole range prints the
+//!   content hash as `0x` and exactly 16 lower-case hex digits (`0xcbf29ce484222325` for an empty range); a
+//!   `check` line's `0x` value is always a hash, never an address.
 //! * A result is the syscall's raw return value read as the kernel's ABI defines it (`include/linux/err.h`:
 //!   `IS_ERR_VALUE`, `MAX_ERRNO` = 4095): a value in the top 4 KiB of the 64-bit space, -4095..=-1, is an
 //!   error, never an address or a number. The kernel runner gets this from libc (which turns such returns into
 //!   -1 and `errno`); the driver applies the same rule to whatever a target returns
 //!   ([`Value::from_addr`], [`Value::from_num`]), so `0xfffffffffffffff2` from either side prints `-EFAULT`,
 //!   and no output holds an address or number in that range. The printed forms do not overlap: `0` is success,
-//!   a decimal number without leading zeros is a number result, `0x` hex an address, `-E` an error.
+//!   a decimal number without leading zeros is a number result, `0x` hex an address (a hash on a `check`
+//!   line), `-E` an error.
 //! * The maps lines are the kernel's `/proc/self/maps` text for every VMA that overlaps the arena, byte for
 //!   byte, with one canonicalisation so that the engine and the kernel compare: a mapping of a script file
 //!   (`fd=NAME`) prints device `00:00`, inode = the file's 1-based declaration number in the script, and name
@@ -39,7 +42,7 @@
 //! # Comparison
 //!
 //! Two outputs compare line by line. Lines must be identical, except that two address results (mmap, mremap,
-//! brk) are equal when **both** addresses lie outside the arena: where the kernel puts a refused hint or a
+//! brk) are equal when **both** addresses lie outside the arena (hashes are not addresses: they must be equal): where the kernel puts a refused hint or a
 //! moving mremap depends on the process's layout, not on the semantics under test. [`compare`] returns the
 //! first difference with the lines before it as context.
 
@@ -90,8 +93,10 @@ pub enum Value {
     Num(u64),
     /// Failure.
     Err(Errno),
-    /// `touch` could not access the page at this address.
+    /// A memory access (`touch`, `fill`, `check`) could not access the page at this address.
     Fault(u64),
+    /// The content hash a `check` read ([`crate::hash`]).
+    Hash(u64),
 }
 
 /// The first raw return value that is an error (-4095 as `u64`): `include/linux/err.h`, `MAX_ERRNO`.
@@ -133,6 +138,7 @@ impl fmt::Display for Value {
             Value::Num(v) => write!(f, "{v}"),
             Value::Err(e) => write!(f, "{e}"),
             Value::Fault(a) => write!(f, "{} {a:#x}", Errno::EFAULT),
+            Value::Hash(h) => write!(f, "{h:#018x}"),
         }
     }
 }
@@ -179,6 +185,18 @@ impl std::error::Error for OutputParseError {}
 
 fn parse_hex(s: &str) -> Option<u64> {
     u64::from_str_radix(s.strip_prefix("0x")?, 16).ok()
+}
+
+/// The keyword whose `0x` values are content hashes.
+const CHECK: &str = "check";
+
+/// A content hash as [`Value::Hash`] prints it: `0x` and exactly 16 lower-case hex digits.
+fn parse_hash(s: &str) -> Option<Value> {
+    let h = s.strip_prefix("0x")?;
+    if h.len() != 16 || !h.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+        return None;
+    }
+    u64::from_str_radix(h, 16).ok().map(Value::Hash)
 }
 
 /// A non-zero decimal number as [`Value::Num`] prints it: digits only, no leading zero.
@@ -243,7 +261,10 @@ impl Output {
                 .strip_prefix('L')
                 .and_then(|n| n.parse().ok())
                 .ok_or_else(|| err(format!("bad line tag {ln:?}")))?;
-            let value = if val == "0" {
+            let value = if op == CHECK && val.starts_with("0x") {
+                parse_hash(val)
+                    .ok_or_else(|| err(format!("bad hash {val:?} (0x and 16 lower-case hex digits)")))?
+            } else if val == "0" {
                 Value::Zero
             } else if let Some(v) = parse_decimal(val) {
                 Value::Num(v)
@@ -371,6 +392,45 @@ mod tests {
                 Entry::Maps(vec!["200000000000-200000001000 rw-p 00000000 00:00 0 ".into()]),
             ],
         }
+    }
+
+    #[test]
+    fn check_hashes_fill_faults_and_errors_round_trip() {
+        let o = Output {
+            entries: vec![
+                Entry::Call { line: 1, op: "check".into(), value: Value::Hash(0xcbf2_9ce4_8422_2325) },
+                Entry::Call { line: 2, op: "check".into(), value: Value::Hash(5) },
+                Entry::Call { line: 3, op: "check".into(), value: Value::Fault(0x2000_0000_3000) },
+                Entry::Call { line: 4, op: "check".into(), value: Value::Err(Errno::ENOSYS) },
+                Entry::Call { line: 5, op: "fill".into(), value: Value::Zero },
+                Entry::Call { line: 6, op: "fill".into(), value: Value::Fault(0x2000_0000_1000) },
+                Entry::Call { line: 7, op: "fill".into(), value: Value::Err(Errno::ENOSYS) },
+                // A check's 0x value is a hash even when it would fit an address in the arena.
+                Entry::Call { line: 8, op: "check".into(), value: Value::Hash(0x2000_0000_0000) },
+            ],
+        };
+        let text = o.render();
+        assert_eq!(
+            text,
+            "L1 check = 0xcbf29ce484222325\nL2 check = 0x0000000000000005\nL3 check = -EFAULT 0x200000003000\n\
+             L4 check = -ENOSYS\nL5 fill = 0\nL6 fill = -EFAULT 0x200000001000\nL7 fill = -ENOSYS\n\
+             L8 check = 0x0000200000000000\n"
+        );
+        assert_eq!(Output::parse(&text).unwrap(), o);
+        // Hashes compare exactly: two different hashes differ even "outside the arena".
+        let mut p = o.clone();
+        p.entries[0] = Entry::Call { line: 1, op: "check".into(), value: Value::Hash(0xcbf2_9ce4_8422_2326) };
+        let d = compare(&o, &p, Arena::default(), ("engine", "kernel")).unwrap();
+        assert_eq!(d.index, 0);
+        // Non-canonical hashes are refused; the same text on another op is an address.
+        for bad in ["L1 check = 0x5", "L1 check = 0xCBF29CE484222325", "L1 check = 0x0cbf29ce484222325"] {
+            let e = Output::parse(bad).unwrap_err();
+            assert!(e.reason.contains("bad hash"), "{bad}: {e}");
+        }
+        assert_eq!(
+            Output::parse("L1 mmap = 0x0000000000000005").unwrap().entries[0],
+            Entry::Call { line: 1, op: "mmap".into(), value: Value::Addr(5) }
+        );
     }
 
     #[test]

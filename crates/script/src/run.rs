@@ -13,6 +13,27 @@ use crate::ast::{Fd, Op, Script};
 use crate::output::{Arena, Entry, Output, Value};
 use vmspace_proc::{MapsLine, MapsName};
 
+/// Why a `fill` or `check` did not complete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AccessError {
+    /// The CPU could not access the page at this (page-aligned) address: the pages before it were accessed,
+    /// nothing at or after it was. Prints `-EFAULT <page>`.
+    Fault(u64),
+    /// The target cannot perform the op at all (a target without page contents answers `fill` and `check`
+    /// with ENOSYS). Prints `-E<NAME>`.
+    Errno(Errno),
+}
+
+impl AccessError {
+    /// The printed value.
+    pub fn value(self) -> Value {
+        match self {
+            AccessError::Fault(page) => Value::Fault(page),
+            AccessError::Errno(e) => Value::Err(e),
+        }
+    }
+}
+
 /// A system that executes op-script calls. One method per op; each returns what the Linux syscall would
 /// (the value on success, the errno on failure), and must leave the address space unchanged when it fails.
 ///
@@ -100,15 +121,30 @@ pub trait Target {
     /// success.
     fn msync(&mut self, addr: u64, len: u64, flags: u32) -> Result<u64, Errno>;
 
-    /// `touch ADDR LEN r|w`: access one byte in every page of `[addr & PAGE_MASK, addr + len)` in address
-    /// order with the rules of get_user_pages without FOLL_FORCE (what `process_vm_readv`/`writev` use):
-    /// a write needs VM_WRITE, a read needs VM_READ (so unlike an x86 CPU read, a read of a `-w-` page
-    /// fails), an unmapped page or a file page beyond the end of the file fails; faults have their usual side
-    /// effects (a write fault on a private VMA prepares its anon_vma). Returns `Ok(())` when every page was
-    /// accessed, or `Err(page)` with the page-aligned address of the first page that could not be (pages
-    /// before it have been accessed, with their faults' side effects; none after it). `len == 0` touches
-    /// nothing. Never kills the process (no SIGSEGV/SIGBUS).
+    /// `touch ADDR LEN r|w`: one user-mode CPU access to every page of `[addr & PAGE_MASK, addr + len)` (the
+    /// end saturating at 2^64) in address order, as an x86-64 CPU without protection keys makes it (the format
+    /// reference, `crate::ast`, "Memory accesses"): a write needs VM_WRITE and keeps the byte's value; a read
+    /// needs any of VM_READ, VM_WRITE, VM_EXEC (a `-w-` or `--x` page reads); a fault just below a
+    /// VM_GROWSDOWN VMA grows it (within the stack guard gap and rlimits) before the access is checked; an
+    /// unmapped page, a guard region (SIGSEGV) or a file page beyond the end of the file (SIGBUS) fails;
+    /// faults have their usual side effects (a write fault on a private VMA prepares its anon_vma). Returns
+    /// `Ok(())` when every page was accessed, or `Err(page)` with the page-aligned address of the first page
+    /// that could not be (pages before it have been accessed, with their faults' side effects; none after
+    /// it). `len == 0` touches nothing. Never kills the process (the kernel runner catches SIGSEGV/SIGBUS).
     fn touch(&mut self, addr: u64, len: u64, write: bool) -> Result<(), u64>;
+
+    /// `fill ADDR LEN BYTE`: the CPU writes `byte` to every byte of `[addr, addr + len)` (the end saturating
+    /// at 2^64), a page at a time in address order, with [`Target::touch`]'s write rules per page. Returns
+    /// `Ok(())`, or [`AccessError::Fault`] with the first page it could not write (the bytes of the pages
+    /// before it are written, none of it or after it), or [`AccessError::Errno`] when the target cannot fill
+    /// at all. `len == 0` writes nothing. A target must not allocate per byte of `len`.
+    fn fill(&mut self, addr: u64, len: u64, byte: u8) -> Result<(), AccessError>;
+
+    /// `check ADDR LEN`: the CPU reads every byte of `[addr, addr + len)` (the end saturating at 2^64), a page
+    /// at a time in address order, with [`Target::touch`]'s read rules per page, and returns their content
+    /// hash ([`crate::hash`]: FNV-1a 64 in address order; `len == 0` gives the empty hash). Fails as
+    /// [`Target::fill`] does (the reads of the pages before a fault keep their faults' side effects).
+    fn check(&mut self, addr: u64, len: u64) -> Result<u64, AccessError>;
 
     /// `prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, addr, len, name)`; `None` clears the name. On a kernel (or an
     /// engine config) without anonymous VMA names this is EINVAL. `Ok(0)` on success.
@@ -234,6 +270,12 @@ impl<T: Target, F: FnMut(u64)> Target for Observed<T, F> {
     fn touch(&mut self, addr: u64, len: u64, write: bool) -> Result<(), u64> {
         self.count().touch(addr, len, write)
     }
+    fn fill(&mut self, addr: u64, len: u64, byte: u8) -> Result<(), AccessError> {
+        self.count().fill(addr, len, byte)
+    }
+    fn check(&mut self, addr: u64, len: u64) -> Result<u64, AccessError> {
+        self.count().check(addr, len)
+    }
     fn name(&mut self, addr: u64, len: u64, name: Option<&str>) -> Result<u64, Errno> {
         self.count().name(addr, len, name)
     }
@@ -349,6 +391,10 @@ pub fn run_in<T: Target + ?Sized>(script: &Script, target: &mut T, arena: Arena)
                 Ok(()) => Value::Zero,
                 Err(page) => Value::Fault(page),
             },
+            Op::Fill { addr, len, byte } => {
+                target.fill(*addr, *len, *byte).map_or_else(AccessError::value, |()| Value::Zero)
+            }
+            Op::Check { addr, len } => target.check(*addr, *len).map_or_else(AccessError::value, Value::Hash),
             Op::Name { addr, len, name } => zero_value(target.name(*addr, *len, name.as_deref())),
             Op::Brk { addr } => addr_value(target.brk(*addr)),
             Op::Fork => zero_value(target.fork()),
@@ -368,6 +414,7 @@ pub fn run_in<T: Target + ?Sized>(script: &Script, target: &mut T, arena: Arena)
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hash::ContentHash;
 
     /// A target that records calls and answers from a fixed rule, to check the driver's plumbing (not any
     /// memory semantics).
@@ -450,6 +497,27 @@ mod tests {
         }
         fn touch(&mut self, addr: u64, _: u64, _: bool) -> Result<(), u64> {
             Err(addr + 0x1000)
+        }
+        fn fill(&mut self, addr: u64, len: u64, byte: u8) -> Result<(), AccessError> {
+            self.calls.push(format!("fill {addr:#x} {len:#x} {byte}"));
+            match byte {
+                0 => Err(AccessError::Errno(Errno::ENOSYS)),
+                1 => Err(AccessError::Fault(addr & !0xfff)),
+                _ => Ok(()),
+            }
+        }
+        fn check(&mut self, addr: u64, len: u64) -> Result<u64, AccessError> {
+            self.calls.push(format!("check {addr:#x} {len:#x}"));
+            // The hash of `len` zero bytes, through the crate's one implementation.
+            match len {
+                1 => Err(AccessError::Fault(addr)),
+                2 => Err(AccessError::Errno(Errno::ENOSYS)),
+                _ => {
+                    let mut h = ContentHash::new();
+                    h.update_repeated(0, len);
+                    Ok(h.value())
+                }
+            }
         }
         fn name(&mut self, _: u64, _: u64, _: Option<&str>) -> Result<u64, Errno> {
             Err(Errno::EINVAL)
@@ -548,6 +616,33 @@ END
         assert!(t.calls.contains(&"msync 4".to_string()));
         assert!(t.calls.contains(&"mmap 0x0 0x1000 Some((MinusOne, 0))".to_string()));
         assert!(t.calls.contains(&"mmap 0x200000000000 0x1000 Some((Name(\"zz\"), 4096))".to_string()));
+    }
+
+    #[test]
+    fn driver_prints_fill_and_check_results() {
+        let s = Script::parse(
+            "fill 0x200000000000 0x2000 0x5a\nfill 0x200000001234 0x10 1\nfill 0 0 0\ncheck 0x200000000000 0\n\
+             check 0x200000000000 4096\ncheck 0x200000001000 1\ncheck 0 2\n",
+        )
+        .unwrap();
+        let mut t = Recorder::default();
+        let out = run(&s, &mut t);
+        let text = out.render();
+        let calls: Vec<&str> = text.lines().take_while(|l| *l != "MAPS").collect();
+        assert_eq!(
+            calls,
+            vec![
+                "L1 fill = 0",
+                "L2 fill = -EFAULT 0x200000001000",
+                "L3 fill = -ENOSYS",
+                "L4 check = 0xcbf29ce484222325",
+                "L5 check = 0xb93a0c83ce3b6325",
+                "L6 check = -EFAULT 0x200000001000",
+                "L7 check = -ENOSYS",
+            ]
+        );
+        assert_eq!(t.calls[0], "fill 0x200000000000 0x2000 90");
+        assert_eq!(Output::parse(&text).unwrap(), out);
     }
 
     #[test]

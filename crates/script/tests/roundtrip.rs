@@ -105,6 +105,8 @@ fn op() -> impl Strategy<Value = Op> {
             len,
             write
         }),
+        (any::<u64>(), any::<u64>(), any::<u8>()).prop_map(|(addr, len, byte)| Op::Fill { addr, len, byte }),
+        (any::<u64>(), any::<u64>()).prop_map(|(addr, len)| Op::Check { addr, len }),
         (any::<u64>(), any::<u64>(), proptest::option::of(name())).prop_map(|(addr, len, name)| Op::Name {
             addr,
             len,
@@ -124,6 +126,7 @@ fn value() -> impl Strategy<Value = Value> {
         (1u64..).prop_map(Value::Num),
         (1i32..5000).prop_map(|e| Value::Err(Errno::from_raw(e))),
         any::<u64>().prop_map(Value::Fault),
+        any::<u64>().prop_map(Value::Hash),
     ]
 }
 
@@ -143,7 +146,16 @@ proptest! {
     fn output_render_parse(vals in proptest::collection::vec((1usize..1000, value()), 0..30)) {
         let mut entries: Vec<Entry> = vals
             .into_iter()
-            .map(|(line, value)| Entry::Call { line, op: "mmap".into(), value })
+            // A `check` line's `0x` value is a hash: hashes go on check lines, addresses on mmap lines, the
+            // other values on either.
+            .map(|(line, value)| {
+                let op = match value {
+                    Value::Hash(_) => "check",
+                    Value::Addr(_) => "mmap",
+                    _ => ["mmap", "check"][line % 2],
+                };
+                Entry::Call { line, op: op.into(), value }
+            })
             .collect();
         entries.push(Entry::Maps(vec!["200000000000-200000001000 rw-p 00000000 00:00 0 ".into()]));
         let o = Output { entries };

@@ -355,6 +355,13 @@ impl Mm {
         Ok(())
     }
 
+    /// One user access at `addr` that moves no data: a load, or a store of the byte already there (what
+    /// `lock orb $0` does): the MMU's checks and accessed/dirty updates, faulting as the CPU does
+    /// ([`Mm::fault`]). The op-script `touch` makes one per page. On a fault that fails, the address.
+    pub fn touch(&self, addr: u64, access: Access) -> Result<(), u64> {
+        self.access_page(addr, access, |pt| pt.access(addr, access).map(|_| ()))
+    }
+
     /// Stores `byte` over `[addr, addr + len)` as user stores would ([`Mm::write`] without a buffer of `len`
     /// bytes).
     pub fn fill(&self, addr: u64, len: u64, byte: u8) -> Result<(), u64> {

@@ -24,8 +24,8 @@
 //!
 //! A pool is the number of huge pages new reservations and faults may take (`free - resv` of the host pool
 //! when the engine starts; shared by fork children). A mapping without `MAP_NORESERVE` reserves one page per
-//! huge page of its range (`hugetlb_reserve_pages`), ENOMEM if the pool has fewer. A fault (a user access, a
-//! GUP `touch`, `MAP_POPULATE`) of a page not yet present takes the reservation (the owner's, see below) or
+//! huge page of its range (`hugetlb_reserve_pages`), ENOMEM if the pool has fewer. A fault (a user access such
+//! as the op-script `touch`, GUP, `MAP_POPULATE`) of a page not yet present takes the reservation (the owner's, see below) or
 //! else a free page, and fails (SIGBUS: EFAULT) when there is none: a `MAP_NORESERVE` mapping maps fine from
 //! an empty pool and fails at its first touch. Unmapping gives back the reserved pages of the range that were
 //! never faulted and frees its present pages (`hugetlb_vm_op_close`, measured with `HugePages_Rsvd` and

@@ -45,10 +45,10 @@
 //! access-disable bit, copied by fork. The syscalls read it
 //! where the kernel does: `__execute_only_pkey` (whether PKRU must be written) and the seal check of
 //! `madvise` (`can_madvise_modify` asks `arch_vma_access_permitted` whether the thread could write).
-//! User-mode accesses ([`Mm::fault`]) do **not** check it yet: PKRU is enforced by the CPU on page-table
-//! walks, which arrive with the engine's page tables (and a thread model, since each thread has its own
-//! PKRU); GUP from another process (the op-script `touch`, `process_vm_writev`) ignores it on Linux too
-//! (`FOLL_REMOTE`).
+//! User-mode accesses ([`Mm::fault`], the op-script `touch`) do **not** check it yet: PKRU is enforced by the
+//! CPU on page-table walks, which arrive with the engine's page tables (and a thread model, since each thread
+//! has its own PKRU); GUP from another process (`process_vm_writev`, [`Mm::gup_access`]) ignores it on Linux
+//! too (`FOLL_REMOTE`).
 
 use vmspace_abi::{PkeyRights, Prot, VmFlags};
 
