@@ -105,29 +105,39 @@ fn canon_shmem(out: &mut Output) {
 fn difference(script: &Script, cfg: &MmConfig) -> Option<String> {
     let headroom = (cfg.max_map_count < MmConfig::host().max_map_count).then_some(cfg.max_map_count);
     let opts = ReplayOptions { arena: Arena::default(), map_count_headroom: headroom };
-    let k = match replay_kernel_with(script, opts) {
-        Ok(o) => o,
-        Err(e) => return Some(format!("kernel runner failed: {e}")),
-    };
-    let mut k = k;
-    canon_shmem(&mut k);
-    let mut e = engine(script, cfg);
-    canon_shmem(&mut e);
-    // Near the limit, a mapping placed outside the arena (an occupied hint, a move) lands among the runner's
-    // own mappings and may merge with one of them, which the engine cannot see: from that call on the two
-    // processes' VMA counts may differ. Compare the script up to the call before it. Likewise after
-    // mlockall(MCL_FUTURE): a VMA the runner itself makes from then on is locked and no longer merges with its
-    // unlocked neighbours (a heap extension becomes a VMA of its own), so compare up to that call.
-    if headroom.is_some()
-        && let Some(line) =
-            [first_call_leaving_arena(&k), first_call_leaving_arena(&e), after_future_lock(script)]
+    let mut script = std::borrow::Cow::Borrowed(script);
+    // Each round runs both sides; a headroom run may cut the script shorter (below), which ends after a bounded
+    // number of rounds: every cut keeps strictly fewer lines.
+    let (e, k) = loop {
+        let mut k = match replay_kernel_with(&script, opts) {
+            Ok(o) => o,
+            Err(e) => return Some(format!("kernel runner failed: {e}")),
+        };
+        canon_shmem(&mut k);
+        let mut e = engine(&script, cfg);
+        canon_shmem(&mut e);
+        // Near the limit, a mapping placed outside the arena (an occupied hint, a move) lands among the
+        // runner's own mappings and may merge with one of them, which the engine cannot see: from that call on
+        // the two processes' VMA counts may differ. Compare the script up to the call before it. Likewise after
+        // mlockall(MCL_FUTURE): a VMA the runner itself makes from then on is locked and no longer merges with
+        // its unlocked neighbours (a heap extension becomes a VMA of its own), so compare up to that call.
+        let cut_at = headroom.and_then(|_| {
+            [first_call_leaving_arena(&k), first_call_leaving_arena(&e), after_future_lock(&script)]
                 .into_iter()
                 .flatten()
                 .min()
-    {
-        let cut = Script { lines: script.lines.iter().filter(|l| l.line < line).cloned().collect() };
-        return if cut.lines.is_empty() { None } else { difference(&cut, cfg) };
-    }
+        });
+        let Some(line) = cut_at else { break (e, k) };
+        let kept: Vec<_> = script.lines.iter().filter(|l| l.line < line).cloned().collect();
+        if kept.len() == script.lines.len() {
+            // Nothing after the cut (the script ends with its mlockall): the run compares as it is.
+            break (e, k);
+        }
+        if kept.is_empty() {
+            return None;
+        }
+        script = std::borrow::Cow::Owned(Script { lines: kept });
+    };
     let d = compare(&e, &k, Arena::default(), ("engine", "kernel")).map(|d| d.to_string());
     if d.is_none() {
         let calls = k.entries.iter().filter(|x| matches!(x, Entry::Call { .. })).count() as u64;

@@ -484,6 +484,12 @@ impl KernelTarget {
         }
         let mut page = first;
         while page < end {
+            if page >= TASK_SIZE {
+                // Nothing user-mode can access lies at or above TASK_SIZE (the vsyscall page is execute-only):
+                // the CPU faults there. Answered without the access, which a range ending at 2^64 could not
+                // make: its last byte, 2^64 - 1, is past every u64 end (the format's ranges end at 2^64).
+                return Err(page);
+            }
             let next = page.saturating_add(PAGE);
             let growth = self.script_growth_end(page);
             if let Err(f) = op(page.max(addr), next.min(end)) {
