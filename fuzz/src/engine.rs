@@ -16,7 +16,8 @@
 //!   refused); `mremap` with `MREMAP_FIXED`; munmap, `MAP_FIXED` mmap and mremap refused by a seal (EPERM: the
 //!   split at the start stays); a `MAP_FIXED` mmap whose file hook refuses after the unmap (`MAP_SYNC` on a
 //!   file, `MAP_HUGETLB`: a hole stays); a user-mode fault, which prepares an anon_vma or grows a stack before
-//!   the access can still fail, as `do_cow_fault` and `expand_downwards` do; mlock, mlock2 and mlockall, which
+//!   the access can still fail, as `do_cow_fault` and `expand_downwards` do (and a range of stores or loads,
+//!   whose pages before the failing one were accessed); mlock, mlock2 and mlockall, which
 //!   lock (and charge) the range before populating it can fail; and the madvise advice that fault pages in
 //!   (`MADV_POPULATE_*`) or install guard markers, whose failure on a later page keeps the anon_vma or markers
 //!   before it. A failed GUP access may leave an anon_vma the same way (only the maps must be unchanged).
@@ -169,6 +170,22 @@ pub enum Call {
         addr: Addr,
         /// Write access.
         write: bool,
+    },
+    /// User-mode stores of `byte` over a range (`Mm::fill`: through the MMU, faulting page by page).
+    Fill {
+        /// Address.
+        addr: Addr,
+        /// Length.
+        len: Len,
+        /// The byte stored.
+        byte: u8,
+    },
+    /// User-mode loads of a range (`Mm::read_chunks`: through the MMU, faulting page by page).
+    Read {
+        /// Address.
+        addr: Addr,
+        /// Length.
+        len: Len,
     },
     /// Make an allocation fail after `n` more (or stop injecting).
     InjectAlloc(Option<u8>),
@@ -371,6 +388,12 @@ pub fn apply(mm: &Mm, call: &Call, files: &[Arc<VmFile>; 2]) -> Result<Option<Mm
             mm.fault(addr.value(), access).map(|_| None)
         }
         Call::Gup { addr, write } => mm.gup_access(addr.value(), write).map(|()| None),
+        Call::Fill { addr, len, byte } => {
+            mm.fill(addr.value(), len.value(), byte).map(|()| None).map_err(|_| Errno::EFAULT)
+        }
+        Call::Read { addr, len } => {
+            mm.read_chunks(addr.value(), len.value(), |_| {}).map(|()| None).map_err(|_| Errno::EFAULT)
+        }
         Call::InjectAlloc(n) => {
             mm.inject_alloc_failure(n.map(u64::from));
             Ok(None)
@@ -457,7 +480,10 @@ fn unchanged_on_failure(mm: &Mm, call: &Call) -> Unchanged {
         Call::Mremap { flags, .. } if flags & 2 != 0 => Unchanged::Nothing,
         // MAP_FIXED is bit 2 of the mmap flag selector.
         Call::Mmap { flags, .. } if flags & 4 != 0 => Unchanged::UpToSplits,
-        Call::Fault { .. } | Call::Mlock { .. } | Call::Mlockall(Some(_)) => Unchanged::Nothing,
+        // Accesses fault page by page: the pages before the one that failed were accessed, with their faults'
+        // side effects (anon_vmas, stack growth), as on the CPU.
+        Call::Fault { .. } | Call::Fill { .. } | Call::Read { .. } => Unchanged::Nothing,
+        Call::Mlock { .. } | Call::Mlockall(Some(_)) => Unchanged::Nothing,
         Call::Madvise { advice, .. } if faults_or_guards(advice) => Unchanged::Nothing,
         Call::Gup { .. } => Unchanged::Maps,
         _ => match range(call) {
