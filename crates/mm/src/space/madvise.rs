@@ -53,11 +53,12 @@
 //!   block but not at its start: EINVAL (the kernel's unsigned block count wraps); whole blocks: each is
 //!   scanned as `hpage_collapse_scan_pmd` scans an anonymous block (no PTE table: `SCAN_PMD_NULL`; a guard
 //!   marker: refused; anything else collapses, read-only entries, the zero page and pages shared after fork
-//!   included, as the live kernel shows), and the call succeeds when every block collapsed, else fails with
-//!   EINVAL (`madvise_collapse_errno` of these failures). A collapse is modelled by faulting every page of the
-//!   block in (for writing in a writable VMA): the huge page's contents are the old pages' bytes and zeroes,
-//!   which is what they read anyway; the page table keeps 4 KiB entries. File and shmem blocks answer EINVAL,
-//!   the kernel's answer for blocks never faulted in (docs/DIVERGENCES.md).
+//!   included, as the live kernel shows), a shmem block as `hpage_collapse_scan_file` scans it (collapsed
+//!   when at least one of its pages is in the page cache), and the call succeeds when every block collapsed,
+//!   else fails with EINVAL (`madvise_collapse_errno` of these failures). A collapse is modelled by faulting
+//!   every page of the block in (for writing in a writable VMA): the huge page's contents are the old pages'
+//!   bytes and zeroes, which is what they read anyway; the page table keeps 4 KiB entries. Regular-file
+//!   blocks (read-only THP for file systems) answer EINVAL without a scan (docs/DIVERGENCES.md).
 //! * `GUARD_INSTALL`: `is_valid_guard_vma` (not `VM_SPECIAL | VM_HUGETLB | VM_LOCKED`) or EINVAL; the whole
 //!   VMA gets `VM_MAYBE_GUARD` (no split: an atomic flag update); an anonymous VMA gets an anon_vma; every
 //!   page of the range gets a guard marker (a PTE marker, `PageTable::install_guard_markers`): where an entry
@@ -535,19 +536,27 @@ impl Mm {
         if hstart == hend {
             return Ok(());
         }
-        if hend < hstart || a.is_file_backed() {
-            // A wrapped count, or file and shmem blocks (not scanned: docs/DIVERGENCES.md).
+        let file = a.file();
+        if hend < hstart || file.as_ref().is_some_and(|f| f.kind != FileKind::ShmemZero) {
+            // A wrapped count, or the blocks of a regular file (read-only THP for file systems: not scanned,
+            // docs/DIVERGENCES.md).
             return Err(Errno::EINVAL);
         }
         let mut all = true;
         let write = a.fl().intersects(VmFlags::WRITE);
         let mut block = hstart;
         while block < hend {
-            // collapse_huge_page: the block becomes one huge page of the old pages' bytes and zeroes: its
-            // pages are faulted in (for writing where the VMA allows it: a collapse copies shared pages).
-            if !self.collapse_scan_anon(block)
-                || self.gup_range(a, block, block + HPAGE_PMD_SIZE, write).is_err()
-            {
+            let scanned = match &file {
+                None => self.collapse_scan_anon(block),
+                Some(f) => {
+                    let first = a.pgoff() + ((block - a.start()) >> super::config::PAGE_SHIFT);
+                    Self::collapse_scan_shmem(f, first)
+                }
+            };
+            // collapse_huge_page / collapse_file: the block becomes one huge page of the old pages' bytes and
+            // zeroes: its pages are faulted in (for writing where the VMA allows it: a collapse copies shared
+            // anonymous pages; a shmem block's holes become zeroed pages of the file).
+            if !scanned || self.gup_range(a, block, block + HPAGE_PMD_SIZE, write).is_err() {
                 all = false;
             }
             block += HPAGE_PMD_SIZE;
@@ -564,6 +573,15 @@ impl Mm {
         let pt = self.page_table();
         pt.has_pte_table(block)
             && pt.entries(block, block + HPAGE_PMD_SIZE).iter().all(|(_, pte)| pte.as_marker().is_none())
+    }
+
+    /// `hpage_collapse_scan_file` for the 2 MiB block of shmem `f` from page index `first`, with
+    /// `cc->is_khugepaged` false: whether it would be collapsed. A block with at least one page in the page
+    /// cache is; one with none is refused (EINVAL), whatever maps it (measured on the live kernel:
+    /// `scripts/regress/madvise-collapse-shmem.script`).
+    fn collapse_scan_shmem(f: &crate::VmFile, first: u64) -> bool {
+        let pmd_pages = HPAGE_PMD_SIZE >> super::config::PAGE_SHIFT;
+        f.page_cache().is_some_and(|c| (first..first + pmd_pages).any(|i| c.page(i).is_some()))
     }
 
     /// `thp_vma_allowable_order(vma, vm_flags, TVA_FORCED_COLLAPSE, PMD_ORDER)`.
