@@ -450,6 +450,20 @@ fn madvise_collapse_checks() {
     let s = B + 32 * M2;
     map(&mut m, s, 2 * M2, Prot::RW, SHANON, None);
     assert_eq!(adv(&mut m, s, P, Advice::COLLAPSE), Ok(()));
+    // Whole shmem blocks: the page cache (hpage_collapse_scan_file). None cached: EINVAL; one cached page
+    // (written here, then unmapped by DONTNEED, which leaves it in the cache): the block collapses, populated.
+    assert_eq!(adv(&mut m, s, M2, Advice::COLLAPSE), Err(Errno::EINVAL));
+    m.write(s + M2 - 1, &[3]).unwrap();
+    adv(&mut m, s, M2, Advice::DONTNEED).unwrap();
+    assert_eq!(adv(&mut m, s, M2, Advice::COLLAPSE), Ok(()));
+    assert_eq!(m.rss().shmem, 512, "the whole block is populated");
+    let mut byte = [0u8];
+    m.read(s + M2 - 1, &mut byte).unwrap();
+    assert_eq!(byte, [3]);
+    assert_eq!(adv(&mut m, s, 2 * M2, Advice::COLLAPSE), Err(Errno::EINVAL), "the second block has no page");
+    adv(&mut m, s, M2, Advice::REMOVE).unwrap();
+    assert_eq!(adv(&mut m, s, M2, Advice::COLLAPSE), Err(Errno::EINVAL), "punched out");
+    m.validate().unwrap();
     let f = file(8 * M2);
     map(&mut m, B + 40 * M2, 2 * M2, Prot::READ, PRIV, Some(&f));
     assert_eq!(adv(&mut m, B + 40 * M2, P, Advice::COLLAPSE), Err(Errno::EINVAL));
