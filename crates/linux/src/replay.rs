@@ -496,6 +496,14 @@ impl KernelTarget {
                 if !f.is_in_page(page) {
                     self.refuse(format!("{what} of page {page:#x} faulted elsewhere: {f:?}"));
                 }
+                // The fault grows a growsdown VMA before it checks the access (`do_user_addr_fault`:
+                // `expand_stack`, then `access_error`), so a refused access (a write to a `---` stack) can
+                // still have grown the script's VMA down to this page: then the pages are the script's.
+                if let Some(s) = growth
+                    && is_mapped(page)
+                {
+                    self.script_pages.add(page, s);
+                }
                 return Err(page);
             }
             if let Some(s) = growth {
@@ -518,10 +526,7 @@ impl KernelTarget {
         if self.arena.contains(page) || page >= TASK_SIZE || self.script_pages.covers(page, page + PAGE) {
             return None;
         }
-        let mut vec = [0u8; 1];
-        // SAFETY: mincore only reports on `[page, page + PAGE)` (ENOMEM where nothing is mapped) and writes
-        // one byte per page into `vec`, which holds one.
-        if unsafe { libc::mincore(page as *mut c_void, PAGE as usize, vec.as_mut_ptr()) } == 0 {
+        if is_mapped(page) {
             return None;
         }
         let (arena, pages) = (self.arena, std::mem::take(&mut self.script_pages));
@@ -543,6 +548,15 @@ impl KernelTarget {
     fn fd_of(&self, name: &str) -> libc::c_long {
         self.file_fd(name).map_or(libc::c_long::from(CLOSED_FD), |f| libc::c_long::from(f.as_raw_fd()))
     }
+}
+
+/// Whether a VMA covers `page` (page-aligned): `mincore` answers ENOMEM where nothing is mapped, whatever the
+/// protection of what is.
+fn is_mapped(page: u64) -> bool {
+    let mut vec = [0u8; 1];
+    // SAFETY: mincore only reports on `[page, page + PAGE)` and writes one byte per page into `vec`, which
+    // holds one.
+    unsafe { libc::mincore(page as *mut c_void, PAGE as usize, vec.as_mut_ptr()) == 0 }
 }
 
 /// The `[vsyscall]` line: x86-64's gate page, which `/proc/PID/maps` shows but which is not a VMA.
