@@ -27,11 +27,11 @@
 use std::sync::Arc;
 
 use arbitrary::{Arbitrary, Unstructured};
-use vmspace_mm::Access;
 use vmspace_mm::space::{
     Advice, Errno, HugetlbConfig, HugetlbPool, MapFlags, MclFlags, MlockFlags, Mm, MmConfig, MremapFlags,
     MsyncFlags, Overcommit, PAGE_SIZE, PkeyRights, Prot, VmFile,
 };
+use vmspace_mm::{Access, Memory, MemoryConfig};
 
 /// First address of the arena.
 pub const ARENA: u64 = 0x1000_0000;
@@ -549,10 +549,17 @@ pub fn check(data: &[u8]) {
     let _ = run(&input);
 }
 
+/// The frames of an input's machine memory (16 MiB of contents, the zero page included).
+pub const MEMORY_FRAMES: u64 = 4096;
+
 /// Runs decoded calls with the checks of the module docs; returns each call's errno (`None`: success).
 pub fn run(input: &Input) -> Vec<Option<Errno>> {
     let files = files();
-    let mut mm = Mm::new(config(input.cfg));
+    // Each input gets its own machine memory of MEMORY_FRAMES frames: a populated mapping of a raw length
+    // (within the 16 GiB overcommit limit) then fails with ENOMEM when the frames run out, as on a machine
+    // under memory pressure, instead of growing the fuzzer past its RSS limit.
+    let mem = Memory::new(MemoryConfig { max_frames: MEMORY_FRAMES, ..MemoryConfig::default() });
+    let mut mm = Mm::with_memory(config(input.cfg), mem);
     let mut results = Vec::with_capacity(input.calls.len());
     for (i, call) in input.calls.iter().enumerate() {
         let what = unchanged_on_failure(&mm, call);
