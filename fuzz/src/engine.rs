@@ -549,16 +549,22 @@ pub fn check(data: &[u8]) {
     let _ = run(&input);
 }
 
-/// The frames of an input's machine memory (16 MiB of contents, the zero page included).
+/// The frames of an input's machine memory (16 MiB of contents, the zero page included), and its most
+/// page-table pages.
 pub const MEMORY_FRAMES: u64 = 4096;
 
 /// Runs decoded calls with the checks of the module docs; returns each call's errno (`None`: success).
 pub fn run(input: &Input) -> Vec<Option<Errno>> {
     let files = files();
-    // Each input gets its own machine memory of MEMORY_FRAMES frames: a populated mapping of a raw length
-    // (within the 16 GiB overcommit limit) then fails with ENOMEM when the frames run out, as on a machine
-    // under memory pressure, instead of growing the fuzzer past its RSS limit.
-    let mem = Memory::new(MemoryConfig { max_frames: MEMORY_FRAMES, ..MemoryConfig::default() });
+    // Each input gets its own machine memory of MEMORY_FRAMES frames and as many page-table pages: a
+    // populated mapping of a raw length (MAP_NORESERVE escapes the overcommit limit) then fails with ENOMEM
+    // when they run out, as on a machine under memory pressure, instead of growing the fuzzer past its RSS
+    // limit.
+    let mem = Memory::new(MemoryConfig {
+        max_frames: MEMORY_FRAMES,
+        max_tables: MEMORY_FRAMES,
+        ..MemoryConfig::default()
+    });
     let mut mm = Mm::with_memory(config(input.cfg), mem);
     let mut results = Vec::with_capacity(input.calls.len());
     for (i, call) in input.calls.iter().enumerate() {

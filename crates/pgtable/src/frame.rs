@@ -398,11 +398,16 @@ pub struct MemoryConfig {
     /// the window a read fault on a file mapping maps from the page cache around the faulting page
     /// (`do_fault_around`). `PAGE_SIZE` or less disables fault-around.
     pub fault_around_bytes: u64,
+    /// The most page-table pages that may exist at once (linked, or unlinked and waiting for their grace
+    /// period); `u64::MAX`: no limit but the host's. Beyond it table allocations fail as frame allocations do
+    /// beyond `max_frames` (the kernel takes both from one page allocator; here they are counted apart, so a
+    /// bounded run bounds both).
+    pub max_tables: u64,
 }
 
 impl Default for MemoryConfig {
     fn default() -> Self {
-        MemoryConfig { max_frames: MAX_FRAMES, fault_around_bytes: 65536 }
+        MemoryConfig { max_frames: MAX_FRAMES, fault_around_bytes: 65536, max_tables: u64::MAX }
     }
 }
 
@@ -465,6 +470,8 @@ pub struct Memory {
     /// 0 = no injection; n = the n-th allocation from now fails (then injection switches off).
     fail_countdown: AtomicU64,
     max_frames: u64,
+    /// [`MemoryConfig::max_tables`].
+    pub(crate) max_tables: u64,
     pub(crate) fault_around_pages: u64,
     next_mapping: AtomicU64,
 }
@@ -486,6 +493,7 @@ impl Memory {
             stats: Sharded::new(),
             fail_countdown: AtomicU64::new(0),
             max_frames: config.max_frames.clamp(2, MAX_FRAMES),
+            max_tables: config.max_tables,
             // `fault_around_bytes_set`: rounded down to a power of two, at least one page.
             fault_around_pages: match config.fault_around_bytes / PAGE_SIZE {
                 0 => 1,

@@ -98,6 +98,14 @@ impl Memory {
         if !self.admit() {
             return None;
         }
+        if self.max_tables != u64::MAX {
+            // The limit counts every table not yet freed (an exact sum of the sharded counters: a bounded
+            // memory is a test configuration, where the sum's cost does not matter).
+            let s = self.stats.sums();
+            if (s[TABLES_ALLOC] as u64).wrapping_sub(s[TABLES_FREED] as u64) >= self.max_tables {
+                return None;
+            }
+        }
         #[cfg(not(loom))]
         let p: *mut Table = {
             let layout = std::alloc::Layout::new::<Table>();
@@ -178,5 +186,18 @@ mod tests {
         assert_eq!(m.stats().tables_in_use, 0);
         m.inject_alloc_failure(Some(0));
         assert!(m.alloc_table().is_none());
+    }
+
+    #[test]
+    fn max_tables_bounds_the_tables_not_yet_freed() {
+        let m = Memory::new(MemoryConfig { max_tables: 2, ..MemoryConfig::default() });
+        let a = m.alloc_table().unwrap();
+        let b = m.alloc_table().unwrap();
+        assert!(m.alloc_table().is_none(), "the third table");
+        m.free_table_unpublished(a);
+        let c = m.alloc_table().expect("one freed, one more allowed");
+        m.free_table_unpublished(b);
+        m.free_table_unpublished(c);
+        assert_eq!(m.stats().tables_in_use, 0);
     }
 }

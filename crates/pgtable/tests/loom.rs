@@ -52,7 +52,7 @@ fn model(bound: usize, f: impl Fn() + Sync + Send + 'static) -> usize {
 }
 
 fn memory() -> std::sync::Arc<Memory> {
-    Memory::new(MemoryConfig { max_frames: 64, fault_around_bytes: 0 })
+    Memory::new(MemoryConfig { max_frames: 64, fault_around_bytes: 0, max_tables: u64::MAX })
 }
 
 /// Everything given back once no guard is left (the model runs deferred frees when the last guard drops).

@@ -137,7 +137,7 @@ fn default_memory() -> Arc<Memory> {
 /// Under loom every address space gets its own (small) memory: a process-wide one cannot outlive a model run.
 #[cfg(loom)]
 fn default_memory() -> Arc<Memory> {
-    Memory::new(vmspace_pgtable::MemoryConfig { max_frames: 64, fault_around_bytes: 0 })
+    Memory::new(vmspace_pgtable::MemoryConfig { max_frames: 64, fault_around_bytes: 0, max_tables: u64::MAX })
 }
 
 /// The state of an [`Mm`] that only the mmap write lock changes (module docs, "Threads and locks").
