@@ -8,6 +8,11 @@
 //! are never touched, so fork copies VMAs and the tree but no page tables. The forking thread is pinned to one
 //! CPU during the runs (the seed used CPU binding) and its affinity restored afterwards.
 //!
+//! The parent also times the `fork()` call alone (it returns in the parent once `dup_mmap` has copied
+//! everything and the child exists; forker and child share one CPU, and the scheduler may run the child's exit
+//! before the call returns, which then counts in it): `fork_call_us` and `vmas_copied_per_s_in_fork` (all VMAs over that time), the copy without the
+//! child's exit and the parent's wait.
+//!
 //! The count is checked against `vm.max_map_count` first: a count that cannot fit is an error naming the limit.
 //!
 //! [`run_count_with`] can also give every extra VMA one faulted page: the region is mapped read-write, one byte
@@ -105,10 +110,6 @@ struct ExtraVmas {
 }
 
 impl ExtraVmas {
-    fn new(n: usize) -> Result<Self> {
-        Self::with_pages(n, false)
-    }
-
     /// `n` single-page VMAs; with `pages`, each with its page faulted in (module docs).
     fn with_pages(n: usize, pages: bool) -> Result<Self> {
         let page = sys::page_size();
@@ -220,11 +221,14 @@ fn run_count_pages(
     for s in 0..cfg.samples {
         let start = Instant::now();
         let mut forks = 0u64;
+        let mut in_fork = Duration::ZERO;
         while start.elapsed() < cfg.duration {
             check_interrupted()?;
+            let call = Instant::now();
             // SAFETY: the child only calls `_exit`, which is async-signal-safe, so forking from a possibly
             // multi-threaded process is sound.
             let pid = unsafe { libc::fork() };
+            in_fork += call.elapsed();
             if pid < 0 {
                 bail!("fork failed: {}", std::io::Error::last_os_error());
             }
@@ -246,6 +250,11 @@ fn run_count_pages(
             ("forks_per_10s".to_string(), rate * 10.0),
             ("fork_mean_us".to_string(), secs * 1e6 / forks.max(1) as f64),
             ("vmas_duplicated_per_s".to_string(), rate * total as f64),
+            ("fork_call_us".to_string(), in_fork.as_secs_f64() * 1e6 / forks.max(1) as f64),
+            (
+                "vmas_copied_per_s_in_fork".to_string(),
+                total as f64 * forks as f64 / in_fork.as_secs_f64().max(1e-9),
+            ),
         ]));
         on_run(n, s);
     }
@@ -270,7 +279,7 @@ mod tests {
 
     #[test]
     fn extra_vmas_are_exact() {
-        let e = ExtraVmas::new(101).unwrap();
+        let e = ExtraVmas::with_pages(101, false).unwrap();
         // Count the VMAs inside the region (other test threads may map elsewhere meanwhile).
         let text = std::fs::read_to_string("/proc/self/maps").unwrap();
         let inside = crate::maps::parse_maps(&text)
