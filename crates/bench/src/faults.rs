@@ -422,7 +422,14 @@ pub fn run(
     // buffers from the system allocator, which later runs reuse.
     if cfg.sides.iter().any(|s| s.fault_mode().is_some()) {
         let most = cfg.threads.iter().copied().max().unwrap_or(1);
-        engine_run(&cpus, most, region, cfg.duration.min(Duration::from_millis(300)), FaultMode::PerVma, false)?;
+        engine_run(
+            &cpus,
+            most,
+            region,
+            cfg.duration.min(Duration::from_millis(300)),
+            FaultMode::PerVma,
+            false,
+        )?;
     }
     let mut interrupted = false;
     'samples: for _ in 0..cfg.samples {
