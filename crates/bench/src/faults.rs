@@ -33,7 +33,9 @@
 //! frame table and content buffers up, which the first faults of the process would otherwise pay for). Metrics per run: `faults_per_s` (all threads), `faults_per_s_per_thread` and the slowest and
 //! fastest thread, `faults_per_cpu_s_per_thread` (pages written per CPU-second of the faulting threads, from
 //! `CLOCK_THREAD_CPUTIME_ID`: what the fault path costs when threads outnumber CPUs or wait), `worker_cpu_share`
-//! (the share of the run each faulting thread had a CPU), with a mapper `mapper_pairs_per_s` and
+//! (the share of the run each faulting thread had a CPU), `map_calls_share` (the share of the run each faulting
+//! thread spent in its own `mmap`, `madvise` and `munmap` calls, waits for `mmap_lock` included), with a mapper
+//! `mapper_pairs_per_s` and
 //! `mapper_cpu_share`; engine runs add the per-VMA-lock counters of the run (`vma_lock_success_count`,
 //! `vma_lock_abort_count`, `vma_lock_retry_count`, `vma_lock_miss_count`, as `/proc/vmstat` names them) and
 //! the faults by kind (`faults_anon_new_count`, `faults_total_count`). The live kernel's counters are in
@@ -207,6 +209,8 @@ struct Worker {
     pages: u64,
     wall_s: f64,
     cpu_s: f64,
+    /// Time spent in its own mmap, madvise and munmap calls.
+    calls_s: f64,
 }
 
 /// One engine run (module docs): `threads` threads faulting in their own `region`-byte regions of one fresh
@@ -253,21 +257,31 @@ pub fn engine_run(
                     barrier.wait();
                     let (start, cpu0) = (Instant::now(), thread_cpu_s());
                     let mut pages = 0u64;
+                    let mut calls = Duration::ZERO;
                     while start.elapsed() < duration {
+                        let t = Instant::now();
                         let a = mm
                             .mmap(0, region, Prot::RW, anon, None, 0)
                             .map_err(|e| format!("engine mmap of {region} bytes: {e:?}"))?;
                         mm.madvise(a, region, Advice::NOHUGEPAGE)
                             .map_err(|e| format!("engine madvise: {e:?}"))?;
+                        calls += t.elapsed();
                         let mut p = a;
                         while p < a + region {
                             mm.write(p, &[1]).map_err(|at| format!("engine write faulted at {at:#x}"))?;
                             p += PAGE_SIZE;
                         }
                         pages += region / PAGE_SIZE;
+                        let t = Instant::now();
                         mm.munmap(a, region).map_err(|e| format!("engine munmap: {e:?}"))?;
+                        calls += t.elapsed();
                     }
-                    Ok(Worker { pages, wall_s: start.elapsed().as_secs_f64(), cpu_s: thread_cpu_s() - cpu0 })
+                    Ok(Worker {
+                        pages,
+                        wall_s: start.elapsed().as_secs_f64(),
+                        cpu_s: thread_cpu_s() - cpu0,
+                        calls_s: calls.as_secs_f64(),
+                    })
                 })
             })
             .collect();
@@ -281,7 +295,7 @@ pub fn engine_run(
     });
     let after = mm.fault_stats();
     let mut m = BTreeMap::new();
-    let (mut total, mut pages, mut cpu_s, mut share) = (0.0, 0u64, 0.0, 0.0);
+    let (mut total, mut pages, mut cpu_s, mut share, mut calls) = (0.0, 0u64, 0.0, 0.0, 0.0);
     let (mut slowest, mut fastest) = (f64::INFINITY, 0.0f64);
     for w in workers {
         let w = w?;
@@ -292,8 +306,10 @@ pub fn engine_run(
         pages += w.pages;
         cpu_s += w.cpu_s;
         share += w.cpu_s / w.wall_s.max(1e-9);
+        calls += w.calls_s / w.wall_s.max(1e-9);
     }
     m.insert("faults_per_s".to_string(), total);
+    m.insert("map_calls_share".to_string(), calls / threads as f64);
     m.insert("faults_per_s_per_thread".to_string(), total / threads as f64);
     m.insert("faults_per_s_slowest_thread".to_string(), slowest);
     m.insert("faults_per_s_fastest_thread".to_string(), fastest);
@@ -541,6 +557,7 @@ pub fn render_table(res: &FaultsResults) -> String {
             count(med("faults_per_cpu_s_per_thread")),
             format!("{:.0}%", 100.0 * med("faults_per_cpu_s_per_thread") / cpu_base),
             format!("{:.0}%", 100.0 * med("worker_cpu_share")),
+            format!("{:.0}%", 100.0 * med("map_calls_share")),
             if row.mapper { count(med("mapper_pairs_per_s")) } else { "-".into() },
             counters,
         ]);
@@ -555,6 +572,7 @@ pub fn render_table(res: &FaultsResults) -> String {
             "per CPU-s",
             "vs T=1",
             "CPU share",
+            "in mmap/munmap",
             "mapper pairs/s",
             "vma_lock success/abort/retry/miss",
         ],

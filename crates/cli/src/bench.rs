@@ -238,7 +238,8 @@ fn faults(args: FaultsArgs) -> Result<Status> {
     say!(
         text,
         "\nper CPU-s = pages written per CPU-second of the faulting threads (CLOCK_THREAD_CPUTIME_ID); CPU share = \
-         the share of the run each faulting thread had a CPU; +mapper = one more thread mapping and unmapping a \
+         the share of the run each faulting thread had a CPU; in mmap/munmap = the share it spent in its own \
+         mmap, madvise and munmap calls (waits for mmap_lock included); +mapper = one more thread mapping and unmapping a \
          read-only page meanwhile; vma_lock counters as /proc/vmstat names them (medians per run; n/a: the \
          kernel has no CONFIG_PER_VMA_LOCK_STATS)"
     );

@@ -120,12 +120,15 @@ struct Worker {
     faults: u64,
     wall_s: f64,
     cpu_s: f64,
+    /// Time in its own mmap, madvise and munmap calls.
+    calls_s: f64,
 }
 
 /// One run (module docs): `threads` threads on `cpus` (thread i on `cpus[i % len]`), each mapping, touching
 /// and unmapping `region` bytes for `duration`; with `mapper`, one more thread mapping and unmapping a page
 /// meanwhile. Metrics: `faults_per_s` (all threads), `faults_per_s_per_thread`, `faults_per_s_slowest_thread`,
-/// `faults_per_s_fastest_thread`, `faults_per_cpu_s_per_thread`, `worker_cpu_share`, and with a mapper
+/// `faults_per_s_fastest_thread`, `faults_per_cpu_s_per_thread`, `worker_cpu_share`, `map_calls_share` (the
+/// share of the run each thread spent in its own mmap, madvise and munmap calls), and with a mapper
 /// `mapper_pairs_per_s` and `mapper_cpu_share`.
 pub fn measure(
     threads: usize,
@@ -174,13 +177,18 @@ pub fn measure(
                         let rw = sys::prot(true, true, false);
                         let (start, cpu0) = (Instant::now(), thread_cpu_s());
                         let mut faults = 0u64;
+                        let mut calls = Duration::ZERO;
                         while start.elapsed() < duration && !interrupted() {
+                            let t = Instant::now();
                             let a = sys::map_anon(region, rw, false)?;
                             // SAFETY: `a` is a fresh private mapping of `region` bytes owned by this thread alone.
                             unsafe {
                                 let advised = sys::no_huge_pages(a, region);
+                                calls += t.elapsed();
                                 faults += sys::touch_pages(a, region, page) as u64;
+                                let t = Instant::now();
                                 sys::unmap(a, region)?;
+                                calls += t.elapsed();
                                 advised?;
                             }
                         }
@@ -188,6 +196,7 @@ pub fn measure(
                             faults,
                             wall_s: start.elapsed().as_secs_f64(),
                             cpu_s: thread_cpu_s() - cpu0,
+                            calls_s: calls.as_secs_f64(),
                         })
                     })
                 })
@@ -200,7 +209,7 @@ pub fn measure(
         });
     check_interrupted()?;
     let mut per_thread = Vec::new();
-    let (mut total, mut faults, mut cpu_s, mut share) = (0.0, 0u64, 0.0, 0.0);
+    let (mut total, mut faults, mut cpu_s, mut share, mut calls) = (0.0, 0u64, 0.0, 0.0, 0.0);
     for r in results {
         let w = r?;
         let rate = w.faults as f64 / w.wall_s;
@@ -209,6 +218,7 @@ pub fn measure(
         faults += w.faults;
         cpu_s += w.cpu_s;
         share += w.cpu_s / w.wall_s;
+        calls += w.calls_s / w.wall_s;
     }
     let mut m = BTreeMap::new();
     m.insert("faults_per_s".to_string(), total);
@@ -220,6 +230,7 @@ pub fn measure(
     m.insert("faults_per_s_fastest_thread".to_string(), per_thread.iter().copied().fold(0.0, f64::max));
     m.insert("faults_per_cpu_s_per_thread".to_string(), faults as f64 / cpu_s.max(1e-9));
     m.insert("worker_cpu_share".to_string(), share / threads as f64);
+    m.insert("map_calls_share".to_string(), calls / threads as f64);
     if let Some(mapped) = mapped {
         let (pairs, wall, cpu) = mapped?;
         m.insert("mapper_pairs_per_s".to_string(), pairs as f64 / wall.max(1e-9));
