@@ -43,7 +43,7 @@
 //!
 //! # Targets
 //!
-//! [`targets`]: without pages, the tree copy duplicates at least 40 million VMAs per second in the fork call at
+//! `targets`: without pages, the tree copy duplicates at least 40 million VMAs per second in the fork call at
 //! every count of at least 100,000 VMAs; the copy's fork call is faster than re-insertion's (ratio > 1) at
 //! every count of at least 100 VMAs, without and with pages; at most 213 bytes per VMA in every parent and
 //! every tree-copied child of at least [`MEMORY_JUDGED_FROM`] VMAs (smaller counts are reported, not judged:
