@@ -9,7 +9,8 @@
 //! again and again until the run's time is up; it counts the pages it wrote. Every write is a real page fault:
 //!
 //! - **engine**: one [`Mm`] shared by the threads (a fresh one per run, `MmConfig::host()`); `Mm::write` of
-//!   one byte goes through the emulated MMU, which refuses the store on a missing PTE, and the 6.18 fault path
+//!   one byte (or, with [`EngineAccess::Touch`], `Mm::touch`: the same fault without contents) goes through
+//!   the emulated MMU, which refuses the store on a missing PTE, and the 6.18 fault path
 //!   ([`Mm::fault`], `arch/x86/mm/fault.c: do_user_addr_fault` → `mm/memory.c: handle_mm_fault`) maps a new
 //!   zeroed anonymous page; the store is then retried. The address space's [`FaultMode`] decides the lock: the
 //!   VMA's read lock (`lock_vma_under_rcu`, since 6.4; "per-vma") or the mmap read lock for every fault
@@ -114,8 +115,31 @@ pub struct FaultsConfig {
     pub region_mib: usize,
     /// The sides measured.
     pub sides: Vec<Side>,
+    /// How the engine's threads fault their pages in.
+    pub access: EngineAccess,
     /// Whether this is the `--quick` smoke run.
     pub quick: bool,
+}
+
+/// How an engine faulting thread accesses each page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EngineAccess {
+    /// `Mm::write` of one byte: the fault maps a new page, whose 4 KiB of contents are zeroed and attached for
+    /// the store (the kernel's `clear_page` and store). The default.
+    Write,
+    /// `Mm::touch` with a write access: the same fault, but the store moves no data, so the page keeps no
+    /// contents and nothing is zeroed. Tells the fault path's own cost from the zeroing's.
+    Touch,
+}
+
+impl EngineAccess {
+    /// The `access` parameter.
+    pub fn id(self) -> &'static str {
+        match self {
+            EngineAccess::Write => "write",
+            EngineAccess::Touch => "touch",
+        }
+    }
 }
 
 impl FaultsConfig {
@@ -127,6 +151,7 @@ impl FaultsConfig {
             duration: Duration::from_secs(2),
             region_mib: 16,
             sides: Side::ALL.to_vec(),
+            access: EngineAccess::Write,
             quick: false,
         }
     }
@@ -139,6 +164,7 @@ impl FaultsConfig {
             duration: Duration::from_millis(100),
             region_mib: 2,
             sides: Side::ALL.to_vec(),
+            access: EngineAccess::Write,
             quick: true,
         }
     }
@@ -214,7 +240,8 @@ struct Worker {
 }
 
 /// One engine run (module docs): `threads` threads faulting in their own `region`-byte regions of one fresh
-/// [`Mm`] in `mode` for `duration`, with a mapper thread if `mapper`. The metrics of the module docs.
+/// [`Mm`] in `mode` for `duration`, with a mapper thread if `mapper`, each page accessed as `access` says. The
+/// metrics of the module docs.
 pub fn engine_run(
     cpus: &Cpus,
     threads: usize,
@@ -222,6 +249,7 @@ pub fn engine_run(
     duration: Duration,
     mode: FaultMode,
     mapper: bool,
+    access: EngineAccess,
 ) -> Result<BTreeMap<String, f64>, String> {
     let mm = Mm::new(MmConfig::host());
     mm.set_fault_mode(mode);
@@ -268,7 +296,11 @@ pub fn engine_run(
                         calls += t.elapsed();
                         let mut p = a;
                         while p < a + region {
-                            mm.write(p, &[1]).map_err(|at| format!("engine write faulted at {at:#x}"))?;
+                            match access {
+                                EngineAccess::Write => mm.write(p, &[1]),
+                                EngineAccess::Touch => mm.touch(p, vmspace_mm::Access::Write),
+                            }
+                            .map_err(|at| format!("engine write faulted at {at:#x}"))?;
                             p += PAGE_SIZE;
                         }
                         pages += region / PAGE_SIZE;
@@ -419,6 +451,7 @@ pub fn run(
             r.param("samples", cfg.samples);
             r.param("duration_s", cfg.duration.as_secs_f64());
             r.param("madvise", "MADV_NOHUGEPAGE");
+            r.param("access", if row.side == Side::Kernel { "write" } else { cfg.access.id() });
             r.param("quick", cfg.quick);
             r.placement = placement(&cpus, row.threads, row.mapper);
             r.notes.extend(cpus.notes.iter().cloned());
@@ -445,6 +478,7 @@ pub fn run(
             cfg.duration.min(Duration::from_millis(300)),
             FaultMode::PerVma,
             false,
+            cfg.access,
         )?;
     }
     let mut interrupted = false;
@@ -455,7 +489,9 @@ pub fn run(
                 break 'samples;
             }
             let m = match row.side.fault_mode() {
-                Some(mode) => engine_run(&cpus, row.threads, region, cfg.duration, mode, row.mapper)?,
+                Some(mode) => {
+                    engine_run(&cpus, row.threads, region, cfg.duration, mode, row.mapper, cfg.access)?
+                }
                 None => kernel_run(&cpus, row.threads, region, cfg.duration, row.mapper)?,
             };
             r.push_run(m);
@@ -588,7 +624,8 @@ mod tests {
     fn engine_runs_fault_every_page_in_both_modes() {
         let cpus = Cpus::discover();
         for mode in [FaultMode::PerVma, FaultMode::MmapLock] {
-            let m = engine_run(&cpus, 2, 1 << 20, Duration::from_millis(50), mode, true).unwrap();
+            let m = engine_run(&cpus, 2, 1 << 20, Duration::from_millis(50), mode, true, EngineAccess::Write)
+                .unwrap();
             assert!(m["faults_per_s"] > 1000.0, "{m:?}");
             assert_eq!(m["faults_anon_new_count"], m["faults_total_count"], "{m:?}");
             assert!(m["mapper_pairs_per_s"] > 0.0, "{m:?}");
@@ -598,6 +635,23 @@ mod tests {
                 assert_eq!(m["vma_lock_success_count"], 0.0, "{m:?}");
             }
         }
+    }
+
+    #[test]
+    fn touching_faults_every_page_without_contents() {
+        let cpus = Cpus::discover();
+        let m = engine_run(
+            &cpus,
+            1,
+            1 << 20,
+            Duration::from_millis(30),
+            FaultMode::PerVma,
+            false,
+            EngineAccess::Touch,
+        )
+        .unwrap();
+        assert!(m["faults_anon_new_count"] > 0.0, "{m:?}");
+        assert_eq!(m["faults_anon_new_count"], m["faults_total_count"], "{m:?}");
     }
 
     #[test]

@@ -92,6 +92,11 @@ pub struct FaultsArgs {
     /// Each thread's region, MiB.
     #[arg(long)]
     region_mib: Option<usize>,
+    /// How the engine's threads access each page: `write` (a one-byte store: the new page's 4 KiB of contents
+    /// are zeroed, as the kernel's clear_page does) or `touch` (a write access that stores nothing: the same
+    /// fault, no contents). The kernel's threads always store a byte.
+    #[arg(long, default_value = "write", value_parser = ["write", "touch"])]
+    access: String,
     /// Leave out the live kernel's rows.
     #[arg(long)]
     no_kernel: bool,
@@ -189,6 +194,9 @@ fn faults(args: FaultsArgs) -> Result<Status> {
     if args.no_kernel {
         cfg.sides.retain(|s| *s != bench_faults::Side::Kernel);
     }
+    if args.access == "touch" {
+        cfg.access = bench_faults::EngineAccess::Touch;
+    }
     cfg.validate().map_err(usage)?;
     let most = cfg.threads.iter().copied().max().unwrap_or(1) as u128;
     // The engine's pages carry their contents (4 KiB each) beside their frame descriptors; the kernel's regions
@@ -211,10 +219,11 @@ fn faults(args: FaultsArgs) -> Result<Status> {
     say!(
         text,
         "method: {} run(s) x {:?} per row, rows interleaved run by run; {} MiB region per thread, one byte written \
-         per page, MADV_NOHUGEPAGE; median and min-max of the runs",
+         per page (engine: {}), MADV_NOHUGEPAGE; median and min-max of the runs",
         cfg.samples,
         cfg.duration,
-        cfg.region_mib
+        cfg.region_mib,
+        if cfg.access == bench_faults::EngineAccess::Touch { "Mm::touch, no contents" } else { "Mm::write" }
     );
     if let Some(r) = results.rows.iter().rev().find(|(row, _)| row.mapper).map(|(_, r)| r) {
         say!(
