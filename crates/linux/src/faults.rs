@@ -65,6 +65,17 @@ impl Config {
 
 /// Runs every thread count; `on_run(t, sample)` after each run.
 pub fn run(cfg: &Config, host: &HostInfo, on_run: &mut dyn FnMut(usize, usize)) -> Result<Vec<Report>> {
+    run_with(cfg, false, host, on_run)
+}
+
+/// [`run`], with a mapper thread beside the faulting threads in every run if `mapper` (module docs): each
+/// report then has the parameter `mapper` true, a `mapper` placement and the mapper's metrics.
+pub fn run_with(
+    cfg: &Config,
+    mapper: bool,
+    host: &HostInfo,
+    on_run: &mut dyn FnMut(usize, usize),
+) -> Result<Vec<Report>> {
     cfg.validate()?;
     let cpus = match &cfg.cpus {
         Some(c) => {
@@ -80,8 +91,10 @@ pub fn run(cfg: &Config, host: &HostInfo, on_run: &mut dyn FnMut(usize, usize)) 
     }
     let mut reports = Vec::new();
     for &t in &cfg.threads {
-        let mut r = Report::new("kernel.faults", format!("T={t}"), host.clone());
+        let label = if mapper { format!("T={t} +mapper") } else { format!("T={t}") };
+        let mut r = Report::new("kernel.faults", label, host.clone());
         r.param("threads", t);
+        r.param("mapper", mapper);
         r.param("samples", cfg.samples);
         r.param("duration_s", cfg.duration.as_secs_f64());
         r.param("region_mib", cfg.region_mib);
@@ -94,12 +107,25 @@ pub fn run(cfg: &Config, host: &HostInfo, on_run: &mut dyn FnMut(usize, usize)) 
                 nice: 0,
             });
         }
-        if t > cpus.len() {
+        if mapper {
+            r.placement.push(Placement {
+                role: "mapper".into(),
+                index: 0,
+                cpu: Some(cpus[t % cpus.len()]),
+                nice: 0,
+            });
+        }
+        if t + usize::from(mapper) > cpus.len() && mapper {
+            r.notes.push(format!(
+                "{t} threads and the mapper share {} CPUs: some CPUs run more than one thread",
+                cpus.len()
+            ));
+        } else if t > cpus.len() {
             r.notes
                 .push(format!("{t} threads share {} CPUs: some CPUs run more than one thread", cpus.len()));
         }
         for s in 0..cfg.samples {
-            let m = measure(t, &cpus, cfg.region_mib << 20, cfg.duration, false)?;
+            let m = measure(t, &cpus, cfg.region_mib << 20, cfg.duration, mapper)?;
             r.push_run(m);
             on_run(t, s);
         }
