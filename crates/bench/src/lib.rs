@@ -8,8 +8,15 @@
 //! - [`measure`]: batch timing, medians, CPU placement;
 //! - [`tree`]: `vmspace bench tree`;
 //! - [`mm`]: `vmspace bench mm` (the address-space engine against the live kernel);
+//! - [`faults`]: `vmspace bench faults` (page faults per second, engine modes beside the live kernel);
+//! - [`fork`]: `vmspace bench fork` (fork against the VMA count, tree copy against re-insertion, beside the
+//!   live kernel; bytes per VMA and page-table bytes per page);
+//! - [`judge`]: targets judged by a benchmark, and their verdict;
 //! - [`plot`]: SVG plots of the results.
 
+pub mod faults;
+pub mod fork;
+pub mod judge;
 pub mod layout;
 pub mod measure;
 pub mod mm;

@@ -545,6 +545,29 @@ pub fn kernel_vma_objsize() -> Option<u64> {
     line.split_whitespace().nth(3)?.parse().ok()
 }
 
+/// What one VMA of an address space costs (part 3 of the module docs).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct VmaBytes {
+    /// `size_of::<Vma>()`: the VMA object, the engine's only per-mapping record.
+    pub vma: f64,
+    /// The VMA tree's live nodes x 256 bytes, over the VMAs.
+    pub tree: f64,
+}
+
+impl VmaBytes {
+    /// Bytes per VMA in all.
+    pub fn total(&self) -> f64 {
+        self.vma + self.tree
+    }
+}
+
+/// Bytes per VMA of `mm` (NaN tree share for an empty address space).
+pub fn vma_bytes(mm: &Mm) -> VmaBytes {
+    let n = mm.map_count();
+    let tree = if n == 0 { f64::NAN } else { (mm.tree_nodes() * NODE_BYTES) as f64 / n as f64 };
+    VmaBytes { vma: std::mem::size_of::<Vma>() as f64, tree }
+}
+
 /// Part 3: bytes per VMA at each configured size.
 fn bytes_per_vma(ctx: &mut Ctx<'_>) -> Result<(), String> {
     let kernel_objsize = kernel_vma_objsize();
@@ -555,8 +578,7 @@ fn bytes_per_vma(ctx: &mut Ctx<'_>) -> Result<(), String> {
         (ctx.progress)(&format!("bytes per VMA at {n}"));
         let mm = engine_with_others(n)?;
         let nodes = mm.tree_nodes();
-        let vma = std::mem::size_of::<Vma>() as f64;
-        let tree = (nodes * NODE_BYTES) as f64 / n as f64;
+        let VmaBytes { vma, tree } = vma_bytes(&mm);
         let mut r = ctx.report("bytes_per_vma", format!("bytes per VMA at {n} VMAs"), 1);
         r.param("vmas", n);
         r.param("tree_live_nodes", nodes);

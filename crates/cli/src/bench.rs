@@ -11,6 +11,7 @@ use clap::{Args, Subcommand};
 use std::path::PathBuf;
 use std::time::Duration;
 use vmspace_bench::tree::{Target, TreeConfig, render_table, run as run_tree};
+use vmspace_linux::args::{parse_duration, parse_list};
 use vmspace_results::report::Verdict;
 
 /// Memory one entry of the largest layout may take while `bench tree` runs: the layout itself, the structure
@@ -29,6 +30,85 @@ pub enum BenchCmd {
     /// per-VMA lock and under mmap_lock with 1 and 2 threads, bytes per VMA.
     #[command(after_long_help = common::EXIT_STATUS_HELP)]
     Mm(MmArgs),
+    /// Page faults per second: threads mapping, writing every page of and unmapping their own regions of one
+    /// address space, on the engine with per-VMA locks and under the mmap lock only, beside the live kernel,
+    /// with and without a mapper thread (arch/x86/mm/fault.c: do_user_addr_fault); judges the targets (exit
+    /// status 1 if one is missed).
+    #[command(after_long_help = common::EXIT_STATUS_HELP)]
+    Faults(FaultsArgs),
+    /// fork() against the number of VMAs: the engine's dup_mmap with the tree copy (__mt_dup) and with
+    /// re-insertion, without pages and with one faulted page per VMA, beside the live kernel (kernel/fork.c:
+    /// dup_mmap); bytes per VMA and page-table bytes per faulted page; judges the targets (exit status 1 if one
+    /// is missed).
+    #[command(after_long_help = common::EXIT_STATUS_HELP)]
+    Fork(ForkArgs),
+}
+
+/// Arguments of `vmspace bench fork`.
+#[derive(Debug, Args)]
+pub struct ForkArgs {
+    /// Extra VMA counts over the engine's 21 base VMAs, e.g. `0,100,1000` or the default, the __mt_dup series'
+    /// 0,100,200,400,...,1638400 (the kernel's rows only where they fit under vm.max_map_count).
+    #[arg(long, value_parser = parse_list)]
+    vmas: Option<::std::vec::Vec<usize>>,
+    /// Leave out every count above N extra VMAs (e.g. `--max 10000` for a short run).
+    #[arg(long, value_name = "N")]
+    max: Option<usize>,
+    /// Runs per row (the median is reported with the min-max).
+    #[arg(long)]
+    samples: Option<usize>,
+    /// Least length of each run (each run forks at least once).
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<Duration>,
+    /// Which variants: `none` (no pages), `one` (one faulted page per VMA) or `both`.
+    #[arg(long, default_value = "both", value_parser = ["none", "one", "both"])]
+    pages: String,
+    /// Leave out the live kernel's rows.
+    #[arg(long)]
+    no_kernel: bool,
+    /// A short run (0, 100 and 1000 extra VMAs unless --vmas is given, 1 run of 20 ms): a smoke test.
+    #[arg(long)]
+    quick: bool,
+    /// Run even if the largest count would need more memory than this machine has available.
+    #[arg(long)]
+    force: bool,
+    /// Also write the results as JSON to FILE (`-`: JSON to standard output, the table to standard error).
+    #[arg(long, value_name = "FILE", alias = "json-file")]
+    json: Option<PathBuf>,
+}
+
+/// Arguments of `vmspace bench faults`.
+#[derive(Debug, Args)]
+pub struct FaultsArgs {
+    /// Faulting thread counts, e.g. `1,2` or `1-4` (default: 1 to the number of usable CPUs).
+    #[arg(long, value_parser = parse_list)]
+    threads: Option<::std::vec::Vec<usize>>,
+    /// Runs per row (the median is reported with the min-max).
+    #[arg(long)]
+    samples: Option<usize>,
+    /// Length of each run (e.g. 2s, 500ms).
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<Duration>,
+    /// Each thread's region, MiB.
+    #[arg(long)]
+    region_mib: Option<usize>,
+    /// How the engine's threads access each page: `write` (a one-byte store: the new page's 4 KiB of contents
+    /// are zeroed, as the kernel's clear_page does) or `touch` (a write access that stores nothing: the same
+    /// fault, no contents). The kernel's threads always store a byte.
+    #[arg(long, default_value = "write", value_parser = ["write", "touch"])]
+    access: String,
+    /// Leave out the live kernel's rows.
+    #[arg(long)]
+    no_kernel: bool,
+    /// A short run (1 and 2 threads unless --threads is given, 1 run of 0.1 s, 2 MiB regions): a smoke test.
+    #[arg(long)]
+    quick: bool,
+    /// Run even if the regions would need more memory than this machine has available.
+    #[arg(long)]
+    force: bool,
+    /// Also write the results as JSON to FILE (`-`: JSON to standard output, the table to standard error).
+    #[arg(long, value_name = "FILE", alias = "json-file")]
+    json: Option<PathBuf>,
 }
 
 /// Arguments of `vmspace bench mm`.
@@ -89,7 +169,98 @@ pub fn run(cmd: BenchCmd) -> Result<Status> {
     match cmd {
         BenchCmd::Tree(args) => tree(args),
         BenchCmd::Mm(args) => mm(args),
+        BenchCmd::Faults(args) => faults(args),
+        BenchCmd::Fork(args) => fork(args),
     }
+}
+
+fn faults(args: FaultsArgs) -> Result<Status> {
+    use vmspace_bench::faults as bench_faults;
+    let cpus = vmspace_linux::sys::usable_cpus().map_or(1, |c| c.len().max(1));
+    let mut cfg =
+        if args.quick { bench_faults::FaultsConfig::quick() } else { bench_faults::FaultsConfig::full(cpus) };
+    if let Some(t) = args.threads {
+        cfg.threads = t;
+    }
+    if let Some(s) = args.samples {
+        cfg.samples = s;
+    }
+    if let Some(d) = args.duration {
+        cfg.duration = d;
+    }
+    if let Some(m) = args.region_mib {
+        cfg.region_mib = m;
+    }
+    if args.no_kernel {
+        cfg.sides.retain(|s| *s != bench_faults::Side::Kernel);
+    }
+    if args.access == "touch" {
+        cfg.access = bench_faults::EngineAccess::Touch;
+    }
+    cfg.validate().map_err(usage)?;
+    let most = cfg.threads.iter().copied().max().unwrap_or(1) as u128;
+    // The engine's pages carry their contents (4 KiB each) beside their frame descriptors; the kernel's regions
+    // are real memory: twice the regions is the bound of either side.
+    common::check_memory(
+        &format!("{most} thread(s) x --region-mib {}", cfg.region_mib),
+        2 * most * ((cfg.region_mib as u128) << 20),
+        args.force,
+    )?;
+    let json = JsonOut::new(args.json.as_deref())?;
+    let text = Text::new(&json);
+    let mut bar = Progress::new(cfg.steps());
+    let mut progress = |what: &str| step_or_stop(&mut bar, what);
+    let stop = vmspace_linux::child::interrupted;
+    let results = bench_faults::run(&cfg, &mut progress, &stop, &common::command_line());
+    bar.finish();
+    let results = results.map_err(anyhow::Error::msg)?;
+    let host = results.set.reports.first().map(|r| r.host.clone());
+    say!(text, "vmspace bench faults: {}", host.as_ref().map_or(String::new(), |h| h.one_line()));
+    say!(
+        text,
+        "method: {} run(s) x {:?} per row, rows interleaved run by run; {} MiB region per thread, one byte written \
+         per page (engine: {}), MADV_NOHUGEPAGE; median and min-max of the runs",
+        cfg.samples,
+        cfg.duration,
+        cfg.region_mib,
+        if cfg.access == bench_faults::EngineAccess::Touch { "Mm::touch, no contents" } else { "Mm::write" }
+    );
+    if let Some(r) = results.rows.iter().rev().find(|(row, _)| row.mapper).map(|(_, r)| r) {
+        say!(
+            text,
+            "placement ({}): {}",
+            r.label,
+            r.placement
+                .iter()
+                .map(|p| format!(
+                    "{} {}: cpu {}",
+                    p.role,
+                    p.index,
+                    p.cpu.map_or("-".into(), |c| c.to_string())
+                ))
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+    }
+    say!(text, "");
+    text.print(&bench_faults::render_table(&results));
+    say!(
+        text,
+        "\nper CPU-s = pages written per CPU-second of the faulting threads (CLOCK_THREAD_CPUTIME_ID); CPU share = \
+         the share of the run each faulting thread had a CPU; in mmap/munmap = the share it spent in its own \
+         mmap, madvise and munmap calls (waits for mmap_lock included); +mapper = one more thread mapping and unmapping a \
+         read-only page meanwhile; vma_lock counters as /proc/vmstat names them (medians per run; n/a: the \
+         kernel has no CONFIG_PER_VMA_LOCK_STATS)"
+    );
+    say!(text, "\ntargets:");
+    text.print(&vmspace_bench::judge::render(&results.targets));
+    let verdict = vmspace_bench::judge::verdict(&results.targets);
+    say!(text, "\nverdict: {}", verdict.line);
+    json.write(&results.set.clone().with_verdict(verdict.clone()))?;
+    if let JsonOut::File(p) = &json {
+        say!(text, "JSON written to {}", p.display());
+    }
+    Ok(Status::of(&verdict))
 }
 
 fn tree(args: TreeArgs) -> Result<Status> {
@@ -209,6 +380,79 @@ fn mm(args: MmArgs) -> Result<Status> {
         say!(text, "\nJSON written to {}", p.display());
     }
     Ok(Status::Success)
+}
+
+/// Memory one VMA of the largest count may take while `bench fork` runs: the parent's VMA and tree share, a
+/// child's, a faulted page's frame descriptor and table share, with margin.
+const FORK_BYTES_PER_VMA: u128 = 1024;
+
+fn fork(args: ForkArgs) -> Result<Status> {
+    use vmspace_bench::fork as bench_fork;
+    let mut cfg = if args.quick { bench_fork::ForkConfig::quick() } else { bench_fork::ForkConfig::full() };
+    if let Some(v) = args.vmas {
+        cfg.extra = v;
+        cfg.extra.sort_unstable();
+        cfg.extra.dedup();
+    }
+    if let Some(max) = args.max {
+        cfg.extra.retain(|&n| n <= max);
+    }
+    if let Some(s) = args.samples {
+        cfg.samples = s;
+    }
+    if let Some(d) = args.duration {
+        cfg.duration = d;
+    }
+    cfg.pages = match args.pages.as_str() {
+        "none" => vec![false],
+        "one" => vec![true],
+        _ => vec![false, true],
+    };
+    cfg.kernel = !args.no_kernel;
+    cfg.validate().map_err(usage)?;
+    common::check_memory(
+        &format!("{} VMAs", cfg.most_vmas()),
+        cfg.most_vmas() as u128 * FORK_BYTES_PER_VMA,
+        args.force,
+    )?;
+    let json = JsonOut::new(args.json.as_deref())?;
+    let text = Text::new(&json);
+    let mut bar = Progress::new(cfg.steps());
+    let mut progress = |what: &str| step_or_stop(&mut bar, what);
+    let stop = vmspace_linux::child::interrupted;
+    let results = bench_fork::run(&cfg, &mut progress, &stop, &common::command_line());
+    bar.finish();
+    let results = results.map_err(anyhow::Error::msg)?;
+    say!(
+        text,
+        "vmspace bench fork: {}",
+        bench_fork::host_of(&results).map_or(String::new(), |h| h.one_line())
+    );
+    say!(
+        text,
+        "method: {} run(s) of at least {:?} per row; engine: {} base VMAs + the extra ones, Mm::fork_with then the \
+         child's drop, tree copy and re-insertion alternating run by run on one parent; kernel: this process + the \
+         extra VMAs, fork + _exit + wait, forker and child on the last usable CPU",
+        cfg.samples,
+        cfg.duration,
+        bench_fork::BASE_VMAS
+    );
+    text.print(&bench_fork::render_tables(&results));
+    say!(
+        text,
+        "\ncells: fork call µs (million VMAs copied per second in the call) / fork + exit µs; reinsert/copy = \
+         re-insertion's fork call time over the tree copy's; kernel M VMAs dup/s = forks per second x VMAs, as the \
+         __mt_dup series counts them"
+    );
+    say!(text, "\ntargets:");
+    text.print(&vmspace_bench::judge::render(&results.targets));
+    let verdict = vmspace_bench::judge::verdict(&results.targets);
+    say!(text, "\nverdict: {}", verdict.line);
+    json.write(&results.set.clone().with_verdict(verdict.clone()))?;
+    if let JsonOut::File(p) = &json {
+        say!(text, "JSON written to {}", p.display());
+    }
+    Ok(Status::of(&verdict))
 }
 
 /// One benchmark step done; ends the command with status 130 if the user interrupted it.

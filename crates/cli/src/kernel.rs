@@ -138,6 +138,10 @@ pub struct FaultsArgs {
     /// CPUs the threads rotate over (default: all usable).
     #[arg(long, value_parser = cpu_list)]
     cpus: Option<::std::vec::Vec<usize>>,
+    /// Also run one more thread that maps and unmaps a read-only page in a loop (taking mmap_lock for writing)
+    /// while the threads fault; it runs on the CPU after theirs.
+    #[arg(long)]
+    mapper: bool,
     /// Also write the results as JSON to FILE (`-`: JSON to standard output, the table to standard error).
     #[arg(long, value_name = "FILE", alias = "json-file")]
     json: Option<PathBuf>,
@@ -499,7 +503,7 @@ fn faults_cmd(host: &HostInfo, a: FaultsArgs) -> Result<Status> {
     let t = Text::new(&json);
     print_header(t, host);
     let reports = with_progress((cfg.threads.len() * cfg.samples) as u64, |pb| {
-        faults::run(&cfg, host, &mut |threads, _| pb.step(&format!("{threads} thread(s)")))
+        faults::run_with(&cfg, a.mapper, host, &mut |threads, _| pb.step(&format!("{threads} thread(s)")))
     })?;
     say!(
         t,
@@ -532,6 +536,20 @@ fn faults_cmd(host: &HostInfo, a: FaultsArgs) -> Result<Status> {
         &["threads", "total/s", "total range", "per thread/s", "per thread vs T=1", "CPUs"],
         &rows,
     ));
+    if a.mapper {
+        for r in &reports {
+            let m = |k: &str| r.metric(k).map_or(f64::NAN, |s| s.median);
+            say!(
+                t,
+                "{}: the mapper made {} mmap+munmap pairs/s; the faulting threads had a CPU {:.0}% of the run and \
+                 spent {:.0}% of it in their own mmap/madvise/munmap calls",
+                r.label,
+                count(m("mapper_pairs_per_s")),
+                100.0 * m("worker_cpu_share"),
+                100.0 * m("map_calls_share")
+            );
+        }
+    }
     print_notes(t, &reports);
     json.write(&set_of(reports))?;
     Ok(Status::Success)

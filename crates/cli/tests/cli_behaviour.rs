@@ -78,6 +78,8 @@ fn help_has_no_internal_jargon() {
         &["bench", "--help"],
         &["bench", "tree", "--help"],
         &["bench", "mm", "--help"],
+        &["bench", "faults", "--help"],
+        &["bench", "fork", "--help"],
         &["kernel", "--help"],
         &["kernel", "contention", "--help"],
         &["kernel", "fork", "--help"],
@@ -213,6 +215,8 @@ fn output_paths_are_checked_before_the_run() {
         vec!["kernel", "contention", "--duration", "30s", "--samples", "1", "--region-mib", "4"],
         vec!["kernel", "faults", "--threads", "1", "--duration", "30s", "--samples", "1"],
         vec!["bench", "tree", "--quick"],
+        vec!["bench", "faults", "--threads", "1", "--duration", "30s", "--samples", "1"],
+        vec!["bench", "fork", "--vmas", "0", "--duration", "30s", "--samples", "1"],
         vec!["diff", "--seeds", "0..100000"],
     ] {
         let t = Instant::now();

@@ -155,6 +155,24 @@ fn faults_and_fork() {
     let rs = reports(&v, "kernel.faults");
     assert_eq!(rs.len(), 2);
     assert!(rs.iter().all(|r| median(r, "faults_per_s") > 0.0));
+    // With --mapper every row has its mapper: a placement of its own and its rate.
+    let v = json(&[
+        "kernel",
+        "faults",
+        "--threads",
+        "1",
+        "--samples",
+        "1",
+        "--duration",
+        "0.2s",
+        "--mapper",
+        "--json",
+        "-",
+    ]);
+    let rs = reports(&v, "kernel.faults");
+    assert_eq!(rs[0]["parameters"]["mapper"], true);
+    assert!(rs[0]["placement"].as_array().unwrap().iter().any(|p| p["role"] == "mapper"));
+    assert!(median(&rs[0], "mapper_pairs_per_s") > 0.0 && median(&rs[0], "faults_per_s") > 0.0);
     let v =
         json(&["kernel", "fork", "--vmas", "0,1000", "--samples", "1", "--duration", "0.4s", "--json", "-"]);
     let rs = reports(&v, "kernel.fork");

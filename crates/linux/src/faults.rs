@@ -6,6 +6,18 @@
 //! share one address space, so their faults meet in the VMA tree and the per-VMA locks, and their
 //! mmap/munmap calls meet in `mmap_lock`, as in the kernel's page-fault tests. Results: faults per second in
 //! total and per thread (mean, min, max across threads), per run; runs are summarised as usual.
+//!
+//! Each run also reads every thread's own CPU time (`CLOCK_THREAD_CPUTIME_ID`): faults per CPU-second of the
+//! faulting threads (`faults_per_cpu_s_per_thread`) and the share of the run each had a CPU
+//! (`worker_cpu_share`) tell lock waits and scheduling apart from the fault path's own cost when threads
+//! outnumber CPUs.
+//!
+//! [`measure`] can add a *mapper*: one more thread of the same process that maps and unmaps one read-only
+//! anonymous page (no hint, so the kernel places it; read-only, so it never merges with the writable regions of
+//! the faulting threads) in a loop until they finish. Every one of its calls takes `mmap_lock` for writing:
+//! the interference the per-VMA lock series removed from page faults (`mm/memory.c: lock_vma_under_rcu`
+//! skips `mmap_lock` unless the VMA itself is being changed). It is pinned to the CPU after the faulting
+//! threads' (`cpus[threads % len]`), and reports `mapper_pairs_per_s` and `mapper_cpu_share`.
 
 use crate::child::{check_interrupted, interrupted};
 use crate::hostinfo::HostInfo;
@@ -13,6 +25,7 @@ use crate::sys;
 use anyhow::{Result, bail};
 use std::collections::BTreeMap;
 use std::sync::Barrier;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use vmspace_results::report::{Placement, Report};
 
@@ -52,6 +65,17 @@ impl Config {
 
 /// Runs every thread count; `on_run(t, sample)` after each run.
 pub fn run(cfg: &Config, host: &HostInfo, on_run: &mut dyn FnMut(usize, usize)) -> Result<Vec<Report>> {
+    run_with(cfg, false, host, on_run)
+}
+
+/// [`run`], with a mapper thread beside the faulting threads in every run if `mapper` (module docs): each
+/// report then has the parameter `mapper` true, a `mapper` placement and the mapper's metrics.
+pub fn run_with(
+    cfg: &Config,
+    mapper: bool,
+    host: &HostInfo,
+    on_run: &mut dyn FnMut(usize, usize),
+) -> Result<Vec<Report>> {
     cfg.validate()?;
     let cpus = match &cfg.cpus {
         Some(c) => {
@@ -67,8 +91,10 @@ pub fn run(cfg: &Config, host: &HostInfo, on_run: &mut dyn FnMut(usize, usize)) 
     }
     let mut reports = Vec::new();
     for &t in &cfg.threads {
-        let mut r = Report::new("kernel.faults", format!("T={t}"), host.clone());
+        let label = if mapper { format!("T={t} +mapper") } else { format!("T={t}") };
+        let mut r = Report::new("kernel.faults", label, host.clone());
         r.param("threads", t);
+        r.param("mapper", mapper);
         r.param("samples", cfg.samples);
         r.param("duration_s", cfg.duration.as_secs_f64());
         r.param("region_mib", cfg.region_mib);
@@ -81,12 +107,25 @@ pub fn run(cfg: &Config, host: &HostInfo, on_run: &mut dyn FnMut(usize, usize)) 
                 nice: 0,
             });
         }
-        if t > cpus.len() {
+        if mapper {
+            r.placement.push(Placement {
+                role: "mapper".into(),
+                index: 0,
+                cpu: Some(cpus[t % cpus.len()]),
+                nice: 0,
+            });
+        }
+        if t + usize::from(mapper) > cpus.len() && mapper {
+            r.notes.push(format!(
+                "{t} threads and the mapper share {} CPUs: some CPUs run more than one thread",
+                cpus.len()
+            ));
+        } else if t > cpus.len() {
             r.notes
                 .push(format!("{t} threads share {} CPUs: some CPUs run more than one thread", cpus.len()));
         }
         for s in 0..cfg.samples {
-            let m = run_once(t, &cpus, cfg.region_mib << 20, cfg.duration)?;
+            let m = measure(t, &cpus, cfg.region_mib << 20, cfg.duration, mapper)?;
             r.push_run(m);
             on_run(t, s);
         }
@@ -96,50 +135,116 @@ pub fn run(cfg: &Config, host: &HostInfo, on_run: &mut dyn FnMut(usize, usize)) 
     Ok(reports)
 }
 
-fn run_once(
+/// The calling thread's CPU time so far, in seconds (`CLOCK_THREAD_CPUTIME_ID`).
+pub fn thread_cpu_s() -> f64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
+}
+
+/// What one faulting thread did in a run.
+struct Worker {
+    faults: u64,
+    wall_s: f64,
+    cpu_s: f64,
+    /// Time in its own mmap, madvise and munmap calls.
+    calls_s: f64,
+}
+
+/// One run (module docs): `threads` threads on `cpus` (thread i on `cpus[i % len]`), each mapping, touching
+/// and unmapping `region` bytes for `duration`; with `mapper`, one more thread mapping and unmapping a page
+/// meanwhile. Metrics: `faults_per_s` (all threads), `faults_per_s_per_thread`, `faults_per_s_slowest_thread`,
+/// `faults_per_s_fastest_thread`, `faults_per_cpu_s_per_thread`, `worker_cpu_share`, `map_calls_share` (the
+/// share of the run each thread spent in its own mmap, madvise and munmap calls), and with a mapper
+/// `mapper_pairs_per_s` and `mapper_cpu_share`.
+pub fn measure(
     threads: usize,
     cpus: &[usize],
     region: usize,
     duration: Duration,
+    mapper: bool,
 ) -> Result<BTreeMap<String, f64>> {
+    if threads == 0 || cpus.is_empty() {
+        bail!("a fault run needs at least one thread and one CPU");
+    }
     let page = sys::page_size();
-    let barrier = Barrier::new(threads);
-    let results: Vec<Result<(u64, f64), rustix::io::Errno>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|i| {
-                let barrier = &barrier;
-                let cpu = cpus[i % cpus.len()];
-                s.spawn(move || -> Result<(u64, f64), rustix::io::Errno> {
+    let barrier = Barrier::new(threads + usize::from(mapper));
+    // Set by the last faulting thread to finish; Relaxed: a stop flag, nothing is published through it.
+    let running = AtomicBool::new(true);
+    type Mapped = Result<(u64, f64, f64), rustix::io::Errno>;
+    let (results, mapped): (Vec<Result<Worker, rustix::io::Errno>>, Option<Mapped>) =
+        std::thread::scope(|s| {
+            let mapper_handle = mapper.then(|| {
+                let (barrier, running) = (&barrier, &running);
+                let cpu = cpus[threads % cpus.len()];
+                s.spawn(move || -> Mapped {
                     let pinned = sys::pin_to_cpu(cpu);
                     barrier.wait();
                     pinned?;
-                    let rw = sys::prot(true, true, false);
-                    let start = Instant::now();
-                    let mut faults = 0u64;
-                    while start.elapsed() < duration && !interrupted() {
-                        let a = sys::map_anon(region, rw, false)?;
-                        // SAFETY: `a` is a fresh private mapping of `region` bytes owned by this thread alone.
-                        unsafe {
-                            let advised = sys::no_huge_pages(a, region);
-                            faults += sys::touch_pages(a, region, page) as u64;
-                            sys::unmap(a, region)?;
-                            advised?;
-                        }
+                    let (start, cpu0) = (Instant::now(), thread_cpu_s());
+                    let mut pairs = 0u64;
+                    let ro = sys::prot(true, false, false);
+                    while running.load(Ordering::Relaxed) {
+                        let a = sys::map_anon(page, ro, false)?;
+                        // SAFETY: `a` is the page just mapped by this thread; nothing refers into it.
+                        unsafe { sys::unmap(a, page)? };
+                        pairs += 1;
                     }
-                    Ok((faults, start.elapsed().as_secs_f64()))
+                    Ok((pairs, start.elapsed().as_secs_f64(), thread_cpu_s() - cpu0))
                 })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap_or(Err(rustix::io::Errno::FAULT))).collect()
-    });
+            });
+            let handles: Vec<_> = (0..threads)
+                .map(|i| {
+                    let barrier = &barrier;
+                    let cpu = cpus[i % cpus.len()];
+                    s.spawn(move || -> Result<Worker, rustix::io::Errno> {
+                        let pinned = sys::pin_to_cpu(cpu);
+                        barrier.wait();
+                        pinned?;
+                        let rw = sys::prot(true, true, false);
+                        let (start, cpu0) = (Instant::now(), thread_cpu_s());
+                        let mut faults = 0u64;
+                        let mut calls = Duration::ZERO;
+                        while start.elapsed() < duration && !interrupted() {
+                            let t = Instant::now();
+                            let a = sys::map_anon(region, rw, false)?;
+                            // SAFETY: `a` is a fresh private mapping of `region` bytes owned by this thread alone.
+                            unsafe {
+                                let advised = sys::no_huge_pages(a, region);
+                                calls += t.elapsed();
+                                faults += sys::touch_pages(a, region, page) as u64;
+                                let t = Instant::now();
+                                sys::unmap(a, region)?;
+                                calls += t.elapsed();
+                                advised?;
+                            }
+                        }
+                        Ok(Worker {
+                            faults,
+                            wall_s: start.elapsed().as_secs_f64(),
+                            cpu_s: thread_cpu_s() - cpu0,
+                            calls_s: calls.as_secs_f64(),
+                        })
+                    })
+                })
+                .collect();
+            let results: Vec<_> =
+                handles.into_iter().map(|h| h.join().unwrap_or(Err(rustix::io::Errno::FAULT))).collect();
+            running.store(false, Ordering::Relaxed);
+            let mapped = mapper_handle.map(|h| h.join().unwrap_or(Err(rustix::io::Errno::FAULT)));
+            (results, mapped)
+        });
     check_interrupted()?;
     let mut per_thread = Vec::new();
-    let mut total = 0.0;
+    let (mut total, mut faults, mut cpu_s, mut share, mut calls) = (0.0, 0u64, 0.0, 0.0, 0.0);
     for r in results {
-        let (faults, secs) = r?;
-        let rate = faults as f64 / secs;
+        let w = r?;
+        let rate = w.faults as f64 / w.wall_s;
         per_thread.push(rate);
         total += rate;
+        faults += w.faults;
+        cpu_s += w.cpu_s;
+        share += w.cpu_s / w.wall_s;
+        calls += w.calls_s / w.wall_s;
     }
     let mut m = BTreeMap::new();
     m.insert("faults_per_s".to_string(), total);
@@ -149,6 +254,14 @@ fn run_once(
         per_thread.iter().copied().fold(f64::INFINITY, f64::min),
     );
     m.insert("faults_per_s_fastest_thread".to_string(), per_thread.iter().copied().fold(0.0, f64::max));
+    m.insert("faults_per_cpu_s_per_thread".to_string(), faults as f64 / cpu_s.max(1e-9));
+    m.insert("worker_cpu_share".to_string(), share / threads as f64);
+    m.insert("map_calls_share".to_string(), calls / threads as f64);
+    if let Some(mapped) = mapped {
+        let (pairs, wall, cpu) = mapped?;
+        m.insert("mapper_pairs_per_s".to_string(), pairs as f64 / wall.max(1e-9));
+        m.insert("mapper_cpu_share".to_string(), cpu / wall.max(1e-9));
+    }
     Ok(m)
 }
 
@@ -194,5 +307,18 @@ mod tests {
             assert!(slow <= fast);
         }
         assert_eq!(reports[1].placement.len(), 2);
+    }
+
+    #[test]
+    fn a_mapper_runs_beside_the_faulting_threads() {
+        let host = crate::hostinfo::gather();
+        let m = measure(1, &host.cpus_usable, 4 << 20, Duration::from_millis(200), true).unwrap();
+        assert!(m["faults_per_s"] > 1000.0, "{m:?}");
+        assert!(m["mapper_pairs_per_s"] > 100.0, "{m:?}");
+        let share = m["worker_cpu_share"];
+        assert!(share > 0.0 && share <= 1.05, "{m:?}");
+        assert!(m["faults_per_cpu_s_per_thread"] >= m["faults_per_s_per_thread"] * 0.95, "{m:?}");
+        let without = measure(1, &host.cpus_usable, 4 << 20, Duration::from_millis(100), false).unwrap();
+        assert!(!without.contains_key("mapper_pairs_per_s"));
     }
 }

@@ -1,0 +1,672 @@
+//! `vmspace bench faults`: page faults per second on the engine in both fault modes, beside the live kernel,
+//! with and without a mapper thread.
+//!
+//! # Workload
+//!
+//! The per-VMA lock series' page-fault microbenchmark, on both sides with the same parameters: each of T
+//! threads (thread i pinned to the i-th usable CPU, cycled) maps a private anonymous read-write region of its
+//! own (16 MiB by default; no address hint, `MADV_NOHUGEPAGE`), writes one byte into every page, and unmaps it,
+//! again and again until the run's time is up; it counts the pages it wrote. Every write is a real page fault:
+//!
+//! - **engine**: one [`Mm`] shared by the threads (a fresh one per run, `MmConfig::host()`); `Mm::write` of
+//!   one byte (or, with [`EngineAccess::Touch`], `Mm::touch`: the same fault without contents) goes through
+//!   the emulated MMU, which refuses the store on a missing PTE, and the 6.18 fault path
+//!   ([`Mm::fault`], `arch/x86/mm/fault.c: do_user_addr_fault` → `mm/memory.c: handle_mm_fault`) maps a new
+//!   zeroed anonymous page; the store is then retried. The address space's [`FaultMode`] decides the lock: the
+//!   VMA's read lock (`lock_vma_under_rcu`, since 6.4; "per-vma") or the mmap read lock for every fault
+//!   ("mmap-lock", before 6.4).
+//! - **kernel**: the same loop with real `mmap`/stores/`munmap` in this process
+//!   (`vmspace_linux::faults::measure`): the live kernel's fault path, with its per-VMA locks.
+//!
+//! Regions are placed by each side's own `get_unmapped_area` (top-down), so a new region may merge with a
+//! neighbour's on both sides, exactly as `mmap` merges; the counters below show what that costs.
+//!
+//! With a **mapper**, one more thread (pinned to the CPU after the faulting threads', `usable[T % n]`) maps
+//! and unmaps one read-only anonymous page in a loop for as long as they run: read-only so that it never
+//! merges with their regions, so each of its calls takes `mmap_lock` for writing without touching their VMAs.
+//! Under per-VMA locks the faults should not notice it; under the mmap lock every fault waits for it.
+//!
+//! # Results
+//!
+//! One `bench.faults` report per (side, mode, threads, mapper) with one run per sample (runs of all rows are
+//! interleaved: sample 1 of every row, then sample 2, ..., so that slow drifts of the machine hit every row
+//! alike; before them one unrecorded engine run of at most 0.3 s with the most threads warms the engine's
+//! frame table and content buffers up, which the first faults of the process would otherwise pay for). Metrics per run: `faults_per_s` (all threads), `faults_per_s_per_thread` and the slowest and
+//! fastest thread, `faults_per_cpu_s_per_thread` (pages written per CPU-second of the faulting threads, from
+//! `CLOCK_THREAD_CPUTIME_ID`: what the fault path costs when threads outnumber CPUs or wait), `worker_cpu_share`
+//! (the share of the run each faulting thread had a CPU), `map_calls_share` (the share of the run each faulting
+//! thread spent in its own `mmap`, `madvise` and `munmap` calls, waits for `mmap_lock` included), with a mapper
+//! `mapper_pairs_per_s` and
+//! `mapper_cpu_share`; engine runs add the per-VMA-lock counters of the run (`vma_lock_success_count`,
+//! `vma_lock_abort_count`, `vma_lock_retry_count`, `vma_lock_miss_count`, as `/proc/vmstat` names them) and
+//! the faults by kind (`faults_anon_new_count`, `faults_total_count`). The live kernel's counters are in
+//! `/proc/vmstat` only with `CONFIG_PER_VMA_LOCK_STATS`; when they are there, kernel runs carry their growth
+//! over the run too (system-wide).
+//!
+//! # Targets
+//!
+//! [`targets`] judges: with per-VMA locks, T threads fault at least 0.95 T times one thread's rate (1.9x at
+//! two threads), without and with the mapper; with the mapper, the mmap-lock mode reaches at most 0.9x the
+//! per-VMA mode's rate (visibly worse); one engine thread faults at least 3x as fast as one kernel thread.
+
+use std::collections::BTreeMap;
+use std::sync::Barrier;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use vmspace_linux::faults::thread_cpu_s;
+use vmspace_mm::{Advice, FaultMode, MapFlags, Mm, MmConfig, MmFaultStats, PAGE_SIZE, Prot};
+use vmspace_results::report::{Placement, Report, ReportSet};
+
+use crate::judge::Judged;
+use crate::measure::Cpus;
+
+/// Where and how a row faults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Side {
+    /// The engine, faults under the VMA's read lock.
+    EnginePerVma,
+    /// The engine, every fault under the mmap read lock.
+    EngineMmapLock,
+    /// The live kernel.
+    Kernel,
+}
+
+impl Side {
+    /// Every side, in the order of the table.
+    pub const ALL: [Side; 3] = [Side::EnginePerVma, Side::EngineMmapLock, Side::Kernel];
+
+    /// The `side` parameter: `engine` or `kernel`.
+    pub fn side(self) -> &'static str {
+        match self {
+            Side::Kernel => "kernel",
+            _ => "engine",
+        }
+    }
+
+    /// The `mode` parameter: `per-vma`, `mmap-lock` (engine) or `kernel`.
+    pub fn mode(self) -> &'static str {
+        match self {
+            Side::EnginePerVma => "per-vma",
+            Side::EngineMmapLock => "mmap-lock",
+            Side::Kernel => "kernel",
+        }
+    }
+
+    fn fault_mode(self) -> Option<FaultMode> {
+        match self {
+            Side::EnginePerVma => Some(FaultMode::PerVma),
+            Side::EngineMmapLock => Some(FaultMode::MmapLock),
+            Side::Kernel => None,
+        }
+    }
+}
+
+/// What to run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FaultsConfig {
+    /// Faulting thread counts.
+    pub threads: Vec<usize>,
+    /// Runs per row.
+    pub samples: usize,
+    /// Length of one run.
+    pub duration: Duration,
+    /// Each thread's region, MiB.
+    pub region_mib: usize,
+    /// The sides measured.
+    pub sides: Vec<Side>,
+    /// How the engine's threads fault their pages in.
+    pub access: EngineAccess,
+    /// Whether this is the `--quick` smoke run.
+    pub quick: bool,
+}
+
+/// How an engine faulting thread accesses each page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EngineAccess {
+    /// `Mm::write` of one byte: the fault maps a new page, whose 4 KiB of contents are zeroed and attached for
+    /// the store (the kernel's `clear_page` and store). The default.
+    Write,
+    /// `Mm::touch` with a write access: the same fault, but the store moves no data, so the page keeps no
+    /// contents and nothing is zeroed. Tells the fault path's own cost from the zeroing's.
+    Touch,
+}
+
+impl EngineAccess {
+    /// The `access` parameter.
+    pub fn id(self) -> &'static str {
+        match self {
+            EngineAccess::Write => "write",
+            EngineAccess::Touch => "touch",
+        }
+    }
+}
+
+impl FaultsConfig {
+    /// The full run: 1 to all usable CPUs, 5 runs of 2 s per row, 16 MiB regions, every side.
+    pub fn full(cpus: usize) -> FaultsConfig {
+        FaultsConfig {
+            threads: (1..=cpus.max(1)).collect(),
+            samples: 5,
+            duration: Duration::from_secs(2),
+            region_mib: 16,
+            sides: Side::ALL.to_vec(),
+            access: EngineAccess::Write,
+            quick: false,
+        }
+    }
+
+    /// A smoke run: 1 and 2 threads, 1 run of 0.1 s, 2 MiB regions, every side.
+    pub fn quick() -> FaultsConfig {
+        FaultsConfig {
+            threads: vec![1, 2],
+            samples: 1,
+            duration: Duration::from_millis(100),
+            region_mib: 2,
+            sides: Side::ALL.to_vec(),
+            access: EngineAccess::Write,
+            quick: true,
+        }
+    }
+
+    /// Checks the parameters (a message for the user when they make no sense).
+    pub fn validate(&self) -> Result<(), String> {
+        if self.threads.is_empty() || self.threads.iter().any(|&t| t == 0 || t > 1024) {
+            return Err("--threads must list counts in 1..=1024".into());
+        }
+        if self.samples == 0 || self.samples > 10_000 {
+            return Err("--samples must be 1..=10000".into());
+        }
+        if self.duration < Duration::from_millis(10) || self.duration > Duration::from_secs(24 * 3600) {
+            return Err("--duration must be between 0.01 s and 24 h".into());
+        }
+        if self.region_mib == 0 || self.region_mib > 1 << 16 {
+            return Err("--region-mib must be 1..=65536".into());
+        }
+        if self.sides.is_empty() {
+            return Err("no side to measure".into());
+        }
+        Ok(())
+    }
+
+    /// The rows, in table order: per thread count, without then with the mapper, each side.
+    pub fn rows(&self) -> Vec<Row> {
+        let mut rows = Vec::new();
+        for &threads in &self.threads {
+            for mapper in [false, true] {
+                for &side in &self.sides {
+                    rows.push(Row { side, threads, mapper });
+                }
+            }
+        }
+        rows
+    }
+
+    /// Progress steps of [`run`]: one per run of a row.
+    pub fn steps(&self) -> u64 {
+        (self.rows().len() * self.samples) as u64
+    }
+}
+
+/// One row of the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Row {
+    /// The side.
+    pub side: Side,
+    /// Faulting threads.
+    pub threads: usize,
+    /// Whether a mapper thread runs beside them.
+    pub mapper: bool,
+}
+
+impl Row {
+    /// The report label, e.g. `engine per-vma T=2 +mapper`.
+    pub fn label(&self) -> String {
+        let side = match self.side {
+            Side::Kernel => "kernel".to_string(),
+            s => format!("engine {}", s.mode()),
+        };
+        format!("{side} T={}{}", self.threads, if self.mapper { " +mapper" } else { "" })
+    }
+}
+
+/// What one engine faulting thread did in a run.
+struct Worker {
+    pages: u64,
+    wall_s: f64,
+    cpu_s: f64,
+    /// Time spent in its own mmap, madvise and munmap calls.
+    calls_s: f64,
+}
+
+/// One engine run (module docs): `threads` threads faulting in their own `region`-byte regions of one fresh
+/// [`Mm`] in `mode` for `duration`, with a mapper thread if `mapper`, each page accessed as `access` says. The
+/// metrics of the module docs.
+pub fn engine_run(
+    cpus: &Cpus,
+    threads: usize,
+    region: u64,
+    duration: Duration,
+    mode: FaultMode,
+    mapper: bool,
+    access: EngineAccess,
+) -> Result<BTreeMap<String, f64>, String> {
+    let mm = Mm::new(MmConfig::host());
+    mm.set_fault_mode(mode);
+    let before = mm.fault_stats();
+    let barrier = Barrier::new(threads + usize::from(mapper));
+    // Cleared when the faulting threads are done; Relaxed: a stop flag, nothing is published through it.
+    let running = AtomicBool::new(true);
+    let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
+    type Mapped = Result<(u64, f64, f64), String>;
+    let (workers, mapped): (Vec<Result<Worker, String>>, Option<Mapped>) = std::thread::scope(|s| {
+        let mapper_handle = mapper.then(|| {
+            let (mm, barrier, running) = (&mm, &barrier, &running);
+            s.spawn(move || -> Mapped {
+                cpus.pin(threads);
+                barrier.wait();
+                let (start, cpu0) = (Instant::now(), thread_cpu_s());
+                let mut pairs = 0u64;
+                while running.load(Ordering::Relaxed) {
+                    let a = mm
+                        .mmap(0, PAGE_SIZE, Prot::READ, anon, None, 0)
+                        .map_err(|e| format!("engine mapper mmap: {e:?}"))?;
+                    mm.munmap(a, PAGE_SIZE).map_err(|e| format!("engine mapper munmap: {e:?}"))?;
+                    pairs += 1;
+                }
+                Ok((pairs, start.elapsed().as_secs_f64(), thread_cpu_s() - cpu0))
+            })
+        });
+        let handles: Vec<_> = (0..threads)
+            .map(|i| {
+                let (mm, barrier) = (&mm, &barrier);
+                s.spawn(move || -> Result<Worker, String> {
+                    cpus.pin(i);
+                    barrier.wait();
+                    let (start, cpu0) = (Instant::now(), thread_cpu_s());
+                    let mut pages = 0u64;
+                    let mut calls = Duration::ZERO;
+                    while start.elapsed() < duration {
+                        let t = Instant::now();
+                        let a = mm
+                            .mmap(0, region, Prot::RW, anon, None, 0)
+                            .map_err(|e| format!("engine mmap of {region} bytes: {e:?}"))?;
+                        mm.madvise(a, region, Advice::NOHUGEPAGE)
+                            .map_err(|e| format!("engine madvise: {e:?}"))?;
+                        calls += t.elapsed();
+                        let mut p = a;
+                        while p < a + region {
+                            match access {
+                                EngineAccess::Write => mm.write(p, &[1]),
+                                EngineAccess::Touch => mm.touch(p, vmspace_mm::Access::Write),
+                            }
+                            .map_err(|at| format!("engine write faulted at {at:#x}"))?;
+                            p += PAGE_SIZE;
+                        }
+                        pages += region / PAGE_SIZE;
+                        let t = Instant::now();
+                        mm.munmap(a, region).map_err(|e| format!("engine munmap: {e:?}"))?;
+                        calls += t.elapsed();
+                    }
+                    Ok(Worker {
+                        pages,
+                        wall_s: start.elapsed().as_secs_f64(),
+                        cpu_s: thread_cpu_s() - cpu0,
+                        calls_s: calls.as_secs_f64(),
+                    })
+                })
+            })
+            .collect();
+        let workers: Vec<_> = handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err("a fault thread panicked".into())))
+            .collect();
+        running.store(false, Ordering::Relaxed);
+        let mapped = mapper_handle.map(|h| h.join().unwrap_or_else(|_| Err("the mapper panicked".into())));
+        (workers, mapped)
+    });
+    let after = mm.fault_stats();
+    let mut m = BTreeMap::new();
+    let (mut total, mut pages, mut cpu_s, mut share, mut calls) = (0.0, 0u64, 0.0, 0.0, 0.0);
+    let (mut slowest, mut fastest) = (f64::INFINITY, 0.0f64);
+    for w in workers {
+        let w = w?;
+        let rate = w.pages as f64 / w.wall_s.max(1e-9);
+        total += rate;
+        slowest = slowest.min(rate);
+        fastest = fastest.max(rate);
+        pages += w.pages;
+        cpu_s += w.cpu_s;
+        share += w.cpu_s / w.wall_s.max(1e-9);
+        calls += w.calls_s / w.wall_s.max(1e-9);
+    }
+    m.insert("faults_per_s".to_string(), total);
+    m.insert("map_calls_share".to_string(), calls / threads as f64);
+    m.insert("faults_per_s_per_thread".to_string(), total / threads as f64);
+    m.insert("faults_per_s_slowest_thread".to_string(), slowest);
+    m.insert("faults_per_s_fastest_thread".to_string(), fastest);
+    m.insert("faults_per_cpu_s_per_thread".to_string(), pages as f64 / cpu_s.max(1e-9));
+    m.insert("worker_cpu_share".to_string(), share / threads as f64);
+    if let Some(mapped) = mapped {
+        let (pairs, wall, cpu) = mapped?;
+        m.insert("mapper_pairs_per_s".to_string(), pairs as f64 / wall.max(1e-9));
+        m.insert("mapper_cpu_share".to_string(), cpu / wall.max(1e-9));
+    }
+    counters(&mut m, &before, &after);
+    let new = after.faults.anon_new - before.faults.anon_new;
+    if new != pages {
+        return Err(format!("{pages} pages written but {new} anonymous pages faulted in"));
+    }
+    Ok(m)
+}
+
+/// The counters of the run (module docs) into `m`.
+fn counters(m: &mut BTreeMap<String, f64>, before: &MmFaultStats, after: &MmFaultStats) {
+    let (b, a) = (&before.vma_lock, &after.vma_lock);
+    m.insert("vma_lock_success_count".to_string(), (a.success - b.success) as f64);
+    m.insert("vma_lock_abort_count".to_string(), (a.abort - b.abort) as f64);
+    m.insert("vma_lock_retry_count".to_string(), (a.retry - b.retry) as f64);
+    m.insert("vma_lock_miss_count".to_string(), (a.miss - b.miss) as f64);
+    let (b, a) = (&before.faults, &after.faults);
+    m.insert("faults_anon_new_count".to_string(), (a.anon_new - b.anon_new) as f64);
+    let all = |f: &vmspace_mm::FaultStats| {
+        f.anon_zero
+            + f.anon_new
+            + f.read
+            + f.cow
+            + f.shared
+            + f.wp_reuse
+            + f.wp_copy
+            + f.wp_shared
+            + f.spurious
+    };
+    m.insert("faults_total_count".to_string(), (all(a) - all(b)) as f64);
+}
+
+/// The live kernel's per-VMA-lock counters from `/proc/vmstat` (`CONFIG_PER_VMA_LOCK_STATS`), if it has them.
+fn kernel_vma_lock_counters() -> Option<[u64; 4]> {
+    let text = std::fs::read_to_string("/proc/vmstat").ok()?;
+    let get = |name: &str| -> Option<u64> {
+        text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+    };
+    Some([get("vma_lock_success")?, get("vma_lock_abort")?, get("vma_lock_retry")?, get("vma_lock_miss")?])
+}
+
+/// One kernel run (`vmspace_linux::faults::measure`), with the kernel's per-VMA-lock counters when it has them.
+fn kernel_run(
+    cpus: &Cpus,
+    threads: usize,
+    region: u64,
+    duration: Duration,
+    mapper: bool,
+) -> Result<BTreeMap<String, f64>, String> {
+    let before = kernel_vma_lock_counters();
+    let mut m = vmspace_linux::faults::measure(threads, &cpus.usable, region as usize, duration, mapper)
+        .map_err(|e| format!("kernel faults: {e:#}"))?;
+    if let (Some(b), Some(a)) = (before, kernel_vma_lock_counters()) {
+        for (i, name) in ["success", "abort", "retry", "miss"].iter().enumerate() {
+            m.insert(format!("vma_lock_{name}_count"), a[i].saturating_sub(b[i]) as f64);
+        }
+    }
+    Ok(m)
+}
+
+/// The result of [`run`].
+#[derive(Debug, Clone)]
+pub struct FaultsResults {
+    /// Every report: the rows, then one `bench.faults.target` per target.
+    pub set: ReportSet,
+    /// The rows' reports, in [`FaultsConfig::rows`] order.
+    pub rows: Vec<(Row, Report)>,
+    /// The judged targets.
+    pub targets: Vec<Judged>,
+    /// Whether the run stopped early (the reports hold the samples measured before).
+    pub interrupted: bool,
+}
+
+/// Runs `vmspace bench faults`: every row's sample 1, then every row's sample 2, ...; `progress` is called
+/// after each run of a row ([`FaultsConfig::steps`] in all); the run stops early when `stop` answers true.
+pub fn run(
+    cfg: &FaultsConfig,
+    progress: &mut dyn FnMut(&str),
+    stop: &dyn Fn() -> bool,
+    command: &str,
+) -> Result<FaultsResults, String> {
+    cfg.validate()?;
+    // Host facts first: discovering the CPUs pins this thread, which would narrow the affinity mask they report.
+    let host = vmspace_linux::hostinfo::gather();
+    let cpus = Cpus::discover();
+    let region = (cfg.region_mib as u64) << 20;
+    let kernel_counters = kernel_vma_lock_counters().is_some();
+    let mut rows: Vec<(Row, Report)> = cfg
+        .rows()
+        .into_iter()
+        .map(|row| {
+            let mut r = Report::new("bench.faults", row.label(), host.clone());
+            r.param("side", row.side.side());
+            r.param("mode", row.side.mode());
+            r.param("threads", row.threads);
+            r.param("mapper", row.mapper);
+            r.param("region_mib", cfg.region_mib);
+            r.param("samples", cfg.samples);
+            r.param("duration_s", cfg.duration.as_secs_f64());
+            r.param("madvise", "MADV_NOHUGEPAGE");
+            r.param("access", if row.side == Side::Kernel { "write" } else { cfg.access.id() });
+            r.param("quick", cfg.quick);
+            r.placement = placement(&cpus, row.threads, row.mapper);
+            r.notes.extend(cpus.notes.iter().cloned());
+            if let Some(n) = cpus.sharing_note(row.threads + usize::from(row.mapper)) {
+                r.notes.push(format!("{n} (the mapper counts as a thread)"));
+            }
+            if row.side == Side::Kernel && !kernel_counters {
+                r.notes.push(
+                    "the kernel's per-VMA-lock counters are not in /proc/vmstat (CONFIG_PER_VMA_LOCK_STATS off)"
+                        .into(),
+                );
+            }
+            (row, r)
+        })
+        .collect();
+    // Warm-up, not recorded: the first engine faults of the process grow the frame table and take content
+    // buffers from the system allocator, which later runs reuse.
+    if cfg.sides.iter().any(|s| s.fault_mode().is_some()) {
+        let most = cfg.threads.iter().copied().max().unwrap_or(1);
+        engine_run(
+            &cpus,
+            most,
+            region,
+            cfg.duration.min(Duration::from_millis(300)),
+            FaultMode::PerVma,
+            false,
+            cfg.access,
+        )?;
+    }
+    let mut interrupted = false;
+    'samples: for _ in 0..cfg.samples {
+        for (row, r) in rows.iter_mut() {
+            if stop() {
+                interrupted = true;
+                break 'samples;
+            }
+            let m = match row.side.fault_mode() {
+                Some(mode) => {
+                    engine_run(&cpus, row.threads, region, cfg.duration, mode, row.mapper, cfg.access)?
+                }
+                None => kernel_run(&cpus, row.threads, region, cfg.duration, row.mapper)?,
+            };
+            r.push_run(m);
+            progress(&r.label);
+        }
+    }
+    for (_, r) in rows.iter_mut() {
+        r.summarise();
+    }
+    let targets = targets(cfg, &rows);
+    let mut reports: Vec<Report> = rows.iter().map(|(_, r)| r.clone()).collect();
+    reports.extend(targets.iter().map(|t| t.report("bench.faults.target", &host)));
+    Ok(FaultsResults { set: ReportSet::new(command, reports), rows, targets, interrupted })
+}
+
+/// Who runs where: the faulting threads on `usable[i]`, the mapper on `usable[threads]` (cycled).
+fn placement(cpus: &Cpus, threads: usize, mapper: bool) -> Vec<Placement> {
+    let mut p = cpus.placement(&["thread"], threads);
+    if mapper {
+        p.push(Placement {
+            role: "mapper".into(),
+            index: 0,
+            cpu: cpus.pinning.then(|| cpus.cpu_of(threads)),
+            nice: 0,
+        });
+    }
+    p
+}
+
+/// The median of `metric` in the row `(side, threads, mapper)`, NaN when it was not measured.
+pub fn median_of(rows: &[(Row, Report)], side: Side, threads: usize, mapper: bool, metric: &str) -> f64 {
+    rows.iter()
+        .find(|(r, _)| *r == Row { side, threads, mapper })
+        .and_then(|(_, r)| r.metric(metric))
+        .map_or(f64::NAN, |s| s.median)
+}
+
+/// The targets (module docs), judged on the medians of the rows.
+pub fn targets(cfg: &FaultsConfig, rows: &[(Row, Report)]) -> Vec<Judged> {
+    let total = |side, t, mapper| median_of(rows, side, t, mapper, "faults_per_s");
+    let mut out = Vec::new();
+    let more: Vec<usize> = cfg.threads.iter().copied().filter(|&t| t > 1).collect();
+    let more = if more.is_empty() { vec![2] } else { more };
+    for mapper in [false, true] {
+        for &t in &more {
+            let ratio = total(Side::EnginePerVma, t, mapper) / total(Side::EnginePerVma, 1, mapper);
+            out.push(Judged::at_least(
+                format!(
+                    "engine per-vma: {t} threads' faults/s over 1 thread's{}",
+                    if mapper { ", with the mapper" } else { "" }
+                ),
+                ratio,
+                0.95 * t as f64,
+            ));
+        }
+    }
+    for &t in &cfg.threads {
+        let ratio = total(Side::EngineMmapLock, t, true) / total(Side::EnginePerVma, t, true);
+        out.push(Judged::at_most(
+            format!("engine with the mapper, T={t}: mmap-lock faults/s over per-vma faults/s"),
+            ratio,
+            0.9,
+        ));
+    }
+    out.push(Judged::at_least(
+        "one thread: engine per-vma faults/s over the kernel's",
+        total(Side::EnginePerVma, 1, false) / total(Side::Kernel, 1, false),
+        3.0,
+    ));
+    out
+}
+
+/// The terminal table.
+pub fn render_table(res: &FaultsResults) -> String {
+    use vmspace_results::table::{count, render};
+    let mut rows = Vec::new();
+    for (row, r) in &res.rows {
+        let s = r.metric("faults_per_s").copied();
+        let med = |k: &str| r.metric(k).map_or(f64::NAN, |s| s.median);
+        let base = median_of(&res.rows, row.side, 1, row.mapper, "faults_per_s_per_thread");
+        let cpu_base = median_of(&res.rows, row.side, 1, row.mapper, "faults_per_cpu_s_per_thread");
+        let counters = if r.metric("vma_lock_success_count").is_some() {
+            format!(
+                "{}/{}/{}/{}",
+                count(med("vma_lock_success_count")),
+                count(med("vma_lock_abort_count")),
+                count(med("vma_lock_retry_count")),
+                count(med("vma_lock_miss_count"))
+            )
+        } else {
+            "n/a".to_string()
+        };
+        rows.push(vec![
+            r.label.clone(),
+            s.map(|s| count(s.median)).unwrap_or_default(),
+            s.map(|s| format!("{}-{}", count(s.min), count(s.max))).unwrap_or_default(),
+            count(med("faults_per_s_per_thread")),
+            format!("{:.0}%", 100.0 * med("faults_per_s_per_thread") / base),
+            count(med("faults_per_cpu_s_per_thread")),
+            format!("{:.0}%", 100.0 * med("faults_per_cpu_s_per_thread") / cpu_base),
+            format!("{:.0}%", 100.0 * med("worker_cpu_share")),
+            format!("{:.0}%", 100.0 * med("map_calls_share")),
+            if row.mapper { count(med("mapper_pairs_per_s")) } else { "-".into() },
+            counters,
+        ]);
+    }
+    render(
+        &[
+            "row",
+            "faults/s",
+            "min-max",
+            "per thread",
+            "vs T=1",
+            "per CPU-s",
+            "vs T=1",
+            "CPU share",
+            "in mmap/munmap",
+            "mapper pairs/s",
+            "vma_lock success/abort/retry/miss",
+        ],
+        &rows,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn engine_runs_fault_every_page_in_both_modes() {
+        let cpus = Cpus::discover();
+        for mode in [FaultMode::PerVma, FaultMode::MmapLock] {
+            let m = engine_run(&cpus, 2, 1 << 20, Duration::from_millis(50), mode, true, EngineAccess::Write)
+                .unwrap();
+            assert!(m["faults_per_s"] > 1000.0, "{m:?}");
+            assert_eq!(m["faults_anon_new_count"], m["faults_total_count"], "{m:?}");
+            assert!(m["mapper_pairs_per_s"] > 0.0, "{m:?}");
+            if mode == FaultMode::PerVma {
+                assert!(m["vma_lock_success_count"] > 0.0, "{m:?}");
+            } else {
+                assert_eq!(m["vma_lock_success_count"], 0.0, "{m:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn touching_faults_every_page_without_contents() {
+        let cpus = Cpus::discover();
+        let m = engine_run(
+            &cpus,
+            1,
+            1 << 20,
+            Duration::from_millis(30),
+            FaultMode::PerVma,
+            false,
+            EngineAccess::Touch,
+        )
+        .unwrap();
+        assert!(m["faults_anon_new_count"] > 0.0, "{m:?}");
+        assert_eq!(m["faults_anon_new_count"], m["faults_total_count"], "{m:?}");
+    }
+
+    #[test]
+    fn rows_and_targets_cover_every_configuration() {
+        let cfg = FaultsConfig { threads: vec![1, 2, 3], ..FaultsConfig::quick() };
+        let rows = cfg.rows();
+        assert_eq!(rows.len(), 3 * 2 * 3);
+        assert_eq!(rows[0].label(), "engine per-vma T=1");
+        assert_eq!(rows[5].label(), "kernel T=1 +mapper");
+        let none: Vec<(Row, Report)> = Vec::new();
+        let t = targets(&cfg, &none);
+        // 2 and 3 threads with and without the mapper, 3 mmap-lock checks, engine over kernel.
+        assert_eq!(t.len(), 4 + 3 + 1);
+        assert!(t.iter().all(|t| !t.measured()));
+        assert!(FaultsConfig { samples: 0, ..cfg.clone() }.validate().is_err());
+        assert!(FaultsConfig { threads: vec![0], ..cfg }.validate().is_err());
+    }
+}

@@ -1,0 +1,649 @@
+//! `vmspace bench fork`: fork against the number of VMAs, the engine's two ways of building the child's tree
+//! beside the live kernel, and what a VMA and a faulted page cost in memory.
+//!
+//! # Workload
+//!
+//! The `__mt_dup` series' experiment. For each count N of extra VMAs (the series' increments: 0, 100, 200, 400,
+//! ..., 1,638,400), an address space gets N single-page VMAs that cannot merge, then forks again and again:
+//!
+//! - **engine**: an [`Mm`] (`MmConfig::host()` with `max_map_count` raised to fit) holding [`BASE_VMAS`] + N
+//!   VMAs (21: the series' process before its extra VMAs), made as the kernel side makes them: one read-only
+//!   mapping of that many pages with every other page made read-write by `mprotect`. Each fork is
+//!   `Mm::fork_with` (`kernel/fork.c: dup_mmap` under the parent's mmap write lock) followed by the child's
+//!   drop (its exit: every VMA detached and freed, its page tables torn down). Two modes, alternating run by
+//!   run on the same parent: [`ForkMode::Dup`] (the tree's O(n) copy, `__mt_dup`, as since 6.8) and
+//!   [`ForkMode::Reinsert`] (each VMA stored into an empty tree, as before).
+//! - **kernel**: `vmspace_linux::fork::run_count_with`: this process with N extra VMAs forks a child that
+//!   `_exit`s at once and waits for it; counts that do not fit under `vm.max_map_count` have no kernel row.
+//!   The kernel's rows run first, before the engine has allocated anything: the engine's VMA pool, tree nodes
+//!   and frame table stay mapped in this process once used, and the kernel's fork would copy their page
+//!   tables too (a first version that interleaved them measured kernel forks of 34 VMAs taking 46 ms).
+//!
+//! **With pages**, every VMA has one faulted page on both sides: the region is mapped read-write, each page
+//! written (engine: `Mm::touch` with a write access, a real write fault through the 6.18 fault path that maps
+//! a new anonymous page, without storing data the engine would keep a 4 KiB buffer for), then every other
+//! page made read-only. Every VMA then has an anon_vma and one present PTE, so fork also runs `anon_vma_fork`
+//! and `copy_page_range` (write-protecting each page on both sides for copy-on-write) per VMA.
+//!
+//! # Results
+//!
+//! One `bench.fork` report per (side, mode, pages, count), its runs the samples. Metrics of every run, on both
+//! sides: `forks_per_s` (fork + the child's exit, and on the kernel the parent's wait), `forks_per_10s`,
+//! `fork_mean_us` (one such cycle), `vmas_duplicated_per_s` (= forks per second x all VMAs, the series'
+//! "VMAs * forks"), `fork_call_us` (the fork call alone) and `vmas_copied_per_s_in_fork` (all VMAs over the
+//! fork call alone: the rate at which `dup_mmap` copies); engine runs add `exit_us` (the child's drop). One
+//! `bench.fork.ratio` report per (pages, count): re-insertion's fork call time over the tree copy's, run by
+//! run (> 1: the copy is faster).
+//!
+//! Memory, one `bench.fork.memory` report per (pages, count): bytes per VMA of the parent and of each child
+//! ([`crate::mm::vma_bytes`]: `size_of::<Vma>()` + tree nodes x 256 B / VMAs, the measure of `bench mm`), and
+//! with pages the page-table bytes per faulted page: the growth of the engine's page tables over the setup
+//! (`Mm::page_table_bytes`, each 4 KiB table with its 64-byte descriptor) and of the kernel's (`VmPTE`) over
+//! the pages faulted.
+//!
+//! # Targets
+//!
+//! `targets`: without pages, the tree copy duplicates at least 40 million VMAs per second in the fork call at
+//! every count of at least 100,000 VMAs; the copy's fork call is faster than re-insertion's (ratio > 1) at
+//! every count of at least 100 VMAs, without and with pages; at most 213 bytes per VMA in every parent and
+//! every tree-copied child of at least [`MEMORY_JUDGED_FROM`] VMAs (smaller counts are reported, not judged:
+//! the tree's few nodes are a fixed cost there).
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use vmspace_mm::{Access, ForkMode, MapFlags, Mm, MmConfig, PAGE_SIZE, Prot};
+use vmspace_results::host::HostInfo;
+use vmspace_results::report::{Placement, Report, ReportSet};
+
+use crate::judge::Judged;
+use crate::measure::Cpus;
+use crate::mm::vma_bytes;
+
+/// VMAs the engine's address space has before the extra ones (the series' process had 21).
+pub const BASE_VMAS: usize = 21;
+
+/// The series' increments of VMAs (its table goes to 1,638,400 extra).
+pub const SERIES_COUNTS: [usize; 16] = [
+    0, 100, 200, 400, 800, 1600, 3200, 6400, 12800, 25600, 51200, 102_400, 204_800, 409_600, 819_200,
+    1_638_400,
+];
+
+/// Bytes per VMA the engine must stay within.
+pub const MAX_BYTES_PER_VMA: f64 = 213.0;
+
+/// The VMA count from which bytes per VMA are judged: below it the tree's few nodes are a fixed cost that one
+/// VMA more or less changes (one 256-byte node is 12 bytes per VMA at 21 VMAs); `bench mm` measures at 1,000
+/// and 100,000.
+pub const MEMORY_JUDGED_FROM: u64 = 1000;
+
+/// Where a row forks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ForkSide {
+    /// The engine with the tree copy.
+    EngineDup,
+    /// The engine re-inserting every VMA.
+    EngineReinsert,
+    /// The live kernel.
+    Kernel,
+}
+
+impl ForkSide {
+    /// The `mode` parameter.
+    pub fn mode(self) -> &'static str {
+        match self {
+            ForkSide::EngineDup => "tree-copy",
+            ForkSide::EngineReinsert => "reinsert",
+            ForkSide::Kernel => "kernel",
+        }
+    }
+
+    /// The `side` parameter.
+    pub fn side(self) -> &'static str {
+        if self == ForkSide::Kernel { "kernel" } else { "engine" }
+    }
+}
+
+/// What to run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ForkConfig {
+    /// Extra VMA counts, ascending.
+    pub extra: Vec<usize>,
+    /// Runs per row.
+    pub samples: usize,
+    /// Least length of one run (a run makes at least one fork).
+    pub duration: Duration,
+    /// Whether to measure without pages, with one faulted page per VMA, or both.
+    pub pages: Vec<bool>,
+    /// Whether to measure the live kernel.
+    pub kernel: bool,
+    /// Whether this is the `--quick` smoke run.
+    pub quick: bool,
+}
+
+impl ForkConfig {
+    /// The full run: every series count, 3 runs of 1 s per row, without and with pages, the kernel beside.
+    pub fn full() -> ForkConfig {
+        ForkConfig {
+            extra: SERIES_COUNTS.to_vec(),
+            samples: 3,
+            duration: Duration::from_secs(1),
+            pages: vec![false, true],
+            kernel: true,
+            quick: false,
+        }
+    }
+
+    /// A smoke run: 0, 100 and 1000 extra VMAs, 1 run of 20 ms.
+    pub fn quick() -> ForkConfig {
+        ForkConfig {
+            extra: vec![0, 100, 1000],
+            samples: 1,
+            duration: Duration::from_millis(20),
+            pages: vec![false, true],
+            kernel: true,
+            quick: true,
+        }
+    }
+
+    /// Checks the parameters.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.extra.is_empty() {
+            return Err("no VMA count to measure (--vmas, --max)".into());
+        }
+        if self.extra.iter().any(|&n| n > 64 << 20) {
+            return Err("--vmas: at most 67,108,864 extra VMAs".into());
+        }
+        if self.samples == 0 || self.samples > 10_000 {
+            return Err("--samples must be 1..=10000".into());
+        }
+        if self.duration < Duration::from_millis(1) || self.duration > Duration::from_secs(24 * 3600) {
+            return Err("--duration must be between 1 ms and 24 h".into());
+        }
+        if self.pages.is_empty() {
+            return Err("nothing to measure: neither without nor with pages".into());
+        }
+        Ok(())
+    }
+
+    /// Progress steps of [`run`]: per count and page variant, the setup, each engine run and the kernel's runs.
+    pub fn steps(&self) -> u64 {
+        (self.extra.len()
+            * self.pages.len()
+            * (1 + 2 * self.samples + usize::from(self.kernel) * self.samples)) as u64
+    }
+
+    /// The largest number of VMAs an engine address space holds.
+    pub fn most_vmas(&self) -> usize {
+        BASE_VMAS + self.extra.iter().copied().max().unwrap_or(0)
+    }
+}
+
+/// The engine's forking address space: [`BASE_VMAS`] + `extra` single-page VMAs (module docs), with one
+/// faulted page each if `pages`. Checks that it has exactly that many VMAs (and pages).
+pub fn engine_parent(extra: usize, pages: bool) -> Result<Mm, String> {
+    let n = BASE_VMAS + extra;
+    let mut cfg = MmConfig::host();
+    cfg.max_map_count = cfg.max_map_count.max(n as u64 + 64);
+    let mm = Mm::new(cfg);
+    let len = n as u64 * PAGE_SIZE;
+    let prot = if pages { Prot::RW } else { Prot::READ };
+    let a = mm
+        .mmap(0, len, prot, MapFlags::PRIVATE | MapFlags::ANONYMOUS, None, 0)
+        .map_err(|e| format!("engine mmap of {n} pages: {e:?}"))?;
+    if pages {
+        for i in 0..n as u64 {
+            mm.touch(a + i * PAGE_SIZE, Access::Write)
+                .map_err(|at| format!("engine write fault at {at:#x}"))?;
+        }
+    }
+    let (other, first) = if pages { (Prot::READ, 0) } else { (Prot::RW, 1) };
+    for i in (first..n as u64).step_by(2) {
+        mm.mprotect(a + i * PAGE_SIZE, PAGE_SIZE, other).map_err(|e| format!("engine mprotect: {e:?}"))?;
+    }
+    if mm.map_count() != n as u64 {
+        return Err(format!("the engine has {} VMAs, not {n}", mm.map_count()));
+    }
+    if pages && mm.rss().anon != n as i64 {
+        return Err(format!("the engine has {} anonymous pages, not {n}", mm.rss().anon));
+    }
+    Ok(mm)
+}
+
+/// One engine run: forks of `mm` in `mode`, each followed by the child's drop, until `duration` has passed
+/// (at least one). Checks the first child's VMA count.
+pub fn engine_run(mm: &Mm, mode: ForkMode, duration: Duration) -> Result<BTreeMap<String, f64>, String> {
+    let total = mm.map_count();
+    let (mut forks, mut in_fork, mut in_exit) = (0u64, Duration::ZERO, Duration::ZERO);
+    let start = Instant::now();
+    while forks == 0 || start.elapsed() < duration {
+        let t0 = Instant::now();
+        let child = mm.fork_with(mode).map_err(|e| format!("engine fork: {e:?}"))?;
+        let t1 = Instant::now();
+        if forks == 0 && child.map_count() != total {
+            return Err(format!("the child has {} VMAs, the parent {total}", child.map_count()));
+        }
+        drop(child);
+        let t2 = Instant::now();
+        in_fork += t1 - t0;
+        in_exit += t2 - t1;
+        forks += 1;
+    }
+    let secs = (in_fork + in_exit).as_secs_f64().max(1e-9);
+    let rate = forks as f64 / secs;
+    let n = forks as f64;
+    Ok(BTreeMap::from([
+        ("forks_count".to_string(), n),
+        ("forks_per_s".to_string(), rate),
+        ("forks_per_10s".to_string(), rate * 10.0),
+        ("fork_mean_us".to_string(), secs * 1e6 / n),
+        ("vmas_duplicated_per_s".to_string(), rate * total as f64),
+        ("fork_call_us".to_string(), in_fork.as_secs_f64() * 1e6 / n),
+        ("vmas_copied_per_s_in_fork".to_string(), total as f64 * n / in_fork.as_secs_f64().max(1e-9)),
+        ("exit_us".to_string(), in_exit.as_secs_f64() * 1e6 / n),
+    ]))
+}
+
+/// The result of [`run`].
+#[derive(Debug, Clone)]
+pub struct ForkResults {
+    /// Every report: rows, ratios, memory, then one `bench.fork.target` per target.
+    pub set: ReportSet,
+    /// The judged targets.
+    pub targets: Vec<Judged>,
+    /// Whether the run stopped early (the reports hold what was measured before).
+    pub interrupted: bool,
+}
+
+/// A row's report key: (pages, extra, side).
+type Key = (bool, usize, ForkSide);
+
+/// Runs `vmspace bench fork` (module docs); `progress` after each step ([`ForkConfig::steps`]); stops early
+/// when `stop` answers true.
+pub fn run(
+    cfg: &ForkConfig,
+    progress: &mut dyn FnMut(&str),
+    stop: &dyn Fn() -> bool,
+    command: &str,
+) -> Result<ForkResults, String> {
+    cfg.validate()?;
+    let host = vmspace_linux::hostinfo::gather();
+    let cpus = Cpus::discover();
+    let mut rows: BTreeMap<Key, Report> = BTreeMap::new();
+    let mut ratios = Vec::new();
+    let mut memory = Vec::new();
+    let mut interrupted = false;
+    let kernel_limit = host.max_map_count.unwrap_or(65530) as usize;
+    let own = vmspace_linux::fork::count_own_vmas().map_err(|e| format!("{e:#}"))?;
+    // The kernel's rows first, while this process holds nothing of the engine's: the engine's VMA pool, tree
+    // nodes and frame table stay mapped once used, and fork copies their page tables too.
+    let mut kernel_pt: BTreeMap<(bool, usize), f64> = BTreeMap::new();
+    let mut kernel_missing: BTreeMap<(bool, usize), String> = BTreeMap::new();
+    if cfg.kernel {
+        'kernel: for &pages in &cfg.pages {
+            for &extra in &cfg.extra {
+                if stop() {
+                    interrupted = true;
+                    break 'kernel;
+                }
+                let what = format!("+{extra} VMAs{}", if pages { ", 1 page each" } else { "" });
+                if extra + own + vmspace_linux::fork::HEADROOM > kernel_limit {
+                    kernel_missing.insert(
+                        (pages, extra),
+                        format!("no kernel row: {extra} extra VMAs do not fit under vm.max_map_count {kernel_limit}"),
+                    );
+                    for _ in 0..cfg.samples {
+                        progress(&format!("{what}: kernel (does not fit)"));
+                    }
+                    continue;
+                }
+                let kcfg = vmspace_linux::fork::Config {
+                    vmas: vec![extra],
+                    samples: cfg.samples,
+                    duration: cfg.duration,
+                    cpu: None,
+                };
+                let mut r = vmspace_linux::fork::run_count_with(&kcfg, &host, extra, pages, &mut |_, _| {
+                    progress(&format!("{what}: kernel"))
+                })
+                .map_err(|e| format!("kernel fork: {e:#}"))?;
+                r.benchmark = "bench.fork".into();
+                r.label = format!("kernel {what}");
+                r.param("side", "kernel");
+                r.param("mode", "kernel");
+                r.param("quick", cfg.quick);
+                r.notes.push(
+                    "measured before the engine's rows, in a process that held nothing of the engine yet"
+                        .into(),
+                );
+                if pages
+                    && extra > 0
+                    && let Some(added) = r.parameters.get("page_table_bytes_added").and_then(|v| v.as_u64())
+                {
+                    kernel_pt.insert((pages, extra), added as f64 / extra as f64);
+                }
+                rows.insert((pages, extra, ForkSide::Kernel), r);
+            }
+        }
+    }
+    'all: for &pages in &cfg.pages {
+        for &extra in &cfg.extra {
+            if stop() {
+                interrupted = true;
+                break 'all;
+            }
+            let what = format!("+{extra} VMAs{}", if pages { ", 1 page each" } else { "" });
+            let setup = Instant::now();
+            let mm = engine_parent(extra, pages)?;
+            let setup_s = setup.elapsed().as_secs_f64();
+            progress(&format!("{what}: engine set-up"));
+            let mut mem = Report::new("bench.fork.memory", what.clone(), host.clone());
+            mem.param("extra_vmas", extra);
+            mem.param("total_vmas", mm.map_count());
+            mem.param("pages_per_vma", u8::from(pages));
+            let parent = vma_bytes(&mm);
+            let mut m = BTreeMap::from([
+                ("parent_bytes_per_vma".to_string(), parent.total()),
+                ("vma_object_bytes".to_string(), parent.vma),
+                ("parent_tree_bytes_per_vma".to_string(), parent.tree),
+            ]);
+            for (mode, key) in [(ForkMode::Dup, "tree_copy"), (ForkMode::Reinsert, "reinsert")] {
+                let child = mm.fork_with(mode).map_err(|e| format!("engine fork: {e:?}"))?;
+                m.insert(format!("child_{key}_bytes_per_vma"), vma_bytes(&child).total());
+                m.insert(format!("child_{key}_tree_bytes_per_vma"), vma_bytes(&child).tree);
+            }
+            if pages {
+                let empty = Mm::new(MmConfig::host()).page_table_bytes();
+                let added = mm.page_table_bytes().saturating_sub(empty);
+                m.insert("engine_page_table_bytes_per_page".to_string(), added as f64 / mm.rss().anon as f64);
+            }
+            mem.param("engine_setup_s", setup_s);
+
+            let mut reports: Vec<(ForkSide, Report)> = [ForkSide::EngineDup, ForkSide::EngineReinsert]
+                .into_iter()
+                .map(|side| {
+                    let mut r =
+                        Report::new("bench.fork", format!("engine {} {what}", side.mode()), host.clone());
+                    r.param("side", side.side());
+                    r.param("mode", side.mode());
+                    r.param("extra_vmas", extra);
+                    r.param("total_vmas", mm.map_count());
+                    r.param("pages_per_vma", u8::from(pages));
+                    r.param("samples", cfg.samples);
+                    r.param("duration_s", cfg.duration.as_secs_f64());
+                    r.param("quick", cfg.quick);
+                    r.placement = vec![Placement {
+                        role: "forker".into(),
+                        index: 0,
+                        cpu: cpus.pinning.then(|| cpus.cpu_of(0)),
+                        nice: 0,
+                    }];
+                    r.notes.extend(cpus.notes.iter().cloned());
+                    (side, r)
+                })
+                .collect();
+            for _ in 0..cfg.samples {
+                for (side, r) in reports.iter_mut() {
+                    if stop() {
+                        interrupted = true;
+                        break 'all;
+                    }
+                    let mode = if *side == ForkSide::EngineDup { ForkMode::Dup } else { ForkMode::Reinsert };
+                    r.push_run(engine_run(&mm, mode, cfg.duration)?);
+                    progress(&format!("{what}: engine {}", side.mode()));
+                }
+            }
+            drop(mm);
+            let mut ratio = Report::new(
+                "bench.fork.ratio",
+                format!("reinsert / tree-copy fork call {what}"),
+                host.clone(),
+            );
+            ratio.param("extra_vmas", extra);
+            ratio.param("total_vmas", BASE_VMAS + extra);
+            ratio.param("pages_per_vma", u8::from(pages));
+            ratio.notes.push(
+                "re-insertion's fork call time over the tree copy's, per pair of neighbouring runs; > 1: the tree \
+                 copy is faster"
+                    .into(),
+            );
+            let (dup, re) = (&reports[0].1, &reports[1].1);
+            for (d, r) in dup.runs.iter().zip(&re.runs) {
+                ratio.push_run(BTreeMap::from([
+                    (
+                        "reinsert_over_tree_copy".to_string(),
+                        r.metrics["fork_call_us"] / d.metrics["fork_call_us"],
+                    ),
+                    (
+                        "reinsert_over_tree_copy_with_exit".to_string(),
+                        r.metrics["fork_mean_us"] / d.metrics["fork_mean_us"],
+                    ),
+                ]));
+            }
+            ratio.summarise();
+            ratios.push(ratio);
+            for (side, mut r) in reports {
+                r.summarise();
+                rows.insert((pages, extra, side), r);
+            }
+
+            if let Some(&pt) = kernel_pt.get(&(pages, extra)) {
+                m.insert("kernel_page_table_bytes_per_page".to_string(), pt);
+            }
+            if let Some(note) = kernel_missing.get(&(pages, extra)) {
+                mem.notes.push(note.clone());
+            }
+            mem.push_run(m);
+            mem.summarise();
+            memory.push(mem);
+        }
+    }
+    let targets = targets(cfg, &rows, &ratios, &memory);
+    let mut reports: Vec<Report> = rows.into_values().collect();
+    reports.extend(ratios);
+    reports.extend(memory);
+    reports.extend(targets.iter().map(|t| t.report("bench.fork.target", &host)));
+    Ok(ForkResults { set: ReportSet::new(command, reports), targets, interrupted })
+}
+
+fn param_u64(r: &Report, name: &str) -> u64 {
+    r.parameters.get(name).and_then(|v| v.as_u64()).unwrap_or(0)
+}
+
+/// The targets (module docs).
+fn targets(
+    cfg: &ForkConfig,
+    rows: &BTreeMap<Key, Report>,
+    ratios: &[Report],
+    memory: &[Report],
+) -> Vec<Judged> {
+    let mut out = Vec::new();
+    let big: Vec<usize> = cfg.extra.iter().copied().filter(|&n| BASE_VMAS + n >= 100_000).collect();
+    for &n in &big {
+        let rate = rows
+            .get(&(false, n, ForkSide::EngineDup))
+            .and_then(|r| r.metric("vmas_copied_per_s_in_fork"))
+            .map_or(f64::NAN, |s| s.median);
+        out.push(Judged::at_least(
+            format!("tree copy, {} VMAs, no pages: million VMAs duplicated per s in fork", BASE_VMAS + n),
+            rate / 1e6,
+            40.0,
+        ));
+    }
+    if big.is_empty() {
+        out.push(Judged::at_least(
+            "tree copy, >= 100,000 VMAs, no pages: million VMAs duplicated per s in fork",
+            f64::NAN,
+            40.0,
+        ));
+    }
+    for r in ratios {
+        if param_u64(r, "total_vmas") >= 100 {
+            let pages = if param_u64(r, "pages_per_vma") == 1 { ", 1 page each" } else { "" };
+            out.push(Judged::at_least(
+                format!(
+                    "{} VMAs{pages}: re-insertion's fork call time over the tree copy's (> 1)",
+                    param_u64(r, "total_vmas")
+                ),
+                r.metric("reinsert_over_tree_copy").map_or(f64::NAN, |s| s.median),
+                1.000001,
+            ));
+        }
+    }
+    for m in memory.iter().filter(|m| param_u64(m, "total_vmas") >= MEMORY_JUDGED_FROM) {
+        let pages = if param_u64(m, "pages_per_vma") == 1 { ", 1 page each" } else { "" };
+        let worst = ["parent_bytes_per_vma", "child_tree_copy_bytes_per_vma"]
+            .iter()
+            .filter_map(|k| m.metric(k).map(|s| s.max))
+            .fold(f64::NAN, f64::max);
+        out.push(Judged::at_most(
+            format!(
+                "{} VMAs{pages}: bytes per VMA, parent and tree-copied child",
+                param_u64(m, "total_vmas")
+            ),
+            worst,
+            MAX_BYTES_PER_VMA,
+        ));
+    }
+    out
+}
+
+/// The terminal tables: fork rows by count (engine modes, their ratio, the kernel), then memory.
+pub fn render_tables(res: &ForkResults) -> String {
+    use vmspace_results::table::{count, render};
+    let reports = &res.set.reports;
+    let find = |bench: &str, pages: u64, extra: u64, mode: Option<&str>| {
+        reports.iter().find(|r| {
+            r.benchmark == bench
+                && param_u64(r, "pages_per_vma") == pages
+                && param_u64(r, "extra_vmas") == extra
+                && mode.is_none_or(|m| r.parameters.get("mode").and_then(|v| v.as_str()) == Some(m))
+        })
+    };
+    let med = |r: Option<&Report>, k: &str| r.and_then(|r| r.metric(k)).map_or(f64::NAN, |s| s.median);
+    let mut out = String::new();
+    for pages in [0u64, 1] {
+        let mut extras: Vec<u64> = reports
+            .iter()
+            .filter(|r| r.benchmark == "bench.fork.ratio" && param_u64(r, "pages_per_vma") == pages)
+            .map(|r| param_u64(r, "extra_vmas"))
+            .collect();
+        extras.dedup();
+        if extras.is_empty() {
+            continue;
+        }
+        out.push_str(&format!(
+            "\nfork {}: fork call µs (M VMAs copied/s in the call) and fork+exit µs, medians\n",
+            if pages == 1 { "with one faulted page per VMA" } else { "without pages" }
+        ));
+        let rows: Vec<Vec<String>> = extras
+            .iter()
+            .map(|&e| {
+                let dup = find("bench.fork", pages, e, Some("tree-copy"));
+                let re = find("bench.fork", pages, e, Some("reinsert"));
+                let k = find("bench.fork", pages, e, Some("kernel"));
+                let ratio = find("bench.fork.ratio", pages, e, None);
+                let cell = |r: Option<&Report>| {
+                    if r.is_none() {
+                        return "-".to_string();
+                    }
+                    format!(
+                        "{:.1} ({:.1}) / {:.1}",
+                        med(r, "fork_call_us"),
+                        med(r, "vmas_copied_per_s_in_fork") / 1e6,
+                        med(r, "fork_mean_us")
+                    )
+                };
+                vec![
+                    count(e as f64),
+                    count((BASE_VMAS as u64 + e) as f64),
+                    cell(dup),
+                    cell(re),
+                    format!("{:.2}x", med(ratio, "reinsert_over_tree_copy")),
+                    k.map_or("-".to_string(), |r| count(param_u64(r, "total_vmas") as f64)),
+                    cell(k),
+                    if k.is_some() {
+                        format!("{:.1}", med(k, "vmas_duplicated_per_s") / 1e6)
+                    } else {
+                        "-".into()
+                    },
+                ]
+            })
+            .collect();
+        out.push_str(&render(
+            &[
+                "extra",
+                "engine VMAs",
+                "tree copy",
+                "reinsert",
+                "reinsert/copy",
+                "kernel VMAs",
+                "kernel",
+                "kernel M VMAs dup/s (fork+exit)",
+            ],
+            &rows,
+        ));
+    }
+    out.push_str("\nmemory: bytes per VMA (Vma + tree nodes / VMAs) and page-table bytes per faulted page\n");
+    let rows: Vec<Vec<String>> = reports
+        .iter()
+        .filter(|r| r.benchmark == "bench.fork.memory")
+        .map(|r| {
+            let g = |k: &str| r.metric(k).map_or("-".to_string(), |s| format!("{:.1}", s.median));
+            vec![
+                r.label.clone(),
+                g("parent_bytes_per_vma"),
+                g("child_tree_copy_bytes_per_vma"),
+                g("child_reinsert_bytes_per_vma"),
+                g("engine_page_table_bytes_per_page"),
+                g("kernel_page_table_bytes_per_page"),
+            ]
+        })
+        .collect();
+    out.push_str(&render(
+        &[
+            "row",
+            "parent B/VMA",
+            "copy child B/VMA",
+            "reinsert child B/VMA",
+            "engine PT B/page",
+            "kernel PT B/page",
+        ],
+        &rows,
+    ));
+    out
+}
+
+/// The host of the run, for the terminal.
+pub fn host_of(res: &ForkResults) -> Option<&HostInfo> {
+    res.set.reports.first().map(|r| &r.host)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parents_have_exact_vmas_and_pages_and_both_modes_fork_them() {
+        for pages in [false, true] {
+            let mm = engine_parent(500, pages).unwrap();
+            assert_eq!(mm.map_count(), 521);
+            assert_eq!(mm.rss().anon, if pages { 521 } else { 0 });
+            for mode in [ForkMode::Dup, ForkMode::Reinsert] {
+                let m = engine_run(&mm, mode, Duration::from_millis(5)).unwrap();
+                assert!(m["forks_count"] >= 1.0);
+                assert!(m["fork_call_us"] > 0.0 && m["fork_call_us"] <= m["fork_mean_us"], "{m:?}");
+            }
+            mm.validate().unwrap();
+        }
+    }
+
+    #[test]
+    fn steps_and_validation() {
+        let cfg = ForkConfig::quick();
+        assert_eq!(cfg.steps(), 3 * 2 * (1 + 2 + 1));
+        assert!(ForkConfig { extra: vec![], ..cfg.clone() }.validate().is_err());
+        assert!(ForkConfig { samples: 0, ..cfg.clone() }.validate().is_err());
+        assert_eq!(ForkConfig::full().most_vmas(), 1_638_421);
+    }
+}

@@ -1,0 +1,98 @@
+//! `vmspace bench faults --quick --json -`: the command runs end to end and prints one report set in the shared
+//! schema with a row for every side (engine per-vma, engine mmap-lock, kernel), thread count (1, 2) and mapper
+//! setting, each with finite measurements and the engine's per-VMA-lock counters, and a verdict over every
+//! target.
+
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::process::Command;
+
+fn median(r: &Value, metric: &str) -> f64 {
+    r["summary"][metric]["median"].as_f64().unwrap_or_else(|| panic!("{}: no {metric}", r["label"]))
+}
+
+#[test]
+fn quick_json_has_the_shared_schema_and_every_row() {
+    let out = Command::new(env!("CARGO_BIN_EXE_vmspace"))
+        .args(["bench", "faults", "--quick", "--json", "-"])
+        .output()
+        .expect("run vmspace");
+    // Exit status 0 when every target is met, 1 when one is missed (a smoke run on a busy machine may miss).
+    let code = out.status.code();
+    assert!(matches!(code, Some(0 | 1)), "vmspace failed: {}", String::from_utf8_lossy(&out.stderr));
+    let set: Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
+    assert_eq!(set["schema"], "vmspace.report.v1");
+    assert!(set["command"].as_str().unwrap().contains("bench faults --quick --json -"));
+    let verdict = &set["verdict"];
+    assert_eq!(verdict["passed"].as_bool(), Some(code == Some(0)), "{verdict}");
+    let (met, missed) = (verdict["met"].as_u64().unwrap(), verdict["missed"].as_u64().unwrap());
+    let table = String::from_utf8_lossy(&out.stderr);
+    assert!(table.contains(&format!("verdict: {met} met, {missed} missed")), "{table}");
+
+    let mut rows = BTreeSet::new();
+    let mut targets = 0;
+    for r in set["reports"].as_array().expect("reports array") {
+        assert!(r["host"]["kernel_release"].is_string());
+        assert!(r["started_utc"].as_str().unwrap().ends_with('Z'));
+        let p = &r["parameters"];
+        match r["benchmark"].as_str().unwrap() {
+            "bench.faults" => {
+                let runs = r["runs"].as_array().unwrap();
+                assert_eq!(runs.len(), 1, "{}: one run per sample", r["label"]);
+                for (name, v) in runs[0]["metrics"].as_object().unwrap() {
+                    let v = v.as_f64().unwrap();
+                    assert!(v.is_finite() && v >= 0.0, "{} {name} = {v}", r["label"]);
+                }
+                assert!(median(r, "faults_per_s") > 0.0);
+                assert!(median(r, "faults_per_cpu_s_per_thread") > 0.0);
+                let (side, mode) = (p["side"].as_str().unwrap(), p["mode"].as_str().unwrap());
+                let (threads, mapper) = (p["threads"].as_u64().unwrap(), p["mapper"].as_bool().unwrap());
+                let placed = r["placement"].as_array().unwrap().len() as u64;
+                assert_eq!(placed, threads + u64::from(mapper), "{}", r["label"]);
+                if mapper {
+                    assert!(median(r, "mapper_pairs_per_s") > 0.0, "{}", r["label"]);
+                }
+                if side == "engine" {
+                    // Every page written was one anonymous fault, and per-VMA faults were counted as such.
+                    assert_eq!(median(r, "faults_anon_new_count"), median(r, "faults_total_count"));
+                    let success = median(r, "vma_lock_success_count");
+                    if mode == "per-vma" {
+                        assert!(success > 0.0, "{}", r["label"]);
+                    } else {
+                        assert_eq!(success, 0.0, "{}", r["label"]);
+                    }
+                }
+                rows.insert((mode.to_string(), threads, mapper));
+            }
+            "bench.faults.target" => {
+                assert!(p["goal"].is_string() && p["met"].is_boolean());
+                assert_eq!(r["runs"].as_array().unwrap().len(), 1, "{}: measured", r["label"]);
+                targets += 1;
+            }
+            other => panic!("unexpected benchmark {other}"),
+        }
+    }
+    for mode in ["per-vma", "mmap-lock", "kernel"] {
+        for threads in [1, 2] {
+            for mapper in [false, true] {
+                assert!(
+                    rows.contains(&(mode.to_string(), threads, mapper)),
+                    "missing {mode} T={threads} {mapper}"
+                );
+            }
+        }
+    }
+    assert_eq!(rows.len(), 12);
+    // 2 threads over 1 without and with the mapper, mmap-lock over per-vma at T=1 and T=2, engine over kernel.
+    assert_eq!(targets, 5);
+    assert_eq!(met + missed, 5);
+}
+
+#[test]
+fn bad_thread_lists_are_usage_errors() {
+    let out = Command::new(env!("CARGO_BIN_EXE_vmspace"))
+        .args(["bench", "faults", "--threads", "0"])
+        .output()
+        .expect("run vmspace");
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+}
