@@ -465,11 +465,14 @@ impl VmFile {
 
     /// `vfs_fallocate(FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)` of `[offset, offset + len)` (`MADV_REMOVE`):
     /// the whole pages are unmapped from every mapping (private copies made before stay) and dropped from the
-    /// cache, partial pages zeroed over the hole; the size stays.
+    /// cache, partial pages zeroed over the hole; the size stays. A hole reaching past the end of file ends at
+    /// the end of the page holding it (`ext4_punch_hole`: `round_up(i_size, PAGE_SIZE)`), so the bytes a
+    /// shared mapping stored beyond the end of file in that page go too; one starting at or beyond the end of
+    /// file punches nothing.
     pub(crate) fn punch_hole(&self, offset: u64, len: u64) {
         let _g = self.pages.rmap.lock();
         if let Some(c) = self.pages.cache.get() {
-            let end = offset.saturating_add(len).min(self.size());
+            let end = offset.saturating_add(len).min(self.size().next_multiple_of(vmspace_abi::PAGE_SIZE));
             if end > offset {
                 c.punch_hole(offset, end - offset);
             }
