@@ -365,9 +365,21 @@ impl Experiment for Faults {
                     format!("faults.engine.per_vma.scaling.T=2{suffix}"),
                     Goal::AtLeast(2.0 * SCALING_PER_THREAD),
                 );
-                let why =
-                    why_not(&[engine::FAULTS_PER_VMA]).unwrap_or_else(|| "needs 2 or more threads".into());
-                out.push(TargetResult::not_measured(id, exp, &what, &key(2, mapper), goal, &why));
+                out.push(match why_not(&[engine::FAULTS_PER_VMA]) {
+                    Some(why) => TargetResult::not_measured(id, exp, &what, &key(2, mapper), goal, &why),
+                    // Nothing measured at all: no value, as every target of an experiment that did not run.
+                    None if counts.is_empty() => {
+                        TargetResult::judge(id, exp, &what, &key(2, mapper), goal, Vec::new())
+                    }
+                    None => TargetResult::not_measured(
+                        id,
+                        exp,
+                        &what,
+                        &key(2, mapper),
+                        goal,
+                        "needs 2 or more threads (one usable CPU)",
+                    ),
+                });
             }
             for &t in &more {
                 let id = format!("faults.engine.per_vma.scaling.T={t}{suffix}");
