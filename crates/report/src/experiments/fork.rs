@@ -177,6 +177,20 @@ impl Default for Fork {
     }
 }
 
+/// The point keys of `reports` in plan order: without pages, then with; by VMA count (the kernel's side runs
+/// first and covers fewer counts, so first appearance is not that order).
+fn ordered_points(reports: &[&Report]) -> Vec<String> {
+    let mut keys = points(reports);
+    let rank = |k: &String| {
+        reports
+            .iter()
+            .find(|r| param_str(r, "point") == k)
+            .map_or((2, 0), |r| (u64::from(with_pages(r)), param_u64(r, "extra_vmas").unwrap_or(0)))
+    };
+    keys.sort_by_key(rank);
+    keys
+}
+
 fn total_vmas(r: &Report) -> Option<u64> {
     param_u64(r, "total_vmas")
 }
@@ -267,7 +281,7 @@ impl Experiment for Fork {
         chart.x_log = true;
         chart.y_log = true;
         chart.legend = Legend::UpperRight;
-        let keys = points(reports);
+        let keys = ordered_points(reports);
         let available: Vec<&SideInfo> = infos.iter().filter(|i| i.unavailable.is_none()).collect();
         for key in &keys {
             for info in &available {
@@ -396,7 +410,7 @@ impl Experiment for Fork {
         let infos = self.sides();
         let why_not = |ids: &[&str]| infos.iter().filter(|i| ids.contains(&i.id)).find_map(SideInfo::why_not);
         let exp = self.id();
-        let keys = points(reports);
+        let keys = ordered_points(reports);
         let mut out = Vec::new();
         // The copy rate at every count of at least COPY_JUDGED_FROM VMAs, without pages.
         let what = format!(
