@@ -439,3 +439,68 @@ impl Experiment for Faults {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::targets::Status;
+    use std::collections::BTreeMap;
+
+    /// A side's report at `threads` (with the mapper or not), one run per rate.
+    fn report(side: &str, threads: usize, mapper: bool, rates: &[f64]) -> Report {
+        let mut r = Report::new("test.faults", key(threads, mapper), HostInfo::default());
+        r.param("experiment", "faults");
+        r.param("side", side);
+        r.param("point", key(threads, mapper));
+        r.param("threads", threads);
+        r.param("mapper", mapper);
+        for &v in rates {
+            r.push_run(BTreeMap::from([
+                ("faults_per_s".to_string(), v),
+                ("faults_per_s_per_thread".to_string(), v / threads as f64),
+            ]));
+        }
+        r.summarise();
+        r
+    }
+
+    #[test]
+    fn points_and_targets_follow_bench_faults() {
+        let plan =
+            FaultsPlan::new(Length::Quick, &HostInfo { cpus_usable: vec![0, 1], ..HostInfo::default() });
+        let keys: Vec<String> = plan.points().iter().map(|p| plan.point_key(p)).collect();
+        assert_eq!(keys, ["T=1", "T=1 +mapper", "T=2", "T=2 +mapper"]);
+        let (pv, ml) = (engine::FAULTS_PER_VMA, engine::FAULTS_MMAP_LOCK);
+        let all = [
+            report("kernel", 1, false, &[30.0, 30.0]),
+            report(pv, 1, false, &[100.0, 100.0]),
+            report(ml, 1, false, &[100.0, 100.0]),
+            report(pv, 1, true, &[50.0, 50.0]),
+            report(ml, 1, true, &[25.0, 50.0]),
+            report(pv, 2, false, &[200.0, 180.0]),
+            report(ml, 2, false, &[150.0, 150.0]),
+            report(pv, 2, true, &[100.0, 100.0]),
+            report(ml, 2, true, &[20.0, 30.0]),
+        ];
+        let refs: Vec<&Report> = all.iter().collect();
+        let e = Faults::new();
+        let t = e.targets(&refs);
+        let status = |id: &str| t.iter().find(|t| t.id == id).unwrap_or_else(|| panic!("no {id}: {t:?}"));
+        // 2.0 and 1.8 against 1.9: the runs disagree.
+        assert_eq!(status("faults.engine.per_vma.scaling.T=2").status, Status::Undecided);
+        assert_eq!(status("faults.engine.per_vma.scaling.T=2").goal, Goal::AtLeast(1.9));
+        assert_eq!(status("faults.engine.per_vma.scaling.T=2.mapper").status, Status::Met);
+        // 0.5 and 1.0 against at most 0.9.
+        assert_eq!(status("faults.engine.mmap_lock_with_mapper.T=1").status, Status::Undecided);
+        assert_eq!(status("faults.engine.mmap_lock_with_mapper.T=2").status, Status::Met);
+        assert_eq!(status("faults.engine.over_kernel.T=1").values, vec![100.0 / 30.0; 2]);
+        assert_eq!(status("faults.engine.over_kernel.T=1").status, Status::Met);
+        assert_eq!(t.len(), 5);
+        let s = e.present(&refs);
+        assert_eq!(s.tables[0].rows.len(), all.len(), "one row per report");
+        assert!(s.verdict.contains("3.33x the kernel's one-thread rate"), "{}", s.verdict);
+        assert!(s.unavailable.is_empty() && !s.verdict.contains("Not yet measured"), "{}", s.verdict);
+        // Nothing measured: every target without a value.
+        assert!(e.targets(&[]).iter().all(|t| t.status == Status::NotMeasured && t.values.is_empty()));
+    }
+}
