@@ -10,8 +10,8 @@
 //! # Sides and plans
 //! The experiments that hold the engine against the kernel share one structure: a [`Plan`] lists *points*
 //! (thread counts, VMA counts, grid rows, tests) and how long each takes; every [`Side`] (the kernel, each
-//! engine mode) measures every point. [`run_sides`] walks the points in order and, at each point, runs every
-//! available side in turn, so that all sides of one point are measured close together in time and an
+//! engine mode) measures every point it covers ([`Side::covers`]: all unless it says otherwise). [`run_sides`]
+//! walks the points in order and, at each point, runs every available side in turn, so that all sides of one point are measured close together in time and an
 //! interruption loses at most the point in progress. Each side's report is stamped with parameters `side`
 //! (its [`SideInfo::id`]) and `point` (the plan's [`Plan::point_key`]), which is how tables and figures find
 //! it. An engine side whose engine code has not landed is an [`AwaitingEngine`] placeholder: listed in every

@@ -59,7 +59,7 @@ pub struct FaultsPlan {
 impl FaultsPlan {
     /// The plan at `length` on `host`: 1 to all usable CPUs (at most 8) threads, each alone and with the
     /// mapper, for the kernel's side and both engine sides; quick: 1 run of 0.2 s on 4 MiB regions; default: 3
-    /// runs of 0.75 s on 16 MiB; full (`vmspace bench faults`' settings, BENCHMARKS.md): 5 runs of 2 s on 16
+    /// runs of 0.6 s on 16 MiB; full (`vmspace bench faults`' settings, BENCHMARKS.md): 5 runs of 2 s on 16
     /// MiB; smoke (the CLI's structure test): 1 run of 0.05 s on 2 MiB.
     pub fn new(length: Length, host: &HostInfo) -> FaultsPlan {
         let cpus = host.cpus_usable.len().clamp(1, 8);
@@ -67,7 +67,7 @@ impl FaultsPlan {
         let (samples, secs, region_mib) = match length {
             Length::Smoke => (1, 0.05, 2),
             Length::Quick => (1, 0.2, 4),
-            Length::Default => (3, 0.75, 16),
+            Length::Default => (3, 0.6, 16),
             Length::Full => (5, 2.0, 16),
         };
         FaultsPlan { threads, samples, duration: Duration::from_secs_f64(secs), region_mib }

@@ -85,7 +85,7 @@ const ENGINE_LARGE: usize = 102_400;
 
 impl ForkPlan {
     /// The plan at `length` on `host`. Without pages: quick 0, 100, 1,000 and 102,400 (1 run of 0.2 s);
-    /// default 0, 100, 400, 1,600, 6,400, 25,600 and 102,400 (3 runs of 0.4 s); full (`vmspace bench fork`'s
+    /// default 0, 100, 400, 1,600, 6,400, 25,600 and 102,400 (3 runs of 0.3 s); full (`vmspace bench fork`'s
     /// settings, BENCHMARKS.md): the series' counts to 409,600, 3 runs of 1 s; smoke (the CLI's structure test): 0, 100 and 102,400, 1 run of
     /// 0.05 s. With pages: quick 0, 100, 1,000; default 0, 100, 1,600, 25,600; full the series' counts to
     /// 51,200; smoke 100. The kernel's side measures the counts that fit under `vm.max_map_count` (65,530 by
@@ -105,7 +105,7 @@ impl ForkPlan {
                 vec![0, 100, 400, 1600, 6400, 25600, ENGINE_LARGE],
                 vec![0, 100, 1600, 25600],
                 3,
-                Duration::from_millis(400),
+                Duration::from_millis(300),
             ),
             Length::Full => (series(409_600), series(51_200), 3, Duration::from_secs(1)),
         };
