@@ -45,9 +45,11 @@
 //!
 //! # Targets
 //!
-//! [`targets`] judges: with per-VMA locks, T threads fault at least 0.95 T times one thread's rate (1.9x at
-//! two threads), without and with the mapper; with the mapper, the mmap-lock mode reaches at most 0.9x the
-//! per-VMA mode's rate (visibly worse); one engine thread faults at least 3x as fast as one kernel thread.
+//! [`targets`] judges: with per-VMA locks, T threads fault at least [`SCALING_PER_THREAD`] T times one
+//! thread's rate (1.9x at two threads), without and with the mapper; with the mapper, the mmap-lock mode reaches
+//! at most [`MMAP_LOCK_WITH_MAPPER`]x the per-VMA mode's rate (visibly worse); one engine thread faults at least
+//! [`ENGINE_OVER_KERNEL`]x as fast as one kernel thread. `vmspace report` judges the same goals (the constants
+//! below) run by run.
 
 use std::collections::BTreeMap;
 use std::sync::Barrier;
@@ -56,10 +58,25 @@ use std::time::{Duration, Instant};
 
 use vmspace_linux::faults::thread_cpu_s;
 use vmspace_mm::{Advice, FaultMode, MapFlags, Mm, MmConfig, MmFaultStats, PAGE_SIZE, Prot};
+use vmspace_results::host::HostInfo;
 use vmspace_results::report::{Placement, Report, ReportSet};
 
 use crate::judge::Judged;
 use crate::measure::Cpus;
+
+/// With per-VMA locks, T threads must fault at least this times T times one thread's rate (the same mapper or
+/// none).
+pub const SCALING_PER_THREAD: f64 = 0.95;
+
+/// With the mapper, the mmap-lock mode's faults per second over the per-VMA mode's must be at most this (visibly
+/// worse), at every thread count.
+pub const MMAP_LOCK_WITH_MAPPER: f64 = 0.9;
+
+/// One engine thread (per-VMA locks, no mapper) must fault at least this times as fast as one kernel thread.
+pub const ENGINE_OVER_KERNEL: f64 = 3.0;
+
+/// The longest unrecorded warm-up run ([`warm_up`]).
+pub const WARM_UP: Duration = Duration::from_millis(300);
 
 /// Where and how a row faults.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -93,7 +110,8 @@ impl Side {
         }
     }
 
-    fn fault_mode(self) -> Option<FaultMode> {
+    /// The engine's fault mode of this side (`None`: the kernel).
+    pub fn fault_mode(self) -> Option<FaultMode> {
         match self {
             Side::EnginePerVma => Some(FaultMode::PerVma),
             Side::EngineMmapLock => Some(FaultMode::MmapLock),
@@ -442,22 +460,7 @@ pub fn run(
         .rows()
         .into_iter()
         .map(|row| {
-            let mut r = Report::new("bench.faults", row.label(), host.clone());
-            r.param("side", row.side.side());
-            r.param("mode", row.side.mode());
-            r.param("threads", row.threads);
-            r.param("mapper", row.mapper);
-            r.param("region_mib", cfg.region_mib);
-            r.param("samples", cfg.samples);
-            r.param("duration_s", cfg.duration.as_secs_f64());
-            r.param("madvise", "MADV_NOHUGEPAGE");
-            r.param("access", if row.side == Side::Kernel { "write" } else { cfg.access.id() });
-            r.param("quick", cfg.quick);
-            r.placement = placement(&cpus, row.threads, row.mapper);
-            r.notes.extend(cpus.notes.iter().cloned());
-            if let Some(n) = cpus.sharing_note(row.threads + usize::from(row.mapper)) {
-                r.notes.push(format!("{n} (the mapper counts as a thread)"));
-            }
+            let mut r = row_report(cfg, row, &host, &cpus);
             if row.side == Side::Kernel && !kernel_counters {
                 r.notes.push(
                     "the kernel's per-VMA-lock counters are not in /proc/vmstat (CONFIG_PER_VMA_LOCK_STATS off)"
@@ -467,19 +470,9 @@ pub fn run(
             (row, r)
         })
         .collect();
-    // Warm-up, not recorded: the first engine faults of the process grow the frame table and take content
-    // buffers from the system allocator, which later runs reuse.
     if cfg.sides.iter().any(|s| s.fault_mode().is_some()) {
         let most = cfg.threads.iter().copied().max().unwrap_or(1);
-        engine_run(
-            &cpus,
-            most,
-            region,
-            cfg.duration.min(Duration::from_millis(300)),
-            FaultMode::PerVma,
-            false,
-            cfg.access,
-        )?;
+        warm_up(&cpus, most, region, cfg.duration, cfg.access)?;
     }
     let mut interrupted = false;
     'samples: for _ in 0..cfg.samples {
@@ -505,6 +498,43 @@ pub fn run(
     let mut reports: Vec<Report> = rows.iter().map(|(_, r)| r.clone()).collect();
     reports.extend(targets.iter().map(|t| t.report("bench.faults.target", &host)));
     Ok(FaultsResults { set: ReportSet::new(command, reports), rows, targets, interrupted })
+}
+
+/// The `bench.faults` report of `row` under `cfg`, without runs: its parameters (`side`, `mode`, `threads`,
+/// `mapper`, `region_mib`, `samples`, `duration_s`, `madvise`, `access`, `quick`), its placement on `cpus` and
+/// the CPUs' notes. Push one [`engine_run`] (or kernel run) per sample, then summarise it.
+pub fn row_report(cfg: &FaultsConfig, row: Row, host: &HostInfo, cpus: &Cpus) -> Report {
+    let mut r = Report::new("bench.faults", row.label(), host.clone());
+    r.param("side", row.side.side());
+    r.param("mode", row.side.mode());
+    r.param("threads", row.threads);
+    r.param("mapper", row.mapper);
+    r.param("region_mib", cfg.region_mib);
+    r.param("samples", cfg.samples);
+    r.param("duration_s", cfg.duration.as_secs_f64());
+    r.param("madvise", "MADV_NOHUGEPAGE");
+    r.param("access", if row.side == Side::Kernel { "write" } else { cfg.access.id() });
+    r.param("quick", cfg.quick);
+    r.placement = placement(cpus, row.threads, row.mapper);
+    r.notes.extend(cpus.notes.iter().cloned());
+    if let Some(n) = cpus.sharing_note(row.threads + usize::from(row.mapper)) {
+        r.notes.push(format!("{n} (the mapper counts as a thread)"));
+    }
+    r
+}
+
+/// The unrecorded warm-up run before the engine's rows: per-VMA locks, `threads` threads, no mapper, for at most
+/// [`WARM_UP`] (`duration` if shorter). The first engine faults of the process grow the frame table and take
+/// content buffers from the system allocator, which later runs reuse; without it the first row measured pays
+/// for them.
+pub fn warm_up(
+    cpus: &Cpus,
+    threads: usize,
+    region: u64,
+    duration: Duration,
+    access: EngineAccess,
+) -> Result<(), String> {
+    engine_run(cpus, threads, region, duration.min(WARM_UP), FaultMode::PerVma, false, access).map(drop)
 }
 
 /// Who runs where: the faulting threads on `usable[i]`, the mapper on `usable[threads]` (cycled).
@@ -544,7 +574,7 @@ pub fn targets(cfg: &FaultsConfig, rows: &[(Row, Report)]) -> Vec<Judged> {
                     if mapper { ", with the mapper" } else { "" }
                 ),
                 ratio,
-                0.95 * t as f64,
+                SCALING_PER_THREAD * t as f64,
             ));
         }
     }
@@ -553,13 +583,13 @@ pub fn targets(cfg: &FaultsConfig, rows: &[(Row, Report)]) -> Vec<Judged> {
         out.push(Judged::at_most(
             format!("engine with the mapper, T={t}: mmap-lock faults/s over per-vma faults/s"),
             ratio,
-            0.9,
+            MMAP_LOCK_WITH_MAPPER,
         ));
     }
     out.push(Judged::at_least(
         "one thread: engine per-vma faults/s over the kernel's",
         total(Side::EnginePerVma, 1, false) / total(Side::Kernel, 1, false),
-        3.0,
+        ENGINE_OVER_KERNEL,
     ));
     out
 }

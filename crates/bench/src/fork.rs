@@ -43,11 +43,12 @@
 //!
 //! # Targets
 //!
-//! `targets`: without pages, the tree copy duplicates at least 40 million VMAs per second in the fork call at
-//! every count of at least 100,000 VMAs; the copy's fork call is faster than re-insertion's (ratio > 1) at
-//! every count of at least 100 VMAs, without and with pages; at most 213 bytes per VMA in every parent and
-//! every tree-copied child of at least [`MEMORY_JUDGED_FROM`] VMAs (smaller counts are reported, not judged:
-//! the tree's few nodes are a fixed cost there).
+//! `targets`: without pages, the tree copy duplicates at least [`MIN_M_VMAS_COPIED_PER_S`] million VMAs per
+//! second in the fork call at every count of at least [`COPY_JUDGED_FROM`] VMAs; the copy's fork call is faster
+//! than re-insertion's (ratio > 1) at every count of at least [`RATIO_JUDGED_FROM`] VMAs, without and with pages;
+//! at most 213 bytes per VMA in every parent and every tree-copied child of at least [`MEMORY_JUDGED_FROM`]
+//! VMAs (smaller counts are reported, not judged: the tree's few nodes are a fixed cost there). `vmspace
+//! report` judges the first two with the same constants, run by run.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -68,6 +69,16 @@ pub const SERIES_COUNTS: [usize; 16] = [
     0, 100, 200, 400, 800, 1600, 3200, 6400, 12800, 25600, 51200, 102_400, 204_800, 409_600, 819_200,
     1_638_400,
 ];
+
+/// Million VMAs per second the tree copy must duplicate in the fork call (no pages) at every count of at least
+/// [`COPY_JUDGED_FROM`] VMAs.
+pub const MIN_M_VMAS_COPIED_PER_S: f64 = 40.0;
+
+/// The VMA count (all VMAs of the forking address space) from which the copy rate is judged.
+pub const COPY_JUDGED_FROM: u64 = 100_000;
+
+/// The VMA count from which the tree copy's fork call must be faster than re-insertion's.
+pub const RATIO_JUDGED_FROM: u64 = 100;
 
 /// Bytes per VMA the engine must stay within.
 pub const MAX_BYTES_PER_VMA: f64 = 213.0;
@@ -244,6 +255,52 @@ pub fn engine_run(mm: &Mm, mode: ForkMode, duration: Duration) -> Result<BTreeMa
     ]))
 }
 
+/// The `bench.fork` report of engine side `side` forking `mm` (an [`engine_parent`] of `BASE_VMAS` + extra
+/// VMAs, with pages if `pages`) under `cfg`, without runs: its parameters (`side`, `mode`, `extra_vmas`,
+/// `total_vmas`, `pages_per_vma`, `samples`, `duration_s`, `quick`), the forker's placement on `cpus` (the
+/// calling thread, pinned to the first CPU by [`Cpus::discover`] or [`Cpus::of`]) and the CPUs' notes. Push one
+/// [`engine_run`] per sample, then summarise it.
+pub fn engine_report(
+    cfg: &ForkConfig,
+    side: ForkSide,
+    mm: &Mm,
+    pages: bool,
+    host: &HostInfo,
+    cpus: &Cpus,
+) -> Report {
+    let total = mm.map_count();
+    let extra = (total as usize).saturating_sub(BASE_VMAS);
+    let what = format!("+{extra} VMAs{}", if pages { ", 1 page each" } else { "" });
+    let mut r = Report::new("bench.fork", format!("engine {} {what}", side.mode()), host.clone());
+    r.param("side", side.side());
+    r.param("mode", side.mode());
+    r.param("extra_vmas", extra);
+    r.param("total_vmas", total);
+    r.param("pages_per_vma", u8::from(pages));
+    r.param("samples", cfg.samples);
+    r.param("duration_s", cfg.duration.as_secs_f64());
+    r.param("quick", cfg.quick);
+    r.placement = vec![Placement {
+        role: "forker".into(),
+        index: 0,
+        cpu: cpus.pinning.then(|| cpus.cpu_of(0)),
+        nice: 0,
+    }];
+    r.notes.extend(cpus.notes.iter().cloned());
+    r
+}
+
+impl ForkSide {
+    /// The engine's fork mode of this side (`None`: the kernel).
+    pub fn fork_mode(self) -> Option<ForkMode> {
+        match self {
+            ForkSide::EngineDup => Some(ForkMode::Dup),
+            ForkSide::EngineReinsert => Some(ForkMode::Reinsert),
+            ForkSide::Kernel => None,
+        }
+    }
+}
+
 /// The result of [`run`].
 #[derive(Debug, Clone)]
 pub struct ForkResults {
@@ -361,26 +418,7 @@ pub fn run(
 
             let mut reports: Vec<(ForkSide, Report)> = [ForkSide::EngineDup, ForkSide::EngineReinsert]
                 .into_iter()
-                .map(|side| {
-                    let mut r =
-                        Report::new("bench.fork", format!("engine {} {what}", side.mode()), host.clone());
-                    r.param("side", side.side());
-                    r.param("mode", side.mode());
-                    r.param("extra_vmas", extra);
-                    r.param("total_vmas", mm.map_count());
-                    r.param("pages_per_vma", u8::from(pages));
-                    r.param("samples", cfg.samples);
-                    r.param("duration_s", cfg.duration.as_secs_f64());
-                    r.param("quick", cfg.quick);
-                    r.placement = vec![Placement {
-                        role: "forker".into(),
-                        index: 0,
-                        cpu: cpus.pinning.then(|| cpus.cpu_of(0)),
-                        nice: 0,
-                    }];
-                    r.notes.extend(cpus.notes.iter().cloned());
-                    (side, r)
-                })
+                .map(|side| (side, engine_report(cfg, side, &mm, pages, &host, &cpus)))
                 .collect();
             for _ in 0..cfg.samples {
                 for (side, r) in reports.iter_mut() {
@@ -458,7 +496,8 @@ fn targets(
     memory: &[Report],
 ) -> Vec<Judged> {
     let mut out = Vec::new();
-    let big: Vec<usize> = cfg.extra.iter().copied().filter(|&n| BASE_VMAS + n >= 100_000).collect();
+    let big: Vec<usize> =
+        cfg.extra.iter().copied().filter(|&n| (BASE_VMAS + n) as u64 >= COPY_JUDGED_FROM).collect();
     for &n in &big {
         let rate = rows
             .get(&(false, n, ForkSide::EngineDup))
@@ -467,18 +506,18 @@ fn targets(
         out.push(Judged::at_least(
             format!("tree copy, {} VMAs, no pages: million VMAs duplicated per s in fork", BASE_VMAS + n),
             rate / 1e6,
-            40.0,
+            MIN_M_VMAS_COPIED_PER_S,
         ));
     }
     if big.is_empty() {
         out.push(Judged::at_least(
             "tree copy, >= 100,000 VMAs, no pages: million VMAs duplicated per s in fork",
             f64::NAN,
-            40.0,
+            MIN_M_VMAS_COPIED_PER_S,
         ));
     }
     for r in ratios {
-        if param_u64(r, "total_vmas") >= 100 {
+        if param_u64(r, "total_vmas") >= RATIO_JUDGED_FROM {
             let pages = if param_u64(r, "pages_per_vma") == 1 { ", 1 page each" } else { "" };
             out.push(Judged::at_least(
                 format!(

@@ -94,13 +94,26 @@ pub struct Cpus {
 impl Cpus {
     /// Discovers the usable CPUs and whether the calling thread can be pinned (it is pinned to the first).
     pub fn discover() -> Self {
-        let mut notes = Vec::new();
-        let usable = match vmspace_linux::sys::usable_cpus() {
-            Ok(list) if !list.is_empty() => list,
+        match vmspace_linux::sys::usable_cpus() {
+            Ok(list) if !list.is_empty() => Cpus::of(list),
             Ok(_) | Err(_) => {
-                notes.push("could not read the affinity mask; assuming CPU 0 only".to_string());
-                vec![0]
+                let mut cpus = Cpus::of(vec![0]);
+                cpus.notes.insert(0, "could not read the affinity mask; assuming CPU 0 only".to_string());
+                cpus
             }
+        }
+    }
+
+    /// The CPUs `usable` (ascending, not empty; e.g. the host's usable CPUs gathered before anything pinned the
+    /// calling thread, which [`Cpus::discover`] would then see as the only one) and whether the calling thread
+    /// can be pinned (it is pinned to the first).
+    pub fn of(usable: Vec<usize>) -> Self {
+        let mut notes = Vec::new();
+        let usable = if usable.is_empty() {
+            notes.push("no usable CPU given; assuming CPU 0 only".to_string());
+            vec![0]
+        } else {
+            usable
         };
         let pinning = match vmspace_linux::sys::pin_to_cpu(usable[0]) {
             Ok(()) => true,

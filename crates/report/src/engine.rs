@@ -8,33 +8,57 @@
 //! `report.side` report with that status, never as numbers.
 //!
 //! # Plugging a side in
-//! Implement [`Side`](crate::experiment::Side) for the experiment's plan (the contract of its report, i.e. the
-//! metrics and parameters the tables and figures read, is in the experiment's module docs) and return it here
-//! instead of the placeholder, keeping the id (targets refer to sides by the constants below). Nothing else
-//! changes: the runner measures it at every point right after the kernel's side, and the tables, figures,
-//! verdicts and targets pick it up by its id.
+//! Implement [`Side`] for the experiment's plan (the contract of its report, i.e. the metrics and parameters
+//! the tables and figures read, is in the experiment's module docs) and return it here instead of the
+//! placeholder, keeping the id (targets refer to sides by the constants below). Nothing else changes: the
+//! runner measures it at every point right after the kernel's side, and the tables, figures, verdicts and
+//! targets pick it up by its id.
 //!
-//! What each side will measure (the kernel's side of the same experiment is in `vmspace_linux`):
-//! - faults ([`crate::experiments::faults`]): the engine's page faults per second against threads, all threads
-//!   in one address space, each faulting its own region in through the engine's fault path (`mm/memory.c:
-//!   handle_mm_fault`) with the VMA found under a per-VMA lock (`lock_vma_under_rcu`, as
-//!   `arch/x86/mm/fault.c: do_user_addr_fault` does since the per-VMA lock series) or under the mmap_lock
-//!   only (`lock_mm_and_find_vma`, the path before it). Awaits page tables in the address space and a fault
-//!   path that threads can enter together.
-//! - fork ([`crate::experiments::fork`]): the engine's fork rate against the VMA count, `kernel/fork.c:
-//!   dup_mmap` copying the VMA tree in one O(n) pass (`MapleTree::dup`, the `__mt_dup` series) or
-//!   re-inserting every VMA into an empty tree (before it), page tables copied (`copy_page_range`) in both.
-//!   `Mm::fork` copies the tree but not yet page tables, and has no re-insertion mode.
-//! - contention and tearing ([`crate::experiments::contention`], [`crate::experiments::tearing`]): the
-//!   engine's `/proc/PID/maps`, `smaps` and `smaps_rollup` readers (`fs/proc/task_mmu.c`) on reader threads
-//!   beside a mapper (or writer) thread of the same address space, in each reader mode: under per-VMA locks
-//!   (`lock_next_vma`) and under the mmap_lock. Await the engine's reader modes and an address space shared
-//!   by threads.
+//! # The sides
+//! The kernel's side of each experiment is in `vmspace_linux`. The engine's measurements are not written here:
+//! each side calls the workload of `vmspace bench` (`vmspace_bench::faults`, `vmspace_bench::fork`), so that
+//! `vmspace bench` and `vmspace report` measure the engine with one implementation, and its report is the
+//! `bench.*` report that command writes for the same row (same metrics and parameters), stamped by the runner
+//! with `experiment`, `side` and `point`.
+//!
+//! - faults ([`crate::experiments::faults`], [`EngineFaults`], measured): the engine's page faults per second
+//!   against threads, all threads in one `Mm`, each mapping its own region, writing one byte into every page
+//!   through the emulated MMU and the engine's fault path (`arch/x86/mm/fault.c: do_user_addr_fault` →
+//!   `mm/memory.c: handle_mm_fault`), and unmapping it (`vmspace_bench::faults::engine_run`), alone and with
+//!   the mapper thread, the VMA found under a per-VMA lock (`lock_vma_under_rcu`, `FaultMode::PerVma`) or under
+//!   the mmap_lock only (`lock_mm_and_find_vma`, `FaultMode::MmapLock`, the path before the per-VMA lock
+//!   series). Before the first engine point of the process, one unrecorded warm-up run
+//!   (`vmspace_bench::faults::warm_up`), as `vmspace bench faults` makes.
+//! - fork ([`crate::experiments::fork`], [`EngineFork`], measured): the engine's fork rate against the VMA
+//!   count, `kernel/fork.c: dup_mmap` (`Mm::fork_with`) copying the VMA tree in one O(n) pass
+//!   (`MapleTree::dup`, the `__mt_dup` series, `ForkMode::Dup`) or re-inserting every VMA into an empty tree
+//!   (`ForkMode::Reinsert`, before it), page tables copied (`copy_page_range`) in both, then the child's drop
+//!   (its exit), on an address space of 21 + N VMAs (`vmspace_bench::fork::engine_parent`, without pages or
+//!   with one faulted page per VMA; `engine_run`).
+//! - contention and tearing ([`crate::experiments::contention`], [`crate::experiments::tearing`]; still
+//!   placeholders): the engine's `/proc/PID/maps`, `smaps` and `smaps_rollup` readers (`fs/proc/task_mmu.c`)
+//!   on reader threads beside a mapper (or writer) thread of the same address space, in each reader mode:
+//!   under per-VMA locks (`lock_next_vma`) and under the mmap_lock. Await the engine's reader modes and an
+//!   address space shared by threads.
+//!
+//! # CPUs
+//! The engine's sides place their threads on the host's usable CPUs as gathered at the start of the run
+//! ([`Cpus::of`]), not on the calling thread's mask at the time (which an earlier side may have narrowed by
+//! pinning it): faulting thread i on the i-th usable CPU, the mapper on the next; the forking thread (the
+//! calling thread) on the first. The runner restores the calling thread's affinity after each experiment.
 
-use crate::experiment::{AwaitingEngine, Sides};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use anyhow::anyhow;
+use vmspace_bench::faults::{self as bench_faults, EngineAccess, FaultsConfig, Row};
+use vmspace_bench::fork::{self as bench_fork, ForkConfig, ForkSide};
+use vmspace_bench::measure::Cpus;
+use vmspace_results::report::Report;
+
+use crate::experiment::{AwaitingEngine, Ctx, Side, SideInfo, Sides};
 use crate::experiments::contention::ContentionPlan;
-use crate::experiments::faults::FaultsPlan;
-use crate::experiments::fork::ForkPlan;
+use crate::experiments::faults::{self, FaultsPlan, FaultsPoint};
+use crate::experiments::fork::{self, ForkPlan, ForkPoint};
 use crate::experiments::tearing::TearingPlan;
 
 /// Faults: the engine's fault path finding the VMA under a per-VMA lock.
@@ -51,31 +75,139 @@ pub const READERS_PER_VMA: &str = "engine-per-vma";
 /// Contention and tearing: the engine's readers under the mmap_lock.
 pub const READERS_MMAP_LOCK: &str = "engine-mmap-lock";
 
-/// What the fault sides await.
-const FAULT_PATH: &str = "page tables in the engine's address space and a fault path threads enter together";
 /// What the reader sides await.
 const READER_MODES: &str = "the engine's /proc reader modes on threads beside a mapper thread";
+
+/// Whether the engine's fault path has had its warm-up run in this process. The engine's address spaces
+/// share one process-wide memory (frame table, content buffers), so one warm-up serves every later point of
+/// either mode. Relaxed: a flag read and set by the run's one calling thread; nothing is published through it.
+static FAULTS_WARMED: AtomicBool = AtomicBool::new(false);
+
+/// One engine side of the fault experiment: `vmspace_bench::faults::engine_run` in one fault mode.
+#[derive(Debug, Clone, Copy)]
+pub struct EngineFaults {
+    /// [`FAULTS_PER_VMA`] or [`FAULTS_MMAP_LOCK`].
+    pub id: &'static str,
+    /// The name tables and legends show.
+    pub name: &'static str,
+    /// The engine side of `vmspace bench faults` it measures (`EnginePerVma` or `EngineMmapLock`).
+    pub side: bench_faults::Side,
+}
+
+impl Side<FaultsPlan> for EngineFaults {
+    fn info(&self) -> SideInfo {
+        SideInfo::new(self.id, self.name)
+    }
+
+    fn measure(&self, plan: &FaultsPlan, p: &FaultsPoint, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
+        let mode = self.side.fault_mode().ok_or_else(|| anyhow!("{}: not an engine side", self.name))?;
+        let cpus = Cpus::of(ctx.host().cpus_usable.clone());
+        let region = (plan.region_mib as u64) << 20;
+        let cfg = FaultsConfig {
+            threads: vec![p.threads],
+            samples: plan.samples,
+            duration: plan.duration,
+            region_mib: plan.region_mib,
+            sides: vec![self.side],
+            access: EngineAccess::Write,
+            quick: false,
+        };
+        cfg.validate().map_err(anyhow::Error::msg)?;
+        let at = faults::key(p.threads, p.mapper);
+        if !FAULTS_WARMED.load(Ordering::Relaxed) {
+            ctx.step(&format!("{}, warm-up run", self.name), 0.0);
+            let most = plan.threads.iter().copied().max().unwrap_or(1);
+            bench_faults::warm_up(&cpus, most, region, plan.duration, cfg.access)
+                .map_err(anyhow::Error::msg)?;
+            FAULTS_WARMED.store(true, Ordering::Relaxed);
+        }
+        let row = Row { side: self.side, threads: p.threads, mapper: p.mapper };
+        let mut r = bench_faults::row_report(&cfg, row, ctx.host(), &cpus);
+        let n = plan.samples;
+        for s in 0..n {
+            ctx.check_interrupted()?;
+            let m =
+                bench_faults::engine_run(&cpus, p.threads, region, plan.duration, mode, p.mapper, cfg.access)
+                    .map_err(|e| anyhow!("{}, {at}: {e}", self.name))?;
+            r.push_run(m);
+            ctx.step(&format!("{}, {at}, run {} of {n}", self.name, s + 1), (s + 1) as f64 / n as f64);
+        }
+        r.summarise();
+        Ok(r)
+    }
+}
+
+/// One engine side of the fork experiment: `vmspace_bench::fork::engine_run` in one fork mode.
+#[derive(Debug, Clone, Copy)]
+pub struct EngineFork {
+    /// [`FORK_DUP`] or [`FORK_REINSERT`].
+    pub id: &'static str,
+    /// The name tables and legends show.
+    pub name: &'static str,
+    /// The engine side of `vmspace bench fork` it measures (`EngineDup` or `EngineReinsert`).
+    pub side: ForkSide,
+}
+
+impl Side<ForkPlan> for EngineFork {
+    fn info(&self) -> SideInfo {
+        SideInfo::new(self.id, self.name)
+    }
+
+    fn measure(&self, plan: &ForkPlan, p: &ForkPoint, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
+        let mode = self.side.fork_mode().ok_or_else(|| anyhow!("{}: not an engine side", self.name))?;
+        let cfg = ForkConfig {
+            extra: vec![p.extra],
+            samples: plan.samples,
+            duration: plan.duration,
+            pages: vec![p.pages],
+            kernel: false,
+            quick: false,
+        };
+        cfg.validate().map_err(anyhow::Error::msg)?;
+        let at = fork::key(p.extra, p.pages);
+        ctx.step(&format!("{}, {at}, set-up", self.name), 0.0);
+        // Pins the calling thread, which forks, to the first usable CPU.
+        let cpus = Cpus::of(ctx.host().cpus_usable.clone());
+        let mm =
+            bench_fork::engine_parent(p.extra, p.pages).map_err(|e| anyhow!("{}, {at}: {e}", self.name))?;
+        let mut r = bench_fork::engine_report(&cfg, self.side, &mm, p.pages, ctx.host(), &cpus);
+        let n = plan.samples;
+        for s in 0..n {
+            ctx.check_interrupted()?;
+            let m = bench_fork::engine_run(&mm, mode, plan.duration)
+                .map_err(|e| anyhow!("{}, {at}: {e}", self.name))?;
+            r.push_run(m);
+            ctx.step(&format!("{}, {at}, run {} of {n}", self.name, s + 1), (s + 1) as f64 / n as f64);
+        }
+        r.summarise();
+        Ok(r)
+    }
+}
 
 /// The engine sides of the fault experiment.
 pub fn faults_sides() -> Sides<FaultsPlan> {
     vec![
-        Box::new(AwaitingEngine { id: FAULTS_PER_VMA, name: "engine, per-VMA locks", awaits: FAULT_PATH }),
-        Box::new(AwaitingEngine { id: FAULTS_MMAP_LOCK, name: "engine, mmap_lock only", awaits: FAULT_PATH }),
+        Box::new(EngineFaults {
+            id: FAULTS_PER_VMA,
+            name: "engine, per-VMA locks",
+            side: bench_faults::Side::EnginePerVma,
+        }),
+        Box::new(EngineFaults {
+            id: FAULTS_MMAP_LOCK,
+            name: "engine, mmap_lock only",
+            side: bench_faults::Side::EngineMmapLock,
+        }),
     ]
 }
 
 /// The engine sides of the fork experiment.
 pub fn fork_sides() -> Sides<ForkPlan> {
     vec![
-        Box::new(AwaitingEngine {
-            id: FORK_DUP,
-            name: "engine, tree copy (dup)",
-            awaits: "dup_mmap with page tables (copy_page_range)",
-        }),
-        Box::new(AwaitingEngine {
+        Box::new(EngineFork { id: FORK_DUP, name: "engine, tree copy (dup)", side: ForkSide::EngineDup }),
+        Box::new(EngineFork {
             id: FORK_REINSERT,
             name: "engine, re-insertion",
-            awaits: "dup_mmap with page tables and a re-insertion mode",
+            side: ForkSide::EngineReinsert,
         }),
     ]
 }

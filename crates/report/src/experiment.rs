@@ -10,8 +10,8 @@
 //! # Sides and plans
 //! The experiments that hold the engine against the kernel share one structure: a [`Plan`] lists *points*
 //! (thread counts, VMA counts, grid rows, tests) and how long each takes; every [`Side`] (the kernel, each
-//! engine mode) measures every point. [`run_sides`] walks the points in order and, at each point, runs every
-//! available side in turn, so that all sides of one point are measured close together in time and an
+//! engine mode) measures every point it covers ([`Side::covers`]: all unless it says otherwise). [`run_sides`]
+//! walks the points in order and, at each point, runs every available side in turn, so that all sides of one point are measured close together in time and an
 //! interruption loses at most the point in progress. Each side's report is stamped with parameters `side`
 //! (its [`SideInfo::id`]) and `point` (the plan's [`Plan::point_key`]), which is how tables and figures find
 //! it. An engine side whose engine code has not landed is an [`AwaitingEngine`] placeholder: listed in every
@@ -238,6 +238,12 @@ pub trait Side<P: Plan> {
     fn info(&self) -> SideInfo;
     /// Measures `point` of `plan`.
     fn measure(&self, plan: &P, point: &P::Point, ctx: &mut Ctx<'_>) -> anyhow::Result<Report>;
+    /// Whether this side measures `point` at all (every point unless it says otherwise). A side that cannot
+    /// (the kernel at a VMA count beyond `vm.max_map_count`) is not run there and has no report for it: its
+    /// tables have no row and its figures no mark at that point, and the experiment's method says why.
+    fn covers(&self, _plan: &P, _point: &P::Point) -> bool {
+        true
+    }
 }
 
 /// An engine side whose engine code has not landed: listed in every table, figure, verdict and target as
@@ -273,20 +279,25 @@ impl<P: Plan> Side<P> for AwaitingEngine {
 /// The sides of an experiment over plan `P`.
 pub type Sides<P> = Vec<Box<dyn Side<P>>>;
 
-/// The expected time of `plan` over the available `sides`.
-pub fn sides_estimate_s<P: Plan>(plan: &P, sides: &Sides<P>) -> f64 {
-    let available = sides.iter().filter(|s| s.info().unavailable.is_none()).count() as f64;
-    plan.points().iter().map(|p| plan.point_s(p)).sum::<f64>() * available
+/// The expected time of `plan` over the available `sides` (each at the points it covers).
+pub fn sides_estimate_s<P: Plan>(plan: &P, sides: &[Box<dyn Side<P>>]) -> f64 {
+    let available: Vec<&Box<dyn Side<P>>> = sides.iter().filter(|s| s.info().unavailable.is_none()).collect();
+    plan.points()
+        .iter()
+        .map(|p| plan.point_s(p) * available.iter().filter(|s| s.covers(plan, p)).count() as f64)
+        .sum()
 }
 
-/// Runs every available side on every point of `plan`, point by point; pushes each report through `ctx`.
-/// Returns early on Ctrl-C (with an error carrying [`Interrupted`]) or at the first failure.
-pub fn run_sides<P: Plan>(plan: &P, sides: &Sides<P>, ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
+/// Runs every available side on every point of `plan` it covers, point by point; pushes each report through
+/// `ctx`. Returns early on Ctrl-C (with an error carrying [`Interrupted`]) or at the first failure. An
+/// experiment whose sides must not be interleaved passes them in groups, one call per group (fork: the kernel's
+/// side over every point first).
+pub fn run_sides<P: Plan>(plan: &P, sides: &[Box<dyn Side<P>>], ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
     let infos: Vec<SideInfo> = sides.iter().map(|s| s.info()).collect();
     for point in plan.points() {
         let key = plan.point_key(&point);
         for (side, info) in sides.iter().zip(&infos) {
-            if info.unavailable.is_some() {
+            if info.unavailable.is_some() || !side.covers(plan, &point) {
                 continue;
             }
             ctx.check_interrupted()?;
@@ -345,6 +356,45 @@ mod tests {
             ctx.step("run 1", 1.0);
             Ok(r)
         }
+    }
+
+    /// A side that measures only the points up to 2.
+    struct Small;
+    impl Side<Counts> for Small {
+        fn info(&self) -> SideInfo {
+            SideInfo::new("small", "small side")
+        }
+        fn measure(&self, plan: &Counts, p: &u64, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
+            assert!(self.covers(plan, p), "measured outside what it covers");
+            Echo.measure(plan, p, ctx)
+        }
+        fn covers(&self, _plan: &Counts, p: &u64) -> bool {
+            *p <= 2
+        }
+    }
+
+    #[test]
+    fn sides_skip_the_points_they_do_not_cover() {
+        let plan = Counts(vec![1, 2, 3]);
+        let sides: Sides<Counts> = vec![Box::new(Echo), Box::new(Small)];
+        // Echo at 1, 2 and 3; Small at 1 and 2.
+        assert_eq!(sides_estimate_s(&plan, &sides), 6.0 + 3.0);
+        let host = HostInfo::default();
+        let mut reports = Vec::new();
+        let mut quiet = |_: Step<'_>| {};
+        let mut ctx = Ctx::new(&host, "test", &mut reports, &mut quiet);
+        run_sides(&plan, &sides, &mut ctx).unwrap();
+        let refs: Vec<&Report> = reports.iter().collect();
+        assert_eq!(side_reports(&refs, "echo").len(), 3);
+        assert_eq!(side_reports(&refs, "small").len(), 2);
+        assert!(side_point(&refs, "small", "n=3").is_none());
+        // In groups: every point of the first group's sides before the second's.
+        let mut reports = Vec::new();
+        let mut ctx = Ctx::new(&host, "test", &mut reports, &mut quiet);
+        run_sides(&plan, &sides[1..], &mut ctx).unwrap();
+        run_sides(&plan, &sides[..1], &mut ctx).unwrap();
+        let order: Vec<&str> = reports.iter().map(|r| param_str(r, "side")).collect();
+        assert_eq!(order, ["small", "small", "echo", "echo", "echo"]);
     }
 
     #[test]

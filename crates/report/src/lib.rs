@@ -34,15 +34,16 @@
 //!
 //! # Modules
 //! - [`experiment`]: the interface (experiments, sides, plans, the run context, lengths);
-//! - [`experiments`]: the six experiments; [`engine`]: the engine sides, or their placeholders;
+//! - [`experiments`]: the six experiments and their run order; [`engine`]: the engine sides (faults and fork
+//!   measured, the readers' placeholders);
 //! - [`targets`]: targets judged with their run-to-run spread (met, missed, undecided, not measured);
 //! - [`model`]: what a section is made of (tables, figures); [`plot`]: SVG figures (plotters);
 //! - [`machine`]: load average, CPU steal and other work on the machine during each phase;
 //! - [`run`]: the whole run, its report set, and the presentation of a report set;
 //! - [`html`]: the self-contained pages; [`compare`]: two report sets side by side.
 //!
-//! Depends on `bench` (the range trees and the address space against the kernel), `linux` (the kernel's
-//! sides of the probe experiments), `results` (the schema) and `host` (the machine's description); nothing
+//! Depends on `bench` (the range trees, the address space against the kernel, and the engine's fault and fork
+//! workloads its engine sides call), `linux` (the kernel's sides of the probe experiments), `results` (the schema) and `host` (the machine's description); nothing
 //! depends on it but the CLI.
 
 pub mod compare;

@@ -2,8 +2,10 @@
 //!
 //! # The run
 //! [`run`] gathers the host's facts once, samples the machine ([`crate::machine`]), then runs each experiment
-//! of [`crate::experiments::all`] in order (those `--experiments` leaves out are recorded as not run), sampling
-//! the machine before and after each. An experiment that fails is recorded as failed and the next one runs;
+//! of [`crate::experiments::all`] in their run order ([`crate::experiments::RUN_ORDER`]: the probe experiments
+//! whose kernel sides the engine's memory would distort first; those `--experiments` leaves out are recorded as
+//! not run), sampling the machine before and after each, and giving what each freed back to the system
+//! (`malloc_trim`). An experiment that fails is recorded as failed and the next one runs;
 //! Ctrl-C stops the experiment in progress (what it measured stays) and skips the rest. The main thread's CPU
 //! affinity is restored after each experiment (the benchmarks pin it).
 //!
@@ -117,8 +119,8 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(Progress<'_>)) -> Outcome {
     let affinity = Affinity::save();
     let all = experiments::all();
     let only = opts.only.as_deref();
-    let chosen: Vec<&dyn Experiment> =
-        all.iter().map(|e| e.as_ref()).filter(|e| keeps(only, e.id())).collect();
+    let in_order = experiments::in_run_order(&all);
+    let chosen: Vec<&dyn Experiment> = in_order.iter().copied().filter(|e| keeps(only, e.id())).collect();
     let estimates: Vec<f64> = chosen.iter().map(|e| e.estimate_s(opts.length, &host)).collect();
     let total_s: f64 = estimates.iter().sum();
     let started = machine::sample();
@@ -128,7 +130,7 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(Progress<'_>)) -> Outcome {
     let mut interrupted = false;
     let mut before_s = 0.0;
     let mut index = 0;
-    for e in &all {
+    for e in in_order {
         let mut phase = Report::new("report.phase", e.title(), host.clone());
         phase.param("experiment", e.id());
         phase.param("estimate_s", e.estimate_s(opts.length, &host));
@@ -159,6 +161,10 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(Progress<'_>)) -> Outcome {
                 e.run(opts.length, &mut ctx)
             };
             affinity.restore();
+            // What the experiment freed goes back to the system, so that later experiments' kernel sides do not
+            // carry it: fork copies the page tables of every touched page of this process, and the children of
+            // the probe experiments inherit them. SAFETY: malloc_trim has no preconditions.
+            unsafe { libc::malloc_trim(0) };
             let b = machine::sample();
             let i = Interval::between(&a, &b);
             phase.push_run(interval_metrics(&i));

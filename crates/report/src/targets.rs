@@ -31,6 +31,8 @@ pub enum Goal {
     AtMost(f64),
     /// The value must be at least this.
     AtLeast(f64),
+    /// The value must be greater than this (a ratio that must exceed 1: faster, not as fast).
+    Above(f64),
     /// The value is a count of failures and must be 0.
     NoFailures,
 }
@@ -41,15 +43,17 @@ impl Goal {
         match self {
             Goal::AtMost(g) => v <= g,
             Goal::AtLeast(g) => v >= g,
+            Goal::Above(g) => v > g,
             Goal::NoFailures => v == 0.0,
         }
     }
 
-    /// `<= 0.75x`, `>= 1.80x`, `0 failures`.
+    /// `<= 0.75x`, `>= 1.80x`, `> 1.00x`, `0 failures`.
     pub fn text(self) -> String {
         match self {
             Goal::AtMost(g) => format!("<= {g:.2}x"),
             Goal::AtLeast(g) => format!(">= {g:.2}x"),
+            Goal::Above(g) => format!("> {g:.2}x"),
             Goal::NoFailures => "0 failures".into(),
         }
     }
@@ -65,6 +69,8 @@ impl Goal {
             num(t).map(Goal::AtMost)
         } else if let Some(t) = s.strip_prefix(">=") {
             num(t).map(Goal::AtLeast)
+        } else if let Some(t) = s.strip_prefix('>') {
+            num(t).map(Goal::Above)
         } else {
             None
         }
@@ -273,13 +279,16 @@ mod tests {
         let g = Goal::AtLeast(1.8);
         assert_eq!(Status::judge(g, &[1.9, 2.0]), Status::Met);
         assert_eq!(Status::judge(g, &[1.7, 1.9]), Status::Undecided);
+        let g = Goal::Above(1.0);
+        assert_eq!(Status::judge(g, &[1.0, 1.2]), Status::Undecided);
+        assert_eq!(Status::judge(g, &[1.01, 1.2]), Status::Met);
         assert_eq!(Status::judge(Goal::NoFailures, &[0.0, 0.0]), Status::Met);
         assert_eq!(Status::judge(Goal::NoFailures, &[0.0, 1.0]), Status::Missed);
     }
 
     #[test]
     fn goals_and_reports_round_trip() {
-        for g in [Goal::AtMost(0.75), Goal::AtLeast(1.8), Goal::NoFailures] {
+        for g in [Goal::AtMost(0.75), Goal::AtLeast(1.8), Goal::Above(1.0), Goal::NoFailures] {
             assert_eq!(Goal::parse(&g.text()), Some(g));
         }
         assert_eq!(Goal::parse("<= 1.10"), Some(Goal::AtMost(1.1)));

@@ -3,34 +3,43 @@
 //!
 //! Each thread maps a private anonymous region, writes one byte into every page (one minor fault each) and
 //! unmaps it, again and again; all threads share one address space, so their faults meet in the VMA tree and
-//! the VMA locks and their mmap/munmap calls in the mmap_lock. The kernel's side is
-//! `vmspace_linux::faults` (real page faults, `MADV_NOHUGEPAGE`); the engine's sides run the same loop on one
-//! `Mm` through the engine's fault path, with per-VMA locks or under the mmap_lock only.
+//! the VMA locks and their mmap/munmap calls in the mmap_lock. Every thread count runs twice: alone, and with a
+//! *mapper*, one more thread of the same address space mapping and unmapping one read-only page in a loop,
+//! each of its calls taking the mmap_lock for writing (the interference the per-VMA lock series removed from
+//! page faults). The kernel's side is `vmspace_linux::faults` (real page faults, `MADV_NOHUGEPAGE`); the
+//! engine's sides ([`crate::engine`]) run the same loop on one `Mm` through the engine's fault path, with
+//! per-VMA locks or under the mmap_lock only (`vmspace_bench::faults::engine_run`, what `vmspace bench faults`
+//! measures).
 //!
 //! # Contract of a side's report
-//! One report per thread count (point key `T=<threads>`), one run per sample of the plan, each run with metrics
-//! `faults_per_s` (all threads) and `faults_per_s_per_thread`; parameter `threads`; the threads' placement.
+//! One report per point: thread count and mapper (point key `T=<threads>`, or `T=<threads> +mapper` with the
+//! mapper), one run per sample of the plan, each run with metrics `faults_per_s` (all threads) and
+//! `faults_per_s_per_thread`; parameters `threads` and `mapper`; the threads' placement.
 //!
-//! # Target
-//! The engine's per-VMA locks must keep faults scaling where the mmap_lock does not: at the most threads, the
-//! per-thread rate over the 1-thread rate with per-VMA locks, over the same with the mmap_lock only, at least
-//! 1.0 (run by run).
+//! # Targets
+//! The goals `vmspace bench faults` judges (its constants, `vmspace_bench::faults`), here run by run:
+//! - with per-VMA locks, T threads fault at least 0.95 T times one thread's rate (1.9x at two threads), without
+//!   and with the mapper: each run's faults/s at T over the median at one thread (same mapper);
+//! - with the mapper, the mmap_lock-only mode is visibly worse: its faults/s at most 0.9x the per-VMA mode's,
+//!   at every thread count (paired runs);
+//! - one engine thread (per-VMA locks, no mapper) faults at least 3x as fast as one kernel thread (paired runs).
 
 use std::time::Duration;
 
+use vmspace_bench::faults::{ENGINE_OVER_KERNEL, MMAP_LOCK_WITH_MAPPER, SCALING_PER_THREAD};
 use vmspace_linux::faults;
 use vmspace_results::host::HostInfo;
 use vmspace_results::report::Report;
 
 use super::{
-    capitalise, count, in_words, med, missing_lines, pending_sentence, points, runs_of, spread,
+    capitalise, count, in_words, med, missing_lines, paired, pending_sentence, points, runs_of, spread,
     unavailable_lines,
 };
 use crate::engine;
 use crate::experiment::{
     Ctx, Experiment, Length, Plan, Side, SideInfo, Sides, param_u64, run_sides, side_point, sides_estimate_s,
 };
-use crate::model::{Figure, Section, Table};
+use crate::model::{Figure, Section, Table, sig3};
 use crate::plot::{Chart, Legend, Point, Series, svg};
 use crate::targets::{Goal, TargetResult};
 
@@ -48,31 +57,50 @@ pub struct FaultsPlan {
 }
 
 impl FaultsPlan {
-    /// The plan at `length` on `host`: 1 to all usable CPUs (at most 8) threads; quick: 1 run of 0.2 s on 4
-    /// MiB regions; default: 3 runs of 2 s; full (BENCHMARKS.md): 5 runs of 5 s, 16 MiB regions; smoke (the CLI's
-    /// structure test): 1 run of 0.05 s on 2 MiB.
+    /// The plan at `length` on `host`: 1 to all usable CPUs (at most 8) threads, each alone and with the
+    /// mapper, for the kernel's side and both engine sides; quick: 1 run of 0.2 s on 4 MiB regions; default: 3
+    /// runs of 0.6 s on 16 MiB; full (`vmspace bench faults`' settings, BENCHMARKS.md): 5 runs of 2 s on 16
+    /// MiB; smoke (the CLI's structure test): 1 run of 0.05 s on 2 MiB.
     pub fn new(length: Length, host: &HostInfo) -> FaultsPlan {
         let cpus = host.cpus_usable.len().clamp(1, 8);
         let threads = (1..=cpus).collect();
         let (samples, secs, region_mib) = match length {
             Length::Smoke => (1, 0.05, 2),
             Length::Quick => (1, 0.2, 4),
-            Length::Default => (3, 2.0, 16),
-            Length::Full => (5, 5.0, 16),
+            Length::Default => (3, 0.6, 16),
+            Length::Full => (5, 2.0, 16),
         };
         FaultsPlan { threads, samples, duration: Duration::from_secs_f64(secs), region_mib }
     }
 }
 
+/// One point of the plan: a thread count, without or with the mapper thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FaultsPoint {
+    /// Faulting threads.
+    pub threads: usize,
+    /// Whether the mapper thread runs beside them.
+    pub mapper: bool,
+}
+
+/// The point key of `threads` threads with or without the mapper: `T=2`, `T=2 +mapper`.
+pub fn key(threads: usize, mapper: bool) -> String {
+    format!("T={threads}{}", if mapper { " +mapper" } else { "" })
+}
+
 impl Plan for FaultsPlan {
-    type Point = usize;
-    fn points(&self) -> Vec<usize> {
-        self.threads.clone()
+    type Point = FaultsPoint;
+    /// Per thread count, without then with the mapper.
+    fn points(&self) -> Vec<FaultsPoint> {
+        self.threads
+            .iter()
+            .flat_map(|&threads| [false, true].map(|mapper| FaultsPoint { threads, mapper }))
+            .collect()
     }
-    fn point_key(&self, t: &usize) -> String {
-        format!("T={t}")
+    fn point_key(&self, p: &FaultsPoint) -> String {
+        key(p.threads, p.mapper)
     }
-    fn point_s(&self, _t: &usize) -> f64 {
+    fn point_s(&self, _p: &FaultsPoint) -> f64 {
         self.samples as f64 * (self.duration.as_secs_f64() + 0.02)
     }
 }
@@ -85,9 +113,9 @@ impl Side<FaultsPlan> for KernelFaults {
         SideInfo::new("kernel", "kernel")
     }
 
-    fn measure(&self, plan: &FaultsPlan, &t: &usize, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
+    fn measure(&self, plan: &FaultsPlan, p: &FaultsPoint, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
         let cfg = faults::Config {
-            threads: vec![t],
+            threads: vec![p.threads],
             samples: plan.samples,
             duration: plan.duration,
             region_mib: plan.region_mib,
@@ -95,8 +123,9 @@ impl Side<FaultsPlan> for KernelFaults {
         };
         let host = ctx.host().clone();
         let n = plan.samples;
-        let mut reports = faults::run(&cfg, &host, &mut |_, s| {
-            ctx.step(&format!("kernel, T={t}, run {} of {n}", s + 1), (s + 1) as f64 / n as f64)
+        let at = key(p.threads, p.mapper);
+        let mut reports = faults::run_with(&cfg, p.mapper, &host, &mut |_, s| {
+            ctx.step(&format!("kernel, {at}, run {} of {n}", s + 1), (s + 1) as f64 / n as f64)
         })?;
         reports.pop().ok_or_else(|| anyhow::anyhow!("the fault experiment returned no report"))
     }
@@ -122,19 +151,39 @@ impl Default for Faults {
     }
 }
 
-/// Per side: per-run per-thread rate at `t` over the median per-thread rate at 1 thread.
-fn scaling_runs(reports: &[&Report], side: &str, t: usize) -> Vec<f64> {
+/// Per side: each run's faults per second (all threads) at `t` threads over the median at 1 thread, both
+/// without or both with the mapper.
+fn scaling_runs(reports: &[&Report], side: &str, t: usize, mapper: bool) -> Vec<f64> {
     let (Some(one), Some(many)) =
-        (side_point(reports, side, "T=1"), side_point(reports, side, &format!("T={t}")))
+        (side_point(reports, side, &key(1, mapper)), side_point(reports, side, &key(t, mapper)))
     else {
         return Vec::new();
     };
-    let Some(base) = med(one, "faults_per_s_per_thread") else { return Vec::new() };
-    runs_of(many, "faults_per_s_per_thread").into_iter().map(|v| v / base).collect()
+    let Some(base) = med(one, "faults_per_s") else { return Vec::new() };
+    runs_of(many, "faults_per_s").into_iter().map(|v| v / base).collect()
+}
+
+/// Each run's faults per second of side `side` at point `key` (empty when it has no report there).
+fn rate_runs(reports: &[&Report], side: &str, key: &str) -> Vec<f64> {
+    side_point(reports, side, key).map(|r| runs_of(r, "faults_per_s")).unwrap_or_default()
 }
 
 fn most_threads(reports: &[&Report]) -> usize {
     reports.iter().filter_map(|r| param_u64(r, "threads")).max().unwrap_or(1) as usize
+}
+
+/// The thread counts measured, ascending.
+fn thread_counts(reports: &[&Report]) -> Vec<usize> {
+    let mut ts: Vec<usize> =
+        reports.iter().filter_map(|r| param_u64(r, "threads")).map(|t| t as usize).collect();
+    ts.sort_unstable();
+    ts.dedup();
+    ts
+}
+
+/// Whether report `r` ran with the mapper.
+fn with_mapper(r: &Report) -> bool {
+    r.parameters.get("mapper").and_then(serde_json::Value::as_bool).unwrap_or(false)
 }
 
 impl Experiment for Faults {
@@ -155,9 +204,12 @@ impl Experiment for Faults {
         format!(
             "Each thread maps a private anonymous {} MiB region (MADV_NOHUGEPAGE), writes one byte per page (one \
              minor fault each) and unmaps it, in a loop; the threads share one address space; thread i runs on \
-             CPU i. {} run(s) of {:.1} s per thread count ({}) and side. Kernel: real page faults (the per-VMA \
-             lock series' microbenchmark). Engine, once its sides land: the same loop on one Mm, through the engine's fault path with \
-             per-VMA locks or with the mmap_lock only.",
+             CPU i. Every thread count runs alone and with a mapper thread (on the next CPU) mapping and \
+             unmapping a read-only page in a loop (each call takes the mmap_lock for writing). {} run(s) of {:.1} s \
+             per thread count ({}), mapper and side. Kernel: real page faults (the per-VMA lock series' \
+             microbenchmark). Engine: the same loop on one Mm (vmspace bench faults' engine run, after one \
+             unrecorded warm-up run), one-byte Mm::write through the emulated MMU and the engine's fault path, \
+             finding the VMA under a per-VMA lock (lock_vma_under_rcu) or under the mmap_lock only.",
             p.region_mib,
             p.samples,
             p.duration.as_secs_f64(),
@@ -187,27 +239,31 @@ impl Experiment for Faults {
         let infos = self.sides();
         s.unavailable = unavailable_lines(&infos);
         let mut t = Table::new(
-            "faults per second against threads: median [min-max] over the runs; per thread vs T=1 on the same side",
-            &["threads", "side", "faults/s", "per thread/s", "per thread vs T=1", "CPUs"],
+            "faults per second against threads, alone and with a mapper thread: median [min-max] over the runs; \
+             per thread vs T=1 on the same side and mapper",
+            &["threads", "mapper", "side", "faults/s", "per thread/s", "per thread vs T=1", "CPUs"],
         );
         let mut chart = Chart::new(
             "Page faults per second against threads",
             "threads",
             "faults per second (all threads)",
         );
-        chart.legend = Legend::LowerRight;
+        chart.legend = Legend::UpperRight;
         chart.x_integer = true;
         let keys = points(reports);
         let most = most_threads(reports);
         chart.x_range = Some((0.5, most as f64 + 0.5));
-        for key in &keys {
-            for info in infos.iter().filter(|i| i.unavailable.is_none()) {
-                let Some(r) = side_point(reports, info.id, key) else { continue };
-                let base =
-                    side_point(reports, info.id, "T=1").and_then(|b| med(b, "faults_per_s_per_thread"));
+        let available: Vec<&SideInfo> = infos.iter().filter(|i| i.unavailable.is_none()).collect();
+        for k in &keys {
+            for info in &available {
+                let Some(r) = side_point(reports, info.id, k) else { continue };
+                let mapper = with_mapper(r);
+                let base = side_point(reports, info.id, &key(1, mapper))
+                    .and_then(|b| med(b, "faults_per_s_per_thread"));
                 let pt = med(r, "faults_per_s_per_thread");
                 t.row(vec![
-                    param_u64(r, "threads").map_or(key.clone(), |t| t.to_string()),
+                    param_u64(r, "threads").map_or(k.clone(), |t| t.to_string()),
+                    if mapper { "yes".into() } else { "no".into() },
                     info.name.to_string(),
                     spread(r.metric("faults_per_s"), count),
                     pt.map_or("-".into(), count),
@@ -223,14 +279,20 @@ impl Experiment for Faults {
                 ]);
             }
         }
-        for info in infos.iter().filter(|i| i.unavailable.is_none()) {
-            let pts: Vec<Point> = keys
-                .iter()
-                .filter_map(|k| side_point(reports, info.id, k))
-                .filter_map(|r| Some(Point::of(param_u64(r, "threads")? as f64, r.metric("faults_per_s")?)))
-                .collect();
-            if !pts.is_empty() {
-                chart.series.push(Series { name: info.name.to_string(), points: pts });
+        for mapper in [false, true] {
+            for info in &available {
+                let pts: Vec<Point> = keys
+                    .iter()
+                    .filter_map(|k| side_point(reports, info.id, k))
+                    .filter(|r| with_mapper(r) == mapper)
+                    .filter_map(|r| {
+                        Some(Point::of(param_u64(r, "threads")? as f64, r.metric("faults_per_s")?))
+                    })
+                    .collect();
+                if !pts.is_empty() {
+                    let name = format!("{}{}", info.name, if mapper { " +mapper" } else { "" });
+                    chart.series.push(Series { name, points: pts });
+                }
             }
         }
         chart.missing = missing_lines(&infos);
@@ -240,27 +302,44 @@ impl Experiment for Faults {
                 file: "faults.svg".into(),
                 title: chart.title.clone(),
                 caption:
-                    "Faults per second of all threads against the thread count, per side; bars: min-max over \
-                          the runs."
+                    "Faults per second of all threads against the thread count, per side, alone and with the \
+                          mapper thread (+mapper); bars: min-max over the runs."
                         .into(),
                 svg: doc,
             });
         }
+        let rate = |side: &str, k: &str| side_point(reports, side, k).and_then(|r| med(r, "faults_per_s"));
+        let per_thread = |side: &str, k: &str| {
+            side_point(reports, side, k).and_then(|r| med(r, "faults_per_s_per_thread"))
+        };
         let mut words = Vec::new();
-        for info in infos.iter().filter(|i| i.unavailable.is_none()) {
-            let one = side_point(reports, info.id, "T=1").and_then(|r| med(r, "faults_per_s_per_thread"));
-            let many = side_point(reports, info.id, &format!("T={most}"))
-                .and_then(|r| med(r, "faults_per_s_per_thread"));
-            match (one, many) {
-                (Some(a), Some(b)) if most > 1 => words.push(format!(
+        for info in &available {
+            let one = per_thread(info.id, &key(1, false));
+            let many = per_thread(info.id, &key(most, false));
+            let mut w = match (one, many) {
+                (Some(a), Some(b)) if most > 1 => format!(
                     "{} keeps {:.0}% of its 1-thread rate per thread at {most} threads ({} faults/s on one thread)",
                     in_words(info),
                     100.0 * b / a,
                     count(a)
-                )),
-                (Some(a), _) => words.push(format!("{} takes {} faults/s on one thread", in_words(info), count(a))),
-                _ => {}
+                ),
+                (Some(a), _) => format!("{} takes {} faults/s on one thread", in_words(info), count(a)),
+                _ => continue,
+            };
+            if let (Some(alone), Some(mapped)) =
+                (rate(info.id, &key(most, false)), rate(info.id, &key(most, true)))
+            {
+                w.push_str(&format!(
+                    ", {:.0}% of its {most}-thread rate with the mapper",
+                    100.0 * mapped / alone
+                ));
             }
+            if info.id != "kernel"
+                && let (Some(e), Some(k)) = (one, per_thread("kernel", &key(1, false)))
+            {
+                w.push_str(&format!(", {}x the kernel's one-thread rate", sig3(e / k)));
+            }
+            words.push(w);
         }
         s.verdict =
             if words.is_empty() { "nothing measured".into() } else { capitalise(&words.join("; ")) + "." };
@@ -270,32 +349,158 @@ impl Experiment for Faults {
     }
 
     fn targets(&self, reports: &[&Report]) -> Vec<TargetResult> {
-        let id = "faults.engine.per_vma_over_mmap_lock".to_string();
-        let what = "engine fault scaling per thread: per-VMA locks over mmap_lock only";
-        let goal = Goal::AtLeast(1.0);
         let infos = self.sides();
-        let missing = infos
-            .iter()
-            .filter(|i| i.id == engine::FAULTS_PER_VMA || i.id == engine::FAULTS_MMAP_LOCK)
-            .find_map(SideInfo::why_not);
-        if let Some(why) = missing {
-            return vec![TargetResult::not_measured(id, self.id(), what, "most threads", goal, &why)];
+        let why_not = |ids: &[&str]| infos.iter().filter(|i| ids.contains(&i.id)).find_map(SideInfo::why_not);
+        let mut out = Vec::new();
+        let exp = self.id();
+        // Scaling with per-VMA locks, at every thread count above one, without and with the mapper.
+        let counts = thread_counts(reports);
+        let more: Vec<usize> = counts.iter().copied().filter(|&t| t > 1).collect();
+        for mapper in [false, true] {
+            let with = if mapper { ", with the mapper" } else { "" };
+            let what = format!("engine per-VMA locks: faults/s at T threads over 1 thread's{with}");
+            let suffix = if mapper { ".mapper" } else { "" };
+            if more.is_empty() {
+                let (id, goal) = (
+                    format!("faults.engine.per_vma.scaling.T=2{suffix}"),
+                    Goal::AtLeast(2.0 * SCALING_PER_THREAD),
+                );
+                out.push(match why_not(&[engine::FAULTS_PER_VMA]) {
+                    Some(why) => TargetResult::not_measured(id, exp, &what, &key(2, mapper), goal, &why),
+                    // Nothing measured at all: no value, as every target of an experiment that did not run.
+                    None if counts.is_empty() => {
+                        TargetResult::judge(id, exp, &what, &key(2, mapper), goal, Vec::new())
+                    }
+                    None => TargetResult::not_measured(
+                        id,
+                        exp,
+                        &what,
+                        &key(2, mapper),
+                        goal,
+                        "needs 2 or more threads (one usable CPU)",
+                    ),
+                });
+            }
+            for &t in &more {
+                let id = format!("faults.engine.per_vma.scaling.T={t}{suffix}");
+                let goal = Goal::AtLeast(t as f64 * SCALING_PER_THREAD);
+                out.push(match why_not(&[engine::FAULTS_PER_VMA]) {
+                    Some(why) => TargetResult::not_measured(id, exp, &what, &key(t, mapper), goal, &why),
+                    None => TargetResult::judge(
+                        id,
+                        exp,
+                        &what,
+                        &key(t, mapper),
+                        goal,
+                        scaling_runs(reports, engine::FAULTS_PER_VMA, t, mapper),
+                    ),
+                });
+            }
         }
-        let most = most_threads(reports);
-        if most < 2 {
-            return vec![TargetResult::not_measured(
-                id,
-                self.id(),
-                what,
-                "most threads",
-                goal,
-                "needs 2 or more threads",
-            )];
+        // With the mapper, the mmap_lock-only mode visibly worse than per-VMA locks, at every thread count.
+        let what = "engine with the mapper: mmap_lock-only faults/s over per-VMA locks'";
+        for &t in if counts.is_empty() { &[1usize][..] } else { &counts[..] } {
+            let id = format!("faults.engine.mmap_lock_with_mapper.T={t}");
+            let goal = Goal::AtMost(MMAP_LOCK_WITH_MAPPER);
+            let at = key(t, true);
+            out.push(match why_not(&[engine::FAULTS_PER_VMA, engine::FAULTS_MMAP_LOCK]) {
+                Some(why) => TargetResult::not_measured(id, exp, what, &at, goal, &why),
+                None => TargetResult::judge(
+                    id,
+                    exp,
+                    what,
+                    &at,
+                    goal,
+                    paired(
+                        &rate_runs(reports, engine::FAULTS_MMAP_LOCK, &at),
+                        &rate_runs(reports, engine::FAULTS_PER_VMA, &at),
+                    ),
+                ),
+            });
         }
-        let values = super::paired(
-            &scaling_runs(reports, engine::FAULTS_PER_VMA, most),
-            &scaling_runs(reports, engine::FAULTS_MMAP_LOCK, most),
+        // One engine thread against one kernel thread.
+        let (id, what, at) = (
+            "faults.engine.over_kernel.T=1".to_string(),
+            "one thread: engine per-VMA locks' faults/s over the kernel's",
+            key(1, false),
         );
-        vec![TargetResult::judge(id, self.id(), what, &format!("T={most}"), goal, values)]
+        let goal = Goal::AtLeast(ENGINE_OVER_KERNEL);
+        out.push(match why_not(&[engine::FAULTS_PER_VMA]) {
+            Some(why) => TargetResult::not_measured(id, exp, what, &at, goal, &why),
+            None => TargetResult::judge(
+                id,
+                exp,
+                what,
+                &at,
+                goal,
+                paired(&rate_runs(reports, engine::FAULTS_PER_VMA, &at), &rate_runs(reports, "kernel", &at)),
+            ),
+        });
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::targets::Status;
+    use std::collections::BTreeMap;
+
+    /// A side's report at `threads` (with the mapper or not), one run per rate.
+    fn report(side: &str, threads: usize, mapper: bool, rates: &[f64]) -> Report {
+        let mut r = Report::new("test.faults", key(threads, mapper), HostInfo::default());
+        r.param("experiment", "faults");
+        r.param("side", side);
+        r.param("point", key(threads, mapper));
+        r.param("threads", threads);
+        r.param("mapper", mapper);
+        for &v in rates {
+            r.push_run(BTreeMap::from([
+                ("faults_per_s".to_string(), v),
+                ("faults_per_s_per_thread".to_string(), v / threads as f64),
+            ]));
+        }
+        r.summarise();
+        r
+    }
+
+    #[test]
+    fn points_and_targets_follow_bench_faults() {
+        let plan =
+            FaultsPlan::new(Length::Quick, &HostInfo { cpus_usable: vec![0, 1], ..HostInfo::default() });
+        let keys: Vec<String> = plan.points().iter().map(|p| plan.point_key(p)).collect();
+        assert_eq!(keys, ["T=1", "T=1 +mapper", "T=2", "T=2 +mapper"]);
+        let (pv, ml) = (engine::FAULTS_PER_VMA, engine::FAULTS_MMAP_LOCK);
+        let all = [
+            report("kernel", 1, false, &[30.0, 30.0]),
+            report(pv, 1, false, &[100.0, 100.0]),
+            report(ml, 1, false, &[100.0, 100.0]),
+            report(pv, 1, true, &[50.0, 50.0]),
+            report(ml, 1, true, &[25.0, 50.0]),
+            report(pv, 2, false, &[200.0, 180.0]),
+            report(ml, 2, false, &[150.0, 150.0]),
+            report(pv, 2, true, &[100.0, 100.0]),
+            report(ml, 2, true, &[20.0, 30.0]),
+        ];
+        let refs: Vec<&Report> = all.iter().collect();
+        let e = Faults::new();
+        let t = e.targets(&refs);
+        let status = |id: &str| t.iter().find(|t| t.id == id).unwrap_or_else(|| panic!("no {id}: {t:?}"));
+        // 2.0 and 1.8 against 1.9: the runs disagree.
+        assert_eq!(status("faults.engine.per_vma.scaling.T=2").status, Status::Undecided);
+        assert_eq!(status("faults.engine.per_vma.scaling.T=2").goal, Goal::AtLeast(1.9));
+        assert_eq!(status("faults.engine.per_vma.scaling.T=2.mapper").status, Status::Met);
+        // 0.5 and 1.0 against at most 0.9.
+        assert_eq!(status("faults.engine.mmap_lock_with_mapper.T=1").status, Status::Undecided);
+        assert_eq!(status("faults.engine.mmap_lock_with_mapper.T=2").status, Status::Met);
+        assert_eq!(status("faults.engine.over_kernel.T=1").values, vec![100.0 / 30.0; 2]);
+        assert_eq!(status("faults.engine.over_kernel.T=1").status, Status::Met);
+        assert_eq!(t.len(), 5);
+        let s = e.present(&refs);
+        assert_eq!(s.tables[0].rows.len(), all.len(), "one row per report");
+        assert!(s.verdict.contains("3.33x the kernel's one-thread rate"), "{}", s.verdict);
+        assert!(s.unavailable.is_empty() && !s.verdict.contains("Not yet measured"), "{}", s.verdict);
+        // Nothing measured: every target without a value.
+        assert!(e.targets(&[]).iter().all(|t| t.status == Status::NotMeasured && t.values.is_empty()));
     }
 }
