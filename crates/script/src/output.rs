@@ -38,6 +38,16 @@
 //!   its inode is numbered the same way and its device prints `00:00` (the mount's minor number depends on
 //!   the boot).
 //!   Everything else (addresses, permissions, offsets, padding, `[anon:..]` names) is verbatim.
+//! * `smaps` prints a block `SMAPS`, the records' lines, `END`: each record of a VMA that overlaps the arena
+//!   (with ADDR: only the VMA containing it) exactly as `/proc/self/smaps` prints it, its header line
+//!   canonicalised as a maps line (the numbering of shmem and hugetlbfs objects runs within the block).
+//! * `query` prints, on success, the answer as `START-END PERMS OFFSET MAJ:MIN INODE PAGESIZE[ NAME]`: the
+//!   first five columns as in a maps line (hex addresses without `0x`, eight-digit hex offset, hex device,
+//!   decimal inode), the page size in decimal, then the name the kernel copied out, if any, canonicalised as
+//!   in maps lines (a script file's `fd=NAME`, device `00:00`, its number as inode; a shmem or hugetlbfs
+//!   object's inode `1`). An answer that does not overlap the arena, or ENOENT for a query with
+//!   `covering_or_next` (the kernel runner's own VMAs follow the arena; the engine has none there), prints
+//!   `outside`: the runner's memory is not compared.
 //!
 //! # Comparison
 //!
@@ -157,7 +167,21 @@ pub enum Entry {
     },
     /// `MAPS`, the (canonical) maps lines inside the arena without their newlines, `END`.
     Maps(Vec<String>),
+    /// `SMAPS`, the (canonical) smaps records' lines without their newlines, `END`.
+    Smaps(Vec<String>),
+    /// `L<line> <op> = <text>`: a call whose successful result is a line of text (`query`'s answer).
+    Text {
+        /// 1-based script line.
+        line: usize,
+        /// The op keyword.
+        op: String,
+        /// The result text.
+        text: String,
+    },
 }
+
+/// The keyword of the op whose successful results are [`Entry::Text`].
+const QUERY: &str = "query";
 
 /// The output of a run.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -219,6 +243,12 @@ impl Output {
                     v.extend(lines.iter().cloned());
                     v.push("END".into());
                 }
+                Entry::Smaps(lines) => {
+                    v.push("SMAPS".into());
+                    v.extend(lines.iter().cloned());
+                    v.push("END".into());
+                }
+                Entry::Text { line, op, text } => v.push(format!("L{line} {op} = {text}")),
             }
         }
         v
@@ -238,19 +268,21 @@ impl Output {
     /// file name can, and the kernel escapes only `\n` in maps paths), which `str::lines` would drop.
     pub fn parse(text: &str) -> Result<Output, OutputParseError> {
         let mut entries = Vec::new();
-        let mut maps: Option<Vec<String>> = None;
+        let mut maps: Option<(bool, Vec<String>)> = None;
         for (i, l) in text.split_terminator('\n').enumerate() {
             let err = |reason: String| OutputParseError { line: i + 1, reason };
-            if let Some(m) = maps.as_mut() {
+            if let Some((smaps, m)) = maps.as_mut() {
                 if l == "END" {
-                    entries.push(Entry::Maps(maps.take().unwrap_or_default()));
+                    let lines = std::mem::take(m);
+                    entries.push(if *smaps { Entry::Smaps(lines) } else { Entry::Maps(lines) });
+                    maps = None;
                 } else {
                     m.push(l.to_string());
                 }
                 continue;
             }
-            if l == "MAPS" {
-                maps = Some(Vec::new());
+            if l == "MAPS" || l == "SMAPS" {
+                maps = Some((l == "SMAPS", Vec::new()));
                 continue;
             }
             let (head, val) =
@@ -261,6 +293,10 @@ impl Output {
                 .strip_prefix('L')
                 .and_then(|n| n.parse().ok())
                 .ok_or_else(|| err(format!("bad line tag {ln:?}")))?;
+            if op == QUERY && !val.starts_with("-E") {
+                entries.push(Entry::Text { line, op: op.to_string(), text: val.to_string() });
+                continue;
+            }
             let value = if op == CHECK && val.starts_with("0x") {
                 parse_hash(val)
                     .ok_or_else(|| err(format!("bad hash {val:?} (0x and 16 lower-case hex digits)")))?
@@ -282,7 +318,7 @@ impl Output {
         if maps.is_some() {
             return Err(OutputParseError {
                 line: text.split_terminator('\n').count(),
-                reason: "MAPS without END".into(),
+                reason: "MAPS or SMAPS without END".into(),
             });
         }
         Ok(Output { entries })
@@ -308,10 +344,14 @@ fn flatten(o: &Output) -> Vec<Flat> {
                 };
                 v.push(Flat { text: format!("L{line} {op} = {value}"), addr });
             }
-            Entry::Maps(lines) => {
-                v.push(Flat { text: "MAPS".into(), addr: None });
+            Entry::Maps(lines) | Entry::Smaps(lines) => {
+                let head = if matches!(e, Entry::Maps(_)) { "MAPS" } else { "SMAPS" };
+                v.push(Flat { text: head.into(), addr: None });
                 v.extend(lines.iter().map(|l| Flat { text: l.clone(), addr: None }));
                 v.push(Flat { text: "END".into(), addr: None });
+            }
+            Entry::Text { line, op, text } => {
+                v.push(Flat { text: format!("L{line} {op} = {text}"), addr: None })
             }
         }
     }
