@@ -505,6 +505,11 @@ impl KernelTarget {
         }
         let mut page = first;
         while page < end {
+            if page >= TASK_SIZE {
+                // Nothing is mapped there: the access faults. (A range that ends at 2^64 ends at u64::MAX
+                // here, so its last byte would otherwise never be accessed.)
+                return Err(page);
+            }
             let next = page.saturating_add(PAGE);
             let growth = self.script_growth_end(page);
             if let Err(f) = op(page.max(addr), next.min(end)) {
@@ -1029,6 +1034,11 @@ impl Target for KernelTarget {
 
     fn file_path(&self, name: &str) -> Option<String> {
         self.file_fd(name).map(|_| self.dir.join(name).to_string_lossy().into_owned())
+    }
+
+    fn file_id(&self, name: &str) -> Option<(u32, u32, u64)> {
+        let st = rustix::fs::fstat(self.file_fd(name)?).ok()?;
+        Some((rustix::fs::major(st.st_dev), rustix::fs::minor(st.st_dev), st.st_ino))
     }
 }
 

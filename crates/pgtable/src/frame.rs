@@ -108,6 +108,9 @@ impl FrameFlags {
     pub const FREE: FrameFlags = FrameFlags(1 << 5);
     /// The shared zero page.
     pub const ZERO: FrameFlags = FrameFlags(1 << 6);
+    /// `PG_active`: on the active LRU list. Kept only as the state of `folio_mark_accessed` (a second mark
+    /// activates the folio and clears `PG_referenced`); nothing is reclaimed.
+    pub const ACTIVE: FrameFlags = FrameFlags(1 << 7);
 
     /// The raw bits.
     pub const fn bits(self) -> u32 {
@@ -133,6 +136,7 @@ impl std::fmt::Debug for FrameFlags {
             (FrameFlags::ANON_EXCLUSIVE, "ANON_EXCLUSIVE"),
             (FrameFlags::FREE, "FREE"),
             (FrameFlags::ZERO, "ZERO"),
+            (FrameFlags::ACTIVE, "ACTIVE"),
         ];
         let set: Vec<&str> = names.iter().filter(|(b, _)| self.contains(*b)).map(|(_, n)| *n).collect();
         write!(f, "FrameFlags({})", set.join("|"))

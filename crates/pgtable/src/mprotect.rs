@@ -137,6 +137,8 @@ impl PageTable {
                     g.update(addr - PAGE_SIZE, |p| if p.is_present() { p.mkold().mkclean() } else { p });
                 }
                 f.clear(FrameFlags::SWAPBACKED);
+                // lru_lazyfree_fn: the folio moves to the inactive file list, unreferenced.
+                f.clear(FrameFlags::ACTIVE.union(FrameFlags::REFERENCED));
                 n += 1;
             }
         });
@@ -144,8 +146,10 @@ impl PageTable {
     }
 
     /// `madvise_cold_or_pageout_pte_range`'s page-table part over `[start, end)` (module docs). Returns the
-    /// pages marked old.
-    pub fn mkold_range(&self, start: u64, end: u64) -> u64 {
+    /// pages marked old. With `pageout` the entries keep their accessed bit (6.18 clears it only for
+    /// `MADV_COLD`: `if (!pageout && pte_young(ptent))`), and an anonymous swap-backed page, which reclaim
+    /// cannot write out without swap, comes back active (`shrink_folio_list`'s `activate_locked`).
+    pub fn mkold_range(&self, start: u64, end: u64, pageout: bool) -> u64 {
         let mut n = 0;
         self.for_each_pte_table(start, end, &mut |g, from, to| {
             let mut addr = from;
@@ -154,8 +158,13 @@ impl PageTable {
                 if pte.is_present() && !pte.is_special() {
                     let f = self.mem.frame(pte.pfn());
                     if f.mapcount() <= 1 {
-                        g.update(addr, |p| if p.is_present() { p.mkold() } else { p });
+                        if !pageout {
+                            g.update(addr, |p| if p.is_present() { p.mkold() } else { p });
+                        }
                         f.clear(FrameFlags::REFERENCED);
+                        if pageout && f.flags().contains(FrameFlags::ANON.union(FrameFlags::SWAPBACKED)) {
+                            f.set(FrameFlags::ACTIVE);
+                        }
                         n += 1;
                     }
                 }
@@ -318,7 +327,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(smaps(&pt, A, A + 4 * PG).referenced, 12);
-        assert_eq!(pt.mkold_range(A, A + 4 * PG), 2, "the page shared with the child is left alone");
+        assert_eq!(pt.mkold_range(A, A + 4 * PG, false), 2, "the page shared with the child is left alone");
         let s = smaps(&pt, A, A + 4 * PG);
         assert_eq!((s.rss, s.referenced), (12, 4));
         assert!(!pt.pte(A).is_young() && pt.pte(A + 2 * PG).is_young());

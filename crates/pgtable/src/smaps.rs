@@ -46,6 +46,31 @@ impl PageTable {
         self.walk_lockless(start, end.min(VA_END), &mut |_, pte| self.smaps_pte_entry(pte, locked, acc));
     }
 
+    /// GUP's `FOLL_TOUCH` on the present page at `addr` (`mm/gup.c: follow_page_pte`): a write through a
+    /// clean entry of a clean page dirties the page (`folio_mark_dirty`), and the page is marked accessed
+    /// (`folio_mark_accessed`: `PG_referenced` the first time, then `PG_active` with `PG_referenced` cleared,
+    /// then `PG_referenced` again). The entry itself is not changed. Nothing for an empty, special or marker
+    /// entry. The caller holds the mmap lock (the page cannot be unmapped and freed under it by a zap that
+    /// needs the VMA lock; a racing DONTNEED under the VMA read lock is excluded by its callers' locks).
+    pub fn gup_touch(&self, addr: u64, write: bool) {
+        let _rcu = vmspace_rcu::pin();
+        let pte = self.pte(addr);
+        if !pte.is_present() || pte.is_special() {
+            return;
+        }
+        let f = self.mem.frame(pte.pfn());
+        let flags = f.flags();
+        if write && !pte.is_dirty() && !flags.contains(FrameFlags::DIRTY) {
+            f.set(FrameFlags::DIRTY);
+        }
+        if !flags.contains(FrameFlags::REFERENCED) {
+            f.set(FrameFlags::REFERENCED);
+        } else if !flags.contains(FrameFlags::ACTIVE) {
+            f.set(FrameFlags::ACTIVE);
+            f.clear(FrameFlags::REFERENCED);
+        }
+    }
+
     /// `smaps_pte_entry` + `smaps_account` for one order-0 page.
     fn smaps_pte_entry(&self, pte: Pte, locked: bool, acc: &mut MemStatsAccumulator) {
         if !pte.is_present() || pte.is_special() {

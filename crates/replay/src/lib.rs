@@ -166,6 +166,10 @@ impl Target for EngineTarget {
     fn touch(&mut self, addr: u64, len: u64, write: bool) -> Result<(), u64> {
         // One access per page, to the first byte of the range in it, as the kernel runner makes them.
         let access = if write { Access::Write } else { Access::Read };
+        if len == 0 {
+            // LEN 0 accesses nothing, whatever the address (not even the page that contains it).
+            return self.checked("touch", Ok(()));
+        }
         let end = addr.saturating_add(len);
         let mut page = addr & PAGE_MASK;
         while page < end {
@@ -223,6 +227,10 @@ impl Target for EngineTarget {
 
     fn file_path(&self, name: &str) -> Option<String> {
         self.file_of(name).map(|f| f.name.clone())
+    }
+
+    fn file_id(&self, name: &str) -> Option<(u32, u32, u64)> {
+        self.file_of(name).map(|f| (f.dev_major, f.dev_minor, f.inode))
     }
 
     fn ftruncate(&mut self, name: &str, size: u64) -> Result<u64, Errno> {

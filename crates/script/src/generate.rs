@@ -893,6 +893,11 @@ impl Gen {
         const NAMES: [u32; 6] = [0, 1, 5, 10, 16, 4096];
         let name =
             if self.rng.random_bool(0.2) { NAMES[self.rng.random_range(0..NAMES.len())] } else { 4096 };
+        if name != 4096 {
+            // With covering_or_next the answer may be one of the runner's VMAs beyond the arena, whose long
+            // path a short buffer refuses (ENAMETOOLONG) where the engine finds nothing: keep to the arena.
+            flags &= !0x10;
+        }
         Op::Query { addr, flags, size, name }
     }
 

@@ -173,6 +173,11 @@ pub trait Target {
     /// build-ID buffer. The answer with the name copied out, or the errno.
     fn query(&mut self, req: &QueryRequest) -> Result<QueryAnswer, Errno>;
 
+    /// The device (major, minor) and inode of the script file NAME as the target's `stat` shows them (the
+    /// kernel: `fstat` of its descriptor; the engine: its model file's), so that an answer without a name can
+    /// be recognised as a mapping of it. `None` if the file was never created.
+    fn file_id(&self, name: &str) -> Option<(u32, u32, u64)>;
+
     /// The path that maps lines show for the script file NAME (for the kernel, the temporary file's path; for
     /// the engine, its model file's name), so that the driver can canonicalise it to `fd=NAME`. `None` if the
     /// file was never created.
@@ -307,6 +312,9 @@ impl<T: Target, F: FnMut(u64)> Target for Observed<T, F> {
     fn file_path(&self, name: &str) -> Option<String> {
         self.inner.file_path(name)
     }
+    fn file_id(&self, name: &str) -> Option<(u32, u32, u64)> {
+        self.inner.file_id(name)
+    }
 }
 
 /// Keeps the maps lines of `text` that overlap `arena`, canonicalising mappings of script files and the
@@ -392,7 +400,16 @@ pub fn canonical_smaps(text: &str, arena: Arena, at: Option<u64>, files: &[(Stri
 
 /// The printed value of a query answer (module [`crate::output`]): `outside` when it does not overlap the
 /// arena, else the answer's columns, canonical.
-pub fn canonical_query(a: &QueryAnswer, arena: Arena, files: &[(String, String)]) -> String {
+///
+/// An answer without a name (no name buffer, or an anonymous VMA) that maps a script file (its device and
+/// inode are one of `ids`, `(NAME, (major, minor, inode))`) prints as that file's maps line would, without
+/// the name; one of another object with an inode (shmem, hugetlbfs) prints device `00:00` and inode `1`.
+pub fn canonical_query(
+    a: &QueryAnswer,
+    arena: Arena,
+    files: &[(String, String)],
+    ids: &[(String, (u32, u32, u64))],
+) -> String {
     if !arena.overlaps(a.vma_start, a.vma_end) {
         return "outside".into();
     }
@@ -412,6 +429,12 @@ pub fn canonical_query(a: &QueryAnswer, arena: Arena, files: &[(String, String)]
     l.inode = a.inode;
     l.name = a.name.as_deref().map(|n| MapsName::parse(n).unwrap_or(MapsName::Other(n.to_string())));
     canonical_line(&mut l, files, &mut Vec::new());
+    if l.name.is_none() && l.inode != 0 {
+        let id = (l.dev_major, l.dev_minor, l.inode);
+        l.inode = ids.iter().position(|(_, i)| *i == id).map_or(1, |k| k as u64 + 1);
+        l.dev_major = 0;
+        l.dev_minor = 0;
+    }
     let name = l.name.take();
     let cols = l.to_string();
     match name {
@@ -526,7 +549,12 @@ pub fn run_in<T: Target + ?Sized>(script: &Script, target: &mut T, arena: Arena)
                     Ok(a) => {
                         let a = as_returned(a, *size);
                         let files = files_of(script, target);
-                        let text = canonical_query(&a, arena, &files);
+                        let ids: Vec<(String, (u32, u32, u64))> = script
+                            .file_names()
+                            .into_iter()
+                            .filter_map(|n| target.file_id(n).map(|i| (n.to_string(), i)))
+                            .collect();
+                        let text = canonical_query(&a, arena, &files, &ids);
                         out.entries.push(Entry::Text { line: l.line, op: "query".into(), text });
                         continue;
                     }
@@ -679,6 +707,9 @@ mod tests {
         }
         fn file_path(&self, name: &str) -> Option<String> {
             (name == "a").then(|| "/tmp/x/a".to_string())
+        }
+        fn file_id(&self, name: &str) -> Option<(u32, u32, u64)> {
+            (name == "a").then_some((8, 1, 4242))
         }
     }
 

@@ -313,10 +313,12 @@ impl Mm {
     /// caller holds the mmap lock.
     pub(crate) fn gup_page(&self, v: V, addr: u64, write: bool) -> Result<(), FaultError> {
         let access = if write { Access::Write } else { Access::Read };
-        if self.page_table().access(addr, access).is_ok() {
-            return Ok(());
+        if self.page_table().access(addr, access).is_err() {
+            self.handle_vma_fault(v, addr, access, FaultLock::Mmap)?;
         }
-        self.handle_vma_fault(v, addr, access, FaultLock::Mmap).map(|_| ())
+        // `__get_user_pages` follows the page again after a fault; FOLL_TOUCH marks it accessed.
+        self.page_table().gup_touch(addr, write);
+        Ok(())
     }
 
     /// The same access made through GUP (`process_vm_readv`/`writev`, as the op-script `touch` does on the
