@@ -1014,8 +1014,11 @@ impl Target for KernelTarget {
         if r != 0 {
             return Err(last_errno());
         }
+        // The kernel reads `vma_name_addr` (and so fills the buffer and returns `vma_name_size`) only when
+        // the struct's size covers it: a shorter struct leaves the caller's own values in those bytes.
         let name_size = get_u32(&q, pq::NAME_SIZE) as usize;
-        let name = (req.vma_name_addr != 0 && name_size > 0).then(|| {
+        let name_seen = req.size >= (pq::NAME_ADDR + 8) as u64;
+        let name = (name_seen && req.vma_name_addr != 0 && name_size > 0).then(|| {
             let n = &name_buf[..name_size.min(name_buf.len())];
             String::from_utf8_lossy(n.strip_suffix(&[0]).unwrap_or(n)).into_owned()
         });

@@ -496,6 +496,17 @@ impl PageTable {
                 || (access == Access::Write && !pte.is_write())
                 || (access == Access::Exec && !pte.is_exec());
             if denied {
+                // The walk used the entry before the protection check failed: x86 sets its accessed bit
+                // all the same (measured on the live kernel: a write to a read-only page makes it
+                // Referenced in smaps). AcqRel: the MMU's locked update, as below.
+                if pte.0 & bits::USER != 0 && pte.0 & bits::ACCESSED == 0 {
+                    let _ = slot.compare_exchange(
+                        pte.0,
+                        pte.0 | bits::ACCESSED,
+                        Ordering::AcqRel,
+                        Ordering::Relaxed,
+                    );
+                }
                 return Err(fault(true));
             }
             let want = bits::ACCESSED | if access == Access::Write { bits::DIRTY } else { 0 };

@@ -1406,6 +1406,35 @@ maps
     }
 
     #[test]
+    fn proc_readers_parse_and_print() {
+        let cases = [
+            ("smaps", Op::Smaps { addr: None }, "smaps"),
+            ("smaps 0x200000001000", Op::Smaps { addr: Some(0x2000_0000_1000) }, "smaps 0x200000001000"),
+            (
+                "query 0x200000000000 covering_or_next|readable",
+                Op::Query { addr: 0x2000_0000_0000, flags: 0x11, size: 104, name: 4096 },
+                "query 0x200000000000 readable|covering_or_next",
+            ),
+            (
+                "query 5 0x40|file_backed name=16 size=24",
+                Op::Query { addr: 5, flags: 0x60, size: 24, name: 16 },
+                "query 5 file_backed|0x40 size=24 name=16",
+            ),
+            ("query 0 0 name=0", Op::Query { addr: 0, flags: 0, size: 104, name: 0 }, "query 0 0 name=0"),
+        ];
+        for (text, op, canonical) in cases {
+            assert_eq!(Script::parse(text).unwrap().lines[0].op, op, "{text}");
+            assert_eq!(op.to_string(), canonical);
+            assert_eq!(Script::parse(canonical).unwrap().lines[0].op, op);
+        }
+        for bad in
+            ["smaps 1 2", "query 1", "query 1 bogus", "query 1 0 size=1 size=2", "query 1 0 name=0x100000000"]
+        {
+            assert!(Script::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn rejects_bad_lines_with_number_and_reason() {
         let cases = [
             ("mmap 0x1000 0x1000 rw- private", 1, "needs fd=NAME"),

@@ -523,6 +523,40 @@ mod tests {
     }
 
     #[test]
+    fn smaps_blocks_and_query_answers_round_trip_and_compare() {
+        let rec = |rss: &str| {
+            vec![
+                "200000000000-200000001000 rw-p 00000000 00:00 1                          fd=f".to_string(),
+                format!("Rss:            {rss:>8} kB"),
+                "Anonymous:             0 kB".to_string(),
+            ]
+        };
+        let o = Output {
+            entries: vec![
+                Entry::Text { line: 1, op: "query".into(), text: "outside".into() },
+                Entry::Call { line: 2, op: "query".into(), value: Value::Err(Errno::ENOENT) },
+                Entry::Smaps(rec("4")),
+            ],
+        };
+        let text = o.render();
+        assert!(text.starts_with("L1 query = outside\nL2 query = -ENOENT\nSMAPS\n"), "{text}");
+        assert_eq!(Output::parse(&text).unwrap(), o);
+        // A script file's page-cache counters compare by label; anonymous records and other lines exactly.
+        let mut p = o.clone();
+        p.entries[2] = Entry::Smaps(rec("16"));
+        assert_eq!(compare(&o, &p, Arena::default(), ("a", "b")), None);
+        let anon = |rss: &str| {
+            let mut r = rec(rss);
+            r[0] = "200000000000-200000001000 rw-p 00000000 00:00 0 ".into();
+            Entry::Smaps(r)
+        };
+        let (mut x, mut y) = (o.clone(), o);
+        x.entries[2] = anon("4");
+        y.entries[2] = anon("16");
+        assert_eq!(compare(&x, &y, Arena::default(), ("a", "b")).unwrap().index, 4);
+    }
+
+    #[test]
     fn render_parse_round_trip() {
         let o = sample();
         let text = o.render();
