@@ -102,8 +102,10 @@
 //! loses `PG_swapbacked` (and counts as `LazyFree`) only when its CPU's `lru_lazyfree` batch is drained, and
 //! a page still in an `lru_add` batch is not marked at all. So the runner child pins itself to the CPU it
 //! starts on (`sched_setaffinity`; the script's forks inherit it) and, before every smaps read, drains that
-//! CPU's batches with `madvise(MADV_FREE)` of a scratch page of its own (`madvise_free_single_vma` starts with
-//! `lru_add_drain`): what it reads is then what the calls did, not what the batches still hold.
+//! CPU's batches by writing a scratch page of its own and zapping it with `madvise(MADV_DONTNEED_LOCKED)`
+//! (the freed page goes through `free_pages_and_swap_cache`, which starts with `lru_add_drain`; unlike
+//! `MADV_FREE` this works after `mlockall` locked the scratch page): what it reads is then what the calls did,
+//! not what the batches still hold.
 //!
 //! # Never run
 //!
@@ -948,8 +950,12 @@ impl Target for KernelTarget {
     /// The records that overlap the arena, streamed through the maps buffer (module docs, "smaps and
     /// PROCMAP_QUERY"), after draining this CPU's page batches.
     fn smaps(&mut self) -> String {
-        // SAFETY: the runner's own scratch page; MADV_FREE changes no mapping and no byte the runner reads.
-        unsafe { libc::madvise(self.scratch as *mut c_void, PAGE as usize, libc::MADV_FREE) };
+        // SAFETY: the runner's own scratch page, writable and read by nobody: a store faults a page in, and
+        // MADV_DONTNEED_LOCKED (which works under mlockall too) zaps it, changing no mapping.
+        unsafe {
+            std::ptr::write_volatile(self.scratch as *mut u8, 1);
+            libc::madvise(self.scratch as *mut c_void, PAGE as usize, MADV_DONTNEED_LOCKED);
+        }
         let arena = self.arena;
         let Ok(fd) = rustix::fs::open("/proc/self/smaps", OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
         else {
@@ -1377,6 +1383,9 @@ fn pin_and_scratch() -> Result<u64, String> {
     }
     Ok(p as u64)
 }
+
+/// `MADV_DONTNEED_LOCKED` (`include/uapi/asm-generic/mman-common.h`).
+const MADV_DONTNEED_LOCKED: libc::c_int = 24;
 
 /// Offsets of the fields of `struct procmap_query` (`include/uapi/linux/fs.h`).
 mod pq {
