@@ -101,11 +101,13 @@
 //! Two smaps counters depend on per-CPU page batches (`mm/swap.c`): a page `MADV_FREE` marks lazily free
 //! loses `PG_swapbacked` (and counts as `LazyFree`) only when its CPU's `lru_lazyfree` batch is drained, and
 //! a page still in an `lru_add` batch is not marked at all. So the runner child pins itself to the CPU it
-//! starts on (`sched_setaffinity`; the script's forks inherit it) and, before every smaps read, drains that
-//! CPU's batches by writing a scratch page of its own and zapping it with `madvise(MADV_DONTNEED_LOCKED)`
-//! (the freed page goes through `free_pages_and_swap_cache`, which starts with `lru_add_drain`; unlike
-//! `MADV_FREE` this works after `mlockall` locked the scratch page): what it reads is then what the calls did,
-//! not what the batches still hold.
+//! starts on (`sched_setaffinity`; the script's forks inherit it) and, before every smaps read, drains
+//! every CPU's batches with `migrate_pages(0, .., {0}, {0})` (`do_migrate_pages` starts with
+//! `lru_add_drain_all` and then has nothing to move), or, on a kernel without NUMA, this CPU's with
+//! `madvise(MADV_FREE)` of a scratch page of its own (`madvise_free_single_vma` starts with `lru_add_drain`;
+//! EINVAL once `mlockall` locked the page, and `MADV_DONTNEED_LOCKED` does not drain): what it reads is then
+//! what the calls did, not what the batches still hold. The pinning matters too: `MADV_FREE` drains only its
+//! own CPU's `lru_add` batch, and a page still in another CPU's is not marked at all.
 //!
 //! # Never run
 //!
@@ -950,11 +952,13 @@ impl Target for KernelTarget {
     /// The records that overlap the arena, streamed through the maps buffer (module docs, "smaps and
     /// PROCMAP_QUERY"), after draining this CPU's page batches.
     fn smaps(&mut self) -> String {
-        // SAFETY: the runner's own scratch page, writable and read by nobody: a store faults a page in, and
-        // MADV_DONTNEED_LOCKED (which works under mlockall too) zaps it, changing no mapping.
-        unsafe {
-            std::ptr::write_volatile(self.scratch as *mut u8, 1);
-            libc::madvise(self.scratch as *mut c_void, PAGE as usize, MADV_DONTNEED_LOCKED);
+        let node0: libc::c_ulong = 1;
+        // SAFETY: migrate_pages of this process from node 0 to node 0 moves nothing; the masks are one word of
+        // the 64 bits passed.
+        let r = unsafe { libc::syscall(libc::SYS_migrate_pages, 0, 64usize, &node0, &node0) };
+        if r < 0 {
+            // SAFETY: the runner's own scratch page: MADV_FREE changes no mapping and no byte it reads.
+            unsafe { libc::madvise(self.scratch as *mut c_void, PAGE as usize, libc::MADV_FREE) };
         }
         let arena = self.arena;
         let Ok(fd) = rustix::fs::open("/proc/self/smaps", OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
@@ -1383,9 +1387,6 @@ fn pin_and_scratch() -> Result<u64, String> {
     }
     Ok(p as u64)
 }
-
-/// `MADV_DONTNEED_LOCKED` (`include/uapi/asm-generic/mman-common.h`).
-const MADV_DONTNEED_LOCKED: libc::c_int = 24;
 
 /// Offsets of the fields of `struct procmap_query` (`include/uapi/linux/fs.h`).
 mod pq {

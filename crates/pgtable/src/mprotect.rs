@@ -316,7 +316,7 @@ mod tests {
         )
         .unwrap();
         // The page shared with the child is clean as a folio (only its entries are dirty): it is made lazily
-        // freeable too, as 6.18 does (scripts/regress/smaps-free-after-fork.script).
+        // freeable too, as 6.18 does (scripts/regress/smaps-dontneed-free.script).
         assert_eq!(pt.madvise_free(A, A + 4 * PG), 3);
         let s = smaps(&pt, A, A + 4 * PG);
         assert_eq!((s.rss, s.lazyfree, s.private_clean, s.shared_clean, s.referenced), (12, 12, 8, 4, 0));
