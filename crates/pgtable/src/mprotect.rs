@@ -147,9 +147,12 @@ impl PageTable {
                 if pte.is_young() || pte.is_dirty() {
                     g.update(addr - PAGE_SIZE, |p| if p.is_present() { p.mkold().mkclean() } else { p });
                 }
-                f.clear(FrameFlags::SWAPBACKED);
-                // lru_lazyfree_fn: the folio moves to the inactive file list, unreferenced.
-                f.clear(FrameFlags::ACTIVE.union(FrameFlags::REFERENCED));
+                // lru_lazyfree_fn: the folio moves to the inactive file list, unreferenced; an mlocked
+                // (unevictable) one stays as it is.
+                if !f.flags().contains(FrameFlags::MLOCKED) {
+                    f.clear(FrameFlags::SWAPBACKED);
+                    f.clear(FrameFlags::ACTIVE.union(FrameFlags::REFERENCED));
+                }
                 n += 1;
             }
         });

@@ -185,7 +185,12 @@ impl Target for EngineTarget {
     }
 
     fn fill(&mut self, addr: u64, len: u64, byte: u8) -> Result<(), AccessError> {
-        let r = self.mm.fill(addr, len, byte).map_err(|a| AccessError::Fault(a & PAGE_MASK));
+        let r = self.mm.fill(addr, len, byte).map_err(|a| {
+            // The kernel runner's `rep stosb` marks a page accessed even when its protection refuses the
+            // write (`PageTable::string_store_probe`).
+            self.mm.page_table().string_store_probe(a);
+            AccessError::Fault(a & PAGE_MASK)
+        });
         self.checked("fill", r)
     }
 

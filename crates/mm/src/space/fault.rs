@@ -317,7 +317,7 @@ impl Mm {
             self.handle_vma_fault(v, addr, access, FaultLock::Mmap)?;
         }
         // `__get_user_pages` follows the page again after a fault; FOLL_TOUCH marks it accessed.
-        self.page_table().gup_touch(addr, write);
+        self.page_table().gup_touch(addr, write, v.fl().intersects(VmFlags::LOCKED));
         Ok(())
     }
 
