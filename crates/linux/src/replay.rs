@@ -1559,7 +1559,7 @@ mod tests {
             .iter()
             .filter_map(|e| match e {
                 Entry::Call { value, .. } => Some(*value),
-                Entry::Maps(_) => None,
+                Entry::Maps(_) | Entry::Smaps(_) | Entry::Text { .. } => None,
             })
             .collect()
     }

@@ -238,10 +238,8 @@ impl<'a> ProcReader<'a> {
                     let entries = pt.entries(block, (block + size).min(v.end()));
                     let mapped: Vec<u32> = entries
                         .iter()
-                        .filter_map(|(_, pte)| {
-                            (pte.is_present() && !pte.is_special())
-                                .then(|| self.mm.memory().frame_info(pte.pfn()).map_or(0, |i| i.mapcount))
-                        })
+                        .filter(|(_, pte)| pte.is_present() && !pte.is_special())
+                        .map(|(_, pte)| self.mm.memory().frame_info(pte.pfn()).map_or(0, |i| i.mapcount))
                         .collect();
                     if !mapped.is_empty() {
                         if mapped.iter().any(|&m| m >= 2) {
