@@ -1,5 +1,6 @@
 //! The differential gate: generated op scripts run on the engine and on the live kernel must produce the same
-//! output (every call's result and the arena's maps).
+//! output (every call's result, the arena's maps, and with the `proc` family its smaps records and
+//! PROCMAP_QUERY answers; `vmspace_script::output`, "Comparison").
 //!
 //! * `generated_scripts_match_the_kernel`: `VMSPACE_DIFF_SCRIPTS` scripts (default 2,000) of
 //!   `VMSPACE_DIFF_CALLS` calls (default 60) from the script crate's seeded generator, seeds
