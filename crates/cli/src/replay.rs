@@ -63,7 +63,7 @@ pub struct ReplayArgs {
     #[arg(long, value_name = "N")]
     grid_pages: Option<u64>,
     /// Leave these generator families out (with --generate): exec_prot advice mlock msync mseal pkeys
-    /// ftruncate mmap_flags hints edges contents, comma-separated, or `all` for the base mix only.
+    /// ftruncate mmap_flags hints edges contents proc, comma-separated, or `all` for the base mix only.
     #[arg(long, value_name = "FAMILY,...", value_delimiter = ',')]
     without: Vec<String>,
     /// Arena base address (hex with 0x, or decimal); maps lines outside it are not shown.
@@ -99,7 +99,7 @@ pub struct DiffArgs {
     #[arg(long, value_name = "N")]
     grid_pages: Option<u64>,
     /// Leave these generator families out (with --seeds): exec_prot advice mlock msync mseal pkeys ftruncate
-    /// mmap_flags hints edges contents, comma-separated, or `all` for the base mix only.
+    /// mmap_flags hints edges contents proc, comma-separated, or `all` for the base mix only.
     #[arg(long, value_name = "FAMILY,...", value_delimiter = ',')]
     without: Vec<String>,
     /// Directory for the minimised differing scripts, `diff-seed-<S>.script` [default: .] (with --seeds).

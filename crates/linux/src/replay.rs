@@ -89,6 +89,26 @@
 //! and only a (guarded) pkey_mprotect of script mappings gives memory a key. On a CPU or kernel without
 //! protection keys pkey_alloc is EINVAL and so is every key but -1.
 //!
+//! # smaps and PROCMAP_QUERY
+//!
+//! `smaps` reads `/proc/self/smaps` in chunks of the maps buffer and keeps the records whose header overlaps
+//! the arena (a small string even with 65,000 filler VMAs; nothing is allocated per record of the runner's
+//! own). `query` opens `/proc/self/maps` and issues `ioctl(PROCMAP_QUERY)` on a zeroed struct of the script's
+//! `size` (at least the 104 bytes the kernel knows, at most a page: the kernel refuses larger ones before
+//! reading them), with a name buffer of the script's capacity; it reads the answer back from the struct and
+//! the name from the buffer.
+//!
+//! Two smaps counters depend on per-CPU page batches (`mm/swap.c`): a page `MADV_FREE` marks lazily free
+//! loses `PG_swapbacked` (and counts as `LazyFree`) only when its CPU's `lru_lazyfree` batch is drained, and
+//! a page still in an `lru_add` batch is not marked at all. So the runner child pins itself to the CPU it
+//! starts on (`sched_setaffinity`; the script's forks inherit it) and, before every smaps read, drains
+//! every CPU's batches with `migrate_pages(0, .., {0}, {0})` (`do_migrate_pages` starts with
+//! `lru_add_drain_all` and then has nothing to move), or, on a kernel without NUMA, this CPU's with
+//! `madvise(MADV_FREE)` of a scratch page of its own (`madvise_free_single_vma` starts with `lru_add_drain`;
+//! EINVAL once `mlockall` locked the page, and `MADV_DONTNEED_LOCKED` does not drain): what it reads is then
+//! what the calls did, not what the batches still hold. The pinning matters too: `MADV_FREE` drains only its
+//! own CPU's `lru_add` batch, and a page still in another CPU's is not marked at all.
+//!
 //! # Never run
 //!
 //! `madvise` with MADV_HWPOISON (100) or MADV_SOFT_OFFLINE (101), by name or number: as root they poison or
@@ -149,7 +169,9 @@ use std::ffi::c_void;
 use std::fmt;
 use std::path::PathBuf;
 use vmspace_abi::{Advice, MapFlags, MremapFlags, Prot};
-use vmspace_script::{AccessError, Arena, ContentHash, Errno, Fd, Op, Output, Script, Target};
+use vmspace_script::{
+    AccessError, Arena, ContentHash, Errno, Fd, Op, Output, QueryAnswer, QueryRequest, Script, Target,
+};
 
 const PAGE: u64 = 4096;
 /// x86-64 TASK_SIZE with 4-level paging: the end of user space.
@@ -226,6 +248,9 @@ pub struct KernelTarget {
     maps_buf: Vec<u8>,
     /// The pages outside the arena that the script's own calls mapped (module docs, "Guard").
     script_pages: Ranges,
+    /// A page of the runner's own whose `MADV_FREE` drains this CPU's page batches (module docs, "smaps and
+    /// PROCMAP_QUERY").
+    scratch: u64,
 }
 
 /// A set of page ranges, kept as sorted, disjoint, non-adjacent `[start, end)` pairs.
@@ -939,8 +964,109 @@ impl Target for KernelTarget {
         out
     }
 
+    /// The records that overlap the arena, streamed through the maps buffer (module docs, "smaps and
+    /// PROCMAP_QUERY"), after draining this CPU's page batches.
+    fn smaps(&mut self) -> String {
+        let node0: libc::c_ulong = 1;
+        // SAFETY: migrate_pages of this process from node 0 to node 0 moves nothing; the masks are one word of
+        // the 64 bits passed.
+        let r = unsafe { libc::syscall(libc::SYS_migrate_pages, 0, 64usize, &node0, &node0) };
+        if r < 0 {
+            // SAFETY: the runner's own scratch page: MADV_FREE changes no mapping and no byte it reads.
+            unsafe { libc::madvise(self.scratch as *mut c_void, PAGE as usize, libc::MADV_FREE) };
+        }
+        let arena = self.arena;
+        let Ok(fd) = rustix::fs::open("/proc/self/smaps", OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
+        else {
+            return String::new();
+        };
+        let mut out = String::new();
+        let mut partial: Vec<u8> = Vec::new();
+        let mut keep = false;
+        let mut take = |line: &[u8], out: &mut String| {
+            let Ok(l) = std::str::from_utf8(line) else { return };
+            if let Ok(m) = l.parse::<vmspace_proc::MapsLine>() {
+                keep = arena.overlaps(m.start, m.end);
+            }
+            if keep {
+                out.push_str(l);
+                out.push('\n');
+            }
+        };
+        loop {
+            let n = match rustix::io::read(&fd, &mut self.maps_buf[..]) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(_) => break,
+            };
+            let mut chunk = &self.maps_buf[..n];
+            while let Some(i) = chunk.iter().position(|&b| b == b'\n') {
+                if partial.is_empty() {
+                    take(&chunk[..i], &mut out);
+                } else {
+                    partial.extend_from_slice(&chunk[..i]);
+                    take(&partial, &mut out);
+                    partial.clear();
+                }
+                chunk = &chunk[i + 1..];
+            }
+            partial.extend_from_slice(chunk);
+        }
+        out
+    }
+
+    fn query(&mut self, req: &QueryRequest) -> Result<QueryAnswer, Errno> {
+        let fd = rustix::fs::open("/proc/self/maps", OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
+            .map_err(errno_of)?;
+        // The caller's struct: `size` bytes (the kernel reads no more than a page), zero past the fields.
+        let len = usize::try_from(req.size).unwrap_or(usize::MAX).clamp(pq::LEN, PAGE as usize + 1);
+        let mut q = vec![0u8; len];
+        let cap = req.vma_name_size;
+        let mut name_buf = vec![0u8; (cap as usize).min(PAGE as usize) + 1];
+        put_u64(&mut q, pq::SIZE, req.size);
+        put_u64(&mut q, pq::FLAGS, req.flags);
+        put_u64(&mut q, pq::ADDR, req.addr);
+        q[pq::NAME_SIZE..pq::NAME_SIZE + 4].copy_from_slice(&cap.to_le_bytes());
+        if req.vma_name_addr != 0 {
+            put_u64(&mut q, pq::NAME_ADDR, name_buf.as_mut_ptr() as u64);
+        }
+        // SAFETY: PROCMAP_QUERY reads and writes at most min(size, 104) bytes of `q` (which has at least 104;
+        // a larger size up to a page is checked for zeros, and `q` has that many) and writes at most
+        // min(cap, PATH_MAX) bytes of the name buffer (which has that many and one more).
+        let r =
+            unsafe { libc::ioctl(fd.as_raw_fd(), crate::procmap_query::PROCMAP_QUERY as _, q.as_mut_ptr()) };
+        if r != 0 {
+            return Err(last_errno());
+        }
+        // The kernel reads `vma_name_addr` (and so fills the buffer and returns `vma_name_size`) only when
+        // the struct's size covers it: a shorter struct leaves the caller's own values in those bytes.
+        let name_size = get_u32(&q, pq::NAME_SIZE) as usize;
+        let name_seen = req.size >= (pq::NAME_ADDR + 8) as u64;
+        let name = (name_seen && req.vma_name_addr != 0 && name_size > 0).then(|| {
+            let n = &name_buf[..name_size.min(name_buf.len())];
+            String::from_utf8_lossy(n.strip_suffix(&[0]).unwrap_or(n)).into_owned()
+        });
+        Ok(QueryAnswer {
+            vma_start: get_u64(&q, pq::VMA_START),
+            vma_end: get_u64(&q, pq::VMA_END),
+            vma_flags: get_u64(&q, pq::VMA_FLAGS),
+            vma_page_size: get_u64(&q, pq::PAGE_SIZE),
+            vma_offset: get_u64(&q, pq::OFFSET),
+            inode: get_u64(&q, pq::INODE),
+            dev_major: get_u32(&q, pq::DEV_MAJOR),
+            dev_minor: get_u32(&q, pq::DEV_MINOR),
+            name,
+        })
+    }
+
     fn file_path(&self, name: &str) -> Option<String> {
         self.file_fd(name).map(|_| self.dir.join(name).to_string_lossy().into_owned())
+    }
+
+    fn file_id(&self, name: &str) -> Option<(u32, u32, u64)> {
+        let st = rustix::fs::fstat(self.file_fd(name)?).ok()?;
+        Some((rustix::fs::major(st.st_dev), rustix::fs::minor(st.st_dev), st.st_ino))
     }
 }
 
@@ -1210,6 +1336,14 @@ fn child_main(
         let max = max_map_count().unwrap_or(65530);
         let buf_len =
             if opts.map_count_headroom.is_some() { (max as usize + 1024) * MAPS_LINE_MAX } else { 1 << 20 };
+        let scratch = match pin_and_scratch() {
+            Ok(a) => a,
+            Err(msg) => {
+                write_all(&out, msg.as_bytes());
+                // SAFETY: ends the child at once, as a refusal.
+                unsafe { libc::_exit(EXIT_REFUSED) };
+            }
+        };
         let mut t = KernelTarget {
             dir,
             dir_fd,
@@ -1218,6 +1352,7 @@ fn child_main(
             out,
             maps_buf: vec![0u8; buf_len],
             script_pages: Ranges::default(),
+            scratch,
         };
         if let Some(h) = opts.map_count_headroom
             && let Err(msg) = fill_to_headroom(&mut t.maps_buf, arena, h)
@@ -1233,6 +1368,74 @@ fn child_main(
     let code = if r.is_ok() { 0 } else { EXIT_PANIC };
     // SAFETY: ends the child without running the parent's atexit handlers or destructors.
     unsafe { libc::_exit(code) }
+}
+
+/// Pins the runner child to the CPU it runs on and maps its scratch page (module docs, "smaps and
+/// PROCMAP_QUERY"); returns the page's address.
+fn pin_and_scratch() -> Result<u64, String> {
+    // SAFETY: sched_getcpu has no preconditions.
+    let cpu = unsafe { libc::sched_getcpu() };
+    if cpu < 0 {
+        return Err(format!("sched_getcpu: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: a zeroed cpu_set_t is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `cpu` is a CPU number the kernel gave, below CPU_SETSIZE.
+    unsafe { libc::CPU_SET(cpu as usize, &mut set) };
+    // SAFETY: pid 0 is this process; `set` is a valid cpu_set_t of the size passed.
+    if unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) } != 0 {
+        return Err(format!("sched_setaffinity: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: a fresh anonymous page, placed by the kernel away from everything else.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            PAGE as usize,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(format!("mmap of the scratch page: {}", std::io::Error::last_os_error()));
+    }
+    Ok(p as u64)
+}
+
+/// Offsets of the fields of `struct procmap_query` (`include/uapi/linux/fs.h`).
+mod pq {
+    pub const SIZE: usize = 0;
+    pub const FLAGS: usize = 8;
+    pub const ADDR: usize = 16;
+    pub const VMA_START: usize = 24;
+    pub const VMA_END: usize = 32;
+    pub const VMA_FLAGS: usize = 40;
+    pub const PAGE_SIZE: usize = 48;
+    pub const OFFSET: usize = 56;
+    pub const INODE: usize = 64;
+    pub const DEV_MAJOR: usize = 72;
+    pub const DEV_MINOR: usize = 76;
+    pub const NAME_SIZE: usize = 80;
+    pub const NAME_ADDR: usize = 88;
+    /// `sizeof(struct procmap_query)`.
+    pub const LEN: usize = 104;
+}
+
+fn put_u64(b: &mut [u8], off: usize, v: u64) {
+    b[off..off + 8].copy_from_slice(&v.to_le_bytes());
+}
+
+fn get_u64(b: &[u8], off: usize) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&b[off..off + 8]);
+    u64::from_le_bytes(w)
+}
+
+fn get_u32(b: &[u8], off: usize) -> u32 {
+    let mut w = [0u8; 4];
+    w.copy_from_slice(&b[off..off + 4]);
+    u32::from_le_bytes(w)
 }
 
 /// Room per maps line in the counting buffer (a filler's line is about 50 bytes; paths make others longer).
@@ -1371,7 +1574,7 @@ mod tests {
             .iter()
             .filter_map(|e| match e {
                 Entry::Call { value, .. } => Some(*value),
-                Entry::Maps(_) => None,
+                Entry::Maps(_) | Entry::Smaps(_) | Entry::Text { .. } => None,
             })
             .collect()
     }

@@ -30,7 +30,7 @@ fn values(o: &Output) -> Vec<Value> {
         .iter()
         .filter_map(|e| match e {
             Entry::Call { value, .. } => Some(*value),
-            Entry::Maps(_) => None,
+            Entry::Maps(_) | Entry::Smaps(_) | Entry::Text { .. } => None,
         })
         .collect()
 }

@@ -28,7 +28,7 @@ fn values(o: &Output) -> Vec<Value> {
         .iter()
         .filter_map(|e| match e {
             Entry::Call { value, .. } => Some(*value),
-            Entry::Maps(_) => None,
+            Entry::Maps(_) | Entry::Smaps(_) | Entry::Text { .. } => None,
         })
         .collect()
 }
@@ -47,7 +47,7 @@ fn maps(o: &Output) -> Vec<Vec<(u64, u64, String)>> {
                     })
                     .collect(),
             ),
-            Entry::Call { .. } => None,
+            Entry::Call { .. } | Entry::Smaps(_) | Entry::Text { .. } => None,
         })
         .collect()
 }

@@ -144,7 +144,7 @@ mod vma;
 
 pub use space::{
     FaultMode, ForkMode, HugetlbConfig, HugetlbPool, Mm, MmConfig, MmFaultStats, MmShared, Overcommit,
-    ThpMode,
+    ProcReader, ReaderMode, ThpMode,
 };
 pub use vma::{
     AnonVma, FileKind, FilePages, FileSize, HugeObject, HugePool, HugeRef, MmLocking, MmapReadGuard, VmFile,

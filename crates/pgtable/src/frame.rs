@@ -108,6 +108,13 @@ impl FrameFlags {
     pub const FREE: FrameFlags = FrameFlags(1 << 5);
     /// The shared zero page.
     pub const ZERO: FrameFlags = FrameFlags(1 << 6);
+    /// `PG_active`: on the active LRU list. Kept only as the state of `folio_mark_accessed` (a second mark
+    /// activates the folio and clears `PG_referenced`); nothing is reclaimed.
+    pub const ACTIVE: FrameFlags = FrameFlags(1 << 7);
+    /// `PG_mlocked` (and so `PG_unevictable`): mapped by a `VM_LOCKED` VMA (`mlock_folio` when a locked VMA
+    /// populates or mlocks the page, `munlock_folio` when the range is unlocked; the per-VMA `mlock_count`
+    /// is not kept). Accessing such a page does not activate it, and `MADV_FREE` does not move it.
+    pub const MLOCKED: FrameFlags = FrameFlags(1 << 8);
 
     /// The raw bits.
     pub const fn bits(self) -> u32 {
@@ -133,6 +140,8 @@ impl std::fmt::Debug for FrameFlags {
             (FrameFlags::ANON_EXCLUSIVE, "ANON_EXCLUSIVE"),
             (FrameFlags::FREE, "FREE"),
             (FrameFlags::ZERO, "ZERO"),
+            (FrameFlags::ACTIVE, "ACTIVE"),
+            (FrameFlags::MLOCKED, "MLOCKED"),
         ];
         let set: Vec<&str> = names.iter().filter(|(b, _)| self.contains(*b)).map(|(_, n)| *n).collect();
         write!(f, "FrameFlags({})", set.join("|"))

@@ -15,11 +15,14 @@
 //!
 //! # MADV_FREE
 //!
-//! [`PageTable::madvise_free`] makes the range's exclusive anonymous pages lazily freeable: the entry loses its
-//! dirty and accessed bits, the frame its dirty flag and `PG_swapbacked` (`folio_mark_lazyfree`). smaps counts
-//! such a page as `LazyFree` until it is written again (the MMU sets dirty). Pages shared with another address
-//! space are skipped (`folio_maybe_mapped_shared`). The live kernel clears `PG_swapbacked` through a per-CPU
-//! folio batch (`lru_lazyfree`), so its smaps `LazyFree` can lag by up to a batch; here it happens at once.
+//! [`PageTable::madvise_free`] makes the range's anonymous pages lazily freeable: the entry loses its dirty and
+//! accessed bits, the frame `PG_swapbacked`, `PG_referenced` and `PG_active` (`folio_mark_lazyfree`,
+//! `lru_lazyfree`). smaps counts such a page as `LazyFree` until it is written again (the MMU sets dirty). A
+//! page dirty as a folio (`PG_dirty`) is cleaned only if this entry is its one mapping, and skipped otherwise
+//! (`madvise_free_pte_range`: `folio_mapcount != folio_nr_pages`); a clean page shared with a fork child is
+//! made lazily freeable all the same (measured on the live kernel). The live kernel clears `PG_swapbacked`
+//! through a per-CPU folio batch (`lru_lazyfree`), so its smaps `LazyFree` can lag by up to a batch (the
+//! kernel runner drains the batch before it reads smaps); here it happens at once.
 //!
 //! # MADV_COLD and MADV_PAGEOUT
 //!
@@ -129,14 +132,27 @@ impl PageTable {
                     continue;
                 }
                 let f = self.mem.frame(pte.pfn());
-                if !f.is_anon() || f.mapcount() > 1 {
+                if !f.is_anon() {
                     continue;
                 }
-                f.clear(FrameFlags::DIRTY);
+                // A page dirty as a folio (not only through entries) is cleaned only when this is its one
+                // mapping; a clean one shared with a fork child still loses this entry's dirty bit and
+                // becomes lazily freeable (`madvise_free_pte_range`, `lru_lazyfree`).
+                if f.flags().contains(FrameFlags::DIRTY) {
+                    if f.mapcount() != 1 {
+                        continue;
+                    }
+                    f.clear(FrameFlags::DIRTY);
+                }
                 if pte.is_young() || pte.is_dirty() {
                     g.update(addr - PAGE_SIZE, |p| if p.is_present() { p.mkold().mkclean() } else { p });
                 }
-                f.clear(FrameFlags::SWAPBACKED);
+                // lru_lazyfree_fn: the folio moves to the inactive file list, unreferenced; an mlocked
+                // (unevictable) one stays as it is.
+                if !f.flags().contains(FrameFlags::MLOCKED) {
+                    f.clear(FrameFlags::SWAPBACKED);
+                    f.clear(FrameFlags::ACTIVE.union(FrameFlags::REFERENCED));
+                }
                 n += 1;
             }
         });
@@ -144,8 +160,10 @@ impl PageTable {
     }
 
     /// `madvise_cold_or_pageout_pte_range`'s page-table part over `[start, end)` (module docs). Returns the
-    /// pages marked old.
-    pub fn mkold_range(&self, start: u64, end: u64) -> u64 {
+    /// pages marked old. With `pageout` the entries keep their accessed bit (6.18 clears it only for
+    /// `MADV_COLD`: `if (!pageout && pte_young(ptent))`), and an anonymous swap-backed page, which reclaim
+    /// cannot write out without swap, comes back active (`shrink_folio_list`'s `activate_locked`).
+    pub fn mkold_range(&self, start: u64, end: u64, pageout: bool) -> u64 {
         let mut n = 0;
         self.for_each_pte_table(start, end, &mut |g, from, to| {
             let mut addr = from;
@@ -154,8 +172,13 @@ impl PageTable {
                 if pte.is_present() && !pte.is_special() {
                     let f = self.mem.frame(pte.pfn());
                     if f.mapcount() <= 1 {
-                        g.update(addr, |p| if p.is_present() { p.mkold() } else { p });
+                        if !pageout {
+                            g.update(addr, |p| if p.is_present() { p.mkold() } else { p });
+                        }
                         f.clear(FrameFlags::REFERENCED);
+                        if pageout && f.flags().contains(FrameFlags::ANON.union(FrameFlags::SWAPBACKED)) {
+                            f.set(FrameFlags::ACTIVE);
+                        }
                         n += 1;
                     }
                 }
@@ -282,7 +305,7 @@ mod tests {
     }
 
     #[test]
-    fn madvise_free_makes_exclusive_pages_lazyfree_until_written() {
+    fn madvise_free_makes_pages_lazyfree_until_written() {
         let m = mem();
         let pt = PageTable::new(&m).unwrap();
         let mut v = FaultVma::anonymous(A, A + 4 * PG, RW);
@@ -295,12 +318,14 @@ mod tests {
             &CopyVma { start: A + 2 * PG, end: A + 3 * PG, flags: RW, dst_uffd_wp: false },
         )
         .unwrap();
-        assert_eq!(pt.madvise_free(A, A + 4 * PG), 2, "the page shared with the child is skipped");
+        // The page shared with the child is clean as a folio (only its entries are dirty): it is made lazily
+        // freeable too, as 6.18 does (scripts/regress/smaps-dontneed-free.script).
+        assert_eq!(pt.madvise_free(A, A + 4 * PG), 3);
         let s = smaps(&pt, A, A + 4 * PG);
-        assert_eq!((s.rss, s.lazyfree, s.private_clean, s.referenced), (12, 8, 8, 4));
+        assert_eq!((s.rss, s.lazyfree, s.private_clean, s.shared_clean, s.referenced), (12, 12, 8, 4, 0));
         write(&pt, &mut v, A + PG, b"again").unwrap();
         let s = smaps(&pt, A, A + 4 * PG);
-        assert_eq!((s.lazyfree, s.private_dirty), (4, 4));
+        assert_eq!((s.lazyfree, s.private_dirty), (8, 4));
     }
 
     #[test]
@@ -318,7 +343,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(smaps(&pt, A, A + 4 * PG).referenced, 12);
-        assert_eq!(pt.mkold_range(A, A + 4 * PG), 2, "the page shared with the child is left alone");
+        assert_eq!(pt.mkold_range(A, A + 4 * PG, false), 2, "the page shared with the child is left alone");
         let s = smaps(&pt, A, A + 4 * PG);
         assert_eq!((s.rss, s.referenced), (12, 4));
         assert!(!pt.pte(A).is_young() && pt.pte(A + 2 * PG).is_young());

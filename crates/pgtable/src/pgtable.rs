@@ -509,6 +509,26 @@ impl PageTable {
         }
     }
 
+    /// Sets the accessed bit of the present user entry at `addr`, as a read of the page would, without any
+    /// permission check: what x86's `rep stosb` does to a page whose protection then refuses its write
+    /// (measured on the live kernel: after such a refused string store the page counts as `Referenced` in
+    /// smaps; a `mov` or a locked read-modify-write refused the same way leaves the bit clear). Nothing for an
+    /// entry that is not present to the MMU.
+    pub fn string_store_probe(&self, addr: u64) {
+        if addr >= VA_END {
+            return;
+        }
+        let _g = vmspace_rcu::pin();
+        let Some(slot) = self.lockless_pte_slot(addr) else { return };
+        // Acquire: pairs with the Release that stored the entry.
+        let pte = Pte(slot.load(Ordering::Acquire));
+        if pte.is_hw_present() && pte.0 & bits::USER != 0 && pte.0 & bits::ACCESSED == 0 {
+            // AcqRel: the MMU's locked update of the entry, as in `translate`; a lost race means another
+            // update (which keeps or sets the bit) came first.
+            let _ = slot.compare_exchange(pte.0, pte.0 | bits::ACCESSED, Ordering::AcqRel, Ordering::Relaxed);
+        }
+    }
+
     /// One user access at `addr` (no data moved): the MMU's checks and accessed/dirty updates. Returns the frame.
     pub fn access(&self, addr: u64, access: Access) -> Result<Pfn, MmuError> {
         let _g = vmspace_rcu::pin();

@@ -46,6 +46,52 @@ impl PageTable {
         self.walk_lockless(start, end.min(VA_END), &mut |_, pte| self.smaps_pte_entry(pte, locked, acc));
     }
 
+    /// GUP's `FOLL_TOUCH` on the present page at `addr` (`mm/gup.c: follow_page_pte`): a write through a
+    /// clean entry of a clean page dirties the page (`folio_mark_dirty`), and the page is marked accessed
+    /// (`folio_mark_accessed`: `PG_referenced` the first time, then `PG_active` with `PG_referenced` cleared,
+    /// then `PG_referenced` again). The entry itself is not changed. Nothing for an empty, special or marker
+    /// entry. `locked`: the VMA is `VM_LOCKED`, so the page is mlocked (`mlock_new_folio` /
+    /// `mlock_vma_folio`), and marking an mlocked page accessed again has no effect (it is unevictable). The
+    /// caller holds the mmap lock (the page cannot be unmapped and freed under it by a zap that needs the VMA
+    /// lock; a racing DONTNEED under the VMA read lock is excluded by its callers' locks).
+    pub fn gup_touch(&self, addr: u64, write: bool, locked: bool) {
+        let _rcu = vmspace_rcu::pin();
+        let pte = self.pte(addr);
+        if !pte.is_present() || pte.is_special() {
+            return;
+        }
+        let f = self.mem.frame(pte.pfn());
+        if locked {
+            f.set(FrameFlags::MLOCKED);
+        }
+        let flags = f.flags();
+        if write && !pte.is_dirty() && !flags.contains(FrameFlags::DIRTY) {
+            f.set(FrameFlags::DIRTY);
+        }
+        if !flags.contains(FrameFlags::REFERENCED) {
+            f.set(FrameFlags::REFERENCED);
+        } else if !flags.contains(FrameFlags::ACTIVE) && !flags.contains(FrameFlags::MLOCKED) {
+            f.set(FrameFlags::ACTIVE);
+            f.clear(FrameFlags::REFERENCED);
+        }
+    }
+
+    /// `mlock_vma_pages_range`'s walk over `[start, end)`: every page mapped there becomes mlocked
+    /// (`locked`) or not (`munlock_folio`). The caller holds the mmap write lock.
+    pub fn mlock_range(&self, start: u64, end: u64, locked: bool) {
+        self.for_each_pte_table(start, end, &mut |g, from, to| {
+            let mut addr = from;
+            while addr != to {
+                let pte = g.get(addr);
+                if pte.is_present() && !pte.is_special() {
+                    let f = self.mem.frame(pte.pfn());
+                    if locked { f.set(FrameFlags::MLOCKED) } else { f.clear(FrameFlags::MLOCKED) }
+                }
+                addr += PAGE_SIZE;
+            }
+        });
+    }
+
     /// `smaps_pte_entry` + `smaps_account` for one order-0 page.
     fn smaps_pte_entry(&self, pte: Pte, locked: bool, acc: &mut MemStatsAccumulator) {
         if !pte.is_present() || pte.is_special() {

@@ -26,8 +26,10 @@
 //! declaration number) on a file system with the configuration's largest file and `RLIMIT_FSIZE`
 //! ([`VmFile::regular_sized`]: a size `ftruncate` refuses is the line's errno, and the file then does not
 //! exist); the driver canonicalises their maps lines to `fd=NAME` on both sides. `fork`
-//! replaces the address space by the child's (the parent only waits in the kernel runner, so it is not
-//! observable afterwards). `touch` is a user-mode CPU access page by page, as the kernel runner makes it
+//! continues the script in the child's address space; the parent is kept, unchanged, until the target is
+//! dropped, as the kernel runner's parent process waits for its child: its mappings still share the pages
+//! with the child (their mapcounts, smaps' `Pss` and `Shared_*`, and copy-on-write on either side's writes).
+//! `smaps` and `query` are the engine's `/proc` reader ([`Mm::reader`], the mmap-lock mode). `touch` is a user-mode CPU access page by page, as the kernel runner makes it
 //! ([`Mm::touch`], through the MMU and the fault path: stack growth below a growsdown VMA, x86's
 //! read-implies-accessible), and stops at the first page that faults. `fill` stores a byte over a range
 //! ([`Mm::fill`]) and `check` hashes a range's bytes in address order ([`Mm::read_chunks`] into the script
@@ -40,11 +42,14 @@ use vmspace_abi::{
     Prot,
 };
 use vmspace_mm::{Access, Mm, MmConfig, VmFile};
-use vmspace_script::{AccessError, ContentHash, Fd, Target};
+use vmspace_script::{AccessError, ContentHash, Fd, QueryAnswer, QueryRequest, Target};
 
 /// An op-script target backed by the engine.
 pub struct EngineTarget {
     mm: Mm,
+    /// The address spaces that forked (oldest first): alive while their child runs, as the kernel runner's
+    /// waiting parents are.
+    parents: Vec<Mm>,
     files: Vec<(String, Arc<VmFile>)>,
     /// Run [`Mm::validate`] after every call (tests).
     validate: bool,
@@ -53,7 +58,7 @@ pub struct EngineTarget {
 impl EngineTarget {
     /// A target with an empty address space under `cfg`.
     pub fn new(cfg: MmConfig) -> Self {
-        EngineTarget { mm: Mm::new(cfg), files: Vec::new(), validate: false }
+        EngineTarget { mm: Mm::new(cfg), parents: Vec::new(), files: Vec::new(), validate: false }
     }
 
     /// The same, checking every invariant ([`Mm::validate`]) after every call and panicking with the
@@ -180,7 +185,12 @@ impl Target for EngineTarget {
     }
 
     fn fill(&mut self, addr: u64, len: u64, byte: u8) -> Result<(), AccessError> {
-        let r = self.mm.fill(addr, len, byte).map_err(|a| AccessError::Fault(a & PAGE_MASK));
+        let r = self.mm.fill(addr, len, byte).map_err(|a| {
+            // The kernel runner's `rep stosb` marks a page accessed even when its protection refuses the
+            // write (`PageTable::string_store_probe`).
+            self.mm.page_table().string_store_probe(a);
+            AccessError::Fault(a & PAGE_MASK)
+        });
         self.checked("fill", r)
     }
 
@@ -204,7 +214,7 @@ impl Target for EngineTarget {
     fn fork(&mut self) -> Result<u64, Errno> {
         let r = self.mm.fork();
         let child = self.checked("fork", r)?;
-        self.mm = child;
+        self.parents.push(std::mem::replace(&mut self.mm, child));
         self.checked("fork (child)", Ok(0))
     }
 
@@ -212,8 +222,20 @@ impl Target for EngineTarget {
         self.mm.maps_text()
     }
 
+    fn smaps(&mut self) -> String {
+        self.mm.reader().smaps()
+    }
+
+    fn query(&mut self, req: &QueryRequest) -> Result<QueryAnswer, Errno> {
+        self.mm.reader().query(req).map_err(Errno::from_raw)
+    }
+
     fn file_path(&self, name: &str) -> Option<String> {
         self.file_of(name).map(|f| f.name.clone())
+    }
+
+    fn file_id(&self, name: &str) -> Option<(u32, u32, u64)> {
+        self.file_of(name).map(|f| (f.dev_major, f.dev_minor, f.inode))
     }
 
     fn ftruncate(&mut self, name: &str, size: u64) -> Result<u64, Errno> {

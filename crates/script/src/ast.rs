@@ -29,12 +29,30 @@
 //! brk           ADDR
 //! fork
 //! maps
+//! smaps         [ADDR]                        print the smaps records of the arena (or of the VMA at ADDR)
+//! query         ADDR FLAGS [size=N] [name=N]  PROCMAP_QUERY; FLAGS: |-joined readable writable executable
+//!                                             shared covering_or_next file_backed, numbers, or 0
 //! ```
 //!
 //! Each line is one system call with the script's values passed unchanged (the kernel runner,
 //! `vmspace_linux::replay`, issues exactly that call; the engine answers as Linux 6.18 would), except `file`
 //! (open + ftruncate of a fresh file), the memory accesses `touch`, `fill` and `check` (below), `fork` (the
-//! script continues in the child) and `maps` (prints the arena's maps).
+//! script continues in the child), `maps` (prints the arena's maps) and the `/proc` readers `smaps` and
+//! `query` (below).
+//!
+//! # The `/proc` readers: `smaps`, `query`
+//!
+//! * `smaps [ADDR]` reads `/proc/self/smaps` and prints, as a block (`crate::output`), the records of the VMAs
+//!   that overlap the arena, or with ADDR only the record of the VMA containing ADDR (none: an empty block).
+//!   Records are compared whole (every counter, `THPeligible`, `VmFlags`), their header lines canonicalised
+//!   as maps lines are. `smaps_rollup` is not an op: it sums the whole process, the runner's own memory
+//!   included.
+//! * `query ADDR FLAGS [size=N] [name=N]` is the `PROCMAP_QUERY` ioctl on `/proc/self/maps` with
+//!   `query_addr` ADDR and `query_flags` FLAGS (names: [`QUERY_FLAG_NAMES`]; unknown bits reach the kernel,
+//!   which answers EINVAL). `size=` is the struct's `size` field (default 104, the whole 6.18 struct; the
+//!   caller's struct is then at least that large, its bytes past 104 zero); `name=` the capacity of the name
+//!   buffer the target supplies (default 4096; `name=0` passes no buffer). No build-ID buffer is passed. The
+//!   value is the answer (`crate::output`) or `-E<NAME>`.
 //!
 //! # Memory accesses: `touch`, `fill`, `check`
 //!
@@ -570,7 +588,38 @@ pub enum Op {
     Fork,
     /// `maps`: print the arena's maps lines.
     Maps,
+    /// `smaps [ADDR]`: print the smaps records of the arena, or of the VMA containing ADDR.
+    Smaps {
+        /// Only the VMA containing this address.
+        addr: Option<u64>,
+    },
+    /// `query ADDR FLAGS [size=N] [name=N]`: `PROCMAP_QUERY` (module docs).
+    Query {
+        /// `query_addr`.
+        addr: u64,
+        /// `query_flags` (raw bits).
+        flags: u64,
+        /// The struct's `size` field ([`QUERY_DEFAULT_SIZE`] unless given).
+        size: u64,
+        /// The name buffer's capacity (`vma_name_size`; 0: no buffer) ([`QUERY_DEFAULT_NAME`] unless given).
+        name: u32,
+    },
 }
+
+/// The default `size=` of `query`: `sizeof(struct procmap_query)` in 6.18.
+pub const QUERY_DEFAULT_SIZE: u64 = 104;
+/// The default `name=` of `query`: a `PATH_MAX` buffer.
+pub const QUERY_DEFAULT_NAME: u32 = 4096;
+
+/// Script spellings of the `PROCMAP_QUERY` flags (`include/uapi/linux/fs.h`), in canonical print order.
+pub const QUERY_FLAG_NAMES: &[(u64, &str)] = &[
+    (0x01, "readable"),
+    (0x02, "writable"),
+    (0x04, "executable"),
+    (0x08, "shared"),
+    (0x10, "covering_or_next"),
+    (0x20, "file_backed"),
+];
 
 impl Op {
     /// The op's keyword (`mmap`), as result lines print it.
@@ -600,6 +649,8 @@ impl Op {
             Op::Brk { .. } => "brk",
             Op::Fork => "fork",
             Op::Maps => "maps",
+            Op::Smaps { .. } => "smaps",
+            Op::Query { .. } => "query",
         }
     }
 
@@ -629,6 +680,8 @@ impl Op {
         "brk",
         "fork",
         "maps",
+        "smaps",
+        "query",
     ];
 }
 
@@ -721,6 +774,18 @@ impl fmt::Display for Op {
             Op::Brk { addr } => write!(f, "brk {}", num(*addr)),
             Op::Fork => f.write_str("fork"),
             Op::Maps => f.write_str("maps"),
+            Op::Smaps { addr: None } => f.write_str("smaps"),
+            Op::Smaps { addr: Some(a) } => write!(f, "smaps {}", num(*a)),
+            Op::Query { addr, flags, size, name } => {
+                write!(f, "query {} {}", num(*addr), print_flag_set(*flags, QUERY_FLAG_NAMES))?;
+                if *size != QUERY_DEFAULT_SIZE {
+                    write!(f, " size={}", num(*size))?;
+                }
+                if *name != QUERY_DEFAULT_NAME {
+                    write!(f, " name={}", num(u64::from(*name)))?;
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -948,6 +1013,33 @@ fn parse_op(toks: &[&str], files: &[String]) -> Result<Op, String> {
         "brk" => Op::Brk { addr: a.num("ADDR")? },
         "fork" => Op::Fork,
         "maps" => Op::Maps,
+        "smaps" => match a.toks.next() {
+            None => Op::Smaps { addr: None },
+            Some(t) => Op::Smaps { addr: Some(parse_num(t).map_err(|e| format!("smaps ADDR: {e}"))?) },
+        },
+        "query" => {
+            let addr = a.num("ADDR")?;
+            let flags = a.flags(QUERY_FLAG_NAMES, u64::MAX)?;
+            let (mut size, mut name) = (None, None);
+            for t in a.toks.by_ref() {
+                let (key, v) =
+                    t.split_once('=').ok_or_else(|| format!("query: unexpected argument {t:?}"))?;
+                let v = parse_num(v).map_err(|e| format!("query {key}=: {e}"))?;
+                match key {
+                    "size" if size.is_none() => size = Some(v),
+                    "name" if name.is_none() => {
+                        name = Some(u32::try_from(v).map_err(|_| format!("query name={v:#x}: not a u32"))?)
+                    }
+                    _ => return Err(format!("query: unexpected or repeated argument {t:?} (size=N name=N)")),
+                }
+            }
+            Op::Query {
+                addr,
+                flags,
+                size: size.unwrap_or(QUERY_DEFAULT_SIZE),
+                name: name.unwrap_or(QUERY_DEFAULT_NAME),
+            }
+        }
         other => {
             return Err(format!("unknown op {other:?} (expected one of {})", Op::KEYWORDS.join(" ")));
         }
@@ -1310,6 +1402,35 @@ maps
         // Every keyword is listed once, and every op's keyword is listed.
         for (_, o, _) in cases {
             assert!(Op::KEYWORDS.contains(&o.keyword()));
+        }
+    }
+
+    #[test]
+    fn proc_readers_parse_and_print() {
+        let cases = [
+            ("smaps", Op::Smaps { addr: None }, "smaps"),
+            ("smaps 0x200000001000", Op::Smaps { addr: Some(0x2000_0000_1000) }, "smaps 0x200000001000"),
+            (
+                "query 0x200000000000 covering_or_next|readable",
+                Op::Query { addr: 0x2000_0000_0000, flags: 0x11, size: 104, name: 4096 },
+                "query 0x200000000000 readable|covering_or_next",
+            ),
+            (
+                "query 5 0x40|file_backed name=16 size=24",
+                Op::Query { addr: 5, flags: 0x60, size: 24, name: 16 },
+                "query 5 file_backed|0x40 size=24 name=16",
+            ),
+            ("query 0 0 name=0", Op::Query { addr: 0, flags: 0, size: 104, name: 0 }, "query 0 0 name=0"),
+        ];
+        for (text, op, canonical) in cases {
+            assert_eq!(Script::parse(text).unwrap().lines[0].op, op, "{text}");
+            assert_eq!(op.to_string(), canonical);
+            assert_eq!(Script::parse(canonical).unwrap().lines[0].op, op);
+        }
+        for bad in
+            ["smaps 1 2", "query 1", "query 1 bogus", "query 1 0 size=1 size=2", "query 1 0 name=0x100000000"]
+        {
+            assert!(Script::parse(bad).is_err(), "{bad}");
         }
     }
 

@@ -38,11 +38,13 @@ pub mod run;
 
 pub use ast::{
     ADVICE_NAMES, Fd, Line, MCL_FLAG_NAMES, MLOCK2_FLAG_NAMES, MMAP_FLAG_NAMES, MREMAP_FLAG_NAMES,
-    MSYNC_FLAG_NAMES, Op, PKEY_RIGHTS_NAMES, PROT_FLAG_NAMES, ParseError, Script,
+    MSYNC_FLAG_NAMES, Op, PKEY_RIGHTS_NAMES, PROT_FLAG_NAMES, ParseError, QUERY_DEFAULT_NAME,
+    QUERY_DEFAULT_SIZE, QUERY_FLAG_NAMES, Script,
 };
 pub use generate::{Families, GenConfig, generate};
 pub use hash::{ContentHash, content_hash};
 pub use minimise::minimise;
 pub use output::{Arena, Difference, Entry, Output, Value, compare};
-pub use run::{AccessError, Observed, Target, canonical_maps, run, run_in};
+pub use run::{AccessError, Observed, Target, canonical_maps, canonical_query, canonical_smaps, run, run_in};
 pub use vmspace_abi::{Advice, Errno, MapFlags, MremapFlags, Prot, TASK_SIZE};
+pub use vmspace_proc::{QueryAnswer, QueryRequest};

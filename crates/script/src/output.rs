@@ -38,6 +38,16 @@
 //!   its inode is numbered the same way and its device prints `00:00` (the mount's minor number depends on
 //!   the boot).
 //!   Everything else (addresses, permissions, offsets, padding, `[anon:..]` names) is verbatim.
+//! * `smaps` prints a block `SMAPS`, the records' lines, `END`: each record of a VMA that overlaps the arena
+//!   (with ADDR: only the VMA containing it) exactly as `/proc/self/smaps` prints it, its header line
+//!   canonicalised as a maps line (the numbering of shmem and hugetlbfs objects runs within the block).
+//! * `query` prints, on success, the answer as `START-END PERMS OFFSET MAJ:MIN INODE PAGESIZE[ NAME]`: the
+//!   first five columns as in a maps line (hex addresses without `0x`, eight-digit hex offset, hex device,
+//!   decimal inode), the page size in decimal, then the name the kernel copied out, if any, canonicalised as
+//!   in maps lines (a script file's `fd=NAME`, device `00:00`, its number as inode; a shmem or hugetlbfs
+//!   object's inode `1`). An answer that does not overlap the arena, or ENOENT for a query with
+//!   `covering_or_next` (the kernel runner's own VMAs follow the arena; the engine has none there), prints
+//!   `outside`: the runner's memory is not compared.
 //!
 //! # Comparison
 //!
@@ -45,6 +55,14 @@
 //! brk) are equal when **both** addresses lie outside the arena (hashes are not addresses: they must be equal): where the kernel puts a refused hint or a
 //! moving mremap depends on the process's layout, not on the semantics under test. [`compare`] returns the
 //! first difference with the lines before it as context.
+//!
+//! In an smaps record of a mapping of a script file (`fd=NAME`), the counters of the page-cache pages it maps
+//! (`Rss`, `Pss`, `Pss_Dirty`, `Shared_*`, `Private_*`, `Referenced`, `Locked`) compare by their label only:
+//! on a read fault Linux 6.18 reads the file ahead into large folios (ext4) and maps whole folios and the
+//! cached pages around the fault (`finish_fault`, `do_fault_around`), and `MADV_PAGEOUT` unmaps file pages;
+//! the engine models 4 KiB page-cache pages without readahead or reclaim (docs/DIVERGENCES.md). Every other
+//! line of those records (`Anonymous`: the private copies; `LazyFree`, `THPeligible`, `VmFlags`, ...) and
+//! every counter of anonymous and shmem mappings compare exactly.
 
 use crate::Errno;
 use core::fmt;
@@ -157,7 +175,21 @@ pub enum Entry {
     },
     /// `MAPS`, the (canonical) maps lines inside the arena without their newlines, `END`.
     Maps(Vec<String>),
+    /// `SMAPS`, the (canonical) smaps records' lines without their newlines, `END`.
+    Smaps(Vec<String>),
+    /// `L<line> <op> = <text>`: a call whose successful result is a line of text (`query`'s answer).
+    Text {
+        /// 1-based script line.
+        line: usize,
+        /// The op keyword.
+        op: String,
+        /// The result text.
+        text: String,
+    },
 }
+
+/// The keyword of the op whose successful results are [`Entry::Text`].
+const QUERY: &str = "query";
 
 /// The output of a run.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -219,6 +251,12 @@ impl Output {
                     v.extend(lines.iter().cloned());
                     v.push("END".into());
                 }
+                Entry::Smaps(lines) => {
+                    v.push("SMAPS".into());
+                    v.extend(lines.iter().cloned());
+                    v.push("END".into());
+                }
+                Entry::Text { line, op, text } => v.push(format!("L{line} {op} = {text}")),
             }
         }
         v
@@ -238,19 +276,21 @@ impl Output {
     /// file name can, and the kernel escapes only `\n` in maps paths), which `str::lines` would drop.
     pub fn parse(text: &str) -> Result<Output, OutputParseError> {
         let mut entries = Vec::new();
-        let mut maps: Option<Vec<String>> = None;
+        let mut maps: Option<(bool, Vec<String>)> = None;
         for (i, l) in text.split_terminator('\n').enumerate() {
             let err = |reason: String| OutputParseError { line: i + 1, reason };
-            if let Some(m) = maps.as_mut() {
+            if let Some((smaps, m)) = maps.as_mut() {
                 if l == "END" {
-                    entries.push(Entry::Maps(maps.take().unwrap_or_default()));
+                    let lines = std::mem::take(m);
+                    entries.push(if *smaps { Entry::Smaps(lines) } else { Entry::Maps(lines) });
+                    maps = None;
                 } else {
                     m.push(l.to_string());
                 }
                 continue;
             }
-            if l == "MAPS" {
-                maps = Some(Vec::new());
+            if l == "MAPS" || l == "SMAPS" {
+                maps = Some((l == "SMAPS", Vec::new()));
                 continue;
             }
             let (head, val) =
@@ -261,6 +301,10 @@ impl Output {
                 .strip_prefix('L')
                 .and_then(|n| n.parse().ok())
                 .ok_or_else(|| err(format!("bad line tag {ln:?}")))?;
+            if op == QUERY && !val.starts_with("-E") {
+                entries.push(Entry::Text { line, op: op.to_string(), text: val.to_string() });
+                continue;
+            }
             let value = if op == CHECK && val.starts_with("0x") {
                 parse_hash(val)
                     .ok_or_else(|| err(format!("bad hash {val:?} (0x and 16 lower-case hex digits)")))?
@@ -282,7 +326,7 @@ impl Output {
         if maps.is_some() {
             return Err(OutputParseError {
                 line: text.split_terminator('\n').count(),
-                reason: "MAPS without END".into(),
+                reason: "MAPS or SMAPS without END".into(),
             });
         }
         Ok(Output { entries })
@@ -295,6 +339,37 @@ struct Flat {
     text: String,
     /// For an address result: `(line, op, address)`.
     addr: Option<(usize, String, u64)>,
+    /// A counter line of an smaps record of a script file's mapping whose value depends on the pages the
+    /// kernel's page cache holds (module docs, "Comparison"): compared by its label only.
+    page_cache: bool,
+}
+
+/// The smaps counters that count a file mapping's page-cache pages (module docs, "Comparison").
+const PAGE_CACHE_COUNTERS: [&str; 9] = [
+    "Rss:",
+    "Pss:",
+    "Pss_Dirty:",
+    "Shared_Clean:",
+    "Shared_Dirty:",
+    "Private_Clean:",
+    "Private_Dirty:",
+    "Referenced:",
+    "Locked:",
+];
+
+impl Flat {
+    fn plain(text: String) -> Flat {
+        Flat { text, addr: None, page_cache: false }
+    }
+
+    /// What two lines must share to compare equal (besides the address rule).
+    fn key(&self) -> &str {
+        if self.page_cache {
+            self.text.split_once(' ').map_or(&self.text, |(label, _)| label)
+        } else {
+            &self.text
+        }
+    }
 }
 
 fn flatten(o: &Output) -> Vec<Flat> {
@@ -306,13 +381,27 @@ fn flatten(o: &Output) -> Vec<Flat> {
                     Value::Addr(a) => Some((*line, op.clone(), *a)),
                     _ => None,
                 };
-                v.push(Flat { text: format!("L{line} {op} = {value}"), addr });
+                v.push(Flat { text: format!("L{line} {op} = {value}"), addr, page_cache: false });
             }
             Entry::Maps(lines) => {
-                v.push(Flat { text: "MAPS".into(), addr: None });
-                v.extend(lines.iter().map(|l| Flat { text: l.clone(), addr: None }));
-                v.push(Flat { text: "END".into(), addr: None });
+                v.push(Flat::plain("MAPS".into()));
+                v.extend(lines.iter().map(|l| Flat::plain(l.clone())));
+                v.push(Flat::plain("END".into()));
             }
+            Entry::Smaps(lines) => {
+                v.push(Flat::plain("SMAPS".into()));
+                let mut file = false;
+                for l in lines {
+                    if let Ok(h) = l.parse::<vmspace_proc::MapsLine>() {
+                        file =
+                            matches!(&h.name, Some(vmspace_proc::MapsName::Other(n)) if n.starts_with("fd="));
+                    }
+                    let page_cache = file && PAGE_CACHE_COUNTERS.iter().any(|c| l.starts_with(c));
+                    v.push(Flat { text: l.clone(), addr: None, page_cache });
+                }
+                v.push(Flat::plain("END".into()));
+            }
+            Entry::Text { line, op, text } => v.push(Flat::plain(format!("L{line} {op} = {text}"))),
         }
     }
     v
@@ -354,7 +443,7 @@ pub fn compare(left: &Output, right: &Output, arena: Arena, names: (&str, &str))
     for i in 0..l.len().max(r.len()) {
         let same = match (l.get(i), r.get(i)) {
             (Some(a), Some(b)) => {
-                a.text == b.text
+                a.key() == b.key()
                     || matches!((&a.addr, &b.addr), (Some((la, lo, x)), Some((ra, ro, y)))
                         if la == ra && lo == ro && !arena.contains(*x) && !arena.contains(*y))
             }
@@ -431,6 +520,40 @@ mod tests {
             Output::parse("L1 mmap = 0x0000000000000005").unwrap().entries[0],
             Entry::Call { line: 1, op: "mmap".into(), value: Value::Addr(5) }
         );
+    }
+
+    #[test]
+    fn smaps_blocks_and_query_answers_round_trip_and_compare() {
+        let rec = |rss: &str| {
+            vec![
+                "200000000000-200000001000 rw-p 00000000 00:00 1                          fd=f".to_string(),
+                format!("Rss:            {rss:>8} kB"),
+                "Anonymous:             0 kB".to_string(),
+            ]
+        };
+        let o = Output {
+            entries: vec![
+                Entry::Text { line: 1, op: "query".into(), text: "outside".into() },
+                Entry::Call { line: 2, op: "query".into(), value: Value::Err(Errno::ENOENT) },
+                Entry::Smaps(rec("4")),
+            ],
+        };
+        let text = o.render();
+        assert!(text.starts_with("L1 query = outside\nL2 query = -ENOENT\nSMAPS\n"), "{text}");
+        assert_eq!(Output::parse(&text).unwrap(), o);
+        // A script file's page-cache counters compare by label; anonymous records and other lines exactly.
+        let mut p = o.clone();
+        p.entries[2] = Entry::Smaps(rec("16"));
+        assert_eq!(compare(&o, &p, Arena::default(), ("a", "b")), None);
+        let anon = |rss: &str| {
+            let mut r = rec(rss);
+            r[0] = "200000000000-200000001000 rw-p 00000000 00:00 0 ".into();
+            Entry::Smaps(r)
+        };
+        let (mut x, mut y) = (o.clone(), o);
+        x.entries[2] = anon("4");
+        y.entries[2] = anon("16");
+        assert_eq!(compare(&x, &y, Arena::default(), ("a", "b")).unwrap().index, 4);
     }
 
     #[test]

@@ -11,7 +11,7 @@ use vmspace_abi::{Advice, MapFlags, MremapFlags, Prot};
 
 use crate::ast::{Fd, Op, Script};
 use crate::output::{Arena, Entry, Output, Value};
-use vmspace_proc::{MapsLine, MapsName};
+use vmspace_proc::{MapsLine, MapsName, Perms, QueryAnswer, QueryRequest};
 
 /// Why a `fill` or `check` did not complete.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -163,6 +163,21 @@ pub trait Target {
     /// overlap the arena).
     fn maps(&mut self) -> String;
 
+    /// The `/proc/self/smaps` text of the current address space: at least the records of the VMAs that
+    /// overlap the arena (the driver keeps only those).
+    fn smaps(&mut self) -> String;
+
+    /// `ioctl(PROCMAP_QUERY)` on `/proc/self/maps` with the request's `size`, `query_flags`, `query_addr` and
+    /// `vma_name_size`; a non-zero `vma_name_size` comes with a non-zero placeholder `vma_name_addr` for which
+    /// the target substitutes a buffer of its own of that capacity (at least what the kernel may write). No
+    /// build-ID buffer. The answer with the name copied out, or the errno.
+    fn query(&mut self, req: &QueryRequest) -> Result<QueryAnswer, Errno>;
+
+    /// The device (major, minor) and inode of the script file NAME as the target's `stat` shows them (the
+    /// kernel: `fstat` of its descriptor; the engine: its model file's), so that an answer without a name can
+    /// be recognised as a mapping of it. `None` if the file was never created.
+    fn file_id(&self, name: &str) -> Option<(u32, u32, u64)>;
+
     /// The path that maps lines show for the script file NAME (for the kernel, the temporary file's path; for
     /// the engine, its model file's name), so that the driver can canonicalise it to `fd=NAME`. `None` if the
     /// file was never created.
@@ -288,8 +303,17 @@ impl<T: Target, F: FnMut(u64)> Target for Observed<T, F> {
     fn maps(&mut self) -> String {
         self.count().maps()
     }
+    fn smaps(&mut self) -> String {
+        self.count().smaps()
+    }
+    fn query(&mut self, req: &QueryRequest) -> Result<QueryAnswer, Errno> {
+        self.count().query(req)
+    }
     fn file_path(&self, name: &str) -> Option<String> {
         self.inner.file_path(name)
+    }
+    fn file_id(&self, name: &str) -> Option<(u32, u32, u64)> {
+        self.inner.file_id(name)
     }
 }
 
@@ -298,9 +322,7 @@ impl<T: Target, F: FnMut(u64)> Target for Observed<T, F> {
 /// declaration order. A line that does not parse is kept verbatim (it will show up in a comparison).
 pub fn canonical_maps(text: &str, arena: Arena, files: &[(String, String)]) -> Vec<String> {
     let mut out = Vec::new();
-    // Objects without a path of their own (shmem behind shared anonymous mappings, hugetlbfs behind
-    // MAP_HUGETLB), keyed by (name, device, inode), in order of first appearance in this block.
-    let mut objects: Vec<(String, u32, u32, u64)> = Vec::new();
+    let mut objects = Vec::new();
     for raw in text.lines() {
         let Ok(mut l) = raw.parse::<MapsLine>() else {
             out.push(raw.to_string());
@@ -309,6 +331,19 @@ pub fn canonical_maps(text: &str, arena: Arena, files: &[(String, String)]) -> V
         if !arena.overlaps(l.start, l.end) {
             continue;
         }
+        canonical_line(&mut l, files, &mut objects);
+        out.push(l.to_string());
+    }
+    out
+}
+
+/// Objects without a path of their own (shmem behind shared anonymous mappings, hugetlbfs behind
+/// MAP_HUGETLB), keyed by (name, device, inode), in order of first appearance in one block.
+type Objects = Vec<(String, u32, u32, u64)>;
+
+/// Canonicalises one maps line (or smaps header) of a block whose objects so far are `objects`.
+fn canonical_line(l: &mut MapsLine, files: &[(String, String)], objects: &mut Objects) {
+    {
         if let Some(MapsName::Path { path, deleted }) = &l.name
             && let Some(idx) = files.iter().position(|(_, p)| p == path)
         {
@@ -337,18 +372,117 @@ pub fn canonical_maps(text: &str, arena: Arena, files: &[(String, String)]) -> V
                 l.dev_minor = 0;
             }
         }
-        out.push(l.to_string());
+    }
+}
+
+/// The records of an smaps text that overlap `arena` (and contain `at`, if given), their lines canonical
+/// (module [`crate::output`]): headers as maps lines, the rest verbatim. A text that does not parse is kept
+/// whole, verbatim (it will show up in a comparison).
+pub fn canonical_smaps(text: &str, arena: Arena, at: Option<u64>, files: &[(String, String)]) -> Vec<String> {
+    let records = match vmspace_proc::parse_smaps(text) {
+        Ok(r) => r,
+        Err(_) => return text.lines().map(str::to_string).collect(),
+    };
+    let mut objects = Vec::new();
+    let mut out = Vec::new();
+    for mut r in records {
+        let h = &r.header;
+        if !arena.overlaps(h.start, h.end) || at.is_some_and(|a| a < h.start || a >= h.end) {
+            continue;
+        }
+        canonical_line(&mut r.header, files, &mut objects);
+        let mut s = String::new();
+        r.render_into(&mut s);
+        out.extend(s.lines().map(str::to_string));
     }
     out
 }
 
+/// The printed value of a query answer (module [`crate::output`]): `outside` when it does not overlap the
+/// arena, else the answer's columns, canonical.
+///
+/// An answer without a name (no name buffer, or an anonymous VMA) that maps a script file (its device and
+/// inode are one of `ids`, `(NAME, (major, minor, inode))`) prints as that file's maps line would, without
+/// the name; one of another object with an inode (shmem, hugetlbfs) prints device `00:00` and inode `1`.
+pub fn canonical_query(
+    a: &QueryAnswer,
+    arena: Arena,
+    files: &[(String, String)],
+    ids: &[(String, (u32, u32, u64))],
+) -> String {
+    if !arena.overlaps(a.vma_start, a.vma_end) {
+        return "outside".into();
+    }
+    let mut l = MapsLine::anon(
+        a.vma_start,
+        a.vma_end,
+        Perms {
+            read: a.vma_flags & 1 != 0,
+            write: a.vma_flags & 2 != 0,
+            exec: a.vma_flags & 4 != 0,
+            shared: a.vma_flags & 8 != 0,
+        },
+    );
+    l.offset = a.vma_offset;
+    l.dev_major = a.dev_major;
+    l.dev_minor = a.dev_minor;
+    l.inode = a.inode;
+    l.name = a.name.as_deref().map(|n| MapsName::parse(n).unwrap_or(MapsName::Other(n.to_string())));
+    canonical_line(&mut l, files, &mut Vec::new());
+    if l.name.is_none() && l.inode != 0 {
+        let id = (l.dev_major, l.dev_minor, l.inode);
+        l.inode = ids.iter().position(|(_, i)| *i == id).map_or(1, |k| k as u64 + 1);
+        l.dev_major = 0;
+        l.dev_minor = 0;
+    }
+    let name = l.name.take();
+    let cols = l.to_string();
+    match name {
+        Some(n) => format!("{} {} {n}", cols.trim_end(), a.vma_page_size),
+        None => format!("{} {}", cols.trim_end(), a.vma_page_size),
+    }
+}
+
+/// The script's files as `(NAME, path)`, for the canonicalisations.
+fn files_of<T: Target + ?Sized>(script: &Script, target: &T) -> Vec<(String, String)> {
+    script.file_names().into_iter().filter_map(|n| target.file_path(n).map(|p| (n.to_string(), p))).collect()
+}
+
 fn maps_entry<T: Target + ?Sized>(script: &Script, target: &mut T, arena: Arena) -> Entry {
-    let files: Vec<(String, String)> = script
-        .file_names()
-        .into_iter()
-        .filter_map(|n| target.file_path(n).map(|p| (n.to_string(), p)))
-        .collect();
+    let files = files_of(script, target);
     Entry::Maps(canonical_maps(&target.maps(), arena, &files))
+}
+
+/// The answer as the caller's struct holds it after the call: the kernel copies back only the first
+/// `min(size, 104)` bytes of `struct procmap_query` (`do_procmap_query`'s last `copy_to_user`), so a field
+/// at or past `size` keeps the caller's zero and one that `size` cuts through only its low bytes.
+fn as_returned(mut a: QueryAnswer, size: u64) -> QueryAnswer {
+    let keep = usize::try_from(size).unwrap_or(usize::MAX);
+    let cut = |v: u64, off: usize, width: usize| -> u64 {
+        let bytes = keep.saturating_sub(off).min(width);
+        if bytes >= 8 { v } else { v & ((1u64 << (8 * bytes)) - 1) }
+    };
+    a.vma_start = cut(a.vma_start, 24, 8);
+    a.vma_end = cut(a.vma_end, 32, 8);
+    a.vma_flags = cut(a.vma_flags, 40, 8);
+    a.vma_page_size = cut(a.vma_page_size, 48, 8);
+    a.vma_offset = cut(a.vma_offset, 56, 8);
+    a.inode = cut(a.inode, 64, 8);
+    a.dev_major = cut(u64::from(a.dev_major), 72, 4) as u32;
+    a.dev_minor = cut(u64::from(a.dev_minor), 76, 4) as u32;
+    a
+}
+
+/// The request of a `query` op: the name buffer's address is a placeholder the target replaces.
+fn query_request(addr: u64, flags: u64, size: u64, name: u32) -> QueryRequest {
+    QueryRequest {
+        size,
+        flags,
+        addr,
+        vma_name_size: name,
+        vma_name_addr: if name == 0 { 0 } else { 0x1000 },
+        ..QueryRequest::default()
+    }
 }
 
 /// Runs `script` on `target` with the default arena. See [`run_in`].
@@ -402,6 +536,35 @@ pub fn run_in<T: Target + ?Sized>(script: &Script, target: &mut T, arena: Arena)
                 let e = maps_entry(script, target, arena);
                 out.entries.push(e);
                 continue;
+            }
+            Op::Smaps { addr } => {
+                let files = files_of(script, target);
+                let text = target.smaps();
+                out.entries.push(Entry::Smaps(canonical_smaps(&text, arena, *addr, &files)));
+                continue;
+            }
+            Op::Query { addr, flags, size, name } => {
+                let covering = flags & vmspace_proc::query::PROCMAP_QUERY_COVERING_OR_NEXT_VMA != 0;
+                match target.query(&query_request(*addr, *flags, *size, *name)) {
+                    Ok(a) => {
+                        let a = as_returned(a, *size);
+                        let files = files_of(script, target);
+                        let ids: Vec<(String, (u32, u32, u64))> = script
+                            .file_names()
+                            .into_iter()
+                            .filter_map(|n| target.file_id(n).map(|i| (n.to_string(), i)))
+                            .collect();
+                        let text = canonical_query(&a, arena, &files, &ids);
+                        out.entries.push(Entry::Text { line: l.line, op: "query".into(), text });
+                        continue;
+                    }
+                    Err(Errno::ENOENT) if covering => {
+                        let text = "outside".to_string();
+                        out.entries.push(Entry::Text { line: l.line, op: "query".into(), text });
+                        continue;
+                    }
+                    Err(e) => Value::Err(e),
+                }
             }
         };
         out.entries.push(Entry::Call { line: l.line, op: l.op.keyword().to_string(), value });
@@ -536,8 +699,17 @@ mod tests {
             )
             .into()
         }
+        fn smaps(&mut self) -> String {
+            String::new()
+        }
+        fn query(&mut self, req: &QueryRequest) -> Result<QueryAnswer, Errno> {
+            if req.addr == 0 { Err(Errno::ENOENT) } else { Err(Errno::EINVAL) }
+        }
         fn file_path(&self, name: &str) -> Option<String> {
             (name == "a").then(|| "/tmp/x/a".to_string())
+        }
+        fn file_id(&self, name: &str) -> Option<(u32, u32, u64)> {
+            (name == "a").then_some((8, 1, 4242))
         }
     }
 

@@ -313,10 +313,15 @@ impl Mm {
     /// caller holds the mmap lock.
     pub(crate) fn gup_page(&self, v: V, addr: u64, write: bool) -> Result<(), FaultError> {
         let access = if write { Access::Write } else { Access::Read };
-        if self.page_table().access(addr, access).is_ok() {
-            return Ok(());
+        // follow_page_pte: a page mapped with the access needed is taken as it is (GUP does not set the
+        // entry's accessed or dirty bits; FOLL_TOUCH below marks the page itself).
+        let pte = self.page_table().pte(addr);
+        if !pte.is_hw_present() || (write && !pte.is_write()) {
+            self.handle_vma_fault(v, addr, access, FaultLock::Mmap)?;
         }
-        self.handle_vma_fault(v, addr, access, FaultLock::Mmap).map(|_| ())
+        // `__get_user_pages` follows the page again after a fault; FOLL_TOUCH marks it accessed.
+        self.page_table().gup_touch(addr, write, v.fl().intersects(VmFlags::LOCKED));
+        Ok(())
     }
 
     /// The same access made through GUP (`process_vm_readv`/`writev`, as the op-script `touch` does on the

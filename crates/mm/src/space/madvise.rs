@@ -36,8 +36,10 @@
 //! * `WILLNEED`: anonymous memory without `CONFIG_SWAP` EBADF; else success (readahead has no backing store to
 //!   read from here: no page changes).
 //! * `COLD`, `PAGEOUT`: `can_madv_lru_vma` (not `VM_LOCKED | VM_PFNMAP | VM_HUGETLB`) or EINVAL; then the
-//!   pages the range maps alone are marked old and unreferenced (`PageTable::mkold_range`); deactivation and
-//!   reclaim (no LRU, no swap device) are not modelled: the pages stay mapped with their contents.
+//!   pages the range maps alone lose `PG_referenced`, and for `COLD` their accessed bits
+//!   (`PageTable::mkold_range`: `PAGEOUT` keeps them); an anonymous page `PAGEOUT` could not swap out comes
+//!   back active. Deactivation and reclaim (no LRU, no swap device) are not modelled: the pages stay mapped
+//!   with their contents (Linux unmaps the file and shmem pages it reclaims: docs/DIVERGENCES.md).
 //! * `DONTNEED`, `DONTNEED_LOCKED`, `FREE`: `madvise_dontneed_free_valid_vma` (`VM_PFNMAP`, and `VM_LOCKED`
 //!   unless `DONTNEED_LOCKED`, EINVAL; hugetlb: `FREE` EINVAL, the start must be huge-page aligned (EINVAL)
 //!   and the end is rounded down); then `FREE` needs anonymous memory (EINVAL). `DONTNEED` zaps the range
@@ -430,7 +432,7 @@ impl Mm {
                 if flags.intersects(VmFlags::LOCKED | VmFlags::PFNMAP | VmFlags::HUGETLB) {
                     return Err(Errno::EINVAL);
                 }
-                self.page_table().mkold_range(start, end);
+                self.page_table().mkold_range(start, end, advice == Advice::PAGEOUT);
                 Ok(())
             }
             Advice::FREE | Advice::DONTNEED | Advice::DONTNEED_LOCKED => {

@@ -219,6 +219,10 @@ impl MmWrite<'_> {
         debug_assert!(delta >= 0 || self.st.locked_vm >= delta.unsigned_abs(), "locked_vm would underflow");
         self.st.locked_vm = self.st.locked_vm.wrapping_add_signed(delta);
         self.set_flags(t, newflags);
+        if newflags.intersects(VmFlags::LOCKED) != oldflags.intersects(VmFlags::LOCKED) {
+            // mlock_vma_pages_range: the pages already mapped are mlocked or munlocked.
+            self.page_table().mlock_range(t.start(), t.end(), newflags.intersects(VmFlags::LOCKED));
+        }
         Ok(t.end())
     }
 
