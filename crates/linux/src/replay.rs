@@ -1752,8 +1752,14 @@ mod tests {
         for seed in 0..12 {
             let s = vmspace_script::generate(seed, &cfg);
             let o = replay_kernel(&s).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
-            let calls = o.entries.iter().filter(|e| matches!(e, Entry::Call { .. })).count();
-            let expected = s.lines.iter().filter(|l| l.op != vmspace_script::Op::Maps).count();
+            // One result line per op but `maps` and `smaps` (blocks): a call's value or a query's answer.
+            let calls =
+                o.entries.iter().filter(|e| matches!(e, Entry::Call { .. } | Entry::Text { .. })).count();
+            let expected = s
+                .lines
+                .iter()
+                .filter(|l| !matches!(l.op, vmspace_script::Op::Maps | vmspace_script::Op::Smaps { .. }))
+                .count();
             assert_eq!(calls, expected, "seed {seed}");
             // Every maps line in the output lies in the arena and parses.
             for l in last_maps(&o) {
