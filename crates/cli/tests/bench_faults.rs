@@ -3,31 +3,15 @@
 //! setting, each with finite measurements and the engine's per-VMA-lock counters, and a verdict over every
 //! target.
 
-use serde_json::Value;
+mod common;
+
+use common::{median, run_judged_bench};
 use std::collections::BTreeSet;
 use std::process::Command;
 
-fn median(r: &Value, metric: &str) -> f64 {
-    r["summary"][metric]["median"].as_f64().unwrap_or_else(|| panic!("{}: no {metric}", r["label"]))
-}
-
 #[test]
 fn quick_json_has_the_shared_schema_and_every_row() {
-    let out = Command::new(env!("CARGO_BIN_EXE_vmspace"))
-        .args(["bench", "faults", "--quick", "--json", "-"])
-        .output()
-        .expect("run vmspace");
-    // Exit status 0 when every target is met, 1 when one is missed (a smoke run on a busy machine may miss).
-    let code = out.status.code();
-    assert!(matches!(code, Some(0 | 1)), "vmspace failed: {}", String::from_utf8_lossy(&out.stderr));
-    let set: Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
-    assert_eq!(set["schema"], "vmspace.report.v1");
-    assert!(set["command"].as_str().unwrap().contains("bench faults --quick --json -"));
-    let verdict = &set["verdict"];
-    assert_eq!(verdict["passed"].as_bool(), Some(code == Some(0)), "{verdict}");
-    let (met, missed) = (verdict["met"].as_u64().unwrap(), verdict["missed"].as_u64().unwrap());
-    let table = String::from_utf8_lossy(&out.stderr);
-    assert!(table.contains(&format!("verdict: {met} met, {missed} missed")), "{table}");
+    let set = run_judged_bench("faults");
 
     let mut rows = BTreeSet::new();
     let mut targets = 0;
@@ -85,7 +69,8 @@ fn quick_json_has_the_shared_schema_and_every_row() {
     assert_eq!(rows.len(), 12);
     // 2 threads over 1 without and with the mapper, mmap-lock over per-vma at T=1 and T=2, engine over kernel.
     assert_eq!(targets, 5);
-    assert_eq!(met + missed, 5);
+    let verdict = &set["verdict"];
+    assert_eq!(verdict["met"].as_u64().unwrap() + verdict["missed"].as_u64().unwrap(), 5, "{verdict}");
 }
 
 #[test]

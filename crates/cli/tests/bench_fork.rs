@@ -2,30 +2,15 @@
 //! schema with, for every count and page variant, the engine's tree-copy and re-insertion rows, their ratio,
 //! the kernel's row and the memory report, and a verdict over every target.
 
-use serde_json::Value;
+mod common;
+
+use common::{median, run_judged_bench};
 use std::collections::BTreeSet;
 use std::process::Command;
 
-fn median(r: &Value, metric: &str) -> f64 {
-    r["summary"][metric]["median"].as_f64().unwrap_or_else(|| panic!("{}: no {metric}", r["label"]))
-}
-
 #[test]
 fn quick_json_has_the_shared_schema_and_every_row() {
-    let out = Command::new(env!("CARGO_BIN_EXE_vmspace"))
-        .args(["bench", "fork", "--quick", "--json", "-"])
-        .output()
-        .expect("run vmspace");
-    let code = out.status.code();
-    assert!(matches!(code, Some(0 | 1)), "vmspace failed: {}", String::from_utf8_lossy(&out.stderr));
-    let set: Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
-    assert_eq!(set["schema"], "vmspace.report.v1");
-    assert!(set["command"].as_str().unwrap().contains("bench fork --quick --json -"));
-    let verdict = &set["verdict"];
-    assert_eq!(verdict["passed"].as_bool(), Some(code == Some(0)), "{verdict}");
-    let (met, missed) = (verdict["met"].as_u64().unwrap(), verdict["missed"].as_u64().unwrap());
-    let table = String::from_utf8_lossy(&out.stderr);
-    assert!(table.contains(&format!("verdict: {met} met, {missed} missed")), "{table}");
+    let set = run_judged_bench("fork");
 
     let (mut rows, mut ratios, mut memory) = (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
     let mut targets = 0;
@@ -90,7 +75,8 @@ fn quick_json_has_the_shared_schema_and_every_row() {
     // The 100,000-VMA rate (not measured here), the ratio at 121 and 1021 VMAs in both variants, bytes per VMA
     // at 1021 VMAs in both variants (smaller counts are not judged).
     assert_eq!(targets, 1 + 4 + 2);
-    assert_eq!(met + missed, 6, "{verdict}");
+    let verdict = &set["verdict"];
+    assert_eq!(verdict["met"].as_u64().unwrap() + verdict["missed"].as_u64().unwrap(), 6, "{verdict}");
 }
 
 #[test]
