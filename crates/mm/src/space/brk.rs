@@ -12,6 +12,8 @@
 //! is charged to `locked_vm` (`do_brk_flags`), and is populated afterwards (`mm_populate`, a write fault that
 //! gives the heap an anon_vma; nothing with `MCL_ONFAULT`). Shrinking uncharges through the unmap.
 
+use std::sync::atomic::Ordering;
+
 use super::VmFlags;
 use super::merge::Cand;
 use super::tree::NewVma;
@@ -25,7 +27,7 @@ impl Mm {
             match mm.try_brk(brk) {
                 Ok(populate) => (mm.st.brk, populate),
                 Err(_) => {
-                    mm.st.brk = origbrk;
+                    mm.set_brk(origbrk);
                     (origbrk, None)
                 }
             }
@@ -39,6 +41,14 @@ impl Mm {
 }
 
 impl MmWrite<'_> {
+    /// Moves the break: `mm->brk`, and its racy copy for the readers that hold no mmap lock.
+    pub(super) fn set_brk(&mut self, brk: u64) {
+        self.st.brk = brk;
+        // Relaxed: read racily by `Mm::maps_line_unlocked`, as the kernel reads `mm->brk` in
+        // `vma_is_initial_heap`; the mmap write lock orders the writers.
+        self.mm.brk_racy.store(brk, Ordering::Relaxed);
+    }
+
     /// The locked part of brk; `Ok` with the range to populate afterwards, if any.
     fn try_brk(&mut self, brk: u64) -> Result<Option<(u64, u64)>, Errno> {
         if brk < self.st.start_brk {
@@ -47,7 +57,7 @@ impl MmWrite<'_> {
         let newbrk = page_align(brk);
         let oldbrk = page_align(self.st.brk);
         if oldbrk == newbrk {
-            self.st.brk = brk;
+            self.set_brk(brk);
             return Ok(None);
         }
         if brk <= self.st.brk {
@@ -57,7 +67,7 @@ impl MmWrite<'_> {
                 _ => return Err(Errno::EINVAL),
             }
             self.reserve(3)?;
-            self.st.brk = brk;
+            self.set_brk(brk);
             self.gather_split(newbrk, oldbrk)?;
             self.remove_range(newbrk, oldbrk);
             return Ok(None);
@@ -131,7 +141,7 @@ impl MmWrite<'_> {
         if flags.intersects(VmFlags::LOCKED) {
             self.st.locked_vm += (newbrk - oldbrk) >> PAGE_SHIFT;
         }
-        self.st.brk = brk;
+        self.set_brk(brk);
         self.st.def_flags.intersects(VmFlags::LOCKED).then_some((oldbrk, newbrk - oldbrk))
     }
 }

@@ -8,6 +8,8 @@
 
 use vmspace_proc::{MapsLine, MapsName, Perms};
 
+use std::sync::atomic::Ordering;
+
 use super::VmFlags;
 use super::tree::VmaExt;
 use super::{FileKind, Mm, MmRead, config::PAGE_SHIFT};
@@ -39,34 +41,51 @@ impl Mm {
 impl MmRead<'_> {
     /// [`Mm::maps_line`] with the lock held.
     pub(crate) fn maps_line_locked(&self, v: &Vma) -> MapsLine {
-        let fl = v.fl();
-        let perms = Perms {
-            read: fl.intersects(VmFlags::READ),
-            write: fl.intersects(VmFlags::WRITE),
-            exec: fl.intersects(VmFlags::EXEC),
-            shared: fl.intersects(VmFlags::MAYSHARE),
-        };
-        let (start, end) = (v.start(), v.end());
-        let file = v.file();
-        let (offset, dev_major, dev_minor, inode) = match &file {
-            Some(f) => (v.pgoff() << PAGE_SHIFT, f.dev_major, f.dev_minor, f.inode),
-            None => (0, 0, 0, 0),
-        };
-        let name = match &file {
-            Some(f) if f.kind == FileKind::ShmemZero && v.anon_name().is_some() => {
-                Some(MapsName::AnonShmem(v.anon_name().as_deref().unwrap_or_default().to_string()))
-            }
-            Some(f) => Some(MapsName::Path { path: f.name.clone(), deleted: f.deleted }),
-            None => {
-                if start < self.st.brk && end > self.st.start_brk {
-                    Some(MapsName::Heap)
-                } else if start <= self.cfg.start_stack && end >= self.cfg.start_stack {
-                    Some(MapsName::Stack)
-                } else {
-                    v.anon_name().as_deref().map(|n| MapsName::Anon(n.to_string()))
-                }
-            }
-        };
-        MapsLine { start, end, perms, offset, dev_major, dev_minor, inode, name }
+        maps_line_of(v, self.st.start_brk, self.st.brk, self.cfg.start_stack)
     }
+}
+
+impl Mm {
+    /// The maps line of a VMA the caller holds by its own read lock, without the mmap lock: the heap test
+    /// reads `mm->start_brk` and `mm->brk` racily, as `vma_is_initial_heap` does (a per-VMA reader must
+    /// not take the mmap lock while it holds a VMA lock: a writer holding the mmap write lock waits in
+    /// `vma_start_write` for that very VMA's readers).
+    pub(crate) fn maps_line_unlocked(&self, v: &Vma) -> MapsLine {
+        // Relaxed: a value read as the kernel reads it, with no data behind it (stored by `set_brk`).
+        let brk = self.brk_racy.load(Ordering::Relaxed);
+        maps_line_of(v, self.start_brk_racy, brk, self.cfg.start_stack)
+    }
+}
+
+/// `show_map_vma` of `v` with the mm-wide values the name depends on.
+fn maps_line_of(v: &Vma, start_brk: u64, brk: u64, start_stack: u64) -> MapsLine {
+    let fl = v.fl();
+    let perms = Perms {
+        read: fl.intersects(VmFlags::READ),
+        write: fl.intersects(VmFlags::WRITE),
+        exec: fl.intersects(VmFlags::EXEC),
+        shared: fl.intersects(VmFlags::MAYSHARE),
+    };
+    let (start, end) = (v.start(), v.end());
+    let file = v.file();
+    let (offset, dev_major, dev_minor, inode) = match &file {
+        Some(f) => (v.pgoff() << PAGE_SHIFT, f.dev_major, f.dev_minor, f.inode),
+        None => (0, 0, 0, 0),
+    };
+    let name = match &file {
+        Some(f) if f.kind == FileKind::ShmemZero && v.anon_name().is_some() => {
+            Some(MapsName::AnonShmem(v.anon_name().as_deref().unwrap_or_default().to_string()))
+        }
+        Some(f) => Some(MapsName::Path { path: f.name.clone(), deleted: f.deleted }),
+        None => {
+            if start < brk && end > start_brk {
+                Some(MapsName::Heap)
+            } else if start <= start_stack && end >= start_stack {
+                Some(MapsName::Stack)
+            } else {
+                v.anon_name().as_deref().map(|n| MapsName::Anon(n.to_string()))
+            }
+        }
+    };
+    MapsLine { start, end, perms, offset, dev_major, dev_minor, inode, name }
 }

@@ -226,6 +226,10 @@ pub struct Mm {
     vmstat: crate::vma::VmaLockStats,
     /// [`FaultMode`] as a number (per-Mm default of [`Mm::fault`]).
     fault_mode: AtomicU32,
+    /// `mm->brk` as the readers without the mmap lock see it (`MmWrite::set_brk` stores it).
+    brk_racy: AtomicU64,
+    /// `mm->start_brk`, which never moves after the address space is made.
+    start_brk_racy: u64,
 }
 
 /// The mmap write lock held: the address space's view for the calls that change VMAs. Dereferences to the
@@ -321,6 +325,7 @@ impl Mm {
             stash: Vec::new(),
             map_count: parts.map_count,
         };
+        let (brk, start_brk) = (st.brk, st.start_brk);
         Mm {
             pkru: AtomicU32::new(parts.pkru.unwrap_or(if cfg.pku { pkeys::INIT_PKRU } else { 0 })),
             next_shmem_ino: AtomicU64::new(parts.next_shmem_ino.unwrap_or(1)),
@@ -332,6 +337,8 @@ impl Mm {
             mem,
             vmstat: crate::vma::VmaLockStats::new(),
             fault_mode: AtomicU32::new(0),
+            brk_racy: AtomicU64::new(brk),
+            start_brk_racy: start_brk,
         }
     }
 

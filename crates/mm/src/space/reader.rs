@@ -139,11 +139,12 @@ impl<'a> ProcReader<'a> {
     }
 
     /// The maps line of a held VMA: under the mmap lock directly; under a VMA lock with the mm-wide values
-    /// (the break) read under a short mmap read lock.
+    /// (the break) read racily, never under the mmap lock (`Mm::maps_line_unlocked`: taking it while holding
+    /// the VMA lock deadlocks against a writer waiting for this VMA's readers).
     fn line_of(&self, h: &Held<'_, '_>) -> MapsLine {
         match h {
             Held::Locked(r, v) => r.maps_line_locked(v),
-            Held::Vma(g) => self.mm.read_locked(|r| r.maps_line_locked(g)),
+            Held::Vma(g) => self.mm.maps_line_unlocked(g),
         }
     }
 
