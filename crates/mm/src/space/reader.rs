@@ -19,7 +19,8 @@
 //!   `lock_next_vma`): each VMA is found under RCU and read-locked on its own (`vma_start_read`); when that
 //!   fails (a writer holds the VMA) the reader falls back to the mmap read lock for that one step
 //!   (`lock_next_vma`'s fallback). The mm-wide values a record reads besides its VMA (the break, for
-//!   `[heap]`) are read under a short mmap read lock, where the kernel reads them racily.
+//!   `[heap]`) are read racily, as the kernel reads them: a reader holding a VMA lock never waits for the
+//!   mmap lock, whose writer may be waiting in `vma_start_write` for that VMA's readers.
 //!
 //! A third mode, lockless (seqcount-validated VMA copies, page tables walked under RCU,
 //! `PageTable::smaps_range_lockless`), fits the same API: every record function takes the VMA it renders as
