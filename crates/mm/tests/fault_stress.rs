@@ -233,9 +233,6 @@ fn fault_threads_keep_their_writes_mmap_lock() {
 /// instructions wide: this run rarely hits it; the test holds the semantics, the lock order is argued in
 /// `vmspace_pgtable::PageCache::punch_hole`.)
 #[test]
-#[ignore = "known engine bug, open: in about one run of four a file frame removed by the punch is left with \
-            refcount 0, unreleased and not free (check_memory: leaked, flags REFERENCED, mapping 0); run with \
-            `cargo test -p vmspace-mm --test fault_stress -- --ignored` while fixing it"]
 fn hole_punch_vs_faults() {
     let mem = Memory::new(MemoryConfig::default());
     let mm = Mm::with_memory(MmConfig::default(), mem);

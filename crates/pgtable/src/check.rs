@@ -16,15 +16,22 @@ use crate::{FrameFlags, Memory, PageCache, PageTable, Pfn, VA_END};
 /// table and page cache of the memory, with nothing running on any of them (module docs). Waits for grace
 /// periods first, so that released frames and tables are free. The first violation found is the error.
 pub fn check_memory(mem: &Memory, pts: &[&PageTable], caches: &[&PageCache]) -> Result<(), String> {
-    // A freed object's deferred drop may itself free pages a grace period later (a VMA's file reference, dropped
-    // after its grace period, can be a page cache's last, whose eviction gathers its frames): wait until nothing
-    // is pending, a few grace periods at most.
-    for _ in 0..8 {
+    // Wait until nothing is pending, for ten seconds at most. A freed object's deferred drop may itself free
+    // pages a grace period later (a VMA's file reference, dropped after its grace period, can be a page cache's
+    // last, whose eviction gathers its frames); and a thread that has just finished may not have handed its
+    // retired batch to the shared queue yet: `thread::scope` and `JoinHandle::join` return once the thread's
+    // closure has returned, before its thread-local destructors (which queue the batch) have run, so a few
+    // back-to-back grace periods can all end before that batch exists. Sleep between the tries to let it
+    // appear.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
         vmspace_rcu::synchronize();
         let s = mem.stats();
-        if s.frames_pending_free == 0 && s.tables_pending_free == 0 {
+        if (s.frames_pending_free == 0 && s.tables_pending_free == 0) || std::time::Instant::now() >= deadline
+        {
             break;
         }
+        std::thread::sleep(std::time::Duration::from_millis(1));
     }
     let mut maps: HashMap<Pfn, u32> = HashMap::new();
     for pt in pts {
@@ -69,7 +76,10 @@ pub fn check_memory(mem: &Memory, pts: &[&PageTable], caches: &[&PageCache]) -> 
             ));
         }
         if m + c == 0 {
-            return Err(format!("frame {pfn:?} leaked: in use, neither mapped nor cached ({info:?})"));
+            return Err(format!(
+                "frame {pfn:?} leaked: in use, neither mapped nor cached ({info:?}; counters {:?})",
+                mem.stats()
+            ));
         }
         if let Some((id, index)) = slot
             && (info.mapping, info.index) != (id, index)
