@@ -139,8 +139,17 @@ impl MmWrite<'_> {
         if c.flags.intersects(VmFlags::SPECIAL) {
             return NewMerge::None;
         }
-        // The range is free (unmapped first, or found free), so one tree position gives both neighbours.
-        let (prev, next) = self.gap_neighbours(c.start);
+        // The range is free, so one tree position gives both neighbours; or (`MAP_FIXED`) it still holds the
+        // write-locked VMAs the new mapping replaces (`MmWrite::clear_for_replace`), and the neighbours are the
+        // VMAs around it.
+        let (prev, next) = match self.lookup(c.start) {
+            None => match self.gap_neighbours(c.start) {
+                // Part of the range still holds a VMA being replaced: the next neighbour lies beyond the end.
+                (p, Some(n)) if n.start() < c.end => (p, self.next_from(c.end)),
+                pn => pn,
+            },
+            Some(_) => (self.prev_of(c.start), self.next_from(c.end)),
+        };
         if prev.is_none() && next.is_none() {
             return NewMerge::None;
         }

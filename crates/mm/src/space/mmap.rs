@@ -296,19 +296,17 @@ impl MmWrite<'_> {
             }
             vm_flags |= VmFlags::ACCOUNT;
         }
-        if let Some(inside) = inside {
-            self.remove_from(inside, end);
-        }
-        // The file's mmap hook, after the old range is gone (`__mmap_setup` cleared it): a refusal leaves a hole.
-        if let Some(f) = file {
-            // ext4/xfs `daxdev_mapping_supported`: VM_SYNC only on DAX.
-            if f.kind == FileKind::Regular && vm_flags.intersects(VmFlags::SYNC) && !f.dax {
-                return Err(Errno::EOPNOTSUPP);
-            }
-            if hugetlb {
-                self.hugetlbfs_file_mmap(f, pgoff, len, vm_flags)?;
-                vm_flags |= VmFlags::HUGETLB | VmFlags::DONTEXPAND;
-            }
+        // The old VMAs lose their pages but stay in the tree, write-locked, until the new mapping's store takes
+        // their range over (`MmWrite::clear_for_replace`): no reader sees a gap there meanwhile.
+        let replaced = match inside {
+            Some(inside) => self.clear_for_replace(inside, end).1,
+            None => Vec::new(),
+        };
+        // The file's mmap hook, after the old range's pages are gone (`__mmap_setup` cleared them): a refusal
+        // leaves a hole.
+        if let Err(e) = self.mmap_hook(file, pgoff, len, &mut vm_flags) {
+            self.abort_replace(replaced);
+            return Err(e);
         }
         // `__mmap_complete`: special and hugetlb mappings are never locked.
         if vm_flags.intersects(VmFlags::SPECIAL | VmFlags::HUGETLB) {
@@ -331,6 +329,7 @@ impl MmWrite<'_> {
         let m = self.plan_new_merge(&c, false);
         if !m.is_none() {
             let v = self.apply_new_merge(m, addr, end, pgoff, &none, vm_flags);
+            self.free_replaced(replaced);
             self.mmap_lock_complete(v, len);
             return Ok(addr);
         }
@@ -348,8 +347,29 @@ impl MmWrite<'_> {
             anon: AnonState::EMPTY,
             name: None,
         });
+        self.free_replaced(replaced);
         self.mmap_lock_complete(v, len);
         Ok(addr)
+    }
+
+    /// The file's mmap hook (`call_mmap` / `mmap_prepare`): ext4/xfs refuse `VM_SYNC` without DAX
+    /// (`daxdev_mapping_supported`); hugetlbfs reserves its pages and marks the VMA.
+    fn mmap_hook(
+        &mut self,
+        file: Option<&Arc<VmFile>>,
+        pgoff: u64,
+        len: u64,
+        vm_flags: &mut VmFlags,
+    ) -> Result<(), Errno> {
+        let Some(f) = file else { return Ok(()) };
+        if f.kind == FileKind::Regular && vm_flags.intersects(VmFlags::SYNC) && !f.dax {
+            return Err(Errno::EOPNOTSUPP);
+        }
+        if f.kind == FileKind::Hugetlb {
+            self.hugetlbfs_file_mmap(f, pgoff, len, *vm_flags)?;
+            *vm_flags |= VmFlags::HUGETLB | VmFlags::DONTEXPAND;
+        }
+        Ok(())
     }
 
     /// `__mmap_complete`'s mlock part: a locked VMA is charged `len` to `locked_vm`, or loses its lock bits

@@ -108,6 +108,43 @@ impl MmWrite<'_> {
 
     /// [`MmWrite::remove_range`] from `inside`, the first VMA of the range, to `end`.
     pub(crate) fn remove_from(&mut self, inside: V, end: u64) -> Gathered {
+        let (g, gone) = self.take_out(inside, end, false);
+        debug_assert!(gone.is_empty());
+        g
+    }
+
+    /// The munmap half of a `MAP_FIXED` mapping over `[inside.start(), end)` (`mm/vma.c: __mmap_region`:
+    /// `vms_gather_munmap_vmas`, `vms_clean_up_area`): the VMAs of the range are write-locked, leave their
+    /// files' registries and lose their pages and tables, but stay in the tree until the new mapping's store
+    /// overwrites their range, so that a reader walking the tree under RCU never sees a gap where memory stays
+    /// mapped: it finds the old VMAs write-locked, falls back to (or, lockless, retries until) the end of the
+    /// call, and sees the new one. The caller then stores the new VMA (or a merge) over the range and hands the
+    /// returned VMAs to [`MmWrite::free_replaced`], or, if the mapping fails after all, to
+    /// [`MmWrite::abort_replace`].
+    pub(crate) fn clear_for_replace(&mut self, inside: V, end: u64) -> (Gathered, Vec<V>) {
+        self.take_out(inside, end, true)
+    }
+
+    /// Detaches and frees the VMAs [`MmWrite::clear_for_replace`] left in the tree, once a new store has taken
+    /// their whole range over (`vms_complete_munmap_vmas`).
+    pub(crate) fn free_replaced(&mut self, gone: Vec<V>) {
+        for v in gone {
+            self.free_detached(v);
+        }
+    }
+
+    /// A mapping failed after [`MmWrite::clear_for_replace`] (its file's mmap hook refused it): the range, whose
+    /// pages are gone already, becomes a hole (`vms_abort_munmap_vmas` once the PTEs were cleared).
+    pub(crate) fn abort_replace(&mut self, gone: Vec<V>) {
+        let (Some(first), Some(last)) = (gone.first(), gone.last()) else { return };
+        self.unpublish_range(first.start(), last.end());
+        self.free_replaced(gone);
+    }
+
+    /// Takes the VMAs from `inside` up to `end` out of the address space (their pages and tables, their file
+    /// registrations, their charges); out of the tree too unless `keep_in_tree`, in which case they are
+    /// returned, write-locked and unregistered, for [`MmWrite::clear_for_replace`]'s caller.
+    fn take_out(&mut self, inside: V, end: u64, keep_in_tree: bool) -> (Gathered, Vec<V>) {
         let mut gone = vec![inside];
         let mut last = inside;
         while last.end() < end {
@@ -134,7 +171,15 @@ impl MmWrite<'_> {
         let ranges: Vec<(u64, u64)> = gone.iter().map(|v| (v.start(), v.end())).collect();
         let floor = self.prev_of(inside.start()).map_or(0, |p| p.end());
         let ceiling = self.next_from(last.end()).map_or(0, |n| n.start());
-        self.remove_span(&gone);
+        if keep_in_tree {
+            for &v in &gone {
+                self.write_lock_vma(v);
+                self.i_mmap_unregister(v);
+            }
+        } else {
+            self.remove_span(&gone);
+            gone.clear();
+        }
         // vms_clear_ptes: the pages and the tables of the range (the VMAs left their files' registries above).
         self.unmap_pages(&ranges, floor, ceiling);
         // hugetlb pages and reservations no mapping holds any more go back to the pool.
@@ -145,7 +190,7 @@ impl MmWrite<'_> {
             self.st.locked_vm
         );
         self.st.locked_vm = self.st.locked_vm.saturating_sub(g.locked);
-        g
+        (g, gone)
     }
 
     /// Pages of VM_ACCOUNT VMAs inside `[start, end)` after [`MmWrite::gather_split`].

@@ -550,11 +550,21 @@ impl MmWrite<'_> {
     /// Unregisters from its file, detaches and frees a write-locked `v` that the tree no longer maps (its range
     /// was cleared or taken over).
     pub(crate) fn detach_free(&mut self, v: V) {
-        debug_assert!(self.vmas_between(v.start(), v.end()).all(|t| !std::ptr::eq(t, v)));
         self.i_mmap_unregister(v);
+        self.free_detached(v);
+    }
+
+    /// Detaches and frees a write-locked `v` that the tree no longer maps and that left its file's registry.
+    pub(crate) fn free_detached(&mut self, v: V) {
+        debug_assert!(self.vmas_between(v.start(), v.end()).all(|t| !std::ptr::eq(t, v)));
         vma_mark_detached(self.locking(), v);
         self.vmas.pool.free(v);
         self.st.map_count -= 1;
+    }
+
+    /// Clears `[start, end)` in the tree (the caller reserved the store).
+    pub(crate) fn unpublish_range(&self, start: u64, end: u64) {
+        self.unpublish(start, end - 1).expect("tree store within reservation");
     }
 
     /// `__split_vma(vma, addr, new_below = 0)`: splits `v` at `addr` (strictly inside). `v` keeps the lower
