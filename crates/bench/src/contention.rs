@@ -53,7 +53,10 @@ use rand::{Rng, SeedableRng};
 use vmspace_linux::contention::{self, Config, ProcFile};
 use vmspace_linux::placement::Layout;
 use vmspace_linux::sys;
-use vmspace_mm::{MapFlags, Mm, MmConfig, PAGE_SIZE, ProcReader, Prot, ReaderMode};
+use vmspace_mm::{MapFlags, Mm, MmConfig, PAGE_SIZE, ProcReader, Prot};
+
+/// The engine's reader modes (re-exported for `vmspace report`, which does not depend on the engine).
+pub use vmspace_mm::ReaderMode;
 use vmspace_proc::QueryRequest;
 use vmspace_proc::query::PROCMAP_QUERY_COVERING_OR_NEXT_VMA;
 use vmspace_results::host::HostInfo;
