@@ -9,10 +9,10 @@
 //! `/proc/self/maps`). T reader threads (1, then every usable CPU), each pinned to its own CPU, repeat for the
 //! run's duration:
 //!
-//! - **maps**: render the whole maps text (engine: [`ProcReader::maps`] in the mode; kernel: open
+//! - **maps**: render the whole maps text (engine: [`vmspace_mm::ProcReader::maps`] in the mode; kernel: open
 //!   `/proc/self/maps` and `read()` it to the end in 128 KiB reads, discarding the text);
 //! - **query**: walk every VMA with PROCMAP_QUERY, `COVERING_OR_NEXT` from the previous answer's end, no name
-//!   buffer (engine: [`ProcReader::query`]; kernel: the ioctl on an open `/proc/self/maps`).
+//!   buffer (engine: [`vmspace_mm::ProcReader::query`]; kernel: the ioctl on an open `/proc/self/maps`).
 //!
 //! Metrics per run (per thread: the threads' mean): `maps_vmas_per_s` (VMAs rendered per second),
 //! `maps_per_s` (whole files), `query_ns` (ns per answer), `queries_per_s`. One `bench.contention.readers`
