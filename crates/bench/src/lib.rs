@@ -11,9 +11,13 @@
 //! - [`faults`]: `vmspace bench faults` (page faults per second, engine modes beside the live kernel);
 //! - [`fork`]: `vmspace bench fork` (fork against the VMA count, tree copy against re-insertion, beside the
 //!   live kernel; bytes per VMA and page-table bytes per page);
+//! - [`contention`]: `vmspace bench contention` (the proc-vs-map grid on the engine's reader modes beside the
+//!   live kernel) and [`readers`] (the readers' throughput);
+//! - [`race`]: the proc-maps-race checks on the engine (`vmspace race --engine`);
 //! - [`judge`]: targets judged by a benchmark, and their verdict;
 //! - [`plot`]: SVG plots of the results.
 
+pub mod contention;
 pub mod faults;
 pub mod fork;
 pub mod judge;
@@ -21,5 +25,7 @@ pub mod layout;
 pub mod measure;
 pub mod mm;
 pub mod plot;
+pub mod race;
 pub mod rangemap;
+pub mod readers;
 pub mod tree;

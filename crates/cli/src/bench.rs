@@ -12,6 +12,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 use vmspace_bench::tree::{Target, TreeConfig, render_table, run as run_tree};
 use vmspace_linux::args::{parse_duration, parse_list};
+use vmspace_mm::ReaderMode;
 use vmspace_results::report::Verdict;
 
 /// Memory one entry of the largest layout may take while `bench tree` runs: the layout itself, the structure
@@ -42,6 +43,68 @@ pub enum BenchCmd {
     /// is missed).
     #[command(after_long_help = common::EXIT_STATUS_HELP)]
     Fork(ForkArgs),
+    /// The proc-vs-map grid (`vmspace kernel contention --sweep`) on the engine beside the live kernel: a mapper
+    /// thread pinned to the first CPU maps and unmaps random pages of a populated region while a nice-15 scanner
+    /// thread reads maps, smaps, smaps_rollup or walks PROCMAP_QUERY through the engine's reader in each mode
+    /// (fs/proc/task_mmu.c), alone and beside a busy thread (B=2, B=0); the kernel's rows in the same run; the
+    /// readers' throughput (maps VMAs/s, ns per PROCMAP_QUERY) beside /proc/self/maps; judges the targets
+    /// (exit status 1 if one is missed).
+    #[command(after_long_help = common::EXIT_STATUS_HELP)]
+    Contention(ContentionArgs),
+}
+
+/// Arguments of `vmspace bench contention`.
+#[derive(Debug, Args)]
+pub struct ContentionArgs {
+    /// Runs per row (the median is reported) [default: 3; --quick: 1].
+    #[arg(long)]
+    samples: Option<usize>,
+    /// Length of each run (e.g. 2s, 500ms) [default: 2s; --quick: 100ms].
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<Duration>,
+    /// The mapper's populated region, MiB [default: 128; --quick: 4].
+    #[arg(long)]
+    region_mib: Option<usize>,
+    /// Pause between the mapper's calls, µs.
+    #[arg(long, default_value_t = 10)]
+    pause_us: u64,
+    /// The engine's reader modes, comma-separated (default: every mode this build has: mmap-lock, per-vma).
+    #[arg(long, value_delimiter = ',')]
+    modes: Option<Vec<ReaderMode>>,
+    /// The mapper's CPU (default: the first usable CPU).
+    #[arg(long)]
+    mapper_cpu: Option<usize>,
+    /// CPUs for scanners and busy threads, e.g. `1` or `1-3` (default: every other usable CPU).
+    #[arg(long, value_parser = cpu_list)]
+    others_cpus: Option<::std::vec::Vec<usize>>,
+    /// Leave out the live kernel's rows (grid and throughput).
+    #[arg(long)]
+    no_kernel: bool,
+    /// Leave out the reader-throughput measurement.
+    #[arg(long, conflicts_with = "throughput_only")]
+    no_throughput: bool,
+    /// Only the reader-throughput measurement (no grid).
+    #[arg(long)]
+    throughput_only: bool,
+    /// VMAs of the throughput's address spaces [default: 10000; --quick: 1000].
+    #[arg(long)]
+    vmas: Option<usize>,
+    /// Reader thread counts of the throughput, e.g. `1,2` [default: 1 and the number of usable CPUs].
+    #[arg(long, value_parser = parse_list)]
+    reader_threads: Option<::std::vec::Vec<usize>>,
+    /// A short run (1 run of 100 ms per row, 4 MiB region, throughput over 1,000 VMAs): a smoke test.
+    #[arg(long)]
+    quick: bool,
+    /// Run even if the regions would need more memory than this machine has available.
+    #[arg(long)]
+    force: bool,
+    /// Also write the results as JSON to FILE (`-`: JSON to standard output, the table to standard error).
+    #[arg(long, value_name = "FILE", alias = "json-file")]
+    json: Option<PathBuf>,
+}
+
+fn cpu_list(s: &str) -> Result<Vec<usize>, String> {
+    vmspace_linux::hostinfo::parse_cpu_list(s).ok_or_else(|| format!("bad CPU list {s:?} (e.g. 1 or 1-3,5)"))
 }
 
 /// Arguments of `vmspace bench fork`.
@@ -171,6 +234,7 @@ pub fn run(cmd: BenchCmd) -> Result<Status> {
         BenchCmd::Mm(args) => mm(args),
         BenchCmd::Faults(args) => faults(args),
         BenchCmd::Fork(args) => fork(args),
+        BenchCmd::Contention(args) => contention(args),
     }
 }
 
@@ -444,6 +508,101 @@ fn fork(args: ForkArgs) -> Result<Status> {
          re-insertion's fork call time over the tree copy's; kernel M VMAs dup/s = forks per second x VMAs, as the \
          __mt_dup series counts them"
     );
+    say!(text, "\ntargets:");
+    text.print(&vmspace_bench::judge::render(&results.targets));
+    let verdict = vmspace_bench::judge::verdict(&results.targets);
+    say!(text, "\nverdict: {}", verdict.line);
+    json.write(&results.set.clone().with_verdict(verdict.clone()))?;
+    if let JsonOut::File(p) = &json {
+        say!(text, "JSON written to {}", p.display());
+    }
+    Ok(Status::of(&verdict))
+}
+
+fn contention(args: ContentionArgs) -> Result<Status> {
+    use vmspace_bench::contention as bench;
+    let mut cfg = if args.quick { bench::ContentionConfig::quick() } else { bench::ContentionConfig::full() };
+    if let Some(s) = args.samples {
+        cfg.base.samples = s;
+    }
+    if let Some(d) = args.duration {
+        cfg.base.duration = d;
+    }
+    if let Some(m) = args.region_mib {
+        cfg.base.region_mib = m;
+    }
+    cfg.base.pause_us = args.pause_us;
+    cfg.base.mapper_cpu = args.mapper_cpu;
+    cfg.base.others_cpus = args.others_cpus;
+    if let Some(modes) = args.modes {
+        let mut m: Vec<ReaderMode> = Vec::new();
+        for x in modes {
+            if !m.contains(&x) {
+                m.push(x);
+            }
+        }
+        cfg.modes = m;
+    }
+    cfg.kernel = !args.no_kernel;
+    cfg.grid = !args.throughput_only;
+    if args.no_throughput {
+        if args.vmas.is_some() || args.reader_threads.is_some() {
+            return Err(usage(
+                "--vmas and --reader-threads set the throughput, which --no-throughput leaves out",
+            ));
+        }
+        cfg.throughput = None;
+    }
+    if let Some(t) = cfg.throughput.as_mut() {
+        if let Some(s) = args.samples {
+            t.samples = s;
+        }
+        if let Some(v) = args.vmas {
+            t.vmas = v;
+        }
+        if let Some(r) = args.reader_threads {
+            t.threads = r;
+        }
+    }
+    cfg.validate().map_err(usage)?;
+    let host = vmspace_linux::hostinfo::gather();
+    vmspace_linux::placement::Layout::resolve(
+        &host.cpus_usable,
+        cfg.base.mapper_cpu,
+        cfg.base.others_cpus.as_deref(),
+    )
+    .map_err(|e| usage(format!("{e:#}")))?;
+    // The kernel's mapper and the engine's each hold the region (the engine's pages with their contents).
+    common::check_memory(
+        &format!("--region-mib {}", cfg.base.region_mib),
+        2 * ((cfg.base.region_mib as u128) << 20),
+        args.force,
+    )?;
+    let json = JsonOut::new(args.json.as_deref())?;
+    let text = Text::new(&json);
+    let mut bar = Progress::new(cfg.steps());
+    let mut progress = |what: &str| step_or_stop(&mut bar, what);
+    let stop = vmspace_linux::child::interrupted;
+    let results = bench::run(&cfg, &mut progress, &stop, &common::command_line());
+    bar.finish();
+    let results = results.map_err(anyhow::Error::msg)?;
+    say!(text, "vmspace bench contention: {}", host.one_line());
+    let b = &cfg.base;
+    say!(
+        text,
+        "method: {} run(s) x {:?} per row; mapper pinned to CPU {}, random 4 KiB mmap/munmap in a populated {} MiB \
+         region, {} µs pause; scanners at nice 15 and busy tasks (B=N: spin N ms, sleep 1 ms; B=0: never sleep) \
+         on CPU(s) {:?}; engine modes: {}; kernel rows {}",
+        b.samples,
+        b.duration,
+        cfg.base.mapper_cpu.unwrap_or(host.cpus_usable.first().copied().unwrap_or(0)),
+        b.region_mib,
+        b.pause_us,
+        cfg.base.others_cpus.clone().unwrap_or_else(|| host.cpus_usable.iter().skip(1).copied().collect()),
+        cfg.modes.iter().map(|m| m.name()).collect::<Vec<_>>().join(", "),
+        if cfg.kernel { "first (before the engine allocates)" } else { "left out" }
+    );
+    text.print(&bench::render_tables(&results));
     say!(text, "\ntargets:");
     text.print(&vmspace_bench::judge::render(&results.targets));
     let verdict = vmspace_bench::judge::verdict(&results.targets);

@@ -28,7 +28,7 @@ Exit status:
   0    success
   1    the command judged and something failed: engine and kernel differ (diff), a benchmark target was
        missed (bench tree, report), a target went from met to missed (report --compare), a /proc check
-       failed (kernel race)
+       failed (race, kernel race)
   2    bad usage or input: unknown option, option that does nothing in this mode, unreadable script,
        output path that cannot be written, input too large for this machine (without --force)
   3    the run itself failed: a system call or a child process failed

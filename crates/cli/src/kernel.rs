@@ -105,16 +105,16 @@ pub struct ContentionArgs {
 pub struct RaceArgs {
     /// The file to read: maps (with PROCMAP_QUERY checks) or smaps.
     #[arg(long, default_value = "maps")]
-    file: RaceFile,
+    pub(crate) file: RaceFile,
     /// Tests to run, comma-separated: split, resize, remap.
     #[arg(long, default_value = "split,resize,remap", value_delimiter = ',', value_parser = race_test)]
-    tests: Vec<RaceTest>,
+    pub(crate) tests: Vec<RaceTest>,
     /// Length of each test.
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
-    duration: Duration,
+    pub(crate) duration: Duration,
     /// Also write the results as JSON to FILE (`-`: JSON to standard output, the table to standard error).
     #[arg(long, value_name = "FILE", alias = "json-file")]
-    json: Option<PathBuf>,
+    pub(crate) json: Option<PathBuf>,
 }
 
 /// `kernel faults`.
@@ -172,7 +172,7 @@ fn cpu_list(s: &str) -> Result<Vec<usize>, String> {
     parse_cpu_list(s).ok_or_else(|| format!("bad CPU list {s:?} (e.g. 1 or 1-3,5)"))
 }
 
-fn race_test(s: &str) -> Result<RaceTest, String> {
+pub(crate) fn race_test(s: &str) -> Result<RaceTest, String> {
     RaceTest::ALL
         .into_iter()
         .find(|t| t.name() == s)
@@ -190,6 +190,12 @@ pub fn run(cmd: KernelCmd) -> Result<Status> {
         KernelCmd::Faults(a) => faults_cmd(&host, a),
         KernelCmd::Fork(a) => fork_cmd(&host, a),
     }
+}
+
+/// `vmspace race --kernel`: `kernel race` with these arguments.
+pub(crate) fn run_race(a: RaceArgs) -> Result<Status> {
+    child::install_interrupt_handler()?;
+    race_cmd(&hostinfo::gather(), a)
 }
 
 /// Runs `f` over the progress bar of `total` runs and clears the bar whatever comes out.

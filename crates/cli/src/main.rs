@@ -12,6 +12,7 @@ use std::process::ExitCode;
 mod bench;
 mod common;
 mod kernel;
+mod race;
 mod replay;
 mod report;
 
@@ -35,6 +36,11 @@ enum Command {
     /// page faults, fork).
     #[command(subcommand)]
     Kernel(kernel::KernelCmd),
+    /// The proc-maps-race checks (tools/testing/selftests/proc/proc-maps-race.c): reading /proc/PID/maps (or
+    /// smaps) while a writer splits, resizes or remaps a VMA shows no torn or missing record; on the engine in
+    /// each reader mode (--engine, the default) or on the live kernel (--kernel). Exit status 1 if a check fails.
+    #[command(after_long_help = EXIT_STATUS_HELP)]
+    Race(race::RaceArgs),
     /// Every experiment, engine beside kernel, in one run: the range trees, the address space against the
     /// kernel, faults, fork, the proc-vs-map grid and the tearing checks; tables and verdicts on the terminal,
     /// report.json, SVG figures and a self-contained index.html in --out DIR. --compare OLD NEW compares two
@@ -73,6 +79,7 @@ fn main() -> ExitCode {
     let r = match cli.command {
         Command::Bench(cmd) => bench::run(cmd),
         Command::Kernel(cmd) => kernel::run(cmd),
+        Command::Race(args) => race::run(args),
         Command::Report(args) => report::run(args),
         Command::Replay(args) => replay::run_replay(args),
         Command::Diff(args) => replay::run_diff(args),

@@ -103,15 +103,16 @@ pub fn run(cfg: &Config, host: &HostInfo, on_run: &mut dyn FnMut(usize, usize)) 
     result
 }
 
-/// N single-page VMAs that are unmapped on drop.
-struct ExtraVmas {
+/// N single-page VMAs of this process that are unmapped on drop (also `vmspace bench contention`'s kernel
+/// reader-throughput address space).
+pub struct ExtraVmas {
     addr: usize,
     len: usize,
 }
 
 impl ExtraVmas {
     /// `n` single-page VMAs; with `pages`, each with its page faulted in (module docs).
-    fn with_pages(n: usize, pages: bool) -> Result<Self> {
+    pub fn with_pages(n: usize, pages: bool) -> Result<Self> {
         let page = sys::page_size();
         if n == 0 {
             return Ok(Self { addr: 0, len: 0 });

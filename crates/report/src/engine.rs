@@ -35,11 +35,17 @@
 //!   (`ForkMode::Reinsert`, before it), page tables copied (`copy_page_range`) in both, then the child's drop
 //!   (its exit), on an address space of 21 + N VMAs (`vmspace_bench::fork::engine_parent`, without pages or
 //!   with one faulted page per VMA; `engine_run`).
-//! - contention and tearing ([`crate::experiments::contention`], [`crate::experiments::tearing`]; still
-//!   placeholders): the engine's `/proc/PID/maps`, `smaps` and `smaps_rollup` readers (`fs/proc/task_mmu.c`)
-//!   on reader threads beside a mapper (or writer) thread of the same address space, in each reader mode:
-//!   under per-VMA locks (`lock_next_vma`) and under the mmap_lock. Await the engine's reader modes and an
-//!   address space shared by threads.
+//! - contention ([`crate::experiments::contention`], [`EngineContention`], measured): the proc-vs-map grid on
+//!   an engine `Mm` (`vmspace_bench::contention::engine_row`): a mapper thread timing random 4 KiB
+//!   `Mm::mmap`/`munmap` calls in a populated region, a nice-15 scanner thread reading the engine's
+//!   `/proc/PID/maps`, `smaps`, `smaps_rollup` or walking PROCMAP_QUERY (`fs/proc/task_mmu.c`) in one reader
+//!   mode per side (`ReaderMode::ALL`: under the mmap_lock, under per-VMA locks with `lock_next_vma`), busy
+//!   threads beside it, placed as the kernel's processes are.
+//! - tearing ([`crate::experiments::tearing`], [`EngineRace`], measured): the proc-maps-race checks on an engine
+//!   `Mm`, a writer thread against a reader thread in one reader mode per side, through a
+//!   `vmspace_bench::race::RaceRunner` ([`vmspace_bench::race::ENGINE`]).
+//! - A reader mode this build does not have yet (lockless) is an [`AwaitingEngine`] placeholder until
+//!   `ReaderMode::ALL` names it; then its sides are measured like the others' with no change here.
 //!
 //! # CPUs
 //! The engine's sides place their threads on the host's usable CPUs as gathered at the start of the run
@@ -50,16 +56,19 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::anyhow;
+use vmspace_bench::contention::ReaderMode;
 use vmspace_bench::faults::{self as bench_faults, EngineAccess, FaultsConfig, Row};
 use vmspace_bench::fork::{self as bench_fork, ForkConfig, ForkSide};
 use vmspace_bench::measure::Cpus;
+use vmspace_bench::race::{self as bench_race, RaceFile, RaceRunner, RaceTest, Scenario};
+use vmspace_linux::contention::Config as ContentionRow;
 use vmspace_results::report::Report;
 
 use crate::experiment::{AwaitingEngine, Ctx, Side, SideInfo, Sides};
 use crate::experiments::contention::ContentionPlan;
 use crate::experiments::faults::{self, FaultsPlan, FaultsPoint};
 use crate::experiments::fork::{self, ForkPlan, ForkPoint};
-use crate::experiments::tearing::TearingPlan;
+use crate::experiments::tearing::{TearingPlan, file_name};
 
 /// Faults: the engine's fault path finding the VMA under a per-VMA lock.
 pub const FAULTS_PER_VMA: &str = "engine-per-vma";
@@ -74,9 +83,31 @@ pub const FORK_REINSERT: &str = "engine-reinsert";
 pub const READERS_PER_VMA: &str = "engine-per-vma";
 /// Contention and tearing: the engine's readers under the mmap_lock.
 pub const READERS_MMAP_LOCK: &str = "engine-mmap-lock";
+/// Contention and tearing: the engine's lockless readers.
+pub const READERS_LOCKLESS: &str = "engine-lockless";
 
-/// What the reader sides await.
-const READER_MODES: &str = "the engine's /proc reader modes on threads beside a mapper thread";
+/// What the lockless reader sides await.
+const LOCKLESS_READER: &str = "the engine's lockless reader mode (ReaderMode::Lockless)";
+
+/// The side id of reader mode `mode` (`engine-<name>`).
+pub fn reader_side_id(mode: ReaderMode) -> &'static str {
+    match mode.name() {
+        "mmap-lock" => READERS_MMAP_LOCK,
+        "per-vma" => READERS_PER_VMA,
+        "lockless" => READERS_LOCKLESS,
+        other => other,
+    }
+}
+
+/// The side name of reader mode `mode`.
+pub fn reader_side_name(mode: ReaderMode) -> &'static str {
+    match mode.name() {
+        "mmap-lock" => "engine, readers under mmap_lock",
+        "per-vma" => "engine, readers under per-VMA locks",
+        "lockless" => "engine, lockless readers",
+        other => other,
+    }
+}
 
 /// Whether the engine's fault path has had its warm-up run in this process. The engine's address spaces
 /// share one process-wide memory (frame table, content buffers), so one warm-up serves every later point of
@@ -212,28 +243,94 @@ pub fn fork_sides() -> Sides<ForkPlan> {
     ]
 }
 
-/// The engine's reader sides, for the contention grid and the tearing checks.
-fn reader_sides() -> [AwaitingEngine; 2] {
-    [
-        AwaitingEngine {
-            id: READERS_PER_VMA,
-            name: "engine, readers under per-VMA locks",
-            awaits: READER_MODES,
-        },
-        AwaitingEngine {
-            id: READERS_MMAP_LOCK,
-            name: "engine, readers under mmap_lock",
-            awaits: READER_MODES,
-        },
-    ]
+/// One engine side of the contention grid: `vmspace_bench::contention::engine_row` with scanners in one mode.
+#[derive(Debug, Clone, Copy)]
+pub struct EngineContention {
+    /// The scanners' reader mode.
+    pub mode: ReaderMode,
 }
 
-/// The engine sides of the contention grid.
+impl Side<ContentionPlan> for EngineContention {
+    fn info(&self) -> SideInfo {
+        SideInfo::new(reader_side_id(self.mode), reader_side_name(self.mode))
+    }
+
+    fn measure(
+        &self,
+        _plan: &ContentionPlan,
+        row: &ContentionRow,
+        ctx: &mut Ctx<'_>,
+    ) -> anyhow::Result<Report> {
+        let host = ctx.host().clone();
+        let (label, n, name) = (row.label(), row.samples, reader_side_name(self.mode));
+        let stop = vmspace_linux::child::interrupted;
+        let r = vmspace_bench::contention::engine_row(
+            row,
+            Some(self.mode),
+            &host,
+            false,
+            &mut |s| ctx.step(&format!("{name}, {label}, run {} of {n}", s + 1), (s + 1) as f64 / n as f64),
+            &stop,
+        )
+        .map_err(|e| anyhow!("{name}, {label}: {e}"))?;
+        ctx.check_interrupted()?;
+        Ok(r)
+    }
+}
+
+/// One engine side of the tearing checks: a [`RaceRunner`] with the reader in one mode.
+#[derive(Debug, Clone, Copy)]
+pub struct EngineRace {
+    /// The reader's mode.
+    pub mode: ReaderMode,
+    /// The runner ([`bench_race::ENGINE`]).
+    pub runner: RaceRunner,
+}
+
+impl Side<TearingPlan> for EngineRace {
+    fn info(&self) -> SideInfo {
+        SideInfo::new(reader_side_id(self.mode), reader_side_name(self.mode))
+    }
+
+    fn measure(
+        &self,
+        plan: &TearingPlan,
+        &(file, test): &(RaceFile, RaceTest),
+        ctx: &mut Ctx<'_>,
+    ) -> anyhow::Result<Report> {
+        ctx.check_interrupted()?;
+        let sc = Scenario { file, test };
+        let name = reader_side_name(self.mode);
+        let o =
+            (self.runner)(sc, self.mode, plan.duration).map_err(|e| anyhow!("{name}, {}: {e}", sc.key()))?;
+        ctx.step(&format!("{name}, {} ({})", test.name(), file_name(file)), 1.0);
+        Ok(bench_race::report(sc, self.mode, plan.duration, &o, ctx.host()))
+    }
+}
+
+/// The placeholder of the lockless reader mode while `ReaderMode::ALL` does not name it.
+fn lockless_placeholder() -> Option<AwaitingEngine> {
+    (!ReaderMode::ALL.iter().any(|m| m.name() == "lockless")).then_some(AwaitingEngine {
+        id: READERS_LOCKLESS,
+        name: "engine, lockless readers",
+        awaits: LOCKLESS_READER,
+    })
+}
+
+/// The engine sides of the contention grid: one per reader mode.
 pub fn contention_sides() -> Sides<ContentionPlan> {
-    reader_sides().into_iter().map(|s| Box::new(s) as _).collect()
+    let mut out: Sides<ContentionPlan> =
+        ReaderMode::ALL.into_iter().map(|mode| Box::new(EngineContention { mode }) as _).collect();
+    out.extend(lockless_placeholder().map(|p| Box::new(p) as _));
+    out
 }
 
-/// The engine sides of the tearing checks.
+/// The engine sides of the tearing checks: one per reader mode.
 pub fn tearing_sides() -> Sides<TearingPlan> {
-    reader_sides().into_iter().map(|s| Box::new(s) as _).collect()
+    let mut out: Sides<TearingPlan> = ReaderMode::ALL
+        .into_iter()
+        .map(|mode| Box::new(EngineRace { mode, runner: bench_race::ENGINE }) as _)
+        .collect();
+    out.extend(lockless_placeholder().map(|p| Box::new(p) as _));
+    out
 }

@@ -34,8 +34,8 @@
 //!
 //! # Modules
 //! - [`experiment`]: the interface (experiments, sides, plans, the run context, lengths);
-//! - [`experiments`]: the six experiments and their run order; [`engine`]: the engine sides (faults and fork
-//!   measured, the readers' placeholders);
+//! - [`experiments`]: the six experiments and their run order; [`engine`]: the engine sides (faults, fork,
+//!   contention and tearing measured; the lockless reader mode's placeholder until it lands);
 //! - [`targets`]: targets judged with their run-to-run spread (met, missed, undecided, not measured);
 //! - [`model`]: what a section is made of (tables, figures); [`plot`]: SVG figures (plotters);
 //! - [`machine`]: load average, CPU steal and other work on the machine during each phase;

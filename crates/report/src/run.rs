@@ -502,9 +502,10 @@ mod tests {
         let d = estimate_s(Length::Default, &host, None);
         let f = estimate_s(Length::Full, &host, None);
         assert!(s < q && q < 30.0 && q < d && d < f, "{s} {q} {d} {f}");
-        // About 3 minutes by default on this project's 2-CPU machine.
+        // About 5 minutes by default on this project's 2-CPU machine (the contention grid and the tearing
+        // checks run for the kernel and each engine reader mode).
         if host.cpus_usable.len() == 2 {
-            assert!((120.0..=240.0).contains(&d), "{d}");
+            assert!((180.0..=320.0).contains(&d), "{d}");
         }
         let only = vec!["fork".to_string()];
         assert!(estimate_s(Length::Default, &host, Some(&only)) < d);

@@ -79,6 +79,32 @@ pub enum ReaderMode {
     PerVma,
 }
 
+impl ReaderMode {
+    /// Every mode, in the order tables list them (the mmap lock first: the baseline discipline).
+    pub const ALL: [ReaderMode; 2] = [ReaderMode::MmapLock, ReaderMode::PerVma];
+
+    /// The mode's name on command lines and in reports: `mmap-lock`, `per-vma`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReaderMode::MmapLock => "mmap-lock",
+            ReaderMode::PerVma => "per-vma",
+        }
+    }
+}
+
+impl std::str::FromStr for ReaderMode {
+    type Err = String;
+
+    /// Parses a [`ReaderMode::name`] (`mmap_lock` and `per_vma` are accepted too).
+    fn from_str(s: &str) -> Result<ReaderMode, String> {
+        let norm = s.replace('_', "-");
+        ReaderMode::ALL.into_iter().find(|m| m.name() == norm).ok_or_else(|| {
+            let names: Vec<&str> = ReaderMode::ALL.iter().map(|m| m.name()).collect();
+            format!("unknown reader mode {s:?} ({})", names.join(", "))
+        })
+    }
+}
+
 /// A `/proc/PID` reader of one address space (module docs). `Send + Sync`: it borrows the [`Mm`], which
 /// threads share.
 #[derive(Clone, Copy)]
@@ -433,3 +459,18 @@ const _: () = {
     const fn send_sync<T: Send + Sync>() {}
     send_sync::<ProcReader<'static>>();
 };
+
+#[cfg(test)]
+mod tests {
+    use super::ReaderMode;
+
+    #[test]
+    fn mode_names_round_trip() {
+        for m in ReaderMode::ALL {
+            assert_eq!(m.name().parse::<ReaderMode>(), Ok(m));
+        }
+        assert_eq!("per_vma".parse::<ReaderMode>(), Ok(ReaderMode::PerVma));
+        let e = "rcu".parse::<ReaderMode>().unwrap_err();
+        assert!(e.contains("mmap-lock, per-vma"), "{e}");
+    }
+}
