@@ -38,7 +38,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use vmspace_rcu::sync::{AtomicU32, AtomicU64, Ordering};
+use vmspace_rcu::sync::{AtomicU32, AtomicU64, Ordering, fence};
 
 use super::VmFlags;
 use super::anon::{AnonState, AnonVma};
@@ -90,6 +90,12 @@ pub struct Vma {
     anon_name: RcuArc<Arc<str>>,
     /// 1 while the VMA sits free in the pool, 0 while allocated. Written by the pool only; read by assertions.
     pub(crate) in_pool: AtomicU32,
+    /// The write count of the lockless readers ([`super::lockless`]): bumped (never reset: the VMA object is
+    /// type-stable) before every change of the fields a lockless reader copies, by [`Vma::write_seq_bump`]:
+    /// in `vma_start_write` (every write section that changes an attached or new VMA), and when the pool
+    /// hands the VMA out or takes it back (`set_mm_id`, `clear_fields`). 32 bits: a reader's copy takes
+    /// nanoseconds, and only exactly 2^32 bumps inside one copy could hide a change (documented hole).
+    vm_seq: AtomicU32,
     /// The registration of a file VMA in its file's mapping registry (`vma_interval_tree_insert`: a
     /// `vmspace_pgtable::MappingId`), 0 for none. Written by the mmap write-lock holder when the VMA is
     /// registered and unregistered (`space::tree`); read by the same. Relaxed: a writer-only field, atomic only
@@ -152,6 +158,7 @@ impl Vma {
             anon_vma: RcuArc::empty(),
             anon_name: RcuArc::empty(),
             in_pool: AtomicU32::new(0),
+            vm_seq: AtomicU32::new(0),
             i_mmap: AtomicU64::new(0),
             anon: vmspace_rcu::sync::Mutex::new(AnonState::EMPTY),
             vm_refcnt: RefcntLine { v: AtomicU32::new(0) },
@@ -422,6 +429,8 @@ impl Vma {
 
     /// Resets range, flags, pgoff and attributes (the pool does this when a VMA is freed).
     pub(crate) fn clear_fields(&self) {
+        // A lockless reader holding a stale pointer must see the change (module docs of `lockless`).
+        self.write_seq_bump();
         // Relaxed: the VMA is detached (refcount 0), so no reader can take a lock on it and trust these.
         self.vm_start.store(0, Ordering::Relaxed);
         self.vm_end.store(0, Ordering::Relaxed);
@@ -456,9 +465,40 @@ impl Vma {
     /// Sets `vm_mm` (pool only: at allocation, before attach; at free, after detach).
     #[inline]
     pub(crate) fn set_mm_id(&self, id: u64) {
+        // A new life (or the end of one): lockless readers with a stale pointer see the bump.
+        self.write_seq_bump();
         // Relaxed: published to readers by `vma_mark_attached`'s release store of `vm_refcnt`, which readers
         // acquire before they load `vm_mm`.
         self.vm_mm.store(id, Ordering::Relaxed);
+    }
+
+    /// The lockless readers' write count (`vm_seq`, see the field and [`super::lockless`]).
+    #[inline]
+    pub fn write_seq(&self) -> u32 {
+        // Relaxed: a snapshot (diagnostics; the lockless reader loads it with its own orderings).
+        self.vm_seq.load(Ordering::Relaxed)
+    }
+
+    /// The `vm_seq` cell for the lockless reader ([`super::lockless`]).
+    #[inline]
+    pub(crate) fn write_seq_cell(&self) -> &AtomicU32 {
+        &self.vm_seq
+    }
+
+    /// Announces a change of the fields lockless readers copy: the seqcount's `write_begin` for one VMA.
+    /// Called by the writer that is about to change them (the holder of the VMA write lock, the owner of a
+    /// detached VMA, the pool), before the first store.
+    #[inline]
+    pub(crate) fn write_seq_bump(&self) {
+        // Release RMW: every store made before it (the previous write section of this VMA, whose end the
+        // reader also checks through `vm_lock_seq`/`mm_lock_seq`, and the `vm_lock_seq` store of the current
+        // one) is visible to a lockless reader whose acquire load of `vm_seq` reads this bump (or a later
+        // one) (`lockless::snapshot`).
+        self.vm_seq.fetch_add(1, Ordering::Release);
+        // Release fence: orders the bump before every field store that follows; pairs with the acquire fence
+        // a lockless reader runs between its field loads and its re-read of `vm_seq`: a reader that loaded
+        // any value stored after this fence re-reads this bump (or a later one) and retries.
+        fence(Ordering::Release);
     }
 
     /// `vm_lock_seq` access for the lock module.
