@@ -124,7 +124,7 @@ impl FromStr for ReaderMode {
 /// A test hook called with each VMA a reader is about to render, while the reader holds it as its mode holds
 /// it (the mmap read lock, the VMA read lock, or in lockless mode nothing but an RCU read-side section): tests
 /// pause a reader inside a record with it ([`ProcReader::with_record_hook`]).
-pub type RecordHook = dyn Fn(&VmaSnapshot) + Sync;
+pub type RecordHook<'h> = dyn Fn(&VmaSnapshot) + Sync + 'h;
 
 /// A `/proc/PID` reader of one address space (module docs). `Send + Sync`: it borrows the [`Mm`], which
 /// threads share.
@@ -132,7 +132,7 @@ pub type RecordHook = dyn Fn(&VmaSnapshot) + Sync;
 pub struct ProcReader<'a> {
     mm: &'a Mm,
     mode: ReaderMode,
-    hook: Option<&'a RecordHook>,
+    hook: Option<&'a RecordHook<'a>>,
 }
 
 impl Mm {
@@ -172,7 +172,7 @@ impl<'a> ProcReader<'a> {
     }
 
     /// The same reader calling `hook` inside every record (a test hook: [`RecordHook`]).
-    pub fn with_record_hook(self, hook: &'a RecordHook) -> ProcReader<'a> {
+    pub fn with_record_hook(self, hook: &'a RecordHook<'a>) -> ProcReader<'a> {
         ProcReader { hook: Some(hook), ..self }
     }
 
@@ -430,7 +430,7 @@ impl<'a> ProcReader<'a> {
         }
     }
 
-/// `!!thp_vma_allowable_orders(vma, vma->vm_flags, TVA_SMAPS, THP_ORDERS_ALL)` (`include/linux/huge_mm.h`,
+    /// `!!thp_vma_allowable_orders(vma, vma->vm_flags, TVA_SMAPS, THP_ORDERS_ALL)` (`include/linux/huge_mm.h`,
     /// `mm/huge_memory.c: __thp_vma_allowable_orders`). The per-size anonymous settings are the kernel's
     /// defaults (the PMD size `inherit`s the global mode, the smaller sizes `never`).
     fn thp_eligible(&self, v: &VmaSnapshot) -> bool {
