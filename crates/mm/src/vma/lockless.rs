@@ -16,10 +16,12 @@
 //!   that ended before it.
 //! - `vm_lock_seq`: the epoch in which the VMA was last write-locked, stored with release ordering by
 //!   `vma_start_write`; the VMA is being changed iff it equals the current `mm_lock_seq`.
-//! - `vm_seq` (the VMA's write count, [`Vma::write_seq`]): bumped (release RMW, then a release fence) by
-//!   `vma_start_write` after it stores `vm_lock_seq`, and by the pool when it hands the VMA out or takes it
-//!   back, before any field changes. Never reset (VMA objects are type-stable), so a VMA freed and reused,
-//!   even by another mm and back, never shows the same count again (no ABA, but at 2^32 bumps).
+//! - `vm_seq` (the VMA's write count, [`Vma::write_seq`]): raised by 2 (release RMW, then a release fence)
+//!   by `vma_start_write` after it stores `vm_lock_seq`, before any field changes; and made odd, then even
+//!   again, around the pool's changes of a detached VMA (when it is freed: fields cleared, `vm_mm` reset; when
+//!   it is handed out: `vm_mm` set), a seqcount's write section. Never reset (VMA objects are type-stable), so
+//!   a VMA freed and reused, even by another mm and back, never shows the same count again (no ABA, but at
+//!   2^32 changes).
 //!
 //! Two changes are not bumped, as in the kernel they are single-word updates under the mmap *read* lock: a
 //! sticky flag (`VM_MAYBE_GUARD`, `Vma::set_flag_atomic`) and a first anon_vma (`__anon_vma_prepare`). A copy
@@ -28,7 +30,8 @@
 //! # The reader's protocol ([`vma_snapshot_lockless`])
 //!
 //! ```text
-//! c0 = vm_seq           (acquire)  the write section whose bump it reads, and everything before, is visible
+//! c0 = vm_seq           (acquire)  odd: the pool is changing the VMA -> Changed (retry)
+//!                                  else the section whose bump it reads, and everything before, is visible
 //! s0 = vm_lock_seq      (acquire)  the epoch of that section (or a later one)
 //! m0 = mm_lock_seq      (acquire)  s0 == m0: the VMA is write-locked now -> WriteLocked (retry later)
 //!                                  else that epoch ended before m0 was stored: its stores are visible
@@ -43,8 +46,11 @@
 //! write section of `c0` or earlier. The section of `c0` is complete and visible: if it is a write-lock
 //! section of epoch `E`, `vm_lock_seq` was set to `E` before the bump, so `s0 >= E` and `m0 >= s0` (acquire
 //! chains); `s0 == m0` is refused, and `m0 > s0 >= E` means `E`'s end (a release store) was read. If it is the
-//! pool's section (free or allocation), `vm_mm` read afterwards is 0 or another mm's, unless a later
-//! allocation into this mm bumped again. So a copy either is refused or mixes no two states.
+//! end of one of the pool's sections (even, a release RMW after the section's stores), the section is complete
+//! and visible: a freed VMA shows an empty range and `vm_mm` 0, one handed out to another mm that mm's id:
+//! refused. So a copy either is refused or mixes no two states. (The pool's sections need their own end:
+//! a VMA may be freed after its mm's write section ended, as the loom model `lockless_snapshot_vs_recycle`
+//! does; an odd count alone marks them, since the pool never writes a VMA a reader could lock.)
 //!
 //! # The walk ([`next_vma_lockless`])
 //!
@@ -84,6 +90,10 @@ pub fn vma_snapshot_lockless(mm: &MmLocking, vma: &Vma) -> Result<VmaSnapshot, S
     // Acquire: pairs with the release bump (`Vma::write_seq_bump`): the section it opened, and all before it,
     // is visible to the loads below.
     let c0 = vma.write_seq_cell().load(Ordering::Acquire);
+    if c0 & 1 == 1 {
+        // The pool is changing the VMA (freeing it, or handing it out).
+        return Err(SnapshotFail::Changed);
+    }
     // Acquire: pairs with `vma_start_write`'s release store, so `mm_lock_seq` below is read at that epoch or
     // later.
     let s0 = vma.lock_seq_cell().load(Ordering::Acquire);
@@ -179,7 +189,7 @@ mod tests {
             // Not yet locked in this epoch: readable (the writer has not announced a change).
             assert!(vma_snapshot_lockless(&mm, v).is_ok());
             vma_start_write(&mm, v);
-            assert_eq!(v.write_seq(), c.wrapping_add(1));
+            assert_eq!(v.write_seq(), c.wrapping_add(2));
             assert_eq!(vma_snapshot_lockless(&mm, v), Err(SnapshotFail::WriteLocked));
             // The reader never holds a reference: the writer's lock did not wait, the count is untouched.
             assert_eq!(v.refcnt(), 1);
@@ -207,8 +217,8 @@ mod tests {
         let other = MmLocking::new();
         let again = pool.alloc(&other).unwrap();
         assert!(std::ptr::eq(again, v));
-        // Locked once, freed (two bumps: fields cleared, vm_mm reset), allocated again (one).
-        assert_eq!(v.write_seq(), c.wrapping_add(4));
+        // Locked once (+2), freed (two sections: fields cleared, vm_mm reset), handed out again (one).
+        assert_eq!(v.write_seq(), c.wrapping_add(2 + 2 * 3));
         assert_eq!(vma_snapshot_lockless(&mm, v), Err(SnapshotFail::Stale));
     }
 

@@ -90,11 +90,12 @@ pub struct Vma {
     anon_name: RcuArc<Arc<str>>,
     /// 1 while the VMA sits free in the pool, 0 while allocated. Written by the pool only; read by assertions.
     pub(crate) in_pool: AtomicU32,
-    /// The write count of the lockless readers ([`super::lockless`]): bumped (never reset: the VMA object is
-    /// type-stable) before every change of the fields a lockless reader copies, by [`Vma::write_seq_bump`]:
-    /// in `vma_start_write` (every write section that changes an attached or new VMA), and when the pool
-    /// hands the VMA out or takes it back (`set_mm_id`, `clear_fields`). 32 bits: a reader's copy takes
-    /// nanoseconds, and only exactly 2^32 bumps inside one copy could hide a change (documented hole).
+    /// The write count of the lockless readers ([`super::lockless`]), never reset (the VMA object is
+    /// type-stable). Even but inside the pool's two sections, which make it odd while they change the fields
+    /// (`clear_fields` when the VMA is freed, `set_mm_id` when it is handed out or freed:
+    /// [`Vma::write_seq_begin`] / [`Vma::write_seq_end`]); `vma_start_write` adds 2 before a write-locked
+    /// VMA's fields change ([`Vma::write_seq_bump`]: that section's end is `mm_lock_seq`'s). 32 bits: a
+    /// reader's copy takes nanoseconds, and only exactly 2^31 sections inside one copy could hide a change.
     vm_seq: AtomicU32,
     /// The registration of a file VMA in its file's mapping registry (`vma_interval_tree_insert`: a
     /// `vmspace_pgtable::MappingId`), 0 for none. Written by the mmap write-lock holder when the VMA is
@@ -430,7 +431,7 @@ impl Vma {
     /// Resets range, flags, pgoff and attributes (the pool does this when a VMA is freed).
     pub(crate) fn clear_fields(&self) {
         // A lockless reader holding a stale pointer must see the change (module docs of `lockless`).
-        self.write_seq_bump();
+        self.write_seq_begin();
         // Relaxed: the VMA is detached (refcount 0), so no reader can take a lock on it and trust these.
         self.vm_start.store(0, Ordering::Relaxed);
         self.vm_end.store(0, Ordering::Relaxed);
@@ -446,6 +447,7 @@ impl Vma {
         );
         let old = std::mem::take(&mut *self.anon());
         drop(old);
+        self.write_seq_end();
     }
 
     /// The file-registry id ([`Vma::i_mmap`](Self) field docs), 0 for none.
@@ -465,11 +467,12 @@ impl Vma {
     /// Sets `vm_mm` (pool only: at allocation, before attach; at free, after detach).
     #[inline]
     pub(crate) fn set_mm_id(&self, id: u64) {
-        // A new life (or the end of one): lockless readers with a stale pointer see the bump.
-        self.write_seq_bump();
+        // A new life (or the end of one): lockless readers with a stale pointer see the section.
+        self.write_seq_begin();
         // Relaxed: published to readers by `vma_mark_attached`'s release store of `vm_refcnt`, which readers
-        // acquire before they load `vm_mm`.
+        // acquire before they load `vm_mm` (and to lockless readers by `write_seq_end`).
         self.vm_mm.store(id, Ordering::Relaxed);
+        self.write_seq_end();
     }
 
     /// The lockless readers' write count (`vm_seq`, see the field and [`super::lockless`]).
@@ -485,20 +488,35 @@ impl Vma {
         &self.vm_seq
     }
 
-    /// Announces a change of the fields lockless readers copy: the seqcount's `write_begin` for one VMA.
-    /// Called by the writer that is about to change them (the holder of the VMA write lock, the owner of a
-    /// detached VMA, the pool), before the first store.
+    /// Announces a change of a write-locked VMA's fields to lockless readers: `vma_start_write` calls it after
+    /// it stored `vm_lock_seq` (the section ends when `mm_lock_seq` moves on), before the first field store.
     #[inline]
     pub(crate) fn write_seq_bump(&self) {
-        // Release RMW: every store made before it (the previous write section of this VMA, whose end the
-        // reader also checks through `vm_lock_seq`/`mm_lock_seq`, and the `vm_lock_seq` store of the current
-        // one) is visible to a lockless reader whose acquire load of `vm_seq` reads this bump (or a later
-        // one) (`lockless::snapshot`).
-        self.vm_seq.fetch_add(1, Ordering::Release);
+        // Release RMW: every store made before it (the previous sections of this VMA, the `vm_lock_seq` store of
+        // this one) is visible to a lockless reader whose acquire load of `vm_seq` reads this value or a later
+        // one (`lockless::vma_snapshot_lockless`). +2: the count stays even (odd is the pool's sections).
+        self.vm_seq.fetch_add(2, Ordering::Release);
         // Release fence: orders the bump before every field store that follows; pairs with the acquire fence
         // a lockless reader runs between its field loads and its re-read of `vm_seq`: a reader that loaded
-        // any value stored after this fence re-reads this bump (or a later one) and retries.
+        // any value stored after this fence re-reads this bump (or a later value) and retries.
         fence(Ordering::Release);
+    }
+
+    /// Opens a section in which the pool changes the fields of a detached VMA (the count becomes odd: lockless
+    /// readers holding a stale pointer retry or refuse it).
+    #[inline]
+    fn write_seq_begin(&self) {
+        // Relaxed RMW, then a release fence: as in `write_seq_bump` (pairs with the reader's acquire fence).
+        let old = self.vm_seq.fetch_add(1, Ordering::Relaxed);
+        debug_assert!(old & 1 == 0, "nested VMA write sections");
+        fence(Ordering::Release);
+    }
+
+    /// Closes the section of [`Vma::write_seq_begin`] (even again).
+    #[inline]
+    fn write_seq_end(&self) {
+        // Release: the section's stores are visible to a lockless reader whose acquire load reads this value.
+        self.vm_seq.fetch_add(1, Ordering::Release);
     }
 
     /// `vm_lock_seq` access for the lock module.
