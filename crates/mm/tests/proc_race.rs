@@ -15,13 +15,14 @@ const P: u64 = PAGE_SIZE;
 const A: u64 = 0x3000_0000_0000;
 const ANON: MapFlags = MapFlags::PRIVATE.union(MapFlags::ANONYMOUS).union(MapFlags::FIXED);
 
-/// Each scenario in each mode, briefly: no violation, and a race that really ran (reads, checks and writer
-/// calls, and walk restarts for the files).
+/// Each scenario in each mode, briefly (25 ms each; `VMSPACE_RACE_MS` sets another duration for longer runs
+/// by hand): no violation, and a race that really ran (reads, checks and writer calls).
 #[test]
 fn every_scenario_in_every_mode_keeps_the_promises() {
+    let ms = std::env::var("VMSPACE_RACE_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(25);
     for mode in ReaderMode::ALL {
         for s in Scenario::ALL {
-            let r = run(&MmConfig::default(), s, mode, Duration::from_millis(25));
+            let r = run(&MmConfig::default(), s, mode, Duration::from_millis(ms));
             assert_eq!(r.violations, 0, "{s} in {mode}: {}", r.first_violation.unwrap_or_default());
             assert!(r.reads > 0 && r.checks > r.reads && r.writer_ops > 0, "{s} in {mode}: {r:?}");
             if s.name().starts_with("query") {

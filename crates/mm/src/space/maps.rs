@@ -12,7 +12,6 @@ use std::sync::atomic::Ordering;
 
 use super::VmFlags;
 use super::VmaSnapshot;
-use super::tree::VmaExt;
 use super::{FileKind, Mm, MmRead, config::PAGE_SHIFT};
 use crate::vma::Vma;
 
@@ -52,17 +51,10 @@ impl MmRead<'_> {
 }
 
 impl Mm {
-    /// The maps line of a VMA the caller holds by its own read lock, without the mmap lock: the heap test
-    /// reads `mm->start_brk` and `mm->brk` racily, as `vma_is_initial_heap` does (a per-VMA reader must
-    /// not take the mmap lock while it holds a VMA lock: a writer holding the mmap write lock waits in
-    /// `vma_start_write` for that very VMA's readers).
-    pub(crate) fn maps_line_unlocked(&self, v: &Vma) -> MapsLine {
-        let (start_brk, brk) = self.brk_pair_racy();
-        maps_line_of(&v.snapshot(), start_brk, brk, self.cfg.start_stack)
-    }
-
-    /// `(start_brk, brk)` read racily (see [`Mm::maps_line_unlocked`]): what the per-VMA and lockless readers
-    /// name `[heap]` by.
+    /// `(start_brk, brk)` read racily, as `vma_is_initial_heap` reads `mm->start_brk` and `mm->brk`: what the
+    /// per-VMA and lockless readers name `[heap]` by (a per-VMA reader must not take the mmap lock while it
+    /// holds a VMA lock: a writer holding the mmap write lock waits in `vma_start_write` for that very VMA's
+    /// readers).
     pub(crate) fn brk_pair_racy(&self) -> (u64, u64) {
         // Relaxed: a value read as the kernel reads it, with no data behind it (stored by `set_brk`).
         (self.start_brk_racy, self.brk_racy.load(Ordering::Relaxed))

@@ -10,26 +10,48 @@
 //!
 //! - [`ReaderMode::MmapLock`] (6.18's `smaps` and `smaps_rollup`, and `maps` before the per-VMA series): the
 //!   mmap read lock is taken for every *chunk* of the output and dropped between chunks (`m_start` /
-//!   `m_stop` of the seq_file); a chunk here is one VMA's record, and the next chunk looks the next VMA up
-//!   from the previous record's end (`proc_get_vma`'s `last_addr`), so a VMA that changed between chunks is
-//!   seen as it is when its own chunk is read, never torn. `smaps_rollup` holds the lock across its whole
-//!   walk (`show_smaps_rollup`; the kernel drops it when a writer is waiting and resumes from the last end,
-//!   which the engine does not: its walks are short). A `PROCMAP_QUERY` holds it for one lookup.
+//!   `m_stop` of the seq_file, [`ProcFile`]), and the next chunk looks the next VMA up from the previous
+//!   record's end (`proc_get_vma`'s `last_addr`), so a VMA that changed between chunks is seen as it is when
+//!   its own chunk is read, never torn. `smaps_rollup` holds the lock across its walk (`show_smaps_rollup`)
+//!   but drops and retakes it when a writer waits (`mmap_lock_is_contended`), resuming after the last VMA
+//!   summed. A `PROCMAP_QUERY` holds it for one lookup.
 //! - [`ReaderMode::PerVma`] (6.18's `maps` and `PROCMAP_QUERY` with `CONFIG_PER_VMA_LOCK`,
 //!   `lock_next_vma`): each VMA is found under RCU and read-locked on its own (`vma_start_read`); when that
 //!   fails (a writer holds the VMA) the reader falls back to the mmap read lock for that one step
 //!   (`lock_next_vma`'s fallback). The mm-wide values a record reads besides its VMA (the break, for
 //!   `[heap]`) are read racily, as the kernel reads them: a reader holding a VMA lock never waits for the
-//!   mmap lock, whose writer may be waiting in `vma_start_write` for that VMA's readers.
+//!   mmap lock, whose writer may be waiting in `vma_start_write` for that VMA's readers. `smaps_rollup` takes
+//!   the mmap lock, as 6.18's does.
+//! - [`ReaderMode::Lockless`] (the engine's own, docs/DIVERGENCES.md): the reader takes no lock a writer
+//!   waits for, and no writer waits for it. Each step of a walk copies the next VMA's fields under RCU and
+//!   validates the copy by sequence counts, retrying while a writer changes that VMA
+//!   ([`crate::next_vma_lockless`], whose module `vma::lockless` gives the protocol, its orderings and
+//!   why an accepted copy is one state of the VMA; the tree is re-checked so that no false gap is shown); the
+//!   page table is walked under RCU with racy entry and mapcount reads
+//!   (`PageTable::smaps_range_lockless`: tables and frames are freed a grace period after they are
+//!   unlinked, and no writer waits for a grace period). A record may thus count pages from before and after a
+//!   concurrent change, but its maps line is one state of its VMA.
 //!
-//! A third mode, lockless (seqcount-validated VMA copies, page tables walked under RCU,
-//! `PageTable::smaps_range_lockless`), fits the same API: every record function takes the VMA it renders as
-//! a value the mode produced, never a lock it must hold.
+//! Every record function works on a copy of the VMA's fields ([`VmaSnapshot`]) taken as the mode holds the
+//! VMA: under the lock for the locking modes (which stay held while the record's page walk runs), validated for
+//! the lockless one. [`ReaderMode::ALL`], [`ReaderMode::name`] and its [`FromStr`] let tools iterate and name
+//! the modes (`mmap-lock`, `per-vma`, `lockless`).
+//!
+//! # Chunked reads
+//!
+//! [`ProcReader::open`] gives a [`ProcFile`], `maps` or `smaps` as `read(2)` sees them: a page-sized buffer
+//! of whole records per chunk, handed out in pieces of any size, each new chunk a new walk from `last_pos`
+//! under the mode's lock (see [`ProcFile`]). [`ProcReader::maps`] and [`ProcReader::smaps`] read one to its
+//! end. A test hook ([`ProcReader::with_record_hook`]) runs inside every record while the mode holds the VMA.
+//!
+//! The promises every mode keeps under concurrent writers: no torn line, no false gap in memory that stays
+//! mapped, a VMA shown at most twice (before and after a change); `crate::race` runs the proc-maps-race
+//! scenarios that check them.
 //!
 //! # Records
 //!
 //! Each output is built from per-VMA record functions ([`ProcReader::smaps_record`] and the maps line), so that
-//! chunked `read(2)` rendering can stop and resume between records. A record of `smaps` (`show_smap`):
+//! chunked `read(2)` rendering stops and resumes between records. A record of `smaps` (`show_smap`):
 //! the maps line; `Size`; `KernelPageSize` and `MMUPageSize` (the huge page size for hugetlb VMAs, else 4
 //! kB); the counters of `smap_gather_stats` (the page walk, `vmspace_pgtable`'s `smaps_range`: Rss without
 //! the zero page, Pss divided by each page's mapcount, Private/Shared by mapcount, Referenced from the

@@ -475,7 +475,7 @@ impl Vma {
         self.write_seq_end();
     }
 
-    /// The lockless readers' write count (`vm_seq`, see the field and [`super::lockless`]).
+    /// The lockless readers' write count (`vm_seq`: see the field, and the `vma::lockless` module).
     #[inline]
     pub fn write_seq(&self) -> u32 {
         // Relaxed: a snapshot (diagnostics; the lockless reader loads it with its own orderings).
