@@ -23,6 +23,10 @@ fn every_scenario_in_every_mode_keeps_the_promises() {
     for mode in ReaderMode::ALL {
         for s in Scenario::ALL {
             let r = run(&MmConfig::default(), s, mode, Duration::from_millis(ms));
+            println!(
+                "{s} in {mode}: {} reads, {} checks, {} chunks, {} writer calls in {:?}",
+                r.reads, r.checks, r.chunks, r.writer_ops, r.elapsed
+            );
             assert_eq!(r.violations, 0, "{s} in {mode}: {}", r.first_violation.unwrap_or_default());
             assert!(r.reads > 0 && r.checks > r.reads && r.writer_ops > 0, "{s} in {mode}: {r:?}");
             if s.name().starts_with("query") {

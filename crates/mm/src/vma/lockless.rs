@@ -16,7 +16,7 @@
 //!   that ended before it.
 //! - `vm_lock_seq`: the epoch in which the VMA was last write-locked, stored with release ordering by
 //!   `vma_start_write`; the VMA is being changed iff it equals the current `mm_lock_seq`.
-//! - `vm_seq` (the VMA's write count, [`Vma::write_seq`]): raised by 2 (release RMW, then a release fence)
+//! - `vm_seq` (the VMA's write count, [`Vma::write_seq`]): raised by 2 (a release store, then a release fence)
 //!   by `vma_start_write` after it stores `vm_lock_seq`, before any field changes; and made odd, then even
 //!   again, around the pool's changes of a detached VMA (when it is freed: fields cleared, `vm_mm` reset; when
 //!   it is handed out: `vm_mm` set), a seqcount's write section. Never reset (VMA objects are type-stable), so
@@ -46,7 +46,7 @@
 //! write section of `c0` or earlier. The section of `c0` is complete and visible: if it is a write-lock
 //! section of epoch `E`, `vm_lock_seq` was set to `E` before the bump, so `s0 >= E` and `m0 >= s0` (acquire
 //! chains); `s0 == m0` is refused, and `m0 > s0 >= E` means `E`'s end (a release store) was read. If it is the
-//! end of one of the pool's sections (even, a release RMW after the section's stores), the section is complete
+//! end of one of the pool's sections (even, a release store after the section's stores), the section is complete
 //! and visible: a freed VMA shows an empty range and `vm_mm` 0, one handed out to another mm that mm's id:
 //! refused. So a copy either is refused or mixes no two states. (The pool's sections need their own end:
 //! a VMA may be freed after its mm's write section ended, as the loom model `lockless_snapshot_vs_recycle`

@@ -490,12 +490,17 @@ impl Vma {
 
     /// Announces a change of a write-locked VMA's fields to lockless readers: `vma_start_write` calls it after
     /// it stored `vm_lock_seq` (the section ends when `mm_lock_seq` moves on), before the first field store.
+    ///
+    /// `vm_seq` has one writer at a time (the mmap write-lock holder of the VMA's mm, or the pool's owner of a
+    /// detached VMA, which the pool's mutex orders), so its changes are a load and a store, not an RMW.
     #[inline]
     pub(crate) fn write_seq_bump(&self) {
-        // Release RMW: every store made before it (the previous sections of this VMA, the `vm_lock_seq` store of
-        // this one) is visible to a lockless reader whose acquire load of `vm_seq` reads this value or a later
-        // one (`lockless::vma_snapshot_lockless`). +2: the count stays even (odd is the pool's sections).
-        self.vm_seq.fetch_add(2, Ordering::Release);
+        // Relaxed: our own last value (single writer, see above).
+        let c = self.vm_seq.load(Ordering::Relaxed);
+        // Release: every store made before it (the previous sections of this VMA, the `vm_lock_seq` store of
+        // this one) is visible to a lockless reader whose acquire load of `vm_seq` reads this value
+        // (`lockless::vma_snapshot_lockless`). +2: the count stays even (odd marks the pool's sections).
+        self.vm_seq.store(c.wrapping_add(2), Ordering::Release);
         // Release fence: orders the bump before every field store that follows; pairs with the acquire fence
         // a lockless reader runs between its field loads and its re-read of `vm_seq`: a reader that loaded
         // any value stored after this fence re-reads this bump (or a later value) and retries.
@@ -506,17 +511,21 @@ impl Vma {
     /// readers holding a stale pointer retry or refuse it).
     #[inline]
     fn write_seq_begin(&self) {
-        // Relaxed RMW, then a release fence: as in `write_seq_bump` (pairs with the reader's acquire fence).
-        let old = self.vm_seq.fetch_add(1, Ordering::Relaxed);
-        debug_assert!(old & 1 == 0, "nested VMA write sections");
+        // Relaxed: our own last value (single writer, see `write_seq_bump`).
+        let c = self.vm_seq.load(Ordering::Relaxed);
+        debug_assert!(c & 1 == 0, "nested VMA write sections");
+        // Relaxed store, then a release fence: as in `write_seq_bump` (pairs with the reader's acquire fence).
+        self.vm_seq.store(c.wrapping_add(1), Ordering::Relaxed);
         fence(Ordering::Release);
     }
 
     /// Closes the section of [`Vma::write_seq_begin`] (even again).
     #[inline]
     fn write_seq_end(&self) {
+        // Relaxed: our own last value (single writer).
+        let c = self.vm_seq.load(Ordering::Relaxed);
         // Release: the section's stores are visible to a lockless reader whose acquire load reads this value.
-        self.vm_seq.fetch_add(1, Ordering::Release);
+        self.vm_seq.store(c.wrapping_add(1), Ordering::Release);
     }
 
     /// `vm_lock_seq` access for the lock module.
