@@ -27,10 +27,19 @@
 //! The two states' maps texts are taken from the engine itself before the race (the quiescent address
 //! space, the mmap-lock reader), and the run checks that the changes return to the first state.
 //!
+//! # Starvation
+//!
+//! The writer pauses [`WRITER_PAUSE`] (1 µs, a fraction of one call) between its calls, as a program's calls
+//! are separated by its own work. Without the pause a writer that keeps the reader's next VMA write-locked
+//! back to back starves the readers that wait for it: the lockless reader retries until it finds the VMA
+//! between two calls (a seqcount reader's starvation: it never makes the writer wait, so it can only wait),
+//! and the mmap-lock reader waits for a lock that the writer takes again at once (the engine's mmap lock has
+//! no hand-off to waiting readers: `vma::mmap_lock`). With the pause every mode reads steadily.
+//!
 //! # Checks (a violation is counted for each failed one)
 //!
-//! - `maps` and `smaps` (read to the end in chunks of random sizes, 1 byte to a page, so that the walk
-//!   restarts at `last_pos` at almost every record): every line (every `smaps` record's header) is a line of
+//! - `maps` and `smaps` (read to the end in `read(2)`s of random sizes, 1 byte to about three maps lines or
+//!   one smaps record, so that the walk restarts at `last_pos` every record or few): every line (every `smaps` record's header) is a line of
 //!   one of the two states (no torn line); a `smaps` record's `Size` is its header's length; the memory mapped
 //!   in both states is covered by the lines (no false gap); no address is covered by more than two lines (a
 //!   VMA is reported at most twice: before and after a change).
@@ -56,6 +65,8 @@ const BASE: u64 = 0x5000_0000_0000;
 const T: u64 = BASE + 32 * P;
 /// Fillers on each side.
 const FILLERS: u64 = 6;
+/// The writer's pause between two calls (module docs, "Starvation").
+pub const WRITER_PAUSE: Duration = Duration::from_micros(1);
 const ANON_FIXED: MapFlags = MapFlags::PRIVATE.union(MapFlags::ANONYMOUS).union(MapFlags::FIXED);
 
 /// What the writer changes.
@@ -424,6 +435,11 @@ pub fn run(cfg: &MmConfig, scenario: Scenario, mode: ReaderMode, duration: Durat
                 forth = !forth;
                 // Relaxed: a counter read after the join.
                 ops.fetch_add(1, Ordering::Relaxed);
+                // A pause between calls (`WRITER_PAUSE`, module docs).
+                let t = Instant::now();
+                while t.elapsed() < WRITER_PAUSE {
+                    std::hint::spin_loop();
+                }
             }
             // Leave the first state.
             if !forth {
@@ -453,7 +469,10 @@ pub fn run(cfg: &MmConfig, scenario: Scenario, mode: ReaderMode, duration: Durat
                     let mut f = mm.reader_with(mode).open(kind);
                     let mut text = Vec::new();
                     loop {
-                        let want = 1 + (next_rand(&mut seed) % buf.len() as u64) as usize;
+                        // Up to about three maps lines, or one smaps record: a new chunk (a walk restart)
+                        // every record or few.
+                        let most = if view == View::Maps { 160 } else { 1200 };
+                        let want = 1 + (next_rand(&mut seed) % most) as usize;
                         let n = f.read(&mut buf[..want]);
                         if n == 0 {
                             break;
