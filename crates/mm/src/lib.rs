@@ -142,14 +142,16 @@ pub mod vma;
 #[cfg(not(feature = "testing"))]
 mod vma;
 
+pub mod race;
+
 pub use space::{
     FaultMode, ForkMode, HugetlbConfig, HugetlbPool, Mm, MmConfig, MmFaultStats, MmShared, Overcommit,
-    ProcReader, ReaderMode, ThpMode,
+    ProcFile, ProcFileKind, ProcReader, ReaderMode, RecordHook, ThpMode,
 };
 pub use vma::{
-    AnonVma, FileKind, FilePages, FileSize, HugeObject, HugePool, HugeRef, MmLocking, MmapReadGuard, VmFile,
-    Vma, VmaFind, VmaLockCounts, VmaLockStats, VmaLookup, VmaReadGuard, VmaSnapshot, lock_next_vma,
-    lock_vma_under_rcu,
+    AnonVma, FileKind, FilePages, FileSize, HugeObject, HugePool, HugeRef, MmLocking, MmapReadGuard,
+    SnapshotFail, VmFile, Vma, VmaFind, VmaLockCounts, VmaLockStats, VmaLookup, VmaReadGuard, VmaSnapshot,
+    lock_next_vma, lock_vma_under_rcu, next_vma_lockless, vma_snapshot_lockless,
 };
 pub use vmspace_abi::{
     Advice, Errno, MapFlags, MclFlags, MlockFlags, MremapFlags, MsyncFlags, PAGE_SIZE, PkeyRights, Prot,

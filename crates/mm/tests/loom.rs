@@ -16,6 +16,14 @@
 //! - `mmap_lock_reader_writer` / `mmap_lock_downgrade`: the rwsem itself.
 //! - `rcu_arc_reader_vs_replace`: a VMA attribute replaced under a reader stays alive until the reader's own
 //!   reference is taken.
+//! - `lockless_snapshot_vs_writer` / `_vs_two_epochs`: the lockless reader's copy (`vma_snapshot_lockless`)
+//!   against a writer changing the VMA's range and flags in one or two write sections: an accepted copy is
+//!   one state, never a mix; the reader takes no reference (the writer never waits for it).
+//! - `lockless_snapshot_vs_recycle_other_mm` / `_same_mm`: the VMA is unmapped, freed and reused while the
+//!   lockless reader copies it through a stale pointer: the copy is refused, or is the first life's (or, in
+//!   the same mm, the new life's) state, never another mm's or a mix.
+//! - `lockless_maps_vs_mprotect_split`: the real address space: `maps` in lockless mode while `mprotect`
+//!   splits the VMA: the text is the before or the after state.
 //! - `fault_under_vma_lock_vs_munmap`: the real address space (`Mm`, its maple tree, its page table): a
 //!   thread faults a page in under the VMA's read lock (`lock_vma_under_rcu`, `handle_mm_fault`) while another
 //!   munmaps the VMA. The fault either completes before the munmap write-locks the VMA (and the munmap zaps its
@@ -38,8 +46,8 @@ use loom::sync::atomic::{AtomicPtr, Ordering};
 use loom::thread;
 
 use vmspace_mm::vma::{
-    MmLocking, Vma, VmaFind, VmaLockFail, VmaLookup, VmaPool, lock_vma_under_rcu, vma_mark_attached,
-    vma_mark_detached, vma_start_read, vma_start_write,
+    MmLocking, VmFlags, Vma, VmaFind, VmaLockFail, VmaLookup, VmaPool, lock_vma_under_rcu, vma_mark_attached,
+    vma_mark_detached, vma_snapshot_lockless, vma_start_read, vma_start_write,
 };
 use vmspace_rcu::Guard;
 
@@ -407,4 +415,116 @@ fn fault_under_vma_lock_vs_munmap() {
     let (f, e) = (FAULTED.load(StdOrdering::Relaxed), SEGV.load(StdOrdering::Relaxed));
     println!("fault before munmap: {f} executions; SIGSEGV after it: {e}");
     assert!(f > 0 && e > 0, "both orders explored");
+}
+
+/// The states a lockless copy may show in the writer models: (start, end, flags bits).
+fn state(v: &vmspace_mm::VmaSnapshot) -> (u64, u64, u64) {
+    (v.start, v.end, v.flags.bits())
+}
+
+fn lockless_vs_writer(epochs: usize) {
+    model(move || {
+        let w = world(1);
+        let r = w.clone();
+        let reader = thread::spawn(move || {
+            if let Ok(s) = vma_snapshot_lockless(&r.mm, r.vma) {
+                let st = state(&s);
+                let ok = [(0x1000, 0x3000, 0), (0x2000, 0x4000, VmFlags::READ.bits()), (0x5000, 0x6000, 0)];
+                assert!(ok[..=epochs].contains(&st), "a torn copy: {st:x?}");
+            }
+        });
+        {
+            let _wl = w.mm.write_lock();
+            vma_start_write(&w.mm, w.vma);
+            w.vma.set_range(&w.mm, 0x2000, 0x4000);
+            w.vma.set_flags(&w.mm, VmFlags::READ);
+        }
+        if epochs == 2 {
+            let _wl = w.mm.write_lock();
+            vma_start_write(&w.mm, w.vma);
+            w.vma.set_range(&w.mm, 0x5000, 0x6000);
+            w.vma.set_flags(&w.mm, VmFlags::from_bits(0));
+        }
+        reader.join().unwrap();
+        // The reader took no reference: the count is the attached VMA's alone.
+        assert_eq!(w.vma.refcnt(), 1);
+    });
+}
+
+#[test]
+fn lockless_snapshot_vs_writer() {
+    lockless_vs_writer(1);
+}
+
+#[test]
+fn lockless_snapshot_vs_two_epochs() {
+    lockless_vs_writer(2);
+}
+
+fn lockless_recycle(same_mm: bool) {
+    model(move || {
+        let w = world(1);
+        let other = StdArc::new(MmLocking::with_id(2));
+        let r = w.clone();
+        let reader = thread::spawn(move || {
+            // A stale pointer: the reader found the VMA before it was unmapped.
+            if let Ok(s) = vma_snapshot_lockless(&r.mm, r.vma) {
+                assert_eq!(s.mm_id, 1);
+                let st = (s.start, s.end);
+                assert!(st == (0x1000, 0x3000) || (same_mm && st == (0x8000, 0x9000)), "{st:x?}");
+            }
+        });
+        {
+            let _wl = w.mm.write_lock();
+            vma_start_write(&w.mm, w.vma);
+            w.slot.store(std::ptr::null_mut(), Ordering::Release);
+            vma_mark_detached(&w.mm, w.vma);
+        }
+        w.pool.free(w.vma);
+        let new_mm: &MmLocking = if same_mm { &w.mm } else { &other };
+        let again = w.pool.alloc(new_mm).unwrap();
+        assert!(std::ptr::eq(again, w.vma));
+        {
+            let _wl = new_mm.write_lock();
+            vma_start_write(new_mm, again);
+            again.set_range(new_mm, 0x8000, 0x9000);
+            vma_mark_attached(new_mm, again);
+        }
+        reader.join().unwrap();
+    });
+}
+
+#[test]
+fn lockless_snapshot_vs_recycle_other_mm() {
+    lockless_recycle(false);
+}
+
+#[test]
+fn lockless_snapshot_vs_recycle_same_mm() {
+    lockless_recycle(true);
+}
+
+#[test]
+fn lockless_maps_vs_mprotect_split() {
+    use vmspace_mm::{MapFlags, Mm, MmConfig, Prot, ReaderMode};
+    const A: u64 = 0x2_0000;
+    const P: u64 = 4096;
+    model_bound(1, || {
+        let mm = Arc::new(Mm::new(MmConfig::default()));
+        let fixed = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
+        mm.mmap(A, 2 * P, Prot::RW, fixed, None, 0).unwrap();
+        let before = mm.reader().maps();
+        let m2 = mm.clone();
+        let reader = thread::spawn(move || m2.reader_with(ReaderMode::Lockless).maps());
+        mm.mprotect(A + P, P, Prot::READ).unwrap();
+        let after = mm.reader().maps();
+        let seen = reader.join().unwrap();
+        // The first line is the whole VMA (before) or its lower half (after); a restart after the lower
+        // half may still find the whole VMA (shown twice), never a torn or missing line.
+        let lines: Vec<&str> = seen.lines().collect();
+        let valid: Vec<&str> = before.lines().chain(after.lines()).collect();
+        assert!(lines.iter().all(|l| valid.contains(l)), "torn:\n{seen}");
+        assert!(seen == before || seen == after || lines.len() == 2, "{seen}");
+        mm.validate().unwrap();
+    });
 }

@@ -14,7 +14,9 @@
 //! can be trusted, it does not make racing plain reads defined.
 //!
 //! Orderings, as `include/linux/seqlock.h` places its barriers:
-//! - `write_begin`: the increment is followed by a release fence, so it is visible before any data store
+//! - `write_begin`: the increment is a release store (what came before it, e.g. the previous write sections the
+//!   writer's outer lock ordered before it, is visible to a reader that reads the odd value) followed by a
+//!   release fence, so it is visible before any data store
 //!   (pairs with the reader's acquire fence in `read_retry`: a reader that read new data sees an odd or newer
 //!   count there).
 //! - `write_end`: a release store of the even value, after the data stores (pairs with `read_begin`'s acquire
@@ -86,7 +88,11 @@ impl SeqCount {
     pub fn write_begin(&self) {
         let s = self.seq.load(Ordering::Relaxed);
         debug_assert!(s & 1 == 0, "SeqCount::write_begin while a writer is inside");
-        self.seq.store(s.wrapping_add(1), Ordering::Relaxed);
+        // Release: a reader whose acquire load reads the odd value also sees everything before it (for the mmap
+        // lock: the previous write sections, which the writer acquired with the lock), so a reader that copies
+        // while a writer is inside starts from the state the writer started from (the lockless `/proc`
+        // readers of `vmspace-mm` validate per VMA while `mm_lock_seq` is odd).
+        self.seq.store(s.wrapping_add(1), Ordering::Release);
         // Release fence: the odd value is ordered before every data store that follows; pairs with the acquire
         // fence in `read_retry`.
         fence(Ordering::Release);

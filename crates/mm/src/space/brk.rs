@@ -44,7 +44,7 @@ impl MmWrite<'_> {
     /// Moves the break: `mm->brk`, and its racy copy for the readers that hold no mmap lock.
     pub(super) fn set_brk(&mut self, brk: u64) {
         self.st.brk = brk;
-        // Relaxed: read racily by `Mm::maps_line_unlocked`, as the kernel reads `mm->brk` in
+        // Relaxed: read racily by `Mm::brk_pair_racy`, as the kernel reads `mm->brk` in
         // `vma_is_initial_heap`; the mmap write lock orders the writers.
         self.mm.brk_racy.store(brk, Ordering::Relaxed);
     }

@@ -11,7 +11,7 @@ use vmspace_proc::{MapsLine, MapsName, Perms};
 use std::sync::atomic::Ordering;
 
 use super::VmFlags;
-use super::tree::VmaExt;
+use super::VmaSnapshot;
 use super::{FileKind, Mm, MmRead, config::PAGE_SHIFT};
 use crate::vma::Vma;
 
@@ -41,40 +41,44 @@ impl Mm {
 impl MmRead<'_> {
     /// [`Mm::maps_line`] with the lock held.
     pub(crate) fn maps_line_locked(&self, v: &Vma) -> MapsLine {
-        maps_line_of(v, self.st.start_brk, self.st.brk, self.cfg.start_stack)
+        maps_line_of(&v.snapshot(), self.st.start_brk, self.st.brk, self.cfg.start_stack)
+    }
+
+    /// The break values a maps line depends on, read under the lock: `(start_brk, brk)`.
+    pub(crate) fn brk_pair(&self) -> (u64, u64) {
+        (self.st.start_brk, self.st.brk)
     }
 }
 
 impl Mm {
-    /// The maps line of a VMA the caller holds by its own read lock, without the mmap lock: the heap test
-    /// reads `mm->start_brk` and `mm->brk` racily, as `vma_is_initial_heap` does (a per-VMA reader must
-    /// not take the mmap lock while it holds a VMA lock: a writer holding the mmap write lock waits in
-    /// `vma_start_write` for that very VMA's readers).
-    pub(crate) fn maps_line_unlocked(&self, v: &Vma) -> MapsLine {
+    /// `(start_brk, brk)` read racily, as `vma_is_initial_heap` reads `mm->start_brk` and `mm->brk`: what the
+    /// per-VMA and lockless readers name `[heap]` by (a per-VMA reader must not take the mmap lock while it
+    /// holds a VMA lock: a writer holding the mmap write lock waits in `vma_start_write` for that very VMA's
+    /// readers).
+    pub(crate) fn brk_pair_racy(&self) -> (u64, u64) {
         // Relaxed: a value read as the kernel reads it, with no data behind it (stored by `set_brk`).
-        let brk = self.brk_racy.load(Ordering::Relaxed);
-        maps_line_of(v, self.start_brk_racy, brk, self.cfg.start_stack)
+        (self.start_brk_racy, self.brk_racy.load(Ordering::Relaxed))
     }
 }
 
-/// `show_map_vma` of `v` with the mm-wide values the name depends on.
-fn maps_line_of(v: &Vma, start_brk: u64, brk: u64, start_stack: u64) -> MapsLine {
-    let fl = v.fl();
+/// `show_map_vma` of the VMA copy `v` with the mm-wide values the name depends on.
+pub(crate) fn maps_line_of(v: &VmaSnapshot, start_brk: u64, brk: u64, start_stack: u64) -> MapsLine {
+    let fl = v.flags;
     let perms = Perms {
         read: fl.intersects(VmFlags::READ),
         write: fl.intersects(VmFlags::WRITE),
         exec: fl.intersects(VmFlags::EXEC),
         shared: fl.intersects(VmFlags::MAYSHARE),
     };
-    let (start, end) = (v.start(), v.end());
-    let file = v.file();
-    let (offset, dev_major, dev_minor, inode) = match &file {
-        Some(f) => (v.pgoff() << PAGE_SHIFT, f.dev_major, f.dev_minor, f.inode),
+    let (start, end) = (v.start, v.end);
+    let file = &v.file;
+    let (offset, dev_major, dev_minor, inode) = match file {
+        Some(f) => (v.pgoff << PAGE_SHIFT, f.dev_major, f.dev_minor, f.inode),
         None => (0, 0, 0, 0),
     };
-    let name = match &file {
-        Some(f) if f.kind == FileKind::ShmemZero && v.anon_name().is_some() => {
-            Some(MapsName::AnonShmem(v.anon_name().as_deref().unwrap_or_default().to_string()))
+    let name = match file {
+        Some(f) if f.kind == FileKind::ShmemZero && v.anon_name.is_some() => {
+            Some(MapsName::AnonShmem(v.anon_name.as_deref().unwrap_or_default().to_string()))
         }
         Some(f) => Some(MapsName::Path { path: f.name.clone(), deleted: f.deleted }),
         None => {
@@ -83,7 +87,7 @@ fn maps_line_of(v: &Vma, start_brk: u64, brk: u64, start_stack: u64) -> MapsLine
             } else if start <= start_stack && end >= start_stack {
                 Some(MapsName::Stack)
             } else {
-                v.anon_name().as_deref().map(|n| MapsName::Anon(n.to_string()))
+                v.anon_name.as_deref().map(|n| MapsName::Anon(n.to_string()))
             }
         }
     };

@@ -112,7 +112,7 @@ pub use crate::vma::{AnonState, AnonVma, FileKind, VmFile, VmFlags, VmaSnapshot}
 pub use config::{HugetlbConfig, HugetlbPool, MmConfig, Overcommit, PAGE_SIZE, TASK_SIZE, ThpMode};
 pub use fault::{FaultMode, MmFaultStats};
 pub use fork::ForkMode;
-pub use reader::{ProcReader, ReaderMode};
+pub use reader::{ProcFile, ProcFileKind, ProcReader, ReaderMode, RecordHook};
 pub use tree::MmShared;
 use tree::{V, VmaExt, Vmas};
 pub use vmspace_abi::{

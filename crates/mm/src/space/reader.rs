@@ -10,26 +10,48 @@
 //!
 //! - [`ReaderMode::MmapLock`] (6.18's `smaps` and `smaps_rollup`, and `maps` before the per-VMA series): the
 //!   mmap read lock is taken for every *chunk* of the output and dropped between chunks (`m_start` /
-//!   `m_stop` of the seq_file); a chunk here is one VMA's record, and the next chunk looks the next VMA up
-//!   from the previous record's end (`proc_get_vma`'s `last_addr`), so a VMA that changed between chunks is
-//!   seen as it is when its own chunk is read, never torn. `smaps_rollup` holds the lock across its whole
-//!   walk (`show_smaps_rollup`; the kernel drops it when a writer is waiting and resumes from the last end,
-//!   which the engine does not: its walks are short). A `PROCMAP_QUERY` holds it for one lookup.
+//!   `m_stop` of the seq_file, [`ProcFile`]), and the next chunk looks the next VMA up from the previous
+//!   record's end (`proc_get_vma`'s `last_addr`), so a VMA that changed between chunks is seen as it is when
+//!   its own chunk is read, never torn. `smaps_rollup` holds the lock across its walk (`show_smaps_rollup`)
+//!   but drops and retakes it when a writer waits (`mmap_lock_is_contended`), resuming after the last VMA
+//!   summed. A `PROCMAP_QUERY` holds it for one lookup.
 //! - [`ReaderMode::PerVma`] (6.18's `maps` and `PROCMAP_QUERY` with `CONFIG_PER_VMA_LOCK`,
 //!   `lock_next_vma`): each VMA is found under RCU and read-locked on its own (`vma_start_read`); when that
 //!   fails (a writer holds the VMA) the reader falls back to the mmap read lock for that one step
 //!   (`lock_next_vma`'s fallback). The mm-wide values a record reads besides its VMA (the break, for
 //!   `[heap]`) are read racily, as the kernel reads them: a reader holding a VMA lock never waits for the
-//!   mmap lock, whose writer may be waiting in `vma_start_write` for that VMA's readers.
+//!   mmap lock, whose writer may be waiting in `vma_start_write` for that VMA's readers. `smaps_rollup` takes
+//!   the mmap lock, as 6.18's does.
+//! - [`ReaderMode::Lockless`] (the engine's own, docs/DIVERGENCES.md): the reader takes no lock a writer
+//!   waits for, and no writer waits for it. Each step of a walk copies the next VMA's fields under RCU and
+//!   validates the copy by sequence counts, retrying while a writer changes that VMA
+//!   ([`crate::next_vma_lockless`], whose module `vma::lockless` gives the protocol, its orderings and
+//!   why an accepted copy is one state of the VMA; the tree is re-checked so that no false gap is shown); the
+//!   page table is walked under RCU with racy entry and mapcount reads
+//!   (`PageTable::smaps_range_lockless`: tables and frames are freed a grace period after they are
+//!   unlinked, and no writer waits for a grace period). A record may thus count pages from before and after a
+//!   concurrent change, but its maps line is one state of its VMA.
 //!
-//! A third mode, lockless (seqcount-validated VMA copies, page tables walked under RCU,
-//! `PageTable::smaps_range_lockless`), fits the same API: every record function takes the VMA it renders as
-//! a value the mode produced, never a lock it must hold.
+//! Every record function works on a copy of the VMA's fields ([`VmaSnapshot`]) taken as the mode holds the
+//! VMA: under the lock for the locking modes (which stay held while the record's page walk runs), validated for
+//! the lockless one. [`ReaderMode::ALL`], [`ReaderMode::name`] and its [`FromStr`] let tools iterate and name
+//! the modes (`mmap-lock`, `per-vma`, `lockless`).
+//!
+//! # Chunked reads
+//!
+//! [`ProcReader::open`] gives a [`ProcFile`], `maps` or `smaps` as `read(2)` sees them: a page-sized buffer
+//! of whole records per chunk, handed out in pieces of any size, each new chunk a new walk from `last_pos`
+//! under the mode's lock (see [`ProcFile`]). [`ProcReader::maps`] and [`ProcReader::smaps`] read one to its
+//! end. A test hook ([`ProcReader::with_record_hook`]) runs inside every record while the mode holds the VMA.
+//!
+//! The promises every mode keeps under concurrent writers: no torn line, no false gap in memory that stays
+//! mapped, a VMA shown at most twice (before and after a change); `crate::race` runs the proc-maps-race
+//! scenarios that check them.
 //!
 //! # Records
 //!
 //! Each output is built from per-VMA record functions ([`ProcReader::smaps_record`] and the maps line), so that
-//! chunked `read(2)` rendering can stop and resume between records. A record of `smaps` (`show_smap`):
+//! chunked `read(2)` rendering stops and resumes between records. A record of `smaps` (`show_smap`):
 //! the maps line; `Size`; `KernelPageSize` and `MMUPageSize` (the huge page size for hugetlb VMAs, else 4
 //! kB); the counters of `smap_gather_stats` (the page walk, `vmspace_pgtable`'s `smaps_range`: Rss without
 //! the zero page, Pss divided by each page's mapcount, Private/Shared by mapcount, Referenced from the
@@ -47,6 +69,10 @@
 //! objects, so `build_id_parse` fails and the answer's build ID size is 0, as the kernel answers for such
 //! files.
 
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+
 use vmspace_proc::query::{
     PROCMAP_QUERY_VMA_EXECUTABLE, PROCMAP_QUERY_VMA_READABLE, PROCMAP_QUERY_VMA_SHARED,
     PROCMAP_QUERY_VMA_WRITABLE,
@@ -56,9 +82,9 @@ use vmspace_proc::{
 };
 
 use super::config::{PAGE_SHIFT, PAGE_SIZE};
-use super::tree::VmaExt;
-use super::{FileKind, Mm, MmRead, ThpMode, VmFlags};
-use crate::vma::{Vma, VmaReadGuard};
+use super::maps::maps_line_of;
+use super::{FileKind, Mm, ThpMode, VmFile, VmFlags, VmaSnapshot};
+use crate::vma::{MmLocking, next_vma_lockless};
 
 /// `HPAGE_PMD_ORDER` on x86-64.
 const PMD_ORDER: u32 = 9;
@@ -69,41 +95,60 @@ const THP_ORDERS_ALL_ANON: u64 = ((1 << (PMD_ORDER + 1)) - 1) & !((1 << 0) | (1 
 /// `THP_ORDERS_ALL_FILE_DEFAULT`: every order from 1 to `MAX_PAGECACHE_ORDER`.
 const THP_ORDERS_ALL_FILE_DEFAULT: u64 = ((1 << (MAX_PAGECACHE_ORDER + 1)) - 1) & !1;
 
+/// The size of a chunk's buffer (`seq_file`'s first buffer: one page), which a chunk of records fills.
+pub const SEQ_BUF_SIZE: usize = PAGE_SIZE as usize;
+
 /// How a [`ProcReader`] synchronises with writers (module docs).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum ReaderMode {
-    /// The mmap read lock per output chunk (one VMA record), across the walk for `smaps_rollup`.
+    /// The mmap read lock per output chunk (`m_start` .. `m_stop`), across the walk for `smaps_rollup`
+    /// (dropped and taken again when a writer waits).
     #[default]
     MmapLock,
     /// Each VMA under its own read lock (`lock_next_vma`), falling back to the mmap read lock.
     PerVma,
+    /// No lock: VMA copies under RCU validated by sequence counts, page tables walked under RCU
+    /// (`vma::lockless`).
+    Lockless,
 }
 
 impl ReaderMode {
-    /// Every mode, in the order tables list them (the mmap lock first: the baseline discipline).
-    pub const ALL: [ReaderMode; 2] = [ReaderMode::MmapLock, ReaderMode::PerVma];
+    /// Every mode, in the order above.
+    pub const ALL: [ReaderMode; 3] = [ReaderMode::MmapLock, ReaderMode::PerVma, ReaderMode::Lockless];
 
-    /// The mode's name on command lines and in reports: `mmap-lock`, `per-vma`.
+    /// The mode's name: `mmap-lock`, `per-vma` or `lockless` (what [`FromStr`] parses).
     pub fn name(self) -> &'static str {
         match self {
             ReaderMode::MmapLock => "mmap-lock",
             ReaderMode::PerVma => "per-vma",
+            ReaderMode::Lockless => "lockless",
         }
     }
 }
 
-impl std::str::FromStr for ReaderMode {
+impl fmt::Display for ReaderMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for ReaderMode {
     type Err = String;
 
-    /// Parses a [`ReaderMode::name`] (`mmap_lock` and `per_vma` are accepted too).
-    fn from_str(s: &str) -> Result<ReaderMode, String> {
+    /// A mode by its [`ReaderMode::name`] (`mmap_lock` and `per_vma` are accepted too).
+    fn from_str(s: &str) -> Result<Self, String> {
         let norm = s.replace('_', "-");
         ReaderMode::ALL.into_iter().find(|m| m.name() == norm).ok_or_else(|| {
             let names: Vec<&str> = ReaderMode::ALL.iter().map(|m| m.name()).collect();
-            format!("unknown reader mode {s:?} ({})", names.join(", "))
+            format!("unknown reader mode {s:?} (expected one of: {})", names.join(", "))
         })
     }
 }
+
+/// A test hook called with each VMA a reader is about to render, while the reader holds it as its mode holds
+/// it (the mmap read lock, the VMA read lock, or in lockless mode nothing but an RCU read-side section): tests
+/// pause a reader inside a record with it ([`ProcReader::with_record_hook`]).
+pub type RecordHook<'h> = dyn Fn(&VmaSnapshot) + Sync + 'h;
 
 /// A `/proc/PID` reader of one address space (module docs). `Send + Sync`: it borrows the [`Mm`], which
 /// threads share.
@@ -111,6 +156,7 @@ impl std::str::FromStr for ReaderMode {
 pub struct ProcReader<'a> {
     mm: &'a Mm,
     mode: ReaderMode,
+    hook: Option<&'a RecordHook<'a>>,
 }
 
 impl Mm {
@@ -121,25 +167,26 @@ impl Mm {
 
     /// A reader in `mode`.
     pub fn reader_with(&self, mode: ReaderMode) -> ProcReader<'_> {
-        ProcReader { mm: self, mode }
+        ProcReader { mm: self, mode, hook: None }
     }
 }
 
-/// The VMA a record is made of, held as the reader's mode holds it.
-enum Held<'r, 'a> {
-    /// Under the mmap read lock.
-    Locked(&'r MmRead<'a>, &'static Vma),
-    /// Under the VMA's own read lock.
-    Vma(VmaReadGuard<'static>),
+/// One VMA as a record renders it: a copy of its fields taken as the mode holds it, the break values the
+/// `[heap]` name depends on, and how the page walk may run (under PTE locks while the caller holds the VMA,
+/// or under RCU alone).
+struct Rec {
+    v: VmaSnapshot,
+    start_brk: u64,
+    brk: u64,
+    lockless: bool,
 }
 
-impl Held<'_, '_> {
-    fn vma(&self) -> &Vma {
-        match self {
-            Held::Locked(_, v) => v,
-            Held::Vma(g) => g,
-        }
-    }
+/// What one step of a walk may do next.
+enum Step {
+    /// Render this record, then continue from its end.
+    Go,
+    /// Stop before this record (it is not shown; the walk resumes at it later).
+    Stop,
 }
 
 impl<'a> ProcReader<'a> {
@@ -148,62 +195,122 @@ impl<'a> ProcReader<'a> {
         self.mode
     }
 
-    /// Runs `f` on the first VMA ending above `from` (`None` past the last), held as the mode holds it.
-    fn with_next<R>(&self, from: u64, f: impl FnOnce(Option<Held<'_, '_>>) -> R) -> R {
-        if self.mode == ReaderMode::PerVma {
-            let shared = &self.mm.vmas.shared;
-            match crate::vma::lock_next_vma(&shared.locking, &**shared, from) {
-                Ok(Some(g)) => return f(Some(Held::Vma(g))),
-                Ok(None) => return f(None),
-                // The VMA could not be read-locked: fall back to the mmap read lock for this step.
-                Err(_) => {}
+    /// The same reader calling `hook` inside every record (a test hook: [`RecordHook`]).
+    pub fn with_record_hook(self, hook: &'a RecordHook<'a>) -> ProcReader<'a> {
+        ProcReader { hook: Some(hook), ..self }
+    }
+
+    fn locking(&self) -> &MmLocking {
+        self.mm.locking()
+    }
+
+    /// Calls the test hook, if any, on a record's VMA.
+    fn hook(&self, r: &Rec) {
+        if let Some(h) = self.hook {
+            h(&r.v);
+        }
+    }
+
+    /// Runs `f` on the first VMA ending above `from` (`None` past the last), held as the mode holds it for
+    /// one step of a walk: the mmap read lock (mmap-lock mode, and per-VMA mode's fallback), the VMA's read
+    /// lock (`lock_next_vma`), or a validated copy (`next_vma_lockless`).
+    fn with_next<R>(&self, from: u64, f: impl FnOnce(Option<&Rec>) -> R) -> R {
+        match self.mode {
+            ReaderMode::MmapLock => {}
+            ReaderMode::PerVma => {
+                let shared = &self.mm.vmas.shared;
+                match crate::vma::lock_next_vma(&shared.locking, &**shared, from) {
+                    Ok(Some(g)) => {
+                        // The break is read racily: a reader holding a VMA lock never takes the mmap lock
+                        // (a writer holding it may wait in `vma_start_write` for this VMA's readers).
+                        let (start_brk, brk) = self.mm.brk_pair_racy();
+                        let r = Rec { v: g.snapshot(), start_brk, brk, lockless: false };
+                        self.hook(&r);
+                        let out = f(Some(&r));
+                        drop(g);
+                        return out;
+                    }
+                    Ok(None) => return f(None),
+                    // The VMA could not be read-locked: fall back to the mmap read lock for this step.
+                    Err(_) => {}
+                }
+            }
+            ReaderMode::Lockless => {
+                let mut retries = 0;
+                let shared = &self.mm.vmas.shared;
+                let Some(v) = next_vma_lockless(&shared.locking, &shared.tree, from, &mut retries) else {
+                    return f(None);
+                };
+                let (start_brk, brk) = self.mm.brk_pair_racy();
+                let r = Rec { v, start_brk, brk, lockless: true };
+                // The record is rendered inside an RCU read-side section (the page walk's), which no writer
+                // waits for: the hook runs inside one too, to show it.
+                let _rcu = vmspace_rcu::pin();
+                self.hook(&r);
+                return f(Some(&r));
             }
         }
-        self.mm.read_locked(|r| {
-            let v = r.find(from);
-            f(v.map(|v| Held::Locked(r, v)))
+        self.mm.read_locked(|m| {
+            let (start_brk, brk) = m.brk_pair();
+            match m.find(from) {
+                Some(v) => {
+                    let r = Rec { v: v.snapshot(), start_brk, brk, lockless: false };
+                    self.hook(&r);
+                    f(Some(&r))
+                }
+                None => f(None),
+            }
         })
     }
 
-    /// The maps line of a held VMA: under the mmap lock directly; under a VMA lock with the mm-wide values
-    /// (the break) read racily, never under the mmap lock (`Mm::maps_line_unlocked`: taking it while holding
-    /// the VMA lock deadlocks against a writer waiting for this VMA's readers).
-    fn line_of(&self, h: &Held<'_, '_>) -> MapsLine {
-        match h {
-            Held::Locked(r, v) => r.maps_line_locked(v),
-            Held::Vma(g) => self.mm.maps_line_unlocked(g),
-        }
-    }
-
-    /// Walks the VMAs from address 0, one chunk per VMA (module docs), calling `f` with each held VMA.
-    fn each(&self, mut f: impl FnMut(&Held<'_, '_>)) {
-        let mut from = 0u64;
-        loop {
-            let next = self.with_next(from, |h| {
-                h.map(|h| {
-                    f(&h);
-                    h.vma().end()
-                })
+    /// One chunk of a walk (`m_start` .. `m_stop`): from `from`, hands each VMA to `step` until it says
+    /// [`Step::Stop`] or the VMAs end. The mmap-lock mode holds the mmap read lock across the chunk; the
+    /// others hold each VMA for its own step. Returns the end of the last record shown (the next chunk's
+    /// start, `last_pos`) and whether the walk reached the end.
+    fn chunk(&self, from: u64, mut step: impl FnMut(&Rec) -> Step) -> (u64, bool) {
+        let mut pos = from;
+        if self.mode == ReaderMode::MmapLock {
+            return self.mm.read_locked(|m| {
+                let (start_brk, brk) = m.brk_pair();
+                loop {
+                    let Some(v) = m.find(pos) else { return (pos, true) };
+                    let r = Rec { v: v.snapshot(), start_brk, brk, lockless: false };
+                    self.hook(&r);
+                    match step(&r) {
+                        Step::Go => pos = r.v.end,
+                        Step::Stop => return (pos, false),
+                    }
+                }
             });
+        }
+        loop {
+            let next = self.with_next(pos, |r| r.map(|r| (step(r), r.v.end)));
             match next {
-                Some(end) => from = end,
-                None => return,
+                None => return (pos, true),
+                Some((Step::Go, end)) => pos = end,
+                Some((Step::Stop, _)) => return (pos, false),
             }
         }
     }
 
-    /// `/proc/PID/maps`.
-    pub fn maps(&self) -> String {
-        let mut s = String::new();
-        self.each(|h| self.line_of(h).render_into(&mut s));
-        s
+    /// Opens `/proc/PID/maps` or `smaps` for chunked reading ([`ProcFile`]).
+    pub fn open(&self, kind: ProcFileKind) -> ProcFile<'a> {
+        ProcFile { reader: *self, kind, buf: Vec::new(), out: 0, pos: 0, eof: false, chunks: 0 }
     }
 
-    /// `/proc/PID/smaps`: every VMA's record.
+    /// The maps line of a record.
+    fn line_of(&self, r: &Rec) -> MapsLine {
+        maps_line_of(&r.v, r.start_brk, r.brk, self.mm.config().start_stack)
+    }
+
+    /// `/proc/PID/maps`: [`ProcFile`] read to its end.
+    pub fn maps(&self) -> String {
+        self.open(ProcFileKind::Maps).read_to_string()
+    }
+
+    /// `/proc/PID/smaps`: every VMA's record ([`ProcFile`] read to its end).
     pub fn smaps(&self) -> String {
-        let mut s = String::new();
-        self.each(|h| self.record_of(h).render_into(&mut s));
-        s
+        self.open(ProcFileKind::Smaps).read_to_string()
     }
 
     /// The smaps records of the VMAs overlapping `[start, end)`, in order.
@@ -211,13 +318,13 @@ impl<'a> ProcReader<'a> {
         let mut out = Vec::new();
         let mut from = start;
         while from < end {
-            let next = self.with_next(from, |h| {
-                let h = h?;
-                if h.vma().start() >= end {
+            let next = self.with_next(from, |r| {
+                let r = r?;
+                if r.v.start >= end {
                     return None;
                 }
-                out.push(self.record_of(&h));
-                Some(h.vma().end())
+                out.push(self.record_of(r));
+                Some(r.v.end)
             });
             match next {
                 Some(e) => from = e,
@@ -229,41 +336,79 @@ impl<'a> ProcReader<'a> {
 
     /// The smaps record of the VMA containing `addr`, if any.
     pub fn smaps_record(&self, addr: u64) -> Option<SmapsRecord> {
-        self.with_next(addr, |h| {
-            let h = h?;
-            (h.vma().start() <= addr).then(|| self.record_of(&h))
+        self.with_next(addr, |r| {
+            let r = r?;
+            (r.v.start <= addr).then(|| self.record_of(r))
         })
     }
 
-    /// `/proc/PID/smaps_rollup` (`show_smaps_rollup`): the counters of every VMA summed, under one mmap read
-    /// lock across the walk (whatever the mode: 6.18 has no per-VMA rollup). An empty address space prints
-    /// the range `0-0`.
+    /// `/proc/PID/smaps_rollup` (`show_smaps_rollup`): the counters of every VMA summed. An empty address
+    /// space prints the range `0-0`.
+    ///
+    /// - mmap-lock and per-VMA modes (6.18 has no per-VMA rollup): under the mmap read lock; when a writer
+    ///   waits for it (`mmap_lock_is_contended`) after a VMA, the lock is dropped and taken again and the walk
+    ///   resumes at the first VMA ending after the last one summed (`last_vma_end`).
+    /// - lockless mode: each VMA a validated copy, its pages walked under RCU.
     pub fn smaps_rollup(&self) -> SmapsRollup {
-        self.mm.read_locked(|r| {
-            let mut acc = MemStatsAccumulator::default();
-            let (mut first, mut last) = (None, 0);
-            for v in r.areas() {
-                first.get_or_insert(v.start());
-                last = v.end();
-                self.gather(v, &mut acc);
+        let mut acc = MemStatsAccumulator::default();
+        let (mut first, mut last) = (None, 0u64);
+        let mut add = |r: &Rec, acc: &mut MemStatsAccumulator| {
+            first.get_or_insert(r.v.start);
+            last = r.v.end;
+            self.gather(r, acc);
+        };
+        if self.mode == ReaderMode::Lockless {
+            let mut from = 0;
+            while let Some(end) = self.with_next(from, |r| {
+                let r = r?;
+                add(r, &mut acc);
+                Some(r.v.end)
+            }) {
+                from = end;
             }
-            SmapsRollup { start: first.unwrap_or(0), end: last, stats: acc.finish() }
-        })
+        } else {
+            let mut from = 0;
+            loop {
+                // One hold of the mmap read lock; `Some(end)` when it was dropped for a waiting writer.
+                let resume = self.mm.read_locked(|m| {
+                    let (start_brk, brk) = m.brk_pair();
+                    let mut pos = from;
+                    while let Some(v) = m.find(pos) {
+                        let r = Rec { v: v.snapshot(), start_brk, brk, lockless: false };
+                        self.hook(&r);
+                        add(&r, &mut acc);
+                        pos = r.v.end;
+                        if self.locking().is_contended() {
+                            return Some(pos);
+                        }
+                    }
+                    None
+                });
+                match resume {
+                    Some(end) => from = end,
+                    None => break,
+                }
+            }
+        }
+        SmapsRollup { start: first.unwrap_or(0), end: last, stats: acc.finish() }
     }
 
-    /// `smap_gather_stats` for the whole VMA `v` (held by the caller): the page walk, or the hugetlb walk.
-    fn gather(&self, v: &Vma, acc: &mut MemStatsAccumulator) {
+    /// `smap_gather_stats` for the whole VMA of `r`: the page walk (under PTE locks, or under RCU alone in
+    /// lockless mode with mapcounts read racily), or the hugetlb walk (lockless entries).
+    fn gather(&self, r: &Rec, acc: &mut MemStatsAccumulator) {
+        let v = &r.v;
         let pt = self.mm.page_table();
-        let locked = v.fl().intersects(VmFlags::LOCKED);
+        let locked = v.flags.intersects(VmFlags::LOCKED);
         match huge_size(v) {
-            None => pt.smaps_range(v.start(), v.end(), locked, acc),
+            None if r.lockless => pt.smaps_range_lockless(v.start, v.end, locked, acc),
+            None => pt.smaps_range(v.start, v.end, locked, acc),
             Some(size) => {
                 // `smaps_hugetlb_range`: a huge page present in this VMA (the engine maps its 4 KiB pages one by
                 // one: any of them present) counts its whole size, shared when its pages are mapped elsewhere
                 // too (`folio_maybe_mapped_shared`).
-                let mut block = v.start();
-                while block < v.end() {
-                    let entries = pt.entries(block, (block + size).min(v.end()));
+                let mut block = v.start;
+                while block < v.end {
+                    let entries = pt.entries(block, (block + size).min(v.end));
                     let mapped: Vec<u32> = entries
                         .iter()
                         .filter(|(_, pte)| pte.is_present() && !pte.is_special())
@@ -282,35 +427,43 @@ impl<'a> ProcReader<'a> {
         }
     }
 
-    /// One smaps record (`show_smap`) of a held VMA.
-    fn record_of(&self, h: &Held<'_, '_>) -> SmapsRecord {
-        let v = h.vma();
+    /// One smaps record (`show_smap`).
+    fn record_of(&self, r: &Rec) -> SmapsRecord {
+        let v = &r.v;
         let mut acc = MemStatsAccumulator::default();
-        self.gather(v, &mut acc);
+        self.gather(r, &mut acc);
         let page_kb = huge_size(v).unwrap_or(PAGE_SIZE) >> 10;
         let cfg = self.mm.config();
         SmapsRecord {
-            header: self.line_of(h),
-            size_kb: v.len() >> 10,
+            header: self.line_of(r),
+            size_kb: (v.end - v.start) >> 10,
             kernel_page_size_kb: page_kb,
             mmu_page_size_kb: page_kb,
             stats: acc.finish(),
             thp_eligible: u64::from(self.thp_eligible(v)),
-            protection_key: cfg.pku.then(|| (v.fl().bits() >> 32) & 0xf),
-            vm_flags: VmFlagsLine::from_flags(v.fl()),
+            protection_key: cfg.pku.then(|| (v.flags.bits() >> 32) & 0xf),
+            vm_flags: VmFlagsLine::from_flags(v.flags),
+        }
+    }
+
+    /// Renders the record of `r` for `kind` into `out`.
+    fn render(&self, kind: ProcFileKind, r: &Rec, out: &mut String) {
+        match kind {
+            ProcFileKind::Maps => self.line_of(r).render_into(out),
+            ProcFileKind::Smaps => self.record_of(r).render_into(out),
         }
     }
 
     /// `!!thp_vma_allowable_orders(vma, vma->vm_flags, TVA_SMAPS, THP_ORDERS_ALL)` (`include/linux/huge_mm.h`,
     /// `mm/huge_memory.c: __thp_vma_allowable_orders`). The per-size anonymous settings are the kernel's
     /// defaults (the PMD size `inherit`s the global mode, the smaller sizes `never`).
-    fn thp_eligible(&self, v: &Vma) -> bool {
+    fn thp_eligible(&self, v: &VmaSnapshot) -> bool {
         let cfg = self.mm.config();
         if !cfg.transparent_hugepage {
             return false;
         }
-        let fl = v.fl();
-        let anon = v.is_anonymous();
+        let fl = v.flags;
+        let anon = v.file.is_none();
         let global_enabled = matches!(cfg.thp_enabled, ThpMode::Always | ThpMode::Madvise);
         let global_always = cfg.thp_enabled == ThpMode::Always;
         let mut orders = if anon {
@@ -333,7 +486,7 @@ impl<'a> ProcReader<'a> {
         while orders != 0 {
             let order = 63 - orders.leading_zeros();
             let size = PAGE_SIZE << order;
-            if let Some(addr) = v.end().checked_sub(size)
+            if let Some(addr) = v.end.checked_sub(size)
                 && thp_vma_suitable_order(v, addr, size, anon)
             {
                 break;
@@ -343,7 +496,7 @@ impl<'a> ProcReader<'a> {
         if orders == 0 {
             return false;
         }
-        match v.file() {
+        match &v.file {
             None => true,
             Some(f) if f.kind == FileKind::ShmemZero => {
                 // shmem_allowable_huge_orders with the mount's (the global shmem) setting.
@@ -351,7 +504,7 @@ impl<'a> ProcReader<'a> {
                     ThpMode::Always | ThpMode::Force => true,
                     ThpMode::Madvise => fl.intersects(VmFlags::HUGEPAGE),
                     ThpMode::WithinSize => {
-                        let end_index = (v.pgoff() + v.pages()) << PAGE_SHIFT;
+                        let end_index = (v.pgoff + ((v.end - v.start) >> PAGE_SHIFT)) << PAGE_SHIFT;
                         f.size.get() >= end_index
                     }
                     ThpMode::Never | ThpMode::Deny => false,
@@ -373,16 +526,16 @@ impl<'a> ProcReader<'a> {
         let k = req.as_read();
         let mut from = k.addr;
         loop {
-            let step = self.with_next(from, |h| {
-                let Some(h) = h else { return Err(Err(vmspace_proc::query::errno::ENOENT)) };
-                let v = h.vma();
-                let perms = perms_of(v.fl());
-                let found = k.find([(v.start(), v.end(), perms, v.is_file_backed())]);
+            let step = self.with_next(from, |r| {
+                let Some(r) = r else { return Err(Err(vmspace_proc::query::errno::ENOENT)) };
+                let v = &r.v;
+                let perms = perms_of(v.flags);
+                let found = k.find([(v.start, v.end, perms, v.file.is_some())]);
                 match found {
-                    Ok(_) => Err(self.answer(&h, &k)),
+                    Ok(_) => Err(self.answer(r, &k)),
                     // With COVERING_OR_NEXT a rejected VMA continues the search from its end.
                     Err(_) if k.flags & vmspace_proc::query::PROCMAP_QUERY_COVERING_OR_NEXT_VMA != 0 => {
-                        Ok(v.end())
+                        Ok(v.end)
                     }
                     Err(e) => Err(Err(e)),
                 }
@@ -395,13 +548,13 @@ impl<'a> ProcReader<'a> {
     }
 
     /// The answer of a matched VMA: its fields, and its name when the request has a name buffer.
-    fn answer(&self, h: &Held<'_, '_>, k: &QueryRequest) -> Result<QueryAnswer, i32> {
-        let v = h.vma();
-        let line = self.line_of(h);
+    fn answer(&self, r: &Rec, k: &QueryRequest) -> Result<QueryAnswer, i32> {
+        let v = &r.v;
+        let line = self.line_of(r);
         let mut a = QueryAnswer {
-            vma_start: v.start(),
-            vma_end: v.end(),
-            vma_flags: perms_of(v.fl()),
+            vma_start: v.start,
+            vma_end: v.end,
+            vma_flags: perms_of(v.flags),
             vma_page_size: huge_size(v).unwrap_or(PAGE_SIZE),
             vma_offset: line.offset,
             inode: line.inode,
@@ -436,22 +589,132 @@ fn perms_of(fl: VmFlags) -> u64 {
 }
 
 /// The huge page size of a hugetlb VMA (`vma_kernel_pagesize`), `None` for others.
-fn huge_size(v: &Vma) -> Option<u64> {
-    if !v.fl().intersects(VmFlags::HUGETLB) {
+fn huge_size(v: &VmaSnapshot) -> Option<u64> {
+    if !v.flags.intersects(VmFlags::HUGETLB) {
         return None;
     }
-    v.file().and_then(|f| f.huge_page_size())
+    v.file.as_ref().and_then(|f: &Arc<VmFile>| f.huge_page_size())
 }
 
 /// `thp_vma_suitable_order`: a naturally aligned block of `size` bytes around `addr` lies inside the VMA, and
 /// for a file VMA the file offset is aligned with it.
-fn thp_vma_suitable_order(v: &Vma, addr: u64, size: u64, anon: bool) -> bool {
+fn thp_vma_suitable_order(v: &VmaSnapshot, addr: u64, size: u64, anon: bool) -> bool {
     let pages = size >> PAGE_SHIFT;
-    if !anon && !(v.start() >> PAGE_SHIFT).wrapping_sub(v.pgoff()).is_multiple_of(pages) {
+    if !anon && !(v.start >> PAGE_SHIFT).wrapping_sub(v.pgoff).is_multiple_of(pages) {
         return false;
     }
     let haddr = addr & !(size - 1);
-    haddr >= v.start() && haddr.checked_add(size).is_some_and(|e| e <= v.end())
+    haddr >= v.start && haddr.checked_add(size).is_some_and(|e| e <= v.end)
+}
+
+/// Which `/proc/PID` file a [`ProcFile`] reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ProcFileKind {
+    /// `/proc/PID/maps`: one line per VMA.
+    Maps,
+    /// `/proc/PID/smaps`: one record per VMA.
+    Smaps,
+}
+
+/// An open `/proc/PID/maps` or `smaps` read in chunks as `read(2)` sees it (`fs/seq_file.c: seq_read_iter`
+/// over `fs/proc/task_mmu.c`'s `m_start` / `m_next` / `m_stop`).
+///
+/// Each [`ProcFile::read`] first hands out what the buffer still holds. When it is empty, a new chunk is
+/// rendered: the walk restarts at `last_pos`, the end of the last record shown (`proc_get_vma`'s
+/// `*ppos = vma->vm_end`), takes the mode's lock for the chunk (mmap-lock mode: the mmap read lock from
+/// `m_start` to `m_stop`; per-VMA mode: each VMA's own lock; lockless mode: nothing), and renders records
+/// into a page-sized buffer until it holds at least as many bytes as the caller asked for, or the next
+/// record would not fit in the page (that record is left for the next chunk), or the VMAs end. A first record
+/// larger than the page is kept whole (the kernel grows its buffer). A VMA that changes between chunks is
+/// therefore seen as it is when its own chunk is rendered; a VMA that grew downwards over `last_pos` is shown
+/// again (the "before and after" of the kernel's readers).
+pub struct ProcFile<'a> {
+    reader: ProcReader<'a>,
+    kind: ProcFileKind,
+    /// The current chunk's bytes.
+    buf: Vec<u8>,
+    /// How many of them were handed out.
+    out: usize,
+    /// `last_pos`: where the next chunk's walk starts.
+    pos: u64,
+    /// The walk reached the last VMA.
+    eof: bool,
+    /// Chunks rendered so far.
+    chunks: u64,
+}
+
+impl ProcFile<'_> {
+    /// `read(2)`: copies up to `dst.len()` bytes of the file into `dst` and returns how many (0 at the end
+    /// of the file, or for an empty `dst`).
+    pub fn read(&mut self, dst: &mut [u8]) -> usize {
+        if dst.is_empty() {
+            return 0;
+        }
+        if self.out == self.buf.len() {
+            if self.eof {
+                return 0;
+            }
+            self.fill(dst.len());
+        }
+        let n = (self.buf.len() - self.out).min(dst.len());
+        dst[..n].copy_from_slice(&self.buf[self.out..self.out + n]);
+        self.out += n;
+        n
+    }
+
+    /// Renders the next chunk (type docs) for a read of `want` bytes.
+    fn fill(&mut self, want: usize) {
+        let mut text = String::new();
+        let mut one = String::new();
+        let (reader, kind) = (self.reader, self.kind);
+        let (pos, eof) = reader.chunk(self.pos, |r| {
+            if !text.is_empty() && text.len() >= want {
+                return Step::Stop;
+            }
+            one.clear();
+            reader.render(kind, r, &mut one);
+            if !text.is_empty() && text.len() + one.len() > SEQ_BUF_SIZE {
+                return Step::Stop;
+            }
+            text.push_str(&one);
+            Step::Go
+        });
+        self.pos = pos;
+        self.eof = eof;
+        self.buf = text.into_bytes();
+        self.out = 0;
+        self.chunks += 1;
+    }
+
+    /// Reads the rest of the file with page-sized reads.
+    pub fn read_to_string(&mut self) -> String {
+        let mut all = Vec::new();
+        let mut page = vec![0u8; SEQ_BUF_SIZE];
+        loop {
+            let n = self.read(&mut page);
+            if n == 0 {
+                break;
+            }
+            all.extend_from_slice(&page[..n]);
+        }
+        String::from_utf8(all).expect("the /proc formats are ASCII")
+    }
+
+    /// The chunks rendered so far (each one walk restart, one hold of the mode's lock in mmap-lock mode).
+    pub fn chunks(&self) -> u64 {
+        self.chunks
+    }
+
+    /// `last_pos`: the end of the last record rendered (where the next chunk starts).
+    pub fn last_pos(&self) -> u64 {
+        self.pos
+    }
+}
+
+impl std::io::Read for ProcFile<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        Ok(ProcFile::read(self, buf))
+    }
 }
 
 // The reader is shared between threads, as `/proc/PID` files are read by other processes.

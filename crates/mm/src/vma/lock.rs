@@ -335,15 +335,21 @@ pub fn vma_start_write(mm: &MmLocking, vma: &Vma) {
         return;
     }
     if enter_locked(vma, false) {
-        // Relaxed: published by `exit_locked`'s release to readers that increment afterwards; readers that
-        // incremented before are the ones we waited for.
-        vma.lock_seq_cell().store(seq, Ordering::Relaxed);
+        // Release (for the lockless readers; the per-VMA readers' publication is `exit_locked`'s release to
+        // readers that increment afterwards, and readers that incremented before are the ones we waited for):
+        // a lockless reader whose acquire load reads this epoch also reads `mm_lock_seq` at this epoch or
+        // later (`lockless::snapshot`'s "write-locked now" check).
+        vma.lock_seq_cell().store(seq, Ordering::Release);
         let left = exit_locked(vma);
         debug_assert_eq!(left, 1, "readers entered while excluded");
     } else {
         // Detached: no reader can take a reference; `vma_mark_attached`'s release store publishes this.
-        vma.lock_seq_cell().store(seq, Ordering::Relaxed);
+        // Release: as above, for the lockless readers.
+        vma.lock_seq_cell().store(seq, Ordering::Release);
     }
+    // The fields change after this: lockless readers (which take no reference, so the wait above never waits
+    // for them) detect it by the VMA's write count (`Vma::write_seq_bump`, after the `vm_lock_seq` store).
+    vma.write_seq_bump();
 }
 
 /// `vma_assert_write_locked` as a predicate for the holder: true if `vma` is write-locked in `mm`'s current

@@ -19,6 +19,9 @@
 //!   the maps reader's next-VMA step with false-gap validation and mmap_lock fall-back. Both walk any tree that
 //!   implements [`VmaLookup`] (point lookup) / [`VmaFind`] (next VMA from an address); `MapleTree<&'static
 //!   Vma>` implements both.
+//! - The lockless reader ([`lockless`]): [`vma_snapshot_lockless`] copies a VMA's fields under RCU and
+//!   validates them by the VMA's write count (`vm_seq`) and `vm_lock_seq`/`mm_lock_seq`, holding nothing a
+//!   writer waits for; [`next_vma_lockless`] is the `/proc` walk's step on top of it.
 //!
 //! # The writer's protocol (what the address-space code must do)
 //!
@@ -44,6 +47,7 @@ pub mod anon;
 pub mod attrs;
 
 pub mod lock;
+pub mod lockless;
 pub mod lookup;
 pub mod mmap_lock;
 pub mod object;
@@ -60,6 +64,7 @@ pub use lock::{
     vma_is_write_locked, vma_mark_attached, vma_mark_detached, vma_start_read, vma_start_read_locked,
     vma_start_write,
 };
+pub use lockless::{SnapshotFail, next_vma_lockless, vma_snapshot_lockless};
 pub use lookup::{
     LockEvents, VmaFind, VmaLookup, lock_next_vma, lock_vma_under_rcu, lock_vma_under_rcu_events,
 };

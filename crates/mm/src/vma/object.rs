@@ -38,7 +38,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use vmspace_rcu::sync::{AtomicU32, AtomicU64, Ordering};
+use vmspace_rcu::sync::{AtomicU32, AtomicU64, Ordering, fence};
 
 use super::VmFlags;
 use super::anon::{AnonState, AnonVma};
@@ -90,6 +90,13 @@ pub struct Vma {
     anon_name: RcuArc<Arc<str>>,
     /// 1 while the VMA sits free in the pool, 0 while allocated. Written by the pool only; read by assertions.
     pub(crate) in_pool: AtomicU32,
+    /// The write count of the lockless readers ([`super::lockless`]), never reset (the VMA object is
+    /// type-stable). Even but inside the pool's two sections, which make it odd while they change the fields
+    /// (`clear_fields` when the VMA is freed, `set_mm_id` when it is handed out or freed:
+    /// [`Vma::write_seq_begin`] / [`Vma::write_seq_end`]); `vma_start_write` adds 2 before a write-locked
+    /// VMA's fields change ([`Vma::write_seq_bump`]: that section's end is `mm_lock_seq`'s). 32 bits: a
+    /// reader's copy takes nanoseconds, and only exactly 2^31 sections inside one copy could hide a change.
+    vm_seq: AtomicU32,
     /// The registration of a file VMA in its file's mapping registry (`vma_interval_tree_insert`: a
     /// `vmspace_pgtable::MappingId`), 0 for none. Written by the mmap write-lock holder when the VMA is
     /// registered and unregistered (`space::tree`); read by the same. Relaxed: a writer-only field, atomic only
@@ -152,6 +159,7 @@ impl Vma {
             anon_vma: RcuArc::empty(),
             anon_name: RcuArc::empty(),
             in_pool: AtomicU32::new(0),
+            vm_seq: AtomicU32::new(0),
             i_mmap: AtomicU64::new(0),
             anon: vmspace_rcu::sync::Mutex::new(AnonState::EMPTY),
             vm_refcnt: RefcntLine { v: AtomicU32::new(0) },
@@ -422,6 +430,8 @@ impl Vma {
 
     /// Resets range, flags, pgoff and attributes (the pool does this when a VMA is freed).
     pub(crate) fn clear_fields(&self) {
+        // A lockless reader holding a stale pointer must see the change (module docs of `lockless`).
+        self.write_seq_begin();
         // Relaxed: the VMA is detached (refcount 0), so no reader can take a lock on it and trust these.
         self.vm_start.store(0, Ordering::Relaxed);
         self.vm_end.store(0, Ordering::Relaxed);
@@ -437,6 +447,7 @@ impl Vma {
         );
         let old = std::mem::take(&mut *self.anon());
         drop(old);
+        self.write_seq_end();
     }
 
     /// The file-registry id ([`Vma::i_mmap`](Self) field docs), 0 for none.
@@ -456,9 +467,65 @@ impl Vma {
     /// Sets `vm_mm` (pool only: at allocation, before attach; at free, after detach).
     #[inline]
     pub(crate) fn set_mm_id(&self, id: u64) {
+        // A new life (or the end of one): lockless readers with a stale pointer see the section.
+        self.write_seq_begin();
         // Relaxed: published to readers by `vma_mark_attached`'s release store of `vm_refcnt`, which readers
-        // acquire before they load `vm_mm`.
+        // acquire before they load `vm_mm` (and to lockless readers by `write_seq_end`).
         self.vm_mm.store(id, Ordering::Relaxed);
+        self.write_seq_end();
+    }
+
+    /// The lockless readers' write count (`vm_seq`: see the field, and the `vma::lockless` module).
+    #[inline]
+    pub fn write_seq(&self) -> u32 {
+        // Relaxed: a snapshot (diagnostics; the lockless reader loads it with its own orderings).
+        self.vm_seq.load(Ordering::Relaxed)
+    }
+
+    /// The `vm_seq` cell for the lockless reader ([`super::lockless`]).
+    #[inline]
+    pub(crate) fn write_seq_cell(&self) -> &AtomicU32 {
+        &self.vm_seq
+    }
+
+    /// Announces a change of a write-locked VMA's fields to lockless readers: `vma_start_write` calls it after
+    /// it stored `vm_lock_seq` (the section ends when `mm_lock_seq` moves on), before the first field store.
+    ///
+    /// `vm_seq` has one writer at a time (the mmap write-lock holder of the VMA's mm, or the pool's owner of a
+    /// detached VMA, which the pool's mutex orders), so its changes are a load and a store, not an RMW.
+    #[inline]
+    pub(crate) fn write_seq_bump(&self) {
+        // Relaxed: our own last value (single writer, see above).
+        let c = self.vm_seq.load(Ordering::Relaxed);
+        // Release: every store made before it (the previous sections of this VMA, the `vm_lock_seq` store of
+        // this one) is visible to a lockless reader whose acquire load of `vm_seq` reads this value
+        // (`lockless::vma_snapshot_lockless`). +2: the count stays even (odd marks the pool's sections).
+        self.vm_seq.store(c.wrapping_add(2), Ordering::Release);
+        // Release fence: orders the bump before every field store that follows; pairs with the acquire fence
+        // a lockless reader runs between its field loads and its re-read of `vm_seq`: a reader that loaded
+        // any value stored after this fence re-reads this bump (or a later value) and retries.
+        fence(Ordering::Release);
+    }
+
+    /// Opens a section in which the pool changes the fields of a detached VMA (the count becomes odd: lockless
+    /// readers holding a stale pointer retry or refuse it).
+    #[inline]
+    fn write_seq_begin(&self) {
+        // Relaxed: our own last value (single writer, see `write_seq_bump`).
+        let c = self.vm_seq.load(Ordering::Relaxed);
+        debug_assert!(c & 1 == 0, "nested VMA write sections");
+        // Relaxed store, then a release fence: as in `write_seq_bump` (pairs with the reader's acquire fence).
+        self.vm_seq.store(c.wrapping_add(1), Ordering::Relaxed);
+        fence(Ordering::Release);
+    }
+
+    /// Closes the section of [`Vma::write_seq_begin`] (even again).
+    #[inline]
+    fn write_seq_end(&self) {
+        // Relaxed: our own last value (single writer).
+        let c = self.vm_seq.load(Ordering::Relaxed);
+        // Release: the section's stores are visible to a lockless reader whose acquire load reads this value.
+        self.vm_seq.store(c.wrapping_add(1), Ordering::Release);
     }
 
     /// `vm_lock_seq` access for the lock module.

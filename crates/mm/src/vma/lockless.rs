@@ -1,0 +1,240 @@
+//! The lockless VMA reader: a VMA's fields copied under RCU and validated by sequence counts, taking no lock
+//! that a writer waits for and holding nothing a writer waits for (the `/proc` readers' `Lockless` mode,
+//! `space::reader`).
+//!
+//! # Why not the per-VMA lock
+//!
+//! A per-VMA reader holds a reference in `vm_refcnt`, and `vma_start_write` / `vma_mark_detached` wait for
+//! it: a reader preempted inside a record delays the writer of that VMA. The lockless reader takes no
+//! reference: it copies the fields (a [`VmaSnapshot`]) and then checks that no writer touched the VMA while it
+//! copied, retrying if one did. Writers never learn that it exists.
+//!
+//! # What the writer provides
+//!
+//! - `mm_lock_seq` ([`MmLocking::mm_lock_seq`]): odd while the mmap write lock is held; its stores are release
+//!   stores (`SeqCount::write_begin` / `write_end`), so a reader that reads a value sees every write section
+//!   that ended before it.
+//! - `vm_lock_seq`: the epoch in which the VMA was last write-locked, stored with release ordering by
+//!   `vma_start_write`; the VMA is being changed iff it equals the current `mm_lock_seq`.
+//! - `vm_seq` (the VMA's write count, [`Vma::write_seq`]): raised by 2 (a release store, then a release fence)
+//!   by `vma_start_write` after it stores `vm_lock_seq`, before any field changes; and made odd, then even
+//!   again, around the pool's changes of a detached VMA (when it is freed: fields cleared, `vm_mm` reset; when
+//!   it is handed out: `vm_mm` set), a seqcount's write section. Never reset (VMA objects are type-stable), so
+//!   a VMA freed and reused, even by another mm and back, never shows the same count again (no ABA, but at
+//!   2^32 changes).
+//!
+//! Two changes are not bumped, as in the kernel they are single-word updates under the mmap *read* lock: a
+//! sticky flag (`VM_MAYBE_GUARD`, `Vma::set_flag_atomic`) and a first anon_vma (`__anon_vma_prepare`). A copy
+//! sees each old or new, never a torn word.
+//!
+//! # The reader's protocol ([`vma_snapshot_lockless`])
+//!
+//! ```text
+//! c0 = vm_seq           (acquire)  odd: the pool is changing the VMA -> Changed (retry)
+//!                                  else the section whose bump it reads, and everything before, is visible
+//! s0 = vm_lock_seq      (acquire)  the epoch of that section (or a later one)
+//! m0 = mm_lock_seq      (acquire)  s0 == m0: the VMA is write-locked now -> WriteLocked (retry later)
+//!                                  else that epoch ended before m0 was stored: its stores are visible
+//! copy the fields       (relaxed atomics; the file and names through RCU cells)
+//! fence(acquire)                   pairs with the release fence after every bump
+//! c1 = vm_seq           (relaxed)  c1 != c0: a writer began a change while we copied -> Changed
+//! vm_mm != this mm, or an empty range: a stale pointer (freed, reused) -> Stale
+//! ```
+//!
+//! Why an accepted copy is one state of the VMA: every store the copy may have read was made either after a
+//! bump later than `c0` (then the fence pairing makes `c1` read that bump: rejected) or before it, in the
+//! write section of `c0` or earlier. The section of `c0` is complete and visible: if it is a write-lock
+//! section of epoch `E`, `vm_lock_seq` was set to `E` before the bump, so `s0 >= E` and `m0 >= s0` (acquire
+//! chains); `s0 == m0` is refused, and `m0 > s0 >= E` means `E`'s end (a release store) was read. If it is the
+//! end of one of the pool's sections (even, a release store after the section's stores), the section is complete
+//! and visible: a freed VMA shows an empty range and `vm_mm` 0, one handed out to another mm that mm's id:
+//! refused. So a copy either is refused or mixes no two states. (The pool's sections need their own end:
+//! a VMA may be freed after its mm's write section ended, as the loom model `lockless_snapshot_vs_recycle`
+//! does; an odd count alone marks them, since the pool never writes a VMA a reader could lock.)
+//!
+//! # The walk ([`next_vma_lockless`])
+//!
+//! The `/proc` walk needs more than a consistent VMA: no false gap in memory that stays mapped. Writers keep
+//! the tree free of false gaps (a VMA that grows is stored before its neighbour shrinks: `space::tree`), so
+//! the reader trusts the tree for gaps and the snapshot for the rest:
+//! - find the first entry ending after `from` under RCU (none: the walk is over);
+//! - copy and validate the VMA stored there;
+//! - require the tree's range for it to be the snapshot's range (a VMA half-way through a writer's call, whose
+//!   tree range and fields disagree, is retried after the writer's store);
+//! - if the snapshot starts after `from` (a gap before it), walk again after the copy and require the same
+//!   VMA with the same range to come first: a VMA that split or moved into the gap meanwhile is then found.
+//!
+//! Retries spin a little, then yield: the reader waits for a writer's call on *this* VMA to end (it needs the
+//! before or the after state), never the other way round.
+
+use vmspace_maple::MapleTree;
+use vmspace_rcu::sync::{Ordering, fence, spin_loop, yield_now};
+
+use super::mmap_lock::MmLocking;
+use super::object::{Vma, VmaSnapshot};
+
+/// Why a lockless copy of a VMA was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SnapshotFail {
+    /// The VMA is write-locked in the current write epoch: a writer is changing it.
+    WriteLocked,
+    /// A writer began a change (or the pool reused the VMA) while the reader copied.
+    Changed,
+    /// The VMA belongs to no mm or another one, or has an empty range: a stale pointer.
+    Stale,
+}
+
+/// Copies `vma`'s fields without any lock and validates the copy (module docs, "The reader's protocol").
+/// The caller found `vma` in `mm`'s tree under RCU, or holds a stale pointer: VMAs are type-stable.
+pub fn vma_snapshot_lockless(mm: &MmLocking, vma: &Vma) -> Result<VmaSnapshot, SnapshotFail> {
+    // Acquire: pairs with the release bump (`Vma::write_seq_bump`): the section it opened, and all before it,
+    // is visible to the loads below.
+    let c0 = vma.write_seq_cell().load(Ordering::Acquire);
+    if c0 & 1 == 1 {
+        // The pool is changing the VMA (freeing it, or handing it out).
+        return Err(SnapshotFail::Changed);
+    }
+    // Acquire: pairs with `vma_start_write`'s release store, so `mm_lock_seq` below is read at that epoch or
+    // later.
+    let s0 = vma.lock_seq_cell().load(Ordering::Acquire);
+    // Acquire (`raw_read`): pairs with the release stores of `mm_lock_seq` (write_begin / write_end): an
+    // epoch seen as over has its stores visible.
+    let m0 = mm.mm_lock_seq().raw_read();
+    if s0 == m0 {
+        return Err(SnapshotFail::WriteLocked);
+    }
+    let snap = vma.snapshot();
+    // Acquire fence: the field loads above are ordered before the re-read of the count; pairs with the
+    // release fence after every bump.
+    fence(Ordering::Acquire);
+    // Relaxed: ordered by the fence.
+    if vma.write_seq_cell().load(Ordering::Relaxed) != c0 {
+        return Err(SnapshotFail::Changed);
+    }
+    if snap.mm_id != mm.id() || snap.start >= snap.end {
+        return Err(SnapshotFail::Stale);
+    }
+    Ok(snap)
+}
+
+/// Backs off before a retry: spins a little, then yields (the writer on another thread needs the CPU).
+#[inline]
+fn backoff(spins: &mut u32) {
+    if *spins < 32 {
+        *spins += 1;
+        spin_loop();
+    } else {
+        yield_now();
+    }
+}
+
+/// The lockless `/proc` walk's step (module docs, "The walk"): a validated copy of the first VMA of `mm`
+/// ending after `from`, or `None` if there is none. Takes no lock and holds nothing when it returns; retries
+/// (and yields) while a writer's call changes that VMA. `retries` counts the copies and walks thrown away.
+pub fn next_vma_lockless(
+    mm: &MmLocking,
+    tree: &MapleTree<&'static Vma>,
+    from: u64,
+    retries: &mut u64,
+) -> Option<VmaSnapshot> {
+    let mut spins = 0;
+    loop {
+        let guard = vmspace_rcu::pin();
+        let (first, last, vma) = tree.find_in(from, u64::MAX, &guard)?;
+        if let Ok(s) = vma_snapshot_lockless(mm, vma)
+            && s.end > from
+            && first == s.start
+            && last.wrapping_add(1) == s.end
+        {
+            if s.start <= from {
+                return Some(s);
+            }
+            // A gap [from, s.start): nothing may have moved into it while we copied.
+            match tree.find_in(from, u64::MAX, &guard) {
+                Some((f, l, v)) if std::ptr::eq(v, vma) && f == first && l == last => return Some(s),
+                _ => {}
+            }
+        }
+        drop(guard);
+        *retries += 1;
+        backoff(&mut spins);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::vma::lock::{vma_mark_attached, vma_mark_detached, vma_start_write};
+    use crate::vma::pool::VmaPool;
+
+    fn map(pool: &VmaPool, mm: &MmLocking, tree: &MapleTree<&'static Vma>, s: u64, e: u64) -> &'static Vma {
+        let v = pool.alloc(mm).unwrap();
+        let _w = mm.write_lock();
+        vma_start_write(mm, v);
+        v.set_range(mm, s, e);
+        vma_mark_attached(mm, v);
+        tree.insert_range(s, e - 1, v).unwrap();
+        v
+    }
+
+    #[test]
+    fn copies_refuses_write_locked_and_detects_changes() {
+        let (pool, mm, tree) = (VmaPool::leak_new(), MmLocking::new(), MapleTree::new());
+        let v = map(pool, &mm, &tree, 0x10000, 0x12000);
+        let s = vma_snapshot_lockless(&mm, v).unwrap();
+        assert_eq!((s.start, s.end), (0x10000, 0x12000));
+        let c = v.write_seq();
+        {
+            let _w = mm.write_lock();
+            // Not yet locked in this epoch: readable (the writer has not announced a change).
+            assert!(vma_snapshot_lockless(&mm, v).is_ok());
+            vma_start_write(&mm, v);
+            assert_eq!(v.write_seq(), c.wrapping_add(2));
+            assert_eq!(vma_snapshot_lockless(&mm, v), Err(SnapshotFail::WriteLocked));
+            // The reader never holds a reference: the writer's lock did not wait, the count is untouched.
+            assert_eq!(v.refcnt(), 1);
+            v.set_end(&mm, 0x11000);
+        }
+        let s = vma_snapshot_lockless(&mm, v).unwrap();
+        assert_eq!((s.start, s.end), (0x10000, 0x11000));
+        // Another mm's reader (a stale pointer) is refused.
+        assert_eq!(vma_snapshot_lockless(&MmLocking::new(), v), Err(SnapshotFail::Stale));
+    }
+
+    #[test]
+    fn freed_and_reused_vma_is_refused() {
+        let (pool, mm, tree) = (VmaPool::leak_new(), MmLocking::new(), MapleTree::new());
+        let v = map(pool, &mm, &tree, 0x10000, 0x12000);
+        let c = v.write_seq();
+        {
+            let _w = mm.write_lock();
+            vma_start_write(&mm, v);
+            tree.erase(0x10000);
+            vma_mark_detached(&mm, v);
+        }
+        pool.free(v);
+        assert_eq!(vma_snapshot_lockless(&mm, v), Err(SnapshotFail::Stale));
+        let other = MmLocking::new();
+        let again = pool.alloc(&other).unwrap();
+        assert!(std::ptr::eq(again, v));
+        // Locked once (+2), freed (two sections: fields cleared, vm_mm reset), handed out again (one).
+        assert_eq!(v.write_seq(), c.wrapping_add(2 + 2 * 3));
+        assert_eq!(vma_snapshot_lockless(&mm, v), Err(SnapshotFail::Stale));
+    }
+
+    #[test]
+    fn walk_finds_each_vma_and_none_after_the_last() {
+        let (pool, mm, tree) = (VmaPool::leak_new(), MmLocking::new(), MapleTree::new());
+        map(pool, &mm, &tree, 0x10000, 0x12000);
+        map(pool, &mm, &tree, 0x20000, 0x21000);
+        let mut retries = 0;
+        let mut from = 0;
+        let mut seen = Vec::new();
+        while let Some(s) = next_vma_lockless(&mm, &tree, from, &mut retries) {
+            seen.push((s.start, s.end));
+            from = s.end;
+        }
+        assert_eq!(seen, [(0x10000, 0x12000), (0x20000, 0x21000)]);
+        assert_eq!(retries, 0);
+    }
+}
