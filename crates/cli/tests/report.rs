@@ -194,9 +194,8 @@ fn a_report_has_every_experiment_figure_and_a_self_contained_page() {
     assert_ne!(param(tearing, "status"), "not measured");
     let engine_targets: Vec<&&Value> =
         targets.iter().filter(|t| param(t, "target").contains(".engine")).collect();
-    // Every engine side is measured but the lockless readers' placeholder (until this build has the mode).
-    let (pending_targets, measured_targets): (Vec<&&Value>, Vec<&&Value>) =
-        engine_targets.into_iter().partition(|t| param(t, "target").contains("lockless"));
+    // Every engine side is measured.
+    let measured_targets = engine_targets;
     // Faults: scaling at 2 threads with and without the mapper, mmap_lock with the mapper at each thread count,
     // engine over kernel; fork: the copy rate at 102,421 VMAs, tree copy over re-insertion at 121 VMAs with and
     // without pages and at 102,421.
@@ -211,6 +210,7 @@ fn a_report_has_every_experiment_figure_and_a_self_contained_page() {
         "contention.engine.per_vma_maps_over_kernel",
         "tearing.engine-mmap-lock.maps",
         "tearing.engine-per-vma.smaps",
+        "tearing.engine-lockless.maps",
     ] {
         assert!(ids.contains(&id), "no target {id}: {ids:?}");
     }
@@ -222,16 +222,6 @@ fn a_report_has_every_experiment_figure_and_a_self_contained_page() {
         }
         assert_ne!(param(t, "status"), "not measured", "{t}");
         assert!(!t["runs"].as_array().unwrap().is_empty(), "{t}");
-    }
-    let lockless_pending = !vmspace_mm::ReaderMode::ALL.iter().any(|m| m.name() == "lockless");
-    assert_eq!(pending_targets.len(), if lockless_pending { 2 } else { 0 }, "{pending_targets:?}");
-    for t in pending_targets {
-        assert_eq!(param(t, "status"), "not measured", "{t}");
-        assert!(
-            t["notes"][0].as_str().unwrap().starts_with("not yet measured on the engine (awaits "),
-            "{t}"
-        );
-        assert!(t["runs"].as_array().unwrap().is_empty(), "{t}");
     }
     // The engine's fault and fork rows: one report per point with numbers, beside the kernel's.
     let side_rows = |id: &str, side: &str| -> Vec<&Value> {

@@ -2,7 +2,7 @@
 //! plugs in.
 //!
 //! Each function returns the engine sides of one experiment, in the order their rows and lines appear. A side
-//! whose engine code has not landed is an [`AwaitingEngine`] placeholder with the id and name the real side
+//! whose engine code has not landed is an [`AwaitingEngine`](crate::experiment::AwaitingEngine) placeholder with the id and name the real side
 //! will have and what it awaits: every table, figure, verdict and target of the report then says "not yet
 //! measured on the engine (awaits ...)" where its figures would be, and `report.json` records it as a
 //! `report.side` report with that status, never as numbers.
@@ -39,13 +39,11 @@
 //!   an engine `Mm` (`vmspace_bench::contention::engine_row`): a mapper thread timing random 4 KiB
 //!   `Mm::mmap`/`munmap` calls in a populated region, a nice-15 scanner thread reading the engine's
 //!   `/proc/PID/maps`, `smaps`, `smaps_rollup` or walking PROCMAP_QUERY (`fs/proc/task_mmu.c`) in one reader
-//!   mode per side (`ReaderMode::ALL`: under the mmap_lock, under per-VMA locks with `lock_next_vma`), busy
-//!   threads beside it, placed as the kernel's processes are.
+//!   mode per side (`ReaderMode::ALL`: under the mmap_lock, under per-VMA locks with `lock_next_vma`, lockless
+//!   with sequence-count-validated VMA copies), busy threads beside it, placed as the kernel's processes are.
 //! - tearing ([`crate::experiments::tearing`], [`EngineRace`], measured): the proc-maps-race checks on an engine
 //!   `Mm`, a writer thread against a reader thread in one reader mode per side, through a
 //!   `vmspace_bench::race::RaceRunner` ([`vmspace_bench::race::ENGINE`]).
-//! - A reader mode this build does not have yet (lockless) is an [`AwaitingEngine`] placeholder until
-//!   `ReaderMode::ALL` names it; then its sides are measured like the others' with no change here.
 //!
 //! # CPUs
 //! The engine's sides place their threads on the host's usable CPUs as gathered at the start of the run
@@ -64,7 +62,7 @@ use vmspace_bench::race::{self as bench_race, RaceFile, RaceRunner, RaceTest, Sc
 use vmspace_linux::contention::Config as ContentionRow;
 use vmspace_results::report::Report;
 
-use crate::experiment::{AwaitingEngine, Ctx, Side, SideInfo, Sides};
+use crate::experiment::{Ctx, Side, SideInfo, Sides};
 use crate::experiments::contention::ContentionPlan;
 use crate::experiments::faults::{self, FaultsPlan, FaultsPoint};
 use crate::experiments::fork::{self, ForkPlan, ForkPoint};
@@ -86,16 +84,12 @@ pub const READERS_MMAP_LOCK: &str = "engine-mmap-lock";
 /// Contention and tearing: the engine's lockless readers.
 pub const READERS_LOCKLESS: &str = "engine-lockless";
 
-/// What the lockless reader sides await.
-const LOCKLESS_READER: &str = "the engine's lockless reader mode (ReaderMode::Lockless)";
-
 /// The side id of reader mode `mode` (`engine-<name>`).
 pub fn reader_side_id(mode: ReaderMode) -> &'static str {
-    match mode.name() {
-        "mmap-lock" => READERS_MMAP_LOCK,
-        "per-vma" => READERS_PER_VMA,
-        "lockless" => READERS_LOCKLESS,
-        other => other,
+    match mode {
+        ReaderMode::MmapLock => READERS_MMAP_LOCK,
+        ReaderMode::PerVma => READERS_PER_VMA,
+        ReaderMode::Lockless => READERS_LOCKLESS,
     }
 }
 
@@ -308,29 +302,15 @@ impl Side<TearingPlan> for EngineRace {
     }
 }
 
-/// The placeholder of the lockless reader mode while `ReaderMode::ALL` does not name it.
-fn lockless_placeholder() -> Option<AwaitingEngine> {
-    (!ReaderMode::ALL.iter().any(|m| m.name() == "lockless")).then_some(AwaitingEngine {
-        id: READERS_LOCKLESS,
-        name: "engine, lockless readers",
-        awaits: LOCKLESS_READER,
-    })
-}
-
 /// The engine sides of the contention grid: one per reader mode.
 pub fn contention_sides() -> Sides<ContentionPlan> {
-    let mut out: Sides<ContentionPlan> =
-        ReaderMode::ALL.into_iter().map(|mode| Box::new(EngineContention { mode }) as _).collect();
-    out.extend(lockless_placeholder().map(|p| Box::new(p) as _));
-    out
+    ReaderMode::ALL.into_iter().map(|mode| Box::new(EngineContention { mode }) as _).collect()
 }
 
 /// The engine sides of the tearing checks: one per reader mode.
 pub fn tearing_sides() -> Sides<TearingPlan> {
-    let mut out: Sides<TearingPlan> = ReaderMode::ALL
+    ReaderMode::ALL
         .into_iter()
         .map(|mode| Box::new(EngineRace { mode, runner: bench_race::ENGINE }) as _)
-        .collect();
-    out.extend(lockless_placeholder().map(|p| Box::new(p) as _));
-    out
+        .collect()
 }
