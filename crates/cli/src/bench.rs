@@ -68,7 +68,7 @@ pub struct ContentionArgs {
     /// Pause between the mapper's calls, µs.
     #[arg(long, default_value_t = 10)]
     pause_us: u64,
-    /// The engine's reader modes, comma-separated (default: every mode this build has: mmap-lock, per-vma).
+    /// The engine's reader modes, comma-separated (default: every mode: mmap-lock, per-vma, lockless).
     #[arg(long, value_delimiter = ',')]
     modes: Option<Vec<ReaderMode>>,
     /// The mapper's CPU (default: the first usable CPU).

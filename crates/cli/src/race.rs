@@ -25,7 +25,7 @@ pub struct RaceArgs {
     /// Run on the live kernel (a child process and /proc/CHILD/maps, as `vmspace kernel race`).
     #[arg(long)]
     kernel: bool,
-    /// The engine's reader modes, comma-separated (default: every mode this build has: mmap-lock, per-vma).
+    /// The engine's reader modes, comma-separated (default: every mode: mmap-lock, per-vma, lockless).
     #[arg(long, value_delimiter = ',', conflicts_with = "kernel")]
     mode: Option<Vec<ReaderMode>>,
     /// The file to read: maps (with PROCMAP_QUERY checks) or smaps.
