@@ -3,6 +3,8 @@
 //! Each source node is visited once: a new node is allocated for it *before* its children (pre-order), its
 //! pivots, gaps and metadata are copied word for word, leaf values go through the caller's `map`, and children
 //! are copied recursively and adopted (parent words point to the new nodes). No per-entry tree walk happens.
+//! Before a leaf's values are mapped, the caller's `ahead` sees them all (fork prefetches the VMAs they point
+//! to, so that up to a leaf's worth of cache misses overlap instead of following each other).
 //!
 //! Failure (a node allocation, or `map` returning an error) unwinds: the values already produced in the failing
 //! leaf and in every completed subtree are passed to `undo`, and every node allocated so far is freed, so the
@@ -20,6 +22,7 @@ use crate::{DupError, Entry, MapleTree, Writer};
 
 pub(crate) fn dup<T: Entry, U: Entry, E>(
     w: &Writer<'_, T>,
+    mut ahead: impl FnMut(T),
     mut map: impl FnMut(u64, u64, T) -> Result<U, E>,
     mut undo: impl FnMut(U),
 ) -> Result<MapleTree<U>, DupError<E>> {
@@ -31,7 +34,14 @@ pub(crate) fn dup<T: Entry, U: Entry, E>(
         return Ok(new);
     };
     let mut stash = Stash::new();
-    let mut cx = Copier { c: &c, lk: w.locked(), stash: &mut stash, map: &mut map, undo: &mut undo };
+    let mut cx = Copier {
+        c: &c,
+        lk: w.locked(),
+        stash: &mut stash,
+        ahead: &mut ahead,
+        map: &mut map,
+        undo: &mut undo,
+    };
     let r = cx.copy(root, 0, u64::MAX);
     c.return_stash(stash);
     let r = r?;
@@ -47,18 +57,20 @@ pub(crate) fn dup<T: Entry, U: Entry, E>(
 
 /// The state of one copy: the source is read and the copy's nodes are written under the source's writer lock
 /// (`lk`); the copy's nodes are the writer's own until the copy is published.
-struct Copier<'a, 'w, M, D> {
+struct Copier<'a, 'w, A, M, D> {
     c: &'a Counters,
     lk: Locked<'w>,
     stash: &'a mut Stash,
+    ahead: &'a mut A,
     map: &'a mut M,
     undo: &'a mut D,
 }
 
-impl<M, D> Copier<'_, '_, M, D> {
+impl<A, M, D> Copier<'_, '_, A, M, D> {
     /// Copies the subtree of `e` (covering `[min, max]`); returns the copy's root.
     fn copy<T: Entry, U: Entry, E>(&mut self, e: Enode, min: u64, max: u64) -> Result<Enode, DupError<E>>
     where
+        A: FnMut(T),
         M: FnMut(u64, u64, T) -> Result<U, E>,
         D: FnMut(U),
     {
@@ -72,6 +84,14 @@ impl<M, D> Copier<'_, '_, M, D> {
             nn.set_word(i, n.word(i));
         }
         let end = n.end(if e.is_leaf() { LEAF_PIVOTS } else { INT_PIVOTS }, max);
+        if e.is_leaf() {
+            for i in 0..=end {
+                if let Some(raw) = NonZeroUsize::new(n.leaf_slot_locked(i)) {
+                    // SAFETY: non-zero leaf words were stored from `T::into_raw`.
+                    (self.ahead)(unsafe { T::from_raw(raw) });
+                }
+            }
+        }
         let mut s = min;
         for i in 0..=end {
             let l = if i < end { n.pivot(i) } else { max };
@@ -130,6 +150,7 @@ impl<M, D> Copier<'_, '_, M, D> {
         l: u64,
     ) -> Result<(), DupError<E>>
     where
+        A: FnMut(T),
         M: FnMut(u64, u64, T) -> Result<U, E>,
         D: FnMut(U),
     {

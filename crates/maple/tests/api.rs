@@ -163,3 +163,33 @@ fn tree_is_send_and_sync() {
     check::<NonRcuMapleTree<NonZeroUsize>>();
     check::<PausedCursor>();
 }
+
+/// `dup_ahead` shows every value to the look-ahead once, in order, each before `map` gets it, and at most one
+/// leaf's worth of values ahead of `map`.
+#[test]
+fn dup_ahead_sees_each_leaf_before_it_is_mapped() {
+    let t = MapleTree::<NonZeroUsize>::new();
+    for k in 0..2_000u64 {
+        t.store_range(k * 10, k * 10 + 4, Some(nz(k as usize + 1))).unwrap();
+    }
+    let seen = std::cell::RefCell::new(Vec::new());
+    let mut mapped = Vec::new();
+    let d = t
+        .dup_ahead(
+            |x| seen.borrow_mut().push(x.get()),
+            |_, _, x| {
+                let seen = seen.borrow();
+                assert!(seen.contains(&x.get()), "{x} mapped before the look-ahead saw it");
+                assert!(seen.len() - mapped.len() <= 16, "more than a leaf ahead");
+                mapped.push(x.get());
+                Ok::<_, ()>(x)
+            },
+            |_| {},
+        )
+        .unwrap();
+    d.validate().unwrap();
+    let want: Vec<usize> = (1..=2_000).collect();
+    assert_eq!(seen.into_inner(), want);
+    assert_eq!(mapped, want);
+    assert_eq!(d.len(), t.len());
+}
