@@ -3,8 +3,10 @@
 //! Each source node is visited once: a new node is allocated for it *before* its children (pre-order), its
 //! pivots, gaps and metadata are copied word for word, leaf values go through the caller's `map`, and children
 //! are copied recursively and adopted (parent words point to the new nodes). No per-entry tree walk happens.
-//! Before a leaf's values are mapped, the caller's `ahead` sees them all (fork prefetches the VMAs they point
-//! to, so that up to a leaf's worth of cache misses overlap instead of following each other).
+//! The caller's `ahead` sees every value once, in order, one leaf ahead of `map`: a leaf's values are shown to it
+//! when the copy of the leaf before it (under the same parent) starts, or when the leaf's own copy starts if it
+//! is its parent's first (or the root). Fork queues the VMAs they point to and prefetches them a few places
+//! ahead of the one it copies, so that cache misses overlap instead of following each other.
 //!
 //! Failure (a node allocation, or `map` returning an error) unwinds: the values already produced in the failing
 //! leaf and in every completed subtree are passed to `undo`, and every node allocated so far is freed, so the
@@ -42,7 +44,7 @@ pub(crate) fn dup<T: Entry, U: Entry, E>(
         map: &mut map,
         undo: &mut undo,
     };
-    let r = cx.copy(root, 0, u64::MAX);
+    let r = cx.copy(root, 0, u64::MAX, false);
     c.return_stash(stash);
     let r = r?;
     // `r` is our new, unpublished root, owned under the source's writer lock like every node of the copy.
@@ -67,8 +69,29 @@ struct Copier<'a, 'w, A, M, D> {
 }
 
 impl<A, M, D> Copier<'_, '_, A, M, D> {
-    /// Copies the subtree of `e` (covering `[min, max]`); returns the copy's root.
-    fn copy<T: Entry, U: Entry, E>(&mut self, e: Enode, min: u64, max: u64) -> Result<Enode, DupError<E>>
+    /// Shows the values of leaf `e` (whose range ends at `max`) to `ahead`, in order.
+    fn look_ahead<T: Entry>(&mut self, e: Enode, max: u64)
+    where
+        A: FnMut(T),
+    {
+        let n = e.locked(self.lk);
+        for i in 0..=n.end(LEAF_PIVOTS, max) {
+            if let Some(raw) = NonZeroUsize::new(n.leaf_slot_locked(i)) {
+                // SAFETY: non-zero leaf words were stored from `T::into_raw`.
+                (self.ahead)(unsafe { T::from_raw(raw) });
+            }
+        }
+    }
+
+    /// Copies the subtree of `e` (covering `[min, max]`); returns the copy's root. `seen`: `e` is a leaf whose
+    /// values `ahead` has already seen (module docs).
+    fn copy<T: Entry, U: Entry, E>(
+        &mut self,
+        e: Enode,
+        min: u64,
+        max: u64,
+        seen: bool,
+    ) -> Result<Enode, DupError<E>>
     where
         A: FnMut(T),
         M: FnMut(u64, u64, T) -> Result<U, E>,
@@ -84,13 +107,12 @@ impl<A, M, D> Copier<'_, '_, A, M, D> {
             nn.set_word(i, n.word(i));
         }
         let end = n.end(if e.is_leaf() { LEAF_PIVOTS } else { INT_PIVOTS }, max);
-        if e.is_leaf() {
-            for i in 0..=end {
-                if let Some(raw) = NonZeroUsize::new(n.leaf_slot_locked(i)) {
-                    // SAFETY: non-zero leaf words were stored from `T::into_raw`.
-                    (self.ahead)(unsafe { T::from_raw(raw) });
-                }
-            }
+        // Leaf children are shown to `ahead` one ahead of their copy (module docs).
+        let leaf_kids = !e.is_leaf() && n.child_locked(0).is_leaf();
+        if e.is_leaf() && !seen {
+            self.look_ahead::<T>(e, max);
+        } else if leaf_kids {
+            self.look_ahead::<T>(n.child_locked(0), if end == 0 { max } else { n.pivot(0) });
         }
         let mut s = min;
         for i in 0..=end {
@@ -98,7 +120,11 @@ impl<A, M, D> Copier<'_, '_, A, M, D> {
             let r = if e.is_leaf() {
                 self.copy_value::<T, U, E>(n, nn, i, s, l)
             } else {
-                self.copy_child(n, nn, ne, i, s, l)
+                if leaf_kids && i < end {
+                    let next_max = if i + 1 < end { n.pivot(i + 1) } else { max };
+                    self.look_ahead::<T>(n.child_locked(i + 1), next_max);
+                }
+                self.copy_child(n, nn, ne, i, s, l, leaf_kids)
             };
             if let Err(err) = r {
                 if e.is_leaf() {
@@ -139,7 +165,8 @@ impl<A, M, D> Copier<'_, '_, A, M, D> {
         Ok(())
     }
 
-    /// Copies child `i` (covering `[s, l]`) of `n` and links the copy into `nn` (whose encoded pointer is `ne`).
+    /// Copies child `i` (covering `[s, l]`) of `n` and links the copy into `nn` (whose encoded pointer is `ne`);
+    /// `seen` as for [`Copier::copy`].
     fn copy_child<T: Entry, U: Entry, E>(
         &mut self,
         n: &Node,
@@ -148,13 +175,14 @@ impl<A, M, D> Copier<'_, '_, A, M, D> {
         i: usize,
         s: u64,
         l: u64,
+        seen: bool,
     ) -> Result<(), DupError<E>>
     where
         A: FnMut(T),
         M: FnMut(u64, u64, T) -> Result<U, E>,
         D: FnMut(U),
     {
-        let ce = self.copy::<T, U, E>(n.child_locked(i), s, l)?;
+        let ce = self.copy::<T, U, E>(n.child_locked(i), s, l, seen)?;
         nn.set_word(INT_SLOT_BASE + i, ce.word());
         ce.locked(self.lk).set_parent(Some((ne, i)));
         Ok(())

@@ -488,9 +488,10 @@ impl<T: Entry> MapleTree<T> {
         self.lock().dup(map, undo)
     }
 
-    /// [`MapleTree::dup`] with a look-ahead: before the values of each leaf are mapped, `ahead` is called on each
-    /// of them in order, so that the caller can start loading what they point to (a prefetch) while `map` works
-    /// on the first ones. `ahead` must not change anything `map` or `undo` depend on.
+    /// [`MapleTree::dup`] with a look-ahead: `ahead` is called on every value once, in order, up to one leaf
+    /// ahead of `map` (the values of a leaf when the copy of the leaf before it starts), so that the caller can
+    /// start loading what they point to (a prefetch) while `map` works on earlier ones. `ahead` must not change
+    /// anything `map` or `undo` depend on.
     pub fn dup_ahead<U: Entry, E>(
         &self,
         ahead: impl FnMut(T),

@@ -71,6 +71,10 @@ impl Mm {
     }
 }
 
+/// How many parent VMAs ahead of the one being copied are prefetched (the tree copy shows them up to a leaf
+/// ahead: `MapleTree::dup_ahead`).
+const PARENT_PREFETCH: usize = 8;
+
 /// How many VMAs of the batch ahead of the one being filled are prefetched: about one leaf's worth, so that the
 /// child's cache misses overlap as the parent's do (the tree copy's look-ahead prefetches a leaf's parents).
 const CHILD_PREFETCH: usize = 16;
@@ -214,9 +218,23 @@ impl MmWrite<'_> {
         let pool = batch.pool;
         let mut copied = 0u64;
         let mut dontcopy: Vec<(u64, u64)> = Vec::new();
+        // The parents the tree copy has shown ahead (up to a leaf beyond the current one), prefetched
+        // PARENT_PREFETCH places before their copy.
+        let queue = std::cell::RefCell::new(std::collections::VecDeque::<&'static Vma>::with_capacity(64));
         let dup = self.tree().dup_ahead(
-            |parent: &'static Vma| prefetch_vma(parent),
+            |parent: &'static Vma| queue.borrow_mut().push_back(parent),
             |_first, _last, parent: &'static Vma| -> Result<&'static Vma, Errno> {
+                {
+                    let mut q = queue.borrow_mut();
+                    if let Some(&ahead) = q.get(PARENT_PREFETCH) {
+                        prefetch_vma(ahead);
+                    }
+                    let front = q.pop_front();
+                    debug_assert!(
+                        front.is_some_and(|f| std::ptr::eq(f, parent)),
+                        "the look-ahead is in order"
+                    );
+                }
                 // As Linux since 6.4: the parent VMA is write-locked before it is read, so that no page fault
                 // runs on it until the parent's mmap write lock is released.
                 self.write_lock_vma(parent);
