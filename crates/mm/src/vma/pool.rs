@@ -230,7 +230,8 @@ impl VmaPool {
 
 /// VMAs taken off a pool's free list together ([`VmaPool::alloc_bulk`]), handed out in order by
 /// [`VmaBatch::next`]. Until handed out they are free VMAs (`in_pool` 1, `vm_mm` 0, fields cleared); the ones
-/// left when the batch is dropped go back to the free list.
+/// left when the batch is dropped go back to the free list. The pool's `allocs` statistic counts the VMAs handed
+/// out when the batch is dropped.
 pub struct VmaBatch<'p> {
     pool: &'p VmaPool,
     vmas: Vec<&'static Vma>,
@@ -253,8 +254,6 @@ impl VmaBatch<'_> {
         // Relaxed: as in `alloc`, the VMA is detached; `vma_mark_attached`'s release store publishes these.
         v.lock_seq_cell().store(VM_LOCK_SEQ_NONE, Ordering::Relaxed);
         v.set_mm_id(self.mm_id);
-        // Relaxed: statistics.
-        self.pool.allocs.fetch_add(1, Ordering::Relaxed);
         Some(v)
     }
 
@@ -272,6 +271,9 @@ impl VmaBatch<'_> {
 
 impl Drop for VmaBatch<'_> {
     fn drop(&mut self) {
+        // Relaxed: statistics, counted once for the VMAs handed out (an RMW per VMA would cost a locked
+        // instruction each).
+        self.pool.allocs.fetch_add(self.next as u64, Ordering::Relaxed);
         if self.next < self.vmas.len() {
             lock(&self.pool.free).extend_from_slice(&self.vmas[self.next..]);
         }
