@@ -198,7 +198,7 @@ impl<A, M, D> Copier<'_, '_, A, M, D> {
 /// Starts loading the four lines of node `e` (a hint: never faults, changes nothing the program sees).
 #[inline(always)]
 fn prefetch_node(e: Enode) {
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
     {
         use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
         let base = e.addr() as *const i8;
@@ -208,7 +208,7 @@ fn prefetch_node(e: Enode) {
             unsafe { _mm_prefetch::<_MM_HINT_T0>(base.wrapping_add(line * 64)) };
         }
     }
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(any(not(target_arch = "x86_64"), miri))]
     let _ = e;
 }
 

@@ -19,6 +19,17 @@
 //! own pool VMA; the ranges of `VM_DONTCOPY` VMAs are then cleared from the copy. Before 6.8
 //! ([`ForkMode::Reinsert`], kept for comparison) each copied VMA was stored into an empty tree in turn.
 //!
+//! # One pass
+//!
+//! As the kernel's `dup_mmap` (one `for_each_vma` loop over the copied tree), each parent VMA is handled once, in
+//! the tree copy's callback: write-locked (`vma_start_write`), copied into the next child VMA and attached, and
+//! noted for the page pass below only if that pass has work for it (a file VMA to register, or entries to copy).
+//! The child's VMAs come from the pool in one batch (`VmaPool::alloc_bulk`), and each is filled in one go
+//! (`Vma::init_fork_copy`: plain stores, the file and name shared by a count increment, the anon_vma chain's
+//! lock taken only when there is a chain). The copy is bound by memory, not instructions (a parent's three
+//! lines, a child's three, a node per leaf; BENCHMARKS.md "Fork"), so the callback prefetches parents eight
+//! VMAs ahead (`MapleTree::dup_ahead` shows the tree's values a leaf ahead) and the batch's VMAs sixteen ahead.
+//!
 //! # Pages
 //!
 //! `copy_page_range` copies the page-table entries of each VMA that needs it (`vma_needs_copy`: it has an
@@ -84,7 +95,7 @@ const CHILD_PREFETCH: usize = 16;
 /// (the write lock on a parent, the attach of a child). A hint only.
 #[inline(always)]
 fn prefetch_vma(v: &Vma) {
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
     {
         use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
         let base = std::ptr::from_ref(v).cast::<i8>();
@@ -94,7 +105,7 @@ fn prefetch_vma(v: &Vma) {
             unsafe { _mm_prefetch::<_MM_HINT_T0>(base.wrapping_add(line * 64)) };
         }
     }
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(any(not(target_arch = "x86_64"), miri))]
     let _ = v;
 }
 
