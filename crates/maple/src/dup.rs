@@ -173,6 +173,7 @@ impl<A, M, D> Copier<'_, '_, A, M, D> {
 
     /// Copies child `i` (covering `[s, l]`) of `n` and links the copy into `nn` (whose encoded pointer is `ne`);
     /// `seen` as for [`Copier::copy`].
+    #[allow(clippy::too_many_arguments)] // One recursion step's state; a struct would only rename it.
     fn copy_child<T: Entry, U: Entry, E>(
         &mut self,
         n: &Node,

@@ -160,7 +160,7 @@ impl VmaPool {
     }
 
     /// Takes `n` VMAs off the free list at once (creating what it lacks) for `mm`, to be handed out one by one
-    /// by [`VmaBatch::next`] (each then as from [`VmaPool::alloc`]): `dup_mmap`'s allocation of a child's VMAs,
+    /// by [`Iterator::next`] (each then as from [`VmaPool::alloc`]): `dup_mmap`'s allocation of a child's VMAs,
     /// with one acquisition of the free list's lock for the whole batch, and each VMA's lines touched only when it
     /// is handed out (right before it is filled). VMAs the batch still holds stay free (in the pool's sense)
     /// and go back to the free list when it is dropped. All or nothing: if an injected failure falls within the
@@ -229,7 +229,7 @@ impl VmaPool {
 }
 
 /// VMAs taken off a pool's free list together ([`VmaPool::alloc_bulk`]), handed out in order by
-/// [`VmaBatch::next`]. Until handed out they are free VMAs (`in_pool` 1, `vm_mm` 0, fields cleared); the ones
+/// [`Iterator::next`]. Until handed out they are free VMAs (`in_pool` 1, `vm_mm` 0, fields cleared); the ones
 /// left when the batch is dropped go back to the free list. The pool's `allocs` statistic counts the VMAs handed
 /// out when the batch is dropped.
 pub struct VmaBatch<'p> {
@@ -240,10 +240,26 @@ pub struct VmaBatch<'p> {
 }
 
 impl VmaBatch<'_> {
+    /// The VMA `k` places after the next one to be handed out, without handing it out (to prefetch it).
+    #[inline]
+    pub fn peek(&self, k: usize) -> Option<&'static Vma> {
+        self.vmas.get(self.next + k).copied()
+    }
+
+    /// How many VMAs are left to hand out.
+    pub fn remaining(&self) -> usize {
+        self.vmas.len() - self.next
+    }
+}
+
+/// Hands the batch's VMAs out in order.
+impl Iterator for VmaBatch<'_> {
+    type Item = &'static Vma;
+
     /// Hands out the next VMA, detached and owned by the batch's mm (`vm_mm` set, `vm_lock_seq` "never
     /// locked", fields cleared), as [`VmaPool::alloc`] would; `None` once all are handed out.
     #[inline]
-    pub fn next(&mut self) -> Option<&'static Vma> {
+    fn next(&mut self) -> Option<&'static Vma> {
         let v = *self.vmas.get(self.next)?;
         self.next += 1;
         debug_assert_eq!(v.refcnt(), 0, "free VMA with a non-zero refcount");
@@ -257,15 +273,8 @@ impl VmaBatch<'_> {
         Some(v)
     }
 
-    /// The VMA `k` places after the next one to be handed out, without handing it out (to prefetch it).
-    #[inline]
-    pub fn peek(&self, k: usize) -> Option<&'static Vma> {
-        self.vmas.get(self.next + k).copied()
-    }
-
-    /// How many VMAs are left to hand out.
-    pub fn remaining(&self) -> usize {
-        self.vmas.len() - self.next
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.remaining(), Some(self.remaining()))
     }
 }
 
@@ -358,7 +367,7 @@ mod tests {
         pool.free(a);
         let mut b = pool.alloc_bulk(&mm, 3).unwrap();
         assert_eq!(b.remaining(), 3);
-        let got: Vec<_> = std::iter::from_fn(|| b.next()).collect();
+        let got: Vec<_> = b.by_ref().collect();
         assert_eq!(got.len(), 3);
         assert!(b.peek(0).is_none() && b.next().is_none());
         drop(b);
@@ -385,7 +394,7 @@ mod tests {
         // A failure beyond the batch is counted down by it: the 3rd from now is the 1st after a batch of 2.
         pool.fail_nth(3);
         let mut more = pool.alloc_bulk(&mm, 2).unwrap();
-        let more: Vec<_> = std::iter::from_fn(|| more.next()).collect();
+        let more: Vec<_> = more.by_ref().collect();
         assert_eq!(pool.alloc(&mm).unwrap_err(), Errno::ENOMEM);
         for v in got.into_iter().chain(more).chain([one, left]) {
             pool.free(v);
