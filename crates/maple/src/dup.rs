@@ -3,6 +3,10 @@
 //! Each source node is visited once: a new node is allocated for it *before* its children (pre-order), its
 //! pivots, gaps and metadata are copied word for word, leaf values go through the caller's `map`, and children
 //! are copied recursively and adopted (parent words point to the new nodes). No per-entry tree walk happens.
+//! The caller's `ahead` sees every value once, in order, one leaf ahead of `map`: a leaf's values are shown to it
+//! when the copy of the leaf before it (under the same parent) starts, or when the leaf's own copy starts if it
+//! is its parent's first (or the root). Fork queues the VMAs they point to and prefetches them a few places
+//! ahead of the one it copies, so that cache misses overlap instead of following each other.
 //!
 //! Failure (a node allocation, or `map` returning an error) unwinds: the values already produced in the failing
 //! leaf and in every completed subtree are passed to `undo`, and every node allocated so far is freed, so the
@@ -20,6 +24,7 @@ use crate::{DupError, Entry, MapleTree, Writer};
 
 pub(crate) fn dup<T: Entry, U: Entry, E>(
     w: &Writer<'_, T>,
+    mut ahead: impl FnMut(T),
     mut map: impl FnMut(u64, u64, T) -> Result<U, E>,
     mut undo: impl FnMut(U),
 ) -> Result<MapleTree<U>, DupError<E>> {
@@ -31,8 +36,15 @@ pub(crate) fn dup<T: Entry, U: Entry, E>(
         return Ok(new);
     };
     let mut stash = Stash::new();
-    let mut cx = Copier { c: &c, lk: w.locked(), stash: &mut stash, map: &mut map, undo: &mut undo };
-    let r = cx.copy(root, 0, u64::MAX);
+    let mut cx = Copier {
+        c: &c,
+        lk: w.locked(),
+        stash: &mut stash,
+        ahead: &mut ahead,
+        map: &mut map,
+        undo: &mut undo,
+    };
+    let r = cx.copy(root, 0, u64::MAX, false);
     c.return_stash(stash);
     let r = r?;
     // `r` is our new, unpublished root, owned under the source's writer lock like every node of the copy.
@@ -47,18 +59,41 @@ pub(crate) fn dup<T: Entry, U: Entry, E>(
 
 /// The state of one copy: the source is read and the copy's nodes are written under the source's writer lock
 /// (`lk`); the copy's nodes are the writer's own until the copy is published.
-struct Copier<'a, 'w, M, D> {
+struct Copier<'a, 'w, A, M, D> {
     c: &'a Counters,
     lk: Locked<'w>,
     stash: &'a mut Stash,
+    ahead: &'a mut A,
     map: &'a mut M,
     undo: &'a mut D,
 }
 
-impl<M, D> Copier<'_, '_, M, D> {
-    /// Copies the subtree of `e` (covering `[min, max]`); returns the copy's root.
-    fn copy<T: Entry, U: Entry, E>(&mut self, e: Enode, min: u64, max: u64) -> Result<Enode, DupError<E>>
+impl<A, M, D> Copier<'_, '_, A, M, D> {
+    /// Shows the values of leaf `e` (whose range ends at `max`) to `ahead`, in order.
+    fn look_ahead<T: Entry>(&mut self, e: Enode, max: u64)
     where
+        A: FnMut(T),
+    {
+        let n = e.locked(self.lk);
+        for i in 0..=n.end(LEAF_PIVOTS, max) {
+            if let Some(raw) = NonZeroUsize::new(n.leaf_slot_locked(i)) {
+                // SAFETY: non-zero leaf words were stored from `T::into_raw`.
+                (self.ahead)(unsafe { T::from_raw(raw) });
+            }
+        }
+    }
+
+    /// Copies the subtree of `e` (covering `[min, max]`); returns the copy's root. `seen`: `e` is a leaf whose
+    /// values `ahead` has already seen (module docs).
+    fn copy<T: Entry, U: Entry, E>(
+        &mut self,
+        e: Enode,
+        min: u64,
+        max: u64,
+        seen: bool,
+    ) -> Result<Enode, DupError<E>>
+    where
+        A: FnMut(T),
         M: FnMut(u64, u64, T) -> Result<U, E>,
         D: FnMut(U),
     {
@@ -72,13 +107,30 @@ impl<M, D> Copier<'_, '_, M, D> {
             nn.set_word(i, n.word(i));
         }
         let end = n.end(if e.is_leaf() { LEAF_PIVOTS } else { INT_PIVOTS }, max);
+        // Leaf children are shown to `ahead` one ahead of their copy (module docs).
+        let leaf_kids = !e.is_leaf() && n.child_locked(0).is_leaf();
+        if e.is_leaf() && !seen {
+            self.look_ahead::<T>(e, max);
+        } else if leaf_kids {
+            self.look_ahead::<T>(n.child_locked(0), if end == 0 { max } else { n.pivot(0) });
+        }
         let mut s = min;
         for i in 0..=end {
             let l = if i < end { n.pivot(i) } else { max };
             let r = if e.is_leaf() {
                 self.copy_value::<T, U, E>(n, nn, i, s, l)
             } else {
-                self.copy_child(n, nn, ne, i, s, l)
+                // The source node copied after the next one starts loading now (under leaf children the next
+                // one is being read by the look-ahead).
+                let later = if leaf_kids { i + 2 } else { i + 1 };
+                if later <= end {
+                    prefetch_node(n.child_locked(later));
+                }
+                if leaf_kids && i < end {
+                    let next_max = if i + 1 < end { n.pivot(i + 1) } else { max };
+                    self.look_ahead::<T>(n.child_locked(i + 1), next_max);
+                }
+                self.copy_child(n, nn, ne, i, s, l, leaf_kids)
             };
             if let Err(err) = r {
                 if e.is_leaf() {
@@ -119,7 +171,9 @@ impl<M, D> Copier<'_, '_, M, D> {
         Ok(())
     }
 
-    /// Copies child `i` (covering `[s, l]`) of `n` and links the copy into `nn` (whose encoded pointer is `ne`).
+    /// Copies child `i` (covering `[s, l]`) of `n` and links the copy into `nn` (whose encoded pointer is `ne`);
+    /// `seen` as for [`Copier::copy`].
+    #[allow(clippy::too_many_arguments)] // One recursion step's state; a struct would only rename it.
     fn copy_child<T: Entry, U: Entry, E>(
         &mut self,
         n: &Node,
@@ -128,16 +182,35 @@ impl<M, D> Copier<'_, '_, M, D> {
         i: usize,
         s: u64,
         l: u64,
+        seen: bool,
     ) -> Result<(), DupError<E>>
     where
+        A: FnMut(T),
         M: FnMut(u64, u64, T) -> Result<U, E>,
         D: FnMut(U),
     {
-        let ce = self.copy::<T, U, E>(n.child_locked(i), s, l)?;
+        let ce = self.copy::<T, U, E>(n.child_locked(i), s, l, seen)?;
         nn.set_word(INT_SLOT_BASE + i, ce.word());
         ce.locked(self.lk).set_parent(Some((ne, i)));
         Ok(())
     }
+}
+
+/// Starts loading the four lines of node `e` (a hint: never faults, changes nothing the program sees).
+#[inline(always)]
+fn prefetch_node(e: Enode) {
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        let base = e.addr() as *const i8;
+        for line in 0..std::mem::size_of::<Node>() / 64 {
+            // SAFETY: `prefetcht0` never faults and has no effect the program can observe; the address is
+            // inside a live node of the source tree (its writer lock is held).
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(base.wrapping_add(line * 64)) };
+        }
+    }
+    #[cfg(any(not(target_arch = "x86_64"), miri))]
+    let _ = e;
 }
 
 /// Undoes the first `upto` slots of a new leaf.

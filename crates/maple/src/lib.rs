@@ -488,6 +488,19 @@ impl<T: Entry> MapleTree<T> {
         self.lock().dup(map, undo)
     }
 
+    /// [`MapleTree::dup`] with a look-ahead: `ahead` is called on every value once, in order, up to one leaf
+    /// ahead of `map` (the values of a leaf when the copy of the leaf before it starts), so that the caller can
+    /// start loading what they point to (a prefetch) while `map` works on earlier ones. `ahead` must not change
+    /// anything `map` or `undo` depend on.
+    pub fn dup_ahead<U: Entry, E>(
+        &self,
+        ahead: impl FnMut(T),
+        map: impl FnMut(u64, u64, T) -> Result<U, E>,
+        undo: impl FnMut(U),
+    ) -> Result<MapleTree<U>, DupError<E>> {
+        dup::dup(&self.lock(), ahead, map, undo)
+    }
+
     /// Builds a tree from sorted, non-overlapping `(first, last, value)` ranges, packing leaves densely.
     /// `EINVAL` for unsorted, overlapping or reversed ranges; `ENOMEM` on allocation failure.
     pub fn from_sorted(iter: impl IntoIterator<Item = (u64, u64, T)>) -> Result<Self, MapleError> {
@@ -672,7 +685,7 @@ impl<'a, T: Entry> Writer<'a, T> {
         map: impl FnMut(u64, u64, T) -> Result<U, E>,
         undo: impl FnMut(U),
     ) -> Result<MapleTree<U>, DupError<E>> {
-        dup::dup(self, map, undo)
+        dup::dup(self, |_| {}, map, undo)
     }
 }
 

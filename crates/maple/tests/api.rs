@@ -163,3 +163,38 @@ fn tree_is_send_and_sync() {
     check::<NonRcuMapleTree<NonZeroUsize>>();
     check::<PausedCursor>();
 }
+
+/// `dup_ahead` shows every value to the look-ahead once, in order, each before `map` gets it, at most two
+/// leaves' worth of values ahead of `map`, and (past the first leaf of a parent) more than the rest of the
+/// current leaf ahead.
+#[test]
+fn dup_ahead_sees_each_leaf_before_it_is_mapped() {
+    // Built in one go (no store retires nodes to RCU: under Miri, whose process ends before their grace period,
+    // the allocation domain they hold would be reported as leaked).
+    let t = MapleTree::from_sorted((0..400u64).map(|k| (k * 10, k * 10 + 4, nz(k as usize + 1)))).unwrap();
+    let seen = std::cell::RefCell::new(Vec::new());
+    let ahead_counts = std::cell::RefCell::new(Vec::new());
+    let mut mapped = Vec::new();
+    let d = t
+        .dup_ahead(
+            |x| seen.borrow_mut().push(x.get()),
+            |_, _, x| {
+                let seen = seen.borrow();
+                assert!(seen.contains(&x.get()), "{x} mapped before the look-ahead saw it");
+                assert!(seen.len() - mapped.len() <= 32, "more than two leaves ahead");
+                ahead_counts.borrow_mut().push(seen.len() - mapped.len());
+                mapped.push(x.get());
+                Ok::<_, ()>(x)
+            },
+            |_| {},
+        )
+        .unwrap();
+    d.validate().unwrap();
+    let want: Vec<usize> = (1..=400).collect();
+    assert_eq!(seen.into_inner(), want);
+    assert_eq!(mapped, want);
+    assert_eq!(d.len(), t.len());
+    // Most values are mapped with a whole leaf (at least 8 values here) queued beyond the current one.
+    let far = ahead_counts.borrow().iter().filter(|&&k| k > 8).count();
+    assert!(far * 2 > want.len(), "the look-ahead runs a leaf ahead only {far} times of {}", want.len());
+}

@@ -19,6 +19,17 @@
 //! own pool VMA; the ranges of `VM_DONTCOPY` VMAs are then cleared from the copy. Before 6.8
 //! ([`ForkMode::Reinsert`], kept for comparison) each copied VMA was stored into an empty tree in turn.
 //!
+//! # One pass
+//!
+//! As the kernel's `dup_mmap` (one `for_each_vma` loop over the copied tree), each parent VMA is handled once, in
+//! the tree copy's callback: write-locked (`vma_start_write`), copied into the next child VMA and attached, and
+//! noted for the page pass below only if that pass has work for it (a file VMA to register, or entries to copy).
+//! The child's VMAs come from the pool in one batch (`VmaPool::alloc_bulk`), and each is filled in one go
+//! (`Vma::init_fork_copy`: plain stores, the file and name shared by a count increment, the anon_vma chain's
+//! lock taken only when there is a chain). The copy is bound by memory, not instructions (a parent's three
+//! lines, a child's three, a node per leaf; BENCHMARKS.md "Fork"), so the callback prefetches parents eight
+//! VMAs ahead (`MapleTree::dup_ahead` shows the tree's values a leaf ahead) and the batch's VMAs sixteen ahead.
+//!
 //! # Pages
 //!
 //! `copy_page_range` copies the page-table entries of each VMA that needs it (`vma_needs_copy`: it has an
@@ -44,7 +55,9 @@ use vmspace_pgtable::{CopyVma, PageTable, vma_needs_copy};
 
 use super::tree::{VmaExt, Vmas};
 use super::{AnonState, Errno, Mm, MmParts, MmWrite};
-use crate::vma::{MmLocking, VmFlags, Vma, VmaPool, vma_mark_attached, vma_mark_detached, vma_start_write};
+use crate::vma::{
+    MmLocking, VmFlags, Vma, VmaBatch, VmaPool, vma_mark_attached, vma_mark_detached, vma_start_write,
+};
 
 /// How fork builds the child's VMA tree.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -69,43 +82,101 @@ impl Mm {
     }
 }
 
-/// The VMA fields a child VMA gets from its parent VMA `parent` (while detached): everything but the lock state,
-/// the locked bits and, for `VM_WIPEONFORK`, the anon_vma.
-fn fill_child(locking: &MmLocking, v: &'static Vma, parent: &'static Vma) {
+/// How many parent VMAs ahead of the one being copied are prefetched (the tree copy shows them up to a leaf
+/// ahead: `MapleTree::dup_ahead`).
+const PARENT_PREFETCH: usize = 8;
+
+/// How many VMAs of the batch ahead of the one being filled are prefetched: about one leaf's worth, so that the
+/// child's cache misses overlap as the parent's do (the tree copy's look-ahead prefetches a leaf's parents).
+const CHILD_PREFETCH: usize = 16;
+
+/// Starts loading the three lines of `v`, all of which fork reads (a parent) or writes (a child): line 0
+/// (range, flags, `vm_mm`, `vm_lock_seq`, file, anon_vma), line 1 (anon name, pool flag) and `vm_refcnt`'s line
+/// (the write lock on a parent, the attach of a child). A hint only.
+#[inline(always)]
+fn prefetch_vma(v: &Vma) {
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        let base = std::ptr::from_ref(v).cast::<i8>();
+        for line in 0..std::mem::size_of::<Vma>() / 64 {
+            // SAFETY: `prefetcht0` is a hint that never faults and reads nothing the program sees; the address
+            // is inside a live `Vma` (pool VMAs are never freed to the allocator). SSE is part of x86-64.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(base.wrapping_add(line * 64)) };
+        }
+    }
+    #[cfg(any(not(target_arch = "x86_64"), miri))]
+    let _ = v;
+}
+
+/// The child's VMAs, taken from the pool in one batch before the copy ([`VmaPool::alloc_bulk`]: one per parent
+/// VMA) and handed out in order, each prefetched [`CHILD_PREFETCH`] VMAs ahead; whatever is not handed out goes
+/// back to the pool with the batch.
+struct ChildVmas<'p> {
+    pool: &'static VmaPool,
+    batch: VmaBatch<'p>,
+}
+
+impl ChildVmas<'static> {
+    /// `n` VMAs of the child `locking`; `ENOMEM` (nothing taken) under failure injection.
+    fn alloc(pool: &'static VmaPool, locking: &MmLocking, n: usize) -> Result<Self, Errno> {
+        Ok(ChildVmas { pool, batch: pool.alloc_bulk(locking, n)? })
+    }
+
+    /// The next VMA of the batch (there is one per parent VMA: the caller takes at most that many).
+    #[inline]
+    fn take(&mut self) -> &'static Vma {
+        if let Some(ahead) = self.batch.peek(CHILD_PREFETCH) {
+            prefetch_vma(ahead);
+        }
+        self.batch.next().expect("a child VMA per parent VMA")
+    }
+}
+
+/// A copied VMA the page pass has work for (a file VMA to register, or entries to copy): parent, child.
+type PagePass = Vec<(&'static Vma, &'static Vma)>;
+
+/// Whether fork copies the page-table entries of parent VMA `p` with flags `fl` (module docs, "Pages").
+fn needs_copy(fl: VmFlags, p: &Vma) -> bool {
+    !fl.intersects(VmFlags::WIPEONFORK)
+        && (vma_needs_copy(fl, p.has_anon_vma(), false) || fl.intersects(VmFlags::COPY_ON_FORK))
+}
+
+/// Makes `v` (fresh from the pool, detached, of the child `locking`) the child's copy of `parent` (write-locked
+/// by the caller), attached: every field of the parent but the lock state, the locked bits and, for
+/// `VM_WIPEONFORK`, the anon_vma (`vm_area_dup` plus `dup_mmap`'s fixes, [`Vma::init_fork_copy`]). Returns
+/// whether the page pass has work for it: a file VMA to register with its file, or entries to copy
+/// (`vma_needs_copy`); a VMA without an anon_vma, file or copy flag is done here.
+fn copy_vma(locking: &MmLocking, v: &'static Vma, parent: &'static Vma) -> bool {
     let fl = parent.fl();
-    // Fork the anon_vma first: its reuse rule reads the counters the copy would change.
-    let anon =
-        if fl.intersects(VmFlags::WIPEONFORK) { AnonState::EMPTY } else { AnonState::fork(&parent.anon()) };
+    // Fork the anon_vma first: its reuse rule reads the counters the copy would change. Without one (the parent's
+    // `anon_vma` cell mirrors its chain's owner) the chain's lock is not even taken.
+    let anon = (!fl.intersects(VmFlags::WIPEONFORK) && parent.has_anon_vma())
+        .then(|| AnonState::fork(&parent.anon()));
     vma_start_write(locking, v);
-    v.set_range(locking, parent.start(), parent.end());
-    v.set_flags(locking, fl & !VmFlags::LOCKED_MASK);
-    v.set_pgoff(locking, parent.pgoff());
-    v.set_file(locking, parent.file());
-    v.set_anon_name(locking, parent.anon_name());
-    v.set_anon(locking, anon);
+    v.init_fork_copy(locking, parent, fl & !VmFlags::LOCKED_MASK, anon);
     vma_mark_attached(locking, v);
+    parent.is_file_backed() || needs_copy(fl, parent)
 }
 
 impl MmWrite<'_> {
-    /// `dup_mmap`, under the parent's mmap write lock (module docs).
+    /// `dup_mmap`, under the parent's mmap write lock (module docs). One pass over the parent's VMAs, in the tree
+    /// copy's callback as the kernel's loop over the copied tree: write-lock the parent VMA, copy it into the
+    /// next VMA of the batch, and note it for the page pass only if that has work for it.
     fn dup_mmap(&mut self, mode: ForkMode) -> Result<Mm, Errno> {
         let n = self.st.map_count;
         // The tree copy plus one VMA per copied VMA.
         self.charge_budget(n + 1)?;
-        // As Linux since 6.4: every parent VMA is write-locked, so that no page fault runs on it during the
-        // copy.
-        let parents: Vec<&'static Vma> = self.areas().collect();
-        for &v in &parents {
-            self.write_lock_vma(v);
-        }
         let pt = Arc::new(PageTable::new(&self.mem)?);
         let locking = MmLocking::new();
         let pool = self.vmas.pool;
+        let mut pages = PagePass::new();
         let (tree, copied) = {
             let _w = locking.write_lock();
+            let mut batch = ChildVmas::alloc(pool, &locking, n as usize)?;
             match mode {
-                ForkMode::Dup => self.dup_tree(&locking, pool)?,
-                ForkMode::Reinsert => reinsert_tree(&locking, pool, &parents)?,
+                ForkMode::Dup => self.dup_tree(&locking, &mut batch, &mut pages)?,
+                ForkMode::Reinsert => self.reinsert_tree(&locking, &mut batch, &mut pages)?,
             }
         };
         let parts = MmParts {
@@ -125,23 +196,15 @@ impl MmWrite<'_> {
         };
         let child =
             Mm::from_parts(self.cfg.clone(), Vmas::with(pool, locking, tree, pt), self.mem.clone(), parts);
-        // The pages: on failure the child's drop tears down whatever was made.
+        // The pages, in address order: on failure the child's drop tears down whatever was made.
         let mut wrprotected = false;
-        let children: Vec<&'static Vma> = child.areas().collect();
-        let mut kids = children.iter();
-        for &p in &parents {
-            let fl = p.fl();
-            if fl.intersects(VmFlags::DONTCOPY) {
-                continue;
-            }
-            let c = *kids.next().expect("a child VMA per copied parent VMA");
+        for (p, c) in pages {
             debug_assert_eq!((c.start(), c.end()), (p.start(), p.end()));
+            let fl = p.fl();
             let file = if p.is_file_backed() { p.file() } else { None };
             let _rmap = file.as_ref().map(|f| f.rmap_lock());
             child.i_mmap_register(c);
-            let copy = !fl.intersects(VmFlags::WIPEONFORK)
-                && (vma_needs_copy(fl, p.has_anon_vma(), false) || fl.intersects(VmFlags::COPY_ON_FORK));
-            if copy {
+            if needs_copy(fl, p) {
                 let cv = CopyVma { start: p.start(), end: p.end(), flags: fl, dst_uffd_wp: false };
                 self.page_table().copy_page_range(child.page_table(), &cv)?;
                 wrprotected |= vmspace_pgtable::is_cow_mapping(fl);
@@ -154,19 +217,46 @@ impl MmWrite<'_> {
         Ok(child)
     }
 
-    /// The child's tree by `__mt_dup` (module docs): the copy, then the `VM_DONTCOPY` ranges cleared. Returns the
-    /// tree and the number of VMAs copied; on failure everything made is freed.
+    /// The child's tree by `__mt_dup` (module docs): the copy, whose callback copies each VMA ([`copy_vma`]),
+    /// then the `VM_DONTCOPY` ranges cleared. Returns the tree and the number of VMAs copied; on failure
+    /// everything made is freed.
     fn dup_tree(
         &self,
         locking: &MmLocking,
-        pool: &'static VmaPool,
+        batch: &mut ChildVmas<'static>,
+        pages: &mut PagePass,
     ) -> Result<(vmspace_maple::MapleTree<&'static Vma>, u64), Errno> {
+        let pool = batch.pool;
         let mut copied = 0u64;
-        let dup = self.tree().dup(
+        let mut dontcopy: Vec<(u64, u64)> = Vec::new();
+        // The parents the tree copy has shown ahead (up to a leaf beyond the current one), prefetched
+        // PARENT_PREFETCH places before their copy.
+        let queue = std::cell::RefCell::new(std::collections::VecDeque::<&'static Vma>::with_capacity(64));
+        let dup = self.tree().dup_ahead(
+            |parent: &'static Vma| queue.borrow_mut().push_back(parent),
             |_first, _last, parent: &'static Vma| -> Result<&'static Vma, Errno> {
-                let v = pool.alloc(locking).map_err(|_| Errno::ENOMEM)?;
-                if !parent.fl().intersects(VmFlags::DONTCOPY) {
-                    fill_child(locking, v, parent);
+                {
+                    let mut q = queue.borrow_mut();
+                    if let Some(&ahead) = q.get(PARENT_PREFETCH) {
+                        prefetch_vma(ahead);
+                    }
+                    let front = q.pop_front();
+                    debug_assert!(
+                        front.is_some_and(|f| std::ptr::eq(f, parent)),
+                        "the look-ahead is in order"
+                    );
+                }
+                // As Linux since 6.4: the parent VMA is write-locked before it is read, so that no page fault
+                // runs on it until the parent's mmap write lock is released.
+                self.write_lock_vma(parent);
+                let v = batch.take();
+                if parent.fl().intersects(VmFlags::DONTCOPY) {
+                    // The slot gets a never-attached VMA, cleared below.
+                    dontcopy.push((parent.start(), parent.end()));
+                } else {
+                    if copy_vma(locking, v, parent) {
+                        pages.push((parent, v));
+                    }
                     copied += 1;
                 }
                 Ok(v)
@@ -179,12 +269,9 @@ impl MmWrite<'_> {
             },
         );
         let tree = dup.map_err(|_| Errno::ENOMEM)?;
-        // Clear the DONTCOPY ranges (their slots hold never-attached VMAs).
-        let dontcopy: Vec<(u64, u64)> = self
-            .areas()
-            .filter(|v| v.fl().intersects(VmFlags::DONTCOPY))
-            .map(|v| (v.start(), v.end()))
-            .collect();
+        if dontcopy.is_empty() {
+            return Ok((tree, copied));
+        }
         let mut w = tree.lock();
         for (s, e) in dontcopy {
             match w.store_range(s, e - 1, None) {
@@ -203,38 +290,39 @@ impl MmWrite<'_> {
         drop(w);
         Ok((tree, copied))
     }
-}
 
-/// The child's tree the way `dup_mmap` built it before 6.8 (module docs): each copied VMA of `parents`
-/// stored into an empty tree in turn. On failure everything made is freed.
-fn reinsert_tree(
-    locking: &MmLocking,
-    pool: &'static VmaPool,
-    parents: &[&'static Vma],
-) -> Result<(vmspace_maple::MapleTree<&'static Vma>, u64), Errno> {
-    let tree = vmspace_maple::MapleTree::new();
-    let mut copied = 0u64;
-    for &p in parents {
-        if p.fl().intersects(VmFlags::DONTCOPY) {
-            continue;
-        }
-        let v = match pool.alloc(locking) {
-            Ok(v) => v,
-            Err(_) => {
+    /// The child's tree the way `dup_mmap` built it before 6.8 (module docs): each parent VMA write-locked and,
+    /// unless `VM_DONTCOPY`, copied ([`copy_vma`]) and stored into an empty tree in turn. On failure everything
+    /// made is freed.
+    fn reinsert_tree(
+        &self,
+        locking: &MmLocking,
+        batch: &mut ChildVmas<'static>,
+        pages: &mut PagePass,
+    ) -> Result<(vmspace_maple::MapleTree<&'static Vma>, u64), Errno> {
+        let pool = batch.pool;
+        let tree = vmspace_maple::MapleTree::new();
+        let mut copied = 0u64;
+        for p in self.areas() {
+            self.write_lock_vma(p);
+            if p.fl().intersects(VmFlags::DONTCOPY) {
+                continue;
+            }
+            let v = batch.take();
+            let page_work = copy_vma(locking, v, p);
+            if tree.store_range(p.start(), p.end() - 1, Some(v)).is_err() {
+                vma_mark_detached(locking, v);
+                pool.free(v);
                 free_tree(locking, pool, &tree);
                 return Err(Errno::ENOMEM);
             }
-        };
-        fill_child(locking, v, p);
-        if tree.store_range(p.start(), p.end() - 1, Some(v)).is_err() {
-            vma_mark_detached(locking, v);
-            pool.free(v);
-            free_tree(locking, pool, &tree);
-            return Err(Errno::ENOMEM);
+            if page_work {
+                pages.push((p, v));
+            }
+            copied += 1;
         }
-        copied += 1;
+        Ok((tree, copied))
     }
-    Ok((tree, copied))
 }
 
 /// Detaches and frees every VMA of a child tree that will not be used. The caller holds the child's mmap

@@ -555,6 +555,28 @@ impl<T: Send + Sync + 'static> RcuArc<T> {
         }
     }
 
+    /// Makes this empty cell hold what `src` holds (one more strong count on the same payload), without pinning
+    /// a read section or swapping: `dup_mmap`'s copy of a parent VMA's file or name into the child's fresh VMA.
+    ///
+    /// # Safety
+    ///
+    /// No store to `src` may run concurrently (its VMA is write-locked by the caller, who holds its mm's mmap
+    /// write lock), so its payload cannot be unpublished and released during the increment; `self` must be empty
+    /// and have no concurrent writer (a detached VMA owned by the caller).
+    pub unsafe fn init_clone_from(&self, src: &RcuArc<T>) {
+        // Relaxed: the caller is `src`'s writer (or ordered after it by the mmap lock), see the safety contract.
+        let p = src.ptr.load(Ordering::Relaxed);
+        debug_assert!(self.ptr.load(Ordering::Relaxed).is_null(), "init_clone_from into a full cell");
+        if p.is_null() {
+            return;
+        }
+        // SAFETY: `p` came from `Arc::into_raw` and `src` owns a strong count on it that no one can release while
+        // the caller keeps `src`'s writers out (the safety contract); the new count is owned by `self`.
+        unsafe { Arc::increment_strong_count(p) };
+        // Release: publishes the payload to `load`'s acquire, as `store` does.
+        self.ptr.store(p, Ordering::Release);
+    }
+
     /// Replaces the value; the old reference is dropped after a grace period.
     pub fn store(&self, value: Option<Arc<T>>) {
         // Relaxed: writers are serialised (see the type docs), so only this thread changes the pointer; an

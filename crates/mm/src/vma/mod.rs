@@ -70,6 +70,6 @@ pub use lookup::{
 };
 pub use mmap_lock::{MmLocking, MmapLock, MmapReadGuard, MmapWriteGuard};
 pub use object::{VM_LOCK_SEQ_NONE, Vma, VmaSnapshot};
-pub use pool::{PoolStats, VmaPool};
+pub use pool::{PoolStats, VmaBatch, VmaPool};
 pub use stats::{VmaLockCounts, VmaLockStats};
 pub use vmspace_abi::{Errno, PAGE_SHIFT, PAGE_SIZE, VmFlags};

@@ -428,6 +428,39 @@ impl Vma {
     }
     }
 
+    /// `vm_area_dup` for `dup_mmap`: fills this fresh VMA (detached, fields cleared by the pool, owned by `mm`)
+    /// from `parent` in one pass: range, pgoff, file and anon name as the parent's, `flags` as given (the parent's
+    /// minus what fork drops), and the anon_vma state `anon` if any (the child's stays empty otherwise). The file
+    /// and name are shared by a strong-count increment each, without the read section and the swap a
+    /// [`Vma::set_file`] costs; the anon_vma chain's mutex is taken only when there is a chain to store. Lock state
+    /// and `vm_mm` are not touched. Requires [`Vma::writable_by`]`(mm)` on `self` and `parent` write-locked by the
+    /// caller in its mm's current write epoch (so none of its fields changes meanwhile).
+    pub(crate) fn init_fork_copy(
+        &self,
+        mm: &MmLocking,
+        parent: &Vma,
+        flags: VmFlags,
+        anon: Option<AnonState>,
+    ) {
+        self.assert_writable(mm);
+        debug_assert!(self.is_empty() && !self.file.is_some() && !self.anon_vma.is_some(), "a used VMA");
+        // Relaxed: published by the lock protocol (module docs): `vma_mark_attached`'s release store.
+        self.vm_start.store(parent.start(), Ordering::Relaxed);
+        self.vm_end.store(parent.end(), Ordering::Relaxed);
+        self.vm_flags.store(flags.bits(), Ordering::Relaxed);
+        self.vm_pgoff.store(parent.pgoff(), Ordering::Relaxed);
+        // SAFETY: `parent` is write-locked by the caller, who holds its mm's mmap write lock, so no store to its
+        // cells runs; `self` is detached and owned by the caller, and its cells are empty (asserted above for
+        // the file; the pool clears every cell when it frees a VMA).
+        unsafe {
+            self.file.init_clone_from(&parent.file);
+            self.anon_name.init_clone_from(&parent.anon_name);
+        }
+        if let Some(st) = anon {
+            self.set_anon(mm, st);
+        }
+    }
+
     /// Resets range, flags, pgoff and attributes (the pool does this when a VMA is freed).
     pub(crate) fn clear_fields(&self) {
         // A lockless reader holding a stale pointer must see the change (module docs of `lockless`).

@@ -159,6 +159,42 @@ impl VmaPool {
         Ok(vma)
     }
 
+    /// Takes `n` VMAs off the free list at once (creating what it lacks) for `mm`, to be handed out one by one
+    /// by [`Iterator::next`] (each then as from [`VmaPool::alloc`]): `dup_mmap`'s allocation of a child's VMAs,
+    /// with one acquisition of the free list's lock for the whole batch, and each VMA's lines touched only when it
+    /// is handed out (right before it is filled). VMAs the batch still holds stay free (in the pool's sense)
+    /// and go back to the free list when it is dropped. All or nothing: if an injected failure falls within the
+    /// `n` allocations, `ENOMEM` and nothing is taken (as if the allocations before it had been undone).
+    pub fn alloc_bulk<'p>(&'p self, mm: &MmLocking, n: usize) -> Result<VmaBatch<'p>, Errno> {
+        // Relaxed: test control (see `fail_nth`).
+        let countdown = self.fail_countdown.load(Ordering::Relaxed);
+        if countdown != 0 {
+            if countdown <= n as u64 {
+                self.fail_countdown.store(0, Ordering::Relaxed);
+                // Relaxed: statistics.
+                self.injected_failures.fetch_add(1, Ordering::Relaxed);
+                return Err(Errno::ENOMEM);
+            }
+            self.fail_countdown.store(countdown - n as u64, Ordering::Relaxed);
+        }
+        let mut vmas = Vec::with_capacity(n);
+        {
+            let mut free = lock(&self.free);
+            let k = free.len().saturating_sub(n);
+            vmas.extend(free.drain(k..));
+        }
+        let made = n - vmas.len();
+        for _ in 0..made {
+            let v = Vma::new_detached();
+            // Relaxed: not shared yet. Marked free: the batch hands it out like the others.
+            v.in_pool.store(1, Ordering::Relaxed);
+            vmas.push(&*Box::leak(Box::new(v)));
+        }
+        // Relaxed: statistics.
+        self.created.fetch_add(made as u64, Ordering::Relaxed);
+        Ok(VmaBatch { pool: self, vmas, next: 0, mm_id: mm.id() })
+    }
+
     /// Returns a detached VMA to the pool. It may be handed out again at once.
     ///
     /// The VMA must be detached (`vma_mark_detached` returned, or never attached) and unreachable for new
@@ -188,6 +224,67 @@ impl VmaPool {
             allocs: self.allocs.load(Ordering::Relaxed),
             frees: self.frees.load(Ordering::Relaxed),
             injected_failures: self.injected_failures.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// VMAs taken off a pool's free list together ([`VmaPool::alloc_bulk`]), handed out in order by
+/// [`Iterator::next`]. Until handed out they are free VMAs (`in_pool` 1, `vm_mm` 0, fields cleared); the ones
+/// left when the batch is dropped go back to the free list. The pool's `allocs` statistic counts the VMAs handed
+/// out when the batch is dropped.
+pub struct VmaBatch<'p> {
+    pool: &'p VmaPool,
+    vmas: Vec<&'static Vma>,
+    next: usize,
+    mm_id: u64,
+}
+
+impl VmaBatch<'_> {
+    /// The VMA `k` places after the next one to be handed out, without handing it out (to prefetch it).
+    #[inline]
+    pub fn peek(&self, k: usize) -> Option<&'static Vma> {
+        self.vmas.get(self.next + k).copied()
+    }
+
+    /// How many VMAs are left to hand out.
+    pub fn remaining(&self) -> usize {
+        self.vmas.len() - self.next
+    }
+}
+
+/// Hands the batch's VMAs out in order.
+impl Iterator for VmaBatch<'_> {
+    type Item = &'static Vma;
+
+    /// Hands out the next VMA, detached and owned by the batch's mm (`vm_mm` set, `vm_lock_seq` "never
+    /// locked", fields cleared), as [`VmaPool::alloc`] would; `None` once all are handed out.
+    #[inline]
+    fn next(&mut self) -> Option<&'static Vma> {
+        let v = *self.vmas.get(self.next)?;
+        self.next += 1;
+        debug_assert_eq!(v.refcnt(), 0, "free VMA with a non-zero refcount");
+        // Relaxed: pool-private flag; the free list's lock ordered the batch's take, and only the batch's owner
+        // changes the flag of a VMA the batch holds (a plain store, no RMW).
+        debug_assert_eq!(v.in_pool.load(Ordering::Relaxed), 1, "VMA in a batch not marked free");
+        v.in_pool.store(0, Ordering::Relaxed);
+        // Relaxed: as in `alloc`, the VMA is detached; `vma_mark_attached`'s release store publishes these.
+        v.lock_seq_cell().store(VM_LOCK_SEQ_NONE, Ordering::Relaxed);
+        v.set_mm_id(self.mm_id);
+        Some(v)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.remaining(), Some(self.remaining()))
+    }
+}
+
+impl Drop for VmaBatch<'_> {
+    fn drop(&mut self) {
+        // Relaxed: statistics, counted once for the VMAs handed out (an RMW per VMA would cost a locked
+        // instruction each).
+        self.pool.allocs.fetch_add(self.next as u64, Ordering::Relaxed);
+        if self.next < self.vmas.len() {
+            lock(&self.pool.free).extend_from_slice(&self.vmas[self.next..]);
         }
     }
 }
@@ -260,6 +357,49 @@ mod tests {
         pool.free(v);
         assert_eq!((v.start(), v.end()), (0, 0));
         assert!(v.anon_name().is_none());
+    }
+
+    #[test]
+    fn bulk_alloc_reuses_counts_and_fails_whole() {
+        let pool = VmaPool::leak_new();
+        let mm = MmLocking::new();
+        let a = pool.alloc(&mm).unwrap();
+        pool.free(a);
+        let mut b = pool.alloc_bulk(&mm, 3).unwrap();
+        assert_eq!(b.remaining(), 3);
+        let got: Vec<_> = b.by_ref().collect();
+        assert_eq!(got.len(), 3);
+        assert!(b.peek(0).is_none() && b.next().is_none());
+        drop(b);
+        assert!(got.iter().any(|v| std::ptr::eq(*v, a)), "the free VMA is reused");
+        assert!(
+            got.iter().all(|v| v.mm_id() == mm.id() && v.lock_seq() == VM_LOCK_SEQ_NONE && v.is_detached())
+        );
+        assert_eq!(
+            pool.stats(),
+            PoolStats { created: 3, free: 0, in_use: 3, allocs: 4, frees: 1, injected_failures: 0 }
+        );
+        // What a batch did not hand out goes back to the free list, still free.
+        let mut part = pool.alloc_bulk(&mm, 2).unwrap();
+        let one = part.next().unwrap();
+        let left = part.peek(0).unwrap();
+        drop(part);
+        assert_eq!((pool.stats().created, pool.stats().free, pool.stats().allocs), (5, 1, 5));
+        assert_eq!(left.mm_id(), 0);
+        assert!(std::ptr::eq(pool.alloc(&mm).unwrap(), left), "the unused VMA is reused");
+        // The 2nd allocation from now fails: a batch of 2 fails whole, and the countdown stops.
+        pool.fail_nth(2);
+        assert_eq!(pool.alloc_bulk(&mm, 2).err(), Some(Errno::ENOMEM));
+        assert_eq!(pool.stats().injected_failures, 1);
+        // A failure beyond the batch is counted down by it: the 3rd from now is the 1st after a batch of 2.
+        pool.fail_nth(3);
+        let mut more = pool.alloc_bulk(&mm, 2).unwrap();
+        let more: Vec<_> = more.by_ref().collect();
+        assert_eq!(pool.alloc(&mm).unwrap_err(), Errno::ENOMEM);
+        for v in got.into_iter().chain(more).chain([one, left]) {
+            pool.free(v);
+        }
+        assert_eq!(pool.stats().in_use, 0);
     }
 
     #[test]
