@@ -31,7 +31,7 @@ use vmspace_results::report::{ReportSet, SCHEMA};
 #[derive(Debug, Args)]
 pub struct ReportArgs {
     /// A short run of every experiment and figure: under 30 s (1 short run per point) instead of the default's
-    /// about 5 minutes on 2 CPUs. docs/REPORT.md lists each length's settings.
+    /// about 4 minutes on 2 CPUs. docs/REPORT.md lists each length's settings.
     #[arg(long, conflicts_with_all = ["full", "smoke"])]
     quick: bool,
     /// The settings of BENCHMARKS.md for every experiment (about 30 minutes on 2 CPUs).

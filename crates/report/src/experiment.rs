@@ -43,7 +43,7 @@ pub enum Length {
     Smoke,
     /// A smoke run: every experiment, every figure, in well under 30 s (`--quick`).
     Quick,
-    /// About 3 minutes on a 2-CPU machine: every experiment at a few repeats (the default).
+    /// About 4 minutes on a 2-CPU machine: every experiment at a few repeats (the default).
     Default,
     /// The settings of BENCHMARKS.md (`--full`): each experiment as its own command runs it there.
     Full,

@@ -502,10 +502,10 @@ mod tests {
         let d = estimate_s(Length::Default, &host, None);
         let f = estimate_s(Length::Full, &host, None);
         assert!(s < q && q < 30.0 && q < d && d < f, "{s} {q} {d} {f}");
-        // About 5 minutes by default on this project's 2-CPU machine (the contention grid and the tearing
-        // checks run for the kernel and each engine reader mode).
+        // About 4 minutes by default on this project's 2-CPU machine (the contention grid and the tearing
+        // checks run for the kernel and each of the engine's three reader modes).
         if host.cpus_usable.len() == 2 {
-            assert!((180.0..=320.0).contains(&d), "{d}");
+            assert!((180.0..=300.0).contains(&d), "{d}");
         }
         let only = vec!["fork".to_string()];
         assert!(estimate_s(Length::Default, &host, Some(&only)) < d);
@@ -528,9 +528,7 @@ mod tests {
         let text = text(&p);
         assert!(text.contains("not run: left out"), "{text}");
         let sides: Vec<&Report> = out.set.reports.iter().filter(|r| r.benchmark == "report.side").collect();
-        let pending: Vec<&&Report> =
-            sides.iter().filter(|r| param_str(r, "status") == crate::experiment::NOT_YET_MEASURED).collect();
-        assert!(!pending.is_empty());
-        assert!(pending.iter().all(|r| !param_str(r, "awaits").is_empty() && r.runs.is_empty()));
+        // Every side has its engine code: none is a "not yet measured" placeholder.
+        assert!(sides.iter().all(|r| param_str(r, "status") != crate::experiment::NOT_YET_MEASURED));
     }
 }

@@ -60,8 +60,8 @@ impl ContentionPlan {
     pub fn new(length: Length) -> ContentionPlan {
         let (samples, secs, region_mib) = match length {
             Length::Smoke => (1, 0.05, 4),
-            Length::Quick => (1, 0.1, 16),
-            Length::Default => (3, 1.0, 128),
+            Length::Quick => (1, 0.05, 16),
+            Length::Default => (2, 0.75, 128),
             Length::Full => (5, 5.0, 128),
         };
         let base =

@@ -44,8 +44,8 @@ impl TearingPlan {
     pub fn new(length: Length) -> TearingPlan {
         let secs = match length {
             Length::Smoke => 0.1,
-            Length::Quick => 0.15,
-            Length::Default => 2.0,
+            Length::Quick => 0.08,
+            Length::Default => 1.0,
             Length::Full => 5.0,
         };
         let tests = [RaceFile::Maps, RaceFile::Smaps]
