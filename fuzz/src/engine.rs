@@ -522,7 +522,7 @@ fn joined(mm: &Mm) -> String {
     // (start, end, page offset at start, everything else).
     let mut runs: Vec<(u64, u64, u64, String)> = Vec::new();
     for v in mm.vmas() {
-        let anon = v.anon_vma.as_ref().map(|a| a.id());
+        let anon = v.anon_vma_id;
         let file = v.file.as_ref().map(Arc::as_ptr);
         let key = format!("{:?} {file:?} {anon:?} {:?}", v.flags, v.anon_name);
         if let Some(last) = runs.last_mut()

@@ -151,7 +151,8 @@ pub use space::{
 pub use vma::{
     AnonVma, FileKind, FilePages, FileSize, HugeObject, HugePool, HugeRef, MmLocking, MmapReadGuard,
     SnapshotFail, VmFile, Vma, VmaFind, VmaLockCounts, VmaLockStats, VmaLookup, VmaReadGuard, VmaSnapshot,
-    lock_next_vma, lock_vma_under_rcu, next_vma_lockless, vma_snapshot_lockless,
+    lock_next_vma, lock_vma_under_rcu, next_vma_lockless, vma_snapshot_lockless, walk_vmas_locked,
+    walk_vmas_lockless,
 };
 pub use vmspace_abi::{
     Advice, Errno, MapFlags, MclFlags, MlockFlags, MremapFlags, MsyncFlags, PAGE_SIZE, PkeyRights, Prot,

@@ -401,10 +401,10 @@ fn madvise_populate_write_prepares_the_anon_vma() {
     adv(&mut m, B + 8 * P, P, Advice::POPULATE_READ).unwrap();
     adv(&mut m, B + 10 * P, P, Advice::POPULATE_READ).unwrap();
     map(&mut m, B + 9 * P, P, Prot::RW, ANON, None);
-    assert!(m.vma_at(B + 8 * P).is_some_and(|v| v.end == B + 11 * P && v.anon_vma.is_none()));
+    assert!(m.vma_at(B + 8 * P).is_some_and(|v| v.end == B + 11 * P && v.anon_vma_id.is_none()));
     map(&mut m, B + 16 * P, 2 * P, Prot::RW, PRIV, Some(&f));
     assert_eq!(adv(&mut m, B + 17 * P, P, Advice::POPULATE_WRITE), Err(Errno::EFAULT));
-    assert!(m.vma_at(B + 16 * P).unwrap().anon_vma.is_some(), "prepared before the file page was read");
+    assert!(m.vma_at(B + 16 * P).unwrap().anon_vma_id.is_some(), "prepared before the file page was read");
 }
 
 /// `madvise_collapse` / `thp_vma_allowable_order(TVA_FORCED_COLLAPSE)`: the VMA must hold a whole aligned
@@ -529,7 +529,7 @@ fn madvise_guard_install_marks_the_vma_and_the_pages() {
     adv(&mut m, B + 2 * P, 2 * P, Advice::GUARD_INSTALL).unwrap();
     assert_eq!(ranges(&m), [(B, B + 8 * P)], "no split");
     assert!(flags_at(&m, B).contains(VmFlags::MAYBE_GUARD));
-    assert!(m.vma_at(B).unwrap().anon_vma.is_some());
+    assert!(m.vma_at(B).unwrap().anon_vma_id.is_some());
     assert_eq!(m.gup_access(B + 2 * P, false), Err(Errno::EFAULT));
     assert_eq!(m.fault(B + 3 * P, Access::Write), Err(Errno::EFAULT));
     assert_eq!(m.gup_access(B + 4 * P, true), Ok(()));
@@ -543,7 +543,7 @@ fn madvise_guard_install_marks_the_vma_and_the_pages() {
     adv(&mut m, B + 17 * P, P, Advice::GUARD_INSTALL).unwrap();
     adv(&mut m, B + 24 * P, P, Advice::GUARD_INSTALL).unwrap();
     for at in [B + 17 * P, B + 24 * P] {
-        assert!(m.vma_at(at).unwrap().anon_vma.is_none());
+        assert!(m.vma_at(at).unwrap().anon_vma_id.is_none());
         assert_eq!(m.gup_access(at, false), Err(Errno::EFAULT));
     }
     // Refused: locked (either lock mode), special, hugetlb; GUARD_REMOVE allows locked.

@@ -167,12 +167,12 @@ fn mlock_write_faults_private_writable_memory() {
     map(&mut m, B + 2 * P, P, Prot::RW, ANON);
     ok!(m, m.mlock(B, P)).unwrap();
     ok!(m, m.mlock(B + 2 * P, P)).unwrap();
-    assert!(m.vma_at(B).unwrap().anon_vma.is_some());
+    assert!(m.vma_at(B).unwrap().anon_vma_id.is_some());
     map(&mut m, B + P, P, Prot::RW, ANON | MapFlags::LOCKED);
     assert_eq!(ranges(&m), [(B, B + 2 * P), (B + 2 * P, B + 3 * P)]);
     map(&mut m, B + 8 * P, P, Prot::READ, ANON);
     ok!(m, m.mlock(B + 8 * P, P)).unwrap();
-    assert!(m.vma_at(B + 8 * P).unwrap().anon_vma.is_none());
+    assert!(m.vma_at(B + 8 * P).unwrap().anon_vma_id.is_none());
 }
 
 /// `mlock_fixup` / `vma_supports_mlock`: `VM_SPECIAL`, hugetlb and `VM_DROPPABLE` VMAs are neither locked nor
@@ -260,12 +260,12 @@ fn apply_mlockall_flags_current_and_future() {
     assert_eq!(m.def_flags(), VmFlags::LOCKED_MASK);
     map(&mut m, B + 8 * P, 2 * P, Prot::RW, ANON);
     assert_eq!(locked(&m, B + 8 * P), VmFlags::LOCKED_MASK);
-    assert!(m.vma_at(B + 8 * P).unwrap().anon_vma.is_none(), "MCL_ONFAULT: nothing populated");
+    assert!(m.vma_at(B + 8 * P).unwrap().anon_vma_id.is_none(), "MCL_ONFAULT: nothing populated");
     assert_eq!(m.locked_vm(), 6);
     ok!(m, m.mlockall(MclFlags::FUTURE)).unwrap();
     map(&mut m, B + 12 * P, 2 * P, Prot::RW, ANON);
     assert_eq!(locked(&m, B + 12 * P), VmFlags::LOCKED);
-    assert!(m.vma_at(B + 12 * P).unwrap().anon_vma.is_some(), "populated with a write fault");
+    assert!(m.vma_at(B + 12 * P).unwrap().anon_vma_id.is_some(), "populated with a write fault");
     ok!(m, m.munlockall()).unwrap();
     assert_eq!((m.locked_vm(), m.def_flags()), (0, VmFlags::NONE));
     assert!(m.vmas().all(|v| !v.flags.intersects(VmFlags::LOCKED_MASK)));
@@ -374,7 +374,7 @@ fn brk_with_mcl_future() {
     m.validate().unwrap();
     assert_eq!(ranges(&m), [(b0, b0 + 2 * P), (b0 + 2 * P, b0 + 4 * P)]);
     assert_eq!(locked(&m, b0 + 2 * P), VmFlags::LOCKED);
-    assert!(m.vma_at(b0 + 2 * P).unwrap().anon_vma.is_some(), "populated");
+    assert!(m.vma_at(b0 + 2 * P).unwrap().anon_vma_id.is_some(), "populated");
     assert_eq!(m.locked_vm(), 2);
     assert_eq!(m.brk(b0 + 2 * P), b0 + 2 * P);
     assert_eq!(m.locked_vm(), 0);
@@ -418,10 +418,10 @@ fn mprotect_populates_locked_memory_made_writable() {
     let mut m = root();
     map(&mut m, B, P, Prot::READ, ANON | MapFlags::LOCKED);
     map(&mut m, B + 2 * P, P, Prot::READ, ANON | MapFlags::LOCKED);
-    assert!(m.vma_at(B).unwrap().anon_vma.is_none());
+    assert!(m.vma_at(B).unwrap().anon_vma_id.is_none());
     ok!(m, m.mprotect(B, P, Prot::RW)).unwrap();
     ok!(m, m.mprotect(B + 2 * P, P, Prot::RW)).unwrap();
-    assert!(m.vma_at(B).unwrap().anon_vma.is_some());
+    assert!(m.vma_at(B).unwrap().anon_vma_id.is_some());
     map(&mut m, B + P, P, Prot::RW, ANON | MapFlags::LOCKED);
     assert_eq!(ranges(&m), [(B, B + 2 * P), (B + 2 * P, B + 3 * P)]);
 }

@@ -149,9 +149,9 @@ fn droppable_mapping_type_do_mmap() {
         assert_eq!(r, Err(Errno::EINVAL), "type {ty:#x}");
     }
     m.gup_access(B, true).unwrap();
-    assert!(m.vma_at(B).unwrap().anon_vma.is_some());
+    assert!(m.vma_at(B).unwrap().anon_vma_id.is_some());
     let c = m.fork().unwrap();
-    assert!(c.vma_at(B).unwrap().anon_vma.is_none(), "VM_WIPEONFORK: the child's copy is empty");
+    assert!(c.vma_at(B).unwrap().anon_vma_id.is_none(), "VM_WIPEONFORK: the child's copy is empty");
     m.validate().unwrap();
 }
 

@@ -225,8 +225,8 @@ fn pku_exec_only_key_keeps_anon_vmas_apart_anon_vma_compatible() {
     m.mmap(B, 4 * P, Prot::RW, AF, None, 0).unwrap();
     m.gup_access(B, true).unwrap();
     let (va, vb) = (m.vma_at(a).unwrap(), m.vma_at(B).unwrap());
-    assert!(va.anon_vma.is_some() && vb.anon_vma.is_some());
-    assert!(!std::sync::Arc::ptr_eq(va.anon_vma.as_ref().unwrap(), vb.anon_vma.as_ref().unwrap()));
+    assert!(va.anon_vma_id.is_some() && vb.anon_vma_id.is_some());
+    assert_ne!(va.anon_vma_id, vb.anon_vma_id);
     m.mprotect(a, 4 * P, Prot::RW).unwrap();
     assert_eq!(key_of(&m, a), 0);
     assert_eq!(m.vma_at(a).unwrap().flags, m.vma_at(B).unwrap().flags);

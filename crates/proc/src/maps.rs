@@ -151,33 +151,81 @@ impl MapsName {
 
     /// Appends the name exactly as the kernel prints it.
     pub fn render_into(&self, out: &mut String) {
+        self.as_ref().render_into(out);
+    }
+
+    /// The name borrowed ([`MapsNameRef`]).
+    pub fn as_ref(&self) -> MapsNameRef<'_> {
         match self {
-            MapsName::Path { path, deleted } => {
+            MapsName::Path { path, deleted } => MapsNameRef::Path { path, deleted: *deleted },
+            MapsName::Heap => MapsNameRef::Heap,
+            MapsName::Stack => MapsNameRef::Stack,
+            MapsName::Anon(n) => MapsNameRef::Anon(n),
+            MapsName::AnonShmem(n) => MapsNameRef::AnonShmem(n),
+            MapsName::Special(s) => MapsNameRef::Special(s),
+            MapsName::Other(s) => MapsNameRef::Other(s),
+        }
+    }
+}
+
+/// A [`MapsName`] borrowed from wherever its text lives (a file's path, a VMA's name): what a renderer that
+/// must not allocate per line takes ([`MapsLine::render_with_name`]). The variants mean what
+/// [`MapsName`]'s do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[allow(missing_docs)]
+pub enum MapsNameRef<'a> {
+    Path { path: &'a str, deleted: bool },
+    Heap,
+    Stack,
+    Anon(&'a str),
+    AnonShmem(&'a str),
+    Special(&'a str),
+    Other(&'a str),
+}
+
+impl MapsNameRef<'_> {
+    /// Appends the name exactly as the kernel prints it.
+    pub fn render_into(self, out: &mut String) {
+        match self {
+            MapsNameRef::Path { path, deleted } => {
                 // seq_path(m, path, "\n"): a newline in the path is escaped as octal, nothing else is.
-                for ch in path.chars() {
-                    if ch == '\n' {
-                        out.push_str("\\012");
-                    } else {
-                        out.push(ch);
-                    }
+                let mut parts = path.split('\n');
+                out.push_str(parts.next().unwrap_or_default());
+                for part in parts {
+                    out.push_str("\\012");
+                    out.push_str(part);
                 }
-                if *deleted {
+                if deleted {
                     out.push_str(" (deleted)");
                 }
             }
-            MapsName::Heap => out.push_str("[heap]"),
-            MapsName::Stack => out.push_str("[stack]"),
-            MapsName::Anon(n) => {
+            MapsNameRef::Heap => out.push_str("[heap]"),
+            MapsNameRef::Stack => out.push_str("[stack]"),
+            MapsNameRef::Anon(n) => {
                 out.push_str("[anon:");
                 out.push_str(n);
                 out.push(']');
             }
-            MapsName::AnonShmem(n) => {
+            MapsNameRef::AnonShmem(n) => {
                 out.push_str("[anon_shmem:");
                 out.push_str(n);
                 out.push(']');
             }
-            MapsName::Special(s) | MapsName::Other(s) => out.push_str(s),
+            MapsNameRef::Special(s) | MapsNameRef::Other(s) => out.push_str(s),
+        }
+    }
+}
+
+impl From<MapsNameRef<'_>> for MapsName {
+    fn from(n: MapsNameRef<'_>) -> MapsName {
+        match n {
+            MapsNameRef::Path { path, deleted } => MapsName::Path { path: path.to_string(), deleted },
+            MapsNameRef::Heap => MapsName::Heap,
+            MapsNameRef::Stack => MapsName::Stack,
+            MapsNameRef::Anon(n) => MapsName::Anon(n.to_string()),
+            MapsNameRef::AnonShmem(n) => MapsName::AnonShmem(n.to_string()),
+            MapsNameRef::Special(s) => MapsName::Special(s.to_string()),
+            MapsNameRef::Other(s) => MapsName::Other(s.to_string()),
         }
     }
 }
@@ -218,21 +266,39 @@ impl MapsLine {
     }
 
     /// Appends the line, **with** its trailing newline, exactly as Linux 6.18 prints it.
+    ///
+    /// The numeric prefix is assembled in a stack buffer (the kernel's `seq_put_hex_ll` and
+    /// `seq_put_decimal_ull`, which `show_map_vma` uses instead of `seq_printf` for the same reason: this is
+    /// the hot loop of every `/proc/PID/maps` read) and appended in one copy; `core::fmt` is not involved.
     pub fn render_into(&self, out: &mut String) {
-        use fmt::Write as _;
-        let line_start = out.len();
-        // Writing into a String cannot fail.
-        let _ = write!(
-            out,
-            "{:08x}-{:08x} {} {:08x} {:02x}:{:02x} {} ",
-            self.start, self.end, self.perms, self.offset, self.dev_major, self.dev_minor, self.inode
-        );
-        if let Some(name) = &self.name {
-            let used = out.len() - line_start;
-            for _ in used..PAD_COLUMN {
-                out.push(' ');
-            }
-            out.push(' ');
+        self.render_with_name(self.name.as_ref().map(MapsName::as_ref), out);
+    }
+
+    /// [`MapsLine::render_into`] with `name` in place of the line's own (which is ignored): a renderer of
+    /// many lines keeps the names where they live instead of copying each into a [`MapsName`].
+    pub fn render_with_name(&self, name: Option<MapsNameRef<'_>>, out: &mut String) {
+        let mut b = LineBuf::new();
+        b.hex(self.start, 8);
+        b.byte(b'-');
+        b.hex(self.end, 8);
+        b.byte(b' ');
+        b.bytes(&self.perms.as_chars());
+        b.byte(b' ');
+        b.hex(self.offset, 8);
+        b.byte(b' ');
+        b.hex(u64::from(self.dev_major), 2);
+        b.byte(b':');
+        b.hex(u64::from(self.dev_minor), 2);
+        b.byte(b' ');
+        b.dec(self.inode);
+        b.byte(b' ');
+        if name.is_some() {
+            // seq_pad: spaces up to the column (none if the prefix is already that long), then one more.
+            b.pad_to(PAD_COLUMN);
+            b.byte(b' ');
+        }
+        out.push_str(b.as_str());
+        if let Some(name) = name {
             name.render_into(out);
         }
         out.push('\n');
@@ -354,6 +420,100 @@ pub fn parse_maps(text: &str) -> Result<Vec<MapsLine>, (usize, MapsParseError)> 
     text.lines().enumerate().map(|(i, l)| l.parse().map_err(|e| (i + 1, e))).collect()
 }
 
+/// The longest prefix of a maps line (before the name): two 16-digit addresses, perms, a 16-digit offset,
+/// two 8-digit device numbers, a 20-digit inode, the separators (95 bytes), or the padding up to
+/// [`PAD_COLUMN`] + 1; plus the 16 bytes of slack that [`LineBuf::hex`] stores past its digits.
+const LINE_BUF: usize = 128;
+
+/// The eight hex digits of the 32-bit `v`, most significant first when the result is stored big-endian.
+fn hex8(v: u64) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    let mut x = v;
+    x = (x | (x << 16)) & 0x0000_ffff_0000_ffff;
+    x = (x | (x << 8)) & 0x00ff_00ff_00ff_00ff;
+    x = (x | (x << 4)) & 0x0f0f_0f0f_0f0f_0f0f;
+    // Byte i now holds nibble i (from the least significant).
+    let letters = ((x + 6 * ONES) >> 4) & ONES;
+    x + u64::from(b'0') * ONES + letters * u64::from(b'a' - b'0' - 10)
+}
+
+/// A maps line's prefix assembled in place: ASCII digits written right to left into a stack buffer, as
+/// `lib/seq_file.c: seq_put_hex_ll` / `seq_put_decimal_ull` do (no format parsing, no width handling beyond
+/// the zero padding). Only ASCII is ever written, so the bytes are always a valid `str`.
+struct LineBuf {
+    buf: [u8; LINE_BUF],
+    len: usize,
+}
+
+impl LineBuf {
+    fn new() -> Self {
+        LineBuf { buf: [0; LINE_BUF], len: 0 }
+    }
+
+    fn byte(&mut self, c: u8) {
+        self.buf[self.len] = c;
+        self.len += 1;
+    }
+
+    fn bytes(&mut self, s: &[u8]) {
+        self.buf[self.len..self.len + s.len()].copy_from_slice(s);
+        self.len += s.len();
+    }
+
+    /// `v` in lowercase hex, zero-padded to at least `width` digits (`%0*lx`).
+    ///
+    /// All 16 digits are made at once, eight per 64-bit half: each nibble is spread into its own byte (three
+    /// shift-or-mask rounds), then turned into ASCII without a branch (`'0' + d`, plus `'a' - '0' - 10` where
+    /// `d + 6` carries into bit 4, i.e. `d >= 10`). The `n = max(digits, width)` wanted digits are shifted to
+    /// the front of the 16 bytes, which are stored whole (a fixed-size copy; the buffer keeps 16 bytes of
+    /// slack) before the length advances by `n`.
+    fn hex(&mut self, v: u64, width: usize) {
+        if v == 0 {
+            // Anonymous memory's offset and device: only the padding.
+            self.buf[self.len..self.len + 16].copy_from_slice(b"0000000000000000");
+            self.len += width.clamp(1, 16);
+            return;
+        }
+        let digits = ((64 - (v | 1).leading_zeros()).div_ceil(4)) as usize;
+        let n = digits.max(width).min(16);
+        let ascii = (u128::from(hex8(v >> 32)) << 64 | u128::from(hex8(v & 0xffff_ffff))) << (8 * (16 - n));
+        self.buf[self.len..self.len + 16].copy_from_slice(&ascii.to_be_bytes());
+        self.len += n;
+    }
+
+    /// `v` in decimal (`%lu`).
+    fn dec(&mut self, v: u64) {
+        let mut tmp = [0u8; 20];
+        let mut i = tmp.len();
+        let mut x = v;
+        loop {
+            i -= 1;
+            tmp[i] = b'0' + (x % 10) as u8;
+            x /= 10;
+            if x == 0 {
+                break;
+            }
+        }
+        self.bytes(&tmp[i..]);
+    }
+
+    /// Spaces up to column `col` (nothing if the line is already that long).
+    fn pad_to(&mut self, col: usize) {
+        if self.len < col {
+            self.buf[self.len..col].fill(b' ');
+            self.len = col;
+        }
+    }
+
+    fn as_str(&self) -> &str {
+        let bytes = &self.buf[..self.len];
+        debug_assert!(bytes.is_ascii());
+        // SAFETY: only ASCII (digits, letters, the separators and spaces) is ever written into the buffer, by
+        // the methods above, and ASCII is valid UTF-8.
+        unsafe { core::str::from_utf8_unchecked(bytes) }
+    }
+}
+
 /// Renders lines back into a maps file.
 pub fn render_maps(lines: &[MapsLine]) -> String {
     let mut s = String::with_capacity(lines.len() * 96);
@@ -410,6 +570,46 @@ mod tests {
             "ffffffffff600000-ffffffffff601000 --xp 123456789abc fe:12345 123456789012  /a\\012b (deleted)\n"
         );
         assert_eq!(s.parse::<MapsLine>().unwrap(), l);
+    }
+
+    /// The line as `core::fmt` prints it (the kernel's `seq_printf` formats): the oracle of [`LineBuf`].
+    fn render_with_fmt(l: &MapsLine) -> String {
+        let mut s = format!(
+            "{:08x}-{:08x} {} {:08x} {:02x}:{:02x} {} ",
+            l.start, l.end, l.perms, l.offset, l.dev_major, l.dev_minor, l.inode
+        );
+        if let Some(n) = &l.name {
+            while s.len() < PAD_COLUMN {
+                s.push(' ');
+            }
+            s.push(' ');
+            n.render_into(&mut s);
+        }
+        s.push('\n');
+        s
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn render_matches_the_printf_formats(
+            start: u64, end: u64, offset: u64, dev_major: u32, dev_minor: u32, inode: u64,
+            perms in (0u8..16), small in proptest::bool::ANY, named in 0u8..3,
+        ) {
+            // Half the cases in the kernel's usual ranges, so that the padding and the widths are exercised.
+            let (start, end, offset, inode) = if small {
+                (start >> 36, end >> 20, offset >> 40, inode >> 44)
+            } else {
+                (start, end, offset, inode)
+            };
+            let perms = Perms { read: perms & 1 != 0, write: perms & 2 != 0, exec: perms & 4 != 0, shared: perms & 8 != 0 };
+            let name = match named {
+                0 => None,
+                1 => Some(MapsName::Heap),
+                _ => Some(MapsName::Path { path: "/usr/lib/x".into(), deleted: false }),
+            };
+            let l = MapsLine { start, end, perms, offset, dev_major, dev_minor, inode, name };
+            proptest::prop_assert_eq!(l.render(), render_with_fmt(&l));
+        }
     }
 
     #[test]

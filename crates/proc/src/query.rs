@@ -103,6 +103,14 @@ impl QueryRequest {
     /// The input fields as the kernel reads them: the caller's struct bytes up to `size` (at most the 104
     /// the kernel knows), zeros after that (`copy_struct_from_user`). `size` itself is always read whole.
     pub fn as_read(&self) -> QueryRequest {
+        if self.size >= PROCMAP_QUERY_SIZE as u64 {
+            // Every input field lies within the caller's struct: read as given (the common case, a caller of
+            // this kernel's ABI or a newer one).
+            return QueryRequest {
+                nonzero_tail: self.nonzero_tail && self.size > PROCMAP_QUERY_SIZE as u64,
+                ..*self
+            };
+        }
         let mut b = [0u8; PROCMAP_QUERY_SIZE];
         b[OFF_FLAGS..OFF_FLAGS + 8].copy_from_slice(&self.flags.to_le_bytes());
         b[OFF_ADDR..OFF_ADDR + 8].copy_from_slice(&self.addr.to_le_bytes());

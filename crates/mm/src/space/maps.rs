@@ -6,7 +6,7 @@
 //! `[anon_shmem:NAME]` when named), else `[heap]` for a VMA overlapping `(start_brk, brk)`, `[stack]` for the
 //! one containing `start_stack`, `[anon:NAME]` for a named one.
 
-use vmspace_proc::{MapsLine, MapsName, Perms};
+use vmspace_proc::{MapsLine, MapsName, MapsNameRef, Perms};
 
 use std::sync::atomic::Ordering;
 
@@ -61,8 +61,24 @@ impl Mm {
     }
 }
 
+/// The file columns of a maps line and of a PROCMAP_QUERY answer: `(offset, major, minor, inode)`, the file
+/// offset `pgoff << PAGE_SHIFT` with the file's device and inode, all 0 for anonymous memory.
+pub(crate) fn file_columns(v: &VmaSnapshot) -> (u64, u32, u32, u64) {
+    match &v.file {
+        Some(f) => (v.pgoff << PAGE_SHIFT, f.dev_major, f.dev_minor, f.inode),
+        None => (0, 0, 0, 0),
+    }
+}
+
 /// `show_map_vma` of the VMA copy `v` with the mm-wide values the name depends on.
 pub(crate) fn maps_line_of(v: &VmaSnapshot, start_brk: u64, brk: u64, start_stack: u64) -> MapsLine {
+    let mut line = maps_columns_of(v);
+    line.name = maps_name_of(v, start_brk, brk, start_stack).map(MapsName::from);
+    line
+}
+
+/// The columns of `v`'s maps line before the name (the line's `name` is `None`).
+pub(crate) fn maps_columns_of(v: &VmaSnapshot) -> MapsLine {
     let fl = v.flags;
     let perms = Perms {
         read: fl.intersects(VmFlags::READ),
@@ -70,26 +86,31 @@ pub(crate) fn maps_line_of(v: &VmaSnapshot, start_brk: u64, brk: u64, start_stac
         exec: fl.intersects(VmFlags::EXEC),
         shared: fl.intersects(VmFlags::MAYSHARE),
     };
+    let (offset, dev_major, dev_minor, inode) = file_columns(v);
+    MapsLine { start: v.start, end: v.end, perms, offset, dev_major, dev_minor, inode, name: None }
+}
+
+/// The name column of `v`'s maps line (`get_vma_name`), borrowed from the copy's file and name.
+pub(crate) fn maps_name_of(
+    v: &VmaSnapshot,
+    start_brk: u64,
+    brk: u64,
+    start_stack: u64,
+) -> Option<MapsNameRef<'_>> {
     let (start, end) = (v.start, v.end);
-    let file = &v.file;
-    let (offset, dev_major, dev_minor, inode) = match file {
-        Some(f) => (v.pgoff << PAGE_SHIFT, f.dev_major, f.dev_minor, f.inode),
-        None => (0, 0, 0, 0),
-    };
-    let name = match file {
+    match &v.file {
         Some(f) if f.kind == FileKind::ShmemZero && v.anon_name.is_some() => {
-            Some(MapsName::AnonShmem(v.anon_name.as_deref().unwrap_or_default().to_string()))
+            Some(MapsNameRef::AnonShmem(v.anon_name.as_deref().unwrap_or_default()))
         }
-        Some(f) => Some(MapsName::Path { path: f.name.clone(), deleted: f.deleted }),
+        Some(f) => Some(MapsNameRef::Path { path: &f.name, deleted: f.deleted }),
         None => {
             if start < brk && end > start_brk {
-                Some(MapsName::Heap)
+                Some(MapsNameRef::Heap)
             } else if start <= start_stack && end >= start_stack {
-                Some(MapsName::Stack)
+                Some(MapsNameRef::Stack)
             } else {
-                v.anon_name.as_deref().map(|n| MapsName::Anon(n.to_string()))
+                v.anon_name.as_deref().map(MapsNameRef::Anon)
             }
         }
-    };
-    MapsLine { start, end, perms, offset, dev_major, dev_minor, inode, name }
+    }
 }

@@ -18,7 +18,8 @@
 //! - [`ReaderMode::PerVma`] (6.18's `maps` and `PROCMAP_QUERY` with `CONFIG_PER_VMA_LOCK`,
 //!   `lock_next_vma`): each VMA is found under RCU and read-locked on its own (`vma_start_read`); when that
 //!   fails (a writer holds the VMA) the reader falls back to the mmap read lock for that one step
-//!   (`lock_next_vma`'s fallback). The mm-wide values a record reads besides its VMA (the break, for
+//!   (`lock_next_vma`'s fallback). A chunk's VMAs are stepped to by one tree cursor inside one RCU read-side
+//!   section, as 6.18's `lock_vma_range` and `priv->iter` do ([`crate::walk_vmas_locked`]). The mm-wide values a record reads besides its VMA (the break, for
 //!   `[heap]`) are read racily, as the kernel reads them: a reader holding a VMA lock never waits for the
 //!   mmap lock, whose writer may be waiting in `vma_start_write` for that VMA's readers. `smaps_rollup` takes
 //!   the mmap lock, as 6.18's does.
@@ -26,7 +27,8 @@
 //!   waits for, and no writer waits for it. Each step of a walk copies the next VMA's fields under RCU and
 //!   validates the copy by sequence counts, retrying while a writer changes that VMA
 //!   ([`crate::next_vma_lockless`], whose module `vma::lockless` gives the protocol, its orderings and
-//!   why an accepted copy is one state of the VMA; the tree is re-checked so that no false gap is shown); the
+//!   why an accepted copy is one state of the VMA; the tree is re-checked so that no false gap is shown;
+//!   a chunk steps with one cursor, [`crate::walk_vmas_lockless`]); the
 //!   page table is walked under RCU with racy entry and mapcount reads
 //!   (`PageTable::smaps_range_lockless`: tables and frames are freed a grace period after they are
 //!   unlinked, and no writer waits for a grace period). A record may thus count pages from before and after a
@@ -82,9 +84,9 @@ use vmspace_proc::{
 };
 
 use super::config::{PAGE_SHIFT, PAGE_SIZE};
-use super::maps::maps_line_of;
+use super::maps::{file_columns, maps_columns_of, maps_line_of, maps_name_of};
 use super::{FileKind, Mm, ThpMode, VmFile, VmFlags, VmaSnapshot};
-use crate::vma::{MmLocking, next_vma_lockless};
+use crate::vma::{MmLocking, next_vma_lockless, walk_vmas_locked, walk_vmas_lockless};
 
 /// `HPAGE_PMD_ORDER` on x86-64.
 const PMD_ORDER: u32 = 9;
@@ -283,6 +285,39 @@ impl<'a> ProcReader<'a> {
                 }
             });
         }
+        if self.mode == ReaderMode::Lockless {
+            // One cursor and one read-side section across the chunk's VMAs (`walk_vmas_lockless`).
+            let shared = &self.mm.vmas.shared;
+            let mut retries = 0;
+            return walk_vmas_lockless(&shared.locking, &shared.tree, from, &mut retries, |v| {
+                let (start_brk, brk) = self.mm.brk_pair_racy();
+                let r = Rec { v, start_brk, brk, lockless: true };
+                self.hook(&r);
+                matches!(step(&r), Step::Go)
+            });
+        }
+        if self.mode == ReaderMode::PerVma {
+            // One cursor and one read-side section across the chunk's VMAs (`walk_vmas_locked`).
+            let shared = &self.mm.vmas.shared;
+            loop {
+                let walked = walk_vmas_locked(&shared.locking, &shared.tree, pos, |g| {
+                    let (start_brk, brk) = self.mm.brk_pair_racy();
+                    let r = Rec { v: g.snapshot(), start_brk, brk, lockless: false };
+                    self.hook(&r);
+                    // The VMA stays read-locked while its record is rendered; `g` unlocks it after.
+                    matches!(step(&r), Step::Go)
+                });
+                match walked {
+                    Ok(done) => return done,
+                    // The VMA at `at` could not be read-locked: one step under the mmap read lock.
+                    Err(at) => match self.with_next(at, |r| r.map(|r| (step(r), r.v.end))) {
+                        None => return (at, true),
+                        Some((Step::Go, end)) => pos = end,
+                        Some((Step::Stop, _)) => return (at, false),
+                    },
+                }
+            }
+        }
         loop {
             let next = self.with_next(pos, |r| r.map(|r| (step(r), r.v.end)));
             match next {
@@ -449,7 +484,11 @@ impl<'a> ProcReader<'a> {
     /// Renders the record of `r` for `kind` into `out`.
     fn render(&self, kind: ProcFileKind, r: &Rec, out: &mut String) {
         match kind {
-            ProcFileKind::Maps => self.line_of(r).render_into(out),
+            ProcFileKind::Maps => {
+                // The name is borrowed from the record's copy: no allocation per line.
+                let name = maps_name_of(&r.v, r.start_brk, r.brk, self.mm.config().start_stack);
+                maps_columns_of(&r.v).render_with_name(name, out);
+            }
             ProcFileKind::Smaps => self.record_of(r).render_into(out),
         }
     }
@@ -550,20 +589,20 @@ impl<'a> ProcReader<'a> {
     /// The answer of a matched VMA: its fields, and its name when the request has a name buffer.
     fn answer(&self, r: &Rec, k: &QueryRequest) -> Result<QueryAnswer, i32> {
         let v = &r.v;
-        let line = self.line_of(r);
+        let (vma_offset, dev_major, dev_minor, inode) = file_columns(v);
         let mut a = QueryAnswer {
             vma_start: v.start,
             vma_end: v.end,
             vma_flags: perms_of(v.flags),
             vma_page_size: huge_size(v).unwrap_or(PAGE_SIZE),
-            vma_offset: line.offset,
-            inode: line.inode,
-            dev_major: line.dev_major,
-            dev_minor: line.dev_minor,
+            vma_offset,
+            inode,
+            dev_major,
+            dev_minor,
             name: None,
         };
         if k.vma_name_size != 0 {
-            a.name = line.name.as_ref().map(|n| n.to_string());
+            a.name = self.line_of(r).name.as_ref().map(|n| n.to_string());
             a.name_size(k.vma_name_size)?;
         }
         Ok(a)
@@ -664,19 +703,19 @@ impl ProcFile<'_> {
 
     /// Renders the next chunk (type docs) for a read of `want` bytes.
     fn fill(&mut self, want: usize) {
-        let mut text = String::new();
-        let mut one = String::new();
+        let mut text = String::with_capacity(SEQ_BUF_SIZE);
         let (reader, kind) = (self.reader, self.kind);
         let (pos, eof) = reader.chunk(self.pos, |r| {
-            if !text.is_empty() && text.len() >= want {
+            let before = text.len();
+            if before != 0 && before >= want {
                 return Step::Stop;
             }
-            one.clear();
-            reader.render(kind, r, &mut one);
-            if !text.is_empty() && text.len() + one.len() > SEQ_BUF_SIZE {
+            reader.render(kind, r, &mut text);
+            if before != 0 && text.len() > SEQ_BUF_SIZE {
+                // The record does not fit in the page: it is left for the next chunk.
+                text.truncate(before);
                 return Step::Stop;
             }
-            text.push_str(&one);
             Step::Go
         });
         self.pos = pos;

@@ -539,6 +539,21 @@ impl<T: Send + Sync + 'static> RcuArc<T> {
         }
     }
 
+    /// `f` applied to the value the cell holds, read under RCU without taking a reference (no count is
+    /// touched: a reader's look that shares no written line with other readers).
+    pub fn with<R>(&self, f: impl FnOnce(&T) -> R) -> Option<R> {
+        let _guard = vmspace_rcu::pin();
+        // Acquire: pairs with the release half of `store`'s swap, so the payload's initialisation is visible.
+        let p = self.ptr.load(Ordering::Acquire);
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: `p` came from `Arc::into_raw`; the cell's strong count on it is released only after a grace
+        // period that began after the pointer was unpublished, and `_guard` (taken before the load) keeps that
+        // grace period from ending while `f` runs.
+        Some(f(unsafe { &*p }))
+    }
+
     /// True if the cell holds a value.
     pub fn is_some(&self) -> bool {
         // Relaxed: a presence test; the payload is not dereferenced.

@@ -161,6 +161,61 @@ pub fn next_vma_lockless(
     }
 }
 
+/// The lockless walk over a run of VMAs (one chunk of a `/proc` read): hands `step` a validated copy of each
+/// VMA from the first one ending after `from`, as repeated [`next_vma_lockless`] calls would, until `step`
+/// returns `false` or the VMAs end. Returns where the walk stopped (the end of the last VMA `step` accepted,
+/// or `from`) and whether it reached the end.
+///
+/// The fast path keeps one RCU read-side section and one tree cursor (the kernel's `vma_iterator`) across
+/// consecutive VMAs instead of a descent from the root per VMA: each entry the cursor steps to is checked
+/// exactly as [`next_vma_lockless`] checks the entry it finds (the tree's range equals the copy's; a copy
+/// starting after the position re-finds it from the position). The cursor's own guarantee (forward
+/// iteration never goes backwards and never skips a range that existed throughout: `Cursor` docs) makes its
+/// next entry the one `find_in(position)` would return at that moment. A copy refused on the fast path
+/// (a writer is changing that VMA) ends the RCU section and takes one [`next_vma_lockless`] step, which waits
+/// for the writer outside any read-side section; the fast path then resumes after it. `step` runs inside
+/// the fast path's read-side section, which no writer waits for.
+pub fn walk_vmas_lockless(
+    mm: &MmLocking,
+    tree: &MapleTree<&'static Vma>,
+    from: u64,
+    retries: &mut u64,
+    mut step: impl FnMut(VmaSnapshot) -> bool,
+) -> (u64, bool) {
+    let mut pos = from;
+    loop {
+        {
+            let guard = vmspace_rcu::pin();
+            let mut cur = tree.cursor(&guard);
+            cur.set(pos);
+            loop {
+                let Some((first, last, vma)) = cur.find(u64::MAX) else { return (pos, true) };
+                let Ok(s) = vma_snapshot_lockless(mm, vma) else { break };
+                let consistent = s.end > pos && first == s.start && last.wrapping_add(1) == s.end;
+                let no_gap_change = s.start <= pos
+                    || matches!(tree.find_in(pos, u64::MAX, &guard),
+                        Some((f, l, v)) if std::ptr::eq(v, vma) && f == first && l == last);
+                if !(consistent && no_gap_change) {
+                    break;
+                }
+                let end = s.end;
+                if !step(s) {
+                    return (pos, false);
+                }
+                pos = end;
+            }
+        }
+        // Refused on the fast path: one step that retries (and yields) until the writer is done.
+        *retries += 1;
+        let Some(s) = next_vma_lockless(mm, tree, pos, retries) else { return (pos, true) };
+        let end = s.end;
+        if !step(s) {
+            return (pos, false);
+        }
+        pos = end;
+    }
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;

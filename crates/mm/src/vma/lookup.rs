@@ -192,6 +192,64 @@ pub fn lock_next_vma<T: VmaFind + ?Sized>(
     }
 }
 
+/// [`lock_next_vma`] over a run of VMAs (one chunk of a `/proc` read, `m_start` to `m_stop`): hands `step`
+/// each VMA from the first one ending after `from`, read-locked, until `step` returns `false` (the guard it
+/// was given is dropped, unlocking the VMA) or the VMAs end. Returns `Ok((stop, end_reached))`, `stop` being
+/// the end of the last VMA `step` accepted (or `from`); `Err(at)` when [`lock_next_vma`] could not lock the VMA
+/// at `at` even under the mmap read lock (its reader limit): the caller takes that one step another way.
+///
+/// As in 6.18 (`fs/proc/task_mmu.c: lock_vma_range` holds an RCU read-side section from `m_start` to
+/// `m_stop`, and `mm/mmap_lock.c: lock_next_vma` steps `priv->iter`), one RCU section and one tree cursor (the
+/// `vma_iterator`) serve consecutive VMAs: each is `vma_start_read` and checked exactly as [`lock_next_vma`]
+/// checks (not behind the position; a VMA after a gap re-found from the position when a writer may have
+/// moved things since the speculation began). A VMA that fails the fast path ends the RCU section and takes
+/// one [`lock_next_vma`] step (its retries and its mmap-lock fallback); the fast path then resumes.
+pub fn walk_vmas_locked(
+    mm: &MmLocking,
+    tree: &MapleTree<&'static Vma>,
+    from: u64,
+    mut step: impl FnMut(VmaReadGuard<'static>) -> bool,
+) -> Result<(u64, bool), u64> {
+    let mut pos = from;
+    loop {
+        {
+            let guard = vmspace_rcu::pin();
+            let mut cur = tree.cursor(&guard);
+            cur.set(pos);
+            loop {
+                let spec = mm.speculate_try_begin();
+                let Some((_, _, vma)) = cur.find(u64::MAX) else { return Ok((pos, true)) };
+                let Ok(locked) = vma_start_read(mm, vma) else { break };
+                if pos >= locked.end() {
+                    break;
+                }
+                if pos < locked.start()
+                    && spec.is_none_or(|s| mm.speculate_retry(s))
+                    && !tree.vma_find(pos, &guard).is_some_and(|f| std::ptr::eq(f, vma))
+                {
+                    break;
+                }
+                let end = locked.end();
+                if !step(locked) {
+                    return Ok((pos, false));
+                }
+                pos = end;
+            }
+        }
+        match lock_next_vma(mm, tree, pos) {
+            Ok(None) => return Ok((pos, true)),
+            Ok(Some(locked)) => {
+                let end = locked.end();
+                if !step(locked) {
+                    return Ok((pos, false));
+                }
+                pos = end;
+            }
+            Err(_) => return Err(pos),
+        }
+    }
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;

@@ -125,8 +125,10 @@ pub struct VmaSnapshot {
     pub mm_id: u64,
     /// Model file.
     pub file: Option<Arc<VmFile>>,
-    /// anon_vma identity.
-    pub anon_vma: Option<Arc<AnonVma>>,
+    /// The identity of the VMA's anon_vma ([`AnonVma::id`]), if it has one. An identity, not a reference: a
+    /// copy taken by a `/proc` reader must not touch the anon_vma's reference count, a line every reader and
+    /// faulting thread would otherwise share.
+    pub anon_vma_id: Option<u64>,
     /// Anonymous name.
     pub anon_name: Option<Arc<str>>,
 }
@@ -139,7 +141,7 @@ impl fmt::Debug for VmaSnapshot {
             .field("pgoff", &self.pgoff)
             .field("mm_id", &self.mm_id)
             .field("file", &self.file.as_ref().map(|f| &f.name))
-            .field("anon_vma", &self.anon_vma.as_ref().map(|a| a.id()))
+            .field("anon_vma", &self.anon_vma_id)
             .field("anon_name", &self.anon_name)
             .finish()
     }
@@ -292,7 +294,7 @@ impl Vma {
             pgoff: self.pgoff(),
             mm_id: self.mm_id(),
             file: self.file(),
-            anon_vma: self.anon_vma(),
+            anon_vma_id: self.anon_vma.with(|a| a.id()),
             anon_name: self.anon_name(),
         }
     }
