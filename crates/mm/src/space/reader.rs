@@ -21,8 +21,9 @@
 //!   (`lock_next_vma`'s fallback). A chunk's VMAs are stepped to by one tree cursor inside one RCU read-side
 //!   section, as 6.18's `lock_vma_range` and `priv->iter` do ([`crate::walk_vmas_locked`]). The mm-wide values a record reads besides its VMA (the break, for
 //!   `[heap]`) are read racily, as the kernel reads them: a reader holding a VMA lock never waits for the
-//!   mmap lock, whose writer may be waiting in `vma_start_write` for that VMA's readers. `smaps_rollup` takes
-//!   the mmap lock, as 6.18's does.
+//!   mmap lock, whose writer may be waiting in `vma_start_write` for that VMA's readers. `smaps_rollup` walks
+//!   the same way, each VMA under its own lock (the per-VMA-lock series' `show_smaps_rollup`; 6.18's still
+//!   holds the mmap lock).
 //! - [`ReaderMode::Lockless`] (the engine's own, docs/DIVERGENCES.md): the reader takes no lock a writer
 //!   waits for, and no writer waits for it. Each step of a walk copies the next VMA's fields under RCU and
 //!   validates the copy by sequence counts, retrying while a writer changes that VMA
@@ -380,9 +381,13 @@ impl<'a> ProcReader<'a> {
     /// `/proc/PID/smaps_rollup` (`show_smaps_rollup`): the counters of every VMA summed. An empty address
     /// space prints the range `0-0`.
     ///
-    /// - mmap-lock and per-VMA modes (6.18 has no per-VMA rollup): under the mmap read lock; when a writer
-    ///   waits for it (`mmap_lock_is_contended`) after a VMA, the lock is dropped and taken again and the walk
-    ///   resumes at the first VMA ending after the last one summed (`last_vma_end`).
+    /// - mmap-lock mode (6.18): under the mmap read lock; when a writer waits for it (`mmap_lock_is_contended`)
+    ///   after a VMA, the lock is dropped and taken again and the walk resumes at the first VMA ending after the
+    ///   last one summed (`last_vma_end`).
+    /// - per-VMA mode: the rollup of the per-VMA-lock series ("read proc/pid/smaps_rollup under per-vma
+    ///   lock": `show_smaps_rollup` stepping with `proc_get_vma` inside `lock_vma_range`): each VMA read-locked
+    ///   on its own as the maps walk does ([`crate::walk_vmas_locked`]), the mmap read lock taken only for a
+    ///   step whose VMA cannot be locked, and then only for that step, so no writer waits for the whole walk.
     /// - lockless mode: each VMA a validated copy, its pages walked under RCU.
     pub fn smaps_rollup(&self) -> SmapsRollup {
         let mut acc = MemStatsAccumulator::default();
@@ -392,15 +397,13 @@ impl<'a> ProcReader<'a> {
             last = r.v.end;
             self.gather(r, acc);
         };
-        if self.mode == ReaderMode::Lockless {
-            let mut from = 0;
-            while let Some(end) = self.with_next(from, |r| {
-                let r = r?;
+        if self.mode != ReaderMode::MmapLock {
+            // One walk that never stops early (the per-VMA and lockless walks of `chunk`).
+            let (_, done) = self.chunk(0, |r| {
                 add(r, &mut acc);
-                Some(r.v.end)
-            }) {
-                from = end;
-            }
+                Step::Go
+            });
+            debug_assert!(done);
         } else {
             let mut from = 0;
             loop {

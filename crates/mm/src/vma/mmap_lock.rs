@@ -20,10 +20,14 @@
 //!   (e.g. `/proc` scanners) cannot starve `mmap()`.
 //! - Waiting: spin a little, then set PARKED (or DRAINING) and park with a validation that re-checks the state
 //!   under the parking queue's lock (see `park`); the releasing side clears the bit and unparks.
-//! - `write_unlock` clears WRITER and PARKED and wakes every thread parked on K; they race again. There is no
-//!   hand-off, so a writer that re-locks at once may overtake woken readers (the kernel hands the lock to the
-//!   queue head instead); readers still make progress because a writer cannot re-claim WRITER while it is still
-//!   waiting for readers that got in.
+//! - `write_unlock` wakes the queue as `kernel/locking/rwsem.c: rwsem_mark_wake` does (the **hand-off**): if
+//!   the first thread parked on K is a reader, every parked reader is granted its read hold by the unlocker, in
+//!   the same atomic step that clears WRITER (under the parking queue's lock), and wakes already owning the
+//!   lock; writers parked behind stay parked (PARKED stays set). If the first is a writer, only it is woken,
+//!   to compete for WRITER. So, as in the kernel, a reader that is not running may hold the lock: a starved
+//!   `/proc` reader granted the lock at a writer's unlock blocks the next writer until it is scheduled, the
+//!   priority inversion mmap_lock is known for. Under loom, where parking is a yield, there is no hand-off
+//!   (every waiter retries), which the models cover.
 //! - `downgrade` turns the write hold into one read hold in a single RMW and wakes K, letting waiting readers in.
 //!
 //! `is_contended` reports queued waiters as `rwsem_is_contended` does: PARKED or DRAINING set, or a writer that
@@ -46,7 +50,7 @@ use std::fmt;
 use vmspace_rcu::SeqCount;
 use vmspace_rcu::sync::{AtomicU64, Ordering};
 
-use super::park::{park, spin_once, unpark_all};
+use super::park::{Waiter, park, park_as, spin_once, unpark_all, unpark_reader_batch};
 use crate::vma::stats::VmaLockStats;
 
 const WRITER: u64 = 1;
@@ -67,19 +71,30 @@ fn readers(s: u64) -> u64 {
 /// corrupts the lock's state but is not memory-unsafe).
 pub struct MmapLock {
     state: AtomicU64,
+    /// Threads enqueued on the waiters key right now (unit tests wait for it to order their threads).
+    #[cfg(test)]
+    queued: std::sync::atomic::AtomicU64,
 }
 
 impl MmapLock {
     /// An unlocked semaphore.
     #[cfg(not(loom))]
     pub const fn new() -> Self {
-        Self { state: AtomicU64::new(0) }
+        Self {
+            state: AtomicU64::new(0),
+            #[cfg(test)]
+            queued: std::sync::atomic::AtomicU64::new(0),
+        }
     }
 
     /// An unlocked semaphore.
     #[cfg(loom)]
     pub fn new() -> Self {
-        Self { state: AtomicU64::new(0) }
+        Self {
+            state: AtomicU64::new(0),
+            #[cfg(test)]
+            queued: std::sync::atomic::AtomicU64::new(0),
+        }
     }
 
     #[inline]
@@ -133,12 +148,44 @@ impl MmapLock {
             {
                 continue;
             }
-            park(self.key_waiters(), || {
-                // Relaxed under the queue lock: `write_unlock` clears the bits before it takes the same lock.
+            let handed = park_as(self.key_waiters(), Waiter::Reader, || {
+                // Relaxed under the queue lock: `write_unlock` changes the bits under the same lock.
                 let s = self.state.load(Ordering::Relaxed);
-                s & WRITER != 0 && s & PARKED != 0
+                self.note_queued(s & WRITER != 0 && s & PARKED != 0)
             });
+            self.note_dequeued();
+            if handed {
+                // The leaving writer added our read hold before waking us. Acquire: reads its release RMW (or a
+                // later RMW of its release sequence), so its write section happens-before our read section.
+                let _ = self.state.load(Ordering::Acquire);
+                return;
+            }
             spins = 0;
+        }
+    }
+
+    /// Counts a thread that a park validation lets into the queue (unit tests only); returns `parks`.
+    #[inline]
+    fn note_queued(&self, parks: bool) -> bool {
+        #[cfg(test)]
+        if parks {
+            self.queued.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        parks
+    }
+
+    /// Undoes [`MmapLock::note_queued`] after a park returns (a spurious or invalid return included: the count
+    /// only ever over-counts a thread on its way out).
+    #[inline]
+    fn note_dequeued(&self) {
+        #[cfg(test)]
+        {
+            let q = &self.queued;
+            let _ = q.fetch_update(
+                std::sync::atomic::Ordering::SeqCst,
+                std::sync::atomic::Ordering::SeqCst,
+                |n| n.checked_sub(1),
+            );
         }
     }
 
@@ -204,11 +251,12 @@ impl MmapLock {
             {
                 continue;
             }
-            park(self.key_waiters(), || {
+            park_as(self.key_waiters(), Waiter::Writer, || {
                 // Relaxed under the queue lock, as in `read`.
                 let s = self.state.load(Ordering::Relaxed);
-                s & WRITER != 0 && s & PARKED != 0
+                self.note_queued(s & WRITER != 0 && s & PARKED != 0)
             });
+            self.note_dequeued();
             spins = 0;
         }
     }
@@ -244,20 +292,28 @@ impl MmapLock {
         }
     }
 
-    /// Drops the write hold and wakes every waiter.
+    /// Drops the write hold and wakes the waiters: when the first queued waiter is a reader, every queued
+    /// reader is handed a read hold before it runs (`rwsem_mark_wake`'s reader batch; writers stay queued),
+    /// otherwise the first queued writer is woken to compete for the lock (module docs, "hand-off").
     #[inline]
     pub fn write_unlock(&self) {
         // Release: the write section happens-before the next holder's section.
         if self.state.compare_exchange(WRITER, 0, Ordering::Release, Ordering::Relaxed).is_ok() {
             return;
         }
-        // Release: as above. The bits are cleared before the queue lock is taken in `unpark_all`, so a waiter
-        // that validates after us sees them clear and does not park.
-        let prev = self.state.fetch_and(!(WRITER | PARKED), Ordering::Release);
-        debug_assert!(prev & WRITER != 0, "MmapLock::write_unlock without the write hold");
-        if prev & PARKED != 0 {
-            unpark_all(self.key_waiters());
-        }
+        // Someone set PARKED: wake under the queue lock, where the state changes in the same step as the grant.
+        unpark_reader_batch(self.key_waiters(), |readers, more| {
+            let parked = if more { PARKED } else { 0 };
+            // Release: as above, for the next writer and for the readers granted here (they acquire-load this
+            // value after waking). Waiters validate under the same queue lock, so none parks on stale bits.
+            let prev = self
+                .state
+                .fetch_update(Ordering::Release, Ordering::Relaxed, |s| {
+                    Some(((s & !(WRITER | PARKED)) | parked) + readers * ONE_READER)
+                })
+                .unwrap_or_else(|s| s);
+            debug_assert!(prev & WRITER != 0, "MmapLock::write_unlock without the write hold");
+        });
     }
 
     /// Turns the write hold into a read hold without letting another writer in between.
@@ -665,6 +721,46 @@ mod tests {
             drop(w);
         });
         assert!(got.load(O::SeqCst));
+    }
+
+    /// The hand-off: readers queued behind a writer own the lock the moment `write_unlock` returns, before
+    /// they run (`rwsem_mark_wake`), and a writer queued after them waits for them to leave. Without the
+    /// hand-off the count right after the unlock depends on whether the woken threads have run yet.
+    #[test]
+    #[cfg(not(miri))]
+    fn queued_readers_are_handed_the_lock_at_write_unlock() {
+        let mm = MmLocking::new();
+        let w = mm.write_lock();
+        let release = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            for _ in 0..2 {
+                s.spawn(|| {
+                    let _r = mm.read_lock();
+                    while !release.load(O::SeqCst) {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                });
+            }
+            let queued = || mm.mmap_lock().queued.load(O::SeqCst);
+            wait_until(|| queued() == 2);
+            s.spawn(|| drop(mm.write_lock()));
+            wait_until(|| queued() == 3);
+            drop(w);
+            // Read before releasing them: a failed assertion must not leave the readers waiting.
+            let granted = mm.mmap_lock().reader_count();
+            // The writer woken behind them claims the writer bit and waits for them to leave.
+            let t = std::time::Instant::now();
+            while !mm.mmap_lock().is_write_locked() && t.elapsed() < Duration::from_secs(10) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let (claimed, inside, contended) =
+                (mm.mmap_lock().is_write_locked(), mm.mmap_lock().reader_count(), mm.is_contended());
+            release.store(true, O::SeqCst);
+            assert_eq!(granted, 2, "both queued readers hold the lock at once");
+            assert!(claimed && inside == 2 && contended, "the writer queued after them waits for them");
+        });
+        assert_eq!(mm.mmap_lock().reader_count(), 0);
+        assert!(!mm.is_contended());
     }
 
     #[test]

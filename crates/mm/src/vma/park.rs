@@ -46,6 +46,89 @@ pub(crate) fn park(key: usize, validate: impl FnOnce() -> bool) {
     }
 }
 
+/// Who waits on an `MmapLock`'s waiters key (the park token [`unpark_reader_batch`] sorts the queue by).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Waiter {
+    /// A thread waiting to take a read hold.
+    Reader,
+    /// A thread waiting to claim the writer bit.
+    Writer,
+}
+
+/// [`park`] as `who`. Returns true if the waker handed this thread the lock ([`unpark_reader_batch`] woke it
+/// as one of a batch of readers granted a read hold), false for any other return.
+#[inline]
+pub(crate) fn park_as(key: usize, who: Waiter, validate: impl FnOnce() -> bool) -> bool {
+    #[cfg(not(loom))]
+    {
+        let token = parking_lot_core::ParkToken(who as usize);
+        // SAFETY: as in `park`.
+        let r = unsafe { parking_lot_core::park(key, validate, || {}, |_, _| {}, token, None) };
+        r == parking_lot_core::ParkResult::Unparked(HANDOFF)
+    }
+    #[cfg(loom)]
+    {
+        let _ = who;
+        park(key, validate);
+        false
+    }
+}
+
+/// The unpark token of a reader that was granted its read hold by the waker.
+#[cfg(not(loom))]
+const HANDOFF: parking_lot_core::UnparkToken = parking_lot_core::UnparkToken(1);
+
+/// Wakes the waiters of an `MmapLock` whose writer leaves, as `kernel/locking/rwsem.c: rwsem_mark_wake` does:
+/// if the first thread queued on `key` is a reader, every queued reader, each granted a read hold (the
+/// hand-off: they own the lock before they run), and the first queued writer, which claims the writer bit
+/// and waits for them to leave (the other writers stay queued); if it is a writer, that writer alone, which
+/// then competes for the lock. `release(readers, more)` runs with the queue locked before anyone wakes: it
+/// must release the write hold and add `readers` read holds in one step, keeping the parked bit iff `more`
+/// (threads remain queued). Under loom (where parking is a yield) it is `release(0, false)` and a wake of
+/// everyone: no hand-off.
+pub(crate) fn unpark_reader_batch(key: usize, release: impl FnOnce(u64, bool)) {
+    #[cfg(not(loom))]
+    {
+        use parking_lot_core::{FilterOp, ParkToken};
+        use std::cell::Cell;
+        const READER: usize = Waiter::Reader as usize;
+        // `first`: the queue head's kind; `readers`: readers woken (granted); `writer`: a writer woken.
+        let (first, readers, writer) = (Cell::new(None::<usize>), Cell::new(0u64), Cell::new(false));
+        let filter = |t: ParkToken| {
+            let head = *first.get().get_or_insert(t.0);
+            first.set(Some(head));
+            if t.0 == READER && head == READER {
+                readers.set(readers.get() + 1);
+                FilterOp::Unpark
+            } else if t.0 != READER && !writer.get() {
+                // The head writer, or the first writer behind a batch of readers: it claims the writer bit
+                // (shutting out new readers) and waits for the granted readers to leave, as a writer queued
+                // behind readers waits for their `up_read` in the kernel.
+                writer.set(true);
+                FilterOp::Unpark
+            } else if head == READER {
+                FilterOp::Skip
+            } else {
+                FilterOp::Stop
+            }
+        };
+        let callback = |r: parking_lot_core::UnparkResult| {
+            release(readers.get(), r.have_more_threads);
+            // Every woken thread gets the same token; writers ignore it.
+            if readers.get() > 0 { HANDOFF } else { parking_lot_core::DEFAULT_UNPARK_TOKEN }
+        };
+        // SAFETY: as in `park`; the filter and the callback only read tokens and update the lock's atomic word.
+        unsafe {
+            parking_lot_core::unpark_filter(key, filter, callback);
+        }
+    }
+    #[cfg(loom)]
+    {
+        release(0, false);
+        unpark_all(key);
+    }
+}
+
 /// Wakes every thread parked on `key`. Call it after changing the condition those threads wait for.
 #[inline]
 pub(crate) fn unpark_all(key: usize) {
