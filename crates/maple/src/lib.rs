@@ -291,6 +291,41 @@ pub(crate) struct WState {
     pub(crate) pool: Vec<usize>,
     /// Unpublished, dead nodes waiting to be handed to RCU as one batch (counted as pending).
     pub(crate) retired: Vec<usize>,
+    /// Stores by path (see [`StoreStats`]).
+    pub(crate) stores: StoreStats,
+}
+
+/// Stores by the path they took, for tests and benchmarks ([`MapleTree::store_stats`]): the in-place stores on a
+/// live leaf by kind (module `write`), and the stores that copied a leaf or rebuilt more. Counted by the writer
+/// under its lock (plain integers, no shared-line traffic); a store that changes nothing is not counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StoreStats {
+    /// One leaf slot replaced in place, its range unchanged (`mas_wr_exact_fit`'s single slot store).
+    pub exact_fit: u64,
+    /// Two adjacent slots, one pivot moved and at most one slot changed, in place under the leaf's sequence
+    /// count (`mas_wr_slot_store`).
+    pub slot_store: u64,
+    /// The last range of a leaf split, the leaf growing by one or two slots at its end, in place under the
+    /// leaf's sequence count (`mas_wr_append`).
+    pub append: u64,
+    /// One leaf rewritten: copied (RCU mode) or rewritten in place (non-RCU mode) (`mas_wr_node_store`).
+    pub node_store: u64,
+    /// Stores that rebuilt more than one leaf (split, rebalance, spanning store, tree growth or collapse).
+    pub rebuild: u64,
+    /// Stores into an empty tree.
+    pub empty: u64,
+}
+
+impl StoreStats {
+    /// Stores that changed a live leaf in place under RCU (exact fit, slot store, append).
+    pub fn in_place(&self) -> u64 {
+        self.exact_fit + self.slot_store + self.append
+    }
+
+    /// Every counted store.
+    pub fn total(&self) -> u64 {
+        self.in_place() + self.node_store + self.rebuild + self.empty
+    }
 }
 
 /// The maple tree. See the crate docs.
@@ -336,7 +371,13 @@ impl<T: Entry> MapleTree<T> {
         MapleTree {
             root: CachePadded::new(AtomicU64::new(0)),
             len: AtomicU64::new(0),
-            w: Mutex::new(WState { height: 0, rcu, pool: Vec::new(), retired: Vec::new() }),
+            w: Mutex::new(WState {
+                height: 0,
+                rcu,
+                pool: Vec::new(),
+                retired: Vec::new(),
+                stores: StoreStats::default(),
+            }),
             counters,
             _t: PhantomData,
         }
@@ -530,6 +571,11 @@ impl<T: Entry> MapleTree<T> {
         validate::stats(&w)
     }
 
+    /// Stores so far by the path they took (see [`StoreStats`]).
+    pub fn store_stats(&self) -> StoreStats {
+        self.lock().store_stats()
+    }
+
     /// Makes the `(after + 1)`-th node allocation from now fail (once); `None` switches injection off. Applies to
     /// stores, [`Writer::reserve`] and [`MapleTree::dup`] (the whole allocation domain).
     pub fn inject_alloc_failure(&self, after: Option<u64>) {
@@ -670,6 +716,11 @@ impl<'a, T: Entry> Writer<'a, T> {
     /// [`MapleTree::node_stats`] while holding the lock.
     pub fn node_stats(&self) -> NodeStats {
         validate::stats(self)
+    }
+
+    /// [`MapleTree::store_stats`] while holding the lock.
+    pub fn store_stats(&self) -> StoreStats {
+        self.st.stores
     }
 
     /// Hands the nodes retired so far to RCU now (they are otherwise batched, see [`NodeStats::pending_free`])

@@ -1,15 +1,36 @@
-//! Stores: one algorithm for every shape of change, level by level from the leaves up, and two shortcuts.
+//! Stores: one algorithm for every shape of change, level by level from the leaves up, and shortcuts that
+//! change one leaf.
 //!
 //! A store of `[first, last]` into an empty tree makes one root leaf ([`store_empty`]). Otherwise it walks to
 //! the leaf holding `first` and tries, in order:
 //!
-//! * the **exact fit** ([`exact_fit`], the kernel's `wr_exact_fit`): the range is exactly one existing leaf slot
-//!   and the store keeps every invariant (no NULL next to a NULL, no NULL at the end of a non-right-most leaf);
-//!   one Release store of the slot, in place in both modes (plus in-place max-gap bookkeeping when the slot
-//!   changes between NULL and non-NULL);
-//! * the **node store** ([`node_store`], `wr_node_store`): the change stays inside that leaf and the rebuilt
-//!   leaf satisfies every invariant; RCU mode fills one new leaf and publishes it in the parent's slot (or as
-//!   the root), non-RCU mode rewrites the leaf in place.
+//! * the **exact fit** ([`exact_fit`], the kernel's `mas_wr_exact_fit`): the range is exactly one existing leaf
+//!   slot and the store keeps every invariant (no NULL next to a NULL, no NULL at the end of a non-right-most
+//!   leaf); one Release store of the slot, in place in both modes (plus in-place max-gap bookkeeping when the
+//!   slot changes between NULL and non-NULL). A reader sees the old or the new value with the same range.
+//! * the **node store** ([`node_store`], `mas_wr_node_store`): the change stays inside that leaf and the
+//!   rebuilt leaf satisfies every invariant (NULLs merged, as `mas_wr_extend_null` does, min fill, no NULL at
+//!   the end of a non-right-most leaf). In RCU mode two of its shapes change the live leaf in place
+//!   ([`leaf_in_place`]), inside one write section of the leaf's sequence count (module `node`, "the leaf
+//!   sequence count": `WRITING` set, `fence(Release)`, the words, count plus one with Release):
+//!   * the **slot store** (`mas_wr_slot_store` as the kernel allows it in RCU mode, `offset_end - offset == 1`):
+//!     the slot count is unchanged, one pivot `j` moves and at most one of slots `j`, `j + 1` changes. Both
+//!     directions: the store starts at slot `j`'s first index and ends inside slot `j + 1` (slot `j` takes the
+//!     new value, `pivot[j] = last`), or starts inside slot `j` and ends at slot `j + 1`'s last index
+//!     (`pivot[j] = first - 1`, slot `j + 1` takes the value). A VMA that grows into or shrinks from a gap, or
+//!     a boundary between two VMAs that moves, is this shape (the moved pivot alone, with no slot store, when
+//!     the value stays or NULLs merge);
+//!   * the **append** (`mas_wr_append`): the store lies in the leaf's last range, and the leaf grows by one
+//!     slot at its end (the store ends at the leaf's max: the old content keeps `[min, first - 1]` and the
+//!     value takes a new last slot; or it starts at the range's first index: the value takes the old last
+//!     slot and the old content moves one slot right) or by two (strictly inside: the content is kept on both
+//!     sides), within the leaf's 16 slots.
+//!
+//!   Every other node store fills one new leaf and publishes it in the parent's slot (or as the root) (RCU
+//!   mode), or rewrites the leaf in place (non-RCU mode, where no reader exists). So is a shape above whose
+//!   leaf's sequence count is at its last value (a fresh copy starts again from 0, so a count never repeats
+//!   during a leaf's life) or whose parent's address reaches the count's bits (never on the supported
+//!   platforms: module `node`).
 //!
 //! Otherwise it rebuilds the affected part of the tree (the kernel's big-node approach):
 //!
@@ -29,6 +50,11 @@
 //!    of those inside, and continue at step 2. A level whose big node is a single child covering everything is
 //!    passed through (the tree shrinks); new nodes at the root level get a new root above them (the tree grows).
 //!
+//! Readers never see a leaf half-way through an in-place store: every leaf read (lookups, cursor walks and
+//! cached cursor steps, gap searches) is bracketed by the leaf's `read_begin` / `read_check` and read again (or
+//! the cursor re-walks) if the count moved; see the crate docs, "Readers and writers". [`StoreStats`] counts
+//! the stores by path.
+//!
 //! Every allocation happens before anything visible changes; on ENOMEM the new nodes are freed and the tree is
 //! untouched. Then: adopt children (parent words), publish (one Release store), update gaps upward in place,
 //! mark each replaced node dead (Release) and retire it (RCU mode: after a grace period; non-RCU: at once). In
@@ -45,10 +71,10 @@ use crate::build::{
     Big, Item, adopt, alloc, build_nodes, distribute, fill_node, leaf_gap, node_count, node_items,
 };
 use crate::node::{
-    Counters, Enode, INT_MIN, INT_PIVOTS, INT_SLOTS, LEAF_MIN, LEAF_PIVOTS, LEAF_SLOTS, Locked, MAX_HEIGHT,
-    RETIRE_BATCH, pivots,
+    ADDR_LIMIT, Counters, Enode, INT_MIN, INT_PIVOTS, INT_SLOTS, LEAF_MIN, LEAF_PIVOTS, LEAF_SLOTS, Locked,
+    MAX_HEIGHT, RETIRE_BATCH, pivots,
 };
-use crate::{Entry, MapleError, MapleTree, WState, Writer};
+use crate::{Entry, MapleError, MapleTree, StoreStats, WState, Writer};
 
 /// One level of a writer's path.
 #[derive(Clone, Copy)]
@@ -159,7 +185,7 @@ pub(crate) fn store<T: Entry>(
         return store_empty(tree, lk, st, req);
     };
     let p = walk(lk, root, first, st.height - 1);
-    if let Some(r) = exact_fit(tree, lk, &p, st.height - 1, req) {
+    if let Some(r) = exact_fit(tree, lk, &p, st.height - 1, req, &mut st.stores) {
         return r;
     }
     if let Some(r) = node_store(tree, lk, st, &p, req) {
@@ -185,6 +211,7 @@ pub(crate) fn store<T: Entry>(
             Err(e)
         }
         Ok(mut plan) => {
+            rb.st.stores.rebuild += 1;
             let replaced = std::mem::take(&mut plan.replaced);
             plan.retire = rb.retire;
             plan.adopt = rb.adopt;
@@ -219,6 +246,7 @@ fn store_empty<T: Entry>(
     // Release: publishes the filled leaf (pairs with readers' Acquire root load).
     tree.root.store(e.word(), Ordering::Release);
     st.height = 1;
+    st.stores.empty += 1;
     add_len(tree, 1);
     Ok(Vec::new())
 }
@@ -232,6 +260,7 @@ fn exact_fit<T: Entry>(
     p: &Path,
     leaf_d: usize,
     req: Req,
+    stats: &mut StoreStats,
 ) -> Option<Result<Replaced, MapleError>> {
     let Req { first, last, val, insert } = req;
     let lv = p.lv[leaf_d];
@@ -259,6 +288,7 @@ fn exact_fit<T: Entry>(
         return Some(Ok(replaced));
     }
     n.set_leaf_slot(i, val);
+    stats.exact_fit += 1;
     if (old == 0) != (val == 0) {
         if leaf_d > 0 {
             propagate_gap(lk, p, leaf_d - 1, leaf_node_gap(lk, lv.e, lv.min, lv.max));
@@ -297,6 +327,14 @@ fn node_store<T: Entry>(
         return None;
     }
     let len_delta = g.len_delta(req);
+    if st.rcu && leaf_in_place(lk, p, leaf_d, big.items(), &mut st.stores) {
+        if leaf_d > 0 {
+            propagate_gap(lk, p, leaf_d - 1, leaf_gap(big.items(), lv.min));
+        }
+        add_len(tree, len_delta);
+        return Some(Ok(g.replaced));
+    }
+    st.stores.node_store += 1;
     let e = if st.rcu {
         match alloc(st, &tree.counters) {
             Some(a) => Enode::new(a, true),
@@ -326,6 +364,83 @@ fn node_store<T: Entry>(
     }
     add_len(tree, len_delta);
     Some(Ok(g.replaced))
+}
+
+/// The in-place RCU-mode shapes of a node store (see the module docs): the live leaf on path `p` (at `leaf_d`)
+/// becomes `new` (its rebuilt items, already checked against every invariant) by a slot store or an append,
+/// written inside one write section of the leaf's sequence count. False (nothing changed) if `new` has another
+/// shape, the count is at its last value, or the parent's address would reach the count's bits.
+fn leaf_in_place(lk: Locked<'_>, p: &Path, leaf_d: usize, new: &[Item], stats: &mut StoreStats) -> bool {
+    let lv = p.lv[leaf_d];
+    let n = lv.e.locked(lk);
+    // The hard check behind `Enode::new`'s debug assertion (module `node`): the count lives in bits 48.. of the
+    // parent word, above the parent's address.
+    if !n.seq_has_room() || (leaf_d > 0 && p.lv[leaf_d - 1].e.addr() >= ADDR_LIMIT) {
+        return false;
+    }
+    let end = n.end(LEAF_PIVOTS, lv.max);
+    if new.len() == end + 1 {
+        // Slot store: exactly one pivot `j` moves; at most one slot changes, and only `j` or `j + 1`.
+        let mut moved = None;
+        for (k, it) in new.iter().enumerate().take(end) {
+            if it.last != n.pivot(k) {
+                if moved.is_some() {
+                    return false;
+                }
+                moved = Some(k);
+            }
+        }
+        let mut changed = None;
+        for (k, it) in new.iter().enumerate() {
+            if it.slot != n.leaf_slot_locked(k) {
+                if changed.is_some() || moved.is_some_and(|j| k != j && k != j + 1) {
+                    return false;
+                }
+                changed = Some(k);
+            }
+        }
+        let Some(j) = moved else {
+            // No pivot moves: with the same slot count, the store changed nothing (a NULL stored into NULL; a
+            // one-slot change is an exact fit, taken before the node store).
+            return changed.is_none();
+        };
+        let w = n.write_begin();
+        if let Some(k) = changed {
+            n.set_leaf_slot(k, new[k].slot);
+        }
+        n.set_pivot_live(j, new[j].last);
+        n.write_end(w);
+        stats.slot_store += 1;
+        return true;
+    }
+    if new.len() <= end || new.len() > end + 3 || new.len() > LEAF_SLOTS {
+        return false;
+    }
+    // Append: the slots before the last one are unchanged, the last range is split in two or three.
+    for (k, it) in new.iter().enumerate().take(end) {
+        if it.last != n.pivot(k) || it.slot != n.leaf_slot_locked(k) {
+            return false;
+        }
+    }
+    if new.len() == end + 3 && new[end].slot != n.leaf_slot_locked(end) {
+        // Three pieces: only with the old content kept in place on the left (`mas_wr_append`'s third case).
+        return false;
+    }
+    let w = n.write_begin();
+    // As `mas_wr_append`: the new slots and pivots beyond the old end first, then the old end's slot and pivot.
+    for k in (end + 1..new.len()).rev() {
+        if k < LEAF_PIVOTS {
+            n.set_pivot_live(k, new[k].last);
+        }
+        n.set_leaf_slot(k, new[k].slot);
+    }
+    if new[end].slot != n.leaf_slot_locked(end) {
+        n.set_leaf_slot(end, new[end].slot);
+    }
+    n.set_pivot_live(end, new[end].last);
+    n.write_end(w);
+    stats.append += 1;
+    true
 }
 
 /// What gathering leaves for a store found besides the slots.
