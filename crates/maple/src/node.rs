@@ -45,7 +45,7 @@
 //! The count needs the parent's address below 2^48: node addresses are user-space heap addresses, below 2^47
 //! on x86-64 and arm64 Linux unless a program maps memory above it on purpose (5-level paging, explicit hint),
 //! which the system allocator never does. [`Enode::new`] asserts it in debug builds, and the in-place stores
-//! check it ([`seq_room`]) and copy the leaf instead if the parent's address ever reached 2^48. `WRITING` is a
+//! check it (`write::leaf_in_place`) and copy the leaf instead if the parent's address ever reached 2^48. `WRITING` is a
 //! bit that no address sets, so a reader never waits on a word that only looks busy.
 
 use std::marker::PhantomData;
@@ -152,7 +152,7 @@ impl Enode {
     pub(crate) fn new(addr: usize, leaf: bool) -> Enode {
         debug_assert!(addr != 0 && addr & !ADDR_MASK == 0);
         // The leaf sequence count (bits 48..63 of a child's parent word) needs parent addresses below 2^48;
-        // `write::seq_room` re-checks it before every in-place store (see the module docs).
+        // `write::leaf_in_place` re-checks it before every in-place store (see the module docs).
         debug_assert!(addr < ADDR_LIMIT, "maple: node address {addr:#x} above 2^47");
         let kind = if leaf { KIND_LEAF } else { KIND_INTERNAL };
         Enode(NonZeroUsize::new(addr | kind).unwrap_or(NonZeroUsize::MIN))
@@ -260,8 +260,9 @@ impl Node {
         }
     }
 
-    /// Pivot `i` (Relaxed: pivots of a published node change only in non-RCU mode, where no reader exists; a
-    /// reader reached this node through an Acquire load of its pointer, which orders the initialising stores).
+    /// Pivot `i` (Relaxed: a reader reached this node through an Acquire load of its pointer, which orders the
+    /// initialising stores; a published leaf's pivots change only inside a write section of its sequence count,
+    /// which the reader's `read_begin` / `read_check` bracket; an internal node's never change in RCU mode).
     #[inline(always)]
     pub(crate) fn pivot(&self, i: usize) -> u64 {
         self.w[i].load(Ordering::Relaxed)
@@ -273,15 +274,17 @@ impl Node {
         self.w[i].store(v, Ordering::Relaxed);
     }
 
-    /// Leaf slot `i` (Acquire: pairs with the Release of an in-place exact-fit store, so a value's pointee
-    /// initialisation is visible; also orders this load before the dead check that follows).
+    /// Leaf slot `i` (Acquire: pairs with the Release of an in-place store of the slot (exact fit, slot store,
+    /// append), so a value's pointee initialisation is visible; the leaf's `read_check` orders it before its
+    /// parent-word load with its own fence).
     #[inline(always)]
     pub(crate) fn leaf_slot(&self, i: usize) -> usize {
         self.w[LEAF_SLOT_BASE + i].load(Ordering::Acquire) as usize
     }
 
-    /// Stores leaf slot `i`. Release: pairs with [`Node::leaf_slot`]'s Acquire (in-place exact-fit stores on a
-    /// live node); before publication it is ordered anyway by the publishing store.
+    /// Stores leaf slot `i`. Release: pairs with [`Node::leaf_slot`]'s Acquire (in-place stores on a live leaf:
+    /// the exact fit's one slot, the slot store's and the append's inside their write section); before
+    /// publication it is ordered anyway by the publishing store.
     #[inline(always)]
     pub(crate) fn set_leaf_slot(&self, i: usize, v: usize) {
         self.w[LEAF_SLOT_BASE + i].store(v as u64, Ordering::Release);
@@ -389,7 +392,7 @@ impl Node {
         let old = self.parent.load(Ordering::Relaxed);
         debug_assert!(old & PARENT_WRITING == 0 || old == self.dead_word(), "maple: re-parenting mid-store");
         // A dead or never-used node's word is its address, whose bits 48.. are clear (`ADDR_LIMIT`): a fresh node
-        // starts counting from 0; a parent address at or above 2^48 gets no count (`write::seq_room`).
+        // starts counting from 0; a parent address at or above 2^48 gets no count and no in-place store (`write::leaf_in_place`).
         let seq = if base & SEQ_MASK == 0 { old & SEQ_MASK } else { 0 };
         // Relaxed: readers compare the parent word with the node's own address (no live node's word equals it)
         // and compare only the sequence bits, which this store keeps: any value they read of a re-parenting
