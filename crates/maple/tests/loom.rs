@@ -328,3 +328,26 @@ fn collapse_while_iterating() {
         t.validate().unwrap();
     });
 }
+
+/// A gap search beside an append that fills the head of the right-most NULL range (`[20, 29] = 3` into
+/// `[20, MAX]` = NULL): the lowest free area of 5 indices from 15 is 20 before and 30 after, never none (which
+/// a torn read of the new value with the old pivot would give).
+#[test]
+fn append_gap_search_in_place() {
+    let _ = model(|| {
+        let t = Arc::new(MapleTree::<V>::from_sorted([(0, 9, nz(5)), (10, 19, nz(1))]).unwrap());
+        let r = {
+            let t = t.clone();
+            thread::spawn(move || {
+                let a = t.empty_area(15, 1000, 5);
+                assert!(a == Ok(20) || a == Ok(30), "{a:?}");
+                let a = t.empty_area_rev(0, 24, 5);
+                assert!(a == Ok(20) || a.is_err(), "{a:?}");
+            })
+        };
+        t.store_range(20, 29, Some(nz(3))).unwrap();
+        r.join().unwrap();
+        assert_eq!(t.store_stats().append, 1);
+        t.validate().unwrap();
+    });
+}
