@@ -45,7 +45,7 @@
 //! The count needs the parent's address below 2^48: node addresses are user-space heap addresses, below 2^47
 //! on x86-64 and arm64 Linux unless a program maps memory above it on purpose (5-level paging, explicit hint),
 //! which the system allocator never does. [`Enode::new`] asserts it in debug builds, and the in-place stores
-//! check it (`write::leaf_in_place`) and copy the leaf instead if the parent's address ever reached 2^48. `WRITING` is a
+//! check it (`write::wr_in_place`) and copy the leaf instead if the parent's address ever reached 2^48. `WRITING` is a
 //! bit that no address sets, so a reader never waits on a word that only looks busy.
 
 use std::marker::PhantomData;
@@ -152,7 +152,7 @@ impl Enode {
     pub(crate) fn new(addr: usize, leaf: bool) -> Enode {
         debug_assert!(addr != 0 && addr & !ADDR_MASK == 0);
         // The leaf sequence count (bits 48..63 of a child's parent word) needs parent addresses below 2^48;
-        // `write::leaf_in_place` re-checks it before every in-place store (see the module docs).
+        // `write::wr_in_place` re-checks it before every in-place store (see the module docs).
         debug_assert!(addr < ADDR_LIMIT, "maple: node address {addr:#x} above 2^47");
         let kind = if leaf { KIND_LEAF } else { KIND_INTERNAL };
         Enode(NonZeroUsize::new(addr | kind).unwrap_or(NonZeroUsize::MIN))
@@ -392,7 +392,7 @@ impl Node {
         let old = self.parent.load(Ordering::Relaxed);
         debug_assert!(old & PARENT_WRITING == 0 || old == self.dead_word(), "maple: re-parenting mid-store");
         // A dead or never-used node's word is its address, whose bits 48.. are clear (`ADDR_LIMIT`): a fresh node
-        // starts counting from 0; a parent address at or above 2^48 gets no count and no in-place store (`write::leaf_in_place`).
+        // starts counting from 0; a parent address at or above 2^48 gets no count and no in-place store (`write::wr_in_place`).
         let seq = if base & SEQ_MASK == 0 { old & SEQ_MASK } else { 0 };
         // Relaxed: readers compare the parent word with the node's own address (no live node's word equals it)
         // and compare only the sequence bits, which this store keeps: any value they read of a re-parenting

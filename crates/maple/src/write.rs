@@ -11,7 +11,8 @@
 //! * the **node store** ([`node_store`], `mas_wr_node_store`): the change stays inside that leaf and the
 //!   rebuilt leaf satisfies every invariant (NULLs merged, as `mas_wr_extend_null` does, min fill, no NULL at
 //!   the end of a non-right-most leaf). In RCU mode two of its shapes change the live leaf in place
-//!   ([`leaf_in_place`]), inside one write section of the leaf's sequence count (module `node`, "the leaf
+//!   ([`wr_in_place`], classified from the store's position in the leaf before anything is gathered, as
+//!   `mas_wr_store_type` does), inside one write section of the leaf's sequence count (module `node`, "the leaf
 //!   sequence count": `WRITING` set, `fence(Release)`, the words, count plus one with Release):
 //!   * the **slot store** (`mas_wr_slot_store` as the kernel allows it in RCU mode, `offset_end - offset == 1`):
 //!     the slot count is unchanged, one pivot `j` moves and at most one of slots `j`, `j + 1` changes. Both
@@ -188,6 +189,9 @@ pub(crate) fn store<T: Entry>(
     if let Some(r) = exact_fit(tree, lk, &p, st.height - 1, req, &mut st.stores) {
         return r;
     }
+    if let Some(r) = wr_in_place(tree, lk, st, &p, req) {
+        return Ok(r);
+    }
     if let Some(r) = node_store(tree, lk, st, &p, req) {
         return r;
     }
@@ -327,13 +331,6 @@ fn node_store<T: Entry>(
         return None;
     }
     let len_delta = g.len_delta(req);
-    if st.rcu && leaf_in_place(lk, p, leaf_d, big.items(), &mut st.stores) {
-        if leaf_d > 0 {
-            propagate_gap(lk, p, leaf_d - 1, leaf_gap(big.items(), lv.min));
-        }
-        add_len(tree, len_delta);
-        return Some(Ok(g.replaced));
-    }
     st.stores.node_store += 1;
     let e = if st.rcu {
         match alloc(st, &tree.counters) {
@@ -366,81 +363,131 @@ fn node_store<T: Entry>(
     Some(Ok(g.replaced))
 }
 
-/// The in-place RCU-mode shapes of a node store (see the module docs): the live leaf on path `p` (at `leaf_d`)
-/// becomes `new` (its rebuilt items, already checked against every invariant) by a slot store or an append,
-/// written inside one write section of the leaf's sequence count. False (nothing changed) if `new` has another
-/// shape, the count is at its last value, or the parent's address would reach the count's bits.
-fn leaf_in_place(lk: Locked<'_>, p: &Path, leaf_d: usize, new: &[Item], stats: &mut StoreStats) -> bool {
+/// The in-place RCU-mode stores of one leaf (see the module docs), classified from the store's position in the
+/// leaf on path `p` as `mas_wr_store_type` does, before anything is gathered: `i` is the slot holding `first`,
+/// `oe` the one holding `last` (`offset_end`); a NULL store first takes in the NULL ranges it touches
+/// (`mas_wr_extend_null`, so that no NULL lands next to a NULL); then the new end (`mas_wr_new_end`) decides:
+///
+/// * `oe == i + 1` and the same end: the **slot store** (`mas_wr_slot_store`): from slot `i`'s first index,
+///   slot `i` takes the value and `pivot[i] = last`; or up to slot `i + 1`'s last index, `pivot[i] = first - 1`
+///   and slot `i + 1` takes the value;
+/// * `i == oe == end` and one or two slots more (within 16): the **append** (`mas_wr_append`).
+///
+/// The words are written inside one write section of the leaf's sequence count. None (nothing changed) for any
+/// other shape, an insert, a non-RCU tree, a leaf whose count is at its last value or whose parent's address
+/// would reach the count's bits, or a NULL that would end a leaf that is not the right-most: the node store
+/// or the rebuild takes those.
+fn wr_in_place<T: Entry>(
+    tree: &MapleTree<T>,
+    lk: Locked<'_>,
+    st: &mut WState,
+    p: &Path,
+    req: Req,
+) -> Option<Replaced> {
+    let Req { first: first0, last: last0, val, insert } = req;
+    let leaf_d = st.height - 1;
     let lv = p.lv[leaf_d];
+    if !st.rcu || insert || last0 > lv.max {
+        return None;
+    }
     let n = lv.e.locked(lk);
     // The hard check behind `Enode::new`'s debug assertion (module `node`): the count lives in bits 48.. of the
     // parent word, above the parent's address.
     if !n.seq_has_room() || (leaf_d > 0 && p.lv[leaf_d - 1].e.addr() >= ADDR_LIMIT) {
-        return false;
+        return None;
     }
     let end = n.end(LEAF_PIVOTS, lv.max);
-    if new.len() == end + 1 {
-        // Slot store: exactly one pivot `j` moves; at most one slot changes, and only `j` or `j + 1`.
-        let mut moved = None;
-        for (k, it) in new.iter().enumerate().take(end) {
-            if it.last != n.pivot(k) {
-                if moved.is_some() {
-                    return false;
-                }
-                moved = Some(k);
-            }
+    let (i0, mut oe0) = (lv.off, lv.off);
+    while oe0 < end && n.pivot(oe0) < last0 {
+        oe0 += 1;
+    }
+    if oe0 > i0 + 1 {
+        return None;
+    }
+    let slot = |k: usize| n.leaf_slot_locked(k);
+    let rmin = |k: usize| n.slot_first(k, lv.min);
+    let rmax = |k: usize| n.slot_last(LEAF_PIVOTS, k, lv.max);
+    let (mut i, mut oe, mut first, mut last) = (i0, oe0, first0, last0);
+    if val == 0 {
+        if slot(i) == 0 {
+            first = rmin(i);
+        } else if first == rmin(i) && i > 0 && slot(i - 1) == 0 {
+            i -= 1;
+            first = rmin(i);
         }
-        let mut changed = None;
-        for (k, it) in new.iter().enumerate() {
-            if it.slot != n.leaf_slot_locked(k) {
-                if changed.is_some() || moved.is_some_and(|j| k != j && k != j + 1) {
-                    return false;
-                }
-                changed = Some(k);
-            }
+        if slot(oe) == 0 {
+            last = rmax(oe);
+        } else if last == rmax(oe) && oe < end && slot(oe + 1) == 0 {
+            oe += 1;
+            last = rmax(oe);
         }
-        let Some(j) = moved else {
-            // No pivot moves: with the same slot count, the store changed nothing (a NULL stored into NULL; a
-            // one-slot change is an exact fit, taken before the node store).
-            return changed.is_none();
-        };
+    }
+    let (at_min, at_max) = (first == rmin(i), last == rmax(oe));
+    let new_end = (end + !at_min as usize + !at_max as usize).checked_sub(oe - i)?;
+    // A NULL ranges touched: the leaf's max gap is recomputed afterwards.
+    let nulls = val == 0 || slot(i) == 0 || slot(oe) == 0;
+    // The replaced entries (clipped to the store's own range) and the entry count's change.
+    let mut replaced = Replaced::new();
+    let mut survivors = 0i64;
+    for k in i0..=oe0 {
+        let v = slot(k);
+        if v != 0 {
+            let (s, l) = (rmin(k), rmax(k));
+            replaced.push((s.max(first0), l.min(last0), v));
+            survivors += (s < first0) as i64 + (l > last0) as i64;
+        }
+    }
+    if oe == i + 1 && new_end == end {
+        if !at_min && oe == end && val == 0 && lv.max != u64::MAX {
+            return None;
+        }
         let w = n.write_begin();
-        if let Some(k) = changed {
-            n.set_leaf_slot(k, new[k].slot);
+        if at_min {
+            if slot(i) != val {
+                n.set_leaf_slot(i, val);
+            }
+            n.set_pivot_live(i, last);
+        } else {
+            if slot(oe) != val {
+                n.set_leaf_slot(oe, val);
+            }
+            n.set_pivot_live(i, first - 1);
         }
-        n.set_pivot_live(j, new[j].last);
         n.write_end(w);
-        stats.slot_store += 1;
-        return true;
-    }
-    if new.len() <= end || new.len() > end + 3 || new.len() > LEAF_SLOTS {
-        return false;
-    }
-    // Append: the slots before the last one are unchanged, the last range is split in two or three.
-    for (k, it) in new.iter().enumerate().take(end) {
-        if it.last != n.pivot(k) || it.slot != n.leaf_slot_locked(k) {
-            return false;
+        st.stores.slot_store += 1;
+    } else if i == end && oe == end && new_end > end && new_end < LEAF_SLOTS {
+        if at_max && val == 0 && lv.max != u64::MAX {
+            return None;
         }
-    }
-    if new.len() == end + 3 && new[end].slot != n.leaf_slot_locked(end) {
-        // Three pieces: only with the old content kept in place on the left (`mas_wr_append`'s third case).
-        return false;
-    }
-    let w = n.write_begin();
-    // As `mas_wr_append`: the new slots and pivots beyond the old end first, then the old end's slot and pivot.
-    for k in (end + 1..new.len()).rev() {
-        if k < LEAF_PIVOTS {
-            n.set_pivot_live(k, new[k].last);
+        let c = slot(end);
+        let w = n.write_begin();
+        // As `mas_wr_append`: the new slots and pivots beyond the old end first, then the old end's.
+        if new_end < LEAF_PIVOTS {
+            n.set_pivot_live(new_end, lv.max);
         }
-        n.set_leaf_slot(k, new[k].slot);
+        if at_max {
+            n.set_leaf_slot(end + 1, val);
+            n.set_pivot_live(end, first - 1);
+        } else if at_min {
+            n.set_leaf_slot(end + 1, c);
+            n.set_leaf_slot(end, val);
+            n.set_pivot_live(end, last);
+        } else {
+            n.set_leaf_slot(end + 2, c);
+            n.set_leaf_slot(end + 1, val);
+            n.set_pivot_live(end + 1, last);
+            n.set_pivot_live(end, first - 1);
+        }
+        n.write_end(w);
+        st.stores.append += 1;
+    } else {
+        return None;
     }
-    if new[end].slot != n.leaf_slot_locked(end) {
-        n.set_leaf_slot(end, new[end].slot);
+    if nulls && leaf_d > 0 {
+        propagate_gap(lk, p, leaf_d - 1, leaf_node_gap(lk, lv.e, lv.min, lv.max));
     }
-    n.set_pivot_live(end, new[end].last);
-    n.write_end(w);
-    stats.append += 1;
-    true
+    add_len(tree, (val != 0) as i64 + survivors - replaced.len() as i64);
+    Some(replaced)
 }
 
 /// What gathering leaves for a store found besides the slots.
