@@ -396,13 +396,15 @@ fn wr_in_place<T: Entry>(
     if !n.seq_has_room() || (leaf_d > 0 && p.lv[leaf_d - 1].e.addr() >= ADDR_LIMIT) {
         return None;
     }
-    let end = n.end(LEAF_PIVOTS, lv.max);
+    // Slot `k` is the leaf's last (its end) iff its pivot is implied or equals the leaf's max: no scan of the
+    // whole leaf is needed.
+    let is_end = |k: usize| k == LEAF_PIVOTS || n.pivot(k) >= lv.max;
     let (i0, mut oe0) = (lv.off, lv.off);
-    while oe0 < end && n.pivot(oe0) < last0 {
+    while !is_end(oe0) && n.pivot(oe0) < last0 {
         oe0 += 1;
-    }
-    if oe0 > i0 + 1 {
-        return None;
+        if oe0 > i0 + 1 {
+            return None;
+        }
     }
     let slot = |k: usize| n.leaf_slot_locked(k);
     let rmin = |k: usize| n.slot_first(k, lv.min);
@@ -417,14 +419,23 @@ fn wr_in_place<T: Entry>(
         }
         if slot(oe) == 0 {
             last = rmax(oe);
-        } else if last == rmax(oe) && oe < end && slot(oe + 1) == 0 {
+        } else if last == rmax(oe) && !is_end(oe) && slot(oe + 1) == 0 {
             oe += 1;
             last = rmax(oe);
         }
     }
     let (at_min, at_max) = (first == rmin(i), last == rmax(oe));
-    let new_end = (end + !at_min as usize + !at_max as usize).checked_sub(oe - i)?;
-    // A NULL ranges touched: the leaf's max gap is recomputed afterwards.
+    // Slots the store adds: one per side where it does not reach its slot's edge (`mas_wr_new_end`).
+    let extra = !at_min as usize + !at_max as usize;
+    let slot_store = oe == i + 1 && extra == 1;
+    let append = i == oe && extra > 0 && i + extra < LEAF_SLOTS && is_end(i);
+    // The last slot may end in NULL only in the right-most leaf.
+    let null_at_end = val == 0 && lv.max != u64::MAX && at_max && is_end(oe);
+    if !(slot_store || append) || null_at_end {
+        return None;
+    }
+    let (end, new_end) = (oe, oe + extra);
+    // A NULL range touched: the leaf's max gap is recomputed afterwards.
     let nulls = val == 0 || slot(i) == 0 || slot(oe) == 0;
     // The replaced entries (clipped to the store's own range) and the entry count's change.
     let mut replaced = Replaced::new();
@@ -437,10 +448,7 @@ fn wr_in_place<T: Entry>(
             survivors += (s < first0) as i64 + (l > last0) as i64;
         }
     }
-    if oe == i + 1 && new_end == end {
-        if !at_min && oe == end && val == 0 && lv.max != u64::MAX {
-            return None;
-        }
+    if slot_store {
         let w = n.write_begin();
         if at_min {
             if slot(i) != val {
@@ -455,10 +463,7 @@ fn wr_in_place<T: Entry>(
         }
         n.write_end(w);
         st.stores.slot_store += 1;
-    } else if i == end && oe == end && new_end > end && new_end < LEAF_SLOTS {
-        if at_max && val == 0 && lv.max != u64::MAX {
-            return None;
-        }
+    } else {
         let c = slot(end);
         let w = n.write_begin();
         // As `mas_wr_append`: the new slots and pivots beyond the old end first, then the old end's.
@@ -480,8 +485,6 @@ fn wr_in_place<T: Entry>(
         }
         n.write_end(w);
         st.stores.append += 1;
-    } else {
-        return None;
     }
     if nulls && leaf_d > 0 {
         propagate_gap(lk, p, leaf_d - 1, leaf_node_gap(lk, lv.e, lv.min, lv.max));
