@@ -377,6 +377,7 @@ fn node_store<T: Entry>(
 /// other shape, an insert, a non-RCU tree, a leaf whose count is at its last value or whose parent's address
 /// would reach the count's bits, or a NULL that would end a leaf that is not the right-most: the node store
 /// or the rebuild takes those.
+#[inline(never)] // Kept out of `store`, whose other paths it would otherwise slow down.
 fn wr_in_place<T: Entry>(
     tree: &MapleTree<T>,
     lk: Locked<'_>,
@@ -405,6 +406,11 @@ fn wr_in_place<T: Entry>(
         if oe0 > i0 + 1 {
             return None;
         }
+    }
+    if val != 0 && oe0 == i0 && !is_end(i0) {
+        // A value inside one slot that is not the last (not an exact fit): one or two slots more in the middle
+        // of the leaf, a node store. The common insertion, so decided first.
+        return None;
     }
     let slot = |k: usize| n.leaf_slot_locked(k);
     let rmin = |k: usize| n.slot_first(k, lv.min);
