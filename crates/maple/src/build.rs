@@ -157,7 +157,8 @@ pub(crate) fn node_count(lk: Locked<'_>, e: Enode, max: u64) -> usize {
 }
 
 /// Writes `items` (covering `[min, max]`) into node `e`, every word (unused ones zeroed); returns its max gap.
-/// Children's parent words are not touched (see [`adopt`]).
+/// Children's parent words are not touched (see [`adopt`]); this node's keeps its parent but its sequence
+/// count restarts at 0.
 #[allow(clippy::needless_range_loop)] // parallel word arrays indexed by slot
 ///
 /// `e` is the writer's fresh (unpublished) node, or in non-RCU mode a node no reader can see.
@@ -165,6 +166,8 @@ pub(crate) fn fill_node(lk: Locked<'_>, e: Enode, items: &[Item], min: u64, max:
     let n = e.locked(lk);
     debug_assert!(!items.is_empty());
     debug_assert_eq!(items[items.len() - 1].last, max);
+    // A fresh node starts its leaf sequence count at 0 (module `node`); the parent word is set by the caller.
+    n.clear_seq();
     let end = items.len() - 1;
     if e.is_leaf() {
         debug_assert!(items.len() <= LEAF_SLOTS);

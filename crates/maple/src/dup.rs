@@ -48,7 +48,7 @@ pub(crate) fn dup<T: Entry, U: Entry, E>(
     c.return_stash(stash);
     let r = r?;
     // `r` is our new, unpublished root, owned under the source's writer lock like every node of the copy.
-    r.locked(w.locked()).set_parent(None);
+    r.locked(w.locked()).init_parent(None);
     // Release: publishes the copied nodes to any reader of the new tree.
     new.root.store(r.word(), Ordering::Release);
     // Relaxed: statistics; the new tree is not shared yet.
@@ -191,7 +191,7 @@ impl<A, M, D> Copier<'_, '_, A, M, D> {
     {
         let ce = self.copy::<T, U, E>(n.child_locked(i), s, l, seen)?;
         nn.set_word(INT_SLOT_BASE + i, ce.word());
-        ce.locked(self.lk).set_parent(Some((ne, i)));
+        ce.locked(self.lk).init_parent(Some((ne, i)));
         Ok(())
     }
 }

@@ -6,18 +6,20 @@
 //! O(height) nodes beyond those it descends into successfully. At a leaf, each NULL range is clipped to
 //! `[min, max]` and taken if it still holds `size` indices.
 //!
-//! The search is a reader: it checks each node it reads for death (after an Acquire fence) and restarts from
-//! the root if it meets one.
+//! The search is a reader: it checks each internal node it reads for death (after an Acquire fence), reads
+//! each leaf inside its sequence count (`Node::read_begin` / `Node::read_check`: a leaf changed in place by a
+//! slot store or an append meanwhile is not trusted), and restarts from the root if it meets a dead node or a
+//! changed leaf. So every NULL range it returns a piece of existed, whole, in one state of its leaf.
 
 use vmspace_rcu::Guard;
 use vmspace_rcu::sync::AtomicU64;
 
 use crate::MapleError;
-use crate::node::{Enode, INT_PIVOTS, INT_SLOTS, LEAF_PIVOTS, LEAF_SLOTS};
+use crate::node::{Enode, INT_PIVOTS, INT_SLOTS, LEAF_PIVOTS, LEAF_SLOTS, LeafRead};
 use crate::read::{alive, load_root};
 
-/// Met a dead node: restart.
-struct Dead;
+/// Met a dead node or a leaf changed in place: restart.
+struct Retry;
 
 /// See [`crate::MapleTree::empty_area`]; `rev` searches for the highest area and returns its start.
 pub(crate) fn empty_area(
@@ -36,7 +38,8 @@ pub(crate) fn empty_area(
         let Some(r) = load_root(root) else {
             return Ok(if rev { max - (size - 1) } else { min });
         };
-        // A dead node (`Err(Dead)`): `alive` issued the fence that lets the restart see its replacement.
+        // A dead node or a changed leaf (`Err(Retry)`): `alive` / `read_check` issued the fence that lets the
+        // restart see the replacement, and the restart's `read_begin` waits for an in-place store to end.
         if let Ok(found) = search(r, 0, u64::MAX, &area, guard) {
             return found.ok_or(MapleError::Busy);
         }
@@ -52,12 +55,13 @@ struct Area {
 }
 
 /// Searches the subtree of `e`, which covers `[nmin, nmax]`.
-fn search(e: Enode, nmin: u64, nmax: u64, area: &Area, guard: &Guard) -> Result<Option<u64>, Dead> {
+fn search(e: Enode, nmin: u64, nmax: u64, area: &Area, guard: &Guard) -> Result<Option<u64>, Retry> {
     let &Area { min, max, size, rev } = area;
     let n = e.rcu(guard);
     let leaf = e.is_leaf();
     let (np, ns) = if leaf { (LEAF_PIVOTS, LEAF_SLOTS) } else { (INT_PIVOTS, INT_SLOTS) };
     // Snapshot the node: (first, last, slot, gap) per used slot.
+    let begin = if leaf { n.read_begin().ok_or(Retry)? } else { 0 };
     let mut snap = [(0u64, 0u64, 0usize, 0u64); LEAF_SLOTS];
     let mut cnt = 0;
     let mut s = nmin;
@@ -72,8 +76,12 @@ fn search(e: Enode, nmin: u64, nmax: u64, area: &Area, guard: &Guard) -> Result<
         }
         s = l + 1;
     }
-    if !alive(n) {
-        return Err(Dead);
+    if leaf {
+        if n.read_check(begin) != LeafRead::Current {
+            return Err(Retry);
+        }
+    } else if !alive(n) {
+        return Err(Retry);
     }
     let sizem1 = size - 1;
     for k in 0..cnt {

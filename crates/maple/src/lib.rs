@@ -42,7 +42,8 @@
 //! * Child pointers and the root word: node address | kind (1 = leaf, 2 = internal); 0 = no node (the root is 0
 //!   for an empty tree).
 //! * Parent word: 1 for the root; `parent address | slot_in_parent << 3 | 0b110` otherwise; **the node's own
-//!   address when the node is dead**.
+//!   address when the node is dead**. A leaf's parent word also carries its **sequence count** (bits 48..63)
+//!   and a *writing* bit (bit 7), the seqlock of its in-place stores (below; module `node` has the layout).
 //!
 //! ## Structural invariants (checked by [`MapleTree::validate`])
 //!
@@ -59,23 +60,40 @@
 //! published them), and read pivots and slots with atomic loads. Writers are serialised by an internal mutex
 //! ([`MapleTree::lock`] returns a [`Writer`]); readers never wait for it.
 //!
-//! A [`MapleTree`] is always in **RCU mode**. A published node's pivots never change, and a store builds new
-//! nodes for everything else it changes (copy-on-write): it publishes the top of the new subtree with one
-//! Release store (a parent slot or the root), marks the replaced nodes dead, and retires them (freed after a
-//! grace period). Exactly these stores touch a live node in place:
+//! A [`MapleTree`] is always in **RCU mode**. An internal node's pivots never change once it is published,
+//! and every store that changes more than one leaf, or a leaf's slot count in another way than the append,
+//! builds new nodes (copy-on-write): it publishes the top of the new subtree with one Release store (a parent
+//! slot or the root), marks the replaced nodes dead, and retires them (freed after a grace period). Exactly
+//! these stores touch a live node in place (module `write` has the details):
 //!
-//! 1. the **exact-fit store**: one Release store of one leaf slot whose range `[first, last]` is exactly the
-//!    store's, when the new value keeps every invariant (a NULL lands next to no NULL, and not at the end of a
-//!    leaf that is not the right-most); readers see the old or the new value;
-//! 2. **publication**: one Release store of a new child into its parent's slot (the child covers the range of
+//! 1. the **exact-fit store** (`mas_wr_exact_fit`): one Release store of one leaf slot whose range
+//!    `[first, last]` is exactly the store's, when the new value keeps every invariant (a NULL lands next to no
+//!    NULL, and not at the end of a leaf that is not the right-most); readers see the old or the new value;
+//! 2. the **slot store** (`mas_wr_slot_store`): two adjacent leaf slots keep their count, one pivot moves and at
+//!    most one of the two slots changes (a boundary moves: a range grows into its neighbour or a gap, or shrinks);
+//! 3. the **append** (`mas_wr_append`): the leaf's last range is split, the leaf growing by one slot (the new
+//!    range after the old content, or at its start with the old content moved one slot right) or two (inside
+//!    it), within 16 slots;
+//! 4. **publication**: one Release store of a new child into its parent's slot (the child covers the range of
 //!    the one it replaces, so the parent's pivots stay), or of a new root;
-//! 3. **max-gap bookkeeping**: the per-child gap words and the largest-gap offset of the internal nodes on the
+//! 5. **max-gap bookkeeping**: the per-child gap words and the largest-gap offset of the internal nodes on the
 //!    store's path (`mas_update_gap`), which only gap searches read and which they take as hints;
-//! 4. **parent words**: re-parenting the children of new internal nodes, and the dead mark of replaced nodes.
+//! 6. **parent words**: re-parenting the children of new internal nodes (keeping a leaf's sequence count), the
+//!    dead mark of replaced nodes, and a leaf's sequence count around its slot stores and appends.
 //!
-//! The kernel's other in-place RCU-mode store, the two-slot `wr_slot_store`, is deliberately *not* used: it
-//! moves a pivot and a slot in two stores, so a concurrent `load_range` could report a range that never existed
-//! (old pivot with new value); the copy-on-write node store costs one node allocation instead.
+//! The slot store and the append write several words (a pivot and a slot, or up to three pivots and three
+//! slots), so each is made inside one write section of the leaf's **sequence count**, a seqlock in the spare
+//! bits of the leaf's parent word: the writer sets the writing bit (Relaxed), issues `fence(Release)`, stores
+//! the words, and stores the word with the bit clear and the count plus one (Release). Every reader of a leaf
+//! (lookups, cursor walks, cached cursor steps, gap searches) loads the parent word first (Acquire; it waits
+//! while the writing bit is set, a few stores), then the pivots and slots, then `fence(Acquire)` and the parent
+//! word again, the check it already made for a dead node: dead, restart; count changed, read the leaf again (a
+//! cursor whose cached leaf changed re-walks to the index it was about to visit, as after a dead node). A count
+//! never repeats during a leaf's life (a leaf at the last count is copied instead), so a reader whose two loads
+//! agree read one state of the leaf: **no reader ever sees a torn range** (an old pivot with a new value).
+//! The kernel makes the same stores in RCU mode without a count and lets its readers check the VMA they find;
+//! this tree's readers return ranges, so it pays one parent-word load per leaf read instead, and saves the node
+//! copy (a 256-byte allocation, the copy, the publication and the retirement) on every boundary move.
 //!
 //! A [`NonRcuMapleTree`] is always in **non-RCU mode**, and every change to it takes `&mut self`, so no reader
 //! runs beside one (module `non_rcu` explains why a separate type, and who uses it). A change confined to one
@@ -83,8 +101,9 @@
 //! instead of copied, and replaced nodes are freed at once. [`NonRcuMapleTree::into_rcu`] switches to RCU mode.
 //!
 //! A reader sees each index's entry as before or after any concurrent write, never a torn range, and never
-//! misses a range that existed for its whole read, because every node it reads is either live or a frozen
-//! (dead, never modified again) copy of a consistent earlier state.
+//! misses a range that existed for its whole read, because every node it reads is either live (and, for a
+//! leaf, read within one value of its sequence count) or a frozen (dead, never modified again) copy of a
+//! consistent earlier state.
 //!
 //! # Dead nodes
 //!
@@ -92,8 +111,9 @@
 //! replaced node with Release; (4) retire it (freed after a grace period). Reader: load a node's pivots and
 //! slot, then `fence(Acquire)`, then load its parent word; if it equals the node's address the node is dead:
 //! `fence(Acquire)` (synchronising with step 3, hence with step 2) and restart from the root (or, for a cursor,
-//! re-walk to the saved index). Data read from a node that was alive after those loads is current; data from a
-//! dead node is a consistent earlier state, which is never returned.
+//! re-walk to the saved index). Data read from a node that was alive after those loads is current (for a leaf:
+//! with its sequence count unchanged); data from a dead node is a consistent earlier state, which is never
+//! returned.
 //!
 //! # Allocation and reclamation
 //!
@@ -291,6 +311,41 @@ pub(crate) struct WState {
     pub(crate) pool: Vec<usize>,
     /// Unpublished, dead nodes waiting to be handed to RCU as one batch (counted as pending).
     pub(crate) retired: Vec<usize>,
+    /// Stores by path (see [`StoreStats`]).
+    pub(crate) stores: StoreStats,
+}
+
+/// Stores by the path they took, for tests and benchmarks ([`MapleTree::store_stats`]): the in-place stores on a
+/// live leaf by kind (module `write`), and the stores that copied a leaf or rebuilt more. Counted by the writer
+/// under its lock (plain integers, no shared-line traffic); a store that changes nothing is not counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StoreStats {
+    /// One leaf slot replaced in place, its range unchanged (`mas_wr_exact_fit`'s single slot store).
+    pub exact_fit: u64,
+    /// Two adjacent slots, one pivot moved and at most one slot changed, in place under the leaf's sequence
+    /// count (`mas_wr_slot_store`).
+    pub slot_store: u64,
+    /// The last range of a leaf split, the leaf growing by one or two slots at its end, in place under the
+    /// leaf's sequence count (`mas_wr_append`).
+    pub append: u64,
+    /// One leaf rewritten: copied (RCU mode) or rewritten in place (non-RCU mode) (`mas_wr_node_store`).
+    pub node_store: u64,
+    /// Stores that rebuilt more than one leaf (split, rebalance, spanning store, tree growth or collapse).
+    pub rebuild: u64,
+    /// Stores into an empty tree.
+    pub empty: u64,
+}
+
+impl StoreStats {
+    /// Stores that changed a live leaf in place under RCU (exact fit, slot store, append).
+    pub fn in_place(&self) -> u64 {
+        self.exact_fit + self.slot_store + self.append
+    }
+
+    /// Every counted store.
+    pub fn total(&self) -> u64 {
+        self.in_place() + self.node_store + self.rebuild + self.empty
+    }
 }
 
 /// The maple tree. See the crate docs.
@@ -336,7 +391,13 @@ impl<T: Entry> MapleTree<T> {
         MapleTree {
             root: CachePadded::new(AtomicU64::new(0)),
             len: AtomicU64::new(0),
-            w: Mutex::new(WState { height: 0, rcu, pool: Vec::new(), retired: Vec::new() }),
+            w: Mutex::new(WState {
+                height: 0,
+                rcu,
+                pool: Vec::new(),
+                retired: Vec::new(),
+                stores: StoreStats::default(),
+            }),
             counters,
             _t: PhantomData,
         }
@@ -530,6 +591,11 @@ impl<T: Entry> MapleTree<T> {
         validate::stats(&w)
     }
 
+    /// Stores so far by the path they took (see [`StoreStats`]).
+    pub fn store_stats(&self) -> StoreStats {
+        self.lock().store_stats()
+    }
+
     /// Makes the `(after + 1)`-th node allocation from now fail (once); `None` switches injection off. Applies to
     /// stores, [`Writer::reserve`] and [`MapleTree::dup`] (the whole allocation domain).
     pub fn inject_alloc_failure(&self, after: Option<u64>) {
@@ -670,6 +736,11 @@ impl<'a, T: Entry> Writer<'a, T> {
     /// [`MapleTree::node_stats`] while holding the lock.
     pub fn node_stats(&self) -> NodeStats {
         validate::stats(self)
+    }
+
+    /// [`MapleTree::store_stats`] while holding the lock.
+    pub fn store_stats(&self) -> StoreStats {
+        self.st.stores
     }
 
     /// Hands the nodes retired so far to RCU now (they are otherwise batched, see [`NodeStats::pending_free`])

@@ -20,9 +20,33 @@
 //! node only through [`Enode::rcu`] (a reader, borrowed for its guard) or [`Enode::locked`] (the writer,
 //! borrowed for its [`Locked`] proof of the lock): the two places that turn a word back into a reference.
 //!
-//! Parent word: [`ROOT_PARENT`] for the root; `parent address | slot << PARENT_SLOT_SHIFT | PARENT_TAG` for
-//! others (`slot << 3 | 0b110`); the node's own address once it is dead (replaced and unpublished; freed after a
-//! grace period). Node addresses are 256-byte aligned, so the tag and slot bits never reach the address.
+//! Parent word (bit 63 on the left):
+//!
+//! ```text
+//!   63 ........ 48   47 ............... 8    7         6 .. 3     2 1   0
+//! [ seq (16 bits) | parent address >> 8   | WRITING | slot (4)  | tag | root ]
+//! ```
+//!
+//! [`ROOT_PARENT`] (bit 0) for the root; `parent address | slot << PARENT_SLOT_SHIFT | PARENT_TAG` (tag `0b110`)
+//! for others; the node's own address (every other bit clear) once it is dead (replaced and unpublished; freed
+//! after a grace period). Node addresses are 256-byte aligned, so the low byte never reaches the address.
+//!
+//! **The leaf sequence count** (bits 48..63 and the `WRITING` bit 7) makes a leaf's multi-word in-place
+//! stores (the slot store and the append, module `write`) a seqlock: the writer sets `WRITING` (Relaxed),
+//! issues `fence(Release)`, stores the leaf's words, then stores the word with `WRITING` clear and the count
+//! plus one (Release) ([`Node::write_begin`], [`Node::write_end`]). A reader loads the parent word (Acquire,
+//! [`Node::read_begin`]; it waits while `WRITING` is set), loads the leaf's words, issues `fence(Acquire)`
+//! and loads the parent word again ([`Node::read_check`]): dead, or `WRITING`/count changed, means the words
+//! may mix two states and are read again. The count of one node never repeats during the node's life: when
+//! it would wrap, the writer copies the leaf instead (a fresh node, the old one dead), so a reader can never
+//! see the same count around a store (no ABA). Re-parenting ([`Node::set_parent`]) keeps the count and the
+//! dead mark replaces the whole word (readers test for death first).
+//!
+//! The count needs the parent's address below 2^48: node addresses are user-space heap addresses, below 2^47
+//! on x86-64 and arm64 Linux unless a program maps memory above it on purpose (5-level paging, explicit hint),
+//! which the system allocator never does. [`Enode::new`] asserts it in debug builds, and the in-place stores
+//! check it (`write::wr_in_place`) and copy the leaf instead if the parent's address ever reached 2^48. `WRITING` is a
+//! bit that no address sets, so a reader never waits on a word that only looks busy.
 
 use std::marker::PhantomData;
 use std::num::NonZeroUsize;
@@ -62,10 +86,26 @@ pub(crate) const ROOT_PARENT: u64 = 1;
 const PARENT_TAG: u64 = 0b110;
 /// The slot in the parent is stored at this bit...
 const PARENT_SLOT_SHIFT: u32 = 3;
-/// ...in this many bits (5: up to 32 slots, more than [`INT_SLOTS`]), below the parent's address.
-const PARENT_SLOT_MASK: u64 = 0x1f;
-const _: () =
-    assert!(INT_SLOTS as u64 <= PARENT_SLOT_MASK + 1 && (PARENT_SLOT_MASK << PARENT_SLOT_SHIFT) < 0x100);
+/// ...in this many bits (4: up to 16 slots, more than [`INT_SLOTS`]), below [`PARENT_WRITING`].
+const PARENT_SLOT_MASK: u64 = 0xf;
+/// Parent-word bit 7: an in-place multi-word store of this leaf is in progress (see the module docs).
+pub(crate) const PARENT_WRITING: u64 = 1 << 7;
+const _: () = assert!(
+    INT_SLOTS as u64 <= PARENT_SLOT_MASK + 1 && (PARENT_SLOT_MASK << PARENT_SLOT_SHIFT) < PARENT_WRITING
+);
+/// The leaf sequence count occupies the parent word's bits from here up.
+const SEQ_SHIFT: u32 = 48;
+/// One completed in-place store in the sequence count.
+pub(crate) const SEQ_ONE: u64 = 1 << SEQ_SHIFT;
+/// The sequence-count bits of a parent word.
+pub(crate) const SEQ_MASK: u64 = !0 << SEQ_SHIFT;
+/// The bits of a parent word that change when an in-place store begins or ends.
+const SEQ_STATE: u64 = SEQ_MASK | PARENT_WRITING;
+/// Node addresses are below this (user-space heap; see the module docs), so that parent addresses never reach
+/// the sequence count.
+pub(crate) const ADDR_LIMIT: usize = 1 << 47;
+/// The address bits of a parent word.
+const PARENT_ADDR_MASK: u64 = (ADDR_MASK as u64) & !SEQ_MASK;
 
 /// Word index of leaf slot 0.
 pub(crate) const LEAF_SLOT_BASE: usize = LEAF_PIVOTS;
@@ -111,6 +151,9 @@ impl Enode {
     #[inline]
     pub(crate) fn new(addr: usize, leaf: bool) -> Enode {
         debug_assert!(addr != 0 && addr & !ADDR_MASK == 0);
+        // The leaf sequence count (bits 48..63 of a child's parent word) needs parent addresses below 2^48;
+        // `write::wr_in_place` re-checks it before every in-place store (see the module docs).
+        debug_assert!(addr < ADDR_LIMIT, "maple: node address {addr:#x} above 2^47");
         let kind = if leaf { KIND_LEAF } else { KIND_INTERNAL };
         Enode(NonZeroUsize::new(addr | kind).unwrap_or(NonZeroUsize::MIN))
     }
@@ -217,8 +260,9 @@ impl Node {
         }
     }
 
-    /// Pivot `i` (Relaxed: pivots of a published node change only in non-RCU mode, where no reader exists; a
-    /// reader reached this node through an Acquire load of its pointer, which orders the initialising stores).
+    /// Pivot `i` (Relaxed: a reader reached this node through an Acquire load of its pointer, which orders the
+    /// initialising stores; a published leaf's pivots change only inside a write section of its sequence count,
+    /// which the reader's `read_begin` / `read_check` bracket; an internal node's never change in RCU mode).
     #[inline(always)]
     pub(crate) fn pivot(&self, i: usize) -> u64 {
         self.w[i].load(Ordering::Relaxed)
@@ -230,15 +274,17 @@ impl Node {
         self.w[i].store(v, Ordering::Relaxed);
     }
 
-    /// Leaf slot `i` (Acquire: pairs with the Release of an in-place exact-fit store, so a value's pointee
-    /// initialisation is visible; also orders this load before the dead check that follows).
+    /// Leaf slot `i` (Acquire: pairs with the Release of an in-place store of the slot (exact fit, slot store,
+    /// append), so a value's pointee initialisation is visible; the leaf's `read_check` orders it before its
+    /// parent-word load with its own fence).
     #[inline(always)]
     pub(crate) fn leaf_slot(&self, i: usize) -> usize {
         self.w[LEAF_SLOT_BASE + i].load(Ordering::Acquire) as usize
     }
 
-    /// Stores leaf slot `i`. Release: pairs with [`Node::leaf_slot`]'s Acquire (in-place exact-fit stores on a
-    /// live node); before publication it is ordered anyway by the publishing store.
+    /// Stores leaf slot `i`. Release: pairs with [`Node::leaf_slot`]'s Acquire (in-place stores on a live leaf:
+    /// the exact fit's one slot, the slot store's and the append's inside their write section); before
+    /// publication it is ordered anyway by the publishing store.
     #[inline(always)]
     pub(crate) fn set_leaf_slot(&self, i: usize, v: usize) {
         self.w[LEAF_SLOT_BASE + i].store(v as u64, Ordering::Release);
@@ -330,30 +376,67 @@ impl Node {
     /// The parent word.
     #[inline]
     pub(crate) fn parent_word(&self) -> u64 {
-        // Relaxed: used by the writer and validate; readers use `is_dead`.
+        // Relaxed: used by the writer (its own stores) and validate; readers use `read_begin` / `read_check`.
         self.parent.load(Ordering::Relaxed)
     }
 
-    /// Sets the parent word of a live node to (parent, slot) or [`ROOT_PARENT`].
+    /// Sets the parent word of a node to (parent, slot) or [`ROOT_PARENT`], keeping its sequence count (a live
+    /// leaf being re-parented keeps counting; see the module docs).
     #[inline]
     pub(crate) fn set_parent(&self, parent: Option<(Enode, usize)>) {
-        let w = match parent {
+        let base = match parent {
             None => ROOT_PARENT,
             Some((p, slot)) => p.addr() as u64 | (slot as u64) << PARENT_SLOT_SHIFT | PARENT_TAG,
         };
-        // Relaxed: readers only compare the parent word with the node's own address; no live node's parent word
-        // ever equals that, so any value they read of a re-parenting store is "alive", which is true.
-        self.parent.store(w, Ordering::Relaxed);
+        // Relaxed: the writer reads its own stores.
+        let old = self.parent.load(Ordering::Relaxed);
+        debug_assert!(old & PARENT_WRITING == 0 || old == self.dead_word(), "maple: re-parenting mid-store");
+        // A dead or never-used node's word is its address, whose bits 48.. are clear (`ADDR_LIMIT`): a fresh node
+        // starts counting from 0; a parent address at or above 2^48 gets no count and no in-place store (`write::wr_in_place`).
+        let seq = if base & SEQ_MASK == 0 { old & SEQ_MASK } else { 0 };
+        // Relaxed: readers compare the parent word with the node's own address (no live node's word equals it)
+        // and compare only the sequence bits, which this store keeps: any value they read of a re-parenting
+        // store is "alive and unchanged", which is true.
+        self.parent.store(base | seq, Ordering::Relaxed);
     }
 
-    /// Decodes a non-root parent word into (parent address, slot); None for the root marker.
+    /// Sets the parent word of a fresh node (a copy made by `dup`) to (parent, slot) or [`ROOT_PARENT`], with the
+    /// sequence count at 0 (a recycled node's stale word may hold the count of its earlier life).
+    #[inline]
+    pub(crate) fn init_parent(&self, parent: Option<(Enode, usize)>) {
+        self.clear_seq();
+        self.set_parent(parent);
+    }
+
+    /// Clears the sequence count of a node no reader can see (fresh, or rewritten in non-RCU mode): see
+    /// [`Node::init_parent`].
+    #[inline]
+    pub(crate) fn clear_seq(&self) {
+        // Relaxed: the node is unpublished or the tree has no readers (non-RCU mode).
+        let w = self.parent.load(Ordering::Relaxed);
+        self.parent.store(w & !SEQ_STATE, Ordering::Relaxed);
+    }
+
+    /// Decodes a non-root parent word into (parent address, slot); None for the root marker or a dead node.
     #[inline]
     pub(crate) fn decode_parent(w: u64) -> Option<(usize, usize)> {
         if w & ROOT_PARENT == 0 && w & PARENT_TAG == PARENT_TAG {
-            Some(((w as usize) & ADDR_MASK, ((w >> PARENT_SLOT_SHIFT) & PARENT_SLOT_MASK) as usize))
+            Some(((w & PARENT_ADDR_MASK) as usize, ((w >> PARENT_SLOT_SHIFT) & PARENT_SLOT_MASK) as usize))
         } else {
             None
         }
+    }
+
+    /// True if parent word `w` is the root marker (with any sequence count).
+    #[inline]
+    pub(crate) fn is_root_word(w: u64) -> bool {
+        w & !SEQ_MASK == ROOT_PARENT
+    }
+
+    /// The sequence count of parent word `w` (validation, tests).
+    #[inline]
+    pub(crate) fn seq_of(w: u64) -> u64 {
+        w >> SEQ_SHIFT
     }
 
     /// This node's address, as its parent word holds it once the node is dead.
@@ -366,7 +449,8 @@ impl Node {
     #[inline]
     pub(crate) fn mark_dead(&self) {
         // Release: the store that unpublished this node (program-order earlier) happens-before any reader that
-        // sees the node dead and then (after its Acquire fence in `read::alive`) re-reads the root.
+        // sees the node dead and then (after its Acquire fence in `read::alive` / `read::leaf_check`) re-reads
+        // the root.
         self.parent.store(self.dead_word(), Ordering::Release);
     }
 
@@ -376,6 +460,81 @@ impl Node {
     pub(crate) fn is_dead(&self) -> bool {
         // Relaxed: ordering comes from the caller's fences (see the crate docs, "dead nodes").
         self.parent.load(Ordering::Relaxed) == self.dead_word()
+    }
+
+    /// Reader, before loading a leaf's words (the seqlock's read begin): the parent word to hand to
+    /// [`Node::read_check`], or None if the node is dead (after an Acquire load of the dead mark: the caller
+    /// restarts and sees the replacement). Waits while an in-place store is in progress (a few stores by a
+    /// writer that holds no lock a reader needs and allocates nothing).
+    #[inline(always)]
+    pub(crate) fn read_begin(&self) -> Option<u64> {
+        loop {
+            // Acquire: pairs with the Release store of `write_end` (the words of every completed in-place store
+            // are visible to the loads that follow) and with the Release dead mark (`mark_dead`).
+            let w = self.parent.load(Ordering::Acquire);
+            if w & PARENT_WRITING == 0 {
+                return if w == self.dead_word() { None } else { Some(w) };
+            }
+            vmspace_rcu::sync::spin_loop();
+        }
+    }
+
+    /// Reader, after loading a leaf's words (the seqlock's read retry, combined with the dead check): were they
+    /// one state of the live leaf, the one current when [`Node::read_begin`] returned `begin`?
+    #[inline(always)]
+    pub(crate) fn read_check(&self, begin: u64) -> LeafRead {
+        // Acquire fence: the word loads before it happen before the parent-word load below; if one of them
+        // read a store of an in-place store that began later, that store's `WRITING` store (ordered before its
+        // data stores by the writer's Release fence) is visible to the load below.
+        vmspace_rcu::sync::fence(Ordering::Acquire);
+        // Relaxed: ordered by the fence above.
+        let w = self.parent.load(Ordering::Relaxed);
+        if w == self.dead_word() {
+            // Acquire: pairs with the writer's Release dead mark (and so with its earlier publication).
+            vmspace_rcu::sync::fence(Ordering::Acquire);
+            return LeafRead::Dead;
+        }
+        if (w ^ begin) & SEQ_STATE != 0 {
+            return LeafRead::Changed;
+        }
+        LeafRead::Current
+    }
+
+    /// Writer: begins an in-place multi-word store of this live leaf (the seqlock's write begin); returns the
+    /// word to hand to [`Node::write_end`]. The caller checked [`Node::seq_has_room`].
+    #[inline]
+    pub(crate) fn write_begin(&self) -> u64 {
+        // Relaxed: the writer reads its own stores.
+        let w = self.parent.load(Ordering::Relaxed);
+        debug_assert!(w & PARENT_WRITING == 0 && w & SEQ_MASK != SEQ_MASK);
+        // Relaxed, then the Release fence: the fence orders this store before every data store that follows,
+        // so a reader whose load reads one of those data stores sees this bit or a later count in
+        // `read_check` (pairs with its Acquire fence).
+        self.parent.store(w | PARENT_WRITING, Ordering::Relaxed);
+        vmspace_rcu::sync::fence(Ordering::Release);
+        w
+    }
+
+    /// Writer: ends the in-place store begun by [`Node::write_begin`] (which returned `w`): `WRITING` clear, count
+    /// plus one. Release: pairs with [`Node::read_begin`]'s Acquire load, so a reader that begins after this
+    /// sees every word the store wrote.
+    #[inline]
+    pub(crate) fn write_end(&self, w: u64) {
+        self.parent.store(w + SEQ_ONE, Ordering::Release);
+    }
+
+    /// True if the leaf's sequence count can take one more in-place store without wrapping (a leaf at the last
+    /// count is copied instead, see the module docs).
+    #[inline]
+    pub(crate) fn seq_has_room(&self) -> bool {
+        self.parent_word() & SEQ_MASK != SEQ_MASK
+    }
+
+    /// Stores pivot `i` of a live leaf inside an in-place store (between [`Node::write_begin`] and
+    /// [`Node::write_end`]). Relaxed: the seqlock's fences and Release store order it for readers.
+    #[inline]
+    pub(crate) fn set_pivot_live(&self, i: usize, v: u64) {
+        self.w[i].store(v, Ordering::Relaxed);
     }
 
     /// First slot whose pivot is `>= index` (or `np`, the slot with the implied pivot): the slot holding `index`.
@@ -391,7 +550,9 @@ impl Node {
     /// First index of slot `i` of this node, whose minimum is `min`.
     #[inline(always)]
     pub(crate) fn slot_first(&self, i: usize, min: u64) -> u64 {
-        if i == 0 { min } else { self.pivot(i - 1) + 1 }
+        // Wrapping: a reader may compute this from words torn by an in-place store, which `read_check` then
+        // rejects; a valid state never wraps (the pivot before a used slot is below the node's max).
+        if i == 0 { min } else { self.pivot(i - 1).wrapping_add(1) }
     }
 
     /// Last index of slot `i` of this node (`np` pivots), whose maximum is `max`.
@@ -412,6 +573,17 @@ impl Node {
         }
         np
     }
+}
+
+/// What a reader's [`Node::read_check`] found.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum LeafRead {
+    /// The words read form the leaf's state current at `read_begin`; the leaf was alive after the loads.
+    Current,
+    /// The leaf is dead: restart from the root (or re-walk to the saved index).
+    Dead,
+    /// An in-place store ran meanwhile: read the leaf again.
+    Changed,
 }
 
 /// Pivots of a leaf (`leaf`) or internal node.

@@ -1,18 +1,31 @@
 //! Lock-free readers: point lookups and the cursor.
 //!
 //! Every reader runs under an RCU guard (the caller's, or one pinned per call) and reaches nodes through
-//! [`Enode::rcu`], borrowed for that guard. Per node it (1) loads pivots (Relaxed) and a slot (Acquire), then
-//! (2) asks [`alive`]: a `fence(Acquire)` orders those loads before (3) the load of the node's parent word; if
-//! the node is dead, another `fence(Acquire)` synchronises with the writer's Release dead-mark (which follows
-//! its Release publication) and the reader restarts from the root, or — for a cursor — re-walks from the root
-//! to the index it was about to visit. Lookups allocate nothing and take no lock.
+//! [`Enode::rcu`], borrowed for that guard. Per internal node it (1) loads pivots (Relaxed) and a child
+//! (Acquire), then (2) asks [`alive`]: a `fence(Acquire)` orders those loads before (3) the load of the node's
+//! parent word; if the node is dead, another `fence(Acquire)` synchronises with the writer's Release dead-mark
+//! (which follows its Release publication) and the reader restarts from the root, or — for a cursor —
+//! re-walks from the root to the index it was about to visit.
+//!
+//! A leaf can also change in place under a reader (the slot store and the append, module `write`), so a leaf
+//! read is a seqlock read combined with the dead check: [`Node::read_begin`] (an Acquire load of the parent
+//! word, waiting while an in-place store is in progress), the pivot and slot loads, then
+//! [`Node::read_check`] (`fence(Acquire)`, the parent word again): dead as above; a changed sequence count
+//! means the words may mix two states, and the reader reads the leaf again. A cursor keeps the parent word of
+//! its leaf with its cached path, and every cached step (the next or previous slot of that leaf, with no new
+//! `read_begin`) checks that word again: if the leaf changed since the cursor read it, the cached offset may
+//! name another range now, and the cursor re-walks from the root to the index it was about to visit. So no
+//! reader ever combines a range from one state of a leaf with a value or range from another. Lookups
+//! allocate nothing and take no lock.
 
 use std::num::NonZeroUsize;
 
 use vmspace_rcu::Guard;
 use vmspace_rcu::sync::{AtomicU64, Ordering, fence};
 
-use crate::node::{Enode, INT_PIVOTS, INT_SLOTS, LEAF_PIVOTS, LEAF_SLOTS, MAX_HEIGHT, Node, pivots};
+use crate::node::{
+    Enode, INT_PIVOTS, INT_SLOTS, LEAF_PIVOTS, LEAF_SLOTS, LeafRead, MAX_HEIGHT, Node, pivots,
+};
 use crate::{Entry, MapleTree};
 
 /// The dead-node check every reader makes after loading what it needs from a node (the kernel's
@@ -44,11 +57,15 @@ pub(crate) fn load_raw(root: &AtomicU64, index: u64, guard: &Guard) -> Option<No
         loop {
             let n = e.rcu(guard);
             if e.is_leaf() {
-                let v = n.leaf_slot(n.scan(LEAF_PIVOTS, index));
-                if !alive(n) {
-                    continue 'restart;
+                loop {
+                    let Some(w) = n.read_begin() else { continue 'restart };
+                    let v = n.leaf_slot(n.scan(LEAF_PIVOTS, index));
+                    match n.read_check(w) {
+                        LeafRead::Current => return NonZeroUsize::new(v),
+                        LeafRead::Dead => continue 'restart,
+                        LeafRead::Changed => {}
+                    }
                 }
-                return NonZeroUsize::new(v);
             }
             // SAFETY: `scan` found the slot holding `index`, a used one (see `Node::used_child`).
             let c = unsafe { n.used_child(n.scan(INT_PIVOTS, index)) };
@@ -70,16 +87,21 @@ pub(crate) fn load_range_raw(root: &AtomicU64, index: u64, guard: &Guard) -> (u6
         let (mut min, mut max) = (0u64, u64::MAX);
         loop {
             let n = e.rcu(guard);
-            let np = pivots(e.is_leaf());
-            let i = n.scan(np, index);
-            let (s, l) = (n.slot_first(i, min), n.slot_last(np, i, max));
             if e.is_leaf() {
-                let v = n.leaf_slot(i);
-                if !alive(n) {
-                    continue 'restart;
+                loop {
+                    let Some(w) = n.read_begin() else { continue 'restart };
+                    let i = n.scan(LEAF_PIVOTS, index);
+                    let (s, l) = (n.slot_first(i, min), n.slot_last(LEAF_PIVOTS, i, max));
+                    let v = n.leaf_slot(i);
+                    match n.read_check(w) {
+                        LeafRead::Current => return (s, l, v),
+                        LeafRead::Dead => continue 'restart,
+                        LeafRead::Changed => {}
+                    }
                 }
-                return (s, l, v);
             }
+            let i = n.scan(INT_PIVOTS, index);
+            let (s, l) = (n.slot_first(i, min), n.slot_last(INT_PIVOTS, i, max));
             // SAFETY: `scan` found the slot holding `index`, a used one (see `Node::used_child`).
             let c = unsafe { n.used_child(i) };
             if !alive(n) {
@@ -97,6 +119,17 @@ struct Lvl {
     min: u64,
     max: u64,
     off: usize,
+    /// The leaf level: the leaf's parent word when the cursor read it (`Node::read_begin`), which every
+    /// cached step checks again (`Node::read_check`). Unused at internal levels.
+    seq: u64,
+}
+
+/// A cached step's check of the cursor's leaf `n`, read earlier with parent word `seq`: true if the words just
+/// loaded belong to that same state of the live leaf; false if it died or changed in place since (the caller
+/// re-walks from the root).
+#[inline(always)]
+fn leaf_unchanged(n: &Node, seq: u64) -> bool {
+    n.read_check(seq) == LeafRead::Current
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -235,24 +268,35 @@ impl<'g, T: Entry> Cursor<'g, T> {
     ) -> Option<(u64, u64, usize)> {
         loop {
             let n = e.rcu(self.guard);
-            let np = pivots(e.is_leaf());
-            let i = n.scan(np, key);
-            let (s, l) = (n.slot_first(i, min), n.slot_last(np, i, max));
-            if e.is_leaf() {
-                let v = n.leaf_slot(i);
-                if !alive(n) || level >= MAX_HEIGHT {
-                    return None;
-                }
-                self.path[level] = Lvl { e: Some(e), min, max, off: i };
-                self.depth = level + 1;
-                return Some((s, l, v));
-            }
-            // SAFETY: `scan` found the slot holding `key`, a used one (see `Node::used_child`).
-            let c = unsafe { n.used_child(i) };
-            if !alive(n) || level >= MAX_HEIGHT {
+            if level >= MAX_HEIGHT {
                 return None;
             }
-            self.path[level] = Lvl { e: Some(e), min, max, off: i };
+            if e.is_leaf() {
+                loop {
+                    let w = n.read_begin()?;
+                    let i = n.scan(LEAF_PIVOTS, key);
+                    let (s, l) = (n.slot_first(i, min), n.slot_last(LEAF_PIVOTS, i, max));
+                    let v = n.leaf_slot(i);
+                    match n.read_check(w) {
+                        LeafRead::Current => {
+                            self.path[level] = Lvl { e: Some(e), min, max, off: i, seq: w };
+                            self.depth = level + 1;
+                            return Some((s, l, v));
+                        }
+                        LeafRead::Dead => return None,
+                        LeafRead::Changed => {}
+                    }
+                }
+            }
+            let np = pivots(false);
+            let i = n.scan(np, key);
+            let (s, l) = (n.slot_first(i, min), n.slot_last(np, i, max));
+            // SAFETY: `scan` found the slot holding `key`, a used one (see `Node::used_child`).
+            let c = unsafe { n.used_child(i) };
+            if !alive(n) {
+                return None;
+            }
+            self.path[level] = Lvl { e: Some(e), min, max, off: i, seq: 0 };
             (min, max, e) = (s, l, c);
             level += 1;
         }
@@ -280,7 +324,7 @@ impl<'g, T: Entry> Cursor<'g, T> {
             let l = n.slot_last(LEAF_PIVOTS, off, lv.max);
             let v = n.leaf_slot(off);
             if v != 0 {
-                if !alive(n) {
+                if !leaf_unchanged(n, lv.seq) {
                     return None;
                 }
                 self.path[d].off = off;
@@ -313,7 +357,7 @@ impl<'g, T: Entry> Cursor<'g, T> {
             let s = n.slot_first(off, lv.min);
             let v = n.leaf_slot(off);
             if v != 0 {
-                if !alive(n) {
+                if !leaf_unchanged(n, lv.seq) {
                     return None;
                 }
                 self.path[d].off = off;
@@ -349,7 +393,7 @@ impl<'g, T: Entry> Cursor<'g, T> {
             }
             let l = n.slot_last(LEAF_PIVOTS, off, lv.max);
             let v = n.leaf_slot(off);
-            if !alive(n) {
+            if !leaf_unchanged(n, lv.seq) {
                 return None;
             }
             self.path[d].off = off;
@@ -389,7 +433,7 @@ impl<'g, T: Entry> Cursor<'g, T> {
             let off = lv.off - 1;
             let s = n.slot_first(off, lv.min);
             let v = n.leaf_slot(off);
-            if !alive(n) {
+            if !leaf_unchanged(n, lv.seq) {
                 return None;
             }
             self.path[d].off = off;

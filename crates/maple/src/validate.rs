@@ -15,7 +15,7 @@ use vmspace_rcu::sync::Ordering;
 use crate::build::{Item, leaf_gap};
 use crate::node::{
     Enode, INT_GAP_BASE, INT_META, INT_MIN, INT_PIVOTS, INT_SLOT_BASE, INT_SLOTS, LEAF_MIN, LEAF_PIVOTS,
-    LEAF_SLOT_BASE, LEAF_SLOTS, Locked, Node, ROOT_PARENT,
+    LEAF_SLOT_BASE, LEAF_SLOTS, Locked, Node, PARENT_WRITING,
 };
 use crate::{Entry, NodeStats, Writer};
 
@@ -41,7 +41,7 @@ pub(crate) fn validate<T: Entry>(w: &Writer<'_, T>) -> Result<(), String> {
         }
         return Ok(());
     };
-    if root.locked(lk).parent_word() != ROOT_PARENT {
+    if !Node::is_root_word(root.locked(lk).parent_word()) {
         return Err("root parent word is not the root marker".into());
     }
     let mut st = Walk { entries: 0, nodes: 0, prev_null: false, leaf_depth: None };
@@ -75,6 +75,13 @@ fn check(
     st.nodes += 1;
     if n.is_dead() {
         return Err(format!("reachable dead node {:#x}", e.addr()));
+    }
+    let pw = n.parent_word();
+    if pw & PARENT_WRITING != 0 {
+        return Err(format!("node {:#x}: an in-place store left unfinished (parent word {pw:#x})", e.addr()));
+    }
+    if !e.is_leaf() && Node::seq_of(pw) != 0 {
+        return Err(format!("internal node {:#x} with a sequence count (parent word {pw:#x})", e.addr()));
     }
     let end = n.end(if e.is_leaf() { LEAF_PIVOTS } else { INT_PIVOTS }, max);
     let at = At { lk, e, n, min, max, depth, end };

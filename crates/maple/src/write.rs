@@ -1,15 +1,37 @@
-//! Stores: one algorithm for every shape of change, level by level from the leaves up, and two shortcuts.
+//! Stores: one algorithm for every shape of change, level by level from the leaves up, and shortcuts that
+//! change one leaf.
 //!
 //! A store of `[first, last]` into an empty tree makes one root leaf ([`store_empty`]). Otherwise it walks to
 //! the leaf holding `first` and tries, in order:
 //!
-//! * the **exact fit** ([`exact_fit`], the kernel's `wr_exact_fit`): the range is exactly one existing leaf slot
-//!   and the store keeps every invariant (no NULL next to a NULL, no NULL at the end of a non-right-most leaf);
-//!   one Release store of the slot, in place in both modes (plus in-place max-gap bookkeeping when the slot
-//!   changes between NULL and non-NULL);
-//! * the **node store** ([`node_store`], `wr_node_store`): the change stays inside that leaf and the rebuilt
-//!   leaf satisfies every invariant; RCU mode fills one new leaf and publishes it in the parent's slot (or as
-//!   the root), non-RCU mode rewrites the leaf in place.
+//! * the **exact fit** ([`exact_fit`], the kernel's `mas_wr_exact_fit`): the range is exactly one existing leaf
+//!   slot and the store keeps every invariant (no NULL next to a NULL, no NULL at the end of a non-right-most
+//!   leaf); one Release store of the slot, in place in both modes (plus in-place max-gap bookkeeping when the
+//!   slot changes between NULL and non-NULL). A reader sees the old or the new value with the same range.
+//! * the **node store** ([`node_store`], `mas_wr_node_store`): the change stays inside that leaf and the
+//!   rebuilt leaf satisfies every invariant (NULLs merged, as `mas_wr_extend_null` does, min fill, no NULL at
+//!   the end of a non-right-most leaf). In RCU mode two of its shapes change the live leaf in place
+//!   ([`wr_in_place`], classified from the store's position in the leaf before anything is gathered, as
+//!   `mas_wr_store_type` does), inside one write section of the leaf's sequence count (module `node`, "the leaf
+//!   sequence count": `WRITING` set, `fence(Release)`, the words, count plus one with Release):
+//!   * the **slot store** (`mas_wr_slot_store` as the kernel allows it in RCU mode, `offset_end - offset == 1`):
+//!     the slot count is unchanged, one pivot `j` moves and at most one of slots `j`, `j + 1` changes. Both
+//!     directions: the store starts at slot `j`'s first index and ends inside slot `j + 1` (slot `j` takes the
+//!     new value, `pivot[j] = last`), or starts inside slot `j` and ends at slot `j + 1`'s last index
+//!     (`pivot[j] = first - 1`, slot `j + 1` takes the value). A VMA that grows into or shrinks from a gap, or
+//!     a boundary between two VMAs that moves, is this shape (the moved pivot alone, with no slot store, when
+//!     the value stays or NULLs merge);
+//!   * the **append** (`mas_wr_append`): the store lies in the leaf's last range, and the leaf grows by one
+//!     slot at its end (the store ends at the leaf's max: the old content keeps `[min, first - 1]` and the
+//!     value takes a new last slot; or it starts at the range's first index: the value takes the old last
+//!     slot and the old content moves one slot right) or by two (strictly inside: the content is kept on both
+//!     sides), within the leaf's 16 slots.
+//!
+//!   Every other node store fills one new leaf and publishes it in the parent's slot (or as the root) (RCU
+//!   mode), or rewrites the leaf in place (non-RCU mode, where no reader exists). So is a shape above whose
+//!   leaf's sequence count is at its last value (a fresh copy starts again from 0, so a count never repeats
+//!   during a leaf's life) or whose parent's address reaches the count's bits (never on the supported
+//!   platforms: module `node`).
 //!
 //! Otherwise it rebuilds the affected part of the tree (the kernel's big-node approach):
 //!
@@ -29,6 +51,11 @@
 //!    of those inside, and continue at step 2. A level whose big node is a single child covering everything is
 //!    passed through (the tree shrinks); new nodes at the root level get a new root above them (the tree grows).
 //!
+//! Readers never see a leaf half-way through an in-place store: every leaf read (lookups, cursor walks and
+//! cached cursor steps, gap searches) is bracketed by the leaf's `read_begin` / `read_check` and read again (or
+//! the cursor re-walks) if the count moved; see the crate docs, "Readers and writers". [`StoreStats`] counts
+//! the stores by path.
+//!
 //! Every allocation happens before anything visible changes; on ENOMEM the new nodes are freed and the tree is
 //! untouched. Then: adopt children (parent words), publish (one Release store), update gaps upward in place,
 //! mark each replaced node dead (Release) and retire it (RCU mode: after a grace period; non-RCU: at once). In
@@ -45,10 +72,10 @@ use crate::build::{
     Big, Item, adopt, alloc, build_nodes, distribute, fill_node, leaf_gap, node_count, node_items,
 };
 use crate::node::{
-    Counters, Enode, INT_MIN, INT_PIVOTS, INT_SLOTS, LEAF_MIN, LEAF_PIVOTS, LEAF_SLOTS, Locked, MAX_HEIGHT,
-    RETIRE_BATCH, pivots,
+    ADDR_LIMIT, Counters, Enode, INT_MIN, INT_PIVOTS, INT_SLOTS, LEAF_MIN, LEAF_PIVOTS, LEAF_SLOTS, Locked,
+    MAX_HEIGHT, RETIRE_BATCH, pivots,
 };
-use crate::{Entry, MapleError, MapleTree, WState, Writer};
+use crate::{Entry, MapleError, MapleTree, StoreStats, WState, Writer};
 
 /// One level of a writer's path.
 #[derive(Clone, Copy)]
@@ -159,8 +186,11 @@ pub(crate) fn store<T: Entry>(
         return store_empty(tree, lk, st, req);
     };
     let p = walk(lk, root, first, st.height - 1);
-    if let Some(r) = exact_fit(tree, lk, &p, st.height - 1, req) {
+    if let Some(r) = exact_fit(tree, lk, &p, st.height - 1, req, &mut st.stores) {
         return r;
+    }
+    if let Some(r) = wr_in_place(tree, lk, st, &p, req) {
+        return Ok(r);
     }
     if let Some(r) = node_store(tree, lk, st, &p, req) {
         return r;
@@ -185,6 +215,7 @@ pub(crate) fn store<T: Entry>(
             Err(e)
         }
         Ok(mut plan) => {
+            rb.st.stores.rebuild += 1;
             let replaced = std::mem::take(&mut plan.replaced);
             plan.retire = rb.retire;
             plan.adopt = rb.adopt;
@@ -219,6 +250,7 @@ fn store_empty<T: Entry>(
     // Release: publishes the filled leaf (pairs with readers' Acquire root load).
     tree.root.store(e.word(), Ordering::Release);
     st.height = 1;
+    st.stores.empty += 1;
     add_len(tree, 1);
     Ok(Vec::new())
 }
@@ -232,6 +264,7 @@ fn exact_fit<T: Entry>(
     p: &Path,
     leaf_d: usize,
     req: Req,
+    stats: &mut StoreStats,
 ) -> Option<Result<Replaced, MapleError>> {
     let Req { first, last, val, insert } = req;
     let lv = p.lv[leaf_d];
@@ -259,6 +292,7 @@ fn exact_fit<T: Entry>(
         return Some(Ok(replaced));
     }
     n.set_leaf_slot(i, val);
+    stats.exact_fit += 1;
     if (old == 0) != (val == 0) {
         if leaf_d > 0 {
             propagate_gap(lk, p, leaf_d - 1, leaf_node_gap(lk, lv.e, lv.min, lv.max));
@@ -297,6 +331,7 @@ fn node_store<T: Entry>(
         return None;
     }
     let len_delta = g.len_delta(req);
+    st.stores.node_store += 1;
     let e = if st.rcu {
         match alloc(st, &tree.counters) {
             Some(a) => Enode::new(a, true),
@@ -326,6 +361,142 @@ fn node_store<T: Entry>(
     }
     add_len(tree, len_delta);
     Some(Ok(g.replaced))
+}
+
+/// The in-place RCU-mode stores of one leaf (see the module docs), classified from the store's position in the
+/// leaf on path `p` as `mas_wr_store_type` does, before anything is gathered: `i` is the slot holding `first`,
+/// `oe` the one holding `last` (`offset_end`); a NULL store first takes in the NULL ranges it touches
+/// (`mas_wr_extend_null`, so that no NULL lands next to a NULL); then the new end (`mas_wr_new_end`) decides:
+///
+/// * `oe == i + 1` and the same end: the **slot store** (`mas_wr_slot_store`): from slot `i`'s first index,
+///   slot `i` takes the value and `pivot[i] = last`; or up to slot `i + 1`'s last index, `pivot[i] = first - 1`
+///   and slot `i + 1` takes the value;
+/// * `i == oe == end` and one or two slots more (within 16): the **append** (`mas_wr_append`).
+///
+/// The words are written inside one write section of the leaf's sequence count. None (nothing changed) for any
+/// other shape, an insert, a non-RCU tree, a leaf whose count is at its last value or whose parent's address
+/// would reach the count's bits, or a NULL that would end a leaf that is not the right-most: the node store
+/// or the rebuild takes those.
+#[inline(never)] // Kept out of `store`, whose other paths it would otherwise slow down.
+fn wr_in_place<T: Entry>(
+    tree: &MapleTree<T>,
+    lk: Locked<'_>,
+    st: &mut WState,
+    p: &Path,
+    req: Req,
+) -> Option<Replaced> {
+    let Req { first: first0, last: last0, val, insert } = req;
+    let leaf_d = st.height - 1;
+    let lv = p.lv[leaf_d];
+    if !st.rcu || insert || last0 > lv.max {
+        return None;
+    }
+    let n = lv.e.locked(lk);
+    // The hard check behind `Enode::new`'s debug assertion (module `node`): the count lives in bits 48.. of the
+    // parent word, above the parent's address.
+    if !n.seq_has_room() || (leaf_d > 0 && p.lv[leaf_d - 1].e.addr() >= ADDR_LIMIT) {
+        return None;
+    }
+    // Slot `k` is the leaf's last (its end) iff its pivot is implied or equals the leaf's max: no scan of the
+    // whole leaf is needed.
+    let is_end = |k: usize| k == LEAF_PIVOTS || n.pivot(k) >= lv.max;
+    let (i0, mut oe0) = (lv.off, lv.off);
+    while !is_end(oe0) && n.pivot(oe0) < last0 {
+        oe0 += 1;
+        if oe0 > i0 + 1 {
+            return None;
+        }
+    }
+    if val != 0 && oe0 == i0 && !is_end(i0) {
+        // A value inside one slot that is not the last (not an exact fit): one or two slots more in the middle
+        // of the leaf, a node store. The common insertion, so decided first.
+        return None;
+    }
+    let slot = |k: usize| n.leaf_slot_locked(k);
+    let rmin = |k: usize| n.slot_first(k, lv.min);
+    let rmax = |k: usize| n.slot_last(LEAF_PIVOTS, k, lv.max);
+    let (mut i, mut oe, mut first, mut last) = (i0, oe0, first0, last0);
+    if val == 0 {
+        if slot(i) == 0 {
+            first = rmin(i);
+        } else if first == rmin(i) && i > 0 && slot(i - 1) == 0 {
+            i -= 1;
+            first = rmin(i);
+        }
+        if slot(oe) == 0 {
+            last = rmax(oe);
+        } else if last == rmax(oe) && !is_end(oe) && slot(oe + 1) == 0 {
+            oe += 1;
+            last = rmax(oe);
+        }
+    }
+    let (at_min, at_max) = (first == rmin(i), last == rmax(oe));
+    // Slots the store adds: one per side where it does not reach its slot's edge (`mas_wr_new_end`).
+    let extra = !at_min as usize + !at_max as usize;
+    let slot_store = oe == i + 1 && extra == 1;
+    let append = i == oe && extra > 0 && i + extra < LEAF_SLOTS && is_end(i);
+    // The last slot may end in NULL only in the right-most leaf.
+    let null_at_end = val == 0 && lv.max != u64::MAX && at_max && is_end(oe);
+    if !(slot_store || append) || null_at_end {
+        return None;
+    }
+    let (end, new_end) = (oe, oe + extra);
+    // A NULL range touched: the leaf's max gap is recomputed afterwards.
+    let nulls = val == 0 || slot(i) == 0 || slot(oe) == 0;
+    // The replaced entries (clipped to the store's own range) and the entry count's change.
+    let mut replaced = Replaced::new();
+    let mut survivors = 0i64;
+    for k in i0..=oe0 {
+        let v = slot(k);
+        if v != 0 {
+            let (s, l) = (rmin(k), rmax(k));
+            replaced.push((s.max(first0), l.min(last0), v));
+            survivors += (s < first0) as i64 + (l > last0) as i64;
+        }
+    }
+    if slot_store {
+        let w = n.write_begin();
+        if at_min {
+            if slot(i) != val {
+                n.set_leaf_slot(i, val);
+            }
+            n.set_pivot_live(i, last);
+        } else {
+            if slot(oe) != val {
+                n.set_leaf_slot(oe, val);
+            }
+            n.set_pivot_live(i, first - 1);
+        }
+        n.write_end(w);
+        st.stores.slot_store += 1;
+    } else {
+        let c = slot(end);
+        let w = n.write_begin();
+        // As `mas_wr_append`: the new slots and pivots beyond the old end first, then the old end's.
+        if new_end < LEAF_PIVOTS {
+            n.set_pivot_live(new_end, lv.max);
+        }
+        if at_max {
+            n.set_leaf_slot(end + 1, val);
+            n.set_pivot_live(end, first - 1);
+        } else if at_min {
+            n.set_leaf_slot(end + 1, c);
+            n.set_leaf_slot(end, val);
+            n.set_pivot_live(end, last);
+        } else {
+            n.set_leaf_slot(end + 2, c);
+            n.set_leaf_slot(end + 1, val);
+            n.set_pivot_live(end + 1, last);
+            n.set_pivot_live(end, first - 1);
+        }
+        n.write_end(w);
+        st.stores.append += 1;
+    }
+    if nulls && leaf_d > 0 {
+        propagate_gap(lk, p, leaf_d - 1, leaf_node_gap(lk, lv.e, lv.min, lv.max));
+    }
+    add_len(tree, (val != 0) as i64 + survivors - replaced.len() as i64);
+    Some(replaced)
 }
 
 /// What gathering leaves for a store found besides the slots.

@@ -133,7 +133,164 @@ fn exact_fit_in_place() {
         };
         t.store_range(20, 29, Some(nz(7))).unwrap();
         r.join().unwrap();
+        assert_eq!(t.store_stats().exact_fit, 1);
+        t.validate().unwrap();
     });
+}
+
+/// The state of one in-place model: the leaf's entries before and after the store.
+#[derive(Clone, Copy)]
+struct InPlace {
+    before: &'static [(u64, u64, usize)],
+    after: &'static [(u64, u64, usize)],
+}
+
+impl InPlace {
+    /// True if `(s, e, v)` is an entry of the state before or of the state after the store.
+    fn whole(&self, x: (u64, u64, usize)) -> bool {
+        self.before.contains(&x) || self.after.contains(&x)
+    }
+
+    /// The entry a state has at index `i`.
+    fn at(state: &[(u64, u64, usize)], i: u64) -> Option<(u64, u64, usize)> {
+        state.iter().copied().find(|&(s, e, _)| (s..=e).contains(&i))
+    }
+
+    /// Checks a point view: the entry at `i` as before or as after, with its whole range.
+    fn check_view(&self, t: &MapleTree<V>, i: u64) {
+        let v = view(t, i);
+        assert!(v == Self::at(self.before, i) || v == Self::at(self.after, i), "torn at {i}: {v:?}");
+    }
+
+    /// A forward cursor pass (a walk, then cached steps through the leaf): every entry it returns is a whole
+    /// entry of one of the two states, and the ranges never go backwards.
+    fn check_forward(&self, t: &MapleTree<V>, from: u64) {
+        let g = vmspace_rcu::pin();
+        let mut c = t.cursor(&g);
+        c.set(from);
+        let mut last = None;
+        while let Some((s, e, v)) = c.find(u64::MAX) {
+            assert!(self.whole((s, e, v.get())), "torn cursor step: {:?}", (s, e, v.get()));
+            if let Some(p) = last {
+                assert!(e > p, "went backwards");
+            }
+            last = Some(e);
+        }
+    }
+
+    /// A backward cursor pass, mirror image of `check_forward`.
+    fn check_backward(&self, t: &MapleTree<V>, from: u64) {
+        let g = vmspace_rcu::pin();
+        let mut c = t.cursor(&g);
+        c.set(from);
+        let mut first = None;
+        while let Some((s, e, v)) = c.find_rev(0) {
+            assert!(self.whole((s, e, v.get())), "torn cursor step back: {:?}", (s, e, v.get()));
+            if let Some(p) = first {
+                assert!(s < p, "went forwards");
+            }
+            first = Some(s);
+        }
+    }
+}
+
+/// Runs one in-place model: a root leaf holding `m.before`, a reader doing a point view at `probe` and a
+/// cursor pass (forward, or backward with `back`), the writer storing `store`; then checks that the store took
+/// the expected in-place path (`kind` of the store statistics) and left `m.after`.
+fn in_place_model(
+    m: InPlace,
+    store: (u64, u64, usize),
+    probe: u64,
+    back: bool,
+    kind: fn(&vmspace_maple::StoreStats) -> u64,
+) {
+    let _ = model(move || {
+        let t =
+            Arc::new(MapleTree::<V>::from_sorted(m.before.iter().map(|&(s, e, v)| (s, e, nz(v)))).unwrap());
+        let r = {
+            let t = t.clone();
+            thread::spawn(move || {
+                m.check_view(&t, probe);
+                if back {
+                    m.check_backward(&t, u64::MAX);
+                } else {
+                    m.check_forward(&t, 0);
+                }
+            })
+        };
+        t.store_range(store.0, store.1, Some(nz(store.2))).unwrap();
+        r.join().unwrap();
+        let st = t.store_stats();
+        assert_eq!((kind(&st), st.node_store, st.rebuild), (1, 0, 0), "{st:?}");
+        let g = vmspace_rcu::pin();
+        let mut c = t.cursor(&g);
+        let mut all = Vec::new();
+        while let Some((s, e, v)) = c.find(u64::MAX) {
+            all.push((s, e, v.get()));
+        }
+        assert_eq!(all, m.after);
+        t.validate().unwrap();
+    });
+}
+
+/// Slot store, forward direction (`mas_wr_slot_store`, the store starts at a slot's first index and ends
+/// inside the next slot): `[10, 24] = 3` over `[10, 19] = 1, [20, 29] = 2` moves one pivot and one slot in
+/// place; the reader's view of 22 and its cursor's steps see the old or the new ranges, never `[20, 29] = 3`
+/// or `[10, 24] = 1`.
+#[test]
+fn slot_store_forward_in_place() {
+    in_place_model(
+        InPlace { before: &[(10, 19, 1), (20, 29, 2)], after: &[(10, 24, 3), (25, 29, 2)] },
+        (10, 24, 3),
+        22,
+        false,
+        |s| s.slot_store,
+    );
+}
+
+/// Slot store, backward direction (the store starts inside a slot and ends at the next slot's last index):
+/// `[15, 29] = 3`; the reader walks backwards with cached steps (`find_rev`).
+#[test]
+fn slot_store_backward_in_place() {
+    in_place_model(
+        InPlace { before: &[(10, 19, 1), (20, 29, 2)], after: &[(10, 14, 1), (15, 29, 3)] },
+        (15, 29, 3),
+        17,
+        true,
+        |s| s.slot_store,
+    );
+}
+
+/// Append at the end of a leaf, new range after the old last range (`mas_wr_append`, "append to end of range"):
+/// `[30, MAX] = 3` splits the last range `[20, MAX] = 2`; the leaf grows by one slot in place.
+#[test]
+fn append_end_in_place() {
+    in_place_model(
+        InPlace {
+            before: &[(10, 19, 1), (20, u64::MAX, 2)],
+            after: &[(10, 19, 1), (20, 29, 2), (30, u64::MAX, 3)],
+        },
+        (30, u64::MAX, 3),
+        25,
+        false,
+        |s| s.append,
+    );
+}
+
+/// Append at the start of the last range (`mas_wr_append`, "append to start of range"): `[20, 29] = 3` takes
+/// the old last slot and the old content `2` moves one slot right, to `[30, MAX]`.
+#[test]
+fn append_start_in_place() {
+    in_place_model(
+        InPlace {
+            before: &[(10, 19, 1), (20, u64::MAX, 2)],
+            after: &[(10, 19, 1), (20, 29, 3), (30, u64::MAX, 2)],
+        },
+        (20, 29, 3),
+        35,
+        true,
+        |s| s.append,
+    );
 }
 
 /// A wide erase collapses a two-level tree into a root leaf while a reader iterates with a cursor across the
@@ -168,6 +325,29 @@ fn collapse_while_iterating() {
         t.erase_range(20, 149).unwrap();
         r.join().unwrap();
         assert_eq!(t.lock().height(), 1);
+        t.validate().unwrap();
+    });
+}
+
+/// A gap search beside an append that fills the head of the right-most NULL range (`[20, 29] = 3` into
+/// `[20, MAX]` = NULL): the lowest free area of 5 indices from 15 is 20 before and 30 after, never none (which
+/// a torn read of the new value with the old pivot would give).
+#[test]
+fn append_gap_search_in_place() {
+    let _ = model(|| {
+        let t = Arc::new(MapleTree::<V>::from_sorted([(0, 9, nz(5)), (10, 19, nz(1))]).unwrap());
+        let r = {
+            let t = t.clone();
+            thread::spawn(move || {
+                let a = t.empty_area(15, 1000, 5);
+                assert!(a == Ok(20) || a == Ok(30), "{a:?}");
+                let a = t.empty_area_rev(0, 24, 5);
+                assert!(a == Ok(20) || a.is_err(), "{a:?}");
+            })
+        };
+        t.store_range(20, 29, Some(nz(3))).unwrap();
+        r.join().unwrap();
+        assert_eq!(t.store_stats().append, 1);
         t.validate().unwrap();
     });
 }

@@ -3,8 +3,10 @@
 //! The oracle is a map `range start -> (last, value)` with brute-force implementations of every operation.
 //! Sequences mix small stores (node stores, splits, pushes), wide stores and erasures (spanning stores,
 //! rebalancing, height changes), bulk fills (height >= 3), and every read: load, find, find_rev, cursor walks
-//! with pause/resume, gap searches both ways, and dup (with and without a failing map). Set `PROPTEST_CASES` to
-//! run more cases than the default.
+//! with pause/resume, gap searches both ways, and dup (with and without a failing map). Boundary moves (an
+//! entry grows into its neighbour or gap or shrinks, as VMAs do; an entry is split at its head or tail) drive
+//! the in-place stores of RCU mode (slot store, append); `in_place_paths_taken` checks that a run of them
+//! takes every in-place path. Set `PROPTEST_CASES` to run more cases than the default.
 
 use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
@@ -113,6 +115,10 @@ enum Op {
     Area(u64, u64, u64, bool),
     Dup(Option<u16>),
     NextPrev(u64, Vec<bool>),
+    /// The entry at or after the key moves a boundary by the amount: 0 grow its end, 1 grow its start, 2 shrink
+    /// its end, 3 shrink its start, 4 a new entry over its head, 5 a new entry over its tail, 6 a new entry over
+    /// all of it.
+    Move(u64, u64, u8),
 }
 
 const SPACE: u64 = 100_000;
@@ -142,6 +148,7 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(a, b, s, r)| Op::Area(a.min(b), a.max(b), s, r)),
         1 => proptest::option::of(any::<u16>()).prop_map(Op::Dup),
         3 => (key(), proptest::collection::vec(any::<bool>(), 1..40)).prop_map(|(a, v)| Op::NextPrev(a, v)),
+        12 => (key(), 1..40u64, 0..7u8).prop_map(|(a, d, k)| Op::Move(a, d, k)),
     ]
 }
 
@@ -150,6 +157,11 @@ fn unraw(v: Vec<(u64, u64, V)>) -> Vec<(u64, u64, usize)> {
 }
 
 fn run(ops: Vec<Op>, rcu: bool) -> Result<usize, TestCaseError> {
+    run_with(ops, rcu, |_| {})
+}
+
+/// [`run`], handing the tree to `end` after the last operation (the store statistics).
+fn run_with(ops: Vec<Op>, rcu: bool, end: impl FnOnce(&Tree)) -> Result<usize, TestCaseError> {
     let mut max_height = 0;
     let mut t = Tree::new(rcu);
     let mut o = Oracle::default();
@@ -307,6 +319,35 @@ fn run(ops: Vec<Op>, rcu: bool) -> Result<usize, TestCaseError> {
                     }
                 }
             }
+            Op::Move(a, d, kind) => {
+                if let Some((s, l, v)) = o.find(a, u64::MAX) {
+                    let store = match kind {
+                        0 => Some((s, l.saturating_add(d), Some(v))),
+                        1 => Some((s.saturating_sub(d), l, Some(v))),
+                        2 if l - s >= d => Some((l - d + 1, l, None)),
+                        3 if l - s >= d => Some((s, s + d - 1, None)),
+                        4 if l - s >= d => Some((s, s + d - 1, Some(0))),
+                        5 if l - s >= d => Some((l - d + 1, l, Some(0))),
+                        6 => Some((s, l, Some(0))),
+                        _ => None,
+                    };
+                    if let Some((f, l, val)) = store {
+                        let val = val.map(|x| {
+                            if x == 0 {
+                                next_val += 1;
+                                next_val
+                            } else {
+                                x
+                            }
+                        });
+                        let got = unraw(t.store_range(f, l, val.map(nz)).unwrap());
+                        prop_assert_eq!(got, o.store(f, l, val));
+                        for i in [f.saturating_sub(1), f, l, l.saturating_add(1)] {
+                            prop_assert_eq!(t.load_range(i).map(|(a, b, x)| (a, b, x.get())), o.entry_at(i));
+                        }
+                    }
+                }
+            }
             Op::Area(a, b, s, rev) => {
                 let got = t.empty_area(a, b, s, rev);
                 prop_assert_eq!(got, o.empty_area(a, b, s, rev), "area {} {} {} rev {}", a, b, s, rev);
@@ -354,6 +395,7 @@ fn run(ops: Vec<Op>, rcu: bool) -> Result<usize, TestCaseError> {
         max_height = max_height.max(t.height());
     }
     prop_assert_eq!(t.contents(), o.all());
+    end(&t);
     Ok(max_height)
 }
 
@@ -396,4 +438,55 @@ fn tall_tree_model() {
     let h = run(ops.clone(), true).unwrap();
     assert!(h >= 3, "height {h}");
     run(ops, false).unwrap();
+}
+
+/// VMA-like boundary moves over a filled tree (growth into gaps and neighbours, shrinking, splits at a head or
+/// tail), `validate()` and the oracle after every operation, in RCU mode: every in-place path is taken, and
+/// the in-place stores are the majority of the stores (the rest copy a leaf or rebuild).
+#[test]
+fn in_place_paths_taken() {
+    let mut ops = vec![Op::Bulk(0, 2000, 6, 4)];
+    let mut x = 777u64;
+    for i in 0..3000u64 {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let k = (x >> 20) % 20_000;
+        ops.push(match i % 10 {
+            0 => Op::Walk(k, 20, (x >> 40) as u8),
+            1 => Op::Load(k),
+            _ => Op::Move(k, 1 + (x >> 58) % 4, ((x >> 40) % 7) as u8),
+        });
+    }
+    let mut stats = None;
+    run_with(ops.clone(), true, |t| stats = t.store_stats()).unwrap();
+    let st = stats.expect("an RCU tree");
+    assert!(st.exact_fit > 0 && st.slot_store > 0 && st.append > 0, "{st:?}");
+    assert!(st.in_place() > st.node_store + st.rebuild, "{st:?}");
+    run(ops, false).unwrap();
+}
+
+/// A leaf's sequence count never wraps: after 65,535 in-place stores on one leaf (the count's last value),
+/// the next store copies the leaf (a fresh leaf counts from 0 again), then in-place stores resume. Two entries
+/// trade a boundary back and forth (slot stores in both directions), `validate()` and the contents checked
+/// after every store.
+#[test]
+fn sequence_count_never_wraps() {
+    let t = vmspace_maple::MapleTree::<V>::from_sorted([(10, 19, nz(1)), (20, 29, nz(2))]).unwrap();
+    let n = 70_000u64;
+    for i in 0..n {
+        let m = if i % 2 == 0 { 24 } else { 19 };
+        if m == 24 {
+            t.store_range(10, 24, Some(nz(1))).unwrap();
+        } else {
+            t.store_range(20, 29, Some(nz(2))).unwrap();
+        }
+        t.validate().unwrap();
+        let got: Vec<_> = {
+            let g = vmspace_rcu::pin();
+            let mut c = t.cursor(&g);
+            std::iter::from_fn(|| c.find(u64::MAX).map(|(s, e, v)| (s, e, v.get()))).collect()
+        };
+        assert_eq!(got, vec![(10, m, 1), (m + 1, 29, 2)]);
+    }
+    let st = t.store_stats();
+    assert_eq!((st.node_store, st.rebuild, st.slot_store), (1, 0, n - 1), "{st:?}");
 }

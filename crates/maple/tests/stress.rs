@@ -2,6 +2,14 @@
 //! load_range, find, find_rev) and that cursor iteration never goes backwards (each entry ends after the last) and never skips a stable range,
 //! while a writer churns the neighbouring ranges (node stores, splits, spanning stores, erasures that shrink
 //! the tree). Runs `MAPLE_STRESS_MS` milliseconds (default 1500).
+//!
+//! Two more windows are tiled by entries whose values encode their own range, moved by the in-place stores
+//! (slot stores, appends) and by leaf copies: in the first every value encodes its entry's last index, and
+//! the writer only stores over `[first of an entry, any later index]` (the entries after keep their last
+//! index); in the second every value encodes its first index, and the writer stores over `[any index, last of
+//! an entry]`. A reader that combined a range of one state of a leaf with a value of another would see a value
+//! that does not encode its range: readers check every entry they see in the windows (load_range and cursor
+//! passes both ways). The test also requires the in-place paths to have been taken.
 
 use std::num::NonZeroUsize;
 use std::sync::Arc;
@@ -22,6 +30,65 @@ fn stable_val(k: u64) -> usize {
     (k as usize + 1) << 20
 }
 
+/// The window whose values encode their entry's last index, and the one whose values encode its first.
+const WIN_LAST: (u64, u64) = (1_000_000, 1_000_399);
+const WIN_FIRST: (u64, u64) = (2_000_000, 2_000_399);
+
+fn enc_last(e: u64) -> V {
+    NonZeroUsize::new((e as usize) << 2 | 1).unwrap()
+}
+
+fn enc_first(s: u64) -> V {
+    NonZeroUsize::new((s as usize) << 2 | 2).unwrap()
+}
+
+/// Checks one entry seen in a window: its value encodes its range.
+fn check_window_entry(s: u64, e: u64, v: V) {
+    if (WIN_LAST.0..=WIN_LAST.1).contains(&s) {
+        assert_eq!(v, enc_last(e), "torn range [{s}, {e}] in the last-encoded window");
+    } else if (WIN_FIRST.0..=WIN_FIRST.1).contains(&s) {
+        assert_eq!(v, enc_first(s), "torn range [{s}, {e}] in the first-encoded window");
+    }
+}
+
+/// A reader's checks of both windows: point views and cursor passes both ways.
+fn check_windows(t: &MapleTree<V>, rng: &mut SmallRng) {
+    let g = vmspace_rcu::pin();
+    for (lo, hi) in [WIN_LAST, WIN_FIRST] {
+        let i = rng.random_range(lo..=hi);
+        let (s, e, v) = t.load_range_in(i, &g).expect("the windows are tiled");
+        assert!(s <= i && i <= e && s >= lo && e <= hi, "[{s}, {e}] around {i}");
+        check_window_entry(s, e, v);
+        let mut c = t.cursor(&g);
+        c.set(lo);
+        while let Some((s, e, v)) = c.find(hi) {
+            check_window_entry(s, e, v);
+        }
+        c.set(hi);
+        while let Some((s, e, v)) = c.find_rev(lo) {
+            check_window_entry(s, e, v);
+        }
+    }
+}
+
+/// One writer step in a window: a store that keeps the window tiled and every value encoding its range.
+fn window_store(w: &mut vmspace_maple::Writer<'_, V>, rng: &mut SmallRng) {
+    let g = vmspace_rcu::pin();
+    if rng.random_bool(0.5) {
+        let (lo, hi) = WIN_LAST;
+        let (s, _, _) = w.tree().load_range_in(rng.random_range(lo..=hi), &g).unwrap();
+        let e = (s + rng.random_range(0..24u64)).min(hi);
+        drop(g);
+        w.store_range(s, e, Some(enc_last(e))).unwrap();
+    } else {
+        let (lo, hi) = WIN_FIRST;
+        let (_, e, _) = w.tree().load_range_in(rng.random_range(lo..=hi), &g).unwrap();
+        let s = e.saturating_sub(rng.random_range(0..24u64)).max(lo);
+        drop(g);
+        w.store_range(s, e, Some(enc_first(s))).unwrap();
+    }
+}
+
 fn run(rcu_readers: usize) {
     let ms: u64 = std::env::var("MAPLE_STRESS_MS").ok().and_then(|s| s.parse().ok()).unwrap_or(1500);
     let t = Arc::new(MapleTree::<V>::new());
@@ -29,6 +96,8 @@ fn run(rcu_readers: usize) {
         t.store_range(k * STRIDE, k * STRIDE + WIDTH - 1, Some(NonZeroUsize::new(stable_val(k)).unwrap()))
             .unwrap();
     }
+    t.store_range(WIN_LAST.0, WIN_LAST.1, Some(enc_last(WIN_LAST.1))).unwrap();
+    t.store_range(WIN_FIRST.0, WIN_FIRST.1, Some(enc_first(WIN_FIRST.0))).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let checks = Arc::new(AtomicU64::new(0));
     let mut hs = Vec::new();
@@ -91,6 +160,8 @@ fn run(rcu_readers: usize) {
                     }
                 }
                 assert_eq!(want, k + 1, "reverse walk missed stable ranges");
+                drop(g);
+                check_windows(&t, &mut rng);
                 n += 1;
             }
             checks.fetch_add(n, Ordering::Relaxed);
@@ -106,7 +177,12 @@ fn run(rcu_readers: usize) {
         let span = if k + 1 < STABLE { STRIDE - WIDTH } else { 50_000 };
         let hi = lo + span - 1;
         let mut w = t.lock();
-        match rng.random_range(0..6) {
+        match rng.random_range(0..10) {
+            6..=9 => {
+                for _ in 0..8 {
+                    window_store(&mut w, &mut rng);
+                }
+            }
             0 | 1 => {
                 // Many small ranges in the gap: splits.
                 for j in 0..rng.random_range(1..40u64) {
@@ -145,6 +221,8 @@ fn run(rcu_readers: usize) {
     }
     t.validate().unwrap();
     assert!(writes > 100 && checks.load(Ordering::Relaxed) > 100, "writes {writes} checks {checks:?}");
+    let st = t.store_stats();
+    assert!(st.slot_store > 0 && st.append > 0 && st.exact_fit > 0, "in-place paths not taken: {st:?}");
 }
 
 #[test]

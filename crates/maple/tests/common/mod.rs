@@ -5,7 +5,9 @@
 
 use std::num::NonZeroUsize;
 
-use vmspace_maple::{Cursor, DupError, MapleError, MapleTree, NodeStats, NonRcuMapleTree, PausedCursor};
+use vmspace_maple::{
+    Cursor, DupError, MapleError, MapleTree, NodeStats, NonRcuMapleTree, PausedCursor, StoreStats,
+};
 use vmspace_rcu::Guard;
 
 pub type V = NonZeroUsize;
@@ -165,6 +167,14 @@ impl Tree {
 
     pub fn dump(&self) -> String {
         both!(self, t => t.dump())
+    }
+
+    /// The store statistics of an RCU tree (None for the non-RCU tree, whose stores are not counted by path).
+    pub fn store_stats(&self) -> Option<StoreStats> {
+        match self {
+            Tree::Rcu(t) => Some(t.store_stats()),
+            Tree::NonRcu(_) => None,
+        }
     }
 
     pub fn node_stats(&self) -> NodeStats {
