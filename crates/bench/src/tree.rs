@@ -363,10 +363,11 @@ impl Ctx<'_> {
     fn push_cell(&mut self, reports: Vec<Report>, metric: &str, values: &[Vec<f64>]) {
         let base = self.cfg.targets.iter().position(|&t| t == Target::BTree).map(|i| &values[i]);
         for (mut r, v) in reports.into_iter().zip(values) {
+            let ratios = base.map(|b| per_round_ratios(v, b)).unwrap_or_default();
             for (round, &x) in v.iter().enumerate() {
                 let mut m = BTreeMap::from([(metric.to_string(), x)]);
-                if let Some(&b) = base.and_then(|b| b.get(round)) {
-                    m.insert("ratio_to_btreemap".to_string(), x / b);
+                if let Some(&ratio) = ratios.get(round) {
+                    m.insert("ratio_to_btreemap".to_string(), ratio);
                 }
                 r.push_run(m);
             }
@@ -384,6 +385,12 @@ impl Ctx<'_> {
         self.interrupted = self.interrupted || (self.stop)();
         self.interrupted
     }
+}
+
+/// The ratio of each round's value to the base's value of the same round (the pairs of neighbouring batches),
+/// for the rounds both have.
+fn per_round_ratios(values: &[f64], base: &[f64]) -> Vec<f64> {
+    values.iter().zip(base).map(|(x, b)| x / b).collect()
 }
 
 /// Runs `vmspace bench tree` with `cfg`; `progress` is called once per step of [`TreeConfig::steps`].
@@ -1218,5 +1225,64 @@ fn cell(r: &Report, workload: &str) -> String {
             (Some(v), None) => format!("{}{wrong}", fmt_num(v)),
             _ => "-".to_string(),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A report of `workload` on `target` at `n` with one run per round of `metric`.
+    fn cell(workload: &str, target: Target, n: u64, metric: &str, rounds: &[f64]) -> Report {
+        let mut r = Report::new(&format!("bench.tree.{workload}"), "x", HostInfo::default());
+        r.param("workload", workload);
+        r.param("target", target.id());
+        r.param("n", n);
+        for &v in rounds {
+            r.push_run(BTreeMap::from([(metric.to_string(), v)]));
+        }
+        r.summarise();
+        r
+    }
+
+    #[test]
+    fn ratios_pair_rounds_not_medians() {
+        // A machine that slows down over the run: both structures' batches slow together, round by round, so
+        // each pair gives exactly 0.5 although each structure's own values spread 8x.
+        let maple = [50.0, 100.0, 200.0, 400.0];
+        let btree = [100.0, 200.0, 400.0, 800.0];
+        assert_eq!(per_round_ratios(&maple, &btree), vec![0.5; 4]);
+        // Shorter base: only the rounds both have.
+        assert_eq!(per_round_ratios(&maple, &btree[..2]), vec![0.5, 0.5]);
+    }
+
+    #[test]
+    fn verdicts_judge_the_maple_trees_per_round_values() {
+        let cfg = TreeConfig { sizes: vec![21], ..TreeConfig::quick() };
+        let reports = vec![
+            // Lookup at the kernel shape clearly met, at n=21 straddling the goal: undecided.
+            cell("bench_load", Target::Maple, 250, "ratio_to_btreemap", &[0.5, 0.55, 0.6, 0.52, 0.58]),
+            cell("lookup", Target::Maple, 21, "ratio_to_btreemap", &[0.6, 0.7, 0.8, 0.72, 0.9]),
+            // Iteration clearly missed at the kernel shape.
+            cell("bench_mas_for_each", Target::Maple, 500, "ratio_to_btreemap", &[3.5, 3.2, 4.0]),
+            // The 2-thread scaling met, the reader's slowdown missed.
+            cell("lookup_threads", Target::Maple, 21, "scaling_2t_over_1t", &[1.9, 1.95, 1.85]),
+            cell("churn_reader", Target::Maple, 21, "slowdown_with_reader", &[1.5, 1.3, 2.0]),
+            // BTreeMap's own cells are never judged.
+            cell("lookup", Target::BTree, 21, "ratio_to_btreemap", &[1.0, 1.0, 1.0]),
+        ];
+        let v = verdicts(&cfg, &reports);
+        let status = |at: &str| v.iter().find(|j| j.at == at).map(|j| (j.status, j.values.len())).unwrap();
+        assert_eq!(status("bench_load n=250"), (Status::Met, 5));
+        assert_eq!(status("lookup n=21"), (Status::Undecided, 5));
+        assert_eq!(status("bench_mas_for_each n=500"), (Status::Missed, 3));
+        assert_eq!(status("iterate n=21"), (Status::NotMeasured, 0));
+        assert_eq!(status("lookup_threads n=21"), (Status::Met, 3));
+        assert_eq!(status("churn_reader n=21"), (Status::Missed, 3));
+        // Every target of the issue at these sizes: 3 on the kernel shapes, 3 at n=21, scaling and slowdown.
+        assert_eq!(v.len(), 3 + 3 + 2);
+        // Without BTreeMap no ratio target is judged.
+        let cfg = TreeConfig { targets: vec![Target::Maple], ..cfg };
+        assert_eq!(verdicts(&cfg, &reports).len(), 2);
     }
 }
