@@ -20,7 +20,9 @@
 //!
 //! So a decided verdict flips between two runs only when the true median moved across the goal (the load
 //! changed the quantity itself) or one run's interval missed its median (at most 5% of the time per target when
-//! the values are independent). A single value is its own interval, decided met or missed.
+//! the values are independent). A single value is its own interval, decided met or missed. Where the load
+//! changes the quantity itself (a 2-thread scaling needs a free second CPU), a benchmark may judge a control
+//! beside it and leave a miss undecided when the control missed too ([`Judged::unless_control_met`]).
 //!
 //! Every target becomes one `<benchmark>.target` report ([`Judged::report`]): parameters `goal` (`<= 0.75x`),
 //! `verdict` (a [`Status::word`]), `met` (true, false, or null when undecided or not measured), `median`, `low`,
@@ -243,6 +245,9 @@ pub struct Judged {
     pub interval: Option<Interval>,
     /// The verdict.
     pub status: Status,
+    /// Why the verdict is what it is when the values alone do not say (e.g. a miss left undecided because the
+    /// control could not meet the goal on this machine either); empty otherwise.
+    pub note: String,
 }
 
 impl Judged {
@@ -256,7 +261,25 @@ impl Judged {
             interval: median_interval(&values),
             status: Status::judge(goal, &values),
             values,
+            note: String::new(),
         }
+    }
+
+    /// Leaves a miss undecided unless `control`, the same quantity of a reference that should meet the goal on
+    /// any machine able to show it (e.g. unsynchronised `BTreeMap` lookups for a 2-thread scaling), met it in the
+    /// same run: when the control misses too, the machine (another job on the second CPU, say) kept the goal out
+    /// of reach, and the miss says nothing about the structure. A met target stays met.
+    pub fn unless_control_met(mut self, control: &Judged, control_name: &str) -> Judged {
+        if self.status == Status::Missed && control.status != Status::Met {
+            self.status = Status::Undecided;
+            self.note = format!(
+                "missed, but the control ({control_name}: {}) was {} against the same goal in this run: the \
+                 machine could not show the goal",
+                control.measured_text(),
+                control.status.word()
+            );
+        }
+        self
     }
 
     /// One `value` judged against "at least `min`" (NaN: not measured).
@@ -312,6 +335,9 @@ impl Judged {
         if !self.measured() {
             r.notes.push("not measured in this run".to_string());
         }
+        if !self.note.is_empty() {
+            r.notes.push(self.note.clone());
+        }
         r.summarise();
         r
     }
@@ -357,6 +383,9 @@ pub fn render(targets: &[Judged]) -> String {
             t.measured_text(),
             t.goal.text()
         ));
+        if !t.note.is_empty() {
+            out.push_str(&format!("               {}\n", t.note));
+        }
     }
     out
 }
@@ -458,6 +487,25 @@ mod tests {
             Status::judge(Goal::NoFailures, &[0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0]),
             Status::Missed
         );
+    }
+
+    #[test]
+    fn a_miss_counts_only_when_the_control_could_meet_the_goal() {
+        let goal = Goal::AtLeast(1.8);
+        let missed = || Judged::new("scaling", "n=21", goal, vec![1.1, 1.2, 1.15]);
+        let met = Judged::new("scaling", "n=21", goal, vec![1.9, 1.95, 1.85]);
+        let control_met = Judged::new("control", "", goal, vec![1.95, 1.98, 1.9]);
+        let control_missed = Judged::new("control", "", goal, vec![1.0, 1.1, 1.05]);
+        let control_undecided = Judged::new("control", "", goal, vec![1.7, 1.9, 1.95]);
+        assert_eq!(missed().unless_control_met(&control_met, "c").status, Status::Missed);
+        for c in [&control_missed, &control_undecided] {
+            let j = missed().unless_control_met(c, "BTreeMap");
+            assert_eq!(j.status, Status::Undecided);
+            assert!(j.note.contains("BTreeMap") && j.note.contains("could not show"), "{}", j.note);
+            let r = j.report("x.target", &HostInfo::default());
+            assert!(r.notes.iter().any(|n| n.contains("control")), "{:?}", r.notes);
+        }
+        assert_eq!(met.clone().unless_control_met(&control_missed, "c"), met);
     }
 
     #[test]

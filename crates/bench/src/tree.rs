@@ -1071,41 +1071,52 @@ fn find<'r>(reports: &'r [Report], workload: &str, target: &str, n: u64) -> Opti
 /// `BTreeMap`'s batch of the same round, its 2-thread over 1-thread rate of the same round, its writer's time
 /// with the reader over alone of the same round.
 fn verdicts(cfg: &TreeConfig, reports: &[Report]) -> Vec<Judged> {
-    let mut out = Vec::new();
-    let mut check = |what: &str, workload: &str, n: u64, metric: &str, goal: Goal| {
-        let values = find(reports, workload, "maple", n).map_or_else(Vec::new, |r| {
+    let per_round = |target: &str, workload: &str, n: u64, metric: &str| -> Vec<f64> {
+        find(reports, workload, target, n).map_or_else(Vec::new, |r| {
             r.runs.iter().filter_map(|run| run.metrics.get(metric).copied()).collect()
-        });
-        out.push(Judged::new(what, format!("{workload} n={n}"), goal, values));
+        })
     };
+    let judge = |what: &str, workload: &str, n: u64, metric: &str, goal: Goal| {
+        Judged::new(what, format!("{workload} n={n}"), goal, per_round("maple", workload, n, metric))
+    };
+    let mut out = Vec::new();
     if !cfg.targets.contains(&Target::Maple) {
         return out;
     }
     let sizes: Vec<u64> = cfg.sizes.iter().map(|&n| n as u64).collect();
     if cfg.targets.contains(&Target::BTree) {
+        let ratio = "ratio_to_btreemap";
         let what = "lookup, guard per lookup, vs BTreeMap";
-        check(what, "bench_load", 250, "ratio_to_btreemap", Goal::AtMost(0.75));
-        for &n in &sizes {
-            check(what, "lookup", n, "ratio_to_btreemap", Goal::AtMost(0.75));
-        }
+        out.push(judge(what, "bench_load", 250, ratio, Goal::AtMost(0.75)));
+        out.extend(sizes.iter().map(|&n| judge(what, "lookup", n, ratio, Goal::AtMost(0.75))));
         let what = "iteration per entry vs BTreeMap";
-        check(what, "bench_mas_for_each", 500, "ratio_to_btreemap", Goal::AtMost(3.0));
-        for &n in &sizes {
-            check(what, "iterate", n, "ratio_to_btreemap", Goal::AtMost(3.0));
-        }
+        out.push(judge(what, "bench_mas_for_each", 500, ratio, Goal::AtMost(3.0)));
+        out.extend(sizes.iter().map(|&n| judge(what, "iterate", n, ratio, Goal::AtMost(3.0))));
         let what = "dup vs BTreeMap::clone";
-        check(what, "bench_fork", 135, "ratio_to_btreemap", Goal::AtMost(2.0));
-        for &n in &sizes {
-            check(what, "dup", n, "ratio_to_btreemap", Goal::AtMost(2.0));
-        }
+        out.push(judge(what, "bench_fork", 135, ratio, Goal::AtMost(2.0)));
+        out.extend(sizes.iter().map(|&n| judge(what, "dup", n, ratio, Goal::AtMost(2.0))));
     }
     for &n in &sizes {
         let what = "2-thread lookup throughput over 1 thread";
-        check(what, "lookup_threads", n, "scaling_2t_over_1t", Goal::AtLeast(1.8));
+        let goal = Goal::AtLeast(1.8);
+        let mut j = judge(what, "lookup_threads", n, "scaling_2t_over_1t", goal);
+        // The control: BTreeMap read by two threads without any synchronisation scales as far as the machine
+        // lets any structure scale. When it misses the goal too, another job held the second CPU and the maple
+        // tree's miss says nothing (BENCHMARKS.md "What limits each missed target").
+        if find(reports, "lookup_threads", "btree", n).is_some() {
+            let control = Judged::new(
+                "BTreeMap",
+                "",
+                goal,
+                per_round("btree", "lookup_threads", n, "scaling_2t_over_1t"),
+            );
+            j = j.unless_control_met(&control, "unsynchronised BTreeMap on 2 threads");
+        }
+        out.push(j);
     }
     for &n in &sizes {
         let what = "writer churn time with a concurrent reader over alone";
-        check(what, "churn_reader", n, "slowdown_with_reader", Goal::AtMost(1.10));
+        out.push(judge(what, "churn_reader", n, "slowdown_with_reader", Goal::AtMost(1.10)));
     }
     out
 }
@@ -1180,6 +1191,9 @@ pub fn render_table(results: &TreeResults, targets: &[Target]) -> String {
             v.measured_text(),
             v.interval.map_or(String::new(), |i| format!("{} rounds", i.n)),
         );
+        if !v.note.is_empty() {
+            let _ = writeln!(out, "               ({})", v.note);
+        }
     }
     let wrong: Vec<String> = reports
         .iter()
@@ -1281,6 +1295,18 @@ mod tests {
         assert_eq!(status("churn_reader n=21"), (Status::Missed, 3));
         // Every target of the issue at these sizes: 3 on the kernel shapes, 3 at n=21, scaling and slowdown.
         assert_eq!(v.len(), 3 + 3 + 2);
+        // A scaling miss while the unsynchronised control missed too: undecided, with the reason.
+        let mut busy = reports.clone();
+        busy[3] = cell("lookup_threads", Target::Maple, 21, "scaling_2t_over_1t", &[1.1, 1.0, 1.2]);
+        busy.push(cell("lookup_threads", Target::BTree, 21, "scaling_2t_over_1t", &[1.0, 1.1, 1.3]));
+        let j = verdicts(&cfg, &busy).into_iter().find(|j| j.at == "lookup_threads n=21").unwrap();
+        assert_eq!(j.status, Status::Undecided);
+        assert!(j.note.contains("control"), "{}", j.note);
+        // The same miss with a control that scaled: missed.
+        busy.pop();
+        busy.push(cell("lookup_threads", Target::BTree, 21, "scaling_2t_over_1t", &[1.9, 1.95, 1.98]));
+        let j = verdicts(&cfg, &busy).into_iter().find(|j| j.at == "lookup_threads n=21").unwrap();
+        assert_eq!(j.status, Status::Missed);
         // Without BTreeMap no ratio target is judged.
         let cfg = TreeConfig { targets: vec![Target::Maple], ..cfg };
         assert_eq!(verdicts(&cfg, &reports).len(), 2);

@@ -19,7 +19,7 @@ use super::{med, ratio_range, runs_of};
 use crate::experiment::{Ctx, Experiment, Length, param_str, param_u64};
 use crate::model::{Figure, Section, Table, sig3};
 use crate::plot::{Chart, Legend, Point, Series, svg};
-use crate::targets::{Goal, TargetResult};
+use crate::targets::{Goal, Status, TargetResult};
 
 /// The compact table's rows: workload, unit.
 const ROWS: [(&str, &str); 11] = [
@@ -249,14 +249,23 @@ impl Experiment for Trees {
                     None => (at, 0),
                 };
                 let goal = Goal::parse(param_str(d, "goal"))?;
-                Some(TargetResult::judge(
+                let mut t = TargetResult::judge(
                     format!("trees.{workload}.n={n}"),
                     self.id(),
                     &d.label,
                     &format!("{workload} n={n}"),
                     goal,
                     runs_of(d, "ratio"),
-                ))
+                );
+                // A miss the bench left undecided because its control missed too (the 2-thread scaling when
+                // unsynchronised BTreeMap did not scale either) stays undecided, with the bench's reason.
+                if Status::parse(param_str(d, "verdict")) == Some(Status::Undecided)
+                    && t.status == Status::Missed
+                {
+                    t.status = Status::Undecided;
+                    t.why = d.notes.first().cloned().unwrap_or_default();
+                }
+                Some(t)
             })
             .collect()
     }
