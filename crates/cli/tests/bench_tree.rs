@@ -89,7 +89,19 @@ fn quick_json_has_the_shared_schema_and_every_cell() {
                 (false, false) => "missed",
                 _ => "undecided",
             };
-            assert_eq!(verdict, expected, "{r}");
+            // A 2-thread scaling miss is left undecided, with a note, when the unsynchronised BTreeMap control
+            // missed the goal too.
+            let control =
+                r["notes"].as_array().unwrap().iter().any(|n| n.as_str().unwrap().contains("control"));
+            if control {
+                assert_eq!(
+                    (verdict, expected, param(r, "workload").as_str().unwrap().starts_with("lookup_threads")),
+                    ("undecided", "missed", true),
+                    "{r}"
+                );
+            } else {
+                assert_eq!(verdict, expected, "{r}");
+            }
             target_values.push((param(r, "workload").as_str().unwrap().to_string(), values));
             continue;
         }
