@@ -761,7 +761,7 @@ mod tests {
         let t = targets(&["mmap-lock", "per-vma", "lockless"], &rows);
         // per-vma 8, lockless 8 + 4, mmap-lock 1.
         assert_eq!(t.len(), 21);
-        let missed: Vec<&str> = t.iter().filter(|t| !t.met).map(|t| t.what.as_str()).collect();
+        let missed: Vec<&str> = t.iter().filter(|t| !t.met()).map(|t| t.what.as_str()).collect();
         assert_eq!(
             missed,
             [
@@ -770,7 +770,7 @@ mod tests {
             ]
         );
         let inv = t.iter().find(|t| t.what.contains("inversion")).unwrap();
-        assert!((inv.value - 20.0).abs() < 1e-9 && inv.met, "{inv:?}");
+        assert!((inv.value() - 20.0).abs() < 1e-9 && inv.met(), "{inv:?}");
         // Without the lockless mode its targets are absent, and a missing row is not measured.
         let t = targets(&["mmap-lock", "per-vma"], &rows[..4]);
         assert_eq!(t.len(), 9);

@@ -1,80 +1,391 @@
-//! Targets a benchmark judges: each is one measured value against a goal, met or missed, and becomes one
-//! `<benchmark>.target` report (parameters `goal` and `met`, one run with the metric `value`) so that the JSON
-//! carries every verdict beside the figures it came from. A target whose figures were not measured in the run
-//! (a thread count or a VMA count left out) has no value and counts neither as met nor as missed.
+//! The one judge of every benchmark target: a measured quantity against a goal, with the spread of its values.
+//!
+//! # The rule
+//!
+//! A target holds a *set* of values of one quantity: one per pair of neighbouring batches (the maple tree's
+//! batch over `BTreeMap`'s batch of the same round, the 2-thread batch over the 1-thread batch beside it, ...),
+//! one per run, or a single value. Its verdict says what the whole set allows:
+//!
+//! - the values give a [`Interval`] for their median: the distribution-free confidence interval of the median
+//!   from order statistics ([`median_interval`]): with `n` sorted values `x(1) <= ... <= x(n)`, the interval
+//!   `[x(k), x(n+1-k)]` holds the true median with probability `1 - 2 P(B <= k-1)`, `B ~ Binomial(n, 1/2)`,
+//!   whatever the values' distribution, as long as they are independent draws of one quantity. `k` is the
+//!   largest rank that keeps that probability at least [`CONFIDENCE`] (95%); with 5 values or fewer no rank
+//!   reaches it and the interval is the whole range `[min, max]` (93.75% for 5 values, less for fewer);
+//! - **met** when the whole interval is on the good side of the goal, **missed** when it is wholly on the bad
+//!   side, **undecided** when it straddles the goal: the spread is wider than the margin to the goal, and more
+//!   pairs, longer batches or a quieter machine may decide it;
+//! - **not measured** when there is no finite value (the cell was not measured in this run);
+//! - a count of failures ([`Goal::NoFailures`]) is missed by a single failure: no interval.
+//!
+//! So a decided verdict flips between two runs only when the true median moved across the goal (the load
+//! changed the quantity itself) or one run's interval missed its median (at most 5% of the time per target when
+//! the values are independent). A single value is its own interval, decided met or missed. Where the load
+//! changes the quantity itself (a 2-thread scaling needs a free second CPU), a benchmark may judge a control
+//! beside it and leave a miss undecided when the control missed too ([`Judged::unless_control_met`]).
+//!
+//! Every target becomes one `<benchmark>.target` report ([`Judged::report`]): parameters `goal` (`<= 0.75x`),
+//! `verdict` (a [`Status::word`]), `met` (true, false, or null when undecided or not measured), `median`, `low`,
+//! `high` (the interval), `values` (how many), `interval` (how it was taken), and one run per value (metric
+//! `value`, or the name the benchmark gives), so the JSON carries every verdict beside the values it came from.
 
 use std::collections::BTreeMap;
 use vmspace_results::host::HostInfo;
 use vmspace_results::report::{Report, Verdict};
+
+/// The coverage the interval of [`median_interval`] keeps where the number of values allows it.
+pub const CONFIDENCE: f64 = 0.95;
+
+/// How the interval is taken, in words (written into every target report).
+pub const INTERVAL_METHOD: &str = "order-statistic confidence interval of the median (95% where the values \
+                                   allow it; min-max for 5 values or fewer)";
+
+/// A goal.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Goal {
+    /// The value must be at most this.
+    AtMost(f64),
+    /// The value must be at least this.
+    AtLeast(f64),
+    /// The value must be greater than this (a ratio that must exceed 1: faster, not as fast).
+    Above(f64),
+    /// The value is a count of failures and must be 0.
+    NoFailures,
+}
+
+impl Goal {
+    /// Whether one value meets the goal.
+    pub fn meets(self, v: f64) -> bool {
+        match self {
+            Goal::AtMost(g) => v <= g,
+            Goal::AtLeast(g) => v >= g,
+            Goal::Above(g) => v > g,
+            Goal::NoFailures => v == 0.0,
+        }
+    }
+
+    /// `<= 0.75x`, `>= 1.80x`, `> 1.00x`, `0 failures`.
+    pub fn text(self) -> String {
+        match self {
+            Goal::AtMost(g) => format!("<= {g:.2}x"),
+            Goal::AtLeast(g) => format!(">= {g:.2}x"),
+            Goal::Above(g) => format!("> {g:.2}x"),
+            Goal::NoFailures => "0 failures".into(),
+        }
+    }
+
+    /// Parses [`Goal::text`] (also without the `x`, as older `bench tree` runs wrote their goals).
+    pub fn parse(s: &str) -> Option<Goal> {
+        let s = s.trim();
+        if s == "0 failures" {
+            return Some(Goal::NoFailures);
+        }
+        let num = |t: &str| t.trim().trim_end_matches('x').trim().parse::<f64>().ok();
+        if let Some(t) = s.strip_prefix("<=") {
+            num(t).map(Goal::AtMost)
+        } else if let Some(t) = s.strip_prefix(">=") {
+            num(t).map(Goal::AtLeast)
+        } else if let Some(t) = s.strip_prefix('>') {
+            num(t).map(Goal::Above)
+        } else {
+            None
+        }
+    }
+}
+
+/// What the values allow (the rule of the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Status {
+    /// The whole interval meets the goal.
+    Met,
+    /// No part of the interval meets the goal.
+    Missed,
+    /// The interval straddles the goal.
+    Undecided,
+    /// Nothing was measured.
+    NotMeasured,
+}
+
+impl Status {
+    /// `met`, `missed`, `undecided`, `not measured`.
+    pub fn word(self) -> &'static str {
+        match self {
+            Status::Met => "met",
+            Status::Missed => "missed",
+            Status::Undecided => "undecided",
+            Status::NotMeasured => "not measured",
+        }
+    }
+
+    /// Parses [`Status::word`].
+    pub fn parse(s: &str) -> Option<Status> {
+        [Status::Met, Status::Missed, Status::Undecided, Status::NotMeasured]
+            .into_iter()
+            .find(|x| x.word() == s)
+    }
+
+    /// The JSON `met` of a target: true, false, or null when undecided or not measured.
+    pub fn met_json(self) -> serde_json::Value {
+        match self {
+            Status::Met => true.into(),
+            Status::Missed => false.into(),
+            Status::Undecided | Status::NotMeasured => serde_json::Value::Null,
+        }
+    }
+
+    /// Judges `values` (non-finite ones are left out) against `goal` by the rule of the module docs.
+    pub fn judge(goal: Goal, values: &[f64]) -> Status {
+        let finite: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
+        if finite.is_empty() {
+            return Status::NotMeasured;
+        }
+        if goal == Goal::NoFailures {
+            return if finite.iter().all(|&v| goal.meets(v)) { Status::Met } else { Status::Missed };
+        }
+        let Some(i) = median_interval(&finite) else { return Status::NotMeasured };
+        match (goal.meets(i.low), goal.meets(i.high)) {
+            (true, true) => Status::Met,
+            (false, false) => Status::Missed,
+            _ => Status::Undecided,
+        }
+    }
+}
+
+/// The median of a set of values and a confidence interval around it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Interval {
+    /// The median (mean of the two middle values for an even count).
+    pub median: f64,
+    /// The interval's lower end: the `rank`-th smallest value.
+    pub low: f64,
+    /// The interval's upper end: the `rank`-th largest value.
+    pub high: f64,
+    /// How many values.
+    pub n: usize,
+    /// The rank `k` (1-based) of the ends: `x(k)` and `x(n+1-k)`; 1 is `[min, max]`.
+    pub rank: usize,
+    /// The probability that such an interval holds the true median: `1 - 2 P(Binomial(n, 1/2) <= k-1)`.
+    pub coverage: f64,
+}
+
+impl Interval {
+    /// `0.82x [0.71-0.95]` (`0.82x` for one value): each number to 3 significant digits.
+    pub fn text(&self) -> String {
+        if self.n == 1 {
+            format!("{}x", sig3(self.median))
+        } else {
+            format!("{}x [{}-{}]", sig3(self.median), sig3(self.low), sig3(self.high))
+        }
+    }
+}
+
+/// `x` to 3 significant digits (`0.823`, `1.83`, `12.3`, `123`, `1235`).
+fn sig3(x: f64) -> String {
+    let a = x.abs();
+    if a >= 100.0 || a == 0.0 {
+        format!("{x:.0}")
+    } else if a >= 10.0 {
+        format!("{x:.1}")
+    } else if a >= 1.0 {
+        format!("{x:.2}")
+    } else {
+        format!("{x:.3}")
+    }
+}
+
+/// `P(Binomial(n, 1/2) <= j)`, summed in log space so that large `n` do not underflow.
+fn binomial_half_cdf(n: usize, j: usize) -> f64 {
+    let ln_half_n = n as f64 * 0.5f64.ln();
+    let mut ln_choose = 0.0f64; // ln C(n, 0)
+    let mut sum = 0.0;
+    for i in 0..=j.min(n) {
+        if i > 0 {
+            ln_choose += ((n - i + 1) as f64).ln() - (i as f64).ln();
+        }
+        sum += (ln_choose + ln_half_n).exp();
+    }
+    sum.min(1.0)
+}
+
+/// The median of the finite `values` and its order-statistic confidence interval (module docs); `None` when no
+/// value is finite.
+pub fn median_interval(values: &[f64]) -> Option<Interval> {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    let median = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
+    let coverage = |k: usize| 1.0 - 2.0 * binomial_half_cdf(n, k - 1);
+    // The largest k (at most the middle rank) whose interval still covers CONFIDENCE; 1 if none does.
+    let mut rank = 1;
+    for k in 2..=n.div_ceil(2) {
+        if coverage(k) >= CONFIDENCE {
+            rank = k;
+        } else {
+            break;
+        }
+    }
+    Some(Interval { median, low: v[rank - 1], high: v[n - rank], n, rank, coverage: coverage(rank).max(0.0) })
+}
 
 /// One judged target.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Judged {
     /// What is judged, in words (the report's label).
     pub what: String,
-    /// The goal, in words (e.g. `>= 1.9`).
-    pub goal: String,
-    /// The measured value (NaN: not measured in this run).
-    pub value: f64,
-    /// Whether the value meets the goal (false when not measured).
-    pub met: bool,
+    /// Where (a workload and size, a thread count), empty when the label says it all.
+    pub at: String,
+    /// The goal.
+    pub goal: Goal,
+    /// The values judged: one per pair of batches, per run, or a single value (non-finite: not measured).
+    pub values: Vec<f64>,
+    /// The median and its interval (`None`: not measured).
+    pub interval: Option<Interval>,
+    /// The verdict.
+    pub status: Status,
+    /// Why the verdict is what it is when the values alone do not say (e.g. a miss left undecided because the
+    /// control could not meet the goal on this machine either); empty otherwise.
+    pub note: String,
 }
 
 impl Judged {
-    /// `value` judged against "at least `min`".
+    /// `values` judged against `goal`.
+    pub fn new(what: impl Into<String>, at: impl Into<String>, goal: Goal, values: Vec<f64>) -> Judged {
+        let values: Vec<f64> = values.into_iter().filter(|v| v.is_finite()).collect();
+        Judged {
+            what: what.into(),
+            at: at.into(),
+            goal,
+            interval: median_interval(&values),
+            status: Status::judge(goal, &values),
+            values,
+            note: String::new(),
+        }
+    }
+
+    /// Leaves a miss undecided unless `control`, the same quantity of a reference that should meet the goal on
+    /// any machine able to show it (e.g. unsynchronised `BTreeMap` lookups for a 2-thread scaling), met it in the
+    /// same run: when the control misses too, the machine (another job on the second CPU, say) kept the goal out
+    /// of reach, and the miss says nothing about the structure. A met target stays met.
+    pub fn unless_control_met(mut self, control: &Judged, control_name: &str) -> Judged {
+        if self.status == Status::Missed && control.status != Status::Met {
+            self.status = Status::Undecided;
+            self.note = format!(
+                "missed, but the control ({control_name}: {}) was {} against the same goal in this run: the \
+                 machine could not show the goal",
+                control.measured_text(),
+                control.status.word()
+            );
+        }
+        self
+    }
+
+    /// One `value` judged against "at least `min`" (NaN: not measured).
     pub fn at_least(what: impl Into<String>, value: f64, min: f64) -> Judged {
-        Judged { what: what.into(), goal: format!(">= {min}"), value, met: value >= min }
+        Judged::new(what, "", Goal::AtLeast(min), vec![value])
     }
 
-    /// `value` judged against "at most `max`".
+    /// One `value` judged against "at most `max`" (NaN: not measured).
     pub fn at_most(what: impl Into<String>, value: f64, max: f64) -> Judged {
-        Judged { what: what.into(), goal: format!("<= {max}"), value, met: value <= max }
+        Judged::new(what, "", Goal::AtMost(max), vec![value])
     }
 
-    /// Whether the value was measured.
+    /// Whether anything was measured.
     pub fn measured(&self) -> bool {
-        self.value.is_finite()
+        self.status != Status::NotMeasured
     }
 
-    /// The `<benchmark>` report of this target.
-    pub fn report(&self, benchmark: &str, host: &HostInfo) -> Report {
+    /// Whether the target is met (the whole interval meets the goal).
+    pub fn met(&self) -> bool {
+        self.status == Status::Met
+    }
+
+    /// The median value (NaN: not measured).
+    pub fn value(&self) -> f64 {
+        self.interval.map_or(f64::NAN, |i| i.median)
+    }
+
+    /// The measured value in words: `0.82x [0.71-0.95]`, `0.82x` for one value, `-` when not measured.
+    pub fn measured_text(&self) -> String {
+        self.interval.map_or_else(|| "-".to_string(), |i| i.text())
+    }
+
+    /// The `<benchmark>` report of this target (module docs); each value is one run with metric `metric`.
+    pub fn report_with(&self, benchmark: &str, metric: &str, host: &HostInfo) -> Report {
         let mut r = Report::new(benchmark, self.what.clone(), host.clone());
-        r.param("goal", &self.goal);
-        r.param("met", self.met && self.measured());
-        if self.measured() {
-            r.push_run(BTreeMap::from([("value".to_string(), self.value)]));
-        } else {
+        r.param("goal", self.goal.text());
+        r.param("verdict", self.status.word());
+        r.parameters.insert("met".to_string(), self.status.met_json());
+        if !self.at.is_empty() {
+            r.param("at", &self.at);
+        }
+        if let Some(i) = self.interval {
+            r.param("median", i.median);
+            r.param("low", i.low);
+            r.param("high", i.high);
+            r.param("values", i.n);
+            r.param("interval_coverage", i.coverage);
+        }
+        r.param("interval", INTERVAL_METHOD);
+        for &v in &self.values {
+            r.push_run(BTreeMap::from([(metric.to_string(), v)]));
+        }
+        if !self.measured() {
             r.notes.push("not measured in this run".to_string());
+        }
+        if !self.note.is_empty() {
+            r.notes.push(self.note.clone());
         }
         r.summarise();
         r
     }
+
+    /// [`Judged::report_with`] with the metric `value`.
+    pub fn report(&self, benchmark: &str, host: &HostInfo) -> Report {
+        self.report_with(benchmark, "value", host)
+    }
 }
 
-/// The verdict over `targets`: met and missed among the measured ones, with a line that says how many were not
-/// measured.
+/// Counts of met, missed, undecided and not measured among `targets`.
+pub fn counts(targets: &[Judged]) -> [u64; 4] {
+    let n = |s: Status| targets.iter().filter(|t| t.status == s).count() as u64;
+    [n(Status::Met), n(Status::Missed), n(Status::Undecided), n(Status::NotMeasured)]
+}
+
+/// The verdict over `targets`: met and missed among the decided ones (passed when none is missed), with a line
+/// that also says how many were undecided and not measured.
 pub fn verdict(targets: &[Judged]) -> Verdict {
-    let measured: Vec<&Judged> = targets.iter().filter(|t| t.measured()).collect();
-    let met = measured.iter().filter(|t| t.met).count() as u64;
-    let missed = measured.len() as u64 - met;
-    let unmeasured = targets.len() - measured.len();
+    let [met, missed, undecided, unmeasured] = counts(targets);
     let mut line = format!("{met} met, {missed} missed");
+    if undecided > 0 {
+        line.push_str(&format!(", {undecided} undecided"));
+    }
     if unmeasured > 0 {
         line.push_str(&format!(" ({unmeasured} not measured in this run)"));
     }
-    Verdict::new(met, missed, line)
+    Verdict::new(met, missed, line).with_undecided(undecided)
 }
 
-/// The terminal lines of `targets`: `met`/`MISSED`/`not measured`, what, value and goal.
+/// The terminal lines of `targets`: `met`/`MISSED`/`undecided`/`not measured`, what, the median and its
+/// interval, and the goal.
 pub fn render(targets: &[Judged]) -> String {
     let mut out = String::new();
     for t in targets {
-        let state = match (t.measured(), t.met) {
-            (false, _) => "not measured",
-            (true, true) => "met",
-            (true, false) => "MISSED",
+        let state = match t.status {
+            Status::Missed => "MISSED",
+            s => s.word(),
         };
-        out.push_str(&format!("  {state:<12} {:<70} {:>8.2} (goal {})\n", t.what, t.value, t.goal));
+        let what = if t.at.is_empty() { t.what.clone() } else { format!("{} ({})", t.what, t.at) };
+        out.push_str(&format!(
+            "  {state:<12} {what:<70} {:>22} (goal {})\n",
+            t.measured_text(),
+            t.goal.text()
+        ));
+        if !t.note.is_empty() {
+            out.push_str(&format!("               {}\n", t.note));
+        }
     }
     out
 }
@@ -89,7 +400,8 @@ mod tests {
         let b = Judged::at_least("b", 1.5, 1.9);
         let c = Judged::at_most("c", 0.5, 0.9);
         let d = Judged::at_least("d", f64::NAN, 1.0);
-        assert!(a.met && !b.met && c.met && !d.met && !d.measured());
+        assert!(a.met() && !b.met() && c.met() && !d.met() && !d.measured());
+        assert_eq!(b.status, Status::Missed);
         let v = verdict(&[a, b.clone(), c, d.clone()]);
         assert_eq!((v.met, v.missed, v.passed), (2, 1, false));
         assert!(v.line.contains("1 not measured"), "{}", v.line);
@@ -97,7 +409,119 @@ mod tests {
         let host = vmspace_linux::hostinfo::gather();
         let r = Judged::at_most("c", 0.5, 0.9).report("bench.x.target", &host);
         assert_eq!(r.parameters["met"], true);
+        assert_eq!(r.parameters["verdict"], "met");
+        assert_eq!(r.parameters["goal"], "<= 0.90x");
         assert_eq!(r.metric("value").unwrap().median, 0.5);
         assert!(render(&[b]).contains("MISSED"));
+    }
+
+    #[test]
+    fn goals_round_trip() {
+        for g in [Goal::AtMost(0.75), Goal::AtLeast(1.8), Goal::Above(1.0), Goal::NoFailures] {
+            assert_eq!(Goal::parse(&g.text()), Some(g));
+        }
+        assert_eq!(Goal::parse("<= 1.10"), Some(Goal::AtMost(1.1)));
+        assert_eq!(Goal::parse("about 2"), None);
+        for s in [Status::Met, Status::Missed, Status::Undecided, Status::NotMeasured] {
+            assert_eq!(Status::parse(s.word()), Some(s));
+        }
+    }
+
+    #[test]
+    fn binomial_tail() {
+        // P(B(5, 1/2) <= 0) = 1/32; P(B(9, 1/2) <= 1) = 10/512; the whole distribution sums to 1.
+        assert!((binomial_half_cdf(5, 0) - 1.0 / 32.0).abs() < 1e-12);
+        assert!((binomial_half_cdf(9, 1) - 10.0 / 512.0).abs() < 1e-12);
+        assert!((binomial_half_cdf(2000, 2000) - 1.0).abs() < 1e-9);
+        assert!((binomial_half_cdf(2000, 999) - 0.5).abs() < 0.01);
+    }
+
+    #[test]
+    fn interval_ranks() {
+        // 5 values or fewer: the whole range.
+        let i = median_interval(&[5.0, 1.0, 3.0, 2.0, 4.0]).unwrap();
+        assert_eq!((i.median, i.low, i.high, i.n, i.rank), (3.0, 1.0, 5.0, 5, 1));
+        assert!((i.coverage - 0.9375).abs() < 1e-12);
+        // 9 values: [x(2), x(8)] covers 96.1%; [x(3), x(7)] only 82%.
+        let nine: Vec<f64> = (1..=9).map(f64::from).collect();
+        let i = median_interval(&nine).unwrap();
+        assert_eq!((i.low, i.high, i.rank), (2.0, 8.0, 2));
+        assert!((i.coverage - (1.0 - 20.0 / 512.0)).abs() < 1e-12);
+        // Non-finite values are left out; one value is its own interval; none is nothing.
+        let i = median_interval(&[f64::NAN, 2.0]).unwrap();
+        assert_eq!((i.low, i.median, i.high, i.n), (2.0, 2.0, 2.0, 1));
+        assert_eq!(i.text(), "2.00x");
+        assert!(median_interval(&[f64::INFINITY]).is_none());
+        // Many values: the interval narrows around the median, every rank keeps 95%.
+        let many: Vec<f64> = (0..101).map(f64::from).collect();
+        let i = median_interval(&many).unwrap();
+        assert!(i.coverage >= CONFIDENCE && i.low > 35.0 && i.high < 65.0 && i.median == 50.0, "{i:?}");
+    }
+
+    #[test]
+    fn the_rule_decides_only_outside_the_spread() {
+        let g = Goal::AtMost(0.75);
+        // Clearly on each side: met, missed.
+        assert_eq!(Status::judge(g, &[0.5, 0.6, 0.7, 0.55, 0.65, 0.6, 0.62, 0.58, 0.61]), Status::Met);
+        assert_eq!(Status::judge(g, &[0.8, 0.9, 1.1, 0.85, 0.95, 0.88, 0.92, 0.81, 0.9]), Status::Missed);
+        // A series that straddles the goal is undecided, although its median is on the good side.
+        let straddle = [0.60, 0.65, 0.70, 0.72, 0.73, 0.74, 0.78, 0.80, 0.82];
+        assert!(median_interval(&straddle).unwrap().median <= 0.75);
+        assert_eq!(Status::judge(g, &straddle), Status::Undecided);
+        // One outlier among nine does not undecide: the interval leaves out the extremes.
+        assert_eq!(Status::judge(g, &[0.5, 0.6, 0.7, 0.55, 0.65, 0.6, 0.62, 0.58, 2.5]), Status::Met);
+        // Five values or fewer: every one must agree.
+        assert_eq!(Status::judge(g, &[0.5, 0.6, 0.7]), Status::Met);
+        assert_eq!(Status::judge(g, &[0.7, 0.8]), Status::Undecided);
+        assert_eq!(Status::judge(g, &[]), Status::NotMeasured);
+        assert_eq!(Status::judge(g, &[f64::NAN]), Status::NotMeasured);
+        let g = Goal::AtLeast(1.8);
+        assert_eq!(Status::judge(g, &[1.9, 2.0]), Status::Met);
+        assert_eq!(Status::judge(g, &[1.7, 1.9]), Status::Undecided);
+        let g = Goal::Above(1.0);
+        assert_eq!(Status::judge(g, &[1.0, 1.2]), Status::Undecided);
+        assert_eq!(Status::judge(g, &[1.01, 1.2]), Status::Met);
+        // Failure counts: one failure misses, whatever the others.
+        assert_eq!(Status::judge(Goal::NoFailures, &[0.0, 0.0]), Status::Met);
+        assert_eq!(
+            Status::judge(Goal::NoFailures, &[0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0]),
+            Status::Missed
+        );
+    }
+
+    #[test]
+    fn a_miss_counts_only_when_the_control_could_meet_the_goal() {
+        let goal = Goal::AtLeast(1.8);
+        let missed = || Judged::new("scaling", "n=21", goal, vec![1.1, 1.2, 1.15]);
+        let met = Judged::new("scaling", "n=21", goal, vec![1.9, 1.95, 1.85]);
+        let control_met = Judged::new("control", "", goal, vec![1.95, 1.98, 1.9]);
+        let control_missed = Judged::new("control", "", goal, vec![1.0, 1.1, 1.05]);
+        let control_undecided = Judged::new("control", "", goal, vec![1.7, 1.9, 1.95]);
+        assert_eq!(missed().unless_control_met(&control_met, "c").status, Status::Missed);
+        for c in [&control_missed, &control_undecided] {
+            let j = missed().unless_control_met(c, "BTreeMap");
+            assert_eq!(j.status, Status::Undecided);
+            assert!(j.note.contains("BTreeMap") && j.note.contains("could not show"), "{}", j.note);
+            let r = j.report("x.target", &HostInfo::default());
+            assert!(r.notes.iter().any(|n| n.contains("control")), "{:?}", r.notes);
+        }
+        assert_eq!(met.clone().unless_control_met(&control_missed, "c"), met);
+    }
+
+    #[test]
+    fn undecided_targets_neither_pass_nor_fail() {
+        let u = Judged::new("u", "n=21", Goal::AtMost(1.0), vec![0.9, 1.1, 0.95, 1.05]);
+        assert_eq!(u.status, Status::Undecided);
+        assert_eq!(u.measured_text(), "1.00x [0.900-1.10]");
+        let v = verdict(std::slice::from_ref(&u));
+        assert_eq!((v.met, v.missed, v.undecided, v.passed), (0, 0, 1, true));
+        assert_eq!(v.line, "0 met, 0 missed, 1 undecided");
+        let r = u.report_with("bench.tree.target", "ratio", &HostInfo::default());
+        assert!(r.parameters["met"].is_null());
+        assert_eq!(r.parameters["verdict"], "undecided");
+        assert_eq!(r.parameters["values"], 4);
+        assert_eq!((r.parameters["low"].as_f64(), r.parameters["high"].as_f64()), (Some(0.9), Some(1.1)));
+        assert_eq!(r.runs.len(), 4);
+        assert!(render(&[u]).contains("undecided"));
     }
 }

@@ -35,19 +35,33 @@ impl Timer {
         (0..self.repeats).map(|_| run(iters).as_nanos() as f64 / iters as f64).collect()
     }
 
-    /// [`Timer::per_op`] for two workloads whose times are compared, with their batches interleaved (a, b, a,
-    /// b, ...) so that each pair of batches meets the same machine state: on a noisy machine the per-pair
-    /// ratios scatter far less than the ratio of two medians taken minutes apart.
+    /// [`Timer::per_op`] for two workloads whose times are compared, with their batches interleaved in rounds
+    /// ([`Timer::per_op_rounds`]: a b, b a, a b, ...) so that each pair of batches meets the same machine state:
+    /// on a noisy machine the per-pair ratios scatter far less than the ratio of two medians taken minutes apart.
     pub fn per_op_interleaved(
         &self,
         mut a: impl FnMut(u64) -> Duration,
         mut b: impl FnMut(u64) -> Duration,
     ) -> (Vec<f64>, Vec<f64>) {
-        let (ia, ib) = (self.calibrate(&mut a), self.calibrate(&mut b));
-        let mut out = (Vec::with_capacity(self.repeats), Vec::with_capacity(self.repeats));
-        for _ in 0..self.repeats {
-            out.0.push(a(ia).as_nanos() as f64 / ia as f64);
-            out.1.push(b(ib).as_nanos() as f64 / ib as f64);
+        let mut out =
+            self.per_op_rounds(&mut [&mut a as &mut dyn FnMut(u64) -> Duration, &mut b]).into_iter();
+        let a = out.next().unwrap_or_default();
+        (a, out.next().unwrap_or_default())
+    }
+
+    /// [`Timer::per_op`] for several workloads compared with each other, interleaved: each is calibrated, then
+    /// [`Timer::repeats`] rounds run one batch of each in the order of [`round_order`] (forward in even rounds,
+    /// backward in odd ones). Returns, per workload, the time per operation of its batch in each round: the
+    /// values of one round index are neighbours in time and meet the same machine state, so ratios are taken
+    /// per round. Neighbours in the given order stay neighbours in every round, and neither of two goes first
+    /// in every round.
+    pub fn per_op_rounds<B: FnMut(u64) -> Duration>(&self, runs: &mut [B]) -> Vec<Vec<f64>> {
+        let iters: Vec<u64> = runs.iter_mut().map(|run| self.calibrate(run)).collect();
+        let mut out = vec![Vec::with_capacity(self.repeats); runs.len()];
+        for round in 0..self.repeats {
+            for i in round_order(runs.len(), round) {
+                out[i].push(runs[i](iters[i]).as_nanos() as f64 / iters[i] as f64);
+            }
         }
         out
     }
@@ -65,6 +79,14 @@ impl Timer {
             iters *= 2;
         }
     }
+}
+
+/// The order in which round `round` of [`Timer::per_op_rounds`] runs `k` workloads: `0, 1, ..., k-1` in even
+/// rounds and `k-1, ..., 1, 0` in odd ones (a serpentine). Workloads next to each other in the base order are
+/// next to each other in every round, and each of two goes first in half of the rounds, so neither a drift of
+/// the machine over a round nor the warm caches one batch leaves for the next favours one side.
+pub fn round_order(k: usize, round: usize) -> Vec<usize> {
+    if round.is_multiple_of(2) { (0..k).collect() } else { (0..k).rev().collect() }
 }
 
 /// Times `f` once.
@@ -207,6 +229,67 @@ mod tests {
         });
         assert_eq!(per_op.len(), 3);
         assert!(per_op.iter().all(|&ns| ns >= 100_000.0), "{per_op:?}");
+    }
+
+    #[test]
+    fn rounds_alternate_and_keep_neighbours() {
+        assert_eq!(round_order(3, 0), [0, 1, 2]);
+        assert_eq!(round_order(3, 1), [2, 1, 0]);
+        assert_eq!(round_order(3, 2), [0, 1, 2]);
+        assert_eq!(round_order(1, 1), [0]);
+        assert!(round_order(0, 0).is_empty());
+        // Every round runs each workload once; consecutive workloads stay adjacent; each of a pair goes first in
+        // half the rounds.
+        for round in 0..6 {
+            let o = round_order(6, round);
+            let pos = |i: usize| o.iter().position(|&x| x == i).unwrap();
+            assert_eq!(
+                {
+                    let mut s = o.clone();
+                    s.sort();
+                    s
+                },
+                (0..6).collect::<Vec<_>>()
+            );
+            for i in 0..5 {
+                assert_eq!(pos(i).abs_diff(pos(i + 1)), 1);
+            }
+        }
+        let first = (0..6)
+            .filter(|&r| {
+                let o = round_order(6, r);
+                o.iter().position(|&x| x == 0) < o.iter().position(|&x| x == 1)
+            })
+            .count();
+        assert_eq!(first, 3);
+    }
+
+    #[test]
+    fn rounds_record_the_order_batches_ran_in() {
+        // Each batch logs its workload, so the log says the order of each round.
+        let t = Timer { batch: Duration::from_micros(50), repeats: 4 };
+        let log = std::cell::RefCell::new(Vec::new());
+        let mk = |id: usize| {
+            let log = &log;
+            move |iters: u64| {
+                log.borrow_mut().push(id);
+                // A fake duration: 1 µs per op, so calibration settles at once.
+                Duration::from_micros(iters)
+            }
+        };
+        let out = t.per_op_rounds(&mut [mk(0), mk(1), mk(2)]);
+        assert_eq!(out.len(), 3);
+        assert!(
+            out.iter().all(|v| v.len() == 4 && v.iter().all(|&ns| (ns - 1000.0).abs() < 1e-9)),
+            "{out:?}"
+        );
+        // After the calibrations (each workload's calls together, in the given order), the rounds:
+        let log = log.into_inner();
+        assert_eq!(&log[log.len() - 12..], &[0, 1, 2, 2, 1, 0, 0, 1, 2, 2, 1, 0]);
+        let calibration = &log[..log.len() - 12];
+        assert!(calibration.is_sorted() && calibration.contains(&2), "{calibration:?}");
+        let (x, y) = t.per_op_interleaved(|i| Duration::from_nanos(2 * i), |i| Duration::from_nanos(3 * i));
+        assert_eq!((x, y), (vec![2.0; 4], vec![3.0; 4]));
     }
 
     #[test]

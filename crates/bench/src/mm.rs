@@ -11,8 +11,10 @@
 //!    loop's address. The kernel process also has its own few dozen VMAs (binary, libraries, heap, stack),
 //!    which the report notes; the engine's `Mm` holds only what the benchmark maps. Before touching the arena
 //!    on the kernel, a `MAP_FIXED_NOREPLACE` probe checks that nothing of this process lives there. The two
-//!    sides' batches alternate (engine, kernel, engine, ...) and the ratio (`bench.mm.mmap_munmap_ratio`) is
-//!    taken per pair of neighbouring batches, so that both halves of a ratio meet the same machine state.
+//!    sides' batches alternate in rounds, the engine first in even rounds and the kernel first in odd ones
+//!    ([`Timer::per_op_rounds`]), and the ratio (`bench.mm.mmap_munmap_ratio`) is taken per round, so that both
+//!    halves of a ratio meet the same machine state. `bench mm` judges no target (were it to, its per-round
+//!    ratios would go through [`crate::judge`] like every other benchmark's).
 //! 2. **VMA lookups per second** (`bench.mm.lookup`) on an engine `Mm` with [`OTHERS`] VMAs, at random
 //!    precomputed addresses inside them, with 1 and 2 threads (thread *i* pinned to the *i*-th usable CPU):
 //!    `lock_vma_under_rcu` (lock-free walk + per-VMA read lock, dropped at once) against the mmap read lock
@@ -404,8 +406,8 @@ fn mmap_munmap(ctx: &mut Ctx<'_>) -> Result<(), String> {
             r.param("pages", pages);
             r.param("other_vmas", others);
             r.notes.push(
-                "engine pairs per second over kernel pairs per second, one ratio per pair of interleaved batches \
-                 (engine batch, then kernel batch); > 1: engine faster"
+                "engine pairs per second over kernel pairs per second, one ratio per round of interleaved batches \
+                 (engine first in even rounds, kernel first in odd ones); > 1: engine faster"
                     .into(),
             );
             for (e, k) in engine.iter().zip(&kernel) {

@@ -403,7 +403,7 @@ mod tests {
         let t = targets(&["mmap-lock", "per-vma", "lockless"], &rs);
         // per-vma: both judged (maps met, query missed); lockless absent from the reports: not measured.
         assert_eq!(t.len(), 4);
-        assert!(t[0].met && !t[1].met && (t[1].value - 60.0).abs() < 1e-6, "{t:?}");
+        assert!(t[0].met() && !t[1].met() && (t[1].value() - 60.0).abs() < 1e-6, "{t:?}");
         assert!(!t[2].measured() && !t[3].measured());
         assert!(render_table(&rs).contains("engine per-vma"));
     }

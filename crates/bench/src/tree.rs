@@ -29,13 +29,34 @@
 //! Lookup addresses, churn orders and gap ceilings are precomputed from seeded `SmallRng`s, so nothing but the
 //! operations is timed and every target sees the same sequence. Results go through `std::hint::black_box`.
 //!
+//! # Interleaving, pairs and verdicts
+//!
+//! Every single-threaded cell (one workload at one size) holds every structure's map at once and times them
+//! in rounds ([`Timer::per_op_rounds`]): each structure is calibrated, then each of `repeats` rounds runs one
+//! batch of every structure, in the order of `--targets` (maple, BTreeMap, then the peers) in even rounds and
+//! backwards in odd ones, so the maple tree's and `BTreeMap`'s batches are neighbours in every round and each
+//! goes first in half of them. A structure's ratio to `BTreeMap` is taken per round (its batch over
+//! `BTreeMap`'s batch of the same round), never as a ratio of medians of batches timed apart: the two halves
+//! of a ratio meet the same machine state. The multi-threaded workloads pair the same way within one structure:
+//! `lookup_threads` alternates a 1-thread and a 2-thread run per round, `churn_reader` a run alone and a run
+//! with the reader, each side first in every other round.
+//!
+//! The issue's targets are judged by [`crate::judge`] on the maple tree's per-round values: met when the 95%
+//! order-statistic confidence interval of their median is wholly on the good side of the goal, missed when it
+//! is wholly on the bad side, undecided otherwise (with 5 rounds or fewer the interval is their min-max). On a
+//! busy machine many targets are undecided; a decided one should not flip from one run to the next.
+//!
 //! # Output
 //!
 //! A [`ReportSet`] (schema `vmspace.report.v1`, shared with every vmspace benchmark): one [`Report`] per
-//! (workload, n, target) with benchmark `bench.tree.<workload>`, plus one `bench.tree.target` report per issue
-//! target checked (goal, measured ratio, met or missed). [`render_table`] prints the terminal table: every cell
-//! is the median followed by its ratio to `BTreeMap` in the same run.
+//! (workload, n, target) with benchmark `bench.tree.<workload>`, one run per round (the time and, where
+//! `BTreeMap` was measured, `ratio_to_btreemap` of that round), plus one `bench.tree.target` report per issue
+//! target ([`Judged::report_with`]: `goal`, `verdict`, `met` true/false/null, `median`, `low`, `high`, `values`,
+//! one run per round with metric `ratio`, and `workload`). [`render_table`] prints the terminal table: every
+//! cell is the median time followed by the median of its per-round ratios to `BTreeMap`; then the targets, each
+//! with its median ratio, interval and verdict.
 
+use crate::judge::{Goal, Judged, Status};
 use crate::layout::{self, BIG_GAP_PAGES, PAGE};
 use crate::measure::{Cpus, Timer, median, time};
 use crate::rangemap::{
@@ -138,36 +159,6 @@ macro_rules! dispatch {
     };
 }
 
-/// Runs `$body` with `$M` naming the [`SharedRangeMap`] type of target `$t`, or `$other` for `BTreeMap` (which
-/// cannot be written while it is read).
-macro_rules! dispatch_shared {
-    ($t:expr, $M:ident => $body:expr, else $other:expr) => {
-        match $t {
-            Target::Maple => {
-                type $M = MapleMap;
-                $body
-            }
-            Target::RwLock => {
-                type $M = RwLockMap;
-                $body
-            }
-            Target::ArcSwap => {
-                type $M = ArcSwapMap;
-                $body
-            }
-            Target::Scc => {
-                type $M = SccMap;
-                $body
-            }
-            Target::SkipMap => {
-                type $M = SkipListMap;
-                $body
-            }
-            Target::BTree => $other,
-        }
-    };
-}
-
 /// The configuration of one `vmspace bench tree` run.
 #[derive(Debug, Clone)]
 pub struct TreeConfig {
@@ -175,9 +166,9 @@ pub struct TreeConfig {
     pub sizes: Vec<usize>,
     /// The structures to measure.
     pub targets: Vec<Target>,
-    /// Batch length and repeats of every single-threaded measurement.
+    /// Batch length and rounds of every single-threaded cell (each structure runs one batch per round).
     pub timer: Timer,
-    /// Length of each multi-threaded measurement (per repeat).
+    /// Length of each multi-threaded measurement (per round and side).
     pub threaded: Duration,
     /// Seed of every random sequence.
     pub seed: u64,
@@ -186,19 +177,20 @@ pub struct TreeConfig {
 }
 
 impl TreeConfig {
-    /// The full run: sizes 21, 1k, 100k, 1M; 5 repeats of 30 ms batches; 100 ms threaded runs.
+    /// The full run: sizes 21, 1k, 100k, 1M; 9 rounds of 17 ms batches; 55 ms threaded runs (about the length of
+    /// the 5 separate batches of 30 ms and 100 ms it had before the batches were interleaved).
     pub fn full() -> Self {
         TreeConfig {
             sizes: vec![21, 1000, 100_000, 1_000_000],
             targets: Target::ALL.to_vec(),
-            timer: Timer { batch: Duration::from_millis(30), repeats: 5 },
-            threaded: Duration::from_millis(100),
+            timer: Timer { batch: Duration::from_millis(17), repeats: 9 },
+            threaded: Duration::from_millis(55),
             seed: 0x766d_7370,
             quick: false,
         }
     }
 
-    /// A short run for smoke tests: sizes 21 and 1000, 3 repeats of 1 ms batches.
+    /// A short run for smoke tests: sizes 21 and 1000, 3 rounds of 1 ms batches.
     pub fn quick() -> Self {
         TreeConfig {
             sizes: vec![21, 1000],
@@ -211,12 +203,16 @@ impl TreeConfig {
 
     /// The number of progress steps [`run`] reports.
     pub fn steps(&self) -> u64 {
-        (self.targets.len() * (KERNEL_SHAPES + self.sizes.len() * SCALE_STEPS)) as u64
+        (KERNEL_CELLS + self.sizes.len() * (SCALE_CELLS + 2 * self.targets.len())) as u64
     }
 }
 
-const KERNEL_SHAPES: usize = 4;
-const SCALE_STEPS: usize = 9;
+/// Interleaved cells of the kernel shapes (BENCH_LOAD with and without one section per batch, BENCH_MAS_FOR_EACH,
+/// BENCH_AWALK, BENCH_FORK).
+const KERNEL_CELLS: usize = 5;
+/// Interleaved cells per size (lookup, lookup_batch, iterate, churn, mmap, gap, dup); the two multi-threaded
+/// workloads add one step per structure each.
+const SCALE_CELLS: usize = 7;
 /// Lookup addresses per thread at scale.
 const ADDRS: usize = 1 << 14;
 /// Lookups per read-side section in `lookup_batch` on the kernel shape.
@@ -224,34 +220,86 @@ const LOAD_BATCH: usize = 256;
 /// Copies kept alive at once by the dup measurement (bounded by entries, to bound memory).
 const DUP_ENTRIES_ALIVE: usize = 4 << 20;
 
-/// The outcome of one issue target.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Verdict {
-    /// What is compared, e.g. `lookup (guard per lookup) vs BTreeMap`.
-    pub what: String,
-    /// Where: the workload and size.
-    pub workload: String,
-    /// The goal, e.g. `<= 0.75`.
-    pub goal: String,
-    /// The measured ratio (NaN if it could not be measured).
-    pub ratio: f64,
-    /// Whether the goal is met.
-    pub met: bool,
-}
-
 /// The result of [`run`].
 #[derive(Debug, Clone)]
 pub struct TreeResults {
     /// Everything measured, in the shared schema.
     pub set: ReportSet,
-    /// The issue's targets, checked.
-    pub verdicts: Vec<Verdict>,
+    /// The issue's targets, judged by [`crate::judge`] on the per-round ratios.
+    pub verdicts: Vec<Judged>,
     /// Placement description for the terminal.
     pub placement: String,
     /// Whether the run stopped early ([`run_until`]'s `stop` answered true): the reports then hold what was
     /// measured before, and the targets of the missing cells are "not measured".
     pub interrupted: bool,
 }
+
+/// One structure's map, whatever its type: the structures of one cell live side by side so that their batches
+/// can interleave.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one value per structure and cell; a box would add an indirection to every timed operation"
+)]
+enum AnyMap {
+    Maple(MapleMap),
+    BTree(BTreeMap<u64, (u64, u64)>),
+    RwLock(RwLockMap),
+    ArcSwap(ArcSwapMap),
+    Scc(SccMap),
+    SkipMap(SkipListMap),
+}
+
+/// Runs `$body` with `$map` bound to the map inside `$m` (by reference, or by mutable reference for a mutable
+/// `$m`), whatever its type.
+macro_rules! with_map {
+    ($m:expr, $map:ident => $body:expr) => {
+        match $m {
+            AnyMap::Maple($map) => $body,
+            AnyMap::BTree($map) => $body,
+            AnyMap::RwLock($map) => $body,
+            AnyMap::ArcSwap($map) => $body,
+            AnyMap::Scc($map) => $body,
+            AnyMap::SkipMap($map) => $body,
+        }
+    };
+}
+
+/// [`with_map`] for the maps that can be written while they are read ([`SharedRangeMap`]); `$other` for
+/// `BTreeMap`.
+macro_rules! with_shared {
+    ($m:expr, $map:ident => $body:expr, else $other:expr) => {
+        match $m {
+            AnyMap::Maple($map) => $body,
+            AnyMap::RwLock($map) => $body,
+            AnyMap::ArcSwap($map) => $body,
+            AnyMap::Scc($map) => $body,
+            AnyMap::SkipMap($map) => $body,
+            AnyMap::BTree(_) => $other,
+        }
+    };
+}
+
+impl AnyMap {
+    /// Target `t`'s map of `spans`.
+    fn build(t: Target, spans: &[Span]) -> AnyMap {
+        match t {
+            Target::Maple => AnyMap::Maple(RangeMap::from_sorted(spans)),
+            Target::BTree => AnyMap::BTree(RangeMap::from_sorted(spans)),
+            Target::RwLock => AnyMap::RwLock(RangeMap::from_sorted(spans)),
+            Target::ArcSwap => AnyMap::ArcSwap(RangeMap::from_sorted(spans)),
+            Target::Scc => AnyMap::Scc(RangeMap::from_sorted(spans)),
+            Target::SkipMap => AnyMap::SkipMap(RangeMap::from_sorted(spans)),
+        }
+    }
+
+    /// One map of `spans` per target, in the order of `targets`.
+    fn all(targets: &[Target], spans: &[Span]) -> Vec<AnyMap> {
+        targets.iter().map(|&t| AnyMap::build(t, spans)).collect()
+    }
+}
+
+/// One structure's timed batch: performs `iters` operations and returns the time they took.
+type Batch<'a> = Box<dyn FnMut(u64) -> Duration + 'a>;
 
 /// Shared state of one run.
 struct Ctx<'a> {
@@ -286,13 +334,50 @@ impl Ctx<'_> {
         r
     }
 
-    /// Records one single-metric report from per-repeat values.
-    fn push(&mut self, mut r: Report, metric: &str, values: &[f64]) {
-        for &v in values {
-            r.push_run(BTreeMap::from([(metric.to_string(), v)]));
+    /// One report per target of the run for `workload` at size `n`, each passed to `init` with its index.
+    fn reports(&self, workload: &str, n: usize, mut init: impl FnMut(usize, &mut Report)) -> Vec<Report> {
+        let targets = &self.cfg.targets;
+        (0..targets.len())
+            .map(|i| {
+                let mut r = self.report(workload, targets[i], n, 1);
+                r.param(
+                    "interleaved",
+                    "every structure's batch once per round, in rounds forward and backward",
+                );
+                init(i, &mut r);
+                r
+            })
+            .collect()
+    }
+
+    /// Times one cell: the structures' `batches` interleaved in rounds ([`Timer::per_op_rounds`]), each
+    /// structure's time per call divided by its `divisor` (the operations one call counts as).
+    fn rounds(&self, batches: &mut [Batch<'_>], divisors: &[f64]) -> Vec<Vec<f64>> {
+        let per_call = self.cfg.timer.per_op_rounds(batches);
+        per_call
+            .into_iter()
+            .zip(divisors)
+            .map(|(v, d)| v.into_iter().map(|x| x / d.max(1.0)).collect())
+            .collect()
+    }
+
+    /// Records one cell: structure *i*'s report with one run per round, `metric` from `values[i]` and
+    /// `ratio_to_btreemap`: that round's value over `BTreeMap`'s value of the same round (when `BTreeMap` is
+    /// measured).
+    fn push_cell(&mut self, reports: Vec<Report>, metric: &str, values: &[Vec<f64>]) {
+        let base = self.cfg.targets.iter().position(|&t| t == Target::BTree).map(|i| &values[i]);
+        for (mut r, v) in reports.into_iter().zip(values) {
+            let ratios = base.map(|b| per_round_ratios(v, b)).unwrap_or_default();
+            for (round, &x) in v.iter().enumerate() {
+                let mut m = BTreeMap::from([(metric.to_string(), x)]);
+                if let Some(&ratio) = ratios.get(round) {
+                    m.insert("ratio_to_btreemap".to_string(), ratio);
+                }
+                r.push_run(m);
+            }
+            r.summarise();
+            self.reports.push(r);
         }
-        r.summarise();
-        self.reports.push(r);
     }
 
     fn step(&mut self, what: &str) {
@@ -306,14 +391,20 @@ impl Ctx<'_> {
     }
 }
 
+/// The ratio of each round's value to the base's value of the same round (the pairs of neighbouring batches),
+/// for the rounds both have.
+fn per_round_ratios(values: &[f64], base: &[f64]) -> Vec<f64> {
+    values.iter().zip(base).map(|(x, b)| x / b).collect()
+}
+
 /// Runs `vmspace bench tree` with `cfg`; `progress` is called once per step of [`TreeConfig::steps`].
 pub fn run(cfg: &TreeConfig, progress: &mut dyn FnMut(&str), command: &str) -> TreeResults {
     run_until(cfg, progress, &|| false, command)
 }
 
-/// [`run`], stopping early when `stop` answers true (it is asked before each structure's kernel shapes and
-/// before each structure at each size): the results then hold every cell measured so far, and
-/// [`TreeResults::interrupted`] is set.
+/// [`run`], stopping early when `stop` answers true (it is asked before each cell and before each structure's
+/// multi-threaded workloads): the results then hold every cell measured so far, and [`TreeResults::interrupted`]
+/// is set.
 pub fn run_until(
     cfg: &TreeConfig,
     progress: &mut dyn FnMut(&str),
@@ -326,30 +417,13 @@ pub fn run_until(
     let cpus = Cpus::discover();
     let placement = cpus.describe();
     let mut ctx = Ctx { cfg, cpus, host, reports: Vec::new(), progress, stop, interrupted: false };
-    for &t in &cfg.targets {
-        if ctx.stopped() {
-            break;
-        }
-        dispatch!(t, M => kernel_shapes::<M>(&mut ctx, t));
-    }
+    kernel_shapes(&mut ctx);
     for &n in &cfg.sizes {
         if ctx.stopped() {
             break;
         }
         let spans = layout::vma_like(n, cfg.seed ^ n as u64);
-        for &t in &cfg.targets {
-            if ctx.stopped() {
-                break;
-            }
-            dispatch_shared!(t, M => {
-                let map = at_scale::<M>(&mut ctx, t, &spans);
-                ctx.step(&format!("{} n={n}: churn with a concurrent reader", t.name()));
-                churn_reader::<M>(&mut ctx, t, &map, &spans);
-            }, else {
-                drop(at_scale::<BTreeMap<u64, (u64, u64)>>(&mut ctx, t, &spans));
-                ctx.step("BTreeMap: no concurrent writer possible");
-            });
-        }
+        at_scale(&mut ctx, &spans);
     }
     let load_after = loadavg();
     // Only the load before the run says whether others competed: the run's own threads raise the load after it.
@@ -367,19 +441,10 @@ pub fn run_until(
     for r in &mut ctx.reports {
         r.notes.push(load_note.clone());
     }
-    add_ratios(&mut ctx.reports);
     let verdicts = verdicts(cfg, &ctx.reports);
     for v in &verdicts {
-        let mut r = Report::new("bench.tree.target", v.what.clone(), ctx.host.clone());
-        r.param("workload", &v.workload);
-        r.param("goal", &v.goal);
-        r.param("met", v.met);
-        if v.ratio.is_finite() {
-            r.push_run(BTreeMap::from([("ratio".to_string(), v.ratio)]));
-        } else {
-            r.notes.push("not measured in this run".to_string());
-        }
-        r.summarise();
+        let mut r = v.report_with("bench.tree.target", "ratio", &ctx.host);
+        r.param("workload", &v.at);
         ctx.reports.push(r);
     }
     TreeResults {
@@ -395,9 +460,9 @@ fn loadavg() -> Option<f64> {
     std::fs::read_to_string("/proc/loadavg").ok()?.split_whitespace().next()?.parse().ok()
 }
 
-/// Times lookups of `addrs` (cycled), protection per lookup; ns per lookup for each repeat.
-fn time_lookups<M: RangeMap>(timer: &Timer, map: &M, addrs: &[u64]) -> Vec<f64> {
-    timer.per_op(|iters| {
+/// A batch of lookups of `addrs` (cycled), protection per lookup.
+fn lookups<'a, M: RangeMap>(map: &'a M, addrs: &'a [u64]) -> Batch<'a> {
+    Box::new(move |iters| {
         let mut acc = 0u64;
         let mut i = 0;
         let took = time(|| {
@@ -414,9 +479,9 @@ fn time_lookups<M: RangeMap>(timer: &Timer, map: &M, addrs: &[u64]) -> Vec<f64> 
     })
 }
 
-/// Times `lookup_batch` over all of `addrs`; ns per lookup for each repeat.
-fn time_lookup_batches<M: RangeMap>(timer: &Timer, map: &M, addrs: &[u64]) -> Vec<f64> {
-    let per_batch = timer.per_op(|iters| {
+/// A batch of `lookup_batch` calls over all of `addrs` (one call: `addrs.len()` lookups in one section).
+fn lookup_batches<'a, M: RangeMap>(map: &'a M, addrs: &'a [u64]) -> Batch<'a> {
+    Box::new(move |iters| {
         let mut acc = 0u64;
         let took = time(|| {
             for _ in 0..iters {
@@ -425,14 +490,12 @@ fn time_lookup_batches<M: RangeMap>(timer: &Timer, map: &M, addrs: &[u64]) -> Ve
         });
         black_box(acc);
         took
-    });
-    per_batch.into_iter().map(|ns| ns / addrs.len() as f64).collect()
+    })
 }
 
-/// Times full iterations; ns per entry for each repeat.
-fn time_iteration<M: RangeMap>(timer: &Timer, map: &M) -> Vec<f64> {
-    let n = map.len().max(1) as f64;
-    let per_walk = timer.per_op(|iters| {
+/// A batch of full iterations (one call: one walk).
+fn iterations<M: RangeMap>(map: &M) -> Batch<'_> {
+    Box::new(move |iters| {
         let mut acc = 0u64;
         let took = time(|| {
             for _ in 0..iters {
@@ -441,14 +504,13 @@ fn time_iteration<M: RangeMap>(timer: &Timer, map: &M) -> Vec<f64> {
         });
         black_box(acc);
         took
-    });
-    per_walk.into_iter().map(|ns| ns / n).collect()
+    })
 }
 
-/// Times duplications; ns per copy for each repeat. Copies are dropped outside the timed region.
-fn time_dup<M: RangeMap>(timer: &Timer, map: &M) -> Vec<f64> {
+/// A batch of duplications (one call: one copy). Copies are dropped outside the timed region.
+fn dups<M: RangeMap>(map: &M) -> Batch<'_> {
     let alive = (DUP_ENTRIES_ALIVE / map.len().max(1)).clamp(1, 64) as u64;
-    timer.per_op(|iters| {
+    Box::new(move |iters| {
         let mut took = Duration::ZERO;
         let mut left = iters;
         while left > 0 {
@@ -466,9 +528,9 @@ fn time_dup<M: RangeMap>(timer: &Timer, map: &M) -> Vec<f64> {
     })
 }
 
-/// Times gap searches below each of `ceilings` (cycled); ns per search. `expect` checks every answer.
-fn time_gaps<M: RangeMap>(timer: &Timer, map: &M, min: u64, ceilings: &[u64], size: u64) -> Vec<f64> {
-    timer.per_op(|iters| {
+/// A batch of gap searches below each of `ceilings` (cycled).
+fn gaps<'a, M: RangeMap>(map: &'a M, min: u64, ceilings: &'a [u64], size: u64) -> Batch<'a> {
+    Box::new(move |iters| {
         let mut acc = 0u64;
         let mut i = 0;
         let took = time(|| {
@@ -485,109 +547,9 @@ fn time_gaps<M: RangeMap>(timer: &Timer, map: &M, min: u64, ceilings: &[u64], si
     })
 }
 
-/// The kernel's benchmark shapes on target `t`.
-fn kernel_shapes<M: RangeMap>(ctx: &mut Ctx<'_>, t: Target) {
-    let timer = ctx.cfg.timer;
-
-    ctx.step(&format!("{} BENCH_LOAD", t.name()));
-    let load = M::from_sorted(&layout::every_ten(250));
-    let mut r = ctx.report("bench_load", t, 250, 1);
-    r.param("lookup_address", 1470);
-    r.param("read_side", M::READ_SIDE);
-    check(&mut r, load.lookup(1470) == Some(148), "lookup(1470) did not find [1470, 1475]");
-    let per_op = time_lookups(&timer, &load, &[1470]);
-    ctx.push(r, "ns_per_op", &per_op);
-    let mut r = ctx.report("bench_load_batch", t, 250, 1);
-    r.param("lookups_per_section", LOAD_BATCH);
-    let batched = time_lookup_batches(&timer, &load, &[1470; LOAD_BATCH]);
-    ctx.push(r, "ns_per_op", &batched);
-    drop(load);
-
-    ctx.step(&format!("{} BENCH_MAS_FOR_EACH", t.name()));
-    let fe_spans = layout::mas_for_each();
-    let fe = M::from_sorted(&fe_spans);
-    let mut r = ctx.report("bench_mas_for_each", t, fe_spans.len(), 1);
-    let mut seen = Vec::with_capacity(fe_spans.len());
-    fe.for_each(|first, last, value| seen.push(Span { first, last, value }));
-    check(&mut r, seen == fe_spans, "iteration did not return the 500 ranges in order");
-    let per_entry = time_iteration(&timer, &fe);
-    ctx.push(r, "ns_per_entry", &per_entry);
-    drop(fe);
-
-    ctx.step(&format!("{} BENCH_AWALK", t.name()));
-    let aw = M::from_sorted(&layout::awalk());
-    let mut r = ctx.report("bench_awalk", t, 249, 1);
-    r.param("query", "empty_area_rev(0, 2000, 10)");
-    r.param("gap_search", M::GAP_SEARCH.describe());
-    check(&mut r, aw.gap_rev(0, 2000, 10) == Some(1470), "empty_area_rev(0, 2000, 10) did not answer 1470");
-    let per_op = time_gaps(&timer, &aw, 0, &[2000], 10);
-    ctx.push(r, "ns_per_op", &per_op);
-    drop(aw);
-
-    ctx.step(&format!("{} BENCH_FORK", t.name()));
-    let fork_spans = layout::every_ten(135);
-    let fork = M::from_sorted(&fork_spans);
-    let mut r = ctx.report("bench_fork", t, 135, 1);
-    r.param("copy", if t == Target::Maple { "MapleTree::dup (identity map)" } else { "full copy (clone)" });
-    let copy = fork.dup();
-    let mut seen = Vec::new();
-    copy.for_each(|first, last, value| seen.push(Span { first, last, value }));
-    check(&mut r, seen == fork_spans, "the copy differs from the original");
-    drop(copy);
-    let per_dup = time_dup(&timer, &fork);
-    ctx.push(r, "ns_per_op", &per_dup);
-}
-
-/// Adds a note to `r` when `ok` is false: the structure answered wrongly, so its timing is suspect.
-fn check(r: &mut Report, ok: bool, what: &str) {
-    if !ok {
-        r.notes.push(format!("WRONG ANSWER: {what}"));
-    }
-}
-
-/// The at-scale workloads on target `t` over `spans`.
-fn at_scale<M: RangeMap>(ctx: &mut Ctx<'_>, t: Target, spans: &[Span]) -> M {
-    let timer = ctx.cfg.timer;
-    let seed = ctx.cfg.seed ^ spans.len() as u64;
-    let n = spans.len();
-    let name = t.name();
-    let addrs = layout::hit_addresses(spans, ADDRS, seed ^ 1);
-    let order = layout::churn_order(n, ADDRS, seed ^ 2);
-    let ceilings = layout::gap_ceilings(spans, ADDRS, seed ^ 3);
-    let min = spans.first().map_or(0, |s| s.first);
-    let gap_size = BIG_GAP_PAGES / 2 * PAGE;
-
-    ctx.step(&format!("{name} n={n}: build, lookup"));
-    let mut map = M::from_sorted(spans);
-    let mut r = ctx.report("lookup", t, n, 1);
-    r.param("read_side", M::READ_SIDE);
-    r.param("addresses", ADDRS);
-    let sample = addrs.iter().take(256).all(|&a| {
-        let s = spans.partition_point(|s| s.last < a);
-        map.lookup(a) == Some(spans[s].value)
-    });
-    check(&mut r, sample && map.len() == n, "lookups disagree with the layout");
-    let lookup_ns = time_lookups(&timer, &map, &addrs);
-    ctx.push(r, "ns_per_op", &lookup_ns);
-
-    ctx.step(&format!("{name} n={n}: lookup, one section per batch"));
-    let mut r = ctx.report("lookup_batch", t, n, 1);
-    // One section per batch of ADDRS lookups, unless that batch would far outlast the timed batch (a structure
-    // with O(n) lookups): then sections as long as one timed batch.
-    let section = ((timer.batch.as_nanos() as f64 / median(&lookup_ns).max(1.0)) as usize).clamp(1, ADDRS);
-    r.param("lookups_per_section", section);
-    let per_op = time_lookup_batches(&timer, &map, &addrs[..section]);
-    ctx.push(r, "ns_per_op", &per_op);
-
-    ctx.step(&format!("{name} n={n}: iterate"));
-    let r = ctx.report("iterate", t, n, 1);
-    let per_entry = time_iteration(&timer, &map);
-    ctx.push(r, "ns_per_entry", &per_entry);
-
-    ctx.step(&format!("{name} n={n}: churn"));
-    let mut r = ctx.report("churn", t, n, 1);
-    r.param("op", "remove one random range and insert it back");
-    let per_op = timer.per_op(|iters| {
+/// A batch of churn operations: remove the range `spans[order[i]]` and insert it back.
+fn churns<'a, M: RangeMap>(map: &'a mut M, spans: &'a [Span], order: &'a [usize]) -> Batch<'a> {
+    Box::new(move |iters| {
         let mut i = 0;
         time(|| {
             for _ in 0..iters {
@@ -600,21 +562,18 @@ fn at_scale<M: RangeMap>(ctx: &mut Ctx<'_>, t: Target, spans: &[Span]) -> M {
                 }
             }
         })
-    });
-    check(&mut r, map.len() == n, "churn changed the number of ranges");
-    ctx.push(r, "ns_per_op", &per_op);
+    })
+}
 
-    ctx.step(&format!("{name} n={n}: mmap (gap search + insert + remove)"));
-    let mut r = ctx.report("mmap", t, n, 1);
-    r.param("op", "gap_rev for 32 pages below a random ceiling, insert a range there, remove it");
-    r.param("gap_search", M::GAP_SEARCH.describe());
-    let per_op = timer.per_op(|iters| {
+/// A batch of mmap-like operations: a gap search for `size` bytes below a ceiling, an insert there, its removal.
+fn mmaps<'a, M: RangeMap>(map: &'a mut M, min: u64, ceilings: &'a [u64], size: u64) -> Batch<'a> {
+    Box::new(move |iters| {
         let mut i = 0;
         time(|| {
             for _ in 0..iters {
-                if let Some(start) = map.gap_rev(min, ceilings[i], gap_size) {
-                    map.insert(start, start + gap_size - 1, 1);
-                    black_box(map.remove(start, start + gap_size - 1));
+                if let Some(start) = map.gap_rev(min, ceilings[i], size) {
+                    map.insert(start, start + size - 1, 1);
+                    black_box(map.remove(start, start + size - 1));
                 }
                 i += 1;
                 if i == ceilings.len() {
@@ -622,14 +581,208 @@ fn at_scale<M: RangeMap>(ctx: &mut Ctx<'_>, t: Target, spans: &[Span]) -> M {
                 }
             }
         })
-    });
-    check(&mut r, map.len() == n, "mmap/munmap changed the number of ranges");
-    ctx.push(r, "ns_per_op", &per_op);
+    })
+}
 
-    ctx.step(&format!("{name} n={n}: gap search"));
-    let mut r = ctx.report("gap", t, n, 1);
-    r.param("size_bytes", gap_size);
-    r.param("gap_search", M::GAP_SEARCH.describe());
+/// The kernel's benchmark shapes, every structure's batches interleaved.
+fn kernel_shapes(ctx: &mut Ctx<'_>) {
+    let targets = ctx.cfg.targets.clone();
+    let k = targets.len();
+    let ones = vec![1.0; k];
+
+    if ctx.stopped() {
+        return;
+    }
+    ctx.step("BENCH_LOAD (every structure interleaved)");
+    let maps = AnyMap::all(&targets, &layout::every_ten(250));
+    let reports = ctx.reports("bench_load", 250, |i, r| {
+        r.param("lookup_address", 1470);
+        r.param("read_side", dispatch!(targets[i], M => <M as RangeMap>::READ_SIDE));
+        let found = with_map!(&maps[i], m => m.lookup(1470));
+        check(r, found == Some(148), "lookup(1470) did not find [1470, 1475]");
+    });
+    let addr = [1470u64];
+    let mut batches: Vec<Batch<'_>> = maps.iter().map(|m| with_map!(m, m => lookups(m, &addr))).collect();
+    let v = ctx.rounds(&mut batches, &ones);
+    drop(batches);
+    ctx.push_cell(reports, "ns_per_op", &v);
+
+    if ctx.stopped() {
+        return;
+    }
+    ctx.step("BENCH_LOAD, one section per batch (every structure interleaved)");
+    let reports = ctx.reports("bench_load_batch", 250, |_, r| r.param("lookups_per_section", LOAD_BATCH));
+    let addrs = [1470u64; LOAD_BATCH];
+    let mut batches: Vec<Batch<'_>> =
+        maps.iter().map(|m| with_map!(m, m => lookup_batches(m, &addrs))).collect();
+    let v = ctx.rounds(&mut batches, &vec![LOAD_BATCH as f64; k]);
+    drop(batches);
+    ctx.push_cell(reports, "ns_per_op", &v);
+    drop(maps);
+
+    if ctx.stopped() {
+        return;
+    }
+    ctx.step("BENCH_MAS_FOR_EACH (every structure interleaved)");
+    let fe_spans = layout::mas_for_each();
+    let maps = AnyMap::all(&targets, &fe_spans);
+    let reports = ctx.reports("bench_mas_for_each", fe_spans.len(), |i, r| {
+        let mut seen = Vec::with_capacity(fe_spans.len());
+        with_map!(&maps[i], m => m.for_each(|first, last, value| seen.push(Span { first, last, value })));
+        check(r, seen == fe_spans, "iteration did not return the 500 ranges in order");
+    });
+    let mut batches: Vec<Batch<'_>> = maps.iter().map(|m| with_map!(m, m => iterations(m))).collect();
+    let v = ctx.rounds(&mut batches, &vec![fe_spans.len() as f64; k]);
+    drop(batches);
+    ctx.push_cell(reports, "ns_per_entry", &v);
+    drop(maps);
+
+    if ctx.stopped() {
+        return;
+    }
+    ctx.step("BENCH_AWALK (every structure interleaved)");
+    let maps = AnyMap::all(&targets, &layout::awalk());
+    let reports = ctx.reports("bench_awalk", 249, |i, r| {
+        r.param("query", "empty_area_rev(0, 2000, 10)");
+        r.param("gap_search", dispatch!(targets[i], M => <M as RangeMap>::GAP_SEARCH).describe());
+        let found = with_map!(&maps[i], m => m.gap_rev(0, 2000, 10));
+        check(r, found == Some(1470), "empty_area_rev(0, 2000, 10) did not answer 1470");
+    });
+    let ceiling = [2000u64];
+    let mut batches: Vec<Batch<'_>> =
+        maps.iter().map(|m| with_map!(m, m => gaps(m, 0, &ceiling, 10))).collect();
+    let v = ctx.rounds(&mut batches, &ones);
+    drop(batches);
+    ctx.push_cell(reports, "ns_per_op", &v);
+    drop(maps);
+
+    if ctx.stopped() {
+        return;
+    }
+    ctx.step("BENCH_FORK (every structure interleaved)");
+    let fork_spans = layout::every_ten(135);
+    let maps = AnyMap::all(&targets, &fork_spans);
+    let reports = ctx.reports("bench_fork", 135, |i, r| {
+        let copy = if targets[i] == Target::Maple { "MapleTree::dup (identity map)" } else { "full copy (clone)" };
+        r.param("copy", copy);
+        let mut seen = Vec::new();
+        with_map!(&maps[i], m => m.dup().for_each(|first, last, value| seen.push(Span { first, last, value })));
+        check(r, seen == fork_spans, "the copy differs from the original");
+    });
+    let mut batches: Vec<Batch<'_>> = maps.iter().map(|m| with_map!(m, m => dups(m))).collect();
+    let v = ctx.rounds(&mut batches, &ones);
+    drop(batches);
+    ctx.push_cell(reports, "ns_per_op", &v);
+}
+
+/// Adds a note to `r` when `ok` is false: the structure answered wrongly, so its timing is suspect.
+fn check(r: &mut Report, ok: bool, what: &str) {
+    if !ok {
+        r.notes.push(format!("WRONG ANSWER: {what}"));
+    }
+}
+
+/// The at-scale workloads over `spans`: every structure's map built side by side, the single-threaded cells
+/// interleaved, then each structure's multi-threaded workloads.
+fn at_scale(ctx: &mut Ctx<'_>, spans: &[Span]) {
+    let targets = ctx.cfg.targets.clone();
+    let k = targets.len();
+    let ones = vec![1.0; k];
+    let timer = ctx.cfg.timer;
+    let seed = ctx.cfg.seed ^ spans.len() as u64;
+    let n = spans.len();
+    let addrs = layout::hit_addresses(spans, ADDRS, seed ^ 1);
+    let order = layout::churn_order(n, ADDRS, seed ^ 2);
+    let ceilings = layout::gap_ceilings(spans, ADDRS, seed ^ 3);
+    let min = spans.first().map_or(0, |s| s.first);
+    let gap_size = BIG_GAP_PAGES / 2 * PAGE;
+
+    if ctx.stopped() {
+        return;
+    }
+    ctx.step(&format!("n={n}: build every structure, lookup"));
+    let mut maps = AnyMap::all(&targets, spans);
+    let reports = ctx.reports("lookup", n, |i, r| {
+        r.param("read_side", dispatch!(targets[i], M => <M as RangeMap>::READ_SIDE));
+        r.param("addresses", ADDRS);
+        let sample = addrs.iter().take(256).all(|&a| {
+            let s = spans.partition_point(|s| s.last < a);
+            with_map!(&maps[i], m => m.lookup(a)) == Some(spans[s].value)
+        });
+        check(r, sample && with_map!(&maps[i], m => m.len()) == n, "lookups disagree with the layout");
+    });
+    let mut batches: Vec<Batch<'_>> = maps.iter().map(|m| with_map!(m, m => lookups(m, &addrs))).collect();
+    let lookup_ns = ctx.rounds(&mut batches, &ones);
+    drop(batches);
+    ctx.push_cell(reports, "ns_per_op", &lookup_ns);
+
+    if ctx.stopped() {
+        return;
+    }
+    ctx.step(&format!("n={n}: lookup, one section per batch"));
+    // One section per batch of ADDRS lookups, unless that batch would far outlast the timed batch (a structure
+    // with O(n) lookups): then sections as long as one timed batch.
+    let sections: Vec<usize> = lookup_ns
+        .iter()
+        .map(|ns| ((timer.batch.as_nanos() as f64 / median(ns).max(1.0)) as usize).clamp(1, ADDRS))
+        .collect();
+    let reports = ctx.reports("lookup_batch", n, |i, r| r.param("lookups_per_section", sections[i]));
+    let mut batches: Vec<Batch<'_>> = maps
+        .iter()
+        .zip(&sections)
+        .map(|(m, &section)| with_map!(m, m => lookup_batches(m, &addrs[..section])))
+        .collect();
+    let divisors: Vec<f64> = sections.iter().map(|&s| s as f64).collect();
+    let v = ctx.rounds(&mut batches, &divisors);
+    drop(batches);
+    ctx.push_cell(reports, "ns_per_op", &v);
+
+    if ctx.stopped() {
+        return;
+    }
+    ctx.step(&format!("n={n}: iterate"));
+    let reports = ctx.reports("iterate", n, |_, _| {});
+    let mut batches: Vec<Batch<'_>> = maps.iter().map(|m| with_map!(m, m => iterations(m))).collect();
+    let v = ctx.rounds(&mut batches, &vec![n as f64; k]);
+    drop(batches);
+    ctx.push_cell(reports, "ns_per_entry", &v);
+
+    if ctx.stopped() {
+        return;
+    }
+    ctx.step(&format!("n={n}: churn"));
+    let mut reports =
+        ctx.reports("churn", n, |_, r| r.param("op", "remove one random range and insert it back"));
+    let mut batches: Vec<Batch<'_>> =
+        maps.iter_mut().map(|m| with_map!(m, m => churns(m, spans, &order))).collect();
+    let v = ctx.rounds(&mut batches, &ones);
+    drop(batches);
+    for (r, m) in reports.iter_mut().zip(&maps) {
+        check(r, with_map!(m, m => m.len()) == n, "churn changed the number of ranges");
+    }
+    ctx.push_cell(reports, "ns_per_op", &v);
+
+    if ctx.stopped() {
+        return;
+    }
+    ctx.step(&format!("n={n}: mmap (gap search + insert + remove)"));
+    let mut reports = ctx.reports("mmap", n, |i, r| {
+        r.param("op", "gap_rev for 32 pages below a random ceiling, insert a range there, remove it");
+        r.param("gap_search", dispatch!(targets[i], M => <M as RangeMap>::GAP_SEARCH).describe());
+    });
+    let mut batches: Vec<Batch<'_>> =
+        maps.iter_mut().map(|m| with_map!(m, m => mmaps(m, min, &ceilings, gap_size))).collect();
+    let v = ctx.rounds(&mut batches, &ones);
+    drop(batches);
+    for (r, m) in reports.iter_mut().zip(&maps) {
+        check(r, with_map!(m, m => m.len()) == n, "mmap/munmap changed the number of ranges");
+    }
+    ctx.push_cell(reports, "ns_per_op", &v);
+
+    if ctx.stopped() {
+        return;
+    }
+    ctx.step(&format!("n={n}: gap search"));
     let oracle = |c: u64| {
         crate::rangemap::gap_rev_scan_down(
             spans[..spans.partition_point(|s| s.first <= c)].iter().rev().map(|s| (s.first, s.last)),
@@ -638,27 +791,55 @@ fn at_scale<M: RangeMap>(ctx: &mut Ctx<'_>, t: Target, spans: &[Span]) -> M {
             gap_size,
         )
     };
-    let agree = ceilings.iter().take(64).all(|&c| map.gap_rev(min, c, gap_size) == oracle(c));
-    check(&mut r, agree, "gap search disagrees with a scan of the layout");
-    if M::GAP_SEARCH != GapSearch::Native {
-        r.notes.push(format!("no gap tracking: {}", M::GAP_SEARCH.describe()));
+    let reports = ctx.reports("gap", n, |i, r| {
+        r.param("size_bytes", gap_size);
+        let search = dispatch!(targets[i], M => <M as RangeMap>::GAP_SEARCH);
+        r.param("gap_search", search.describe());
+        let agree = ceilings
+            .iter()
+            .take(64)
+            .all(|&c| with_map!(&maps[i], m => m.gap_rev(min, c, gap_size)) == oracle(c));
+        check(r, agree, "gap search disagrees with a scan of the layout");
+        if search != GapSearch::Native {
+            r.notes.push(format!("no gap tracking: {}", search.describe()));
+        }
+    });
+    let mut batches: Vec<Batch<'_>> =
+        maps.iter().map(|m| with_map!(m, m => gaps(m, min, &ceilings, gap_size))).collect();
+    let v = ctx.rounds(&mut batches, &ones);
+    drop(batches);
+    ctx.push_cell(reports, "ns_per_op", &v);
+
+    if ctx.stopped() {
+        return;
     }
-    let per_op = time_gaps(&timer, &map, min, &ceilings, gap_size);
-    ctx.push(r, "ns_per_op", &per_op);
+    ctx.step(&format!("n={n}: dup"));
+    let reports = ctx.reports("dup", n, |_, _| {});
+    let mut batches: Vec<Batch<'_>> = maps.iter().map(|m| with_map!(m, m => dups(m))).collect();
+    let v = ctx.rounds(&mut batches, &vec![n.max(1) as f64; k]);
+    drop(batches);
+    ctx.push_cell(reports, "ns_per_entry", &v);
 
-    ctx.step(&format!("{name} n={n}: dup"));
-    let r = ctx.report("dup", t, n, 1);
-    let per_entry: Vec<f64> = time_dup(&timer, &map).into_iter().map(|ns| ns / n.max(1) as f64).collect();
-    ctx.push(r, "ns_per_entry", &per_entry);
-
-    ctx.step(&format!("{name} n={n}: lookups on 1 and 2 threads"));
-    lookup_threads(ctx, t, &map, spans, median(&lookup_ns));
-
-    map
+    for (i, m) in maps.iter().enumerate() {
+        let t = targets[i];
+        if ctx.stopped() {
+            return;
+        }
+        ctx.step(&format!("{} n={n}: lookups on 1 and 2 threads", t.name()));
+        with_map!(m, m => lookup_threads(ctx, t, m, spans, median(&lookup_ns[i])));
+        if ctx.stopped() {
+            return;
+        }
+        with_shared!(m, m => {
+            ctx.step(&format!("{} n={n}: churn with a concurrent reader", t.name()));
+            churn_reader(ctx, t, m, spans);
+        }, else ctx.step("BTreeMap: no concurrent writer possible"));
+    }
 }
 
 /// Aggregate lookup throughput with 1 and 2 threads; one report with `mops_per_s_1t`, `mops_per_s_2t` and their
-/// ratio `scaling_2t_over_1t` per repeat.
+/// ratio `scaling_2t_over_1t` per round. Each round runs one measurement of each, next to each other, 1 thread
+/// first in even rounds and 2 threads first in odd ones ([`crate::measure::round_order`]).
 fn lookup_threads<M: RangeMap>(ctx: &mut Ctx<'_>, t: Target, map: &M, spans: &[Span], ns_per_lookup: f64) {
     let seed = ctx.cfg.seed ^ spans.len() as u64;
     let addrs: Vec<Vec<u64>> = (0..2).map(|i| layout::hit_addresses(spans, ADDRS, seed ^ (10 + i))).collect();
@@ -666,9 +847,16 @@ fn lookup_threads<M: RangeMap>(ctx: &mut Ctx<'_>, t: Target, map: &M, spans: &[S
     let mut r = ctx.report("lookup_threads", t, spans.len(), 2);
     r.param("lookups_per_thread", per_thread);
     r.param("read_side", M::READ_SIDE);
-    for _ in 0..ctx.cfg.timer.repeats {
-        let one = aggregate_lookups(&ctx.cpus, map, &addrs[..1], per_thread);
-        let two = aggregate_lookups(&ctx.cpus, map, &addrs, per_thread);
+    r.param("interleaved", "1-thread and 2-thread runs alternate, each goes first in every other round");
+    for round in 0..ctx.cfg.timer.repeats {
+        let (mut one, mut two) = (0.0, 0.0);
+        for side in crate::measure::round_order(2, round) {
+            if side == 0 {
+                one = aggregate_lookups(&ctx.cpus, map, &addrs[..1], per_thread);
+            } else {
+                two = aggregate_lookups(&ctx.cpus, map, &addrs, per_thread);
+            }
+        }
         r.push_run(BTreeMap::from([
             ("mops_per_s_1t".to_string(), one),
             ("mops_per_s_2t".to_string(), two),
@@ -715,8 +903,8 @@ fn aggregate_lookups<M: RangeMap>(cpus: &Cpus, map: &M, addrs: &[Vec<u64>], per_
     (per_thread * addrs.len() as u64) as f64 / end.duration_since(start).as_secs_f64() / 1e6
 }
 
-/// A writer's churn alone and beside a reader thread; one `churn_reader` report (per repeat: writer ns/op alone
-/// and with the reader, their ratio, the reader's rate) and one `churn_reader_latency` report (per-op writer
+/// A writer's churn alone and beside a reader thread; one `churn_reader` report (per round: writer ns/op alone
+/// and with the reader, next to each other in either order, their ratio, the reader's rate) and one `churn_reader_latency` report (per-op writer
 /// latency percentiles from one extra pass of each kind).
 fn churn_reader<M: SharedRangeMap>(ctx: &mut Ctx<'_>, t: Target, map: &M, spans: &[Span]) {
     let seed = ctx.cfg.seed ^ spans.len() as u64;
@@ -812,9 +1000,16 @@ fn churn_reader<M: SharedRangeMap>(ctx: &mut Ctx<'_>, t: Target, map: &M, spans:
     r.param("op", "remove one random range and insert it back");
     r.param("reader", "lookups of random mapped addresses, read-side protection per lookup");
     r.placement = ctx.cpus.placement(&["writer", "reader"], 2);
-    for _ in 0..ctx.cfg.timer.repeats {
-        let (alone, _) = with_placement(false, &|| churn_plain(iters));
-        let (shared, rate) = with_placement(true, &|| churn_plain(iters));
+    r.param("interleaved", "runs alone and with the reader alternate, each goes first in every other round");
+    for round in 0..ctx.cfg.timer.repeats {
+        let (mut alone, mut shared, mut rate) = (Duration::ZERO, Duration::ZERO, 0.0);
+        for side in crate::measure::round_order(2, round) {
+            if side == 0 {
+                alone = with_placement(false, &|| churn_plain(iters)).0;
+            } else {
+                (shared, rate) = with_placement(true, &|| churn_plain(iters));
+            }
+        }
         let alone_ns = alone.as_nanos() as f64 / iters as f64;
         let shared_ns = shared.as_nanos() as f64 / iters as f64;
         r.push_run(BTreeMap::from([
@@ -870,94 +1065,62 @@ fn param_n(r: &Report) -> u64 {
     r.parameters.get("n").and_then(serde_json::Value::as_u64).unwrap_or(0)
 }
 
-/// Adds `ratio_to_btreemap` (each run's primary metric over BTreeMap's median of the same workload and size) to
-/// every single-threaded report that has a BTreeMap counterpart.
-fn add_ratios(reports: &mut [Report]) {
-    let base: BTreeMap<(String, u64), f64> = reports
-        .iter()
-        .filter(|r| param_str(r, "target") == "btree")
-        .filter_map(|r| {
-            let w = param_str(r, "workload");
-            Some(((w.clone(), param_n(r)), r.metric(primary(&w))?.median))
-        })
-        .collect();
-    for r in reports.iter_mut() {
-        let w = param_str(r, "workload");
-        if matches!(w.as_str(), "lookup_threads" | "churn_reader" | "churn_reader_latency") {
-            continue;
-        }
-        let Some(&b) = base.get(&(w.clone(), param_n(r))) else { continue };
-        let metric = primary(&w);
-        for run in &mut r.runs {
-            if let Some(&v) = run.metrics.get(metric) {
-                run.metrics.insert("ratio_to_btreemap".to_string(), v / b);
-            }
-        }
-        r.summarise();
-    }
-}
-
 fn find<'r>(reports: &'r [Report], workload: &str, target: &str, n: u64) -> Option<&'r Report> {
     reports
         .iter()
         .find(|r| param_str(r, "workload") == workload && param_str(r, "target") == target && param_n(r) == n)
 }
 
-/// Checks the issue's targets against the reports.
-fn verdicts(cfg: &TreeConfig, reports: &[Report]) -> Vec<Verdict> {
-    let mut out = Vec::new();
-    let mut check = |what: &str, workload: &str, n: u64, metric: &str, goal: &str, ok: fn(f64) -> bool| {
-        let ratio =
-            find(reports, workload, "maple", n).and_then(|r| r.metric(metric)).map_or(f64::NAN, |s| s.median);
-        out.push(Verdict {
-            what: what.to_string(),
-            workload: format!("{workload} n={n}"),
-            goal: goal.to_string(),
-            ratio,
-            met: ratio.is_finite() && ok(ratio),
-        });
+/// The issue's targets, judged ([`crate::judge`]) on the maple tree's per-round values: its ratio to
+/// `BTreeMap`'s batch of the same round, its 2-thread over 1-thread rate of the same round, its writer's time
+/// with the reader over alone of the same round.
+fn verdicts(cfg: &TreeConfig, reports: &[Report]) -> Vec<Judged> {
+    let per_round = |target: &str, workload: &str, n: u64, metric: &str| -> Vec<f64> {
+        find(reports, workload, target, n).map_or_else(Vec::new, |r| {
+            r.runs.iter().filter_map(|run| run.metrics.get(metric).copied()).collect()
+        })
     };
+    let judge = |what: &str, workload: &str, n: u64, metric: &str, goal: Goal| {
+        Judged::new(what, format!("{workload} n={n}"), goal, per_round("maple", workload, n, metric))
+    };
+    let mut out = Vec::new();
     if !cfg.targets.contains(&Target::Maple) {
         return out;
     }
     let sizes: Vec<u64> = cfg.sizes.iter().map(|&n| n as u64).collect();
-    let vs_btree = cfg.targets.contains(&Target::BTree);
-    if vs_btree {
+    if cfg.targets.contains(&Target::BTree) {
+        let ratio = "ratio_to_btreemap";
         let what = "lookup, guard per lookup, vs BTreeMap";
-        check(what, "bench_load", 250, "ratio_to_btreemap", "<= 0.75", |r| r <= 0.75);
-        for &n in &sizes {
-            check(what, "lookup", n, "ratio_to_btreemap", "<= 0.75", |r| r <= 0.75);
-        }
+        out.push(judge(what, "bench_load", 250, ratio, Goal::AtMost(0.75)));
+        out.extend(sizes.iter().map(|&n| judge(what, "lookup", n, ratio, Goal::AtMost(0.75))));
         let what = "iteration per entry vs BTreeMap";
-        check(what, "bench_mas_for_each", 500, "ratio_to_btreemap", "<= 3", |r| r <= 3.0);
-        for &n in &sizes {
-            check(what, "iterate", n, "ratio_to_btreemap", "<= 3", |r| r <= 3.0);
-        }
+        out.push(judge(what, "bench_mas_for_each", 500, ratio, Goal::AtMost(3.0)));
+        out.extend(sizes.iter().map(|&n| judge(what, "iterate", n, ratio, Goal::AtMost(3.0))));
         let what = "dup vs BTreeMap::clone";
-        check(what, "bench_fork", 135, "ratio_to_btreemap", "<= 2", |r| r <= 2.0);
-        for &n in &sizes {
-            check(what, "dup", n, "ratio_to_btreemap", "<= 2", |r| r <= 2.0);
+        out.push(judge(what, "bench_fork", 135, ratio, Goal::AtMost(2.0)));
+        out.extend(sizes.iter().map(|&n| judge(what, "dup", n, ratio, Goal::AtMost(2.0))));
+    }
+    for &n in &sizes {
+        let what = "2-thread lookup throughput over 1 thread";
+        let goal = Goal::AtLeast(1.8);
+        let mut j = judge(what, "lookup_threads", n, "scaling_2t_over_1t", goal);
+        // The control: BTreeMap read by two threads without any synchronisation scales as far as the machine
+        // lets any structure scale. When it misses the goal too, another job held the second CPU and the maple
+        // tree's miss says nothing (BENCHMARKS.md "What limits each missed target").
+        if find(reports, "lookup_threads", "btree", n).is_some() {
+            let control = Judged::new(
+                "BTreeMap",
+                "",
+                goal,
+                per_round("btree", "lookup_threads", n, "scaling_2t_over_1t"),
+            );
+            j = j.unless_control_met(&control, "unsynchronised BTreeMap on 2 threads");
         }
+        out.push(j);
     }
     for &n in &sizes {
-        check(
-            "2-thread lookup throughput over 1 thread",
-            "lookup_threads",
-            n,
-            "scaling_2t_over_1t",
-            ">= 1.8",
-            |r| r >= 1.8,
-        );
-    }
-    for &n in &sizes {
-        check(
-            "writer churn time with a concurrent reader over alone",
-            "churn_reader",
-            n,
-            "slowdown_with_reader",
-            "<= 1.10",
-            |r| r <= 1.10,
-        );
+        let what = "writer churn time with a concurrent reader over alone";
+        out.push(judge(what, "churn_reader", n, "slowdown_with_reader", Goal::AtMost(1.10)));
     }
     out
 }
@@ -1012,23 +1175,29 @@ pub fn render_table(results: &TreeResults, targets: &[Target]) -> String {
         }
     }
     out.push('\n');
-    out.push_str("Targets (vmspace maple tree; goals in BENCHMARKS.md):\n");
+    out.push_str(
+        "Targets (vmspace maple tree; goals in BENCHMARKS.md): median of the per-round ratios [95% confidence \
+         interval of the median, min-max for 5 rounds or fewer] over the rounds; met or MISSED only when the whole \
+         interval is on one side of the goal\n",
+    );
     for v in &results.verdicts {
+        let state = match v.status {
+            Status::Missed => "MISSED",
+            s => s.word(),
+        };
         let _ = writeln!(
             out,
-            "  {:<6} {:<55} {:<28} goal {:<8} measured {}",
-            if !v.ratio.is_finite() {
-                "n/a"
-            } else if v.met {
-                "MET"
-            } else {
-                "MISSED"
-            },
+            "  {:<12} {:<55} {:<24} goal {:<8} {:>22}  {}",
+            state,
             v.what,
-            v.workload,
-            v.goal,
-            if v.ratio.is_finite() { format!("{:.2}x", v.ratio) } else { "-".to_string() },
+            v.at,
+            v.goal.text(),
+            v.measured_text(),
+            v.interval.map_or(String::new(), |i| format!("{} rounds", i.n)),
         );
+        if !v.note.is_empty() {
+            let _ = writeln!(out, "               ({})", v.note);
+        }
     }
     let wrong: Vec<String> = reports
         .iter()
@@ -1074,5 +1243,76 @@ fn cell(r: &Report, workload: &str) -> String {
             (Some(v), None) => format!("{}{wrong}", fmt_num(v)),
             _ => "-".to_string(),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A report of `workload` on `target` at `n` with one run per round of `metric`.
+    fn cell(workload: &str, target: Target, n: u64, metric: &str, rounds: &[f64]) -> Report {
+        let mut r = Report::new(&format!("bench.tree.{workload}"), "x", HostInfo::default());
+        r.param("workload", workload);
+        r.param("target", target.id());
+        r.param("n", n);
+        for &v in rounds {
+            r.push_run(BTreeMap::from([(metric.to_string(), v)]));
+        }
+        r.summarise();
+        r
+    }
+
+    #[test]
+    fn ratios_pair_rounds_not_medians() {
+        // A machine that slows down over the run: both structures' batches slow together, round by round, so
+        // each pair gives exactly 0.5 although each structure's own values spread 8x.
+        let maple = [50.0, 100.0, 200.0, 400.0];
+        let btree = [100.0, 200.0, 400.0, 800.0];
+        assert_eq!(per_round_ratios(&maple, &btree), vec![0.5; 4]);
+        // Shorter base: only the rounds both have.
+        assert_eq!(per_round_ratios(&maple, &btree[..2]), vec![0.5, 0.5]);
+    }
+
+    #[test]
+    fn verdicts_judge_the_maple_trees_per_round_values() {
+        let cfg = TreeConfig { sizes: vec![21], ..TreeConfig::quick() };
+        let reports = vec![
+            // Lookup at the kernel shape clearly met, at n=21 straddling the goal: undecided.
+            cell("bench_load", Target::Maple, 250, "ratio_to_btreemap", &[0.5, 0.55, 0.6, 0.52, 0.58]),
+            cell("lookup", Target::Maple, 21, "ratio_to_btreemap", &[0.6, 0.7, 0.8, 0.72, 0.9]),
+            // Iteration clearly missed at the kernel shape.
+            cell("bench_mas_for_each", Target::Maple, 500, "ratio_to_btreemap", &[3.5, 3.2, 4.0]),
+            // The 2-thread scaling met, the reader's slowdown missed.
+            cell("lookup_threads", Target::Maple, 21, "scaling_2t_over_1t", &[1.9, 1.95, 1.85]),
+            cell("churn_reader", Target::Maple, 21, "slowdown_with_reader", &[1.5, 1.3, 2.0]),
+            // BTreeMap's own cells are never judged.
+            cell("lookup", Target::BTree, 21, "ratio_to_btreemap", &[1.0, 1.0, 1.0]),
+        ];
+        let v = verdicts(&cfg, &reports);
+        let status = |at: &str| v.iter().find(|j| j.at == at).map(|j| (j.status, j.values.len())).unwrap();
+        assert_eq!(status("bench_load n=250"), (Status::Met, 5));
+        assert_eq!(status("lookup n=21"), (Status::Undecided, 5));
+        assert_eq!(status("bench_mas_for_each n=500"), (Status::Missed, 3));
+        assert_eq!(status("iterate n=21"), (Status::NotMeasured, 0));
+        assert_eq!(status("lookup_threads n=21"), (Status::Met, 3));
+        assert_eq!(status("churn_reader n=21"), (Status::Missed, 3));
+        // Every target of the issue at these sizes: 3 on the kernel shapes, 3 at n=21, scaling and slowdown.
+        assert_eq!(v.len(), 3 + 3 + 2);
+        // A scaling miss while the unsynchronised control missed too: undecided, with the reason.
+        let mut busy = reports.clone();
+        busy[3] = cell("lookup_threads", Target::Maple, 21, "scaling_2t_over_1t", &[1.1, 1.0, 1.2]);
+        busy.push(cell("lookup_threads", Target::BTree, 21, "scaling_2t_over_1t", &[1.0, 1.1, 1.3]));
+        let j = verdicts(&cfg, &busy).into_iter().find(|j| j.at == "lookup_threads n=21").unwrap();
+        assert_eq!(j.status, Status::Undecided);
+        assert!(j.note.contains("control"), "{}", j.note);
+        // The same miss with a control that scaled: missed.
+        busy.pop();
+        busy.push(cell("lookup_threads", Target::BTree, 21, "scaling_2t_over_1t", &[1.9, 1.95, 1.98]));
+        let j = verdicts(&cfg, &busy).into_iter().find(|j| j.at == "lookup_threads n=21").unwrap();
+        assert_eq!(j.status, Status::Missed);
+        // Without BTreeMap no ratio target is judged.
+        let cfg = TreeConfig { targets: vec![Target::Maple], ..cfg };
+        assert_eq!(verdicts(&cfg, &reports).len(), 2);
     }
 }

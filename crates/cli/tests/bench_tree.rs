@@ -1,9 +1,10 @@
 //! `vmspace bench tree --quick --json -`: the command runs end to end and prints one report set in the shared
-//! schema, with a report for every workload, size and structure, finite positive measurements, and a verdict
-//! for every issue target.
+//! schema, with a report for every workload, size and structure (one run per round of interleaved batches, each
+//! with its ratio to BTreeMap's batch of the same round), finite positive measurements, and a verdict for every
+//! issue target with its per-round values, their median and interval.
 
 use serde_json::Value;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 
 const TARGETS: [&str; 6] = ["maple", "btree", "rwlock", "arcswap", "scc", "skipmap"];
@@ -39,6 +40,8 @@ fn quick_json_has_the_shared_schema_and_every_cell() {
     let reports = set["reports"].as_array().expect("reports array");
 
     let mut cells = BTreeSet::new();
+    let mut per_round = BTreeMap::new();
+    let mut target_values = Vec::new();
     for r in reports {
         let bench = r["benchmark"].as_str().unwrap();
         assert!(bench.starts_with("bench.tree."), "{bench}");
@@ -46,8 +49,60 @@ fn quick_json_has_the_shared_schema_and_every_cell() {
         assert!(r["started_utc"].as_str().unwrap().ends_with('Z'));
         let runs = r["runs"].as_array().unwrap();
         if bench == "bench.tree.target" {
-            assert!(param(r, "met").is_boolean());
             assert!(param(r, "goal").is_string());
+            let verdict = param(r, "verdict").as_str().unwrap();
+            // `met` says the same as the verdict: true, false, or null when undecided or not measured.
+            let met = param(r, "met");
+            match verdict {
+                "met" => assert_eq!(met, true),
+                "missed" => assert_eq!(met, false),
+                "undecided" | "not measured" => assert!(met.is_null(), "{r}"),
+                other => panic!("unknown verdict {other}"),
+            }
+            if verdict == "not measured" {
+                assert!(runs.is_empty());
+                continue;
+            }
+            // One value per round (3 in a quick run), and the median and interval of those values.
+            let values: Vec<f64> = runs.iter().map(|run| run["metrics"]["ratio"].as_f64().unwrap()).collect();
+            assert_eq!(values.len(), 3, "{r}");
+            assert_eq!(param(r, "values").as_u64(), Some(3));
+            let (low, median, high) = (
+                param(r, "low").as_f64().unwrap(),
+                param(r, "median").as_f64().unwrap(),
+                param(r, "high").as_f64().unwrap(),
+            );
+            assert!(low <= median && median <= high, "{r}");
+            // With 3 values the interval is their min-max, and the verdict follows from it and the goal.
+            let min = values.iter().copied().fold(f64::INFINITY, f64::min);
+            let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            assert_eq!((low, high), (min, max), "{r}");
+            let goal = param(r, "goal").as_str().unwrap();
+            let (at_most, g) = match goal.strip_prefix("<= ") {
+                Some(g) => (true, g),
+                None => (false, goal.strip_prefix(">= ").unwrap()),
+            };
+            let g: f64 = g.trim_end_matches('x').parse().unwrap();
+            let meets = |v: f64| if at_most { v <= g } else { v >= g };
+            let expected = match (meets(low), meets(high)) {
+                (true, true) => "met",
+                (false, false) => "missed",
+                _ => "undecided",
+            };
+            // A 2-thread scaling miss is left undecided, with a note, when the unsynchronised BTreeMap control
+            // missed the goal too.
+            let control =
+                r["notes"].as_array().unwrap().iter().any(|n| n.as_str().unwrap().contains("control"));
+            if control {
+                assert_eq!(
+                    (verdict, expected, param(r, "workload").as_str().unwrap().starts_with("lookup_threads")),
+                    ("undecided", "missed", true),
+                    "{r}"
+                );
+            } else {
+                assert_eq!(verdict, expected, "{r}");
+            }
+            target_values.push((param(r, "workload").as_str().unwrap().to_string(), values));
             continue;
         }
         let workload = param(r, "workload").as_str().unwrap().to_string();
@@ -73,12 +128,12 @@ fn quick_json_has_the_shared_schema_and_every_cell() {
             !notes.iter().any(|n| n.as_str().unwrap().starts_with("WRONG")),
             "{bench} {target} n={n}: {notes:?}"
         );
-        if target != "btree"
-            && !workload.starts_with("lookup_threads")
-            && !workload.starts_with("churn_reader")
-        {
+        if !workload.starts_with("lookup_threads") && !workload.starts_with("churn_reader") {
             assert!(summary.contains_key("ratio_to_btreemap"), "{bench} {target} n={n}: no ratio");
+            // One run per round of the interleaved batches.
+            assert_eq!(runs.len(), 3, "{bench} {target} n={n}");
         }
+        per_round.insert((workload.clone(), target.clone(), n), runs.clone());
         cells.insert((workload, target, n));
     }
 
@@ -105,6 +160,41 @@ fn quick_json_has_the_shared_schema_and_every_cell() {
     assert_eq!(measured.iter().filter(|r| param(r, "met") == false).count() as u64, missed);
     // Lookup, iteration and dup on the kernel shape and each size, scaling and churn on each size.
     assert_eq!(verdicts, 3 * (1 + 2) + 2 * 2);
+    let undecided = targets.iter().filter(|r| param(r, "verdict") == "undecided").count() as u64;
+    assert_eq!(verdict["undecided"].as_u64().unwrap_or(0), undecided, "{verdict}");
+
+    // Ratios are taken per round: each structure's run i over BTreeMap's run i of the same cell, and a target's
+    // values are the maple tree's per-round ratios (or per-round scaling and slowdown).
+    let metric = |runs: &Vec<Value>, m: &str| -> Vec<f64> {
+        runs.iter().map(|run| run["metrics"][m].as_f64().unwrap()).collect()
+    };
+    for ((workload, target, n), runs) in &per_round {
+        if workload.starts_with("lookup_threads") || workload.starts_with("churn_reader") {
+            continue;
+        }
+        let Some(base) = per_round.get(&(workload.clone(), "btree".to_string(), *n)) else { continue };
+        let time =
+            if runs[0]["metrics"].get("ns_per_entry").is_some() { "ns_per_entry" } else { "ns_per_op" };
+        for ((t, b), ratio) in
+            metric(runs, time).iter().zip(metric(base, time)).zip(metric(runs, "ratio_to_btreemap"))
+        {
+            assert!(
+                (t / b - ratio).abs() <= 1e-9 * ratio.abs(),
+                "{workload} {target} n={n}: {t}/{b} != {ratio}"
+            );
+        }
+    }
+    assert!(!target_values.is_empty());
+    for (at, values) in &target_values {
+        let (workload, n) = at.split_once(" n=").unwrap();
+        let runs = &per_round[&(workload.to_string(), "maple".to_string(), n.parse::<u64>().unwrap())];
+        let m = match workload {
+            "lookup_threads" => "scaling_2t_over_1t",
+            "churn_reader" => "slowdown_with_reader",
+            _ => "ratio_to_btreemap",
+        };
+        assert_eq!(&metric(runs, m), values, "{at}");
+    }
 }
 
 #[test]

@@ -231,9 +231,11 @@ pub fn index(p: &Presentation, files: &[String]) -> String {
     out.push_str("<section id=\"summary\">\n<h2>Summary</h2>\n");
     let _ = writeln!(out, "<p class=\"verdict\">Targets: {}.</p>", esc(&p.verdict.line));
     out.push_str(
-        "<p class=\"cap\">met: every run meets the goal; missed: no run does; undecided: the runs disagree (the \
-         spread is wider than the margin); not measured: no value in this run</p><div class=\"scroll\"><table>\
-         <thead><tr><th>status</th><th>target</th><th>where</th><th>goal</th><th>measured [min-max]</th>\
+        "<p class=\"cap\">measured: the median of the values (one per run or per pair of interleaved batches) and \
+         the 95% order-statistic confidence interval of that median (min-max for 5 values or fewer); met: the \
+         whole interval meets the goal; missed: none of it does; undecided: it straddles the goal (the spread is \
+         wider than the margin); not measured: no value in this run</p><div class=\"scroll\"><table>\
+         <thead><tr><th>status</th><th>target</th><th>where</th><th>goal</th><th>measured [interval]</th>\
          <th>note</th></tr></thead><tbody>",
     );
     for t in &p.targets {

@@ -209,7 +209,8 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(Progress<'_>)) -> Outcome {
     let targets = all_targets(&all, &set_reports);
     set_reports.extend(targets.iter().map(|t| t.to_report(&host)));
     let (met, missed, line) = tally(&targets);
-    let set = ReportSet::new(opts.command.clone(), set_reports).with_verdict(Verdict::new(met, missed, line));
+    let set = ReportSet::new(opts.command.clone(), set_reports)
+        .with_verdict(Verdict::new(met, missed, line).with_undecided(undecided(&targets)));
     Outcome { set, interrupted, failures }
 }
 
@@ -415,7 +416,7 @@ pub fn present(set: &ReportSet) -> Presentation {
         length: machine_r.map_or("?".into(), |m| param_str(m, "length").to_string()),
         elapsed_s: machine_r.and_then(|m| metric(m, "elapsed_s")).unwrap_or(0.0),
         sections,
-        verdict: Verdict::new(met, missed, line),
+        verdict: Verdict::new(met, missed, line).with_undecided(undecided(&targets)),
         targets,
         machine: MachineView {
             facts,
@@ -429,11 +430,18 @@ pub fn present(set: &ReportSet) -> Presentation {
     }
 }
 
+/// How many of `targets` are undecided.
+fn undecided(targets: &[TargetResult]) -> u64 {
+    targets.iter().filter(|t| t.status == Status::Undecided).count() as u64
+}
+
 /// The summary table of the targets (for the terminal).
 pub fn targets_table(targets: &[TargetResult]) -> crate::model::Table {
     let mut t = crate::model::Table::new(
-        "targets: met when every run meets the goal, missed when none does, undecided when the runs disagree",
-        &["status", "target", "where", "goal", "measured [min-max]", "note"],
+        "targets: met when the interval of the values' median (95% order-statistic interval; min-max for 5 \
+         values or fewer) is wholly on the good side of the goal, missed when it is wholly on the bad side, \
+         undecided when it straddles the goal",
+        &["status", "target", "where", "goal", "measured [interval]", "note"],
     );
     for x in targets {
         t.row(vec![

@@ -1,21 +1,22 @@
-//! Targets, judged with their run-to-run spread.
+//! Targets, judged with the spread of their values by the one judge of every benchmark
+//! (`vmspace_bench::judge`).
 //!
 //! A target compares one measured quantity with a goal: a ratio at most or at least some value (the range
 //! trees' goals of BENCHMARKS.md, the engine against itself or the kernel), or a count of failures that must be
-//! zero (the tearing checks). The quantity is measured once per run, so a target holds a *set* of values, and
-//! its status says what the whole set allows:
+//! zero (the tearing checks). The quantity is measured once per run or per pair of interleaved batches, so a
+//! target holds a *set* of values, and its status says what the whole set allows:
 //!
-//! - **met**: every run's value meets the goal;
-//! - **missed**: no run's value meets it;
-//! - **undecided**: some runs meet it and some do not, so the spread between runs is wider than the margin to
-//!   the goal and this run cannot tell (more or longer runs, or a quieter machine, may);
+//! - **met**: the confidence interval of the values' median is wholly on the good side of the goal (the
+//!   95% order-statistic interval; with 5 values or fewer, their min-max: every value meets the goal);
+//! - **missed**: the interval is wholly on the bad side;
+//! - **undecided**: the interval straddles the goal, so the spread is wider than the margin to the goal and
+//!   this run cannot tell (more or longer runs, or a quieter machine, may);
 //! - **not measured**: no value (the side is not in this build, the experiment did not run or was interrupted).
 //!
 //! For a count that must be zero, a single failure misses. In a report set each target is one report of
 //! benchmark `report.target` (parameters `target` id, `experiment`, `goal`, `status`, `at`; one run per value
 //! with metric `value`), which is what `vmspace report --compare` reads.
 
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use vmspace_results::host::HostInfo;
 use vmspace_results::report::Report;
@@ -23,111 +24,7 @@ use vmspace_results::report::Report;
 use crate::experiment::param_str;
 use crate::model::sig3;
 
-/// A goal.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Goal {
-    /// The value must be at most this.
-    AtMost(f64),
-    /// The value must be at least this.
-    AtLeast(f64),
-    /// The value must be greater than this (a ratio that must exceed 1: faster, not as fast).
-    Above(f64),
-    /// The value is a count of failures and must be 0.
-    NoFailures,
-}
-
-impl Goal {
-    /// Whether one value meets the goal.
-    pub fn meets(self, v: f64) -> bool {
-        match self {
-            Goal::AtMost(g) => v <= g,
-            Goal::AtLeast(g) => v >= g,
-            Goal::Above(g) => v > g,
-            Goal::NoFailures => v == 0.0,
-        }
-    }
-
-    /// `<= 0.75x`, `>= 1.80x`, `> 1.00x`, `0 failures`.
-    pub fn text(self) -> String {
-        match self {
-            Goal::AtMost(g) => format!("<= {g:.2}x"),
-            Goal::AtLeast(g) => format!(">= {g:.2}x"),
-            Goal::Above(g) => format!("> {g:.2}x"),
-            Goal::NoFailures => "0 failures".into(),
-        }
-    }
-
-    /// Parses [`Goal::text`] (also without the `x`, as `bench tree` writes its goals).
-    pub fn parse(s: &str) -> Option<Goal> {
-        let s = s.trim();
-        if s == "0 failures" {
-            return Some(Goal::NoFailures);
-        }
-        let num = |t: &str| t.trim().trim_end_matches('x').trim().parse::<f64>().ok();
-        if let Some(t) = s.strip_prefix("<=") {
-            num(t).map(Goal::AtMost)
-        } else if let Some(t) = s.strip_prefix(">=") {
-            num(t).map(Goal::AtLeast)
-        } else if let Some(t) = s.strip_prefix('>') {
-            num(t).map(Goal::Above)
-        } else {
-            None
-        }
-    }
-}
-
-/// What the values allow.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Status {
-    /// Every run meets the goal.
-    Met,
-    /// No run meets the goal.
-    Missed,
-    /// The runs disagree.
-    Undecided,
-    /// Nothing was measured.
-    NotMeasured,
-}
-
-impl Status {
-    /// `met`, `missed`, `undecided`, `not measured`.
-    pub fn word(self) -> &'static str {
-        match self {
-            Status::Met => "met",
-            Status::Missed => "missed",
-            Status::Undecided => "undecided",
-            Status::NotMeasured => "not measured",
-        }
-    }
-
-    /// Parses [`Status::word`].
-    pub fn parse(s: &str) -> Option<Status> {
-        [Status::Met, Status::Missed, Status::Undecided, Status::NotMeasured]
-            .into_iter()
-            .find(|x| x.word() == s)
-    }
-
-    /// Judges `values` against `goal`.
-    pub fn judge(goal: Goal, values: &[f64]) -> Status {
-        let finite: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
-        if finite.is_empty() {
-            return Status::NotMeasured;
-        }
-        let meeting = finite.iter().filter(|&&v| goal.meets(v)).count();
-        if goal == Goal::NoFailures {
-            return if meeting == finite.len() { Status::Met } else { Status::Missed };
-        }
-        if meeting == finite.len() {
-            Status::Met
-        } else if meeting == 0 {
-            Status::Missed
-        } else {
-            Status::Undecided
-        }
-    }
-}
+pub use vmspace_bench::judge::{Goal, Status};
 
 /// One target and its outcome.
 #[derive(Debug, Clone, PartialEq)]
@@ -187,13 +84,17 @@ impl TargetResult {
         vmspace_results::stats::Summary::of(&self.values).map(|s| s.median)
     }
 
-    /// The measured value in words: `0.82x [0.71-0.95]`, `0 failures`, or `-`.
+    /// The measured value in words: `0.82x [0.71-0.95]` (the median and the interval the status was judged
+    /// on), `0 failures`, or `-`.
     pub fn measured(&self) -> String {
-        let Some(s) = vmspace_results::stats::Summary::of(&self.values) else { return "-".into() };
+        let Some(i) = vmspace_bench::judge::median_interval(&self.values) else { return "-".into() };
         match self.goal {
-            Goal::NoFailures => format!("{} failure{}", s.max as u64, if s.max == 1.0 { "" } else { "s" }),
-            _ if s.n == 1 => format!("{}x", sig3(s.median)),
-            _ => format!("{}x [{}-{}]", sig3(s.median), sig3(s.min), sig3(s.max)),
+            Goal::NoFailures => {
+                let max = self.values.iter().copied().filter(|v| v.is_finite()).fold(0.0, f64::max);
+                format!("{} failure{}", max as u64, if max == 1.0 { "" } else { "s" })
+            }
+            _ if i.n == 1 => format!("{}x", sig3(i.median)),
+            _ => format!("{}x [{}-{}]", sig3(i.median), sig3(i.low), sig3(i.high)),
         }
     }
 
@@ -217,7 +118,8 @@ impl TargetResult {
     }
 
     /// The target recorded in `r`: a `report.target` report, or a `bench.tree.target` report of `vmspace bench
-    /// tree` (its `met` and its one ratio).
+    /// tree` (its `verdict` and its per-round ratios; `met` alone in files written before verdicts could be
+    /// undecided).
     pub fn from_report(r: &Report) -> Option<TargetResult> {
         let values: Vec<f64> = r.runs.iter().filter_map(|run| run.metrics.values().next().copied()).collect();
         match r.benchmark.as_str() {
@@ -232,20 +134,19 @@ impl TargetResult {
                 why: r.notes.first().cloned().unwrap_or_default(),
             }),
             "bench.tree.target" => {
-                let met = r.parameters.get("met").and_then(serde_json::Value::as_bool)?;
+                let status = match Status::parse(param_str(r, "verdict")) {
+                    Some(s) => s,
+                    None if values.is_empty() => Status::NotMeasured,
+                    None if r.parameters.get("met").and_then(serde_json::Value::as_bool)? => Status::Met,
+                    None => Status::Missed,
+                };
                 let at = param_str(r, "workload").to_string();
                 Some(TargetResult {
                     id: format!("trees.{}.{}", r.label, at),
                     experiment: "trees".into(),
                     what: r.label.clone(),
                     goal: Goal::parse(param_str(r, "goal"))?,
-                    status: if values.is_empty() {
-                        Status::NotMeasured
-                    } else if met {
-                        Status::Met
-                    } else {
-                        Status::Missed
-                    },
+                    status,
                     values,
                     at,
                     why: String::new(),
@@ -267,6 +168,25 @@ pub fn tally(targets: &[TargetResult]) -> (u64, u64, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bench_tree_targets_keep_their_verdict() {
+        use vmspace_bench::judge::Judged;
+        let host = HostInfo::default();
+        for (values, status) in [
+            (vec![0.5, 0.6, 0.7, 0.55, 0.65, 0.6, 0.62, 0.58, 0.61], Status::Met),
+            (vec![0.6, 0.65, 0.7, 0.72, 0.73, 0.74, 0.78, 0.8, 0.82], Status::Undecided),
+            (vec![], Status::NotMeasured),
+        ] {
+            let j = Judged::new("lookup vs BTreeMap", "lookup n=21", Goal::AtMost(0.75), values.clone());
+            let mut r = j.report_with("bench.tree.target", "ratio", &host);
+            r.param("workload", &j.at);
+            let t = TargetResult::from_report(&r).unwrap();
+            assert_eq!((t.status, t.values.clone()), (status, values.clone()));
+            // The report judges the same values by the same rule.
+            assert_eq!(TargetResult::judge(t.id, "trees", "x", "y", t.goal, values).status, status);
+        }
+    }
 
     #[test]
     fn spread_decides() {

@@ -77,12 +77,26 @@ pub struct Verdict {
     pub missed: u64,
     /// The closing line printed under the table, e.g. `12 met, 11 missed`.
     pub line: String,
+    /// How many targets the spread of their values left undecided (neither met nor missed; they do not fail the
+    /// command). Left out of the JSON when 0, read as 0 when absent.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub undecided: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Verdict {
     /// A verdict of `met` and `missed` things, passed when nothing was missed; `line` is the closing line.
     pub fn new(met: u64, missed: u64, line: impl Into<String>) -> Self {
-        Self { passed: missed == 0, met, missed, line: line.into() }
+        Self { passed: missed == 0, met, missed, line: line.into(), undecided: 0 }
+    }
+
+    /// The same verdict with `undecided` targets (which do not change `passed`).
+    pub fn with_undecided(mut self, undecided: u64) -> Self {
+        self.undecided = undecided;
+        self
     }
 }
 
