@@ -121,6 +121,7 @@ mod gap;
 mod node;
 mod non_rcu;
 mod read;
+mod slab;
 mod validate;
 mod write;
 
@@ -134,6 +135,7 @@ use vmspace_rcu::{CachePadded, Guard};
 
 pub use non_rcu::NonRcuMapleTree;
 pub use read::{Cursor, PausedCursor};
+pub use slab::{NODE_CHUNK_SHIFT, NODE_KEEP_EMPTY_BYTES, SlabStats};
 
 use node::Counters;
 
@@ -200,6 +202,29 @@ unsafe impl<U: Sync + 'static> Entry for &'static U {
         // `p` is a valid, aligned, forever-live pointer to a `U`.
         unsafe { p.as_ref() }
     }
+}
+
+/// The memory of the process's node slab, which every maple tree's nodes come from (module docs, "Allocation
+/// and reclamation"): chunks mapped, free node slots in its shared depot. Nodes in threads' magazines count as
+/// in use here; [`flush_thread_nodes`] gives the calling thread's back first.
+#[cfg(not(loom))]
+pub fn slab_stats() -> SlabStats {
+    slab::stats()
+}
+
+/// Gives the calling thread's cached free nodes (its slab magazine, up to 1,024 nodes) back to the shared depot,
+/// so that [`slab_stats`] sees them and entirely free chunks can go back to the system. A thread does this by
+/// itself when it exits.
+#[cfg(not(loom))]
+pub fn flush_thread_nodes() {
+    slab::flush_local()
+}
+
+/// The slab's parts for the loom models (`tests/loom.rs`): not an API.
+#[cfg(loom)]
+#[doc(hidden)]
+pub mod slab_model {
+    pub use crate::slab::{Magazine, Slab};
 }
 
 /// Errors, as Linux errno values.
