@@ -206,7 +206,12 @@ impl Slab {
     /// The memory this slab holds.
     pub fn stats(&self) -> SlabStats {
         let d = self.depot.lock();
-        SlabStats { chunks: d.chunks, bytes: d.chunks << self.shift, free_nodes: d.free, empty_chunks: d.empty }
+        SlabStats {
+            chunks: d.chunks,
+            bytes: d.chunks << self.shift,
+            free_nodes: d.free,
+            empty_chunks: d.empty,
+        }
     }
 
     /// The header of chunk `c`.
@@ -236,7 +241,9 @@ impl Slab {
     /// The chunk holding node address `a`.
     fn chunk_of(&self, a: usize) -> Chunk {
         let base = a & !(self.size() - 1);
-        Chunk(NonNull::new(std::ptr::with_exposed_provenance_mut::<u8>(base)).expect("node address in a chunk"))
+        Chunk(
+            NonNull::new(std::ptr::with_exposed_provenance_mut::<u8>(base)).expect("node address in a chunk"),
+        )
     }
 
     /// Maps a new chunk, every node slot free, and lists it. `false` if the system has no memory.
@@ -355,7 +362,10 @@ impl Slab {
         for &a in nodes {
             let c = self.chunk_of(a);
             let slot = (a - c.0.as_ptr().addr()) >> SLOT_SHIFT;
-            assert!(a & (SLOT - 1) == 0 && slot >= self.header_slots(), "maple slab: {a:#x} is not a node slot");
+            assert!(
+                a & (SLOT - 1) == 0 && slot >= self.header_slots(),
+                "maple slab: {a:#x} is not a node slot"
+            );
             // SAFETY: `a` came from this slab (the caller's contract), so its chunk is mapped: it holds a node
             // that is not free; the mutex is held.
             let w = unsafe { self.word(c, slot / 64) };
@@ -411,11 +421,13 @@ pub struct Magazine {
 }
 
 impl Magazine {
+    /// An empty magazine.
     pub const fn new() -> Magazine {
         Magazine { nodes: Vec::new() }
     }
 
     /// Nodes held.
+    #[cfg(any(test, loom))]
     pub fn len(&self) -> usize {
         self.nodes.len()
     }
@@ -434,6 +446,7 @@ impl Magazine {
 
     /// Appends `n` nodes to `out`, from this magazine and the rest from the depot in one step; `false` (and
     /// nothing appended) if the system has no memory.
+    #[cfg_attr(loom, allow(dead_code))] // The tree does not use the slab under loom.
     pub(crate) fn alloc_bulk(&mut self, slab: &Slab, n: usize, out: &mut Vec<usize>) -> bool {
         let here = n.min(self.nodes.len());
         let at = self.nodes.len() - here;
@@ -471,6 +484,7 @@ impl Magazine {
     /// # Safety
     ///
     /// As [`Slab::give`], for every node.
+    #[cfg_attr(loom, allow(dead_code))] // As `alloc_bulk`.
     pub(crate) unsafe fn free_bulk(&mut self, slab: &Slab, nodes: &[usize]) {
         let room = MAG_MAX.saturating_sub(self.nodes.len()).min(nodes.len());
         let (rest, keep) = nodes.split_at(nodes.len() - room);
@@ -489,7 +503,10 @@ impl Magazine {
 
 impl Drop for Magazine {
     fn drop(&mut self) {
-        debug_assert!(self.nodes.is_empty() || std::thread::panicking(), "maple slab: magazine dropped unflushed");
+        debug_assert!(
+            self.nodes.is_empty() || std::thread::panicking(),
+            "maple slab: magazine dropped unflushed"
+        );
     }
 }
 
@@ -682,7 +699,11 @@ mod tests {
     fn conserved(s: &Slab, mags: &[&Magazine], held: usize) {
         let st = s.stats();
         let mags: usize = mags.iter().map(|m| m.len()).sum();
-        assert_eq!(st.free_nodes + mags + held, st.chunks * s.capacity(), "{st:?}, {mags} in magazines, {held} held");
+        assert_eq!(
+            st.free_nodes + mags + held,
+            st.chunks * s.capacity(),
+            "{st:?}, {mags} in magazines, {held} held"
+        );
         assert_eq!(st.bytes, st.chunks << s.shift);
     }
 
@@ -895,7 +916,12 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(if cfg!(miri) { 4 } else { 64 }))]
+        #![proptest_config(ProptestConfig {
+            cases: if cfg!(miri) { 4 } else { 64 },
+            // No failure file: Miri's isolation forbids the current directory it would need.
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        })]
         /// Against a `HashSet` of the nodes handed out: no node is handed out twice, every node is an aligned
         /// slot, and depot + magazines + handed out always add up to every slot of every chunk; at the end
         /// everything goes back and only the bounded empty chunks remain.
