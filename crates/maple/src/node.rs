@@ -1,4 +1,5 @@
-//! Raw node layout, tagged pointers, and the one place nodes are allocated and freed.
+//! Raw node layout, tagged pointers, and the one place nodes are allocated and freed: the allocation domains
+//! ([`Counters`]: accounting and failure injection) in front of the node slab (module `slab`: the memory).
 //!
 //! A node is 32 machine words (256 bytes, 256-aligned), all atomics so that lock-free readers may load them
 //! while a writer stores to them (see the crate docs for which stores a live node can see). Word 0 is the

@@ -50,9 +50,11 @@
 //! bits): a new chunk is zero (fresh anonymous memory), a recycled node holds stale words that every allocator
 //! caller overwrites before publication, as before the slab.
 //!
-//! Order of reuse: last freed, first reused (the magazine is a stack). Handing out the oldest free node first
-//! (a FIFO magazine) was measured against it for the writer beside a reader (BENCHMARKS.md "Range trees") and
-//! made no difference, so the simpler stack stays.
+//! Order of reuse: last freed, first reused (the magazine is a stack), so a churning writer reuses the nodes of
+//! its own previous batch while they are still in its caches. Handing out the oldest free node first, so that a
+//! writer does not write lines a reader has just read, was measured with the per-domain cache this slab
+//! replaced and made no measurable difference for a writer beside a reader (BENCHMARKS.md "Range trees",
+//! follow-up experiments); it was not repeated on the slab.
 //!
 //! # Concurrency and loom
 //!
@@ -72,7 +74,7 @@ const SLOT_SHIFT: u32 = 8;
 const _: () = assert!(1 << SLOT_SHIFT == SLOT);
 
 /// Chunk size (log2) of the process's node slab: 2 MiB, one huge page. Chosen by measurement against 64 KiB
-/// chunks (BENCHMARKS.md, "Range trees": the node slab).
+/// chunks and against 2 MiB without `MADV_HUGEPAGE` (BENCHMARKS.md, "Range trees", "The node slab").
 pub const NODE_CHUNK_SHIFT: u32 = 21;
 /// Entirely free chunks the process's node slab keeps (in bytes) before it returns the next one to the system.
 /// The same bound as the per-domain cache of recycled nodes that the slab replaces: it absorbs the backlog of
