@@ -148,7 +148,7 @@ impl Depot {
 // mutex) to another thread shares nothing unsynchronised.
 unsafe impl Send for Depot {}
 
-/// Memory held by a slab (see [`slab_stats`]).
+/// Memory held by a slab (see [`crate::slab_stats`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct SlabStats {
     /// Chunks mapped.
@@ -434,6 +434,12 @@ impl Magazine {
         self.nodes.len()
     }
 
+    /// True if the magazine holds no node.
+    #[cfg(any(test, loom))]
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
     /// One node; `None` if the system has no memory.
     #[inline]
     pub fn alloc(&mut self, slab: &Slab) -> Option<usize> {
@@ -500,6 +506,12 @@ impl Magazine {
         // SAFETY: magazine nodes are free and were handed out by `slab` (the callers' contracts).
         unsafe { slab.give(&self.nodes) };
         self.nodes.clear();
+    }
+}
+
+impl Default for Magazine {
+    fn default() -> Self {
+        Magazine::new()
     }
 }
 

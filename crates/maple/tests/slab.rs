@@ -1,6 +1,7 @@
 //! The node slab gives memory back: after big trees (and their copies) are dropped, the process keeps at most
 //! the slab's bound of entirely free chunks ([`vmspace_maple::NODE_KEEP_EMPTY_BYTES`]), and building them again
 //! reuses that memory. One test in its own process, so that no other test's trees hold chunks.
+#![cfg(not(loom))]
 
 use std::num::NonZeroUsize;
 
