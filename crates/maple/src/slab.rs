@@ -809,7 +809,7 @@ mod tests {
         assert_eq!(m.len(), MAG_MAX);
         conserved(&s, &[&m], 0);
         m.flush(&s);
-        assert_eq!(m.len(), 0);
+        assert!(m.is_empty());
         conserved(&s, &[], 0);
     }
 
