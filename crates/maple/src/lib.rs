@@ -117,18 +117,27 @@
 //!
 //! # Allocation and reclamation
 //!
-//! Every node comes from one place per *allocation domain* (a tree and the trees [`MapleTree::dup`] made from
-//! it share one): it counts allocations and frees ([`NodeStats`]), honours failure injection
-//! ([`MapleTree::inject_alloc_failure`]), and recycles freed nodes through a bounded cache before falling back
-//! to the system allocator. Every allocation of a store happens before anything visible changes, so ENOMEM
-//! leaves the tree as it was; [`Writer::reserve`] preallocates the worst case
+//! Every node is counted by one *allocation domain* (a tree and the trees [`MapleTree::dup`] made from it share
+//! one): it counts allocations and frees ([`NodeStats`]) and honours failure injection
+//! ([`MapleTree::inject_alloc_failure`]). The memory comes from the process's **node slab** (module `slab`, the
+//! kernel's `kmem_cache` of maple nodes): 256-byte slots carved from 2 MiB chunks (aligned, `MADV_HUGEPAGE`),
+//! a shared depot of chunks with free slots (one bitmap per chunk) under a mutex, and a per-thread magazine of
+//! free nodes in front of it, so that the common allocation and free touch no lock and no shared line. `dup`
+//! and [`Writer::reserve`] take their nodes in batches (one bulk allocation per batch: the magazine, then the
+//! depot in one step). Memory goes back to the system when a chunk becomes entirely free and more than
+//! [`NODE_KEEP_EMPTY_BYTES`] (16 MiB) of free chunks are already kept; [`slab_stats`] reports what is held.
+//!
+//! Every allocation of a store happens before anything visible changes, so ENOMEM (injected, or no memory for
+//! a new chunk) leaves the tree as it was; [`Writer::reserve`] preallocates the worst case
 //! ([`MapleTree::worst_case_nodes`], [`Writer::worst_case`]) so that a sequence of stores cannot fail.
 //! Replaced nodes are retired in batches: a writer collects them and hands each full batch to RCU with one
-//! deferred call (a grace period later they return to the cache). In non-RCU mode they are freed at once.
+//! deferred call; a grace period later they go back to the slab (into the magazine of the thread that runs the
+//! deferred call), which is the only way a published node's memory is reused. In non-RCU mode, and for nodes
+//! never published, they are freed at once.
 //!
 //! # Modules
 //!
-//! `node` (layout, tagged words, allocation and counters), `read` (lookups and the cursor), `write` (stores),
+//! `node` (layout, tagged words, allocation domains and counters), `slab` (node memory), `read` (lookups and the cursor), `write` (stores),
 //! `build` (node construction and distribution, shared by stores and the bulk builder), `gap` (empty-area
 //! searches), `dup` (the O(n) copy), `validate` (invariant checks, dump, statistics), `non_rcu`
 //! ([`NonRcuMapleTree`]).
@@ -141,6 +150,7 @@ mod gap;
 mod node;
 mod non_rcu;
 mod read;
+mod slab;
 mod validate;
 mod write;
 
@@ -154,6 +164,7 @@ use vmspace_rcu::{CachePadded, Guard};
 
 pub use non_rcu::NonRcuMapleTree;
 pub use read::{Cursor, PausedCursor};
+pub use slab::{NODE_CHUNK_SHIFT, NODE_KEEP_EMPTY_BYTES, SlabStats};
 
 use node::Counters;
 
@@ -220,6 +231,29 @@ unsafe impl<U: Sync + 'static> Entry for &'static U {
         // `p` is a valid, aligned, forever-live pointer to a `U`.
         unsafe { p.as_ref() }
     }
+}
+
+/// The memory of the process's node slab, which every maple tree's nodes come from (module docs, "Allocation
+/// and reclamation"): chunks mapped, free node slots in its shared depot. Nodes in threads' magazines count as
+/// in use here; [`flush_thread_nodes`] gives the calling thread's back first.
+#[cfg(not(loom))]
+pub fn slab_stats() -> SlabStats {
+    slab::stats()
+}
+
+/// Gives the calling thread's cached free nodes (its slab magazine, up to 1,024 nodes) back to the shared depot,
+/// so that [`slab_stats`] sees them and entirely free chunks can go back to the system. A thread does this by
+/// itself when it exits.
+#[cfg(not(loom))]
+pub fn flush_thread_nodes() {
+    slab::flush_local()
+}
+
+/// The slab's parts for the loom models (`tests/loom.rs`): not an API.
+#[cfg(loom)]
+#[doc(hidden)]
+pub mod slab_model {
+    pub use crate::slab::{Magazine, Slab};
 }
 
 /// Errors, as Linux errno values.

@@ -1,4 +1,5 @@
-//! Raw node layout, tagged pointers, and the one place nodes are allocated and freed.
+//! Raw node layout, tagged pointers, and the one place nodes are allocated and freed: the allocation domains
+//! ([`Counters`]: accounting and failure injection) in front of the node slab (module `slab`: the memory).
 //!
 //! A node is 32 machine words (256 bytes, 256-aligned), all atomics so that lock-free readers may load them
 //! while a writer stores to them (see the crate docs for which stores a live node can see). Word 0 is the
@@ -221,7 +222,8 @@ impl Enode {
     #[inline(always)]
     unsafe fn deref<'a>(self) -> &'a Node {
         let p = std::ptr::with_exposed_provenance::<Node>(self.addr());
-        // SAFETY: the caller's contract; the allocator exposed the address's provenance (`alloc_node`).
+        // SAFETY: the caller's contract; the allocator exposed the address's provenance (the slab when it maps a
+        // chunk; under loom, the per-node `Box`).
         let n = unsafe { &*p };
         #[cfg(loom)]
         assert!(!n.freed.load(Ordering::Relaxed), "maple: access to a reclaimed node");
@@ -244,13 +246,9 @@ const _: () = assert!(std::mem::size_of::<Node>() == 256 && std::mem::align_of::
 const _: () =
     assert!(usize::BITS == 64, "the maple tree stores u64 pivots and usize slots in the same words");
 
-/// A fresh node's memory, its address exposed so that [`Enode`]s (plain integers in atomic words) can be turned
-/// back into references.
-fn alloc_node() -> usize {
-    Box::into_raw(Box::new(Node::zeroed())).expose_provenance()
-}
-
 impl Node {
+    /// A zeroed node (loom's per-node allocation; the slab's chunks are zero when mapped).
+    #[cfg(loom)]
     fn zeroed() -> Self {
         Node {
             parent: AtomicU64::new(0),
@@ -592,22 +590,9 @@ pub(crate) fn pivots(leaf: bool) -> usize {
     if leaf { LEAF_PIVOTS } else { INT_PIVOTS }
 }
 
-/// Recycled nodes kept per allocation domain (beyond this, freed nodes go back to the system allocator): 64 Ki
-/// nodes, 16 MiB.
-///
-/// The cache must absorb the largest backlog of retired nodes that come back at once. While a reader sits in a
-/// read-side critical section (in particular when it is preempted there, as on a loaded machine) no grace
-/// period completes, and a churning writer keeps retiring nodes: thousands can wait (12,000 were measured behind
-/// one preempted lookup thread). When they come back, a small cache overflowed and released the excess to the
-/// system allocator, and the writer then paid for fresh allocations (an aligned `malloc`, zeroing, cold lines,
-/// page faults) on about one node in four: that was a +50% writer slowdown from a reader on a *different*
-/// tree. The cache only ever holds nodes that were in use together at some moment (live or waiting), so its size
-/// never exceeds the domain's peak node memory; the bound just caps it.
-#[cfg(not(loom))]
-const CACHE_MAX: usize = 65536;
 /// The largest batch a stash takes at a time (see [`Counters::alloc_stashed`]).
 #[cfg(not(loom))]
-const STASH_REFILL: usize = 64;
+const STASH_REFILL: usize = 256;
 /// Under loom every node is a model object: refill one at a time.
 #[cfg(loom)]
 const STASH_REFILL: usize = 1;
@@ -645,26 +630,23 @@ pub(crate) const RETIRE_BATCH: usize = 512;
 #[cfg(loom)]
 pub(crate) const RETIRE_BATCH: usize = 1;
 
-/// One allocation domain: node counters and a cache of recycled nodes, shared (Arc) by a tree, the trees `dup`
-/// made from it, and the deferred frees, so that nodes freed after a grace period are still counted.
+/// One allocation domain: node counters and failure injection, shared (Arc) by a tree, the trees `dup` made
+/// from it, and the deferred frees, so that nodes freed after a grace period are still counted. The memory
+/// itself comes from the process's node slab (module `slab`: per-thread magazines in front of a shared depot
+/// of 2 MiB chunks); a domain owns no memory of its own, only the nodes it has handed out.
 ///
 /// Accounting: `allocated` counts nodes handed out (fresh or recycled), `released` nodes the domain's trees
 /// gave up (freed at once, or retired to wait for a grace period), `freed` nodes whose memory went back (to
-/// the cache or the system allocator). Nodes waiting for their grace period are `released - freed`. A deferred
-/// free only moves `freed`, so `allocated - released` (what the trees own) never changes under a reader of the
-/// counters when a grace period ends; and because `freed` is incremented with Release after the matching
-/// `released` increment, a reader that loads `freed` (Acquire) before `released` always sees
-/// `freed <= released`.
+/// the slab). Nodes waiting for their grace period are `released - freed`. A deferred free only moves `freed`,
+/// so `allocated - released` (what the trees own) never changes under a reader of the counters when a grace
+/// period ends; and because `freed` is incremented with Release after the matching `released` increment, a
+/// reader that loads `freed` (Acquire) before `released` always sees `freed <= released`.
 pub(crate) struct Counters {
     pub(crate) allocated: AtomicU64,
     pub(crate) released: AtomicU64,
     pub(crate) freed: AtomicU64,
     /// 0 = no injection; n = the n-th allocation from now fails (then injection switches off).
     pub(crate) fail_countdown: AtomicU64,
-    /// Recycled node addresses (whole nodes; zeroed when handed out again). Not under loom: there a released
-    /// node is only marked, so that late accesses are caught.
-    #[cfg(not(loom))]
-    cache: vmspace_rcu::sync::Mutex<Vec<usize>>,
 }
 
 impl Counters {
@@ -674,8 +656,6 @@ impl Counters {
             released: AtomicU64::new(0),
             freed: AtomicU64::new(0),
             fail_countdown: AtomicU64::new(0),
-            #[cfg(not(loom))]
-            cache: vmspace_rcu::sync::Mutex::new(Vec::new()),
         })
     }
 
@@ -694,36 +674,23 @@ impl Counters {
         true
     }
 
-    /// Takes the injection decision and counts one allocation. `false` = this allocation must fail.
-    #[inline]
-    fn admit(&self) -> bool {
-        if !self.injection_allows() {
-            return false;
-        }
-        // Relaxed: statistics.
-        self.allocated.fetch_add(1, Ordering::Relaxed);
-        true
-    }
-
-    /// Allocates one node, honouring failure injection. `None` = ENOMEM. A recycled node's words are stale:
-    /// every caller writes every word (`fill_node`, `dup`) and the parent word before publishing it.
+    /// Allocates one node, honouring failure injection. `None` = ENOMEM (injected, or the system has no memory
+    /// for a new slab chunk; nothing is counted then). A recycled node's words are stale: every caller writes
+    /// every word (`fill_node`, `dup`) and the parent word before publishing it.
     pub(crate) fn alloc(&self) -> Option<usize> {
-        if !self.admit() {
+        if !self.injection_allows() {
             return None;
         }
-        #[cfg(not(loom))]
-        {
-            let cached = self.cache.lock().pop();
-            if let Some(a) = cached {
-                return Some(a);
-            }
-        }
-        Some(alloc_node())
+        let a = mem::alloc()?;
+        // Relaxed: statistics.
+        self.allocated.fetch_add(1, Ordering::Relaxed);
+        Some(a)
     }
 
-    /// Allocates like [`Counters::alloc`] from `stash`, which is refilled in batches (from the cache, topped up
-    /// with fresh nodes) that double from 4 to 64 nodes, so that a small copy takes few; for `dup` and
-    /// `reserve`, which allocate many nodes in a row. Return the stash with [`Counters::return_stash`].
+    /// Allocates like [`Counters::alloc`] from `stash`, which is refilled in batches (one bulk allocation from
+    /// the slab: the thread's magazine, the rest from the depot in one step) that double from 4 to 256 nodes,
+    /// so that a small copy takes few; for `dup` and `reserve`, which allocate many nodes in a row. Return the
+    /// stash with [`Counters::return_stash`].
     ///
     /// A refill counts its nodes as allocated at once and `return_stash` takes back what was not used: one
     /// locked read-modify-write per batch instead of one per node. That matters: on x86 a locked instruction
@@ -735,17 +702,10 @@ impl Counters {
         }
         if stash.nodes.is_empty() {
             let want = stash.refill;
+            if !mem::alloc_bulk(want, &mut stash.nodes) {
+                return None;
+            }
             stash.refill = (want * 2).min(STASH_REFILL);
-            #[cfg(not(loom))]
-            {
-                let mut c = self.cache.lock();
-                let take = c.len().min(want);
-                let at = c.len() - take;
-                stash.nodes.extend(c.drain(at..));
-            }
-            while stash.nodes.len() < want {
-                stash.nodes.push(alloc_node());
-            }
             // Relaxed: statistics (counted before any of these nodes can be freed, so `allocated` never lags).
             self.allocated.fetch_add(want as u64, Ordering::Relaxed);
         }
@@ -760,25 +720,11 @@ impl Counters {
         }
         // Relaxed: statistics.
         self.allocated.fetch_sub(stash.len() as u64, Ordering::Relaxed);
-        #[cfg(not(loom))]
-        {
-            let mut c = self.cache.lock();
-            let room = CACHE_MAX.saturating_sub(c.len());
-            let (keep, rest) = stash.split_at(room.min(stash.len()));
-            c.extend_from_slice(keep);
-            for &a in rest {
-                // SAFETY: stashed nodes were never handed out: owned here and unreachable.
-                unsafe { release(a) };
-            }
-        }
-        #[cfg(loom)]
-        for a in stash {
-            // SAFETY: never handed out.
-            unsafe { release(a) };
-        }
+        // SAFETY: stashed nodes were never handed out: owned here and unreachable.
+        unsafe { mem::free_bulk(&stash) };
     }
 
-    /// Frees many unreachable nodes with one cache lock.
+    /// Frees many unreachable nodes in one step.
     ///
     /// # Safety
     ///
@@ -797,22 +743,14 @@ impl Counters {
     ///
     /// As [`Counters::free_now`], for every node.
     pub(crate) unsafe fn free_released(&self, nodes: Vec<usize>) {
-        #[cfg(not(loom))]
-        let mut c = self.cache.lock();
-        let mut n = 0u64;
-        for a in nodes {
-            n += 1;
-            #[cfg(not(loom))]
-            if c.len() < CACHE_MAX {
-                c.push(a);
-                continue;
-            }
-            // SAFETY: the caller's contract.
-            unsafe { release(a) };
+        if nodes.is_empty() {
+            return;
         }
+        // SAFETY: the caller's contract.
+        unsafe { mem::free_bulk(&nodes) };
         // Release: pairs with the Acquire load in the tree's `stats`, so that a reader seeing this count also
         // sees the `released` increment of these nodes (freed <= released).
-        self.freed.fetch_add(n, Ordering::Release);
+        self.freed.fetch_add(nodes.len() as u64, Ordering::Release);
     }
 
     /// Frees a node no reader can reach (never published, non-RCU mode, or after its grace period).
@@ -825,16 +763,8 @@ impl Counters {
         self.released.fetch_add(1, Ordering::Relaxed);
         // Release: as in `free_released`.
         self.freed.fetch_add(1, Ordering::Release);
-        #[cfg(not(loom))]
-        {
-            let mut c = self.cache.lock();
-            if c.len() < CACHE_MAX {
-                c.push(a);
-                return;
-            }
-        }
-        // SAFETY: the caller's contract: `a` is a live `Box<Node>` that nobody else will touch.
-        unsafe { release(a) };
+        // SAFETY: the caller's contract.
+        unsafe { mem::free(a) };
     }
 
     /// Hands a batch of retired (unpublished, dead) nodes to RCU: they are freed after a grace period.
@@ -856,32 +786,51 @@ impl Counters {
     }
 }
 
-impl Drop for Counters {
-    fn drop(&mut self) {
-        #[cfg(not(loom))]
-        for a in std::mem::take(&mut *self.cache.lock()) {
-            // SAFETY: cached nodes are owned by the cache and unreachable.
-            unsafe { release(a) };
-        }
-    }
+/// Node memory: the process's node slab (module `slab`).
+#[cfg(not(loom))]
+mod mem {
+    pub(super) use crate::slab::{alloc, alloc_bulk, free, free_bulk};
 }
 
-/// Releases a node's memory.
-///
-/// # Safety
-///
-/// `a` is a `Box<Node>` address, released once, unreachable.
-unsafe fn release(a: usize) {
-    #[cfg(loom)]
-    {
-        // Loom: keep the memory and mark it, so that a late reader trips the assertion in `Enode::deref`.
-        // SAFETY: the node is still allocated (we never free under loom).
+/// Node memory under loom: one model object per node, never reused. A freed node is only marked, so that a
+/// reader touching it after its grace period trips the assertion in `Enode::deref` (reuse would hide that).
+#[cfg(loom)]
+mod mem {
+    use super::{Node, Ordering};
+
+    /// A fresh, zeroed node, its address exposed so that `Enode`s can be turned back into references.
+    pub(super) fn alloc() -> Option<usize> {
+        Some(Box::into_raw(Box::new(Node::zeroed())).expose_provenance())
+    }
+
+    pub(super) fn alloc_bulk(n: usize, out: &mut Vec<usize>) -> bool {
+        out.extend((0..n).filter_map(|_| alloc()));
+        true
+    }
+
+    /// Marks a node freed (its memory is kept for the rest of the model execution).
+    ///
+    /// # Safety
+    ///
+    /// `a` came from [`alloc`] and is freed once.
+    pub(super) unsafe fn free(a: usize) {
+        // SAFETY: the node is still allocated (never freed under loom).
         let n = unsafe { &*std::ptr::with_exposed_provenance::<Node>(a) };
+        // Relaxed: pairs with nothing; a reader may load the mark only if the grace period (which loom orders
+        // through the reclamation model's own synchronisation) failed to cover its access, which is the bug the
+        // assertion reports.
         n.freed.store(true, Ordering::Relaxed);
     }
-    #[cfg(not(loom))]
-    // SAFETY: the caller's contract.
-    drop(unsafe { Box::from_raw(std::ptr::with_exposed_provenance_mut::<Node>(a)) });
+
+    /// # Safety
+    ///
+    /// As [`free`], for every node.
+    pub(super) unsafe fn free_bulk(nodes: &[usize]) {
+        for &a in nodes {
+            // SAFETY: the caller's contract.
+            unsafe { free(a) };
+        }
+    }
 }
 
 /// Size in keys of `[s, e]`, saturating at `u64::MAX` (the whole key space).
