@@ -76,7 +76,9 @@ fn quick_json_has_the_shared_schema_and_every_row() {
     // 2 threads over 1 without and with the mapper, mmap-lock over per-vma at T=1 and T=2, engine over kernel.
     assert_eq!(targets, 5);
     let verdict = &set["verdict"];
-    assert_eq!(verdict["met"].as_u64().unwrap() + verdict["missed"].as_u64().unwrap(), 5, "{verdict}");
+    // Every measured target has a verdict (undecided when within the judge's resolution of its goal).
+    let decided = verdict["met"].as_u64().unwrap() + verdict["missed"].as_u64().unwrap();
+    assert_eq!(decided + verdict["undecided"].as_u64().unwrap_or(0), 5, "{verdict}");
 }
 
 #[test]

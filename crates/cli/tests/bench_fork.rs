@@ -82,7 +82,9 @@ fn quick_json_has_the_shared_schema_and_every_row() {
     // at 1021 VMAs in both variants (smaller counts are not judged).
     assert_eq!(targets, 1 + 4 + 2);
     let verdict = &set["verdict"];
-    assert_eq!(verdict["met"].as_u64().unwrap() + verdict["missed"].as_u64().unwrap(), 6, "{verdict}");
+    // Every measured target has a verdict (undecided when within the judge's resolution of its goal).
+    let decided = verdict["met"].as_u64().unwrap() + verdict["missed"].as_u64().unwrap();
+    assert_eq!(decided + verdict["undecided"].as_u64().unwrap_or(0), 6, "{verdict}");
 }
 
 #[test]
