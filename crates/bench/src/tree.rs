@@ -235,11 +235,8 @@ pub struct TreeResults {
 }
 
 /// One structure's map, whatever its type: the structures of one cell live side by side so that their batches
-/// can interleave.
-#[expect(
-    clippy::large_enum_variant,
-    reason = "one value per structure and cell; a box would add an indirection to every timed operation"
-)]
+/// can interleave. (One value per structure and cell, unboxed: a box would add an indirection to every timed
+/// operation.)
 enum AnyMap {
     Maple(MapleMap),
     BTree(BTreeMap<u64, (u64, u64)>),
