@@ -33,8 +33,9 @@
 //! are separated by its own work. Without the pause a writer that keeps the reader's next VMA write-locked
 //! back to back starves the readers that wait for it: the lockless reader retries until it finds the VMA
 //! between two calls (a seqcount reader's starvation: it never makes the writer wait, so it can only wait),
-//! and the mmap-lock reader waits for a lock that the writer takes again at once (the engine's mmap lock has
-//! no hand-off to waiting readers: `vma::mmap_lock`). With the pause every mode reads steadily.
+//! and the mmap-lock reader spins for a lock that the writer takes again at once (the engine's mmap lock hands
+//! itself only to readers that have parked, `vma::mmap_lock`, and a reader spins a while before it parks).
+//! With the pause every mode reads steadily.
 //!
 //! # Checks (a violation is counted for each failed one)
 //!
