@@ -532,7 +532,7 @@ mod tests {
     fn a_miss_counts_only_when_the_control_could_meet_the_goal() {
         let goal = Goal::AtLeast(1.8);
         let missed = || Judged::new("scaling", "n=21", goal, vec![1.1, 1.2, 1.15]);
-        let met = Judged::new("scaling", "n=21", goal, vec![1.9, 1.95, 1.85]);
+        let met = Judged::new("scaling", "n=21", goal, vec![1.9, 1.95, 1.88]);
         let control_met = Judged::new("control", "", goal, vec![1.95, 1.98, 1.9]);
         let control_missed = Judged::new("control", "", goal, vec![1.0, 1.1, 1.05]);
         let control_undecided = Judged::new("control", "", goal, vec![1.7, 1.9, 1.95]);

@@ -6,6 +6,7 @@
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
+use vmspace_bench::judge::Goal;
 
 const TARGETS: [&str; 6] = ["maple", "btree", "rwlock", "arcswap", "scc", "skipmap"];
 const KERNEL_SHAPES: [&str; 5] =
@@ -77,17 +78,15 @@ fn quick_json_has_the_shared_schema_and_every_cell() {
             let min = values.iter().copied().fold(f64::INFINITY, f64::min);
             let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
             assert_eq!((low, high), (min, max), "{r}");
-            let goal = param(r, "goal").as_str().unwrap();
-            let (at_most, g) = match goal.strip_prefix("<= ") {
-                Some(g) => (true, g),
-                None => (false, goal.strip_prefix(">= ").unwrap()),
-            };
-            let g: f64 = g.trim_end_matches('x').parse().unwrap();
-            let meets = |v: f64| if at_most { v <= g } else { v >= g };
-            let expected = match (meets(low), meets(high)) {
-                (true, true) => "met",
-                (false, false) => "missed",
-                _ => "undecided",
+            // The shared judge's rule over the interval: met or missed only when both ends clear the goal by its
+            // resolution band (`vmspace_bench::judge::RESOLUTION`), undecided otherwise.
+            let goal = Goal::parse(param(r, "goal").as_str().unwrap()).unwrap();
+            let expected = if goal.clearly_meets(low) && goal.clearly_meets(high) {
+                "met"
+            } else if goal.clearly_misses(low) && goal.clearly_misses(high) {
+                "missed"
+            } else {
+                "undecided"
             };
             // A 2-thread scaling miss is left undecided, with a note, when the unsynchronised BTreeMap control
             // missed the goal too.

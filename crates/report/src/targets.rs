@@ -188,22 +188,26 @@ mod tests {
         }
     }
 
+    /// The report's targets take the shared judge's verdict (its rule is tested in `vmspace_bench::judge`) and
+    /// say why a target without values is not measured.
     #[test]
     fn spread_decides() {
-        let g = Goal::AtMost(0.75);
-        assert_eq!(Status::judge(g, &[0.5, 0.6, 0.7]), Status::Met);
-        assert_eq!(Status::judge(g, &[0.8, 0.9]), Status::Missed);
-        assert_eq!(Status::judge(g, &[0.7, 0.8]), Status::Undecided);
-        assert_eq!(Status::judge(g, &[]), Status::NotMeasured);
-        assert_eq!(Status::judge(g, &[f64::NAN]), Status::NotMeasured);
-        let g = Goal::AtLeast(1.8);
-        assert_eq!(Status::judge(g, &[1.9, 2.0]), Status::Met);
-        assert_eq!(Status::judge(g, &[1.7, 1.9]), Status::Undecided);
-        let g = Goal::Above(1.0);
-        assert_eq!(Status::judge(g, &[1.0, 1.2]), Status::Undecided);
-        assert_eq!(Status::judge(g, &[1.01, 1.2]), Status::Met);
-        assert_eq!(Status::judge(Goal::NoFailures, &[0.0, 0.0]), Status::Met);
-        assert_eq!(Status::judge(Goal::NoFailures, &[0.0, 1.0]), Status::Missed);
+        let t = |goal, values: &[f64]| TargetResult::judge("id".into(), "e", "w", "a", goal, values.to_vec());
+        for (goal, values) in [
+            (Goal::AtMost(0.75), &[0.5, 0.6, 0.7][..]),
+            (Goal::AtMost(0.75), &[0.8, 0.9]),
+            (Goal::AtMost(0.75), &[0.7, 0.8]),
+            (Goal::AtLeast(1.8), &[1.9, 2.0]),
+            (Goal::Above(1.0), &[1.0, 1.2]),
+            (Goal::NoFailures, &[0.0, 1.0]),
+        ] {
+            let r = t(goal, values);
+            assert_eq!(r.status, Status::judge(goal, values));
+            assert!(r.why.is_empty());
+        }
+        let r = t(Goal::AtMost(0.75), &[]);
+        assert_eq!(r.status, Status::NotMeasured);
+        assert_eq!(r.why, "no value in this run");
     }
 
     #[test]
