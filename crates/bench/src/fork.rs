@@ -535,7 +535,7 @@ fn targets(
             .iter()
             .filter_map(|k| m.metric(k).map(|s| s.max))
             .fold(f64::NAN, f64::max);
-        out.push(Judged::at_most(
+        out.push(Judged::exact_at_most(
             format!(
                 "{} VMAs{pages}: bytes per VMA, parent and tree-copied child",
                 param_u64(m, "total_vmas")

@@ -20,7 +20,8 @@
 //!   0.753x [0.748-0.766] and 0.757x [0.754-0.773] (heap placement and page colouring change between
 //!   processes), so a goal of 0.75x would have been met in the first and missed in the third;
 //! - **not measured** when there is no finite value (the cell was not measured in this run);
-//! - a count of failures ([`Goal::NoFailures`]) is missed by a single failure: no interval.
+//! - a count of failures ([`Goal::NoFailures`]) is missed by a single failure: no interval; an exact quantity
+//!   (bytes per VMA: the same in every run) is judged without the band ([`Judged::exact_at_most`]).
 //!
 //! So a decided verdict flips between two runs only when the true median moved across the goal (the load
 //! changed the quantity itself) or one run's interval missed its median (at most 5% of the time per target when
@@ -322,6 +323,16 @@ impl Judged {
         Judged::new(what, "", Goal::AtMost(max), vec![value])
     }
 
+    /// One *exact* `value` (a count of bytes or objects, the same in every run: no timing noise) against "at
+    /// most `max`": judged without the resolution band, since nothing varies between runs.
+    pub fn exact_at_most(what: impl Into<String>, value: f64, max: f64) -> Judged {
+        let mut j = Judged::at_most(what, value, max);
+        if j.measured() {
+            j.status = if Goal::AtMost(max).meets(value) { Status::Met } else { Status::Missed };
+        }
+        j
+    }
+
     /// Whether anything was measured.
     pub fn measured(&self) -> bool {
         self.status != Status::NotMeasured
@@ -430,6 +441,11 @@ mod tests {
         let b = Judged::at_least("b", 1.5, 1.9);
         let c = Judged::at_most("c", 0.5, 0.9);
         let d = Judged::at_least("d", f64::NAN, 1.0);
+        // Exact quantities need no margin: 212.7 bytes against 213 is met, not undecided.
+        assert_eq!(Judged::at_most("e", 212.7, 213.0).status, Status::Undecided);
+        assert_eq!(Judged::exact_at_most("e", 212.7, 213.0).status, Status::Met);
+        assert_eq!(Judged::exact_at_most("e", 213.5, 213.0).status, Status::Missed);
+        assert_eq!(Judged::exact_at_most("e", f64::NAN, 213.0).status, Status::NotMeasured);
         assert!(a.met() && !b.met() && c.met() && !d.met() && !d.measured());
         assert_eq!(b.status, Status::Missed);
         let v = verdict(&[a, b.clone(), c, d.clone()]);
