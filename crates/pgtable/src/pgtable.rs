@@ -572,15 +572,21 @@ impl PageTable {
     /// Every present or marker entry in `[start, end)`, in address order, as a lockless walker sees them.
     pub fn entries(&self, start: u64, end: u64) -> Vec<(u64, Pte)> {
         let mut out = Vec::new();
-        let _g = vmspace_rcu::pin();
-        self.walk_lockless(start, end.min(VA_END), &mut |a, p| out.push((a, p)));
+        self.for_each_entry(start, end, |a, p| out.push((a, p)));
         out
     }
 
+    /// Calls `f` on every present or marker entry in `[start, end)`, in address order, as a lockless walker
+    /// sees them ([`PageTable::entries`] without collecting them).
+    pub fn for_each_entry(&self, start: u64, end: u64, mut f: impl FnMut(u64, Pte)) {
+        let _g = vmspace_rcu::pin();
+        self.walk_lockless(start, end.min(VA_END), &mut f);
+    }
+
     /// Calls `f` on every non-empty PTE in `[start, end)` without locks. The caller is inside an RCU
-    /// read-side section.
-    pub(crate) fn walk_lockless(&self, start: u64, end: u64, f: &mut dyn FnMut(u64, Pte)) {
-        fn rec(t: &Table, level: Level, start: u64, end: u64, f: &mut dyn FnMut(u64, Pte)) {
+    /// read-side section. Generic over `f` so that the per-entry call is inlined (no indirect call per PTE).
+    pub(crate) fn walk_lockless<F: FnMut(u64, Pte)>(&self, start: u64, end: u64, f: &mut F) {
+        fn rec<F: FnMut(u64, Pte)>(t: &Table, level: Level, start: u64, end: u64, f: &mut F) {
             let mut addr = start;
             while addr < end {
                 let next = crate::arch::addr_end(addr, end, level);

@@ -207,7 +207,9 @@ impl MmRead<'_> {
         let mut cur: Option<V> = None;
         // Entries per frame: at most its mapcount (fork children and other mappers of a file page map it too).
         let mut mapped: HashMap<Pfn, u32> = HashMap::new();
-        for (addr, pte) in pt.entries(0, VA_END) {
+        // One lockless pass over the entries (no list of them); the first broken rule ends the check.
+        let mut err: Option<String> = None;
+        let mut check = |addr: u64, pte: vmspace_pgtable::Pte| -> Result<(), String> {
             while cur.is_none_or(|v| v.end() <= addr) {
                 cur = vmas.next();
                 if cur.is_none() {
@@ -226,7 +228,7 @@ impl MmRead<'_> {
                 if !fl.intersects(VmFlags::MAYBE_GUARD) && !self.cfg.anon_vma_name {
                     return Err(format!("guard marker at {addr:#x} in a VMA without VM_MAYBE_GUARD {v:?}"));
                 }
-                continue;
+                return Ok(());
             }
             let accessible = fl.intersects(VmFlags::ACCESS_FLAGS);
             if pte.is_protnone() == accessible {
@@ -243,7 +245,7 @@ impl MmRead<'_> {
                 if pte.pfn() != Pfn::ZERO || shared {
                     return Err(format!("special entry {pte:?} at {addr:#x} in {v:?}"));
                 }
-                continue;
+                return Ok(());
             }
             let info = self.mem.frame_info(pte.pfn()).ok_or_else(|| format!("no frame for {pte:?}"))?;
             let n = mapped.entry(pte.pfn()).or_default();
@@ -255,7 +257,7 @@ impl MmRead<'_> {
                 if shared || !v.has_anon_vma() {
                     return Err(format!("anonymous page at {addr:#x} in {v:?} (shared or without anon_vma)"));
                 }
-                continue;
+                return Ok(());
             }
             let private_hugetlb = fl.intersects(VmFlags::HUGETLB) && !shared;
             let cache = if private_hugetlb { None } else { v.file().and_then(|f| f.page_cache().cloned()) };
@@ -268,6 +270,17 @@ impl MmRead<'_> {
                     ));
                 }
             }
+            Ok(())
+        };
+        pt.for_each_entry(0, VA_END, |addr, pte| {
+            if err.is_none()
+                && let Err(e) = check(addr, pte)
+            {
+                err = Some(e);
+            }
+        });
+        if let Some(e) = err {
+            return Err(e);
         }
         for v in self.areas() {
             let id = v.i_mmap_id();
