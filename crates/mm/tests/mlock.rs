@@ -487,3 +487,17 @@ fn mlock_allocation_failure_changes_nothing() {
     m.inject_alloc_failure(None);
     assert_eq!(format!("{m:?}"), before);
 }
+
+/// `mlock_fixup` counts a range's pages in an `int` (`mm/mlock.c`): locking a VMA of 2^32 + 1 pages charges
+/// one page, as Linux does, and `validate` accepts the short count that follows (found by the engine fuzz
+/// target: `mlockall` over a 16 TiB `PROT_NONE` mapping).
+#[test]
+fn mlock_counts_a_range_in_an_int() {
+    let mut m = root();
+    let len = ((1u64 << 32) + 1) * P;
+    map(&mut m, 0x1000_0000_0000, len, Prot::NONE, ANON.union(MapFlags::NORESERVE));
+    ok!(m, m.mlockall(MclFlags::CURRENT)).unwrap();
+    assert!(locked(&m, 0x1000_0000_0000).contains(VmFlags::LOCKED));
+    assert_eq!(m.locked_vm(), 1, "(2^32 + 1) pages as an int");
+    ok!(m, m.munlockall()).unwrap();
+}

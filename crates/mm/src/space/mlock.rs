@@ -209,6 +209,9 @@ impl MmWrite<'_> {
         let t = self.vma_modify_flags(v, start, end, &mut newflags, name.as_ref())?;
         // The kernel counts in an `int`: `nr_pages = (end - start) >> PAGE_SHIFT`, negated for an unlock.
         let nr_pages = ((end - start) >> PAGE_SHIFT) as i32;
+        if (end - start) >> PAGE_SHIFT > i32::MAX as u64 {
+            self.st.locked_vm_truncated = true;
+        }
         let delta: i64 = if !newflags.intersects(VmFlags::LOCKED) {
             -i64::from(nr_pages)
         } else if oldflags.intersects(VmFlags::LOCKED) {
@@ -216,7 +219,10 @@ impl MmWrite<'_> {
         } else {
             i64::from(nr_pages)
         };
-        debug_assert!(delta >= 0 || self.st.locked_vm >= delta.unsigned_abs(), "locked_vm would underflow");
+        debug_assert!(
+            delta >= 0 || self.st.locked_vm >= delta.unsigned_abs() || self.st.locked_vm_truncated,
+            "locked_vm would underflow"
+        );
         self.st.locked_vm = self.st.locked_vm.wrapping_add_signed(delta);
         self.set_flags(t, newflags);
         if newflags.intersects(VmFlags::LOCKED) != oldflags.intersects(VmFlags::LOCKED) {

@@ -153,6 +153,9 @@ pub(crate) struct MmState {
     pub alloc_budget: Option<u64>,
     /// `mm->locked_vm`: pages charged to `RLIMIT_MEMLOCK` (mlock, `MAP_LOCKED`, `MCL_FUTURE` mappings).
     pub locked_vm: u64,
+    /// `mlock_fixup` truncated a range of 2^31 pages or more to its `int` count (as `mm/mlock.c` does): from
+    /// then on `locked_vm` no longer covers the locked VMAs' pages, and `validate` stops requiring it.
+    pub locked_vm_truncated: bool,
     /// `mm->def_flags`: flags every new mapping, brk extension and stack gets (`VM_LOCKED` and
     /// `VM_LOCKONFAULT` after `mlockall(MCL_FUTURE)`).
     pub def_flags: VmFlags,
@@ -319,6 +322,7 @@ impl Mm {
             start_brk: parts.start_brk.unwrap_or(cfg.start_brk),
             alloc_budget: parts.alloc_budget,
             locked_vm: 0,
+            locked_vm_truncated: false,
             def_flags: parts.def_flags,
             pkeys: parts.pkeys.unwrap_or_else(|| pkeys::PkeyState::new(cfg.pku)),
             sealed: parts.sealed,

@@ -415,7 +415,7 @@ impl super::MmRead<'_> {
             }
         }
         drop(g);
-        if self.st.locked_vm < locked_pages {
+        if self.st.locked_vm < locked_pages && !self.st.locked_vm_truncated {
             return Err(format!(
                 "locked_vm {} below the {locked_pages} pages of VM_LOCKED VMAs",
                 self.st.locked_vm
