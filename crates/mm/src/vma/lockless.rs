@@ -70,6 +70,7 @@
 use vmspace_maple::MapleTree;
 use vmspace_rcu::sync::{Ordering, fence, spin_loop, yield_now};
 
+use super::lookup::walk_chunk;
 use super::mmap_lock::MmLocking;
 use super::object::{Vma, VmaSnapshot};
 
@@ -180,39 +181,28 @@ pub fn walk_vmas_lockless(
     tree: &MapleTree<&'static Vma>,
     from: u64,
     retries: &mut u64,
-    mut step: impl FnMut(VmaSnapshot) -> bool,
+    step: impl FnMut(VmaSnapshot) -> bool,
 ) -> (u64, bool) {
-    let mut pos = from;
-    loop {
-        {
-            let guard = vmspace_rcu::pin();
-            let mut cur = tree.cursor(&guard);
-            cur.set(pos);
-            loop {
-                let Some((first, last, vma)) = cur.find(u64::MAX) else { return (pos, true) };
-                let Ok(s) = vma_snapshot_lockless(mm, vma) else { break };
-                let consistent = s.end > pos && first == s.start && last.wrapping_add(1) == s.end;
-                let no_gap_change = s.start <= pos
-                    || matches!(tree.find_in(pos, u64::MAX, &guard),
-                        Some((f, l, v)) if std::ptr::eq(v, vma) && f == first && l == last);
-                if !(consistent && no_gap_change) {
-                    break;
-                }
-                let end = s.end;
-                if !step(s) {
-                    return (pos, false);
-                }
-                pos = end;
-            }
-        }
-        // Refused on the fast path: one step that retries (and yields) until the writer is done.
-        *retries += 1;
-        let Some(s) = next_vma_lockless(mm, tree, pos, retries) else { return (pos, true) };
+    let fast = |(), pos: u64, (first, last, vma): (u64, u64, &'static Vma), guard: &vmspace_rcu::Guard| {
+        let s = vma_snapshot_lockless(mm, vma).ok()?;
+        let consistent = s.end > pos && first == s.start && last.wrapping_add(1) == s.end;
+        let no_gap_change = s.start <= pos
+            || matches!(tree.find_in(pos, u64::MAX, guard),
+                Some((f, l, v)) if std::ptr::eq(v, vma) && f == first && l == last);
         let end = s.end;
-        if !step(s) {
-            return (pos, false);
-        }
-        pos = end;
+        (consistent && no_gap_change).then_some((s, end))
+    };
+    // Refused on the fast path: one step that retries (and yields) until the writer is done.
+    let slow = |pos| {
+        *retries += 1;
+        Ok::<_, std::convert::Infallible>(next_vma_lockless(mm, tree, pos, retries).map(|s| {
+            let end = s.end;
+            (s, end)
+        }))
+    };
+    match walk_chunk(tree, from, || (), fast, slow, step) {
+        Ok(done) => done,
+        Err(never) => match never {},
     }
 }
 

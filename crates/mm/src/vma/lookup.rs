@@ -208,8 +208,52 @@ pub fn walk_vmas_locked(
     mm: &MmLocking,
     tree: &MapleTree<&'static Vma>,
     from: u64,
-    mut step: impl FnMut(VmaReadGuard<'static>) -> bool,
+    step: impl FnMut(VmaReadGuard<'static>) -> bool,
 ) -> Result<(u64, bool), u64> {
+    walk_chunk(
+        tree,
+        from,
+        || mm.speculate_try_begin(),
+        |spec, pos, (_, _, vma), guard| {
+            let locked = vma_start_read(mm, vma).ok()?;
+            if pos >= locked.end() {
+                return None;
+            }
+            if pos < locked.start()
+                && spec.is_none_or(|s| mm.speculate_retry(s))
+                && !tree.vma_find(pos, guard).is_some_and(|f| std::ptr::eq(f, vma))
+            {
+                return None;
+            }
+            let end = locked.end();
+            Some((locked, end))
+        },
+        |pos| match lock_next_vma(mm, tree, pos) {
+            Ok(found) => Ok(found.map(|l| {
+                let end = l.end();
+                (l, end)
+            })),
+            Err(_) => Err(pos),
+        },
+        step,
+    )
+}
+
+/// The shape both `/proc` chunk walks share ([`walk_vmas_locked`], [`crate::walk_vmas_lockless`]): from
+/// `from`, one RCU read-side section and one tree cursor step from entry to entry; `begin` runs before each
+/// step's lookup (e.g. a speculation on `mm_lock_seq`) and `fast` turns its state, the position and the entry
+/// found into an item and the item's end, or refuses the entry (`None`). A refusal ends the read-side section
+/// and takes one `slow` step from the position (which may wait for a writer, or fail with `E`), after which the
+/// fast path resumes. Each item goes to `step` until it returns `false` or the VMAs end; returns where the walk
+/// stopped (the end of the last item `step` accepted, or `from`) and whether it reached the end.
+pub(crate) fn walk_chunk<S, T, E>(
+    tree: &MapleTree<&'static Vma>,
+    from: u64,
+    mut begin: impl FnMut() -> S,
+    mut fast: impl FnMut(S, u64, (u64, u64, &'static Vma), &Guard) -> Option<(T, u64)>,
+    mut slow: impl FnMut(u64) -> Result<Option<(T, u64)>, E>,
+    mut step: impl FnMut(T) -> bool,
+) -> Result<(u64, bool), E> {
     let mut pos = from;
     loop {
         {
@@ -217,36 +261,20 @@ pub fn walk_vmas_locked(
             let mut cur = tree.cursor(&guard);
             cur.set(pos);
             loop {
-                let spec = mm.speculate_try_begin();
-                let Some((_, _, vma)) = cur.find(u64::MAX) else { return Ok((pos, true)) };
-                let Ok(locked) = vma_start_read(mm, vma) else { break };
-                if pos >= locked.end() {
-                    break;
-                }
-                if pos < locked.start()
-                    && spec.is_none_or(|s| mm.speculate_retry(s))
-                    && !tree.vma_find(pos, &guard).is_some_and(|f| std::ptr::eq(f, vma))
-                {
-                    break;
-                }
-                let end = locked.end();
-                if !step(locked) {
+                let state = begin();
+                let Some(entry) = cur.find(u64::MAX) else { return Ok((pos, true)) };
+                let Some((item, end)) = fast(state, pos, entry, &guard) else { break };
+                if !step(item) {
                     return Ok((pos, false));
                 }
                 pos = end;
             }
         }
-        match lock_next_vma(mm, tree, pos) {
-            Ok(None) => return Ok((pos, true)),
-            Ok(Some(locked)) => {
-                let end = locked.end();
-                if !step(locked) {
-                    return Ok((pos, false));
-                }
-                pos = end;
-            }
-            Err(_) => return Err(pos),
+        let Some((item, end)) = slow(pos)? else { return Ok((pos, true)) };
+        if !step(item) {
+            return Ok((pos, false));
         }
+        pos = end;
     }
 }
 

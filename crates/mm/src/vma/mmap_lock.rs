@@ -50,7 +50,7 @@ use std::fmt;
 use vmspace_rcu::SeqCount;
 use vmspace_rcu::sync::{AtomicU64, Ordering};
 
-use super::park::{Waiter, park, park_as, spin_once, unpark_all, unpark_reader_batch};
+use super::park::{Parked, Waiter, park, park_as, spin_once, unpark_all, unpark_reader_batch};
 use crate::vma::stats::VmaLockStats;
 
 const WRITER: u64 = 1;
@@ -148,13 +148,12 @@ impl MmapLock {
             {
                 continue;
             }
-            let handed = park_as(self.key_waiters(), Waiter::Reader, || {
+            let parked = park_as(self.key_waiters(), Waiter::Reader, || {
                 // Relaxed under the queue lock: `write_unlock` changes the bits under the same lock.
                 let s = self.state.load(Ordering::Relaxed);
                 self.note_queued(s & WRITER != 0 && s & PARKED != 0)
             });
-            self.note_dequeued();
-            if handed {
+            if self.note_dequeued(parked) == Parked::Handed {
                 // The leaving writer added our read hold before waking us. Acquire: reads its release RMW (or a
                 // later RMW of its release sequence), so its write section happens-before our read section.
                 let _ = self.state.load(Ordering::Acquire);
@@ -174,19 +173,14 @@ impl MmapLock {
         parks
     }
 
-    /// Undoes [`MmapLock::note_queued`] after a park returns (a spurious or invalid return included: the count
-    /// only ever over-counts a thread on its way out).
+    /// Undoes [`MmapLock::note_queued`] when the park it counted returns; passes `p` on.
     #[inline]
-    fn note_dequeued(&self) {
+    fn note_dequeued(&self, p: Parked) -> Parked {
         #[cfg(test)]
-        {
-            let q = &self.queued;
-            let _ = q.fetch_update(
-                std::sync::atomic::Ordering::SeqCst,
-                std::sync::atomic::Ordering::SeqCst,
-                |n| n.checked_sub(1),
-            );
+        if p != Parked::Not {
+            self.queued.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
         }
+        p
     }
 
     /// Drops a read hold.
@@ -251,12 +245,12 @@ impl MmapLock {
             {
                 continue;
             }
-            park_as(self.key_waiters(), Waiter::Writer, || {
+            let parked = park_as(self.key_waiters(), Waiter::Writer, || {
                 // Relaxed under the queue lock, as in `read`.
                 let s = self.state.load(Ordering::Relaxed);
                 self.note_queued(s & WRITER != 0 && s & PARKED != 0)
             });
-            self.note_dequeued();
+            self.note_dequeued(parked);
             spins = 0;
         }
     }

@@ -55,22 +55,40 @@ pub(crate) enum Waiter {
     Writer,
 }
 
-/// [`park`] as `who`. Returns true if the waker handed this thread the lock ([`unpark_reader_batch`] woke it
-/// as one of a batch of readers granted a read hold), false for any other return.
+/// How a [`park_as`] returned.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Parked {
+    /// `validate` said no: the thread never queued.
+    Not,
+    /// Queued, then woken (or returned spuriously): the caller re-checks its condition.
+    Woken,
+    /// Queued, then woken by [`unpark_reader_batch`] as one of a batch of readers granted a read hold.
+    Handed,
+}
+
+/// [`park`] as `who`, saying how it returned.
 #[inline]
-pub(crate) fn park_as(key: usize, who: Waiter, validate: impl FnOnce() -> bool) -> bool {
+pub(crate) fn park_as(key: usize, who: Waiter, validate: impl FnOnce() -> bool) -> Parked {
     #[cfg(not(loom))]
     {
+        use parking_lot_core::ParkResult;
         let token = parking_lot_core::ParkToken(who as usize);
         // SAFETY: as in `park`.
-        let r = unsafe { parking_lot_core::park(key, validate, || {}, |_, _| {}, token, None) };
-        r == parking_lot_core::ParkResult::Unparked(HANDOFF)
+        match unsafe { parking_lot_core::park(key, validate, || {}, |_, _| {}, token, None) } {
+            ParkResult::Invalid => Parked::Not,
+            ParkResult::Unparked(HANDOFF) => Parked::Handed,
+            _ => Parked::Woken,
+        }
     }
     #[cfg(loom)]
     {
         let _ = who;
-        park(key, validate);
-        false
+        let mut valid = false;
+        park(key, || {
+            valid = validate();
+            valid
+        });
+        if valid { Parked::Woken } else { Parked::Not }
     }
 }
 
