@@ -255,7 +255,7 @@ impl Slab {
             d.fail_maps -= 1;
             return false;
         }
-        let Some(base) = sys::map(self.size()) else { return false };
+        let Some(base) = vmspace_rcu::chunk::map(self.size()) else { return false };
         // Node addresses are integers in the tree's atomic words and in the magazines; `Enode` and `chunk_of`
         // turn them back into pointers from the exposed provenance of the chunk.
         let _ = base.as_ptr().expose_provenance();
@@ -393,7 +393,7 @@ impl Slab {
                     d.free -= cap as usize;
                     // SAFETY: every node slot of the chunk is free in the depot (`free == cap`): nothing holds a
                     // node of it (invariant 3), and it is no longer listed.
-                    unsafe { sys::unmap(c.0, self.size()) };
+                    unsafe { vmspace_rcu::chunk::unmap(c.0, self.size()) };
                 }
             }
         }
@@ -410,7 +410,7 @@ impl Drop for Slab {
             // SAFETY: listed chunks are mapped; `&mut self` excludes every other access.
             if unsafe { self.header(c).free } == cap {
                 // SAFETY: every node slot is free: nothing refers to the chunk.
-                unsafe { sys::unmap(c.0, 1 << self.shift) };
+                unsafe { vmspace_rcu::chunk::unmap(c.0, 1 << self.shift) };
             }
         }
     }
@@ -612,82 +612,6 @@ mod process {
 }
 #[cfg(not(loom))]
 pub(crate) use process::{alloc, alloc_bulk, flush_local, free, free_bulk, stats};
-
-/// The system side: aligned chunks of zeroed memory.
-mod sys {
-    use std::ptr::NonNull;
-
-    /// A chunk of `size` bytes (a power of two, at least a page), aligned to `size`, zeroed; `None` if the system
-    /// has no memory. An anonymous private mapping, over-mapped by `size` and trimmed to the aligned part;
-    /// `MADV_HUGEPAGE` from 2 MiB up (one huge page per 2 MiB when THP is in `madvise` mode).
-    #[cfg(not(any(miri, loom)))]
-    pub(super) fn map(size: usize) -> Option<NonNull<u8>> {
-        let page = 4096;
-        let len = if size <= page { size } else { 2 * size };
-        // SAFETY: a new anonymous mapping at an address the kernel chooses; it touches no existing memory.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return None;
-        }
-        let p = p.cast::<u8>();
-        let head = p.addr().next_multiple_of(size) - p.addr();
-        let tail = len - head - size;
-        // SAFETY: `[p, p + head)` and the tail after the aligned chunk lie inside the mapping just made, and
-        // nothing refers to them.
-        unsafe {
-            if head > 0 {
-                libc::munmap(p.cast(), head);
-            }
-            if tail > 0 {
-                libc::munmap(p.add(head + size).cast(), tail);
-            }
-        }
-        let base = p.wrapping_add(head);
-        if size >= 2 << 20 {
-            // SAFETY: advice on our own mapping; a failure (no THP) leaves it in small pages, which is fine.
-            unsafe { libc::madvise(base.cast(), size, libc::MADV_HUGEPAGE) };
-        }
-        NonNull::new(base)
-    }
-
-    /// Unmaps a chunk.
-    ///
-    /// # Safety
-    ///
-    /// `base` came from [`map`] with this `size`, and nothing refers to its memory any more.
-    #[cfg(not(any(miri, loom)))]
-    pub(super) unsafe fn unmap(base: NonNull<u8>, size: usize) {
-        // SAFETY: the caller's contract.
-        unsafe { libc::munmap(base.as_ptr().cast(), size) };
-    }
-
-    /// Under Miri and loom the chunks come from the global allocator (Miri checks them like any allocation).
-    #[cfg(any(miri, loom))]
-    pub(super) fn map(size: usize) -> Option<NonNull<u8>> {
-        let layout = std::alloc::Layout::from_size_align(size, size).ok()?;
-        // SAFETY: a non-zero size.
-        NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) })
-    }
-
-    /// # Safety
-    ///
-    /// `base` came from [`map`] with this `size`, and nothing refers to its memory any more.
-    #[cfg(any(miri, loom))]
-    pub(super) unsafe fn unmap(base: NonNull<u8>, size: usize) {
-        let layout = std::alloc::Layout::from_size_align(size, size).expect("the layout of map");
-        // SAFETY: the caller's contract.
-        unsafe { std::alloc::dealloc(base.as_ptr(), layout) };
-    }
-}
 
 #[cfg(all(test, not(loom)))]
 mod tests {

@@ -16,21 +16,27 @@ use std::sync::Arc;
 use crate::arch::Pfn;
 use crate::frame::{FRAMES_RELEASED, Memory, TABLES_RELEASED};
 
-/// Gathered objects beyond which the batch is handed to RCU at once and a grace period started
-/// (`tlb_flush_mmu` on a full batch), so that a long zap does not hold an unbounded amount of memory.
+/// Gathered objects beyond which the batch is handed to RCU at once (`tlb_flush_mmu` on a full batch).
 const FLUSH_AT: usize = 512;
+/// Batches handed to RCU before the gather starts their grace period itself (it always does at the end), so
+/// that a long zap does not hold an unbounded amount of memory. A grace period costs a `membarrier`, which
+/// interrupts every CPU running a thread of the process (the TLB shootdown it plays): starting one per 512
+/// objects made each 16 MiB `munmap` interrupt the other faulting threads eight times.
+const GP_EVERY: u32 = 16;
 
 /// A batch of frames and table pages to free after a grace period (module docs).
 pub(crate) struct MmuGather {
     mem: Arc<Memory>,
     frames: Vec<u64>,
     tables: Vec<usize>,
+    /// Full batches handed to RCU since the last grace period this gather started.
+    handed: u32,
 }
 
 impl MmuGather {
     /// An empty batch for `mem` (`tlb_gather_mmu`).
     pub(crate) fn new(mem: &Arc<Memory>) -> MmuGather {
-        MmuGather { mem: Arc::clone(mem), frames: Vec::new(), tables: Vec::new() }
+        MmuGather { mem: Arc::clone(mem), frames: Vec::new(), tables: Vec::new(), handed: 0 }
     }
 
     /// Queues a frame whose last reference is gone (`tlb_remove_page` of the final reference).
@@ -71,23 +77,29 @@ impl MmuGather {
         self.mem.stats.add(FRAMES_RELEASED, frames.len() as i64);
         self.mem.stats.add(TABLES_RELEASED, tables.len() as i64);
         let mem = Arc::clone(&self.mem);
-        let big = frames.len() + tables.len() >= FLUSH_AT;
+        let full = frames.len() + tables.len() >= FLUSH_AT;
         let g = vmspace_rcu::pin();
         g.defer(move || {
             // A grace period after every entry naming them was cleared: no walker can reach them (module docs).
             mem.free_frames_released(&frames);
             mem.free_tables_released(&tables);
         });
-        if big {
+        self.handed += u32::from(full);
+        if self.handed == GP_EVERY {
+            self.handed = 0;
             g.flush();
         }
     }
 }
 
 impl Drop for MmuGather {
-    /// `tlb_finish_mmu`.
+    /// `tlb_finish_mmu`: hands the rest to RCU, and starts a grace period if a full batch was handed since the
+    /// last one (a small gather's objects wait in the thread's bag for later operations, as before).
     fn drop(&mut self) {
         self.flush();
+        if self.handed > 0 {
+            vmspace_rcu::pin().flush();
+        }
     }
 }
 

@@ -34,6 +34,12 @@
 //! implementation. Every crate that wants its concurrent code checked by loom imports atomics, [`sync::Mutex`]
 //! and process-wide statics ([`statics!`]) from here.
 //!
+//! # Memory chunks
+//!
+//! [`chunk`] maps aligned, zeroed chunks of memory (huge pages where the host has them) for the allocators
+//! whose objects this crate's readers reach: the maple tree's node slab and the page contents of the page
+//! tables' frames.
+//!
 //! # Sequence counts
 //!
 //! [`SeqCount`] is the kernel's `seqcount_t`: even when stable, odd while a writer is inside. It backs
@@ -43,6 +49,7 @@
 
 #![cfg_attr(not(loom), warn(missing_docs))]
 
+pub mod chunk;
 pub mod seqcount;
 pub mod sync;
 
