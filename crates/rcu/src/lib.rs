@@ -56,7 +56,7 @@ pub mod sync;
 #[cfg(not(loom))]
 mod memb;
 #[cfg(not(loom))]
-pub use memb::{Guard, pin, synchronize, uses_membarrier};
+pub use memb::{Guard, expedite, pin, synchronize, uses_membarrier};
 
 /// The real reader protocol (fence fallback) on loom's atomics, for this crate's own loom models
 /// (`tests/loom.rs`); the crate's [`pin`] stays the `loom_model` that other crates' models use.
@@ -66,7 +66,7 @@ pub mod memb;
 #[cfg(loom)]
 pub mod loom_model;
 #[cfg(loom)]
-pub use loom_model::{Guard, pin, synchronize, uses_membarrier};
+pub use loom_model::{Guard, expedite, pin, synchronize, uses_membarrier};
 
 pub use crossbeam_utils::CachePadded;
 pub use seqcount::SeqCount;

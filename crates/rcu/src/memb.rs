@@ -48,7 +48,10 @@
 //!
 //! Writers never wait for readers: a batch whose readers are still inside stays queued and is polled again at
 //! the next advance or [`Guard::flush`]. A reader preempted inside a critical section delays reclamation, never
-//! a writer. [`synchronize`] (a blocking wait for a grace period) exists for tests and teardown only.
+//! a writer. [`synchronize`] (a blocking wait for a grace period) exists for tests and teardown only. The one
+//! bounded exception is [`expedite`]: a writer that has just retired a large batch may spend a few microseconds
+//! re-scanning the records so that the batch is freed at once (the kernel's `tlb_finish_mmu` after its
+//! shootdown), and gives up, leaving the batch queued, when a reader stays longer.
 //!
 //! If `membarrier` is unavailable (old kernel, seccomp), every reader issues a full fence on entry instead and
 //! the heavy barrier becomes a full fence: slower, equally correct. Miri and loom (neither has `membarrier`)
@@ -388,8 +391,10 @@ struct Batch {
     items: Vec<Deferred>,
 }
 
-/// Starts a grace period for `items` and frees every batch whose grace period has elapsed.
-fn advance(items: Vec<Deferred>) {
+/// Starts a grace period for `items` and frees every batch whose grace period has elapsed. Returns the target
+/// of `items`' batch (`None` if `items` is empty); the heavy barrier has been issued after its queueing.
+fn advance(items: Vec<Deferred>) -> Option<u64> {
+    let mut pushed = None;
     let ready = {
         let mut queue = RECLAIM.lock();
         if !items.is_empty() {
@@ -397,23 +402,83 @@ fn advance(items: Vec<Deferred>) {
             // the unpublishing of `items` (program order, or the mutex for items handed over by other threads).
             let target = GP_SEQ.fetch_add(2, Ordering::Release) + 2;
             queue.push_back(Batch { target, items });
+            pushed = Some(target);
         }
         if queue.is_empty() {
-            return;
+            return pushed;
         }
         heavy_barrier();
-        let oldest_active = oldest_reader();
-        let mut ready = Vec::new();
-        while queue.front().is_some_and(|b| b.target <= oldest_active) {
-            ready.push(queue.pop_front().expect("front exists"));
-        }
-        ready
+        take_ready(&mut queue, oldest_reader())
     };
-    // Run outside the lock: a destructor may retire more objects.
+    run_batches(ready);
+    pushed
+}
+
+/// Pops the batches whose targets are at most `upto`, oldest first.
+fn take_ready(queue: &mut VecDeque<Batch>, upto: u64) -> Vec<Batch> {
+    let mut ready = Vec::new();
+    while queue.front().is_some_and(|b| b.target <= upto) {
+        ready.push(queue.pop_front().expect("front exists"));
+    }
+    ready
+}
+
+/// Frees popped batches. Called without the queue's lock: a destructor may retire more objects.
+fn run_batches(ready: Vec<Batch>) {
     for batch in ready {
         for item in batch.items {
             item.run();
         }
+    }
+}
+
+/// Starts a grace period for this thread's retired objects and, if the thread is outside every read-side
+/// section, waits up to `budget` for it to elapse and frees them: the kernel's `tlb_finish_mmu` after a TLB
+/// shootdown, which waits for the other CPUs before the pages go back to the allocator.
+///
+/// For a writer that has just retired a large batch (a long `munmap`): without the wait, the batch stays queued
+/// until some later advance, so the memory it holds is out of use meanwhile and the writer's next allocations
+/// take other, colder memory. Readers' sections in the engine are short (a fault, a lookup, one chunk of a
+/// `/proc` walk), so the wait is usually a few scans; a reader that stays longer costs the writer `budget` at
+/// most, after which the batch stays queued as [`Guard::flush`] would leave it. Inside a section (the thread
+/// would wait for itself) this is [`Guard::flush`].
+///
+/// Correctness: the wait only re-reads the records after the one heavy barrier of the advance. A record that
+/// held the batch back at the first scan and now reads 0 or a newer snapshot was changed by a release store
+/// that follows its old section, which therefore happens before the free (the `advance` case analysis); a
+/// record that did not hold it back entered after the barrier and cannot reach the batch. The batches freed are
+/// capped at this one's target, so that a batch queued by another thread after the barrier is never freed
+/// without a barrier of its own.
+pub fn expedite(budget: std::time::Duration) {
+    let Ok((bag, pinned)) = LOCAL.try_with(|l| (l.bag.take(), l.rec.nesting.get() > 0)) else { return };
+    let Some(target) = advance(bag) else { return };
+    if pinned {
+        return;
+    }
+    #[cfg(not(loom))]
+    let start = std::time::Instant::now();
+    // Under loom the budget is a few scans (time does not pass in a model).
+    #[cfg(loom)]
+    let mut scans = 0;
+    loop {
+        if oldest_reader() >= target {
+            let ready = take_ready(&mut RECLAIM.lock(), target);
+            run_batches(ready);
+            return;
+        }
+        #[cfg(not(loom))]
+        if start.elapsed() >= budget {
+            return;
+        }
+        #[cfg(loom)]
+        {
+            let _ = budget;
+            scans += 1;
+            if scans == 3 {
+                return;
+            }
+        }
+        crate::sync::spin_loop();
     }
 }
 
@@ -600,9 +665,13 @@ fn retire_or_queue(item: Deferred) {
         }
     });
     match full {
-        Ok(Some(bag)) => advance(bag),
+        Ok(Some(bag)) => {
+            advance(bag);
+        }
         Ok(None) => {}
-        Err(_) => advance(slot.take().into_iter().collect()),
+        Err(_) => {
+            advance(slot.take().into_iter().collect());
+        }
     }
 }
 

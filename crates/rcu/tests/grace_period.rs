@@ -154,3 +154,77 @@ fn synchronize_waits_for_preexisting_reader() {
     assert!(left.load(Ordering::SeqCst), "synchronize returned while a pre-existing reader was inside");
     reader.join().unwrap();
 }
+
+/// A counter bumped by a deferred closure.
+fn defer_count(runs: &Arc<AtomicUsize>) {
+    let runs = runs.clone();
+    vmspace_rcu::pin().defer(move || {
+        runs.fetch_add(1, Ordering::SeqCst);
+    });
+}
+
+/// A thread inside a read-side section until `release` is dropped; returns once it is inside.
+fn hold_reader() -> (std::sync::mpsc::Sender<()>, std::thread::JoinHandle<()>) {
+    let (inside_tx, inside_rx) = std::sync::mpsc::channel();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let h = std::thread::spawn(move || {
+        let g = vmspace_rcu::pin();
+        inside_tx.send(()).unwrap();
+        let _ = release_rx.recv();
+        drop(g);
+    });
+    inside_rx.recv().unwrap();
+    (release_tx, h)
+}
+
+#[test]
+fn expedite_waits_for_the_readers_and_frees_the_batch() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let (release, h) = hold_reader();
+    defer_count(&runs);
+    let releaser = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(20));
+        drop(release);
+    });
+    vmspace_rcu::expedite(Duration::from_secs(30));
+    // The batch is out of the queue: freed by this thread, or being freed by another thread's advance that
+    // popped it meanwhile (tests run in parallel). Nothing more from this thread is needed.
+    let t = Instant::now();
+    while runs.load(Ordering::SeqCst) == 0 && t.elapsed() < Duration::from_secs(5) {
+        std::thread::yield_now();
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "expedite returned with its batch still queued");
+    releaser.join().unwrap();
+    h.join().unwrap();
+}
+
+#[test]
+fn expedite_gives_up_after_its_budget_and_leaves_the_batch_queued() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let (release, h) = hold_reader();
+    defer_count(&runs);
+    let t = Instant::now();
+    vmspace_rcu::expedite(Duration::from_millis(5));
+    assert!(t.elapsed() < Duration::from_secs(5));
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        0,
+        "freed while a reader that predates the retirement was inside"
+    );
+    drop(release);
+    h.join().unwrap();
+    assert!(reclaim_until(|| runs.load(Ordering::SeqCst) == 1), "the queued batch was never freed");
+}
+
+#[test]
+fn expedite_inside_a_section_does_not_wait_for_itself() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let g = vmspace_rcu::pin();
+    defer_count(&runs);
+    let t = Instant::now();
+    vmspace_rcu::expedite(Duration::from_secs(30));
+    assert!(t.elapsed() < Duration::from_secs(5), "expedite waited for its own section");
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    drop(g);
+    assert!(reclaim_until(|| runs.load(Ordering::SeqCst) == 1));
+}

@@ -146,6 +146,44 @@ fn memb_retire_waits_for_reader() {
     });
 }
 
+/// `expedite`: the writer waits a bounded number of scans for the reader instead of a full `synchronize`, and
+/// frees the old object only if the scans after its one heavy barrier show the reader gone or past the
+/// retirement; the reader never reads a freed object either way.
+#[test]
+fn memb_expedite_frees_only_after_the_reader() {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(3);
+    builder.check(|| {
+        let old_freed = Arc::new(AtomicBool::new(false));
+        let new_freed = Arc::new(AtomicBool::new(false));
+        let slot = Arc::new(AtomicPtr::new(Cell::boxed(1, &old_freed)));
+        let reader = {
+            let slot = slot.clone();
+            thread::spawn(move || {
+                let guard = memb::pin();
+                // Acquire: pairs with the writer's release swap.
+                // SAFETY: published objects are freed only after a grace period; we hold a guard.
+                let obj = unsafe { &*slot.load(Ordering::Acquire) };
+                let v = obj.read();
+                assert!(v == 1 || v == 2, "read {v}: a freed object");
+                drop(guard);
+            })
+        };
+        // AcqRel: release publishes the new object; acquire makes the old one ours to retire.
+        let old = slot.swap(Cell::boxed(2, &new_freed), Ordering::AcqRel);
+        {
+            let guard = memb::pin();
+            // SAFETY: `old` is unpublished (swapped out) and retired once.
+            unsafe { guard.defer_destroy(old) };
+        }
+        memb::expedite(std::time::Duration::from_micros(50));
+        reader.join().unwrap();
+        memb::synchronize();
+        assert!(old_freed.load(Ordering::Relaxed));
+        memb_cleanup(&slot);
+    });
+}
+
 /// The reader's entry store must be a release store: a reader that read the old object in one section, left and
 /// entered a new section that a reclaimer's scan then observes (new snapshot, so the batch is freed) must have
 /// its first section's reads ordered before the free. With a relaxed entry store loom reports the first
