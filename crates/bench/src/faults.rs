@@ -19,7 +19,11 @@
 //!   (`vmspace_linux::faults::measure`): the live kernel's fault path, with its per-VMA locks.
 //!
 //! Regions are placed by each side's own `get_unmapped_area` (top-down), so a new region may merge with a
-//! neighbour's on both sides, exactly as `mmap` merges; the counters below show what that costs.
+//! neighbour's on both sides, exactly as `mmap` merges; the counters below show what that costs. The threads'
+//! regions then usually form one VMA, and every fault of every thread takes that VMA's lock (one reference
+//! count, one cache line written by all). With `apart` ([`FaultsConfig::apart`]) thread i maps at its own hint
+//! on both sides (`vmspace_linux::faults::Regions::hint`, 1 TiB apart), so each thread has a VMA of its own: the
+//! difference between the two runs is what the shared VMA lock costs.
 //!
 //! With a **mapper**, one more thread (pinned to the CPU after the faulting threads', `usable[T % n]`) maps
 //! and unmaps one read-only anonymous page in a loop for as long as they run: read-only so that it never
@@ -39,7 +43,9 @@
 //! `mapper_pairs_per_s` and
 //! `mapper_cpu_share`; engine runs add the per-VMA-lock counters of the run (`vma_lock_success_count`,
 //! `vma_lock_abort_count`, `vma_lock_retry_count`, `vma_lock_miss_count`, as `/proc/vmstat` names them) and
-//! the faults by kind (`faults_anon_new_count`, `faults_total_count`). The live kernel's counters are in
+//! the faults by kind (`faults_anon_new_count`, `faults_total_count`), and `regions_in_a_shared_vma_share`: the
+//! share of the threads' regions that were part of a larger VMA (merged with a neighbour's) when their thread
+//! finished writing them. The live kernel's counters are in
 //! `/proc/vmstat` only with `CONFIG_PER_VMA_LOCK_STATS`; when they are there, kernel runs carry their growth
 //! over the run too (system-wide).
 //!
@@ -56,7 +62,7 @@ use std::sync::Barrier;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use vmspace_linux::faults::thread_cpu_s;
+use vmspace_linux::faults::{Regions, thread_cpu_s};
 use vmspace_mm::{Advice, FaultMode, MapFlags, Mm, MmConfig, MmFaultStats, PAGE_SIZE, Prot};
 use vmspace_results::host::HostInfo;
 use vmspace_results::report::{Placement, Report, ReportSet};
@@ -131,6 +137,8 @@ pub struct FaultsConfig {
     pub duration: Duration,
     /// Each thread's region, MiB.
     pub region_mib: usize,
+    /// Each thread's region at its own hint (module docs).
+    pub apart: bool,
     /// The sides measured.
     pub sides: Vec<Side>,
     /// How the engine's threads fault their pages in.
@@ -168,6 +176,7 @@ impl FaultsConfig {
             samples: 5,
             duration: Duration::from_secs(2),
             region_mib: 16,
+            apart: false,
             sides: Side::ALL.to_vec(),
             access: EngineAccess::Write,
             quick: false,
@@ -181,6 +190,7 @@ impl FaultsConfig {
             samples: 1,
             duration: Duration::from_millis(100),
             region_mib: 2,
+            apart: false,
             sides: Side::ALL.to_vec(),
             access: EngineAccess::Write,
             quick: true,
@@ -255,20 +265,23 @@ struct Worker {
     cpu_s: f64,
     /// Time spent in its own mmap, madvise and munmap calls.
     calls_s: f64,
+    /// The share of its regions that were part of a larger VMA when it finished writing them.
+    shared_vma: f64,
 }
 
-/// One engine run (module docs): `threads` threads faulting in their own `region`-byte regions of one fresh
+/// One engine run (module docs): `threads` threads faulting in their own `regions` of one fresh
 /// [`Mm`] in `mode` for `duration`, with a mapper thread if `mapper`, each page accessed as `access` says. The
 /// metrics of the module docs.
 pub fn engine_run(
     cpus: &Cpus,
     threads: usize,
-    region: u64,
+    regions: Regions,
     duration: Duration,
     mode: FaultMode,
     mapper: bool,
     access: EngineAccess,
 ) -> Result<BTreeMap<String, f64>, String> {
+    let region = regions.bytes as u64;
     let mm = Mm::new(MmConfig::host());
     mm.set_fault_mode(mode);
     let before = mm.fault_stats();
@@ -303,11 +316,12 @@ pub fn engine_run(
                     barrier.wait();
                     let (start, cpu0) = (Instant::now(), thread_cpu_s());
                     let mut pages = 0u64;
+                    let (mut rounds, mut shared) = (0u64, 0u64);
                     let mut calls = Duration::ZERO;
                     while start.elapsed() < duration {
                         let t = Instant::now();
                         let a = mm
-                            .mmap(0, region, Prot::RW, anon, None, 0)
+                            .mmap(regions.hint(i) as u64, region, Prot::RW, anon, None, 0)
                             .map_err(|e| format!("engine mmap of {region} bytes: {e:?}"))?;
                         mm.madvise(a, region, Advice::NOHUGEPAGE)
                             .map_err(|e| format!("engine madvise: {e:?}"))?;
@@ -322,11 +336,15 @@ pub fn engine_run(
                             p += PAGE_SIZE;
                         }
                         pages += region / PAGE_SIZE;
+                        // Whether the region ended up in a VMA with another region (merged with a neighbour's).
+                        rounds += 1;
+                        shared += u64::from(mm.vma_at(a).is_some_and(|v| v.start < a || v.end > a + region));
                         let t = Instant::now();
                         mm.munmap(a, region).map_err(|e| format!("engine munmap: {e:?}"))?;
                         calls += t.elapsed();
                     }
                     Ok(Worker {
+                        shared_vma: shared as f64 / rounds.max(1) as f64,
                         pages,
                         wall_s: start.elapsed().as_secs_f64(),
                         cpu_s: thread_cpu_s() - cpu0,
@@ -345,7 +363,8 @@ pub fn engine_run(
     });
     let after = mm.fault_stats();
     let mut m = BTreeMap::new();
-    let (mut total, mut pages, mut cpu_s, mut share, mut calls) = (0.0, 0u64, 0.0, 0.0, 0.0);
+    let (mut total, mut pages, mut cpu_s, mut share, mut calls, mut shared_vma) =
+        (0.0, 0u64, 0.0, 0.0, 0.0, 0.0);
     let (mut slowest, mut fastest) = (f64::INFINITY, 0.0f64);
     for w in workers {
         let w = w?;
@@ -357,7 +376,9 @@ pub fn engine_run(
         cpu_s += w.cpu_s;
         share += w.cpu_s / w.wall_s.max(1e-9);
         calls += w.calls_s / w.wall_s.max(1e-9);
+        shared_vma += w.shared_vma;
     }
+    m.insert("regions_in_a_shared_vma_share".to_string(), shared_vma / threads as f64);
     m.insert("faults_per_s".to_string(), total);
     m.insert("map_calls_share".to_string(), calls / threads as f64);
     m.insert("faults_per_s_per_thread".to_string(), total / threads as f64);
@@ -414,12 +435,12 @@ fn kernel_vma_lock_counters() -> Option<[u64; 4]> {
 fn kernel_run(
     cpus: &Cpus,
     threads: usize,
-    region: u64,
+    regions: Regions,
     duration: Duration,
     mapper: bool,
 ) -> Result<BTreeMap<String, f64>, String> {
     let before = kernel_vma_lock_counters();
-    let mut m = vmspace_linux::faults::measure(threads, &cpus.usable, region as usize, duration, mapper)
+    let mut m = vmspace_linux::faults::measure(threads, &cpus.usable, regions, duration, mapper)
         .map_err(|e| format!("kernel faults: {e:#}"))?;
     if let (Some(b), Some(a)) = (before, kernel_vma_lock_counters()) {
         for (i, name) in ["success", "abort", "retry", "miss"].iter().enumerate() {
@@ -454,7 +475,7 @@ pub fn run(
     // Host facts first: discovering the CPUs pins this thread, which would narrow the affinity mask they report.
     let host = vmspace_linux::hostinfo::gather();
     let cpus = Cpus::discover();
-    let region = (cfg.region_mib as u64) << 20;
+    let region = Regions { bytes: cfg.region_mib << 20, apart: cfg.apart };
     let kernel_counters = kernel_vma_lock_counters().is_some();
     let mut rows: Vec<(Row, Report)> = cfg
         .rows()
@@ -501,7 +522,7 @@ pub fn run(
 }
 
 /// The `bench.faults` report of `row` under `cfg`, without runs: its parameters (`side`, `mode`, `threads`,
-/// `mapper`, `region_mib`, `samples`, `duration_s`, `madvise`, `access`, `quick`), its placement on `cpus` and
+/// `mapper`, `region_mib`, `regions_apart`, `samples`, `duration_s`, `madvise`, `access`, `quick`), its placement on `cpus` and
 /// the CPUs' notes. Push one [`engine_run`] (or kernel run) per sample, then summarise it.
 pub fn row_report(cfg: &FaultsConfig, row: Row, host: &HostInfo, cpus: &Cpus) -> Report {
     let mut r = Report::new("bench.faults", row.label(), host.clone());
@@ -510,6 +531,7 @@ pub fn row_report(cfg: &FaultsConfig, row: Row, host: &HostInfo, cpus: &Cpus) ->
     r.param("threads", row.threads);
     r.param("mapper", row.mapper);
     r.param("region_mib", cfg.region_mib);
+    r.param("regions_apart", cfg.apart);
     r.param("samples", cfg.samples);
     r.param("duration_s", cfg.duration.as_secs_f64());
     r.param("madvise", "MADV_NOHUGEPAGE");
@@ -530,7 +552,7 @@ pub fn row_report(cfg: &FaultsConfig, row: Row, host: &HostInfo, cpus: &Cpus) ->
 pub fn warm_up(
     cpus: &Cpus,
     threads: usize,
-    region: u64,
+    region: Regions,
     duration: Duration,
     access: EngineAccess,
 ) -> Result<(), String> {
@@ -624,6 +646,8 @@ pub fn render_table(res: &FaultsResults) -> String {
             format!("{:.0}%", 100.0 * med("faults_per_cpu_s_per_thread") / cpu_base),
             format!("{:.0}%", 100.0 * med("worker_cpu_share")),
             format!("{:.0}%", 100.0 * med("map_calls_share")),
+            r.metric("regions_in_a_shared_vma_share")
+                .map_or_else(|| "-".into(), |s| format!("{:.0}%", 100.0 * s.median)),
             if row.mapper { count(med("mapper_pairs_per_s")) } else { "-".into() },
             counters,
         ]);
@@ -639,6 +663,7 @@ pub fn render_table(res: &FaultsResults) -> String {
             "vs T=1",
             "CPU share",
             "in mmap/munmap",
+            "shared VMA",
             "mapper pairs/s",
             "vma_lock success/abort/retry/miss",
         ],
@@ -654,8 +679,16 @@ mod tests {
     fn engine_runs_fault_every_page_in_both_modes() {
         let cpus = Cpus::discover();
         for mode in [FaultMode::PerVma, FaultMode::MmapLock] {
-            let m = engine_run(&cpus, 2, 1 << 20, Duration::from_millis(50), mode, true, EngineAccess::Write)
-                .unwrap();
+            let m = engine_run(
+                &cpus,
+                2,
+                Regions { bytes: 1 << 20, apart: false },
+                Duration::from_millis(50),
+                mode,
+                true,
+                EngineAccess::Write,
+            )
+            .unwrap();
             assert!(m["faults_per_s"] > 1000.0, "{m:?}");
             assert_eq!(m["faults_anon_new_count"], m["faults_total_count"], "{m:?}");
             assert!(m["mapper_pairs_per_s"] > 0.0, "{m:?}");
@@ -668,12 +701,32 @@ mod tests {
     }
 
     #[test]
+    fn regions_merge_side_by_side_and_stay_apart_with_hints() {
+        let cpus = Cpus::discover();
+        let run = |apart| {
+            let regions = Regions { bytes: 1 << 20, apart };
+            engine_run(
+                &cpus,
+                2,
+                regions,
+                Duration::from_millis(50),
+                FaultMode::PerVma,
+                false,
+                EngineAccess::Touch,
+            )
+            .unwrap()
+        };
+        assert_eq!(run(true)["regions_in_a_shared_vma_share"], 0.0);
+        assert!(run(false)["regions_in_a_shared_vma_share"] > 0.0);
+    }
+
+    #[test]
     fn touching_faults_every_page_without_contents() {
         let cpus = Cpus::discover();
         let m = engine_run(
             &cpus,
             1,
-            1 << 20,
+            Regions { bytes: 1 << 20, apart: true },
             Duration::from_millis(30),
             FaultMode::PerVma,
             false,

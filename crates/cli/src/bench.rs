@@ -160,6 +160,11 @@ pub struct FaultsArgs {
     /// fault, no contents). The kernel's threads always store a byte.
     #[arg(long, default_value = "write", value_parser = ["write", "touch"])]
     access: String,
+    /// Map each thread's region at its own address hint, 1 TiB from the others', on both sides, so that every
+    /// thread has a VMA of its own. By default the regions are placed side by side and merge into one VMA, whose
+    /// lock every fault of every thread takes: the difference is what that shared lock costs.
+    #[arg(long)]
+    apart: bool,
     /// Leave out the live kernel's rows.
     #[arg(long)]
     no_kernel: bool,
@@ -262,6 +267,7 @@ fn faults(args: FaultsArgs) -> Result<Status> {
     if args.access == "touch" {
         cfg.access = bench_faults::EngineAccess::Touch;
     }
+    cfg.apart = args.apart;
     cfg.validate().map_err(usage)?;
     let most = cfg.threads.iter().copied().max().unwrap_or(1) as u128;
     // The engine's pages carry their contents (4 KiB each) beside their frame descriptors; the kernel's regions
@@ -284,11 +290,16 @@ fn faults(args: FaultsArgs) -> Result<Status> {
     say!(
         text,
         "method: {} run(s) x {:?} per row, rows interleaved run by run; {} MiB region per thread, one byte written \
-         per page (engine: {}), MADV_NOHUGEPAGE; median and min-max of the runs",
+         per page (engine: {}), MADV_NOHUGEPAGE, {}; median and min-max of the runs",
         cfg.samples,
         cfg.duration,
         cfg.region_mib,
-        if cfg.access == bench_faults::EngineAccess::Touch { "Mm::touch, no contents" } else { "Mm::write" }
+        if cfg.access == bench_faults::EngineAccess::Touch { "Mm::touch, no contents" } else { "Mm::write" },
+        if cfg.apart {
+            "each region at its own hint (one VMA per thread)"
+        } else {
+            "regions placed side by side"
+        }
     );
     if let Some(r) = results.rows.iter().rev().find(|(row, _)| row.mapper).map(|(_, r)| r) {
         say!(
@@ -313,7 +324,9 @@ fn faults(args: FaultsArgs) -> Result<Status> {
         text,
         "\nper CPU-s = pages written per CPU-second of the faulting threads (CLOCK_THREAD_CPUTIME_ID); CPU share = \
          the share of the run each faulting thread had a CPU; in mmap/munmap = the share it spent in its own \
-         mmap, madvise and munmap calls (waits for mmap_lock included); +mapper = one more thread mapping and unmapping a \
+         mmap, madvise and munmap calls (waits for mmap_lock included); shared VMA = the share of an engine \
+         thread's regions that had merged with a neighbour's into one VMA (whose lock both threads' faults then \
+         take; --apart keeps them apart); +mapper = one more thread mapping and unmapping a \
          read-only page meanwhile; vma_lock counters as /proc/vmstat names them (medians per run; n/a: the \
          kernel has no CONFIG_PER_VMA_LOCK_STATS)"
     );

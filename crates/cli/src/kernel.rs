@@ -132,6 +132,11 @@ pub struct FaultsArgs {
     /// Each thread's region, MiB.
     #[arg(long, default_value_t = 16)]
     region_mib: usize,
+    /// Map each thread's region at its own address hint, 1 TiB from the others', so that every thread has a VMA
+    /// of its own (by default the kernel places the regions side by side and they merge into one VMA, whose
+    /// lock every fault of every thread takes)
+    #[arg(long)]
+    apart: bool,
     /// Run even if the memory the experiment maps exceeds what this machine has available.
     #[arg(long)]
     force: bool,
@@ -495,6 +500,7 @@ fn faults_cmd(host: &HostInfo, a: FaultsArgs) -> Result<Status> {
         samples: a.samples,
         duration: a.duration,
         region_mib: a.region_mib,
+        apart: a.apart,
         cpus: a.cpus,
     };
     cfg.validate().map_err(|e| usage(format!("{e:#}")))?;

@@ -12,6 +12,12 @@
 //! (`worker_cpu_share`) tell lock waits and scheduling apart from the fault path's own cost when threads
 //! outnumber CPUs.
 //!
+//! Where the regions go ([`Regions`]): by default each thread's mmap has no hint, so the kernel places the
+//! regions next to each other (top-down) and, being alike, they merge into one VMA, as in the per-VMA lock
+//! series' test: every thread's faults then take the same VMA's lock, whose reference count is one cache line
+//! all threads write. With [`Regions::apart`] thread i asks for its own address ([`Regions::hint`], 1 TiB apart),
+//! so that each thread has a VMA of its own and the threads share no per-VMA lock.
+//!
 //! [`measure`] can add a *mapper*: one more thread of the same process that maps and unmaps one read-only
 //! anonymous page (no hint, so the kernel places it; read-only, so it never merges with the writable regions of
 //! the faulting threads) in a loop until they finish. Every one of its calls takes `mmap_lock` for writing:
@@ -40,6 +46,8 @@ pub struct Config {
     pub duration: Duration,
     /// Size of each thread's region, MiB.
     pub region_mib: usize,
+    /// Each thread's region at its own hint, 1 TiB from the others' (module docs).
+    pub apart: bool,
     /// CPUs the threads rotate over (default: all usable).
     pub cpus: Option<Vec<usize>>,
 }
@@ -98,6 +106,7 @@ pub fn run_with(
         r.param("samples", cfg.samples);
         r.param("duration_s", cfg.duration.as_secs_f64());
         r.param("region_mib", cfg.region_mib);
+        r.param("regions_apart", cfg.apart);
         r.param("madvise", "MADV_NOHUGEPAGE");
         for i in 0..t {
             r.placement.push(Placement {
@@ -125,7 +134,8 @@ pub fn run_with(
                 .push(format!("{t} threads share {} CPUs: some CPUs run more than one thread", cpus.len()));
         }
         for s in 0..cfg.samples {
-            let m = measure(t, &cpus, cfg.region_mib << 20, cfg.duration, mapper)?;
+            let regions = Regions { bytes: cfg.region_mib << 20, apart: cfg.apart };
+            let m = measure(t, &cpus, regions, cfg.duration, mapper)?;
             r.push_run(m);
             on_run(t, s);
         }
@@ -150,6 +160,25 @@ struct Worker {
     calls_s: f64,
 }
 
+/// The faulting threads' regions (module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Regions {
+    /// Bytes per region.
+    pub bytes: usize,
+    /// Each thread's region at its own hint instead of wherever the kernel places it.
+    pub apart: bool,
+}
+
+impl Regions {
+    /// First hint of [`Regions::apart`]: 16 TiB, far below the top-down placement's region near the stack.
+    const APART_BASE: usize = 1 << 44;
+
+    /// Where thread `i` asks for its region: 0 (no hint), or 16 TiB + i TiB when apart.
+    pub fn hint(&self, i: usize) -> usize {
+        if self.apart { Self::APART_BASE + (i << 40) } else { 0 }
+    }
+}
+
 /// One run (module docs): `threads` threads on `cpus` (thread i on `cpus[i % len]`), each mapping, touching
 /// and unmapping `region` bytes for `duration`; with `mapper`, one more thread mapping and unmapping a page
 /// meanwhile. Metrics: `faults_per_s` (all threads), `faults_per_s_per_thread`, `faults_per_s_slowest_thread`,
@@ -159,10 +188,11 @@ struct Worker {
 pub fn measure(
     threads: usize,
     cpus: &[usize],
-    region: usize,
+    regions: Regions,
     duration: Duration,
     mapper: bool,
 ) -> Result<BTreeMap<String, f64>> {
+    let region = regions.bytes;
     if threads == 0 || cpus.is_empty() {
         bail!("a fault run needs at least one thread and one CPU");
     }
@@ -206,7 +236,7 @@ pub fn measure(
                         let mut calls = Duration::ZERO;
                         while start.elapsed() < duration && !interrupted() {
                             let t = Instant::now();
-                            let a = sys::map_anon(region, rw, false)?;
+                            let a = sys::map_anon_near(regions.hint(i), region, rw)?;
                             // SAFETY: `a` is a fresh private mapping of `region` bytes owned by this thread alone.
                             unsafe {
                                 let advised = sys::no_huge_pages(a, region);
@@ -276,6 +306,7 @@ mod tests {
             samples: 1,
             duration: Duration::from_secs(1),
             region_mib: 16,
+            apart: false,
             cpus: None,
         };
         assert!(ok.validate().is_ok());
@@ -295,6 +326,7 @@ mod tests {
             samples: 1,
             duration: Duration::from_millis(200),
             region_mib: 4,
+            apart: false,
             cpus: None,
         };
         let reports = run(&cfg, &host, &mut |_, _| {}).unwrap();
@@ -312,13 +344,27 @@ mod tests {
     #[test]
     fn a_mapper_runs_beside_the_faulting_threads() {
         let host = crate::hostinfo::gather();
-        let m = measure(1, &host.cpus_usable, 4 << 20, Duration::from_millis(200), true).unwrap();
+        let m = measure(
+            1,
+            &host.cpus_usable,
+            Regions { bytes: 4 << 20, apart: false },
+            Duration::from_millis(200),
+            true,
+        )
+        .unwrap();
         assert!(m["faults_per_s"] > 1000.0, "{m:?}");
         assert!(m["mapper_pairs_per_s"] > 100.0, "{m:?}");
         let share = m["worker_cpu_share"];
         assert!(share > 0.0 && share <= 1.05, "{m:?}");
         assert!(m["faults_per_cpu_s_per_thread"] >= m["faults_per_s_per_thread"] * 0.95, "{m:?}");
-        let without = measure(1, &host.cpus_usable, 4 << 20, Duration::from_millis(100), false).unwrap();
+        let without = measure(
+            1,
+            &host.cpus_usable,
+            Regions { bytes: 4 << 20, apart: true },
+            Duration::from_millis(100),
+            false,
+        )
+        .unwrap();
         assert!(!without.contains_key("mapper_pairs_per_s"));
     }
 }

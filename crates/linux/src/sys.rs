@@ -65,6 +65,15 @@ pub fn map_anon(len: usize, prot: ProtFlags, populate: bool) -> Result<usize, Er
     Ok(p as usize)
 }
 
+/// Maps `len` bytes of private anonymous memory at the kernel's choice, preferring `hint` (no `MAP_FIXED`: an
+/// occupied hint is only a hint). `hint` 0 is [`map_anon`] without population.
+pub fn map_anon_near(hint: usize, len: usize, prot: ProtFlags) -> Result<usize, Errno> {
+    // SAFETY: without MAP_FIXED the kernel never replaces an existing mapping; it takes the hint only if the
+    // range is free.
+    let p = unsafe { rustix::mm::mmap_anonymous(hint as *mut c_void, len, prot, MapFlags::PRIVATE)? };
+    Ok(p as usize)
+}
+
 /// Maps `len` bytes of shared anonymous memory anywhere (inherited by forked children, shared with them).
 pub fn map_shared_anon(len: usize) -> Result<usize, Errno> {
     // SAFETY: as in `map_anon`: the kernel chooses a free range.

@@ -127,12 +127,13 @@ impl Side<FaultsPlan> for EngineFaults {
     fn measure(&self, plan: &FaultsPlan, p: &FaultsPoint, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
         let mode = self.side.fault_mode().ok_or_else(|| anyhow!("{}: not an engine side", self.name))?;
         let cpus = Cpus::of(ctx.host().cpus_usable.clone());
-        let region = (plan.region_mib as u64) << 20;
+        let region = vmspace_linux::faults::Regions { bytes: plan.region_mib << 20, apart: false };
         let cfg = FaultsConfig {
             threads: vec![p.threads],
             samples: plan.samples,
             duration: plan.duration,
             region_mib: plan.region_mib,
+            apart: false,
             sides: vec![self.side],
             access: EngineAccess::Write,
             quick: false,

@@ -119,6 +119,7 @@ impl Side<FaultsPlan> for KernelFaults {
             samples: plan.samples,
             duration: plan.duration,
             region_mib: plan.region_mib,
+            apart: false,
             cpus: None,
         };
         let host = ctx.host().clone();
