@@ -613,12 +613,22 @@ impl PageTable {
     /// read-only) or frames in use (not free, mapped, referenced at least as often as mapped); the table and RSS
     /// counters equal what the walk finds.
     pub fn validate(&self) -> Result<PageTableCheck, String> {
+        self.validate_with(|_, _| Ok(()))
+    }
+
+    /// [`PageTable::validate`], calling `each` on every present or marker entry in address order during the
+    /// same walk, after the entry's own checks (a caller's checks of the entries against its VMAs, without a
+    /// second walk of every table); the first error of either ends the walk.
+    pub fn validate_with(
+        &self,
+        mut each: impl FnMut(u64, Pte) -> Result<(), String>,
+    ) -> Result<PageTableCheck, String> {
         let _g = vmspace_rcu::pin();
         let mut c = PageTableCheck { tables: 1, ..PageTableCheck::default() };
         let mut upper = 0i64;
         let mut ptes = 0i64;
         let mut err: Option<String> = None;
-        self.check_rec(self.pgd(), 3, 0, &mut c, &mut upper, &mut ptes, &mut err);
+        self.check_rec(self.pgd(), 3, 0, &mut c, &mut upper, &mut ptes, &mut err, &mut each);
         if let Some(e) = err {
             return Err(e);
         }
@@ -635,7 +645,7 @@ impl PageTable {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn check_rec(
+    fn check_rec<F: FnMut(u64, Pte) -> Result<(), String>>(
         &self,
         t: &Table,
         level: Level,
@@ -644,16 +654,16 @@ impl PageTable {
         upper: &mut i64,
         ptes: &mut i64,
         err: &mut Option<String>,
+        each: &mut F,
     ) {
-        for i in 0..crate::arch::PTRS_PER_TABLE {
+        let mut i = 0;
+        while let Some(at) = t.next_used(i) {
+            i = at + 1;
             if err.is_some() {
                 return;
             }
-            let addr = base + ((i as u64) << crate::arch::level_shift(level));
-            let v = t.get(i);
-            if v == 0 {
-                continue;
-            }
+            let addr = base + ((at as u64) << crate::arch::level_shift(level));
+            let v = t.get(at);
             if level > 0 {
                 if v & 63 != TABLE_ENTRY_BITS {
                     *err = Some(format!("level {level} entry at {addr:#x} is not a table entry: {v:#x}"));
@@ -666,15 +676,20 @@ impl PageTable {
                     *upper += 1;
                 }
                 // SAFETY: the caller stopped every other operation; the table is linked.
-                self.check_rec(unsafe { table_of(v) }, level - 1, addr, c, upper, ptes, err);
+                self.check_rec(unsafe { table_of(v) }, level - 1, addr, c, upper, ptes, err, each);
                 continue;
             }
             let pte = Pte(v);
             if let Some(m) = pte.as_marker() {
                 if m.is_empty() {
                     *err = Some(format!("empty marker at {addr:#x}"));
+                    return;
                 }
                 c.markers += 1;
+                if let Err(e) = each(addr, pte) {
+                    *err = Some(e);
+                    return;
+                }
                 continue;
             }
             if !pte.is_present() {
@@ -687,8 +702,13 @@ impl PageTable {
                 if pfn != Pfn::ZERO || pte.is_write() {
                     *err =
                         Some(format!("special entry at {addr:#x} is not the read-only zero page: {pte:?}"));
+                    return;
                 }
                 c.zero += 1;
+                if let Err(e) = each(addr, pte) {
+                    *err = Some(e);
+                    return;
+                }
                 continue;
             }
             if pfn == Pfn::ZERO {
@@ -710,6 +730,10 @@ impl PageTable {
             }
             if info.flags.contains(FrameFlags::ANON) && pte.is_write() && info.mapcount > 1 {
                 *err = Some(format!("writable entry at {addr:#x} maps a shared anonymous page: {info:?}"));
+                return;
+            }
+            if let Err(e) = each(addr, pte) {
+                *err = Some(e);
                 return;
             }
         }
@@ -765,6 +789,51 @@ mod tests {
         let far = FaultVma::anonymous(VA_END - PAGE_SIZE, VA_END + PAGE_SIZE, RW).with_anon_vma();
         assert_eq!(crate::handle_mm_fault(&pt, &far, VA_END, Access::Write), crate::VmFault::SigSegv);
         assert_eq!(pt.entries(A, A + 4 * PAGE_SIZE).len(), 1);
+        pt.validate().unwrap();
+    }
+
+    #[test]
+    fn validation_visits_every_entry_once_and_stops_at_the_first_broken_one() {
+        let m = mem();
+        let pt = PageTable::new(&m).unwrap();
+        // Entries on both sides of a cache line of entries, at a table's last slot and in the next table, so the
+        // scan's skips of empty lines and its table changes are all crossed.
+        let addrs = [A, A + 7 * PAGE_SIZE, A + 8 * PAGE_SIZE, A + 511 * PAGE_SIZE, A + 521 * PAGE_SIZE];
+        let mut v = FaultVma::anonymous(A, A + 1024 * PAGE_SIZE, RW);
+        for a in addrs {
+            write(&pt, &mut v, a, b"x").unwrap();
+        }
+        let mut seen = Vec::new();
+        let c = pt
+            .validate_with(|a, _| {
+                seen.push(a);
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(seen, addrs);
+        assert_eq!(c.present, 5);
+        let mut calls = 0;
+        let e = pt
+            .validate_with(|a, _| {
+                calls += 1;
+                if a == addrs[2] { Err("stop".to_string()) } else { Ok(()) }
+            })
+            .unwrap_err();
+        assert_eq!((e.as_str(), calls), ("stop", 3), "the caller's error ends the walk");
+        // A broken entry: the zero page mapped writable. The walk reports it and does not call back for it.
+        let slot = pt.entry_slot(addrs[3], 0, false).unwrap().unwrap();
+        let good = slot.load(Ordering::Relaxed);
+        slot.store(Pte::new(Pfn::ZERO, PageProt::READONLY).mkspecial().mkwrite().0, Ordering::Relaxed);
+        let mut after = 0;
+        let e = pt
+            .validate_with(|a, _| {
+                after += u32::from(a >= addrs[3]);
+                Ok(())
+            })
+            .unwrap_err();
+        assert!(e.contains("not the read-only zero page"), "{e}");
+        assert_eq!(after, 0);
+        slot.store(good, Ordering::Relaxed);
         pt.validate().unwrap();
     }
 

@@ -86,6 +86,29 @@ impl Table {
         self.e[i].load(Ordering::Acquire)
     }
 
+    /// The index of the first non-zero entry at or after `from`, if any. Relaxed loads, eight entries (one
+    /// cache line) at a time while they are all zero: a scan whose finds the caller re-reads with
+    /// [`Table::get`], for walks that nothing changes the table under (validation).
+    pub(crate) fn next_used(&self, from: usize) -> Option<usize> {
+        let mut i = from;
+        while i < self.e.len() {
+            if i.is_multiple_of(8) && i + 8 <= self.e.len() {
+                // Relaxed: see above.
+                let any = self.e[i..i + 8].iter().fold(0, |a, e| a | e.load(Ordering::Relaxed));
+                if any == 0 {
+                    i += 8;
+                    continue;
+                }
+            }
+            // Relaxed: see above.
+            if self.e[i].load(Ordering::Relaxed) != 0 {
+                return Some(i);
+            }
+            i += 1;
+        }
+        None
+    }
+
     /// Whether every entry is zero.
     pub(crate) fn is_empty(&self) -> bool {
         self.e.iter().all(|e| e.load(Ordering::Acquire) == 0)

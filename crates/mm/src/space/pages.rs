@@ -25,7 +25,8 @@
 //! # Checks
 //!
 //! `MmRead::validate_pages` (the page-table part of `validate`, run when no fault changes entries under it):
-//! the page table's own structure and counters (`PageTable::validate`); every entry lies inside a VMA; no frame
+//! the page table's own structure and counters, and during the same walk of its tables
+//! (`PageTable::validate_with`), for each entry: it lies inside a VMA; no frame
 //! is mapped here more often than its mapcount, nor has a refcount below its mapcount; a guard marker only in a `VM_MAYBE_GUARD` VMA and no
 //! other marker; a present entry is `PROT_NONE` exactly when its VMA is inaccessible, writable only in a
 //! `VM_WRITE` VMA, executable exactly in a `VM_EXEC` one; the zero page and anonymous pages only in private
@@ -202,14 +203,13 @@ impl MmRead<'_> {
     /// fork runs in the address space (`Mm::validate`).
     pub(crate) fn validate_pages(&self) -> Result<(), String> {
         let pt = self.page_table();
-        pt.validate()?;
         let mut vmas = self.areas();
         let mut cur: Option<V> = None;
         // Entries per frame: at most its mapcount (fork children and other mappers of a file page map it too).
         let mut mapped: HashMap<Pfn, u32> = HashMap::new();
-        // One lockless pass over the entries (no list of them); the first broken rule ends the check.
-        let mut err: Option<String> = None;
-        let mut check = |addr: u64, pte: vmspace_pgtable::Pte| -> Result<(), String> {
+        // Checked during the page table's own validation walk (one pass over the tables, no list of entries);
+        // the first broken rule ends it.
+        let check = |addr: u64, pte: vmspace_pgtable::Pte| -> Result<(), String> {
             while cur.is_none_or(|v| v.end() <= addr) {
                 cur = vmas.next();
                 if cur.is_none() {
@@ -272,16 +272,7 @@ impl MmRead<'_> {
             }
             Ok(())
         };
-        pt.for_each_entry(0, VA_END, |addr, pte| {
-            if err.is_none()
-                && let Err(e) = check(addr, pte)
-            {
-                err = Some(e);
-            }
-        });
-        if let Some(e) = err {
-            return Err(e);
-        }
+        pt.validate_with(check)?;
         for v in self.areas() {
             let id = v.i_mmap_id();
             if id == 0 {
