@@ -43,9 +43,9 @@
 //! fault's time). Spares are never given back before the `Memory` is dropped; they are bounded by the peak
 //! number of frames with contents, as the emulated machine's RAM is.
 //!
-//! Buffers come from the memory's own arena ([`DataArena`]): 2 MiB chunks of the system's memory
-//! (`vmspace_rcu::chunk`, huge pages where the host has them), cut into page-aligned 4 KiB buffers handed
-//! out in order. Buffers from the global allocator (the first design) were each a separate 4 KiB block at a
+//! Buffers come from the memory's own arena ([`DataArena`]): chunks of the system's memory growing from
+//! 64 KiB to 2 MiB (`vmspace_rcu::chunk`, huge pages where the host has them), cut into page-aligned 4 KiB
+//! buffers handed out in order. Buffers from the global allocator (the first design) were each a separate 4 KiB block at a
 //! 64-byte alignment, so a buffer straddled two host pages and every zeroing began with host TLB misses, which
 //! in a virtual machine cost a two-dimensional page walk: measured, a one-byte write fault spent about three
 //! times as long zeroing its page as a `memset` of the same 16 MiB of buffers laid out contiguously.
@@ -464,7 +464,7 @@ pub struct MemoryStats {
     pub tables_pending_free: u64,
     /// Content buffers attached to frames.
     pub data_in_use: u64,
-    /// Content buffers ever taken from the system (cut from the memory's 2 MiB chunks; module docs).
+    /// Content buffers ever taken from the system (cut from the memory's chunks; module docs).
     pub data_from_system: u64,
     /// Page-cache index nodes in use.
     pub cache_nodes_in_use: u64,
@@ -900,9 +900,13 @@ impl Drop for Memory {
     }
 }
 
-/// Content buffers of one [`Memory`] (module docs): [`DATA_CHUNK`]-byte chunks of system memory cut into
-/// page-aligned buffers, handed out in address order; buffers given back wait in a list for reuse. Chunks are
-/// unmapped only with the memory, when no frame can refer to a buffer any more.
+/// Content buffers of one [`Memory`] (module docs): chunks of system memory cut into page-aligned buffers,
+/// handed out in address order; buffers given back wait in a list for reuse. Chunks are unmapped only with the
+/// memory, when no frame can refer to a buffer any more.
+///
+/// The first chunk is [`DATA_CHUNK_FIRST`] bytes and each next one twice the last, up to [`DATA_CHUNK`] (one
+/// huge page): a memory that writes a few pages (a test, a fuzz input, a small process) costs a few small
+/// mappings, not a 2 MiB huge page the host must zero, while a large one reaches huge-page chunks after five.
 ///
 /// The mutex is taken only when a frame has no spare of its own, that is, while the machine's memory grows to
 /// a new peak of frames with contents; in the steady state of a program that maps and unmaps, buffers recycle
@@ -913,17 +917,20 @@ struct DataArena {
     state: Mutex<ArenaState>,
 }
 
-/// Chunk size of a [`DataArena`]: one huge page (Miri: 64 KiB, which it allocates and zeroes much faster).
+/// Largest chunk of a [`DataArena`]: one huge page (Miri: 64 KiB, which it allocates and zeroes much faster).
 #[cfg(not(any(loom, miri)))]
 const DATA_CHUNK: usize = 2 << 20;
 #[cfg(miri)]
 const DATA_CHUNK: usize = 64 << 10;
+/// First chunk of a [`DataArena`].
+#[cfg(not(loom))]
+const DATA_CHUNK_FIRST: usize = 64 << 10;
 
 #[cfg(not(loom))]
 #[derive(Default)]
 struct ArenaState {
-    /// Every chunk, the last one being cut.
-    chunks: Vec<std::ptr::NonNull<u8>>,
+    /// Every chunk and its size, the last one being cut.
+    chunks: Vec<(std::ptr::NonNull<u8>, usize)>,
     /// Buffers already cut from the last chunk.
     cut: usize,
     /// Buffers given back, not yet reused (zeroed again when reused).
@@ -943,15 +950,16 @@ impl DataArena {
         if let Some(p) = s.free.pop() {
             return Some((p.as_ptr(), false));
         }
-        let per_chunk = DATA_CHUNK / std::mem::size_of::<PageData>();
-        if s.chunks.is_empty() || s.cut == per_chunk {
-            let c = vmspace_rcu::chunk::map(DATA_CHUNK)?;
-            s.chunks.push(c);
+        let buf = std::mem::size_of::<PageData>();
+        if s.chunks.last().is_none_or(|&(_, size)| s.cut == size / buf) {
+            let size = s.chunks.last().map_or(DATA_CHUNK_FIRST, |&(_, size)| (2 * size).min(DATA_CHUNK));
+            let c = vmspace_rcu::chunk::map(size)?;
+            s.chunks.push((c, size));
             s.cut = 0;
         }
-        let base = *s.chunks.last().expect("a chunk was just ensured");
-        // SAFETY: `cut < per_chunk`, so the buffer lies inside the chunk's `DATA_CHUNK` bytes, which are mapped,
-        // zeroed, aligned to the chunk size (hence to the page) and not yet handed out.
+        let (base, _) = *s.chunks.last().expect("a chunk was just ensured");
+        // SAFETY: `cut` is below the chunk's buffer count, so the buffer lies inside the chunk, which is mapped,
+        // zeroed, aligned to its size (hence to the page) and not yet handed out.
         let p = unsafe { base.as_ptr().add(s.cut * std::mem::size_of::<PageData>()) }.cast::<PageData>();
         s.cut += 1;
         Some((p, true))
@@ -968,10 +976,10 @@ impl DataArena {
 #[cfg(not(loom))]
 impl Drop for DataArena {
     fn drop(&mut self) {
-        for c in self.state.get_mut().chunks.drain(..) {
+        for (c, size) in self.state.get_mut().chunks.drain(..) {
             // SAFETY: mapped by `alloc` with this size; the arena's memory is being dropped, so no frame (and no
             // reader, which holds a reference to the memory) refers to a buffer any more.
-            unsafe { vmspace_rcu::chunk::unmap(c, DATA_CHUNK) };
+            unsafe { vmspace_rcu::chunk::unmap(c, size) };
         }
     }
 }
