@@ -40,7 +40,6 @@
 //! `Mm::check_memory` (tests) makes the frame counts exact over a family of address spaces that share a memory:
 //! mapcount = entries, refcount = entries + cache slot, no leak.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use vmspace_abi::VmFlags;
@@ -198,17 +197,112 @@ impl Mm {
     }
 }
 
+/// What [`MmRead::check_entry`] found wrong with an entry (the message is made by [`Broken::describe`], out of
+/// the per-entry path).
+#[derive(Clone, Copy, Debug)]
+enum Broken {
+    Outside,
+    OtherMarker,
+    GuardWithoutFlag,
+    Access,
+    Write,
+    Exec,
+    Special,
+    NoFrame,
+    Anon,
+    NotItsFilePage(vmspace_pgtable::FrameInfo),
+}
+
+impl Broken {
+    #[cold]
+    #[inline(never)]
+    fn describe(self, addr: u64, pte: vmspace_pgtable::Pte, v: Option<V>) -> String {
+        match self {
+            Broken::Outside => format!("entry {pte:?} at {addr:#x} outside every VMA"),
+            Broken::OtherMarker => format!("marker {pte:?} at {addr:#x}: only guard markers are made"),
+            Broken::GuardWithoutFlag => {
+                format!("guard marker at {addr:#x} in a VMA without VM_MAYBE_GUARD {v:?}")
+            }
+            Broken::Access => format!("entry {pte:?} at {addr:#x} disagrees with the access of {v:?}"),
+            Broken::Write => format!("writable entry {pte:?} at {addr:#x} in a VMA without VM_WRITE {v:?}"),
+            Broken::Exec => format!("entry {pte:?} at {addr:#x} disagrees with VM_EXEC of {v:?}"),
+            Broken::Special => format!("special entry {pte:?} at {addr:#x} in {v:?}"),
+            Broken::NoFrame => format!("no frame for {pte:?} at {addr:#x}"),
+            Broken::Anon => format!("anonymous page at {addr:#x} in {v:?} (shared or without anon_vma)"),
+            Broken::NotItsFilePage(info) => format!(
+                "page-cache page {info:?} at {addr:#x} is not its VMA's file page {:#x}: {v:?}",
+                v.map_or(0, |v| v.pgoff_at(addr))
+            ),
+        }
+    }
+}
+
 impl MmRead<'_> {
+    /// The checks of one entry at `addr` inside VMA `v` (module docs); the frame is added to `mapped`.
+    fn check_entry(
+        &self,
+        v: V,
+        addr: u64,
+        pte: vmspace_pgtable::Pte,
+        mapped: &mut Vec<Pfn>,
+    ) -> Result<(), Broken> {
+        let fl = v.fl();
+        if let Some(m) = pte.as_marker() {
+            if m != vmspace_pgtable::Marker::GUARD {
+                return Err(Broken::OtherMarker);
+            }
+            // Naming can drop the flag (module docs); without anon VMA names nothing can.
+            if !fl.intersects(VmFlags::MAYBE_GUARD) && !self.cfg.anon_vma_name {
+                return Err(Broken::GuardWithoutFlag);
+            }
+            return Ok(());
+        }
+        let accessible = fl.intersects(VmFlags::ACCESS_FLAGS);
+        if pte.is_protnone() == accessible {
+            return Err(Broken::Access);
+        }
+        if pte.is_write() && !fl.intersects(VmFlags::WRITE) {
+            return Err(Broken::Write);
+        }
+        if accessible && pte.is_exec() != fl.intersects(VmFlags::EXEC) {
+            return Err(Broken::Exec);
+        }
+        let shared = fl.intersects(VmFlags::MAYSHARE);
+        if pte.is_special() {
+            if pte.pfn() != Pfn::ZERO || shared {
+                return Err(Broken::Special);
+            }
+            return Ok(());
+        }
+        let info = self.mem.frame_info(pte.pfn()).ok_or(Broken::NoFrame)?;
+        mapped.push(pte.pfn());
+        if info.flags.contains(FrameFlags::ANON) {
+            if shared || !v.has_anon_vma() {
+                return Err(Broken::Anon);
+            }
+            return Ok(());
+        }
+        let private_hugetlb = fl.intersects(VmFlags::HUGETLB) && !shared;
+        let cache = if private_hugetlb { None } else { v.file().and_then(|f| f.page_cache().map(|c| c.id())) };
+        match cache {
+            Some(id) if info.mapping == id && info.index == v.pgoff_at(addr) => Ok(()),
+            _ => Err(Broken::NotItsFilePage(info)),
+        }
+    }
+
     /// The page-table checks of `validate` (module docs). The caller holds the mmap lock and no fault, zap or
     /// fork runs in the address space (`Mm::validate`).
     pub(crate) fn validate_pages(&self) -> Result<(), String> {
         let pt = self.page_table();
         let mut vmas = self.areas();
         let mut cur: Option<V> = None;
-        // Entries per frame: at most its mapcount (fork children and other mappers of a file page map it too).
-        let mut mapped: HashMap<Pfn, u32> = HashMap::new();
+        // Frames mapped here, one PFN per entry: no frame may be mapped more often than its mapcount (fork
+        // children and other mappers of a file page map it too), checked once the walk is over.
+        let mut mapped: Vec<Pfn> = Vec::new();
         // Checked during the page table's own validation walk (one pass over the tables, no list of entries);
-        // the first broken rule ends it.
+        // the first broken rule ends it. The per-entry check only classifies (`Broken`, no formatting), so that
+        // it stays small: validation runs after every operation of the tests and of the engine fuzz target.
+        let mut found: Option<(Broken, u64, vmspace_pgtable::Pte, Option<V>)> = None;
         let check = |addr: u64, pte: vmspace_pgtable::Pte| -> Result<(), String> {
             while cur.is_none_or(|v| v.end() <= addr) {
                 cur = vmas.next();
@@ -216,63 +310,29 @@ impl MmRead<'_> {
                     break;
                 }
             }
-            let Some(v) = cur.filter(|v| v.start() <= addr) else {
-                return Err(format!("entry {pte:?} at {addr:#x} outside every VMA"));
-            };
-            let fl = v.fl();
-            if let Some(m) = pte.as_marker() {
-                if m != vmspace_pgtable::Marker::GUARD {
-                    return Err(format!("marker {m:?} at {addr:#x}: only guard markers are made"));
-                }
-                // Naming can drop the flag (module docs); without anon VMA names nothing can.
-                if !fl.intersects(VmFlags::MAYBE_GUARD) && !self.cfg.anon_vma_name {
-                    return Err(format!("guard marker at {addr:#x} in a VMA without VM_MAYBE_GUARD {v:?}"));
-                }
-                return Ok(());
-            }
-            let accessible = fl.intersects(VmFlags::ACCESS_FLAGS);
-            if pte.is_protnone() == accessible {
-                return Err(format!("entry {pte:?} at {addr:#x} disagrees with the access of {v:?}"));
-            }
-            if pte.is_write() && !fl.intersects(VmFlags::WRITE) {
-                return Err(format!("writable entry {pte:?} at {addr:#x} in a VMA without VM_WRITE {v:?}"));
-            }
-            if accessible && pte.is_exec() != fl.intersects(VmFlags::EXEC) {
-                return Err(format!("entry {pte:?} at {addr:#x} disagrees with VM_EXEC of {v:?}"));
-            }
-            let shared = fl.intersects(VmFlags::MAYSHARE);
-            if pte.is_special() {
-                if pte.pfn() != Pfn::ZERO || shared {
-                    return Err(format!("special entry {pte:?} at {addr:#x} in {v:?}"));
-                }
-                return Ok(());
-            }
-            let info = self.mem.frame_info(pte.pfn()).ok_or_else(|| format!("no frame for {pte:?}"))?;
-            let n = mapped.entry(pte.pfn()).or_default();
-            *n += 1;
-            if *n > info.mapcount || info.refcount < info.mapcount {
-                return Err(format!("frame of {pte:?} at {addr:#x} mapped {n}+ times here: {info:?}"));
-            }
-            if info.flags.contains(FrameFlags::ANON) {
-                if shared || !v.has_anon_vma() {
-                    return Err(format!("anonymous page at {addr:#x} in {v:?} (shared or without anon_vma)"));
-                }
-                return Ok(());
-            }
-            let private_hugetlb = fl.intersects(VmFlags::HUGETLB) && !shared;
-            let cache = if private_hugetlb { None } else { v.file().and_then(|f| f.page_cache().cloned()) };
-            match cache {
-                Some(c) if info.mapping == c.id() && info.index == v.pgoff_at(addr) => {}
-                _ => {
-                    return Err(format!(
-                        "page-cache page {info:?} at {addr:#x} is not its VMA's file page {:#x}: {v:?}",
-                        v.pgoff_at(addr)
-                    ));
+            let v = cur.filter(|v| v.start() <= addr);
+            match v.map_or(Err(Broken::Outside), |v| self.check_entry(v, addr, pte, &mut mapped)) {
+                Ok(()) => Ok(()),
+                Err(b) => {
+                    found = Some((b, addr, pte, v));
+                    // The message is made once the walk has stopped.
+                    Err(String::new())
                 }
             }
-            Ok(())
         };
-        pt.validate_with(check)?;
+        let walked = pt.validate_with(check);
+        if let Some((b, addr, pte, v)) = found {
+            return Err(b.describe(addr, pte, v));
+        }
+        walked?;
+        mapped.sort_unstable();
+        for run in mapped.chunk_by(|a, b| a == b) {
+            let pfn = run[0];
+            let info = self.mem.frame_info(pfn).ok_or_else(|| format!("no frame {pfn:?}"))?;
+            if run.len() as u64 > u64::from(info.mapcount) || info.refcount < info.mapcount {
+                return Err(format!("frame {pfn:?} mapped {} times here: {info:?}", run.len()));
+            }
+        }
         for v in self.areas() {
             let id = v.i_mmap_id();
             if id == 0 {
