@@ -613,15 +613,16 @@ impl PageTable {
     /// read-only) or frames in use (not free, mapped, referenced at least as often as mapped); the table and RSS
     /// counters equal what the walk finds.
     pub fn validate(&self) -> Result<PageTableCheck, String> {
-        self.validate_with(|_, _| Ok(()))
+        self.validate_with(|_, _| std::ops::ControlFlow::Continue(()))
     }
 
     /// [`PageTable::validate`], calling `each` on every present or marker entry in address order during the
     /// same walk, after the entry's own checks (a caller's checks of the entries against its VMAs, without a
-    /// second walk of every table); the first error of either ends the walk.
+    /// second walk of every table). The first broken rule ends the walk, and so does `each` returning
+    /// `Break` (the error then names the entry; the caller keeps its own account of what it found).
     pub fn validate_with(
         &self,
-        mut each: impl FnMut(u64, Pte) -> Result<(), String>,
+        mut each: impl FnMut(u64, Pte) -> std::ops::ControlFlow<()>,
     ) -> Result<PageTableCheck, String> {
         let _g = vmspace_rcu::pin();
         let mut c = PageTableCheck { tables: 1, ..PageTableCheck::default() };
@@ -645,7 +646,7 @@ impl PageTable {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn check_rec<F: FnMut(u64, Pte) -> Result<(), String>>(
+    fn check_rec<F: FnMut(u64, Pte) -> std::ops::ControlFlow<()>>(
         &self,
         t: &Table,
         level: Level,
@@ -686,8 +687,8 @@ impl PageTable {
                     return;
                 }
                 c.markers += 1;
-                if let Err(e) = each(addr, pte) {
-                    *err = Some(e);
+                if each(addr, pte).is_break() {
+                    *err = Some(format!("the caller's check stopped at {addr:#x}"));
                     return;
                 }
                 continue;
@@ -705,8 +706,8 @@ impl PageTable {
                     return;
                 }
                 c.zero += 1;
-                if let Err(e) = each(addr, pte) {
-                    *err = Some(e);
+                if each(addr, pte).is_break() {
+                    *err = Some(format!("the caller's check stopped at {addr:#x}"));
                     return;
                 }
                 continue;
@@ -732,8 +733,8 @@ impl PageTable {
                 *err = Some(format!("writable entry at {addr:#x} maps a shared anonymous page: {info:?}"));
                 return;
             }
-            if let Err(e) = each(addr, pte) {
-                *err = Some(e);
+            if each(addr, pte).is_break() {
+                *err = Some(format!("the caller's check stopped at {addr:#x}"));
                 return;
             }
         }
@@ -794,6 +795,7 @@ mod tests {
 
     #[test]
     fn validation_visits_every_entry_once_and_stops_at_the_first_broken_one() {
+        use std::ops::ControlFlow;
         let m = mem();
         let pt = PageTable::new(&m).unwrap();
         // Entries on both sides of a cache line of entries, at a table's last slot and in the next table, so the
@@ -807,7 +809,7 @@ mod tests {
         let c = pt
             .validate_with(|a, _| {
                 seen.push(a);
-                Ok(())
+                ControlFlow::Continue(())
             })
             .unwrap();
         assert_eq!(seen, addrs);
@@ -816,10 +818,11 @@ mod tests {
         let e = pt
             .validate_with(|a, _| {
                 calls += 1;
-                if a == addrs[2] { Err("stop".to_string()) } else { Ok(()) }
+                if a == addrs[2] { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
             })
             .unwrap_err();
-        assert_eq!((e.as_str(), calls), ("stop", 3), "the caller's error ends the walk");
+        assert!(e.contains(&format!("{:#x}", addrs[2])), "{e}");
+        assert_eq!(calls, 3, "the caller's Break ends the walk");
         // A broken entry: the zero page mapped writable. The walk reports it and does not call back for it.
         let slot = pt.entry_slot(addrs[3], 0, false).unwrap().unwrap();
         let good = slot.load(Ordering::Relaxed);
@@ -828,7 +831,7 @@ mod tests {
         let e = pt
             .validate_with(|a, _| {
                 after += u32::from(a >= addrs[3]);
-                Ok(())
+                ControlFlow::Continue(())
             })
             .unwrap_err();
         assert!(e.contains("not the read-only zero page"), "{e}");

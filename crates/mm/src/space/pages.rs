@@ -40,6 +40,7 @@
 //! `Mm::check_memory` (tests) makes the frame counts exact over a family of address spaces that share a memory:
 //! mapcount = entries, refcount = entries + cache slot, no leak.
 
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use vmspace_abi::VmFlags;
@@ -210,7 +211,7 @@ enum Broken {
     Special,
     NoFrame,
     Anon,
-    NotItsFilePage(vmspace_pgtable::FrameInfo),
+    NotItsFilePage,
 }
 
 impl Broken {
@@ -229,8 +230,8 @@ impl Broken {
             Broken::Special => format!("special entry {pte:?} at {addr:#x} in {v:?}"),
             Broken::NoFrame => format!("no frame for {pte:?} at {addr:#x}"),
             Broken::Anon => format!("anonymous page at {addr:#x} in {v:?} (shared or without anon_vma)"),
-            Broken::NotItsFilePage(info) => format!(
-                "page-cache page {info:?} at {addr:#x} is not its VMA's file page {:#x}: {v:?}",
+            Broken::NotItsFilePage => format!(
+                "page-cache page {pte:?} at {addr:#x} is not its VMA's file page {:#x}: {v:?}",
                 v.map_or(0, |v| v.pgoff_at(addr))
             ),
         }
@@ -274,8 +275,16 @@ impl MmRead<'_> {
             }
             return Ok(());
         }
-        let info = self.mem.frame_info(pte.pfn()).ok_or(Broken::NoFrame)?;
         mapped.push(pte.pfn());
+        self.check_frame_entry(v, addr, pte, shared)
+    }
+
+    /// The frame part of [`MmRead::check_entry`], out of line: it reads the frame's descriptor into a local,
+    /// which would otherwise give every entry's check (zero-page entries too) a stack frame in memory.
+    #[inline(never)]
+    fn check_frame_entry(&self, v: V, addr: u64, pte: vmspace_pgtable::Pte, shared: bool) -> Result<(), Broken> {
+        let fl = v.fl();
+        let info = self.mem.frame_info(pte.pfn()).ok_or(Broken::NoFrame)?;
         if info.flags.contains(FrameFlags::ANON) {
             if shared || !v.has_anon_vma() {
                 return Err(Broken::Anon);
@@ -286,7 +295,7 @@ impl MmRead<'_> {
         let cache = if private_hugetlb { None } else { v.file().and_then(|f| f.page_cache().map(|c| c.id())) };
         match cache {
             Some(id) if info.mapping == id && info.index == v.pgoff_at(addr) => Ok(()),
-            _ => Err(Broken::NotItsFilePage(info)),
+            _ => Err(Broken::NotItsFilePage),
         }
     }
 
@@ -303,7 +312,7 @@ impl MmRead<'_> {
         // the first broken rule ends it. The per-entry check only classifies (`Broken`, no formatting), so that
         // it stays small: validation runs after every operation of the tests and of the engine fuzz target.
         let mut found: Option<(Broken, u64, vmspace_pgtable::Pte, Option<V>)> = None;
-        let check = |addr: u64, pte: vmspace_pgtable::Pte| -> Result<(), String> {
+        let check = |addr: u64, pte: vmspace_pgtable::Pte| -> ControlFlow<()> {
             while cur.is_none_or(|v| v.end() <= addr) {
                 cur = vmas.next();
                 if cur.is_none() {
@@ -311,12 +320,16 @@ impl MmRead<'_> {
                 }
             }
             let v = cur.filter(|v| v.start() <= addr);
-            match v.map_or(Err(Broken::Outside), |v| self.check_entry(v, addr, pte, &mut mapped)) {
-                Ok(()) => Ok(()),
+            let r = match v {
+                Some(v) => self.check_entry(v, addr, pte, &mut mapped),
+                None => Err(Broken::Outside),
+            };
+            match r {
+                Ok(()) => ControlFlow::Continue(()),
                 Err(b) => {
-                    found = Some((b, addr, pte, v));
                     // The message is made once the walk has stopped.
-                    Err(String::new())
+                    found = Some((b, addr, pte, v));
+                    ControlFlow::Break(())
                 }
             }
         };
