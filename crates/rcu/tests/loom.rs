@@ -111,6 +111,21 @@ fn memb_replace_and_synchronize(slot: &AtomicPtr<Cell>, new: *mut Cell, old_free
     assert!(old_freed.load(Ordering::Relaxed), "synchronize returned before the retired object was freed");
 }
 
+/// A reader of the `memb` models: loads the published object inside a section and reads it (1 or 2, never a
+/// freed object's 0).
+fn memb_reader(slot: &Arc<AtomicPtr<Cell>>) -> thread::JoinHandle<()> {
+    let slot = slot.clone();
+    thread::spawn(move || {
+        let guard = memb::pin();
+        // Acquire: pairs with the writer's release swap.
+        // SAFETY: published objects are freed only after a grace period; we hold a guard.
+        let obj = unsafe { &*slot.load(Ordering::Acquire) };
+        let v = obj.read();
+        assert!(v == 1 || v == 2, "read {v}: a freed object");
+        drop(guard);
+    })
+}
+
 /// Frees what is still published once every thread of the model is done.
 fn memb_cleanup(slot: &AtomicPtr<Cell>) {
     // SAFETY: every other thread has been joined; nothing else can reach the object.
@@ -128,18 +143,7 @@ fn memb_retire_waits_for_reader() {
         let old_freed = Arc::new(AtomicBool::new(false));
         let new_freed = Arc::new(AtomicBool::new(false));
         let slot = Arc::new(AtomicPtr::new(Cell::boxed(1, &old_freed)));
-        let reader = {
-            let slot = slot.clone();
-            thread::spawn(move || {
-                let guard = memb::pin();
-                // Acquire: pairs with the writer's release swap.
-                // SAFETY: published objects are freed only after a grace period; we hold a guard.
-                let obj = unsafe { &*slot.load(Ordering::Acquire) };
-                let v = obj.read();
-                assert!(v == 1 || v == 2, "read {v}: a freed object");
-                drop(guard);
-            })
-        };
+        let reader = memb_reader(&slot);
         memb_replace_and_synchronize(&slot, Cell::boxed(2, &new_freed), &old_freed);
         reader.join().unwrap();
         memb_cleanup(&slot);
@@ -157,18 +161,7 @@ fn memb_expedite_frees_only_after_the_reader() {
         let old_freed = Arc::new(AtomicBool::new(false));
         let new_freed = Arc::new(AtomicBool::new(false));
         let slot = Arc::new(AtomicPtr::new(Cell::boxed(1, &old_freed)));
-        let reader = {
-            let slot = slot.clone();
-            thread::spawn(move || {
-                let guard = memb::pin();
-                // Acquire: pairs with the writer's release swap.
-                // SAFETY: published objects are freed only after a grace period; we hold a guard.
-                let obj = unsafe { &*slot.load(Ordering::Acquire) };
-                let v = obj.read();
-                assert!(v == 1 || v == 2, "read {v}: a freed object");
-                drop(guard);
-            })
-        };
+        let reader = memb_reader(&slot);
         // AcqRel: release publishes the new object; acquire makes the old one ours to retire.
         let old = slot.swap(Cell::boxed(2, &new_freed), Ordering::AcqRel);
         {
