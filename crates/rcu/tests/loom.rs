@@ -132,22 +132,31 @@ fn memb_cleanup(slot: &AtomicPtr<Cell>) {
     unsafe { drop(Box::from_raw(slot.load(Ordering::Relaxed))) };
 }
 
+/// A `memb` model: one reader ([`memb_reader`]) against a writer that replaces the published object with `write`;
+/// once both are done the old object must be freed by the next grace period at the latest.
+fn memb_model(write: fn(&AtomicPtr<Cell>, *mut Cell, &AtomicBool)) {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(3);
+    builder.check(move || {
+        let old_freed = Arc::new(AtomicBool::new(false));
+        let new_freed = Arc::new(AtomicBool::new(false));
+        let slot = Arc::new(AtomicPtr::new(Cell::boxed(1, &old_freed)));
+        let reader = memb_reader(&slot);
+        write(&slot, Cell::boxed(2, &new_freed), &old_freed);
+        reader.join().unwrap();
+        // Whatever the writer left queued goes with the next grace period.
+        memb::synchronize();
+        assert!(old_freed.load(Ordering::Relaxed), "the retired object was never freed");
+        memb_cleanup(&slot);
+    });
+}
+
 /// The real protocol: a reader that loads the published pointer inside a section never reads an object the
 /// concurrent writer has freed (the store-load pairing of the entry store and fence against the reclaimer's
 /// grace-period increment, fence and scan).
 #[test]
 fn memb_retire_waits_for_reader() {
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = Some(3);
-    builder.check(|| {
-        let old_freed = Arc::new(AtomicBool::new(false));
-        let new_freed = Arc::new(AtomicBool::new(false));
-        let slot = Arc::new(AtomicPtr::new(Cell::boxed(1, &old_freed)));
-        let reader = memb_reader(&slot);
-        memb_replace_and_synchronize(&slot, Cell::boxed(2, &new_freed), &old_freed);
-        reader.join().unwrap();
-        memb_cleanup(&slot);
-    });
+    memb_model(memb_replace_and_synchronize);
 }
 
 /// `expedite`: the writer waits a bounded number of scans for the reader instead of a full `synchronize`, and
@@ -155,25 +164,15 @@ fn memb_retire_waits_for_reader() {
 /// retirement; the reader never reads a freed object either way.
 #[test]
 fn memb_expedite_frees_only_after_the_reader() {
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = Some(3);
-    builder.check(|| {
-        let old_freed = Arc::new(AtomicBool::new(false));
-        let new_freed = Arc::new(AtomicBool::new(false));
-        let slot = Arc::new(AtomicPtr::new(Cell::boxed(1, &old_freed)));
-        let reader = memb_reader(&slot);
+    memb_model(|slot, new, _| {
         // AcqRel: release publishes the new object; acquire makes the old one ours to retire.
-        let old = slot.swap(Cell::boxed(2, &new_freed), Ordering::AcqRel);
+        let old = slot.swap(new, Ordering::AcqRel);
         {
             let guard = memb::pin();
             // SAFETY: `old` is unpublished (swapped out) and retired once.
             unsafe { guard.defer_destroy(old) };
         }
         memb::expedite(std::time::Duration::from_micros(50));
-        reader.join().unwrap();
-        memb::synchronize();
-        assert!(old_freed.load(Ordering::Relaxed));
-        memb_cleanup(&slot);
     });
 }
 

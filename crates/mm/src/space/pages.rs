@@ -282,7 +282,13 @@ impl MmRead<'_> {
     /// The frame part of [`MmRead::check_entry`], out of line: it reads the frame's descriptor into a local,
     /// which would otherwise give every entry's check (zero-page entries too) a stack frame in memory.
     #[inline(never)]
-    fn check_frame_entry(&self, v: V, addr: u64, pte: vmspace_pgtable::Pte, shared: bool) -> Result<(), Broken> {
+    fn check_frame_entry(
+        &self,
+        v: V,
+        addr: u64,
+        pte: vmspace_pgtable::Pte,
+        shared: bool,
+    ) -> Result<(), Broken> {
         let fl = v.fl();
         let info = self.mem.frame_info(pte.pfn()).ok_or(Broken::NoFrame)?;
         if info.flags.contains(FrameFlags::ANON) {
@@ -292,7 +298,8 @@ impl MmRead<'_> {
             return Ok(());
         }
         let private_hugetlb = fl.intersects(VmFlags::HUGETLB) && !shared;
-        let cache = if private_hugetlb { None } else { v.file().and_then(|f| f.page_cache().map(|c| c.id())) };
+        let cache =
+            if private_hugetlb { None } else { v.file().and_then(|f| f.page_cache().map(|c| c.id())) };
         match cache {
             Some(id) if info.mapping == id && info.index == v.pgoff_at(addr) => Ok(()),
             _ => Err(Broken::NotItsFilePage),
