@@ -14,7 +14,8 @@
 //!   "Linux's own partial progress"): mprotect, pkey_mprotect, mseal, madvise, munlock and
 //!   `PR_SET_VMA_ANON_NAME` over more than one VMA or a hole, or at `max_map_count - 1` (a second split
 //!   refused); `mremap` with `MREMAP_FIXED`; munmap, `MAP_FIXED` mmap and mremap refused by a seal (EPERM: the
-//!   split at the start stays); a `MAP_FIXED` mmap whose file hook refuses after the unmap (`MAP_SYNC` on a
+//!   split at the start stays); a munmap whose end falls inside a hugetlb VMA off a huge-page boundary (EINVAL:
+//!   the split at the start stays, so a failed munmap keeps the VMA list up to splits); a `MAP_FIXED` mmap whose file hook refuses after the unmap (`MAP_SYNC` on a
 //!   file, `MAP_HUGETLB`: a hole stays); a user-mode fault, which prepares an anon_vma or grows a stack before
 //!   the access can still fail, as `do_cow_fault` and `expand_downwards` do (and a range of stores or loads,
 //!   whose pages before the failing one were accessed); mlock, mlock2 and mlockall, which
@@ -461,9 +462,9 @@ enum Unchanged {
     /// The whole VMA list (ranges, flags, offsets, files, anon_vmas, names) and the break.
     All,
     /// Everything but splits: a `MAP_FIXED` mmap over existing VMAs splits them at the range's ends while
-    /// gathering them (`vms_gather_munmap_vmas`), before its overcommit check can still fail it, and the abort
-    /// does not merge them back (`vms_abort_munmap_vmas`): the VMA list with adjacent pieces of one split VMA
-    /// joined must be unchanged
+    /// gathering them (`vms_gather_munmap_vmas`), before its overcommit check can still fail it, and a munmap
+    /// splits the first VMA before a hugetlb VMA at the end refuses its split; the abort does not merge them
+    /// back (`vms_abort_munmap_vmas`): the VMA list with adjacent pieces of one split VMA joined must be unchanged
     /// (`fuzz/regressions/engine/mmap-fixed-overcommit-enomem-keeps-splits`,
     /// `scripts/regress/mmap-fixed-enomem-keeps-splits.script`).
     UpToSplits,
@@ -480,6 +481,11 @@ fn unchanged_on_failure(mm: &Mm, call: &Call) -> Unchanged {
         Call::Mremap { flags, .. } if flags & 2 != 0 => Unchanged::Nothing,
         // MAP_FIXED is bit 2 of the mmap flag selector.
         Call::Mmap { flags, .. } if flags & 4 != 0 => Unchanged::UpToSplits,
+        // munmap splits the VMA at the range's start before it reaches a VMA that refuses its end split (a
+        // hugetlb VMA cut off a huge-page boundary: `hugetlb_vm_op_split`, EINVAL), and the abort keeps the start
+        // split (`mm/vma.c: vms_gather_munmap_vmas`; `fuzz/regressions/engine/munmap-hugetlb-end-keeps-start-split`,
+        // `scripts/regress/munmap-hugetlb-end-keeps-start-split.script`).
+        Call::Munmap { .. } => Unchanged::UpToSplits,
         // Accesses fault page by page: the pages before the one that failed were accessed, with their faults'
         // side effects (anon_vmas, stack growth), as on the CPU.
         Call::Fault { .. } | Call::Fill { .. } | Call::Read { .. } => Unchanged::Nothing,
