@@ -717,7 +717,12 @@ mod tests {
             .unwrap()
         };
         assert_eq!(run(true)["regions_in_a_shared_vma_share"], 0.0);
-        assert!(run(false)["regions_in_a_shared_vma_share"] > 0.0);
+        // Side by side, two regions merge whenever both are mapped at once, which needs the two threads to run at
+        // the same time: on a loaded machine one run may not see it, ten in a row do.
+        assert!(
+            (0..10).any(|_| run(false)["regions_in_a_shared_vma_share"] > 0.0),
+            "regions placed side by side never merged"
+        );
     }
 
     #[test]
