@@ -34,7 +34,7 @@ pub(crate) struct MmuGather {
     mem: Arc<Memory>,
     frames: Vec<u64>,
     tables: Vec<usize>,
-    /// Full batches handed to RCU since the last grace period this gather started.
+    /// Full batches this gather has handed to RCU.
     handed: u32,
 }
 
@@ -89,17 +89,20 @@ impl MmuGather {
             mem.free_frames_released(&frames);
             mem.free_tables_released(&tables);
         });
-        self.handed += u32::from(full);
-        if self.handed == GP_EVERY {
-            self.handed = 0;
-            g.flush();
+        if full {
+            self.handed += 1;
+            if self.handed.is_multiple_of(GP_EVERY) {
+                g.flush();
+            }
         }
     }
 }
 
 impl Drop for MmuGather {
-    /// `tlb_finish_mmu`: hands the rest to RCU, and starts a grace period if a full batch was handed since the
-    /// last one (a small gather's objects wait in the thread's bag for later operations, as before).
+    /// `tlb_finish_mmu`: hands the rest to RCU and, if the gather handed a full batch, waits a bounded time for
+    /// the grace period of everything this thread retired (`expedite`: also the batches started every
+    /// [`GP_EVERY`], which the gather's own read-side section held back). A small gather's objects wait in the
+    /// thread's bag for later operations.
     fn drop(&mut self) {
         self.flush();
         if self.handed > 0 {

@@ -87,8 +87,8 @@ impl Table {
     }
 
     /// The index of the first non-zero entry at or after `from`, if any. Relaxed loads, eight entries (one
-    /// cache line) at a time while they are all zero: a scan whose finds the caller re-reads with
-    /// [`Table::get`], for walks that nothing changes the table under (validation).
+    /// cache line) at a time while they are all zero: a scan for walks that nothing changes the table under
+    /// (validation), whose caller re-reads what it finds with [`Table::get`].
     pub(crate) fn next_used(&self, from: usize) -> Option<usize> {
         let mut i = from;
         while i < self.e.len() {

@@ -432,9 +432,10 @@ fn run_batches(ready: Vec<Batch>) {
     }
 }
 
-/// Starts a grace period for this thread's retired objects and, if the thread is outside every read-side
-/// section, waits up to `budget` for it to elapse and frees them: the kernel's `tlb_finish_mmu` after a TLB
-/// shootdown, which waits for the other CPUs before the pages go back to the allocator.
+/// Starts a grace period for this thread's retired objects (and for every batch already queued) and, if the
+/// thread is outside every read-side section, waits up to `budget` for it to elapse and frees them: the
+/// kernel's `tlb_finish_mmu` after a TLB shootdown, which waits for the other CPUs before the pages go back to
+/// the allocator.
 ///
 /// For a writer that has just retired a large batch (a long `munmap`): without the wait, the batch stays queued
 /// until some later advance, so the memory it holds is out of use meanwhile and the writer's next allocations
@@ -451,7 +452,15 @@ fn run_batches(ready: Vec<Batch>) {
 /// without a barrier of its own.
 pub fn expedite(budget: std::time::Duration) {
     let Ok((bag, pinned)) = LOCAL.try_with(|l| (l.bag.take(), l.rec.nesting.get() > 0)) else { return };
-    let Some(target) = advance(bag) else { return };
+    // With nothing new to retire, wait for the newest queued batch instead (its pusher issued its heavy barrier
+    // before releasing the queue's lock, so the same reasoning holds).
+    let target = match advance(bag) {
+        Some(t) => t,
+        None => match RECLAIM.lock().back() {
+            Some(b) => b.target,
+            None => return,
+        },
+    };
     if pinned {
         return;
     }

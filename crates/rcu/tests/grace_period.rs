@@ -228,3 +228,32 @@ fn expedite_inside_a_section_does_not_wait_for_itself() {
     drop(g);
     assert!(reclaim_until(|| runs.load(Ordering::SeqCst) == 1));
 }
+
+#[test]
+fn expedite_with_nothing_new_frees_what_is_queued() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    // A reader inside a section from before the retirement, for 20 ms.
+    let (release, h) = hold_reader();
+    {
+        // Queued from inside a section, which holds it back too.
+        let g = vmspace_rcu::pin();
+        let r = runs.clone();
+        g.defer(move || {
+            r.fetch_add(1, Ordering::SeqCst);
+        });
+        g.flush();
+    }
+    // The bag is empty now; expedite still waits for the queued batch until the reader leaves.
+    let releaser = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(20));
+        drop(release);
+    });
+    vmspace_rcu::expedite(Duration::from_secs(30));
+    releaser.join().unwrap();
+    h.join().unwrap();
+    let t = Instant::now();
+    while runs.load(Ordering::SeqCst) == 0 && t.elapsed() < Duration::from_secs(5) {
+        std::thread::yield_now();
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "expedite left the queued batch");
+}
