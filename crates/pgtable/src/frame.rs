@@ -45,9 +45,9 @@
 //!
 //! Buffers come from the memory's own arena ([`DataArena`]): chunks of the system's memory growing from
 //! 64 KiB to 2 MiB (`vmspace_rcu::chunk`, huge pages where the host has them), cut into page-aligned 4 KiB
-//! buffers handed out in order. Buffers from the global allocator (the first design) were each a separate 4 KiB block at a
-//! 64-byte alignment, so a buffer straddled two host pages and every zeroing began with host TLB misses, which
-//! in a virtual machine cost a two-dimensional page walk: measured, a one-byte write fault spent about three
+//! buffers handed out in order. Buffers from the global allocator (the first design) were each a separate
+//! 4 KiB block at a 64-byte alignment, so a buffer straddled two host pages and every zeroing began with host
+//! TLB misses, which in a virtual machine cost a two-dimensional page walk: measured, a one-byte write fault spent about three
 //! times as long zeroing its page as a `memset` of the same 16 MiB of buffers laid out contiguously.
 //! Contiguous, huge-page-backed buffers also give the frames of one mapping neighbouring contents, as the
 //! kernel's direct map does.
@@ -960,7 +960,7 @@ impl DataArena {
         let (base, _) = *s.chunks.last().expect("a chunk was just ensured");
         // SAFETY: `cut` is below the chunk's buffer count, so the buffer lies inside the chunk, which is mapped,
         // zeroed, aligned to its size (hence to the page) and not yet handed out.
-        let p = unsafe { base.as_ptr().add(s.cut * std::mem::size_of::<PageData>()) }.cast::<PageData>();
+        let p = unsafe { base.as_ptr().add(s.cut * buf) }.cast::<PageData>();
         s.cut += 1;
         Some((p, true))
     }
@@ -985,7 +985,8 @@ impl Drop for DataArena {
 }
 
 impl Memory {
-    /// Gives back a buffer nothing can reach any more (a frame's second spare, or any buffer at teardown).
+    /// Gives back a buffer nothing can reach any more: a frame's second spare (and under loom, where buffers are
+    /// boxes, every buffer at teardown).
     fn free_data_now(&self, p: *mut PageData) {
         #[cfg(not(loom))]
         self.arena.free(p);

@@ -681,57 +681,56 @@ impl PageTable {
                 continue;
             }
             let pte = Pte(v);
-            if let Some(m) = pte.as_marker() {
-                if m.is_empty() {
-                    *err = Some(format!("empty marker at {addr:#x}"));
+            'checked: {
+                if let Some(m) = pte.as_marker() {
+                    if m.is_empty() {
+                        *err = Some(format!("empty marker at {addr:#x}"));
+                        return;
+                    }
+                    c.markers += 1;
+                    break 'checked;
+                }
+                if !pte.is_present() {
+                    *err = Some(format!("unknown non-present entry at {addr:#x}: {pte:?}"));
                     return;
                 }
-                c.markers += 1;
-                if each(addr, pte).is_break() {
-                    *err = Some(format!("the caller's check stopped at {addr:#x}"));
+                c.present += 1;
+                let pfn = pte.pfn();
+                if pte.is_special() {
+                    if pfn != Pfn::ZERO || pte.is_write() {
+                        *err = Some(format!(
+                            "special entry at {addr:#x} is not the read-only zero page: {pte:?}"
+                        ));
+                        return;
+                    }
+                    c.zero += 1;
+                    break 'checked;
+                }
+                if pfn == Pfn::ZERO {
+                    *err = Some(format!("zero page mapped without the special bit at {addr:#x}"));
                     return;
                 }
-                continue;
-            }
-            if !pte.is_present() {
-                *err = Some(format!("unknown non-present entry at {addr:#x}: {pte:?}"));
-                return;
-            }
-            c.present += 1;
-            let pfn = pte.pfn();
-            if pte.is_special() {
-                if pfn != Pfn::ZERO || pte.is_write() {
+                let Some(info) = self.mem.frame_info(pfn) else {
+                    *err = Some(format!("entry at {addr:#x} names no frame: {pte:?}"));
+                    return;
+                };
+                if info.flags.contains(FrameFlags::FREE)
+                    || info.mapcount == 0
+                    || info.refcount < info.mapcount
+                {
+                    *err = Some(format!("entry at {addr:#x} maps a frame in a bad state: {info:?}"));
+                    return;
+                }
+                match Self::rss_kind(info.flags) {
+                    MM_ANONPAGES => c.rss.anon += 1,
+                    MM_SHMEMPAGES => c.rss.shmem += 1,
+                    _ => c.rss.file += 1,
+                }
+                if info.flags.contains(FrameFlags::ANON) && pte.is_write() && info.mapcount > 1 {
                     *err =
-                        Some(format!("special entry at {addr:#x} is not the read-only zero page: {pte:?}"));
+                        Some(format!("writable entry at {addr:#x} maps a shared anonymous page: {info:?}"));
                     return;
                 }
-                c.zero += 1;
-                if each(addr, pte).is_break() {
-                    *err = Some(format!("the caller's check stopped at {addr:#x}"));
-                    return;
-                }
-                continue;
-            }
-            if pfn == Pfn::ZERO {
-                *err = Some(format!("zero page mapped without the special bit at {addr:#x}"));
-                return;
-            }
-            let Some(info) = self.mem.frame_info(pfn) else {
-                *err = Some(format!("entry at {addr:#x} names no frame: {pte:?}"));
-                return;
-            };
-            if info.flags.contains(FrameFlags::FREE) || info.mapcount == 0 || info.refcount < info.mapcount {
-                *err = Some(format!("entry at {addr:#x} maps a frame in a bad state: {info:?}"));
-                return;
-            }
-            match Self::rss_kind(info.flags) {
-                MM_ANONPAGES => c.rss.anon += 1,
-                MM_SHMEMPAGES => c.rss.shmem += 1,
-                _ => c.rss.file += 1,
-            }
-            if info.flags.contains(FrameFlags::ANON) && pte.is_write() && info.mapcount > 1 {
-                *err = Some(format!("writable entry at {addr:#x} maps a shared anonymous page: {info:?}"));
-                return;
             }
             if each(addr, pte).is_break() {
                 *err = Some(format!("the caller's check stopped at {addr:#x}"));

@@ -276,7 +276,7 @@ impl MmRead<'_> {
             return Ok(());
         }
         mapped.push(pte.pfn());
-        self.check_frame_entry(v, addr, pte, shared)
+        self.check_frame_entry(v, fl, addr, pte)
     }
 
     /// The frame part of [`MmRead::check_entry`], out of line: it reads the frame's descriptor into a local,
@@ -285,11 +285,11 @@ impl MmRead<'_> {
     fn check_frame_entry(
         &self,
         v: V,
+        fl: VmFlags,
         addr: u64,
         pte: vmspace_pgtable::Pte,
-        shared: bool,
     ) -> Result<(), Broken> {
-        let fl = v.fl();
+        let shared = fl.intersects(VmFlags::MAYSHARE);
         let info = self.mem.frame_info(pte.pfn()).ok_or(Broken::NoFrame)?;
         if info.flags.contains(FrameFlags::ANON) {
             if shared || !v.has_anon_vma() {
