@@ -90,9 +90,9 @@ const PARENT_PREFETCH: usize = 8;
 /// child's cache misses overlap as the parent's do (the tree copy's look-ahead prefetches a leaf's parents).
 const CHILD_PREFETCH: usize = 16;
 
-/// Starts loading the three lines of `v`, all of which fork reads (a parent) or writes (a child): line 0
-/// (range, flags, `vm_mm`, `vm_lock_seq`, file, anon_vma), line 1 (anon name, pool flag) and `vm_refcnt`'s line
-/// (the write lock on a parent, the attach of a child). A hint only.
+/// Starts loading both lines of `v`, which fork reads (a parent) or writes (a child): line 0 (range, flags,
+/// `vm_mm`, `vm_lock_seq`, file, anon_vma) and `vm_refcnt`'s line (the write lock on a parent, the attach of a
+/// child; the anon name and the anon_vma chain). A hint only.
 #[inline(always)]
 fn prefetch_vma(v: &Vma) {
     #[cfg(all(target_arch = "x86_64", not(miri)))]

@@ -51,7 +51,7 @@ use std::fmt;
 use vmspace_rcu::sync::Ordering;
 
 use super::mmap_lock::MmLocking;
-use super::object::Vma;
+use super::object::{Vma, vm_lock_seq_of};
 use super::park::{park, spin_once, unpark_all};
 
 /// The writer-exclusion flag in `vm_refcnt` (bit 30), the kernel's `VMA_LOCK_OFFSET`.
@@ -149,7 +149,7 @@ impl fmt::Debug for VmaReadGuard<'_> {
 
 #[inline]
 fn wait_key(vma: &Vma) -> usize {
-    &vma.vm_refcnt.v as *const _ as usize
+    &vma.vm_refcnt as *const _ as usize
 }
 
 /// True if the count shows only the writer left (FLAG set, at most FLAG+1): the value at which a waiting writer
@@ -166,7 +166,7 @@ fn inc_not_zero_limited(vma: &Vma) -> Result<(), u32> {
     // Acquire, also on the failure paths: a reader that finds the VMA detached (0) synchronises with the
     // detach (`vma_mark_detached`'s release RMWs), which the writer performs after it updated the tree, so the
     // reader's re-walk sees the update and the `Detached` retry loop of `lock_vma_under_rcu` terminates.
-    let mut old = vma.vm_refcnt.v.load(Ordering::Acquire);
+    let mut old = vma.vm_refcnt.load(Ordering::Acquire);
     loop {
         if old == 0 || old >= VMA_REF_LIMIT {
             return Err(old);
@@ -174,7 +174,7 @@ fn inc_not_zero_limited(vma: &Vma) -> Result<(), u32> {
         // Acquire on success: pairs with the release of `vma_mark_attached`'s store, a writer's `fetch_sub(FLAG)`
         // in `vma_start_write`, and readers' release decrements (one release sequence of RMWs), so the fields and
         // `vm_lock_seq` written before them are visible to the loads that follow. Acquire on failure: see above.
-        match vma.vm_refcnt.v.compare_exchange_weak(old, old + 1, Ordering::Acquire, Ordering::Acquire) {
+        match vma.vm_refcnt.compare_exchange_weak(old, old + 1, Ordering::Acquire, Ordering::Acquire) {
             Ok(_) => return Ok(()),
             Err(now) => old = now,
         }
@@ -185,7 +185,7 @@ fn inc_not_zero_limited(vma: &Vma) -> Result<(), u32> {
 #[inline]
 fn refcount_put(vma: &Vma) {
     // Release: this reader's section happens-before the writer that acquires the count it waits for.
-    let old = vma.vm_refcnt.v.fetch_sub(1, Ordering::Release);
+    let old = vma.vm_refcnt.fetch_sub(1, Ordering::Release);
     debug_assert!(old != 0 && old != VMA_LOCK_OFFSET, "vma_end_read without a read lock (refcnt {old:#x})");
     if is_writer_only(old - 1) {
         unpark_all(wait_key(vma));
@@ -200,10 +200,11 @@ pub fn vma_is_write_locked(mm: &MmLocking, vma: &Vma) -> bool {
     vma.lock_seq_cell().load(Ordering::Relaxed) == mm_seq_relaxed(mm)
 }
 
+/// `mm_lock_seq` as a `vm_lock_seq` value ([`vm_lock_seq_of`]: its low 32 bits).
 #[inline]
-fn mm_seq_relaxed(mm: &MmLocking) -> u64 {
+fn mm_seq_relaxed(mm: &MmLocking) -> u32 {
     // `raw_read` is acquire; a relaxed read would do for the cheap checks, the extra ordering is free on x86.
-    mm.mm_lock_seq().raw_read()
+    vm_lock_seq_of(mm.mm_lock_seq().raw_read())
 }
 
 /// `vma_start_read`: tries to read-lock `vma` of `mm` without blocking. See the module docs for the failure
@@ -235,7 +236,7 @@ pub fn vma_start_read<'v>(mm: &MmLocking, vma: &'v Vma) -> Result<VmaReadGuard<'
     //    is read with acquire, pairing with the release in `vma_end_write_all`: if it shows the write epoch that
     //    locked the VMA as over, the changes made in it are visible. A sequence that wrapped could only produce
     //    a false "locked" (a harmless fall-back), never a false "unlocked".
-    if vma.lock_seq_cell().load(Ordering::Relaxed) == mm.mm_lock_seq().raw_read() {
+    if vma.lock_seq_cell().load(Ordering::Relaxed) == vm_lock_seq_of(mm.mm_lock_seq().raw_read()) {
         return Err(VmaLockFail::WriteLocked);
     }
     Ok(guard)
@@ -266,14 +267,14 @@ pub fn vma_end_read(vma: &Vma) {
 #[inline]
 fn add_flag_not_zero(vma: &Vma) -> bool {
     // Relaxed: the CAS carries the ordering.
-    let mut old = vma.vm_refcnt.v.load(Ordering::Relaxed);
+    let mut old = vma.vm_refcnt.load(Ordering::Relaxed);
     loop {
         if old == 0 {
             return false;
         }
         debug_assert!(old & VMA_LOCK_OFFSET == 0, "two writers excluding readers on one VMA");
         // Acquire: pairs with readers' release decrements.
-        match vma.vm_refcnt.v.compare_exchange_weak(
+        match vma.vm_refcnt.compare_exchange_weak(
             old,
             old + VMA_LOCK_OFFSET,
             Ordering::Acquire,
@@ -291,7 +292,7 @@ fn wait_for_refcnt(vma: &Vma, target: u32) {
     loop {
         // Acquire: reading `target` synchronises with the last reader's release decrement (all decrements are
         // RMWs in one release sequence), so every reader's section happens-before what the writer does next.
-        if vma.vm_refcnt.v.load(Ordering::Acquire) == target {
+        if vma.vm_refcnt.load(Ordering::Acquire) == target {
             return;
         }
         if spin_once(&mut spins) {
@@ -299,7 +300,7 @@ fn wait_for_refcnt(vma: &Vma, target: u32) {
         }
         park(wait_key(vma), || {
             // Relaxed under the queue lock: a reader decrements before it takes the same lock to wake us.
-            vma.vm_refcnt.v.load(Ordering::Relaxed) != target
+            vma.vm_refcnt.load(Ordering::Relaxed) != target
         });
     }
 }
@@ -318,7 +319,7 @@ fn enter_locked(vma: &Vma, detaching: bool) -> bool {
 /// made while they were excluded, in particular `vm_lock_seq`). Returns the new count.
 fn exit_locked(vma: &Vma) -> u32 {
     // Release: pairs with the acquire increment in `inc_not_zero_limited`.
-    let old = vma.vm_refcnt.v.fetch_sub(VMA_LOCK_OFFSET, Ordering::Release);
+    let old = vma.vm_refcnt.fetch_sub(VMA_LOCK_OFFSET, Ordering::Release);
     debug_assert!(old & VMA_LOCK_OFFSET != 0);
     old - VMA_LOCK_OFFSET
 }
@@ -366,7 +367,7 @@ pub fn vma_mark_attached(mm: &MmLocking, vma: &Vma) {
     debug_assert_eq!(vma.refcnt(), 0, "vma_mark_attached on an attached VMA");
     // Release: the fields, `vm_mm` and `vm_lock_seq` set while detached are visible to a reader whose acquire
     // increment reads this value (or a later one in its release sequence).
-    vma.vm_refcnt.v.store(1, Ordering::Release);
+    vma.vm_refcnt.store(1, Ordering::Release);
 }
 
 /// `vma_mark_detached`: an attached, write-locked VMA becomes detached (count 0), waiting for any transient
@@ -376,7 +377,7 @@ pub fn vma_mark_detached(mm: &MmLocking, vma: &Vma) {
     debug_assert!(vma_assert_write_locked(mm, vma), "vma_mark_detached without the VMA write lock");
     // AcqRel: the release orders the writer's earlier stores before the detached state; the acquire (when the
     // count reaches 0 here) orders readers' sections before whatever follows (freeing).
-    let old = vma.vm_refcnt.v.fetch_sub(1, Ordering::AcqRel);
+    let old = vma.vm_refcnt.fetch_sub(1, Ordering::AcqRel);
     debug_assert!(old != 0 && old & VMA_LOCK_OFFSET == 0, "vma_mark_detached on a detached VMA ({old:#x})");
     if old != 1 && enter_locked(vma, true) {
         // Transient readers held references (they saw the write lock and are backing off): we waited for them.
@@ -442,7 +443,7 @@ mod tests {
         vma_start_write(&mm, vma);
         // Write-locked: count stays 1, vm_lock_seq is the (odd) epoch.
         assert_eq!(vma.refcnt(), 1);
-        assert_eq!(vma.lock_seq(), mm.mm_lock_seq().raw_read());
+        assert_eq!(vma.lock_seq(), vm_lock_seq_of(mm.mm_lock_seq().raw_read()));
         assert_eq!(vma.lock_seq() & 1, 1);
         assert!(vma_is_write_locked(&mm, vma));
         assert_eq!(vma_start_read(&mm, vma).unwrap_err(), VmaLockFail::WriteLocked);
@@ -480,25 +481,25 @@ mod tests {
         let (pool, mm) = setup();
         let vma = attached(pool, &mm, 0x1000, 0x2000);
         // Simulate the middle of vma_start_write: FLAG added, readers excluded.
-        vma.vm_refcnt.v.fetch_add(VMA_LOCK_OFFSET, Ordering::Relaxed);
+        vma.vm_refcnt.fetch_add(VMA_LOCK_OFFSET, Ordering::Relaxed);
         assert_eq!(vma.refcnt(), VMA_LOCK_OFFSET + 1);
         assert_eq!(vma_start_read(&mm, vma).unwrap_err(), VmaLockFail::WriteLocked);
         assert_eq!(vma_start_read_locked(vma).unwrap_err(), VmaLockFail::RefLimit);
         assert_eq!(vma.refcnt(), VMA_LOCK_OFFSET + 1);
-        vma.vm_refcnt.v.fetch_sub(VMA_LOCK_OFFSET, Ordering::Relaxed);
+        vma.vm_refcnt.fetch_sub(VMA_LOCK_OFFSET, Ordering::Relaxed);
     }
 
     #[test]
     fn reader_limit() {
         let (pool, mm) = setup();
         let vma = attached(pool, &mm, 0x1000, 0x2000);
-        vma.vm_refcnt.v.store(VMA_REF_LIMIT - 1, Ordering::Relaxed);
+        vma.vm_refcnt.store(VMA_REF_LIMIT - 1, Ordering::Relaxed);
         let g = vma_start_read(&mm, vma).unwrap();
         assert_eq!(vma.refcnt(), VMA_REF_LIMIT);
         assert_eq!(vma_start_read(&mm, vma).unwrap_err(), VmaLockFail::RefLimit);
         assert_eq!(vma_start_read_locked(vma).unwrap_err(), VmaLockFail::RefLimit);
         drop(g);
-        vma.vm_refcnt.v.store(1, Ordering::Relaxed);
+        vma.vm_refcnt.store(1, Ordering::Relaxed);
     }
 
     #[test]
@@ -523,7 +524,7 @@ mod tests {
         let w = mm.write_lock();
         vma_start_write(&mm, vma);
         // A transient reader: it incremented before seeing the write lock (count 2), and will back off.
-        vma.vm_refcnt.v.fetch_add(1, Ordering::Acquire);
+        vma.vm_refcnt.fetch_add(1, Ordering::Acquire);
         std::thread::scope(|s| {
             s.spawn(|| {
                 // The detacher dropped its own reference and excludes readers: FLAG + 1 (one straggler).

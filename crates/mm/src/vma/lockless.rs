@@ -101,7 +101,7 @@ pub fn vma_snapshot_lockless(mm: &MmLocking, vma: &Vma) -> Result<VmaSnapshot, S
     // Acquire (`raw_read`): pairs with the release stores of `mm_lock_seq` (write_begin / write_end): an
     // epoch seen as over has its stores visible.
     let m0 = mm.mm_lock_seq().raw_read();
-    if s0 == m0 {
+    if s0 == super::object::vm_lock_seq_of(m0) {
         return Err(SnapshotFail::WriteLocked);
     }
     let snap = vma.snapshot();

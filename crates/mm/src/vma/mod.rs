@@ -70,7 +70,7 @@ pub use lookup::{
     walk_vmas_locked,
 };
 pub use mmap_lock::{MmLocking, MmapLock, MmapReadGuard, MmapWriteGuard};
-pub use object::{VM_LOCK_SEQ_NONE, Vma, VmaSnapshot};
+pub use object::{VM_LOCK_SEQ_NONE, Vma, VmaSnapshot, vm_lock_seq_of};
 pub use pool::{PoolStats, VmaBatch, VmaPool};
 pub use stats::{VmaLockCounts, VmaLockStats};
 pub use vmspace_abi::{Errno, PAGE_SHIFT, PAGE_SIZE, VmFlags};

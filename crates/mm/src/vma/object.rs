@@ -22,11 +22,22 @@
 //!
 //! # Layout
 //!
-//! Three 64-byte lines, as the kernel's `vm_area_struct` since 6.15: line 0 holds what every walker and fault
-//! reads (range, mm, flags, pgoff, `vm_lock_seq`, file, anon_vma); line 1 the rarely read anon name, the pool
-//! state and the writer-only anon_vma chain; line 2 `vm_refcnt` alone, so that readers' increments do not
-//! bounce the line the walkers read. The pool's free list keeps its links outside the VMA ([`super::pool`]), so
-//! a free VMA's `vm_refcnt`, `vm_mm` and `vm_lock_seq` are never overwritten by allocator metadata.
+//! Two 64-byte lines (the kernel's `vm_area_struct` takes three):
+//!
+//! - line 0 holds what every walker, fault and `/proc` reader reads: the range, `vm_mm`, flags, pgoff,
+//!   `vm_lock_seq`, the lockless readers' write count `vm_seq`, the file and the anon_vma;
+//! - line 1 starts with `vm_refcnt`, the word that per-VMA readers increment, followed by what no walker or
+//!   fault reads: the pool state, the anon name (read by `/proc` readers only), the file-mapping registration
+//!   and the writer-only anon_vma chain. This is the kernel's split since 6.15, where `vm_refcnt` is
+//!   `____cacheline_aligned_in_smp` and shares its line with the writer-only `shared` interval-tree node, the
+//!   anon name and the userfaultfd context: readers' increments do not bounce the line the walkers read, and
+//!   the rest of the object does not need a line of its own.
+//!
+//! `vm_lock_seq` is 32 bits, as the kernel's `unsigned int`: it holds the low 32 bits of the mm's
+//! `mm_lock_seq` ([`vm_lock_seq_of`]). Line 0 is exactly 64 bytes, so with `repr(C)` `vm_refcnt` starts line
+//! 1 without a padding field; compile-time assertions below check both offsets and the size. The pool's free
+//! list keeps its links outside the VMA ([`super::pool`]), so a free VMA's `vm_refcnt`, `vm_mm` and
+//! `vm_lock_seq` are never overwritten by allocator metadata.
 //!
 //! # The writer-only part
 //!
@@ -46,14 +57,19 @@ use super::attrs::{RcuArc, VmFile};
 use super::lock::vma_is_write_locked;
 use super::mmap_lock::MmLocking;
 
-/// `vm_lock_seq` of a VMA that has never been write-locked in its current life (the kernel's `UINT_MAX`). Odd,
-/// and never reached by a `mm_lock_seq` in practice (2^64 - 1 write sections).
-pub const VM_LOCK_SEQ_NONE: u64 = u64::MAX;
+/// `vm_lock_seq` of a VMA that has never been write-locked in its current life (the kernel's `UINT_MAX`). Odd:
+/// an `mm_lock_seq` whose low 32 bits equal it is a write epoch, and a VMA that was never locked in its current
+/// life would look locked in it, as in the kernel (a per-VMA reader then falls back to the mmap lock; a writer
+/// that skipped the lock would need the epoch to come round after 2^31 write sections).
+pub const VM_LOCK_SEQ_NONE: u32 = u32::MAX;
 
-/// `vm_refcnt` on its own cache line.
-#[repr(C, align(64))]
-pub(crate) struct RefcntLine {
-    pub(crate) v: AtomicU32,
+/// The `vm_lock_seq` value of the write epoch `mm_seq` (an `mm_lock_seq` value): its low 32 bits, as the
+/// kernel compares `vma->vm_lock_seq` with `mm->mm_lock_seq.sequence`, both `unsigned int`. Wrapping can only
+/// make an old lock look current (the comparison's false "locked"), after 2^31 write sections without a lock
+/// of that VMA.
+#[inline(always)]
+pub const fn vm_lock_seq_of(mm_seq: u64) -> u32 {
+    mm_seq as u32
 }
 
 /// A virtual memory area: `[start, end)` of one mm with uniform flags and backing.
@@ -62,34 +78,26 @@ pub(crate) struct RefcntLine {
 /// docs for the concurrency rules; each field's contract is on the field.
 #[repr(C, align(64))]
 pub struct Vma {
+    // Line 0: what walkers, faults and readers read.
     /// First address (page aligned). Written by the owner of a detached VMA or under the VMA write lock;
     /// read by anyone (stable under the VMA read lock or the mmap lock).
     vm_start: AtomicU64,
     /// One past the last address (page aligned, exclusive). Same contract as `vm_start`.
     vm_end: AtomicU64,
     /// Identity of the owning mm ([`MmLocking::id`]), 0 while free in the pool. Written by the pool at
-    /// allocation (before the VMA is attached) and at free (after it is detached); read by `vma_start_read` after
-    /// its acquire increment of `vm_refcnt` to detect a VMA recycled into another mm.
+    /// allocation (before the VMA is attached) and at free (after it is detached); read by `vma_start_read`
+    /// after its acquire increment of `vm_refcnt` to detect a VMA recycled into another mm.
     vm_mm: AtomicU64,
     /// `VmFlags` bits. Same contract as `vm_start`.
     vm_flags: AtomicU64,
     /// Offset of `vm_start` in the file, in pages (for anonymous VMAs: `vm_start >> PAGE_SHIFT` as Linux sets
     /// it). Same contract as `vm_start`.
     vm_pgoff: AtomicU64,
-    /// The `mm_lock_seq` value of the write epoch in which this VMA was write-locked ([`VM_LOCK_SEQ_NONE`] if
-    /// never in its current life). Written only by the mmap write-lock holder (`vma_start_write`) while readers
-    /// are excluded or the VMA is detached; read by `vma_start_read` (relaxed, after its acquire increment).
-    vm_lock_seq: AtomicU64,
-    /// The model file of a file-backed VMA. Written under the VMA write lock (or by the owner of a detached
-    /// VMA); read by anyone through [`RcuArc::load`].
-    file: RcuArc<VmFile>,
-    /// The anon_vma identity, once the VMA has private anonymous pages (or inherited one). Same contract as
-    /// `file`.
-    anon_vma: RcuArc<AnonVma>,
-    /// The anonymous VMA name (`PR_SET_VMA_ANON_NAME`). Same contract as `file`.
-    anon_name: RcuArc<Arc<str>>,
-    /// 1 while the VMA sits free in the pool, 0 while allocated. Written by the pool only; read by assertions.
-    pub(crate) in_pool: AtomicU32,
+    /// [`vm_lock_seq_of`] the `mm_lock_seq` of the write epoch in which this VMA was write-locked
+    /// ([`VM_LOCK_SEQ_NONE`] if never in its current life). Written only by the mmap write-lock holder
+    /// (`vma_start_write`) while readers are excluded or the VMA is detached; read by `vma_start_read`
+    /// (relaxed, after its acquire increment).
+    vm_lock_seq: AtomicU32,
     /// The write count of the lockless readers ([`super::lockless`]), never reset (the VMA object is
     /// type-stable). Even but inside the pool's two sections, which make it odd while they change the fields
     /// (`clear_fields` when the VMA is freed, `set_mm_id` when it is handed out or freed:
@@ -97,6 +105,20 @@ pub struct Vma {
     /// VMA's fields change ([`Vma::write_seq_bump`]: that section's end is `mm_lock_seq`'s). 32 bits: a
     /// reader's copy takes nanoseconds, and only exactly 2^31 sections inside one copy could hide a change.
     vm_seq: AtomicU32,
+    /// The model file of a file-backed VMA. Written under the VMA write lock (or by the owner of a detached
+    /// VMA); read by anyone through [`RcuArc::load`].
+    file: RcuArc<VmFile>,
+    /// The anon_vma identity, once the VMA has private anonymous pages (or inherited one). Same contract as
+    /// `file`.
+    anon_vma: RcuArc<AnonVma>,
+    // Line 1: `vm_refcnt` first, then what no walker or fault reads.
+    /// The per-VMA lock: reader count plus the writer-exclusion flag, 0 = detached ([`super::lock`]). Changed
+    /// by readers (acquire increment / release decrement) and by the mmap write-lock holder. Starts line 1.
+    pub(crate) vm_refcnt: AtomicU32,
+    /// 1 while the VMA sits free in the pool, 0 while allocated. Written by the pool only; read by assertions.
+    pub(crate) in_pool: AtomicU32,
+    /// The anonymous VMA name (`PR_SET_VMA_ANON_NAME`). Same contract as `file`.
+    anon_name: RcuArc<Arc<str>>,
     /// The registration of a file VMA in its file's mapping registry (`vma_interval_tree_insert`: a
     /// `vmspace_pgtable::MappingId`), 0 for none. Written by the mmap write-lock holder when the VMA is
     /// registered and unregistered (`space::tree`); read by the same. Relaxed: a writer-only field, atomic only
@@ -105,10 +127,17 @@ pub struct Vma {
     /// The anon_vma and chain (writer-only, see the module docs). `anon_vma` above always mirrors
     /// `anon.anon_vma()`: [`Vma::set_anon`] writes both.
     anon: vmspace_rcu::sync::Mutex<AnonState>,
-    /// The per-VMA lock: reader count plus the writer-exclusion flag, 0 = detached ([`super::lock`]). Changed
-    /// by readers (acquire increment / release decrement) and by the mmap write-lock holder.
-    pub(crate) vm_refcnt: RefcntLine,
 }
+
+// The layout of the module docs: line 0 is exactly full, `vm_refcnt` starts line 1, two lines in all. Loom's
+// atomics and mutex are larger; the layout is a property of the real build only.
+#[cfg(not(loom))]
+const _: () = {
+    assert!(std::mem::offset_of!(Vma, vm_refcnt) == 64);
+    assert!(std::mem::offset_of!(Vma, anon_vma) == 56);
+    assert!(std::mem::size_of::<Vma>() == 128);
+    assert!(std::mem::align_of::<Vma>() == 64);
+};
 
 /// A consistent copy of a VMA's fields, taken under the VMA read lock or the mmap lock.
 #[derive(Clone, PartialEq, Eq)]
@@ -156,15 +185,15 @@ impl Vma {
             vm_mm: AtomicU64::new(0),
             vm_flags: AtomicU64::new(0),
             vm_pgoff: AtomicU64::new(0),
-            vm_lock_seq: AtomicU64::new(VM_LOCK_SEQ_NONE),
+            vm_lock_seq: AtomicU32::new(VM_LOCK_SEQ_NONE),
+            vm_seq: AtomicU32::new(0),
             file: RcuArc::empty(),
             anon_vma: RcuArc::empty(),
-            anon_name: RcuArc::empty(),
+            vm_refcnt: AtomicU32::new(0),
             in_pool: AtomicU32::new(0),
-            vm_seq: AtomicU32::new(0),
+            anon_name: RcuArc::empty(),
             i_mmap: AtomicU64::new(0),
             anon: vmspace_rcu::sync::Mutex::new(AnonState::EMPTY),
-            vm_refcnt: RefcntLine { v: AtomicU32::new(0) },
         }
     }
 
@@ -268,12 +297,12 @@ impl Vma {
     #[inline]
     pub fn refcnt(&self) -> u32 {
         // Relaxed: a snapshot.
-        self.vm_refcnt.v.load(Ordering::Relaxed)
+        self.vm_refcnt.load(Ordering::Relaxed)
     }
 
     /// The raw `vm_lock_seq` (diagnostics and tests).
     #[inline]
-    pub fn lock_seq(&self) -> u64 {
+    pub fn lock_seq(&self) -> u32 {
         // Relaxed: a snapshot.
         self.vm_lock_seq.load(Ordering::Relaxed)
     }
@@ -565,7 +594,7 @@ impl Vma {
 
     /// `vm_lock_seq` access for the lock module.
     #[inline]
-    pub(crate) fn lock_seq_cell(&self) -> &AtomicU64 {
+    pub(crate) fn lock_seq_cell(&self) -> &AtomicU32 {
         &self.vm_lock_seq
     }
 }

@@ -413,8 +413,8 @@ mod tests {
     }
 
     #[test]
-    fn vma_is_three_cache_lines() {
-        assert_eq!(std::mem::size_of::<Vma>(), 192);
+    fn vma_is_two_cache_lines() {
+        assert_eq!(std::mem::size_of::<Vma>(), 128);
         assert_eq!(std::mem::align_of::<Vma>(), 64);
     }
 }
