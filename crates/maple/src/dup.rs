@@ -22,21 +22,25 @@ use crate::node::{
 };
 use crate::{DupError, Entry, MapleTree, Writer};
 
+/// Copies the tree of `w` (module docs). `look`: whether to call `ahead` at all. Without it the look-ahead is skipped rather than run with an empty
+/// callback: its loads of every leaf slot are atomic, and the compiler keeps them even when nothing uses them.
 pub(crate) fn dup<T: Entry, U: Entry, E>(
     w: &Writer<'_, T>,
+    look: bool,
     mut ahead: impl FnMut(T),
     mut map: impl FnMut(u64, u64, T) -> Result<U, E>,
     mut undo: impl FnMut(U),
 ) -> Result<MapleTree<U>, DupError<E>> {
     let src = w.tree;
     let c = Arc::clone(&src.counters);
-    let new = MapleTree::<U>::with_mode(w.st.rcu, Arc::clone(&c));
+    let mut new = MapleTree::<U>::with_mode(w.st.rcu, Arc::clone(&c));
     // Relaxed: the writer lock is held; the source is stable.
     let Some(root) = Enode::from_word(src.root.load(Ordering::Relaxed)) else {
         return Ok(new);
     };
     let mut stash = Stash::new();
     let mut cx = Copier {
+        look,
         c: &c,
         lk: w.locked(),
         stash: &mut stash,
@@ -53,13 +57,16 @@ pub(crate) fn dup<T: Entry, U: Entry, E>(
     new.root.store(r.word(), Ordering::Release);
     // Relaxed: statistics; the new tree is not shared yet.
     new.len.store(src.len.load(Ordering::Relaxed), Ordering::Relaxed);
-    new.lock().st.height = w.st.height;
+    // Exclusive access: no lock to take.
+    new.w.get_mut().height = w.st.height;
     Ok(new)
 }
 
 /// The state of one copy: the source is read and the copy's nodes are written under the source's writer lock
 /// (`lk`); the copy's nodes are the writer's own until the copy is published.
 struct Copier<'a, 'w, A, M, D> {
+    /// Whether `ahead` is called (see [`dup`]).
+    look: bool,
     c: &'a Counters,
     lk: Locked<'w>,
     stash: &'a mut Stash,
@@ -103,16 +110,16 @@ impl<A, M, D> Copier<'_, '_, A, M, D> {
         let (n, nn) = (e.locked(lk), ne.locked(lk));
         // Every word (a recycled node is stale): pivots and slots; leaf values are then replaced by their maps,
         // child slots by the copies below.
-        for i in 0..31 {
-            nn.set_word(i, n.word(i));
-        }
+        nn.copy_words_from(n);
         let end = n.end(if e.is_leaf() { LEAF_PIVOTS } else { INT_PIVOTS }, max);
         // Leaf children are shown to `ahead` one ahead of their copy (module docs).
         let leaf_kids = !e.is_leaf() && n.child_locked(0).is_leaf();
-        if e.is_leaf() && !seen {
-            self.look_ahead::<T>(e, max);
-        } else if leaf_kids {
-            self.look_ahead::<T>(n.child_locked(0), if end == 0 { max } else { n.pivot(0) });
+        if self.look {
+            if e.is_leaf() && !seen {
+                self.look_ahead::<T>(e, max);
+            } else if leaf_kids {
+                self.look_ahead::<T>(n.child_locked(0), if end == 0 { max } else { n.pivot(0) });
+            }
         }
         let mut s = min;
         for i in 0..=end {
@@ -126,7 +133,7 @@ impl<A, M, D> Copier<'_, '_, A, M, D> {
                 if later <= end {
                     prefetch_node(n.child_locked(later));
                 }
-                if leaf_kids && i < end {
+                if self.look && leaf_kids && i < end {
                     let next_max = if i + 1 < end { n.pivot(i + 1) } else { max };
                     self.look_ahead::<T>(n.child_locked(i + 1), next_max);
                 }

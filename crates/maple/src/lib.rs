@@ -593,7 +593,7 @@ impl<T: Entry> MapleTree<T> {
         map: impl FnMut(u64, u64, T) -> Result<U, E>,
         undo: impl FnMut(U),
     ) -> Result<MapleTree<U>, DupError<E>> {
-        dup::dup(&self.lock(), ahead, map, undo)
+        dup::dup(&self.lock(), true, ahead, map, undo)
     }
 
     /// Builds a tree from sorted, non-overlapping `(first, last, value)` ranges, packing leaves densely.
@@ -790,7 +790,7 @@ impl<'a, T: Entry> Writer<'a, T> {
         map: impl FnMut(u64, u64, T) -> Result<U, E>,
         undo: impl FnMut(U),
     ) -> Result<MapleTree<U>, DupError<E>> {
-        dup::dup(self, |_| {}, map, undo)
+        dup::dup(self, false, |_| {}, map, undo)
     }
 }
 
