@@ -1096,6 +1096,12 @@ fn verdicts(cfg: &TreeConfig, reports: &[Report]) -> Vec<Judged> {
         let what = "dup vs BTreeMap::clone";
         out.push(judge(what, "bench_fork", 135, ratio, Goal::AtMost(2.0)));
         out.extend(sizes.iter().map(|&n| judge(what, "dup", n, ratio, Goal::AtMost(2.0))));
+        // A writer's remove + re-insert: judged from 1,000 ranges on (at n = 21 every structure's churn is a
+        // few cache lines and the copy of a node is the whole cost).
+        let what = "churn (remove + re-insert) vs BTreeMap";
+        out.extend(
+            sizes.iter().filter(|&&n| n >= 1000).map(|&n| judge(what, "churn", n, ratio, Goal::AtMost(1.5))),
+        );
     }
     for &n in &sizes {
         let what = "2-thread lookup throughput over 1 thread";
@@ -1283,6 +1289,8 @@ mod tests {
             // The 2-thread scaling met, the reader's slowdown missed.
             cell("lookup_threads", Target::Maple, 21, "scaling_2t_over_1t", &[1.9, 1.95, 1.88]),
             cell("churn_reader", Target::Maple, 21, "slowdown_with_reader", &[1.5, 1.3, 2.0]),
+            // Churn is judged from n = 1,000 on only.
+            cell("churn", Target::Maple, 21, "ratio_to_btreemap", &[3.0, 3.1, 3.2]),
             // BTreeMap's own cells are never judged.
             cell("lookup", Target::BTree, 21, "ratio_to_btreemap", &[1.0, 1.0, 1.0]),
         ];
@@ -1294,8 +1302,15 @@ mod tests {
         assert_eq!(status("iterate n=21"), (Status::NotMeasured, 0));
         assert_eq!(status("lookup_threads n=21"), (Status::Met, 3));
         assert_eq!(status("churn_reader n=21"), (Status::Missed, 3));
+        assert!(v.iter().all(|j| !j.at.starts_with("churn ")), "churn judged at n=21");
         // Every target of the issue at these sizes: 3 on the kernel shapes, 3 at n=21, scaling and slowdown.
         assert_eq!(v.len(), 3 + 3 + 2);
+        // At n = 1,000 churn is judged: 3.0-3.2x BTreeMap misses 1.5x.
+        let cfg1k = TreeConfig { sizes: vec![1000], ..cfg.clone() };
+        let churn1k = vec![cell("churn", Target::Maple, 1000, "ratio_to_btreemap", &[3.0, 3.1, 3.2])];
+        let v = verdicts(&cfg1k, &churn1k);
+        let j = v.iter().find(|j| j.at == "churn n=1000").expect("churn judged at n=1000");
+        assert_eq!(j.status, Status::Missed);
         // A scaling miss while the unsynchronised control missed too: undecided, with the reason.
         let mut busy = reports.clone();
         busy[3] = cell("lookup_threads", Target::Maple, 21, "scaling_2t_over_1t", &[1.1, 1.0, 1.2]);
