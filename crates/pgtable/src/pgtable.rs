@@ -613,16 +613,19 @@ impl PageTable {
     /// read-only) or frames in use (not free, mapped, referenced at least as often as mapped); the table and RSS
     /// counters equal what the walk finds.
     pub fn validate(&self) -> Result<PageTableCheck, String> {
-        self.validate_with(|_, _| std::ops::ControlFlow::Continue(()))
+        self.validate_with(|_, _, _| std::ops::ControlFlow::Continue(()))
     }
 
-    /// [`PageTable::validate`], calling `each` on every present or marker entry in address order during the
-    /// same walk, after the entry's own checks (a caller's checks of the entries against its VMAs, without a
-    /// second walk of every table). The first broken rule ends the walk, and so does `each` returning
-    /// `Break` (the error then names the entry; the caller keeps its own account of what it found).
+    /// [`PageTable::validate`], calling `each(addr, pte, pages)` on the present and marker entries in address
+    /// order during the same walk, after the entries' own checks (a caller's checks of the entries against its
+    /// VMAs, without a second walk of every table). `pages` is 1 for an entry that maps a frame; a run of
+    /// identical zero-page or marker entries in one table comes as one call, `pages` entries from `addr` (their
+    /// checks read nothing but the value, and populated read-only memory is such runs, hundreds of thousands
+    /// of entries long). The first broken rule ends the walk, and so does `each` returning `Break` (the error
+    /// then names the entry or run; the caller keeps its own account of what it found).
     pub fn validate_with(
         &self,
-        mut each: impl FnMut(u64, Pte) -> std::ops::ControlFlow<()>,
+        mut each: impl FnMut(u64, Pte, u64) -> std::ops::ControlFlow<()>,
     ) -> Result<PageTableCheck, String> {
         let _g = vmspace_rcu::pin();
         let mut c = PageTableCheck { tables: 1, ..PageTableCheck::default() };
@@ -646,7 +649,7 @@ impl PageTable {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn check_rec<F: FnMut(u64, Pte) -> std::ops::ControlFlow<()>>(
+    fn check_rec<F: FnMut(u64, Pte, u64) -> std::ops::ControlFlow<()>>(
         &self,
         t: &Table,
         level: Level,
@@ -681,13 +684,20 @@ impl PageTable {
                 continue;
             }
             let pte = Pte(v);
+            // Identical entries that follow a marker or zero-page entry in this table: checked with it (the
+            // checks read only the value), counted and passed to `each` as one run.
+            let run = |t: &Table| {
+                (at + 1..crate::arch::PTRS_PER_TABLE).take_while(|&j| t.get(j) == v).count() as u64 + 1
+            };
+            let mut pages = 1;
             'checked: {
                 if let Some(m) = pte.as_marker() {
                     if m.is_empty() {
                         *err = Some(format!("empty marker at {addr:#x}"));
                         return;
                     }
-                    c.markers += 1;
+                    pages = run(t);
+                    c.markers += pages;
                     break 'checked;
                 }
                 if !pte.is_present() {
@@ -703,7 +713,9 @@ impl PageTable {
                         ));
                         return;
                     }
-                    c.zero += 1;
+                    pages = run(t);
+                    c.present += pages - 1;
+                    c.zero += pages;
                     break 'checked;
                 }
                 if pfn == Pfn::ZERO {
@@ -732,7 +744,8 @@ impl PageTable {
                     return;
                 }
             }
-            if each(addr, pte).is_break() {
+            i = at + pages as usize;
+            if each(addr, pte, pages).is_break() {
                 *err = Some(format!("the caller's check stopped at {addr:#x}"));
                 return;
             }
@@ -806,7 +819,7 @@ mod tests {
         }
         let mut seen = Vec::new();
         let c = pt
-            .validate_with(|a, _| {
+            .validate_with(|a, _, _| {
                 seen.push(a);
                 ControlFlow::Continue(())
             })
@@ -815,7 +828,7 @@ mod tests {
         assert_eq!(c.present, 5);
         let mut calls = 0;
         let e = pt
-            .validate_with(|a, _| {
+            .validate_with(|a, _, _| {
                 calls += 1;
                 if a == addrs[2] { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
             })
@@ -828,7 +841,7 @@ mod tests {
         slot.store(Pte::new(Pfn::ZERO, PageProt::READONLY).mkspecial().mkwrite().0, Ordering::Relaxed);
         let mut after = 0;
         let e = pt
-            .validate_with(|a, _| {
+            .validate_with(|a, _, _| {
                 after += u32::from(a >= addrs[3]);
                 ControlFlow::Continue(())
             })
@@ -837,6 +850,41 @@ mod tests {
         assert_eq!(after, 0);
         slot.store(good, Ordering::Relaxed);
         pt.validate().unwrap();
+    }
+
+    #[test]
+    fn validate_with_passes_runs_of_zero_page_entries_as_one_call() {
+        use std::ops::ControlFlow;
+        let m = mem();
+        let pt = PageTable::new(&m).unwrap();
+        // Reads map the zero page: pages 0-3, a written page 4, zero pages 5-9; then 510-513 cross a table.
+        let mut v = FaultVma::anonymous(A, A + 1024 * PAGE_SIZE, RW);
+        for p in (0..4).chain(5..10).chain(510..514) {
+            crate::testutil::read(&pt, &mut v, A + p * PAGE_SIZE, 1).unwrap();
+        }
+        write(&pt, &mut v, A + 4 * PAGE_SIZE, b"x").unwrap();
+        let mut calls = Vec::new();
+        let c = pt
+            .validate_with(|a, pte, pages| {
+                calls.push(((a - A) / PAGE_SIZE, pte.is_special(), pages));
+                ControlFlow::Continue(())
+            })
+            .unwrap();
+        // A run ends at a different value and at the table's end.
+        assert_eq!(calls, [(0, true, 4), (4, false, 1), (5, true, 5), (510, true, 2), (512, true, 2)]);
+        assert_eq!((c.present, c.zero), (14, 13));
+        // Checked per run: a writable zero-page entry inside a run is reported (and ends the run before it).
+        let slot = pt.entry_slot(A + 7 * PAGE_SIZE, 0, false).unwrap().unwrap();
+        slot.store(Pte::new(Pfn::ZERO, PageProt::READONLY).mkspecial().mkwrite().0, Ordering::Relaxed);
+        let mut seen = Vec::new();
+        let e = pt
+            .validate_with(|a, _, pages| {
+                seen.push(((a - A) / PAGE_SIZE, pages));
+                ControlFlow::Continue(())
+            })
+            .unwrap_err();
+        assert!(e.contains("not the read-only zero page"), "{e}");
+        assert_eq!(seen, [(0, 4), (4, 1), (5, 2)]);
     }
 
     const PMD_SIZE_T: u64 = crate::PMD_SIZE;

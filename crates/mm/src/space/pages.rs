@@ -319,26 +319,38 @@ impl MmRead<'_> {
         // the first broken rule ends it. The per-entry check only classifies (`Broken`, no formatting), so that
         // it stays small: validation runs after every operation of the tests and of the engine fuzz target.
         let mut found: Option<(Broken, u64, vmspace_pgtable::Pte, Option<V>)> = None;
-        let check = |addr: u64, pte: vmspace_pgtable::Pte| -> ControlFlow<()> {
-            while cur.is_none_or(|v| v.end() <= addr) {
-                cur = vmas.next();
-                if cur.is_none() {
-                    break;
+        // The last entry that passed without a frame (the zero page, a guard marker) and its VMA: the checks of
+        // such an entry read only the entry and the VMA's flags, so the same value in the same VMA passes too.
+        // The page table hands runs of them over as one call (populated read-only memory is runs of identical
+        // zero-page entries, hundreds of thousands of them); a run is checked once per VMA it lies in.
+        let mut passed: Option<(vmspace_pgtable::Pte, V)> = None;
+        let check = |addr: u64, pte: vmspace_pgtable::Pte, pages: u64| -> ControlFlow<()> {
+            let end = addr + pages * vmspace_pgtable::PAGE_SIZE;
+            let mut at = addr;
+            while at < end {
+                while cur.is_none_or(|v| v.end() <= at) {
+                    cur = vmas.next();
+                    if cur.is_none() {
+                        break;
+                    }
                 }
-            }
-            let v = cur.filter(|v| v.start() <= addr);
-            let r = match v {
-                Some(v) => self.check_entry(v, addr, pte, &mut mapped),
-                None => Err(Broken::Outside),
-            };
-            match r {
-                Ok(()) => ControlFlow::Continue(()),
-                Err(b) => {
-                    // The message is made once the walk has stopped.
-                    found = Some((b, addr, pte, v));
-                    ControlFlow::Break(())
+                let Some(v) = cur.filter(|v| v.start() <= at) else {
+                    found = Some((Broken::Outside, at, pte, None));
+                    return ControlFlow::Break(());
+                };
+                if passed.is_none_or(|(p, pv)| p != pte || !std::ptr::eq(pv, v)) {
+                    if let Err(b) = self.check_entry(v, at, pte, &mut mapped) {
+                        // The message is made once the walk has stopped.
+                        found = Some((b, at, pte, Some(v)));
+                        return ControlFlow::Break(());
+                    }
+                    if pte.is_special() || pte.as_marker().is_some() {
+                        passed = Some((pte, v));
+                    }
                 }
+                at = v.end().min(end);
             }
+            ControlFlow::Continue(())
         };
         let walked = pt.validate_with(check);
         if let Some((b, addr, pte, v)) = found {
