@@ -55,8 +55,15 @@ impl PageTable {
     /// caller holds the mmap lock (the page cannot be unmapped and freed under it by a zap that needs the VMA
     /// lock; a racing DONTNEED under the VMA read lock is excluded by its callers' locks).
     pub fn gup_touch(&self, addr: u64, write: bool, locked: bool) {
-        let _rcu = vmspace_rcu::pin();
-        let pte = self.pte(addr);
+        let rcu = vmspace_rcu::pin();
+        self.gup_touch_entry(self.pte(addr), write, locked, &rcu);
+    }
+
+    /// [`PageTable::gup_touch`] for the entry `pte` the caller read inside the read-side section `_rcu` (GUP's
+    /// common case: the page was already mapped as needed, so the entry read to decide that is the one
+    /// followed, without a second walk). Should the entry have been replaced meanwhile (a racing fault of
+    /// another thread), its old page is still allocated until the section ends and is the one marked.
+    pub fn gup_touch_entry(&self, pte: Pte, write: bool, locked: bool, _rcu: &vmspace_rcu::Guard) {
         if !pte.is_present() || pte.is_special() {
             return;
         }

@@ -315,12 +315,20 @@ impl Mm {
         let access = if write { Access::Write } else { Access::Read };
         // follow_page_pte: a page mapped with the access needed is taken as it is (GUP does not set the
         // entry's accessed or dirty bits; FOLL_TOUCH below marks the page itself).
-        let pte = self.page_table().pte(addr);
-        if !pte.is_hw_present() || (write && !pte.is_write()) {
-            self.handle_vma_fault(v, addr, access, FaultLock::Mmap)?;
+        let locked = v.fl().intersects(VmFlags::LOCKED);
+        {
+            let rcu = vmspace_rcu::pin();
+            let pte = self.page_table().pte(addr);
+            if pte.is_hw_present() && (!write || pte.is_write()) {
+                // FOLL_TOUCH on the page just followed.
+                self.page_table().gup_touch_entry(pte, write, locked, &rcu);
+                return Ok(());
+            }
         }
+        // Outside the read-side section: a fault may wait for a grace period.
+        self.handle_vma_fault(v, addr, access, FaultLock::Mmap)?;
         // `__get_user_pages` follows the page again after a fault; FOLL_TOUCH marks it accessed.
-        self.page_table().gup_touch(addr, write, v.fl().intersects(VmFlags::LOCKED));
+        self.page_table().gup_touch(addr, write, locked);
         Ok(())
     }
 
