@@ -147,14 +147,14 @@ impl Mm {
     /// `/proc/PID/pagemap`'s `PM_GUARD_REGION` bits show. A lockless walk of the page table (a snapshot).
     pub fn guard_ranges(&self) -> Vec<(u64, u64)> {
         let mut out: Vec<(u64, u64)> = Vec::new();
-        for (addr, pte) in self.page_table().entries(0, VA_END) {
+        self.page_table().for_each_entry(0, VA_END, |addr, pte| {
             if pte.as_marker().is_some_and(|m| m.contains(vmspace_pgtable::Marker::GUARD)) {
                 match out.last_mut() {
                     Some(last) if last.1 == addr => last.1 += vmspace_pgtable::PAGE_SIZE,
                     _ => out.push((addr, addr + vmspace_pgtable::PAGE_SIZE)),
                 }
             }
-        }
+        });
         out
     }
 }
