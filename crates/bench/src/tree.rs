@@ -452,6 +452,54 @@ pub fn run_until(
     }
 }
 
+/// The results of `sets`, each a run of this benchmark with `cfg` in its own process (`vmspace bench tree
+/// --processes N`), pooled: every cell's rounds from all of them in one report (same benchmark and label; the
+/// first process's parameters, the notes of all), the targets judged again on the pooled per-round ratios.
+///
+/// Why: some quantities move between processes of the same build (where the heap and the node slab's chunks
+/// land, and so which lines of a structure share a cache set or a page), while the rounds of one process agree
+/// with each other. One process's interval then misses the spread, and two runs can decide a target both ways;
+/// pooled, that spread is inside the interval and the target stays undecided unless every process agrees.
+pub fn pool_processes(
+    cfg: &TreeConfig,
+    sets: Vec<ReportSet>,
+    placement: String,
+    command: &str,
+) -> TreeResults {
+    let processes = sets.len();
+    let mut pooled: Vec<Report> = Vec::new();
+    for set in sets {
+        for r in set.reports.into_iter().filter(|r| r.benchmark != "bench.tree.target") {
+            match pooled.iter_mut().find(|p| p.benchmark == r.benchmark && p.label == r.label) {
+                Some(p) => {
+                    for run in r.runs {
+                        p.push_run(run.metrics);
+                    }
+                    for n in r.notes {
+                        if !p.notes.contains(&n) {
+                            p.notes.push(n);
+                        }
+                    }
+                }
+                None => pooled.push(r),
+            }
+        }
+    }
+    let host = pooled.first().map_or_else(vmspace_linux::hostinfo::gather, |r| r.host.clone());
+    for r in &mut pooled {
+        r.param("processes", processes);
+        r.summarise();
+    }
+    let verdicts = verdicts(cfg, &pooled);
+    for v in &verdicts {
+        let mut r = v.report_with("bench.tree.target", "ratio", &host);
+        r.param("workload", &v.at);
+        r.param("processes", processes);
+        pooled.push(r);
+    }
+    TreeResults { set: ReportSet::new(command, pooled), verdicts, placement, interrupted: false }
+}
+
 /// The 1-minute load average (`/proc/loadavg`), if readable.
 fn loadavg() -> Option<f64> {
     std::fs::read_to_string("/proc/loadavg").ok()?.split_whitespace().next()?.parse().ok()
@@ -1275,6 +1323,45 @@ mod tests {
         assert_eq!(per_round_ratios(&maple, &btree), vec![0.5; 4]);
         // Shorter base: only the rounds both have.
         assert_eq!(per_round_ratios(&maple, &btree[..2]), vec![0.5, 0.5]);
+    }
+
+    #[test]
+    fn processes_pool_their_rounds_and_targets_are_judged_again() {
+        let cfg = TreeConfig { sizes: vec![21], ..TreeConfig::quick() };
+        let set = |rounds: &[f64]| {
+            let mut m = cell("lookup", Target::Maple, 21, "ratio_to_btreemap", rounds);
+            m.label = "lookup n=21 vmspace MapleTree".into();
+            m.notes.push(format!("load {}", rounds[0]));
+            let mut b = cell("lookup", Target::BTree, 21, "ratio_to_btreemap", &[1.0, 1.0, 1.0]);
+            b.label = "lookup n=21 BTreeMap".into();
+            let mut t = m.clone();
+            t.benchmark = "bench.tree.target".into();
+            ReportSet::new("child", vec![m, b, t])
+        };
+        // Each process alone decides (0.5x met, 0.9x missed); pooled, the spread between them is in the interval.
+        let one = verdicts(&cfg, &set(&[0.5, 0.51, 0.52]).reports);
+        assert_eq!(one.iter().find(|j| j.at == "lookup n=21").unwrap().status, Status::Met);
+        let pooled = pool_processes(
+            &cfg,
+            vec![set(&[0.5, 0.51, 0.52]), set(&[0.9, 0.91, 0.92])],
+            String::new(),
+            "parent",
+        );
+        let maple = pooled
+            .set
+            .reports
+            .iter()
+            .find(|r| r.label == "lookup n=21 vmspace MapleTree")
+            .expect("pooled cell");
+        assert_eq!(maple.runs.len(), 6, "both processes' rounds");
+        assert_eq!(maple.notes, ["load 0.5", "load 0.9"]);
+        assert_eq!(maple.parameters["processes"], 2);
+        let j = pooled.verdicts.iter().find(|j| j.at == "lookup n=21").unwrap();
+        assert_eq!((j.status, j.values.len()), (Status::Undecided, 6));
+        // The children's own target reports are replaced by one per pooled verdict.
+        let targets = pooled.set.reports.iter().filter(|r| r.benchmark == "bench.tree.target").count();
+        assert_eq!(targets, pooled.verdicts.len());
+        assert_eq!(pooled.set.reports.iter().filter(|r| r.benchmark == "bench.tree.lookup").count(), 2);
     }
 
     #[test]

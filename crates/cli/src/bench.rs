@@ -224,6 +224,12 @@ pub struct TreeArgs {
     /// Seed of the random layouts, addresses and orders.
     #[arg(long)]
     seed: Option<u64>,
+    /// Measure in N processes, one after another (this program run again with the same options and seed), and
+    /// judge every target on the rounds of all of them: a quantity that moves between processes of one build
+    /// (where the heap and the node slab land) then widens the interval instead of deciding a target one way
+    /// in one run and the other way in the next (3 by default, 1 with --quick).
+    #[arg(long, value_name = "N")]
+    processes: Option<usize>,
     /// Run even if the largest size would need more memory than this machine has available.
     #[arg(long)]
     force: bool,
@@ -382,10 +388,19 @@ fn tree(args: TreeArgs) -> Result<Status> {
     }
     let text = Text::new(&json);
 
-    let mut bar = Progress::new(cfg.steps());
-    let mut progress = |what: &str| step_or_stop(&mut bar, what);
-    let results = run_tree(&cfg, &mut progress, &common::command_line());
-    bar.finish();
+    let processes = args.processes.unwrap_or(if args.quick { 1 } else { 3 });
+    if processes == 0 {
+        return Err(usage("--processes needs at least 1"));
+    }
+    let results = if processes == 1 {
+        let mut bar = Progress::new(cfg.steps());
+        let mut progress = |what: &str| step_or_stop(&mut bar, what);
+        let results = run_tree(&cfg, &mut progress, &common::command_line());
+        bar.finish();
+        results
+    } else {
+        tree_processes(&cfg, &args, processes)?
+    };
 
     say!(
         text,
@@ -395,11 +410,16 @@ fn tree(args: TreeArgs) -> Result<Status> {
     say!(text, "placement: {}", results.placement);
     say!(
         text,
-        "method: every structure's batches of ~{} ms interleaved in {} rounds per cell (forward, then backward); \
+        "method: every structure's batches of ~{} ms interleaved in {} rounds per cell (forward, then backward){}; \
          a cell is the median time and (x) the median of its per-round ratios to BTreeMap's batch of the same \
          round; n/a = not applicable\n",
         cfg.timer.batch.as_millis(),
         cfg.timer.repeats,
+        if processes > 1 {
+            format!(" in each of {processes} processes, their rounds pooled")
+        } else {
+            String::new()
+        },
     );
     text.print(&render_table(&results, &cfg.targets));
     let mut verdict = vmspace_bench::judge::verdict(&results.verdicts);
@@ -417,6 +437,65 @@ fn tree(args: TreeArgs) -> Result<Status> {
         say!(text, "plot written to {}", path.display());
     }
     Ok(Status::of(&verdict))
+}
+
+/// `bench tree --processes N` (N > 1): runs the benchmark in N child processes one after another (this binary,
+/// the same sizes, structures, timer options and seed, `--processes 1 --json FILE`) and pools their rounds
+/// ([`vmspace_bench::tree::pool_processes`]).
+fn tree_processes(
+    cfg: &TreeConfig,
+    args: &TreeArgs,
+    processes: usize,
+) -> Result<vmspace_bench::tree::TreeResults> {
+    let exe = std::env::current_exe()?;
+    let mut child_args: Vec<String> = vec!["bench".into(), "tree".into()];
+    let sizes: Vec<String> = cfg.sizes.iter().map(ToString::to_string).collect();
+    child_args.extend(["--sizes".into(), sizes.join(",")]);
+    let targets: Vec<&str> = cfg.targets.iter().map(|t| t.id()).collect();
+    child_args.extend(["--targets".into(), targets.join(",")]);
+    child_args.extend(["--seed".into(), cfg.seed.to_string()]);
+    if let Some(r) = args.repeats {
+        child_args.extend(["--repeats".into(), r.to_string()]);
+    }
+    if let Some(b) = args.batch_ms {
+        child_args.extend(["--batch-ms".into(), b.to_string()]);
+    }
+    if args.quick {
+        child_args.push("--quick".into());
+    }
+    if args.force {
+        child_args.push("--force".into());
+    }
+    child_args.extend(["--processes".into(), "1".into()]);
+    let mut bar = Progress::new(processes as u64);
+    let mut sets = Vec::with_capacity(processes);
+    for i in 0..processes {
+        let file = std::env::temp_dir().join(format!("vmspace-bench-tree-{}-{i}.json", std::process::id()));
+        let status = std::process::Command::new(&exe)
+            .args(&child_args)
+            .arg("--json")
+            .arg(&file)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()?;
+        let text = std::fs::read_to_string(&file);
+        let _ = std::fs::remove_file(&file);
+        step_or_stop(&mut bar, &format!("process {} of {processes}", i + 1));
+        // 0: every target met, 1: one missed; anything else is a failed run.
+        if !matches!(status.code(), Some(0 | 1)) {
+            bar.finish();
+            anyhow::bail!("process {} of {processes} ({}) ended with {status}", i + 1, child_args.join(" "));
+        }
+        let set: vmspace_results::report::ReportSet = serde_json::from_str(&text?)?;
+        sets.push(set);
+    }
+    bar.finish();
+    let placement = format!(
+        "{processes} processes one after another, each as `vmspace {}`; the rounds of all of them pooled",
+        child_args.join(" ")
+    );
+    Ok(vmspace_bench::tree::pool_processes(cfg, sets, placement, &common::command_line()))
 }
 
 fn mm(args: MmArgs) -> Result<Status> {

@@ -157,8 +157,9 @@ fn quick_json_has_the_shared_schema_and_every_cell() {
         targets.iter().filter(|r| !r["runs"].as_array().unwrap().is_empty()).collect();
     assert_eq!(measured.iter().filter(|r| param(r, "met") == true).count() as u64, met);
     assert_eq!(measured.iter().filter(|r| param(r, "met") == false).count() as u64, missed);
-    // Lookup, iteration and dup on the kernel shape and each size, scaling and churn on each size.
-    assert_eq!(verdicts, 3 * (1 + 2) + 2 * 2);
+    // Lookup, iteration and dup on the kernel shape and each size, scaling and churn with a reader on each size,
+    // churn against BTreeMap from n = 1,000 on (one size here).
+    assert_eq!(verdicts, 3 * (1 + 2) + 2 * 2 + 1);
     let undecided = targets.iter().filter(|r| param(r, "verdict") == "undecided").count() as u64;
     assert_eq!(verdict["undecided"].as_u64().unwrap_or(0), undecided, "{verdict}");
 
@@ -204,4 +205,37 @@ fn unknown_target_is_rejected() {
         .expect("run vmspace");
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown target"));
+}
+
+/// `--processes 2`: two child processes, their rounds pooled in one report per cell, the targets judged on all of
+/// them; `--processes 0` is a usage error.
+#[test]
+fn processes_pool_rounds_of_child_processes() {
+    let out = Command::new(env!("CARGO_BIN_EXE_vmspace"))
+        .args(["bench", "tree", "--quick", "--sizes", "21", "--targets", "maple,btree", "--processes", "2"])
+        .args(["--json", "-"])
+        .output()
+        .expect("run vmspace");
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{}", String::from_utf8_lossy(&out.stderr));
+    let set: Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
+    let reports = set["reports"].as_array().unwrap();
+    let lookup = reports
+        .iter()
+        .filter(|r| r["benchmark"] == "bench.tree.lookup" && param(r, "target") == "maple")
+        .collect::<Vec<_>>();
+    assert_eq!(lookup.len(), 1, "one pooled report per cell");
+    // --quick: 3 rounds per process.
+    assert_eq!(lookup[0]["runs"].as_array().unwrap().len(), 6);
+    assert_eq!(param(lookup[0], "processes"), 2);
+    let target = reports
+        .iter()
+        .find(|r| r["benchmark"] == "bench.tree.target" && param(r, "workload") == "lookup n=21")
+        .expect("the lookup target at n=21");
+    assert_eq!(target["runs"].as_array().unwrap().len(), 6, "judged on both processes' rounds: {target}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("in each of 2 processes, their rounds pooled"));
+    let zero = Command::new(env!("CARGO_BIN_EXE_vmspace"))
+        .args(["bench", "tree", "--quick", "--processes", "0"])
+        .output()
+        .expect("run vmspace");
+    assert_eq!(zero.status.code(), Some(2));
 }
