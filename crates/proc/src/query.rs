@@ -148,6 +148,12 @@ impl QueryRequest {
     /// zero or both set (EINVAL), the same for the build ID (EINVAL); fields past `size` read as zero
     /// ([`QueryRequest::as_read`]). Returns the errno (positive) on failure.
     pub fn validate(&self) -> Result<(), i32> {
+        self.checked().map(|_| ())
+    }
+
+    /// [`QueryRequest::validate`], returning the request as the kernel read it ([`QueryRequest::as_read`])
+    /// when it passes: what a lookup works on, read once.
+    pub fn checked(&self) -> Result<QueryRequest, i32> {
         if self.size > 4096 {
             return Err(errno::E2BIG);
         }
@@ -167,7 +173,7 @@ impl QueryRequest {
         if (k.build_id_size != 0) != (k.build_id_addr != 0) {
             return Err(errno::EINVAL);
         }
-        Ok(())
+        Ok(k)
     }
 
     /// Whether a VMA with these permission bits (`PROCMAP_QUERY_VMA_*`) and file-ness passes the filters

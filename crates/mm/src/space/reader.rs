@@ -87,6 +87,7 @@ use vmspace_proc::{
 use super::config::{PAGE_SHIFT, PAGE_SIZE};
 use super::maps::{file_columns, maps_columns_of, maps_line_of, maps_name_of};
 use super::{FileKind, Mm, ThpMode, VmFile, VmFlags, VmaSnapshot};
+use crate::vma::lockless::vma_copy;
 use crate::vma::{MmLocking, next_vma_lockless, walk_vmas_locked, walk_vmas_lockless};
 
 /// `HPAGE_PMD_ORDER` on x86-64.
@@ -227,7 +228,7 @@ impl<'a> ProcReader<'a> {
                         // The break is read racily: a reader holding a VMA lock never takes the mmap lock
                         // (a writer holding it may wait in `vma_start_write` for this VMA's readers).
                         let (start_brk, brk) = self.mm.brk_pair_racy();
-                        let r = Rec { v: g.snapshot(), start_brk, brk, lockless: false };
+                        let r = Rec { v: vma_copy(g.vma()), start_brk, brk, lockless: false };
                         self.hook(&r);
                         let out = f(Some(&r));
                         drop(g);
@@ -255,9 +256,11 @@ impl<'a> ProcReader<'a> {
         }
         self.mm.read_locked(|m| {
             let (start_brk, brk) = m.brk_pair();
-            match m.find(from) {
+            // `find_vma` (one descent; the tree is stable under the mmap read lock).
+            let guard = vmspace_rcu::pin();
+            match self.mm.vmas.shared.tree.find_next_in(from, &guard).map(|(_, _, v)| v) {
                 Some(v) => {
-                    let r = Rec { v: v.snapshot(), start_brk, brk, lockless: false };
+                    let r = Rec { v: vma_copy(v), start_brk, brk, lockless: false };
                     self.hook(&r);
                     f(Some(&r))
                 }
@@ -275,9 +278,14 @@ impl<'a> ProcReader<'a> {
         if self.mode == ReaderMode::MmapLock {
             return self.mm.read_locked(|m| {
                 let (start_brk, brk) = m.brk_pair();
+                // `m_next`'s `vma_next(&priv->iter)`: one cursor across the chunk. Under the mmap read lock
+                // the tree does not change, so each step finds what `find_vma(pos)` would.
+                let guard = vmspace_rcu::pin();
+                let mut cur = self.mm.vmas.shared.tree.cursor(&guard);
+                cur.set(pos);
                 loop {
-                    let Some(v) = m.find(pos) else { return (pos, true) };
-                    let r = Rec { v: v.snapshot(), start_brk, brk, lockless: false };
+                    let Some((_, _, v)) = cur.find(u64::MAX) else { return (pos, true) };
+                    let r = Rec { v: vma_copy(v), start_brk, brk, lockless: false };
                     self.hook(&r);
                     match step(&r) {
                         Step::Go => pos = r.v.end,
@@ -303,7 +311,7 @@ impl<'a> ProcReader<'a> {
             loop {
                 let walked = walk_vmas_locked(&shared.locking, &shared.tree, pos, |g| {
                     let (start_brk, brk) = self.mm.brk_pair_racy();
-                    let r = Rec { v: g.snapshot(), start_brk, brk, lockless: false };
+                    let r = Rec { v: vma_copy(g.vma()), start_brk, brk, lockless: false };
                     self.hook(&r);
                     // The VMA stays read-locked while its record is rendered; `g` unlocks it after.
                     matches!(step(&r), Step::Go)
@@ -331,7 +339,7 @@ impl<'a> ProcReader<'a> {
 
     /// Opens `/proc/PID/maps` or `smaps` for chunked reading ([`ProcFile`]).
     pub fn open(&self, kind: ProcFileKind) -> ProcFile<'a> {
-        ProcFile { reader: *self, kind, buf: Vec::new(), out: 0, pos: 0, eof: false, chunks: 0 }
+        ProcFile { reader: *self, kind, buf: String::new(), out: 0, pos: 0, eof: false, chunks: 0 }
     }
 
     /// The maps line of a record.
@@ -412,7 +420,7 @@ impl<'a> ProcReader<'a> {
                     let (start_brk, brk) = m.brk_pair();
                     let mut pos = from;
                     while let Some(v) = m.find(pos) {
-                        let r = Rec { v: v.snapshot(), start_brk, brk, lockless: false };
+                        let r = Rec { v: vma_copy(v), start_brk, brk, lockless: false };
                         self.hook(&r);
                         add(&r, &mut acc);
                         pos = r.v.end;
@@ -564,8 +572,7 @@ impl<'a> ProcReader<'a> {
 
     /// `PROCMAP_QUERY` (module docs): the answer, or the errno (positive).
     pub fn query(&self, req: &QueryRequest) -> Result<QueryAnswer, i32> {
-        req.validate()?;
-        let k = req.as_read();
+        let k = req.checked()?;
         let mut from = k.addr;
         loop {
             let step = self.with_next(from, |r| {
@@ -605,7 +612,11 @@ impl<'a> ProcReader<'a> {
             name: None,
         };
         if k.vma_name_size != 0 {
-            a.name = self.line_of(r).name.as_ref().map(|n| n.to_string());
+            a.name = maps_name_of(v, r.start_brk, r.brk, self.mm.config().start_stack).map(|n| {
+                let mut s = String::new();
+                n.render_into(&mut s);
+                s
+            });
             a.name_size(k.vma_name_size)?;
         }
         Ok(a)
@@ -673,8 +684,8 @@ pub enum ProcFileKind {
 pub struct ProcFile<'a> {
     reader: ProcReader<'a>,
     kind: ProcFileKind,
-    /// The current chunk's bytes.
-    buf: Vec<u8>,
+    /// The current chunk's text, its allocation kept from chunk to chunk.
+    buf: String,
     /// How many of them were handed out.
     out: usize,
     /// `last_pos`: where the next chunk's walk starts.
@@ -699,14 +710,17 @@ impl ProcFile<'_> {
             self.fill(dst.len());
         }
         let n = (self.buf.len() - self.out).min(dst.len());
-        dst[..n].copy_from_slice(&self.buf[self.out..self.out + n]);
+        dst[..n].copy_from_slice(&self.buf.as_bytes()[self.out..self.out + n]);
         self.out += n;
         n
     }
 
     /// Renders the next chunk (type docs) for a read of `want` bytes.
     fn fill(&mut self, want: usize) {
-        let mut text = String::with_capacity(SEQ_BUF_SIZE);
+        // The page (and a line's worth more, which a maps line's renderer reserves) is allocated once.
+        let mut text = std::mem::take(&mut self.buf);
+        text.clear();
+        text.reserve(SEQ_BUF_SIZE + 256);
         let (reader, kind) = (self.reader, self.kind);
         let (pos, eof) = reader.chunk(self.pos, |r| {
             let before = text.len();
@@ -723,7 +737,7 @@ impl ProcFile<'_> {
         });
         self.pos = pos;
         self.eof = eof;
-        self.buf = text.into_bytes();
+        self.buf = text;
         self.out = 0;
         self.chunks += 1;
     }

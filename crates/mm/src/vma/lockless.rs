@@ -85,6 +85,30 @@ pub enum SnapshotFail {
     Stale,
 }
 
+/// A copy of every field of `vma` a reader reports (what [`Vma::snapshot`] copies), reading each RCU cell
+/// only when it holds something: an anonymous VMA without pages pays one cell read (its name), not three.
+/// A cell found empty by its presence test is a state the cell had, exactly as `snapshot`'s read of it
+/// would have found: an anon_vma set concurrently (`__anon_vma_prepare`, under the mmap or VMA read lock)
+/// is then seen as not there yet. Consistent under the same conditions as `snapshot` (a lock that excludes
+/// writers of the VMA, or the lockless validation around it).
+#[inline]
+pub(crate) fn vma_copy(vma: &Vma) -> VmaSnapshot {
+    if vma.has_anon_vma() {
+        // The anon_vma's identity is read through its cell (no accessor short of a reference count).
+        return vma.snapshot();
+    }
+    VmaSnapshot {
+        start: vma.start(),
+        end: vma.end(),
+        flags: vma.flags(),
+        pgoff: vma.pgoff(),
+        mm_id: vma.mm_id(),
+        file: if vma.is_file_backed() { vma.file() } else { None },
+        anon_vma_id: None,
+        anon_name: vma.anon_name(),
+    }
+}
+
 /// Copies `vma`'s fields without any lock and validates the copy (module docs, "The reader's protocol").
 /// The caller found `vma` in `mm`'s tree under RCU, or holds a stale pointer: VMAs are type-stable.
 pub fn vma_snapshot_lockless(mm: &MmLocking, vma: &Vma) -> Result<VmaSnapshot, SnapshotFail> {
@@ -104,7 +128,7 @@ pub fn vma_snapshot_lockless(mm: &MmLocking, vma: &Vma) -> Result<VmaSnapshot, S
     if s0 == m0 {
         return Err(SnapshotFail::WriteLocked);
     }
-    let snap = vma.snapshot();
+    let snap = vma_copy(vma);
     // Acquire fence: the field loads above are ordered before the re-read of the count; pairs with the
     // release fence after every bump.
     fence(Ordering::Acquire);
@@ -141,7 +165,7 @@ pub fn next_vma_lockless(
     let mut spins = 0;
     loop {
         let guard = vmspace_rcu::pin();
-        let (first, last, vma) = tree.find_in(from, u64::MAX, &guard)?;
+        let (first, last, vma) = tree.find_next_in(from, &guard)?;
         if let Ok(s) = vma_snapshot_lockless(mm, vma)
             && s.end > from
             && first == s.start
@@ -151,7 +175,7 @@ pub fn next_vma_lockless(
                 return Some(s);
             }
             // A gap [from, s.start): nothing may have moved into it while we copied.
-            match tree.find_in(from, u64::MAX, &guard) {
+            match tree.find_next_in(from, &guard) {
                 Some((f, l, v)) if std::ptr::eq(v, vma) && f == first && l == last => return Some(s),
                 _ => {}
             }
@@ -187,7 +211,7 @@ pub fn walk_vmas_lockless(
         let s = vma_snapshot_lockless(mm, vma).ok()?;
         let consistent = s.end > pos && first == s.start && last.wrapping_add(1) == s.end;
         let no_gap_change = s.start <= pos
-            || matches!(tree.find_in(pos, u64::MAX, guard),
+            || matches!(tree.find_next_in(pos, guard),
                 Some((f, l, v)) if std::ptr::eq(v, vma) && f == first && l == last);
         let end = s.end;
         (consistent && no_gap_change).then_some((s, end))

@@ -72,7 +72,7 @@ impl VmaLookup for MapleTree<&'static Vma> {
 impl VmaFind for MapleTree<&'static Vma> {
     #[inline]
     fn vma_find(&self, from: u64, guard: &Guard) -> Option<&'static Vma> {
-        self.find_in(from, u64::MAX, guard).map(|(_, _, v)| v)
+        self.find_next_in(from, guard).map(|(_, _, v)| v)
     }
 }
 
