@@ -18,9 +18,9 @@ fn main() {
     let mode: ReaderMode = args.next().unwrap_or_else(|| "lockless".into()).parse().expect("MODE");
     let what = args.next().unwrap_or_else(|| "maps".into());
     let passes: u64 = args.next().map_or(100, |s| s.parse().expect("PASSES: a number"));
-    let extra: usize = args.next().map_or(10_000 - vmspace_bench::fork::BASE_VMAS, |s| {
-        s.parse().expect("EXTRA_VMAS: a number")
-    });
+    let extra: usize = args
+        .next()
+        .map_or(10_000 - vmspace_bench::fork::BASE_VMAS, |s| s.parse().expect("EXTRA_VMAS: a number"));
     let mm = vmspace_bench::fork::engine_parent(extra, false).expect("the address space");
     let reader = mm.reader_with(mode);
     let mut buf = vec![0u8; 128 << 10];

@@ -548,7 +548,9 @@ impl LineBuf {
             }
         } else {
             // SAFETY: within the line's bytes, slack included (the type's contract).
-            unsafe { self.p.add(self.len).cast::<[u8; 8]>().write_unaligned((lo << (8 * (8 - n))).to_be_bytes()) };
+            unsafe {
+                self.p.add(self.len).cast::<[u8; 8]>().write_unaligned((lo << (8 * (8 - n))).to_be_bytes())
+            };
         }
         self.len += n;
     }
@@ -686,7 +688,9 @@ mod tests {
 
     #[test]
     fn hex_widths_around_twelve_digits() {
-        for v in [0x0fff_ffff_ffffu64, 0x1000_0000_0000, 0x7fff_0360_7000, 0xffff_ffff_ffff, 0x1_0000_0000_0000] {
+        for v in
+            [0x0fff_ffff_ffffu64, 0x1000_0000_0000, 0x7fff_0360_7000, 0xffff_ffff_ffff, 0x1_0000_0000_0000]
+        {
             let l = MapsLine::anon(v, v.wrapping_add(0x1000), rw());
             assert_eq!(l.render(), render_with_fmt(&l), "{v:#x}");
         }
