@@ -270,7 +270,7 @@ impl MapsLine {
     /// The numeric prefix is written straight into `out`'s spare capacity after one reservation (the
     /// kernel's `seq_put_hex_ll` and `seq_put_decimal_ull`, which `show_map_vma` uses instead of
     /// `seq_printf` for the same reason: this is the hot loop of every `/proc/PID/maps` read); `core::fmt`
-    /// is not involved (see [`LineBuf`]).
+    /// is not involved.
     pub fn render_into(&self, out: &mut String) {
         self.render_with_name(self.name.as_ref().map(MapsName::as_ref), out);
     }
