@@ -102,6 +102,7 @@ impl QueryRequest {
 
     /// The input fields as the kernel reads them: the caller's struct bytes up to `size` (at most the 104
     /// the kernel knows), zeros after that (`copy_struct_from_user`). `size` itself is always read whole.
+    #[inline]
     pub fn as_read(&self) -> QueryRequest {
         if self.size >= PROCMAP_QUERY_SIZE as u64 {
             // Every input field lies within the caller's struct: read as given (the common case, a caller of
@@ -111,6 +112,13 @@ impl QueryRequest {
                 ..*self
             };
         }
+        self.as_read_short()
+    }
+
+    /// [`QueryRequest::as_read`] of a struct shorter than the kernel's: the fields `size` cuts through or
+    /// leaves out, byte by byte.
+    #[cold]
+    fn as_read_short(&self) -> QueryRequest {
         let mut b = [0u8; PROCMAP_QUERY_SIZE];
         b[OFF_FLAGS..OFF_FLAGS + 8].copy_from_slice(&self.flags.to_le_bytes());
         b[OFF_ADDR..OFF_ADDR + 8].copy_from_slice(&self.addr.to_le_bytes());
@@ -153,6 +161,7 @@ impl QueryRequest {
 
     /// [`QueryRequest::validate`], returning the request as the kernel read it ([`QueryRequest::as_read`])
     /// when it passes: what a lookup works on, read once.
+    #[inline]
     pub fn checked(&self) -> Result<QueryRequest, i32> {
         if self.size > 4096 {
             return Err(errno::E2BIG);

@@ -70,6 +70,10 @@
 use vmspace_maple::MapleTree;
 use vmspace_rcu::sync::{Ordering, fence, spin_loop, yield_now};
 
+use std::sync::Arc;
+
+use super::VmFlags;
+use super::attrs::VmFile;
 use super::lookup::walk_chunk;
 use super::mmap_lock::MmLocking;
 use super::object::{Vma, VmaSnapshot};
@@ -109,9 +113,82 @@ pub(crate) fn vma_copy(vma: &Vma) -> VmaSnapshot {
     }
 }
 
+/// The fields of a VMA that a PROCMAP_QUERY answer without a name reads (range, flags, file offset, file):
+/// a [`VmaSnapshot`] without the RCU cells of the name and the anon_vma, for the query's lean path.
+#[derive(Clone, Debug)]
+pub(crate) struct VmaCore {
+    /// First address.
+    pub start: u64,
+    /// One past the last address.
+    pub end: u64,
+    /// Flags.
+    pub flags: VmFlags,
+    /// File offset in pages.
+    pub pgoff: u64,
+    /// Owning mm identity.
+    pub mm_id: u64,
+    /// Model file.
+    pub file: Option<Arc<VmFile>>,
+}
+
+/// A copy of some of a VMA's fields that a lockless reader validates ([`vma_snapshot_lockless`] copies a
+/// [`VmaSnapshot`], the query's lean path a [`VmaCore`]): which fields, and the two the validation checks.
+pub(crate) trait VmaCopy: Sized {
+    /// Copies the fields (consistent under a lock that excludes the VMA's writers, or inside the lockless
+    /// validation).
+    fn copy(vma: &Vma) -> Self;
+    /// `vm_mm` as copied.
+    fn mm_id(&self) -> u64;
+    /// `[start, end)` as copied.
+    fn range(&self) -> (u64, u64);
+}
+
+impl VmaCopy for VmaSnapshot {
+    #[inline(always)]
+    fn copy(vma: &Vma) -> Self {
+        vma_copy(vma)
+    }
+    #[inline(always)]
+    fn mm_id(&self) -> u64 {
+        self.mm_id
+    }
+    #[inline(always)]
+    fn range(&self) -> (u64, u64) {
+        (self.start, self.end)
+    }
+}
+
+impl VmaCopy for VmaCore {
+    #[inline(always)]
+    fn copy(vma: &Vma) -> Self {
+        VmaCore {
+            start: vma.start(),
+            end: vma.end(),
+            flags: vma.flags(),
+            pgoff: vma.pgoff(),
+            mm_id: vma.mm_id(),
+            file: if vma.is_file_backed() { vma.file() } else { None },
+        }
+    }
+    #[inline(always)]
+    fn mm_id(&self) -> u64 {
+        self.mm_id
+    }
+    #[inline(always)]
+    fn range(&self) -> (u64, u64) {
+        (self.start, self.end)
+    }
+}
+
 /// Copies `vma`'s fields without any lock and validates the copy (module docs, "The reader's protocol").
 /// The caller found `vma` in `mm`'s tree under RCU, or holds a stale pointer: VMAs are type-stable.
 pub fn vma_snapshot_lockless(mm: &MmLocking, vma: &Vma) -> Result<VmaSnapshot, SnapshotFail> {
+    copy_lockless(mm, vma)
+}
+
+/// [`vma_snapshot_lockless`] for any [`VmaCopy`]: the protocol is the same whatever fields are copied.
+#[inline]
+pub(crate) fn copy_lockless<C: VmaCopy>(mm: &MmLocking, vma: &Vma) -> Result<C, SnapshotFail> {
     // Acquire: pairs with the release bump (`Vma::write_seq_bump`): the section it opened, and all before it,
     // is visible to the loads below.
     let c0 = vma.write_seq_cell().load(Ordering::Acquire);
@@ -128,7 +205,7 @@ pub fn vma_snapshot_lockless(mm: &MmLocking, vma: &Vma) -> Result<VmaSnapshot, S
     if s0 == m0 {
         return Err(SnapshotFail::WriteLocked);
     }
-    let snap = vma_copy(vma);
+    let snap = C::copy(vma);
     // Acquire fence: the field loads above are ordered before the re-read of the count; pairs with the
     // release fence after every bump.
     fence(Ordering::Acquire);
@@ -136,7 +213,8 @@ pub fn vma_snapshot_lockless(mm: &MmLocking, vma: &Vma) -> Result<VmaSnapshot, S
     if vma.write_seq_cell().load(Ordering::Relaxed) != c0 {
         return Err(SnapshotFail::Changed);
     }
-    if snap.mm_id != mm.id() || snap.start >= snap.end {
+    let (start, end) = snap.range();
+    if snap.mm_id() != mm.id() || start >= end {
         return Err(SnapshotFail::Stale);
     }
     Ok(snap)
@@ -162,16 +240,28 @@ pub fn next_vma_lockless(
     from: u64,
     retries: &mut u64,
 ) -> Option<VmaSnapshot> {
+    next_copy_lockless(mm, tree, from, retries)
+}
+
+/// [`next_vma_lockless`] for any [`VmaCopy`].
+#[inline]
+pub(crate) fn next_copy_lockless<C: VmaCopy>(
+    mm: &MmLocking,
+    tree: &MapleTree<&'static Vma>,
+    from: u64,
+    retries: &mut u64,
+) -> Option<C> {
     let mut spins = 0;
     loop {
         let guard = vmspace_rcu::pin();
         let (first, last, vma) = tree.find_next_in(from, &guard)?;
-        if let Ok(s) = vma_snapshot_lockless(mm, vma)
-            && s.end > from
-            && first == s.start
-            && last.wrapping_add(1) == s.end
+        if let Ok(s) = copy_lockless::<C>(mm, vma)
+            && let (start, end) = s.range()
+            && end > from
+            && first == start
+            && last.wrapping_add(1) == end
         {
-            if s.start <= from {
+            if start <= from {
                 return Some(s);
             }
             // A gap [from, s.start): nothing may have moved into it while we copied.
