@@ -300,6 +300,22 @@ impl<'g, T: Entry> Cursor<'g, T> {
         self.last
     }
 
+    /// The raw word of the slot after the current entry in the cursor's cached leaf (0 when there is none,
+    /// or the cursor is not on an entry): a hint for prefetching the next entry's pointee while the current
+    /// one is used, as a walk does. Only a hint: it is read without the leaf's sequence check, so it may be
+    /// stale, NULL, or a slot past the leaf's end; never dereference it.
+    #[inline]
+    pub fn next_slot_hint(&self) -> usize {
+        if self.status != Status::Active || self.depth == 0 {
+            return 0;
+        }
+        let lv = self.lvl(self.depth - 1);
+        if lv.off + 1 >= LEAF_SLOTS {
+            return 0;
+        }
+        self.level_node(lv).leaf_slot(lv.off + 1)
+    }
+
     /// Drops the cached path (the kernel's `mas_pause`): the next forward operation resumes at `last + 1`, the
     /// next backward one at `index - 1`.
     pub fn pause(&mut self) {
@@ -605,16 +621,25 @@ impl<'g, T: Entry> Cursor<'g, T> {
     }
 
     /// See the type docs: the first entry intersecting `[index, max]` from start, else the next one.
+    ///
+    /// The step to the next entry of the cached leaf is inlined into the caller; everything else (a walk
+    /// from the root, the step to another leaf) is not.
     #[inline]
     pub fn find(&mut self, max: u64) -> Option<(u64, u64, T)> {
+        if self.status == Status::Active
+            && let Some(r) = self.leaf_next(max)
+        {
+            return r;
+        }
+        self.find_slow(max)
+    }
+
+    /// [`Cursor::find`] but its cached leaf step.
+    #[inline(never)]
+    fn find_slow(&mut self, max: u64) -> Option<(u64, u64, T)> {
         let c = match self.status {
             Status::Start => Some(self.walk(self.index)),
-            Status::Active => {
-                if let Some(r) = self.leaf_next(max) {
-                    return r;
-                }
-                self.step_fwd()
-            }
+            Status::Active => self.step_fwd(),
             Status::Paused => {
                 if self.last == u64::MAX {
                     return None;

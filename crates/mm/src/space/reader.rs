@@ -178,8 +178,10 @@ impl Mm {
 /// One VMA as a record renders it: a copy of its fields taken as the mode holds it, the break values the
 /// `[heap]` name depends on, and how the page walk may run (under PTE locks while the caller holds the VMA,
 /// or under RCU alone).
-struct Rec {
-    v: VmaSnapshot,
+struct Rec<'v> {
+    /// Borrowed from where the mode copied it: a record is passed on by reference, never moved (a copy of
+    /// the 80-byte snapshot per move, read back at once, stalls on store forwarding).
+    v: &'v VmaSnapshot,
     start_brk: u64,
     brk: u64,
     lockless: bool,
@@ -211,7 +213,7 @@ impl<'a> ProcReader<'a> {
     /// Calls the test hook, if any, on a record's VMA.
     fn hook(&self, r: &Rec) {
         if let Some(h) = self.hook {
-            h(&r.v);
+            h(r.v);
         }
     }
 
@@ -228,7 +230,8 @@ impl<'a> ProcReader<'a> {
                         // The break is read racily: a reader holding a VMA lock never takes the mmap lock
                         // (a writer holding it may wait in `vma_start_write` for this VMA's readers).
                         let (start_brk, brk) = self.mm.brk_pair_racy();
-                        let r = Rec { v: vma_copy(g.vma()), start_brk, brk, lockless: false };
+                        let v = vma_copy(g.vma());
+                        let r = Rec { v: &v, start_brk, brk, lockless: false };
                         self.hook(&r);
                         let out = f(Some(&r));
                         drop(g);
@@ -246,7 +249,7 @@ impl<'a> ProcReader<'a> {
                     return f(None);
                 };
                 let (start_brk, brk) = self.mm.brk_pair_racy();
-                let r = Rec { v, start_brk, brk, lockless: true };
+                let r = Rec { v: &v, start_brk, brk, lockless: true };
                 // The record is rendered inside an RCU read-side section (the page walk's), which no writer
                 // waits for: the hook runs inside one too, to show it.
                 let _rcu = vmspace_rcu::pin();
@@ -260,7 +263,8 @@ impl<'a> ProcReader<'a> {
             let guard = vmspace_rcu::pin();
             match self.mm.vmas.shared.tree.find_next_in(from, &guard).map(|(_, _, v)| v) {
                 Some(v) => {
-                    let r = Rec { v: vma_copy(v), start_brk, brk, lockless: false };
+                    let v = vma_copy(v);
+                    let r = Rec { v: &v, start_brk, brk, lockless: false };
                     self.hook(&r);
                     f(Some(&r))
                 }
@@ -285,7 +289,9 @@ impl<'a> ProcReader<'a> {
                 cur.set(pos);
                 loop {
                     let Some((_, _, v)) = cur.find(u64::MAX) else { return (pos, true) };
-                    let r = Rec { v: vma_copy(v), start_brk, brk, lockless: false };
+                    crate::vma::lookup::prefetch_vma(cur.next_slot_hint());
+                    let v = vma_copy(v);
+                    let r = Rec { v: &v, start_brk, brk, lockless: false };
                     self.hook(&r);
                     match step(&r) {
                         Step::Go => pos = r.v.end,
@@ -311,7 +317,8 @@ impl<'a> ProcReader<'a> {
             loop {
                 let walked = walk_vmas_locked(&shared.locking, &shared.tree, pos, |g| {
                     let (start_brk, brk) = self.mm.brk_pair_racy();
-                    let r = Rec { v: vma_copy(g.vma()), start_brk, brk, lockless: false };
+                    let v = vma_copy(g.vma());
+                    let r = Rec { v: &v, start_brk, brk, lockless: false };
                     self.hook(&r);
                     // The VMA stays read-locked while its record is rendered; `g` unlocks it after.
                     matches!(step(&r), Step::Go)
@@ -344,7 +351,7 @@ impl<'a> ProcReader<'a> {
 
     /// The maps line of a record.
     fn line_of(&self, r: &Rec) -> MapsLine {
-        maps_line_of(&r.v, r.start_brk, r.brk, self.mm.config().start_stack)
+        maps_line_of(r.v, r.start_brk, r.brk, self.mm.config().start_stack)
     }
 
     /// `/proc/PID/maps`: [`ProcFile`] read to its end.
@@ -420,7 +427,8 @@ impl<'a> ProcReader<'a> {
                     let (start_brk, brk) = m.brk_pair();
                     let mut pos = from;
                     while let Some(v) = m.find(pos) {
-                        let r = Rec { v: vma_copy(v), start_brk, brk, lockless: false };
+                        let v = vma_copy(v);
+                        let r = Rec { v: &v, start_brk, brk, lockless: false };
                         self.hook(&r);
                         add(&r, &mut acc);
                         pos = r.v.end;
@@ -497,8 +505,8 @@ impl<'a> ProcReader<'a> {
         match kind {
             ProcFileKind::Maps => {
                 // The name is borrowed from the record's copy: no allocation per line.
-                let name = maps_name_of(&r.v, r.start_brk, r.brk, self.mm.config().start_stack);
-                maps_columns_of(&r.v).render_with_name(name, out);
+                let name = maps_name_of(r.v, r.start_brk, r.brk, self.mm.config().start_stack);
+                maps_columns_of(r.v).render_with_name(name, out);
             }
             ProcFileKind::Smaps => self.record_of(r).render_into(out),
         }

@@ -74,7 +74,7 @@ use std::sync::Arc;
 
 use super::VmFlags;
 use super::attrs::VmFile;
-use super::lookup::walk_chunk;
+use super::lookup::prefetch_vma;
 use super::mmap_lock::MmLocking;
 use super::object::{Vma, VmaSnapshot};
 
@@ -95,7 +95,7 @@ pub enum SnapshotFail {
 /// would have found: an anon_vma set concurrently (`__anon_vma_prepare`, under the mmap or VMA read lock)
 /// is then seen as not there yet. Consistent under the same conditions as `snapshot` (a lock that excludes
 /// writers of the VMA, or the lockless validation around it).
-#[inline]
+#[inline(always)]
 pub(crate) fn vma_copy(vma: &Vma) -> VmaSnapshot {
     if vma.has_anon_vma() {
         // The anon_vma's identity is read through its cell (no accessor short of a reference count).
@@ -187,8 +187,19 @@ pub fn vma_snapshot_lockless(mm: &MmLocking, vma: &Vma) -> Result<VmaSnapshot, S
 }
 
 /// [`vma_snapshot_lockless`] for any [`VmaCopy`]: the protocol is the same whatever fields are copied.
-#[inline]
+#[inline(always)]
 pub(crate) fn copy_lockless<C: VmaCopy>(mm: &MmLocking, vma: &Vma) -> Result<C, SnapshotFail> {
+    let c0 = copy_begin(mm, vma)?;
+    let snap = C::copy(vma);
+    let (start, end) = snap.range();
+    copy_end(mm, vma, c0, snap.mm_id(), start, end)?;
+    Ok(snap)
+}
+
+/// The protocol's first half (module docs): the write count `c0` to hand to [`copy_end`], or why the VMA
+/// cannot be copied now. The copy's loads follow it.
+#[inline(always)]
+fn copy_begin(mm: &MmLocking, vma: &Vma) -> Result<u32, SnapshotFail> {
     // Acquire: pairs with the release bump (`Vma::write_seq_bump`): the section it opened, and all before it,
     // is visible to the loads below.
     let c0 = vma.write_seq_cell().load(Ordering::Acquire);
@@ -205,7 +216,20 @@ pub(crate) fn copy_lockless<C: VmaCopy>(mm: &MmLocking, vma: &Vma) -> Result<C, 
     if s0 == m0 {
         return Err(SnapshotFail::WriteLocked);
     }
-    let snap = C::copy(vma);
+    Ok(c0)
+}
+
+/// The protocol's second half, after the copy's loads: the write count still `c0`, and the copy's `vm_mm`
+/// and range those of a live VMA of `mm`.
+#[inline(always)]
+fn copy_end(
+    mm: &MmLocking,
+    vma: &Vma,
+    c0: u32,
+    mm_id: u64,
+    start: u64,
+    end: u64,
+) -> Result<(), SnapshotFail> {
     // Acquire fence: the field loads above are ordered before the re-read of the count; pairs with the
     // release fence after every bump.
     fence(Ordering::Acquire);
@@ -213,11 +237,10 @@ pub(crate) fn copy_lockless<C: VmaCopy>(mm: &MmLocking, vma: &Vma) -> Result<C, 
     if vma.write_seq_cell().load(Ordering::Relaxed) != c0 {
         return Err(SnapshotFail::Changed);
     }
-    let (start, end) = snap.range();
-    if snap.mm_id() != mm.id() || start >= end {
+    if mm_id != mm.id() || start >= end {
         return Err(SnapshotFail::Stale);
     }
-    Ok(snap)
+    Ok(())
 }
 
 /// Backs off before a retry: spins a little, then yields (the writer on another thread needs the CPU).
@@ -289,34 +312,53 @@ pub(crate) fn next_copy_lockless<C: VmaCopy>(
 /// next entry the one `find_in(position)` would return at that moment. A copy refused on the fast path
 /// (a writer is changing that VMA) ends the RCU section and takes one [`next_vma_lockless`] step, which waits
 /// for the writer outside any read-side section; the fast path then resumes after it. `step` runs inside
-/// the fast path's read-side section, which no writer waits for.
+/// the fast path's read-side section, which no writer waits for; it borrows the copy, which is made once
+/// per VMA and never moved. While `step` works on a VMA, the next one's first two cache lines are prefetched
+/// (`prefetch_vma`).
+#[inline(always)]
 pub fn walk_vmas_lockless(
     mm: &MmLocking,
     tree: &MapleTree<&'static Vma>,
     from: u64,
     retries: &mut u64,
-    step: impl FnMut(VmaSnapshot) -> bool,
+    mut step: impl FnMut(&VmaSnapshot) -> bool,
 ) -> (u64, bool) {
-    let fast = |(), pos: u64, (first, last, vma): (u64, u64, &'static Vma), guard: &vmspace_rcu::Guard| {
-        let s = vma_snapshot_lockless(mm, vma).ok()?;
-        let consistent = s.end > pos && first == s.start && last.wrapping_add(1) == s.end;
-        let no_gap_change = s.start <= pos
-            || matches!(tree.find_next_in(pos, guard),
-                Some((f, l, v)) if std::ptr::eq(v, vma) && f == first && l == last);
-        let end = s.end;
-        (consistent && no_gap_change).then_some((s, end))
-    };
-    // Refused on the fast path: one step that retries (and yields) until the writer is done.
-    let slow = |pos| {
+    // `walk_chunk`'s shape, written out: the copy stays one local, validated in place and lent to `step`
+    // (moving the 80-byte copy through `Result`s and `Option`s costs more than the copy).
+    let mut pos = from;
+    loop {
+        {
+            let guard = vmspace_rcu::pin();
+            let mut cur = tree.cursor(&guard);
+            cur.set(pos);
+            loop {
+                let Some((first, last, vma)) = cur.find(u64::MAX) else { return (pos, true) };
+                prefetch_vma(cur.next_slot_hint());
+                let Ok(c0) = copy_begin(mm, vma) else { break };
+                let s = vma_copy(vma);
+                if copy_end(mm, vma, c0, s.mm_id, s.start, s.end).is_err() {
+                    break;
+                }
+                let consistent = s.end > pos && first == s.start && last.wrapping_add(1) == s.end;
+                let no_gap_change = s.start <= pos
+                    || matches!(tree.find_next_in(pos, &guard),
+                        Some((f, l, v)) if std::ptr::eq(v, vma) && f == first && l == last);
+                if !(consistent && no_gap_change) {
+                    break;
+                }
+                if !step(&s) {
+                    return (pos, false);
+                }
+                pos = s.end;
+            }
+        }
+        // Refused on the fast path: one step that retries (and yields) until the writer is done.
         *retries += 1;
-        Ok::<_, std::convert::Infallible>(next_vma_lockless(mm, tree, pos, retries).map(|s| {
-            let end = s.end;
-            (s, end)
-        }))
-    };
-    match walk_chunk(tree, from, || (), fast, slow, step) {
-        Ok(done) => done,
-        Err(never) => match never {},
+        let Some(s) = next_vma_lockless(mm, tree, pos, retries) else { return (pos, true) };
+        if !step(&s) {
+            return (pos, false);
+        }
+        pos = s.end;
     }
 }
 
