@@ -123,7 +123,7 @@ pub(crate) fn load_range_raw(root: &AtomicU64, index: u64, guard: &Guard) -> (u6
 /// The leaf is read as every leaf read is (`read_begin`, the loads, `read_check`: a dead leaf restarts from
 /// the root, a changed one is read again); internal nodes are checked with [`alive`] after their loads.
 #[inline]
-fn find_next_raw(root: &AtomicU64, from: u64, guard: &Guard) -> Option<Option<(u64, u64, usize)>> {
+fn find_next_raw(root: &AtomicU64, from: u64, guard: &Guard) -> Option<Option<(u64, u64, usize, usize)>> {
     'restart: loop {
         let Some(mut e) = load_root(root) else {
             return Some(None);
@@ -140,7 +140,9 @@ fn find_next_raw(root: &AtomicU64, from: u64, guard: &Guard) -> Option<Option<(u
                         let l = n.slot_last(LEAF_PIVOTS, i, max);
                         let v = n.leaf_slot(i);
                         if v != 0 {
-                            break Some(Some((s, l, v)));
+                            // The next slot's word, a hint only (not covered by the check below).
+                            let hint = if i + 1 < LEAF_SLOTS { n.leaf_slot(i + 1) } else { 0 };
+                            break Some(Some((s, l, v, hint)));
                         }
                         if l >= max || i + 1 >= LEAF_SLOTS {
                             // The leaf's end: nothing follows in the key space, or the next leaf decides.
@@ -176,13 +178,22 @@ impl<T: Entry> MapleTree<T> {
     /// whose leaf ends in a NULL range (that one continues with a cursor).
     #[inline]
     pub fn find_next_in(&self, from: u64, guard: &Guard) -> Option<(u64, u64, T)> {
+        self.find_next_hinted(from, guard).0
+    }
+
+    /// [`MapleTree::find_next_in`] and, as a hint, the raw word of the slot after the entry found in its
+    /// leaf (0 when there is none or the lookup took the cursor): what a caller walking entries in order
+    /// may prefetch for its next lookup. Like [`Cursor::next_slot_hint`], it is read without the leaf's
+    /// check and may be stale or NULL: never dereference it.
+    #[inline]
+    pub fn find_next_hinted(&self, from: u64, guard: &Guard) -> (Option<(u64, u64, T)>, usize) {
         match find_next_raw(&self.root, from, guard) {
-            Some(Some((s, l, v))) => {
+            Some(Some((s, l, v, hint))) => {
                 // SAFETY: non-zero leaf words were stored from `T::into_raw`.
-                Some((s, l, unsafe { T::from_raw(NonZeroUsize::new_unchecked(v)) }))
+                (Some((s, l, unsafe { T::from_raw(NonZeroUsize::new_unchecked(v)) })), hint)
             }
-            Some(None) => None,
-            None => self.find_in(from, u64::MAX, guard),
+            Some(None) => (None, 0),
+            None => (self.find_in(from, u64::MAX, guard), 0),
         }
     }
 }

@@ -81,13 +81,14 @@ use vmspace_proc::query::{
     PROCMAP_QUERY_VMA_WRITABLE,
 };
 use vmspace_proc::{
-    MapsLine, MemStatsAccumulator, QueryAnswer, QueryRequest, SmapsRecord, SmapsRollup, VmFlagsLine,
+    MapsLine, MemStatsAccumulator, QueryAnswer, QueryArgs, QueryRequest, SmapsRecord, SmapsRollup,
+    VmFlagsLine,
 };
 
 use super::config::{PAGE_SHIFT, PAGE_SIZE};
 use super::maps::{file_columns, maps_columns_of, maps_line_of, maps_name_of};
 use super::{FileKind, Mm, ThpMode, VmFile, VmFlags, VmaSnapshot};
-use crate::vma::lockless::{VmaCopy, VmaCore, next_copy_lockless, vma_copy};
+use crate::vma::lockless::{VmaCopy, VmaCore, next_copy_lockless_with, vma_copy};
 use crate::vma::{MmLocking, next_vma_lockless, walk_vmas_locked, walk_vmas_lockless};
 
 /// `HPAGE_PMD_ORDER` on x86-64.
@@ -580,10 +581,13 @@ impl<'a> ProcReader<'a> {
 
     /// `PROCMAP_QUERY` (module docs): the answer, or the errno (positive).
     pub fn query(&self, req: &QueryRequest) -> Result<QueryAnswer, i32> {
-        let k = req.checked()?;
-        if k.vma_name_size == 0 && self.hook.is_none() {
-            return self.query_lean(&k);
+        if self.hook.is_none() {
+            let a = req.args()?;
+            if a.vma_name_size == 0 {
+                return self.query_lean(&a);
+            }
         }
+        let k = req.checked()?;
         let mut from = k.addr;
         loop {
             let step = self.with_next(from, |r| {
@@ -610,61 +614,69 @@ impl<'a> ProcReader<'a> {
     /// [`ProcReader::query`] without a name buffer (and without a record hook): the same lookup
     /// (`query_matching_vma` over [`ProcReader::core_after`], each mode's `find_vma` / `lock_next_vma`)
     /// on a [`VmaCore`] copy, which reads no name cell and carries no break values.
-    fn query_lean(&self, k: &QueryRequest) -> Result<QueryAnswer, i32> {
-        let covering = k.flags & vmspace_proc::query::PROCMAP_QUERY_COVERING_OR_NEXT_VMA != 0;
+    fn query_lean(&self, k: &QueryArgs) -> Result<QueryAnswer, i32> {
         let mut from = k.addr;
         loop {
-            let Some(v) = self.core_after(from) else {
-                return Err(vmspace_proc::query::errno::ENOENT);
-            };
-            match k.find([(v.start, v.end, perms_of(v.flags), v.file.is_some())]) {
-                Ok(_) => {
-                    let (vma_offset, dev_major, dev_minor, inode) = match &v.file {
-                        Some(f) => (v.pgoff << PAGE_SHIFT, f.dev_major, f.dev_minor, f.inode),
-                        None => (0, 0, 0, 0),
-                    };
-                    let huge =
-                        v.flags.intersects(VmFlags::HUGETLB).then(|| v.file.as_ref()?.huge_page_size());
-                    return Ok(QueryAnswer {
-                        vma_start: v.start,
-                        vma_end: v.end,
-                        vma_flags: perms_of(v.flags),
-                        vma_page_size: huge.flatten().unwrap_or(PAGE_SIZE),
-                        vma_offset,
-                        inode,
-                        dev_major,
-                        dev_minor,
-                        name: None,
-                    });
+            // The answer, or where the search goes on (`Err(Ok(end))`), or the errno (`Err(Err(e))`).
+            let step = self.with_core_after(from, |v| {
+                if !k.matches(v.start, v.end, perms_of(v.flags), v.file.is_some()).map_err(Err)? {
+                    // With COVERING_OR_NEXT a rejected VMA continues the search from its end.
+                    return Err(Ok(v.end));
                 }
-                // With COVERING_OR_NEXT a rejected VMA continues the search from its end.
-                Err(_) if covering => from = v.end,
-                Err(e) => return Err(e),
+                let (vma_offset, dev_major, dev_minor, inode) = match &v.file {
+                    Some(f) => (v.pgoff << PAGE_SHIFT, f.dev_major, f.dev_minor, f.inode),
+                    None => (0, 0, 0, 0),
+                };
+                let huge = v.flags.intersects(VmFlags::HUGETLB).then(|| v.file.as_ref()?.huge_page_size());
+                Ok(QueryAnswer {
+                    vma_start: v.start,
+                    vma_end: v.end,
+                    vma_flags: perms_of(v.flags),
+                    vma_page_size: huge.flatten().unwrap_or(PAGE_SIZE),
+                    vma_offset,
+                    inode,
+                    dev_major,
+                    dev_minor,
+                    name: None,
+                })
+            });
+            match step {
+                None => return Err(vmspace_proc::query::errno::ENOENT),
+                Some(Ok(answer)) => return Ok(answer),
+                Some(Err(Ok(end))) => from = end,
+                Some(Err(Err(e))) => return Err(e),
             }
         }
     }
 
-    /// The first VMA ending above `from` as a [`VmaCore`], read as the mode reads one step of a query
-    /// (`query_vma_find_by_addr`): under the mmap read lock (`find_vma`), under the VMA's read lock
-    /// (`lock_next_vma`, with its mmap-lock fallback), or as a validated lockless copy.
-    fn core_after(&self, from: u64) -> Option<VmaCore> {
+    /// `f` on the first VMA ending above `from` as a [`VmaCore`] (None: there is none), read as the mode
+    /// reads one step of a query (`query_vma_find_by_addr`): under the mmap read lock (`find_vma`), under
+    /// the VMA's read lock (`lock_next_vma`, with its mmap-lock fallback), or as a validated lockless copy.
+    /// The copy is lent to `f`, not returned: it stays where it was made.
+    fn with_core_after<R>(&self, from: u64, f: impl FnOnce(&VmaCore) -> R) -> Option<R> {
         let shared = &self.mm.vmas.shared;
         match self.mode {
             ReaderMode::MmapLock => {}
             ReaderMode::PerVma => {
                 // An error: the VMA could not be read-locked; fall back to the mmap read lock for this step.
                 if let Ok(found) = crate::vma::lock_next_vma(&shared.locking, &**shared, from) {
-                    return found.map(|g| VmaCore::copy(g.vma()));
+                    let g = found?;
+                    let v = VmaCore::copy(g.vma());
+                    return Some(f(&v));
                 }
             }
             ReaderMode::Lockless => {
                 let mut retries = 0;
-                return next_copy_lockless(&shared.locking, &shared.tree, from, &mut retries);
+                return next_copy_lockless_with(&shared.locking, &shared.tree, from, &mut retries, |v| f(&v));
             }
         }
         let _r = shared.locking.read_lock();
         let guard = vmspace_rcu::pin();
-        shared.tree.find_next_in(from, &guard).map(|(_, _, v)| VmaCore::copy(v))
+        let (found, next) = shared.tree.find_next_hinted(from, &guard);
+        // A walk's next query is likely the next VMA: start loading it.
+        crate::vma::lookup::prefetch_vma(next);
+        let v = VmaCore::copy(found?.2);
+        Some(f(&v))
     }
 
     /// The answer of a matched VMA: its fields, and its name when the request has a name buffer.

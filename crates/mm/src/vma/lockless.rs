@@ -274,23 +274,44 @@ pub(crate) fn next_copy_lockless<C: VmaCopy>(
     from: u64,
     retries: &mut u64,
 ) -> Option<C> {
+    next_copy_lockless_with(mm, tree, from, retries, |c: C| c)
+}
+
+/// [`next_copy_lockless`] handing the accepted copy to `f` instead of returning it: inlined, the copy stays
+/// where it was made (moving a copy through `Result`s and `Option`s costs more than making it).
+#[inline(always)]
+pub(crate) fn next_copy_lockless_with<C: VmaCopy, R>(
+    mm: &MmLocking,
+    tree: &MapleTree<&'static Vma>,
+    from: u64,
+    retries: &mut u64,
+    f: impl FnOnce(C) -> R,
+) -> Option<R> {
     let mut spins = 0;
     loop {
         let guard = vmspace_rcu::pin();
-        let (first, last, vma) = tree.find_next_in(from, &guard)?;
-        if let Ok(s) = copy_lockless::<C>(mm, vma)
-            && let (start, end) = s.range()
-            && end > from
-            && first == start
-            && last.wrapping_add(1) == end
-        {
-            if start <= from {
-                return Some(s);
-            }
-            // A gap [from, s.start): nothing may have moved into it while we copied.
-            match tree.find_next_in(from, &guard) {
-                Some((f, l, v)) if std::ptr::eq(v, vma) && f == first && l == last => return Some(s),
-                _ => {}
+        let (found, next) = tree.find_next_hinted(from, &guard);
+        let (first, last, vma) = found?;
+        // A walk's next step is likely the next VMA: start loading it.
+        prefetch_vma(next);
+        if let Ok(c0) = copy_begin(mm, vma) {
+            let s = C::copy(vma);
+            let (start, end) = s.range();
+            if copy_end(mm, vma, c0, s.mm_id(), start, end).is_ok()
+                && end > from
+                && first == start
+                && last.wrapping_add(1) == end
+            {
+                if start <= from {
+                    return Some(f(s));
+                }
+                // A gap [from, start): nothing may have moved into it while we copied.
+                match tree.find_next_in(from, &guard) {
+                    Some((f1, l1, v)) if std::ptr::eq(v, vma) && f1 == first && l1 == last => {
+                        return Some(f(s));
+                    }
+                    _ => {}
+                }
             }
         }
         drop(guard);

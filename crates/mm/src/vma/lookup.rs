@@ -72,7 +72,10 @@ impl VmaLookup for MapleTree<&'static Vma> {
 impl VmaFind for MapleTree<&'static Vma> {
     #[inline]
     fn vma_find(&self, from: u64, guard: &Guard) -> Option<&'static Vma> {
-        self.find_next_in(from, guard).map(|(_, _, v)| v)
+        let (found, next) = self.find_next_hinted(from, guard);
+        // A walk's next lookup is likely the next VMA: start loading it.
+        prefetch_vma(next);
+        found.map(|(_, _, v)| v)
     }
 }
 
