@@ -667,7 +667,7 @@ impl<'a> ProcReader<'a> {
             }
             ReaderMode::Lockless => {
                 let mut retries = 0;
-                return next_copy_lockless_with(&shared.locking, &shared.tree, from, &mut retries, |v| f(&v));
+                return next_copy_lockless_with(&shared.locking, &shared.tree, from, &mut retries, f);
             }
         }
         let _r = shared.locking.read_lock();

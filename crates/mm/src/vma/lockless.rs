@@ -274,18 +274,41 @@ pub(crate) fn next_copy_lockless<C: VmaCopy>(
     from: u64,
     retries: &mut u64,
 ) -> Option<C> {
-    next_copy_lockless_with(mm, tree, from, retries, |c: C| c)
+    let mut spins = 0;
+    loop {
+        let guard = vmspace_rcu::pin();
+        let (first, last, vma) = tree.find_next_in(from, &guard)?;
+        if let Ok(s) = copy_lockless::<C>(mm, vma)
+            && let (start, end) = s.range()
+            && end > from
+            && first == start
+            && last.wrapping_add(1) == end
+        {
+            if start <= from {
+                return Some(s);
+            }
+            // A gap [from, start): nothing may have moved into it while we copied.
+            match tree.find_next_in(from, &guard) {
+                Some((f, l, v)) if std::ptr::eq(v, vma) && f == first && l == last => return Some(s),
+                _ => {}
+            }
+        }
+        drop(guard);
+        *retries += 1;
+        backoff(&mut spins);
+    }
 }
 
-/// [`next_copy_lockless`] handing the accepted copy to `f` instead of returning it: inlined, the copy stays
-/// where it was made (moving a copy through `Result`s and `Option`s costs more than making it).
+/// [`next_copy_lockless`] lending the accepted copy to `f` instead of returning it: the copy stays where it
+/// was made (moving a copy through `Result`s and `Option`s costs more than making it). The same checks;
+/// also prefetches the VMA in the slot after the one found (a walk's next step).
 #[inline(always)]
 pub(crate) fn next_copy_lockless_with<C: VmaCopy, R>(
     mm: &MmLocking,
     tree: &MapleTree<&'static Vma>,
     from: u64,
     retries: &mut u64,
-    f: impl FnOnce(C) -> R,
+    f: impl FnOnce(&C) -> R,
 ) -> Option<R> {
     let mut spins = 0;
     loop {
@@ -303,12 +326,12 @@ pub(crate) fn next_copy_lockless_with<C: VmaCopy, R>(
                 && last.wrapping_add(1) == end
             {
                 if start <= from {
-                    return Some(f(s));
+                    return Some(f(&s));
                 }
                 // A gap [from, start): nothing may have moved into it while we copied.
                 match tree.find_next_in(from, &guard) {
                     Some((f1, l1, v)) if std::ptr::eq(v, vma) && f1 == first && l1 == last => {
-                        return Some(f(s));
+                        return Some(f(&s));
                     }
                     _ => {}
                 }
