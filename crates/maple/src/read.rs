@@ -18,6 +18,7 @@
 //! reader ever combines a range from one state of a leaf with a value or range from another. Lookups
 //! allocate nothing and take no lock.
 
+use std::mem::MaybeUninit;
 use std::num::NonZeroUsize;
 
 use vmspace_rcu::Guard;
@@ -112,10 +113,95 @@ pub(crate) fn load_range_raw(root: &AtomicU64, index: u64, guard: &Guard) -> (u6
     }
 }
 
-/// One level of a cursor's cached path (`e` is None only in levels not walked yet).
-#[derive(Clone, Copy, Default)]
+/// The first entry intersecting `[from, u64::MAX]` in one descent (what [`MapleTree::find_next_in`] returns
+/// when it can decide in the leaf holding `from`): `Some(Some((first, last, raw)))` for a non-NULL entry,
+/// `Some(None)` when no entry follows (the tree is empty, or the leaf is the right-most one and the rest of
+/// it is NULL), `None` when the rest of the leaf holding `from` is NULL but other leaves follow (the caller
+/// steps on with a cursor). Adjacent NULL ranges are coalesced, so a NULL slot not at a leaf's end is
+/// followed by a non-NULL one in the same leaf: the fallback is rare.
+///
+/// The leaf is read as every leaf read is (`read_begin`, the loads, `read_check`: a dead leaf restarts from
+/// the root, a changed one is read again); internal nodes are checked with [`alive`] after their loads.
+#[inline]
+fn find_next_raw(root: &AtomicU64, from: u64, guard: &Guard) -> Option<Option<(u64, u64, usize, usize)>> {
+    'restart: loop {
+        let Some(mut e) = load_root(root) else {
+            return Some(None);
+        };
+        let (mut min, mut max) = (0u64, u64::MAX);
+        loop {
+            let n = e.rcu(guard);
+            if e.is_leaf() {
+                loop {
+                    let Some(w) = n.read_begin() else { continue 'restart };
+                    let mut i = n.scan(LEAF_PIVOTS, from);
+                    let mut s = n.slot_first(i, min);
+                    let found = loop {
+                        let l = n.slot_last(LEAF_PIVOTS, i, max);
+                        let v = n.leaf_slot(i);
+                        if v != 0 {
+                            // The next slot's word, a hint only (not covered by the check below).
+                            let hint = if i + 1 < LEAF_SLOTS { n.leaf_slot(i + 1) } else { 0 };
+                            break Some(Some((s, l, v, hint)));
+                        }
+                        if l >= max || i + 1 >= LEAF_SLOTS {
+                            // The leaf's end: nothing follows in the key space, or the next leaf decides.
+                            break if l == u64::MAX { Some(None) } else { None };
+                        }
+                        s = l + 1;
+                        i += 1;
+                    };
+                    match n.read_check(w) {
+                        LeafRead::Current => return found,
+                        LeafRead::Dead => continue 'restart,
+                        LeafRead::Changed => {}
+                    }
+                }
+            }
+            let i = n.scan(INT_PIVOTS, from);
+            let (s, l) = (n.slot_first(i, min), n.slot_last(INT_PIVOTS, i, max));
+            // SAFETY: `scan` found the slot holding `from`, a used one (see `Node::used_child`).
+            let c = unsafe { n.used_child(i) };
+            if !alive(n) {
+                continue 'restart;
+            }
+            (min, max, e) = (s, l, c);
+        }
+    }
+}
+
+impl<T: Entry> MapleTree<T> {
+    /// The first entry intersecting `[from, u64::MAX]`, with its range, under the caller's guard: exactly
+    /// [`MapleTree::find_in`]`(from, u64::MAX, guard)` (the kernel's `mas_find` from a fresh state, what
+    /// `find_vma` and `vma_find` ask), but in one descent from the root without a cursor's cached path: the
+    /// answer is the entry holding `from` or the next one in the same leaf, which covers every lookup but one
+    /// whose leaf ends in a NULL range (that one continues with a cursor).
+    #[inline]
+    pub fn find_next_in(&self, from: u64, guard: &Guard) -> Option<(u64, u64, T)> {
+        self.find_next_hinted(from, guard).0
+    }
+
+    /// [`MapleTree::find_next_in`] and, as a hint, the raw word of the slot after the entry found in its
+    /// leaf (0 when there is none or the lookup took the cursor): what a caller walking entries in order
+    /// may prefetch for its next lookup. Like [`Cursor::next_slot_hint`], it is read without the leaf's
+    /// check and may be stale or NULL: never dereference it.
+    #[inline]
+    pub fn find_next_hinted(&self, from: u64, guard: &Guard) -> (Option<(u64, u64, T)>, usize) {
+        match find_next_raw(&self.root, from, guard) {
+            Some(Some((s, l, v, hint))) => {
+                // SAFETY: non-zero leaf words were stored from `T::into_raw`.
+                (Some((s, l, unsafe { T::from_raw(NonZeroUsize::new_unchecked(v)) })), hint)
+            }
+            Some(None) => (None, 0),
+            None => (self.find_in(from, u64::MAX, guard), 0),
+        }
+    }
+}
+
+/// One level of a cursor's cached path.
+#[derive(Clone, Copy)]
 struct Lvl {
-    e: Option<Enode>,
+    e: Enode,
     min: u64,
     max: u64,
     off: usize,
@@ -161,7 +247,10 @@ enum Status {
 pub struct Cursor<'g, T: Entry> {
     tree: &'g MapleTree<T>,
     guard: &'g Guard,
-    path: [Lvl; MAX_HEIGHT],
+    /// The cached path from the root: levels `0..depth` are initialised (written by [`Cursor::descend`]
+    /// before `depth` covers them), the others are not. Left uninitialised by [`Cursor::new`]: a lookup
+    /// that descends once would otherwise pay for clearing all `MAX_HEIGHT` levels (800 bytes).
+    path: [MaybeUninit<Lvl>; MAX_HEIGHT],
     depth: usize,
     status: Status,
     index: u64,
@@ -197,7 +286,7 @@ impl<'g, T: Entry> Cursor<'g, T> {
         Cursor {
             tree,
             guard,
-            path: [Lvl::default(); MAX_HEIGHT],
+            path: [MaybeUninit::uninit(); MAX_HEIGHT],
             depth: 0,
             status: Status::Start,
             index: 0,
@@ -220,6 +309,22 @@ impl<'g, T: Entry> Cursor<'g, T> {
     /// Last index of the current entry (or the paused position).
     pub fn last(&self) -> u64 {
         self.last
+    }
+
+    /// The raw word of the slot after the current entry in the cursor's cached leaf (0 when there is none,
+    /// or the cursor is not on an entry): a hint for prefetching the next entry's pointee while the current
+    /// one is used, as a walk does. Only a hint: it is read without the leaf's sequence check, so it may be
+    /// stale, NULL, or a slot past the leaf's end; never dereference it.
+    #[inline]
+    pub fn next_slot_hint(&self) -> usize {
+        if self.status != Status::Active || self.depth == 0 {
+            return 0;
+        }
+        let lv = self.lvl(self.depth - 1);
+        if lv.off + 1 >= LEAF_SLOTS {
+            return 0;
+        }
+        self.level_node(lv).leaf_slot(lv.off + 1)
     }
 
     /// Drops the cached path (the kernel's `mas_pause`): the next forward operation resumes at `last + 1`, the
@@ -249,10 +354,26 @@ impl<'g, T: Entry> Cursor<'g, T> {
         }
     }
 
-    /// The node of a cached path level (None if the level was never walked).
+    /// The node of a cached path level.
     #[inline(always)]
-    fn level_node(&self, lv: Lvl) -> Option<&'g Node> {
-        Some(lv.e?.rcu(self.guard))
+    fn level_node(&self, lv: Lvl) -> &'g Node {
+        lv.e.rcu(self.guard)
+    }
+
+    /// Cached path level `level`, which must be below `depth`.
+    #[inline(always)]
+    fn lvl(&self, level: usize) -> Lvl {
+        assert!(level < self.depth);
+        // SAFETY: levels below `depth` are initialised (see the field `path`), checked just above.
+        unsafe { self.path[level].assume_init() }
+    }
+
+    /// Sets the offset of cached level `level` (below `depth`).
+    #[inline(always)]
+    fn set_off(&mut self, level: usize, off: usize) {
+        assert!(level < self.depth);
+        // SAFETY: as in `lvl`: the level is initialised.
+        unsafe { self.path[level].assume_init_mut().off = off };
     }
 
     /// Descends from node `e` (covering `[min, max]`) at `level` to the leaf slot holding `key`. None if a dead
@@ -279,7 +400,7 @@ impl<'g, T: Entry> Cursor<'g, T> {
                     let v = n.leaf_slot(i);
                     match n.read_check(w) {
                         LeafRead::Current => {
-                            self.path[level] = Lvl { e: Some(e), min, max, off: i, seq: w };
+                            self.path[level].write(Lvl { e, min, max, off: i, seq: w });
                             self.depth = level + 1;
                             return Some((s, l, v));
                         }
@@ -296,7 +417,7 @@ impl<'g, T: Entry> Cursor<'g, T> {
             if !alive(n) {
                 return None;
             }
-            self.path[level] = Lvl { e: Some(e), min, max, off: i, seq: 0 };
+            self.path[level].write(Lvl { e, min, max, off: i, seq: 0 });
             (min, max, e) = (s, l, c);
             level += 1;
         }
@@ -311,8 +432,8 @@ impl<'g, T: Entry> Cursor<'g, T> {
             return None;
         }
         let d = self.depth - 1;
-        let lv = self.path[d];
-        let n = self.level_node(lv)?;
+        let lv = self.lvl(d);
+        let n = self.level_node(lv);
         let mut off = lv.off;
         let mut s = self.last + 1;
         while s <= lv.max && off + 1 < LEAF_SLOTS {
@@ -327,7 +448,7 @@ impl<'g, T: Entry> Cursor<'g, T> {
                 if !leaf_unchanged(n, lv.seq) {
                     return None;
                 }
-                self.path[d].off = off;
+                self.set_off(d, off);
                 return Some(self.found(s, l, v));
             }
             if l == u64::MAX {
@@ -345,8 +466,8 @@ impl<'g, T: Entry> Cursor<'g, T> {
             return None;
         }
         let d = self.depth - 1;
-        let lv = self.path[d];
-        let n = self.level_node(lv)?;
+        let lv = self.lvl(d);
+        let n = self.level_node(lv);
         let mut off = lv.off;
         let mut l = self.index - 1;
         while l >= lv.min && off > 0 {
@@ -360,7 +481,7 @@ impl<'g, T: Entry> Cursor<'g, T> {
                 if !leaf_unchanged(n, lv.seq) {
                     return None;
                 }
-                self.path[d].off = off;
+                self.set_off(d, off);
                 return Some(self.found(s, l, v));
             }
             if s == 0 {
@@ -384,9 +505,9 @@ impl<'g, T: Entry> Cursor<'g, T> {
     /// lowest ancestor that has one. None if the path cannot be used (none cached, a dead node, the end).
     fn step_fwd_cached(&mut self, key: u64) -> Option<(u64, u64, usize)> {
         let d = self.depth.checked_sub(1)?;
-        let lv = self.path[d];
+        let lv = self.lvl(d);
         if key <= lv.max {
-            let n = self.level_node(lv)?;
+            let n = self.level_node(lv);
             let off = lv.off + 1;
             if off >= LEAF_SLOTS {
                 return None;
@@ -396,12 +517,12 @@ impl<'g, T: Entry> Cursor<'g, T> {
             if !leaf_unchanged(n, lv.seq) {
                 return None;
             }
-            self.path[d].off = off;
+            self.set_off(d, off);
             return Some((key, l, v));
         }
-        let level = (0..d).rev().find(|&level| key <= self.path[level].max)?;
-        let p = self.path[level];
-        let pn = self.level_node(p)?;
+        let level = (0..d).rev().find(|&level| key <= self.lvl(level).max)?;
+        let p = self.lvl(level);
+        let pn = self.level_node(p);
         let off = p.off + 1;
         if off >= INT_SLOTS {
             return None;
@@ -411,7 +532,7 @@ impl<'g, T: Entry> Cursor<'g, T> {
         if !alive(pn) {
             return None;
         }
-        self.path[level].off = off;
+        self.set_off(level, off);
         self.descend(level + 1, c?, key, cmax, key)
     }
 
@@ -427,28 +548,31 @@ impl<'g, T: Entry> Cursor<'g, T> {
     /// Mirror image of [`Cursor::step_fwd_cached`].
     fn step_back_cached(&mut self, key: u64) -> Option<(u64, u64, usize)> {
         let d = self.depth.checked_sub(1)?;
-        let lv = self.path[d];
+        let lv = self.lvl(d);
         if key >= lv.min && lv.off > 0 {
-            let n = self.level_node(lv)?;
+            let n = self.level_node(lv);
             let off = lv.off - 1;
             let s = n.slot_first(off, lv.min);
             let v = n.leaf_slot(off);
             if !leaf_unchanged(n, lv.seq) {
                 return None;
             }
-            self.path[d].off = off;
+            self.set_off(d, off);
             return Some((s, key, v));
         }
-        let level = (0..d).rev().find(|&level| key >= self.path[level].min && self.path[level].off > 0)?;
-        let p = self.path[level];
-        let pn = self.level_node(p)?;
+        let level = (0..d).rev().find(|&level| {
+            let lv = self.lvl(level);
+            key >= lv.min && lv.off > 0
+        })?;
+        let p = self.lvl(level);
+        let pn = self.level_node(p);
         let off = p.off - 1;
         let cmin = pn.slot_first(off, p.min);
         let c = pn.child(off);
         if !alive(pn) {
             return None;
         }
-        self.path[level].off = off;
+        self.set_off(level, off);
         self.descend(level + 1, c?, cmin, key, key)
     }
 
@@ -508,16 +632,25 @@ impl<'g, T: Entry> Cursor<'g, T> {
     }
 
     /// See the type docs: the first entry intersecting `[index, max]` from start, else the next one.
+    ///
+    /// The step to the next entry of the cached leaf is inlined into the caller; everything else (a walk
+    /// from the root, the step to another leaf) is not.
     #[inline]
     pub fn find(&mut self, max: u64) -> Option<(u64, u64, T)> {
+        if self.status == Status::Active
+            && let Some(r) = self.leaf_next(max)
+        {
+            return r;
+        }
+        self.find_slow(max)
+    }
+
+    /// [`Cursor::find`] but its cached leaf step.
+    #[inline(never)]
+    fn find_slow(&mut self, max: u64) -> Option<(u64, u64, T)> {
         let c = match self.status {
             Status::Start => Some(self.walk(self.index)),
-            Status::Active => {
-                if let Some(r) = self.leaf_next(max) {
-                    return r;
-                }
-                self.step_fwd()
-            }
+            Status::Active => self.step_fwd(),
             Status::Paused => {
                 if self.last == u64::MAX {
                     return None;

@@ -10,7 +10,7 @@ pub mod query;
 pub mod smaps;
 
 pub use maps::{MapsLine, MapsName, MapsNameRef, MapsParseError, PAD_COLUMN, Perms, parse_maps, render_maps};
-pub use query::{QueryAnswer, QueryRequest};
+pub use query::{QueryAnswer, QueryArgs, QueryRequest};
 pub use smaps::{
     MemStats, MemStatsAccumulator, PSS_SHIFT, SmapsRecord, SmapsRollup, VmFlagsLine, parse_smaps,
     render_smaps,

@@ -267,9 +267,10 @@ impl MapsLine {
 
     /// Appends the line, **with** its trailing newline, exactly as Linux 6.18 prints it.
     ///
-    /// The numeric prefix is assembled in a stack buffer (the kernel's `seq_put_hex_ll` and
-    /// `seq_put_decimal_ull`, which `show_map_vma` uses instead of `seq_printf` for the same reason: this is
-    /// the hot loop of every `/proc/PID/maps` read) and appended in one copy; `core::fmt` is not involved.
+    /// The numeric prefix is written straight into `out`'s spare capacity after one reservation (the
+    /// kernel's `seq_put_hex_ll` and `seq_put_decimal_ull`, which `show_map_vma` uses instead of
+    /// `seq_printf` for the same reason: this is the hot loop of every `/proc/PID/maps` read); `core::fmt`
+    /// is not involved.
     pub fn render_into(&self, out: &mut String) {
         self.render_with_name(self.name.as_ref().map(MapsName::as_ref), out);
     }
@@ -277,31 +278,47 @@ impl MapsLine {
     /// [`MapsLine::render_into`] with `name` in place of the line's own (which is ignored): a renderer of
     /// many lines keeps the names where they live instead of copying each into a [`MapsName`].
     pub fn render_with_name(&self, name: Option<MapsNameRef<'_>>, out: &mut String) {
-        let mut b = LineBuf::new();
-        b.hex(self.start, 8);
-        b.byte(b'-');
-        b.hex(self.end, 8);
-        b.byte(b' ');
-        b.bytes(&self.perms.as_chars());
-        b.byte(b' ');
-        b.hex(self.offset, 8);
-        b.byte(b' ');
-        b.hex(u64::from(self.dev_major), 2);
-        b.byte(b':');
-        b.hex(u64::from(self.dev_minor), 2);
-        b.byte(b' ');
-        b.dec(self.inode);
-        b.byte(b' ');
-        if name.is_some() {
-            // seq_pad: spaces up to the column (none if the prefix is already that long), then one more.
-            b.pad_to(PAD_COLUMN);
+        out.reserve(LINE_BUF);
+        // SAFETY: `as_mut_vec`: only ASCII is written below (digits, letters, separators, spaces), so `out`
+        // stays UTF-8. `LineBuf::at`: the reservation above leaves at least `LINE_BUF` bytes of capacity
+        // after the length. The `LineBuf` calls: one line's prefix, at most `LINE_BUF` bytes with the slack
+        // of its last hex store (see `LINE_BUF`); `set_len` covers exactly the bytes written.
+        unsafe {
+            let v = out.as_mut_vec();
+            let mut b = LineBuf::at(v.as_mut_ptr().add(v.len()));
+            b.hex(self.start, 8);
+            b.byte(b'-');
+            b.hex(self.end, 8);
             b.byte(b' ');
+            b.bytes(&self.perms.as_chars());
+            if self.offset | self.inode | u64::from(self.dev_major | self.dev_minor) == 0 {
+                // Anonymous memory: offset, device and inode 0, as one constant.
+                b.bytes(b" 00000000 00:00 0 ");
+            } else {
+                b.byte(b' ');
+                b.hex(self.offset, 8);
+                b.byte(b' ');
+                b.hex(u64::from(self.dev_major), 2);
+                b.byte(b':');
+                b.hex(u64::from(self.dev_minor), 2);
+                b.byte(b' ');
+                b.dec(self.inode);
+                b.byte(b' ');
+            }
+            if name.is_some() {
+                // seq_pad: spaces up to the column (none if the prefix is already that long), then one more.
+                b.pad_to(PAD_COLUMN);
+                b.byte(b' ');
+            } else {
+                b.byte(b'\n');
+            }
+            let len = v.len() + b.len;
+            v.set_len(len);
         }
-        out.push_str(b.as_str());
         if let Some(name) = name {
             name.render_into(out);
+            out.push('\n');
         }
-        out.push('\n');
     }
 
     /// The line with its trailing newline.
@@ -422,10 +439,24 @@ pub fn parse_maps(text: &str) -> Result<Vec<MapsLine>, (usize, MapsParseError)> 
 
 /// The longest prefix of a maps line (before the name): two 16-digit addresses, perms, a 16-digit offset,
 /// two 8-digit device numbers, a 20-digit inode, the separators (95 bytes), or the padding up to
-/// [`PAD_COLUMN`] + 1; plus the 16 bytes of slack that [`LineBuf::hex`] stores past its digits.
+/// [`PAD_COLUMN`] + 1, or a prefix and its newline; plus the 16 bytes of slack that [`LineBuf::hex`] stores
+/// past its digits: what [`MapsLine::render_with_name`] reserves.
 const LINE_BUF: usize = 128;
 
+/// The two lowercase hex digits of every byte value, most significant first.
+static HEX_PAIRS: [[u8; 2]; 256] = {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut t = [[0u8; 2]; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = [DIGITS[i >> 4], DIGITS[i & 15]];
+        i += 1;
+    }
+    t
+};
+
 /// The eight hex digits of the 32-bit `v`, most significant first when the result is stored big-endian.
+#[inline(always)]
 fn hex8(v: u64) -> u64 {
     const ONES: u64 = 0x0101_0101_0101_0101;
     let mut x = v;
@@ -437,52 +468,96 @@ fn hex8(v: u64) -> u64 {
     x + u64::from(b'0') * ONES + letters * u64::from(b'a' - b'0' - 10)
 }
 
-/// A maps line's prefix assembled in place: ASCII digits written right to left into a stack buffer, as
-/// `lib/seq_file.c: seq_put_hex_ll` / `seq_put_decimal_ull` do (no format parsing, no width handling beyond
-/// the zero padding). Only ASCII is ever written, so the bytes are always a valid `str`.
+/// A maps line's prefix written in place into the spare capacity of the output, as
+/// `lib/seq_file.c: seq_put_hex_ll` / `seq_put_decimal_ull` write into the seq_file's buffer (no format
+/// parsing, no width handling beyond the zero padding, no bounds check per field).
+///
+/// Every method is `unsafe` with one contract: the bytes written since [`LineBuf::at`], plus 16 for a
+/// [`LineBuf::hex`] store, stay within the [`LINE_BUF`] bytes the pointer is valid for. One line's prefix
+/// always does (see [`LINE_BUF`]). Only ASCII is ever written.
 struct LineBuf {
-    buf: [u8; LINE_BUF],
+    p: *mut u8,
     len: usize,
 }
 
 impl LineBuf {
-    fn new() -> Self {
-        LineBuf { buf: [0; LINE_BUF], len: 0 }
+    /// A line starting at `p`.
+    ///
+    /// # Safety
+    ///
+    /// `p` is valid for writes of [`LINE_BUF`] bytes while the `LineBuf` is used.
+    #[inline(always)]
+    unsafe fn at(p: *mut u8) -> Self {
+        LineBuf { p, len: 0 }
     }
 
-    fn byte(&mut self, c: u8) {
-        self.buf[self.len] = c;
+    #[inline(always)]
+    unsafe fn byte(&mut self, c: u8) {
+        debug_assert!(self.len < LINE_BUF);
+        // SAFETY: within the line's bytes (the type's contract).
+        unsafe { self.p.add(self.len).write(c) };
         self.len += 1;
     }
 
-    fn bytes(&mut self, s: &[u8]) {
-        self.buf[self.len..self.len + s.len()].copy_from_slice(s);
-        self.len += s.len();
+    #[inline(always)]
+    unsafe fn bytes<const N: usize>(&mut self, s: &[u8; N]) {
+        debug_assert!(self.len + N <= LINE_BUF);
+        // SAFETY: within the line's bytes (the type's contract); `s` is not in the output.
+        unsafe { self.p.add(self.len).cast::<[u8; N]>().write_unaligned(*s) };
+        self.len += N;
     }
 
-    /// `v` in lowercase hex, zero-padded to at least `width` digits (`%0*lx`).
+    /// `v` in lowercase hex, zero-padded to at least `width` digits (`%0*lx`, `1 <= width <= 16`).
     ///
-    /// All 16 digits are made at once, eight per 64-bit half: each nibble is spread into its own byte (three
-    /// shift-or-mask rounds), then turned into ASCII without a branch (`'0' + d`, plus `'a' - '0' - 10` where
-    /// `d + 6` carries into bit 4, i.e. `d >= 10`). The `n = max(digits, width)` wanted digits are shifted to
-    /// the front of the 16 bytes, which are stored whole (a fixed-size copy; the buffer keeps 16 bytes of
-    /// slack) before the length advances by `n`.
-    fn hex(&mut self, v: u64, width: usize) {
-        if v == 0 {
-            // Anonymous memory's offset and device: only the padding.
-            self.buf[self.len..self.len + 16].copy_from_slice(b"0000000000000000");
-            self.len += width.clamp(1, 16);
+    /// The digits are made eight at a time, one 32-bit half per 64-bit word ([`hex8`]: each nibble spread
+    /// into its own byte by three shift-or-mask rounds, then turned into ASCII without a branch). Of the
+    /// `n = max(digits, width)` digits wanted, the high half gives `n - 8` when `n > 8`: its word is
+    /// shifted left past its leading zeros and stored whole (8 bytes), then the low half's 8 digits are
+    /// stored right after those `n - 8`; when `n <= 8` the low half alone, shifted the same way. Every
+    /// store is 8 bytes (the line keeps 16 bytes of slack) and the length advances by `n`.
+    ///
+    /// Twelve digits (an address in `[2^44, 2^48)`, where user space maps nearly everything: the kernel's
+    /// `mmap_base` and the stack lie there) take a shorter path: six bytes, two digits each from
+    /// [`HEX_PAIRS`].
+    #[inline(always)]
+    unsafe fn hex(&mut self, v: u64, width: usize) {
+        debug_assert!((1..=16).contains(&width) && self.len + 16 <= LINE_BUF);
+        let digits = ((64 - (v | 1).leading_zeros()).div_ceil(4)) as usize;
+        let n = digits.max(width);
+        if n == 12 {
+            // SAFETY: within the line's bytes (the type's contract): 12 bytes past `len`.
+            unsafe {
+                let p = self.p.add(self.len);
+                for k in 0..6 {
+                    let byte = (v >> (40 - 8 * k)) as u8;
+                    p.add(2 * k).cast::<[u8; 2]>().write_unaligned(HEX_PAIRS[usize::from(byte)]);
+                }
+            }
+            self.len += 12;
             return;
         }
-        let digits = ((64 - (v | 1).leading_zeros()).div_ceil(4)) as usize;
-        let n = digits.max(width).min(16);
-        let ascii = (u128::from(hex8(v >> 32)) << 64 | u128::from(hex8(v & 0xffff_ffff))) << (8 * (16 - n));
-        self.buf[self.len..self.len + 16].copy_from_slice(&ascii.to_be_bytes());
+        let lo = hex8(v & 0xffff_ffff);
+        if n > 8 {
+            let high = n - 8;
+            let hi = hex8(v >> 32) << (8 * (8 - high));
+            // SAFETY: within the line's bytes, slack included (the type's contract): 8 + 8 <= 16 past `len`.
+            unsafe {
+                let p = self.p.add(self.len);
+                p.cast::<[u8; 8]>().write_unaligned(hi.to_be_bytes());
+                p.add(high).cast::<[u8; 8]>().write_unaligned(lo.to_be_bytes());
+            }
+        } else {
+            // SAFETY: within the line's bytes, slack included (the type's contract).
+            unsafe {
+                self.p.add(self.len).cast::<[u8; 8]>().write_unaligned((lo << (8 * (8 - n))).to_be_bytes())
+            };
+        }
         self.len += n;
     }
 
     /// `v` in decimal (`%lu`).
-    fn dec(&mut self, v: u64) {
+    #[inline]
+    unsafe fn dec(&mut self, v: u64) {
         let mut tmp = [0u8; 20];
         let mut i = tmp.len();
         let mut x = v;
@@ -494,23 +569,22 @@ impl LineBuf {
                 break;
             }
         }
-        self.bytes(&tmp[i..]);
+        let n = tmp.len() - i;
+        debug_assert!(self.len + n <= LINE_BUF);
+        // SAFETY: within the line's bytes (the type's contract); `tmp` is a local.
+        unsafe { std::ptr::copy_nonoverlapping(tmp.as_ptr().add(i), self.p.add(self.len), n) };
+        self.len += n;
     }
 
     /// Spaces up to column `col` (nothing if the line is already that long).
-    fn pad_to(&mut self, col: usize) {
+    #[inline]
+    unsafe fn pad_to(&mut self, col: usize) {
         if self.len < col {
-            self.buf[self.len..col].fill(b' ');
+            debug_assert!(col <= LINE_BUF);
+            // SAFETY: within the line's bytes (the type's contract: `col` is below `LINE_BUF`).
+            unsafe { self.p.add(self.len).write_bytes(b' ', col - self.len) };
             self.len = col;
         }
-    }
-
-    fn as_str(&self) -> &str {
-        let bytes = &self.buf[..self.len];
-        debug_assert!(bytes.is_ascii());
-        // SAFETY: only ASCII (digits, letters, the separators and spaces) is ever written into the buffer, by
-        // the methods above, and ASCII is valid UTF-8.
-        unsafe { core::str::from_utf8_unchecked(bytes) }
     }
 }
 
@@ -609,6 +683,16 @@ mod tests {
             };
             let l = MapsLine { start, end, perms, offset, dev_major, dev_minor, inode, name };
             proptest::prop_assert_eq!(l.render(), render_with_fmt(&l));
+        }
+    }
+
+    #[test]
+    fn hex_widths_around_twelve_digits() {
+        for v in
+            [0x0fff_ffff_ffffu64, 0x1000_0000_0000, 0x7fff_0360_7000, 0xffff_ffff_ffff, 0x1_0000_0000_0000]
+        {
+            let l = MapsLine::anon(v, v.wrapping_add(0x1000), rw());
+            assert_eq!(l.render(), render_with_fmt(&l), "{v:#x}");
         }
     }
 

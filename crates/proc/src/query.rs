@@ -102,6 +102,7 @@ impl QueryRequest {
 
     /// The input fields as the kernel reads them: the caller's struct bytes up to `size` (at most the 104
     /// the kernel knows), zeros after that (`copy_struct_from_user`). `size` itself is always read whole.
+    #[inline]
     pub fn as_read(&self) -> QueryRequest {
         if self.size >= PROCMAP_QUERY_SIZE as u64 {
             // Every input field lies within the caller's struct: read as given (the common case, a caller of
@@ -111,6 +112,13 @@ impl QueryRequest {
                 ..*self
             };
         }
+        self.as_read_short()
+    }
+
+    /// [`QueryRequest::as_read`] of a struct shorter than the kernel's: the fields `size` cuts through or
+    /// leaves out, byte by byte.
+    #[cold]
+    fn as_read_short(&self) -> QueryRequest {
         let mut b = [0u8; PROCMAP_QUERY_SIZE];
         b[OFF_FLAGS..OFF_FLAGS + 8].copy_from_slice(&self.flags.to_le_bytes());
         b[OFF_ADDR..OFF_ADDR + 8].copy_from_slice(&self.addr.to_le_bytes());
@@ -148,6 +156,13 @@ impl QueryRequest {
     /// zero or both set (EINVAL), the same for the build ID (EINVAL); fields past `size` read as zero
     /// ([`QueryRequest::as_read`]). Returns the errno (positive) on failure.
     pub fn validate(&self) -> Result<(), i32> {
+        self.checked().map(|_| ())
+    }
+
+    /// [`QueryRequest::validate`], returning the request as the kernel read it ([`QueryRequest::as_read`])
+    /// when it passes: what a lookup works on, read once.
+    #[inline]
+    pub fn checked(&self) -> Result<QueryRequest, i32> {
         if self.size > 4096 {
             return Err(errno::E2BIG);
         }
@@ -167,7 +182,32 @@ impl QueryRequest {
         if (k.build_id_size != 0) != (k.build_id_addr != 0) {
             return Err(errno::EINVAL);
         }
-        Ok(())
+        Ok(k)
+    }
+
+    /// [`QueryRequest::checked`] reduced to what a lookup without a name reads ([`QueryArgs`]), field by
+    /// field: a caller's request of the kernel's size or larger (the common case) is checked in place, in
+    /// the kernel's order (the size checks cannot fail there; then the tail, the flags, the name and build-ID
+    /// pairs), without copying the request (a copy read back at once costs more than the checks).
+    #[inline]
+    pub fn args(&self) -> Result<QueryArgs, i32> {
+        if (PROCMAP_QUERY_SIZE as u64..=4096).contains(&self.size) {
+            if self.nonzero_tail && self.size > PROCMAP_QUERY_SIZE as u64 {
+                return Err(errno::E2BIG);
+            }
+            if self.flags & !PROCMAP_QUERY_ALL_FLAGS != 0 {
+                return Err(errno::EINVAL);
+            }
+            if (self.vma_name_size != 0) != (self.vma_name_addr != 0) {
+                return Err(errno::EINVAL);
+            }
+            if (self.build_id_size != 0) != (self.build_id_addr != 0) {
+                return Err(errno::EINVAL);
+            }
+            return Ok(QueryArgs { flags: self.flags, addr: self.addr, vma_name_size: self.vma_name_size });
+        }
+        let k = self.checked()?;
+        Ok(QueryArgs { flags: k.flags, addr: k.addr, vma_name_size: k.vma_name_size })
     }
 
     /// Whether a VMA with these permission bits (`PROCMAP_QUERY_VMA_*`) and file-ness passes the filters
@@ -202,6 +242,40 @@ impl QueryRequest {
             }
         }
         Err(errno::ENOENT)
+    }
+}
+
+/// The fields of a checked request that the lookup reads ([`QueryRequest::args`]), as the kernel read them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueryArgs {
+    /// `query_flags`.
+    pub flags: u64,
+    /// `query_addr`.
+    pub addr: u64,
+    /// `vma_name_size` (0: no name wanted).
+    pub vma_name_size: u32,
+}
+
+impl QueryArgs {
+    /// `query_matching_vma`'s verdict on the first VMA ending above the address searched from (`start`,
+    /// `end`, its `PROCMAP_QUERY_VMA_*` bits, whether it has a file): `Ok(true)` if it is the answer,
+    /// `Ok(false)` if the search goes on from its end (`COVERING_OR_NEXT_VMA` and a filter rejected it),
+    /// else ENOENT ([`QueryRequest::find`] over one VMA).
+    #[inline]
+    pub fn matches(&self, start: u64, end: u64, perms: u64, file_backed: bool) -> Result<bool, i32> {
+        let covering_or_next = self.flags & PROCMAP_QUERY_COVERING_OR_NEXT_VMA != 0;
+        if end <= self.addr {
+            return if covering_or_next { Ok(false) } else { Err(errno::ENOENT) };
+        }
+        if !covering_or_next && start > self.addr {
+            return Err(errno::ENOENT);
+        }
+        let want = self.flags & PROCMAP_QUERY_VMA_PERMS;
+        let file_ok = self.flags & PROCMAP_QUERY_FILE_BACKED_VMA == 0 || file_backed;
+        if file_ok && want & perms == want {
+            return Ok(true);
+        }
+        if covering_or_next { Ok(false) } else { Err(errno::ENOENT) }
     }
 }
 
@@ -246,6 +320,41 @@ impl QueryAnswer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// `args` is `checked` reduced to three fields, for every request (sizes around the kernel's and the
+        /// short ones included), and `matches` is `find` over one VMA as the readers use it (a rejection with
+        /// `COVERING_OR_NEXT_VMA` continues the search).
+        #[test]
+        fn args_and_matches_agree_with_checked_and_find(
+            size in proptest::prop_oneof![0u64..130, 4090u64..4100, proptest::num::u64::ANY],
+            flags in proptest::prop_oneof![0u64..0x41, proptest::num::u64::ANY],
+            addr: u64, name_size in proptest::prop_oneof![0u32..2, proptest::num::u32::ANY],
+            name_addr in proptest::prop_oneof![0u64..2, proptest::num::u64::ANY],
+            build_size in 0u32..2, build_addr in 0u64..2, tail: bool,
+            start: u64, len in 1u64..1 << 20, perms in 0u64..16, file: bool,
+        ) {
+            let req = QueryRequest {
+                size, flags, addr, vma_name_size: name_size, vma_name_addr: name_addr,
+                build_id_size: build_size, build_id_addr: build_addr, nonzero_tail: tail,
+            };
+            let checked = req.checked();
+            let args = req.args();
+            proptest::prop_assert_eq!(
+                args, checked.map(|k| QueryArgs { flags: k.flags, addr: k.addr, vma_name_size: k.vma_name_size })
+            );
+            if let Ok(a) = args {
+                let k = checked.unwrap();
+                let end = start.saturating_add(len);
+                let want = match k.find([(start, end, perms, file)]) {
+                    Ok(_) => Ok(true),
+                    Err(_) if k.flags & PROCMAP_QUERY_COVERING_OR_NEXT_VMA != 0 => Ok(false),
+                    Err(e) => Err(e),
+                };
+                proptest::prop_assert_eq!(a.matches(start, end, perms, file), want);
+            }
+        }
+    }
 
     const R: u64 = PROCMAP_QUERY_VMA_READABLE;
     const W: u64 = PROCMAP_QUERY_VMA_WRITABLE;

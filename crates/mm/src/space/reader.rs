@@ -81,12 +81,14 @@ use vmspace_proc::query::{
     PROCMAP_QUERY_VMA_WRITABLE,
 };
 use vmspace_proc::{
-    MapsLine, MemStatsAccumulator, QueryAnswer, QueryRequest, SmapsRecord, SmapsRollup, VmFlagsLine,
+    MapsLine, MemStatsAccumulator, QueryAnswer, QueryArgs, QueryRequest, SmapsRecord, SmapsRollup,
+    VmFlagsLine,
 };
 
 use super::config::{PAGE_SHIFT, PAGE_SIZE};
 use super::maps::{file_columns, maps_columns_of, maps_line_of, maps_name_of};
 use super::{FileKind, Mm, ThpMode, VmFile, VmFlags, VmaSnapshot};
+use crate::vma::lockless::{VmaCopy, VmaCore, next_copy_lockless_with, vma_copy};
 use crate::vma::{MmLocking, next_vma_lockless, walk_vmas_locked, walk_vmas_lockless};
 
 /// `HPAGE_PMD_ORDER` on x86-64.
@@ -177,8 +179,10 @@ impl Mm {
 /// One VMA as a record renders it: a copy of its fields taken as the mode holds it, the break values the
 /// `[heap]` name depends on, and how the page walk may run (under PTE locks while the caller holds the VMA,
 /// or under RCU alone).
-struct Rec {
-    v: VmaSnapshot,
+struct Rec<'v> {
+    /// Borrowed from where the mode copied it: a record is passed on by reference, never moved (a copy of
+    /// the 80-byte snapshot per move, read back at once, stalls on store forwarding).
+    v: &'v VmaSnapshot,
     start_brk: u64,
     brk: u64,
     lockless: bool,
@@ -210,7 +214,7 @@ impl<'a> ProcReader<'a> {
     /// Calls the test hook, if any, on a record's VMA.
     fn hook(&self, r: &Rec) {
         if let Some(h) = self.hook {
-            h(&r.v);
+            h(r.v);
         }
     }
 
@@ -227,7 +231,8 @@ impl<'a> ProcReader<'a> {
                         // The break is read racily: a reader holding a VMA lock never takes the mmap lock
                         // (a writer holding it may wait in `vma_start_write` for this VMA's readers).
                         let (start_brk, brk) = self.mm.brk_pair_racy();
-                        let r = Rec { v: g.snapshot(), start_brk, brk, lockless: false };
+                        let v = vma_copy(g.vma());
+                        let r = Rec { v: &v, start_brk, brk, lockless: false };
                         self.hook(&r);
                         let out = f(Some(&r));
                         drop(g);
@@ -245,7 +250,7 @@ impl<'a> ProcReader<'a> {
                     return f(None);
                 };
                 let (start_brk, brk) = self.mm.brk_pair_racy();
-                let r = Rec { v, start_brk, brk, lockless: true };
+                let r = Rec { v: &v, start_brk, brk, lockless: true };
                 // The record is rendered inside an RCU read-side section (the page walk's), which no writer
                 // waits for: the hook runs inside one too, to show it.
                 let _rcu = vmspace_rcu::pin();
@@ -255,9 +260,12 @@ impl<'a> ProcReader<'a> {
         }
         self.mm.read_locked(|m| {
             let (start_brk, brk) = m.brk_pair();
-            match m.find(from) {
+            // `find_vma` (one descent; the tree is stable under the mmap read lock).
+            let guard = vmspace_rcu::pin();
+            match self.mm.vmas.shared.tree.find_next_in(from, &guard).map(|(_, _, v)| v) {
                 Some(v) => {
-                    let r = Rec { v: v.snapshot(), start_brk, brk, lockless: false };
+                    let v = vma_copy(v);
+                    let r = Rec { v: &v, start_brk, brk, lockless: false };
                     self.hook(&r);
                     f(Some(&r))
                 }
@@ -275,9 +283,16 @@ impl<'a> ProcReader<'a> {
         if self.mode == ReaderMode::MmapLock {
             return self.mm.read_locked(|m| {
                 let (start_brk, brk) = m.brk_pair();
+                // `m_next`'s `vma_next(&priv->iter)`: one cursor across the chunk. Under the mmap read lock
+                // the tree does not change, so each step finds what `find_vma(pos)` would.
+                let guard = vmspace_rcu::pin();
+                let mut cur = self.mm.vmas.shared.tree.cursor(&guard);
+                cur.set(pos);
                 loop {
-                    let Some(v) = m.find(pos) else { return (pos, true) };
-                    let r = Rec { v: v.snapshot(), start_brk, brk, lockless: false };
+                    let Some((_, _, v)) = cur.find(u64::MAX) else { return (pos, true) };
+                    crate::vma::lookup::prefetch_vma(cur.next_slot_hint());
+                    let v = vma_copy(v);
+                    let r = Rec { v: &v, start_brk, brk, lockless: false };
                     self.hook(&r);
                     match step(&r) {
                         Step::Go => pos = r.v.end,
@@ -303,7 +318,8 @@ impl<'a> ProcReader<'a> {
             loop {
                 let walked = walk_vmas_locked(&shared.locking, &shared.tree, pos, |g| {
                     let (start_brk, brk) = self.mm.brk_pair_racy();
-                    let r = Rec { v: g.snapshot(), start_brk, brk, lockless: false };
+                    let v = vma_copy(g.vma());
+                    let r = Rec { v: &v, start_brk, brk, lockless: false };
                     self.hook(&r);
                     // The VMA stays read-locked while its record is rendered; `g` unlocks it after.
                     matches!(step(&r), Step::Go)
@@ -331,12 +347,12 @@ impl<'a> ProcReader<'a> {
 
     /// Opens `/proc/PID/maps` or `smaps` for chunked reading ([`ProcFile`]).
     pub fn open(&self, kind: ProcFileKind) -> ProcFile<'a> {
-        ProcFile { reader: *self, kind, buf: Vec::new(), out: 0, pos: 0, eof: false, chunks: 0 }
+        ProcFile { reader: *self, kind, buf: String::new(), out: 0, pos: 0, eof: false, chunks: 0 }
     }
 
     /// The maps line of a record.
     fn line_of(&self, r: &Rec) -> MapsLine {
-        maps_line_of(&r.v, r.start_brk, r.brk, self.mm.config().start_stack)
+        maps_line_of(r.v, r.start_brk, r.brk, self.mm.config().start_stack)
     }
 
     /// `/proc/PID/maps`: [`ProcFile`] read to its end.
@@ -412,7 +428,8 @@ impl<'a> ProcReader<'a> {
                     let (start_brk, brk) = m.brk_pair();
                     let mut pos = from;
                     while let Some(v) = m.find(pos) {
-                        let r = Rec { v: v.snapshot(), start_brk, brk, lockless: false };
+                        let v = vma_copy(v);
+                        let r = Rec { v: &v, start_brk, brk, lockless: false };
                         self.hook(&r);
                         add(&r, &mut acc);
                         pos = r.v.end;
@@ -489,8 +506,8 @@ impl<'a> ProcReader<'a> {
         match kind {
             ProcFileKind::Maps => {
                 // The name is borrowed from the record's copy: no allocation per line.
-                let name = maps_name_of(&r.v, r.start_brk, r.brk, self.mm.config().start_stack);
-                maps_columns_of(&r.v).render_with_name(name, out);
+                let name = maps_name_of(r.v, r.start_brk, r.brk, self.mm.config().start_stack);
+                maps_columns_of(r.v).render_with_name(name, out);
             }
             ProcFileKind::Smaps => self.record_of(r).render_into(out),
         }
@@ -564,8 +581,13 @@ impl<'a> ProcReader<'a> {
 
     /// `PROCMAP_QUERY` (module docs): the answer, or the errno (positive).
     pub fn query(&self, req: &QueryRequest) -> Result<QueryAnswer, i32> {
-        req.validate()?;
-        let k = req.as_read();
+        if self.hook.is_none() {
+            let a = req.args()?;
+            if a.vma_name_size == 0 {
+                return self.query_lean(&a);
+            }
+        }
+        let k = req.checked()?;
         let mut from = k.addr;
         loop {
             let step = self.with_next(from, |r| {
@@ -589,6 +611,74 @@ impl<'a> ProcReader<'a> {
         }
     }
 
+    /// [`ProcReader::query`] without a name buffer (and without a record hook): the same lookup
+    /// (`query_matching_vma` over [`ProcReader::core_after`], each mode's `find_vma` / `lock_next_vma`)
+    /// on a [`VmaCore`] copy, which reads no name cell and carries no break values.
+    fn query_lean(&self, k: &QueryArgs) -> Result<QueryAnswer, i32> {
+        let mut from = k.addr;
+        loop {
+            // The answer, or where the search goes on (`Err(Ok(end))`), or the errno (`Err(Err(e))`).
+            let step = self.with_core_after(from, |v| {
+                if !k.matches(v.start, v.end, perms_of(v.flags), v.file.is_some()).map_err(Err)? {
+                    // With COVERING_OR_NEXT a rejected VMA continues the search from its end.
+                    return Err(Ok(v.end));
+                }
+                let (vma_offset, dev_major, dev_minor, inode) = match &v.file {
+                    Some(f) => (v.pgoff << PAGE_SHIFT, f.dev_major, f.dev_minor, f.inode),
+                    None => (0, 0, 0, 0),
+                };
+                let huge = v.flags.intersects(VmFlags::HUGETLB).then(|| v.file.as_ref()?.huge_page_size());
+                Ok(QueryAnswer {
+                    vma_start: v.start,
+                    vma_end: v.end,
+                    vma_flags: perms_of(v.flags),
+                    vma_page_size: huge.flatten().unwrap_or(PAGE_SIZE),
+                    vma_offset,
+                    inode,
+                    dev_major,
+                    dev_minor,
+                    name: None,
+                })
+            });
+            match step {
+                None => return Err(vmspace_proc::query::errno::ENOENT),
+                Some(Ok(answer)) => return Ok(answer),
+                Some(Err(Ok(end))) => from = end,
+                Some(Err(Err(e))) => return Err(e),
+            }
+        }
+    }
+
+    /// `f` on the first VMA ending above `from` as a [`VmaCore`] (None: there is none), read as the mode
+    /// reads one step of a query (`query_vma_find_by_addr`): under the mmap read lock (`find_vma`), under
+    /// the VMA's read lock (`lock_next_vma`, with its mmap-lock fallback), or as a validated lockless copy.
+    /// The copy is lent to `f`, not returned: it stays where it was made.
+    fn with_core_after<R>(&self, from: u64, f: impl FnOnce(&VmaCore) -> R) -> Option<R> {
+        let shared = &self.mm.vmas.shared;
+        match self.mode {
+            ReaderMode::MmapLock => {}
+            ReaderMode::PerVma => {
+                // An error: the VMA could not be read-locked; fall back to the mmap read lock for this step.
+                if let Ok(found) = crate::vma::lock_next_vma(&shared.locking, &**shared, from) {
+                    let g = found?;
+                    let v = VmaCore::copy(g.vma());
+                    return Some(f(&v));
+                }
+            }
+            ReaderMode::Lockless => {
+                let mut retries = 0;
+                return next_copy_lockless_with(&shared.locking, &shared.tree, from, &mut retries, f);
+            }
+        }
+        let _r = shared.locking.read_lock();
+        let guard = vmspace_rcu::pin();
+        let (found, next) = shared.tree.find_next_hinted(from, &guard);
+        // A walk's next query is likely the next VMA: start loading it.
+        crate::vma::lookup::prefetch_vma(next);
+        let v = VmaCore::copy(found?.2);
+        Some(f(&v))
+    }
+
     /// The answer of a matched VMA: its fields, and its name when the request has a name buffer.
     fn answer(&self, r: &Rec, k: &QueryRequest) -> Result<QueryAnswer, i32> {
         let v = &r.v;
@@ -605,7 +695,11 @@ impl<'a> ProcReader<'a> {
             name: None,
         };
         if k.vma_name_size != 0 {
-            a.name = self.line_of(r).name.as_ref().map(|n| n.to_string());
+            a.name = maps_name_of(v, r.start_brk, r.brk, self.mm.config().start_stack).map(|n| {
+                let mut s = String::new();
+                n.render_into(&mut s);
+                s
+            });
             a.name_size(k.vma_name_size)?;
         }
         Ok(a)
@@ -673,8 +767,8 @@ pub enum ProcFileKind {
 pub struct ProcFile<'a> {
     reader: ProcReader<'a>,
     kind: ProcFileKind,
-    /// The current chunk's bytes.
-    buf: Vec<u8>,
+    /// The current chunk's text, its allocation kept from chunk to chunk.
+    buf: String,
     /// How many of them were handed out.
     out: usize,
     /// `last_pos`: where the next chunk's walk starts.
@@ -699,14 +793,17 @@ impl ProcFile<'_> {
             self.fill(dst.len());
         }
         let n = (self.buf.len() - self.out).min(dst.len());
-        dst[..n].copy_from_slice(&self.buf[self.out..self.out + n]);
+        dst[..n].copy_from_slice(&self.buf.as_bytes()[self.out..self.out + n]);
         self.out += n;
         n
     }
 
     /// Renders the next chunk (type docs) for a read of `want` bytes.
     fn fill(&mut self, want: usize) {
-        let mut text = String::with_capacity(SEQ_BUF_SIZE);
+        // The page (and a line's worth more, which a maps line's renderer reserves) is allocated once.
+        let mut text = std::mem::take(&mut self.buf);
+        text.clear();
+        text.reserve(SEQ_BUF_SIZE + 256);
         let (reader, kind) = (self.reader, self.kind);
         let (pos, eof) = reader.chunk(self.pos, |r| {
             let before = text.len();
@@ -723,7 +820,7 @@ impl ProcFile<'_> {
         });
         self.pos = pos;
         self.eof = eof;
-        self.buf = text.into_bytes();
+        self.buf = text;
         self.out = 0;
         self.chunks += 1;
     }

@@ -70,7 +70,11 @@
 use vmspace_maple::MapleTree;
 use vmspace_rcu::sync::{Ordering, fence, spin_loop, yield_now};
 
-use super::lookup::walk_chunk;
+use std::sync::Arc;
+
+use super::VmFlags;
+use super::attrs::VmFile;
+use super::lookup::prefetch_vma;
 use super::mmap_lock::MmLocking;
 use super::object::{Vma, VmaSnapshot};
 
@@ -85,9 +89,117 @@ pub enum SnapshotFail {
     Stale,
 }
 
+/// A copy of every field of `vma` a reader reports (what [`Vma::snapshot`] copies), reading each RCU cell
+/// only when it holds something: an anonymous VMA without pages pays one cell read (its name), not three.
+/// A cell found empty by its presence test is a state the cell had, exactly as `snapshot`'s read of it
+/// would have found: an anon_vma set concurrently (`__anon_vma_prepare`, under the mmap or VMA read lock)
+/// is then seen as not there yet. Consistent under the same conditions as `snapshot` (a lock that excludes
+/// writers of the VMA, or the lockless validation around it).
+#[inline(always)]
+pub(crate) fn vma_copy(vma: &Vma) -> VmaSnapshot {
+    if vma.has_anon_vma() {
+        // The anon_vma's identity is read through its cell (no accessor short of a reference count).
+        return vma.snapshot();
+    }
+    VmaSnapshot {
+        start: vma.start(),
+        end: vma.end(),
+        flags: vma.flags(),
+        pgoff: vma.pgoff(),
+        mm_id: vma.mm_id(),
+        file: if vma.is_file_backed() { vma.file() } else { None },
+        anon_vma_id: None,
+        anon_name: vma.anon_name(),
+    }
+}
+
+/// The fields of a VMA that a PROCMAP_QUERY answer without a name reads (range, flags, file offset, file):
+/// a [`VmaSnapshot`] without the RCU cells of the name and the anon_vma, for the query's lean path.
+#[derive(Clone, Debug)]
+pub(crate) struct VmaCore {
+    /// First address.
+    pub start: u64,
+    /// One past the last address.
+    pub end: u64,
+    /// Flags.
+    pub flags: VmFlags,
+    /// File offset in pages.
+    pub pgoff: u64,
+    /// Owning mm identity.
+    pub mm_id: u64,
+    /// Model file.
+    pub file: Option<Arc<VmFile>>,
+}
+
+/// A copy of some of a VMA's fields that a lockless reader validates ([`vma_snapshot_lockless`] copies a
+/// [`VmaSnapshot`], the query's lean path a [`VmaCore`]): which fields, and the two the validation checks.
+pub(crate) trait VmaCopy: Sized {
+    /// Copies the fields (consistent under a lock that excludes the VMA's writers, or inside the lockless
+    /// validation).
+    fn copy(vma: &Vma) -> Self;
+    /// `vm_mm` as copied.
+    fn mm_id(&self) -> u64;
+    /// `[start, end)` as copied.
+    fn range(&self) -> (u64, u64);
+}
+
+impl VmaCopy for VmaSnapshot {
+    #[inline(always)]
+    fn copy(vma: &Vma) -> Self {
+        vma_copy(vma)
+    }
+    #[inline(always)]
+    fn mm_id(&self) -> u64 {
+        self.mm_id
+    }
+    #[inline(always)]
+    fn range(&self) -> (u64, u64) {
+        (self.start, self.end)
+    }
+}
+
+impl VmaCopy for VmaCore {
+    #[inline(always)]
+    fn copy(vma: &Vma) -> Self {
+        VmaCore {
+            start: vma.start(),
+            end: vma.end(),
+            flags: vma.flags(),
+            pgoff: vma.pgoff(),
+            mm_id: vma.mm_id(),
+            file: if vma.is_file_backed() { vma.file() } else { None },
+        }
+    }
+    #[inline(always)]
+    fn mm_id(&self) -> u64 {
+        self.mm_id
+    }
+    #[inline(always)]
+    fn range(&self) -> (u64, u64) {
+        (self.start, self.end)
+    }
+}
+
 /// Copies `vma`'s fields without any lock and validates the copy (module docs, "The reader's protocol").
 /// The caller found `vma` in `mm`'s tree under RCU, or holds a stale pointer: VMAs are type-stable.
 pub fn vma_snapshot_lockless(mm: &MmLocking, vma: &Vma) -> Result<VmaSnapshot, SnapshotFail> {
+    copy_lockless(mm, vma)
+}
+
+/// [`vma_snapshot_lockless`] for any [`VmaCopy`]: the protocol is the same whatever fields are copied.
+#[inline(always)]
+pub(crate) fn copy_lockless<C: VmaCopy>(mm: &MmLocking, vma: &Vma) -> Result<C, SnapshotFail> {
+    let c0 = copy_begin(mm, vma)?;
+    let snap = C::copy(vma);
+    let (start, end) = snap.range();
+    copy_end(mm, vma, c0, snap.mm_id(), start, end)?;
+    Ok(snap)
+}
+
+/// The protocol's first half (module docs): the write count `c0` to hand to [`copy_end`], or why the VMA
+/// cannot be copied now. The copy's loads follow it.
+#[inline(always)]
+fn copy_begin(mm: &MmLocking, vma: &Vma) -> Result<u32, SnapshotFail> {
     // Acquire: pairs with the release bump (`Vma::write_seq_bump`): the section it opened, and all before it,
     // is visible to the loads below.
     let c0 = vma.write_seq_cell().load(Ordering::Acquire);
@@ -104,7 +216,20 @@ pub fn vma_snapshot_lockless(mm: &MmLocking, vma: &Vma) -> Result<VmaSnapshot, S
     if s0 == super::object::vm_lock_seq_of(m0) {
         return Err(SnapshotFail::WriteLocked);
     }
-    let snap = vma.snapshot();
+    Ok(c0)
+}
+
+/// The protocol's second half, after the copy's loads: the write count still `c0`, and the copy's `vm_mm`
+/// and range those of a live VMA of `mm`.
+#[inline(always)]
+fn copy_end(
+    mm: &MmLocking,
+    vma: &Vma,
+    c0: u32,
+    mm_id: u64,
+    start: u64,
+    end: u64,
+) -> Result<(), SnapshotFail> {
     // Acquire fence: the field loads above are ordered before the re-read of the count; pairs with the
     // release fence after every bump.
     fence(Ordering::Acquire);
@@ -112,10 +237,10 @@ pub fn vma_snapshot_lockless(mm: &MmLocking, vma: &Vma) -> Result<VmaSnapshot, S
     if vma.write_seq_cell().load(Ordering::Relaxed) != c0 {
         return Err(SnapshotFail::Changed);
     }
-    if snap.mm_id != mm.id() || snap.start >= snap.end {
+    if mm_id != mm.id() || start >= end {
         return Err(SnapshotFail::Stale);
     }
-    Ok(snap)
+    Ok(())
 }
 
 /// Backs off before a retry: spins a little, then yields (the writer on another thread needs the CPU).
@@ -138,22 +263,78 @@ pub fn next_vma_lockless(
     from: u64,
     retries: &mut u64,
 ) -> Option<VmaSnapshot> {
+    next_copy_lockless(mm, tree, from, retries)
+}
+
+/// [`next_vma_lockless`] for any [`VmaCopy`].
+#[inline]
+pub(crate) fn next_copy_lockless<C: VmaCopy>(
+    mm: &MmLocking,
+    tree: &MapleTree<&'static Vma>,
+    from: u64,
+    retries: &mut u64,
+) -> Option<C> {
     let mut spins = 0;
     loop {
         let guard = vmspace_rcu::pin();
-        let (first, last, vma) = tree.find_in(from, u64::MAX, &guard)?;
-        if let Ok(s) = vma_snapshot_lockless(mm, vma)
-            && s.end > from
-            && first == s.start
-            && last.wrapping_add(1) == s.end
+        let (first, last, vma) = tree.find_next_in(from, &guard)?;
+        if let Ok(s) = copy_lockless::<C>(mm, vma)
+            && let (start, end) = s.range()
+            && end > from
+            && first == start
+            && last.wrapping_add(1) == end
         {
-            if s.start <= from {
+            if start <= from {
                 return Some(s);
             }
-            // A gap [from, s.start): nothing may have moved into it while we copied.
-            match tree.find_in(from, u64::MAX, &guard) {
+            // A gap [from, start): nothing may have moved into it while we copied.
+            match tree.find_next_in(from, &guard) {
                 Some((f, l, v)) if std::ptr::eq(v, vma) && f == first && l == last => return Some(s),
                 _ => {}
+            }
+        }
+        drop(guard);
+        *retries += 1;
+        backoff(&mut spins);
+    }
+}
+
+/// [`next_copy_lockless`] lending the accepted copy to `f` instead of returning it: the copy stays where it
+/// was made (moving a copy through `Result`s and `Option`s costs more than making it). The same checks;
+/// also prefetches the VMA in the slot after the one found (a walk's next step).
+#[inline(always)]
+pub(crate) fn next_copy_lockless_with<C: VmaCopy, R>(
+    mm: &MmLocking,
+    tree: &MapleTree<&'static Vma>,
+    from: u64,
+    retries: &mut u64,
+    f: impl FnOnce(&C) -> R,
+) -> Option<R> {
+    let mut spins = 0;
+    loop {
+        let guard = vmspace_rcu::pin();
+        let (found, next) = tree.find_next_hinted(from, &guard);
+        let (first, last, vma) = found?;
+        // A walk's next step is likely the next VMA: start loading it.
+        prefetch_vma(next);
+        if let Ok(c0) = copy_begin(mm, vma) {
+            let s = C::copy(vma);
+            let (start, end) = s.range();
+            if copy_end(mm, vma, c0, s.mm_id(), start, end).is_ok()
+                && end > from
+                && first == start
+                && last.wrapping_add(1) == end
+            {
+                if start <= from {
+                    return Some(f(&s));
+                }
+                // A gap [from, start): nothing may have moved into it while we copied.
+                match tree.find_next_in(from, &guard) {
+                    Some((f1, l1, v)) if std::ptr::eq(v, vma) && f1 == first && l1 == last => {
+                        return Some(f(&s));
+                    }
+                    _ => {}
+                }
             }
         }
         drop(guard);
@@ -175,34 +356,53 @@ pub fn next_vma_lockless(
 /// next entry the one `find_in(position)` would return at that moment. A copy refused on the fast path
 /// (a writer is changing that VMA) ends the RCU section and takes one [`next_vma_lockless`] step, which waits
 /// for the writer outside any read-side section; the fast path then resumes after it. `step` runs inside
-/// the fast path's read-side section, which no writer waits for.
+/// the fast path's read-side section, which no writer waits for; it borrows the copy, which is made once
+/// per VMA and never moved. While `step` works on a VMA, the next one's first two cache lines are prefetched
+/// (`prefetch_vma`).
+#[inline(always)]
 pub fn walk_vmas_lockless(
     mm: &MmLocking,
     tree: &MapleTree<&'static Vma>,
     from: u64,
     retries: &mut u64,
-    step: impl FnMut(VmaSnapshot) -> bool,
+    mut step: impl FnMut(&VmaSnapshot) -> bool,
 ) -> (u64, bool) {
-    let fast = |(), pos: u64, (first, last, vma): (u64, u64, &'static Vma), guard: &vmspace_rcu::Guard| {
-        let s = vma_snapshot_lockless(mm, vma).ok()?;
-        let consistent = s.end > pos && first == s.start && last.wrapping_add(1) == s.end;
-        let no_gap_change = s.start <= pos
-            || matches!(tree.find_in(pos, u64::MAX, guard),
-                Some((f, l, v)) if std::ptr::eq(v, vma) && f == first && l == last);
-        let end = s.end;
-        (consistent && no_gap_change).then_some((s, end))
-    };
-    // Refused on the fast path: one step that retries (and yields) until the writer is done.
-    let slow = |pos| {
+    // `walk_chunk`'s shape, written out: the copy stays one local, validated in place and lent to `step`
+    // (moving the 80-byte copy through `Result`s and `Option`s costs more than the copy).
+    let mut pos = from;
+    loop {
+        {
+            let guard = vmspace_rcu::pin();
+            let mut cur = tree.cursor(&guard);
+            cur.set(pos);
+            loop {
+                let Some((first, last, vma)) = cur.find(u64::MAX) else { return (pos, true) };
+                prefetch_vma(cur.next_slot_hint());
+                let Ok(c0) = copy_begin(mm, vma) else { break };
+                let s = vma_copy(vma);
+                if copy_end(mm, vma, c0, s.mm_id, s.start, s.end).is_err() {
+                    break;
+                }
+                let consistent = s.end > pos && first == s.start && last.wrapping_add(1) == s.end;
+                let no_gap_change = s.start <= pos
+                    || matches!(tree.find_next_in(pos, &guard),
+                        Some((f, l, v)) if std::ptr::eq(v, vma) && f == first && l == last);
+                if !(consistent && no_gap_change) {
+                    break;
+                }
+                if !step(&s) {
+                    return (pos, false);
+                }
+                pos = s.end;
+            }
+        }
+        // Refused on the fast path: one step that retries (and yields) until the writer is done.
         *retries += 1;
-        Ok::<_, std::convert::Infallible>(next_vma_lockless(mm, tree, pos, retries).map(|s| {
-            let end = s.end;
-            (s, end)
-        }))
-    };
-    match walk_chunk(tree, from, || (), fast, slow, step) {
-        Ok(done) => done,
-        Err(never) => match never {},
+        let Some(s) = next_vma_lockless(mm, tree, pos, retries) else { return (pos, true) };
+        if !step(&s) {
+            return (pos, false);
+        }
+        pos = s.end;
     }
 }
 

@@ -72,7 +72,10 @@ impl VmaLookup for MapleTree<&'static Vma> {
 impl VmaFind for MapleTree<&'static Vma> {
     #[inline]
     fn vma_find(&self, from: u64, guard: &Guard) -> Option<&'static Vma> {
-        self.find_in(from, u64::MAX, guard).map(|(_, _, v)| v)
+        let (found, next) = self.find_next_hinted(from, guard);
+        // A walk's next lookup is likely the next VMA: start loading it.
+        prefetch_vma(next);
+        found.map(|(_, _, v)| v)
     }
 }
 
@@ -239,12 +242,37 @@ pub fn walk_vmas_locked(
     )
 }
 
-/// The shape both `/proc` chunk walks share ([`walk_vmas_locked`], [`crate::walk_vmas_lockless`]): from
+/// Starts loading the first two cache lines of the VMA at `addr` (a [`vmspace_maple::Cursor::next_slot_hint`],
+/// which may be 0, stale or not a VMA at all) while the walk works on the current one: a chunk's VMAs lie
+/// scattered in the pool, and each is otherwise a cache miss at the moment its copy starts. A prefetch
+/// only hints the cache (it never faults and reads nothing the program sees).
+#[inline(always)]
+pub(crate) fn prefetch_vma(addr: usize) {
+    #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
+    if addr != 0 {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        let p = std::ptr::without_provenance::<i8>(addr);
+        // SAFETY: `sse` is part of the x86-64 baseline, so the instruction exists on every target this
+        // builds for; a prefetch of any address, mapped or not, neither faults nor reads memory the
+        // program observes.
+        unsafe {
+            _mm_prefetch::<_MM_HINT_T0>(p);
+            _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(64));
+        }
+    }
+    #[cfg(not(all(target_arch = "x86_64", not(loom), not(miri))))]
+    let _ = addr;
+}
+
+/// The shape of the `/proc` chunk walks ([`walk_vmas_locked`]; [`crate::walk_vmas_lockless`] writes the
+/// same loop out, to keep its copy in one place): from
 /// `from`, one RCU read-side section and one tree cursor step from entry to entry; `begin` runs before each
 /// step's lookup (e.g. a speculation on `mm_lock_seq`) and `fast` turns its state, the position and the entry
 /// found into an item and the item's end, or refuses the entry (`None`). A refusal ends the read-side section
 /// and takes one `slow` step from the position (which may wait for a writer, or fail with `E`), after which the
-/// fast path resumes. Each item goes to `step` until it returns `false` or the VMAs end; returns where the walk
+/// fast path resumes. The cursor goes on from the end of each item, not from the end of the range it found
+/// (which differ when a VMA changed between the lookup and its lock). Each item goes to `step` until it
+/// returns `false` or the VMAs end; returns where the walk
 /// stopped (the end of the last item `step` accepted, or `from`) and whether it reached the end.
 pub(crate) fn walk_chunk<S, T, E>(
     tree: &MapleTree<&'static Vma>,
@@ -263,7 +291,15 @@ pub(crate) fn walk_chunk<S, T, E>(
             loop {
                 let state = begin();
                 let Some(entry) = cur.find(u64::MAX) else { return Ok((pos, true)) };
+                prefetch_vma(cur.next_slot_hint());
                 let Some((item, end)) = fast(state, pos, entry, &guard) else { break };
+                if cur.last().wrapping_add(1) != end {
+                    // The item's range is not the one the cursor found (its VMA shrank or grew after the
+                    // cursor read the tree): the cursor would go on from its own end and skip, or repeat,
+                    // what lies between. The next step looks up from the item's end instead, as
+                    // `lock_next_vma(end)` would.
+                    cur.set(end);
+                }
                 if !step(item) {
                     return Ok((pos, false));
                 }
