@@ -24,7 +24,7 @@
 //! The path is only followed under the writer lock, when every node of the tree is live; it stays valid as
 //! long as the nodes it names are still the tree's with the same ranges. Every store bumps a count in the
 //! writer state (`WState::stamp`); a cursor keeps the count of its last walk and, when they differ (a store it
-//! did not make: through the [`Writer`], another cursor, or while it was paused), drops its path and descends
+//! did not make: through the [`Writer`], another cursor, or between two lock sessions), drops its path and descends
 //! again. After a store of its own it keeps what the store did not replace (the store reports it,
 //! `write::After`):
 //!
@@ -36,8 +36,9 @@
 //! * a rebuild that **replaces the root** (the tree grows, shrinks or empties) leaves nothing: the cursor
 //!   descends again (counted).
 //!
-//! A [`PausedWriteCursor`] keeps the state while the writer lock is released (`mas_pause` keeps only the
-//! index; this keeps the path too, and trusts it again only if the tree is the same and no store was made
+//! The state lives in a [`WriteCursorState`], which the cursor borrows (so that a caller keeps it in place
+//! across several lock sessions without copying the path): it outlives the writer lock (`mas_pause` keeps only
+//! the index; this keeps the path too, and trusts it again only if the tree is the same and no store was made
 //! meanwhile). It borrows the tree, so the nodes it names cannot be freed by the tree's drop; a retired node
 //! can only be reused after a store replaced it, which the count detects.
 
@@ -61,28 +62,29 @@ struct State {
     at: bool,
 }
 
-/// A writer's cursor: the maple tree's `ma_state` held by a writer (module docs). Borrows the [`Writer`];
-/// [`WriteCursor::pause`] releases the borrow and keeps the state.
+/// A writer's cursor: the maple tree's `ma_state` held by a writer (module docs). Borrows the [`Writer`] and
+/// its [`WriteCursorState`] ([`Writer::cursor`]); dropping it keeps the state for the next lock session.
 ///
 /// Positions are ranges: the cursor is at an index, and "the current range" is the slot holding it (an
 /// entry's whole range, or a whole empty range). Reads ([`WriteCursor::range`], `load`, `next`, `prev`,
 /// `find`) and stores (`store_range`, `insert_range`, `erase`) reuse the cached path; see the module docs.
 pub struct WriteCursor<'w, 'a, T: Entry> {
     w: &'w mut Writer<'a, T>,
-    s: State,
+    s: &'w mut State,
 }
 
-/// A [`WriteCursor`] without its writer (the writer lock may be released meanwhile): resume it with
-/// [`Writer::resume`]. Its path is used again only if it is the same tree and no store was made since.
-pub struct PausedWriteCursor<'a, T: Entry> {
+/// The state of a [`WriteCursor`] (its index and cached path), kept by the caller while the writer lock is
+/// released: [`Writer::cursor`] makes a cursor of it again. Its path is used again only if it is the same tree
+/// and no store was made since.
+pub struct WriteCursorState<'a, T: Entry> {
     tree: &'a MapleTree<T>,
     s: State,
 }
 
-impl<'a, T: Entry> PausedWriteCursor<'a, T> {
-    /// A cursor of `tree` at `index` that has not walked yet.
+impl<'a, T: Entry> WriteCursorState<'a, T> {
+    /// A cursor state of `tree` at `index` that has not walked yet.
     pub fn new(tree: &'a MapleTree<T>, index: u64) -> Self {
-        PausedWriteCursor { tree, s: State { index, path: None, stamp: 0, at: false } }
+        WriteCursorState { tree, s: State { index, path: None, stamp: 0, at: false } }
     }
 
     /// The index the cursor is at.
@@ -101,21 +103,14 @@ fn value<T: Entry>(raw: usize) -> Option<T> {
 }
 
 impl<'w, 'a, T: Entry> WriteCursor<'w, 'a, T> {
-    pub(crate) fn new(w: &'w mut Writer<'a, T>, index: u64) -> Self {
-        WriteCursor { w, s: State { index, path: None, stamp: 0, at: false } }
-    }
-
-    pub(crate) fn resume(w: &'w mut Writer<'a, T>, p: PausedWriteCursor<'a, T>) -> Self {
-        let mut s = p.s;
-        if !std::ptr::eq(w.tree, p.tree) {
-            s.path = None;
+    pub(crate) fn new(w: &'w mut Writer<'a, T>, st: &'w mut WriteCursorState<'a, T>) -> Self {
+        if !std::ptr::eq(w.tree, st.tree) {
+            // Another tree's state: keep the index only.
+            st.tree = w.tree;
+            st.s.path = None;
+            st.s.at = false;
         }
-        WriteCursor { w, s }
-    }
-
-    /// Releases the writer, keeping the state (see [`PausedWriteCursor`]).
-    pub fn pause(self) -> PausedWriteCursor<'a, T> {
-        PausedWriteCursor { tree: self.w.tree, s: self.s }
+        WriteCursor { w, s: &mut st.s }
     }
 
     /// The writer (read-only: validation, statistics).

@@ -163,7 +163,7 @@ use std::sync::Arc;
 use vmspace_rcu::sync::{AtomicU64, Mutex, MutexGuard, Ordering};
 use vmspace_rcu::{CachePadded, Guard};
 
-pub use cursor::{PausedWriteCursor, WriteCursor};
+pub use cursor::{WriteCursor, WriteCursorState};
 pub use non_rcu::NonRcuMapleTree;
 pub use read::{Cursor, PausedCursor};
 pub use slab::{NODE_CHUNK_SHIFT, NODE_KEEP_EMPTY_BYTES, SlabStats};
@@ -802,16 +802,11 @@ impl<'a, T: Entry> Writer<'a, T> {
         self.st.descents
     }
 
-    /// A write cursor at `index` (the kernel's `ma_state` of a writer; see [`WriteCursor`]). It walks from
-    /// the root once, on its first operation.
-    pub fn cursor(&mut self, index: u64) -> WriteCursor<'_, 'a, T> {
-        WriteCursor::new(self, index)
-    }
-
-    /// Resumes a paused write cursor on this writer: its cached path is used again if no store was made since
-    /// it was paused and it belongs to this tree; otherwise it walks from the root on its next operation.
-    pub fn resume(&mut self, paused: PausedWriteCursor<'a, T>) -> WriteCursor<'_, 'a, T> {
-        WriteCursor::resume(self, paused)
+    /// A write cursor (the kernel's `ma_state` of a writer; see [`WriteCursor`]) over `state`, which keeps its
+    /// index and cached path between lock sessions: the path is used again if `state` is of this tree and no
+    /// store was made since it was last used; otherwise the cursor walks from the root on its first operation.
+    pub fn cursor<'w>(&'w mut self, state: &'w mut WriteCursorState<'a, T>) -> WriteCursor<'w, 'a, T> {
+        WriteCursor::new(self, state)
     }
 
     /// Hands the nodes retired so far to RCU now (they are otherwise batched, see [`NodeStats::pending_free`])

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
 
 use proptest::prelude::*;
-use vmspace_maple::{MapleError, MapleTree, PausedWriteCursor, WriteCursor, Writer};
+use vmspace_maple::{MapleError, MapleTree, WriteCursor, WriteCursorState, Writer};
 
 type V = NonZeroUsize;
 
@@ -156,10 +156,10 @@ fn run(ops: &[Op]) {
     let t = MapleTree::<V>::new();
     let mut m = Oracle::default();
     let mut idx = 0u64;
-    let mut paused = Some(PausedWriteCursor::new(&t, 0));
+    let mut state = WriteCursorState::new(&t, 0);
     let mut w = t.lock();
     for o in ops {
-        let mut c = w.resume(paused.take().unwrap());
+        let mut c = w.cursor(&mut state);
         assert_eq!(c.index(), idx);
         let mut changed = false;
         match *o {
@@ -244,7 +244,7 @@ fn run(ops: &[Op]) {
                 changed = true;
             }
             Op::Pause => {
-                paused = Some(c.pause());
+                drop(c);
                 drop(w);
                 w = t.lock();
                 continue;
@@ -290,7 +290,6 @@ fn run(ops: &[Op]) {
         // The cursor's view of its range after every operation.
         let (f, l, v) = c.range();
         assert_eq!((f, l, v.map(|v| v.get())), m.range(idx), "range after {o:?}");
-        paused = Some(c.pause());
     }
 }
 
@@ -328,7 +327,8 @@ fn one_descent_per_cursor() {
     for round in 0..50u64 {
         let gap = 10 * (round * 17 % 1000) + 6;
         let d = descents_of(&t, |w| {
-            let mut c = w.cursor(gap);
+            let mut st = WriteCursorState::new(w.tree(), gap);
+            let mut c = w.cursor(&mut st);
             assert_eq!(c.load(), None);
             let prev = c.prev(0).map(|x| x.1);
             let next = c.next(u64::MAX).map(|x| x.0);
@@ -339,7 +339,8 @@ fn one_descent_per_cursor() {
         });
         assert_eq!(d, 1, "mmap-like call, round {round}");
         let d = descents_of(&t, |w| {
-            let mut c = w.cursor(gap);
+            let mut st = WriteCursorState::new(w.tree(), gap);
+            let mut c = w.cursor(&mut st);
             assert_eq!(c.find(gap + 1).map(|x| x.0), Some(gap));
             let floor = c.prev(0).map(|x| x.1);
             c.set(gap);
@@ -367,7 +368,8 @@ fn one_descent_per_cursor() {
 fn steps_and_jumps_reuse_ancestors() {
     let t = tree_of(1000);
     let d = descents_of(&t, |w| {
-        let mut c = w.cursor(0);
+        let mut st = WriteCursorState::new(w.tree(), 0);
+        let mut c = w.cursor(&mut st);
         let mut n = 0i32;
         while c.next(u64::MAX).is_some() {
             n += 1;
@@ -388,41 +390,39 @@ fn steps_and_jumps_reuse_ancestors() {
     t.validate().unwrap();
 }
 
-/// A store the cursor did not make (through the writer, or while it was paused) makes it descend again; a
-/// pause with no store between keeps its path; a cursor resumed on another tree drops it.
+/// A store the cursor did not make (through the writer, or between two lock sessions) makes it descend again;
+/// a new lock session with no store between keeps its path; a state used on another tree drops it.
 #[test]
 fn foreign_stores_make_the_cursor_descend() {
     let t = tree_of(1000);
     let u = tree_of(10);
+    let mut st = WriteCursorState::new(&t, 5006);
     let mut w = t.lock();
     let d0 = w.descents();
-    let mut c = w.cursor(5006);
+    let mut c = w.cursor(&mut st);
     c.load();
     assert_eq!(c.writer().descents() - d0, 1);
     c.writer_mut().store_range(3006, 3007, Some(nz(1))).unwrap();
     assert_eq!(c.writer().descents() - d0, 2);
     assert_eq!(c.load(), None);
     assert_eq!(c.writer().descents() - d0, 3, "the writer's store invalidated the path");
-    let p = c.pause();
     drop(w);
     let mut w = t.lock();
-    let mut c = w.resume(p);
+    let mut c = w.cursor(&mut st);
     c.store_range(5006, 5007, Some(nz(2))).unwrap();
-    assert_eq!(c.writer().descents() - d0, 3, "nothing stored while paused: the path holds");
-    let p = c.pause();
+    assert_eq!(c.writer().descents() - d0, 3, "nothing stored between the sessions: the path holds");
     drop(w);
     t.store_range(7006, 7007, Some(nz(3))).unwrap();
     let mut w = t.lock();
     let d1 = w.descents();
-    let mut c = w.resume(p);
+    let mut c = w.cursor(&mut st);
     assert_eq!(c.range(), (5006, 5007, Some(nz(2))));
-    assert_eq!(c.writer().descents() - d1, 1, "a store while paused invalidated the path");
-    let p = c.pause();
+    assert_eq!(c.writer().descents() - d1, 1, "a store between the sessions invalidated the path");
     drop(w);
     let mut wu = u.lock();
     let du = wu.descents();
-    // The same lifetime, another tree: the path is not trusted.
-    let mut c: WriteCursor<'_, '_, V> = wu.resume(p);
+    // Another tree: the path is not trusted.
+    let mut c: WriteCursor<'_, '_, V> = wu.cursor(&mut st);
     assert_eq!(c.range(), (95, u64::MAX, None));
     assert_eq!(c.writer().descents() - du, 1);
     drop(wu);
@@ -436,8 +436,9 @@ fn foreign_stores_make_the_cursor_descend() {
 #[test]
 fn path_refreshed_after_every_kind_of_store() {
     let t = MapleTree::<V>::new();
+    let mut st = WriteCursorState::new(&t, 0);
     let mut w = t.lock();
-    let mut c = w.cursor(0);
+    let mut c = w.cursor(&mut st);
     // Empty tree: the first store makes a root leaf and the cursor walks it (one descent).
     c.store_range(100, 109, Some(nz(1))).unwrap();
     assert_eq!(c.writer().descents(), 1);

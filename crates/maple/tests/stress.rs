@@ -11,7 +11,7 @@
 //! that does not encode its range: readers check every entry they see in the windows (load_range and cursor
 //! passes both ways). The test also requires the in-place paths to have been taken. It runs twice: with the
 //! writer storing through its [`Writer`] (every store walks from the root), and through one [`WriteCursor`]
-//! kept (paused) across its lock sessions, whose stores start from the cached path.
+//! whose state is kept across the writer's lock sessions, whose stores start from the cached path.
 
 use std::num::NonZeroUsize;
 use std::sync::Arc;
@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use vmspace_maple::{MapleTree, PausedWriteCursor, WriteCursor, Writer};
+use vmspace_maple::{MapleTree, WriteCursor, WriteCursorState, Writer};
 
 type V = NonZeroUsize;
 
@@ -166,7 +166,7 @@ fn churn(w: &mut impl Stores, rng: &mut SmallRng, v: &mut usize) {
     }
 }
 
-/// `cursor`: the writer stores through one write cursor, paused between its lock sessions.
+/// `cursor`: the writer stores through one write cursor, its state kept across its lock sessions.
 fn run(rcu_readers: usize, cursor: bool) {
     let ms: u64 = std::env::var("MAPLE_STRESS_MS").ok().and_then(|s| s.parse().ok()).unwrap_or(1500);
     let t = Arc::new(MapleTree::<V>::new());
@@ -250,20 +250,18 @@ fn run(rcu_readers: usize, cursor: bool) {
     let mut writes = 0u64;
     let mut v = 1usize;
     let (descents0, stores0) = (t.descents(), t.store_stats().total());
-    let mut paused = Some(PausedWriteCursor::new(&t, 0));
+    let mut state = WriteCursorState::new(&t, 0);
     while Instant::now() < deadline {
         let mut w = t.lock();
         if cursor {
-            let mut c = w.resume(paused.take().unwrap());
-            churn(&mut c, &mut rng, &mut v);
-            paused = Some(c.pause());
+            churn(&mut w.cursor(&mut state), &mut rng, &mut v);
         } else {
             churn(&mut w, &mut rng, &mut v);
         }
         writes += 1;
         drop(w);
     }
-    drop(paused);
+    drop(state);
     stop.store(true, Ordering::Relaxed);
     for h in hs {
         h.join().unwrap();
