@@ -463,7 +463,10 @@ fn path_refreshed_after_every_kind_of_store() {
     }
     let after = c.writer().store_stats();
     assert!(after.node_store > before.node_store && after.rebuild > before.rebuild, "{after:?}");
-    assert!(c.writer().descents() - growth <= after.rebuild - before.rebuild, "only root replacements descend");
+    assert!(
+        c.writer().descents() - growth <= after.rebuild - before.rebuild,
+        "only root replacements descend"
+    );
     // A failed store: ENOMEM, nothing changed, the path still used (no descent).
     let d = c.writer().descents();
     c.writer_mut().release_reserve();
