@@ -36,61 +36,49 @@
 //! * a rebuild that **replaces the root** (the tree grows, shrinks or empties) leaves nothing: the cursor
 //!   descends again (counted).
 //!
-//! The state lives in a [`WriteCursorState`], which the cursor borrows (so that a caller keeps it in place
-//! across several lock sessions without copying the path): it outlives the writer lock (`mas_pause` keeps only
-//! the index; this keeps the path too, and trusts it again only if the tree is the same and no store was made
-//! meanwhile). It borrows the tree, so the nodes it names cannot be freed by the tree's drop; a retired node
-//! can only be reused after a store replaced it, which the count detects.
+//! The state (index and path) lives in the writer state under the tree's mutex (`WState::cursor`, one per
+//! tree: a tree has one writer at a time), so it outlives a lock session at no cost: [`Writer::cursor`] starts
+//! a new cursor (its first operation walks from the root, as a new `ma_state` does), and
+//! [`Writer::resume_cursor`] takes the cursor up where the last one stopped (`mas_pause` keeps only the index;
+//! this keeps the path too, trusted again only if no store was made meanwhile). The path is boxed, allocated
+//! once per tree at its first cursor, so that handing it to a store moves a pointer, not 20 levels.
 
 use std::num::NonZeroUsize;
 
 use vmspace_rcu::sync::Ordering;
 
-use crate::node::{Enode, LEAF_PIVOTS};
-use crate::write::{After, Path, store_at, walk, walk_from};
-use crate::{Entry, MapleError, MapleTree, Writer};
+use crate::node::{Enode, LEAF_PIVOTS, Locked};
+use crate::write::{After, Lvl, Path, store_at, walk, walk_from};
+use crate::{Entry, MapleError, Writer};
 
-/// The cursor's state without the writer borrow.
-struct State {
+/// The writer's cursor state (`WState::cursor`).
+pub(crate) struct CursorState {
     /// The index the cursor is at.
     index: u64,
-    /// The path of the last walk (`None`: none yet, or the tree is empty).
-    path: Option<Path>,
+    /// The path of the last walk (allocated at the first walk; `None` also while a store borrows it).
+    path: Option<Box<Path>>,
+    /// The path is the tree's as of `stamp` (else it is only storage).
+    valid: bool,
     /// The writer's store count when `path` was last walked or refreshed.
     stamp: u64,
     /// The path's offsets are those of `index` (else only its levels' nodes and ranges are known).
     at: bool,
 }
 
-/// A writer's cursor: the maple tree's `ma_state` held by a writer (module docs). Borrows the [`Writer`] and
-/// its [`WriteCursorState`] ([`Writer::cursor`]); dropping it keeps the state for the next lock session.
+impl CursorState {
+    pub(crate) fn new() -> Self {
+        CursorState { index: 0, path: None, valid: false, stamp: 0, at: false }
+    }
+}
+
+/// A writer's cursor: the maple tree's `ma_state` held by a writer (module docs). Borrows the [`Writer`], whose
+/// state keeps the cursor's index and path when it is dropped ([`Writer::resume_cursor`]).
 ///
 /// Positions are ranges: the cursor is at an index, and "the current range" is the slot holding it (an
 /// entry's whole range, or a whole empty range). Reads ([`WriteCursor::range`], `load`, `next`, `prev`,
 /// `find`) and stores (`store_range`, `insert_range`, `erase`) reuse the cached path; see the module docs.
 pub struct WriteCursor<'w, 'a, T: Entry> {
     w: &'w mut Writer<'a, T>,
-    s: &'w mut State,
-}
-
-/// The state of a [`WriteCursor`] (its index and cached path), kept by the caller while the writer lock is
-/// released: [`Writer::cursor`] makes a cursor of it again. Its path is used again only if it is the same tree
-/// and no store was made since.
-pub struct WriteCursorState<'a, T: Entry> {
-    tree: &'a MapleTree<T>,
-    s: State,
-}
-
-impl<'a, T: Entry> WriteCursorState<'a, T> {
-    /// A cursor state of `tree` at `index` that has not walked yet.
-    pub fn new(tree: &'a MapleTree<T>, index: u64) -> Self {
-        WriteCursorState { tree, s: State { index, path: None, stamp: 0, at: false } }
-    }
-
-    /// The index the cursor is at.
-    pub fn index(&self) -> u64 {
-        self.s.index
-    }
 }
 
 /// Rebuilds a value from a raw leaf word (0 = NULL).
@@ -103,14 +91,15 @@ fn value<T: Entry>(raw: usize) -> Option<T> {
 }
 
 impl<'w, 'a, T: Entry> WriteCursor<'w, 'a, T> {
-    pub(crate) fn new(w: &'w mut Writer<'a, T>, st: &'w mut WriteCursorState<'a, T>) -> Self {
-        if !std::ptr::eq(w.tree, st.tree) {
-            // Another tree's state: keep the index only.
-            st.tree = w.tree;
-            st.s.path = None;
-            st.s.at = false;
+    /// A new cursor at `index` (`fresh`: its path is not trusted, it walks from the root) or the last one.
+    pub(crate) fn new(w: &'w mut Writer<'a, T>, index: Option<u64>) -> Self {
+        if let Some(index) = index {
+            let cs = &mut w.st.cursor;
+            cs.index = index;
+            cs.valid = false;
+            cs.at = false;
         }
-        WriteCursor { w, s: &mut st.s }
+        WriteCursor { w }
     }
 
     /// The writer (read-only: validation, statistics).
@@ -126,31 +115,35 @@ impl<'w, 'a, T: Entry> WriteCursor<'w, 'a, T> {
 
     /// The index the cursor is at.
     pub fn index(&self) -> u64 {
-        self.s.index
+        self.w.st.cursor.index
     }
 
     /// Moves the cursor to `index` (`mas_set`); the walk happens on the next operation, from the deepest
     /// cached level that covers `index`.
     pub fn set(&mut self, index: u64) {
-        if index != self.s.index {
-            self.s.index = index;
-            self.s.at = false;
+        let cs = &mut self.w.st.cursor;
+        if index != cs.index {
+            cs.index = index;
+            cs.at = false;
         }
     }
 
-    /// Positions the path at `self.s.index`; returns the leaf's depth, or None for an empty tree.
+    /// Positions the path at the cursor's index; returns the leaf's depth, or None for an empty tree.
     #[inline]
     fn ensure(&mut self) -> Option<usize> {
-        let (tree, lk, st) = self.w.parts();
+        let tree = self.w.tree;
+        let lk = Locked::new();
+        let st = &mut *self.w.st;
         if st.height == 0 {
-            self.s.path = None;
+            st.cursor.valid = false;
             return None;
         }
         let leaf_d = st.height - 1;
-        let idx = self.s.index;
-        match &mut self.s.path {
-            Some(p) if self.s.stamp == st.stamp => {
-                if !self.s.at {
+        let cs = &mut st.cursor;
+        let idx = cs.index;
+        match &mut cs.path {
+            Some(p) if cs.valid && cs.stamp == st.stamp => {
+                if !cs.at {
                     // Level 0 (the root) covers every index.
                     let mut d = leaf_d;
                     while d > 0 && !(p.lv[d].min <= idx && idx <= p.lv[d].max) {
@@ -159,26 +152,40 @@ impl<'w, 'a, T: Entry> WriteCursor<'w, 'a, T> {
                     walk_from(lk, p, d, idx, leaf_d);
                 }
             }
-            _ => {
+            path => {
                 // Relaxed: the writer reads its own stores.
                 let root = Enode::from_word(tree.root.load(Ordering::Relaxed))?;
                 st.descents += 1;
-                self.s.path = Some(walk(lk, root, idx, leaf_d));
-                self.s.stamp = st.stamp;
+                let root_lvl = Lvl { e: root, min: 0, max: u64::MAX, off: 0 };
+                match path {
+                    Some(p) => {
+                        p.lv[0] = root_lvl;
+                        walk_from(lk, p, 0, idx, leaf_d);
+                    }
+                    None => *path = Some(Box::new(walk(lk, root, idx, leaf_d))),
+                }
+                cs.valid = true;
+                cs.stamp = st.stamp;
             }
         }
-        self.s.at = true;
+        cs.at = true;
         Some(leaf_d)
+    }
+
+    /// The path's level `d` (the cursor is positioned).
+    #[inline]
+    fn level(&self, d: usize) -> Lvl {
+        match &self.w.st.cursor.path {
+            Some(p) => p.lv[d],
+            None => unreachable!("a positioned cursor has a path"),
+        }
     }
 
     /// The current range: `(first, last, entry)` of the slot holding the index (`vma_iter_load` with its
     /// range). `(0, u64::MAX, None)` in an empty tree.
     pub fn range(&mut self) -> (u64, u64, Option<T>) {
         let Some(d) = self.ensure() else { return (0, u64::MAX, None) };
-        let lv = match &self.s.path {
-            Some(p) => p.lv[d],
-            None => return (0, u64::MAX, None),
-        };
+        let lv = self.level(d);
         let n = lv.e.locked(self.w.locked());
         (
             n.slot_first(lv.off, lv.min),
@@ -192,30 +199,34 @@ impl<'w, 'a, T: Entry> WriteCursor<'w, 'a, T> {
         self.range().2
     }
 
-    /// Moves to the slot after the current range, which ends at `l < u64::MAX`.
+    /// Moves to the slot after the current range, which ends at `l < u64::MAX` (the cursor is positioned).
     fn step_forward(&mut self, l: u64) {
-        self.s.index = l + 1;
-        if let Some(p) = &mut self.s.path {
-            let d = self.w.st.height - 1;
-            if l < p.lv[d].max {
-                p.lv[d].off += 1;
-                return;
-            }
+        let st = &mut *self.w.st;
+        let d = st.height - 1;
+        let cs = &mut st.cursor;
+        cs.index = l + 1;
+        if let Some(p) = &mut cs.path
+            && l < p.lv[d].max
+        {
+            p.lv[d].off += 1;
+            return;
         }
-        self.s.at = false;
+        cs.at = false;
     }
 
-    /// Moves to the slot before the current range, which starts at `f > 0`.
+    /// Moves to the slot before the current range, which starts at `f > 0` (the cursor is positioned).
     fn step_back(&mut self, f: u64) {
-        self.s.index = f - 1;
-        if let Some(p) = &mut self.s.path {
-            let d = self.w.st.height - 1;
-            if f > p.lv[d].min {
-                p.lv[d].off -= 1;
-                return;
-            }
+        let st = &mut *self.w.st;
+        let d = st.height - 1;
+        let cs = &mut st.cursor;
+        cs.index = f - 1;
+        if let Some(p) = &mut cs.path
+            && f > p.lv[d].min
+        {
+            p.lv[d].off -= 1;
+            return;
         }
-        self.s.at = false;
+        cs.at = false;
     }
 
     /// The next entry after the current range that starts at or below `max`, with its whole range; the cursor
@@ -255,7 +266,7 @@ impl<'w, 'a, T: Entry> WriteCursor<'w, 'a, T> {
     /// The first entry intersecting `[index, max]`, with its whole range (the current range's entry if there
     /// is one, else [`WriteCursor::next`]); the cursor moves to it (`mas_find` from a set index).
     pub fn find(&mut self, max: u64) -> Option<(u64, u64, T)> {
-        if self.s.index > max {
+        if self.index() > max {
             return None;
         }
         match self.range() {
@@ -314,15 +325,20 @@ impl<'w, 'a, T: Entry> WriteCursor<'w, 'a, T> {
         }
         self.set(first);
         let leaf_d = self.ensure();
-        let (tree, lk, st) = self.w.parts();
-        match store_at(tree, lk, st, first, last, raw, insert, self.s.path.as_ref()) {
+        let tree = self.w.tree;
+        let lk = Locked::new();
+        let st = &mut *self.w.st;
+        // The store borrows the path (a pointer move) while it has the writer state.
+        let mut path = if leaf_d.is_some() { st.cursor.path.take() } else { None };
+        let r = store_at(tree, lk, st, first, last, raw, insert, path.as_deref());
+        let out = match r {
             Err(e) => {
                 // Nothing changed (module `write`): the path still holds.
-                self.s.stamp = st.stamp;
+                st.cursor.stamp = st.stamp;
                 Err(e)
             }
             Ok((replaced, after)) => {
-                match (after, &mut self.s.path, leaf_d) {
+                match (after, &mut path, leaf_d) {
                     (After::Kept, Some(p), Some(d)) => walk_from(lk, p, d, first, d),
                     (After::Leaf(e), Some(p), Some(d)) => {
                         p.lv[d].e = e;
@@ -335,19 +351,28 @@ impl<'w, 'a, T: Entry> WriteCursor<'w, 'a, T> {
                     _ => {
                         // The root changed: walk again from it (a tree that became empty has no path).
                         // Relaxed: the writer reads its own stores.
-                        self.s.path = match Enode::from_word(tree.root.load(Ordering::Relaxed)) {
+                        match Enode::from_word(tree.root.load(Ordering::Relaxed)) {
                             Some(root) => {
                                 st.descents += 1;
-                                Some(walk(lk, root, first, st.height - 1))
+                                let p = walk(lk, root, first, st.height - 1);
+                                match &mut path {
+                                    Some(b) => **b = p,
+                                    None => path = Some(Box::new(p)),
+                                }
+                                st.cursor.valid = true;
                             }
-                            None => None,
-                        };
+                            None => st.cursor.valid = false,
+                        }
                     }
                 }
-                self.s.stamp = st.stamp;
-                self.s.at = true;
+                st.cursor.stamp = st.stamp;
+                st.cursor.at = true;
                 Ok(replaced)
             }
+        };
+        if path.is_some() {
+            st.cursor.path = path;
         }
+        out
     }
 }

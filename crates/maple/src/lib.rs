@@ -163,7 +163,7 @@ use std::sync::Arc;
 use vmspace_rcu::sync::{AtomicU64, Mutex, MutexGuard, Ordering};
 use vmspace_rcu::{CachePadded, Guard};
 
-pub use cursor::{WriteCursor, WriteCursorState};
+pub use cursor::WriteCursor;
 pub use non_rcu::NonRcuMapleTree;
 pub use read::{Cursor, PausedCursor};
 pub use slab::{NODE_CHUNK_SHIFT, NODE_KEEP_EMPTY_BYTES, SlabStats};
@@ -355,6 +355,8 @@ pub(crate) struct WState {
     /// Walks from the root word to a leaf made to position a store or a write cursor (see
     /// [`Writer::descents`]).
     pub(crate) descents: u64,
+    /// The writer's cursor (index and cached path; module `cursor`).
+    pub(crate) cursor: cursor::CursorState,
 }
 
 /// Stores by the path they took, for tests and benchmarks ([`MapleTree::store_stats`]): the in-place stores on a
@@ -441,6 +443,7 @@ impl<T: Entry> MapleTree<T> {
                 stores: StoreStats::default(),
                 stamp: 0,
                 descents: 0,
+                cursor: cursor::CursorState::new(),
             }),
             counters,
             _t: PhantomData,
@@ -802,11 +805,17 @@ impl<'a, T: Entry> Writer<'a, T> {
         self.st.descents
     }
 
-    /// A write cursor (the kernel's `ma_state` of a writer; see [`WriteCursor`]) over `state`, which keeps its
-    /// index and cached path between lock sessions: the path is used again if `state` is of this tree and no
-    /// store was made since it was last used; otherwise the cursor walks from the root on its first operation.
-    pub fn cursor<'w>(&'w mut self, state: &'w mut WriteCursorState<'a, T>) -> WriteCursor<'w, 'a, T> {
-        WriteCursor::new(self, state)
+    /// A new write cursor at `index` (the kernel's `ma_state` of a writer; see [`WriteCursor`]): its first
+    /// operation walks from the root (a descent).
+    pub fn cursor(&mut self, index: u64) -> WriteCursor<'_, 'a, T> {
+        WriteCursor::new(self, Some(index))
+    }
+
+    /// The writer's cursor where the last one left it, in this lock session or an earlier one (the tree keeps
+    /// one cursor state): its cached path is used again if no store was made since; otherwise it walks from
+    /// the root on its first operation.
+    pub fn resume_cursor(&mut self) -> WriteCursor<'_, 'a, T> {
+        WriteCursor::new(self, None)
     }
 
     /// Hands the nodes retired so far to RCU now (they are otherwise batched, see [`NodeStats::pending_free`])

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
 
 use proptest::prelude::*;
-use vmspace_maple::{MapleError, MapleTree, WriteCursor, WriteCursorState, Writer};
+use vmspace_maple::{MapleError, MapleTree, Writer};
 
 type V = NonZeroUsize;
 
@@ -156,10 +156,10 @@ fn run(ops: &[Op]) {
     let t = MapleTree::<V>::new();
     let mut m = Oracle::default();
     let mut idx = 0u64;
-    let mut state = WriteCursorState::new(&t, 0);
     let mut w = t.lock();
+    let mut first = true;
     for o in ops {
-        let mut c = w.cursor(&mut state);
+        let mut c = if std::mem::take(&mut first) { w.cursor(0) } else { w.resume_cursor() };
         assert_eq!(c.index(), idx);
         let mut changed = false;
         match *o {
@@ -327,8 +327,7 @@ fn one_descent_per_cursor() {
     for round in 0..50u64 {
         let gap = 10 * (round * 17 % 1000) + 6;
         let d = descents_of(&t, |w| {
-            let mut st = WriteCursorState::new(w.tree(), gap);
-            let mut c = w.cursor(&mut st);
+            let mut c = w.cursor(gap);
             assert_eq!(c.load(), None);
             let prev = c.prev(0).map(|x| x.1);
             let next = c.next(u64::MAX).map(|x| x.0);
@@ -339,8 +338,7 @@ fn one_descent_per_cursor() {
         });
         assert_eq!(d, 1, "mmap-like call, round {round}");
         let d = descents_of(&t, |w| {
-            let mut st = WriteCursorState::new(w.tree(), gap);
-            let mut c = w.cursor(&mut st);
+            let mut c = w.cursor(gap);
             assert_eq!(c.find(gap + 1).map(|x| x.0), Some(gap));
             let floor = c.prev(0).map(|x| x.1);
             c.set(gap);
@@ -368,8 +366,7 @@ fn one_descent_per_cursor() {
 fn steps_and_jumps_reuse_ancestors() {
     let t = tree_of(1000);
     let d = descents_of(&t, |w| {
-        let mut st = WriteCursorState::new(w.tree(), 0);
-        let mut c = w.cursor(&mut st);
+        let mut c = w.cursor(0);
         let mut n = 0i32;
         while c.next(u64::MAX).is_some() {
             n += 1;
@@ -391,15 +388,13 @@ fn steps_and_jumps_reuse_ancestors() {
 }
 
 /// A store the cursor did not make (through the writer, or between two lock sessions) makes it descend again;
-/// a new lock session with no store between keeps its path; a state used on another tree drops it.
+/// a resumed cursor with no store since keeps its path; a new cursor walks from the root.
 #[test]
 fn foreign_stores_make_the_cursor_descend() {
     let t = tree_of(1000);
-    let u = tree_of(10);
-    let mut st = WriteCursorState::new(&t, 5006);
     let mut w = t.lock();
     let d0 = w.descents();
-    let mut c = w.cursor(&mut st);
+    let mut c = w.cursor(5006);
     c.load();
     assert_eq!(c.writer().descents() - d0, 1);
     c.writer_mut().store_range(3006, 3007, Some(nz(1))).unwrap();
@@ -408,26 +403,25 @@ fn foreign_stores_make_the_cursor_descend() {
     assert_eq!(c.writer().descents() - d0, 3, "the writer's store invalidated the path");
     drop(w);
     let mut w = t.lock();
-    let mut c = w.cursor(&mut st);
+    let mut c = w.resume_cursor();
+    assert_eq!(c.index(), 5006);
     c.store_range(5006, 5007, Some(nz(2))).unwrap();
     assert_eq!(c.writer().descents() - d0, 3, "nothing stored between the sessions: the path holds");
     drop(w);
     t.store_range(7006, 7007, Some(nz(3))).unwrap();
     let mut w = t.lock();
     let d1 = w.descents();
-    let mut c = w.cursor(&mut st);
+    let mut c = w.resume_cursor();
     assert_eq!(c.range(), (5006, 5007, Some(nz(2))));
     assert_eq!(c.writer().descents() - d1, 1, "a store between the sessions invalidated the path");
     drop(w);
-    let mut wu = u.lock();
-    let du = wu.descents();
-    // Another tree: the path is not trusted.
-    let mut c: WriteCursor<'_, '_, V> = wu.cursor(&mut st);
-    assert_eq!(c.range(), (95, u64::MAX, None));
-    assert_eq!(c.writer().descents() - du, 1);
-    drop(wu);
+    let mut w = t.lock();
+    let d2 = w.descents();
+    let mut c = w.cursor(5006);
+    assert_eq!(c.range(), (5006, 5007, Some(nz(2))));
+    assert_eq!(c.writer().descents() - d2, 1, "a new cursor walks from the root");
+    drop(w);
     t.validate().unwrap();
-    u.validate().unwrap();
 }
 
 /// After a store that copied the leaf, or rebuilt below a parent, the cursor keeps the untouched levels and
@@ -436,9 +430,8 @@ fn foreign_stores_make_the_cursor_descend() {
 #[test]
 fn path_refreshed_after_every_kind_of_store() {
     let t = MapleTree::<V>::new();
-    let mut st = WriteCursorState::new(&t, 0);
     let mut w = t.lock();
-    let mut c = w.cursor(&mut st);
+    let mut c = w.cursor(0);
     // Empty tree: the first store makes a root leaf and the cursor walks it (one descent).
     c.store_range(100, 109, Some(nz(1))).unwrap();
     assert_eq!(c.writer().descents(), 1);

@@ -11,7 +11,8 @@
 //! that does not encode its range: readers check every entry they see in the windows (load_range and cursor
 //! passes both ways). The test also requires the in-place paths to have been taken. It runs twice: with the
 //! writer storing through its [`Writer`] (every store walks from the root), and through one [`WriteCursor`]
-//! whose state is kept across the writer's lock sessions, whose stores start from the cached path.
+//! taken up again in each of the writer's lock sessions (`Writer::resume_cursor`), whose stores start from the
+//! cached path.
 
 use std::num::NonZeroUsize;
 use std::sync::Arc;
@@ -20,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use vmspace_maple::{MapleTree, WriteCursor, WriteCursorState, Writer};
+use vmspace_maple::{MapleTree, WriteCursor, Writer};
 
 type V = NonZeroUsize;
 
@@ -250,18 +251,16 @@ fn run(rcu_readers: usize, cursor: bool) {
     let mut writes = 0u64;
     let mut v = 1usize;
     let (descents0, stores0) = (t.descents(), t.store_stats().total());
-    let mut state = WriteCursorState::new(&t, 0);
     while Instant::now() < deadline {
         let mut w = t.lock();
         if cursor {
-            churn(&mut w.cursor(&mut state), &mut rng, &mut v);
+            churn(&mut w.resume_cursor(), &mut rng, &mut v);
         } else {
             churn(&mut w, &mut rng, &mut v);
         }
         writes += 1;
         drop(w);
     }
-    drop(state);
     stop.store(true, Ordering::Relaxed);
     for h in hs {
         h.join().unwrap();

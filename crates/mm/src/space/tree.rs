@@ -55,10 +55,10 @@
 //! nodes (the tree's reserve) a call needs before the call changes anything, so a pool or tree allocation
 //! failure is an ENOMEM with nothing changed.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
-use vmspace_maple::{MapleTree, WriteCursor, WriteCursorState, Writer};
+use vmspace_maple::{MapleTree, WriteCursor, Writer};
 
 use super::{Errno, Mm, MmWrite, PAGE_MASK, TASK_SIZE};
 use crate::vma::{
@@ -383,17 +383,19 @@ impl super::MmRead<'_> {
 }
 
 /// The call's cursor into the VMA tree (module docs, "One cursor per call"): the tree's writer, taken at the
-/// first tree operation of the call and released before any wait for a VMA, and the cursor's state (index
-/// and cached path), which outlives the writer sessions of the call.
+/// first tree operation of the call and released before any wait for a VMA. The cursor's state (index and
+/// cached path) is the tree's writer cursor, which outlives the writer sessions: the call's first cursor
+/// operation starts a new cursor (`Writer::cursor`: one walk from the root), the later ones take it up again
+/// (`Writer::resume_cursor`).
 pub(crate) struct CallCursor<'a> {
     tree: &'a MapleTree<V>,
     writer: RefCell<Option<Writer<'a, V>>>,
-    state: RefCell<WriteCursorState<'a, V>>,
+    started: Cell<bool>,
 }
 
 impl<'a> CallCursor<'a> {
     pub(crate) fn new(tree: &'a MapleTree<V>) -> Self {
-        CallCursor { tree, writer: RefCell::new(None), state: RefCell::new(WriteCursorState::new(tree, 0)) }
+        CallCursor { tree, writer: RefCell::new(None), started: Cell::new(false) }
     }
 }
 
@@ -410,8 +412,7 @@ impl<'a> MmWrite<'a> {
     fn with_cursor<R>(&self, f: impl FnOnce(&mut WriteCursor<'_, 'a, V>) -> R) -> R {
         let mut slot = self.cur.writer.borrow_mut();
         let w = slot.get_or_insert_with(|| self.cur.tree.lock());
-        let mut st = self.cur.state.borrow_mut();
-        f(&mut w.cursor(&mut st))
+        if self.cur.started.replace(true) { f(&mut w.resume_cursor()) } else { f(&mut w.cursor(0)) }
     }
 
     /// Releases the tree's writer mutex (before a wait for a VMA's readers); the cursor keeps its state.
