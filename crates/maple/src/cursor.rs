@@ -131,6 +131,19 @@ impl<'w, 'a, T: Entry> WriteCursor<'w, 'a, T> {
     /// Positions the path at the cursor's index; returns the leaf's depth, or None for an empty tree.
     #[inline]
     fn ensure(&mut self) -> Option<usize> {
+        let st = &*self.w.st;
+        let cs = &st.cursor;
+        if cs.at && cs.valid && cs.stamp == st.stamp {
+            // Positioned and still the tree's (a valid path implies a non-empty tree).
+            return Some(st.height - 1);
+        }
+        self.position()
+    }
+
+    /// [`WriteCursor::ensure`] when the path is not at the index: a walk from the deepest cached level that
+    /// covers it, or from the root.
+    #[inline(never)]
+    fn position(&mut self) -> Option<usize> {
         let tree = self.w.tree;
         let lk = Locked::new();
         let st = &mut *self.w.st;
@@ -181,17 +194,21 @@ impl<'w, 'a, T: Entry> WriteCursor<'w, 'a, T> {
         }
     }
 
-    /// The current range: `(first, last, entry)` of the slot holding the index (`vma_iter_load` with its
-    /// range). `(0, u64::MAX, None)` in an empty tree.
-    pub fn range(&mut self) -> (u64, u64, Option<T>) {
-        let Some(d) = self.ensure() else { return (0, u64::MAX, None) };
+    /// The current slot of a positioned cursor whose leaf is at depth `d`: `(first, last, raw value)`.
+    #[inline]
+    fn slot(&self, d: usize) -> (u64, u64, usize) {
         let lv = self.level(d);
         let n = lv.e.locked(self.w.locked());
-        (
-            n.slot_first(lv.off, lv.min),
-            n.slot_last(LEAF_PIVOTS, lv.off, lv.max),
-            value(n.leaf_slot_locked(lv.off)),
-        )
+        (n.slot_first(lv.off, lv.min), n.slot_last(LEAF_PIVOTS, lv.off, lv.max), n.leaf_slot_locked(lv.off))
+    }
+
+    /// The current range: `(first, last, entry)` of the slot holding the index (`vma_iter_load` with its
+    /// range). `(0, u64::MAX, None)` in an empty tree.
+    #[inline]
+    pub fn range(&mut self) -> (u64, u64, Option<T>) {
+        let Some(d) = self.ensure() else { return (0, u64::MAX, None) };
+        let (f, l, v) = self.slot(d);
+        (f, l, value(v))
     }
 
     /// The entry at the index (`mas_walk` / `vma_iter_load`).
@@ -199,48 +216,51 @@ impl<'w, 'a, T: Entry> WriteCursor<'w, 'a, T> {
         self.range().2
     }
 
-    /// Moves to the slot after the current range, which ends at `l < u64::MAX` (the cursor is positioned).
-    fn step_forward(&mut self, l: u64) {
-        let st = &mut *self.w.st;
-        let d = st.height - 1;
-        let cs = &mut st.cursor;
+    /// Moves to the slot after the current range, which ends at `l < u64::MAX` (the cursor is positioned, its
+    /// leaf at depth `d`); returns the new leaf's depth (a slot step in the leaf, or a walk from the nearest
+    /// cached ancestor that covers `l + 1`).
+    #[inline]
+    fn step_forward(&mut self, d: usize, l: u64) -> usize {
+        let cs = &mut self.w.st.cursor;
         cs.index = l + 1;
         if let Some(p) = &mut cs.path
             && l < p.lv[d].max
         {
             p.lv[d].off += 1;
-            return;
+            return d;
         }
         cs.at = false;
+        self.position().unwrap_or(d)
     }
 
-    /// Moves to the slot before the current range, which starts at `f > 0` (the cursor is positioned).
-    fn step_back(&mut self, f: u64) {
-        let st = &mut *self.w.st;
-        let d = st.height - 1;
-        let cs = &mut st.cursor;
+    /// Moves to the slot before the current range, which starts at `f > 0` (as [`WriteCursor::step_forward`]).
+    #[inline]
+    fn step_back(&mut self, d: usize, f: u64) -> usize {
+        let cs = &mut self.w.st.cursor;
         cs.index = f - 1;
         if let Some(p) = &mut cs.path
             && f > p.lv[d].min
         {
             p.lv[d].off -= 1;
-            return;
+            return d;
         }
         cs.at = false;
+        self.position().unwrap_or(d)
     }
 
     /// The next entry after the current range that starts at or below `max`, with its whole range; the cursor
     /// moves to it (`mas_next` / `vma_next`). None if there is none: the cursor is then left on the last range
     /// it looked at (at most the one holding `max`).
     pub fn next(&mut self, max: u64) -> Option<(u64, u64, T)> {
+        let mut d = self.ensure()?;
         loop {
-            let (_, l, _) = self.range();
+            let (_, l, _) = self.slot(d);
             if l >= max {
                 return None;
             }
-            self.step_forward(l);
-            let (f, l, v) = self.range();
-            if let Some(v) = v {
+            d = self.step_forward(d, l);
+            let (f, l, v) = self.slot(d);
+            if let Some(v) = value(v) {
                 return Some((f, l, v));
             }
         }
@@ -250,14 +270,15 @@ impl<'w, 'a, T: Entry> WriteCursor<'w, 'a, T> {
     /// moves to it (`mas_prev` / `vma_prev`). None if there is none: the cursor is then left on the last range
     /// it looked at (at least the one holding `min`).
     pub fn prev(&mut self, min: u64) -> Option<(u64, u64, T)> {
+        let mut d = self.ensure()?;
         loop {
-            let (f, _, _) = self.range();
+            let (f, _, _) = self.slot(d);
             if f <= min {
                 return None;
             }
-            self.step_back(f);
-            let (f, l, v) = self.range();
-            if let Some(v) = v {
+            d = self.step_back(d, f);
+            let (f, l, v) = self.slot(d);
+            if let Some(v) = value(v) {
                 return Some((f, l, v));
             }
         }
