@@ -138,6 +138,8 @@
 //! # Modules
 //!
 //! `node` (layout, tagged words, allocation domains and counters), `slab` (node memory), `read` (lookups and the cursor), `write` (stores),
+//! `cursor` (the writer's cursor, [`WriteCursor`]: the kernel's `ma_state` of a writer, whose stores start
+//! from its cached path),
 //! `build` (node construction and distribution, shared by stores and the bulk builder), `gap` (empty-area
 //! searches), `dup` (the O(n) copy), `validate` (invariant checks, dump, statistics), `non_rcu`
 //! ([`NonRcuMapleTree`]).

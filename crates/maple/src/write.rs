@@ -2,7 +2,8 @@
 //! change one leaf.
 //!
 //! A store of `[first, last]` into an empty tree makes one root leaf ([`store_empty`]). Otherwise it walks to
-//! the leaf holding `first` and tries, in order:
+//! the leaf holding `first` (or, made through a write cursor, starts from the path the cursor cached there:
+//! [`store_at`], module `cursor`; nothing else differs) and tries, in order:
 //!
 //! * the **exact fit** ([`exact_fit`], the kernel's `mas_wr_exact_fit`): the range is exactly one existing leaf
 //!   slot and the store keeps every invariant (no NULL next to a NULL, no NULL at the end of a non-right-most

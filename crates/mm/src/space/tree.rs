@@ -40,9 +40,12 @@
 //! (`vmspace_maple::WriteCursor`). The cursor needs the tree's writer mutex, which the call takes at its
 //! first tree operation and keeps until it waits for a VMA: every VMA write lock of an attached VMA
 //! ([`MmWrite::write_lock_vma`]) and every detach first releases it ([`MmWrite::release_tree`]; the cursor's
-//! state stays, and its path is trusted again at the next session because no other writer can store while
-//! the mmap write lock is held), so the lock order stays mmap_lock, VMA write locks, tree mutex. Locking a
-//! new VMA that is not attached yet waits for nobody and keeps the mutex.
+//! state stays with the tree's writer state, `Writer::resume_cursor` takes it up at the next session, and
+//! its path is trusted again because no other writer can store while the mmap write lock is held, which the
+//! tree checks by its store count anyway), so the lock order stays mmap_lock, VMA write locks, tree mutex.
+//! Locking a new VMA that is not attached yet waits for nobody and keeps the mutex. What remains of a walk
+//! from the root per call is the first positioning; the gap searches of `get_unmapped_area` (the tree's max
+//! gaps, a walk of their own as in the kernel) and the lock-free readers are not the call's cursor.
 //!
 //! # Exactness
 //!
