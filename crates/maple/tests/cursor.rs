@@ -46,10 +46,10 @@ impl Oracle {
 
     /// The range holding `i`: an entry, or the whole empty range around `i`.
     fn range(&self, i: u64) -> (u64, u64, Option<usize>) {
-        if let Some((s, (e, x))) = self.0.range(..=i).next_back() {
-            if *e >= i {
-                return (*s, *e, Some(*x));
-            }
+        if let Some((s, (e, x))) = self.0.range(..=i).next_back()
+            && *e >= i
+        {
+            return (*s, *e, Some(*x));
         }
         let lo = self.0.range(..=i).next_back().map_or(0, |(_, (e, _))| e + 1);
         let hi = self.0.range(i..).next().map_or(u64::MAX, |(s, _)| s - 1);
@@ -244,7 +244,7 @@ fn run(ops: &[Op]) {
                 changed = true;
             }
             Op::Pause => {
-                drop(c);
+                // The cursor's borrow of the writer ended with its last use; its state stays with the tree.
                 drop(w);
                 w = t.lock();
                 continue;
