@@ -94,14 +94,27 @@ pub(crate) struct Path {
 
 /// Walks from `root` to `depth` along `key` (writer side: the lock is held, every node is live).
 pub(crate) fn walk(lk: Locked<'_>, root: Enode, key: u64, depth: usize) -> Path {
+    // The loop of `walk_from`, kept here so that the path is built in the caller's slot (a call of
+    // `walk_from` on a local made the compiler copy the 640-byte path out).
     let mut p = Path { lv: [Lvl { e: root, min: 0, max: u64::MAX, off: 0 }; MAX_HEIGHT] };
-    walk_from(lk, &mut p, 0, key, depth);
+    let (mut e, mut min, mut max) = (root, 0u64, u64::MAX);
+    for d in 0..=depth {
+        let n = e.locked(lk);
+        let np = pivots(e.is_leaf());
+        let i = n.scan(np, key);
+        p.lv[d] = Lvl { e, min, max, off: i };
+        if d == depth || e.is_leaf() {
+            break;
+        }
+        (e, min, max) = (n.child_locked(i), n.slot_first(i, min), n.slot_last(np, i, max));
+    }
     p
 }
 
 /// Walks path `p` from its level `from` down to `depth` along `key`: level `from`'s node, `min` and `max` are
 /// kept (its node covers `key`), its offset and every level below are recomputed. [`walk`] is this from the
 /// root; a write cursor ([`crate::WriteCursor`]) starts it at the deepest cached level that covers `key`.
+#[inline]
 pub(crate) fn walk_from(lk: Locked<'_>, p: &mut Path, from: usize, key: u64, depth: usize) {
     let Lvl { mut e, mut min, mut max, .. } = p.lv[from];
     debug_assert!(min <= key && key <= max, "walk_from level {from} does not cover {key}");
@@ -230,18 +243,29 @@ pub(crate) fn store_at<T: Entry>(
     let Some(root) = Enode::from_word(tree.root.load(Ordering::Relaxed)) else {
         return store_empty(tree, lk, st, req).map(|r| (r, After::Root));
     };
-    let walked;
-    let p = match cached {
+    match cached {
         Some(p) => {
             debug_assert!(p.lv[0].e == root && p.lv[st.height - 1].e.is_leaf(), "stale cached path");
-            p
+            store_on_path(tree, lk, st, req, root, p)
         }
         None => {
             st.descents += 1;
-            walked = walk(lk, root, first, st.height - 1);
-            &walked
+            // Walked in place (the path is 20 levels: no copy of it on the way).
+            let p = walk(lk, root, first, st.height - 1);
+            store_on_path(tree, lk, st, req, root, &p)
         }
-    };
+    }
+}
+
+/// [`store_at`] once the path `p` to the leaf holding the store's first index is known.
+fn store_on_path<T: Entry>(
+    tree: &MapleTree<T>,
+    lk: Locked<'_>,
+    st: &mut WState,
+    req: Req,
+    root: Enode,
+    p: &Path,
+) -> Result<(Replaced, After), MapleError> {
     if let Some(r) = exact_fit(tree, lk, p, st.height - 1, req, &mut st.stores) {
         return r.map(|r| (r, After::Kept));
     }
