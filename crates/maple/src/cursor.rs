@@ -17,15 +17,16 @@
 //!   [`Writer::store_range`] makes: that walk is exactly what is skipped, and every other step of the store
 //!   (exact fit, slot store, append under the leaf's sequence count, node store, rebuild, gap propagation,
 //!   allocation from the reserve) is the same code. Lock-free readers therefore see exactly the stores they
-//!   saw before; nothing in the read protocol changes.
+//!   saw before; nothing in the read protocol changes, and the cursor adds no lock-free interaction (it reads
+//!   nodes only with the writer lock held, `Enode::locked`), so it needs no loom model of its own.
 //!
 //! # Validity across stores
 //!
 //! The path is only followed under the writer lock, when every node of the tree is live; it stays valid as
 //! long as the nodes it names are still the tree's with the same ranges. Every store bumps a count in the
 //! writer state (`WState::stamp`); a cursor keeps the count of its last walk and, when they differ (a store it
-//! did not make: through the [`Writer`], another cursor, or between two lock sessions), drops its path and descends
-//! again. After a store of its own it keeps what the store did not replace (the store reports it,
+//! did not make: through the [`Writer`]'s own store methods, or by another writer between two lock sessions),
+//! drops its path and descends again. After a store of its own it keeps what the store did not replace (the store reports it,
 //! `write::After`):
 //!
 //! * an **in-place store** (exact fit, slot store, append; and every non-RCU rewrite) keeps every node: only
