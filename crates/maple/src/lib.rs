@@ -138,6 +138,8 @@
 //! # Modules
 //!
 //! `node` (layout, tagged words, allocation domains and counters), `slab` (node memory), `read` (lookups and the cursor), `write` (stores),
+//! `cursor` (the writer's cursor, [`WriteCursor`]: the kernel's `ma_state` of a writer, whose stores start
+//! from its cached path),
 //! `build` (node construction and distribution, shared by stores and the bulk builder), `gap` (empty-area
 //! searches), `dup` (the O(n) copy), `validate` (invariant checks, dump, statistics), `non_rcu`
 //! ([`NonRcuMapleTree`]).
@@ -145,6 +147,7 @@
 #![cfg_attr(not(loom), warn(missing_docs))]
 
 mod build;
+mod cursor;
 mod dup;
 mod gap;
 mod node;
@@ -162,6 +165,7 @@ use std::sync::Arc;
 use vmspace_rcu::sync::{AtomicU64, Mutex, MutexGuard, Ordering};
 use vmspace_rcu::{CachePadded, Guard};
 
+pub use cursor::WriteCursor;
 pub use non_rcu::NonRcuMapleTree;
 pub use read::{Cursor, PausedCursor};
 pub use slab::{NODE_CHUNK_SHIFT, NODE_KEEP_EMPTY_BYTES, SlabStats};
@@ -347,6 +351,14 @@ pub(crate) struct WState {
     pub(crate) retired: Vec<usize>,
     /// Stores by path (see [`StoreStats`]).
     pub(crate) stores: StoreStats,
+    /// Stores begun so far: a [`WriteCursor`] whose saved count differs re-walks from the root (module
+    /// `cursor`).
+    pub(crate) stamp: u64,
+    /// Walks from the root word to a leaf made to position a store or a write cursor (see
+    /// [`Writer::descents`]).
+    pub(crate) descents: u64,
+    /// The writer's cursor (index and cached path; module `cursor`).
+    pub(crate) cursor: cursor::CursorState,
 }
 
 /// Stores by the path they took, for tests and benchmarks ([`MapleTree::store_stats`]): the in-place stores on a
@@ -431,6 +443,9 @@ impl<T: Entry> MapleTree<T> {
                 pool: Vec::new(),
                 retired: Vec::new(),
                 stores: StoreStats::default(),
+                stamp: 0,
+                descents: 0,
+                cursor: cursor::CursorState::new(),
             }),
             counters,
             _t: PhantomData,
@@ -630,6 +645,11 @@ impl<T: Entry> MapleTree<T> {
         self.lock().store_stats()
     }
 
+    /// Root descents of the writer side so far (see [`Writer::descents`]).
+    pub fn descents(&self) -> u64 {
+        self.lock().descents()
+    }
+
     /// Makes the `(after + 1)`-th node allocation from now fail (once); `None` switches injection off. Applies to
     /// stores, [`Writer::reserve`] and [`MapleTree::dup`] (the whole allocation domain).
     pub fn inject_alloc_failure(&self, after: Option<u64>) {
@@ -775,6 +795,29 @@ impl<'a, T: Entry> Writer<'a, T> {
     /// [`MapleTree::store_stats`] while holding the lock.
     pub fn store_stats(&self) -> StoreStats {
         self.st.stores
+    }
+
+    /// Root descents of the writer side so far: walks that start at the root word to find a leaf, made by
+    /// every store that is not given a cached path ([`Writer::store_range`], `insert_range`, `erase_range`,
+    /// the convenience methods of [`MapleTree`]) and by a [`WriteCursor`] when it has no valid path (its first
+    /// positioning, after a store it did not make, after a store that replaced the root). Not counted: a
+    /// cursor's re-walks from a cached ancestor that covers the index (as `mas_next_node` climbs to the common
+    /// ancestor), the rebuild's own walks to neighbouring nodes (module `write`), and lock-free readers.
+    pub fn descents(&self) -> u64 {
+        self.st.descents
+    }
+
+    /// A new write cursor at `index` (the kernel's `ma_state` of a writer; see [`WriteCursor`]): its first
+    /// operation walks from the root (a descent).
+    pub fn cursor(&mut self, index: u64) -> WriteCursor<'_, 'a, T> {
+        WriteCursor::new(self, Some(index))
+    }
+
+    /// The writer's cursor where the last one left it, in this lock session or an earlier one (the tree keeps
+    /// one cursor state): its cached path is used again if no store was made since; otherwise it walks from
+    /// the root on its first operation.
+    pub fn resume_cursor(&mut self) -> WriteCursor<'_, 'a, T> {
+        WriteCursor::new(self, None)
     }
 
     /// Hands the nodes retired so far to RCU now (they are otherwise batched, see [`NodeStats::pending_free`])

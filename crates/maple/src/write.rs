@@ -2,7 +2,8 @@
 //! change one leaf.
 //!
 //! A store of `[first, last]` into an empty tree makes one root leaf ([`store_empty`]). Otherwise it walks to
-//! the leaf holding `first` and tries, in order:
+//! the leaf holding `first` (or, made through a write cursor, starts from the path the cursor cached there:
+//! [`store_at`], module `cursor`; nothing else differs) and tries, in order:
 //!
 //! * the **exact fit** ([`exact_fit`], the kernel's `mas_wr_exact_fit`): the range is exactly one existing leaf
 //!   slot and the store keeps every invariant (no NULL next to a NULL, no NULL at the end of a non-right-most
@@ -93,6 +94,8 @@ pub(crate) struct Path {
 
 /// Walks from `root` to `depth` along `key` (writer side: the lock is held, every node is live).
 pub(crate) fn walk(lk: Locked<'_>, root: Enode, key: u64, depth: usize) -> Path {
+    // The loop of `walk_from`, kept here so that the path is built in the caller's slot (a call of
+    // `walk_from` on a local made the compiler copy the 640-byte path out).
     let mut p = Path { lv: [Lvl { e: root, min: 0, max: u64::MAX, off: 0 }; MAX_HEIGHT] };
     let (mut e, mut min, mut max) = (root, 0u64, u64::MAX);
     for d in 0..=depth {
@@ -106,6 +109,25 @@ pub(crate) fn walk(lk: Locked<'_>, root: Enode, key: u64, depth: usize) -> Path 
         (e, min, max) = (n.child_locked(i), n.slot_first(i, min), n.slot_last(np, i, max));
     }
     p
+}
+
+/// Walks path `p` from its level `from` down to `depth` along `key`: level `from`'s node, `min` and `max` are
+/// kept (its node covers `key`), its offset and every level below are recomputed. [`walk`] is this from the
+/// root; a write cursor ([`crate::WriteCursor`]) starts it at the deepest cached level that covers `key`.
+#[inline]
+pub(crate) fn walk_from(lk: Locked<'_>, p: &mut Path, from: usize, key: u64, depth: usize) {
+    let Lvl { mut e, mut min, mut max, .. } = p.lv[from];
+    debug_assert!(min <= key && key <= max, "walk_from level {from} does not cover {key}");
+    for d in from..=depth {
+        let n = e.locked(lk);
+        let np = pivots(e.is_leaf());
+        let i = n.scan(np, key);
+        p.lv[d] = Lvl { e, min, max, off: i };
+        if d == depth || e.is_leaf() {
+            break;
+        }
+        (e, min, max) = (n.child_locked(i), n.slot_first(i, min), n.slot_last(np, i, max));
+    }
 }
 
 /// The node at depth `d` holding `key`.
@@ -176,24 +198,83 @@ pub(crate) fn store<T: Entry>(
     val: usize,
     insert: bool,
 ) -> Result<Replaced, MapleError> {
+    let (tree, lk, st) = w.parts();
+    store_at(tree, lk, st, first, last, val, insert, None).map(|(r, _)| r)
+}
+
+/// What a store left of the path it started from, for a write cursor to refresh only the replaced part
+/// ([`crate::WriteCursor`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum After {
+    /// Every node of the path is still in the tree with its range (an in-place store, a non-RCU rewrite, or no
+    /// change); only the leaf's offsets may have moved.
+    Kept,
+    /// The leaf was copied: this new leaf, with the same range, replaced the path's leaf.
+    Leaf(Enode),
+    /// The subtree below the path's node at `depth` was replaced: `e` now sits in that node's slot (same range,
+    /// same height); the levels `0..=depth` are unchanged.
+    Below { depth: usize, e: Enode },
+    /// The root changed (tree growth, collapse, empty tree): the whole path is stale.
+    Root,
+}
+
+/// [`store`] given the tree's parts; `cached`, if given, is the path a walk from the root to the leaf along
+/// `first` would return (a write cursor's, positioned at `first`), and replaces that walk: every other step of
+/// the store is the same. Without it, the store walks from the root and counts a descent
+/// ([`crate::Writer::descents`]). Returns what the store left of the path ([`After`]).
+#[allow(clippy::too_many_arguments)] // The request's four words and the writer's three parts, passed by value.
+pub(crate) fn store_at<T: Entry>(
+    tree: &MapleTree<T>,
+    lk: Locked<'_>,
+    st: &mut WState,
+    first: u64,
+    last: u64,
+    val: usize,
+    insert: bool,
+    cached: Option<&Path>,
+) -> Result<(Replaced, After), MapleError> {
     if first > last {
         return Err(MapleError::Invalid);
     }
+    // Every store may change the tree's nodes: a write cursor positioned before it re-walks (module `cursor`).
+    st.stamp += 1;
     let req = Req { first, last, val, insert };
-    let (tree, lk, st) = w.parts();
     // Relaxed: the writer reads its own stores.
     let Some(root) = Enode::from_word(tree.root.load(Ordering::Relaxed)) else {
-        return store_empty(tree, lk, st, req);
+        return store_empty(tree, lk, st, req).map(|r| (r, After::Root));
     };
-    let p = walk(lk, root, first, st.height - 1);
-    if let Some(r) = exact_fit(tree, lk, &p, st.height - 1, req, &mut st.stores) {
-        return r;
+    match cached {
+        Some(p) => {
+            debug_assert!(p.lv[0].e == root && p.lv[st.height - 1].e.is_leaf(), "stale cached path");
+            store_on_path(tree, lk, st, req, root, p)
+        }
+        None => {
+            st.descents += 1;
+            // Walked in place (the path is 20 levels: no copy of it on the way).
+            let p = walk(lk, root, first, st.height - 1);
+            store_on_path(tree, lk, st, req, root, &p)
+        }
     }
-    if let Some(r) = wr_in_place(tree, lk, st, &p, req) {
-        return Ok(r);
+}
+
+/// [`store_at`] once the path `p` to the leaf holding the store's first index is known.
+fn store_on_path<T: Entry>(
+    tree: &MapleTree<T>,
+    lk: Locked<'_>,
+    st: &mut WState,
+    req: Req,
+    root: Enode,
+    p: &Path,
+) -> Result<(Replaced, After), MapleError> {
+    if let Some(r) = exact_fit(tree, lk, p, st.height - 1, req, &mut st.stores) {
+        return r.map(|r| (r, After::Kept));
     }
-    if let Some(r) = node_store(tree, lk, st, &p, req) {
-        return r;
+    if let Some(r) = wr_in_place(tree, lk, st, p, req) {
+        return Ok((r, After::Kept));
+    }
+    if let Some(r) = node_store(tree, lk, st, p, req) {
+        let leaf = p.lv[st.height - 1].e;
+        return r.map(|(r, e)| (r, if e == leaf { After::Kept } else { After::Leaf(e) }));
     }
     let counters = &tree.counters;
     let mut rb = Rebuild {
@@ -219,8 +300,12 @@ pub(crate) fn store<T: Entry>(
             let replaced = std::mem::take(&mut plan.replaced);
             plan.retire = rb.retire;
             plan.adopt = rb.adopt;
+            let after = match plan.top {
+                Top::Root(_) => After::Root,
+                Top::Slot { depth, e, .. } => After::Below { depth, e },
+            };
             commit(tree, lk, rb.st, counters, plan);
-            Ok(replaced)
+            Ok((replaced, after))
         }
     }
 }
@@ -304,14 +389,15 @@ fn exact_fit<T: Entry>(
 
 /// The node store (`wr_node_store`): the change stays inside the leaf on path `p` and the leaf still satisfies
 /// every invariant afterwards. RCU mode: one new leaf, published in the parent's slot (or as the root), the old
-/// one retired; non-RCU mode: the leaf is rewritten in place. None if it does not apply.
+/// one retired; non-RCU mode: the leaf is rewritten in place. Returns the replaced entries and the leaf now in
+/// the tree. None if it does not apply.
 fn node_store<T: Entry>(
     tree: &MapleTree<T>,
     lk: Locked<'_>,
     st: &mut WState,
     p: &Path,
     req: Req,
-) -> Option<Result<Replaced, MapleError>> {
+) -> Option<Result<(Replaced, Enode), MapleError>> {
     let leaf_d = st.height - 1;
     let lv = p.lv[leaf_d];
     if req.last > lv.max {
@@ -360,7 +446,7 @@ fn node_store<T: Entry>(
         propagate_gap(lk, p, leaf_d - 1, gap);
     }
     add_len(tree, len_delta);
-    Some(Ok(g.replaced))
+    Some(Ok((g.replaced, e)))
 }
 
 /// The in-place RCU-mode stores of one leaf (see the module docs), classified from the store's position in the

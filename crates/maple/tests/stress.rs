@@ -9,7 +9,10 @@
 //! index); in the second every value encodes its first index, and the writer stores over `[any index, last of
 //! an entry]`. A reader that combined a range of one state of a leaf with a value of another would see a value
 //! that does not encode its range: readers check every entry they see in the windows (load_range and cursor
-//! passes both ways). The test also requires the in-place paths to have been taken.
+//! passes both ways). The test also requires the in-place paths to have been taken. It runs twice: with the
+//! writer storing through its [`Writer`] (every store walks from the root), and through one [`WriteCursor`]
+//! taken up again in each of the writer's lock sessions (`Writer::resume_cursor`), whose stores start from the
+//! cached path.
 
 use std::num::NonZeroUsize;
 use std::sync::Arc;
@@ -18,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use vmspace_maple::MapleTree;
+use vmspace_maple::{MapleTree, WriteCursor, Writer};
 
 type V = NonZeroUsize;
 
@@ -71,25 +74,101 @@ fn check_windows(t: &MapleTree<V>, rng: &mut SmallRng) {
     }
 }
 
-/// One writer step in a window: a store that keeps the window tiled and every value encoding its range.
-fn window_store(w: &mut vmspace_maple::Writer<'_, V>, rng: &mut SmallRng) {
-    let g = vmspace_rcu::pin();
-    if rng.random_bool(0.5) {
-        let (lo, hi) = WIN_LAST;
-        let (s, _, _) = w.tree().load_range_in(rng.random_range(lo..=hi), &g).unwrap();
-        let e = (s + rng.random_range(0..24u64)).min(hi);
-        drop(g);
-        w.store_range(s, e, Some(enc_last(e))).unwrap();
-    } else {
-        let (lo, hi) = WIN_FIRST;
-        let (_, e, _) = w.tree().load_range_in(rng.random_range(lo..=hi), &g).unwrap();
-        let s = e.saturating_sub(rng.random_range(0..24u64)).max(lo);
-        drop(g);
-        w.store_range(s, e, Some(enc_first(s))).unwrap();
+/// The writer's side of the test, made through the [`Writer`] (each store walks from the root) or through a
+/// [`WriteCursor`] (each store starts from the cursor's cached path; reads through the cursor too).
+trait Stores {
+    /// The range holding `i`.
+    fn range_at(&mut self, i: u64) -> (u64, u64, Option<V>);
+    fn store(&mut self, f: u64, l: u64, v: Option<V>);
+    /// Erases the entry holding `i`, if any.
+    fn erase_at(&mut self, i: u64);
+}
+
+impl Stores for Writer<'_, V> {
+    fn range_at(&mut self, i: u64) -> (u64, u64, Option<V>) {
+        let g = vmspace_rcu::pin();
+        match self.tree().load_range_in(i, &g) {
+            Some((s, e, v)) => (s, e, Some(v)),
+            None => (i, i, None),
+        }
+    }
+    fn store(&mut self, f: u64, l: u64, v: Option<V>) {
+        self.store_range(f, l, v).unwrap();
+    }
+    fn erase_at(&mut self, i: u64) {
+        let _ = self.erase(i);
     }
 }
 
-fn run(rcu_readers: usize) {
+impl Stores for WriteCursor<'_, '_, V> {
+    fn range_at(&mut self, i: u64) -> (u64, u64, Option<V>) {
+        self.set(i);
+        self.range()
+    }
+    fn store(&mut self, f: u64, l: u64, v: Option<V>) {
+        self.store_range(f, l, v).unwrap();
+    }
+    fn erase_at(&mut self, i: u64) {
+        self.set(i);
+        self.erase().unwrap();
+    }
+}
+
+/// One writer step in a window: a store that keeps the window tiled and every value encoding its range.
+fn window_store(w: &mut impl Stores, rng: &mut SmallRng) {
+    if rng.random_bool(0.5) {
+        let (lo, hi) = WIN_LAST;
+        let (s, _, _) = w.range_at(rng.random_range(lo..=hi));
+        let e = (s + rng.random_range(0..24u64)).min(hi);
+        w.store(s, e, Some(enc_last(e)));
+    } else {
+        let (lo, hi) = WIN_FIRST;
+        let (_, e, _) = w.range_at(rng.random_range(lo..=hi));
+        let s = e.saturating_sub(rng.random_range(0..24u64)).max(lo);
+        w.store(s, e, Some(enc_first(s)));
+    }
+}
+
+/// One round of the writer: a batch of stores around stable range `k`'s gap (or in the windows).
+fn churn(w: &mut impl Stores, rng: &mut SmallRng, v: &mut usize) {
+    let k = rng.random_range(0..STABLE);
+    let lo = k * STRIDE + WIDTH;
+    let span = if k + 1 < STABLE { STRIDE - WIDTH } else { 50_000 };
+    let hi = lo + span - 1;
+    match rng.random_range(0..10) {
+        6..=9 => {
+            for _ in 0..8 {
+                window_store(w, rng);
+            }
+        }
+        0 | 1 => {
+            // Many small ranges in the gap: splits.
+            for j in 0..rng.random_range(1..40u64) {
+                let f = lo + j * 20;
+                if f + 9 <= hi {
+                    *v += 1;
+                    w.store(f, f + 9, Some(NonZeroUsize::new(*v).unwrap()));
+                }
+            }
+        }
+        2 => {
+            let f = rng.random_range(lo..=hi);
+            let l = rng.random_range(f..=hi);
+            *v += 1;
+            w.store(f, l, Some(NonZeroUsize::new(*v).unwrap()));
+        }
+        3 => {
+            let f = rng.random_range(lo..=hi);
+            let l = rng.random_range(f..=hi);
+            w.store(f, l, None);
+        }
+        4 => w.store(lo, hi, None),
+        _ => w.erase_at(rng.random_range(lo..=hi)),
+    }
+}
+
+/// `cursor`: the writer stores through one write cursor, its state kept across its lock sessions.
+fn run(rcu_readers: usize, cursor: bool) {
     let ms: u64 = std::env::var("MAPLE_STRESS_MS").ok().and_then(|s| s.parse().ok()).unwrap_or(1500);
     let t = Arc::new(MapleTree::<V>::new());
     for k in 0..STABLE {
@@ -171,46 +250,13 @@ fn run(rcu_readers: usize) {
     let mut rng = SmallRng::seed_from_u64(99);
     let mut writes = 0u64;
     let mut v = 1usize;
+    let (descents0, stores0) = (t.descents(), t.store_stats().total());
     while Instant::now() < deadline {
-        let k = rng.random_range(0..STABLE);
-        let lo = k * STRIDE + WIDTH;
-        let span = if k + 1 < STABLE { STRIDE - WIDTH } else { 50_000 };
-        let hi = lo + span - 1;
         let mut w = t.lock();
-        match rng.random_range(0..10) {
-            6..=9 => {
-                for _ in 0..8 {
-                    window_store(&mut w, &mut rng);
-                }
-            }
-            0 | 1 => {
-                // Many small ranges in the gap: splits.
-                for j in 0..rng.random_range(1..40u64) {
-                    let f = lo + j * 20;
-                    if f + 9 <= hi {
-                        v += 1;
-                        w.store_range(f, f + 9, Some(NonZeroUsize::new(v).unwrap())).unwrap();
-                    }
-                }
-            }
-            2 => {
-                let f = rng.random_range(lo..=hi);
-                let l = rng.random_range(f..=hi);
-                v += 1;
-                w.store_range(f, l, Some(NonZeroUsize::new(v).unwrap())).unwrap();
-            }
-            3 => {
-                let f = rng.random_range(lo..=hi);
-                let l = rng.random_range(f..=hi);
-                w.erase_range(f, l).unwrap();
-            }
-            4 => {
-                w.erase_range(lo, hi).unwrap();
-            }
-            _ => {
-                let f = rng.random_range(lo..=hi);
-                let _ = w.erase(f);
-            }
+        if cursor {
+            churn(&mut w.resume_cursor(), &mut rng, &mut v);
+        } else {
+            churn(&mut w, &mut rng, &mut v);
         }
         writes += 1;
         drop(w);
@@ -223,11 +269,25 @@ fn run(rcu_readers: usize) {
     assert!(writes > 100 && checks.load(Ordering::Relaxed) > 100, "writes {writes} checks {checks:?}");
     let st = t.store_stats();
     assert!(st.slot_store > 0 && st.append > 0 && st.exact_fit > 0, "in-place paths not taken: {st:?}");
+    let (descents, stores) = (t.descents() - descents0, st.total() - stores0);
+    if cursor {
+        // The cursor descends only when a store replaced the root (or on its first walk).
+        assert!(descents * 10 < stores, "{descents} descents for {stores} cursor stores");
+    } else {
+        assert!(descents >= stores, "{descents} descents for {stores} writer stores");
+    }
 }
 
 #[test]
 fn readers_never_miss_stable_ranges() {
-    run(2);
+    run(2, false);
+}
+
+/// The same with every store (and the writer's reads) made through one write cursor kept across the writer's
+/// lock sessions: readers see no torn range, miss no stable range, and the stores skip their root walks.
+#[test]
+fn readers_never_miss_stable_ranges_cursor_stores() {
+    run(2, true);
 }
 
 /// The node slab under threads: three writers churn their own trees (every store allocates from the writer's

@@ -241,7 +241,7 @@ impl Mm {
         let mut wg = locking.write_lock();
         let v = {
             let st = self.state.write(&mut wg);
-            let mut w = MmWrite { mm: self, st };
+            let mut w = MmWrite::new(self, st);
             let v = w.find(addr)?;
             if v.start() > addr {
                 if !v.fl().intersects(VmFlags::GROWSDOWN) {

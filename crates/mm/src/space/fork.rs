@@ -171,6 +171,8 @@ impl MmWrite<'_> {
         let locking = MmLocking::new();
         let pool = self.vmas.pool;
         let mut pages = PagePass::new();
+        // The copy locks the parent's tree itself (and write-locks each parent VMA as it goes).
+        self.release_tree();
         let (tree, copied) = {
             let _w = locking.write_lock();
             let mut batch = ChildVmas::alloc(pool, &locking, n as usize)?;

@@ -236,12 +236,23 @@ pub struct Mm {
 }
 
 /// The mmap write lock held: the address space's view for the calls that change VMAs. Dereferences to the
-/// [`Mm`] (shared parts, the tree, the page table) and holds the write-locked [`MmState`] (`st`).
+/// [`Mm`] (shared parts, the tree, the page table) and holds the write-locked [`MmState`] (`st`) and the
+/// call's one cursor into the VMA tree (`cur`, the kernel's `vma_iterator`: module `tree`, "One cursor per
+/// call").
 pub(crate) struct MmWrite<'a> {
     /// The address space.
     pub mm: &'a Mm,
     /// Its write-locked state.
     pub st: &'a mut MmState,
+    /// The call's tree cursor.
+    pub(crate) cur: tree::CallCursor<'a>,
+}
+
+impl<'a> MmWrite<'a> {
+    /// The write-locked view of `mm` (the caller holds its mmap write lock), with a cursor that has not walked.
+    pub(crate) fn new(mm: &'a Mm, st: &'a mut MmState) -> Self {
+        MmWrite { mm, st, cur: tree::CallCursor::new(&mm.vmas.shared.tree) }
+    }
 }
 
 impl Deref for MmWrite<'_> {
@@ -516,7 +527,7 @@ impl Mm {
     pub(crate) fn locked<R>(&self, f: impl FnOnce(&mut MmWrite<'_>) -> R) -> R {
         let mut w = self.locking().write_lock();
         let st = self.state.write(&mut w);
-        f(&mut MmWrite { mm: self, st })
+        f(&mut MmWrite::new(self, st))
     }
 
     /// Runs `f` under the mmap read lock (the calls Linux runs under `mmap_read_lock`). `f` changes no VMA but

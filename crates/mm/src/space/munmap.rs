@@ -145,19 +145,25 @@ impl MmWrite<'_> {
     /// registrations, their charges); out of the tree too unless `keep_in_tree`, in which case they are
     /// returned, write-locked and unregistered, for [`MmWrite::clear_for_replace`]'s caller.
     fn take_out(&mut self, inside: V, end: u64, keep_in_tree: bool) -> (Gathered, Vec<V>) {
-        let mut gone = vec![inside];
+        // The common single VMA stays on the stack (no allocation per call); a run goes to a vector.
+        let one = [inside];
+        let mut run: Vec<V> = Vec::new();
         let mut last = inside;
         while last.end() < end {
             match self.next_from(last.end()) {
                 Some(n) if n.start() < end => {
-                    gone.push(n);
+                    if run.is_empty() {
+                        run.push(inside);
+                    }
+                    run.push(n);
                     last = n;
                 }
                 _ => break,
             }
         }
+        let gone: &[V] = if run.is_empty() { &one } else { &run };
         let mut g = Gathered::default();
-        for v in &gone {
+        for v in gone {
             debug_assert!(v.end() <= end);
             g.pages += v.pages();
             if v.fl().intersects(VmFlags::ACCOUNT) {
@@ -167,21 +173,24 @@ impl MmWrite<'_> {
                 g.locked += v.pages();
             }
         }
-        let huge = self.hugetlb_ranges(&gone);
-        let ranges: Vec<(u64, u64)> = gone.iter().map(|v| (v.start(), v.end())).collect();
+        let huge = self.hugetlb_ranges(gone);
+        let one_range = [(inside.start(), inside.end())];
+        let run_ranges: Vec<(u64, u64)> = run.iter().map(|v| (v.start(), v.end())).collect();
+        let ranges: &[(u64, u64)] = if run.is_empty() { &one_range } else { &run_ranges };
         let floor = self.prev_of(inside.start()).map_or(0, |p| p.end());
         let ceiling = self.next_from(last.end()).map_or(0, |n| n.start());
-        if keep_in_tree {
-            for &v in &gone {
+        let kept = if keep_in_tree {
+            for &v in gone {
                 self.write_lock_vma(v);
                 self.i_mmap_unregister(v);
             }
+            gone.to_vec()
         } else {
-            self.remove_span(&gone);
-            gone.clear();
-        }
+            self.remove_span(gone);
+            Vec::new()
+        };
         // vms_clear_ptes: the pages and the tables of the range (the VMAs left their files' registries above).
-        self.unmap_pages(&ranges, floor, ceiling);
+        self.unmap_pages(ranges, floor, ceiling);
         // hugetlb pages and reservations no mapping holds any more go back to the pool.
         self.hugetlb_release(huge);
         debug_assert!(
@@ -190,7 +199,7 @@ impl MmWrite<'_> {
             self.st.locked_vm
         );
         self.st.locked_vm = self.st.locked_vm.saturating_sub(g.locked);
-        (g, gone)
+        (g, kept)
     }
 
     /// Pages of VM_ACCOUNT VMAs inside `[start, end)` after [`MmWrite::gather_split`].

@@ -30,6 +30,23 @@
 //! erase only the parts of a VMA's old range that the tree still maps to that VMA, and the callers (merge,
 //! split, mremap) grow before they shrink. A real unmap erases.
 //!
+//! # One cursor per call
+//!
+//! A call keeps one cursor into the tree ([`CallCursor`], the kernel's `vma_iterator` / `ma_state`): the
+//! writer's reads (`lookup`, `find`, `find_intersection`, `prev_of`, `next_from`, `gap_neighbours`,
+//! `vmas_between` on [`MmWrite`], which take the place of the lock-free lookups of [`Mm`] for the call) and
+//! its stores all go through it, so a call walks from the root once and then moves from the path it cached:
+//! a neighbour in the same leaf costs a slot step, a store inside the cached leaf starts from it
+//! (`vmspace_maple::WriteCursor`). The cursor needs the tree's writer mutex, which the call takes at its
+//! first tree operation and keeps until it waits for a VMA: every VMA write lock of an attached VMA
+//! ([`MmWrite::write_lock_vma`]) and every detach first releases it ([`MmWrite::release_tree`]; the cursor's
+//! state stays with the tree's writer state, `Writer::resume_cursor` takes it up at the next session, and
+//! its path is trusted again because no other writer can store while the mmap write lock is held, which the
+//! tree checks by its store count anyway), so the lock order stays mmap_lock, VMA write locks, tree mutex.
+//! Locking a new VMA that is not attached yet waits for nobody and keeps the mutex. What remains of a walk
+//! from the root per call is the first positioning; the gap searches of `get_unmapped_area` (the tree's max
+//! gaps, a walk of their own as in the kernel) and the lock-free readers are not the call's cursor.
+//!
 //! # Exactness
 //!
 //! Between primitives the tree is exact: every entry's range is its VMA's range. The semantic code (merge
@@ -41,9 +58,10 @@
 //! nodes (the tree's reserve) a call needs before the call changes anything, so a pool or tree allocation
 //! failure is an ENOMEM with nothing changed.
 
+use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
-use vmspace_maple::MapleTree;
+use vmspace_maple::{MapleTree, WriteCursor, Writer};
 
 use super::{Errno, Mm, MmWrite, PAGE_MASK, TASK_SIZE};
 use crate::vma::{
@@ -291,71 +309,6 @@ impl Mm {
         })
     }
 
-    /// The VMAs around the free address `start` (no VMA covers it): the last one below and the first one
-    /// above (`vma_prev` and `vma_next` from one tree position, as `vma_merge_new_range` reads them).
-    pub(crate) fn gap_neighbours(&self, start: u64) -> (Option<V>, Option<V>) {
-        debug_assert!(self.lookup(start).is_none(), "gap_neighbours of a mapped address {start:#x}");
-        let g = vmspace_rcu::pin();
-        let mut c = self.tree().cursor(&g);
-        c.set(start);
-        match c.prev(0) {
-            // Active on prev: the next entry is the first VMA after the gap.
-            Some((_, _, prev)) => (Some(prev), c.next(u64::MAX).map(|(_, _, v)| v)),
-            None => (None, self.next_from(start)),
-        }
-    }
-
-    /// `vma_start_write` on a VMA of this mm (the caller holds the mmap write lock).
-    pub(crate) fn write_lock_vma(&self, v: V) {
-        vma_start_write(self.locking(), v);
-    }
-
-    fn store(&self, start: u64, end: u64, v: Option<V>) {
-        self.tree().store_range(start, end - 1, v).expect("tree store within reservation");
-    }
-
-    /// Stores `v` over its own range unless the tree already holds exactly that.
-    fn store_vma(&self, v: V) {
-        let (s, e) = (v.start(), v.end());
-        let g = vmspace_rcu::pin();
-        let exact = matches!(self.tree().load_range_in(s, &g), Some((f, l, t)) if f == s && l == e - 1 && std::ptr::eq(t, v));
-        drop(g);
-        if !exact {
-            self.store(s, e, Some(v));
-        }
-    }
-
-    /// Erases the parts of `[lo, hi)` the tree still maps to `v`.
-    fn erase_stale(&self, v: V, lo: u64, hi: u64) {
-        if lo >= hi {
-            return;
-        }
-        let stale: Vec<(u64, u64)> = {
-            let g = vmspace_rcu::pin();
-            let mut out = Vec::new();
-            let mut pos = lo;
-            while let Some((f, l, t)) = self.tree().find_in(pos, hi - 1, &g) {
-                if std::ptr::eq(t, v) {
-                    out.push((f.max(lo), l.min(hi - 1)));
-                }
-                match l.checked_add(1) {
-                    Some(n) if n < hi => pos = n,
-                    _ => break,
-                }
-            }
-            out
-        };
-        for (f, l) in stale {
-            self.tree().store_range(f, l, None).expect("tree store within reservation");
-        }
-    }
-
-    /// Stores NULL over `[first, last]` (the kernel's `vma_iter_clear_gfp`). ENOMEM only if a node allocation
-    /// fails beyond the call's reservation (under tree failure injection); then nothing changed.
-    fn unpublish(&self, first: u64, last: u64) -> Result<(), Errno> {
-        self.tree().store_range(first, last, None).map(|_| ()).map_err(|_| Errno::ENOMEM)
-    }
-
     // ----- invariants -----
 
     /// Checks every invariant (see the module docs of `space`) under the mmap read lock and returns the first
@@ -432,6 +385,188 @@ impl super::MmRead<'_> {
     }
 }
 
+/// The call's cursor into the VMA tree (module docs, "One cursor per call"): the tree's writer, taken at the
+/// first tree operation of the call and released before any wait for a VMA. The cursor's state (index and
+/// cached path) is the tree's writer cursor, which outlives the writer sessions: the call's first cursor
+/// operation starts a new cursor (`Writer::cursor`: one walk from the root), the later ones take it up again
+/// (`Writer::resume_cursor`).
+pub(crate) struct CallCursor<'a> {
+    tree: &'a MapleTree<V>,
+    writer: RefCell<Option<Writer<'a, V>>>,
+    started: Cell<bool>,
+}
+
+impl<'a> CallCursor<'a> {
+    pub(crate) fn new(tree: &'a MapleTree<V>) -> Self {
+        CallCursor { tree, writer: RefCell::new(None), started: Cell::new(false) }
+    }
+}
+
+impl<'a> MmWrite<'a> {
+    // ----- the call's cursor (module docs) -----
+
+    /// Runs `f` with the tree's writer, taking the writer mutex if this call does not hold it.
+    pub(crate) fn with_writer<R>(&self, f: impl FnOnce(&mut Writer<'a, V>) -> R) -> R {
+        let mut slot = self.cur.writer.borrow_mut();
+        f(slot.get_or_insert_with(|| self.cur.tree.lock()))
+    }
+
+    /// Runs `f` with the call's cursor.
+    fn with_cursor<R>(&self, f: impl FnOnce(&mut WriteCursor<'_, 'a, V>) -> R) -> R {
+        let mut slot = self.cur.writer.borrow_mut();
+        let w = slot.get_or_insert_with(|| self.cur.tree.lock());
+        if self.cur.started.replace(true) { f(&mut w.resume_cursor()) } else { f(&mut w.cursor(0)) }
+    }
+
+    /// Releases the tree's writer mutex (before a wait for a VMA's readers); the cursor keeps its state.
+    pub(crate) fn release_tree(&self) {
+        self.cur.writer.borrow_mut().take();
+    }
+
+    /// `vma_start_write` on a VMA of this mm, which may wait for its readers: the tree's writer mutex is
+    /// released first (the lock order).
+    pub(crate) fn write_lock_vma(&self, v: V) {
+        self.release_tree();
+        vma_start_write(self.locking(), v);
+    }
+
+    // ----- reads through the cursor (the writer's view: exact between primitives) -----
+
+    /// The VMA containing `addr` (`vma_lookup`).
+    pub(crate) fn lookup(&self, addr: u64) -> Option<V> {
+        self.with_cursor(|c| {
+            c.set(addr);
+            c.load()
+        })
+    }
+
+    /// The first VMA ending above `addr` (`find_vma`).
+    pub(crate) fn find(&self, addr: u64) -> Option<V> {
+        self.with_cursor(|c| {
+            c.set(addr);
+            c.find(u64::MAX).map(|(_, _, v)| v)
+        })
+    }
+
+    /// The first VMA intersecting `[start, end)` (`find_vma_intersection`).
+    pub(crate) fn find_intersection(&self, start: u64, end: u64) -> Option<V> {
+        if end <= start {
+            return None;
+        }
+        self.with_cursor(|c| {
+            c.set(start);
+            c.find(end - 1).map(|(_, _, v)| v)
+        })
+    }
+
+    /// The last VMA starting below `addr` (`vma_prev` from `addr`).
+    pub(crate) fn prev_of(&self, addr: u64) -> Option<V> {
+        if addr == 0 {
+            return None;
+        }
+        self.with_cursor(|c| {
+            c.set(addr - 1);
+            match c.range() {
+                (_, _, Some(v)) => Some(v),
+                _ => c.prev(0).map(|(_, _, v)| v),
+            }
+        })
+    }
+
+    /// The first VMA starting at or after `addr` (`vma_next` from a gap).
+    pub(crate) fn next_from(&self, addr: u64) -> Option<V> {
+        self.with_cursor(|c| {
+            c.set(addr);
+            match c.range() {
+                (f, _, Some(v)) if f == addr => Some(v),
+                _ => c.next(u64::MAX).map(|(_, _, v)| v),
+            }
+        })
+    }
+
+    /// The VMAs intersecting `[lo, hi)`, in order, lazily (each step from the cursor's position).
+    pub(crate) fn vmas_between(&self, lo: u64, hi: u64) -> impl Iterator<Item = V> + '_ {
+        let mut pos = Some(lo);
+        std::iter::from_fn(move || {
+            let p = pos?;
+            if p >= hi {
+                return None;
+            }
+            let (_, l, v) = self.with_cursor(|c| {
+                c.set(p);
+                c.find(hi - 1)
+            })?;
+            pos = l.checked_add(1);
+            Some(v)
+        })
+    }
+
+    /// The VMAs around the free address `start` (no VMA covers it): the last one below and the first one
+    /// above (`vma_prev` and `vma_next` from one cursor position, as `vma_merge_new_range` reads them).
+    pub(crate) fn gap_neighbours(&self, start: u64) -> (Option<V>, Option<V>) {
+        self.with_cursor(|c| {
+            c.set(start);
+            debug_assert!(c.load().is_none(), "gap_neighbours of a mapped address {start:#x}");
+            // From the gap, or (None) still on it: the next entry is the first VMA after the gap.
+            let prev = c.prev(0).map(|(_, _, v)| v);
+            (prev, c.next(u64::MAX).map(|(_, _, v)| v))
+        })
+    }
+
+    // ----- stores through the cursor -----
+
+    fn store(&self, start: u64, end: u64, v: Option<V>) {
+        self.with_cursor(|c| c.store_range(start, end - 1, v).map(|_| ()))
+            .expect("tree store within reservation");
+    }
+
+    /// Stores `v` over its own range unless the tree already holds exactly that.
+    fn store_vma(&self, v: V) {
+        let (s, e) = (v.start(), v.end());
+        self.with_cursor(|c| {
+            c.set(s);
+            match c.range() {
+                (f, l, Some(t)) if f == s && l == e - 1 && std::ptr::eq(t, v) => {}
+                _ => {
+                    c.store_range(s, e - 1, Some(v)).expect("tree store within reservation");
+                }
+            }
+        })
+    }
+
+    /// Erases the parts of `[lo, hi)` the tree still maps to `v`.
+    fn erase_stale(&self, v: V, lo: u64, hi: u64) {
+        if lo >= hi {
+            return;
+        }
+        self.with_cursor(|c| {
+            let mut stale: [Option<(u64, u64)>; 2] = [None; 2];
+            let mut more: Vec<(u64, u64)> = Vec::new();
+            c.set(lo);
+            let mut found = c.find(hi - 1);
+            while let Some((f, l, t)) = found {
+                if std::ptr::eq(t, v) {
+                    let r = (f.max(lo), l.min(hi - 1));
+                    match stale.iter_mut().find(|x| x.is_none()) {
+                        Some(x) => *x = Some(r),
+                        None => more.push(r),
+                    }
+                }
+                found = c.next(hi - 1);
+            }
+            for (f, l) in stale.into_iter().flatten().chain(more) {
+                c.store_range(f, l, None).expect("tree store within reservation");
+            }
+        })
+    }
+
+    /// Stores NULL over `[first, last]` (the kernel's `vma_iter_clear_gfp`). ENOMEM only if a node allocation
+    /// fails beyond the call's reservation (under tree failure injection); then nothing changed.
+    fn unpublish(&self, first: u64, last: u64) -> Result<(), Errno> {
+        self.with_cursor(|c| c.store_range(first, last, None)).map(|_| ()).map_err(|_| Errno::ENOMEM)
+    }
+}
+
 impl MmWrite<'_> {
     // ----- reservation -----
 
@@ -442,12 +577,13 @@ impl MmWrite<'_> {
             let v = self.vmas.pool.alloc(&self.vmas.shared.locking).map_err(|_| Errno::ENOMEM)?;
             self.st.stash.push(v);
         }
-        let mut w = self.vmas.shared.tree.lock();
-        let need = w.worst_case((3 * n as usize + 3).min(MAX_RESERVED_STORES));
-        if w.reserved() < need {
-            w.reserve(need - w.reserved()).map_err(|_| Errno::ENOMEM)?;
-        }
-        Ok(())
+        self.with_writer(|w| {
+            let need = w.worst_case((3 * n as usize + 3).min(MAX_RESERVED_STORES));
+            if w.reserved() < need {
+                w.reserve(need - w.reserved()).map_err(|_| Errno::ENOMEM)?;
+            }
+            Ok(())
+        })
     }
 
     // ----- primitives (module docs: protocol and store order) -----
@@ -476,7 +612,7 @@ impl MmWrite<'_> {
         v.set_anon(locking, n.anon);
         v.set_anon_name(locking, n.name);
         vma_mark_attached(locking, v);
-        mm.store(n.start, n.end, Some(v));
+        self.store(n.start, n.end, Some(v));
         mm.i_mmap_register(v);
         self.st.map_count += 1;
         v
@@ -487,15 +623,15 @@ impl MmWrite<'_> {
     /// follows.
     pub(crate) fn set_range(&mut self, v: V, start: u64, end: u64, pgoff: u64) {
         debug_assert!(start < end);
+        self.write_lock_vma(v);
         let mm = self.mm;
-        mm.write_lock_vma(v);
         let (os, oe) = (v.start(), v.end());
         let locking = mm.locking();
         v.set_range(locking, start, end);
         v.set_pgoff(locking, pgoff);
-        mm.store_vma(v);
-        mm.erase_stale(v, os, oe.min(start));
-        mm.erase_stale(v, os.max(end), oe);
+        self.store_vma(v);
+        self.erase_stale(v, os, oe.min(start));
+        self.erase_stale(v, os.max(end), oe);
         mm.i_mmap_update(v);
     }
 
@@ -557,6 +693,8 @@ impl MmWrite<'_> {
     /// Detaches and frees a write-locked `v` that the tree no longer maps and that left its file's registry.
     pub(crate) fn free_detached(&mut self, v: V) {
         debug_assert!(self.vmas_between(v.start(), v.end()).all(|t| !std::ptr::eq(t, v)));
+        // Detaching waits for the VMA's stragglers: not with the tree's writer mutex held.
+        self.release_tree();
         vma_mark_detached(self.locking(), v);
         self.vmas.pool.free(v);
         self.st.map_count -= 1;
@@ -583,7 +721,7 @@ impl MmWrite<'_> {
         n.set_pgoff(locking, v.pgoff_at(addr));
         vma_mark_attached(locking, n);
         // The new upper VMA overwrites the top of `v`'s tree range; `v` shrinks after.
-        mm.store(addr, n.end(), Some(n));
+        self.store(addr, n.end(), Some(n));
         mm.i_mmap_register(n);
         v.set_end(locking, addr);
         mm.i_mmap_update(v);
@@ -606,7 +744,7 @@ impl MmWrite<'_> {
         n.set_range(locking, v.start(), addr);
         vma_mark_attached(locking, n);
         // The new lower VMA overwrites the bottom of `v`'s tree range; `v` shrinks after.
-        mm.store(n.start(), addr, Some(n));
+        self.store(n.start(), addr, Some(n));
         mm.i_mmap_register(n);
         let pgoff = v.pgoff_at(addr);
         v.set_range(locking, addr, v.end());
@@ -653,7 +791,7 @@ impl Drop for Mm {
         let shared = self.vmas.shared.clone();
         let mut w = shared.locking.write_lock();
         let st = self.state.write(&mut w);
-        let mut mm = MmWrite { mm: self, st };
+        let mut mm = MmWrite::new(self, st);
         let all: Vec<V> = mm.areas().collect();
         for &v in &all {
             mm.write_lock_vma(v);
@@ -666,7 +804,7 @@ impl Drop for Mm {
         } else {
             debug_assert!(false, "clearing the whole tree needs no allocation");
         }
-        shared.tree.lock().release_reserve();
+        mm.with_writer(|w| w.release_reserve());
         let pool = mm.vmas.pool;
         for v in mm.st.stash.drain(..) {
             pool.free(v);

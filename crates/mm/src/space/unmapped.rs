@@ -34,7 +34,7 @@
 
 use super::VmFlags;
 use super::config::DEFAULT_MAP_WINDOW as DEFAULT_MAP_WINDOW_;
-use super::{Errno, MapFlags, Mm, PAGE_MASK, PAGE_SIZE, TASK_SIZE, VmFile};
+use super::{Errno, MapFlags, MmWrite, PAGE_MASK, PAGE_SIZE, TASK_SIZE, VmFile};
 
 /// `PMD_SIZE`.
 const PMD_SIZE: u64 = 2 << 20;
@@ -52,7 +52,10 @@ pub(crate) fn is_err_value(x: u64) -> bool {
     x >= MAX_ERRNO.wrapping_neg()
 }
 
-impl Mm {
+/// Under the mmap write lock: the VMA reads (`find`, `next_from`) go through the call's tree cursor, the gap
+/// searches through the tree's max gaps (their own walk, as the kernel's `vma_iter_area_lowest` /
+/// `vma_iter_area_highest` use an iterator of their own).
+impl MmWrite<'_> {
     /// `__get_unmapped_area(file, addr, len, pgoff, flags)`; `file` is `None` for anonymous memory (shared
     /// anonymous memory included: its shmem object does not exist yet).
     pub(crate) fn get_unmapped_area(
