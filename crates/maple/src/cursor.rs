@@ -49,7 +49,7 @@ use std::num::NonZeroUsize;
 use vmspace_rcu::sync::Ordering;
 
 use crate::node::{Enode, LEAF_PIVOTS, Locked};
-use crate::write::{After, Lvl, Path, store_at, walk, walk_from};
+use crate::write::{After, Lvl, Path, Replaced, store_at, walk, walk_from};
 use crate::{Entry, MapleError, Writer};
 
 /// The writer's cursor state (`WState::cursor`).
@@ -317,6 +317,13 @@ impl<'w, 'a, T: Entry> WriteCursor<'w, 'a, T> {
             .collect())
     }
 
+    /// [`WriteCursor::store_range`] without the replaced entries (the kernel's `mas_store_gfp`): returns how many
+    /// entries the store replaced. Stores that replace at most two allocate nothing for them.
+    pub fn store(&mut self, first: u64, last: u64, value: Option<T>) -> Result<usize, MapleError> {
+        let raw = value.map_or(0, |v| v.into_raw().get());
+        self.store_raw(first, last, raw, false).map(|r| r.len())
+    }
+
     /// Stores `value` over `[first, last]` only if every index there is empty (`EEXIST` otherwise, nothing
     /// changed), through the cached path.
     pub fn insert_range(&mut self, first: u64, last: u64, value: T) -> Result<(), MapleError> {
@@ -335,13 +342,7 @@ impl<'w, 'a, T: Entry> WriteCursor<'w, 'a, T> {
         }
     }
 
-    fn store_raw(
-        &mut self,
-        first: u64,
-        last: u64,
-        raw: usize,
-        insert: bool,
-    ) -> Result<Vec<(u64, u64, usize)>, MapleError> {
+    fn store_raw(&mut self, first: u64, last: u64, raw: usize, insert: bool) -> Result<Replaced, MapleError> {
         if first > last {
             return Err(MapleError::Invalid);
         }

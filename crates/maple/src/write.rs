@@ -155,14 +155,23 @@ fn propagate_gap(lk: Locked<'_>, p: &Path, mut depth: usize, mut g: u64) {
         let (end, go) = n.meta();
         let old_max = n.gap(go);
         n.set_gap(lv.off, g);
-        let (mut m, mut mo) = (0, 0);
-        for i in 0..=end {
-            let gi = n.gap(i);
-            if gi > m || i == 0 {
-                m = gi;
-                mo = i;
+        // The node's max gap (the first slot holding it, as a full scan finds it): only a fall of the slot that
+        // held it needs the scan; a rise or a change elsewhere is decided by one comparison.
+        let (m, mo) = if g > old_max || (g == old_max && lv.off < go) {
+            (g, lv.off)
+        } else if lv.off != go {
+            (old_max, go)
+        } else {
+            let (mut m, mut mo) = (0, 0);
+            for i in 0..=end {
+                let gi = n.gap(i);
+                if gi > m || i == 0 {
+                    m = gi;
+                    mo = i;
+                }
             }
-        }
+            (m, mo)
+        };
         if mo != go {
             n.set_meta(end, mo);
         }
@@ -183,8 +192,9 @@ struct Req {
     insert: bool,
 }
 
-/// Replaced entries, clipped to the store's range.
-type Replaced = Vec<(u64, u64, usize)>;
+/// Replaced entries, clipped to the store's range. Inline up to two: the address space's stores replace at most
+/// one or two entries apart from a munmap over many VMAs, so the common store allocates nothing for them.
+pub(crate) type Replaced = smallvec::SmallVec<[(u64, u64, usize); 2]>;
 
 /// Stores raw `val` (0 = NULL) over `[first, last]`; returns the replaced (clipped) raw entries. With
 /// `insert`, fails with EEXIST (before allocating or changing anything) if any index of the range is taken.
@@ -319,7 +329,7 @@ fn store_empty<T: Entry>(
 ) -> Result<Replaced, MapleError> {
     let Req { first, last, val, .. } = req;
     if val == 0 {
-        return Ok(Vec::new());
+        return Ok(Replaced::new());
     }
     let mut b = Big::new(0);
     if first > 0 {
@@ -337,7 +347,7 @@ fn store_empty<T: Entry>(
     st.height = 1;
     st.stores.empty += 1;
     add_len(tree, 1);
-    Ok(Vec::new())
+    Ok(Replaced::new())
 }
 
 /// The exact fit (`wr_exact_fit`): `[first, last]` is exactly one slot of the leaf on path `p` (at `leaf_d`),
@@ -372,7 +382,10 @@ fn exact_fit<T: Entry>(
     if !ok {
         return None;
     }
-    let replaced = if old != 0 { vec![(s, l, old)] } else { Vec::new() };
+    let mut replaced = Replaced::new();
+    if old != 0 {
+        replaced.push((s, l, old));
+    }
     if old == val {
         return Some(Ok(replaced));
     }
@@ -1076,13 +1089,17 @@ pub(crate) fn free_all<T: Entry>(w: &mut Writer<'_, T>) {
 /// See [`Writer::reserve`].
 pub(crate) fn reserve<T: Entry>(w: &mut Writer<'_, T>, nodes: usize) -> Result<(), MapleError> {
     let c = &w.tree.counters;
-    let mut got = Vec::with_capacity(nodes);
+    let pool = &mut w.st.pool;
+    // Straight into the pool (no temporary vector per call); on failure the nodes added here come off again.
+    let base = pool.len();
+    pool.reserve(nodes);
     let mut stash = crate::node::Stash::for_count(nodes);
     for _ in 0..nodes {
         match c.alloc_stashed(&mut stash) {
-            Some(a) => got.push(a),
+            Some(a) => pool.push(a),
             None => {
                 c.return_stash(stash);
+                let got = pool.split_off(base);
                 // SAFETY: never published.
                 unsafe { c.free_many(got) };
                 return Err(MapleError::NoMem);
@@ -1090,7 +1107,6 @@ pub(crate) fn reserve<T: Entry>(w: &mut Writer<'_, T>, nodes: usize) -> Result<(
         }
     }
     c.return_stash(stash);
-    w.st.pool.extend(got);
     Ok(())
 }
 

@@ -516,8 +516,7 @@ impl<'a> MmWrite<'a> {
     // ----- stores through the cursor -----
 
     fn store(&self, start: u64, end: u64, v: Option<V>) {
-        self.with_cursor(|c| c.store_range(start, end - 1, v).map(|_| ()))
-            .expect("tree store within reservation");
+        self.with_cursor(|c| c.store(start, end - 1, v).map(|_| ())).expect("tree store within reservation");
     }
 
     /// Stores `v` over its own range unless the tree already holds exactly that.
@@ -528,7 +527,7 @@ impl<'a> MmWrite<'a> {
             match c.range() {
                 (f, l, Some(t)) if f == s && l == e - 1 && std::ptr::eq(t, v) => {}
                 _ => {
-                    c.store_range(s, e - 1, Some(v)).expect("tree store within reservation");
+                    c.store(s, e - 1, Some(v)).expect("tree store within reservation");
                 }
             }
         })
@@ -555,7 +554,7 @@ impl<'a> MmWrite<'a> {
                 found = c.next(hi - 1);
             }
             for (f, l) in stale.into_iter().flatten().chain(more) {
-                c.store_range(f, l, None).expect("tree store within reservation");
+                c.store(f, l, None).expect("tree store within reservation");
             }
         })
     }
@@ -563,7 +562,7 @@ impl<'a> MmWrite<'a> {
     /// Stores NULL over `[first, last]` (the kernel's `vma_iter_clear_gfp`). ENOMEM only if a node allocation
     /// fails beyond the call's reservation (under tree failure injection); then nothing changed.
     fn unpublish(&self, first: u64, last: u64) -> Result<(), Errno> {
-        self.with_cursor(|c| c.store_range(first, last, None)).map(|_| ()).map_err(|_| Errno::ENOMEM)
+        self.with_cursor(|c| c.store(first, last, None)).map(|_| ()).map_err(|_| Errno::ENOMEM)
     }
 }
 
