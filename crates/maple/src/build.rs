@@ -113,13 +113,19 @@ impl Big {
 
 /// The largest NULL range among leaf items covering from `min`.
 pub(crate) fn leaf_gap(items: &[Item], min: u64) -> u64 {
+    leaf_gap_of(min, items.iter().map(|it| (it.last, it.slot)))
+}
+
+/// [`leaf_gap`] over `(last, slot)` pairs in index order starting at `min` (a leaf's slots read in place).
+#[inline]
+pub(crate) fn leaf_gap_of(min: u64, slots: impl Iterator<Item = (u64, usize)>) -> u64 {
     let mut s = min;
     let mut g = 0;
-    for it in items {
-        if it.slot == 0 {
-            g = g.max(range_size(s, it.last));
+    for (last, slot) in slots {
+        if slot == 0 {
+            g = g.max(range_size(s, last));
         }
-        s = it.last.wrapping_add(1);
+        s = last.wrapping_add(1);
     }
     g
 }

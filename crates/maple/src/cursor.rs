@@ -335,7 +335,7 @@ impl<'w, 'a, T: Entry> WriteCursor<'w, 'a, T> {
     pub fn erase(&mut self) -> Result<Option<(u64, u64, T)>, MapleError> {
         match self.range() {
             (f, l, Some(v)) => {
-                self.store_range(f, l, None)?;
+                self.store_raw(f, l, 0, false)?;
                 Ok(Some((f, l, v)))
             }
             _ => Ok(None),

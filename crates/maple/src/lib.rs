@@ -746,13 +746,8 @@ impl<'a, T: Entry> Writer<'a, T> {
 
     /// Removes the whole range holding `index`; `Ok(None)` if it is empty.
     pub fn try_erase(&mut self, index: u64) -> Result<Option<(u64, u64, T)>, MapleError> {
-        let g = vmspace_rcu::pin();
-        let Some((s, e, v)) = self.tree.load_range_in(index, &g) else {
-            return Ok(None);
-        };
-        drop(g);
-        self.store_range(s, e, None)?;
-        Ok(Some((s, e, v)))
+        // One walk: the cursor finds the range and stores NULL over it from the same path (`mas_erase`).
+        self.cursor(index).erase()
     }
 
     /// See [`MapleTree::erase`].

@@ -70,7 +70,7 @@ use std::sync::Arc;
 use vmspace_rcu::sync::Ordering;
 
 use crate::build::{
-    Big, Item, adopt, alloc, build_nodes, distribute, fill_node, leaf_gap, node_count, node_items,
+    Big, Item, adopt, alloc, build_nodes, distribute, fill_node, leaf_gap_of, node_count, node_items,
 };
 use crate::node::{
     ADDR_LIMIT, Counters, Enode, INT_MIN, INT_PIVOTS, INT_SLOTS, LEAF_MIN, LEAF_PIVOTS, LEAF_SLOTS, Locked,
@@ -130,16 +130,28 @@ pub(crate) fn walk_from(lk: Locked<'_>, p: &mut Path, from: usize, key: u64, dep
     }
 }
 
-/// The node at depth `d` holding `key`.
+/// The node at depth `d` holding `key` (the loop of [`walk`] keeping only the last level: no path is built).
 fn node_at(lk: Locked<'_>, root: Enode, key: u64, d: usize) -> Lvl {
-    walk(lk, root, key, d).lv[d]
+    let (mut e, mut min, mut max) = (root, 0u64, u64::MAX);
+    let mut depth = 0;
+    loop {
+        let n = e.locked(lk);
+        let np = pivots(e.is_leaf());
+        let i = n.scan(np, key);
+        if depth == d || e.is_leaf() {
+            return Lvl { e, min, max, off: i };
+        }
+        (e, min, max) = (n.child_locked(i), n.slot_first(i, min), n.slot_last(np, i, max));
+        depth += 1;
+    }
 }
 
 /// Max gap of a live leaf.
 fn leaf_node_gap(lk: Locked<'_>, e: Enode, min: u64, max: u64) -> u64 {
-    let mut b = Big::new(min);
-    node_items(lk, e, max, &mut b, false);
-    leaf_gap(b.items(), min)
+    // The leaf's slots read in place (no gathered copy of them).
+    let n = e.locked(lk);
+    let end = n.end(LEAF_PIVOTS, max);
+    leaf_gap_of(min, (0..=end).map(|i| (if i < end { n.pivot(i) } else { max }, n.leaf_slot_locked(i))))
 }
 
 /// Records child `off`'s new max gap `g` in the path's node at `depth` and propagates upward while the node's
