@@ -184,6 +184,34 @@ impl Radix {
     }
 
     /// Every entry, as `(index, pfn)`, in index order.
+    /// Whether any index of `[first, last]` holds a page: a descent that skips empty subtrees, so a sparse
+    /// range costs its populated nodes, not its length.
+    fn any_in(&self, first: u64, last: u64) -> bool {
+        fn rec(n: &Node, level: u32, base: u64, first: u64, last: u64) -> bool {
+            let span = 1u64.checked_shl(RADIX_SHIFT * level).unwrap_or(0);
+            // The slots of this node that overlap [first, last] (base is the node's first index).
+            let lo = if first > base { digit(first, level) } else { 0 };
+            let hi = match span.checked_mul(RADIX as u64).and_then(|w| base.checked_add(w - 1)) {
+                Some(node_last) if last < node_last => digit(last, level),
+                _ => RADIX - 1,
+            };
+            match n {
+                Node::Leaf(s) => s[lo..=hi].iter().any(|&v| v != 0),
+                Node::Inner(c) => (lo..=hi).any(|i| {
+                    c[i].as_ref().is_some_and(|child| {
+                        rec(child, level - 1, base.wrapping_add((i as u64).wrapping_mul(span)), first, last)
+                    })
+                }),
+            }
+        }
+        if first > last || u128::from(first) >= capacity(self.height) {
+            return false;
+        }
+        let last =
+            if u128::from(last) >= capacity(self.height) { (capacity(self.height) - 1) as u64 } else { last };
+        self.root.as_ref().is_some_and(|root| rec(root, self.height - 1, 0, first, last))
+    }
+
     fn entries(&self) -> Vec<(u64, Pfn)> {
         fn rec(n: &Node, level: u32, base: u64, out: &mut Vec<(u64, Pfn)>) {
             let span = 1u64.checked_shl(RADIX_SHIFT * level).unwrap_or(0);
@@ -415,6 +443,11 @@ impl PageCache {
     /// The page cached at `index`, if any.
     pub fn page(&self, index: u64) -> Option<Pfn> {
         self.state.lock().pages.get(index)
+    }
+
+    /// Whether any page of `[first, last]` is cached (one lock, empty subtrees skipped).
+    pub fn has_pages(&self, first: u64, last: u64) -> bool {
+        self.state.lock().pages.any_in(first, last)
     }
 
     /// Every cached page, as `(index, pfn)` in index order (a snapshot, for whole-memory checks).
@@ -680,6 +713,30 @@ mod tests {
         assert_eq!(r.count, 0);
         assert!(r.root.is_none());
         assert_eq!(m.stats().cache_nodes_in_use, 0);
+    }
+
+    #[test]
+    fn radix_any_in_matches_a_scan() {
+        let m = Memory::new(MemoryConfig::default());
+        let mut r = Radix::new();
+        assert!(!r.any_in(0, u64::MAX), "empty");
+        let idx = [3u64, 64, 700, 4095, 262_144, 1 << 33, u64::MAX - 1];
+        for (k, &i) in idx.iter().enumerate() {
+            r.insert(i, Pfn(k as u64 + 1), &m).unwrap();
+        }
+        let scan = |a: u64, b: u64| idx.iter().any(|&i| a <= i && i <= b);
+        let mut probes = vec![(0, 2), (0, 3), (4, 63), (4, 64), (65, 699), (701, 4094), (4096, 262_143)];
+        probes.extend([(262_144, 262_144), (262_145, (1 << 33) - 1), ((1 << 33) + 1, u64::MAX - 2)]);
+        probes.extend([(u64::MAX - 1, u64::MAX), (u64::MAX, u64::MAX), (0, u64::MAX), (5, 4), (512, 1023)]);
+        for (a, b) in probes {
+            assert_eq!(r.any_in(a, b), scan(a, b), "[{a}, {b}]");
+        }
+        // Every window of 512 over the first 8,192 indexes, as the collapse scan asks.
+        for first in (0..8192u64).step_by(97) {
+            assert_eq!(r.any_in(first, first + 511), scan(first, first + 511), "window at {first}");
+        }
+        let mut out = Vec::new();
+        r.drain(0, u64::MAX, &m, &mut out);
     }
 
     #[test]

@@ -85,15 +85,18 @@ impl PageTable {
                 let pte = src.get(addr);
                 if pte.is_none() {
                 } else if let Some(m) = pte.as_marker() {
-                    // `copy_pte_marker`.
+                    // `copy_pte_marker`, for the whole run of identical markers (a guard region is one).
                     let mut keep = m.intersection(Marker::POISONED.union(Marker::GUARD));
                     if m.contains(Marker::UFFD_WP) && vma.dst_uffd_wp {
                         keep = keep.union(Marker::UFFD_WP);
                     }
+                    let pages = src.run(addr, to, pte);
                     if !keep.is_empty() {
-                        dg.set(addr, Pte::marker(keep));
-                        copied += 1;
+                        dg.fill(addr, pages, Pte::marker(keep));
+                        copied += pages;
                     }
+                    addr += pages * PAGE_SIZE;
+                    continue;
                 } else if pte.is_present() {
                     let mut child = pte;
                     if !pte.is_special() {

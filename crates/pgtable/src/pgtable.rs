@@ -166,6 +166,43 @@ impl PteGuard<'_> {
         Pte(self.slot(addr).load(Ordering::Acquire))
     }
 
+    /// The entries of `[addr, to)` (within this table), as a slice.
+    #[inline]
+    fn slots(&self, addr: u64, to: u64) -> &[AtomicU64] {
+        let i = index(addr, 0);
+        &self.table.e[i..i + ((to - addr) / PAGE_SIZE) as usize]
+    }
+
+    /// How many entries from `addr` on, before `to` (within this table), hold exactly `pte` (Acquire loads, as
+    /// `get`): the length of a run of identical markers, which the callers handle as one.
+    #[inline]
+    pub(crate) fn run(&self, addr: u64, to: u64, pte: Pte) -> u64 {
+        self.slots(addr, to).iter().take_while(|e| e.load(Ordering::Acquire) == pte.0).count() as u64
+    }
+
+    /// Stores `pte` into the `pages` entries from `addr` on, as [`PteGuard::set`] does each.
+    #[inline]
+    pub(crate) fn fill(&self, addr: u64, pages: u64, pte: Pte) {
+        for e in self.slots(addr, addr + pages * PAGE_SIZE) {
+            // Release: as `set`.
+            e.store(pte.0, Ordering::Release);
+        }
+    }
+
+    /// Clears the `pages` entries from `addr` on, which hold non-present entries (markers): the MMU never
+    /// updates those, so a store does what [`PteGuard::take`]'s swap would. Release: orders the clear before a
+    /// later retirement of the table, as `take`.
+    #[inline]
+    pub(crate) fn clear_non_present(&self, addr: u64, pages: u64) {
+        for e in self.slots(addr, addr + pages * PAGE_SIZE) {
+            debug_assert!(
+                !Pte(e.load(Ordering::Relaxed)).is_present(),
+                "clear_non_present on a present entry"
+            );
+            e.store(0, Ordering::Release);
+        }
+    }
+
     /// Stores the entry of `addr`. Release: publishes the frame's initialisation to walkers' Acquire loads.
     /// Only for entries the MMU cannot be updating: the old value is none or not present, or the caller
     /// replaces a present entry it has just swapped out or compared.

@@ -160,13 +160,17 @@ impl PageTable {
                     // Poison markers.
                     !d.even_cows
                 };
+                // The whole run of identical markers at once (a guard region is one).
+                let pages = g.run(addr, end, pte);
                 if keep {
                     skipped = true;
-                    stats.skipped += 1;
+                    stats.skipped += pages;
                 } else {
-                    g.take(addr);
-                    stats.markers += 1;
+                    g.clear_non_present(addr, pages);
+                    stats.markers += pages;
                 }
+                addr += pages * PAGE_SIZE;
+                continue;
             } else {
                 debug_assert!(false, "unknown non-present entry {pte:?} at {addr:#x}");
                 skipped = true;

@@ -583,7 +583,7 @@ impl Mm {
     /// `scripts/regress/madvise-collapse-shmem.script`).
     fn collapse_scan_shmem(f: &crate::VmFile, first: u64) -> bool {
         let pmd_pages = HPAGE_PMD_SIZE >> super::config::PAGE_SHIFT;
-        f.page_cache().is_some_and(|c| (first..first + pmd_pages).any(|i| c.page(i).is_some()))
+        f.page_cache().is_some_and(|c| c.has_pages(first, first + pmd_pages - 1))
     }
 
     /// `thp_vma_allowable_order(vma, vm_flags, TVA_FORCED_COLLAPSE, PMD_ORDER)`.
