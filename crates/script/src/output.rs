@@ -58,9 +58,9 @@
 //!
 //! In an smaps record of a mapping of a script file (`fd=NAME`), the counters of the page-cache pages it maps
 //! (`Rss`, `Pss`, `Pss_Dirty`, `Shared_*`, `Private_*`, `Referenced`, `Locked`) compare by their label only:
-//! on a read fault Linux 6.18 reads the file ahead into large folios (ext4) and maps whole folios and the
-//! cached pages around the fault (`finish_fault`, `do_fault_around`), and `MADV_PAGEOUT` unmaps file pages;
-//! the engine models 4 KiB page-cache pages without readahead or reclaim (docs/DIVERGENCES.md). Every other
+//! on a fault of an uncached page Linux 6.18 reads the file around it (`do_sync_mmap_readahead`) and its
+//! retry maps the cached pages around the fault (`do_fault_around`), and `MADV_PAGEOUT` unmaps and frees file
+//! pages; the engine models 4 KiB page-cache pages without readahead or reclaim (docs/DIVERGENCES.md). Every other
 //! line of those records (`Anonymous`: the private copies; `LazyFree`, `THPeligible`, `VmFlags`, ...) and
 //! every counter of anonymous and shmem mappings compare exactly.
 
