@@ -46,10 +46,12 @@
 //!
 //! The baseline runs as long as the rows: a worst call grows with the length of the run, so the max/max ratio
 //! of the starved-scanner target needs runs of one length, and a shorter baseline would also leave its mean
-//! noisier than the row's. Cost of the full run (3 rounds of 2 s runs, every mode: 37 paired rows and 19 or
-//! 18 baseline runs per round, about 2.25 s per engine run with its set-up): about 6.5 minutes for the engine's
-//! grid (it was 4.3 with 38 runs per sample), 2 for the kernel's, under 1 for the throughput. A row whose
-//! run stops early (interrupted) before its partner ran is left out, so every run of a row has its pair.
+//! noisier than the row's. Cost of the full run (3 rounds of 2 s runs, every mode: 37 paired rows and 19
+//! baseline runs per round, about 2.2 s per engine run with its set-up and warm-up): 6.2 minutes for the
+//! engine's 168 runs (measuring each row against a baseline of its own would take 222, and the baseline once
+//! took 114), 1.6 for the kernel's rows, a few seconds for the throughput: 8 min 11 s in all on this
+//! project's 2-vCPU VM (BENCHMARKS.md, "Contention"). A row run whose partner did not run (the run was
+//! interrupted) is left out, so every run of a row has its pair.
 //!
 //! One `bench.contention.ratio` report per non-baseline row with, run by run, the row's mean, p99 and max over
 //! its baseline (`mean_ratio`, `p99_ratio`, `max_ratio`): on the engine's side the run's own pair
