@@ -20,7 +20,8 @@ fn main() {
     let mode: ReaderMode = args.next().unwrap_or_else(|| "lockless".into()).parse().expect("MODE");
     let procfile: ProcFile = args.next().unwrap_or_else(|| "maps".into()).parse().expect("PROCFILE");
     let busy = args.next().unwrap_or_else(|| "0".into());
-    let (busy, busy_ms) = if busy == "-" { (0, 2) } else { (1, busy.parse().expect("BUSY_MS: - or a number")) };
+    let (busy, busy_ms) =
+        if busy == "-" { (0, 2) } else { (1, busy.parse().expect("BUSY_MS: - or a number")) };
     let runs: usize = args.next().map_or(1, |s| s.parse().expect("RUNS: a number"));
     let secs: f64 = args.next().map_or(2.0, |s| s.parse().expect("SECONDS: a number"));
     let cfg = Config {
