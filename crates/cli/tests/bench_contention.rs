@@ -1,7 +1,8 @@
 //! `vmspace bench contention --quick --json -`: the command runs end to end and prints one report set in the
-//! shared schema with every grid row of the kernel and of each engine reader mode (the engine's baselines
-//! once), a ratio report per non-baseline row, the readers' throughput for the kernel and each mode, and a
-//! verdict over every target.
+//! shared schema with every grid row of the kernel and of each engine reader mode (the engine's baseline
+//! interleaved with its rows: every engine run paired with a baseline run), a ratio report per non-baseline
+//! row (per pair on the engine's side), the readers' throughput for the kernel and each mode, and a verdict
+//! over every target.
 
 mod common;
 
@@ -31,6 +32,18 @@ fn quick_json_has_the_shared_schema_and_every_row() {
                 assert!(mean > 0.0 && p99 <= max && mean <= max, "{}: {mean} {p99} {max}", r["label"]);
                 assert_eq!(median(r, "mapper_errors_count"), 0.0);
                 let scanners = p["scanners"].as_u64().unwrap();
+                // Every engine row but the baseline is measured in pairs: each run carries its partner's.
+                if s("side") == "engine" && r["label"] != "engine no scanner, no busy task" {
+                    assert_eq!(s("pairing").split(':').next(), Some("per pair"), "{}", r["label"]);
+                    for run in r["runs"].as_array().unwrap() {
+                        assert!(
+                            run["metrics"]["base_call_mean_ms"].as_f64().unwrap() > 0.0,
+                            "{}",
+                            r["label"]
+                        );
+                        assert!(run["metrics"]["base_call_max_ms"].as_f64().unwrap() > 0.0, "{}", r["label"]);
+                    }
+                }
                 if s("side") == "engine" && scanners > 0 {
                     // A starved scanner may complete no read in a 0.1 s run; one alone always does.
                     if p["busy"].as_u64() == Some(0) {
@@ -47,6 +60,8 @@ fn quick_json_has_the_shared_schema_and_every_row() {
             }
             "bench.contention.ratio" => {
                 assert!(median(r, "mean_ratio") > 0.0 && median(r, "max_ratio") > 0.0);
+                let pairing = if s("side") == "engine" { "per pair" } else { "baseline median" };
+                assert_eq!(s("pairing"), pairing, "{}", r["label"]);
                 ratios += 1;
             }
             "bench.contention.readers" => {
@@ -62,6 +77,10 @@ fn quick_json_has_the_shared_schema_and_every_row() {
                     "met" | "missed" => assert_eq!(p["met"].as_bool(), Some(p["verdict"] == "met")),
                     "undecided" | "not measured" => assert!(p["met"].is_null()),
                     other => panic!("unknown verdict {other}"),
+                }
+                // A grid target judges its row's pairs: one per run (--quick: one run).
+                if r["label"].as_str().unwrap().contains("baseline") && p["verdict"] != "not measured" {
+                    assert_eq!(p["values"], 1, "{}", r["label"]);
                 }
                 targets += 1;
             }
