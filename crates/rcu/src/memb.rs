@@ -98,16 +98,16 @@ use crate::sync::{AtomicPtr, AtomicU64, Mutex, Ordering, fence};
 /// Retired objects a thread accumulates before it starts a grace period for them.
 const BAG_THRESHOLD: usize = 256;
 
-/// Objects one [`advance`] (and one [`expedite`]) frees at most, oldest batch first, beyond the first batch
-/// that is due (which is always freed whole). A reader preempted inside a section holds back every batch
-/// retired meanwhile; when it leaves, the backlog is due at once, and freeing all of it in the next writer's
-/// call (observed: 0.56-0.72 ms for a starved `/proc` scanner's backlog, in a call that otherwise takes
-/// microseconds) would make that writer pay for the reader's preemption. The rest stays queued, due, and goes
-/// in later calls; since each call queues at most one batch and frees at least this many objects or one whole
-/// batch, a backlog shrinks with every call. The kernel runs its callbacks off the caller's path altogether
-/// (`rcu_do_batch`, in softirq or the `rcuo` kthreads, also a limited number at a time). [`synchronize`] frees
-/// everything due.
-const FREE_PER_CALL: usize = 512;
+/// Retired objects one [`advance`] (and one [`expedite`]) frees at most beyond its first due batch (which goes
+/// whole). A reader preempted inside a section holds back every batch retired meanwhile; when it leaves, the
+/// backlog is due at once, and freeing all of it in the next writer's call (observed: 0.56-0.72 ms for a
+/// starved `/proc` scanner's backlog, in a call that otherwise takes microseconds) would make that writer pay
+/// for the reader's preemption. So a call takes the oldest due batch and then at most this many objects of the
+/// next ones, splitting a batch if need be; the rest stays queued, due, for later calls. Each call queues at
+/// most one batch, so a backlog shrinks by this many objects per call until it is gone. The kernel runs its
+/// callbacks off the caller's path (`rcu_do_batch`, in softirq or the `rcuo` kthreads, also a limited number at
+/// a time). [`synchronize`] frees everything due.
+const FREE_PER_CALL: usize = 64;
 
 crate::statics! {
     /// The grace-period counter. Even; starts at 2 so that `ctr == 0` can mean "outside".
@@ -426,7 +426,7 @@ fn advance_with(items: Vec<Deferred>, limit: usize) -> Option<u64> {
             return pushed;
         }
         heavy_barrier();
-        take_ready(&mut queue, oldest_reader(), limit)
+        take_ready(&mut queue, oldest_reader(), limit > 0, limit)
     };
     run_batches(ready);
     pushed
@@ -442,20 +442,29 @@ fn free_due() {
             return;
         }
         let upto = oldest_reader();
-        take_ready(&mut queue, upto, FREE_PER_CALL)
+        take_ready(&mut queue, upto, true, FREE_PER_CALL)
     };
     run_batches(ready);
 }
 
-/// Pops the batches whose targets are at most `upto`, oldest first, while they hold fewer than `limit` objects
-/// (so the last one taken may take them past it; 0: none, `usize::MAX`: every due batch).
-fn take_ready(queue: &mut VecDeque<Batch>, upto: u64, limit: usize) -> Vec<Batch> {
+/// Pops due batches (targets at most `upto`), oldest first: the first one whole, then at most `limit` objects of
+/// the next ones, the last of them split if it holds more (its rest stays queued with the same target). `limit`
+/// 0 with `first` false takes nothing; `usize::MAX` takes every due batch.
+fn take_ready(queue: &mut VecDeque<Batch>, upto: u64, first: bool, limit: usize) -> Vec<Batch> {
     let mut ready = Vec::new();
-    let mut objects = 0;
-    while objects < limit && queue.front().is_some_and(|b| b.target <= upto) {
-        let b = queue.pop_front().expect("front exists");
-        objects += b.items.len().max(1);
-        ready.push(b);
+    if first && queue.front().is_some_and(|b| b.target <= upto) {
+        ready.extend(queue.pop_front());
+    }
+    let mut room = limit;
+    while room > 0 {
+        let Some(b) = queue.front_mut().filter(|b| b.target <= upto) else { break };
+        if b.items.len() <= room {
+            room -= b.items.len().max(1);
+            ready.extend(queue.pop_front());
+        } else {
+            ready.push(Batch { target: b.target, items: b.items.drain(..room).collect() });
+            room = 0;
+        }
     }
     ready
 }
@@ -513,7 +522,7 @@ pub fn expedite(budget: std::time::Duration) {
         if oldest_reader() >= target {
             let ready = {
                 let mut queue = RECLAIM.lock();
-                let mut ready = take_ready(&mut queue, target, FREE_PER_CALL);
+                let mut ready = take_ready(&mut queue, target, true, FREE_PER_CALL);
                 // The batch this call is for goes whatever the backlog ahead of it (the bound is for batches
                 // others left due); it is the newest one at or below `target`.
                 if let Some(i) = queue.iter().rposition(|b| b.target <= target) {
@@ -767,7 +776,7 @@ pub fn synchronize() {
             let ready = {
                 let mut queue = RECLAIM.lock();
                 let upto = oldest_reader();
-                take_ready(&mut queue, upto, usize::MAX)
+                take_ready(&mut queue, upto, true, usize::MAX)
             };
             run_batches(ready);
             if self_pinned || RECLAIM.lock().front().is_none_or(|b| b.target > target) {
