@@ -503,18 +503,24 @@ fn targets(
             .get(&(false, n, ForkSide::EngineDup))
             .and_then(|r| r.metric("vmas_copied_per_s_in_fork"))
             .map_or(f64::NAN, |s| s.median);
-        out.push(Judged::at_least(
-            format!("tree copy, {} VMAs, no pages: million VMAs duplicated per s in fork", BASE_VMAS + n),
-            rate / 1e6,
-            MIN_M_VMAS_COPIED_PER_S,
-        ));
+        out.push(
+            Judged::at_least(
+                format!("tree copy, {} VMAs, no pages: million VMAs duplicated per s in fork", BASE_VMAS + n),
+                rate / 1e6,
+                MIN_M_VMAS_COPIED_PER_S,
+            )
+            .in_unit(" M VMAs/s"),
+        );
     }
     if big.is_empty() {
-        out.push(Judged::at_least(
-            "tree copy, >= 100,000 VMAs, no pages: million VMAs duplicated per s in fork",
-            f64::NAN,
-            MIN_M_VMAS_COPIED_PER_S,
-        ));
+        out.push(
+            Judged::at_least(
+                "tree copy, >= 100,000 VMAs, no pages: million VMAs duplicated per s in fork",
+                f64::NAN,
+                MIN_M_VMAS_COPIED_PER_S,
+            )
+            .in_unit(" M VMAs/s"),
+        );
     }
     for r in ratios {
         if param_u64(r, "total_vmas") >= RATIO_JUDGED_FROM {
@@ -535,14 +541,17 @@ fn targets(
             .iter()
             .filter_map(|k| m.metric(k).map(|s| s.max))
             .fold(f64::NAN, f64::max);
-        out.push(Judged::exact_at_most(
-            format!(
-                "{} VMAs{pages}: bytes per VMA, parent and tree-copied child",
-                param_u64(m, "total_vmas")
-            ),
-            worst,
-            MAX_BYTES_PER_VMA,
-        ));
+        out.push(
+            Judged::exact_at_most(
+                format!(
+                    "{} VMAs{pages}: bytes per VMA, parent and tree-copied child",
+                    param_u64(m, "total_vmas")
+                ),
+                worst,
+                MAX_BYTES_PER_VMA,
+            )
+            .in_unit(" B"),
+        );
     }
     out
 }

@@ -93,23 +93,29 @@ impl Goal {
         }
     }
 
-    /// `<= 0.75x`, `>= 1.80x`, `> 1.00x`, `0 failures`.
+    /// `<= 0.75x`, `>= 1.80x`, `> 1.00x`, `0 failures`: the goal of a ratio.
     pub fn text(self) -> String {
+        self.text_in(RATIO)
+    }
+
+    /// The goal in `unit` ([`Judged::unit`]): `<= 50.00 ns`, `>= 20.00 M VMAs/s`; [`Goal::text`] for [`RATIO`].
+    pub fn text_in(self, unit: &str) -> String {
         match self {
-            Goal::AtMost(g) => format!("<= {g:.2}x"),
-            Goal::AtLeast(g) => format!(">= {g:.2}x"),
-            Goal::Above(g) => format!("> {g:.2}x"),
+            Goal::AtMost(g) => format!("<= {g:.2}{unit}"),
+            Goal::AtLeast(g) => format!(">= {g:.2}{unit}"),
+            Goal::Above(g) => format!("> {g:.2}{unit}"),
             Goal::NoFailures => "0 failures".into(),
         }
     }
 
-    /// Parses [`Goal::text`] (also without the `x`, as older `bench tree` runs wrote their goals).
+    /// Parses [`Goal::text`] and [`Goal::text_in`] (the number after the comparison, whatever unit follows;
+    /// also without the `x`, as older `bench tree` runs wrote their goals).
     pub fn parse(s: &str) -> Option<Goal> {
         let s = s.trim();
         if s == "0 failures" {
             return Some(Goal::NoFailures);
         }
-        let num = |t: &str| t.trim().trim_end_matches('x').trim().parse::<f64>().ok();
+        let num = |t: &str| t.split_whitespace().next()?.trim_end_matches('x').parse::<f64>().ok();
         if let Some(t) = s.strip_prefix("<=") {
             num(t).map(Goal::AtMost)
         } else if let Some(t) = s.strip_prefix(">=") {
@@ -202,13 +208,21 @@ pub struct Interval {
 impl Interval {
     /// `0.82x [0.71-0.95]` (`0.82x` for one value): each number to 3 significant digits.
     pub fn text(&self) -> String {
+        self.text_in(RATIO)
+    }
+
+    /// [`Interval::text`] in `unit`: `38.4 ns [36.1-40.2]`.
+    pub fn text_in(&self, unit: &str) -> String {
         if self.n == 1 {
-            format!("{}x", sig3(self.median))
+            format!("{}{unit}", sig3(self.median))
         } else {
-            format!("{}x [{}-{}]", sig3(self.median), sig3(self.low), sig3(self.high))
+            format!("{}{unit} [{}-{}]", sig3(self.median), sig3(self.low), sig3(self.high))
         }
     }
 }
+
+/// The unit of a ratio target (`0.82x`), the default of [`Judged::unit`].
+pub const RATIO: &str = "x";
 
 /// `x` to 3 significant digits (`0.823`, `1.83`, `12.3`, `123`, `1235`).
 fn sig3(x: f64) -> String {
@@ -279,6 +293,9 @@ pub struct Judged {
     /// Why the verdict is what it is when the values alone do not say (e.g. a miss left undecided because the
     /// control could not meet the goal on this machine either); empty otherwise.
     pub note: String,
+    /// The unit of the values and the goal as printed after a number: [`RATIO`] (`x`) for ratios, else with
+    /// its space (` ns`, ` M VMAs/s`).
+    pub unit: &'static str,
 }
 
 impl Judged {
@@ -293,7 +310,14 @@ impl Judged {
             status: Status::judge(goal, &values),
             values,
             note: String::new(),
+            unit: RATIO,
         }
+    }
+
+    /// The same target with its values and goal in `unit` (` ns`, ` M VMAs/s`) instead of a ratio's `x`.
+    pub fn in_unit(mut self, unit: &'static str) -> Judged {
+        self.unit = unit;
+        self
     }
 
     /// Leaves a miss undecided unless `control`, the same quantity of a reference that should meet the goal on
@@ -350,13 +374,13 @@ impl Judged {
 
     /// The measured value in words: `0.82x [0.71-0.95]`, `0.82x` for one value, `-` when not measured.
     pub fn measured_text(&self) -> String {
-        self.interval.map_or_else(|| "-".to_string(), |i| i.text())
+        self.interval.map_or_else(|| "-".to_string(), |i| i.text_in(self.unit))
     }
 
     /// The `<benchmark>` report of this target (module docs); each value is one run with metric `metric`.
     pub fn report_with(&self, benchmark: &str, metric: &str, host: &HostInfo) -> Report {
         let mut r = Report::new(benchmark, self.what.clone(), host.clone());
-        r.param("goal", self.goal.text());
+        r.param("goal", self.goal.text_in(self.unit));
         r.param("verdict", self.status.word());
         r.parameters.insert("met".to_string(), self.status.met_json());
         if !self.at.is_empty() {
@@ -422,7 +446,7 @@ pub fn render(targets: &[Judged]) -> String {
         out.push_str(&format!(
             "  {state:<12} {what:<70} {:>22} (goal {})\n",
             t.measured_text(),
-            t.goal.text()
+            t.goal.text_in(t.unit)
         ));
         if !t.note.is_empty() {
             out.push_str(&format!("               {}\n", t.note));
@@ -468,6 +492,11 @@ mod tests {
         }
         assert_eq!(Goal::parse("<= 1.10"), Some(Goal::AtMost(1.1)));
         assert_eq!(Goal::parse("about 2"), None);
+        assert_eq!(Goal::parse(&Goal::AtMost(50.0).text_in(" ns")), Some(Goal::AtMost(50.0)));
+        assert_eq!(Goal::parse(">= 20.00 M VMAs/s"), Some(Goal::AtLeast(20.0)));
+        let t = Judged::at_least("rate", 30.31, 20.0).in_unit(" M VMAs/s");
+        assert_eq!(t.measured_text(), "30.3 M VMAs/s");
+        assert!(render(&[t]).contains("30.3 M VMAs/s (goal >= 20.00 M VMAs/s)"));
         for s in [Status::Met, Status::Missed, Status::Undecided, Status::NotMeasured] {
             assert_eq!(Status::parse(s.word()), Some(s));
         }

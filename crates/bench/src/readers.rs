@@ -277,16 +277,22 @@ pub fn targets(modes: &[&str], reports: &[Report]) -> Vec<Judged> {
         let mine: Vec<&&Report> =
             rs.iter().filter(|r| p(r, "side") == "engine" && p(r, "mode") == mode).collect();
         if mine.is_empty() {
-            out.push(Judged::at_least(
-                format!("engine {mode}: million VMAs of maps rendered per s per reader thread"),
-                f64::NAN,
-                MIN_M_VMAS_PER_S,
-            ));
-            out.push(Judged::at_most(
-                format!("engine {mode}: ns per PROCMAP_QUERY answer"),
-                f64::NAN,
-                MAX_QUERY_NS,
-            ));
+            out.push(
+                Judged::at_least(
+                    format!("engine {mode}: million VMAs of maps rendered per s per reader thread"),
+                    f64::NAN,
+                    MIN_M_VMAS_PER_S,
+                )
+                .in_unit(" M VMAs/s"),
+            );
+            out.push(
+                Judged::at_most(
+                    format!("engine {mode}: ns per PROCMAP_QUERY answer"),
+                    f64::NAN,
+                    MAX_QUERY_NS,
+                )
+                .in_unit(" ns"),
+            );
         }
         for r in mine {
             let (t, n) = (p(r, "threads"), p(r, "vmas"));
@@ -297,12 +303,16 @@ pub fn targets(modes: &[&str], reports: &[Report]) -> Vec<Judged> {
                 ),
                 med("maps_vmas_per_s") / 1e6,
                 MIN_M_VMAS_PER_S,
-            ));
-            out.push(Judged::at_most(
-                format!("engine {mode}, {n} VMAs, {t} thread(s): ns per PROCMAP_QUERY answer"),
-                med("query_ns"),
-                MAX_QUERY_NS,
-            ));
+            )
+            .in_unit(" M VMAs/s"));
+            out.push(
+                Judged::at_most(
+                    format!("engine {mode}, {n} VMAs, {t} thread(s): ns per PROCMAP_QUERY answer"),
+                    med("query_ns"),
+                    MAX_QUERY_NS,
+                )
+                .in_unit(" ns"),
+            );
         }
     }
     out
