@@ -495,7 +495,7 @@ fn run_batches(ready: Vec<Batch>) {
 /// that follows its old section, which therefore happens before the free (the `advance` case analysis); a
 /// record that did not hold it back entered after the barrier and cannot reach the batch. The batches freed are
 /// capped at this one's target, so that a batch queued by another thread after the barrier is never freed
-/// without a barrier of its own. Older due batches go at most [`FREE_PER_CALL`] objects' worth, as in an
+/// without a barrier of its own. Older due batches go at most `FREE_PER_CALL` (64) objects' worth, as in an
 /// advance; this call's own batch goes whatever is ahead of it.
 pub fn expedite(budget: std::time::Duration) {
     let Ok((bag, pinned)) = LOCAL.try_with(|l| (l.bag.take(), l.rec.nesting.get() > 0)) else { return };
