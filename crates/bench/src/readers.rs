@@ -393,7 +393,9 @@ mod tests {
         let rs = kernel_reports(&cfg, &host, &mut |_| {}).unwrap();
         let r = &rs[0];
         if procmap_query::supported().is_ok() {
-            assert!(r.parameters["vmas"].as_u64().unwrap() >= 300, "{r:?}");
+            // The count is this process's, taken after the extra VMAs were made: other tests' threads may exit
+            // meanwhile and take their stacks' VMAs with them (observed: 299), so it is near 300, not at least.
+            assert!(r.parameters["vmas"].as_u64().unwrap() >= 280, "{r:?}");
             assert!(r.metric("query_ns").unwrap().median > 0.0);
         } else {
             assert!(r.runs.is_empty() && !r.notes.is_empty());
