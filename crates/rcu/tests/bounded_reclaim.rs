@@ -4,31 +4,18 @@
 //! in its own process: the queue of batches is global, and other tests' frees would blur the counts.
 #![cfg(not(loom))]
 
+mod common;
+
+use common::{defer_count, hold_reader};
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Retires `n` closures that count their runs.
 fn retire(n: usize, runs: &Arc<AtomicUsize>) {
     for _ in 0..n {
-        let runs = runs.clone();
-        vmspace_rcu::pin().defer(move || {
-            runs.fetch_add(1, Ordering::SeqCst);
-        });
+        defer_count(runs);
     }
-}
-
-/// A thread inside a read-side section until the sender is dropped; returns once it is inside.
-fn hold_reader() -> (std::sync::mpsc::Sender<()>, std::thread::JoinHandle<()>) {
-    let (inside_tx, inside_rx) = std::sync::mpsc::channel();
-    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
-    let h = std::thread::spawn(move || {
-        let g = vmspace_rcu::pin();
-        inside_tx.send(()).unwrap();
-        let _ = release_rx.recv();
-        drop(g);
-    });
-    inside_rx.recv().unwrap();
-    (release_tx, h)
 }
 
 #[test]

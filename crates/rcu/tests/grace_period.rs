@@ -2,6 +2,10 @@
 //! that predates their retirement is alive.
 #![cfg(not(loom))]
 
+mod common;
+
+use common::{defer_count, hold_reader};
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -153,28 +157,6 @@ fn synchronize_waits_for_preexisting_reader() {
     vmspace_rcu::synchronize();
     assert!(left.load(Ordering::SeqCst), "synchronize returned while a pre-existing reader was inside");
     reader.join().unwrap();
-}
-
-/// A counter bumped by a deferred closure.
-fn defer_count(runs: &Arc<AtomicUsize>) {
-    let runs = runs.clone();
-    vmspace_rcu::pin().defer(move || {
-        runs.fetch_add(1, Ordering::SeqCst);
-    });
-}
-
-/// A thread inside a read-side section until `release` is dropped; returns once it is inside.
-fn hold_reader() -> (std::sync::mpsc::Sender<()>, std::thread::JoinHandle<()>) {
-    let (inside_tx, inside_rx) = std::sync::mpsc::channel();
-    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
-    let h = std::thread::spawn(move || {
-        let g = vmspace_rcu::pin();
-        inside_tx.send(()).unwrap();
-        let _ = release_rx.recv();
-        drop(g);
-    });
-    inside_rx.recv().unwrap();
-    (release_tx, h)
 }
 
 #[test]
