@@ -329,6 +329,55 @@ pub fn probe_max_file_size(dir: &std::path::Path, limit: u64) -> Option<u64> {
     found
 }
 
+/// The block device behind a directory, as readahead sees it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Device {
+    /// `MAJOR:MINOR` of the file system (`st_dev`).
+    pub dev: (u32, u32),
+    /// The file system type (`/proc/self/mountinfo`), e.g. `ext4`.
+    pub fs_type: Option<String>,
+    /// `/sys/class/bdi/MAJ:MIN/read_ahead_kb`: the backing device's readahead window (`bdi->ra_pages`).
+    pub read_ahead_kb: Option<u64>,
+    /// `/sys/dev/block/MAJ:MIN/queue/max_sectors_kb` (or its parent disk's): the largest request
+    /// (`bdi->io_pages`).
+    pub max_sectors_kb: Option<u64>,
+}
+
+/// `MAJOR` and `MINOR` of a `dev_t` (glibc's encoding).
+pub fn dev_major_minor(dev: u64) -> (u32, u32) {
+    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
+    let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
+    (major as u32, minor as u32)
+}
+
+/// The file system type of the mount whose device is `dev`, from `/proc/self/mountinfo` text (field 3 is
+/// `MAJ:MIN`, the type follows the ` - ` separator).
+pub fn mountinfo_fs_type(mountinfo: &str, dev: (u32, u32)) -> Option<String> {
+    let want = format!("{}:{}", dev.0, dev.1);
+    mountinfo.lines().find_map(|l| {
+        let (head, tail) = l.split_once(" - ")?;
+        (head.split_whitespace().nth(2)? == want)
+            .then(|| tail.split_whitespace().next().map(str::to_string))?
+    })
+}
+
+impl Device {
+    /// The device of the file system holding `dir`; `None` if `dir` cannot be stat'ed.
+    pub fn of(dir: &std::path::Path) -> Option<Device> {
+        use std::os::unix::fs::MetadataExt;
+        let dev = dev_major_minor(std::fs::metadata(dir).ok()?.dev());
+        let sys = |p: String| read_text(&p).and_then(|t| t.trim().parse().ok());
+        let (ma, mi) = dev;
+        Some(Device {
+            dev,
+            fs_type: read_text("/proc/self/mountinfo").and_then(|m| mountinfo_fs_type(&m, dev)),
+            read_ahead_kb: sys(format!("/sys/class/bdi/{ma}:{mi}/read_ahead_kb")),
+            max_sectors_kb: sys(format!("/sys/dev/block/{ma}:{mi}/queue/max_sectors_kb"))
+                .or_else(|| sys(format!("/sys/dev/block/{ma}:{mi}/../queue/max_sectors_kb"))),
+        })
+    }
+}
+
 /// Everything this crate probes, read once.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Host {
@@ -363,6 +412,8 @@ pub struct Host {
     /// The largest file the temporary directory (`std::env::temp_dir()`, where the live-kernel runner makes the
     /// files of op scripts) can hold: [`probe_max_file_size`].
     pub temp_max_file_size: Option<u64>,
+    /// The device of the temporary directory's file system (readahead settings of the runner's files).
+    pub temp_device: Option<Device>,
 }
 
 impl Host {
@@ -393,6 +444,7 @@ impl Host {
             fsize_rlimit,
             memlock_rlimit: limits.as_deref().and_then(|l| limit_soft(l, "Max locked memory")),
             temp_max_file_size: probe_max_file_size(&std::env::temp_dir(), fsize_rlimit.unwrap_or(u64::MAX)),
+            temp_device: Device::of(&std::env::temp_dir()),
         }
     }
 
@@ -415,6 +467,21 @@ impl Host {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn devices_and_mounts() {
+        assert_eq!(dev_major_minor(0xfe00), (254, 0));
+        assert_eq!(dev_major_minor((259 << 8) | 3), (259, 3));
+        // makedev(8, 300): the minor's high bits sit above the major's.
+        assert_eq!(dev_major_minor(0x10_082c), (8, 300));
+        let mi = "22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw\n\
+                  23 22 0:21 / /proc rw - proc proc rw\n";
+        assert_eq!(mountinfo_fs_type(mi, (254, 0)).as_deref(), Some("ext4"));
+        assert_eq!(mountinfo_fs_type(mi, (0, 21)).as_deref(), Some("proc"));
+        assert_eq!(mountinfo_fs_type(mi, (8, 1)), None);
+        let d = Device::of(&std::env::temp_dir()).expect("the temporary directory exists");
+        assert!(d.read_ahead_kb.is_none() || d.fs_type.is_some(), "{d:?}");
+    }
 
     #[test]
     fn config_values() {

@@ -20,7 +20,7 @@ use vmspace_mm::vma::VmaPool;
 use vmspace_mm::{
     Access, Advice, Errno, FaultKind, ForkMode, MapFlags, Memory, MemoryConfig, Mm, MmConfig, Prot, VmFile,
 };
-use vmspace_pgtable::{Pte, VA_END, bits};
+use vmspace_pgtable::{Bdi, Pte, VA_END, bits};
 
 const P: u64 = 4096;
 const B: u64 = 0x2000_0000_0000;
@@ -48,7 +48,11 @@ fn world() -> World {
     let mem = Memory::new(MemoryConfig::default());
     let pool = VmaPool::leak_new();
     let mm = Mm::with_pool_and_memory(MmConfig::default(), pool, mem.clone());
-    let file = VmFile::regular("/vmspace/f", 1, 16 * P);
+    // No readahead here, so that every allocation a fault makes is its own (readahead's are below).
+    let file = Arc::new(VmFile {
+        bdi: Bdi { ra_pages: 0, ..Bdi::default() },
+        ..(*VmFile::regular("/vmspace/f", 1, 16 * P)).clone()
+    });
     mm.mmap(ANON, 16 * P, Prot::RW, AF, None, 0).unwrap();
     for i in 0..4 {
         mm.fill(ANON + i * P, P, 0x10 + i as u8).unwrap();
@@ -163,6 +167,41 @@ fn every_fault_allocation_fails_cleanly() {
         }
         assert!(failures > 0, "{what}: no allocation to fail");
         assert_eq!(reference.mm.fault_stats().faults.oom, 0);
+    }
+}
+
+/// Readahead's allocations fail quietly: a read fault on a file that reads ahead a 32-page window, with each
+/// allocation failing in turn, either reads part of the window and maps its page (the failed page and those
+/// after it are simply not read ahead), or fails with ENOMEM where the fault's own page or table could not be
+/// had; in both cases nothing leaks and every cached page is one of the window's.
+#[test]
+fn readahead_allocation_failures_are_quiet() {
+    const F: u64 = B + 512 * P;
+    for k in 0.. {
+        let mem = Memory::new(MemoryConfig::default());
+        let pool = VmaPool::leak_new();
+        let mm = Mm::with_pool_and_memory(MmConfig::default(), pool, mem.clone());
+        let file = VmFile::regular("/vmspace/ra", 1, 256 * P);
+        mm.mmap(F, 256 * P, Prot::READ, MapFlags::PRIVATE | MapFlags::FIXED, Some(&file), 0).unwrap();
+        mem.inject_alloc_failure(Some(k));
+        let r = mm.fault(F + 100 * P, Access::Read);
+        mem.inject_alloc_failure(None);
+        Mm::check_memory(&[&mm], &[&file]).unwrap_or_else(|e| panic!("failure at {k}: {e}"));
+        mm.validate().unwrap();
+        let cached: Vec<u64> = file.page_cache().unwrap().pages().iter().map(|&(i, _)| i).collect();
+        // The read-around window of a 32-page device: pages 84..116.
+        assert!(cached.iter().all(|i| (84..116).contains(i)), "failure at {k}: {cached:?}");
+        match r {
+            Ok(_) => {
+                assert!(cached.contains(&100), "failure at {k}: the faulting page is cached");
+                assert!(mm.page_table().pte(F + 100 * P).is_present(), "failure at {k}: and mapped");
+                if cached.len() == 32 {
+                    break;
+                }
+            }
+            Err(e) => assert_eq!(e, Errno::ENOMEM, "failure at {k}"),
+        }
+        assert!(k < 200, "readahead never completed");
     }
 }
 

@@ -47,6 +47,7 @@ use crate::arch::{PAGE_SIZE, Pfn};
 use crate::frame::{FrameFlags, FrameInit, Memory, NODES_ALLOC, NODES_FREED};
 use crate::gather::MmuGather;
 use crate::pgtable::PageTable;
+use crate::readahead::{Bdi, RaState};
 use crate::zap::ZapDetails;
 
 /// log2 of the slots of one radix node.
@@ -328,6 +329,8 @@ impl MappingId {
 struct State {
     size: u64,
     pages: Radix,
+    /// The open file's readahead state (`file->f_ra`; `crate::readahead`).
+    ra: RaState,
 }
 
 struct IMmap {
@@ -340,6 +343,8 @@ pub struct PageCache {
     mem: Arc<Memory>,
     id: u64,
     shmem: bool,
+    /// The backing device's readahead settings ([`Bdi::NONE`] for shmem).
+    bdi: Bdi,
     state: Mutex<State>,
     i_mmap: Mutex<IMmap>,
 }
@@ -371,6 +376,54 @@ pub(crate) struct CacheGuard<'a> {
 }
 
 impl CacheGuard<'_> {
+    /// The memory the pages live in.
+    pub(crate) fn memory(&self) -> &Arc<Memory> {
+        &self.cache.mem
+    }
+
+    /// The backing device's readahead settings.
+    pub(crate) fn bdi(&self) -> Bdi {
+        self.cache.bdi
+    }
+
+    /// Whether faults on this file read ahead (`filemap_fault`; shmem's `shmem_fault` never does).
+    pub(crate) fn reads_ahead(&self) -> bool {
+        !self.cache.shmem
+    }
+
+    /// The open file's readahead state.
+    pub(crate) fn ra_state(&mut self) -> &mut RaState {
+        &mut self.st.ra
+    }
+
+    /// Whether any page of `[first, last]` is cached.
+    pub(crate) fn any_cached(&self, first: u64, last: u64) -> bool {
+        self.st.pages.any_in(first, last)
+    }
+
+    /// A new zero-filled page at `index` (free, below the end of the file) with `extra` flags (the readahead
+    /// mark), not mapped anywhere.
+    pub(crate) fn add_page(&mut self, index: u64, extra: FrameFlags) -> Result<Pfn, PageError> {
+        debug_assert!(self.st.pages.get(index).is_none() && index < self.size_pages());
+        let c = self.cache;
+        let flags = if c.shmem { FrameFlags::SWAPBACKED } else { FrameFlags::default() };
+        let init = FrameInit { flags: flags.union(extra), mapping: c.id, index, refcount: 1, mapcount: 0 };
+        let pfn = c.mem.alloc_frame(init).ok_or(PageError::NoMem)?;
+        if self.st.pages.insert(index, pfn, &c.mem).is_err() {
+            c.mem.free_unpublished(pfn);
+            return Err(PageError::NoMem);
+        }
+        Ok(pfn)
+    }
+
+    /// Removes pages `[first, last]`, which no entry maps, from the cache and frees them (a folio whose
+    /// allocation failed half-way; reclaim of clean pages).
+    pub(crate) fn remove_unmapped(&mut self, first: u64, last: u64) {
+        let mut removed = Vec::new();
+        self.st.pages.drain(first, last, &self.cache.mem, &mut removed);
+        self.cache.release_pages(removed);
+    }
+
     /// The file's size in pages, rounded up.
     pub(crate) fn size_pages(&self) -> u64 {
         self.st.size.div_ceil(PAGE_SIZE)
@@ -390,27 +443,25 @@ impl CacheGuard<'_> {
         if let Some(p) = self.st.pages.get(index) {
             return Ok(p);
         }
-        let c = self.cache;
-        let flags = if c.shmem { FrameFlags::SWAPBACKED } else { FrameFlags::default() };
-        let init = FrameInit { flags, mapping: c.id, index, refcount: 1, mapcount: 0 };
-        let pfn = c.mem.alloc_frame(init).ok_or(PageError::NoMem)?;
-        if self.st.pages.insert(index, pfn, &c.mem).is_err() {
-            c.mem.free_unpublished(pfn);
-            return Err(PageError::NoMem);
-        }
-        Ok(pfn)
+        self.add_page(index, FrameFlags::default())
     }
 }
 
 impl PageCache {
     /// A new, empty cache of a file of `size` bytes in `mem`; `shmem` for tmpfs, memfd and shared anonymous
-    /// memory.
+    /// memory (no readahead). A regular file reads ahead as a block device does by default ([`Bdi`]).
     pub fn new(mem: &Arc<Memory>, size: u64, shmem: bool) -> PageCache {
+        PageCache::with_bdi(mem, size, shmem, if shmem { Bdi::NONE } else { Bdi::default() })
+    }
+
+    /// [`PageCache::new`] on a device with the readahead settings `bdi` (`file_ra_state_init` at open).
+    pub fn with_bdi(mem: &Arc<Memory>, size: u64, shmem: bool, bdi: Bdi) -> PageCache {
         PageCache {
             mem: Arc::clone(mem),
             id: mem.new_mapping_id(),
             shmem,
-            state: Mutex::new(State { size, pages: Radix::new() }),
+            bdi,
+            state: Mutex::new(State { size, pages: Radix::new(), ra: RaState::new(&bdi) }),
             i_mmap: Mutex::new(IMmap { next: 1, maps: Vec::new() }),
         }
     }
@@ -614,6 +665,76 @@ impl PageCache {
             f.mapping.store(0, vmspace_rcu::sync::Ordering::Relaxed);
             tlb.put_frame(pfn);
         }
+    }
+
+    /// `POSIX_FADV_WILLNEED` over `nr` pages from `index` (`generic_fadvise` → `force_page_cache_readahead`;
+    /// `crate::readahead`): missing pages of the range below the end of the file are read in, unmapped and
+    /// unmarked, up to the device's limit. Shmem has no readahead.
+    pub fn willneed(&self, index: u64, nr: u64) {
+        if self.shmem {
+            return;
+        }
+        self.lock().force_page_cache_ra(index, nr);
+    }
+
+    /// `MADV_PAGEOUT`'s reclaim of this file's pages that `pt` maps in `[start, end)` (`reclaim_pages` →
+    /// `shrink_folio_list` with the references ignored). Only pages this mapping maps alone are taken
+    /// (`folio_mapcount` 1; mlocked ones are put back). Each is unmapped (`try_to_unmap`: a dirty entry dirties
+    /// the page); a clean page then leaves the cache and is freed, a dirty one stays cached, unmapped, active and
+    /// marked for reclaim (`folio_set_reclaim`, the readahead mark's bit: fault-around then leaves it alone and
+    /// a fault on it starts an asynchronous readahead, as on the live kernel) since only the flusher writes file
+    /// pages back. Shmem pages are not taken here (`docs/DIVERGENCES.md`). Returns the pages freed.
+    pub fn pageout(&self, pt: &PageTable, start: u64, end: u64) -> u64 {
+        if self.shmem {
+            return 0;
+        }
+        let mut found = Vec::new();
+        pt.for_each_pte_table(start, end, &mut |g, from, to| {
+            let mut addr = from;
+            while addr != to {
+                let pte = g.get(addr);
+                if pte.is_present() && !pte.is_special() {
+                    let f = self.mem.frame(pte.pfn());
+                    let flags = f.flags();
+                    // Relaxed: the mapping id is set before publication and cleared only by truncation, which
+                    // the cache's mutex orders before the check below.
+                    if f.mapping.load(vmspace_rcu::sync::Ordering::Relaxed) == self.id
+                        && !flags.contains(FrameFlags::ANON)
+                        && !flags.contains(FrameFlags::MLOCKED)
+                        && f.mapcount() == 1
+                    {
+                        found.push((addr, pte.pfn()));
+                    }
+                }
+                addr += PAGE_SIZE;
+            }
+        });
+        let mut freed = 0;
+        let mut st = self.state.lock();
+        for (addr, pfn) in found {
+            let f = self.mem.frame(pfn);
+            // Relaxed: as above; the cache's mutex is held.
+            let index = f.index.load(vmspace_rcu::sync::Ordering::Relaxed);
+            if st.pages.get(index) != Some(pfn) || f.mapcount() != 1 {
+                continue;
+            }
+            // With the cache's mutex held no fault can map the page again, so the entry at `addr` maps it
+            // still or was zapped meanwhile.
+            pt.zap_range(addr, addr + PAGE_SIZE, &ZapDetails::mapping(false));
+            if f.mapcount() != 0 {
+                continue;
+            }
+            f.clear(FrameFlags::REFERENCED);
+            if f.flags().contains(FrameFlags::DIRTY) {
+                f.set(FrameFlags::READAHEAD.union(FrameFlags::ACTIVE));
+            } else {
+                let mut removed = Vec::new();
+                st.pages.drain(index, index, &self.mem, &mut removed);
+                self.release_pages(removed);
+                freed += 1;
+            }
+        }
+        freed
     }
 
     /// `unmap_mapping_range`: zaps file pages `[first, last]` in every registered mapping; anonymous copies in

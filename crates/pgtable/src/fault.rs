@@ -88,6 +88,9 @@ pub struct FaultVma<'a> {
     pub file: Option<&'a PageCache>,
     /// The VMA has an anon_vma.
     pub anon_vma: bool,
+    /// A retry (`FAULT_FLAG_TRIED`): the first try dropped its lock to read ahead, so this one does not start
+    /// another asynchronous window.
+    pub tried: bool,
 }
 
 impl<'a> FaultVma<'a> {
@@ -101,6 +104,7 @@ impl<'a> FaultVma<'a> {
             page_prot: PageProt::for_vma(flags, false),
             file: None,
             anon_vma: false,
+            tried: false,
         }
     }
 
@@ -121,6 +125,7 @@ impl<'a> FaultVma<'a> {
             page_prot: PageProt::for_vma(flags, writenotify),
             file: Some(file),
             anon_vma: false,
+            tried: false,
         }
     }
 
@@ -173,6 +178,13 @@ pub enum VmFault {
     Handled(FaultKind),
     /// `VM_FAULT_RETRY`: the VMA needs an anon_vma; take the mmap lock, prepare it and fault again (module docs).
     Retry,
+    /// `VM_FAULT_RETRY` after readahead, which drops the fault's lock for its I/O: fault again, as a retry
+    /// ([`FaultVma::tried`]). `major` (`VM_FAULT_MAJOR`): the page was not cached (a retry under the VMA lock
+    /// is marked tried only then, as `do_user_addr_fault` does).
+    RetryIo {
+        /// The fault found no page in the cache.
+        major: bool,
+    },
     /// `VM_FAULT_OOM`: an allocation failed; nothing changed.
     Oom,
     /// `VM_FAULT_SIGBUS`: beyond the end of the file, or a poisoned page.
@@ -212,7 +224,7 @@ pub struct FaultStats {
     pub spurious: u64,
     /// [`FaultKind::Numa`].
     pub numa: u64,
-    /// [`VmFault::Retry`].
+    /// [`VmFault::Retry`] and [`VmFault::RetryIo`].
     pub retry: u64,
     /// [`VmFault::Oom`].
     pub oom: u64,
@@ -268,7 +280,7 @@ pub fn handle_mm_fault(pt: &PageTable, vma: &FaultVma<'_>, addr: u64, access: Ac
     let r = fault(pt, vma, addr & !(PAGE_SIZE - 1), access);
     let k = match r {
         VmFault::Handled(kind) => kind as usize,
-        VmFault::Retry => K_RETRY,
+        VmFault::Retry | VmFault::RetryIo { .. } => K_RETRY,
         VmFault::Oom => K_OOM,
         VmFault::SigBus => K_SIGBUS,
         VmFault::SigSegv => K_SIGSEGV,
@@ -449,6 +461,32 @@ fn page_error(e: PageError) -> VmFault {
     }
 }
 
+/// `filemap_fault` (`shmem_fault` for shmem) under the cache's mutex: the page at `index`, with readahead
+/// (`crate::readahead`): a first try that finds its page may start the next window, one that finds none
+/// reads ahead; either way a read dropped the fault's lock, so the fault answers [`VmFault::RetryIo`] after the
+/// page is in the cache, and maps nothing. Beyond the end of the file: SIGBUS.
+fn filemap_fault(vma: &FaultVma<'_>, cs: &mut CacheGuard<'_>, index: u64) -> Result<Pfn, VmFault> {
+    if index >= cs.size_pages() {
+        return Err(VmFault::SigBus);
+    }
+    if let Some(pfn) = cs.find(index) {
+        if cs.reads_ahead() && !vma.tried && cs.async_mmap_readahead(vma.flags, index, pfn) {
+            return Err(VmFault::RetryIo { major: false });
+        }
+        return Ok(pfn);
+    }
+    let vma_pages = (vma.end - vma.start) / PAGE_SIZE;
+    let dropped = cs.reads_ahead() && cs.sync_mmap_readahead(vma.flags, vma.pgoff, vma_pages, index);
+    // `__filemap_get_folio(FGP_CREAT)`: the page if readahead left it out. Its allocation failing after the
+    // lock was dropped is a retry in the kernel; here it is `VM_FAULT_OOM` either way, so that a memory that
+    // stays full cannot retry forever.
+    let pfn = cs.find_or_create(index).map_err(page_error)?;
+    if dropped {
+        return Err(VmFault::RetryIo { major: true });
+    }
+    Ok(pfn)
+}
+
 /// `do_read_fault` (with `do_fault_around`).
 fn do_read_fault(
     pt: &PageTable,
@@ -463,12 +501,13 @@ fn do_read_fault(
     }
     let index = vma.file_index(addr);
     let mut cs = cache.lock();
-    if pt.mem.fault_around_pages > 1 && orig.is_none() && do_fault_around(pt, vma, &cs, pmd, addr, index) {
+    if pt.mem.fault_around_pages > 1 && orig.is_none() && do_fault_around(pt, vma, &mut cs, pmd, addr, index)
+    {
         return VmFault::Handled(FaultKind::Read);
     }
-    let pfn = match cs.find_or_create(index) {
+    let pfn = match filemap_fault(vma, &mut cs, index) {
         Ok(p) => p,
-        Err(e) => return page_error(e),
+        Err(e) => return e,
     };
     let Ok(Some(g)) = pt.lock_pte_at(pmd, true) else { return VmFault::Oom };
     if g.get(addr) != orig {
@@ -479,11 +518,14 @@ fn do_read_fault(
 }
 
 /// `do_fault_around` + `filemap_map_pages`: maps the cached pages of the window around `addr` into empty
-/// entries. Returns whether the faulting page itself got mapped (`VM_FAULT_NOPAGE`).
+/// entries, leaving out pages that carry the readahead mark (`next_uptodate_folio`). Every page it finds
+/// unmarked counts as a hit against the file's `mmap_miss`, mapped now or before (`filemap_map_order0_folio`
+/// counts before it looks at the entry). Returns whether the faulting page itself got mapped
+/// (`VM_FAULT_NOPAGE`).
 fn do_fault_around(
     pt: &PageTable,
     vma: &FaultVma<'_>,
-    cs: &CacheGuard<'_>,
+    cs: &mut CacheGuard<'_>,
     pmd: &AtomicU64,
     addr: u64,
     index: u64,
@@ -506,8 +548,13 @@ fn do_fault_around(
     let Ok(Some(g)) = pt.lock_pte_at(pmd, true) else { return false };
     let mut got_it = false;
     let mut around = 0i64;
+    let mut hits = 0u32;
     for pgoff in start_pgoff..=end_pgoff {
         let Some(pfn) = cs.find(pgoff) else { continue };
+        if pt.mem.frame(pfn).flags().contains(FrameFlags::READAHEAD) {
+            continue;
+        }
+        hits += 1;
         // The window lies within the VMA and the table, so this never leaves them.
         let a = (addr as i64 + (pgoff as i64 - index as i64) * PAGE_SIZE as i64) as u64;
         if !g.get(a).is_none() {
@@ -521,6 +568,8 @@ fn do_fault_around(
         }
     }
     pt.faults.add(K_AROUND, around);
+    drop(g);
+    cs.fault_around_hits(hits);
     got_it
 }
 
@@ -546,11 +595,11 @@ fn do_cow_fault(
     }
     let Some(new) = pt.mem.alloc_frame(FrameInit::anon_mapped()) else { return VmFault::Oom };
     let mut cs = cache.lock();
-    let page = match cs.find_or_create(vma.file_index(addr)) {
+    let page = match filemap_fault(vma, &mut cs, vma.file_index(addr)) {
         Ok(p) => p,
         Err(e) => {
             pt.mem.free_unpublished(new);
-            return page_error(e);
+            return e;
         }
     };
     if pt.mem.copy_data(page, new).is_err() {
@@ -587,9 +636,9 @@ fn do_shared_fault(
         return VmFault::Oom;
     }
     let mut cs = cache.lock();
-    let pfn = match cs.find_or_create(vma.file_index(addr)) {
+    let pfn = match filemap_fault(vma, &mut cs, vma.file_index(addr)) {
         Ok(p) => p,
-        Err(e) => return page_error(e),
+        Err(e) => return e,
     };
     let Ok(Some(g)) = pt.lock_pte_at(pmd, true) else { return VmFault::Oom };
     if g.get(addr) != orig {
@@ -846,7 +895,8 @@ mod tests {
         assert!(!pt.pte(A + 3 * PG).is_write());
         write(&pt, &mut v1, A + 3 * PG, b"z").unwrap();
         assert_eq!(pt.fault_stats().wp_shared, 1);
-        assert_eq!(pt.rss().file, 2);
+        // The first fault read the whole file ahead; the read's fault-around mapped pages 0, 1 and 3.
+        assert_eq!(pt.rss().file, 4);
         assert_eq!(m.frame_info(c.page(2).unwrap()).unwrap().mapcount, 2);
         pt.validate().unwrap();
         other.validate().unwrap();

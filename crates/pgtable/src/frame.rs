@@ -124,6 +124,10 @@ impl FrameFlags {
     /// populates or mlocks the page, `munlock_folio` when the range is unlocked; the per-VMA `mlock_count`
     /// is not kept). Accessing such a page does not activate it, and `MADV_FREE` does not move it.
     pub const MLOCKED: FrameFlags = FrameFlags(1 << 8);
+    /// `PG_readahead` (the bit `PG_reclaim` shares): a page-cache page whose fault starts the next readahead
+    /// window, and which fault-around leaves alone (`crate::readahead`); also set on a dirty file page that
+    /// `MADV_PAGEOUT` could not reclaim (`folio_set_reclaim`).
+    pub const READAHEAD: FrameFlags = FrameFlags(1 << 9);
 
     /// The raw bits.
     pub const fn bits(self) -> u32 {
@@ -151,6 +155,7 @@ impl std::fmt::Debug for FrameFlags {
             (FrameFlags::ZERO, "ZERO"),
             (FrameFlags::ACTIVE, "ACTIVE"),
             (FrameFlags::MLOCKED, "MLOCKED"),
+            (FrameFlags::READAHEAD, "READAHEAD"),
         ];
         let set: Vec<&str> = names.iter().filter(|(b, _)| self.contains(*b)).map(|(_, n)| *n).collect();
         write!(f, "FrameFlags({})", set.join("|"))

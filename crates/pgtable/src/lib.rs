@@ -24,6 +24,8 @@
 //!             VmFault::Handled(_) => {}
 //!             // No anon_vma yet: the address space prepares one under the mmap lock, then retries.
 //!             VmFault::Retry => vma.anon_vma = true,
+//!             // Readahead dropped the lock for its I/O: fault again, as a retry.
+//!             VmFault::RetryIo { .. } => vma.tried = true,
 //!             other => panic!("{other:?}"),
 //!         },
 //!         Err(MmuError::NoMem) => panic!("out of memory"),
@@ -110,6 +112,7 @@ mod gather;
 mod mprotect;
 mod mremap;
 mod pgtable;
+mod readahead;
 mod smaps;
 mod table;
 #[cfg(all(test, not(loom)))]
@@ -128,5 +131,6 @@ pub use frame::{FrameFlags, FrameInfo, MAX_FRAMES, Memory, MemoryConfig, MemoryS
 pub use mprotect::{ChangeProt, GuardInstall};
 pub use mremap::MoveFlags;
 pub use pgtable::{Access, MmuError, PageTable, PageTableCheck, Rss};
+pub use readahead::{Bdi, MAX_PAGECACHE_ORDER, MMAP_LOTSAMISS, RaState, VM_READAHEAD_PAGES};
 pub use table::TABLE_BYTES;
 pub use zap::{ZapDetails, ZapStats};

@@ -17,17 +17,20 @@ pub(crate) fn mem() -> Arc<Memory> {
     Memory::new(MemoryConfig::default())
 }
 
-/// Resolves a page fault like the address space: `Retry` prepares the anon_vma. Returns the first failure.
+/// Resolves a page fault like the address space: `Retry` prepares the anon_vma, `RetryIo` faults again as a
+/// retry. Returns the first failure.
 pub(crate) fn resolve(
     pt: &PageTable,
     vma: &mut FaultVma<'_>,
     addr: u64,
     access: Access,
 ) -> Result<(), VmFault> {
+    vma.tried = false;
     for _ in 0..8 {
         match handle_mm_fault(pt, vma, addr, access) {
             VmFault::Handled(_) => return Ok(()),
             VmFault::Retry => vma.anon_vma = true,
+            VmFault::RetryIo { .. } => vma.tried = true,
             e => return Err(e),
         }
     }

@@ -13,8 +13,8 @@ mod common;
 use std::sync::Arc;
 
 use vmspace_pgtable::{
-    Access, CopyVma, FaultVma, Memory, MemoryConfig, MoveFlags, PAGE_SIZE, PMD_SIZE, PageCache, PageTable,
-    VA_END, VmFault, bits, handle_mm_fault,
+    Access, Bdi, CopyVma, FaultVma, Memory, MemoryConfig, MoveFlags, PAGE_SIZE, PMD_SIZE, PageCache,
+    PageTable, VA_END, VmFault, bits, handle_mm_fault,
 };
 
 use common::{RW, SHARED_RW, check_memory, read, write};
@@ -46,11 +46,12 @@ impl World {
     fn new() -> World {
         // Without fault-around: a read fault maps the cached pages around it before it allocates its own, and
         // those mappings stay when that allocation fails (as the kernel's `do_fault_around` ones do), which
-        // would hide what the failed allocation itself left.
+        // would hide what the failed allocation itself left. Without readahead for the same reason: its pages
+        // stay when the fault's own allocation fails (`vmspace-mm`'s `page_alloc_failure.rs` fails readahead's allocations).
         let mem = Memory::new(MemoryConfig { fault_around_bytes: 0, ..MemoryConfig::default() });
         let pt = PageTable::new(&mem).unwrap();
         let child = PageTable::new(&mem).unwrap();
-        let file = PageCache::new(&mem, 0, false);
+        let file = PageCache::with_bdi(&mem, 0, false, Bdi::NONE);
         file.write(0, &[3u8; 2 * 4096]).unwrap();
         file.truncate(8 * 4096);
         World { mem, pt, child, file }

@@ -105,6 +105,8 @@ impl Target for EngineTarget {
             cfg.file_max_bytes,
             cfg.fsize_rlimit,
         )?;
+        // On the device the kernel runner's files live on (its readahead window and request size).
+        let f = Arc::new(VmFile { bdi: cfg.file_bdi, ..(*f).clone() });
         self.files.push((name.to_string(), f));
         Ok(0)
     }

@@ -145,6 +145,9 @@ pub struct MmConfig {
     /// The largest size of a mapped file (`s_maxbytes` of its file system: `ftruncate` beyond it is EFBIG;
     /// ext4 with 4 KiB blocks: 16 TiB - 4 KiB).
     pub file_max_bytes: u64,
+    /// The readahead settings of the device holding the files an op script creates (the temporary directory's:
+    /// `read_ahead_kb`, `max_sectors_kb`, and whether its file system caches large folios).
+    pub file_bdi: vmspace_pgtable::Bdi,
     /// `RLIMIT_FSIZE` in bytes (`u64::MAX`: unlimited): growing a file beyond it is EFBIG.
     pub fsize_rlimit: u64,
     /// `RLIMIT_MEMLOCK` in bytes (`u64::MAX`: unlimited): bounds `mm->locked_vm` without CAP_IPC_LOCK (mlock,
@@ -203,6 +206,7 @@ impl Default for MmConfig {
             pku: false,
             hugetlb: HugetlbConfig::default(),
             file_max_bytes: 0xfff_ffff_f000,
+            file_bdi: vmspace_pgtable::Bdi::default(),
             fsize_rlimit: u64::MAX,
             memlock_rlimit: 8 << 20,
             map_32bit_base: 0x4000_0000,
@@ -217,6 +221,27 @@ impl Default for MmConfig {
             cap_sys_admin: false,
             fault_mode: super::fault::FaultMode::PerVma,
         }
+    }
+}
+
+/// The readahead settings of a probed device: `ra_pages` and `io_pages` from its queue (the kernel's defaults
+/// where unreadable), large folios where the file system caches them for ordinary files (ext4 since 6.16, xfs
+/// since 5.18; not on a file system the engine does not know).
+fn file_bdi(d: &vmspace_host::Device, release: Option<&str>) -> vmspace_pgtable::Bdi {
+    let def = vmspace_pgtable::Bdi::default();
+    let version = release.and_then(|r| {
+        let mut it = r.split(|c: char| !c.is_ascii_digit()).filter(|s| !s.is_empty());
+        Some((it.next()?.parse::<u32>().ok()?, it.next()?.parse::<u32>().ok()?))
+    });
+    let since = |v: (u32, u32)| version.is_some_and(|k| k >= v);
+    vmspace_pgtable::Bdi {
+        ra_pages: d.read_ahead_kb.map_or(def.ra_pages, |kb| kb * 1024 / PAGE_SIZE),
+        io_pages: d.max_sectors_kb.map_or(def.io_pages, |kb| kb * 1024 / PAGE_SIZE),
+        large_folios: match d.fs_type.as_deref() {
+            Some("ext4") => since((6, 16)),
+            Some("xfs") => since((5, 18)),
+            _ => false,
+        },
     }
 }
 
@@ -235,8 +260,8 @@ impl MmConfig {
     /// `CONFIG_READ_ONLY_THP_FOR_FS` from the same config (THP, when the config is unreadable, from the presence
     /// of its sysfs directory); the THP sysfs modes; the hugetlb pools (`Hugepagesize:` and
     /// `/sys/kernel/mm/hugepages`); CAP_IPC_LOCK and CAP_SYS_ADMIN from the effective capability set (or being
-    /// root); `RLIMIT_FSIZE` and `RLIMIT_MEMLOCK` from `/proc/self/limits`; and the largest file of the temporary
-    /// directory's file system. Facts the probe could not read keep their [`Default`] values.
+    /// root); `RLIMIT_FSIZE` and `RLIMIT_MEMLOCK` from `/proc/self/limits`; and the largest file and the readahead
+    /// settings of the temporary directory's file system. Facts the probe could not read keep their [`Default`] values.
     pub fn from_host(h: &vmspace_host::Host) -> Self {
         let mut c = MmConfig::default();
         if let Some(v) = h.mmap_min_addr {
@@ -286,6 +311,9 @@ impl MmConfig {
         }
         if let Some(v) = h.temp_max_file_size {
             c.file_max_bytes = v;
+        }
+        if let Some(d) = &h.temp_device {
+            c.file_bdi = file_bdi(d, h.kernel_release.as_deref());
         }
         let thp_sysfs = h.huge_pages.thp_enabled.as_deref();
         c.transparent_hugepage = h

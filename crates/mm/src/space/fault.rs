@@ -84,8 +84,12 @@ pub struct MmFaultStats {
 /// Why the address space's `handle_mm_fault` did not complete.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum FaultError {
-    /// `VM_FAULT_RETRY` under the VMA lock: the fault must be retried under the mmap lock.
-    Retry,
+    /// `VM_FAULT_RETRY` under the VMA lock: the fault must be retried under the mmap lock, as a retry
+    /// (`FAULT_FLAG_TRIED`) if `tried`.
+    Retry {
+        /// The retry carries `FAULT_FLAG_TRIED` (the first try was a major fault that read ahead).
+        tried: bool,
+    },
     /// `VM_FAULT_SIGSEGV`.
     SigSegv,
     /// `VM_FAULT_SIGBUS`.
@@ -98,7 +102,7 @@ impl FaultError {
     /// The errno of a user fault (module docs).
     fn user_errno(self) -> Errno {
         match self {
-            FaultError::SigSegv | FaultError::Retry => Errno::EFAULT,
+            FaultError::SigSegv | FaultError::Retry { .. } => Errno::EFAULT,
             FaultError::SigBus => Errno::EIO,
             FaultError::Oom => Errno::ENOMEM,
         }
@@ -173,6 +177,7 @@ impl Mm {
 
     /// [`Mm::fault`] in the given mode.
     pub fn fault_with(&self, addr: u64, access: Access, mode: FaultMode) -> Result<FaultKind, Errno> {
+        let mut tried = false;
         if mode == FaultMode::PerVma
             && let Some(g) = self.lock_vma_for_fault(addr)
         {
@@ -182,10 +187,11 @@ impl Mm {
                 self.vmstat.record_success();
                 return Err(Errno::EFAULT);
             }
-            match self.handle_vma_fault(v, addr, access, FaultLock::Vma) {
-                Err(FaultError::Retry) => {
+            match self.handle_vma_fault(v, addr, access, FaultLock::Vma, false) {
+                Err(FaultError::Retry { tried: t }) => {
                     drop(g);
                     self.vmstat.record_fault_retry();
+                    tried = t;
                 }
                 r => {
                     drop(g);
@@ -194,12 +200,13 @@ impl Mm {
                 }
             }
         }
-        // lock_mmap: under the mmap read lock; an anon_vma is prepared in place, so no retry is left.
+        // lock_mmap: under the mmap read lock; an anon_vma is prepared in place and a retry after readahead is
+        // made at once, so no retry is left.
         let (r, v) = self.lock_mm_and_find_vma(addr).ok_or(Errno::EFAULT)?;
         if access_error(v.fl(), access) {
             return Err(Errno::EFAULT);
         }
-        let res = self.handle_vma_fault(v, addr, access, FaultLock::Mmap);
+        let res = self.handle_vma_fault(v, addr, access, FaultLock::Mmap, tried);
         drop(r);
         res.map_err(FaultError::user_errno)
     }
@@ -256,13 +263,14 @@ impl Mm {
     }
 
     /// The address space's `handle_mm_fault` for `addr` in `v` (module docs). The caller holds `lock`, found
-    /// `v` covering `addr`, and checked the access.
+    /// `v` covering `addr`, and checked the access; `tried` for a retry (`FAULT_FLAG_TRIED`).
     pub(crate) fn handle_vma_fault(
         &self,
         v: V,
         addr: u64,
         access: Access,
         lock: FaultLock,
+        tried: bool,
     ) -> Result<FaultKind, FaultError> {
         let flags = v.fl();
         let hugetlb = flags.intersects(VmFlags::HUGETLB);
@@ -283,6 +291,7 @@ impl Mm {
             page_prot: PageProt::for_vma(flags, writenotify(file.as_deref())),
             file: cache,
             anon_vma: v.has_anon_vma(),
+            tried,
         };
         debug_assert!(file.is_none() || fv.file.is_some() || hugetlb, "a mapped file without its page cache");
         loop {
@@ -294,13 +303,20 @@ impl Mm {
                         FaultLock::Mmap => self.anon_vma_prepare(v),
                         FaultLock::Vma => {
                             let Some(_r) = self.locking().try_read_lock() else {
-                                return Err(FaultError::Retry);
+                                return Err(FaultError::Retry { tried: false });
                             };
                             self.anon_vma_prepare(v);
                         }
                     }
                     fv.anon_vma = true;
                 }
+                VmFault::RetryIo { major } => match lock {
+                    // The VMA lock was dropped for the I/O: the caller retries under the mmap lock.
+                    FaultLock::Vma => return Err(FaultError::Retry { tried: major }),
+                    // The mmap lock was dropped for the I/O and is taken again for the retry (module docs,
+                    // "Readahead").
+                    FaultLock::Mmap => fv.tried = true,
+                },
                 VmFault::Oom => return Err(FaultError::Oom),
                 VmFault::SigBus => return Err(FaultError::SigBus),
                 VmFault::SigSegv => return Err(FaultError::SigSegv),
@@ -326,7 +342,7 @@ impl Mm {
             }
         }
         // Outside the read-side section: a fault may wait for a grace period.
-        self.handle_vma_fault(v, addr, access, FaultLock::Mmap)?;
+        self.handle_vma_fault(v, addr, access, FaultLock::Mmap, false)?;
         // `__get_user_pages` follows the page again after a fault; FOLL_TOUCH marks it accessed.
         self.page_table().gup_touch(addr, write, locked);
         Ok(())

@@ -200,7 +200,7 @@ impl Mm {
                         } else {
                             obj.pool.give(1);
                         }
-                        return Err(FaultError::Retry);
+                        return Err(FaultError::Retry { tried: false });
                     }
                 },
             }

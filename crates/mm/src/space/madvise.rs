@@ -33,13 +33,16 @@
 //!   and read back as zeroes, but private copies made before stay (`truncate_pagecache_range` unmaps without
 //!   `even_cows`; checked on the live kernel); for hugetlbfs only the whole huge pages of the range); no VMA
 //!   change.
-//! * `WILLNEED`: anonymous memory without `CONFIG_SWAP` EBADF; else success (readahead has no backing store to
-//!   read from here: no page changes).
+//! * `WILLNEED`: anonymous memory without `CONFIG_SWAP` EBADF; else success. A regular file's pages of the
+//!   range are read into its cache, unmapped and unmarked (`madvise_willneed` → `vfs_fadvise` →
+//!   `force_page_cache_readahead`: at most the larger of the device's readahead window and request size;
+//!   `vmspace_pgtable` readahead docs); shmem and anonymous memory have no swap to read from.
 //! * `COLD`, `PAGEOUT`: `can_madv_lru_vma` (not `VM_LOCKED | VM_PFNMAP | VM_HUGETLB`) or EINVAL; then the
 //!   pages the range maps alone lose `PG_referenced`, and for `COLD` their accessed bits
 //!   (`PageTable::mkold_range`: `PAGEOUT` keeps them); an anonymous page `PAGEOUT` could not swap out comes
-//!   back active. Deactivation and reclaim (no LRU, no swap device) are not modelled: the pages stay mapped
-//!   with their contents (Linux unmaps the file and shmem pages it reclaims: docs/DIVERGENCES.md).
+//!   back active. `PAGEOUT` reclaims a regular file's pages the range maps alone (`PageCache::pageout`:
+//!   unmapped; clean ones leave the cache, dirty ones stay cached and marked for reclaim). Deactivation (no
+//!   LRU lists) is not modelled, nor reclaim of shmem pages (docs/DIVERGENCES.md).
 //! * `DONTNEED`, `DONTNEED_LOCKED`, `FREE`: `madvise_dontneed_free_valid_vma` (`VM_PFNMAP`, and `VM_LOCKED`
 //!   unless `DONTNEED_LOCKED`, EINVAL; hugetlb: `FREE` EINVAL, the start must be huge-page aligned (EINVAL)
 //!   and the end is rounded down); then `FREE` needs anonymous memory (EINVAL). `DONTNEED` zaps the range
@@ -422,8 +425,18 @@ impl Mm {
         match advice {
             Advice::REMOVE => self.madvise_remove(a, start, end),
             Advice::WILLNEED => {
-                if a.file().is_none() && !self.cfg.swap {
-                    return Err(Errno::EBADF);
+                let Some(f) = a.file() else {
+                    // Anonymous memory: swap-in of nothing (no swap device), or EBADF without CONFIG_SWAP.
+                    return if self.cfg.swap { Ok(()) } else { Err(Errno::EBADF) };
+                };
+                // `vfs_fadvise(POSIX_FADV_WILLNEED)` over the range's file pages: a regular file reads them into
+                // its cache (`force_page_cache_readahead`); shmem swaps in nothing; DAX ignores the advice.
+                if f.kind == FileKind::Regular
+                    && !f.dax
+                    && let Some(c) = f.page_cache()
+                {
+                    let first = a.pgoff() + (start - a.start()) / PAGE_SIZE;
+                    c.willneed(first, (end - start).div_ceil(PAGE_SIZE));
                 }
                 Ok(())
             }
@@ -433,6 +446,14 @@ impl Mm {
                     return Err(Errno::EINVAL);
                 }
                 self.page_table().mkold_range(start, end, advice == Advice::PAGEOUT);
+                // The file pages go to reclaim (`can_do_file_pageout`: the runner owns its files).
+                if advice == Advice::PAGEOUT
+                    && let Some(f) = a.file()
+                    && f.kind == FileKind::Regular
+                    && let Some(c) = f.page_cache()
+                {
+                    c.pageout(self.page_table(), start, end);
+                }
                 Ok(())
             }
             Advice::FREE | Advice::DONTNEED | Advice::DONTNEED_LOCKED => {

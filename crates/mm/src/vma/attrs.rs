@@ -241,6 +241,9 @@ pub struct VmFile {
     pub fsize_limit: u64,
     /// The hugetlbfs object of a [`FileKind::Hugetlb`] file.
     pub huge: Option<HugeRef>,
+    /// The readahead settings of the file's device (`inode_to_bdi`), copied into the open file's readahead
+    /// state when its page cache is made; only a regular file reads ahead.
+    pub bdi: vmspace_pgtable::Bdi,
     /// The contents (the page cache) and the rmap lock: opaque, a file of its own for each `VmFile` value
     /// (`FilePages::default()` for a new one, as `Clone` makes).
     pub pages: FilePages,
@@ -335,6 +338,7 @@ impl Clone for VmFile {
             max_bytes: self.max_bytes,
             fsize_limit: self.fsize_limit,
             huge: self.huge.clone(),
+            bdi: self.bdi,
             pages: FilePages::new(),
         }
     }
@@ -357,7 +361,8 @@ impl fmt::Debug for VmFile {
 
 impl VmFile {
     /// A regular file opened read-write on an exec-allowed file system, on device 00:00 (what op scripts
-    /// create), with no size limit but `MAX_LFS_FILESIZE`. Its contents are `size` zero bytes.
+    /// create), with no size limit but `MAX_LFS_FILESIZE`, reading ahead as a default block device does
+    /// ([`vmspace_pgtable::Bdi::default`]). Its contents are `size` zero bytes.
     pub fn regular(name: impl Into<String>, inode: u64, size: u64) -> Arc<VmFile> {
         Arc::new(VmFile::regular_file(name.into(), inode, size))
     }
@@ -378,6 +383,7 @@ impl VmFile {
             max_bytes: MAX_LFS_FILESIZE,
             fsize_limit: u64::MAX,
             huge: None,
+            bdi: vmspace_pgtable::Bdi::default(),
             pages: FilePages::new(),
         }
     }
@@ -440,7 +446,8 @@ impl VmFile {
                 let _g = self.pages.rmap.lock();
                 self.pages.cache.get_or_init(|| {
                     let shmem = self.kind != FileKind::Regular;
-                    Arc::new(vmspace_pgtable::PageCache::new(mem, self.size(), shmem))
+                    let bdi = if shmem { vmspace_pgtable::Bdi::NONE } else { self.bdi };
+                    Arc::new(vmspace_pgtable::PageCache::with_bdi(mem, self.size(), shmem, bdi))
                 })
             }
         };

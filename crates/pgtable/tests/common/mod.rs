@@ -10,12 +10,15 @@ pub const RW: VmFlags = VmFlags::READ.union(VmFlags::WRITE).union(VmFlags::MAYRE
 /// Shared read-write flags (a file opened read-write).
 pub const SHARED_RW: VmFlags = RW.union(VmFlags::SHARED).union(VmFlags::MAYSHARE);
 
-/// Resolves one page fault as the address space does (`Retry` prepares the anon_vma).
+/// Resolves one page fault as the address space does (`Retry` prepares the anon_vma, `RetryIo` faults again
+/// as a retry).
 pub fn resolve(pt: &PageTable, vma: &mut FaultVma<'_>, addr: u64, access: Access) -> Result<(), VmFault> {
+    vma.tried = false;
     for _ in 0..8 {
         match handle_mm_fault(pt, vma, addr, access) {
             VmFault::Handled(_) => return Ok(()),
             VmFault::Retry => vma.anon_vma = true,
+            VmFault::RetryIo { .. } => vma.tried = true,
             e => return Err(e),
         }
     }
