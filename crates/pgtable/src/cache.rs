@@ -54,6 +54,16 @@ use crate::zap::ZapDetails;
 const RADIX_SHIFT: u32 = 6;
 const RADIX: usize = 1 << RADIX_SHIFT;
 
+/// The page ext4 caches when a truncation from `old` to `new` bytes zeroes a partial block through the page
+/// cache (`ext4_setattr`; `ext4_truncate` → `ext4_block_truncate_page`): the page of the new end of file when
+/// the file shrinks or keeps its size and the new size is not block-aligned, the page of the old end of file
+/// when it grows from a size that is not. The engine's block is the page. Measured on Linux 6.18 / ext4 (a
+/// truncation from 8 pages to 0x1800 bytes, or a growth from 0x1800 bytes, leaves page 1 cached and unread).
+pub fn partial_block_page(old: u64, new: u64) -> Option<u64> {
+    let at = if new <= old { new } else { old };
+    (at % PAGE_SIZE != 0).then_some(at / PAGE_SIZE)
+}
+
 /// A radix node: leaves hold PFNs (0 = empty), inner nodes children.
 enum Node {
     Leaf(Box<[u64; RADIX]>),
@@ -331,6 +341,10 @@ struct State {
     pages: Radix,
     /// The open file's readahead state (`file->f_ra`; `crate::readahead`).
     ra: RaState,
+    /// The bytes of pages that reclaim evicted after writeback (the file's blocks on disk, for the pages not
+    /// cached): a page read in again gets them back. Pages never written back have no entry (a hole, or
+    /// contents that only ever lived in the cache).
+    evicted: std::collections::BTreeMap<u64, Vec<u8>>,
 }
 
 struct IMmap {
@@ -409,11 +423,26 @@ impl CacheGuard<'_> {
         let flags = if c.shmem { FrameFlags::SWAPBACKED } else { FrameFlags::default() };
         let init = FrameInit { flags: flags.union(extra), mapping: c.id, index, refcount: 1, mapcount: 0 };
         let pfn = c.mem.alloc_frame(init).ok_or(PageError::NoMem)?;
+        // Read from "disk": the bytes an eviction kept.
+        if let Some(bytes) = self.st.evicted.get(&index) {
+            let Some(d) = c.mem.ensure_data(pfn) else {
+                c.mem.free_unpublished(pfn);
+                return Err(PageError::NoMem);
+            };
+            d.write(0, bytes);
+        }
         if self.st.pages.insert(index, pfn, &c.mem).is_err() {
             c.mem.free_unpublished(pfn);
             return Err(PageError::NoMem);
         }
+        self.st.evicted.remove(&index);
         Ok(pfn)
+    }
+
+    /// `filemap_read_folio` of a page found not up to date (module docs, "Pages not up to date"): read, so
+    /// up to date from now on.
+    pub(crate) fn read_folio(&mut self, pfn: Pfn) {
+        self.cache.mem.frame(pfn).clear(FrameFlags::NOT_UPTODATE);
     }
 
     /// Removes pages `[first, last]`, which no entry maps, from the cache and frees them (a folio whose
@@ -461,7 +490,12 @@ impl PageCache {
             id: mem.new_mapping_id(),
             shmem,
             bdi,
-            state: Mutex::new(State { size, pages: Radix::new(), ra: RaState::new(&bdi) }),
+            state: Mutex::new(State {
+                size,
+                pages: Radix::new(),
+                ra: RaState::new(&bdi),
+                evicted: std::collections::BTreeMap::new(),
+            }),
             i_mmap: Mutex::new(IMmap { next: 1, maps: Vec::new() }),
         }
     }
@@ -521,8 +555,15 @@ impl PageCache {
             let off = (o % PAGE_SIZE) as usize;
             let k = (PAGE_SIZE as usize - off).min(n - done);
             match st.pages.get(o / PAGE_SIZE) {
-                Some(p) => self.mem.read_frame(p, off, &mut buf[done..done + k]),
-                None => buf[done..done + k].fill(0),
+                Some(p) => {
+                    // `filemap_read` reads a page that is not up to date first.
+                    self.mem.frame(p).clear(FrameFlags::NOT_UPTODATE);
+                    self.mem.read_frame(p, off, &mut buf[done..done + k]);
+                }
+                None => match st.evicted.get(&(o / PAGE_SIZE)) {
+                    Some(b) => buf[done..done + k].copy_from_slice(&b[off..off + k]),
+                    None => buf[done..done + k].fill(0),
+                },
             }
             done += k;
         }
@@ -555,6 +596,8 @@ impl PageCache {
             };
             d.write(off, &data[done..done + k]);
             self.mem.frame(page).set(FrameFlags::DIRTY);
+            // `write_begin` reads a page that is not up to date (a whole-page write needs nothing read).
+            self.mem.frame(page).clear(FrameFlags::NOT_UPTODATE);
             g.st.size = old_size.max(o + k as u64);
             done += k;
         }
@@ -567,6 +610,10 @@ impl PageCache {
     /// (bytes a shared mapping stored beyond the old end of file read back as zeroes, to the end of the page
     /// even when the new size ends inside it: ext4's extending `ext4_setattr` on Linux 6.18, measured; the
     /// file system's block is the page here). Allocates nothing.
+    ///
+    /// A regular file then caches the page of its partial block, not up to date, if it was not cached
+    /// ([`partial_block_page`]: ext4 zeroes the partial block at the end of file through the page cache, and a
+    /// hole's page stays unread).
     pub fn truncate(&self, new_size: u64) {
         let old = {
             let mut st = self.state.lock();
@@ -576,12 +623,28 @@ impl PageCache {
             if new_size > old {
                 self.zero_partial(old, None);
             }
-            return;
+        } else {
+            let first = new_size.div_ceil(PAGE_SIZE);
+            self.unmap_mapping_range(first, u64::MAX, true);
+            self.drop_pages(first, u64::MAX);
+            self.state.lock().evicted.retain(|&i, _| i < first);
+            self.zero_partial(new_size, None);
         }
-        let first = new_size.div_ceil(PAGE_SIZE);
-        self.unmap_mapping_range(first, u64::MAX, true);
-        self.drop_pages(first, u64::MAX);
-        self.zero_partial(new_size, None);
+        if !self.shmem
+            && let Some(index) = partial_block_page(old, new_size)
+        {
+            self.cache_not_uptodate(index);
+        }
+    }
+
+    /// Caches page `index` (below the end of file) not up to date if it is not cached (module docs, "Pages
+    /// not up to date"), referenced (`FGP_ACCESSED`). An allocation failure leaves it uncached, as the kernel's
+    /// `__filemap_get_folio` failure fails the truncation's zeroing quietly here.
+    pub fn cache_not_uptodate(&self, index: u64) {
+        let mut g = self.lock();
+        if index < g.size_pages() && g.find(index).is_none() {
+            let _ = g.add_page(index, FrameFlags::NOT_UPTODATE.union(FrameFlags::REFERENCED));
+        }
     }
 
     /// Punches a hole of `[offset, offset + len)` (`truncate_pagecache_range`, for `fallocate(PUNCH_HOLE)` and
@@ -604,6 +667,7 @@ impl PageCache {
                 let mut st = self.state.lock();
                 self.unmap_mapping_range(first, last_excl - 1, false);
                 st.pages.drain(first, last_excl - 1, &self.mem, &mut removed);
+                st.evicted.retain(|&i, _| i < first || i >= last_excl);
             }
             self.release_pages(removed);
         }
@@ -613,13 +677,18 @@ impl PageCache {
     /// Zeroes the bytes `[from, to)` (to the end of its page when `None`) of the page containing `from`, and
     /// the head of the page containing `to` if it is another page.
     fn zero_partial(&self, from: u64, to: Option<u64>) {
-        let st = self.state.lock();
-        let zero = |page: u64, a: usize, b: usize| {
-            if a < b
-                && let Some(p) = st.pages.get(page)
+        let mut st = self.state.lock();
+        let mut zero = |page: u64, a: usize, b: usize| {
+            if a >= b {
+                return;
+            }
+            if let Some(p) = st.pages.get(page)
                 && let Some(d) = self.mem.frame(p).data()
             {
                 d.write(a, &vec![0u8; b - a]);
+            }
+            if let Some(bytes) = st.evicted.get_mut(&page) {
+                bytes[a..b].fill(0);
             }
         };
         let fp = from / PAGE_SIZE;
@@ -667,6 +736,42 @@ impl PageCache {
         }
     }
 
+    /// Writeback of the dirty pages of `[first, last]` (`file_write_and_wait_range`, as `fsync` and `msync(MS_SYNC)`
+    /// start it): each page is cleaned for I/O (`folio_clear_dirty_for_io`: every entry mapping it loses its
+    /// dirty and write bits, `folio_mkclean`, so the next write through a shared mapping faults and dirties it
+    /// again) and, the engine's file having no backing store but its cache, is clean at once. Only shared
+    /// mappings can map a page-cache page writable or dirty, so the registry's other mappings are left as
+    /// they are. Shmem is never written back (`noop_fsync`). Returns the pages cleaned.
+    pub fn writeback(&self, first: u64, last: u64) -> u64 {
+        if self.shmem || first > last {
+            return 0;
+        }
+        let st = self.state.lock();
+        let dirty: Vec<(u64, Pfn)> = st
+            .pages
+            .entries()
+            .into_iter()
+            .filter(|&(i, p)| {
+                (first..=last).contains(&i) && self.mem.frame(p).flags().contains(FrameFlags::DIRTY)
+            })
+            .collect();
+        if dirty.is_empty() {
+            return 0;
+        }
+        // Lock order: the cache's mutex, then the registry's (as hole punching), then PTE locks.
+        let maps = self.i_mmap.lock();
+        for &(index, pfn) in &dirty {
+            for (_, m) in maps.maps.iter() {
+                let pages = (m.end - m.start) / PAGE_SIZE;
+                if index >= m.pgoff && index - m.pgoff < pages {
+                    m.pt.mkclean_entry(m.start + (index - m.pgoff) * PAGE_SIZE, pfn);
+                }
+            }
+            self.mem.frame(pfn).clear(FrameFlags::DIRTY);
+        }
+        dirty.len() as u64
+    }
+
     /// `POSIX_FADV_WILLNEED` over `nr` pages from `index` (`generic_fadvise` → `force_page_cache_readahead`;
     /// `crate::readahead`): missing pages of the range below the end of the file are read in, unmapped and
     /// unmarked, up to the device's limit. Shmem has no readahead.
@@ -683,11 +788,10 @@ impl PageCache {
     /// the page); a clean page then leaves the cache and is freed, a dirty one stays cached, unmapped, active and
     /// marked for reclaim (`folio_set_reclaim`, the readahead mark's bit: fault-around then leaves it alone and
     /// a fault on it starts an asynchronous readahead, as on the live kernel) since only the flusher writes file
-    /// pages back. Shmem pages are not taken here (`docs/DIVERGENCES.md`). Returns the pages freed.
+    /// pages back. A shmem page is unmapped too; with no swap to write it to (`shmem_writeout` redirties it) a
+    /// dirty one stays cached and active, a clean one (a hole read, all zeroes) leaves the cache. Returns the
+    /// pages freed.
     pub fn pageout(&self, pt: &PageTable, start: u64, end: u64) -> u64 {
-        if self.shmem {
-            return 0;
-        }
         let mut found = Vec::new();
         pt.for_each_pte_table(start, end, &mut |g, from, to| {
             let mut addr = from;
@@ -726,8 +830,20 @@ impl PageCache {
             }
             f.clear(FrameFlags::REFERENCED);
             if f.flags().contains(FrameFlags::DIRTY) {
-                f.set(FrameFlags::READAHEAD.union(FrameFlags::ACTIVE));
+                // `shrink_folio_list`: a dirty file folio is marked for reclaim and activated; a dirty shmem
+                // folio goes to `pageout`, whose failed write clears the mark again.
+                f.set(if self.shmem {
+                    FrameFlags::ACTIVE
+                } else {
+                    FrameFlags::READAHEAD.union(FrameFlags::ACTIVE)
+                });
             } else {
+                // Clean: its bytes are on "disk" (the file's blocks), if it ever had any.
+                if f.data().is_some() {
+                    let mut bytes = vec![0u8; PAGE_SIZE as usize];
+                    self.mem.read_frame(pfn, 0, &mut bytes);
+                    st.evicted.insert(index, bytes);
+                }
                 let mut removed = Vec::new();
                 st.pages.drain(index, index, &self.mem, &mut removed);
                 self.release_pages(removed);

@@ -470,7 +470,13 @@ fn filemap_fault(vma: &FaultVma<'_>, cs: &mut CacheGuard<'_>, index: u64) -> Res
         return Err(VmFault::SigBus);
     }
     if let Some(pfn) = cs.find(index) {
-        if cs.reads_ahead() && !vma.tried && cs.async_mmap_readahead(vma.flags, index, pfn) {
+        let dropped = cs.reads_ahead() && !vma.tried && cs.async_mmap_readahead(vma.flags, index, pfn);
+        if pt_flags(cs, pfn).contains(FrameFlags::NOT_UPTODATE) {
+            // `page_not_uptodate`: read it, dropping the lock for the I/O (`maybe_unlock_mmap_for_io`); retry.
+            cs.read_folio(pfn);
+            return Err(VmFault::RetryIo { major: false });
+        }
+        if dropped {
             return Err(VmFault::RetryIo { major: false });
         }
         return Ok(pfn);
@@ -485,6 +491,11 @@ fn filemap_fault(vma: &FaultVma<'_>, cs: &mut CacheGuard<'_>, index: u64) -> Res
         return Err(VmFault::RetryIo { major: true });
     }
     Ok(pfn)
+}
+
+/// The flags of cached page `pfn`.
+fn pt_flags(cs: &CacheGuard<'_>, pfn: Pfn) -> FrameFlags {
+    cs.memory().frame(pfn).flags()
 }
 
 /// `do_read_fault` (with `do_fault_around`).
@@ -551,7 +562,8 @@ fn do_fault_around(
     let mut hits = 0u32;
     for pgoff in start_pgoff..=end_pgoff {
         let Some(pfn) = cs.find(pgoff) else { continue };
-        if pt.mem.frame(pfn).flags().contains(FrameFlags::READAHEAD) {
+        // `next_uptodate_folio`: a page not up to date, or carrying the readahead mark, is left to the fault.
+        if pt.mem.frame(pfn).flags().intersects(FrameFlags::READAHEAD.union(FrameFlags::NOT_UPTODATE)) {
             continue;
         }
         hits += 1;

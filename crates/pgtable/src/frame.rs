@@ -128,6 +128,10 @@ impl FrameFlags {
     /// window, and which fault-around leaves alone (`crate::readahead`); also set on a dirty file page that
     /// `MADV_PAGEOUT` could not reclaim (`folio_set_reclaim`).
     pub const READAHEAD: FrameFlags = FrameFlags(1 << 9);
+    /// `!PG_uptodate`: a page-cache page whose contents were never read (ext4's truncation caches the page of
+    /// a partial block without reading a hole). Fault-around leaves it alone; a fault reads it first
+    /// (`crate::cache` docs, "Pages not up to date").
+    pub const NOT_UPTODATE: FrameFlags = FrameFlags(1 << 10);
 
     /// The raw bits.
     pub const fn bits(self) -> u32 {
@@ -136,6 +140,10 @@ impl FrameFlags {
     /// Whether every bit of `other` is set.
     pub const fn contains(self, other: FrameFlags) -> bool {
         self.0 & other.0 == other.0
+    }
+    /// Whether any bit of `other` is set.
+    pub const fn intersects(self, other: FrameFlags) -> bool {
+        self.0 & other.0 != 0
     }
     /// The union.
     pub const fn union(self, other: FrameFlags) -> FrameFlags {
@@ -156,6 +164,7 @@ impl std::fmt::Debug for FrameFlags {
             (FrameFlags::ACTIVE, "ACTIVE"),
             (FrameFlags::MLOCKED, "MLOCKED"),
             (FrameFlags::READAHEAD, "READAHEAD"),
+            (FrameFlags::NOT_UPTODATE, "NOT_UPTODATE"),
         ];
         let set: Vec<&str> = names.iter().filter(|(b, _)| self.contains(*b)).map(|(_, n)| *n).collect();
         write!(f, "FrameFlags({})", set.join("|"))

@@ -123,7 +123,7 @@ pub use arch::{
     Marker, PAGE_BYTES, PAGE_SIZE, PAGE_WORDS, PGDIR_SIZE, PMD_SIZE, PTRS_PER_TABLE, PUD_SIZE, PageProt, Pfn,
     Pte, TABLE_SHIFT, VA_END, bits,
 };
-pub use cache::{FileMapping, MappingId, PageCache};
+pub use cache::{FileMapping, MappingId, PageCache, partial_block_page};
 pub use check::check_memory;
 pub use fault::{FaultKind, FaultStats, FaultVma, VmFault, handle_mm_fault};
 pub use fork::{CopyVma, is_cow_mapping, vma_needs_copy};

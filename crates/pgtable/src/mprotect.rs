@@ -45,7 +45,7 @@
 use vmspace_abi::Errno;
 use vmspace_rcu::sync::Ordering;
 
-use crate::arch::{Marker, PAGE_SIZE, PageProt, Pte, VA_END, addr_end};
+use crate::arch::{Marker, PAGE_SIZE, PageProt, Pfn, Pte, VA_END, addr_end};
 use crate::frame::FrameFlags;
 use crate::pgtable::PageTable;
 
@@ -186,6 +186,19 @@ impl PageTable {
             }
         });
         n
+    }
+
+    /// `page_mkclean_one` at `addr`: if the entry maps `pfn` writable or dirty, it loses both bits (a
+    /// compare-and-swap against the MMU, so a store in between is not lost: its dirty bit is then in the value
+    /// replaced, and the page is written back with it). Returns whether it changed.
+    pub fn mkclean_entry(&self, addr: u64, pfn: Pfn) -> bool {
+        let Ok(Some(g)) = self.lock_pte(addr, false) else { return false };
+        let p = g.get(addr);
+        if !p.is_present() || p.pfn() != pfn || !(p.is_write() || p.is_dirty()) {
+            return false;
+        }
+        g.update(addr, |p| if p.is_present() && p.pfn() == pfn { p.wrprotect().mkclean() } else { p });
+        true
     }
 
     /// `MADV_GUARD_INSTALL`'s page-table walk over `[start, end)` (module docs). Errors: `ENOMEM` allocating a

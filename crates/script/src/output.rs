@@ -56,13 +56,9 @@
 //! moving mremap depends on the process's layout, not on the semantics under test. [`compare`] returns the
 //! first difference with the lines before it as context.
 //!
-//! In an smaps record of a mapping of a script file (`fd=NAME`), the counters of the page-cache pages it maps
-//! (`Rss`, `Pss`, `Pss_Dirty`, `Shared_*`, `Private_*`, `Referenced`, `Locked`) compare by their label only:
-//! on a fault of an uncached page Linux 6.18 reads the file around it (`do_sync_mmap_readahead`) and its
-//! retry maps the cached pages around the fault (`do_fault_around`), and `MADV_PAGEOUT` unmaps and frees file
-//! pages; the engine models 4 KiB page-cache pages without readahead or reclaim (docs/DIVERGENCES.md). Every other
-//! line of those records (`Anonymous`: the private copies; `LazyFree`, `THPeligible`, `VmFlags`, ...) and
-//! every counter of anonymous and shmem mappings compare exactly.
+//! smaps records compare line by line like everything else, the page-cache counters of file mappings included:
+//! the engine reads files ahead, maps the cache around faults and reclaims file pages as Linux 6.18 does
+//! (`vmspace_pgtable`'s readahead module; docs/DIVERGENCES.md).
 
 use crate::Errno;
 use core::fmt;
@@ -339,36 +335,11 @@ struct Flat {
     text: String,
     /// For an address result: `(line, op, address)`.
     addr: Option<(usize, String, u64)>,
-    /// A counter line of an smaps record of a script file's mapping whose value depends on the pages the
-    /// kernel's page cache holds (module docs, "Comparison"): compared by its label only.
-    page_cache: bool,
 }
-
-/// The smaps counters that count a file mapping's page-cache pages (module docs, "Comparison").
-const PAGE_CACHE_COUNTERS: [&str; 9] = [
-    "Rss:",
-    "Pss:",
-    "Pss_Dirty:",
-    "Shared_Clean:",
-    "Shared_Dirty:",
-    "Private_Clean:",
-    "Private_Dirty:",
-    "Referenced:",
-    "Locked:",
-];
 
 impl Flat {
     fn plain(text: String) -> Flat {
-        Flat { text, addr: None, page_cache: false }
-    }
-
-    /// What two lines must share to compare equal (besides the address rule).
-    fn key(&self) -> &str {
-        if self.page_cache {
-            self.text.split_once(' ').map_or(&self.text, |(label, _)| label)
-        } else {
-            &self.text
-        }
+        Flat { text, addr: None }
     }
 }
 
@@ -381,7 +352,7 @@ fn flatten(o: &Output) -> Vec<Flat> {
                     Value::Addr(a) => Some((*line, op.clone(), *a)),
                     _ => None,
                 };
-                v.push(Flat { text: format!("L{line} {op} = {value}"), addr, page_cache: false });
+                v.push(Flat { text: format!("L{line} {op} = {value}"), addr });
             }
             Entry::Maps(lines) => {
                 v.push(Flat::plain("MAPS".into()));
@@ -390,15 +361,7 @@ fn flatten(o: &Output) -> Vec<Flat> {
             }
             Entry::Smaps(lines) => {
                 v.push(Flat::plain("SMAPS".into()));
-                let mut file = false;
-                for l in lines {
-                    if let Ok(h) = l.parse::<vmspace_proc::MapsLine>() {
-                        file =
-                            matches!(&h.name, Some(vmspace_proc::MapsName::Other(n)) if n.starts_with("fd="));
-                    }
-                    let page_cache = file && PAGE_CACHE_COUNTERS.iter().any(|c| l.starts_with(c));
-                    v.push(Flat { text: l.clone(), addr: None, page_cache });
-                }
+                v.extend(lines.iter().map(|l| Flat::plain(l.clone())));
                 v.push(Flat::plain("END".into()));
             }
             Entry::Text { line, op, text } => v.push(Flat::plain(format!("L{line} {op} = {text}"))),
@@ -443,7 +406,7 @@ pub fn compare(left: &Output, right: &Output, arena: Arena, names: (&str, &str))
     for i in 0..l.len().max(r.len()) {
         let same = match (l.get(i), r.get(i)) {
             (Some(a), Some(b)) => {
-                a.key() == b.key()
+                a.text == b.text
                     || matches!((&a.addr, &b.addr), (Some((la, lo, x)), Some((ra, ro, y)))
                         if la == ra && lo == ro && !arena.contains(*x) && !arena.contains(*y))
             }
@@ -541,19 +504,10 @@ mod tests {
         let text = o.render();
         assert!(text.starts_with("L1 query = outside\nL2 query = -ENOENT\nSMAPS\n"), "{text}");
         assert_eq!(Output::parse(&text).unwrap(), o);
-        // A script file's page-cache counters compare by label; anonymous records and other lines exactly.
+        // Every smaps line compares exactly, a script file's page-cache counters included.
         let mut p = o.clone();
         p.entries[2] = Entry::Smaps(rec("16"));
-        assert_eq!(compare(&o, &p, Arena::default(), ("a", "b")), None);
-        let anon = |rss: &str| {
-            let mut r = rec(rss);
-            r[0] = "200000000000-200000001000 rw-p 00000000 00:00 0 ".into();
-            Entry::Smaps(r)
-        };
-        let (mut x, mut y) = (o.clone(), o);
-        x.entries[2] = anon("4");
-        y.entries[2] = anon("16");
-        assert_eq!(compare(&x, &y, Arena::default(), ("a", "b")).unwrap().index, 4);
+        assert_eq!(compare(&o, &p, Arena::default(), ("a", "b")).unwrap().index, 4);
     }
 
     #[test]

@@ -40,9 +40,10 @@
 //! * `COLD`, `PAGEOUT`: `can_madv_lru_vma` (not `VM_LOCKED | VM_PFNMAP | VM_HUGETLB`) or EINVAL; then the
 //!   pages the range maps alone lose `PG_referenced`, and for `COLD` their accessed bits
 //!   (`PageTable::mkold_range`: `PAGEOUT` keeps them); an anonymous page `PAGEOUT` could not swap out comes
-//!   back active. `PAGEOUT` reclaims a regular file's pages the range maps alone (`PageCache::pageout`:
-//!   unmapped; clean ones leave the cache, dirty ones stay cached and marked for reclaim). Deactivation (no
-//!   LRU lists) is not modelled, nor reclaim of shmem pages (docs/DIVERGENCES.md).
+//!   back active. `PAGEOUT` reclaims the file and shmem pages the range maps alone (`PageCache::pageout`:
+//!   unmapped; clean ones leave the cache, dirty file pages stay cached and marked for reclaim, dirty shmem
+//!   pages stay cached, having no swap to go to). Deactivation (no LRU lists) is not modelled
+//!   (docs/DIVERGENCES.md).
 //! * `DONTNEED`, `DONTNEED_LOCKED`, `FREE`: `madvise_dontneed_free_valid_vma` (`VM_PFNMAP`, and `VM_LOCKED`
 //!   unless `DONTNEED_LOCKED`, EINVAL; hugetlb: `FREE` EINVAL, the start must be huge-page aligned (EINVAL)
 //!   and the end is rounded down); then `FREE` needs anonymous memory (EINVAL). `DONTNEED` zaps the range
@@ -446,10 +447,9 @@ impl Mm {
                     return Err(Errno::EINVAL);
                 }
                 self.page_table().mkold_range(start, end, advice == Advice::PAGEOUT);
-                // The file pages go to reclaim (`can_do_file_pageout`: the runner owns its files).
+                // The file and shmem pages go to reclaim (`can_do_file_pageout`: the runner owns its files).
                 if advice == Advice::PAGEOUT
                     && let Some(f) = a.file()
-                    && f.kind == FileKind::Regular
                     && let Some(c) = f.page_cache()
                 {
                     c.pageout(self.page_table(), start, end);

@@ -1,4 +1,5 @@
-//! msync (`mm/msync.c: SYSCALL_DEFINE3(msync)`): checks and walks, no state change.
+//! msync (`mm/msync.c: SYSCALL_DEFINE3(msync)`): checks and walks; `MS_SYNC` writes back the dirty pages of the
+//! shared regular-file VMAs it walks.
 //!
 //! 1. Flags other than `MS_ASYNC | MS_INVALIDATE | MS_SYNC`: EINVAL; an unaligned start: EINVAL; both
 //!    `MS_ASYNC` and `MS_SYNC`: EINVAL (flags 0 is valid).
@@ -7,13 +8,15 @@
 //! 3. The walk (under the mmap read lock): no VMA at or after the position: ENOMEM. A hole before the next
 //!    VMA: with flags exactly `MS_ASYNC`, ENOMEM at once; otherwise it is skipped and ENOMEM reported at the
 //!    end (and a hole that reaches the end of the range is ENOMEM at once). `MS_INVALIDATE` on a `VM_LOCKED`
-//!    VMA: EBUSY, whatever came before. `MS_SYNC` on a shared file VMA writes the file back
-//!    (`vfs_fsync_range`, which the model files never fail).
+//!    VMA: EBUSY, whatever came before. `MS_SYNC` on a shared file VMA writes back that VMA's part of the
+//!    range (`vfs_fsync_range` over its file offsets, which the model files never fail: `PageCache::writeback`
+//!    cleans the pages and write-protects their entries, so smaps counts them clean and the next write faults);
+//!    shmem is not written back (`noop_fsync`). `MS_ASYNC` starts nothing (since 2.6.19).
 //!
 //! Every rule above was checked on the live kernel (`crates/mm/tests/msync.rs` says how).
 
 use super::tree::VmaExt;
-use super::{Errno, Mm, MsyncFlags, PAGE_MASK, VmFlags, page_align};
+use super::{Errno, FileKind, Mm, MsyncFlags, PAGE_MASK, PAGE_SIZE, VmFlags, page_align};
 
 impl Mm {
     /// `msync(start, len, flags)`.
@@ -54,7 +57,18 @@ impl Mm {
             if flags.contains(MsyncFlags::INVALIDATE) && v.fl().intersects(VmFlags::LOCKED) {
                 return Err(Errno::EBUSY);
             }
-            // MS_SYNC of a shared file VMA: vfs_fsync_range, which succeeds on the model files.
+            // MS_SYNC of a shared file VMA: vfs_fsync_range over the file pages of [start, min(end, vm_end)),
+            // which writes the dirty ones back (and succeeds on the model files).
+            if flags.contains(MsyncFlags::SYNC)
+                && v.fl().intersects(VmFlags::SHARED)
+                && let Some(f) = v.file()
+                && f.kind == FileKind::Regular
+                && let Some(c) = f.page_cache()
+            {
+                let first = v.pgoff() + (start - v.start()) / PAGE_SIZE;
+                let last = first + (end.min(v.end()) - start) / PAGE_SIZE - 1;
+                c.writeback(first, last);
+            }
             start = v.end();
             if start >= end {
                 return unmapped_error;

@@ -264,11 +264,18 @@ pub struct VmFile {
 pub struct FilePages {
     cache: std::sync::OnceLock<Arc<vmspace_pgtable::PageCache>>,
     rmap: vmspace_rcu::sync::Mutex<()>,
+    /// Before the cache exists: the pages a truncation cached without reading them
+    /// ([`vmspace_pgtable::partial_block_page`]), made when the cache is.
+    unread: vmspace_rcu::sync::Mutex<std::collections::BTreeSet<u64>>,
 }
 
 impl FilePages {
     fn new() -> Self {
-        FilePages { cache: std::sync::OnceLock::new(), rmap: vmspace_rcu::sync::Mutex::new(()) }
+        FilePages {
+            cache: std::sync::OnceLock::new(),
+            rmap: vmspace_rcu::sync::Mutex::new(()),
+            unread: vmspace_rcu::sync::Mutex::new(std::collections::BTreeSet::new()),
+        }
     }
 }
 
@@ -444,11 +451,15 @@ impl VmFile {
                 // Under the rmap lock, so that a concurrent truncation either sees the cache or ran before the
                 // size is read.
                 let _g = self.pages.rmap.lock();
-                self.pages.cache.get_or_init(|| {
+                let c = self.pages.cache.get_or_init(|| {
                     let shmem = self.kind != FileKind::Regular;
                     let bdi = if shmem { vmspace_pgtable::Bdi::NONE } else { self.bdi };
                     Arc::new(vmspace_pgtable::PageCache::with_bdi(mem, self.size(), shmem, bdi))
-                })
+                });
+                for i in std::mem::take(&mut *self.pages.unread.lock()) {
+                    c.cache_not_uptodate(i);
+                }
+                c
             }
         };
         if Arc::ptr_eq(c.memory(), mem) { Ok(c) } else { Err(Errno::EINVAL) }
@@ -464,9 +475,17 @@ impl VmFile {
     /// included, and drops it from the cache; growing only changes the size).
     pub(crate) fn set_size(&self, bytes: u64) {
         let _g = self.pages.rmap.lock();
+        let old = self.size();
         self.size.set(bytes);
         if let Some(c) = self.pages.cache.get() {
             c.truncate(bytes);
+        } else if self.kind == FileKind::Regular {
+            let mut unread = self.pages.unread.lock();
+            let end = bytes.div_ceil(vmspace_abi::PAGE_SIZE);
+            unread.retain(|&i| i < end);
+            if let Some(i) = vmspace_pgtable::partial_block_page(old, bytes) {
+                unread.insert(i);
+            }
         }
     }
 
