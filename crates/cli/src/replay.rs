@@ -229,6 +229,10 @@ const ENGINE_PROGRESS_EVERY: u64 = 4096;
 /// `max_map_count` is the headroom.
 fn run_engine(script: &Script, arena: Arena, headroom: Option<u64>) -> Result<Output> {
     let mut cfg = MmConfig::host();
+    // The CPU's side of `fill` (a refused string store and the accessed bit), measured on this machine.
+    if let Some(a) = vmspace_linux::uaccess::refused_string_store_sets_accessed() {
+        cfg.refused_string_store_accessed = a;
+    }
     if let Some(h) = headroom {
         cfg.max_map_count = h;
     }

@@ -69,8 +69,13 @@ fn env_u64(name: &str, default: u64) -> u64 {
 }
 
 fn engine(script: &Script, cfg: &MmConfig) -> Output {
+    // The CPU's side of `fill` as this machine has it (`MmConfig::refused_string_store_accessed`).
+    let mut cfg = cfg.clone();
+    if let Some(a) = vmspace_linux::uaccess::refused_string_store_sets_accessed() {
+        cfg.refused_string_store_accessed = a;
+    }
     // The engine's invariants are checked after every call.
-    let mut t = EngineTarget::validating(cfg.clone());
+    let mut t = EngineTarget::validating(cfg);
     run(script, &mut t)
 }
 

@@ -345,6 +345,52 @@ struct State {
     /// cached): a page read in again gets them back. Pages never written back have no entry (a hole, or
     /// contents that only ever lived in the cache).
     evicted: std::collections::BTreeMap<u64, Vec<u8>>,
+    /// Whether a large folio was ever made here (removals then split the folios they cut).
+    has_large: bool,
+}
+
+impl State {
+    /// Removes pages `[first, last]` into `out`, splitting first every large folio with a page among them
+    /// (`split_folio`, as truncation and reclaim of part of a folio do): the pages left of a folio cut at either
+    /// end become folios of one page each, inheriting its state.
+    fn remove(&mut self, first: u64, last: u64, mem: &Memory, out: &mut Vec<(u64, Pfn)>) {
+        if self.has_large {
+            let cut: Vec<(u64, Pfn)> = self
+                .pages
+                .entries()
+                .into_iter()
+                .filter(|&(i, p)| (first..=last).contains(&i) && mem.frame(p).flags().order() > 0)
+                .collect();
+            for (i, p) in cut {
+                self.split_folio(i, p, mem);
+            }
+        }
+        self.pages.drain(first, last, mem, out);
+    }
+
+    /// `split_folio` of the large folio holding page `index` (`pfn`): every page becomes a folio of its own,
+    /// the tails taking the head's dirty, referenced, active and up-to-date state (`__split_folio_to_order`
+    /// copies those, not `PG_readahead`, which stays on the head). Nothing for a folio of one page.
+    fn split_folio(&mut self, index: u64, pfn: Pfn, mem: &Memory) {
+        let order = mem.frame(pfn).flags().order();
+        if order == 0 {
+            return;
+        }
+        let n = 1u64 << order;
+        let first = index & !(n - 1);
+        let head = mem.folio(pfn);
+        let copied = FrameFlags::FOLIO_STATE.bits() & !FrameFlags::READAHEAD.bits();
+        let state = head.flags().bits() & copied;
+        for j in first..first + n {
+            if let Some(q) = self.pages.get(j) {
+                let f = mem.frame(q);
+                f.set(FrameFlags::from_bits(state));
+                f.set_order(0);
+                // Relaxed: under the cache's mutex, as `Frame::head`'s writes are.
+                f.head.store(0, vmspace_rcu::sync::Ordering::Relaxed);
+            }
+        }
+    }
 }
 
 struct IMmap {
@@ -405,6 +451,11 @@ impl CacheGuard<'_> {
         !self.cache.shmem
     }
 
+    /// Records that a large folio exists here (removals must split).
+    pub(crate) fn note_large_folio(&mut self) {
+        self.st.has_large = true;
+    }
+
     /// The open file's readahead state.
     pub(crate) fn ra_state(&mut self) -> &mut RaState {
         &mut self.st.ra
@@ -442,14 +493,14 @@ impl CacheGuard<'_> {
     /// `filemap_read_folio` of a page found not up to date (module docs, "Pages not up to date"): read, so
     /// up to date from now on.
     pub(crate) fn read_folio(&mut self, pfn: Pfn) {
-        self.cache.mem.frame(pfn).clear(FrameFlags::NOT_UPTODATE);
+        self.cache.mem.folio(pfn).clear(FrameFlags::NOT_UPTODATE);
     }
 
     /// Removes pages `[first, last]`, which no entry maps, from the cache and frees them (a folio whose
     /// allocation failed half-way; reclaim of clean pages).
     pub(crate) fn remove_unmapped(&mut self, first: u64, last: u64) {
         let mut removed = Vec::new();
-        self.st.pages.drain(first, last, &self.cache.mem, &mut removed);
+        self.st.remove(first, last, &self.cache.mem, &mut removed);
         self.cache.release_pages(removed);
     }
 
@@ -495,6 +546,7 @@ impl PageCache {
                 pages: Radix::new(),
                 ra: RaState::new(&bdi),
                 evicted: std::collections::BTreeMap::new(),
+                has_large: false,
             }),
             i_mmap: Mutex::new(IMmap { next: 1, maps: Vec::new() }),
         }
@@ -557,7 +609,7 @@ impl PageCache {
             match st.pages.get(o / PAGE_SIZE) {
                 Some(p) => {
                     // `filemap_read` reads a page that is not up to date first.
-                    self.mem.frame(p).clear(FrameFlags::NOT_UPTODATE);
+                    self.mem.folio(p).clear(FrameFlags::NOT_UPTODATE);
                     self.mem.read_frame(p, off, &mut buf[done..done + k]);
                 }
                 None => match st.evicted.get(&(o / PAGE_SIZE)) {
@@ -595,9 +647,9 @@ impl PageCache {
                 break;
             };
             d.write(off, &data[done..done + k]);
-            self.mem.frame(page).set(FrameFlags::DIRTY);
+            self.mem.folio(page).set(FrameFlags::DIRTY);
             // `write_begin` reads a page that is not up to date (a whole-page write needs nothing read).
-            self.mem.frame(page).clear(FrameFlags::NOT_UPTODATE);
+            self.mem.folio(page).clear(FrameFlags::NOT_UPTODATE);
             g.st.size = old_size.max(o + k as u64);
             done += k;
         }
@@ -666,7 +718,7 @@ impl PageCache {
                 // page up and maps it under it (lock order: cache mutex, then the registry's, then PTE locks).
                 let mut st = self.state.lock();
                 self.unmap_mapping_range(first, last_excl - 1, false);
-                st.pages.drain(first, last_excl - 1, &self.mem, &mut removed);
+                st.remove(first, last_excl - 1, &self.mem, &mut removed);
                 st.evicted.retain(|&i, _| i < first || i >= last_excl);
             }
             self.release_pages(removed);
@@ -720,7 +772,7 @@ impl PageCache {
         let mut removed = Vec::new();
         {
             let mut st = self.state.lock();
-            st.pages.drain(first, last, &self.mem, &mut removed);
+            st.remove(first, last, &self.mem, &mut removed);
         }
         self.release_pages(removed);
     }
@@ -752,7 +804,7 @@ impl PageCache {
             .entries()
             .into_iter()
             .filter(|&(i, p)| {
-                (first..=last).contains(&i) && self.mem.frame(p).flags().contains(FrameFlags::DIRTY)
+                (first..=last).contains(&i) && self.mem.folio_flags(p).contains(FrameFlags::DIRTY)
             })
             .collect();
         if dirty.is_empty() {
@@ -767,7 +819,10 @@ impl PageCache {
                     m.pt.mkclean_entry(m.start + (index - m.pgoff) * PAGE_SIZE, pfn);
                 }
             }
-            self.mem.frame(pfn).clear(FrameFlags::DIRTY);
+        }
+        // Cleared after every page's entries: a large folio's pages share the one dirty bit.
+        for &(_, pfn) in &dirty {
+            self.mem.folio(pfn).clear(FrameFlags::DIRTY);
         }
         dirty.len() as u64
     }
@@ -783,8 +838,9 @@ impl PageCache {
     }
 
     /// `MADV_PAGEOUT`'s reclaim of this file's pages that `pt` maps in `[start, end)` (`reclaim_pages` →
-    /// `shrink_folio_list` with the references ignored). Only pages this mapping maps alone are taken
-    /// (`folio_mapcount` 1; mlocked ones are put back). Each is unmapped (`try_to_unmap`: a dirty entry dirties
+    /// `shrink_folio_list` with the references ignored). Only folios this mapping maps alone are taken
+    /// (`folio_mapcount` equal to the folio's pages; mlocked ones are put back); a large folio the range does
+    /// not map whole is split first, unless it is mapped elsewhere too. Each is unmapped (`try_to_unmap`: a dirty entry dirties
     /// the page); a clean page then leaves the cache and is freed, a dirty one stays cached, unmapped, active and
     /// marked for reclaim (`folio_set_reclaim`, the readahead mark's bit: fault-around then leaves it alone and
     /// a fault on it starts an asynchronous readahead, as on the live kernel) since only the flusher writes file
@@ -805,7 +861,6 @@ impl PageCache {
                     if f.mapping.load(vmspace_rcu::sync::Ordering::Relaxed) == self.id
                         && !flags.contains(FrameFlags::ANON)
                         && !flags.contains(FrameFlags::MLOCKED)
-                        && f.mapcount() == 1
                     {
                         found.push((addr, pte.pfn()));
                     }
@@ -815,39 +870,76 @@ impl PageCache {
         });
         let mut freed = 0;
         let mut st = self.state.lock();
+        let maps_page = |st: &State, addr: u64, index: u64| {
+            let p = pt.pte(addr);
+            p.is_present() && st.pages.get(index) == Some(p.pfn())
+        };
         for (addr, pfn) in found {
             let f = self.mem.frame(pfn);
             // Relaxed: as above; the cache's mutex is held.
             let index = f.index.load(vmspace_rcu::sync::Ordering::Relaxed);
-            if st.pages.get(index) != Some(pfn) || f.mapcount() != 1 {
+            // With the cache's mutex held no fault can map a page of the file again, so each entry maps what
+            // the walk saw, or was zapped meanwhile (or by an earlier folio of this loop).
+            if st.pages.get(index) != Some(pfn) || !maps_page(&st, addr, index) {
                 continue;
             }
-            // With the cache's mutex held no fault can map the page again, so the entry at `addr` maps it
-            // still or was zapped meanwhile.
-            pt.zap_range(addr, addr + PAGE_SIZE, &ZapDetails::mapping(false));
-            if f.mapcount() != 0 {
+            // A large folio is taken whole if this mapping maps all of it within the range; else it is split
+            // first (`madvise_cold_or_pageout_pte_range`), unless some page of it is mapped elsewhere too.
+            let mut unit = (index, 1, addr);
+            let order = f.flags().order();
+            if order > 0 {
+                let n = 1u64 << order;
+                let h = index & !(n - 1);
+                let a0 = addr - (index - h) * PAGE_SIZE;
+                let pages = || (0..n).filter_map(|j| st.pages.get(h + j));
+                if pages().any(|p| self.mem.frame(p).mapcount() > 1) {
+                    continue;
+                }
+                let full = a0 >= start
+                    && a0 + n * PAGE_SIZE <= end
+                    && (0..n).all(|j| maps_page(&st, a0 + j * PAGE_SIZE, h + j));
+                if full {
+                    unit = (h, n, a0);
+                } else {
+                    st.split_folio(index, pfn, &self.mem);
+                }
+            }
+            let (first, n, a0) = unit;
+            // `folio_mapcount(folio) != folio_nr_pages(folio)`: mapped elsewhere too.
+            if (first..first + n).any(|i| st.pages.get(i).is_none_or(|p| self.mem.frame(p).mapcount() != 1)) {
                 continue;
             }
-            f.clear(FrameFlags::REFERENCED);
-            if f.flags().contains(FrameFlags::DIRTY) {
+            // `try_to_unmap`.
+            pt.zap_range(a0, a0 + n * PAGE_SIZE, &ZapDetails::mapping(false));
+            if (first..first + n).any(|i| st.pages.get(i).is_some_and(|p| self.mem.frame(p).mapcount() != 0))
+            {
+                continue;
+            }
+            let folio = self.mem.folio(pfn);
+            folio.clear(FrameFlags::REFERENCED);
+            if folio.flags().contains(FrameFlags::DIRTY) {
                 // `shrink_folio_list`: a dirty file folio is marked for reclaim and activated; a dirty shmem
                 // folio goes to `pageout`, whose failed write clears the mark again.
-                f.set(if self.shmem {
+                folio.set(if self.shmem {
                     FrameFlags::ACTIVE
                 } else {
                     FrameFlags::READAHEAD.union(FrameFlags::ACTIVE)
                 });
             } else {
-                // Clean: its bytes are on "disk" (the file's blocks), if it ever had any.
-                if f.data().is_some() {
-                    let mut bytes = vec![0u8; PAGE_SIZE as usize];
-                    self.mem.read_frame(pfn, 0, &mut bytes);
-                    st.evicted.insert(index, bytes);
+                // Clean: its bytes are on "disk" (the file's blocks), for the pages that ever had any.
+                for i in first..first + n {
+                    if let Some(p) = st.pages.get(i)
+                        && self.mem.frame(p).data().is_some()
+                    {
+                        let mut bytes = vec![0u8; PAGE_SIZE as usize];
+                        self.mem.read_frame(p, 0, &mut bytes);
+                        st.evicted.insert(i, bytes);
+                    }
                 }
                 let mut removed = Vec::new();
-                st.pages.drain(index, index, &self.mem, &mut removed);
+                st.remove(first, first + n - 1, &self.mem, &mut removed);
+                freed += removed.len() as u64;
                 self.release_pages(removed);
-                freed += 1;
             }
         }
         freed

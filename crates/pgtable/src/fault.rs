@@ -493,9 +493,9 @@ fn filemap_fault(vma: &FaultVma<'_>, cs: &mut CacheGuard<'_>, index: u64) -> Res
     Ok(pfn)
 }
 
-/// The flags of cached page `pfn`.
+/// The flags of cached page `pfn`, its folio's state included.
 fn pt_flags(cs: &CacheGuard<'_>, pfn: Pfn) -> FrameFlags {
-    cs.memory().frame(pfn).flags()
+    cs.memory().folio_flags(pfn)
 }
 
 /// `do_read_fault` (with `do_fault_around`).
@@ -557,27 +557,53 @@ fn do_fault_around(
         return false;
     }
     let Ok(Some(g)) = pt.lock_pte_at(pmd, true) else { return false };
+    let file_end = size_pages - 1;
     let mut got_it = false;
     let mut around = 0i64;
     let mut hits = 0u32;
-    for pgoff in start_pgoff..=end_pgoff {
-        let Some(pfn) = cs.find(pgoff) else { continue };
-        // `next_uptodate_folio`: a page not up to date, or carrying the readahead mark, is left to the fault.
-        if pt.mem.frame(pfn).flags().intersects(FrameFlags::READAHEAD.union(FrameFlags::NOT_UPTODATE)) {
+    let mut pgoff = start_pgoff;
+    while pgoff <= end_pgoff {
+        let Some(pfn) = cs.find(pgoff) else {
+            pgoff += 1;
+            continue;
+        };
+        let flags = pt.mem.folio_flags(pfn);
+        let n = 1u64 << flags.order();
+        let head = pgoff & !(n - 1);
+        // `next_uptodate_folio`: a folio not up to date, or carrying the readahead mark, is left to the fault.
+        if flags.intersects(FrameFlags::READAHEAD.union(FrameFlags::NOT_UPTODATE)) {
+            pgoff = head + n;
             continue;
         }
-        hits += 1;
-        // The window lies within the VMA and the table, so this never leaves them.
-        let a = (addr as i64 + (pgoff as i64 - index as i64) * PAGE_SIZE as i64) as u64;
-        if !g.get(a).is_none() {
-            continue;
+        // `filemap_map_folio_range`: the folio's pages in the window; all of them (even beyond the window) if
+        // the folio ends before the file's last page (or is shmem), lies inside the VMA and inside this page
+        // table.
+        // The folio's first and last entries in this table (negative or past its end: outside it).
+        let first_pte = pte_off as i64 + head as i64 - index as i64;
+        let last_pte = first_pte + n as i64 - 1;
+        let whole = n > 1
+            && (file_end >= head + n || !cs.reads_ahead())
+            && head >= vma.pgoff
+            && head + n <= vma.pgoff + vma_pages
+            && first_pte >= 0
+            && last_pte < PTRS_PER_TABLE as i64;
+        let (lo, hi) = if whole { (head, head + n - 1) } else { (pgoff, (head + n - 1).min(end_pgoff)) };
+        for p in lo..=hi {
+            let Some(q) = cs.find(p) else { continue };
+            hits += 1;
+            // Within the VMA and the table (the window, or the whole folio checked above).
+            let a = (addr as i64 + (p as i64 - index as i64) * PAGE_SIZE as i64) as u64;
+            if !g.get(a).is_none() {
+                continue;
+            }
+            map_file_page(pt, vma, &g, a, q, false);
+            if p == index {
+                got_it = true;
+            } else {
+                around += 1;
+            }
         }
-        map_file_page(pt, vma, &g, a, pfn, false);
-        if pgoff == index {
-            got_it = true;
-        } else {
-            around += 1;
-        }
+        pgoff = hi + 1;
     }
     pt.faults.add(K_AROUND, around);
     drop(g);
@@ -657,8 +683,8 @@ fn do_shared_fault(
         return VmFault::Handled(FaultKind::Spurious);
     }
     map_file_page(pt, vma, &g, addr, pfn, true);
-    // `fault_dirty_shared_page`.
-    pt.mem.frame(pfn).set(FrameFlags::DIRTY);
+    // `fault_dirty_shared_page`: the folio is dirty.
+    pt.mem.folio(pfn).set(FrameFlags::DIRTY);
     VmFault::Handled(FaultKind::Shared)
 }
 
@@ -691,7 +717,7 @@ fn do_wp_page(
     let normal = !orig.is_special();
     if vma.flags.intersects(VmFlags::SHARED | VmFlags::MAYSHARE) && normal {
         // `wp_page_shared` (`wp_page_reuse` after `fault_dirty_shared_page`).
-        pt.mem.frame(orig.pfn()).set(FrameFlags::DIRTY);
+        pt.mem.folio(orig.pfn()).set(FrameFlags::DIRTY);
         return if reuse(&g) {
             VmFault::Handled(FaultKind::WpShared)
         } else {

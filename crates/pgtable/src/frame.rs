@@ -141,6 +141,30 @@ impl FrameFlags {
     pub const fn contains(self, other: FrameFlags) -> bool {
         self.0 & other.0 == other.0
     }
+    /// Flags from raw bits.
+    pub(crate) const fn from_bits(bits: u32) -> FrameFlags {
+        FrameFlags(bits)
+    }
+
+    /// The order of the page-cache folio the page belongs to (0: a folio of one page).
+    pub const fn order(self) -> u32 {
+        (self.0 >> ORDER_SHIFT) & 0xf
+    }
+
+    /// These flags with folio order `order` (at most 15).
+    pub const fn with_order(self, order: u32) -> FrameFlags {
+        FrameFlags((self.0 & !(0xf << ORDER_SHIFT)) | ((order & 0xf) << ORDER_SHIFT))
+    }
+
+    /// The flags that belong to a folio rather than to one of its pages: kept on a large folio's head page.
+    pub const FOLIO_STATE: FrameFlags = FrameFlags(
+        FrameFlags::DIRTY.0
+            | FrameFlags::REFERENCED.0
+            | FrameFlags::ACTIVE.0
+            | FrameFlags::READAHEAD.0
+            | FrameFlags::NOT_UPTODATE.0,
+    );
+
     /// Whether any bit of `other` is set.
     pub const fn intersects(self, other: FrameFlags) -> bool {
         self.0 & other.0 != 0
@@ -153,6 +177,9 @@ impl FrameFlags {
 
 impl std::fmt::Debug for FrameFlags {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.order() != 0 {
+            write!(f, "order {} ", self.order())?;
+        }
         let names = [
             (FrameFlags::ANON, "ANON"),
             (FrameFlags::SWAPBACKED, "SWAPBACKED"),
@@ -170,6 +197,9 @@ impl std::fmt::Debug for FrameFlags {
         write!(f, "FrameFlags({})", set.join("|"))
     }
 }
+
+/// Where [`FrameFlags::order`] lives in the flags word.
+const ORDER_SHIFT: u32 = 24;
 
 /// 4 KiB of page contents (loom: 16 bytes), as atomic words (module docs).
 #[repr(C, align(64))]
@@ -282,6 +312,11 @@ pub(crate) struct Frame {
     /// writers never both get it). Not under loom, where a freed buffer is marked instead.
     #[cfg(not(loom))]
     spare: AtomicPtr<PageData>,
+    /// For a page of a large page-cache folio (order in [`FrameFlags::order`]): the PFN of its head page, which
+    /// carries the folio's flags ([`Memory::folio`]); 0 for a folio of one page. Written when the folio is made
+    /// and when it is split, under the page cache's mutex; Relaxed (the mutex, or the entry's publication,
+    /// orders it for readers).
+    pub(crate) head: AtomicU64,
 }
 
 impl Frame {
@@ -292,6 +327,7 @@ impl Frame {
             flags: AtomicU32::new(FrameFlags::FREE.0),
             mapping: AtomicU64::new(0),
             index: AtomicU64::new(0),
+            head: AtomicU64::new(0),
             data: AtomicPtr::new(std::ptr::null_mut()),
             #[cfg(not(loom))]
             spare: AtomicPtr::new(std::ptr::null_mut()),
@@ -317,6 +353,14 @@ impl Frame {
     pub(crate) fn clear(&self, f: FrameFlags) {
         // Relaxed: see the field.
         self.flags.fetch_and(!f.0, Ordering::Relaxed);
+    }
+
+    /// Sets the folio order ([`FrameFlags::order`]).
+    pub(crate) fn set_order(&self, order: u32) {
+        // Relaxed: see the field; the order changes only under the page cache's mutex.
+        let _ = self
+            .flags
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| Some(FrameFlags(v).with_order(order).0));
     }
 
     /// `folio_test_anon`.
@@ -458,6 +502,8 @@ pub struct FrameInfo {
     pub index: u64,
     /// Whether contents were ever written (else the frame reads as zeroes).
     pub has_data: bool,
+    /// The head page of its large folio (`None`: a folio of one page).
+    pub head: Option<Pfn>,
 }
 
 /// Counts of everything a [`Memory`] allocated (module docs). "Pending" objects were retired and wait for an
@@ -574,6 +620,25 @@ impl Memory {
         self.try_frame(pfn).expect("pgtable: a PFN from a live entry names an existing frame")
     }
 
+    /// The descriptor that carries the folio state of `pfn`'s folio ([`FrameFlags::FOLIO_STATE`]): its head
+    /// page for a page of a large page-cache folio, else the frame itself (`page_folio`).
+    #[inline]
+    pub(crate) fn folio(&self, pfn: Pfn) -> &Frame {
+        let f = self.frame(pfn);
+        // Relaxed: see `Frame::head`.
+        match f.head.load(Ordering::Relaxed) {
+            0 => f,
+            h => self.frame(Pfn(h)),
+        }
+    }
+
+    /// `folio_test_*` of `pfn`'s folio: the page's own flags with the folio state read from its head.
+    pub(crate) fn folio_flags(&self, pfn: Pfn) -> FrameFlags {
+        let own = self.frame(pfn).flags();
+        let folio = self.folio(pfn).flags();
+        FrameFlags((own.0 & !FrameFlags::FOLIO_STATE.0) | (folio.0 & FrameFlags::FOLIO_STATE.0))
+    }
+
     /// Takes the injection decision for one allocation. `false` = it must fail.
     #[inline]
     pub(crate) fn admit(&self) -> bool {
@@ -610,6 +675,7 @@ impl Memory {
         f.mapping.store(init.mapping, Ordering::Relaxed);
         f.index.store(init.index, Ordering::Relaxed);
         f.flags.store(init.flags.0, Ordering::Relaxed);
+        f.head.store(0, Ordering::Relaxed);
         self.stats.add(FRAMES_ALLOC, 1);
         Some(pfn)
     }
@@ -693,6 +759,7 @@ impl Memory {
             // Relaxed: after the grace period the frame is ours alone.
             f.flags.store(FrameFlags::FREE.0, Ordering::Relaxed);
             f.mapping.store(0, Ordering::Relaxed);
+            f.head.store(0, Ordering::Relaxed);
             f.mapcount.store(0, Ordering::Relaxed);
             // Relaxed: ours alone (see above).
             let d = f.data.swap(std::ptr::null_mut(), Ordering::Relaxed);
@@ -852,6 +919,10 @@ impl Memory {
             mapping: f.mapping.load(Ordering::Relaxed),
             index: f.index.load(Ordering::Relaxed),
             has_data: f.data().is_some(),
+            head: match f.head.load(Ordering::Relaxed) {
+                0 => None,
+                h => Some(Pfn(h)),
+            },
         })
     }
 

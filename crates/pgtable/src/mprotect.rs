@@ -175,7 +175,7 @@ impl PageTable {
                         if !pageout {
                             g.update(addr, |p| if p.is_present() { p.mkold() } else { p });
                         }
-                        f.clear(FrameFlags::REFERENCED);
+                        self.mem.folio(pte.pfn()).clear(FrameFlags::REFERENCED);
                         if pageout && f.flags().contains(FrameFlags::ANON.union(FrameFlags::SWAPBACKED)) {
                             f.set(FrameFlags::ACTIVE);
                         }

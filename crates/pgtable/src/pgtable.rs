@@ -547,9 +547,10 @@ impl PageTable {
     }
 
     /// Sets the accessed bit of the present user entry at `addr`, as a read of the page would, without any
-    /// permission check: what x86's `rep stosb` does to a page whose protection then refuses its write
-    /// (measured on the live kernel: after such a refused string store the page counts as `Referenced` in
-    /// smaps; a `mov` or a locked read-modify-write refused the same way leaves the bit clear). Nothing for an
+    /// permission check: what x86's `rep stosb` does, on some CPUs, to a page whose protection then refuses its
+    /// write (measured on an earlier host of this project: after such a refused string store the page counted
+    /// as `Referenced` in smaps; a `mov` or a locked read-modify-write refused the same way left the bit clear;
+    /// the CPU measured 2026-11-25 leaves it clear for the string store too). Nothing for an
     /// entry that is not present to the MMU.
     pub fn string_store_probe(&self, addr: u64) {
         if addr >= VA_END {

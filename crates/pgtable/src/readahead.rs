@@ -49,9 +49,11 @@
 //! then counted from the cut length). A file system without large folios goes straight to the page-by-page
 //! read. An allocation failure ends the read quietly: readahead is a hint.
 //!
-//! The engine's page cache holds 4 KiB pages only: a folio of order k is its 2^k pages, each created here,
-//! and a mark on the folio is a mark on each of them (so fault-around skips the whole folio, as it does).
-//! Dirty, referenced and reclaim state stay per page (`docs/DIVERGENCES.md`).
+//! A folio of order k is its 2^k pages, each a frame of its own, the first its head: the others point at it
+//! (`Frame::head`), and the folio's state (dirty, referenced, active, the readahead mark) lives on the head
+//! (`Memory::folio`), so a mark skips the whole folio in fault-around and a write dirties all of it, as in the
+//! kernel. Mapcounts stay per page (`CONFIG_PAGE_MAPCOUNT`). Removing part of a folio from the cache splits it
+//! first (`crate::cache`).
 //!
 //! # Pages read in
 //!
@@ -172,21 +174,35 @@ enum AddError {
 }
 
 impl CacheGuard<'_> {
-    /// `ra_alloc_folio`: the folio of `2^order` pages at `index` (aligned by the caller), all of its pages
-    /// marked if it holds `mark`. Nothing is added on failure.
+    /// `ra_alloc_folio`: the folio of `2^order` pages at `index` (aligned by the caller), marked if it holds
+    /// `mark`. A large folio's pages point at its first, which carries its state (`Memory::folio`). Nothing is
+    /// added on failure.
     fn add_folio(&mut self, index: u64, order: u32, mark: u64) -> Result<(), AddError> {
         let n = 1u64 << order;
         if self.any_cached(index, index + n - 1) {
             return Err(AddError::Exists);
         }
         let flags = if mark.wrapping_sub(index) < n { FrameFlags::READAHEAD } else { FrameFlags::default() };
+        let mut head = None;
         for i in 0..n {
-            if self.add_page(index + i, flags).is_err() {
-                // The folio is one allocation in the kernel: drop the pages added so far.
-                if i > 0 {
-                    self.remove_unmapped(index, index + i - 1);
+            // The mark is the folio's: on its head only.
+            let extra = if i == 0 { flags } else { FrameFlags::default() };
+            match self.add_page(index + i, extra.with_order(order)) {
+                Ok(p) => {
+                    let h = *head.get_or_insert(p);
+                    if order > 0 {
+                        self.note_large_folio();
+                        // Relaxed: published by the cache's mutex, held.
+                        self.memory().frame(p).head.store(h.0, vmspace_rcu::sync::Ordering::Relaxed);
+                    }
                 }
-                return Err(AddError::NoMem);
+                Err(_) => {
+                    // The folio is one allocation in the kernel: drop the pages added so far.
+                    if i > 0 {
+                        self.remove_unmapped(index, index + i - 1);
+                    }
+                    return Err(AddError::NoMem);
+                }
             }
         }
         Ok(())
@@ -348,7 +364,7 @@ impl CacheGuard<'_> {
         if self.ra_state().ra_pages == 0 {
             return;
         }
-        let folio_pages = self.clear_mark(index, pfn);
+        let folio_pages = self.clear_mark(pfn);
         let max = self.max_pages(req);
         let ra = *self.ra_state();
         let expected = ra.start.wrapping_add(ra.size).wrapping_sub(ra.async_size) & !(folio_pages - 1);
@@ -381,32 +397,11 @@ impl CacheGuard<'_> {
         self.ra_order();
     }
 
-    /// `folio_clear_readahead` on the marked folio holding `index`: the run of marked pages around it (module
-    /// docs: a folio's mark is on each of its pages). Returns the folio's pages (`folio_nr_pages`), a power of
-    /// two.
-    fn clear_mark(&mut self, index: u64, pfn: Pfn) -> u64 {
-        let mem = std::sync::Arc::clone(self.memory());
-        let marked = |p: Option<Pfn>| p.filter(|&p| mem.frame(p).flags().contains(FrameFlags::READAHEAD));
-        let mut first = index;
-        while let Some(j) = first.checked_sub(1)
-            && let Some(p) = marked(self.find(j))
-        {
-            mem.frame(p).clear(FrameFlags::READAHEAD);
-            first = j;
-        }
-        let mut end = index + 1;
-        while let Some(p) = marked(self.find(end)) {
-            mem.frame(p).clear(FrameFlags::READAHEAD);
-            end += 1;
-        }
-        mem.frame(pfn).clear(FrameFlags::READAHEAD);
-        // A run longer than one folio (two marked folios side by side) counts as the largest aligned folio
-        // holding the index.
-        let mut n = (end - first).next_power_of_two();
-        while n > 1 && (index & !(n - 1) < first || (index & !(n - 1)) + n > end) {
-            n /= 2;
-        }
-        n
+    /// `folio_clear_readahead` on the folio of `pfn`; returns its pages (`folio_nr_pages`).
+    fn clear_mark(&mut self, pfn: Pfn) -> u64 {
+        let mem = self.memory();
+        mem.folio(pfn).clear(FrameFlags::READAHEAD);
+        1 << mem.frame(pfn).flags().order()
     }
 
     /// `do_sync_mmap_readahead` for a fault at file page `pgoff` that found no page, in a VMA with `flags`
@@ -471,7 +466,7 @@ impl CacheGuard<'_> {
             return false;
         }
         ra.mmap_miss = ra.mmap_miss.saturating_sub(1);
-        if !self.memory().frame(pfn).flags().contains(FrameFlags::READAHEAD) {
+        if !self.memory().folio_flags(pfn).contains(FrameFlags::READAHEAD) {
             return false;
         }
         let req = self.ra_state().ra_pages;

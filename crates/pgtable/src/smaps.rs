@@ -67,11 +67,12 @@ impl PageTable {
         if !pte.is_present() || pte.is_special() {
             return;
         }
-        let f = self.mem.frame(pte.pfn());
         if locked {
-            f.set(FrameFlags::MLOCKED);
+            self.mem.frame(pte.pfn()).set(FrameFlags::MLOCKED);
         }
-        let flags = f.flags();
+        // The accessed and dirty state is the folio's (`folio_mark_accessed`, `folio_mark_dirty`).
+        let f = self.mem.folio(pte.pfn());
+        let flags = self.mem.folio_flags(pte.pfn());
         if write && !pte.is_dirty() && !flags.contains(FrameFlags::DIRTY) {
             f.set(FrameFlags::DIRTY);
         }
@@ -105,7 +106,8 @@ impl PageTable {
             return;
         }
         let f = self.mem.frame(pte.pfn());
-        let flags = f.flags();
+        // `folio_test_dirty` / `folio_test_referenced`: a large folio's state is its head's.
+        let flags = self.mem.folio_flags(pte.pfn());
         let b = &mut acc.bytes;
         let size = PAGE_SIZE;
         let young = pte.is_young();

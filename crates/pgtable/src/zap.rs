@@ -130,12 +130,14 @@ impl PageTable {
                         let old = g.take(addr);
                         stats.present += 1;
                         if !flags.contains(FrameFlags::ANON) {
+                            // `folio_mark_dirty`, `folio_mark_accessed`: on the folio.
+                            let folio = self.mem.folio(old.pfn());
                             if old.is_dirty() {
-                                f.set(FrameFlags::DIRTY);
+                                folio.set(FrameFlags::DIRTY);
                                 stats.dirty_file += 1;
                             }
                             if old.is_young() {
-                                f.set(FrameFlags::REFERENCED);
+                                folio.set(FrameFlags::REFERENCED);
                             }
                         }
                         let kind = PageTable::rss_kind(flags);

@@ -187,10 +187,14 @@ impl Target for EngineTarget {
     }
 
     fn fill(&mut self, addr: u64, len: u64, byte: u8) -> Result<(), AccessError> {
+        let accessed = self.mm.config().refused_string_store_accessed;
         let r = self.mm.fill(addr, len, byte).map_err(|a| {
             // The kernel runner's `rep stosb` marks a page accessed even when its protection refuses the
-            // write (`PageTable::string_store_probe`).
-            self.mm.page_table().string_store_probe(a);
+            // write, on CPUs that do so (`MmConfig::refused_string_store_accessed`,
+            // `PageTable::string_store_probe`).
+            if accessed {
+                self.mm.page_table().string_store_probe(a);
+            }
             AccessError::Fault(a & PAGE_MASK)
         });
         self.checked("fill", r)

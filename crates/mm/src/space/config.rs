@@ -148,6 +148,11 @@ pub struct MmConfig {
     /// The readahead settings of the device holding the files an op script creates (the temporary directory's:
     /// `read_ahead_kb`, `max_sectors_kb`, and whether its file system caches large folios).
     pub file_bdi: vmspace_pgtable::Bdi,
+    /// Whether the CPU sets a page's accessed bit when its protection refuses a string store (`rep stosb`):
+    /// implementation-defined on x86, measured by the live-kernel crate
+    /// (`vmspace_linux::uaccess::refused_string_store_sets_accessed`); the op-script target's `fill` follows
+    /// it. Not part of [`MmConfig::host`] (the measurement needs the kernel runner's fault handler).
+    pub refused_string_store_accessed: bool,
     /// `RLIMIT_FSIZE` in bytes (`u64::MAX`: unlimited): growing a file beyond it is EFBIG.
     pub fsize_rlimit: u64,
     /// `RLIMIT_MEMLOCK` in bytes (`u64::MAX`: unlimited): bounds `mm->locked_vm` without CAP_IPC_LOCK (mlock,
@@ -207,6 +212,7 @@ impl Default for MmConfig {
             hugetlb: HugetlbConfig::default(),
             file_max_bytes: 0xfff_ffff_f000,
             file_bdi: vmspace_pgtable::Bdi::default(),
+            refused_string_store_accessed: true,
             fsize_rlimit: u64::MAX,
             memlock_rlimit: 8 << 20,
             map_32bit_base: 0x4000_0000,
