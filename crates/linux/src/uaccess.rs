@@ -311,6 +311,54 @@ pub unsafe fn write_keep(addr: u64) -> Result<(), Fault> {
     result(left)
 }
 
+/// Whether this CPU sets a page's accessed bit when a string store (`rep stosb`, what [`fill`] runs) is refused
+/// by the page's protection: the x86 manuals leave it to the implementation, and machines differ (an older host
+/// of this project set it; an Intel Xeon with fast short `rep mov` measured 2026-11-25 does not). Measured once
+/// per process, in a child: an anonymous page is written, made read-only and aged (`MADV_COLD` clears its
+/// accessed bit), a one-byte `fill` of it faults, and the page's smaps `Referenced` tells. `None` if the
+/// measurement could not be made. The engine's op-script target takes the answer
+/// (`MmConfig::refused_string_store_accessed`), as the kernel runner's `fill` behaves so.
+pub fn refused_string_store_sets_accessed() -> Option<bool> {
+    static ANSWER: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
+    *ANSWER.get_or_init(|| {
+        let mut child = crate::child::spawn(|| match measure_refused_string_store() {
+            Some(true) => 1,
+            Some(false) => 2,
+            None => 3,
+        })
+        .ok()?;
+        match child.wait().ok()? {
+            crate::child::Exit::Code(1) => Some(true),
+            crate::child::Exit::Code(2) => Some(false),
+            _ => None,
+        }
+    })
+}
+
+/// The child's half of [`refused_string_store_sets_accessed`].
+fn measure_refused_string_store() -> Option<bool> {
+    use rustix::mm::{Advice, MapFlags, MprotectFlags, ProtFlags, madvise, mmap_anonymous, mprotect};
+    install().ok()?;
+    let len = 4096;
+    // SAFETY: a new private anonymous mapping at an address the kernel picks; nothing else refers to it.
+    let p = unsafe {
+        mmap_anonymous(core::ptr::null_mut(), len, ProtFlags::READ | ProtFlags::WRITE, MapFlags::PRIVATE)
+    }
+    .ok()?;
+    // SAFETY: the page was just mapped read-write and is ours alone.
+    unsafe { p.cast::<u8>().write_volatile(1) };
+    // SAFETY: protection and advice on our own mapping.
+    unsafe { mprotect(p, len, MprotectFlags::READ) }.ok()?;
+    // SAFETY: as above.
+    unsafe { madvise(p, len, Advice::LinuxCold) }.ok()?;
+    // SAFETY: the range is the probe's own mapping, which the program's memory does not use.
+    let refused = unsafe { fill(p as u64, 1, 0) }.is_err();
+    let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
+    let rec = vmspace_proc::parse_smaps(&smaps).ok()?.into_iter().find(|r| r.header.start == p as u64)?;
+    refused.then_some(())?;
+    Some(rec.stats.referenced > 0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -484,52 +532,4 @@ mod tests {
         .unwrap();
         assert_eq!(c.wait().unwrap(), Exit::Signal(libc::SIGSEGV));
     }
-}
-
-/// Whether this CPU sets a page's accessed bit when a string store (`rep stosb`, what [`fill`] runs) is refused
-/// by the page's protection: the x86 manuals leave it to the implementation, and machines differ (an older host
-/// of this project set it; an Intel Xeon with fast short `rep mov` measured 2026-11-25 does not). Measured once
-/// per process, in a child: an anonymous page is written, made read-only and aged (`MADV_COLD` clears its
-/// accessed bit), a one-byte `fill` of it faults, and the page's smaps `Referenced` tells. `None` if the
-/// measurement could not be made. The engine's op-script target takes the answer
-/// (`MmConfig::refused_string_store_accessed`), as the kernel runner's `fill` behaves so.
-pub fn refused_string_store_sets_accessed() -> Option<bool> {
-    static ANSWER: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
-    *ANSWER.get_or_init(|| {
-        let mut child = crate::child::spawn(|| match measure_refused_string_store() {
-            Some(true) => 1,
-            Some(false) => 2,
-            None => 3,
-        })
-        .ok()?;
-        match child.wait().ok()? {
-            crate::child::Exit::Code(1) => Some(true),
-            crate::child::Exit::Code(2) => Some(false),
-            _ => None,
-        }
-    })
-}
-
-/// The child's half of [`refused_string_store_sets_accessed`].
-fn measure_refused_string_store() -> Option<bool> {
-    use rustix::mm::{Advice, MapFlags, MprotectFlags, ProtFlags, madvise, mmap_anonymous, mprotect};
-    install().ok()?;
-    let len = 4096;
-    // SAFETY: a new private anonymous mapping at an address the kernel picks; nothing else refers to it.
-    let p = unsafe {
-        mmap_anonymous(core::ptr::null_mut(), len, ProtFlags::READ | ProtFlags::WRITE, MapFlags::PRIVATE)
-    }
-    .ok()?;
-    // SAFETY: the page was just mapped read-write and is ours alone.
-    unsafe { p.cast::<u8>().write_volatile(1) };
-    // SAFETY: protection and advice on our own mapping.
-    unsafe { mprotect(p, len, MprotectFlags::READ) }.ok()?;
-    // SAFETY: as above.
-    unsafe { madvise(p, len, Advice::LinuxCold) }.ok()?;
-    // SAFETY: the range is the probe's own mapping, which the program's memory does not use.
-    let refused = unsafe { fill(p as u64, 1, 0) }.is_err();
-    let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
-    let rec = vmspace_proc::parse_smaps(&smaps).ok()?.into_iter().find(|r| r.header.start == p as u64)?;
-    refused.then_some(())?;
-    Some(rec.stats.referenced > 0)
 }
