@@ -20,8 +20,8 @@
 //!   the access can still fail, as `do_cow_fault` and `expand_downwards` do (and a range of stores or loads,
 //!   whose pages before the failing one were accessed); mlock, mlock2 and mlockall, which
 //!   lock (and charge) the range before populating it can fail; and the madvise advice that fault pages in
-//!   (`MADV_POPULATE_*`) or install guard markers, whose failure on a later page keeps the anon_vma or markers
-//!   before it. A failed GUP access may leave an anon_vma the same way (only the maps must be unchanged).
+//!   (`MADV_POPULATE_*`, and `MADV_HWPOISON` / `MADV_SOFT_OFFLINE`, whose GUP lookup of each page faults it in)
+//!   or install guard markers, whose failure on a later page keeps the anon_vma, pages or markers before it. A failed GUP access may leave an anon_vma the same way (only the maps must be unchanged).
 //!
 //! The calls are made in one function, [`apply`], the only code here that knows the `Mm` call signatures.
 
@@ -504,11 +504,14 @@ fn unchanged_on_failure(mm: &Mm, call: &Call) -> Unchanged {
     }
 }
 
-/// Whether the advice selector picks `MADV_POPULATE_*` or `MADV_GUARD_INSTALL`, which can fail on a later page
+/// Whether the advice selector picks `MADV_POPULATE_*`, `MADV_GUARD_INSTALL`, or `MADV_HWPOISON` /
+/// `MADV_SOFT_OFFLINE` (which look each page up as a GUP read, faulting it in, before a later page fails:
+/// `madvise_inject_error`; `fuzz/regressions/engine/hwpoison-looks-pages-up-before-efault`), which can fail on a later page
 /// after changing VMA state (an anon_vma, `VM_MAYBE_GUARD`, markers) within one VMA.
 fn faults_or_guards(advice: u8) -> bool {
-    // Indices into `apply`'s ADVICE table: 19 POPULATE_READ, 20 POPULATE_WRITE, 25 GUARD_INSTALL.
-    matches!(usize::from(advice) % 28, 19 | 20 | 25)
+    // Indices into `apply`'s ADVICE table: 19 POPULATE_READ, 20 POPULATE_WRITE, 23 HWPOISON, 24 SOFT_OFFLINE,
+    // 25 GUARD_INSTALL.
+    matches!(usize::from(advice) % 28, 19 | 20 | 23 | 24 | 25)
 }
 
 /// The state a failed call must leave unchanged.
