@@ -639,6 +639,19 @@ impl Memory {
         FrameFlags((own.0 & !FrameFlags::FOLIO_STATE.0) | (folio.0 & FrameFlags::FOLIO_STATE.0))
     }
 
+    /// `folio_mark_accessed` on `pfn`'s folio: a first access sets `PG_referenced`; a second activates the
+    /// folio and clears it (an mlocked, unevictable folio stays as it is).
+    pub(crate) fn mark_accessed(&self, pfn: Pfn) {
+        let folio = self.folio(pfn);
+        let flags = self.folio_flags(pfn);
+        if !flags.contains(FrameFlags::REFERENCED) {
+            folio.set(FrameFlags::REFERENCED);
+        } else if !flags.contains(FrameFlags::ACTIVE) && !flags.contains(FrameFlags::MLOCKED) {
+            folio.set(FrameFlags::ACTIVE);
+            folio.clear(FrameFlags::REFERENCED);
+        }
+    }
+
     /// Takes the injection decision for one allocation. `false` = it must fail.
     #[inline]
     pub(crate) fn admit(&self) -> bool {

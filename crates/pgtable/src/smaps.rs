@@ -76,12 +76,7 @@ impl PageTable {
         if write && !pte.is_dirty() && !flags.contains(FrameFlags::DIRTY) {
             f.set(FrameFlags::DIRTY);
         }
-        if !flags.contains(FrameFlags::REFERENCED) {
-            f.set(FrameFlags::REFERENCED);
-        } else if !flags.contains(FrameFlags::ACTIVE) && !flags.contains(FrameFlags::MLOCKED) {
-            f.set(FrameFlags::ACTIVE);
-            f.clear(FrameFlags::REFERENCED);
-        }
+        self.mem.mark_accessed(pte.pfn());
     }
 
     /// `mlock_vma_pages_range`'s walk over `[start, end)`: every page mapped there becomes mlocked

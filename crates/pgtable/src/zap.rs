@@ -137,7 +137,7 @@ impl PageTable {
                                 stats.dirty_file += 1;
                             }
                             if old.is_young() {
-                                folio.set(FrameFlags::REFERENCED);
+                                self.mem.mark_accessed(old.pfn());
                             }
                         }
                         let kind = PageTable::rss_kind(flags);
