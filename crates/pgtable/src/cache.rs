@@ -663,7 +663,10 @@ impl PageCache {
     /// even when the new size ends inside it: ext4's extending `ext4_setattr` on Linux 6.18, measured; the
     /// file system's block is the page here). Allocates nothing.
     ///
-    /// A regular file then caches the page of its partial block, not up to date, if it was not cached
+    /// A dirty large folio across the new end of a regular file stays whole (`truncate_inode_partial_folio`
+    /// cannot split it: ext4's dirty buffers cannot be released), its pages past the end zeroed and still cached,
+    /// so growing the file again exposes them dirty. A regular file then caches the page of its partial block,
+    /// not up to date, if it was not cached
     /// ([`partial_block_page`]: ext4 zeroes the partial block at the end of file through the page cache, and a
     /// hole's page stays unread).
     pub fn truncate(&self, new_size: u64) {
@@ -678,7 +681,13 @@ impl PageCache {
         } else {
             let first = new_size.div_ceil(PAGE_SIZE);
             self.unmap_mapping_range(first, u64::MAX, true);
-            self.drop_pages(first, u64::MAX);
+            // `truncate_inode_partial_folio`: a dirty large folio across the new end cannot be split (ext4's
+            // dirty buffers cannot be released), so it stays whole, its pages past the end zeroed and cached.
+            let kept = self.unsplittable_tail(first);
+            for i in first..kept {
+                self.zero_page(i);
+            }
+            self.drop_pages(kept, u64::MAX);
             self.state.lock().evicted.retain(|&i, _| i < first);
             self.zero_partial(new_size, None);
         }
@@ -686,6 +695,33 @@ impl PageCache {
             && let Some(index) = partial_block_page(old, new_size)
         {
             self.cache_not_uptodate(index);
+        }
+    }
+
+    /// The end (exclusive) of the dirty large folio of a regular file holding pages `first - 1` and `first`, or
+    /// `first` if there is none (module docs of [`PageCache::truncate`]).
+    fn unsplittable_tail(&self, first: u64) -> u64 {
+        if self.shmem || first == 0 {
+            return first;
+        }
+        let st = self.state.lock();
+        let Some(p) = st.pages.get(first) else { return first };
+        let order = self.mem.frame(p).flags().order();
+        let n = 1u64 << order;
+        let head = first & !(n - 1);
+        if order == 0 || head == first || !self.mem.folio_flags(p).contains(FrameFlags::DIRTY) {
+            return first;
+        }
+        head + n
+    }
+
+    /// Zeroes cached page `index`'s contents (a page past the end of file kept in its folio).
+    fn zero_page(&self, index: u64) {
+        let st = self.state.lock();
+        if let Some(p) = st.pages.get(index)
+            && let Some(d) = self.mem.frame(p).data()
+        {
+            d.write(0, &vec![0u8; PAGE_SIZE as usize]);
         }
     }
 

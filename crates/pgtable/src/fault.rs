@@ -430,7 +430,21 @@ fn do_anonymous_page(
     }
     g.set(addr, vma.maybe_mkwrite(Pte::new(pfn, vma.page_prot).mkdirty()));
     pt.add_rss(MM_ANONPAGES, 1);
+    mlock_vma_page(pt, vma, pfn);
     VmFault::Handled(FaultKind::AnonNew)
+}
+
+/// `mlock_vma_folio` / `mlock_new_folio` when a page is mapped (`folio_add_*_rmap`, `folio_add_lru_vma`): a
+/// folio of one page mapped into a `VM_LOCKED` VMA that is not `VM_SPECIAL` is mlocked, whatever mapped it (a
+/// fault in an `MCL_ONFAULT` VMA as much as `mlock`'s population).
+fn mlock_vma_page(pt: &PageTable, vma: &FaultVma<'_>, pfn: Pfn) {
+    let special = VmFlags::IO | VmFlags::DONTEXPAND | VmFlags::PFNMAP | VmFlags::MIXEDMAP;
+    if vma.flags.intersects(VmFlags::LOCKED) && !vma.flags.intersects(special) {
+        let f = pt.mem.frame(pfn);
+        if f.flags().order() == 0 {
+            f.set(FrameFlags::MLOCKED);
+        }
+    }
 }
 
 /// Maps page-cache page `pfn` at `addr` (`set_pte_range` of a file folio): a reference and a mapping for the
@@ -446,6 +460,7 @@ fn map_file_page(pt: &PageTable, vma: &FaultVma<'_>, g: &PteGuard<'_>, addr: u64
         entry = vma.maybe_mkwrite(entry.mkdirty());
     }
     g.set(addr, entry);
+    mlock_vma_page(pt, vma, pfn);
 }
 
 /// Makes sure the PTE table exists before the page cache is touched (`__do_fault`'s `prealloc_pte`), so that
@@ -657,6 +672,7 @@ fn do_cow_fault(
     }
     g.set(addr, vma.maybe_mkwrite(Pte::new(new, vma.page_prot).mkdirty()));
     pt.add_rss(MM_ANONPAGES, 1);
+    mlock_vma_page(pt, vma, new);
     drop(cs);
     VmFault::Handled(FaultKind::Cow)
 }
@@ -782,6 +798,7 @@ fn do_wp_page(
         }
     }
     pt.add_rss(MM_ANONPAGES, 1);
+    mlock_vma_page(pt, vma, new);
     if normal {
         let f = pt.mem.frame(old);
         pt.add_rss(PageTable::rss_kind(f.flags()), -1);
