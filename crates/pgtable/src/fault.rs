@@ -33,13 +33,18 @@
 //!
 //! `do_read_fault` first maps what the page cache already holds around the address (`do_fault_around` +
 //! `filemap_map_pages`: a window of `fault_around_bytes` aligned in the PTE table, clamped to the VMA, the table
-//! and the end of the file), then, if the faulting page was not among them, looks it up, creating it in the
-//! cache if missing (`__do_fault`), and maps it with the VMA's protection: read-only in a private mapping, as
-//! `vm_page_prot` says in a shared one. `do_cow_fault` copies the cache's page into a new anonymous frame and
-//! maps that writable. `do_shared_fault` maps the cache's page writable and dirty and marks the frame dirty
-//! (`fault_dirty_shared_page`). Beyond the end of the file all three answer [`VmFault::SigBus`]. The cache's
-//! mutex is held from the lookup to the installation (`cache` module docs: that is what keeps truncation
-//! exact).
+//! and the end of the file; a large folio that lies in the VMA and the table is mapped whole; folios not up to
+//! date or carrying the readahead mark are left out; each page found counts against the file's `mmap_miss`),
+//! then, if the faulting page was not among them, looks it up (`__do_fault` → `filemap_fault`): a page found on
+//! a first try may start the next readahead window, a page not found is read ahead (`crate::readahead`), and
+//! either way a read drops the fault's lock, so the fault answers [`VmFault::RetryIo`] and is made again as a
+//! retry ([`FaultVma::tried`]), whose fault-around maps what came in. Otherwise it maps the page with the VMA's
+//! protection: read-only in a private mapping, as `vm_page_prot` says in a shared one. `do_cow_fault` copies
+//! the cache's page into a new anonymous frame and maps that writable. `do_shared_fault` maps the cache's page
+//! writable and dirty and marks its folio dirty (`fault_dirty_shared_page`); neither faults around. Beyond the
+//! end of the file all three answer [`VmFault::SigBus`]. A page mapped into a `VM_LOCKED` VMA is mlocked. The
+//! cache's mutex is held from the lookup to the installation (`cache` module docs: that is what keeps
+//! truncation exact).
 //!
 //! # Write-protect faults
 //!

@@ -80,13 +80,16 @@
 //!   [`PageTable::change_protection`], [`PageTable::move_page_tables`], [`PageTable::copy_page_range`] (fork),
 //!   [`PageTable::madvise_free`], guard markers, and [`PageTable::smaps_range`] /
 //!   [`PageTable::smaps_range_lockless`] (`smaps_pte_range`).
-//! - [`PageCache`]: a file's pages, size, truncation (`unmap_mapping_range` with `even_cows`: private copies
-//!   beyond the end go too) and hole punching (without: private copies stay), and the registry of mappings
-//!   truncation reaches (module `cache`).
+//! - [`PageCache`]: a file's pages (folios of one page or large), size, truncation (`unmap_mapping_range` with
+//!   `even_cows`: private copies beyond the end go too) and hole punching (without: private copies stay),
+//!   writeback, `MADV_PAGEOUT`'s reclaim, and the registry of mappings truncation reaches (module `cache`); its
+//!   readahead on faults, `MADV_WILLNEED` and the per-file `mmap_miss` as Linux 6.18 on ext4 does ([`Bdi`],
+//!   [`RaState`]; module `readahead`).
 //! - [`check_memory`]: whole-memory accounting (every frame's mapcount and refcount against the entries and
 //!   cache slots of every page table and cache of a memory), for tests.
 //! - [`handle_mm_fault`]: the fault core over a [`FaultVma`] description (module `fault`), with
-//!   [`VmFault`] results including `Retry` when the VMA needs an anon_vma, and per-page-table counters.
+//!   [`VmFault`] results including `Retry` when the VMA needs an anon_vma and `RetryIo` when readahead dropped
+//!   the fault's lock, and per-page-table counters.
 //!
 //! # How the address space embeds it
 //!

@@ -30,6 +30,16 @@
 //! prepared at once (`__anon_vma_prepare` under `page_table_lock`); under the VMA lock only if the mmap read
 //! lock can be had without waiting.
 //!
+//! # Readahead
+//!
+//! A fault on a file page that reads ahead, or reads a page not up to date, drops its lock for the I/O
+//! (`maybe_unlock_mmap_for_io`) and answers `VM_FAULT_RETRY` (`VmFault::RetryIo`). Under the VMA lock the
+//! fault is counted as `vma_lock_retry` and made again under the mmap lock, as a retry (`FAULT_FLAG_TRIED`)
+//! only if the first try found no page (`VM_FAULT_MAJOR`), as `do_user_addr_fault` does. Under the mmap lock it
+//! is made again at once as a retry; the kernel takes the lock again and looks the VMA up afresh, which here is
+//! the schedule in which no other thread changed the address space in between (the engine keeps the lock).
+//! GUP's faults retry the same way (`__get_user_pages_locked` with `FOLL_TRIED`).
+//!
 //! Results: a fault that maps or fixes something returns its [`FaultKind`]; `EFAULT` stands for SIGSEGV (no
 //! VMA, an access the VMA forbids, a guard marker), `EIO` for SIGBUS (a file page beyond the end of the file, a
 //! hugetlb fault with no page in the pool), `ENOMEM` for `VM_FAULT_OOM`. Protection keys do not restrict
