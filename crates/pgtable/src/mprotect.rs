@@ -147,9 +147,10 @@ impl PageTable {
                 if pte.is_young() || pte.is_dirty() {
                     g.update(addr - PAGE_SIZE, |p| if p.is_present() { p.mkold().mkclean() } else { p });
                 }
-                // lru_lazyfree_fn: the folio moves to the inactive file list, unreferenced; an mlocked
-                // (unevictable) one stays as it is.
-                if !f.flags().contains(FrameFlags::MLOCKED) {
+                // `folio_mark_lazyfree` → `lru_lazyfree_fn`: a swap-backed folio moves to the inactive file list,
+                // unreferenced; one lazily free already, or mlocked (unevictable), stays as it is (its
+                // `PG_referenced` from a later access included).
+                if f.flags().contains(FrameFlags::SWAPBACKED) && !f.flags().contains(FrameFlags::MLOCKED) {
                     f.clear(FrameFlags::SWAPBACKED);
                     f.clear(FrameFlags::ACTIVE.union(FrameFlags::REFERENCED));
                 }
