@@ -421,7 +421,7 @@ fn do_anonymous_page(
     if !vma.anon_vma {
         return VmFault::Retry;
     }
-    let Some(pfn) = pt.mem.alloc_frame(FrameInit::anon_mapped()) else { return VmFault::Oom };
+    let Some(pfn) = pt.mem.alloc_frame(anon_init(vma)) else { return VmFault::Oom };
     let g = match pt.lock_pte_at(pmd, true) {
         Ok(Some(g)) => g,
         _ => {
@@ -437,6 +437,17 @@ fn do_anonymous_page(
     pt.add_rss(MM_ANONPAGES, 1);
     mlock_vma_page(pt, vma, pfn);
     VmFault::Handled(FaultKind::AnonNew)
+}
+
+/// A new anonymous page of `vma` (`folio_add_new_anon_rmap`): swap-backed unless the VMA is `VM_DROPPABLE`, whose
+/// pages are lazily free from the start (reclaim drops them instead of swapping; `MADV_FREE` finds them so).
+fn anon_init(vma: &FaultVma<'_>) -> FrameInit {
+    let init = FrameInit::anon_mapped();
+    if vma.flags.intersects(VmFlags::DROPPABLE) {
+        FrameInit { flags: FrameFlags::from_bits(init.flags.bits() & !FrameFlags::SWAPBACKED.bits()), ..init }
+    } else {
+        init
+    }
 }
 
 /// `mlock_vma_folio` / `mlock_new_folio` when a page is mapped (`folio_add_*_rmap`, `folio_add_lru_vma`): a
@@ -651,7 +662,7 @@ fn do_cow_fault(
     if !prealloc_pte(pt, pmd) {
         return VmFault::Oom;
     }
-    let Some(new) = pt.mem.alloc_frame(FrameInit::anon_mapped()) else { return VmFault::Oom };
+    let Some(new) = pt.mem.alloc_frame(anon_init(vma)) else { return VmFault::Oom };
     let mut cs = cache.lock();
     let page = match filemap_fault(vma, &mut cs, vma.file_index(addr)) {
         Ok(p) => p,
@@ -774,7 +785,7 @@ fn do_wp_page(
             MmuGather::new(&pt.mem).put_frame(old);
         }
     };
-    let Some(new) = pt.mem.alloc_frame(FrameInit::anon_mapped()) else {
+    let Some(new) = pt.mem.alloc_frame(anon_init(vma)) else {
         put_old(pt);
         return VmFault::Oom;
     };
