@@ -352,8 +352,16 @@ struct State {
 impl State {
     /// Removes pages `[first, last]` into `out`, splitting first every large folio with a page among them
     /// (`split_folio`, as truncation and reclaim of part of a folio do): the pages left of a folio cut at either
-    /// end become folios of one page each, inheriting its state.
-    fn remove(&mut self, first: u64, last: u64, mem: &Memory, out: &mut Vec<(u64, Pfn)>) {
+    /// end become folios of one page each, inheriting its state, and no longer mapped (`unmap` is called with
+    /// each split folio's pages: splitting a mapped file folio unmaps it everywhere, `unmap_folio`).
+    fn remove(
+        &mut self,
+        first: u64,
+        last: u64,
+        mem: &Memory,
+        out: &mut Vec<(u64, Pfn)>,
+        unmap: &dyn Fn(u64, u64),
+    ) {
         if self.has_large {
             let cut: Vec<(u64, Pfn)> = self
                 .pages
@@ -362,22 +370,25 @@ impl State {
                 .filter(|&(i, p)| (first..=last).contains(&i) && mem.frame(p).flags().order() > 0)
                 .collect();
             for (i, p) in cut {
-                self.split_folio(i, p, mem);
+                self.split_folio(i, p, mem, unmap);
             }
         }
         self.pages.drain(first, last, mem, out);
     }
 
-    /// `split_folio` of the large folio holding page `index` (`pfn`): every page becomes a folio of its own,
-    /// the tails taking the head's dirty, referenced, active and up-to-date state (`__split_folio_to_order`
-    /// copies those, not `PG_readahead`, which stays on the head). Nothing for a folio of one page.
-    fn split_folio(&mut self, index: u64, pfn: Pfn, mem: &Memory) {
+    /// `split_folio` of the large folio holding page `index` (`pfn`): its pages are unmapped from every mapping
+    /// first (`unmap_folio`: a file folio is not remapped after the split, unlike an anonymous one), then every
+    /// page becomes a folio of its own, the tails taking the head's dirty, referenced, active and up-to-date
+    /// state (`__split_folio_to_order` copies those, not `PG_readahead`, which stays on the head). Nothing for a
+    /// folio of one page.
+    fn split_folio(&mut self, index: u64, pfn: Pfn, mem: &Memory, unmap: &dyn Fn(u64, u64)) {
         let order = mem.frame(pfn).flags().order();
         if order == 0 {
             return;
         }
         let n = 1u64 << order;
         let first = index & !(n - 1);
+        unmap(first, first + n - 1);
         let head = mem.folio(pfn);
         let copied = FrameFlags::FOLIO_STATE.bits() & !FrameFlags::READAHEAD.bits();
         let state = head.flags().bits() & copied;
@@ -500,7 +511,8 @@ impl CacheGuard<'_> {
     /// allocation failed half-way; reclaim of clean pages).
     pub(crate) fn remove_unmapped(&mut self, first: u64, last: u64) {
         let mut removed = Vec::new();
-        self.st.remove(first, last, &self.cache.mem, &mut removed);
+        // A folio whose allocation failed half-way: never mapped.
+        self.st.remove(first, last, &self.cache.mem, &mut removed, &|_, _| {});
         self.cache.release_pages(removed);
     }
 
@@ -754,7 +766,9 @@ impl PageCache {
                 // page up and maps it under it (lock order: cache mutex, then the registry's, then PTE locks).
                 let mut st = self.state.lock();
                 self.unmap_mapping_range(first, last_excl - 1, false);
-                st.remove(first, last_excl - 1, &self.mem, &mut removed);
+                st.remove(first, last_excl - 1, &self.mem, &mut removed, &|a, b| {
+                    self.unmap_mapping_range(a, b, false)
+                });
                 st.evicted.retain(|&i, _| i < first || i >= last_excl);
             }
             self.release_pages(removed);
@@ -808,7 +822,7 @@ impl PageCache {
         let mut removed = Vec::new();
         {
             let mut st = self.state.lock();
-            st.remove(first, last, &self.mem, &mut removed);
+            st.remove(first, last, &self.mem, &mut removed, &|a, b| self.unmap_mapping_range(a, b, false));
         }
         self.release_pages(removed);
     }
@@ -937,7 +951,7 @@ impl PageCache {
                 if full {
                     unit = (h, n, a0);
                 } else {
-                    st.split_folio(index, pfn, &self.mem);
+                    st.split_folio(index, pfn, &self.mem, &|a, b| self.unmap_mapping_range(a, b, false));
                 }
             }
             let (first, n, a0) = unit;
@@ -973,7 +987,9 @@ impl PageCache {
                     }
                 }
                 let mut removed = Vec::new();
-                st.remove(first, first + n - 1, &self.mem, &mut removed);
+                st.remove(first, first + n - 1, &self.mem, &mut removed, &|a, b| {
+                    self.unmap_mapping_range(a, b, false)
+                });
                 freed += removed.len() as u64;
                 self.release_pages(removed);
             }
