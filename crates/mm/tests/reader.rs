@@ -72,6 +72,11 @@ fn mlock_counts_locked_as_pss_and_dontneed_drops_rss() {
     let s = stats(&mm, A, ReaderMode::MmapLock);
     assert_eq!((s.rss, s.locked), (8, 0), "{s:?}");
     mm.madvise(A + 2 * P, P, vmspace_mm::Advice::FREE).unwrap();
+    // The page is lazily free once the CPU's lazy-free batch drains (`Memory::lru_add_drain`); until then it
+    // is only clean.
+    let s = stats(&mm, A, ReaderMode::MmapLock);
+    assert_eq!((s.rss, s.private_clean, s.private_dirty), (8, 4, 4), "{s:?}");
+    mm.memory().lru_add_drain();
     let s = stats(&mm, A, ReaderMode::MmapLock);
     assert_eq!((s.rss, s.lazyfree, s.private_clean, s.private_dirty), (8, 4, 4, 4), "{s:?}");
 }

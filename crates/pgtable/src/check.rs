@@ -1,7 +1,8 @@
 //! Whole-memory accounting: every frame of a [`Memory`] against every page table and page cache that uses it.
 //!
 //! [`check_memory`] is the frame half of the invariants (ARCHITECTURE.md, "Page tables and frames"): a frame's
-//! mapcount is the number of entries that map it, its refcount those entries plus its page-cache slot (no
+//! mapcount is the number of entries that map it, its refcount those entries plus its page-cache slot and the
+//! references the lazy-free batch holds ([`Memory::lru_add_drain`]; no
 //! transient holder is left when nothing runs), no frame in use is unreferenced (a leak) and no free frame is
 //! referenced; the memory's counters agree (frames and tables in use, nothing still waiting for its grace
 //! period). Per page table, [`PageTable::validate`] checks the structure and the RSS counters; only the caller
@@ -50,6 +51,8 @@ pub fn check_memory(mem: &Memory, pts: &[&PageTable], caches: &[&PageCache]) -> 
             }
         }
     }
+    // References the CPU's lazy-free batch holds.
+    let batch = mem.batch_refs();
     let mut in_use = 0u64;
     for pfn in mem.frames_ever() {
         let info = mem.frame_info(pfn).ok_or_else(|| format!("frame {pfn:?} vanished"))?;
@@ -62,7 +65,7 @@ pub fn check_memory(mem: &Memory, pts: &[&PageTable], caches: &[&PageCache]) -> 
             continue;
         }
         in_use += 1;
-        let c = u32::from(slot.is_some());
+        let c = u32::from(slot.is_some()) + batch.get(&pfn).copied().unwrap_or(0);
         if info.mapcount != m {
             return Err(format!(
                 "frame {pfn:?}: mapcount {} but {m} entries map it ({info:?})",
@@ -71,7 +74,7 @@ pub fn check_memory(mem: &Memory, pts: &[&PageTable], caches: &[&PageCache]) -> 
         }
         if info.refcount != m + c {
             return Err(format!(
-                "frame {pfn:?}: refcount {} but {m} entries + {c} cache slot ({info:?})",
+                "frame {pfn:?}: refcount {} but {m} entries + {c} cache slot and batch references ({info:?})",
                 info.refcount
             ));
         }

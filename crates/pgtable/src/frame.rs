@@ -198,6 +198,9 @@ impl std::fmt::Debug for FrameFlags {
     }
 }
 
+/// `PAGEVEC_SIZE`: the pages a per-CPU folio batch holds before it moves them.
+const LRU_BATCH: usize = 31;
+
 /// Where [`FrameFlags::order`] lives in the flags word.
 const ORDER_SHIFT: u32 = 24;
 
@@ -552,6 +555,10 @@ pub struct Memory {
     pub(crate) max_tables: u64,
     pub(crate) fault_around_pages: u64,
     next_mapping: AtomicU64,
+    /// The CPU's `lru_lazyfree` folio batch (`cpu_fbatches.lru_lazyfree`): pages `MADV_FREE` made lazily free,
+    /// each holding a reference, whose LRU change waits for the next drain ([`Memory::lru_add_drain`]). One
+    /// batch: the engine is one CPU, as the kernel runner pins itself to one.
+    lazyfree: Mutex<Vec<u64>>,
     /// Where content buffers come from (module docs).
     #[cfg(not(loom))]
     arena: DataArena,
@@ -581,6 +588,7 @@ impl Memory {
                 n => 1 << n.ilog2(),
             },
             next_mapping: AtomicU64::new(1),
+            lazyfree: Mutex::new(Vec::new()),
             #[cfg(not(loom))]
             arena: DataArena::default(),
         };
@@ -637,6 +645,63 @@ impl Memory {
         let own = self.frame(pfn).flags();
         let folio = self.folio(pfn).flags();
         FrameFlags((own.0 & !FrameFlags::FOLIO_STATE.0) | (folio.0 & FrameFlags::FOLIO_STATE.0))
+    }
+
+    /// `folio_mark_lazyfree`: an anonymous, swap-backed, evictable page joins the lazy-free batch (a reference
+    /// held), which moves when it is full (`PAGEVEC_SIZE`, 31) or drained.
+    pub(crate) fn mark_lazyfree(self: &Arc<Self>, pfn: Pfn) {
+        let f = self.frame(pfn);
+        let flags = f.flags();
+        if !flags.contains(FrameFlags::ANON.union(FrameFlags::SWAPBACKED))
+            || flags.contains(FrameFlags::MLOCKED)
+        {
+            return;
+        }
+        f.get();
+        let full = {
+            let mut b = self.lazyfree.lock();
+            b.push(pfn.0);
+            b.len() >= LRU_BATCH
+        };
+        if full {
+            self.lru_add_drain();
+        }
+    }
+
+    /// `lru_add_drain` of the lazy-free batch (`lru_lazyfree`): each page still anonymous, swap-backed and
+    /// evictable becomes lazily free (`PG_swapbacked` cleared) and inactive and unreferenced, whatever touched it
+    /// since `MADV_FREE`; then the batch's references go. Called where the kernel drains this CPU's batches:
+    /// `MADV_FREE`, `MADV_COLD` and `MADV_PAGEOUT` first, mlock, a zap that frees pages
+    /// (`free_pages_and_swap_cache`), and the kernel runner before it reads smaps.
+    pub fn lru_add_drain(self: &Arc<Self>) {
+        let batch = std::mem::take(&mut *self.lazyfree.lock());
+        if batch.is_empty() {
+            return;
+        }
+        let mut put = Vec::with_capacity(batch.len());
+        for p in batch {
+            let f = self.frame(Pfn(p));
+            let flags = f.flags();
+            if flags.contains(FrameFlags::ANON.union(FrameFlags::SWAPBACKED))
+                && !flags.contains(FrameFlags::MLOCKED)
+            {
+                f.clear(FrameFlags::ACTIVE.union(FrameFlags::REFERENCED).union(FrameFlags::SWAPBACKED));
+            }
+            put.push(p);
+        }
+        let mut tlb = crate::gather::MmuGather::new(self);
+        for p in put {
+            tlb.put_frame(Pfn(p));
+        }
+    }
+
+    /// The references the lazy-free batch holds, by frame (whole-memory checks).
+    pub(crate) fn batch_refs(&self) -> std::collections::HashMap<Pfn, u32> {
+        let mut m = std::collections::HashMap::new();
+        for &p in self.lazyfree.lock().iter() {
+            *m.entry(Pfn(p)).or_insert(0) += 1;
+        }
+        m
     }
 
     /// `folio_mark_accessed` on `pfn`'s folio: a first access sets `PG_referenced`; a second activates the

@@ -20,9 +20,9 @@
 //! `lru_lazyfree`). smaps counts such a page as `LazyFree` until it is written again (the MMU sets dirty). A
 //! page dirty as a folio (`PG_dirty`) is cleaned only if this entry is its one mapping, and skipped otherwise
 //! (`madvise_free_pte_range`: `folio_mapcount != folio_nr_pages`); a clean page shared with a fork child is
-//! made lazily freeable all the same (measured on the live kernel). The live kernel clears `PG_swapbacked`
-//! through a per-CPU folio batch (`lru_lazyfree`), so its smaps `LazyFree` can lag by up to a batch (the
-//! kernel runner drains the batch before it reads smaps); here it happens at once.
+//! made lazily freeable all the same (measured on the live kernel). `PG_swapbacked` (and `PG_referenced`,
+//! `PG_active`) are cleared when the CPU's lazy-free batch drains (`lru_lazyfree`; `Memory::lru_add_drain`), so
+//! an access between `MADV_FREE` and the drain is forgotten, and smaps counts the page `LazyFree` only then.
 //!
 //! # MADV_COLD and MADV_PAGEOUT
 //!
@@ -147,13 +147,10 @@ impl PageTable {
                 if pte.is_young() || pte.is_dirty() {
                     g.update(addr - PAGE_SIZE, |p| if p.is_present() { p.mkold().mkclean() } else { p });
                 }
-                // `folio_mark_lazyfree` → `lru_lazyfree_fn`: a swap-backed folio moves to the inactive file list,
-                // unreferenced; one lazily free already, or mlocked (unevictable), stays as it is (its
-                // `PG_referenced` from a later access included).
-                if f.flags().contains(FrameFlags::SWAPBACKED) && !f.flags().contains(FrameFlags::MLOCKED) {
-                    f.clear(FrameFlags::SWAPBACKED);
-                    f.clear(FrameFlags::ACTIVE.union(FrameFlags::REFERENCED));
-                }
+                // `folio_mark_lazyfree`: a swap-backed, evictable folio joins the CPU's lazy-free batch, whose
+                // drain makes it lazily free, inactive and unreferenced (`Memory::lru_add_drain`); one lazily
+                // free already, or mlocked, stays as it is.
+                self.mem.mark_lazyfree(pte.pfn());
                 n += 1;
             }
         });
@@ -335,6 +332,10 @@ mod tests {
         // The page shared with the child is clean as a folio (only its entries are dirty): it is made lazily
         // freeable too, as 6.18 does (scripts/regress/smaps-dontneed-free.script).
         assert_eq!(pt.madvise_free(A, A + 4 * PG), 3);
+        // Clean and old at once; lazily free when the CPU's batch drains.
+        let s = smaps(&pt, A, A + 4 * PG);
+        assert_eq!((s.rss, s.lazyfree, s.private_clean, s.shared_clean), (12, 0, 8, 4));
+        m.lru_add_drain();
         let s = smaps(&pt, A, A + 4 * PG);
         assert_eq!((s.rss, s.lazyfree, s.private_clean, s.shared_clean, s.referenced), (12, 12, 8, 4, 0));
         write(&pt, &mut v, A + PG, b"again").unwrap();

@@ -229,6 +229,8 @@ impl Target for EngineTarget {
     }
 
     fn smaps(&mut self) -> String {
+        // The kernel runner drains its CPU's page batches before every smaps read; so does the engine's.
+        self.mm.memory().lru_add_drain();
         self.mm.reader().smaps()
     }
 

@@ -446,6 +446,7 @@ impl Mm {
                 if flags.intersects(VmFlags::LOCKED | VmFlags::PFNMAP | VmFlags::HUGETLB) {
                     return Err(Errno::EINVAL);
                 }
+                self.mem.lru_add_drain();
                 self.page_table().mkold_range(start, end, advice == Advice::PAGEOUT);
                 // The file and shmem pages go to reclaim (`can_do_file_pageout`: the runner owns its files).
                 if advice == Advice::PAGEOUT
@@ -540,6 +541,7 @@ impl Mm {
             if !a.is_anonymous() {
                 return Err(Errno::EINVAL);
             }
+            self.mem.lru_add_drain();
             self.page_table().madvise_free(start, end);
         } else {
             self.page_table().zap_range(start, end, &ZapDetails::dontneed(a.is_file_backed()));
