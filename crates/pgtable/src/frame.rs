@@ -668,8 +668,8 @@ impl Memory {
         }
     }
 
-    /// `lru_add_drain` of the lazy-free batch (`lru_lazyfree`): each page still anonymous, swap-backed and
-    /// evictable becomes lazily free (`PG_swapbacked` cleared) and inactive and unreferenced, whatever touched it
+    /// `lru_add_drain` of the lazy-free batch (`lru_lazyfree`): each page still anonymous and swap-backed
+    /// becomes lazily free (`PG_swapbacked` cleared) and inactive and unreferenced, whatever touched it
     /// since `MADV_FREE`; then the batch's references go. Called where the kernel drains this CPU's batches:
     /// `MADV_FREE`, `MADV_COLD` and `MADV_PAGEOUT` first, mlock, a zap that frees pages
     /// (`free_pages_and_swap_cache`), and the kernel runner before it reads smaps.
@@ -682,9 +682,10 @@ impl Memory {
         for p in batch {
             let f = self.frame(Pfn(p));
             let flags = f.flags();
-            if flags.contains(FrameFlags::ANON.union(FrameFlags::SWAPBACKED))
-                && !flags.contains(FrameFlags::MLOCKED)
-            {
+            // `lru_lazyfree` tests `folio_test_unevictable`, which a page mlocked since `MADV_FREE` does not pass
+            // yet: its mlock batch drains after this one (`lru_add_drain_cpu`, then `mlock_drain_local`). A page
+            // mlocked before never joined the batch (`MADV_FREE`'s own drain had made it unevictable).
+            if flags.contains(FrameFlags::ANON.union(FrameFlags::SWAPBACKED)) {
                 f.clear(FrameFlags::ACTIVE.union(FrameFlags::REFERENCED).union(FrameFlags::SWAPBACKED));
             }
             put.push(p);
