@@ -910,7 +910,7 @@ impl PageCache {
                     // the cache's mutex orders before the check below.
                     if f.mapping.load(vmspace_rcu::sync::Ordering::Relaxed) == self.id
                         && !flags.contains(FrameFlags::ANON)
-                        && !flags.contains(FrameFlags::MLOCKED)
+                        && !flags.contains(FrameFlags::UNEVICTABLE)
                     {
                         found.push((addr, pte.pfn()));
                     }

@@ -456,10 +456,7 @@ fn anon_init(vma: &FaultVma<'_>) -> FrameInit {
 fn mlock_vma_page(pt: &PageTable, vma: &FaultVma<'_>, pfn: Pfn) {
     let special = VmFlags::IO | VmFlags::DONTEXPAND | VmFlags::PFNMAP | VmFlags::MIXEDMAP;
     if vma.flags.intersects(VmFlags::LOCKED) && !vma.flags.intersects(special) {
-        let f = pt.mem.frame(pfn);
-        if f.flags().order() == 0 {
-            f.set(FrameFlags::MLOCKED);
-        }
+        pt.mem.mlock_folio(pfn, true);
     }
 }
 

@@ -132,6 +132,9 @@ impl FrameFlags {
     /// a partial block without reading a hole). Fault-around leaves it alone; a fault reads it first
     /// (`crate::cache` docs, "Pages not up to date").
     pub const NOT_UPTODATE: FrameFlags = FrameFlags(1 << 10);
+    /// `PG_unevictable`: on the unevictable list. An mlocked page gets there when the CPU's mlock batch drains
+    /// ([`Memory::lru_add_drain`]), not at once; reclaim, `MADV_FREE` and a second access leave it alone.
+    pub const UNEVICTABLE: FrameFlags = FrameFlags(1 << 11);
 
     /// The raw bits.
     pub const fn bits(self) -> u32 {
@@ -192,6 +195,7 @@ impl std::fmt::Debug for FrameFlags {
             (FrameFlags::MLOCKED, "MLOCKED"),
             (FrameFlags::READAHEAD, "READAHEAD"),
             (FrameFlags::NOT_UPTODATE, "NOT_UPTODATE"),
+            (FrameFlags::UNEVICTABLE, "UNEVICTABLE"),
         ];
         let set: Vec<&str> = names.iter().filter(|(b, _)| self.contains(*b)).map(|(_, n)| *n).collect();
         write!(f, "FrameFlags({})", set.join("|"))
@@ -559,6 +563,9 @@ pub struct Memory {
     /// each holding a reference, whose LRU change waits for the next drain ([`Memory::lru_add_drain`]). One
     /// batch: the engine is one CPU, as the kernel runner pins itself to one.
     lazyfree: Mutex<Vec<u64>>,
+    /// The CPU's mlock batch (`mlock_fbatch`): pages mlocked or munlocked since its last drain, each holding a
+    /// reference; the drain puts them on or off the unevictable list.
+    mlock: Mutex<Vec<u64>>,
     /// Where content buffers come from (module docs).
     #[cfg(not(loom))]
     arena: DataArena,
@@ -589,6 +596,7 @@ impl Memory {
             },
             next_mapping: AtomicU64::new(1),
             lazyfree: Mutex::new(Vec::new()),
+            mlock: Mutex::new(Vec::new()),
             #[cfg(not(loom))]
             arena: DataArena::default(),
         };
@@ -653,13 +661,33 @@ impl Memory {
         let f = self.frame(pfn);
         let flags = f.flags();
         if !flags.contains(FrameFlags::ANON.union(FrameFlags::SWAPBACKED))
-            || flags.contains(FrameFlags::MLOCKED)
+            || flags.contains(FrameFlags::UNEVICTABLE)
         {
             return;
         }
-        f.get();
+        self.batch_add(&self.lazyfree, pfn);
+    }
+
+    /// `mlock_folio` (`locked`) or `munlock_folio`: `PG_mlocked` changes now, the unevictable list at the mlock
+    /// batch's drain. Folios of one page only (a large folio is mlocked only when mapped whole: not modelled).
+    pub(crate) fn mlock_folio(self: &Arc<Self>, pfn: Pfn, locked: bool) {
+        let f = self.frame(pfn);
+        if f.flags().order() != 0 {
+            return;
+        }
+        if locked {
+            f.set(FrameFlags::MLOCKED);
+        } else {
+            f.clear(FrameFlags::MLOCKED);
+        }
+        self.batch_add(&self.mlock, pfn);
+    }
+
+    /// Adds `pfn` to a per-CPU batch with a reference; a full batch drains (`folio_batch_add` returning no room).
+    fn batch_add(self: &Arc<Self>, batch: &Mutex<Vec<u64>>, pfn: Pfn) {
+        self.frame(pfn).get();
         let full = {
-            let mut b = self.lazyfree.lock();
+            let mut b = batch.lock();
             b.push(pfn.0);
             b.len() >= LRU_BATCH
         };
@@ -675,10 +703,11 @@ impl Memory {
     /// (`free_pages_and_swap_cache`), and the kernel runner before it reads smaps.
     pub fn lru_add_drain(self: &Arc<Self>) {
         let batch = std::mem::take(&mut *self.lazyfree.lock());
-        if batch.is_empty() {
+        let mlock = std::mem::take(&mut *self.mlock.lock());
+        if batch.is_empty() && mlock.is_empty() {
             return;
         }
-        let mut put = Vec::with_capacity(batch.len());
+        let mut put = Vec::with_capacity(batch.len() + mlock.len());
         for p in batch {
             let f = self.frame(Pfn(p));
             let flags = f.flags();
@@ -687,6 +716,17 @@ impl Memory {
             // mlocked before never joined the batch (`MADV_FREE`'s own drain had made it unevictable).
             if flags.contains(FrameFlags::ANON.union(FrameFlags::SWAPBACKED)) {
                 f.clear(FrameFlags::ACTIVE.union(FrameFlags::REFERENCED).union(FrameFlags::SWAPBACKED));
+            }
+            put.push(p);
+        }
+        // `mlock_drain_local`, after the LRU batches: an mlocked page goes to the unevictable list, an
+        // munlocked one comes back.
+        for p in mlock {
+            let f = self.frame(Pfn(p));
+            if f.flags().contains(FrameFlags::MLOCKED) {
+                f.set(FrameFlags::UNEVICTABLE);
+            } else {
+                f.clear(FrameFlags::UNEVICTABLE);
             }
             put.push(p);
         }
@@ -699,20 +739,21 @@ impl Memory {
     /// The references the lazy-free batch holds, by frame (whole-memory checks).
     pub(crate) fn batch_refs(&self) -> std::collections::HashMap<Pfn, u32> {
         let mut m = std::collections::HashMap::new();
-        for &p in self.lazyfree.lock().iter() {
+        for &p in self.lazyfree.lock().iter().chain(self.mlock.lock().iter()) {
             *m.entry(Pfn(p)).or_insert(0) += 1;
         }
         m
     }
 
     /// `folio_mark_accessed` on `pfn`'s folio: a first access sets `PG_referenced`; a second activates the
-    /// folio and clears it (an mlocked, unevictable folio stays as it is).
+    /// folio and clears it (an unevictable folio stays as it is; an mlocked one whose batch has not drained yet
+    /// is not unevictable).
     pub(crate) fn mark_accessed(&self, pfn: Pfn) {
         let folio = self.folio(pfn);
         let flags = self.folio_flags(pfn);
         if !flags.contains(FrameFlags::REFERENCED) {
             folio.set(FrameFlags::REFERENCED);
-        } else if !flags.contains(FrameFlags::ACTIVE) && !flags.contains(FrameFlags::MLOCKED) {
+        } else if !flags.contains(FrameFlags::ACTIVE) && !flags.contains(FrameFlags::UNEVICTABLE) {
             folio.set(FrameFlags::ACTIVE);
             folio.clear(FrameFlags::REFERENCED);
         }

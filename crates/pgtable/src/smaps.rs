@@ -67,8 +67,8 @@ impl PageTable {
         if !pte.is_present() || pte.is_special() {
             return;
         }
-        if locked {
-            self.mem.frame(pte.pfn()).set(FrameFlags::MLOCKED);
+        if locked && !self.mem.frame(pte.pfn()).flags().contains(FrameFlags::MLOCKED) {
+            self.mem.mlock_folio(pte.pfn(), true);
         }
         // The accessed and dirty state is the folio's (`folio_mark_accessed`, `folio_mark_dirty`).
         let f = self.mem.folio(pte.pfn());
@@ -87,8 +87,7 @@ impl PageTable {
             while addr != to {
                 let pte = g.get(addr);
                 if pte.is_present() && !pte.is_special() {
-                    let f = self.mem.frame(pte.pfn());
-                    if locked { f.set(FrameFlags::MLOCKED) } else { f.clear(FrameFlags::MLOCKED) }
+                    self.mem.mlock_folio(pte.pfn(), locked);
                 }
                 addr += PAGE_SIZE;
             }

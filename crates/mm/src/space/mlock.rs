@@ -226,8 +226,11 @@ impl MmWrite<'_> {
         self.st.locked_vm = self.st.locked_vm.wrapping_add_signed(delta);
         self.set_flags(t, newflags);
         if newflags.intersects(VmFlags::LOCKED) != oldflags.intersects(VmFlags::LOCKED) {
-            // mlock_vma_pages_range: the pages already mapped are mlocked or munlocked.
+            // mlock_vma_pages_range: the pages already mapped are mlocked or munlocked, between two drains of
+            // the CPU's batches (so they are on or off the unevictable list when it returns).
+            self.mm.memory().lru_add_drain();
             self.page_table().mlock_range(t.start(), t.end(), newflags.intersects(VmFlags::LOCKED));
+            self.mm.memory().lru_add_drain();
         }
         Ok(t.end())
     }
