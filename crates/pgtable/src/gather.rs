@@ -34,9 +34,6 @@ pub(crate) struct MmuGather {
     mem: Arc<Memory>,
     frames: Vec<u64>,
     tables: Vec<usize>,
-    /// A page's reference was dropped through it: its end drains the CPU's batches
-    /// (`free_pages_and_swap_cache` starts with `lru_add_drain`).
-    pages: bool,
     /// Full batches this gather has handed to RCU.
     handed: u32,
 }
@@ -44,7 +41,7 @@ pub(crate) struct MmuGather {
 impl MmuGather {
     /// An empty batch for `mem` (`tlb_gather_mmu`).
     pub(crate) fn new(mem: &Arc<Memory>) -> MmuGather {
-        MmuGather { mem: Arc::clone(mem), frames: Vec::new(), tables: Vec::new(), pages: false, handed: 0 }
+        MmuGather { mem: Arc::clone(mem), frames: Vec::new(), tables: Vec::new(), handed: 0 }
     }
 
     /// Queues a frame whose last reference is gone (`tlb_remove_page` of the final reference).
@@ -65,7 +62,6 @@ impl MmuGather {
 
     /// Drops one reference to `pfn` and queues the frame if it was the last.
     pub(crate) fn put_frame(&mut self, pfn: Pfn) {
-        self.pages = true;
         if self.mem.frame(pfn).put() {
             self.remove_frame(pfn);
         }
@@ -108,9 +104,6 @@ impl Drop for MmuGather {
     /// [`GP_EVERY`], which the gather's own read-side section held back). A small gather's objects wait in the
     /// thread's bag for later operations.
     fn drop(&mut self) {
-        if std::mem::take(&mut self.pages) {
-            self.mem.lru_add_drain();
-        }
         self.flush();
         if self.handed > 0 {
             vmspace_rcu::expedite(EXPEDITE_BUDGET);
