@@ -366,6 +366,8 @@ proptest! {
             }
         }
         drop(w);
+        // Pages the CPU's batches still hold come back at their drain (`Memory::lru_add_drain`).
+        mem.lru_add_drain();
         vmspace_rcu::synchronize();
         let s = mem.stats();
         prop_assert_eq!((s.frames_in_use, s.frames_pending_free), (0, 0));
