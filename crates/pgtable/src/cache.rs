@@ -676,8 +676,8 @@ impl PageCache {
     /// file system's block is the page here). Allocates nothing.
     ///
     /// A dirty large folio across the new end of a regular file stays whole (`truncate_inode_partial_folio`
-    /// cannot split it: ext4's dirty buffers cannot be released), its pages past the end zeroed and still cached,
-    /// so growing the file again exposes them dirty. A regular file then caches the page of its partial block,
+    /// cannot split it: ext4's dirty buffers cannot be released), unmapped everywhere (the failed split unmapped it
+    /// first), its pages past the end zeroed and still cached, so growing the file again exposes them dirty. A regular file then caches the page of its partial block,
     /// not up to date, if it was not cached
     /// ([`partial_block_page`]: ext4 zeroes the partial block at the end of file through the page cache, and a
     /// hole's page stays unread).
@@ -696,6 +696,11 @@ impl PageCache {
             // `truncate_inode_partial_folio`: a dirty large folio across the new end cannot be split (ext4's
             // dirty buffers cannot be released), so it stays whole, its pages past the end zeroed and cached.
             let kept = self.unsplittable_tail(first);
+            if kept > first {
+                // The failed split has unmapped the whole folio first (`unmap_folio`; a file folio is not
+                // remapped), its pages before the new end too.
+                self.unmap_mapping_range(self.folio_head(first), kept - 1, false);
+            }
             for i in first..kept {
                 self.zero_page(i);
             }
@@ -725,6 +730,12 @@ impl PageCache {
             return first;
         }
         head + n
+    }
+
+    /// The first page of the folio holding cached page `index` (`index` itself if it is not cached).
+    fn folio_head(&self, index: u64) -> u64 {
+        let st = self.state.lock();
+        st.pages.get(index).map_or(index, |p| index & !((1u64 << self.mem.frame(p).flags().order()) - 1))
     }
 
     /// Zeroes cached page `index`'s contents (a page past the end of file kept in its folio).
