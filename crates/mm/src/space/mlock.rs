@@ -73,8 +73,6 @@ impl Mm {
         if !self.can_do_mlock() {
             return Err(Errno::EPERM);
         }
-        // As `do_mlock`, the CPU's page batches drain first.
-        self.mem.lru_add_drain();
         let limit = self.cfg.memlock_limit_pages();
         self.locked(|mm| {
             if !flags.contains(MclFlags::CURRENT) || mm.total_vm_locked() <= limit || mm.cfg.cap_ipc_lock {
@@ -113,9 +111,6 @@ impl Mm {
         }
         let len = page_align(len.wrapping_add(start & !PAGE_MASK));
         let start = start & PAGE_MASK;
-        // The CPU's page batches drain first (measured: pages a previous mlock populated are unevictable when
-        // this one touches them again, and pages MADV_FREE queued are lazily free).
-        self.mem.lru_add_drain();
         let limit = self.cfg.memlock_limit_pages();
         let cap = self.cfg.cap_ipc_lock;
         self.locked(|mm| {

@@ -54,7 +54,12 @@ impl Mm {
         if !write && !fl.intersects(VmFlags::READ) && !fl.intersects(VmFlags::MAYREAD) {
             return Err(Errno::EFAULT);
         }
-        self.gup_range(v, start, end, write)
+        let r = self.gup_range(v, start, end, write);
+        // It ends with `lru_add_drain`: the pages it mlocked are unevictable and those `MADV_FREE` queued lazily
+        // free from here on (measured: a later touch of either keeps its mark). `MADV_POPULATE_*`
+        // (`faultin_page_range`) does not drain.
+        self.mem.lru_add_drain();
+        r
     }
 
     /// `__mm_populate(start, len, ignore_errors)` under the mmap read lock: each VMA intersecting the range, in
