@@ -71,6 +71,17 @@ impl File {
         runs((0..pages).filter(|&i| self.pt.pte(A + (at + i) * PG).is_present()))
     }
 
+    /// Registers the VMA of `pages` pages at `A` from file page `pgoff` with the cache (`i_mmap`), so that
+    /// writeback and truncation reach its entries.
+    fn register(&self, pgoff: u64, pages: u64) -> vmspace_pgtable::MappingId {
+        self.cache.i_mmap_insert(vmspace_pgtable::FileMapping {
+            pt: Arc::clone(&self.pt),
+            start: A,
+            end: A + pages * PG,
+            pgoff,
+        })
+    }
+
     fn check(&self) {
         check_memory(&self.mem, &[&self.pt], &[&self.cache]);
         self.pt.validate().unwrap();
@@ -302,12 +313,7 @@ fn pageout_frees_clean_pages_and_marks_dirty_ones() {
 fn writeback_cleans_and_write_protects() {
     let f = file(64);
     let mut v = f.vma(0, 64, 0, SHARED_RW);
-    let reg = f.cache.i_mmap_insert(vmspace_pgtable::FileMapping {
-        pt: Arc::clone(&f.pt),
-        start: A,
-        end: A + 64 * PG,
-        pgoff: 0,
-    });
+    let reg = f.register(0, 64);
     write(&f.pt, &mut v, A + 3 * PG, b"d").unwrap();
     write(&f.pt, &mut v, A + 40 * PG, b"d").unwrap();
     let dirty = |i| f.mem.frame_info(f.cache.page(i).unwrap()).unwrap().flags.contains(FrameFlags::DIRTY);
@@ -369,12 +375,7 @@ fn truncation_caches_the_partial_block_unread() {
 fn evicted_pages_are_read_back() {
     let f = file(16);
     let mut v = f.vma(0, 16, 0, SHARED_RW);
-    let reg = f.cache.i_mmap_insert(vmspace_pgtable::FileMapping {
-        pt: Arc::clone(&f.pt),
-        start: A,
-        end: A + 16 * PG,
-        pgoff: 0,
-    });
+    let reg = f.register(0, 16);
     write(&f.pt, &mut v, A + 2 * PG + 5, b"kept").unwrap();
     f.cache.writeback(0, 15);
     f.cache.pageout(&f.pt, A, A + 16 * PG);
