@@ -57,8 +57,9 @@
 //!
 //! # Pages read in
 //!
-//! Pages come in zero-filled and up to date at once: the engine's file has no backing store besides its
-//! cache, which is what a sparse file's holes are on the kernel's side (ext4 fills them without I/O).
+//! Pages come in up to date at once: a hole zero-filled, as ext4 fills a sparse file's holes without I/O, and a
+//! page that reclaim evicted after writeback with the bytes it had (the cache keeps them for it: `crate::cache`).
+//! The kernel reads such a page by I/O, which the retry's fault-around may overtake (`docs/DIVERGENCES.md`).
 
 use vmspace_abi::VmFlags;
 
