@@ -457,9 +457,9 @@ impl CacheGuard<'_> {
         self.cache.bdi
     }
 
-    /// Whether faults on this file read ahead (`filemap_fault`; shmem's `shmem_fault` never does).
-    pub(crate) fn reads_ahead(&self) -> bool {
-        !self.cache.shmem
+    /// Whether the file is shmem (`shmem_fault` never reads ahead; `filemap_fault` does).
+    pub(crate) fn is_shmem(&self) -> bool {
+        self.cache.shmem
     }
 
     /// Records that a large folio exists here (removals must split).

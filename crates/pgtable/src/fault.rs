@@ -498,8 +498,8 @@ fn filemap_fault(vma: &FaultVma<'_>, cs: &mut CacheGuard<'_>, index: u64) -> Res
         return Err(VmFault::SigBus);
     }
     if let Some(pfn) = cs.find(index) {
-        let dropped = cs.reads_ahead() && !vma.tried && cs.async_mmap_readahead(vma.flags, index, pfn);
-        if pt_flags(cs, pfn).contains(FrameFlags::NOT_UPTODATE) {
+        let dropped = !cs.is_shmem() && !vma.tried && cs.async_mmap_readahead(vma.flags, index, pfn);
+        if cs.memory().folio_flags(pfn).contains(FrameFlags::NOT_UPTODATE) {
             // `page_not_uptodate`: read it, dropping the lock for the I/O (`maybe_unlock_mmap_for_io`); retry.
             cs.read_folio(pfn);
             return Err(VmFault::RetryIo { major: false });
@@ -510,7 +510,7 @@ fn filemap_fault(vma: &FaultVma<'_>, cs: &mut CacheGuard<'_>, index: u64) -> Res
         return Ok(pfn);
     }
     let vma_pages = (vma.end - vma.start) / PAGE_SIZE;
-    let dropped = cs.reads_ahead() && cs.sync_mmap_readahead(vma.flags, vma.pgoff, vma_pages, index);
+    let dropped = !cs.is_shmem() && cs.sync_mmap_readahead(vma.flags, vma.pgoff, vma_pages, index);
     // `__filemap_get_folio(FGP_CREAT)`: the page if readahead left it out. Its allocation failing after the
     // lock was dropped is a retry in the kernel; here it is `VM_FAULT_OOM` either way, so that a memory that
     // stays full cannot retry forever.
@@ -519,11 +519,6 @@ fn filemap_fault(vma: &FaultVma<'_>, cs: &mut CacheGuard<'_>, index: u64) -> Res
         return Err(VmFault::RetryIo { major: true });
     }
     Ok(pfn)
-}
-
-/// The flags of cached page `pfn`, its folio's state included.
-fn pt_flags(cs: &CacheGuard<'_>, pfn: Pfn) -> FrameFlags {
-    cs.memory().folio_flags(pfn)
 }
 
 /// `do_read_fault` (with `do_fault_around`).
@@ -610,7 +605,7 @@ fn do_fault_around(
         let first_pte = pte_off as i64 + head as i64 - index as i64;
         let last_pte = first_pte + n as i64 - 1;
         let whole = n > 1
-            && (file_end >= head + n || !cs.reads_ahead())
+            && (file_end >= head + n || cs.is_shmem())
             && head >= vma.pgoff
             && head + n <= vma.pgoff + vma_pages
             && first_pte >= 0
