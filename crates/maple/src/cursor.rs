@@ -49,7 +49,7 @@ use std::num::NonZeroUsize;
 use vmspace_rcu::sync::Ordering;
 
 use crate::node::{Enode, LEAF_PIVOTS, Locked};
-use crate::write::{After, Lvl, Path, Replaced, store_at, walk, walk_from};
+use crate::write::{After, Lvl, Path, Replaced, raw_word, store_at, typed_replaced, walk, walk_from};
 use crate::{Entry, MapleError, Writer};
 
 /// The writer's cursor state (`WState::cursor`).
@@ -306,22 +306,15 @@ impl<'w, 'a, T: Entry> WriteCursor<'w, 'a, T> {
         last: u64,
         value: Option<T>,
     ) -> Result<Vec<(u64, u64, T)>, MapleError> {
-        let raw = value.map_or(0, |v| v.into_raw().get());
-        let out = self.store_raw(first, last, raw, false)?;
-        Ok(out
-            .into_iter()
-            .map(|(s, e, r)| {
-                // SAFETY: non-zero leaf words were stored from `T::into_raw`.
-                (s, e, unsafe { T::from_raw(NonZeroUsize::new_unchecked(r)) })
-            })
-            .collect())
+        let out = self.store_raw(first, last, raw_word(value), false)?;
+        // SAFETY: the replaced words are non-NULL leaf words of this tree of `T`.
+        Ok(unsafe { typed_replaced(out) })
     }
 
     /// [`WriteCursor::store_range`] without the replaced entries (the kernel's `mas_store_gfp`): returns how many
     /// entries the store replaced. Stores that replace at most two allocate nothing for them.
     pub fn store(&mut self, first: u64, last: u64, value: Option<T>) -> Result<usize, MapleError> {
-        let raw = value.map_or(0, |v| v.into_raw().get());
-        self.store_raw(first, last, raw, false).map(|r| r.len())
+        self.store_raw(first, last, raw_word(value), false).map(|r| r.len())
     }
 
     /// Stores `value` over `[first, last]` only if every index there is empty (`EEXIST` otherwise, nothing

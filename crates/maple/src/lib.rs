@@ -728,15 +728,9 @@ impl<'a, T: Entry> Writer<'a, T> {
         last: u64,
         value: Option<T>,
     ) -> Result<Vec<(u64, u64, T)>, MapleError> {
-        let raw = value.map_or(0, |v| v.into_raw().get());
-        let out = write::store(self, first, last, raw, false)?;
-        Ok(out
-            .into_iter()
-            .map(|(s, e, r)| {
-                // SAFETY: non-zero leaf words were stored from `T::into_raw`.
-                (s, e, unsafe { T::from_raw(NonZeroUsize::new_unchecked(r)) })
-            })
-            .collect())
+        let out = write::store(self, first, last, write::raw_word(value), false)?;
+        // SAFETY: the replaced words are non-NULL leaf words of this tree of `T`.
+        Ok(unsafe { write::typed_replaced(out) })
     }
 
     /// See [`MapleTree::insert_range`].

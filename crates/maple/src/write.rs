@@ -92,22 +92,44 @@ pub(crate) struct Path {
     pub(crate) lv: [Lvl; MAX_HEIGHT],
 }
 
-/// Walks from `root` to `depth` along `key` (writer side: the lock is held, every node is live).
-pub(crate) fn walk(lk: Locked<'_>, root: Enode, key: u64, depth: usize) -> Path {
-    // The loop of `walk_from`, kept here so that the path is built in the caller's slot (a call of
-    // `walk_from` on a local made the compiler copy the 640-byte path out).
-    let mut p = Path { lv: [Lvl { e: root, min: 0, max: u64::MAX, off: 0 }; MAX_HEIGHT] };
-    let (mut e, mut min, mut max) = (root, 0u64, u64::MAX);
-    for d in 0..=depth {
+/// The writer's descent (the lock is held, every node is live): from level `from`, whose node `start` covers
+/// `key` within `[start.min, start.max]`, down along `key` to `depth` or to the leaf, whichever comes first.
+/// `visit(d, lvl)` sees every level passed, with its offset recomputed; the last level is returned.
+///
+/// Always inlined: its callers keep the levels they want (the whole path, or only the last) in their own
+/// storage, and a visitor that writes into a path returned by value then builds it in the caller's slot (an
+/// outlined walk on a local made the compiler copy the 640-byte path out).
+#[inline(always)]
+fn descend(
+    lk: Locked<'_>,
+    start: Lvl,
+    from: usize,
+    key: u64,
+    depth: usize,
+    mut visit: impl FnMut(usize, Lvl),
+) -> Lvl {
+    let Lvl { mut e, mut min, mut max, .. } = start;
+    debug_assert!(min <= key && key <= max, "descent from level {from} does not cover {key}");
+    let mut d = from;
+    loop {
         let n = e.locked(lk);
         let np = pivots(e.is_leaf());
         let i = n.scan(np, key);
-        p.lv[d] = Lvl { e, min, max, off: i };
-        if d == depth || e.is_leaf() {
-            break;
+        let lvl = Lvl { e, min, max, off: i };
+        visit(d, lvl);
+        if d >= depth || e.is_leaf() {
+            return lvl;
         }
         (e, min, max) = (n.child_locked(i), n.slot_first(i, min), n.slot_last(np, i, max));
+        d += 1;
     }
+}
+
+/// Walks from `root` to `depth` along `key` (writer side: the lock is held, every node is live).
+pub(crate) fn walk(lk: Locked<'_>, root: Enode, key: u64, depth: usize) -> Path {
+    let top = Lvl { e: root, min: 0, max: u64::MAX, off: 0 };
+    let mut p = Path { lv: [top; MAX_HEIGHT] };
+    descend(lk, top, 0, key, depth, |d, l| p.lv[d] = l);
     p
 }
 
@@ -116,34 +138,12 @@ pub(crate) fn walk(lk: Locked<'_>, root: Enode, key: u64, depth: usize) -> Path 
 /// root; a write cursor ([`crate::WriteCursor`]) starts it at the deepest cached level that covers `key`.
 #[inline]
 pub(crate) fn walk_from(lk: Locked<'_>, p: &mut Path, from: usize, key: u64, depth: usize) {
-    let Lvl { mut e, mut min, mut max, .. } = p.lv[from];
-    debug_assert!(min <= key && key <= max, "walk_from level {from} does not cover {key}");
-    for d in from..=depth {
-        let n = e.locked(lk);
-        let np = pivots(e.is_leaf());
-        let i = n.scan(np, key);
-        p.lv[d] = Lvl { e, min, max, off: i };
-        if d == depth || e.is_leaf() {
-            break;
-        }
-        (e, min, max) = (n.child_locked(i), n.slot_first(i, min), n.slot_last(np, i, max));
-    }
+    descend(lk, p.lv[from], from, key, depth, |d, l| p.lv[d] = l);
 }
 
-/// The node at depth `d` holding `key` (the loop of [`walk`] keeping only the last level: no path is built).
+/// The node at depth `d` holding `key` ([`walk`] keeping only the last level: no path is built).
 fn node_at(lk: Locked<'_>, root: Enode, key: u64, d: usize) -> Lvl {
-    let (mut e, mut min, mut max) = (root, 0u64, u64::MAX);
-    let mut depth = 0;
-    loop {
-        let n = e.locked(lk);
-        let np = pivots(e.is_leaf());
-        let i = n.scan(np, key);
-        if depth == d || e.is_leaf() {
-            return Lvl { e, min, max, off: i };
-        }
-        (e, min, max) = (n.child_locked(i), n.slot_first(i, min), n.slot_last(np, i, max));
-        depth += 1;
-    }
+    descend(lk, Lvl { e: root, min: 0, max: u64::MAX, off: 0 }, 0, key, d, |_, _| {})
 }
 
 /// Max gap of a live leaf.
@@ -207,6 +207,28 @@ struct Req {
 /// Replaced entries, clipped to the store's range. Inline up to two: the address space's stores replace at most
 /// one or two entries apart from a munmap over many VMAs, so the common store allocates nothing for them.
 pub(crate) type Replaced = smallvec::SmallVec<[(u64, u64, usize); 2]>;
+
+/// The slot word of an optional value: 0 (NULL) for None, else the value's raw word.
+#[inline]
+pub(crate) fn raw_word<T: Entry>(value: Option<T>) -> usize {
+    value.map_or(0, |v| v.into_raw().get())
+}
+
+/// Typed copies of the entries a store replaced.
+///
+/// # Safety
+///
+/// Every word of `replaced` is a non-NULL leaf word of a tree of `T`, so it came from [`Entry::into_raw`] of a
+/// `T` (a store reports only the non-NULL entries it replaced).
+pub(crate) unsafe fn typed_replaced<T: Entry>(replaced: Replaced) -> Vec<(u64, u64, T)> {
+    replaced
+        .into_iter()
+        .map(|(s, e, r)| {
+            // SAFETY: the caller's contract: `r` is non-zero and was produced by `T::into_raw`.
+            (s, e, unsafe { T::from_raw(std::num::NonZeroUsize::new_unchecked(r)) })
+        })
+        .collect()
+}
 
 /// Stores raw `val` (0 = NULL) over `[first, last]`; returns the replaced (clipped) raw entries. With
 /// `insert`, fails with EEXIST (before allocating or changing anything) if any index of the range is taken.
