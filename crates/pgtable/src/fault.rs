@@ -422,6 +422,22 @@ fn do_anonymous_page(
         return VmFault::Retry;
     }
     let Some(pfn) = pt.mem.alloc_frame(anon_init(vma)) else { return VmFault::Oom };
+    map_new_anon(pt, vma, pmd, addr, orig, pfn, FaultKind::AnonNew)
+}
+
+/// Maps `pfn`, a new anonymous page nobody else can see yet, writable if the VMA allows and dirty, at `addr` if
+/// its PTE is still `orig` (`set_pte_at` after `folio_add_new_anon_rmap`, the end of `do_anonymous_page` and of
+/// `finish_fault` for a COW page), and answers `kind`. The page is freed when it is not mapped: `Oom` when no
+/// PTE table could be locked, `Spurious` when another fault changed the PTE first.
+fn map_new_anon(
+    pt: &PageTable,
+    vma: &FaultVma<'_>,
+    pmd: &AtomicU64,
+    addr: u64,
+    orig: Pte,
+    pfn: Pfn,
+    kind: FaultKind,
+) -> VmFault {
     let g = match pt.lock_pte_at(pmd, true) {
         Ok(Some(g)) => g,
         _ => {
@@ -436,7 +452,7 @@ fn do_anonymous_page(
     g.set(addr, vma.maybe_mkwrite(Pte::new(pfn, vma.page_prot).mkdirty()));
     pt.add_rss(MM_ANONPAGES, 1);
     mlock_vma_page(pt, vma, pfn);
-    VmFault::Handled(FaultKind::AnonNew)
+    VmFault::Handled(kind)
 }
 
 /// A new anonymous page of `vma` (`folio_add_new_anon_rmap`): swap-backed unless the VMA is `VM_DROPPABLE`, whose
@@ -667,22 +683,10 @@ fn do_cow_fault(
         pt.mem.free_unpublished(new);
         return VmFault::Oom;
     }
-    let g = match pt.lock_pte_at(pmd, true) {
-        Ok(Some(g)) => g,
-        _ => {
-            pt.mem.free_unpublished(new);
-            return VmFault::Oom;
-        }
-    };
-    if g.get(addr) != orig {
-        pt.mem.free_unpublished(new);
-        return VmFault::Handled(FaultKind::Spurious);
-    }
-    g.set(addr, vma.maybe_mkwrite(Pte::new(new, vma.page_prot).mkdirty()));
-    pt.add_rss(MM_ANONPAGES, 1);
-    mlock_vma_page(pt, vma, new);
+    // The cache lock is held until the copy is mapped (`finish_fault` runs with the page cache folio locked).
+    let r = map_new_anon(pt, vma, pmd, addr, orig, new, FaultKind::Cow);
     drop(cs);
-    VmFault::Handled(FaultKind::Cow)
+    r
 }
 
 /// `do_shared_fault`.
