@@ -93,7 +93,7 @@ use std::sync::Arc;
 use vmspace_pgtable::{GuardInstall, ZapDetails};
 
 use super::tree::{V, VmaExt};
-use super::{Advice, Errno, Mm, MmRead, MmWrite, PAGE_MASK, PAGE_SIZE, VmFlags, page_align};
+use super::{Advice, Errno, Mm, MmRead, MmWrite, PAGE_SIZE, VmFlags, nonempty_page_range};
 use crate::vma::FileKind;
 
 /// `ANON_VMA_NAME_MAX_LEN` (including the NUL).
@@ -150,17 +150,10 @@ impl Mm {
     /// `madvise(start, len, advice)`.
     pub fn madvise(&self, start: u64, len_in: u64, advice: Advice) -> Result<(), Errno> {
         // madvise_should_skip: is_valid_madvise, then the empty range.
-        if !self.madvise_behavior_valid(advice) || start & !PAGE_MASK != 0 {
+        if !self.madvise_behavior_valid(advice) {
             return Err(Errno::EINVAL);
         }
-        let len = page_align(len_in);
-        if len_in != 0 && len == 0 {
-            return Err(Errno::EINVAL);
-        }
-        let Some(end) = start.checked_add(len) else { return Err(Errno::EINVAL) };
-        if end == start {
-            return Ok(());
-        }
+        let Some(end) = nonempty_page_range(start, len_in)? else { return Ok(()) };
         match lock_mode(advice) {
             LockMode::None => self.read_locked(|mm| mm.madvise_inject_error(advice, start, start + len_in)),
             LockMode::MmapWrite => self.locked(|mm| mm.madvise_walk(start, end, &Behavior::Advice(advice))),
@@ -300,17 +293,7 @@ impl MmRead<'_> {
 impl MmWrite<'_> {
     /// `madvise_set_anon_name`: its own range checks, then the walk.
     fn madvise_set_anon_name(&mut self, start: u64, len_in: u64, b: Behavior) -> Result<(), Errno> {
-        if start & !PAGE_MASK != 0 {
-            return Err(Errno::EINVAL);
-        }
-        let len = page_align(len_in);
-        if len_in != 0 && len == 0 {
-            return Err(Errno::EINVAL);
-        }
-        let Some(end) = start.checked_add(len) else { return Err(Errno::EINVAL) };
-        if end == start {
-            return Ok(());
-        }
+        let Some(end) = nonempty_page_range(start, len_in)? else { return Ok(()) };
         self.madvise_walk(start, end, &b)
     }
 

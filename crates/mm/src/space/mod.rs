@@ -127,6 +127,22 @@ pub(crate) fn page_align(x: u64) -> u64 {
     x.wrapping_add(PAGE_SIZE - 1) & PAGE_MASK
 }
 
+/// The end of the range `[start, start + PAGE_ALIGN(len_in))` that madvise (`madvise_should_skip`), mseal
+/// (`do_mseal`) and the anonymous-name prctl (`madvise_set_anon_name`) work on, after the checks they share:
+/// `start` page-aligned, the length rounding up without wrapping to 0, the end without overflow (EINVAL
+/// otherwise). `Ok(None)` for an empty range, which these calls accept doing nothing.
+pub(crate) fn nonempty_page_range(start: u64, len_in: u64) -> Result<Option<u64>, Errno> {
+    if start & !PAGE_MASK != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let len = page_align(len_in);
+    if len_in != 0 && len == 0 {
+        return Err(Errno::EINVAL);
+    }
+    let end = start.checked_add(len).ok_or(Errno::EINVAL)?;
+    Ok((end != start).then_some(end))
+}
+
 /// The machine's memory every address space of the process uses unless it is given its own
 /// ([`Mm::with_memory`]): one emulated machine, as the processes of one kernel share its memory map. Created
 /// at the first use; never dropped.

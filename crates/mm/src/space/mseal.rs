@@ -36,7 +36,7 @@
 use vmspace_abi::{Advice, VmFlags};
 
 use super::tree::{V, VmaExt};
-use super::{Errno, Mm, MmWrite, PAGE_MASK, page_align};
+use super::{Errno, Mm, MmWrite, nonempty_page_range};
 
 /// `vma_is_sealed`.
 pub(crate) fn vma_is_sealed(v: V) -> bool {
@@ -63,17 +63,7 @@ impl Mm {
         if flags != 0 {
             return Err(Errno::EINVAL);
         }
-        if start & !PAGE_MASK != 0 {
-            return Err(Errno::EINVAL);
-        }
-        let len = page_align(len_in);
-        if len_in != 0 && len == 0 {
-            return Err(Errno::EINVAL);
-        }
-        let Some(end) = start.checked_add(len) else { return Err(Errno::EINVAL) };
-        if end == start {
-            return Ok(());
-        }
+        let Some(end) = nonempty_page_range(start, len_in)? else { return Ok(()) };
         self.locked(|mm| {
             if mm.range_contains_unmapped(start, end) {
                 return Err(Errno::ENOMEM);
