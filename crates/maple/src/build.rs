@@ -165,9 +165,9 @@ pub(crate) fn node_count(lk: Locked<'_>, e: Enode, max: u64) -> usize {
 /// Writes `items` (covering `[min, max]`) into node `e`, every word (unused ones zeroed); returns its max gap.
 /// Children's parent words are not touched (see [`adopt`]); this node's keeps its parent but its sequence
 /// count restarts at 0.
-#[allow(clippy::needless_range_loop)] // parallel word arrays indexed by slot
 ///
 /// `e` is the writer's fresh (unpublished) node, or in non-RCU mode a node no reader can see.
+#[allow(clippy::needless_range_loop)] // parallel word arrays indexed by slot
 pub(crate) fn fill_node(lk: Locked<'_>, e: Enode, items: &[Item], min: u64, max: u64) -> u64 {
     let n = e.locked(lk);
     debug_assert!(!items.is_empty());
@@ -175,38 +175,25 @@ pub(crate) fn fill_node(lk: Locked<'_>, e: Enode, items: &[Item], min: u64, max:
     // A fresh node starts its leaf sequence count at 0 (module `node`); the parent word is set by the caller.
     n.clear_seq();
     let end = items.len() - 1;
+    // Pivots: each item's last index, the node's `max` for the last item, 0 past it.
+    for i in 0..crate::node::pivots(e.is_leaf()) {
+        n.set_word(
+            i,
+            match i.cmp(&end) {
+                std::cmp::Ordering::Less => items[i].last,
+                std::cmp::Ordering::Equal => max,
+                std::cmp::Ordering::Greater => 0,
+            },
+        );
+    }
     if e.is_leaf() {
         debug_assert!(items.len() <= LEAF_SLOTS);
-        for i in 0..LEAF_PIVOTS {
-            n.set_word(
-                i,
-                if i < end {
-                    items[i].last
-                } else if i == end {
-                    max
-                } else {
-                    0
-                },
-            );
-        }
         for i in 0..LEAF_SLOTS {
             n.set_word(LEAF_SLOT_BASE + i, if i <= end { items[i].slot as u64 } else { 0 });
         }
         leaf_gap(items, min)
     } else {
         debug_assert!(items.len() <= INT_SLOTS);
-        for i in 0..INT_PIVOTS {
-            n.set_word(
-                i,
-                if i < end {
-                    items[i].last
-                } else if i == end {
-                    max
-                } else {
-                    0
-                },
-            );
-        }
         let (mut g, mut go) = (0, 0);
         for i in 0..INT_SLOTS {
             let (c, gi) = if i <= end { (items[i].slot as u64, items[i].gap) } else { (0, 0) };
