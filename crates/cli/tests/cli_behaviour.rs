@@ -334,17 +334,20 @@ fn long_runs_show_progress_with_an_estimate_even_when_piped() {
     // A short run shows none.
     let out = run(&["diff", "--seeds", "0..2", "--calls", "10"]);
     assert!(!stderr(&out).contains("progress"), "{}", stderr(&out));
-    // A long replay on the kernel: the runner's calls are counted as they happen. The script grows until one
-    // replay lasts at least 3 s.
+    // A long replay on the kernel: the runner's calls are counted as they happen, looked at every 250 ms while
+    // the runner has written no output yet. The script grows until the whole command lasts at least 6 s. What
+    // is timed here also reads and parses the script and prints the output (this debug build: about 0.7 s per
+    // million calls, as long as the runner's calls take), and the progress clock starts with the runner: a
+    // command of 3.0 s with 2 million calls had run the runner for about 1.5 s and rightly showed nothing.
     let dir = tempfile::tempdir().unwrap();
     let mut long_enough = false;
-    for calls in [500_000usize, 2_000_000, 6_000_000] {
+    for calls in [500_000usize, 2_000_000, 5_000_000, 10_000_000] {
         let long = mprotect_script(dir.path(), calls);
         let start = std::time::Instant::now();
         let out = bin().args(["replay", "--kernel"]).arg(&long).output().unwrap();
         let took = start.elapsed();
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-        if took < std::time::Duration::from_secs(3) {
+        if took < std::time::Duration::from_secs(6) {
             continue;
         }
         let err = stderr(&out);
