@@ -362,7 +362,7 @@ fn long_runs_show_progress_with_an_estimate_even_when_piped() {
         long_enough = true;
         break;
     }
-    assert!(long_enough, "no kernel replay ran for 3 s: progress was not exercised");
+    assert!(long_enough, "no kernel replay command ran for 6 s: progress was not exercised");
 }
 
 #[test]
