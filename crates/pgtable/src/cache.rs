@@ -345,6 +345,12 @@ struct State {
     /// cached): a page read in again gets them back. Pages never written back have no entry (a hole, or
     /// contents that only ever lived in the cache).
     evicted: std::collections::BTreeMap<u64, Vec<u8>>,
+    /// The pages whose block is allocated on disk: written back at least once, and not truncated away or
+    /// punched out since. The runner's files start sparse, and ext4 allocates a block when it writes a page
+    /// back (a dirty page's block is reserved by delayed allocation, which counts as mapped, but such a page is
+    /// dirty anyway). Truncation's zeroing of the partial block dirties the page of an allocated block only
+    /// ([`PageCache::truncate`]).
+    on_disk: std::collections::BTreeSet<u64>,
     /// Whether a large folio was ever made here (removals then split the folios they cut).
     has_large: bool,
 }
@@ -558,6 +564,7 @@ impl PageCache {
                 pages: Radix::new(),
                 ra: RaState::new(&bdi),
                 evicted: std::collections::BTreeMap::new(),
+                on_disk: std::collections::BTreeSet::new(),
                 has_large: false,
             }),
             i_mmap: Mutex::new(IMmap { next: 1, maps: Vec::new() }),
@@ -677,10 +684,11 @@ impl PageCache {
     ///
     /// A dirty large folio across the new end of a regular file stays whole (`truncate_inode_partial_folio`
     /// cannot split it: ext4's dirty buffers cannot be released), unmapped everywhere (the failed split unmapped it
-    /// first), its pages past the end zeroed and still cached, so growing the file again exposes them dirty. A regular file then caches the page of its partial block,
-    /// not up to date, if it was not cached
-    /// ([`partial_block_page`]: ext4 zeroes the partial block at the end of file through the page cache, and a
-    /// hole's page stays unread).
+    /// first), its pages past the end zeroed and still cached, so growing the file again exposes them dirty.
+    ///
+    /// A regular file then zeroes its partial block through the cache ([`partial_block_page`]; ext4's
+    /// `__ext4_block_zero_page_range`): a hole's page is cached unread if it was not cached, and the page of a
+    /// block allocated by an earlier writeback is read if needed and dirtied.
     pub fn truncate(&self, new_size: u64) {
         let old = {
             let mut st = self.state.lock();
@@ -705,14 +713,43 @@ impl PageCache {
                 self.zero_page(i);
             }
             self.drop_pages(kept, u64::MAX);
-            self.state.lock().evicted.retain(|&i, _| i < first);
+            {
+                let mut st = self.state.lock();
+                st.evicted.retain(|&i, _| i < first);
+                st.on_disk.retain(|&i| i < first);
+            }
             self.zero_partial(new_size, None);
         }
         if !self.shmem
             && let Some(index) = partial_block_page(old, new_size)
         {
-            self.cache_not_uptodate(index);
+            self.zero_partial_block(index);
         }
+    }
+
+    /// ext4's zeroing of the partial block at the end of file through the page cache
+    /// (`__ext4_block_zero_page_range`, after [`PageCache::zero_partial`] zeroed the bytes): the page is looked
+    /// up or created (`FGP_CREAT`). A hole's block stays unmapped: a page created for it stays not up to date
+    /// ([`PageCache::cache_not_uptodate`]), a cached one clean. An allocated block is read if the page is not
+    /// cached, zeroed and marked dirty (`mark_buffer_dirty`), so the page is dirty again after a writeback.
+    fn zero_partial_block(&self, index: u64) {
+        {
+            let mut g = self.lock();
+            if index < g.size_pages() && g.st.on_disk.contains(&index) {
+                let page = match g.find(index) {
+                    Some(p) => Some(p),
+                    // Read from disk: `add_page` takes the bytes an eviction kept (already zeroed past the end).
+                    // An allocation failure leaves it uncached, as a failed `__filemap_get_folio` fails the
+                    // zeroing quietly here.
+                    None => g.add_page(index, FrameFlags::REFERENCED).ok(),
+                };
+                if let Some(p) = page {
+                    self.mem.folio(p).set(FrameFlags::DIRTY);
+                }
+                return;
+            }
+        }
+        self.cache_not_uptodate(index);
     }
 
     /// The end (exclusive) of the dirty large folio of a regular file holding pages `first - 1` and `first`, or
@@ -781,6 +818,7 @@ impl PageCache {
                     self.unmap_mapping_range(a, b, false)
                 });
                 st.evicted.retain(|&i, _| i < first || i >= last_excl);
+                st.on_disk.retain(|&i| i < first || i >= last_excl);
             }
             self.release_pages(removed);
         }
@@ -859,7 +897,7 @@ impl PageCache {
         if self.shmem || first > last {
             return 0;
         }
-        let st = self.state.lock();
+        let mut st = self.state.lock();
         let dirty: Vec<(u64, Pfn)> = st
             .pages
             .entries()
@@ -882,8 +920,9 @@ impl PageCache {
             }
         }
         // Cleared after every page's entries: a large folio's pages share the one dirty bit.
-        for &(_, pfn) in &dirty {
+        for &(index, pfn) in &dirty {
             self.mem.folio(pfn).clear(FrameFlags::DIRTY);
+            st.on_disk.insert(index);
         }
         dirty.len() as u64
     }
@@ -1201,6 +1240,38 @@ mod tests {
         c.truncate(4 * 4096);
         c.read(2 * 4096, &mut b);
         assert!(b.iter().all(|&x| x == 6));
+    }
+
+    #[test]
+    fn truncation_dirties_the_partial_block_only_where_a_block_is_allocated() {
+        let m = Memory::new(MemoryConfig::default());
+        let c = PageCache::new(&m, 4 * 4096, false);
+        let dirty = |i: u64| c.mem.folio_flags(c.page(i).unwrap()).contains(FrameFlags::DIRTY);
+        // Pages 0 and 1 written and written back (blocks allocated); page 2 read from a hole.
+        c.write(0, &[3u8; 2 * 4096]).unwrap();
+        assert_eq!(c.writeback(0, 3), 2);
+        c.lock().find_or_create(2).unwrap();
+        assert!(!dirty(0) && !dirty(1) && !dirty(2));
+        // Cutting inside page 2, a hole: its cached page stays clean.
+        c.truncate(2 * 4096 + 100);
+        assert!(!dirty(2));
+        // Cutting inside page 1, written back: ext4 zeroes its block through the cache and dirties it.
+        c.truncate(4096 + 100);
+        assert!(dirty(1) && !dirty(0));
+        let mut b = [9u8; 4096];
+        c.mem.read_frame(c.page(1).unwrap(), 0, &mut b);
+        assert!(b[..100].iter().all(|&x| x == 3) && b[100..].iter().all(|&x| x == 0));
+        // Growing from the unaligned end zeroes the same block: written back again, it is dirtied again.
+        assert_eq!(c.writeback(0, 3), 1);
+        c.truncate(3 * 4096);
+        assert!(dirty(1));
+        // A truncation frees the blocks past the new end: page 1 cut away and read again is a hole.
+        c.writeback(0, 3);
+        c.truncate(4096);
+        c.truncate(2 * 4096 + 100);
+        c.lock().find_or_create(1).unwrap();
+        c.truncate(4096 + 50);
+        assert!(!dirty(1), "a block freed by truncation is a hole again");
     }
 
     #[test]
