@@ -8,8 +8,10 @@
 //! folio locks in one). Every page-cache frame carries the cache's id and its index, and holds one reference
 //! for its slot. A page is created, zero-filled and without contents, the first time a fault or a write needs
 //! it below the file's size (`filemap_fault` reading a hole, `shmem_get_folio` allocating one); it stays until
-//! the file is truncated below it or the cache is dropped. There is no backing store: the cache is the file's
-//! contents (a clean page is never evicted, so nothing is lost), and dirty state is kept only for smaps.
+//! the file is truncated below it, reclaim evicts it (`MADV_PAGEOUT` of a clean page) or the cache is dropped.
+//! There is no device: the cache is the file's contents, writeback only cleans pages (and records that their
+//! blocks are allocated, which ext4's truncation tells apart from holes), and a page evicted after writeback
+//! keeps its bytes in the cache's state until it is read in again (a page never written back was a hole).
 //!
 //! A shmem cache (`MAP_SHARED | MAP_ANONYMOUS` mappings, memfd, tmpfs) marks its frames swap-backed, which
 //! smaps and the RSS counters tell apart from ordinary file pages.

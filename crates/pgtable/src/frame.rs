@@ -701,7 +701,8 @@ impl Memory {
     /// since `MADV_FREE`; then the mlock batch's pages go on or off the unevictable list; then the batches'
     /// references go. Called where the kernel drains this CPU's batches: `MADV_FREE`, `MADV_COLD` and
     /// `MADV_PAGEOUT` first, `mlock_fixup` around its walk, the end of `populate_vma_page_range` (mlock,
-    /// `MAP_POPULATE`, mprotect of a locked VMA), a full batch, and the kernel runner before it reads smaps. Unmapping does not drain: measured on 6.18, a page `MADV_FREE` queued, touched after a munmap, a
+    /// `MAP_POPULATE`, mprotect of a locked VMA), a full batch, and the kernel runner before it reads smaps.
+    /// Unmapping does not drain: measured on 6.18, a page `MADV_FREE` queued, touched after a munmap, a
     /// `MAP_FIXED` mmap over another mapping or a `MADV_DONTNEED`, loses the touch at the runner's drain.
     pub fn lru_add_drain(self: &Arc<Self>) {
         let batch = std::mem::take(&mut *self.lazyfree.lock());
