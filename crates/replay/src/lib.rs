@@ -5,7 +5,7 @@
 //! ```
 //! use vmspace_mm::MmConfig;
 //! use vmspace_replay::EngineTarget;
-//! use vmspace_script::{Script, run};
+//! use vmspace_script::{Op, Script, Target, run};
 //!
 //! let script = Script::parse(
 //!     "mmap 0x200000000000 0x3000 rw- private|anon|fixed\n\
@@ -17,6 +17,10 @@
 //! let text = run(&script, &mut engine).render();
 //! assert!(text.contains("L1 mmap = 0x200000000000"), "{text}");
 //! assert_eq!(engine.mm().map_count(), 3);
+//! // One call on its own: the value a script line parses into, applied by the same code.
+//! let op: Op = "munmap 0x200000002000 0x1000".parse().unwrap();
+//! assert_eq!(engine.apply(&op), Ok(0));
+//! assert_eq!(engine.mm().map_count(), 2);
 //! ```
 //!
 //! This crate exists so that neither side depends on the other: `mm` knows nothing of scripts, `script` knows
