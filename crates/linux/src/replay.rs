@@ -170,7 +170,7 @@ use std::fmt;
 use std::path::PathBuf;
 use vmspace_abi::{Advice, MapFlags, MremapFlags, Prot};
 use vmspace_script::{
-    AccessError, Arena, ContentHash, Errno, Fd, Op, Output, QueryAnswer, QueryRequest, Script, Target,
+    Arena, CallError, ContentHash, Errno, Fd, Op, Outcome, Output, QueryAnswer, QueryRequest, Script, Target,
 };
 
 const PAGE: u64 = 4096;
@@ -460,6 +460,13 @@ impl KernelTarget {
         addr.checked_add(len).map(|end| (addr, end))
     }
 
+    /// The guard of mlock, mlock2 and munlock: a walk from the start over [`Self::lock_range`].
+    fn guard_lock(&mut self, what: &str, addr: u64, len: u64) {
+        if let Some((start, end)) = Self::lock_range(addr, len) {
+            self.guard_walk(what, start, end, false);
+        }
+    }
+
     /// mprotect (`key` `None`) or pkey_mprotect, guarded as a walk from the start (`mm/mprotect.c:
     /// do_mprotect_pkey` serves both).
     fn protect(&mut self, addr: u64, len: u64, prot: Prot, key: Option<i32>) -> Result<u64, Errno> {
@@ -485,9 +492,10 @@ impl KernelTarget {
 
     /// The walk of the memory accesses (`touch`, `fill`, `check`; module docs, "Memory accesses"): calls
     /// `op(from, to)` for each page of `[addr, addr + len)` (the end saturating at 2^64) in address order with
-    /// the part of the range in that page, and stops at the first page whose access faults: `Err(page)`. A
-    /// write is guarded first (it must not reach the runner's own memory). The fault must be the access's own
-    /// (its `si_addr` in that page): anything else is a runner bug and stops the run.
+    /// the part of the range in that page, and stops at the first page whose access faults:
+    /// [`CallError::Fault`] with that page. A write is guarded first (it must not reach the runner's own
+    /// memory). The fault must be the access's own (its `si_addr` in that page): anything else is a runner bug
+    /// and stops the run.
     fn access(
         &mut self,
         what: &str,
@@ -495,7 +503,7 @@ impl KernelTarget {
         len: u64,
         write: bool,
         mut op: impl FnMut(u64, u64) -> Result<(), uaccess::Fault>,
-    ) -> Result<(), u64> {
+    ) -> Result<(), CallError> {
         if len == 0 {
             return Ok(());
         }
@@ -513,7 +521,7 @@ impl KernelTarget {
                 // Nothing user-mode can access lies at or above TASK_SIZE (the vsyscall page is execute-only):
                 // the CPU faults there. Answered without the access, which a range ending at 2^64 could not
                 // make: its last byte, 2^64 - 1, is past every u64 end (the format's ranges end at 2^64).
-                return Err(page);
+                return Err(CallError::Fault(page));
             }
             let next = page.saturating_add(PAGE);
             let growth = self.script_growth_end(page);
@@ -529,7 +537,7 @@ impl KernelTarget {
                 {
                     self.script_pages.add(page, s);
                 }
-                return Err(page);
+                return Err(CallError::Fault(page));
             }
             if let Some(s) = growth {
                 // The access grew the script's VMA down to this page.
@@ -635,7 +643,7 @@ fn write_all(fd: &OwnedFd, mut buf: &[u8]) {
     }
 }
 
-impl Target for KernelTarget {
+impl KernelTarget {
     fn file(&mut self, name: &str, size: u64) -> Result<u64, Errno> {
         let fd = rustix::fs::openat(
             &self.dir_fd,
@@ -650,13 +658,6 @@ impl Target for KernelTarget {
         syscall_result(unsafe { libc::syscall(libc::SYS_ftruncate, fd.as_raw_fd(), size as i64) })?;
         self.files.push((name.to_string(), fd));
         Ok(0)
-    }
-
-    fn ftruncate(&mut self, name: &str, size: u64) -> Result<u64, Errno> {
-        let fd = self.fd_of(name);
-        // SAFETY: changes only the size of a script file (or fails with EBADF for CLOSED_FD); pages of its
-        // mappings beyond the new end are dropped, which the runner never reads.
-        syscall_result(unsafe { libc::syscall(libc::SYS_ftruncate, fd, size as i64) }).map(|_| 0)
     }
 
     fn mmap(
@@ -711,14 +712,6 @@ impl Target for KernelTarget {
             self.script_pages.remove(addr, addr.saturating_add(page_align(len)));
         }
         r.map(|_| 0)
-    }
-
-    fn mprotect(&mut self, addr: u64, len: u64, prot: Prot) -> Result<u64, Errno> {
-        self.protect(addr, len, prot, None)
-    }
-
-    fn pkey_mprotect(&mut self, addr: u64, len: u64, prot: Prot, key: i32) -> Result<u64, Errno> {
-        self.protect(addr, len, prot, Some(key))
     }
 
     fn mremap(
@@ -791,107 +784,6 @@ impl Target for KernelTarget {
         if r == -1 { Err(last_errno()) } else { Ok(0) }
     }
 
-    fn mlock(&mut self, addr: u64, len: u64) -> Result<u64, Errno> {
-        if let Some((start, end)) = Self::lock_range(addr, len) {
-            self.guard_walk("mlock", start, end, false);
-        }
-        // SAFETY: locks (and populates) script mappings only: the guard refused walks into the runner's own.
-        syscall_result(unsafe { libc::syscall(libc::SYS_mlock, addr as usize, len as usize) }).map(|_| 0)
-    }
-
-    fn mlock2(&mut self, addr: u64, len: u64, flags: u32) -> Result<u64, Errno> {
-        if let Some((start, end)) = Self::lock_range(addr, len) {
-            self.guard_walk("mlock2", start, end, false);
-        }
-        // SAFETY: as for mlock.
-        syscall_result(unsafe {
-            libc::syscall(libc::SYS_mlock2, addr as usize, len as usize, flags as usize)
-        })
-        .map(|_| 0)
-    }
-
-    fn munlock(&mut self, addr: u64, len: u64) -> Result<u64, Errno> {
-        if let Some((start, end)) = Self::lock_range(addr, len) {
-            self.guard_walk("munlock", start, end, false);
-        }
-        // SAFETY: unlocks script mappings only (guarded as mlock).
-        syscall_result(unsafe { libc::syscall(libc::SYS_munlock, addr as usize, len as usize) }).map(|_| 0)
-    }
-
-    fn mlockall(&mut self, flags: u32) -> Result<u64, Errno> {
-        // Run as given (module docs, "mlockall"): it locks the runner's own memory too, which changes neither
-        // its contents nor its layout.
-        // SAFETY: locking and populating memory never changes what the runner reads.
-        syscall_result(unsafe { libc::syscall(libc::SYS_mlockall, flags as usize) }).map(|_| 0)
-    }
-
-    fn munlockall(&mut self) -> Result<u64, Errno> {
-        // SAFETY: unlocking memory never changes its contents.
-        syscall_result(unsafe { libc::syscall(libc::SYS_munlockall) }).map(|_| 0)
-    }
-
-    fn mseal(&mut self, addr: u64, len: u64, flags: u64) -> Result<u64, Errno> {
-        if let Some((start, end)) = Self::aligned_range(addr, len) {
-            self.guard_walk("mseal", start, end, false);
-        }
-        // SAFETY: seals script mappings only (a sealed runner mapping could no longer be freed: guarded).
-        syscall_result(unsafe { libc::syscall(libc::SYS_mseal, addr as usize, len as usize, flags as usize) })
-            .map(|_| 0)
-    }
-
-    fn pkey_alloc(&mut self, flags: u64, rights: u64) -> Result<u64, Errno> {
-        // SAFETY: allocates a key and sets this thread's rights for it; no memory carries a new key until a
-        // (guarded) pkey_mprotect of script mappings gives it one.
-        syscall_result(unsafe { libc::syscall(libc::SYS_pkey_alloc, flags as usize, rights as usize) })
-    }
-
-    fn pkey_free(&mut self, key: i32) -> Result<u64, Errno> {
-        // SAFETY: frees a key of this process; memory keeps its key bits, as on any pkey_free.
-        syscall_result(unsafe { libc::syscall(libc::SYS_pkey_free, libc::c_long::from(key)) }).map(|_| 0)
-    }
-
-    fn msync(&mut self, addr: u64, len: u64, flags: u32) -> Result<u64, Errno> {
-        // Not guarded: msync writes dirty file pages back (or does nothing) and changes no mapping or content.
-        // SAFETY: as above.
-        syscall_result(unsafe { libc::syscall(libc::SYS_msync, addr as usize, len as usize, flags as usize) })
-            .map(|_| 0)
-    }
-
-    fn touch(&mut self, addr: u64, len: u64, write: bool) -> Result<(), u64> {
-        // One access per page, to the first byte of the range in it.
-        self.access("touch", addr, len, write, |from, _| {
-            if write {
-                // SAFETY: the guard (in `access`) refused ranges that reach the runner's own memory; the
-                // write keeps the byte's value.
-                unsafe { uaccess::write_keep(from) }
-            } else {
-                uaccess::read(&mut [0u8], from)
-            }
-        })
-    }
-
-    fn fill(&mut self, addr: u64, len: u64, byte: u8) -> Result<(), AccessError> {
-        self.access("fill", addr, len, true, |from, to| {
-            // SAFETY: the guard (in `access`) refused ranges that reach the runner's own memory: `[from, to)`
-            // holds script mappings or nothing.
-            unsafe { uaccess::fill(from, (to - from) as usize, byte) }
-        })
-        .map_err(AccessError::Fault)
-    }
-
-    fn check(&mut self, addr: u64, len: u64) -> Result<u64, AccessError> {
-        let mut h = ContentHash::new();
-        let mut buf = [0u8; PAGE as usize];
-        self.access("check", addr, len, false, |from, to| {
-            let bytes = &mut buf[..(to - from) as usize];
-            uaccess::read(bytes, from)?;
-            h.update(bytes);
-            Ok(())
-        })
-        .map_err(AccessError::Fault)?;
-        Ok(h.value())
-    }
-
     fn name(&mut self, addr: u64, len: u64, name: Option<&str>) -> Result<u64, Errno> {
         let cname = match name {
             Some(n) => Some(std::ffi::CString::new(n).map_err(|_| Errno::EINVAL)?),
@@ -945,6 +837,123 @@ impl Target for KernelTarget {
             if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { 128 + libc::WTERMSIG(status) };
         // SAFETY: the child carries on; this process has nothing left to do and writes nothing.
         unsafe { libc::_exit(code) }
+    }
+}
+
+impl Target for KernelTarget {
+    /// The op as the raw system call with its values (module docs, "Calls"), guarded (module docs, "Guard").
+    fn apply(&mut self, op: &Op) -> Outcome {
+        Ok(match *op {
+            Op::File { ref name, size } => self.file(name, size)?,
+            Op::Ftruncate { ref name, size } => {
+                let fd = self.fd_of(name);
+                // SAFETY: changes only the size of a script file (or fails with EBADF for CLOSED_FD); pages of
+                // its mappings beyond the new end are dropped, which the runner never reads.
+                syscall_result(unsafe { libc::syscall(libc::SYS_ftruncate, fd, size as i64) })?
+            }
+            Op::Mmap { addr, len, prot, flags, ref file } => {
+                self.mmap(addr, len, prot, flags, file.as_ref().map(|(fd, off)| (fd, *off)))?
+            }
+            Op::Munmap { addr, len } => self.munmap(addr, len)?,
+            Op::Mprotect { addr, len, prot } => self.protect(addr, len, prot, None)?,
+            Op::PkeyMprotect { addr, len, prot, key } => self.protect(addr, len, prot, Some(key))?,
+            Op::Mremap { addr, old_len, new_len, flags, new_addr } => {
+                self.mremap(addr, old_len, new_len, flags, new_addr.unwrap_or(0))?
+            }
+            Op::Madvise { addr, len, advice } => self.madvise(addr, len, advice)?,
+            Op::Mlock { addr, len } => {
+                self.guard_lock("mlock", addr, len);
+                // SAFETY: locks (and populates) script mappings only: the guard refused walks into the
+                // runner's own.
+                syscall_result(unsafe { libc::syscall(libc::SYS_mlock, addr as usize, len as usize) })?
+            }
+            Op::Mlock2 { addr, len, flags } => {
+                self.guard_lock("mlock2", addr, len);
+                // SAFETY: as for mlock.
+                syscall_result(unsafe {
+                    libc::syscall(libc::SYS_mlock2, addr as usize, len as usize, flags as usize)
+                })?
+            }
+            Op::Munlock { addr, len } => {
+                self.guard_lock("munlock", addr, len);
+                // SAFETY: unlocks script mappings only (guarded as mlock).
+                syscall_result(unsafe { libc::syscall(libc::SYS_munlock, addr as usize, len as usize) })?
+            }
+            Op::Mlockall { flags } => {
+                // Run as given (module docs, "mlockall"): it locks the runner's own memory too, which changes
+                // neither its contents nor its layout.
+                // SAFETY: locking and populating memory never changes what the runner reads.
+                syscall_result(unsafe { libc::syscall(libc::SYS_mlockall, flags as usize) })?
+            }
+            Op::Munlockall => {
+                // SAFETY: unlocking memory never changes its contents.
+                syscall_result(unsafe { libc::syscall(libc::SYS_munlockall) })?
+            }
+            Op::Mseal { addr, len, flags } => {
+                if let Some((start, end)) = Self::aligned_range(addr, len) {
+                    self.guard_walk("mseal", start, end, false);
+                }
+                // SAFETY: seals script mappings only (a sealed runner mapping could no longer be freed:
+                // guarded).
+                syscall_result(unsafe {
+                    libc::syscall(libc::SYS_mseal, addr as usize, len as usize, flags as usize)
+                })?
+            }
+            Op::PkeyAlloc { flags, rights } => {
+                // SAFETY: allocates a key and sets this thread's rights for it; no memory carries a new key
+                // until a (guarded) pkey_mprotect of script mappings gives it one.
+                syscall_result(unsafe {
+                    libc::syscall(libc::SYS_pkey_alloc, flags as usize, rights as usize)
+                })?
+            }
+            Op::PkeyFree { key } => {
+                // SAFETY: frees a key of this process; memory keeps its key bits, as on any pkey_free.
+                syscall_result(unsafe { libc::syscall(libc::SYS_pkey_free, libc::c_long::from(key)) })?
+            }
+            Op::Msync { addr, len, flags } => {
+                // SAFETY: not guarded: msync writes dirty file pages back (or does nothing) and changes no
+                // mapping or content.
+                syscall_result(unsafe {
+                    libc::syscall(libc::SYS_msync, addr as usize, len as usize, flags as usize)
+                })?
+            }
+            Op::Touch { addr, len, write } => {
+                // One access per page, to the first byte of the range in it.
+                self.access("touch", addr, len, write, |from, _| {
+                    if write {
+                        // SAFETY: the guard (in `access`) refused ranges that reach the runner's own memory;
+                        // the write keeps the byte's value.
+                        unsafe { uaccess::write_keep(from) }
+                    } else {
+                        uaccess::read(&mut [0u8], from)
+                    }
+                })?;
+                0
+            }
+            Op::Fill { addr, len, byte } => {
+                self.access("fill", addr, len, true, |from, to| {
+                    // SAFETY: the guard (in `access`) refused ranges that reach the runner's own memory:
+                    // `[from, to)` holds script mappings or nothing.
+                    unsafe { uaccess::fill(from, (to - from) as usize, byte) }
+                })?;
+                0
+            }
+            Op::Check { addr, len } => {
+                let mut h = ContentHash::new();
+                let mut buf = [0u8; PAGE as usize];
+                self.access("check", addr, len, false, |from, to| {
+                    let bytes = &mut buf[..(to - from) as usize];
+                    uaccess::read(bytes, from)?;
+                    h.update(bytes);
+                    Ok(())
+                })?;
+                h.value()
+            }
+            Op::Name { addr, len, ref name } => self.name(addr, len, name.as_deref())?,
+            Op::Brk { addr } => self.brk(addr)?,
+            Op::Fork => self.fork()?,
+            Op::Maps | Op::Smaps { .. } | Op::Query { .. } => Err(Errno::ENOSYS)?,
+        })
     }
 
     /// The maps lines that overlap the arena (the driver keeps only those): a small string even when the

@@ -5,7 +5,7 @@
 //! ```
 //! use vmspace_mm::MmConfig;
 //! use vmspace_replay::EngineTarget;
-//! use vmspace_script::{Script, run};
+//! use vmspace_script::{Op, Script, Target, run};
 //!
 //! let script = Script::parse(
 //!     "mmap 0x200000000000 0x3000 rw- private|anon|fixed\n\
@@ -17,6 +17,10 @@
 //! let text = run(&script, &mut engine).render();
 //! assert!(text.contains("L1 mmap = 0x200000000000"), "{text}");
 //! assert_eq!(engine.mm().map_count(), 3);
+//! // One call on its own: the value a script line parses into, applied by the same code.
+//! let op: Op = "munmap 0x200000002000 0x1000".parse().unwrap();
+//! assert_eq!(engine.apply(&op), Ok(0));
+//! assert_eq!(engine.mm().map_count(), 2);
 //! ```
 //!
 //! This crate exists so that neither side depends on the other: `mm` knows nothing of scripts, `script` knows
@@ -38,11 +42,10 @@
 use std::sync::Arc;
 
 use vmspace_abi::{
-    Advice, Errno, MapFlags, MclFlags, MlockFlags, MremapFlags, MsyncFlags, PAGE_MASK, PAGE_SIZE, PkeyRights,
-    Prot,
+    Errno, MapFlags, MclFlags, MlockFlags, MsyncFlags, PAGE_MASK, PAGE_SIZE, PkeyRights, Prot,
 };
 use vmspace_mm::{Access, Mm, MmConfig, VmFile};
-use vmspace_script::{AccessError, ContentHash, Fd, QueryAnswer, QueryRequest, Target};
+use vmspace_script::{CallError, ContentHash, Fd, Op, Outcome, QueryAnswer, QueryRequest, Target};
 
 /// An op-script target backed by the engine.
 pub struct EngineTarget {
@@ -67,16 +70,6 @@ impl EngineTarget {
         EngineTarget { validate: true, ..EngineTarget::new(cfg) }
     }
 
-    /// Checks the invariants after a call when validation is on; passes the call's result through.
-    fn checked<R>(&self, what: &str, r: R) -> R {
-        if self.validate
-            && let Err(e) = self.mm.validate()
-        {
-            panic!("engine invariant broken after {what}: {e}\n{}", self.mm.maps_text());
-        }
-        r
-    }
-
     /// The address space (after the script, the last child's).
     pub fn mm(&self) -> &Mm {
         &self.mm
@@ -93,135 +86,10 @@ impl EngineTarget {
 }
 
 impl Target for EngineTarget {
-    fn file(&mut self, name: &str, size: u64) -> Result<u64, Errno> {
-        // The kernel runner creates the file and truncates it to SIZE; a refused size (EINVAL, EFBIG beyond
-        // the file system's largest file or RLIMIT_FSIZE) is the line's result and the file is not kept.
-        let ino = self.files.len() as u64 + 1;
-        let cfg = self.mm.config();
-        let f = VmFile::regular_sized(
-            format!("/vmspace/{name}"),
-            ino,
-            size,
-            cfg.file_max_bytes,
-            cfg.fsize_rlimit,
-        )?;
-        // On the device the kernel runner's files live on (its readahead window and request size).
-        let f = Arc::new(VmFile { bdi: cfg.file_bdi, ..(*f).clone() });
-        self.files.push((name.to_string(), f));
-        Ok(0)
-    }
-
-    fn mmap(
-        &mut self,
-        addr: u64,
-        len: u64,
-        prot: Prot,
-        flags: MapFlags,
-        file: Option<(&Fd, u64)>,
-    ) -> Result<u64, Errno> {
-        // The descriptor lookup is this adapter's (the engine has no descriptor table), in the kernel's order:
-        // `arch/x86/kernel/sys_x86_64.c: sys_mmap` refuses an unaligned offset first, then
-        // `mm/mmap.c: ksys_mmap_pgoff` looks the descriptor up only without MAP_ANONYMOUS (EBADF).
-        let (f, off) = match file {
-            None => (None, 0),
-            Some((_, off)) if flags.contains(MapFlags::ANONYMOUS) => (None, off),
-            Some((_, off)) if off & !PAGE_MASK != 0 => return self.checked("mmap", Err(Errno::EINVAL)),
-            Some((fd, off)) => {
-                let f = match fd {
-                    Fd::Name(n) => self.file_of(n).cloned(),
-                    Fd::MinusOne => None,
-                };
-                (Some(f.ok_or(Errno::EBADF)?), off)
-            }
-        };
-        let r = self.mm.mmap(addr, len, prot, flags, f.as_ref(), off);
-        self.checked("mmap", r)
-    }
-
-    fn munmap(&mut self, addr: u64, len: u64) -> Result<u64, Errno> {
-        let r = self.mm.munmap(addr, len).map(|()| 0);
-        self.checked("munmap", r)
-    }
-
-    fn mprotect(&mut self, addr: u64, len: u64, prot: Prot) -> Result<u64, Errno> {
-        let r = self.mm.mprotect(addr, len, prot).map(|()| 0);
-        self.checked("mprotect", r)
-    }
-
-    fn mremap(
-        &mut self,
-        addr: u64,
-        old_len: u64,
-        new_len: u64,
-        flags: MremapFlags,
-        new_addr: u64,
-    ) -> Result<u64, Errno> {
-        let r = self.mm.mremap(addr, old_len, new_len, flags, new_addr);
-        self.checked("mremap", r)
-    }
-
-    fn madvise(&mut self, addr: u64, len: u64, advice: Advice) -> Result<u64, Errno> {
-        let r = self.mm.madvise(addr, len, advice).map(|()| 0);
-        self.checked("madvise", r)
-    }
-
-    fn touch(&mut self, addr: u64, len: u64, write: bool) -> Result<(), u64> {
-        // One access per page, to the first byte of the range in it, as the kernel runner makes them; none for
-        // an empty range.
-        if len == 0 {
-            return self.checked("touch", Ok(()));
-        }
-        let access = if write { Access::Write } else { Access::Read };
-        let end = addr.saturating_add(len);
-        let mut page = addr & PAGE_MASK;
-        while page < end {
-            if self.mm.touch(page.max(addr), access).is_err() {
-                return self.checked("touch", Err(page));
-            }
-            page = match page.checked_add(PAGE_SIZE) {
-                Some(p) => p,
-                None => break,
-            };
-        }
-        self.checked("touch", Ok(()))
-    }
-
-    fn fill(&mut self, addr: u64, len: u64, byte: u8) -> Result<(), AccessError> {
-        let accessed = self.mm.config().refused_string_store_accessed;
-        let r = self.mm.fill(addr, len, byte).map_err(|a| {
-            // The kernel runner's `rep stosb` marks a page accessed even when its protection refuses the
-            // write, on CPUs that do so (`MmConfig::refused_string_store_accessed`,
-            // `PageTable::string_store_probe`).
-            if accessed {
-                self.mm.page_table().string_store_probe(a);
-            }
-            AccessError::Fault(a & PAGE_MASK)
-        });
-        self.checked("fill", r)
-    }
-
-    fn check(&mut self, addr: u64, len: u64) -> Result<u64, AccessError> {
-        let mut h = ContentHash::new();
-        let r =
-            self.mm.read_chunks(addr, len, |b| h.update(b)).map_err(|a| AccessError::Fault(a & PAGE_MASK));
-        self.checked("check", r.map(|()| h.value()))
-    }
-
-    fn name(&mut self, addr: u64, len: u64, name: Option<&str>) -> Result<u64, Errno> {
-        let r = self.mm.set_anon_name(addr, len, name).map(|()| 0);
-        self.checked("name", r)
-    }
-
-    fn brk(&mut self, addr: u64) -> Result<u64, Errno> {
-        let r = self.mm.brk(addr);
-        self.checked("brk", Ok(r))
-    }
-
-    fn fork(&mut self) -> Result<u64, Errno> {
-        let r = self.mm.fork();
-        let child = self.checked("fork", r)?;
-        self.parents.push(std::mem::replace(&mut self.mm, child));
-        self.checked("fork (child)", Ok(0))
+    fn apply(&mut self, op: &Op) -> Outcome {
+        let r = self.call(op);
+        self.check_invariants(op);
+        r
     }
 
     fn maps(&mut self) -> String {
@@ -245,70 +113,160 @@ impl Target for EngineTarget {
     fn file_id(&self, name: &str) -> Option<(u32, u32, u64)> {
         self.file_of(name).map(|f| (f.dev_major, f.dev_minor, f.inode))
     }
+}
+
+impl EngineTarget {
+    /// Performs one call ([`Target::apply`]) without the invariant check: the one place that turns an op into
+    /// the engine's call.
+    fn call(&mut self, op: &Op) -> Outcome {
+        let mm = &self.mm;
+        Ok(match *op {
+            Op::File { ref name, size } => self.file(name, size)?,
+            Op::Ftruncate { ref name, size } => self.ftruncate(name, size)?,
+            Op::Mmap { addr, len, prot, flags, ref file } => {
+                self.mmap(addr, len, prot, flags, file.as_ref().map(|(fd, off)| (fd, *off)))?
+            }
+            Op::Munmap { addr, len } => mm.munmap(addr, len).map(|()| 0)?,
+            Op::Mprotect { addr, len, prot } => mm.mprotect(addr, len, prot).map(|()| 0)?,
+            Op::PkeyMprotect { addr, len, prot, key } => {
+                mm.pkey_mprotect(addr, len, prot, key).map(|()| 0)?
+            }
+            Op::Mremap { addr, old_len, new_len, flags, new_addr } => {
+                mm.mremap(addr, old_len, new_len, flags, new_addr.unwrap_or(0))?
+            }
+            Op::Madvise { addr, len, advice } => mm.madvise(addr, len, advice).map(|()| 0)?,
+            Op::Mlock { addr, len } => mm.mlock(addr, len).map(|()| 0)?,
+            Op::Mlock2 { addr, len, flags } => {
+                mm.mlock2(addr, len, MlockFlags::from_bits_retain(flags)).map(|()| 0)?
+            }
+            Op::Munlock { addr, len } => mm.munlock(addr, len).map(|()| 0)?,
+            Op::Mlockall { flags } => mm.mlockall(MclFlags::from_bits_retain(flags)).map(|()| 0)?,
+            Op::Munlockall => mm.munlockall().map(|()| 0)?,
+            Op::Mseal { addr, len, flags } => mm.mseal(addr, len, flags).map(|()| 0)?,
+            Op::PkeyAlloc { flags, rights } => {
+                // `init_val` is an unsigned long; every bit beyond the access-rights mask is EINVAL
+                // (`mm/mprotect.c: pkey_alloc`), the high half included.
+                let rights = u32::try_from(rights).map_err(|_| Errno::EINVAL)?;
+                mm.pkey_alloc(flags, PkeyRights::from_bits_retain(rights))? as u64
+            }
+            Op::PkeyFree { key } => mm.pkey_free(key).map(|()| 0)?,
+            Op::Msync { addr, len, flags } => {
+                mm.msync(addr, len, MsyncFlags::from_bits_retain(flags)).map(|()| 0)?
+            }
+            Op::Touch { addr, len, write } => {
+                self.touch(addr, len, write).map_err(CallError::Fault).map(|()| 0)?
+            }
+            Op::Fill { addr, len, byte } => {
+                let accessed = mm.config().refused_string_store_accessed;
+                mm.fill(addr, len, byte).map(|()| 0).map_err(|a| {
+                    // The kernel runner's `rep stosb` marks a page accessed even when its protection refuses
+                    // the write, on CPUs that do so (`MmConfig::refused_string_store_accessed`,
+                    // `PageTable::string_store_probe`).
+                    if accessed {
+                        mm.page_table().string_store_probe(a);
+                    }
+                    CallError::Fault(a & PAGE_MASK)
+                })?
+            }
+            Op::Check { addr, len } => {
+                let mut h = ContentHash::new();
+                mm.read_chunks(addr, len, |b| h.update(b)).map_err(|a| CallError::Fault(a & PAGE_MASK))?;
+                h.value()
+            }
+            Op::Name { addr, len, ref name } => mm.set_anon_name(addr, len, name.as_deref()).map(|()| 0)?,
+            Op::Brk { addr } => mm.brk(addr),
+            Op::Fork => {
+                // The script continues in the child; the parent is checked before it is put aside.
+                let child = mm.fork()?;
+                self.check_invariants(&"fork (parent)");
+                self.parents.push(std::mem::replace(&mut self.mm, child));
+                0
+            }
+            Op::Maps | Op::Smaps { .. } | Op::Query { .. } => Err(Errno::ENOSYS)?,
+        })
+    }
+
+    /// With validation on, checks every invariant and panics with the violation and the maps when one breaks.
+    fn check_invariants(&self, after: &dyn std::fmt::Display) {
+        if self.validate
+            && let Err(e) = self.mm.validate()
+        {
+            panic!("engine invariant broken after `{after}`: {e}\n{}", self.mm.maps_text());
+        }
+    }
+
+    fn file(&mut self, name: &str, size: u64) -> Result<u64, Errno> {
+        // The kernel runner creates the file and truncates it to SIZE; a refused size (EINVAL, EFBIG beyond
+        // the file system's largest file or RLIMIT_FSIZE) is the line's result and the file is not kept.
+        let ino = self.files.len() as u64 + 1;
+        let cfg = self.mm.config();
+        let f = VmFile::regular_sized(
+            format!("/vmspace/{name}"),
+            ino,
+            size,
+            cfg.file_max_bytes,
+            cfg.fsize_rlimit,
+        )?;
+        // On the device the kernel runner's files live on (its readahead window and request size).
+        let f = Arc::new(VmFile { bdi: cfg.file_bdi, ..(*f).clone() });
+        self.files.push((name.to_string(), f));
+        Ok(0)
+    }
 
     fn ftruncate(&mut self, name: &str, size: u64) -> Result<u64, Errno> {
         // `fs/open.c: do_sys_ftruncate` refuses a negative length before it looks the descriptor up; a name no
         // `file` line declared (or whose creation failed) is a descriptor that is not open.
-        let r = match self.file_of(name) {
+        match self.file_of(name) {
             _ if size > i64::MAX as u64 => Err(Errno::EINVAL),
             Some(f) => f.ftruncate(size).map(|()| 0),
             None => Err(Errno::EBADF),
+        }
+    }
+
+    fn mmap(
+        &mut self,
+        addr: u64,
+        len: u64,
+        prot: Prot,
+        flags: MapFlags,
+        file: Option<(&Fd, u64)>,
+    ) -> Result<u64, Errno> {
+        // The descriptor lookup is this adapter's (the engine has no descriptor table), in the kernel's order:
+        // `arch/x86/kernel/sys_x86_64.c: sys_mmap` refuses an unaligned offset first, then
+        // `mm/mmap.c: ksys_mmap_pgoff` looks the descriptor up only without MAP_ANONYMOUS (EBADF).
+        let (f, off) = match file {
+            None => (None, 0),
+            Some((_, off)) if flags.contains(MapFlags::ANONYMOUS) => (None, off),
+            Some((_, off)) if off & !PAGE_MASK != 0 => return Err(Errno::EINVAL),
+            Some((fd, off)) => {
+                let f = match fd {
+                    Fd::Name(n) => self.file_of(n).cloned(),
+                    Fd::MinusOne => None,
+                };
+                (Some(f.ok_or(Errno::EBADF)?), off)
+            }
         };
-        self.checked("ftruncate", r)
+        self.mm.mmap(addr, len, prot, flags, f.as_ref(), off)
     }
 
-    fn pkey_mprotect(&mut self, addr: u64, len: u64, prot: Prot, key: i32) -> Result<u64, Errno> {
-        let r = self.mm.pkey_mprotect(addr, len, prot, key).map(|()| 0);
-        self.checked("pkey_mprotect", r)
-    }
-
-    fn mseal(&mut self, addr: u64, len: u64, flags: u64) -> Result<u64, Errno> {
-        let r = self.mm.mseal(addr, len, flags).map(|()| 0);
-        self.checked("mseal", r)
-    }
-
-    fn pkey_alloc(&mut self, flags: u64, rights: u64) -> Result<u64, Errno> {
-        // `init_val` is an unsigned long; every bit beyond the access-rights mask is EINVAL
-        // (`mm/mprotect.c: pkey_alloc`), the high half included.
-        let r = match u32::try_from(rights) {
-            Ok(r) => self.mm.pkey_alloc(flags, PkeyRights::from_bits_retain(r)).map(|k| k as u64),
-            Err(_) => Err(Errno::EINVAL),
-        };
-        self.checked("pkey_alloc", r)
-    }
-
-    fn pkey_free(&mut self, key: i32) -> Result<u64, Errno> {
-        let r = self.mm.pkey_free(key).map(|()| 0);
-        self.checked("pkey_free", r)
-    }
-
-    fn mlock(&mut self, addr: u64, len: u64) -> Result<u64, Errno> {
-        let r = self.mm.mlock(addr, len).map(|()| 0);
-        self.checked("mlock", r)
-    }
-
-    fn mlock2(&mut self, addr: u64, len: u64, flags: u32) -> Result<u64, Errno> {
-        let r = self.mm.mlock2(addr, len, MlockFlags::from_bits_retain(flags)).map(|()| 0);
-        self.checked("mlock2", r)
-    }
-
-    fn munlock(&mut self, addr: u64, len: u64) -> Result<u64, Errno> {
-        let r = self.mm.munlock(addr, len).map(|()| 0);
-        self.checked("munlock", r)
-    }
-
-    fn mlockall(&mut self, flags: u32) -> Result<u64, Errno> {
-        let r = self.mm.mlockall(MclFlags::from_bits_retain(flags)).map(|()| 0);
-        self.checked("mlockall", r)
-    }
-
-    fn munlockall(&mut self) -> Result<u64, Errno> {
-        let r = self.mm.munlockall().map(|()| 0);
-        self.checked("munlockall", r)
-    }
-
-    fn msync(&mut self, addr: u64, len: u64, flags: u32) -> Result<u64, Errno> {
-        let r = self.mm.msync(addr, len, MsyncFlags::from_bits_retain(flags)).map(|()| 0);
-        self.checked("msync", r)
+    fn touch(&mut self, addr: u64, len: u64, write: bool) -> Result<(), u64> {
+        // One access per page, to the first byte of the range in it, as the kernel runner makes them; none for
+        // an empty range.
+        if len == 0 {
+            return Ok(());
+        }
+        let access = if write { Access::Write } else { Access::Read };
+        let end = addr.saturating_add(len);
+        let mut page = addr & PAGE_MASK;
+        while page < end {
+            if self.mm.touch(page.max(addr), access).is_err() {
+                return Err(page);
+            }
+            page = match page.checked_add(PAGE_SIZE) {
+                Some(p) => p,
+                None => break,
+            };
+        }
+        Ok(())
     }
 }

@@ -790,6 +790,25 @@ impl fmt::Display for Op {
     }
 }
 
+impl core::str::FromStr for Op {
+    type Err = ParseError;
+
+    /// One script line's op (a `#` comment may follow): the inverse of the printer, so that a call that did not
+    /// come from a script (a generated one, a decoded system call) prints as the line a script would hold and
+    /// reads back as the same op. A `file` line declares nothing here, so a later `fd=NAME` is not checked
+    /// against it (as in a script, an undeclared NAME is a closed descriptor). No op, or more than one, is an
+    /// error.
+    fn from_str(line: &str) -> Result<Op, ParseError> {
+        let mut s = Script::parse(line)?;
+        match (s.lines.pop(), s.lines.is_empty()) {
+            (Some(l), true) => Ok(l.op),
+            (l, _) => {
+                Err(ParseError { line: l.map_or(1, |l| l.line), reason: "expected exactly one op".into() })
+            }
+        }
+    }
+}
+
 /// One op with the 1-based number of the line it came from.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Line {

@@ -1671,6 +1671,36 @@ mod tests {
         }
     }
 
+    /// Every generated op prints as one script line that parses back to the same op, and that line is a fixed
+    /// point of print + parse: a call recorded from any source (a generated call, a decoded system call) is
+    /// the line a script would hold. Over the differential gate's configurations, many seeds each.
+    #[test]
+    fn every_generated_op_prints_as_a_line_that_parses_back() {
+        let cfgs = [
+            GenConfig::default(),
+            GenConfig { fork: true, calls: 60, ..GenConfig::default() },
+            GenConfig { grid_pages: 16, calls: 200, ..GenConfig::default() },
+            base(),
+        ];
+        let mut ops = 0;
+        for cfg in &cfgs {
+            for seed in 0..400 {
+                for l in generate(seed, cfg).lines {
+                    let line = l.op.to_string();
+                    let back: Op = line.parse().unwrap_or_else(|e| panic!("seed {seed}: {line:?}: {e}"));
+                    assert_eq!(back, l.op, "seed {seed}: {line:?}");
+                    assert_eq!(back.to_string(), line, "seed {seed}");
+                    ops += 1;
+                }
+            }
+        }
+        assert!(ops > 100_000, "{ops}");
+        // A line holds one op.
+        assert!("".parse::<Op>().is_err());
+        assert!("fork\nfork".parse::<Op>().is_err());
+        assert_eq!("fork # a comment".parse::<Op>().unwrap(), Op::Fork);
+    }
+
     /// With every family off the generator is the one that existed before the families: the scripts of 64
     /// seeds in two configurations, as that generator printed them (their FNV-1a hash and length, recorded
     /// from it), so the differential gate's base batches keep running the same scripts.

@@ -45,6 +45,9 @@ pub use generate::{Families, GenConfig, generate};
 pub use hash::{ContentHash, content_hash};
 pub use minimise::minimise;
 pub use output::{Arena, Difference, Entry, Output, Value, compare};
-pub use run::{AccessError, Observed, Target, canonical_maps, canonical_query, canonical_smaps, run, run_in};
+pub use run::{
+    CallError, Observed, Outcome, Target, canonical_maps, canonical_query, canonical_smaps, run, run_in,
+    value_of,
+};
 pub use vmspace_abi::{Advice, Errno, MapFlags, MremapFlags, Prot, TASK_SIZE};
 pub use vmspace_proc::{QueryAnswer, QueryRequest};

@@ -5,159 +5,88 @@
 //! The driver owns everything that must be identical on both sides: the order of calls, which value each call
 //! prints, when maps blocks are taken, which maps lines are kept (those overlapping the arena) and how file
 //! mappings are canonicalised. A target only performs calls and reports raw results.
+//!
+//! A call reaches a target as the parsed [`Op`] itself ([`Target::apply`]): a script line, a generated call
+//! and any other source of calls (a system call decoded from a traced process) are the same value, printed
+//! back as a script line by its `Display`, and each target has one place that turns it into its own call.
 
 use crate::Errno;
-use vmspace_abi::{Advice, MapFlags, MremapFlags, Prot};
 
-use crate::ast::{Fd, Op, Script};
+use crate::ast::{Op, Script};
 use crate::output::{Arena, Entry, Output, Value};
 use vmspace_proc::{MapsLine, MapsName, Perms, QueryAnswer, QueryRequest};
 
-/// Why a `fill` or `check` did not complete.
+/// Why a call failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum AccessError {
-    /// The CPU could not access the page at this (page-aligned) address: the pages before it were accessed,
-    /// nothing at or after it was. Prints `-EFAULT <page>`.
-    Fault(u64),
-    /// The target cannot perform the op at all (a target without page contents answers `fill` and `check`
-    /// with ENOSYS). Prints `-E<NAME>`.
+pub enum CallError {
+    /// The system call's errno; also a target that cannot perform the op at all (a target without page
+    /// contents answers `fill` and `check` with ENOSYS). Prints `-E<NAME>`.
     Errno(Errno),
+    /// A memory access (`touch`, `fill`, `check`) could not access the page at this (page-aligned) address:
+    /// the pages before it were accessed, nothing at or after it was. Prints `-EFAULT <page>`.
+    Fault(u64),
 }
 
-impl AccessError {
-    /// The printed value.
-    pub fn value(self) -> Value {
-        match self {
-            AccessError::Fault(page) => Value::Fault(page),
-            AccessError::Errno(e) => Value::Err(e),
-        }
+impl From<Errno> for CallError {
+    fn from(e: Errno) -> Self {
+        CallError::Errno(e)
     }
 }
 
-/// A system that executes op-script calls. One method per op; each returns what the Linux syscall would
-/// (the value on success, the errno on failure), and must leave the address space unchanged when it fails.
+/// What a call returned: its return value, or why it failed. The value is the mapped address of `mmap` and
+/// `mremap`, the resulting break of `brk`, the key of `pkey_alloc` and the content hash of `check`; the other
+/// calls print `0` on success whatever it is ([`value_of`]).
+pub type Outcome = Result<u64, CallError>;
+
+/// The printed value of `op`'s outcome (module [`crate::output`]): an address for `mmap`, `mremap` and `brk`
+/// (one in -4095..=-1 is that errno, as the kernel's ABI defines), the key of `pkey_alloc` in decimal, the hash
+/// of `check`, else `0`.
+pub fn value_of(op: &Op, r: Outcome) -> Value {
+    match r {
+        Err(CallError::Errno(e)) => Value::Err(e),
+        Err(CallError::Fault(page)) => Value::Fault(page),
+        Ok(v) => match op {
+            Op::Mmap { .. } | Op::Mremap { .. } | Op::Brk { .. } => Value::from_addr(Ok(v)),
+            Op::PkeyAlloc { .. } => Value::from_num(Ok(v)),
+            Op::Check { .. } => Value::Hash(v),
+            _ => Value::Zero,
+        },
+    }
+}
+
+/// A system that executes op-script calls: [`Target::apply`] performs one call, given as the parsed [`Op`]; the
+/// other methods observe the address space and the script's files.
 ///
-/// All addresses and lengths are passed exactly as written in the script (no rounding or validation by the
-/// driver): rejecting unaligned addresses, zero or overflowing lengths, unknown flags etc. is the target's job,
-/// with the kernel's errno.
+/// All addresses, lengths and flags reach the target exactly as the op holds them (no rounding or validation
+/// by the driver): rejecting unaligned addresses, zero or overflowing lengths, unknown flags etc. is the
+/// target's job, with the kernel's errno.
 pub trait Target {
-    /// `file NAME SIZE`: create a backing file of `size` bytes (contents zero) that later `mmap ... fd=NAME`
-    /// calls map. The file stays open (and linked) until the target is dropped. Returns `Ok(0)`; an error
-    /// (e.g. EFBIG/ENOSPC from the host) is reported as the line's result. The parser guarantees each NAME is
-    /// declared once and before use.
-    fn file(&mut self, name: &str, size: u64) -> Result<u64, Errno>;
-
-    /// `mmap(addr, len, prot, flags, fd, off)`. `file` is the script's `fd=FD off=OFF`: [`Fd::Name`] of a file
-    /// this target created and still holds is that file's descriptor; any other NAME is a descriptor number that
-    /// is not open; [`Fd::MinusOne`] is -1. `None` (no `fd=`, only with `anon`) passes fd -1 and offset 0. With
-    /// `anon` the kernel ignores the descriptor (it still checks the offset). Returns the mapped address.
-    /// Addresses the target picks itself (no `fixed`, hint refused) may lie anywhere; the comparison treats two
-    /// results outside the arena as equal.
-    fn mmap(
-        &mut self,
-        addr: u64,
-        len: u64,
-        prot: Prot,
-        flags: MapFlags,
-        file: Option<(&Fd, u64)>,
-    ) -> Result<u64, Errno>;
-
-    /// `ftruncate(fd, size)` on the script file `name` (a descriptor that is not open if the target holds no
-    /// file of that name: EBADF): `Ok(0)` on success. `size` is an `off_t`: from 2^63 on it is negative
-    /// (EINVAL). Every mapping of the file sees the new size.
-    fn ftruncate(&mut self, name: &str, size: u64) -> Result<u64, Errno>;
-
-    /// `munmap(addr, len)`: `Ok(0)` on success.
-    fn munmap(&mut self, addr: u64, len: u64) -> Result<u64, Errno>;
-
-    /// `mprotect(addr, len, prot)`: `Ok(0)` on success.
-    fn mprotect(&mut self, addr: u64, len: u64, prot: Prot) -> Result<u64, Errno>;
-
-    /// `mremap(addr, old_len, new_len, flags, new_addr)`; `new_addr` is 0 when the script gives none (only
-    /// allowed without `fixed`). Returns the new address.
-    fn mremap(
-        &mut self,
-        addr: u64,
-        old_len: u64,
-        new_len: u64,
-        flags: MremapFlags,
-        new_addr: u64,
-    ) -> Result<u64, Errno>;
-
-    /// `madvise(addr, len, advice)`: `Ok(0)` on success.
-    fn madvise(&mut self, addr: u64, len: u64, advice: Advice) -> Result<u64, Errno>;
-
-    /// `pkey_mprotect(addr, len, prot, key)`: `Ok(0)` on success. `key` -1 keeps each VMA's key (it is
-    /// `mprotect`).
-    fn pkey_mprotect(&mut self, addr: u64, len: u64, prot: Prot, key: i32) -> Result<u64, Errno>;
-
-    /// `mlock(addr, len)`: `Ok(0)` on success.
-    fn mlock(&mut self, addr: u64, len: u64) -> Result<u64, Errno>;
-
-    /// `mlock2(addr, len, flags)` (`MLOCK_ONFAULT` = 1, raw `int` bits): `Ok(0)` on success.
-    fn mlock2(&mut self, addr: u64, len: u64, flags: u32) -> Result<u64, Errno>;
-
-    /// `munlock(addr, len)`: `Ok(0)` on success.
-    fn munlock(&mut self, addr: u64, len: u64) -> Result<u64, Errno>;
-
-    /// `mlockall(flags)` (`MCL_CURRENT` 1, `MCL_FUTURE` 2, `MCL_ONFAULT` 4, raw `int` bits): `Ok(0)` on success.
-    /// On the kernel it locks the runner's own memory too; only the arena is compared.
-    fn mlockall(&mut self, flags: u32) -> Result<u64, Errno>;
-
-    /// `munlockall()`: `Ok(0)` on success.
-    fn munlockall(&mut self) -> Result<u64, Errno>;
-
-    /// `mseal(addr, len, flags)` (no flag is defined in 6.18): `Ok(0)` on success.
-    fn mseal(&mut self, addr: u64, len: u64, flags: u64) -> Result<u64, Errno>;
-
-    /// `pkey_alloc(flags, rights)` (`PKEY_DISABLE_ACCESS` 1, `PKEY_DISABLE_WRITE` 2; both arguments are
-    /// `unsigned long`): the new key. EINVAL on a CPU or kernel without protection keys.
-    fn pkey_alloc(&mut self, flags: u64, rights: u64) -> Result<u64, Errno>;
-
-    /// `pkey_free(key)`: `Ok(0)` on success.
-    fn pkey_free(&mut self, key: i32) -> Result<u64, Errno>;
-
-    /// `msync(addr, len, flags)` (`MS_ASYNC` 1, `MS_INVALIDATE` 2, `MS_SYNC` 4, raw `int` bits): `Ok(0)` on
-    /// success.
-    fn msync(&mut self, addr: u64, len: u64, flags: u32) -> Result<u64, Errno>;
-
-    /// `touch ADDR LEN r|w`: one user-mode CPU access to every page of `[addr & PAGE_MASK, addr + len)` (the
-    /// end saturating at 2^64) in address order, as an x86-64 CPU without protection keys makes it (the format
-    /// reference, `crate::ast`, "Memory accesses"): a write needs VM_WRITE and keeps the byte's value; a read
-    /// needs any of VM_READ, VM_WRITE, VM_EXEC (a `-w-` or `--x` page reads); a fault just below a
-    /// VM_GROWSDOWN VMA grows it (within the stack guard gap and rlimits) before the access is checked; an
-    /// unmapped page, a guard region (SIGSEGV) or a file page beyond the end of the file (SIGBUS) fails;
-    /// faults have their usual side effects (a write fault on a private VMA prepares its anon_vma). Returns
-    /// `Ok(())` when every page was accessed, or `Err(page)` with the page-aligned address of the first page
-    /// that could not be (pages before it have been accessed, with their faults' side effects; none after
-    /// it). `len == 0` touches nothing. Never kills the process (the kernel runner catches SIGSEGV/SIGBUS).
-    fn touch(&mut self, addr: u64, len: u64, write: bool) -> Result<(), u64>;
-
-    /// `fill ADDR LEN BYTE`: the CPU writes `byte` to every byte of `[addr, addr + len)` (the end saturating
-    /// at 2^64), a page at a time in address order, with [`Target::touch`]'s write rules per page. Returns
-    /// `Ok(())`, or [`AccessError::Fault`] with the first page it could not write (the bytes of the pages
-    /// before it are written, none of it or after it), or [`AccessError::Errno`] when the target cannot fill
-    /// at all. `len == 0` writes nothing. A target must not allocate per byte of `len`.
-    fn fill(&mut self, addr: u64, len: u64, byte: u8) -> Result<(), AccessError>;
-
-    /// `check ADDR LEN`: the CPU reads every byte of `[addr, addr + len)` (the end saturating at 2^64), a page
-    /// at a time in address order, with [`Target::touch`]'s read rules per page, and returns their content
-    /// hash ([`crate::hash`]: FNV-1a 64 in address order; `len == 0` gives the empty hash). Fails as
-    /// [`Target::fill`] does (the reads of the pages before a fault keep their faults' side effects).
-    fn check(&mut self, addr: u64, len: u64) -> Result<u64, AccessError>;
-
-    /// `prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, addr, len, name)`; `None` clears the name. On a kernel (or an
-    /// engine config) without anonymous VMA names this is EINVAL. `Ok(0)` on success.
-    fn name(&mut self, addr: u64, len: u64, name: Option<&str>) -> Result<u64, Errno>;
-
-    /// `brk(addr)`: returns the resulting break (the old one when the request is refused; brk itself never
-    /// fails with an errno). On the kernel the break lives near the program's heap, outside the arena.
-    fn brk(&mut self, addr: u64) -> Result<u64, Errno>;
-
-    /// `fork()`: later calls run in the child, whose address space is the parent's copy per the fork rules
-    /// (DONTCOPY VMAs absent, WIPEONFORK VMAs empty). The parent does nothing more. Returns `Ok(0)` (the
-    /// child's view).
-    fn fork(&mut self) -> Result<u64, Errno>;
+    /// Performs `op` and returns what the Linux call would (module [`crate::ast`] describes each op): the value
+    /// on success ([`Outcome`]), the errno on failure, leaving the address space unchanged when it fails (but
+    /// where Linux itself makes partial progress). Beyond the system calls with the op's values:
+    ///
+    /// * `file NAME SIZE` creates a backing file of SIZE bytes (contents zero) that stays open and linked until
+    ///   the target is dropped; an error (EFBIG, ENOSPC) is the line's result and the file is then not kept.
+    ///   The parser guarantees each NAME is declared once.
+    /// * `fd=NAME` (mmap) and `ftruncate NAME` pass the descriptor of the file NAME if this target created it
+    ///   and holds it, else a descriptor that is not open (EBADF); `fd=-1` passes -1; an mmap without `fd=`
+    ///   passes fd -1 and offset 0. A `mremap` without NEWADDR passes 0.
+    /// * `touch`, `fill` and `check` are user-mode CPU accesses page by page in address order, as an x86-64 CPU
+    ///   without protection keys makes them (the end of the range saturating at 2^64; the format reference,
+    ///   `crate::ast`, "Memory accesses"): a write needs VM_WRITE (`touch w` keeps the byte's value), a read
+    ///   any of VM_READ, VM_WRITE, VM_EXEC; a fault just below a VM_GROWSDOWN VMA grows it before the access is
+    ///   checked; an unmapped page, a guard region (SIGSEGV) or a file page beyond the end of the file
+    ///   (SIGBUS) fails with [`CallError::Fault`] and that page, after the pages before it were accessed with
+    ///   their faults' side effects. `check` returns the content hash ([`crate::hash`]) of the bytes read. A
+    ///   target never allocates per byte of the length and never dies of the access.
+    /// * `name` is `PR_SET_VMA_ANON_NAME` (EINVAL on a kernel or engine config without anonymous VMA names);
+    ///   `brk` never fails with an errno (a refused request returns the old break).
+    /// * `fork` continues in the child, whose address space is the parent's copy per the fork rules; the parent
+    ///   does nothing more. Returns 0 (the child's view).
+    ///
+    /// `maps`, `smaps` and `query` are not calls: the driver reads them through [`Target::maps`],
+    /// [`Target::smaps`] and [`Target::query`], and a target answers them here with ENOSYS.
+    fn apply(&mut self, op: &Op) -> Outcome;
 
     /// The complete `/proc/self/maps` text of the current address space (the driver keeps the lines that
     /// overlap the arena).
@@ -184,9 +113,9 @@ pub trait Target {
     fn file_path(&self, name: &str) -> Option<String>;
 }
 
-/// A [`Target`] that passes every call on to `inner` after telling `on_call` how many calls it has passed on so
-/// far, this one included: how a runner shows the progress of a long script, or stops it, without a second copy
-/// of the trait's forwarding. `file_path` is a query, not a call, and is not counted.
+/// A [`Target`] that passes every call and read on to `inner` after telling `on_call` how many it has passed
+/// on so far, this one included: how a runner shows the progress of a long script, or stops it. `file_id` and
+/// `file_path` are queries, not calls, and are not counted.
 pub struct Observed<T, F> {
     inner: T,
     calls: u64,
@@ -217,88 +146,8 @@ impl<T: Target, F: FnMut(u64)> Observed<T, F> {
 }
 
 impl<T: Target, F: FnMut(u64)> Target for Observed<T, F> {
-    fn file(&mut self, name: &str, size: u64) -> Result<u64, Errno> {
-        self.count().file(name, size)
-    }
-    fn mmap(
-        &mut self,
-        addr: u64,
-        len: u64,
-        prot: Prot,
-        flags: MapFlags,
-        file: Option<(&Fd, u64)>,
-    ) -> Result<u64, Errno> {
-        self.count().mmap(addr, len, prot, flags, file)
-    }
-    fn ftruncate(&mut self, name: &str, size: u64) -> Result<u64, Errno> {
-        self.count().ftruncate(name, size)
-    }
-    fn munmap(&mut self, addr: u64, len: u64) -> Result<u64, Errno> {
-        self.count().munmap(addr, len)
-    }
-    fn mprotect(&mut self, addr: u64, len: u64, prot: Prot) -> Result<u64, Errno> {
-        self.count().mprotect(addr, len, prot)
-    }
-    fn mremap(
-        &mut self,
-        addr: u64,
-        old_len: u64,
-        new_len: u64,
-        flags: MremapFlags,
-        new_addr: u64,
-    ) -> Result<u64, Errno> {
-        self.count().mremap(addr, old_len, new_len, flags, new_addr)
-    }
-    fn madvise(&mut self, addr: u64, len: u64, advice: Advice) -> Result<u64, Errno> {
-        self.count().madvise(addr, len, advice)
-    }
-    fn pkey_mprotect(&mut self, addr: u64, len: u64, prot: Prot, key: i32) -> Result<u64, Errno> {
-        self.count().pkey_mprotect(addr, len, prot, key)
-    }
-    fn mlock(&mut self, addr: u64, len: u64) -> Result<u64, Errno> {
-        self.count().mlock(addr, len)
-    }
-    fn mlock2(&mut self, addr: u64, len: u64, flags: u32) -> Result<u64, Errno> {
-        self.count().mlock2(addr, len, flags)
-    }
-    fn munlock(&mut self, addr: u64, len: u64) -> Result<u64, Errno> {
-        self.count().munlock(addr, len)
-    }
-    fn mlockall(&mut self, flags: u32) -> Result<u64, Errno> {
-        self.count().mlockall(flags)
-    }
-    fn munlockall(&mut self) -> Result<u64, Errno> {
-        self.count().munlockall()
-    }
-    fn mseal(&mut self, addr: u64, len: u64, flags: u64) -> Result<u64, Errno> {
-        self.count().mseal(addr, len, flags)
-    }
-    fn pkey_alloc(&mut self, flags: u64, rights: u64) -> Result<u64, Errno> {
-        self.count().pkey_alloc(flags, rights)
-    }
-    fn pkey_free(&mut self, key: i32) -> Result<u64, Errno> {
-        self.count().pkey_free(key)
-    }
-    fn msync(&mut self, addr: u64, len: u64, flags: u32) -> Result<u64, Errno> {
-        self.count().msync(addr, len, flags)
-    }
-    fn touch(&mut self, addr: u64, len: u64, write: bool) -> Result<(), u64> {
-        self.count().touch(addr, len, write)
-    }
-    fn fill(&mut self, addr: u64, len: u64, byte: u8) -> Result<(), AccessError> {
-        self.count().fill(addr, len, byte)
-    }
-    fn check(&mut self, addr: u64, len: u64) -> Result<u64, AccessError> {
-        self.count().check(addr, len)
-    }
-    fn name(&mut self, addr: u64, len: u64, name: Option<&str>) -> Result<u64, Errno> {
-        self.count().name(addr, len, name)
-    }
-    fn brk(&mut self, addr: u64) -> Result<u64, Errno> {
-        self.count().brk(addr)
-    }
-    fn fork(&mut self) -> Result<u64, Errno> {
-        self.count().fork()
+    fn apply(&mut self, op: &Op) -> Outcome {
+        self.count().apply(op)
     }
     fn maps(&mut self) -> String {
         self.count().maps()
@@ -495,43 +344,7 @@ pub fn run<T: Target + ?Sized>(script: &Script, target: &mut T) -> Output {
 pub fn run_in<T: Target + ?Sized>(script: &Script, target: &mut T, arena: Arena) -> Output {
     let mut out = Output::default();
     for l in &script.lines {
-        let addr_value = Value::from_addr;
-        let zero_value = Value::from_zero;
         let value = match &l.op {
-            Op::File { name, size } => zero_value(target.file(name, *size)),
-            Op::Ftruncate { name, size } => zero_value(target.ftruncate(name, *size)),
-            Op::Mmap { addr, len, prot, flags, file } => {
-                addr_value(target.mmap(*addr, *len, *prot, *flags, file.as_ref().map(|(fd, o)| (fd, *o))))
-            }
-            Op::Munmap { addr, len } => zero_value(target.munmap(*addr, *len)),
-            Op::Mprotect { addr, len, prot } => zero_value(target.mprotect(*addr, *len, *prot)),
-            Op::PkeyMprotect { addr, len, prot, key } => {
-                zero_value(target.pkey_mprotect(*addr, *len, *prot, *key))
-            }
-            Op::Mremap { addr, old_len, new_len, flags, new_addr } => {
-                addr_value(target.mremap(*addr, *old_len, *new_len, *flags, new_addr.unwrap_or(0)))
-            }
-            Op::Madvise { addr, len, advice } => zero_value(target.madvise(*addr, *len, *advice)),
-            Op::Mlock { addr, len } => zero_value(target.mlock(*addr, *len)),
-            Op::Mlock2 { addr, len, flags } => zero_value(target.mlock2(*addr, *len, *flags)),
-            Op::Munlock { addr, len } => zero_value(target.munlock(*addr, *len)),
-            Op::Mlockall { flags } => zero_value(target.mlockall(*flags)),
-            Op::Munlockall => zero_value(target.munlockall()),
-            Op::Mseal { addr, len, flags } => zero_value(target.mseal(*addr, *len, *flags)),
-            Op::PkeyAlloc { flags, rights } => Value::from_num(target.pkey_alloc(*flags, *rights)),
-            Op::PkeyFree { key } => zero_value(target.pkey_free(*key)),
-            Op::Msync { addr, len, flags } => zero_value(target.msync(*addr, *len, *flags)),
-            Op::Touch { addr, len, write } => match target.touch(*addr, *len, *write) {
-                Ok(()) => Value::Zero,
-                Err(page) => Value::Fault(page),
-            },
-            Op::Fill { addr, len, byte } => {
-                target.fill(*addr, *len, *byte).map_or_else(AccessError::value, |()| Value::Zero)
-            }
-            Op::Check { addr, len } => target.check(*addr, *len).map_or_else(AccessError::value, Value::Hash),
-            Op::Name { addr, len, name } => zero_value(target.name(*addr, *len, name.as_deref())),
-            Op::Brk { addr } => addr_value(target.brk(*addr)),
-            Op::Fork => zero_value(target.fork()),
             Op::Maps => {
                 let e = maps_entry(script, target, arena);
                 out.entries.push(e);
@@ -566,6 +379,7 @@ pub fn run_in<T: Target + ?Sized>(script: &Script, target: &mut T, arena: Arena)
                     Err(e) => Value::Err(e),
                 }
             }
+            op => value_of(op, target.apply(op)),
         };
         out.entries.push(Entry::Call { line: l.line, op: l.op.keyword().to_string(), value });
     }
@@ -583,113 +397,38 @@ mod tests {
     /// memory semantics).
     #[derive(Default)]
     struct Recorder {
-        calls: Vec<String>,
+        calls: Vec<Op>,
     }
 
     impl Target for Recorder {
-        fn file(&mut self, name: &str, size: u64) -> Result<u64, Errno> {
-            self.calls.push(format!("file {name} {size}"));
-            Ok(0)
-        }
-        fn mmap(
-            &mut self,
-            addr: u64,
-            len: u64,
-            _: Prot,
-            _: MapFlags,
-            f: Option<(&Fd, u64)>,
-        ) -> Result<u64, Errno> {
-            self.calls.push(format!("mmap {addr:#x} {len:#x} {f:?}"));
-            if len == 0 { Err(Errno::EINVAL) } else { Ok(addr) }
-        }
-        fn ftruncate(&mut self, name: &str, size: u64) -> Result<u64, Errno> {
-            self.calls.push(format!("ftruncate {name} {size}"));
-            if name == "a" { Ok(0) } else { Err(Errno::EBADF) }
-        }
-        fn pkey_mprotect(&mut self, addr: u64, _: u64, _: Prot, key: i32) -> Result<u64, Errno> {
-            self.calls.push(format!("pkey_mprotect {addr:#x} {key}"));
-            if key == -1 { Ok(0) } else { Err(Errno::EINVAL) }
-        }
-        fn mlock(&mut self, addr: u64, len: u64) -> Result<u64, Errno> {
-            self.calls.push(format!("mlock {addr:#x} {len:#x}"));
-            Ok(0)
-        }
-        fn mlock2(&mut self, _: u64, _: u64, flags: u32) -> Result<u64, Errno> {
-            self.calls.push(format!("mlock2 {flags}"));
-            if flags > 1 { Err(Errno::EINVAL) } else { Ok(0) }
-        }
-        fn munlock(&mut self, _: u64, _: u64) -> Result<u64, Errno> {
-            Err(Errno::ENOMEM)
-        }
-        fn mlockall(&mut self, flags: u32) -> Result<u64, Errno> {
-            self.calls.push(format!("mlockall {flags}"));
-            Ok(0)
-        }
-        fn munlockall(&mut self) -> Result<u64, Errno> {
-            self.calls.push("munlockall".into());
-            Ok(0)
-        }
-        fn mseal(&mut self, _: u64, _: u64, flags: u64) -> Result<u64, Errno> {
-            self.calls.push(format!("mseal {flags:#x}"));
-            Err(Errno::EPERM)
-        }
-        fn pkey_alloc(&mut self, flags: u64, rights: u64) -> Result<u64, Errno> {
-            self.calls.push(format!("pkey_alloc {flags} {rights}"));
-            // An "address" of -EINVAL: the driver reads it as the errno.
-            if rights == 0 { Ok(2) } else { Ok(0u64.wrapping_sub(22)) }
-        }
-        fn pkey_free(&mut self, key: i32) -> Result<u64, Errno> {
-            self.calls.push(format!("pkey_free {key}"));
-            Ok(0)
-        }
-        fn msync(&mut self, _: u64, _: u64, flags: u32) -> Result<u64, Errno> {
-            self.calls.push(format!("msync {flags}"));
-            Ok(0)
-        }
-        fn munmap(&mut self, _: u64, _: u64) -> Result<u64, Errno> {
-            Ok(0)
-        }
-        fn mprotect(&mut self, _: u64, _: u64, _: Prot) -> Result<u64, Errno> {
-            Err(Errno::ENOMEM)
-        }
-        fn mremap(&mut self, _: u64, _: u64, _: u64, _: MremapFlags, n: u64) -> Result<u64, Errno> {
-            Ok(n)
-        }
-        fn madvise(&mut self, _: u64, _: u64, _: Advice) -> Result<u64, Errno> {
-            Ok(0)
-        }
-        fn touch(&mut self, addr: u64, _: u64, _: bool) -> Result<(), u64> {
-            Err(addr + 0x1000)
-        }
-        fn fill(&mut self, addr: u64, len: u64, byte: u8) -> Result<(), AccessError> {
-            self.calls.push(format!("fill {addr:#x} {len:#x} {byte}"));
-            match byte {
-                0 => Err(AccessError::Errno(Errno::ENOSYS)),
-                1 => Err(AccessError::Fault(addr & !0xfff)),
-                _ => Ok(()),
-            }
-        }
-        fn check(&mut self, addr: u64, len: u64) -> Result<u64, AccessError> {
-            self.calls.push(format!("check {addr:#x} {len:#x}"));
-            // The hash of `len` zero bytes, through the crate's one implementation.
-            match len {
-                1 => Err(AccessError::Fault(addr)),
-                2 => Err(AccessError::Errno(Errno::ENOSYS)),
-                _ => {
+        fn apply(&mut self, op: &Op) -> Outcome {
+            self.calls.push(op.clone());
+            let fail = |e: Errno| Err(CallError::Errno(e));
+            match *op {
+                Op::Mmap { len: 0, .. } | Op::Name { .. } => fail(Errno::EINVAL),
+                Op::Mmap { addr, .. } => Ok(addr),
+                Op::Ftruncate { ref name, .. } if name != "a" => fail(Errno::EBADF),
+                Op::PkeyMprotect { key, .. } if key != -1 => fail(Errno::EINVAL),
+                Op::Mlock2 { flags, .. } if flags > 1 => fail(Errno::EINVAL),
+                Op::Munlock { .. } | Op::Mprotect { .. } => fail(Errno::ENOMEM),
+                Op::Mseal { .. } => fail(Errno::EPERM),
+                // An "address" of -EINVAL: the driver reads it as the errno.
+                Op::PkeyAlloc { rights, .. } => Ok(if rights == 0 { 2 } else { 0u64.wrapping_sub(22) }),
+                Op::Mremap { new_addr, .. } => Ok(new_addr.unwrap_or(0)),
+                Op::Touch { addr, .. } => Err(CallError::Fault(addr + 0x1000)),
+                Op::Fill { byte: 0, .. } => fail(Errno::ENOSYS),
+                Op::Fill { addr, byte: 1, .. } => Err(CallError::Fault(addr & !0xfff)),
+                Op::Check { addr, len: 1 } => Err(CallError::Fault(addr)),
+                Op::Check { len: 2, .. } => fail(Errno::ENOSYS),
+                Op::Check { len, .. } => {
+                    // The hash of `len` zero bytes, through the crate's one implementation.
                     let mut h = ContentHash::new();
                     h.update_repeated(0, len);
                     Ok(h.value())
                 }
+                Op::Brk { .. } => Ok(0x5555_5555_0000),
+                _ => Ok(0),
             }
-        }
-        fn name(&mut self, _: u64, _: u64, _: Option<&str>) -> Result<u64, Errno> {
-            Err(Errno::EINVAL)
-        }
-        fn brk(&mut self, _: u64) -> Result<u64, Errno> {
-            Ok(0x5555_5555_0000)
-        }
-        fn fork(&mut self) -> Result<u64, Errno> {
-            Ok(0)
         }
         fn maps(&mut self) -> String {
             concat!(
@@ -713,6 +452,12 @@ mod tests {
         }
     }
 
+    /// The ops of `s` that are calls (not the readers `maps`, `smaps`, `query`).
+    fn calls_of(s: &Script) -> Vec<Op> {
+        let reader = |op: &Op| matches!(op, Op::Maps | Op::Smaps { .. } | Op::Query { .. });
+        s.lines.iter().map(|l| l.op.clone()).filter(|op| !reader(op)).collect()
+    }
+
     #[test]
     fn driver_prints_each_call_and_canonical_maps() {
         let s = Script::parse(
@@ -722,7 +467,7 @@ mod tests {
         .unwrap();
         let mut t = Recorder::default();
         let out = run(&s, &mut t);
-        assert_eq!(t.calls[1], "mmap 0x200000002000 0x1000 Some((Name(\"a\"), 4096))");
+        assert_eq!(t.calls, calls_of(&s), "the target sees every call as the script's op, in order");
         let text = out.render();
         let expect = "\
 L1 file = 0
@@ -782,12 +527,7 @@ END
             ]
         );
         assert_eq!(Output::parse(&text).unwrap(), out);
-        assert!(t.calls.contains(&"mseal 0x5".to_string()));
-        assert!(t.calls.contains(&"mlockall 3".to_string()));
-        assert!(t.calls.contains(&"pkey_free -7".to_string()));
-        assert!(t.calls.contains(&"msync 4".to_string()));
-        assert!(t.calls.contains(&"mmap 0x0 0x1000 Some((MinusOne, 0))".to_string()));
-        assert!(t.calls.contains(&"mmap 0x200000000000 0x1000 Some((Name(\"zz\"), 4096))".to_string()));
+        assert_eq!(t.calls, calls_of(&s));
     }
 
     #[test]
@@ -813,7 +553,7 @@ END
                 "L7 check = -ENOSYS",
             ]
         );
-        assert_eq!(t.calls[0], "fill 0x200000000000 0x2000 90");
+        assert_eq!(t.calls, calls_of(&s));
         assert_eq!(Output::parse(&text).unwrap(), out);
     }
 
@@ -833,7 +573,7 @@ END
         let inner = t.into_inner();
         // Eight lines, then the closing maps: every call the driver made was counted, in order, once.
         assert!(calls >= 9, "{calls}");
-        assert_eq!(inner.calls[1], "mmap 0x200000002000 0x1000 Some((Name(\"a\"), 4096))");
+        assert_eq!(inner.calls, calls_of(&s));
         assert_eq!(seen, (1..=calls).collect::<Vec<_>>());
     }
 
