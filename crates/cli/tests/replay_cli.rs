@@ -17,6 +17,9 @@ fn regress_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/regress")
 }
 
+/// Kernel runs of a regression script before a difference from its recording fails the test.
+const KERNEL_RUNS: usize = 5;
+
 #[test]
 fn regression_scripts_give_their_expected_kernel_output() {
     // The fixed differences and the open ones (`open/`: the kernel side must stay as recorded there too).
@@ -36,12 +39,32 @@ fn regression_scripts_give_their_expected_kernel_output() {
             continue;
         };
         compared += 1;
-        let out = bin().args(["replay", "--kernel"]).arg(s).output().unwrap();
-        assert!(out.status.success(), "{}: {}", s.display(), String::from_utf8_lossy(&out.stderr));
-        let got = Output::parse(&String::from_utf8(out.stdout).unwrap()).unwrap();
         let want = Output::parse(&expected).unwrap();
-        if let Some(d) = compare(&want, &got, Arena::default(), ("expected", "kernel")) {
-            panic!("{}: {d}", s.display());
+        // The smaps counters that depend on the CPU's page batches (`lru_add`, `lru_lazyfree`: module docs of
+        // `crates/linux/src/replay.rs`) are per CPU, not per process: another task on the runner's CPU that
+        // fills a batch drains the runner's pages with its own, earlier than the script's calls would. On a
+        // busy machine a run can therefore differ from the recording; a difference counts only if it shows in
+        // every one of `KERNEL_RUNS` runs.
+        let mut first_difference = None;
+        for run in 0..KERNEL_RUNS {
+            let out = bin().args(["replay", "--kernel"]).arg(s).output().unwrap();
+            assert!(out.status.success(), "{}: {}", s.display(), String::from_utf8_lossy(&out.stderr));
+            let got = Output::parse(&String::from_utf8(out.stdout).unwrap()).unwrap();
+            match compare(&want, &got, Arena::default(), ("expected", "kernel")) {
+                None => {
+                    if run > 0 {
+                        eprintln!("{}: as recorded at run {} of {KERNEL_RUNS}", s.display(), run + 1);
+                    }
+                    first_difference = None;
+                    break;
+                }
+                Some(d) => {
+                    first_difference.get_or_insert(d);
+                }
+            }
+        }
+        if let Some(d) = first_difference {
+            panic!("{} (in each of {KERNEL_RUNS} runs; the first): {d}", s.display());
         }
     }
     eprintln!(
