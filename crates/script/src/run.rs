@@ -49,8 +49,8 @@ pub trait Target {
 
     /// `mmap(addr, len, prot, flags, fd, off)`. `file` is the script's `fd=FD off=OFF`: [`Fd::Name`] of a file
     /// this target created and still holds is that file's descriptor; any other NAME is a descriptor number that
-    /// is not open; [`Fd::MinusOne`] is -1. `None` (no `fd=`, only with `anon`) passes fd -1 and offset 0. With
-    /// `anon` the kernel ignores the descriptor (it still checks the offset). Returns the mapped address.
+    /// is not open; [`Fd::MinusOne`] is -1. `None` (no `fd=`) passes fd -1 and offset 0, with `anon` or without
+    /// (EBADF then). With `anon` the kernel ignores the descriptor (it still checks the offset). Returns the mapped address.
     /// Addresses the target picks itself (no `fixed`, hint refused) may lie anywhere; the comparison treats two
     /// results outside the arena as equal.
     fn mmap(
