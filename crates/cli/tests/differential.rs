@@ -327,8 +327,8 @@ fn generated_scripts_match_the_kernel_at_max_map_count() {
     // held off meanwhile.
     let host_max = MmConfig::host().max_map_count;
     let fill_max = env_u64("VMSPACE_DIFF_LIMIT_FILL_MAX", LIMIT_FILL_MAX);
-    let _lowered = (host_max > fill_max).then(|| LoweredMaxMapCount::to(DEFAULT_MAX_MAP_COUNT.min(fill_max)));
-    let _sysctl = _lowered.is_none().then(|| SYSCTL.read().unwrap_or_else(|e| e.into_inner()));
+    let lowered = (host_max > fill_max).then(|| LoweredMaxMapCount::to(DEFAULT_MAX_MAP_COUNT.min(fill_max)));
+    let _sysctl = lowered.is_none().then(|| SYSCTL.read().unwrap_or_else(|e| e.into_inner()));
     let count = env_u64("VMSPACE_DIFF_LIMIT_SCRIPTS", 30);
     let calls = env_u64("VMSPACE_DIFF_CALLS", 60) as usize;
     // Half the batches with `fork` (dup_mmap copies the count; the child meets the limit as the parent did).
