@@ -13,7 +13,10 @@
 //!   VMAs short of `vm.max_map_count` (the kernel runner fills its child with VMAs; the engine runs with
 //!   `max_map_count` = that headroom), `VMSPACE_DIFF_LIMIT_SCRIPTS` per headroom (default 30), `fork` enabled
 //!   for two of the four, the `proc` family off (a `smaps` there renders 65,000 filler VMAs). A script is
-//!   compared up to its first call that places a mapping outside the arena (see `difference`).
+//!   compared up to its first call that places a mapping outside the arena (see `difference`). On a host whose
+//!   `vm.max_map_count` is above `VMSPACE_DIFF_LIMIT_FILL_MAX` (default 300,000), where filling a process per
+//!   script would take minutes, the test lowers the sysctl to the kernel's default 65,530 (or to that variable,
+//!   if lower) for the batches and restores it after; that needs root, and the test fails without it.
 //! * `regression_scripts_match_the_kernel`: every `scripts/regress/*.script` (each a difference once found
 //!   and since fixed) must match.
 //!
@@ -58,10 +61,68 @@ fn gate_families() -> Families {
 }
 
 /// Prints `msg` past the test harness's output capture (which takes only the print macros' output), so that
-/// a skipped batch or an empty scan shows in every `cargo test` run, not only in a failing one.
+/// a lowered sysctl or an empty scan shows in every `cargo test` run, not only in a failing one.
 fn say(msg: &str) {
     use std::io::Write;
     let _ = writeln!(std::io::stderr(), "{msg}");
+}
+
+/// The kernel's default `vm.max_map_count` (`DEFAULT_MAX_MAP_COUNT`, `include/linux/mm.h`).
+const DEFAULT_MAX_MAP_COUNT: u64 = 65_530;
+
+/// The largest `vm.max_map_count` the limit batches fill a process to (`VMSPACE_DIFF_LIMIT_FILL_MAX` replaces
+/// it): above it they lower the sysctl ([`LoweredMaxMapCount`]).
+const LIMIT_FILL_MAX: u64 = 300_000;
+
+/// `vm.max_map_count` as the tests of this binary see it: every test holds a read guard while it runs, and
+/// [`LoweredMaxMapCount`] the write guard while the sysctl is lowered, so no other test starts or runs with a
+/// limit that changes under it (the engine's `MmConfig::host()` and the kernel child's fill read it).
+static SYSCTL: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// `vm.max_map_count` lowered for the limit batches, restored on drop (also when a batch fails: the test's
+/// panic unwinds through it). Needs root; a host where it cannot be written fails the test with the command
+/// that lowers it by hand. While it is lowered, any process of the machine that maps more VMAs than the new
+/// limit is refused further ones; the line printed before says how to restore the value if the run is killed.
+struct LoweredMaxMapCount {
+    was: u64,
+    _held: std::sync::RwLockWriteGuard<'static, ()>,
+}
+
+const MAX_MAP_COUNT: &str = "/proc/sys/vm/max_map_count";
+
+impl LoweredMaxMapCount {
+    fn to(limit: u64) -> Self {
+        let held = SYSCTL.write().unwrap_or_else(|e| e.into_inner());
+        let was = MmConfig::host().max_map_count;
+        say(&format!(
+            "differential: vm.max_map_count lowered from {was} to {limit} for the limit batches (filling a process \
+             to {was} per script would take too long); if this run is killed, `sysctl vm.max_map_count={was}` \
+             restores it"
+        ));
+        std::fs::write(MAX_MAP_COUNT, format!("{limit}\n")).unwrap_or_else(|e| {
+            panic!(
+                "cannot lower vm.max_map_count from {was} to {limit} for the limit batches ({MAX_MAP_COUNT}: {e}): \
+                 run the test as root, or lower it by hand (`sysctl vm.max_map_count={limit}`) for the run"
+            )
+        });
+        assert_eq!(MmConfig::host().max_map_count, limit, "{MAX_MAP_COUNT} did not take {limit}");
+        LoweredMaxMapCount { was, _held: held }
+    }
+}
+
+impl Drop for LoweredMaxMapCount {
+    fn drop(&mut self) {
+        let restored = std::fs::write(MAX_MAP_COUNT, format!("{}\n", self.was));
+        if let Err(e) = &restored {
+            say(&format!("differential: restoring vm.max_map_count to {} FAILED: {e}", self.was));
+        }
+        // A second panic while unwinding would abort; the message above says what went wrong then.
+        if !std::thread::panicking() {
+            restored.unwrap_or_else(|e| panic!("restoring vm.max_map_count to {}: {e}", self.was));
+            assert_eq!(MmConfig::host().max_map_count, self.was, "vm.max_map_count not restored");
+        }
+        say(&format!("differential: vm.max_map_count restored to {}", self.was));
+    }
 }
 
 fn env_u64(name: &str, default: u64) -> u64 {
@@ -241,6 +302,7 @@ fn run_batch(first_seed: u64, count: u64, gen_cfg: GenConfig, cfg: MmConfig) {
 
 #[test]
 fn generated_scripts_match_the_kernel() {
+    let _sysctl = SYSCTL.read().unwrap_or_else(|e| e.into_inner());
     let count = env_u64("VMSPACE_DIFF_SCRIPTS", 2000);
     let calls = env_u64("VMSPACE_DIFF_CALLS", 60) as usize;
     let seed = env_u64("VMSPACE_DIFF_SEED", 0);
@@ -260,15 +322,13 @@ fn generated_scripts_match_the_kernel() {
 #[test]
 fn generated_scripts_match_the_kernel_at_max_map_count() {
     // Each script's kernel child maps `vm.max_map_count` filler VMAs first: cheap at the default 65,530, far
-    // too slow where a distribution raised the limit to a million or more.
+    // too slow where a distribution raised the limit to a million or more. There the batches run with the
+    // sysctl lowered to the default for their duration (`LoweredMaxMapCount`), the other tests of this binary
+    // held off meanwhile.
     let host_max = MmConfig::host().max_map_count;
-    if host_max > 300_000 {
-        say(&format!(
-            "generated_scripts_match_the_kernel_at_max_map_count: SKIPPED (no limit batch ran): vm.max_map_count \
-             is {host_max}; filling a process to it per script would take too long (at most 300,000 runs)"
-        ));
-        return;
-    }
+    let fill_max = env_u64("VMSPACE_DIFF_LIMIT_FILL_MAX", LIMIT_FILL_MAX);
+    let lowered = (host_max > fill_max).then(|| LoweredMaxMapCount::to(DEFAULT_MAX_MAP_COUNT.min(fill_max)));
+    let _sysctl = lowered.is_none().then(|| SYSCTL.read().unwrap_or_else(|e| e.into_inner()));
     let count = env_u64("VMSPACE_DIFF_LIMIT_SCRIPTS", 30);
     let calls = env_u64("VMSPACE_DIFF_CALLS", 60) as usize;
     // Half the batches with `fork` (dup_mmap copies the count; the child meets the limit as the parent did).
@@ -288,6 +348,7 @@ fn generated_scripts_match_the_kernel_at_max_map_count() {
 
 #[test]
 fn generated_fork_scripts_match_the_kernel() {
+    let _sysctl = SYSCTL.read().unwrap_or_else(|e| e.into_inner());
     let count = env_u64("VMSPACE_DIFF_FORK_SCRIPTS", 300);
     let calls = env_u64("VMSPACE_DIFF_CALLS", 60) as usize;
     let seed = env_u64("VMSPACE_DIFF_SEED", 0) + 1_000_000;
@@ -307,6 +368,7 @@ fn regress_dir() -> PathBuf {
 
 #[test]
 fn regression_scripts_match_the_kernel() {
+    let _sysctl = SYSCTL.read().unwrap_or_else(|e| e.into_inner());
     let cfg = MmConfig::host();
     let mut n = 0;
     let mut bad = Vec::new();

@@ -44,14 +44,20 @@ fn no_pku_pkey_alloc_is_einval_then_enospc_arch_set_user_pkey_access() {
 }
 
 /// `pkey_free` without PKU: no key is allocated (`mm_pkey_is_allocated`). Live kernel: EINVAL for 0, 1, -1.
+/// Even once the failed `pkey_alloc` left key 0 set in the allocation map (the ENOSPC after it shows it),
+/// key 0 is the zeroed context's `execute_only_pkey`, which `mm_pkey_is_allocated` never reports.
 #[test]
 fn no_pku_pkey_free_is_einval_mm_pkey_is_allocated() {
     let m = mm(false);
     for k in [0, 1, -1, 15, 16, i32::MIN] {
         assert_eq!(m.pkey_free(k), Err(Errno::EINVAL), "key {k}");
     }
-    let _ = m.pkey_alloc(0, R0);
-    assert_eq!(m.pkey_free(0), Err(Errno::EINVAL));
+    assert_eq!(m.pkey_alloc(0, R0), Err(Errno::EINVAL));
+    assert_eq!(m.pkey_alloc(0, R0), Err(Errno::ENOSPC), "key 0 stays in the allocation map");
+    for k in [0, 1, -1] {
+        assert_eq!(m.pkey_free(k), Err(Errno::EINVAL), "key {k} after the failed allocation");
+    }
+    assert_eq!(m.pkey_alloc(0, R0), Err(Errno::ENOSPC), "pkey_free(0) gave nothing back");
 }
 
 /// `do_mprotect_pkey` without PKU: key -1 is plain mprotect, key 0 EINVAL; the key is checked after the

@@ -112,9 +112,11 @@
 //! * `fd=FD off=OFF` come together and only with mmap. FD is a file NAME, or `-1`. A NAME declared by an
 //!   earlier `file` line (whose creation succeeded) is that file's descriptor; any other NAME stands for a
 //!   descriptor number that is not open (the runner passes one that cannot be open: EBADF on both sides);
-//!   `-1` passes -1. A file mapping (no `anon`) needs `fd=`; an anonymous one may have it (the kernel ignores
-//!   the descriptor of an anonymous mapping but still checks OFF: an unaligned OFF is EINVAL,
-//!   `arch/x86/kernel/sys_x86_64.c: sys_mmap`). Without `fd=` an anonymous mmap passes fd -1 and offset 0.
+//!   `-1` passes -1. Any mmap may have `fd=` or not: without it the call passes fd -1 and offset 0, so
+//!   `mmap ADDR LEN PROT private` is `fd=-1 off=0` written short (a file mapping of no descriptor: EBADF,
+//!   `mm/mmap.c: ksys_mmap_pgoff` looks the descriptor up before any other check but the offset's). The
+//!   kernel ignores the descriptor of an anonymous mapping but still checks OFF (an unaligned OFF is EINVAL,
+//!   `arch/x86/kernel/sys_x86_64.c: sys_mmap`).
 //! * A file NAME (`file`, `ftruncate`, `fd=`) is one token without `#`, `=` or blanks that does not start
 //!   with a digit or `-` (so `fd=-1` and numbers are never names); a NAME is declared once. `ftruncate`
 //!   of a NAME that is not open passes the same closed descriptor as `fd=`.
@@ -432,8 +434,8 @@ pub enum Op {
         prot: Prot,
         /// `MAP_*` flags.
         flags: MapFlags,
-        /// `fd=FD off=OFF`: the descriptor and the byte offset (`None`: no `fd=`, an anonymous mapping passes
-        /// fd -1 and offset 0).
+        /// `fd=FD off=OFF`: the descriptor and the byte offset (`None`: no `fd=`, the call passes fd -1 and
+        /// offset 0, anonymous or not).
         file: Option<(Fd, u64)>,
     },
     /// `munmap ADDR LEN`.
@@ -942,11 +944,6 @@ fn parse_op(toks: &[&str], files: &[String]) -> Result<Op, String> {
                 }
             };
             a.end()?;
-            if file.is_none() && !flags.contains(MapFlags::ANONYMOUS) {
-                return Err(
-                    "mmap: a file mapping (no anon flag) needs fd=NAME off=OFF (or fd=-1 off=OFF)".into()
-                );
-            }
             Op::Mmap { addr, len, prot, flags, file }
         }
         "munmap" => Op::Munmap { addr: a.num("ADDR")?, len: a.num("LEN")? },
@@ -1402,6 +1399,12 @@ maps
                 "mmap 0 0x1000 rw- private fd=-1 off=0x1000",
             ),
             (
+                // No anon flag and no fd=: fd -1, offset 0 (EBADF on both targets), printed as written.
+                "mmap 0x1000 0x1000 rw- private",
+                Op::Mmap { addr: 0x1000, len: 0x1000, prot: Prot::RW, flags: MapFlags::PRIVATE, file: None },
+                "mmap 0x1000 0x1000 rw- private",
+            ),
+            (
                 "mmap 0 4096 rw- private|anon fd=-1 off=0xfffffffffffff000",
                 Op::Mmap {
                     addr: 0,
@@ -1456,7 +1459,6 @@ maps
     #[test]
     fn rejects_bad_lines_with_number_and_reason() {
         let cases = [
-            ("mmap 0x1000 0x1000 rw- private", 1, "needs fd=NAME"),
             ("munmap 0x1000", 1, "missing LEN"),
             ("munmap 0x1000 0x1000 7", 1, "extra argument"),
             ("mprotect 0 4096 rw", 1, "three characters"),

@@ -27,8 +27,8 @@
 //! `msync`, `mseal`, `pkeys` (pkey_alloc, pkey_free, pkey_mprotect), `ftruncate` (to smaller, larger and
 //! refused sizes, and a third file declared with a huge or refused size), `mmap_flags` (every mmap flag and PROT bit, unknown bits included), `hints` (mremap
 //! NEWADDR without `fixed`), `edges` (addresses around 0, mmap_min_addr, TASK_SIZE and 2^64, lengths near
-//! 2^64 and ranges that wrap, huge file offsets, unknown flag bits, descriptors that are not open, anonymous
-//! mappings with `fd=`/`off=`) and `contents` (`fill` and `check` alone and in scenarios: below, "Page
+//! 2^64 and ranges that wrap, huge file offsets, unknown flag bits, descriptors that are not open, file
+//! mappings without `fd=`, anonymous mappings with `fd=`/`off=`) and `contents` (`fill` and `check` alone and in scenarios: below, "Page
 //! contents"). The calls of the first ten take about 15% of the calls when every family is on, `fill` and
 //! `check` about as many again (with their scenarios' other calls), so the merge/split mix stays dominant.
 //! With every family off the generator draws exactly as it did before the families existed: the same seed
@@ -1469,11 +1469,15 @@ impl Gen {
                         }
                     }
                     3 => {
-                        // A file mapping of a descriptor that is not open.
+                        // A file mapping of a descriptor that is not open: a name of no file, -1, or no
+                        // `fd=` at all (fd -1, offset 0).
                         flags -= MapFlags::ANONYMOUS;
-                        let fd =
-                            if self.rng.random_bool(0.5) { Fd::Name("missing".into()) } else { Fd::MinusOne };
-                        file = Some((fd, file.map_or(0, |(_, o)| o)));
+                        let off = file.map_or(0, |(_, o)| o);
+                        file = match self.rng.random_range(0..3) {
+                            0 => Some((Fd::Name("missing".into()), off)),
+                            1 => Some((Fd::MinusOne, off)),
+                            _ => None,
+                        };
                     }
                     4 => {
                         // An anonymous mapping with a descriptor (ignored) and an offset (checked).
@@ -1851,6 +1855,10 @@ mod tests {
             &|o| matches!(o, Op::Mmap { file: Some((Fd::Name(n), _)), .. } if n == "missing"),
         );
         has("fd=-1", &|o| matches!(o, Op::Mmap { file: Some((Fd::MinusOne, _)), .. }));
+        has(
+            "file mapping without fd=",
+            &|o| matches!(o, Op::Mmap { flags, file: None, .. } if !flags.contains(MapFlags::ANONYMOUS)),
+        );
         has(
             "anon with fd",
             &|o| matches!(o, Op::Mmap { flags, file: Some(_), .. } if flags.contains(MapFlags::ANONYMOUS)),

@@ -70,7 +70,7 @@ pub trait Target {
     ///   The parser guarantees each NAME is declared once.
     /// * `fd=NAME` (mmap) and `ftruncate NAME` pass the descriptor of the file NAME if this target created it
     ///   and holds it, else a descriptor that is not open (EBADF); `fd=-1` passes -1; an mmap without `fd=`
-    ///   passes fd -1 and offset 0. A `mremap` without NEWADDR passes 0.
+    ///   passes fd -1 and offset 0, with `anon` or without (EBADF then: the kernel checks the offset first). A `mremap` without NEWADDR passes 0.
     /// * `touch`, `fill` and `check` are user-mode CPU accesses page by page in address order, as an x86-64 CPU
     ///   without protection keys makes them (the end of the range saturating at 2^64; the format reference,
     ///   `crate::ast`, "Memory accesses"): a write needs VM_WRITE (`touch w` keeps the byte's value), a read

@@ -58,9 +58,9 @@ fn op() -> impl Strategy<Value = Op> {
             any::<bool>()
         )
             .prop_map(|(addr, len, prot, bits, file, anon)| {
-                // Any raw bits, named or not. The parser requires fd= without the anon flag.
+                // Any raw bits, named or not; with or without fd= either way (no fd= and no anon is fd -1).
                 let mut flags = MapFlags::from_bits_retain(bits);
-                if file.is_none() || anon {
+                if anon {
                     flags |= MapFlags::ANONYMOUS;
                 }
                 Op::Mmap { addr, len, prot, flags, file }

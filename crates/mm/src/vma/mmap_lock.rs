@@ -672,9 +672,20 @@ mod tests {
         assert_eq!(mm.mm_lock_seq().raw_read() & 1, 0);
         assert!(mm.try_read_lock().is_some());
         assert!(mm.try_write_lock().is_none());
+        // Debug shows the lock word and the sequence count as they are: one reader, the count even (written
+        // once and downgraded: 1, then 2).
+        let lock = |writer: bool, readers: u32| {
+            format!("MmapLock {{ writer: {writer}, parked: false, draining: false, readers: {readers} }}")
+        };
+        let debug = |state: String, seq: u32| {
+            format!("MmLocking {{ id: {}, mmap_lock: {state}, mm_lock_seq: {seq} }}", mm.id())
+        };
+        assert_eq!(format!("{mm:?}"), debug(lock(false, 1), 2));
         drop(r);
-        assert!(mm.try_write_lock().is_some());
-        let _ = format!("{mm:?}");
+        let w = mm.try_write_lock().expect("free");
+        assert_eq!(format!("{mm:?}"), debug(lock(true, 0), 3));
+        drop(w);
+        assert_eq!(format!("{mm:?}"), debug(lock(false, 0), 4));
     }
 
     #[test]
