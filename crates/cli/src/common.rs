@@ -38,7 +38,8 @@ Exit status:
        missed (bench tree, report), a target went from met to missed (report --compare), a /proc check
        failed (race, kernel race)
   2    bad usage or input: unknown option, option that does nothing in this mode, unreadable script,
-       output path that cannot be written, input too large for this machine (without --force)
+       output path that cannot be written, input too large for this machine (without --force), a
+       timed command (bench, kernel but info, race, report) run from a debug build (without --force)
   3    the run itself failed: a system call or a child process failed
   130  interrupted (Ctrl-C or SIGTERM); a second Ctrl-C stops at once
 
