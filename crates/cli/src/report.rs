@@ -95,7 +95,7 @@ pub fn run(args: ReportArgs) -> Result<Status> {
     let estimate = report_run::estimate_s(length, &host, args.experiments.as_deref());
     let provenance = crate::provenance::provenance();
     say!(t, "vmspace report ({}): {}", length.id(), host.one_line());
-    say!(t, "build: {}", provenance.build.one_line());
+    say!(t, "build: {}", provenance.one_line());
     say!(
         t,
         "about {} of measurements; load average now {}; output: {}",
