@@ -138,6 +138,19 @@ fn every_commands_json_records_the_provenance() {
         let typed: vmspace_results::report::ReportSet = serde_json::from_value(set).unwrap();
         assert!(typed.provenance.is_some());
     }
+    // report --compare names the build of each set it compares, and its own set records the comparing build.
+    let out = run(strict()
+        .args(["report", "--compare"])
+        .args([&file, &file])
+        .arg("--out")
+        .arg(dir.path())
+        .args(["--json", "-"]));
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(err.matches("     build: vmspace ").count(), 2, "{err}");
+    check_provenance(&serde_json::from_slice(&out.stdout).unwrap());
+    let page = std::fs::read_to_string(dir.path().join("compare.html")).unwrap();
+    assert!(page.contains("<dt>old build</dt>") && page.contains("<dt>new build</dt>"), "{page}");
 }
 
 #[test]

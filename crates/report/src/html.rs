@@ -212,7 +212,7 @@ pub fn index(p: &Presentation, files: &[String]) -> String {
         esc(&p.verdict.line)
     );
     if let Some(w) = p.debug_warning() {
-        let _ = writeln!(out, "<div class=\"debug\"><p>{}.</p></div>", esc(&capitalised(&w)));
+        let _ = writeln!(out, "<div class=\"debug\"><p>{}.</p></div>", code_spans(&capitalised(&w)));
     }
     out.push_str("<nav><a href=\"#summary\">Summary</a>");
     for s in &p.sections {
@@ -325,6 +325,19 @@ pub fn index(p: &Presentation, files: &[String]) -> String {
     out
 }
 
+/// `s` escaped, its back-quoted spans (`` `cargo build --release` ``) set as code.
+fn code_spans(s: &str) -> String {
+    let mut out = String::new();
+    for (i, part) in s.split('`').enumerate() {
+        if i % 2 == 1 {
+            let _ = write!(out, "<code>{}</code>", esc(part));
+        } else {
+            out.push_str(&esc(part));
+        }
+    }
+    out
+}
+
 /// The build of the header: the one-line build, the full commit in a tooltip.
 fn build_html(p: &Presentation) -> String {
     match &p.provenance {
@@ -383,5 +396,6 @@ mod tests {
         assert!(numeric("1,234") && numeric("0.77x") && numeric("1.2 [1.0-1.4]") && numeric("93%"));
         assert!(!numeric("kernel") && !numeric("T=1"));
         assert_eq!(capitalised("the machine"), "The machine");
+        assert_eq!(code_spans("run `a<b` now"), "run <code>a&lt;b</code> now");
     }
 }
