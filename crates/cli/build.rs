@@ -109,6 +109,9 @@ fn watch_git(root: &Path, git_dir: &Path) {
         files.push(git_dir.join(&branch));
     }
     files.push(common.join("packed-refs"));
+    // Outside a worktree the common directory is the git directory: name each file once.
+    files.sort();
+    files.dedup();
     for f in files {
         if f.is_file() {
             println!("cargo:rerun-if-changed={}", f.display());
