@@ -96,7 +96,8 @@ pub struct ContentionArgs {
     /// A short run (1 run of 100 ms per row, 4 MiB region, throughput over 1,000 VMAs): a smoke test.
     #[arg(long)]
     quick: bool,
-    /// Run even if the regions would need more memory than this machine has available.
+    /// Run even if the regions would need more memory than this machine has available, or from a debug build
+    /// (whose timings are not the engine's; the JSON records the build).
     #[arg(long)]
     force: bool,
     /// Also write the results as JSON to FILE (`-`: JSON to standard output, the table to standard error).
@@ -133,7 +134,8 @@ pub struct ForkArgs {
     /// A short run (0, 100 and 1000 extra VMAs unless --vmas is given, 1 run of 20 ms): a smoke test.
     #[arg(long)]
     quick: bool,
-    /// Run even if the largest count would need more memory than this machine has available.
+    /// Run even if the largest count would need more memory than this machine has available, or from a debug
+    /// build (whose timings are not the engine's; the JSON records the build).
     #[arg(long)]
     force: bool,
     /// Also write the results as JSON to FILE (`-`: JSON to standard output, the table to standard error).
@@ -172,7 +174,8 @@ pub struct FaultsArgs {
     /// A short run (1 and 2 threads unless --threads is given, 1 run of 0.1 s, 2 MiB regions): a smoke test.
     #[arg(long)]
     quick: bool,
-    /// Run even if the regions would need more memory than this machine has available.
+    /// Run even if the regions would need more memory than this machine has available, or from a debug build
+    /// (whose timings are not the engine's; the JSON records the build).
     #[arg(long)]
     force: bool,
     /// Also write the results as JSON to FILE (`-`: JSON to standard output, the table to standard error).
@@ -192,6 +195,9 @@ pub struct MmArgs {
     /// Length of one timed batch, in milliseconds.
     #[arg(long)]
     batch_ms: Option<u64>,
+    /// Run even from a debug build (whose timings are not the engine's; the JSON records the build).
+    #[arg(long)]
+    force: bool,
     /// Also write the results as JSON to FILE (`-`: JSON to standard output, the table to standard error).
     #[arg(long, value_name = "FILE", alias = "json-file")]
     json: Option<PathBuf>,
@@ -231,7 +237,8 @@ pub struct TreeArgs {
     /// in one run and the other way in the next (3 by default, 1 with --quick).
     #[arg(long, value_name = "N")]
     processes: Option<usize>,
-    /// Run even if the largest size would need more memory than this machine has available.
+    /// Run even if the largest size would need more memory than this machine has available, or from a debug
+    /// build (whose timings are not the engine's; the JSON records the build).
     #[arg(long)]
     force: bool,
 }
@@ -241,6 +248,13 @@ pub struct TreeArgs {
 /// Ctrl-C (or SIGTERM) stops the benchmark at its next step with exit status 130 (a second Ctrl-C at once):
 /// the benchmarks own no child process and no file until the end, so there is nothing to clean up.
 pub fn run(cmd: BenchCmd) -> Result<Status> {
+    common::check_build(match &cmd {
+        BenchCmd::Tree(a) => a.force,
+        BenchCmd::Mm(a) => a.force,
+        BenchCmd::Faults(a) => a.force,
+        BenchCmd::Fork(a) => a.force,
+        BenchCmd::Contention(a) => a.force,
+    })?;
     vmspace_linux::child::install_interrupt_handler()?;
     match cmd {
         BenchCmd::Tree(args) => tree(args),

@@ -6,7 +6,15 @@
 //! [`ReportSet`] (schema `vmspace.report.v1`, BENCHMARKS.md "Result format") to FILE, atomically (a temporary
 //! file in the same directory, renamed over FILE at the end). `--json -` writes the JSON to standard output and
 //! the table to standard error instead, so that `vmspace ... --json - | jq` sees JSON only. FILE is checked
-//! before the run starts ([`JsonOut::new`]): a long measurement never ends in "cannot write".
+//! before the run starts ([`JsonOut::new`]): a long measurement never ends in "cannot write". Every set written
+//! carries this program's provenance (commit, dirty tree, profile, compiler, CPU: [`crate::provenance`]).
+//!
+//! # Debug builds
+//! A command that times something (`bench`, `kernel` but `kernel info`, `race`, `report`) refuses to run from a
+//! debug build (debug assertions on or opt-level 0: `cargo run` without `--release`, `cargo test`'s binary) with
+//! exit status 2, unless `--force` is given or `VMSPACE_ALLOW_DEBUG_BUILD=1` is set (the CLI's tests set it);
+//! then it warns loudly on standard error, and the JSON's `provenance.build` says which build measured
+//! ([`check_build`]).
 //!
 //! # Exit statuses
 //! [`Status`] and the error classes map to the statuses documented in `vmspace --help` ([`EXIT_STATUS_HELP`]):
@@ -30,7 +38,8 @@ Exit status:
        missed (bench tree, report), a target went from met to missed (report --compare), a /proc check
        failed (race, kernel race)
   2    bad usage or input: unknown option, option that does nothing in this mode, unreadable script,
-       output path that cannot be written, input too large for this machine (without --force)
+       output path that cannot be written, input too large for this machine (without --force), a
+       timed command (bench, kernel but info, race, report) run from a debug build (without --force)
   3    the run itself failed: a system call or a child process failed
   130  interrupted (Ctrl-C or SIGTERM); a second Ctrl-C stops at once
 
@@ -125,8 +134,19 @@ impl JsonOut {
         matches!(self, JsonOut::Stdout)
     }
 
-    /// Writes `set` where `--json` said (nothing without `--json`).
+    /// Writes `set` where `--json` said (nothing without `--json`), stamped with this program's provenance if it
+    /// has none yet.
     pub fn write(&self, set: &ReportSet) -> Result<()> {
+        if matches!(self, JsonOut::None) {
+            return Ok(());
+        }
+        let stamped;
+        let set = if set.provenance.is_none() {
+            stamped = set.clone().with_provenance(crate::provenance::provenance());
+            &stamped
+        } else {
+            set
+        };
         match self {
             JsonOut::None => Ok(()),
             JsonOut::Stdout => {
@@ -360,6 +380,37 @@ pub fn check_time(what: &str, secs: f64, limit_secs: f64, force: bool) -> Result
     )))
 }
 
+/// The environment variable that lets a timed command run from a debug build without `--force` (`1`).
+pub const ALLOW_DEBUG_BUILD_ENV: &str = "VMSPACE_ALLOW_DEBUG_BUILD";
+
+/// Refuses a command that times something when this program is a debug build (debug assertions on or
+/// opt-level 0), unless `force` or [`ALLOW_DEBUG_BUILD_ENV`] is `1`: a usage error (exit status 2) that says how
+/// to build for measuring. When it is let run, a loud warning goes to standard error; the JSON records the build
+/// in any case.
+pub fn check_build(force: bool) -> Result<()> {
+    let build = crate::provenance::build();
+    let allowed = std::env::var(ALLOW_DEBUG_BUILD_ENV).is_ok_and(|v| v == "1");
+    debug_build_policy(&build, force || allowed)?;
+    if let Some(w) = build.debug_warning() {
+        let bar = "*".repeat(100);
+        eprintln!("{bar}\nWARNING: {w}\n{bar}");
+    }
+    Ok(())
+}
+
+/// The rule of [`check_build`]: a debug build that is not let run is a usage error.
+fn debug_build_policy(build: &vmspace_results::provenance::Build, allowed: bool) -> Result<()> {
+    if !build.is_debug() || allowed {
+        return Ok(());
+    }
+    Err(usage(format!(
+        "this vmspace is a debug build ({}): its timings would not be the engine's, so this command is \
+         refused. Build with `cargo build --release` (or run `cargo run --release -p vmspace -- ...`); --force \
+         (or {ALLOW_DEBUG_BUILD_ENV}=1) runs it anyway, and its results then record the build",
+        build.profile_line()
+    )))
+}
+
 /// `3221225472` as `3.0 GiB`.
 pub fn fmt_bytes(b: u128) -> String {
     const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
@@ -407,7 +458,31 @@ mod tests {
         let set = ReportSet::new("vmspace test", Vec::new());
         JsonOut::new(Some(&ok)).unwrap().write(&set).unwrap();
         let back: ReportSet = serde_json::from_str(&std::fs::read_to_string(&ok).unwrap()).unwrap();
-        assert_eq!(back, set);
+        assert_eq!(back, set.with_provenance(crate::provenance::provenance()));
+    }
+
+    #[test]
+    fn json_is_stamped_with_the_provenance() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("out.json");
+        JsonOut::new(Some(&f)).unwrap().write(&ReportSet::new("vmspace test", Vec::new())).unwrap();
+        let back: ReportSet = serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap();
+        assert_eq!(back.provenance.unwrap().build, crate::provenance::build());
+    }
+
+    #[test]
+    fn debug_builds_are_refused_unless_allowed() {
+        let mut b = crate::provenance::build();
+        b.debug_assertions = true;
+        let e = debug_build_policy(&b, false).unwrap_err();
+        assert_eq!(exit_code_of(&e), 2);
+        assert!(format!("{e}").contains("--force"), "{e}");
+        debug_build_policy(&b, true).unwrap();
+        b.debug_assertions = false;
+        b.opt_level = "0".into();
+        assert!(debug_build_policy(&b, false).is_err());
+        b.opt_level = "3".into();
+        debug_build_policy(&b, false).unwrap();
     }
 
     #[test]

@@ -84,7 +84,8 @@ pub struct ContentionArgs {
     /// The mapper's region, MiB.
     #[arg(long, default_value_t = 128)]
     region_mib: usize,
-    /// Run even if the memory the experiment maps exceeds what this machine has available.
+    /// Run even if the memory the experiment maps exceeds what this machine has available, or from a debug
+    /// build (whose timings are not the engine's; the JSON records the build).
     #[arg(long)]
     force: bool,
     /// Pause between mapper calls, µs.
@@ -112,6 +113,9 @@ pub struct RaceArgs {
     /// Length of each test.
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     pub(crate) duration: Duration,
+    /// Run even from a debug build (which checks fewer reads in the same time; the JSON records the build).
+    #[arg(long)]
+    pub(crate) force: bool,
     /// Also write the results as JSON to FILE (`-`: JSON to standard output, the table to standard error).
     #[arg(long, value_name = "FILE", alias = "json-file")]
     pub(crate) json: Option<PathBuf>,
@@ -137,7 +141,8 @@ pub struct FaultsArgs {
     /// lock every fault of every thread takes)
     #[arg(long)]
     apart: bool,
-    /// Run even if the memory the experiment maps exceeds what this machine has available.
+    /// Run even if the memory the experiment maps exceeds what this machine has available, or from a debug
+    /// build (whose timings are not the engine's; the JSON records the build).
     #[arg(long)]
     force: bool,
     /// CPUs the threads rotate over (default: all usable).
@@ -168,6 +173,9 @@ pub struct ForkArgs {
     /// The CPU to fork on (default: the last usable CPU).
     #[arg(long)]
     cpu: Option<usize>,
+    /// Run even from a debug build (whose timings are not the engine's; the JSON records the build).
+    #[arg(long)]
+    force: bool,
     /// Also write the results as JSON to FILE (`-`: JSON to standard output, the table to standard error).
     #[arg(long, value_name = "FILE", alias = "json-file")]
     json: Option<PathBuf>,
@@ -186,6 +194,16 @@ pub(crate) fn race_test(s: &str) -> Result<RaceTest, String> {
 
 /// Runs one probe subcommand.
 pub fn run(cmd: KernelCmd) -> Result<Status> {
+    let force = match &cmd {
+        KernelCmd::Info(_) => None,
+        KernelCmd::Contention(a) => Some(a.force),
+        KernelCmd::Race(a) => Some(a.force),
+        KernelCmd::Faults(a) => Some(a.force),
+        KernelCmd::Fork(a) => Some(a.force),
+    };
+    if let Some(force) = force {
+        common::check_build(force)?;
+    }
     child::install_interrupt_handler()?;
     let host = hostinfo::gather();
     match cmd {

@@ -12,6 +12,7 @@ use std::process::ExitCode;
 mod bench;
 mod common;
 mod kernel;
+mod provenance;
 mod race;
 mod replay;
 mod report;
@@ -21,7 +22,14 @@ use common::{EXIT_STATUS_HELP, Status};
 /// vmspace: Linux's scalable address-space management as a user-space engine, with the instruments to measure
 /// it and to hold it against the real kernel.
 #[derive(Debug, Parser)]
-#[command(name = "vmspace", version, about, long_about = None, after_long_help = EXIT_STATUS_HELP)]
+#[command(
+    name = "vmspace",
+    version = provenance::version(),
+    long_version = provenance::long_version(),
+    about,
+    long_about = None,
+    after_long_help = EXIT_STATUS_HELP
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -37,6 +37,9 @@ pub struct RaceArgs {
     /// Length of each test (and mode).
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     duration: Duration,
+    /// Run even from a debug build (which checks fewer reads in the same time; the JSON records the build).
+    #[arg(long)]
+    force: bool,
     /// Also write the results as JSON to FILE (`-`: JSON to standard output, the table to standard error).
     #[arg(long, value_name = "FILE", alias = "json-file")]
     json: Option<PathBuf>,
@@ -50,11 +53,13 @@ pub fn run(a: RaceArgs) -> Result<Status> {
     if a.duration.is_zero() || a.duration > Duration::from_secs(24 * 3600) {
         return Err(usage("--duration must be positive and at most 24 h"));
     }
+    common::check_build(a.force)?;
     if a.kernel {
         return kernel::run_race(kernel::RaceArgs {
             file: a.file,
             tests: a.tests,
             duration: a.duration,
+            force: a.force,
             json: a.json,
         });
     }

@@ -58,6 +58,9 @@ pub struct ReportArgs {
     /// text then goes to standard error).
     #[arg(long, value_name = "FILE", alias = "json-file")]
     json: Option<PathBuf>,
+    /// Run even from a debug build (whose timings are not the engine's; report.json and the page then say so).
+    #[arg(long, conflicts_with = "compare")]
+    force: bool,
 }
 
 /// Runs `vmspace report`.
@@ -65,6 +68,7 @@ pub fn run(args: ReportArgs) -> Result<Status> {
     if let Some(files) = &args.compare {
         return compare(&files[0], &files[1], &args.out, args.json.as_deref());
     }
+    common::check_build(args.force)?;
     vmspace_linux::child::install_interrupt_handler()?;
     let length = if args.smoke {
         Length::Smoke
@@ -89,7 +93,9 @@ pub fn run(args: ReportArgs) -> Result<Status> {
     let t = Text::new(&json);
     let host = vmspace_linux::hostinfo::gather();
     let estimate = report_run::estimate_s(length, &host, args.experiments.as_deref());
+    let provenance = crate::provenance::provenance();
     say!(t, "vmspace report ({}): {}", length.id(), host.one_line());
+    say!(t, "build: {}", provenance.one_line());
     say!(
         t,
         "about {} of measurements; load average now {}; output: {}",
@@ -101,8 +107,10 @@ pub fn run(args: ReportArgs) -> Result<Status> {
     let opts = Options { length, only: args.experiments.clone(), command: common::command_line() };
     let start = Instant::now();
     let mut display = Display::new(estimate);
-    let outcome = report_run::run(&opts, &mut |p| display.update(&p));
+    let mut outcome = report_run::run(&opts, &mut |p| display.update(&p));
     display.finish();
+    // The set records the build that measured it: report.json, the page and --json all show it.
+    outcome.set.provenance = Some(provenance.clone());
     let p = report_run::present(&outcome.set);
     t.print(&report_run::text(&p));
     let files = write_report(&args.out, &outcome.set, &p)?;
@@ -192,7 +200,9 @@ fn compare(old: &Path, new: &Path, out: &Path, json: Option<&Path>) -> Result<St
     let t = Text::new(&json);
     let c = vmspace_report::compare::compare(&a, &b);
     say!(t, "old: {} ({})", c.old_command, c.old_started);
+    say!(t, "     build: {}", c.old_build);
     say!(t, "new: {} ({})", c.new_command, c.new_started);
+    say!(t, "     build: {}", c.new_build);
     say!(t);
     t.print(&c.targets_table().text());
     say!(t);

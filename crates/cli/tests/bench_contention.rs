@@ -129,6 +129,7 @@ fn quick_json_has_the_shared_schema_and_every_row() {
 #[test]
 fn throughput_only_and_bad_modes() {
     let out = Command::new(env!("CARGO_BIN_EXE_vmspace"))
+        .env("VMSPACE_ALLOW_DEBUG_BUILD", "1")
         .args([
             "bench",
             "contention",
@@ -156,6 +157,7 @@ fn throughput_only_and_bad_modes() {
     assert!(!reports.iter().any(|r| r["benchmark"] == "bench.contention"));
     for bad in [&["--modes", "rcu"][..], &["--no-throughput", "--vmas", "10"][..], &["--samples", "0"][..]] {
         let out = Command::new(env!("CARGO_BIN_EXE_vmspace"))
+            .env("VMSPACE_ALLOW_DEBUG_BUILD", "1")
             .args(["bench", "contention", "--quick"])
             .args(bad)
             .output()

@@ -84,6 +84,7 @@ fn quick_json_has_the_shared_schema_and_every_row() {
 #[test]
 fn bad_thread_lists_are_usage_errors() {
     let out = Command::new(env!("CARGO_BIN_EXE_vmspace"))
+        .env("VMSPACE_ALLOW_DEBUG_BUILD", "1")
         .args(["bench", "faults", "--threads", "0"])
         .output()
         .expect("run vmspace");

@@ -90,6 +90,7 @@ fn quick_json_has_the_shared_schema_and_every_row() {
 #[test]
 fn an_empty_count_list_is_a_usage_error() {
     let out = Command::new(env!("CARGO_BIN_EXE_vmspace"))
+        .env("VMSPACE_ALLOW_DEBUG_BUILD", "1")
         .args(["bench", "fork", "--quick", "--max", "0", "--vmas", "100"])
         .output()
         .expect("run vmspace");

@@ -13,6 +13,7 @@ fn median(r: &Value, metric: &str) -> f64 {
 #[test]
 fn quick_json_has_the_shared_schema_and_every_part() {
     let out = Command::new(env!("CARGO_BIN_EXE_vmspace"))
+        .env("VMSPACE_ALLOW_DEBUG_BUILD", "1")
         .args(["bench", "mm", "--quick", "--json", "-"])
         .output()
         .expect("run vmspace");

@@ -22,6 +22,7 @@ fn param<'a>(r: &'a Value, name: &str) -> &'a Value {
 #[test]
 fn quick_json_has_the_shared_schema_and_every_cell() {
     let out = Command::new(env!("CARGO_BIN_EXE_vmspace"))
+        .env("VMSPACE_ALLOW_DEBUG_BUILD", "1")
         .args(["bench", "tree", "--quick", "--json", "-"])
         .output()
         .expect("run vmspace");
@@ -200,6 +201,7 @@ fn quick_json_has_the_shared_schema_and_every_cell() {
 #[test]
 fn unknown_target_is_rejected() {
     let out = Command::new(env!("CARGO_BIN_EXE_vmspace"))
+        .env("VMSPACE_ALLOW_DEBUG_BUILD", "1")
         .args(["bench", "tree", "--quick", "--targets", "btree,nosuch"])
         .output()
         .expect("run vmspace");
@@ -212,6 +214,7 @@ fn unknown_target_is_rejected() {
 #[test]
 fn processes_pool_rounds_of_child_processes() {
     let out = Command::new(env!("CARGO_BIN_EXE_vmspace"))
+        .env("VMSPACE_ALLOW_DEBUG_BUILD", "1")
         .args(["bench", "tree", "--quick", "--sizes", "21", "--targets", "maple,btree", "--processes", "2"])
         .args(["--json", "-"])
         .output()
@@ -234,6 +237,7 @@ fn processes_pool_rounds_of_child_processes() {
     assert_eq!(target["runs"].as_array().unwrap().len(), 6, "judged on both processes' rounds: {target}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("in each of 2 processes, their rounds pooled"));
     let zero = Command::new(env!("CARGO_BIN_EXE_vmspace"))
+        .env("VMSPACE_ALLOW_DEBUG_BUILD", "1")
         .args(["bench", "tree", "--quick", "--processes", "0"])
         .output()
         .expect("run vmspace");

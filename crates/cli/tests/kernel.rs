@@ -10,7 +10,11 @@ mod common;
 use common::{alive, children_of, wait_exit};
 
 fn vmspace(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_vmspace")).args(args).output().expect("run vmspace")
+    Command::new(env!("CARGO_BIN_EXE_vmspace"))
+        .env("VMSPACE_ALLOW_DEBUG_BUILD", "1")
+        .args(args)
+        .output()
+        .expect("run vmspace")
 }
 
 fn json(args: &[&str]) -> Value {
@@ -224,6 +228,7 @@ fn bad_arguments_fail_cleanly() {
 
 fn no_child_outlives(signal: &str) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_vmspace"))
+        .env("VMSPACE_ALLOW_DEBUG_BUILD", "1")
         .args([
             "kernel",
             "contention",

@@ -5,7 +5,11 @@ use serde_json::Value;
 use std::process::{Command, Output};
 
 fn vmspace(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_vmspace")).args(args).output().expect("run vmspace")
+    Command::new(env!("CARGO_BIN_EXE_vmspace"))
+        .env("VMSPACE_ALLOW_DEBUG_BUILD", "1")
+        .args(args)
+        .output()
+        .expect("run vmspace")
 }
 
 /// Runs `vmspace race ARGS --json -` and checks the exit status against the failures in the JSON.

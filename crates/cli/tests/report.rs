@@ -27,7 +27,11 @@ const FIGURES: [&str; 7] = [
 ];
 
 fn vmspace(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_vmspace")).args(args).output().expect("run vmspace")
+    Command::new(env!("CARGO_BIN_EXE_vmspace"))
+        .env("VMSPACE_ALLOW_DEBUG_BUILD", "1")
+        .args(args)
+        .output()
+        .expect("run vmspace")
 }
 
 fn param<'a>(r: &'a Value, name: &str) -> &'a str {
@@ -294,6 +298,18 @@ fn a_report_has_every_experiment_figure_and_a_self_contained_page() {
     let lockless_pending = !vmspace_mm::ReaderMode::ALL.iter().any(|m| m.name() == "lockless");
     assert_eq!(html.contains("not yet measured on the engine (awaits "), lockless_pending);
     assert!(html.contains("vmspace report --smoke --out"), "the page shows the exact command");
+    // The build that measured: in report.json, in the page's header (with the loud warning of a debug build)
+    // and in the terminal's header and summary.
+    let build = &set["provenance"]["build"];
+    let commit = build["commit"].as_str().expect("report.json records the commit");
+    assert!(html.contains("<dt>build</dt>") && html.contains(commit), "the page shows the commit");
+    let debug = build["debug_assertions"] == true || build["opt_level"] == "0";
+    assert_eq!(html.contains("class=\"debug\""), debug, "a debug build's page says so");
+    assert_eq!(stdout.contains("WARNING: measured with a DEBUG build"), debug, "{stdout}");
+    assert!(
+        stdout.starts_with("vmspace report (smoke): ") && stdout.contains("\nbuild: vmspace "),
+        "{stdout}"
+    );
 
     // The terminal: one table and verdict per experiment, then the summary.
     assert_eq!(stdout.matches("\nverdict: ").count(), EXPERIMENTS.len() + 1, "{stdout}");
@@ -345,6 +361,7 @@ fn json_to_standard_output_keeps_it_clean() {
 fn ctrl_c_writes_what_was_measured_and_exits_130() {
     let dir = tempfile::tempdir().unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_vmspace"))
+        .env("VMSPACE_ALLOW_DEBUG_BUILD", "1")
         .args([
             "report",
             "--quick",

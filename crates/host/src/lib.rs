@@ -181,6 +181,15 @@ pub struct Cpu {
 }
 
 impl Cpu {
+    /// Reads this machine's CPU: `/proc/cpuinfo` and `/sys/devices/system/cpu/online` (unknowns are `None` or
+    /// empty).
+    pub fn probe() -> Self {
+        Cpu::parse(
+            &read_text("/proc/cpuinfo").unwrap_or_default(),
+            read_text("/sys/devices/system/cpu/online").as_deref(),
+        )
+    }
+
     /// Parses the first processor of `/proc/cpuinfo` text, with the online list's count.
     pub fn parse(cpuinfo: &str, online_list: Option<&str>) -> Self {
         let field = |name: &str| {
@@ -436,10 +445,7 @@ impl Host {
             swap_total_kb: meminfo.as_deref().and_then(|m| meminfo_kb(m, "SwapTotal:")),
             root,
             cap_eff: status.as_deref().and_then(status_cap_eff),
-            cpu: Cpu::parse(
-                &read_text("/proc/cpuinfo").unwrap_or_default(),
-                read_text("/sys/devices/system/cpu/online").as_deref(),
-            ),
+            cpu: Cpu::probe(),
             huge_pages: HugePages::probe(meminfo.as_deref()),
             fsize_rlimit,
             memlock_rlimit: limits.as_deref().and_then(|l| limit_soft(l, "Max locked memory")),

@@ -118,6 +118,10 @@ pub struct Comparison {
     pub new_command: String,
     /// When the new set's run started.
     pub new_started: String,
+    /// The build that measured the old set, in one line (`not recorded` for a set without provenance).
+    pub old_build: String,
+    /// The build that measured the new set, in one line.
+    pub new_build: String,
     /// Figures present in both with at least two runs each.
     pub compared: usize,
     /// Figures present in both but with a single run on a side (not judged).
@@ -199,11 +203,14 @@ pub fn compare(old: &ReportSet, new: &ReportSet) -> Comparison {
         })
         .collect();
     let started = |s: &ReportSet| s.reports.first().map(|r| r.started_utc.clone()).unwrap_or_default();
+    let build = |s: &ReportSet| s.provenance.as_ref().map_or("not recorded".to_string(), |p| p.one_line());
     Comparison {
         old_command: old.command.clone(),
         old_started: started(old),
         new_command: new.command.clone(),
         new_started: started(new),
+        old_build: build(old),
+        new_build: build(new),
         compared,
         single_run,
         moved,

@@ -55,6 +55,8 @@ h2 { font-size: 21px; margin: 6px 0 8px; }
 .warn { background: #fff4e5; border: 1px solid #f0c36d; border-radius: 6px; padding: 8px 14px; margin: 12px 0; }
 .warn p { margin: 4px 0; }
 .warn ul { margin: 4px 0; padding-left: 22px; }
+.debug { background: #fdecea; border: 2px solid var(--missed); border-radius: 6px; padding: 8px 14px; margin: 12px 0;
+         color: var(--missed); font-weight: 600; }
 .na { background: #f1f3f5; border: 1px dashed #adb5bd; border-radius: 6px; padding: 6px 12px; margin: 8px 0; }
 .na p { margin: 2px 0; }
 .state { color: var(--missed); font-weight: 600; }
@@ -200,14 +202,18 @@ pub fn index(p: &Presentation, files: &[String]) -> String {
         out,
         "<header>\n<h1>vmspace report</h1>\n<p class=\"sub\">{}</p>\n<dl class=\"run\">\
          <dt>command</dt><dd><code>{}</code></dd><dt>started</dt><dd>{}</dd><dt>length</dt><dd>{} ({:.0} s)</dd>\
-         <dt>verdict</dt><dd>{}</dd></dl>\n</header>\n",
+         <dt>build</dt><dd>{}</dd><dt>verdict</dt><dd>{}</dd></dl>\n</header>\n",
         esc(&p.host_line),
         esc(&p.command),
         esc(&p.started_utc),
         esc(&p.length),
         p.elapsed_s,
+        build_html(p),
         esc(&p.verdict.line)
     );
+    if let Some(w) = p.debug_warning() {
+        let _ = writeln!(out, "<div class=\"debug\"><p>{}.</p></div>", code_spans(&capitalised(&w)));
+    }
     out.push_str("<nav><a href=\"#summary\">Summary</a>");
     for s in &p.sections {
         let _ = write!(out, "<a href=\"#{}\">{}</a>", esc(&s.id), esc(&s.short));
@@ -275,6 +281,31 @@ pub fn index(p: &Presentation, files: &[String]) -> String {
         facts.row(vec![k.clone(), v.clone()]);
     }
     table_aligned(&mut out, &facts, false);
+    if let Some(prov) = &p.provenance {
+        let b = &prov.build;
+        let mut build = Table::new(
+            "the build that measured and the CPU it ran on (report.json: provenance; docs/REPORT.md \"Provenance\")",
+            &["fact", "value"],
+        );
+        for (k, v) in [
+            ("vmspace", b.version.clone()),
+            ("commit", b.commit.clone()),
+            ("working tree", b.tree_state().to_string()),
+            ("profile", b.profile_line()),
+            ("compiler", b.rustc.clone()),
+            ("target", b.target.clone()),
+            ("CPU model", prov.cpu.model.clone().unwrap_or_else(|| "unknown".into())),
+        ] {
+            build.row(vec![k.to_string(), v]);
+        }
+        table_aligned(&mut out, &build, false);
+        let _ = writeln!(
+            out,
+            "<details><summary>CPU flags ({})</summary><p><code>{}</code></p></details>",
+            prov.cpu.flags.split_whitespace().count(),
+            esc(&prov.cpu.flags)
+        );
+    }
     let _ = writeln!(
         out,
         "<p>1-minute, 5-minute and 15-minute load averages: {} before the run, {} after it; {}.</p>",
@@ -294,6 +325,27 @@ pub fn index(p: &Presentation, files: &[String]) -> String {
     out
 }
 
+/// `s` escaped, its back-quoted spans (`` `cargo build --release` ``) set as code.
+fn code_spans(s: &str) -> String {
+    let mut out = String::new();
+    for (i, part) in s.split('`').enumerate() {
+        if i % 2 == 1 {
+            let _ = write!(out, "<code>{}</code>", esc(part));
+        } else {
+            out.push_str(&esc(part));
+        }
+    }
+    out
+}
+
+/// The build of the header: the one-line build, the full commit in a tooltip.
+fn build_html(p: &Presentation) -> String {
+    match &p.provenance {
+        Some(prov) => format!("<code title=\"{}\">{}</code>", esc(&prov.build.commit), esc(&p.build_line())),
+        None => "not recorded".to_string(),
+    }
+}
+
 /// `s` with its first letter upper-case.
 fn capitalised(s: &str) -> String {
     crate::experiments::capitalise(s)
@@ -306,11 +358,14 @@ pub fn compare(c: &Comparison) -> String {
     let _ = write!(
         out,
         "<header>\n<h1>vmspace report: comparison</h1>\n<dl class=\"run\"><dt>old</dt><dd><code>{}</code> ({})</dd>\
-         <dt>new</dt><dd><code>{}</code> ({})</dd><dt>verdict</dt><dd>{}</dd></dl>\n</header>\n",
+         <dt>old build</dt><dd>{}</dd><dt>new</dt><dd><code>{}</code> ({})</dd><dt>new build</dt><dd>{}</dd>\
+         <dt>verdict</dt><dd>{}</dd></dl>\n</header>\n",
         esc(&c.old_command),
         esc(&c.old_started),
+        esc(&c.old_build),
         esc(&c.new_command),
         esc(&c.new_started),
+        esc(&c.new_build),
         esc(&c.line())
     );
     out.push_str("<section id=\"targets\">\n<h2>Targets</h2>\n");
@@ -341,5 +396,6 @@ mod tests {
         assert!(numeric("1,234") && numeric("0.77x") && numeric("1.2 [1.0-1.4]") && numeric("93%"));
         assert!(!numeric("kernel") && !numeric("T=1"));
         assert_eq!(capitalised("the machine"), "The machine");
+        assert_eq!(code_spans("run `a<b` now"), "run <code>a&lt;b</code> now");
     }
 }

@@ -30,6 +30,7 @@
 use std::collections::BTreeMap;
 
 use vmspace_results::host::HostInfo;
+use vmspace_results::provenance::Provenance;
 use vmspace_results::report::{Report, ReportSet, Verdict};
 
 use crate::experiment::{Ctx, Experiment, Length, Step, is_interruption, param_str, reports_of};
@@ -341,6 +342,20 @@ pub struct Presentation {
     pub machine: MachineView,
     /// The host's one-line description.
     pub host_line: String,
+    /// The build that measured and the CPU it ran on (`None`: the set does not record them).
+    pub provenance: Option<Provenance>,
+}
+
+impl Presentation {
+    /// The build in one line, as the page's header and the terminal show it.
+    pub fn build_line(&self) -> String {
+        self.provenance.as_ref().map_or("not recorded".to_string(), |p| p.build.one_line())
+    }
+
+    /// The loud warning of a run measured with a debug build (`None`: an optimised build, or not recorded).
+    pub fn debug_warning(&self) -> Option<String> {
+        self.provenance.as_ref().and_then(|p| p.build.debug_warning())
+    }
 }
 
 fn metric(r: &Report, m: &str) -> Option<f64> {
@@ -427,6 +442,7 @@ pub fn present(set: &ReportSet) -> Presentation {
             disturbed,
         },
         host_line: host.one_line(),
+        provenance: set.provenance.clone(),
     }
 }
 
@@ -492,6 +508,10 @@ pub fn text(p: &Presentation) -> String {
         "machine: load average {} before, {} after; {}\n",
         p.machine.load_before, p.machine.load_after, p.machine.during
     ));
+    out.push_str(&format!("build: {}\n", p.build_line()));
+    if let Some(w) = p.debug_warning() {
+        out.push_str(&format!("WARNING: {w}\n"));
+    }
     for w in p.machine.warnings() {
         out.push_str(&format!("warning: {w}\n"));
     }

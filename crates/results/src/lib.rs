@@ -7,11 +7,14 @@
 //! it without depending on each other.
 //!
 //! - [`host`]: the machine a result was measured on ([`host::HostInfo`]; gathered by `vmspace_linux::hostinfo`);
+//! - [`provenance`]: the build a result came from (commit, dirty tree, profile, compiler) and the CPU it ran on,
+//!   which every set a command writes records;
 //! - [`report`]: the versioned JSON shape (report sets, reports, runs, placement, verdicts);
 //! - [`stats`]: latency histograms per run and min/median/max summaries across runs;
 //! - [`table`]: plain-text terminal tables and number formats.
 
 pub mod host;
+pub mod provenance;
 pub mod report;
 pub mod stats;
 pub mod table;

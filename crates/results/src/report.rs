@@ -8,9 +8,13 @@
 //! `_count` ...), so consumers need no side table. Free-text observations (warnings about placement, failures a
 //! checker found) go to [`Report::notes`].
 //!
+//! Every set also says where it came from ([`ReportSet::provenance`]: the commit, build profile and compiler
+//! of the program that wrote it, and the CPU it ran on; [`crate::provenance`]).
+//!
 //! The format is versioned by [`SCHEMA`]; a consumer should reject other versions. Fields are only ever added.
 
 use crate::host::HostInfo;
+use crate::provenance::Provenance;
 use crate::stats::Summary;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -107,6 +111,11 @@ pub struct ReportSet {
     pub schema: String,
     /// The command that produced it, e.g. `vmspace kernel contention --sweep`.
     pub command: String,
+    /// The build of the program that wrote the set and the CPU it ran on ([`Provenance`]). The `vmspace`
+    /// command stamps every set it writes ([`ReportSet::with_provenance`]); absent only from sets written before
+    /// it was recorded (read back as `None`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<Provenance>,
     /// One report per configuration.
     pub reports: Vec<Report>,
     /// The conclusion of a command that judges; absent otherwise.
@@ -117,7 +126,13 @@ pub struct ReportSet {
 impl ReportSet {
     /// A set of `reports` made by `command`.
     pub fn new(command: impl Into<String>, reports: Vec<Report>) -> Self {
-        Self { schema: SCHEMA.to_string(), command: command.into(), reports, verdict: None }
+        Self { schema: SCHEMA.to_string(), command: command.into(), provenance: None, reports, verdict: None }
+    }
+
+    /// The same set with its provenance.
+    pub fn with_provenance(mut self, provenance: Provenance) -> Self {
+        self.provenance = Some(provenance);
+        self
     }
 
     /// The same set with a verdict.
@@ -227,6 +242,7 @@ mod tests {
         assert_eq!(back.schema, SCHEMA);
         // The optional fields are left out when empty, and read back as empty when absent.
         assert!(!text.contains("\"output\"") && !text.contains("\"verdict\""), "{text}");
+        assert!(!text.contains("\"provenance\""), "{text}");
     }
 
     #[test]
@@ -239,5 +255,16 @@ mod tests {
         assert!(Verdict::new(3, 0, "3 met").passed);
         let back: ReportSet = serde_json::from_str(&serde_json::to_string(&set).unwrap()).unwrap();
         assert_eq!(back, set);
+    }
+
+    #[test]
+    fn provenance_roundtrip() {
+        use crate::provenance::{Build, CpuFacts, Provenance};
+        let p = Provenance { build: Build::unknown(), cpu: CpuFacts::default() };
+        let set = ReportSet::new("vmspace test", Vec::new()).with_provenance(p.clone());
+        let text = serde_json::to_string(&set).unwrap();
+        assert!(text.contains("\"provenance\":{\"build\":{\"version\""), "{text}");
+        let back: ReportSet = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.provenance, Some(p));
     }
 }

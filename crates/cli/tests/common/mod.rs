@@ -50,6 +50,7 @@ pub fn median(r: &serde_json::Value, metric: &str) -> f64 {
 /// with the table's verdict line on stderr. Returns the report set.
 pub fn run_judged_bench(name: &str) -> serde_json::Value {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_vmspace"))
+        .env("VMSPACE_ALLOW_DEBUG_BUILD", "1")
         .args(["bench", name, "--quick", "--json", "-"])
         .output()
         .expect("run vmspace");
