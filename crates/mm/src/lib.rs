@@ -148,6 +148,12 @@ pub use space::{
     FaultMode, ForkMode, HugetlbConfig, HugetlbPool, Mm, MmConfig, MmFaultStats, MmShared, Overcommit,
     ProcFile, ProcFileKind, ProcReader, ReaderMode, RecordHook, ThpMode,
 };
+/// Importing a process's address space: the description types of [`Mm::import`] (`space::import`).
+pub mod import {
+    pub use crate::space::import::{
+        ImportedBacking, ImportedFile, ImportedFileKind, ImportedLayout, ImportedPkeys, ImportedVma,
+    };
+}
 pub use vma::{
     AnonVma, FileKind, FilePages, FileSize, HugeObject, HugePool, HugeRef, MmLocking, MmapReadGuard,
     SnapshotFail, VmFile, Vma, VmaFind, VmaLockCounts, VmaLockStats, VmaLookup, VmaReadGuard, VmaSnapshot,
