@@ -63,220 +63,122 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+pub use vmspace_proc::layout::{
+    ImportedBacking, ImportedFile, ImportedFileKind, ImportedLayout, ImportedPkeys, ImportedVma,
+};
+
 use super::tree::{NewVma, V, VmaExt};
 use super::{
     AnonState, Errno, FileKind, Mm, MmConfig, MmWrite, PAGE_MASK, PAGE_SIZE, TASK_SIZE, VmFile, VmFlags,
 };
 use crate::vma::{FilePages, FileSize, MAX_LFS_FILESIZE};
 
-/// A process's address space as plain data (module docs).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ImportedLayout {
-    /// The VMAs, in address order.
-    pub vmas: Vec<ImportedVma>,
-    /// The files the VMAs map ([`ImportedBacking::File`] indexes this list).
-    pub files: Vec<ImportedFile>,
-    /// `mm->mmap_base`: the top of the top-down search for mappings without a usable hint.
-    pub mmap_base: u64,
-    /// `mm->start_stack`: the VMA containing it is `[stack]`.
-    pub start_stack: u64,
-    /// `mm->start_brk`.
-    pub start_brk: u64,
-    /// `mm->brk`: the VMAs overlapping `(start_brk, brk)` are `[heap]`.
-    pub brk: u64,
-    /// `RLIMIT_STACK` (soft) in bytes, `u64::MAX` for unlimited: how far a growsdown VMA may expand.
-    pub stack_rlimit: u64,
-    /// `stack_guard_gap` in bytes (256 pages unless the kernel command line says otherwise).
-    pub stack_guard_gap: u64,
-    /// `mm->locked_vm` in pages, if known (`VmLck`): the import charges the larger of it and the pages of the
-    /// `VM_LOCKED` VMAs.
-    pub locked_vm: Option<u64>,
-    /// The protection-key allocation, `None` on a host without PKU.
-    pub pkeys: Option<ImportedPkeys>,
-    /// Whether the process's maps ends with the gate area (`[vsyscall]`), which is not a VMA (module docs).
-    pub gate_area: bool,
-}
-
-/// One VMA of an [`ImportedLayout`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ImportedVma {
-    /// First address (page-aligned).
-    pub start: u64,
-    /// One past the last address (page-aligned).
-    pub end: u64,
-    /// `vm_flags`: the smaps `VmFlags` mnemonics and the protection key.
-    pub flags: VmFlags,
-    /// `vm_pgoff`: the file offset in pages for a file VMA; for anonymous memory the kernel's hidden value
-    /// (module docs), `start >> 12` when unknown.
-    pub pgoff: u64,
-    /// What backs it.
-    pub backing: ImportedBacking,
-    /// The anonymous name (`PR_SET_VMA_ANON_NAME`: `[anon:NAME]`, or `[anon_shmem:NAME]` on shared anonymous
-    /// memory).
-    pub anon_name: Option<String>,
-    /// Whether the VMA has an anon_vma (private memory with anonymous pages, or that had some).
-    pub anon_vma: bool,
-}
-
-/// What backs an [`ImportedVma`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ImportedBacking {
-    /// Anonymous memory (no file, no `vm_ops`): the heap, the stack, private anonymous mappings.
-    Anonymous,
-    /// A file: the index of its [`ImportedFile`] in [`ImportedLayout::files`].
-    File(usize),
-    /// A special mapping named by the kernel (`[vdso]`, `[vvar]`, `[vvar_vclock]`, ...), brackets included.
-    Special(String),
-}
-
-/// What kind of object an [`ImportedFile`] is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ImportedFileKind {
-    /// A file of a disk file system (reads ahead as the engine's configured device does).
-    Regular,
-    /// A shmem or tmpfs file (memfd, SysV shared memory, a file in `/dev/shm`): no readahead.
-    Shmem,
-    /// The shmem object of shared anonymous memory (`/dev/zero (deleted)` on 00:01).
-    SharedAnonymous,
-}
-
-/// A file mapped by imported VMAs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ImportedFile {
-    /// The path as `/proc/PID/maps` prints it, without ` (deleted)` (`/memfd:NAME`, `/SYSV0000002a`, ...).
-    pub path: String,
-    /// The file was unlinked (` (deleted)`).
-    pub deleted: bool,
-    /// Device major number.
-    pub dev_major: u32,
-    /// Device minor number.
-    pub dev_minor: u32,
-    /// Inode number.
-    pub inode: u64,
-    /// Size in bytes (`i_size`); faults beyond it are SIGBUS.
-    pub size: u64,
-    /// Regular, shmem, or shared anonymous memory.
-    pub kind: ImportedFileKind,
-    /// Whether the file was opened for writing (a shared mapping with `VM_MAYWRITE` proves it).
-    pub writable: bool,
-}
-
-/// The protection-key state of an imported address space (`mm->context`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ImportedPkeys {
-    /// Bit `k` set: key `k` allocated. Key 0 is always allocated with PKU.
-    pub allocated: u16,
-    /// The execute-only key, if the process made one.
-    pub execute_only: Option<u8>,
-}
-
-impl ImportedLayout {
-    /// The checks of the module docs, in order: the first failing one's errno.
-    fn check(&self, cfg: &MmConfig) -> Result<(), Errno> {
-        if self.vmas.len() as u64 > cfg.max_map_count {
-            return Err(Errno::ENOMEM);
+/// The checks of the module docs, in order: the first failing one's errno.
+fn check(layout: &ImportedLayout, cfg: &MmConfig) -> Result<(), Errno> {
+    if layout.vmas.len() as u64 > cfg.max_map_count {
+        return Err(Errno::ENOMEM);
+    }
+    let aligned = |x: u64| x & !PAGE_MASK == 0;
+    let mut prev_end = 0;
+    for v in &layout.vmas {
+        if !aligned(v.start) || !aligned(v.end) || v.start >= v.end || v.end > TASK_SIZE {
+            return Err(Errno::EINVAL);
         }
-        let aligned = |x: u64| x & !PAGE_MASK == 0;
-        let mut prev_end = 0;
-        for v in &self.vmas {
-            if !aligned(v.start) || !aligned(v.end) || v.start >= v.end || v.end > TASK_SIZE {
+        if v.start < prev_end {
+            return Err(Errno::EINVAL);
+        }
+        prev_end = v.end;
+        if v.flags.intersects(VmFlags::HUGETLB) {
+            return Err(Errno::EOPNOTSUPP);
+        }
+        let shared = v.flags.intersects(VmFlags::MAYSHARE);
+        if shared && v.anon_vma {
+            return Err(Errno::EINVAL);
+        }
+        match layout.pkeys {
+            None if v.flags.pkey() != 0 => return Err(Errno::EINVAL),
+            Some(p)
+                if p.allocated & (1 << v.flags.pkey()) == 0
+                    && p.execute_only != Some(v.flags.pkey() as u8) =>
+            {
                 return Err(Errno::EINVAL);
             }
-            if v.start < prev_end {
-                return Err(Errno::EINVAL);
-            }
-            prev_end = v.end;
-            if v.flags.intersects(VmFlags::HUGETLB) {
-                return Err(Errno::EOPNOTSUPP);
-            }
-            let shared = v.flags.intersects(VmFlags::MAYSHARE);
-            if shared && v.anon_vma {
-                return Err(Errno::EINVAL);
-            }
-            match self.pkeys {
-                None if v.flags.pkey() != 0 => return Err(Errno::EINVAL),
-                Some(p)
-                    if p.allocated & (1 << v.flags.pkey()) == 0
-                        && p.execute_only != Some(v.flags.pkey() as u8) =>
-                {
+            _ => {}
+        }
+        match &v.backing {
+            ImportedBacking::Anonymous if shared => return Err(Errno::EINVAL),
+            ImportedBacking::Anonymous => {}
+            ImportedBacking::File(i) => {
+                let f = layout.files.get(*i).ok_or(Errno::EINVAL)?;
+                if v.anon_name.is_some() && f.kind != ImportedFileKind::SharedAnonymous {
                     return Err(Errno::EINVAL);
                 }
-                _ => {}
             }
-            match &v.backing {
-                ImportedBacking::Anonymous if shared => return Err(Errno::EINVAL),
-                ImportedBacking::Anonymous => {}
-                ImportedBacking::File(i) => {
-                    let f = self.files.get(*i).ok_or(Errno::EINVAL)?;
-                    if v.anon_name.is_some() && f.kind != ImportedFileKind::SharedAnonymous {
-                        return Err(Errno::EINVAL);
-                    }
-                }
-                ImportedBacking::Special(name) => {
-                    if v.anon_name.is_some() || name.is_empty() {
-                        return Err(Errno::EINVAL);
-                    }
+            ImportedBacking::Special(name) => {
+                if v.anon_name.is_some() || name.is_empty() {
+                    return Err(Errno::EINVAL);
                 }
             }
         }
-        if self.brk < self.start_brk || self.mmap_base > TASK_SIZE || !aligned(self.mmap_base) {
-            return Err(Errno::EINVAL);
-        }
-        if self.pkeys.is_some() != cfg.pku {
-            return Err(Errno::EINVAL);
-        }
-        if let Some(p) = self.pkeys
-            && (p.allocated & 1 == 0 || p.execute_only.is_some_and(|k| k > 15))
-        {
-            return Err(Errno::EINVAL);
-        }
-        for f in &self.files {
-            if f.size > MAX_LFS_FILESIZE {
-                return Err(Errno::EINVAL);
-            }
-        }
-        Ok(())
     }
+    if layout.brk < layout.start_brk || layout.mmap_base > TASK_SIZE || !aligned(layout.mmap_base) {
+        return Err(Errno::EINVAL);
+    }
+    if layout.pkeys.is_some() != cfg.pku {
+        return Err(Errno::EINVAL);
+    }
+    if let Some(p) = layout.pkeys
+        && (p.allocated & 1 == 0 || p.execute_only.is_some_and(|k| k > 15))
+    {
+        return Err(Errno::EINVAL);
+    }
+    for f in &layout.files {
+        if f.size > MAX_LFS_FILESIZE {
+            return Err(Errno::EINVAL);
+        }
+    }
+    Ok(())
+}
 
-    /// The configuration an import of this layout runs with: `cfg` with the layout's parameters.
-    pub fn config(&self, cfg: &MmConfig) -> MmConfig {
+impl MmConfig {
+    /// The configuration an import of `layout` runs with: this one with the layout's parameters
+    /// (`mmap_base`, `start_stack`, `start_brk`, `RLIMIT_STACK`, `stack_guard_gap`).
+    pub fn with_layout(&self, layout: &ImportedLayout) -> MmConfig {
         MmConfig {
-            mmap_base: self.mmap_base,
-            start_stack: self.start_stack,
-            start_brk: self.start_brk,
-            stack_rlimit: self.stack_rlimit,
-            stack_guard_gap: self.stack_guard_gap,
-            ..cfg.clone()
+            mmap_base: layout.mmap_base,
+            start_stack: layout.start_stack,
+            start_brk: layout.start_brk,
+            stack_rlimit: layout.stack_rlimit,
+            stack_guard_gap: layout.stack_guard_gap,
+            ..self.clone()
         }
     }
 }
 
-impl ImportedFile {
-    /// The engine's file: a size-only identity (module docs).
-    fn to_vm_file(&self, cfg: &MmConfig) -> VmFile {
-        let (kind, bdi) = match self.kind {
-            ImportedFileKind::Regular => (FileKind::Regular, cfg.file_bdi),
-            ImportedFileKind::Shmem => (FileKind::Regular, vmspace_pgtable::Bdi::NONE),
-            ImportedFileKind::SharedAnonymous => (FileKind::ShmemZero, vmspace_pgtable::Bdi::NONE),
-        };
-        VmFile {
-            name: self.path.clone(),
-            deleted: self.deleted,
-            dev_major: self.dev_major,
-            dev_minor: self.dev_minor,
-            inode: self.inode,
-            size: FileSize::new(self.size),
-            readable: true,
-            writable: self.writable,
-            noexec: false,
-            kind,
-            dax: false,
-            max_bytes: cfg.file_max_bytes.max(self.size),
-            fsize_limit: cfg.fsize_rlimit,
-            huge: None,
-            bdi,
-            pages: FilePages::default(),
-        }
+/// The engine's file for `f`: a size-only identity (module docs).
+fn vm_file(f: &ImportedFile, cfg: &MmConfig) -> VmFile {
+    let (kind, bdi) = match f.kind {
+        ImportedFileKind::Regular => (FileKind::Regular, cfg.file_bdi),
+        ImportedFileKind::Shmem => (FileKind::Regular, vmspace_pgtable::Bdi::NONE),
+        ImportedFileKind::SharedAnonymous => (FileKind::ShmemZero, vmspace_pgtable::Bdi::NONE),
+    };
+    VmFile {
+        name: f.path.clone(),
+        deleted: f.deleted,
+        dev_major: f.dev_major,
+        dev_minor: f.dev_minor,
+        inode: f.inode,
+        size: FileSize::new(f.size),
+        readable: true,
+        writable: f.writable,
+        noexec: false,
+        kind,
+        dax: false,
+        max_bytes: cfg.file_max_bytes.max(f.size),
+        fsize_limit: cfg.fsize_rlimit,
+        huge: None,
+        bdi,
+        pages: FilePages::default(),
     }
 }
 
@@ -288,13 +190,13 @@ fn special_file(name: &str, size: u64) -> VmFile {
 
 impl Mm {
     /// An address space equal to `layout` (module docs): `cfg` with the layout's parameters
-    /// ([`ImportedLayout::config`]), every VMA created as described, unmerged, the break and the key state set.
+    /// ([`MmConfig::with_layout`]), every VMA created as described, unmerged, the break and the key state set.
     /// `EINVAL` / `ENOMEM` / `EOPNOTSUPP` for a description the checks refuse (module docs), with nothing
     /// built.
     pub fn import(cfg: &MmConfig, layout: &ImportedLayout) -> Result<Mm, Errno> {
-        layout.check(cfg)?;
-        let cfg = layout.config(cfg);
-        let files: Vec<Arc<VmFile>> = layout.files.iter().map(|f| Arc::new(f.to_vm_file(&cfg))).collect();
+        check(layout, cfg)?;
+        let cfg = cfg.with_layout(layout);
+        let files: Vec<Arc<VmFile>> = layout.files.iter().map(|f| Arc::new(vm_file(f, &cfg))).collect();
         let mm = Mm::new(cfg);
         mm.locked(|w| w.import_vmas(layout, &files))?;
         Ok(mm)
