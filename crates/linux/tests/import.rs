@@ -157,7 +157,7 @@ impl Helper {
 
     /// The helper's `mmap(NULL, pages * 4096, RW, PRIVATE | ANONYMOUS)`.
     fn mmap(&mut self, pages: u64) -> u64 {
-        writeln!(self.stdin, "m{pages:x}").unwrap();
+        self.stdin.write_all(format!("m{pages:x}\n").as_bytes()).unwrap();
         self.stdin.flush().unwrap();
         u64::from_str_radix(&self.expect("at "), 16).expect("an address")
     }
@@ -176,7 +176,7 @@ fn a_helper_with_every_kind_of_vma_imports_and_places_like_the_kernel() {
         "/memfd:import (deleted)",
         "/dev/zero (deleted)",
         "/SYSV",
-        "import-gone (deleted)",
+        "import-gone-",
         "[vdso]",
         "[vvar]",
         "[heap]",
@@ -320,20 +320,21 @@ mod helper {
         }
         say(b"ready\n");
         // Commands: `m<hex pages>\n`, answered `at <hex address>\n`; end of input ends the helper.
-        let mut buf = [0u8; 64];
+        let mut pages = 0usize;
         loop {
-            // SAFETY: reads into our stack buffer.
-            let n = unsafe { libc::read(0, buf.as_mut_ptr().cast(), buf.len()) };
+            // One byte at a time up to the newline (a command may come in pieces).
+            let mut b = 0u8;
+            // SAFETY: reads into our stack byte.
+            let n = unsafe { libc::read(0, (&mut b as *mut u8).cast(), 1) };
             if n <= 0 {
                 // SAFETY: ends the helper.
                 unsafe { libc::_exit(0) };
             }
-            let mut pages = 0usize;
-            for &b in &buf[1..n as usize] {
-                match (b as char).to_digit(16) {
-                    Some(d) => pages = pages * 16 + d as usize,
-                    None => break,
-                }
+            if let Some(d) = (b as char).to_digit(16) {
+                pages = pages * 16 + d as usize;
+            }
+            if b != b'\n' {
+                continue;
             }
             let a = map(
                 pages * P,
@@ -346,6 +347,7 @@ mod helper {
                 out[3 + i] = b"0123456789abcdef"[(a >> (60 - 4 * i)) & 0xf];
             }
             say(&out);
+            pages = 0;
         }
     }
 
