@@ -235,7 +235,7 @@ fn map_files(dir: &str, smaps: &[SmapsRecord]) -> HashMap<u64, (u64, bool)> {
         let link = format!("{dir}/map_files/{:x}-{:x}", h.start, h.end);
         let Ok(f) = std::fs::File::open(&link) else { continue };
         let Ok(st) = rustix::fs::fstat(&f) else { continue };
-        let shmem = rustix::fs::fstatfs(&f).is_ok_and(|s| s.f_type as i64 == TMPFS_MAGIC);
+        let shmem = rustix::fs::fstatfs(&f).is_ok_and(|s| s.f_type == TMPFS_MAGIC);
         out.insert(h.start, (st.st_size as u64, shmem));
     }
     out
