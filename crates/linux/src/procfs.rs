@@ -15,7 +15,8 @@
 //!   anonymous memory; `[heap]`, `[stack]`, `[anon:NAME]` and nameless VMAs without a file are anonymous
 //!   (`[heap]` and `[stack]` are not stored: the engine names them from the break and `start_stack`, as the
 //!   kernel does); other bracketed names (`[vdso]`, `[vvar]`, `[vvar_vclock]`, `[uprobes]`) are special
-//!   mappings; `[vsyscall]` is the gate area, not a VMA ([`ImportedLayout::gate_area`]); any other name
+//!   mappings; `[vsyscall]` is the gate area, not a VMA ([`ImportedLayout::gate_area`], with the flags of its
+//!   smaps record); any other name
 //!   (`anon_inode:[...]`, a path outside the reader's root) is taken as a file of that name.
 //! - **Files**: VMAs of one device, inode, path and deletion state share one [`ImportedFile`]. Its size is
 //!   the `st_size` of `/proc/PID/map_files/START-END` (the mapped file itself, reachable even when deleted;
@@ -68,7 +69,7 @@ use vmspace_abi::{PAGE_SIZE, TASK_SIZE, VmFlags};
 use vmspace_proc::layout::{
     ImportedBacking, ImportedFile, ImportedFileKind, ImportedLayout, ImportedPkeys, ImportedVma,
 };
-use vmspace_proc::{MapsLine, MapsName, SmapsRecord};
+use vmspace_proc::{MapsName, SmapsRecord};
 
 /// How often [`read_snapshot`] reads again before it gives up on a process that keeps changing.
 pub const MAX_TRIES: usize = 50;
@@ -270,15 +271,15 @@ fn describe(
     let mut file_index: HashMap<(u32, u32, u64, String, bool), usize> = HashMap::new();
     for r in smaps {
         let h = &r.header;
-        if matches!(&h.name, Some(MapsName::Special(n)) if n == "[vsyscall]") {
-            layout.gate_area = true;
-            continue;
-        }
         let mut flags = VmFlags::NONE;
         for m in &r.vm_flags.mnemonics {
             flags |= VmFlags::from_mnemonic(m).ok_or_else(|| {
                 parse_err(&format!("{dir}/smaps"), format!("unknown VmFlags mnemonic {m:?}"))
             })?;
+        }
+        if matches!(&h.name, Some(MapsName::Special(n)) if n == "[vsyscall]") {
+            layout.gate_area = Some(flags);
+            continue;
         }
         let key = r.protection_key.unwrap_or(0);
         flags |= VmFlags::from_pkey(key as u32);
@@ -370,16 +371,6 @@ fn infer_mmap_base(vmas: &[ImportedVma], start_stack: u64, (lo, hi): (u64, u64))
         .map(|v| v.end)
         .max()
         .unwrap_or(hi)
-}
-
-/// The maps line the engine cannot print: the gate area's (`[vsyscall]`), which `/proc/PID/maps` shows after the
-/// last VMA when [`ImportedLayout::gate_area`] holds.
-pub fn gate_area_line(smaps: &[SmapsRecord]) -> Option<MapsLine> {
-    smaps
-        .iter()
-        .map(|r| &r.header)
-        .find(|h| matches!(&h.name, Some(MapsName::Special(n)) if n == "[vsyscall]"))
-        .cloned()
 }
 
 #[cfg(test)]

@@ -100,7 +100,7 @@ fn layout() -> ImportedLayout {
         stack_guard_gap: 256 * P,
         locked_vm: None,
         pkeys: None,
-        gate_area: false,
+        gate_area: None,
     }
 }
 
@@ -235,4 +235,50 @@ fn named_anonymous_memory_and_locked_vmas() {
     assert_eq!(mm.locked_vm(), 1);
     l.locked_vm = Some(10);
     assert_eq!(Mm::import(&MmConfig::default(), &l).unwrap().locked_vm(), 10);
+}
+
+/// The gate area ends `maps` and `smaps` (a record of zeros, `VmFlags: ex`), whatever the chunking, and is
+/// not counted as a VMA.
+#[test]
+fn the_gate_area_ends_maps_and_smaps() {
+    use vmspace_mm::ProcFileKind;
+    let gate = "ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0                  [vsyscall]\n";
+    for vmas in [12usize, 200] {
+        let mut l = layout();
+        // Enough VMAs (every other page read-only) to fill several chunks.
+        let run = 0x6000_0000_0000u64;
+        for i in 0..vmas as u64 {
+            let flags = if i % 2 == 0 { RW } else { R };
+            l.vmas.insert(3 + i as usize, anon(run + i * P, run + (i + 1) * P, flags, false));
+        }
+        l.gate_area = Some(VmFlags::EXEC);
+        let mm = Mm::import(&MmConfig::default(), &l).unwrap();
+        assert_eq!(mm.map_count() as usize, l.vmas.len());
+        let all = mm.maps_text();
+        assert!(all.ends_with(&format!("[stack]\n{gate}")), "{all}");
+        for mode in ReaderMode::ALL {
+            let r = mm.reader_with(mode);
+            assert_eq!(r.maps(), all, "{mode}");
+            // Small reads: the same bytes.
+            for piece in [1usize, 7, 100, 4096] {
+                let mut f = r.open(ProcFileKind::Maps);
+                let mut got = Vec::new();
+                let mut buf = vec![0u8; piece];
+                loop {
+                    let n = f.read(&mut buf);
+                    if n == 0 {
+                        break;
+                    }
+                    got.extend_from_slice(&buf[..n]);
+                }
+                assert_eq!(String::from_utf8(got).unwrap(), all, "{mode} in pieces of {piece}");
+            }
+            let smaps = vmspace_proc::parse_smaps(&r.smaps()).unwrap();
+            let last = smaps.last().unwrap();
+            assert_eq!(last.header.render(), gate);
+            assert_eq!((last.size_kb, last.stats.rss), (4, 0));
+            assert_eq!(last.vm_flags.mnemonics, ["ex"]);
+            assert_eq!(smaps.len(), l.vmas.len() + 1);
+        }
+    }
 }

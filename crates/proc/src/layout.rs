@@ -33,8 +33,9 @@ pub struct ImportedLayout {
     pub locked_vm: Option<u64>,
     /// The protection-key allocation, `None` on a host without PKU.
     pub pkeys: Option<ImportedPkeys>,
-    /// Whether the process's maps ends with the gate area (`[vsyscall]`), which is not a VMA (`Mm::import`).
-    pub gate_area: bool,
+    /// The gate area (`[vsyscall]`), which is not a VMA but which the process's maps ends with: its flags,
+    /// `None` if there is none (`Mm::import`).
+    pub gate_area: Option<VmFlags>,
 }
 
 /// One VMA of an [`ImportedLayout`].

@@ -56,9 +56,10 @@
 //! - **`locked_vm`** is the pages of the `VM_LOCKED` VMAs, or [`ImportedLayout::locked_vm`] if larger
 //!   (`VmLck` of `/proc/PID/status`).
 //!
-//! The gate area (`[vsyscall]` on x86-64) is not a VMA (`get_gate_vma`): a description does not list it, and
-//! [`ImportedLayout::gate_area`] only says whether the process's maps ends with it (`MmConfig` has no switch
-//! for it: the engine's maps never prints it).
+//! The gate area (`[vsyscall]` on x86-64) is not a VMA (`get_gate_vma`): a description does not list it among
+//! the VMAs; [`ImportedLayout::gate_area`] says whether the process's maps ends with it (with its flags), and
+//! the import passes it on to [`MmConfig::gate_area`], so that the engine's `maps` and `smaps` end with it
+//! too.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -142,7 +143,7 @@ fn check(layout: &ImportedLayout, cfg: &MmConfig) -> Result<(), Errno> {
 
 impl MmConfig {
     /// The configuration an import of `layout` runs with: this one with the layout's parameters
-    /// (`mmap_base`, `start_stack`, `start_brk`, `RLIMIT_STACK`, `stack_guard_gap`).
+    /// (`mmap_base`, `start_stack`, `start_brk`, `RLIMIT_STACK`, `stack_guard_gap`, the gate area).
     pub fn with_layout(&self, layout: &ImportedLayout) -> MmConfig {
         MmConfig {
             mmap_base: layout.mmap_base,
@@ -150,6 +151,7 @@ impl MmConfig {
             start_brk: layout.start_brk,
             stack_rlimit: layout.stack_rlimit,
             stack_guard_gap: layout.stack_guard_gap,
+            gate_area: layout.gate_area,
             ..self.clone()
         }
     }
