@@ -9,7 +9,7 @@
 //!   the op-script runner), [`child`] (forked children that never outlive their
 //!   command, Ctrl-C handling, shared memory words), [`placement`] (explicit CPU layouts), [`hostinfo`] (the
 //!   host's kernel and machine), [`procmap_query`] (the PROCMAP_QUERY ioctl), [`maps`] (maps lines, page-sized
-//!   reads);
+//!   reads), [`procfs`] (a live process's address space read into the description the engine imports);
 //! * results: written in the shared format of the `vmspace-results` crate (reports, statistics, tables);
 //!   [`args`] (durations and lists on the command line);
 //! * experiments: [`contention`] (proc-vs-map), [`race`] (the proc-maps-race checks), [`faults`] (page faults per
@@ -23,6 +23,7 @@ pub mod fork;
 pub mod hostinfo;
 pub mod maps;
 pub mod placement;
+pub mod procfs;
 pub mod procmap_query;
 pub mod race;
 pub mod replay;

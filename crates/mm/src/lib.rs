@@ -95,7 +95,9 @@
 //! ([`MmShared::page_table`]) lockless walkers read. Memory: [`Mm::fault`] / [`Mm::fault_with`] (the 6.18
 //! fault path, [`FaultMode`]), [`Mm::read`], [`Mm::read_chunks`], [`Mm::write`], [`Mm::fill`] (accesses
 //! through the emulated MMU), [`Mm::fault_stats`] ([`MmFaultStats`]), [`Mm::rss`]; fork in either tree mode
-//! ([`Mm::fork_with`], [`ForkMode`]). Pages live in a [`Memory`] (the process-wide one, or one per address
+//! ([`Mm::fork_with`], [`ForkMode`]). A running process's address space becomes an engine one with
+//! [`Mm::import`] from a plain description ([`import::ImportedLayout`], which `vmspace_linux::procfs` reads
+//! from `/proc/PID`; what is and is not imported: module `space::import`). Pages live in a [`Memory`] (the process-wide one, or one per address
 //! space family: [`Mm::with_memory`]); the page-table types come from `vmspace_pgtable` ([`Access`],
 //! [`FaultKind`], [`FaultStats`], [`Rss`], [`PageTable`]).
 //!
@@ -148,6 +150,12 @@ pub use space::{
     FaultMode, ForkMode, HugetlbConfig, HugetlbPool, Mm, MmConfig, MmFaultStats, MmShared, Overcommit,
     ProcFile, ProcFileKind, ProcReader, ReaderMode, RecordHook, ThpMode,
 };
+/// Importing a process's address space: the description types of [`Mm::import`] (`space::import`).
+pub mod import {
+    pub use crate::space::import::{
+        ImportedBacking, ImportedFile, ImportedFileKind, ImportedLayout, ImportedPkeys, ImportedVma,
+    };
+}
 pub use vma::{
     AnonVma, FileKind, FilePages, FileSize, HugeObject, HugePool, HugeRef, MmLocking, MmapReadGuard,
     SnapshotFail, VmFile, Vma, VmaFind, VmaLockCounts, VmaLockStats, VmaLookup, VmaReadGuard, VmaSnapshot,

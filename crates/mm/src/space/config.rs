@@ -10,7 +10,7 @@
 //! them from `vmspace_host`, the one place that probes the host) while tests can shrink a limit (a
 //! `max_map_count` of 8 makes the limit reachable in a few calls).
 
-pub use vmspace_abi::{PAGE_SHIFT, PAGE_SIZE, TASK_SIZE};
+pub use vmspace_abi::{PAGE_SHIFT, PAGE_SIZE, TASK_SIZE, VmFlags};
 
 /// `DEFAULT_MAP_WINDOW` (equal to `TASK_SIZE` with 4-level paging).
 pub const DEFAULT_MAP_WINDOW: u64 = TASK_SIZE;
@@ -185,7 +185,16 @@ pub struct MmConfig {
     /// How `Mm::fault` locks a VMA: the per-VMA lock of Linux 6.4+ (the default), or the mmap read lock for
     /// every fault (before 6.4). Not a host fact: a choice of the engine's user.
     pub fault_mode: super::fault::FaultMode,
+    /// The x86-64 gate area (`[vsyscall]`, `get_gate_vma`) with its flags (`VM_EXEC` in 6.18's default
+    /// `vsyscall=xonly` mode), or `None`: it is no VMA of the address space, but `maps` and `smaps` print it
+    /// after the last VMA (`m_next`), a record of zeros in `smaps`; `smaps_rollup` and PROCMAP_QUERY do not
+    /// see it. `None` by default (the op-script comparisons leave it out on both sides) and from
+    /// [`MmConfig::host`]; an imported process's maps ends with it ([`MmConfig::with_layout`]).
+    pub gate_area: Option<VmFlags>,
 }
+
+/// The gate area's range (`VSYSCALL_ADDR`, one page).
+pub const GATE_AREA: (u64, u64) = (0xffff_ffff_ff60_0000, 0xffff_ffff_ff60_1000);
 
 impl Default for MmConfig {
     /// The defaults of a stock Linux 6.18 x86-64 process: a layout like a real process's (stack near the top,
@@ -226,6 +235,7 @@ impl Default for MmConfig {
             cap_ipc_lock: false,
             cap_sys_admin: false,
             fault_mode: super::fault::FaultMode::PerVma,
+            gate_area: None,
         }
     }
 }

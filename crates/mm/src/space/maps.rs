@@ -26,12 +26,16 @@ impl Mm {
         self.read_locked(|r| r.vmas_between(start, end).map(|v| r.maps_line_locked(v)).collect())
     }
 
-    /// The whole maps text (`show_map` over every VMA, under the mmap read lock).
+    /// The whole maps text (`show_map` over every VMA, under the mmap read lock, then the gate area's line if the
+    /// configuration has one).
     pub fn maps_text(&self) -> String {
         self.read_locked(|r| {
             let mut s = String::new();
             for v in r.areas() {
                 r.maps_line_locked(v).render_into(&mut s);
+            }
+            if let Some(flags) = self.cfg.gate_area {
+                self.reader().render_gate(super::ProcFileKind::Maps, flags, &mut s);
             }
             s
         })

@@ -83,6 +83,7 @@ pub mod config;
 pub mod fault;
 mod fork;
 mod hugetlb;
+pub mod import;
 mod madvise;
 mod maps;
 mod merge;
@@ -112,6 +113,9 @@ pub use crate::vma::{AnonState, AnonVma, FileKind, VmFile, VmFlags, VmaSnapshot}
 pub use config::{HugetlbConfig, HugetlbPool, MmConfig, Overcommit, PAGE_SIZE, TASK_SIZE, ThpMode};
 pub use fault::{FaultMode, MmFaultStats};
 pub use fork::ForkMode;
+pub use import::{
+    ImportedBacking, ImportedFile, ImportedFileKind, ImportedLayout, ImportedPkeys, ImportedVma,
+};
 pub use reader::{ProcFile, ProcFileKind, ProcReader, ReaderMode, RecordHook};
 pub use tree::MmShared;
 use tree::{V, VmaExt, Vmas};

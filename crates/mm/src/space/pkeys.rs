@@ -80,6 +80,12 @@ impl PkeyState {
     pub(crate) fn new(pku: bool) -> Self {
         if pku { PkeyState { map: 1, execute_only: -1 } } else { PkeyState { map: 0, execute_only: 0 } }
     }
+
+    /// The state of an imported address space with PKU (`space::import`): the allocation map `map` and the
+    /// execute-only key, if any.
+    pub(crate) fn imported(map: u16, execute_only: Option<u8>) -> Self {
+        PkeyState { map, execute_only: execute_only.map_or(-1, i16::from) }
+    }
 }
 
 /// `__pkru_allows_read`.

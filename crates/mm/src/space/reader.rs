@@ -347,7 +347,40 @@ impl<'a> ProcReader<'a> {
 
     /// Opens `/proc/PID/maps` or `smaps` for chunked reading ([`ProcFile`]).
     pub fn open(&self, kind: ProcFileKind) -> ProcFile<'a> {
-        ProcFile { reader: *self, kind, buf: String::new(), out: 0, pos: 0, eof: false, chunks: 0 }
+        let gate = self.mm.config().gate_area.is_some();
+        ProcFile { reader: *self, kind, buf: String::new(), out: 0, pos: 0, eof: false, gate, chunks: 0 }
+    }
+
+    /// The gate area's record ([`MmConfig::gate_area`](super::MmConfig)): the maps line, or the smaps record
+    /// of zeros (`show_smap` of the gate VMA: no page of it is in the address space's page table).
+    pub(crate) fn render_gate(&self, kind: ProcFileKind, flags: VmFlags, out: &mut String) {
+        let (start, end) = super::config::GATE_AREA;
+        let v = VmaSnapshot {
+            start,
+            end,
+            flags,
+            pgoff: 0,
+            mm_id: 0,
+            file: None,
+            anon_vma_id: None,
+            anon_name: None,
+        };
+        let mut line = maps_columns_of(&v);
+        line.name = Some(vmspace_proc::MapsName::Special("[vsyscall]".into()));
+        match kind {
+            ProcFileKind::Maps => line.render_into(out),
+            ProcFileKind::Smaps => SmapsRecord {
+                header: line,
+                size_kb: (end - start) >> 10,
+                kernel_page_size_kb: PAGE_SIZE >> 10,
+                mmu_page_size_kb: PAGE_SIZE >> 10,
+                stats: Default::default(),
+                thp_eligible: 0,
+                protection_key: self.mm.config().pku.then_some(0),
+                vm_flags: VmFlagsLine::from_flags(flags),
+            }
+            .render_into(out),
+        }
     }
 
     /// The maps line of a record.
@@ -773,8 +806,10 @@ pub struct ProcFile<'a> {
     out: usize,
     /// `last_pos`: where the next chunk's walk starts.
     pos: u64,
-    /// The walk reached the last VMA.
+    /// The walk reached the last VMA (and the gate area's record, if any, was rendered).
     eof: bool,
+    /// The gate area's record is still to be rendered.
+    gate: bool,
     /// Chunks rendered so far.
     chunks: u64,
 }
@@ -820,6 +855,21 @@ impl ProcFile<'_> {
         });
         self.pos = pos;
         self.eof = eof;
+        // After the last VMA, the gate area (`m_next`'s `get_gate_vma`), in this chunk if it fits.
+        if eof && self.gate {
+            let before = text.len();
+            if before == 0 || before < want {
+                if let Some(flags) = reader.mm.config().gate_area {
+                    reader.render_gate(kind, flags, &mut text);
+                }
+                if before != 0 && text.len() > SEQ_BUF_SIZE {
+                    text.truncate(before);
+                } else {
+                    self.gate = false;
+                }
+            }
+            self.eof = !self.gate;
+        }
         self.buf = text;
         self.out = 0;
         self.chunks += 1;
