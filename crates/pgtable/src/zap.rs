@@ -185,16 +185,17 @@ impl PageTable {
             && !skipped
             && start == span_start
             && end == span_start + PMD_SIZE
-            && g.table.is_empty()
+            && g.table().is_empty()
+            && g.unlink()
         {
-            g.unlink();
             self.count_table(0, -1);
             tlb.remove_table(g.table_addr());
             stats.tables_freed += 1;
         }
     }
 
-    /// `free_pgd_range` (module docs). `ceiling` 0 means the top of the address space.
+    /// `free_pgd_range` (module docs). `ceiling` 0 means the top of the address space. Returns the tables it
+    /// freed.
     pub fn free_pgd_range(&self, addr: u64, end: u64, floor: u64, ceiling: u64) -> u64 {
         let mut addr = addr & !(PMD_SIZE - 1);
         let mut end = end.min(VA_END);
@@ -217,16 +218,21 @@ impl PageTable {
         if addr > end.wrapping_sub(1) {
             return 0;
         }
+        // Declared before the section, so dropped after it: the gather's end may wait for its grace period,
+        // which a section of this thread would hold back.
         let mut tlb = MmuGather::new(&self.mem);
+        // Every upper table this call reaches is used inside this section, so one that a racing call unlinks
+        // and retires stays allocated until the walk is done.
+        let rcu = vmspace_rcu::pin();
         let mut freed = 0u64;
         let pgd = self.pgd();
         let mut a = addr;
         loop {
             let next = addr_end(a, end, 3);
             let slot = &pgd.e[index(a, 3)];
-            // Relaxed: no concurrent linker in the range (module docs); the table was linked before.
+            // Acquire: pairs with the link.
             if slot.load(Ordering::Acquire) != 0 {
-                freed += self.free_pud_range(&mut tlb, slot, a, next, floor, ceiling);
+                freed += self.free_pud_range(&mut tlb, &rcu, slot, a, next, floor, ceiling);
             }
             a = next;
             if a == end {
@@ -237,9 +243,11 @@ impl PageTable {
     }
 
     /// `free_pud_range` (with the folded P4D level's tail, which frees the PUD table).
+    #[allow(clippy::too_many_arguments)]
     fn free_pud_range(
         &self,
         tlb: &mut MmuGather,
+        rcu: &vmspace_rcu::Guard,
         pgd_slot: &AtomicU64,
         addr: u64,
         end: u64,
@@ -248,7 +256,11 @@ impl PageTable {
     ) -> u64 {
         // Acquire: pairs with the link.
         let v = pgd_slot.load(Ordering::Acquire);
-        // SAFETY: linked and, by the caller's contract, unlinked only by us.
+        if v == 0 {
+            return 0;
+        }
+        // SAFETY: inside the caller's section `rcu`, entered before the load, which outlives every use of the
+        // table here: a racing unlinker's retirement waits for it.
         let pud = unsafe { table_of(v) };
         let mut freed = 0;
         let mut a = addr;
@@ -256,7 +268,7 @@ impl PageTable {
             let next = addr_end(a, end, 2);
             let slot = &pud.e[index(a, 2)];
             if slot.load(Ordering::Acquire) != 0 {
-                freed += self.free_pmd_range(tlb, slot, a, next, floor, ceiling);
+                freed += self.free_pmd_range(tlb, rcu, slot, a, next, floor, ceiling);
             }
             a = next;
             if a == end {
@@ -266,18 +278,15 @@ impl PageTable {
         if !Self::span_free(addr, end, PGDIR_SIZE, floor, ceiling) {
             return freed;
         }
-        debug_assert!(pud.is_empty());
-        // Release: orders the table's last changes before the unlink, for lockless walkers.
-        pgd_slot.store(0, Ordering::Release);
-        self.count_table(2, -1);
-        tlb.remove_table(entry_addr(v));
-        freed + 1
+        freed + self.unlink_upper(tlb, pgd_slot, v, 2)
     }
 
     /// `free_pmd_range`.
+    #[allow(clippy::too_many_arguments)]
     fn free_pmd_range(
         &self,
         tlb: &mut MmuGather,
+        rcu: &vmspace_rcu::Guard,
         pud_slot: &AtomicU64,
         addr: u64,
         end: u64,
@@ -286,6 +295,9 @@ impl PageTable {
     ) -> u64 {
         // Acquire: pairs with the link.
         let v = pud_slot.load(Ordering::Acquire);
+        if v == 0 {
+            return 0;
+        }
         // SAFETY: as in `free_pud_range`.
         let pmd = unsafe { table_of(v) };
         let mut freed = 0;
@@ -294,7 +306,7 @@ impl PageTable {
             let next = addr_end(a, end, 1);
             let slot = &pmd.e[index(a, 1)];
             if slot.load(Ordering::Acquire) != 0 {
-                freed += self.free_pte_range(tlb, slot);
+                freed += self.free_pte_range(tlb, rcu, slot);
             }
             a = next;
             if a == end {
@@ -304,19 +316,66 @@ impl PageTable {
         if !Self::span_free(addr, end, PUD_SIZE, floor, ceiling) {
             return freed;
         }
-        debug_assert!(pmd.is_empty());
-        // Release: as in `free_pud_range`.
-        pud_slot.store(0, Ordering::Release);
-        self.count_table(1, -1);
-        tlb.remove_table(entry_addr(v));
-        freed + 1
+        freed + self.unlink_upper(tlb, pud_slot, v, 1)
     }
 
-    /// `free_pte_range`: unlinks the PTE table under its lock and retires it.
-    fn free_pte_range(&self, tlb: &mut MmuGather, pmd_slot: &AtomicU64) -> u64 {
-        let Ok(Some(g)) = self.lock_pte_at(pmd_slot, false) else { return 0 };
-        debug_assert!(g.table.is_empty(), "free_pgd_range over entries that were not zapped");
-        g.unlink();
+    /// Unlinks the empty upper-level table `v` (a PUD table if `child_level` is 2, a PMD table if 1) from
+    /// `slot` and retires it; returns 1 if this call did, 0 if the table still holds entries or another caller
+    /// unlinked it first.
+    ///
+    /// The unlink is a swap, so of two racing callers only the one whose swap took `v` out retires it (the
+    /// other's swap finds 0, or a table linked since, which it puts back). A table that is not empty stays: a
+    /// table below it still holds entries the caller did not zap. A linker can add a child between the
+    /// emptiness check and the swap only if the caller runs a populating operation (a fault, a table move) in
+    /// the range it frees, which breaks the contract of the module docs; the swapped-out table is then linked
+    /// again if its slot is still empty, and otherwise left allocated and unreachable (a leak, never a free
+    /// of a table in use).
+    fn unlink_upper(
+        &self,
+        tlb: &mut MmuGather,
+        slot: &AtomicU64,
+        v: u64,
+        child_level: crate::arch::Level,
+    ) -> u64 {
+        // SAFETY: `v` was loaded inside the caller's read-side section, which is still open.
+        let t = unsafe { table_of(v) };
+        if !t.is_empty() {
+            return 0;
+        }
+        // AcqRel: Release orders the table's last changes (its children's unlinks) before the unlink, for
+        // lockless walkers; Acquire pairs with the Release of a racing unlinker or linker whose value we take.
+        let took = slot.swap(0, Ordering::AcqRel);
+        if took != v {
+            if took != 0 {
+                // Not ours: a table linked after a racing unlink of `v`. Put it back unless the slot was
+                // filled again meanwhile (then `took` is unreachable; module docs: a leak, never a free).
+                // AcqRel: Release publishes it again as its link did; Acquire pairs with a racing link.
+                let _ = slot.compare_exchange(0, took, Ordering::AcqRel, Ordering::Acquire);
+            }
+            return 0;
+        }
+        if !t.is_empty() {
+            // A racing linker added a child after the check (see above): link the table again if we can.
+            // AcqRel: as above.
+            let _ = slot.compare_exchange(0, v, Ordering::AcqRel, Ordering::Acquire);
+            return 0;
+        }
+        self.count_table(child_level, -1);
+        tlb.remove_table(entry_addr(v));
+        1
+    }
+
+    /// `free_pte_range`: unlinks the PTE table under its lock and retires it. A table that still holds
+    /// entries (a range not zapped first) stays.
+    fn free_pte_range(&self, tlb: &mut MmuGather, _rcu: &vmspace_rcu::Guard, pmd_slot: &AtomicU64) -> u64 {
+        // SAFETY: `pmd_slot` was reached inside the caller's section `_rcu`, which outlives the guard returned
+        // (a nested section of this thread, dropped before the call returns).
+        let Ok(Some(g)) = (unsafe { self.lock_pte_at(pmd_slot, false, vmspace_rcu::pin()) }) else {
+            return 0;
+        };
+        if !g.table().is_empty() || !g.unlink() {
+            return 0;
+        }
         self.count_table(0, -1);
         tlb.remove_table(g.table_addr());
         1
