@@ -312,6 +312,11 @@ fn fault(pt: &PageTable, vma: &FaultVma<'_>, addr: u64, access: Access) -> VmFau
     if addr < vma.start || addr >= vma.end || addr >= crate::arch::VA_END || access_error(vma, access) {
         return VmFault::SigSegv;
     }
+    if vma.file.is_some_and(|c| !std::sync::Arc::ptr_eq(c.memory(), &pt.mem)) {
+        // A page cache of another memory: its frames cannot be mapped here (`SIGBUS`, as a mapping whose
+        // backing cannot provide the page).
+        return VmFault::SigBus;
+    }
     // `__handle_mm_fault` (the upper tables) and `handle_pte_fault`: the entry, read without the lock
     // (`pte_offset_map_nolock` + `ptep_get_lockless`), inside a read-side section since `MADV_DONTNEED` may
     // reclaim the PTE table meanwhile (and `free_pgd_range` an upper table, were the VMA not stable). The

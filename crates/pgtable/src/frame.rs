@@ -1050,7 +1050,22 @@ impl Memory {
     }
 
     /// Reads `buf.len()` bytes of frame `pfn` at byte offset `off` (for tests and page-cache reads).
-    pub fn read_pfn(&self, pfn: Pfn, off: usize, buf: &mut [u8]) {
+    ///
+    /// ```compile_fail,E0133
+    /// # use vmspace_pgtable::{Memory, MemoryConfig, Pfn};
+    /// let mem = Memory::new(MemoryConfig::default());
+    /// let mut buf = [0u8; 8];
+    /// // Unsafe: the frame must not be freed (and its contents reused) during the read.
+    /// mem.read_pfn(Pfn::ZERO, 0, &mut buf);
+    /// ```
+    ///
+    /// # Safety
+    ///
+    /// The frame is not freed while the call runs: the caller holds a reference to it, or reached it through
+    /// an entry inside an RCU read-side section that is still open, or stops every operation that could free
+    /// it (a quiescent memory in a test). A freed frame's contents are recycled by non-atomic zeroing, which a
+    /// read beside it would race with.
+    pub unsafe fn read_pfn(&self, pfn: Pfn, off: usize, buf: &mut [u8]) {
         if self.try_frame(pfn).is_some() {
             self.read_frame(pfn, off, buf);
         } else {

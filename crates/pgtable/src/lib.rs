@@ -120,6 +120,7 @@ mod smaps;
 mod table;
 #[cfg(all(test, not(loom)))]
 mod testutil;
+mod view;
 mod zap;
 
 pub use arch::{
@@ -136,4 +137,5 @@ pub use mremap::MoveFlags;
 pub use pgtable::{Access, MmuError, PageTable, PageTableCheck, Rss};
 pub use readahead::{Bdi, MAX_PAGECACHE_ORDER, MMAP_LOTSAMISS, RaState, VM_READAHEAD_PAGES};
 pub use table::TABLE_BYTES;
+pub use view::PageTableView;
 pub use zap::{ZapDetails, ZapStats};

@@ -549,4 +549,62 @@ mod tests {
         assert_eq!(pt.table_pages(), 1);
         pt.validate().unwrap();
     }
+
+    /// Two threads free the same range's tables at once, again and again: each table is unlinked and freed
+    /// exactly once (the swaps decide who frees), the upper tables one thread is still walking stay allocated
+    /// (the other's retirement waits for its section), and the frame and table accounting is exact after
+    /// every round. The old plain load-and-store unlink freed a PMD or PUD table twice here.
+    #[test]
+    fn racing_free_pgd_range_frees_each_table_once() {
+        let rounds = if cfg!(miri) { 3 } else { 2000 };
+        let m = mem();
+        let pt = PageTable::new(&m).unwrap();
+        // Eight PUD tables (one per 512 GiB span), each with two PMD tables of one PTE table.
+        let bases: Vec<u64> =
+            (0..8).flat_map(|i| [A + i * PGDIR_SIZE, A + i * PGDIR_SIZE + PUD_SIZE]).collect();
+        let mut vmas: Vec<FaultVma<'_>> =
+            bases.iter().map(|&b| FaultVma::anonymous(b, b + PMD_SIZE, RW)).collect();
+        let barrier = std::sync::Barrier::new(2);
+        for round in 0..rounds {
+            for (v, &b) in vmas.iter_mut().zip(&bases) {
+                write(&pt, v, b + (round % 512) * PG, &[round as u8]).unwrap();
+            }
+            let tables = pt.table_pages() - 1;
+            assert_eq!(tables, 8 + 16 + 16, "PUD, PMD and PTE tables");
+            pt.zap_range(0, VA_END, &ZapDetails::UNMAP);
+            let freed: u64 = std::thread::scope(|s| {
+                let hs: Vec<_> = (0..2)
+                    .map(|_| {
+                        s.spawn(|| {
+                            barrier.wait();
+                            pt.free_pgd_range(0, VA_END, 0, 0)
+                        })
+                    })
+                    .collect();
+                hs.into_iter().map(|h| h.join().unwrap()).sum()
+            });
+            assert_eq!(freed, tables, "round {round}: every table freed exactly once");
+            assert_eq!(pt.table_pages(), 1, "round {round}");
+            pt.validate().unwrap();
+        }
+        crate::check_memory(&m, &[&pt], &[]).unwrap();
+        assert_eq!(m.stats().tables_in_use, 1, "the PGD alone");
+        assert_eq!(m.stats().frames_in_use, 0);
+    }
+
+    /// `free_pgd_range` over a range whose entries were not zapped frees nothing that holds them: the PTE
+    /// table with an entry stays, and so do the PMD and PUD tables above it.
+    #[test]
+    fn free_pgd_range_keeps_tables_that_still_hold_entries() {
+        let m = mem();
+        let pt = PageTable::new(&m).unwrap();
+        let mut v = FaultVma::anonymous(A, A + 2 * PMD_SIZE, RW);
+        write(&pt, &mut v, A, b"kept").unwrap();
+        write(&pt, &mut v, A + PMD_SIZE, b"zapped").unwrap();
+        pt.zap_range(A + PMD_SIZE, A + 2 * PMD_SIZE, &ZapDetails::UNMAP);
+        assert_eq!(pt.free_pgd_range(0, VA_END, 0, 0), 1, "only the emptied PTE table");
+        assert_eq!(read(&pt, &mut v, A, 4).unwrap(), b"kept");
+        pt.validate().unwrap();
+        crate::check_memory(&m, &[&pt], &[]).unwrap();
+    }
 }
