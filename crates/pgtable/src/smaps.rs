@@ -53,42 +53,26 @@ impl PageTable {
     /// entry. `locked`: the VMA is `VM_LOCKED`, so the page is mlocked (`mlock_new_folio` /
     /// `mlock_vma_folio`), and marking an mlocked page accessed again has no effect (it is unevictable).
     ///
-    /// As `follow_page_pte` does, it reads the entry under the PTE table's lock, so the page it touches holds
-    /// the entry's reference throughout (the mlock batch takes one more), whatever runs beside it.
+    /// The entry is read without the PTE lock, inside a read-side section, so the page may be unmapped by a
+    /// racing zap (a truncation of the file, `MADV_DONTNEED` of another thread): it is then still allocated
+    /// until the section ends, only its flags change, and the mlock batch takes its reference with
+    /// `folio_try_get`, so a page whose last reference went is never brought back.
     pub fn gup_touch(&self, addr: u64, write: bool, locked: bool) {
-        if addr >= VA_END {
-            return;
-        }
-        let Ok(Some(g)) = self.lock_pte(addr, false) else { return };
-        self.touch(g.get(addr), write, locked);
+        let rcu = vmspace_rcu::pin();
+        self.gup_touch_entry(self.pte(addr), write, locked, &rcu);
     }
 
-    /// [`PageTable::gup_touch`] for the entry `pte` the caller read inside the read-side section `_rcu`,
-    /// without the PTE lock (GUP's common case: the page was already mapped as needed, so the entry read to
-    /// decide that is the one followed, without a second walk). Should the entry have been replaced meanwhile
-    /// (a racing fault of another thread), its old page is still allocated until the section ends and is the
-    /// one marked.
-    ///
-    /// ```compile_fail,E0133
-    /// # use vmspace_pgtable::{Memory, MemoryConfig, PageTable};
-    /// # let mem = Memory::new(MemoryConfig::default());
-    /// # let pt = PageTable::new(&mem).unwrap();
-    /// let rcu = vmspace_rcu::pin();
-    /// // Unsafe: the entry's page must keep a reference while it is touched.
-    /// pt.gup_touch_entry(pt.pte(0x1000), true, false, &rcu);
-    /// ```
-    ///
-    /// # Safety
-    ///
-    /// `pte` was loaded from this page table inside `_rcu`, and the caller excludes every zap of the entry
-    /// until the call returns (it holds the mmap lock, under which the address space zaps nothing a GUP walk
-    /// reaches): the mlock batch takes a reference on the page, which must not be its last one's
-    /// resurrection after a racing zap dropped that.
-    pub unsafe fn gup_touch_entry(&self, pte: Pte, write: bool, locked: bool, _rcu: &vmspace_rcu::Guard) {
+    /// [`PageTable::gup_touch`] for the entry `pte` the caller read inside the read-side section `_rcu` (GUP's
+    /// common case: the page was already mapped as needed, so the entry read to decide that is the one
+    /// followed, without a second walk). Should the entry have been replaced meanwhile (a racing fault of
+    /// another thread), its old page is still allocated until the section ends and is the one marked. Any
+    /// entry is memory-safe here (a page's descriptor is never freed, and the reference is only ever taken
+    /// from a live one); one not read from this page table inside `_rcu` marks whatever page it names.
+    pub fn gup_touch_entry(&self, pte: Pte, write: bool, locked: bool, _rcu: &vmspace_rcu::Guard) {
         self.touch(pte, write, locked);
     }
 
-    /// `FOLL_TOUCH` on the page `pte` maps, which keeps a reference while this runs (the callers' contracts).
+    /// `FOLL_TOUCH` on the page `pte` maps (see [`PageTable::gup_touch`]).
     fn touch(&self, pte: Pte, write: bool, locked: bool) {
         if !pte.is_present() || pte.is_special() {
             return;
