@@ -63,6 +63,9 @@
 //! (`VM_FAULT_RETRY`): the caller takes the mmap lock, prepares the anon_vma (`__anon_vma_prepare`) and calls
 //! again with `anon_vma: true`.
 //!
+//! A [`FaultVma`] whose page cache belongs to another [`crate::Memory`] than the page table's answers
+//! [`VmFault::SigBus`]: its frames cannot be mapped there.
+//!
 //! Caller contract: the VMA described is stable (its VMA read lock or the mmap lock is held) and covers the
 //! address; zaps (`MADV_DONTNEED` under the VMA lock), other faults and lockless walkers may run concurrently.
 

@@ -18,8 +18,11 @@
 //! `ENOMEM`, leaving every entry where it was, as mremap's `move_vma` does by moving back; tables allocated at
 //! the new address stay, empty, as the kernel's do.
 //!
-//! Caller contract: the mmap write lock, both VMAs write-locked, the ranges disjoint; no zap or
-//! `free_pgd_range` runs on either range.
+//! Caller contract (for an exact result; memory safety does not rest on it): the mmap write lock, both VMAs
+//! write-locked, the ranges disjoint; no zap or `free_pgd_range` runs on either range. The walks run inside an
+//! RCU read-side section and a whole table is linked at its new place by a compare-and-swap of the empty entry
+//! (a racing `pte_alloc` there makes the extent move entry by entry), and an entry is only ever moved into an
+//! empty one, so a race breaking the contract never links one table twice or maps one page from two entries.
 
 use vmspace_abi::Errno;
 use vmspace_rcu::sync::{AtomicU64, Ordering};

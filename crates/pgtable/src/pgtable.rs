@@ -21,11 +21,16 @@
 //! linked and allocated until the lock is released; the RCU section covers the window between the load and the
 //! lock.
 //!
-//! Upper-level tables (PUD and PMD tables) are unlinked only by `free_pgd_range`, over a range in which the
-//! caller guarantees no other operation runs (the kernel's `free_pgtables` runs after the range's VMAs left
-//! the tree), and by the drop of the whole page table. Operations on a range therefore follow upper-level
-//! entries without a lock, and lockless walkers (which may run anywhere, any time) follow them inside an RCU
-//! read-side section, which keeps every table they reach allocated.
+//! Upper-level tables (PUD and PMD tables) are unlinked only by `free_pgd_range` (by an atomic swap of the
+//! parent entry, so two racing callers never both retire one table) and by the drop of the whole page table.
+//! Every walk through them runs inside an RCU read-side section entered before its first load: the lockless
+//! walkers (which may run anywhere, any time) for their whole walk; an operation that locks PTE tables for
+//! each table, by its own walk from the PGD whose section the table's guard keeps while the lock is held (as
+//! `pte_offset_map_lock` holds `rcu_read_lock` until `pte_unmap_unlock` in Linux 6.18), so no section lasts
+//! longer than one table's work. A table therefore stays allocated while anyone who reached it uses it,
+//! whatever runs beside: every operation of [`PageTable`] is memory-safe under any concurrency. The locking
+//! contracts the operations' docs state (the kernel's: `free_pgd_range` only over ranges no VMA covers, a
+//! move only between write-locked VMAs) are what makes their results exact, not what keeps memory safe.
 //!
 //! # The emulated MMU
 //!

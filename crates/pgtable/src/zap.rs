@@ -20,17 +20,30 @@
 //! span was zapped, that skipped nothing and is empty afterwards, is unlinked under its own lock and freed after
 //! a grace period (`try_get_and_clear_pmd` + `free_pte`), as the live kernel's `VmPTE` shows.
 //!
-//! Caller contract: the range's VMAs are stable (mmap lock or the VMA lock held: zap may run beside faults in
-//! the same range, which the PTE locks serialise) and no `free_pgd_range` or `move_page_tables` runs on it.
+//! Caller contract (for the result the kernel's caller gets, not for memory safety): the range's VMAs are
+//! stable (mmap lock or the VMA lock held: zap may run beside faults in the same range, which the PTE locks
+//! serialise) and no `free_pgd_range` or `move_page_tables` runs on it. Every PTE table is reached by its own
+//! walk from the PGD inside an RCU read-side section that lasts while its lock is held, so a zap beside anything
+//! (a `free_pgd_range` of the same range included) never touches a freed table.
 //!
 //! # free_pgd_range
 //!
 //! [`PageTable::free_pgd_range`] is the kernel's function line for line: it frees every PTE table of the
 //! range's 2 MiB spans that lie within `[floor, ceiling)` (the neighbouring VMAs' bounds, rounded), then a PMD
 //! table when its whole 1 GiB span is, and a PUD table when its whole 512 GiB span is. The entries must have
-//! been zapped first. A PTE table is unlinked under its lock (the protocol `lock_pte` relies on); all tables go
-//! through a gather. Caller contract: no VMA covers the freed spans (the kernel calls it from
-//! `free_pgtables` after the VMAs left the tree), so no operation other than lockless walkers can be in them.
+//! been zapped first; a table that still holds one (or whose child does) is kept. A PTE table is unlinked
+//! under its lock (the protocol `lock_pte` relies on); a PMD or PUD table by an atomic swap of its parent
+//! entry, so that of two callers racing over one range only the one whose swap took the table out retires it;
+//! the call walks the upper tables inside one RCU read-side section, so a table another caller retires stays
+//! allocated while it is walked. All tables go through a gather and are freed a grace period after their
+//! unlink.
+//!
+//! It is a safe function: no interleaving with any other operation frees a table twice or frees one in use.
+//! Its contract is the kernel's, for an exact result: no VMA covers the freed spans (the kernel calls it from
+//! `free_pgtables` after the VMAs left the tree), so no operation other than lockless walkers runs in them. A
+//! caller that populates the range meanwhile (faults, table moves) can lose tables it links there: a table a
+//! faulter links into an upper table that is being unlinked becomes unreachable and is never freed (a leak,
+//! which `check_memory` reports).
 
 use vmspace_rcu::sync::{AtomicU64, Ordering};
 
