@@ -157,12 +157,12 @@ impl PageTable {
         flags: &MoveFlags,
         alloc: bool,
     ) -> Result<u64, Errno> {
-        // SAFETY (the three `lock_pte_at` calls): the caller's section covers both PMD tables and outlives the
-        // guards, which are dropped before the call returns.
         // The new table first (it may need allocating), then both locks, the old one first.
         if alloc {
+            // SAFETY: the caller's section covers `new_pmd`'s table and outlives the guard, dropped at once.
             drop(unsafe { self.lock_pte_at(new_pmd, true, vmspace_rcu::pin()) }?);
         }
+        // SAFETY: the caller's section covers `old_pmd`'s table and outlives the guard (dropped on return).
         let Some(og) = (unsafe { self.lock_pte_at(old_pmd, false, vmspace_rcu::pin()) })? else {
             return Ok(0);
         };
@@ -172,6 +172,7 @@ impl PageTable {
         } else {
             // A racing reclaim (`MADV_DONTNEED` beside the move, which the caller's locks exclude) may have
             // emptied the new entry since: then nothing moves.
+            // SAFETY: as for `og`, for `new_pmd`.
             let Some(ng) = (unsafe { self.lock_pte_at(new_pmd, false, vmspace_rcu::pin()) })? else {
                 return Ok(0);
             };
