@@ -12,7 +12,10 @@ use std::time::{Duration, Instant};
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use vmspace_pgtable::{FaultVma, Memory, MemoryConfig, PAGE_SIZE, PMD_SIZE, PageTable, ZapDetails};
+use vmspace_pgtable::{
+    FaultVma, Memory, MemoryConfig, MmuError, PAGE_SIZE, PMD_SIZE, PageTable, VmFault, ZapDetails,
+    handle_mm_fault,
+};
 
 use common::{RW, check_memory, read_u64, write};
 
@@ -212,16 +215,34 @@ fn free_pgd_range_beside_faulters_of_its_range() {
             while !stop.load(Ordering::Relaxed) {
                 pt.zap_range(FREE_BASE, end, &ZapDetails::UNMAP);
                 freed.fetch_add(pt.free_pgd_range(FREE_BASE, end, 0, 0), Ordering::Relaxed);
+                // Room for the faulter to finish an access between two rounds.
+                std::thread::sleep(Duration::from_micros(20));
             }
         });
         s.spawn(|| {
             let mut rng = SmallRng::seed_from_u64(7);
-            let mut vma = FaultVma::anonymous(FREE_BASE, end, RW);
+            let vma = FaultVma::anonymous(FREE_BASE, end, RW).with_anon_vma();
             while !stop.load(Ordering::Relaxed) {
                 let a = FREE_BASE + rng.random_range(0..1024) * PG;
                 let v = rng.random::<u64>() | 1;
-                write(&pt, &mut vma, a, &v.to_le_bytes()).unwrap();
-                let got = read_u64(&pt, &mut vma, a).unwrap();
+                // Not `common::write`: the freer may undo the fault any number of times before the store lands.
+                loop {
+                    match pt.write(a, &v.to_le_bytes()) {
+                        Ok(()) => break,
+                        Err(MmuError::Fault { addr, access, .. }) => {
+                            let r = handle_mm_fault(&pt, &vma, addr, access);
+                            assert!(matches!(r, VmFault::Handled(_)), "{r:?}");
+                        }
+                        Err(e) => panic!("{e:?}"),
+                    }
+                }
+                let mut b = [0u8; 8];
+                let got = match pt.read(a, &mut b) {
+                    Ok(()) => u64::from_le_bytes(b),
+                    // Zapped since: the page reads as zeroes once faulted again.
+                    Err(MmuError::Fault { .. }) => 0,
+                    Err(e) => panic!("{e:?}"),
+                };
                 assert!(got == v || got == 0, "read {got:#x} right after writing {v:#x}");
                 checks.fetch_add(1, Ordering::Relaxed);
             }
