@@ -103,7 +103,7 @@
 //! by a swap in `free_pgd_range`) and walked inside RCU read-side sections (module `pgtable`), and frames are
 //! referenced only through entries, cache slots and `folio_try_get`. The owner of a page table that must keep
 //! it consistent with its own state lends others a [`PageTableView`] (the emulated MMU, the lockless walks,
-//! the counters), as `vmspace-mm` does. The unsafe functions are [`Memory::read_pfn`] (a frame read by
+//! the counters), as `vmspace-mm` does. The one unsafe function is [`Memory::read_pfn`] (a frame read by
 //! number, which the caller keeps from being freed). No operation
 //! takes a lock shared by all faulters: a fault takes its PTE table's lock, its thread's frame-list shard, and
 //! the page cache's mutex for file pages; counters are sharded per thread.
