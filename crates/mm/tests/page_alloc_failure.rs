@@ -93,7 +93,9 @@ fn snapshot(w: &World, ignore_write: bool) -> Snapshot {
     }
     let page = |pfn| {
         let mut b = vec![0u8; P as usize];
-        w.mem.read_pfn(pfn, 0, &mut b);
+        // SAFETY: the snapshot runs with nothing else on the memory, so no frame the page table maps is freed
+        // during the read.
+        unsafe { w.mem.read_pfn(pfn, 0, &mut b) };
         b
     };
     let entries =

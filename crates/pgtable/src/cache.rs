@@ -950,6 +950,10 @@ impl PageCache {
     /// dirty one stays cached and active, a clean one (a hole read, all zeroes) leaves the cache. Returns the
     /// pages freed.
     pub fn pageout(&self, pt: &PageTable, start: u64, end: u64) -> u64 {
+        if !Arc::ptr_eq(&self.mem, &pt.mem) {
+            // Another memory's page table maps none of this cache's pages.
+            return 0;
+        }
         let mut found = Vec::new();
         pt.for_each_pte_table(start, end, &mut |g, from, to| {
             let mut addr = from;

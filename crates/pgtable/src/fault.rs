@@ -63,11 +63,14 @@
 //! (`VM_FAULT_RETRY`): the caller takes the mmap lock, prepares the anon_vma (`__anon_vma_prepare`) and calls
 //! again with `anon_vma: true`.
 //!
+//! A [`FaultVma`] whose page cache belongs to another [`crate::Memory`] than the page table's answers
+//! [`VmFault::SigBus`]: its frames cannot be mapped there.
+//!
 //! Caller contract: the VMA described is stable (its VMA read lock or the mmap lock is held) and covers the
 //! address; zaps (`MADV_DONTNEED` under the VMA lock), other faults and lockless walkers may run concurrently.
 
 use vmspace_abi::VmFlags;
-use vmspace_rcu::sync::{AtomicU64, Ordering};
+use vmspace_rcu::sync::Ordering;
 
 use crate::arch::{Marker, PAGE_SIZE, PTRS_PER_TABLE, PageProt, Pfn, Pte, bits, index};
 use crate::cache::{CacheGuard, PageCache, PageError};
@@ -312,23 +315,29 @@ fn fault(pt: &PageTable, vma: &FaultVma<'_>, addr: u64, access: Access) -> VmFau
     if addr < vma.start || addr >= vma.end || addr >= crate::arch::VA_END || access_error(vma, access) {
         return VmFault::SigSegv;
     }
-    // `__handle_mm_fault`: the upper tables (which the VMA's stability keeps linked).
-    let pmd = match pt.entry_slot(addr, 1, true) {
-        Ok(Some(s)) => s,
-        _ => return VmFault::Oom,
-    };
-    // `handle_pte_fault`: the entry, read without the lock (`pte_offset_map_nolock` + `ptep_get_lockless`),
-    // inside a read-side section since `MADV_DONTNEED` may reclaim the PTE table meanwhile. The handlers then
-    // take the table's lock (re-checking the PMD entry) and compare against `orig`.
+    if vma.file.is_some_and(|c| !std::sync::Arc::ptr_eq(c.memory(), &pt.mem)) {
+        // A page cache of another memory: its frames cannot be mapped here (`SIGBUS`, as a mapping whose
+        // backing cannot provide the page).
+        return VmFault::SigBus;
+    }
+    // `__handle_mm_fault` (the upper tables) and `handle_pte_fault`: the entry, read without the lock
+    // (`pte_offset_map_nolock` + `ptep_get_lockless`), inside a read-side section since `MADV_DONTNEED` may
+    // reclaim the PTE table meanwhile (and `free_pgd_range` an upper table, were the VMA not stable). The
+    // handlers then take the table's lock (walking again from the PGD inside the guard's own section,
+    // re-checking the PMD entry) and compare against `orig`.
     let orig = {
-        let _rcu = vmspace_rcu::pin();
+        let rcu = vmspace_rcu::pin();
+        let pmd = match pt.entry_slot(addr, 1, true, &rcu) {
+            Ok(Some(s)) => s,
+            _ => return VmFault::Oom,
+        };
         // Acquire: pairs with the table's link.
         let t = pmd.load(Ordering::Acquire);
         // SAFETY: inside the RCU section entered before the load; a table unlinked since is not yet freed.
         if t == 0 { Pte::NONE } else { Pte(unsafe { table_of(t) }.get(index(addr, 0))) }
     };
     if orig.is_none() {
-        return do_pte_missing(pt, vma, pmd, addr, access, orig);
+        return do_pte_missing(pt, vma, addr, access, orig);
     }
     if let Some(m) = orig.as_marker() {
         // `handle_pte_marker`.
@@ -338,16 +347,16 @@ fn fault(pt: &PageTable, vma: &FaultVma<'_>, addr: u64, access: Access) -> VmFau
         if m.contains(Marker::POISONED) {
             return VmFault::SigBus;
         }
-        return do_pte_missing(pt, vma, pmd, addr, access, orig);
+        return do_pte_missing(pt, vma, addr, access, orig);
     }
     if !orig.is_present() {
         debug_assert!(false, "swap entries do not exist here: {orig:?}");
         return VmFault::SigBus;
     }
     if orig.is_protnone() {
-        return do_numa_page(pt, vma, pmd, addr, orig);
+        return do_numa_page(pt, vma, addr, orig);
     }
-    let g = match pt.lock_pte_at(pmd, false) {
+    let g = match pt.lock_pte(addr, false) {
         Ok(Some(g)) => g,
         _ => return VmFault::Handled(FaultKind::Spurious),
     };
@@ -356,7 +365,7 @@ fn fault(pt: &PageTable, vma: &FaultVma<'_>, addr: u64, access: Access) -> VmFau
         return VmFault::Handled(FaultKind::Spurious);
     }
     if access == Access::Write && !cur.is_write() {
-        return do_wp_page(pt, vma, pmd, g, addr, cur);
+        return do_wp_page(pt, vma, g, addr, cur);
     }
     // `ptep_set_access_flags`.
     let dirty = access == Access::Write;
@@ -371,14 +380,7 @@ fn fault(pt: &PageTable, vma: &FaultVma<'_>, addr: u64, access: Access) -> VmFau
 }
 
 /// `do_pte_missing`: `do_anonymous_page` or `do_fault`.
-fn do_pte_missing(
-    pt: &PageTable,
-    vma: &FaultVma<'_>,
-    pmd: &AtomicU64,
-    addr: u64,
-    access: Access,
-    orig: Pte,
-) -> VmFault {
+fn do_pte_missing(pt: &PageTable, vma: &FaultVma<'_>, addr: u64, access: Access, orig: Pte) -> VmFault {
     match vma.file {
         None => {
             if vma.flags.intersects(VmFlags::SHARED) {
@@ -386,32 +388,25 @@ fn do_pte_missing(
                 debug_assert!(false, "shared anonymous VMA without a page cache");
                 return VmFault::SigBus;
             }
-            do_anonymous_page(pt, vma, pmd, addr, access == Access::Write, orig)
+            do_anonymous_page(pt, vma, addr, access == Access::Write, orig)
         }
         Some(cache) => {
             if access != Access::Write {
-                do_read_fault(pt, vma, cache, pmd, addr, orig)
+                do_read_fault(pt, vma, cache, addr, orig)
             } else if !vma.flags.intersects(VmFlags::SHARED) {
-                do_cow_fault(pt, vma, cache, pmd, addr, orig)
+                do_cow_fault(pt, vma, cache, addr, orig)
             } else {
-                do_shared_fault(pt, vma, cache, pmd, addr, orig)
+                do_shared_fault(pt, vma, cache, addr, orig)
             }
         }
     }
 }
 
 /// `do_anonymous_page`.
-fn do_anonymous_page(
-    pt: &PageTable,
-    vma: &FaultVma<'_>,
-    pmd: &AtomicU64,
-    addr: u64,
-    write: bool,
-    orig: Pte,
-) -> VmFault {
+fn do_anonymous_page(pt: &PageTable, vma: &FaultVma<'_>, addr: u64, write: bool, orig: Pte) -> VmFault {
     if !write {
         let entry = Pte::new(Pfn::ZERO, vma.page_prot).mkspecial().wrprotect();
-        let Ok(Some(g)) = pt.lock_pte_at(pmd, true) else { return VmFault::Oom };
+        let Ok(Some(g)) = pt.lock_pte(addr, true) else { return VmFault::Oom };
         if g.get(addr) != orig {
             return VmFault::Handled(FaultKind::Spurious);
         }
@@ -422,7 +417,7 @@ fn do_anonymous_page(
         return VmFault::Retry;
     }
     let Some(pfn) = pt.mem.alloc_frame(anon_init(vma)) else { return VmFault::Oom };
-    map_new_anon(pt, vma, pmd, addr, orig, pfn, FaultKind::AnonNew)
+    map_new_anon(pt, vma, addr, orig, pfn, FaultKind::AnonNew)
 }
 
 /// Maps `pfn`, a new anonymous page nobody else can see yet, writable if the VMA allows and dirty, at `addr` if
@@ -432,13 +427,12 @@ fn do_anonymous_page(
 fn map_new_anon(
     pt: &PageTable,
     vma: &FaultVma<'_>,
-    pmd: &AtomicU64,
     addr: u64,
     orig: Pte,
     pfn: Pfn,
     kind: FaultKind,
 ) -> VmFault {
-    let g = match pt.lock_pte_at(pmd, true) {
+    let g = match pt.lock_pte(addr, true) {
         Ok(Some(g)) => g,
         _ => {
             pt.mem.free_unpublished(pfn);
@@ -494,8 +488,8 @@ fn map_file_page(pt: &PageTable, vma: &FaultVma<'_>, g: &PteGuard<'_>, addr: u64
 
 /// Makes sure the PTE table exists before the page cache is touched (`__do_fault`'s `prealloc_pte`), so that
 /// a table allocation failure changes nothing.
-fn prealloc_pte(pt: &PageTable, pmd: &AtomicU64) -> bool {
-    matches!(pt.lock_pte_at(pmd, true), Ok(Some(_)))
+fn prealloc_pte(pt: &PageTable, addr: u64) -> bool {
+    matches!(pt.lock_pte(addr, true), Ok(Some(_)))
 }
 
 fn page_error(e: PageError) -> VmFault {
@@ -538,28 +532,20 @@ fn filemap_fault(vma: &FaultVma<'_>, cs: &mut CacheGuard<'_>, index: u64) -> Res
 }
 
 /// `do_read_fault` (with `do_fault_around`).
-fn do_read_fault(
-    pt: &PageTable,
-    vma: &FaultVma<'_>,
-    cache: &PageCache,
-    pmd: &AtomicU64,
-    addr: u64,
-    orig: Pte,
-) -> VmFault {
-    if !prealloc_pte(pt, pmd) {
+fn do_read_fault(pt: &PageTable, vma: &FaultVma<'_>, cache: &PageCache, addr: u64, orig: Pte) -> VmFault {
+    if !prealloc_pte(pt, addr) {
         return VmFault::Oom;
     }
     let index = vma.file_index(addr);
     let mut cs = cache.lock();
-    if pt.mem.fault_around_pages > 1 && orig.is_none() && do_fault_around(pt, vma, &mut cs, pmd, addr, index)
-    {
+    if pt.mem.fault_around_pages > 1 && orig.is_none() && do_fault_around(pt, vma, &mut cs, addr, index) {
         return VmFault::Handled(FaultKind::Read);
     }
     let pfn = match filemap_fault(vma, &mut cs, index) {
         Ok(p) => p,
         Err(e) => return e,
     };
-    let Ok(Some(g)) = pt.lock_pte_at(pmd, true) else { return VmFault::Oom };
+    let Ok(Some(g)) = pt.lock_pte(addr, true) else { return VmFault::Oom };
     if g.get(addr) != orig {
         return VmFault::Handled(FaultKind::Spurious);
     }
@@ -576,7 +562,6 @@ fn do_fault_around(
     pt: &PageTable,
     vma: &FaultVma<'_>,
     cs: &mut CacheGuard<'_>,
-    pmd: &AtomicU64,
     addr: u64,
     index: u64,
 ) -> bool {
@@ -595,7 +580,7 @@ fn do_fault_around(
     if end_pgoff < start_pgoff {
         return false;
     }
-    let Ok(Some(g)) = pt.lock_pte_at(pmd, true) else { return false };
+    let Ok(Some(g)) = pt.lock_pte(addr, true) else { return false };
     let file_end = size_pages - 1;
     let mut got_it = false;
     let mut around = 0i64;
@@ -656,18 +641,11 @@ fn index_in_table(addr: u64) -> u64 {
 }
 
 /// `do_cow_fault`.
-fn do_cow_fault(
-    pt: &PageTable,
-    vma: &FaultVma<'_>,
-    cache: &PageCache,
-    pmd: &AtomicU64,
-    addr: u64,
-    orig: Pte,
-) -> VmFault {
+fn do_cow_fault(pt: &PageTable, vma: &FaultVma<'_>, cache: &PageCache, addr: u64, orig: Pte) -> VmFault {
     if !vma.anon_vma {
         return VmFault::Retry;
     }
-    if !prealloc_pte(pt, pmd) {
+    if !prealloc_pte(pt, addr) {
         return VmFault::Oom;
     }
     let Some(new) = pt.mem.alloc_frame(anon_init(vma)) else { return VmFault::Oom };
@@ -684,21 +662,14 @@ fn do_cow_fault(
         return VmFault::Oom;
     }
     // The cache lock is held until the copy is mapped (`finish_fault` runs with the page cache folio locked).
-    let r = map_new_anon(pt, vma, pmd, addr, orig, new, FaultKind::Cow);
+    let r = map_new_anon(pt, vma, addr, orig, new, FaultKind::Cow);
     drop(cs);
     r
 }
 
 /// `do_shared_fault`.
-fn do_shared_fault(
-    pt: &PageTable,
-    vma: &FaultVma<'_>,
-    cache: &PageCache,
-    pmd: &AtomicU64,
-    addr: u64,
-    orig: Pte,
-) -> VmFault {
-    if !prealloc_pte(pt, pmd) {
+fn do_shared_fault(pt: &PageTable, vma: &FaultVma<'_>, cache: &PageCache, addr: u64, orig: Pte) -> VmFault {
+    if !prealloc_pte(pt, addr) {
         return VmFault::Oom;
     }
     let mut cs = cache.lock();
@@ -706,7 +677,7 @@ fn do_shared_fault(
         Ok(p) => p,
         Err(e) => return e,
     };
-    let Ok(Some(g)) = pt.lock_pte_at(pmd, true) else { return VmFault::Oom };
+    let Ok(Some(g)) = pt.lock_pte(addr, true) else { return VmFault::Oom };
     if g.get(addr) != orig {
         return VmFault::Handled(FaultKind::Spurious);
     }
@@ -717,8 +688,8 @@ fn do_shared_fault(
 }
 
 /// `do_numa_page`: a `PROT_NONE` entry in a VMA that is accessible again gets the VMA's protection.
-fn do_numa_page(pt: &PageTable, vma: &FaultVma<'_>, pmd: &AtomicU64, addr: u64, orig: Pte) -> VmFault {
-    let Ok(Some(g)) = pt.lock_pte_at(pmd, false) else { return VmFault::Handled(FaultKind::Spurious) };
+fn do_numa_page(pt: &PageTable, vma: &FaultVma<'_>, addr: u64, orig: Pte) -> VmFault {
+    let Ok(Some(g)) = pt.lock_pte(addr, false) else { return VmFault::Handled(FaultKind::Spurious) };
     let (old, new) = g.update(addr, |p| if same_mapping(p, orig) { p.modify(vma.page_prot) } else { p });
     if old == new && !same_mapping(old, orig) {
         return VmFault::Handled(FaultKind::Spurious);
@@ -727,14 +698,7 @@ fn do_numa_page(pt: &PageTable, vma: &FaultVma<'_>, pmd: &AtomicU64, addr: u64, 
 }
 
 /// `do_wp_page`, entered with the PTE lock held and `orig` (present, read-only) current.
-fn do_wp_page(
-    pt: &PageTable,
-    vma: &FaultVma<'_>,
-    pmd: &AtomicU64,
-    g: PteGuard<'_>,
-    addr: u64,
-    orig: Pte,
-) -> VmFault {
+fn do_wp_page(pt: &PageTable, vma: &FaultVma<'_>, g: PteGuard<'_>, addr: u64, orig: Pte) -> VmFault {
     let reuse =
         |g: &PteGuard<'_>| {
             let (_, new) = g.update(addr, |p| {
@@ -790,7 +754,7 @@ fn do_wp_page(
         put_old(pt);
         return VmFault::Oom;
     }
-    let Ok(Some(g)) = pt.lock_pte_at(pmd, false) else {
+    let Ok(Some(g)) = pt.lock_pte(addr, false) else {
         pt.mem.free_unpublished(new);
         put_old(pt);
         return VmFault::Handled(FaultKind::Spurious);

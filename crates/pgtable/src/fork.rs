@@ -63,8 +63,12 @@ pub fn vma_needs_copy(src_flags: VmFlags, src_has_anon_vma: bool, dst_uffd_wp: b
 
 impl PageTable {
     /// `copy_page_range` from `self` (the parent) into `dst` (module docs). Returns the entries copied.
+    /// Errors: `ENOMEM` allocating a table; `EINVAL` if `dst` maps another [`crate::Memory`] (its frames are
+    /// not this page table's) or is this page table itself (nothing copied either way).
     pub fn copy_page_range(&self, dst: &PageTable, vma: &CopyVma) -> Result<u64, Errno> {
-        debug_assert!(std::sync::Arc::ptr_eq(&self.mem, &dst.mem), "fork within one memory");
+        if !std::sync::Arc::ptr_eq(&self.mem, &dst.mem) || std::ptr::eq(self, dst) {
+            return Err(Errno::EINVAL);
+        }
         let cow = is_cow_mapping(vma.flags);
         let shared = vma.flags.intersects(VmFlags::SHARED);
         let mut err = None;

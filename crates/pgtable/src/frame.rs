@@ -394,6 +394,23 @@ impl Frame {
         debug_assert!(old > 0, "folio_get on a frame with no reference");
     }
 
+    /// `folio_try_get`: takes a reference unless the frame has none left (its last holder dropped it and it
+    /// waits for its grace period, or it is free), so that a walker that found the frame without a lock never
+    /// brings a dying frame back (which would free it twice). Returns whether it took one.
+    #[inline]
+    pub(crate) fn try_get(&self) -> bool {
+        // Relaxed: as `get`; the holder the count proves keeps the frame alive (the walker's RCU section does
+        // the rest).
+        let mut cur = self.refcount.load(Ordering::Relaxed);
+        while cur != 0 {
+            match self.refcount.compare_exchange_weak(cur, cur + 1, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return true,
+                Err(c) => cur = c,
+            }
+        }
+        false
+    }
+
     /// `folio_put` without the free: returns whether this dropped the last reference (the caller then retires
     /// the frame).
     #[inline]
@@ -684,8 +701,13 @@ impl Memory {
     }
 
     /// Adds `pfn` to a per-CPU batch with a reference; a full batch drains (`folio_batch_add` returning no room).
+    ///
+    /// The reference is taken with `folio_try_get`: a caller that found the frame without its PTE lock (GUP's
+    /// lockless touch) may race with the zap of its last mapping; then the frame is left alone.
     fn batch_add(self: &Arc<Self>, batch: &Mutex<Vec<u64>>, pfn: Pfn) {
-        self.frame(pfn).get();
+        if !self.frame(pfn).try_get() {
+            return;
+        }
         let full = {
             let mut b = batch.lock();
             b.push(pfn.0);
@@ -1050,7 +1072,22 @@ impl Memory {
     }
 
     /// Reads `buf.len()` bytes of frame `pfn` at byte offset `off` (for tests and page-cache reads).
-    pub fn read_pfn(&self, pfn: Pfn, off: usize, buf: &mut [u8]) {
+    ///
+    /// ```compile_fail,E0133
+    /// # use vmspace_pgtable::{Memory, MemoryConfig, Pfn};
+    /// let mem = Memory::new(MemoryConfig::default());
+    /// let mut buf = [0u8; 8];
+    /// // Unsafe: the frame must not be freed (and its contents reused) during the read.
+    /// mem.read_pfn(Pfn::ZERO, 0, &mut buf);
+    /// ```
+    ///
+    /// # Safety
+    ///
+    /// The frame is not freed while the call runs: the caller holds a reference to it, or reached it through
+    /// an entry inside an RCU read-side section that is still open, or stops every operation that could free
+    /// it (a quiescent memory in a test). A freed frame's contents are recycled by non-atomic zeroing, which a
+    /// read beside it would race with.
+    pub unsafe fn read_pfn(&self, pfn: Pfn, off: usize, buf: &mut [u8]) {
         if self.try_frame(pfn).is_some() {
             self.read_frame(pfn, off, buf);
         } else {

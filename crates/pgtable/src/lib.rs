@@ -85,6 +85,8 @@
 //!   writeback, `MADV_PAGEOUT`'s reclaim, and the registry of mappings truncation reaches (module `cache`); its
 //!   readahead on faults, `MADV_WILLNEED` and the per-file `mmap_miss` as Linux 6.18 on ext4 does ([`Bdi`],
 //!   [`RaState`]; module `readahead`).
+//! - [`PageTableView`]: a read-only borrow of a page table: the emulated MMU, the lockless walks and the
+//!   counters, nothing that changes an entry or a table (module `view`).
 //! - [`check_memory`]: whole-memory accounting (every frame's mapcount and refcount against the entries and
 //!   cache slots of every page table and cache of a memory), for tests.
 //! - [`handle_mm_fault`]: the fault core over a [`FaultVma`] description (module `fault`), with
@@ -95,7 +97,14 @@
 //!
 //! One [`Memory`] per emulated machine; one [`PageTable`] per `Mm` (`Arc` if file mappings register it with a
 //! page cache); one [`PageCache`] per file or shmem object. Every operation documents its caller contract: the
-//! lock the kernel holds when it calls the counterpart (mmap lock, VMA lock, write-locked VMAs). No operation
+//! lock the kernel holds when it calls the counterpart (mmap lock, VMA lock, write-locked VMAs). The contract
+//! makes the result exact (the kernel's); memory safety does not rest on it: every safe function is sound
+//! whatever runs beside it, because tables are unlinked atomically (a PTE table under its lock, an upper one
+//! by a swap in `free_pgd_range`) and walked inside RCU read-side sections (module `pgtable`), and frames are
+//! referenced only through entries, cache slots and `folio_try_get`. The owner of a page table that must keep
+//! it consistent with its own state lends others a [`PageTableView`] (the emulated MMU, the lockless walks,
+//! the counters), as `vmspace-mm` does. The one unsafe function is [`Memory::read_pfn`] (a frame read by
+//! number, which the caller keeps from being freed). No operation
 //! takes a lock shared by all faulters: a fault takes its PTE table's lock, its thread's frame-list shard, and
 //! the page cache's mutex for file pages; counters are sharded per thread.
 //!
@@ -120,6 +129,7 @@ mod smaps;
 mod table;
 #[cfg(all(test, not(loom)))]
 mod testutil;
+mod view;
 mod zap;
 
 pub use arch::{
@@ -136,4 +146,5 @@ pub use mremap::MoveFlags;
 pub use pgtable::{Access, MmuError, PageTable, PageTableCheck, Rss};
 pub use readahead::{Bdi, MAX_PAGECACHE_ORDER, MMAP_LOTSAMISS, RaState, VM_READAHEAD_PAGES};
 pub use table::TABLE_BYTES;
+pub use view::PageTableView;
 pub use zap::{ZapDetails, ZapStats};

@@ -18,8 +18,11 @@
 //! `ENOMEM`, leaving every entry where it was, as mremap's `move_vma` does by moving back; tables allocated at
 //! the new address stay, empty, as the kernel's do.
 //!
-//! Caller contract: the mmap write lock, both VMAs write-locked, the ranges disjoint; no zap or
-//! `free_pgd_range` runs on either range.
+//! Caller contract (for an exact result; memory safety does not rest on it): the mmap write lock, both VMAs
+//! write-locked, the ranges disjoint; no zap or `free_pgd_range` runs on either range. The walks run inside an
+//! RCU read-side section and a whole table is linked at its new place by a compare-and-swap of the empty entry
+//! (a racing `pte_alloc` there makes the extent move entry by entry), and an entry is only ever moved into an
+//! empty one, so a race breaking the contract never links one table twice or maps one page from two entries.
 
 use vmspace_abi::Errno;
 use vmspace_rcu::sync::{AtomicU64, Ordering};
@@ -92,32 +95,59 @@ impl PageTable {
         extent: u64,
         flags: &MoveFlags,
     ) -> Result<Option<(u64, bool)>, Errno> {
-        let Some(old_pmd) = self.entry_slot(o, 1, false)? else { return Ok(None) };
+        // Both PMD entries are used inside this section (the guards of the locks taken below nest in it), so
+        // their PMD tables stay allocated whatever unlinks them meanwhile.
+        let rcu = vmspace_rcu::pin();
+        let Some(old_pmd) = self.entry_slot(o, 1, false, &rcu)? else { return Ok(None) };
         // Acquire: pairs with the table's link.
         if old_pmd.load(Ordering::Acquire) == 0 {
             return Ok(None);
         }
-        let new_pmd = self.entry_slot(n, 1, true)?.expect("allocating walk");
+        let new_pmd = self.entry_slot(n, 1, true, &rcu)?.expect("allocating walk");
         if extent == PMD_SIZE && new_pmd.load(Ordering::Acquire) == 0 {
-            return Ok(self.move_normal_pmd(old_pmd, new_pmd).map(|c| (c, true)));
+            // SAFETY: both entries were reached inside `rcu`, which outlives the call.
+            if let Some(c) = unsafe { self.move_normal_pmd(old_pmd, new_pmd) } {
+                return Ok(Some((c, true)));
+            }
         }
-        Ok(Some((self.move_ptes(old_pmd, new_pmd, o, n, extent, flags, true)?, false)))
+        // SAFETY: as above.
+        Ok(Some((unsafe { self.move_ptes(old_pmd, new_pmd, o, n, extent, flags, true) }?, false)))
     }
 
-    /// `move_normal_pmd`: relinks the PTE table of `old_pmd` at `new_pmd` (empty). Returns the entries it holds.
-    fn move_normal_pmd(&self, old_pmd: &AtomicU64, new_pmd: &AtomicU64) -> Option<u64> {
-        let g = self.lock_pte_at(old_pmd, false).ok()??;
-        let count = g.table.e.iter().filter(|e| e.load(Ordering::Relaxed) != 0).count() as u64;
-        g.unlink();
-        // Release: publishes the table at its new place (its entries were initialised long ago; the lock we hold
-        // is the table's own, so a faulter at the new address that finds it waits for us).
-        new_pmd.store(g.entry, Ordering::Release);
+    /// `move_normal_pmd`: relinks the PTE table of `old_pmd` at `new_pmd`, if it is empty. Returns the entries
+    /// the table holds; `None` if there was no table or `new_pmd` was not empty (then nothing changed).
+    ///
+    /// Under the table's lock the table is first linked at `new_pmd` by a compare-and-swap of the empty entry
+    /// (a racing `pte_alloc` there makes it fail, and the caller moves entry by entry), then unlinked from
+    /// `old_pmd`; for that moment it is linked twice, which is harmless since every user of a PTE table takes
+    /// its lock and re-checks the entry it came through, and every unlinking holds the lock.
+    ///
+    /// # Safety
+    ///
+    /// Both entries belong to PMD tables of this page table reached inside a read-side section of the caller
+    /// that outlives the call.
+    unsafe fn move_normal_pmd(&self, old_pmd: &AtomicU64, new_pmd: &AtomicU64) -> Option<u64> {
+        // SAFETY: the caller's section covers `old_pmd`'s table and outlives the guard.
+        let g = unsafe { self.lock_pte_at(old_pmd, false, vmspace_rcu::pin()) }.ok()??;
+        let count = g.table().e.iter().filter(|e| e.load(Ordering::Relaxed) != 0).count() as u64;
+        // AcqRel on success: Release publishes the table at its new place (its entries were initialised long ago;
+        // the lock we hold is the table's own, so a faulter at the new address that finds it waits for us).
+        // Acquire on failure: pairs with the racing link.
+        if new_pmd.compare_exchange(0, g.entry(), Ordering::AcqRel, Ordering::Acquire).is_err() {
+            return None;
+        }
+        let unlinked = g.unlink();
+        debug_assert!(unlinked, "the locked table's entry changed");
         Some(count)
     }
 
     /// `move_ptes`: moves the entries of `[o, o + len)` to `[n, n + len)` under both tables' locks.
+    ///
+    /// # Safety
+    ///
+    /// As [`PageTable::move_normal_pmd`].
     #[allow(clippy::too_many_arguments)]
-    fn move_ptes(
+    unsafe fn move_ptes(
         &self,
         old_pmd: &AtomicU64,
         new_pmd: &AtomicU64,
@@ -129,20 +159,40 @@ impl PageTable {
     ) -> Result<u64, Errno> {
         // The new table first (it may need allocating), then both locks, the old one first.
         if alloc {
-            drop(self.lock_pte_at(new_pmd, true)?);
+            // SAFETY: the caller's section covers `new_pmd`'s table and outlives the guard, dropped at once.
+            drop(unsafe { self.lock_pte_at(new_pmd, true, vmspace_rcu::pin()) }?);
         }
-        let Some(og) = self.lock_pte_at(old_pmd, false)? else { return Ok(0) };
-        let same = new_pmd.load(Ordering::Acquire) == og.entry;
-        let ng = if same { None } else { Some(self.lock_pte_at(new_pmd, false)?.expect("just allocated")) };
+        // SAFETY: the caller's section covers `old_pmd`'s table and outlives the guard (dropped on return).
+        let Some(og) = (unsafe { self.lock_pte_at(old_pmd, false, vmspace_rcu::pin()) })? else {
+            return Ok(0);
+        };
+        let same = new_pmd.load(Ordering::Acquire) == og.entry();
+        let ng = if same {
+            None
+        } else {
+            // A racing reclaim (`MADV_DONTNEED` beside the move, which the caller's locks exclude) may have
+            // emptied the new entry since: then nothing moves.
+            // SAFETY: as for `og`, for `new_pmd`.
+            let Some(ng) = (unsafe { self.lock_pte_at(new_pmd, false, vmspace_rcu::pin()) })? else {
+                return Ok(0);
+            };
+            Some(ng)
+        };
         let mut count = 0;
         let mut off = 0;
         while off < len {
+            let dst = ng.as_ref().unwrap_or(&og);
+            // Only into an empty entry (the caller's new range is empty): an entry is never overwritten, so
+            // every mapping keeps exactly one entry.
+            if !dst.get(n + off).is_none() {
+                debug_assert!(false, "mremap onto a populated entry");
+                off += PAGE_SIZE;
+                continue;
+            }
             let pte = og.take(o + off);
             if !pte.is_none() {
                 let moved = Self::move_pte(pte, flags);
                 if let Some(m) = moved {
-                    let dst = ng.as_ref().unwrap_or(&og);
-                    debug_assert!(dst.get(n + off).is_none(), "mremap onto a populated entry");
                     dst.set(n + off, m);
                     count += 1;
                 }
@@ -169,13 +219,18 @@ impl PageTable {
 
     /// Undoes one moved extent (no allocation: the old tables are still linked).
     fn move_back(&self, d: &Done) {
-        let new_pmd = self.entry_slot(d.new, 1, false).ok().flatten().expect("moved extent's tables exist");
-        let old_pmd = self.entry_slot(d.old, 1, false).ok().flatten().expect("old tables are kept");
-        if d.whole_table {
-            self.move_normal_pmd(new_pmd, old_pmd);
-        } else {
-            self.move_ptes(new_pmd, old_pmd, d.new, d.old, d.len, &MoveFlags::default(), false)
-                .expect("moving back allocates nothing");
+        let rcu = vmspace_rcu::pin();
+        let new_pmd =
+            self.entry_slot(d.new, 1, false, &rcu).ok().flatten().expect("moved extent's tables exist");
+        let old_pmd = self.entry_slot(d.old, 1, false, &rcu).ok().flatten().expect("old tables are kept");
+        // SAFETY: both entries were reached inside `rcu`, which outlives the calls.
+        unsafe {
+            if d.whole_table {
+                self.move_normal_pmd(new_pmd, old_pmd);
+            } else {
+                self.move_ptes(new_pmd, old_pmd, d.new, d.old, d.len, &MoveFlags::default(), false)
+                    .expect("moving back allocates nothing");
+            }
         }
     }
 }

@@ -21,11 +21,16 @@
 //! linked and allocated until the lock is released; the RCU section covers the window between the load and the
 //! lock.
 //!
-//! Upper-level tables (PUD and PMD tables) are unlinked only by `free_pgd_range`, over a range in which the
-//! caller guarantees no other operation runs (the kernel's `free_pgtables` runs after the range's VMAs left
-//! the tree), and by the drop of the whole page table. Operations on a range therefore follow upper-level
-//! entries without a lock, and lockless walkers (which may run anywhere, any time) follow them inside an RCU
-//! read-side section, which keeps every table they reach allocated.
+//! Upper-level tables (PUD and PMD tables) are unlinked only by `free_pgd_range` (by an atomic swap of the
+//! parent entry, so two racing callers never both retire one table) and by the drop of the whole page table.
+//! Every walk through them runs inside an RCU read-side section entered before its first load: the lockless
+//! walkers (which may run anywhere, any time) for their whole walk; an operation that locks PTE tables for
+//! each table, by its own walk from the PGD whose section the table's guard keeps while the lock is held (as
+//! `pte_offset_map_lock` holds `rcu_read_lock` until `pte_unmap_unlock` in Linux 6.18), so no section lasts
+//! longer than one table's work. A table therefore stays allocated while anyone who reached it uses it,
+//! whatever runs beside: every operation of [`PageTable`] is memory-safe under any concurrency. The locking
+//! contracts the operations' docs state (the kernel's: `free_pgd_range` only over ranges no VMA covers, a
+//! move only between write-locked VMAs) are what makes their results exact, not what keeps memory safe.
 //!
 //! # The emulated MMU
 //!
@@ -144,16 +149,36 @@ impl std::fmt::Debug for PageTable {
 }
 
 /// A locked PTE table (`pte_offset_map_lock`'s result): the table stays linked while the guard lives.
+///
+/// The guard owns the RCU read-side section in which the walk that found the table began (`pte_offset_map`
+/// enters one and `pte_unmap` leaves it in Linux 6.18), so the PMD table holding [`PteGuard::pmd`] stays
+/// allocated while the guard lives even if `free_pgd_range` unlinks it meanwhile. The references it holds are
+/// valid only for the guard's own life: its accessors hand them out borrowed from the guard. The lock is
+/// released before the section ends (field order), since unlocking writes to the table.
 pub(crate) struct PteGuard<'a> {
-    pub(crate) table: &'a Table,
+    table: &'a Table,
     /// The PMD entry naming the table.
-    pub(crate) pmd: &'a AtomicU64,
+    pmd: &'a AtomicU64,
     /// The PMD entry's value (the table's address and flags).
-    pub(crate) entry: u64,
+    entry: u64,
     _lock: MutexGuard<'a, ()>,
+    /// Dropped last: see the type's docs.
+    _rcu: vmspace_rcu::Guard,
 }
 
 impl PteGuard<'_> {
+    /// The locked table.
+    #[inline]
+    pub(crate) fn table(&self) -> &Table {
+        self.table
+    }
+
+    /// The PMD entry's value naming the table (its address and flags).
+    #[inline]
+    pub(crate) fn entry(&self) -> u64 {
+        self.entry
+    }
+
     /// The entry slot of `addr`.
     #[inline]
     pub(crate) fn slot(&self, addr: u64) -> &AtomicU64 {
@@ -241,11 +266,16 @@ impl PteGuard<'_> {
         }
     }
 
-    /// Unlinks the locked table from its PMD entry (the caller then retires it through a gather). Release:
-    /// orders the table's last entry changes before the unlink, for a walker that re-reads the PMD entry.
-    pub(crate) fn unlink(&self) {
+    /// Unlinks the locked table from its PMD entry; the caller then retires it through a gather, and only if
+    /// this returned true. Release: orders the table's last entry changes before the unlink, for a walker that
+    /// re-reads the PMD entry. Every unlinking of a PTE table holds its lock and re-checked the entry after
+    /// locking, so the compare-and-swap cannot fail; it is one nonetheless, so that a table is never retired
+    /// twice whatever happened to the entry.
+    #[must_use]
+    pub(crate) fn unlink(&self) -> bool {
         let r = self.pmd.compare_exchange(self.entry, 0, Ordering::AcqRel, Ordering::Relaxed);
         debug_assert!(r.is_ok(), "a locked, linked PTE table was unlinked by someone else");
+        r.is_ok()
     }
 
     /// The table's address (for the gather).
@@ -351,14 +381,16 @@ impl PageTable {
     /// The entry slot of `addr` at `target` level (1 = the PMD entry), walking down from the PGD and, if
     /// `alloc`, allocating missing tables above `target`. `Ok(None)`: a table on the way is missing.
     ///
-    /// The caller excludes the unlinking of the upper-level tables on the way (module docs) or is inside an RCU
-    /// read-side section; the returned reference is used under the same condition.
-    pub(crate) fn entry_slot(
-        &self,
+    /// The walk runs inside the caller's read-side section `_rcu` (entered before this call), and the slot is
+    /// borrowed for it: a table on the way that `free_pgd_range` unlinks meanwhile stays allocated until the
+    /// section ends.
+    pub(crate) fn entry_slot<'g>(
+        &'g self,
         addr: u64,
         target: Level,
         alloc: bool,
-    ) -> Result<Option<&AtomicU64>, Errno> {
+        _rcu: &'g vmspace_rcu::Guard,
+    ) -> Result<Option<&'g AtomicU64>, Errno> {
         debug_assert!(addr < VA_END);
         let mut t = self.pgd();
         let mut level: Level = 3;
@@ -375,30 +407,39 @@ impl PageTable {
                 }
                 v = self.install_table(slot, level - 1)?;
             }
-            // SAFETY: a linked upper-level table stays allocated under the caller's contract (see above).
+            // SAFETY: inside `_rcu`, entered before the load: a table unlinked since is not freed before the
+            // section ends, and the returned borrow does not outlive it.
             t = unsafe { table_of(v) };
             level -= 1;
         }
     }
 
-    /// `pte_offset_map_lock` (with `pte_alloc` first if `alloc`): the locked PTE table covering `addr`.
-    /// `Ok(None)`: no table and `alloc` is false. Errors: `ENOMEM` allocating a table.
-    ///
-    /// Caller contract: as [`PageTable::entry_slot`] for the upper levels (module docs).
+    /// `pte_offset_map_lock` (with `pte_alloc` first if `alloc`): the locked PTE table covering `addr`, walked
+    /// from the PGD inside a read-side section that the guard keeps. `Ok(None)`: no table and `alloc` is
+    /// false. Errors: `ENOMEM` allocating a table.
     pub(crate) fn lock_pte(&self, addr: u64, alloc: bool) -> Result<Option<PteGuard<'_>>, Errno> {
-        let Some(pmd) = self.entry_slot(addr, 1, alloc)? else { return Ok(None) };
-        self.lock_pte_at(pmd, alloc)
+        let rcu = vmspace_rcu::pin();
+        let Some(pmd) = self.entry_slot(addr, 1, alloc, &rcu)? else { return Ok(None) };
+        let pmd: *const AtomicU64 = pmd;
+        // SAFETY: `pmd` was reached inside `rcu`, which the guard returned keeps until it is dropped (the
+        // section is moved into it; moving a guard does not end its section).
+        unsafe { self.lock_pte_at(&*pmd, alloc, rcu) }
     }
 
-    /// [`PageTable::lock_pte`] from the PMD entry `pmd` (which belongs to this page table and stays allocated
-    /// under the caller's contract).
-    pub(crate) fn lock_pte_at<'a>(
+    /// [`PageTable::lock_pte`] from the PMD entry `pmd` of this page table, inside the read-side section
+    /// `rcu`, which the returned guard keeps.
+    ///
+    /// # Safety
+    ///
+    /// `pmd` is an entry of a PMD table of this page table that was reached inside `rcu` (or a section that
+    /// encloses it and outlives the returned guard), so that the PMD table stays allocated until the guard is
+    /// dropped.
+    pub(crate) unsafe fn lock_pte_at<'a>(
         &'a self,
         pmd: &'a AtomicU64,
         alloc: bool,
+        rcu: vmspace_rcu::Guard,
     ) -> Result<Option<PteGuard<'a>>, Errno> {
-        // The section covers the window between loading the PMD entry and holding the table's lock.
-        let _rcu = vmspace_rcu::pin();
         loop {
             // Acquire: pairs with the Release that linked the table.
             let mut v = pmd.load(Ordering::Acquire);
@@ -414,56 +455,54 @@ impl PageTable {
             // Acquire: pairs with the unlinking store (made under this lock) or a new link.
             if pmd.load(Ordering::Acquire) == v {
                 // Linked, and unlinking needs the lock we hold: the table outlives the guard (module docs).
-                return Ok(Some(PteGuard { table: t, pmd, entry: v, _lock: lock }));
+                return Ok(Some(PteGuard { table: t, pmd, entry: v, _lock: lock, _rcu: rcu }));
             }
         }
     }
 
     /// Calls `f(table, from, to)` for every existing PTE table overlapping `[start, end)` (widened to whole
-    /// pages), locked, with the page-aligned part `[from, to)` of the range it covers. Allocates nothing. Caller
-    /// contract: as [`PageTable::entry_slot`].
+    /// pages), locked, with the page-aligned part `[from, to)` of the range it covers. Allocates nothing.
+    ///
+    /// Each PTE table is reached by its own walk from the PGD inside its own read-side section, which its
+    /// guard keeps while `f` runs: a long zap or smaps walk holds up no grace period for longer than one
+    /// table's work, and a table that `free_pgd_range` unlinks beside it is never freed under it. A missing
+    /// upper entry skips its whole span, so a sparse range costs what the recursive walk would.
     pub(crate) fn for_each_pte_table(
         &self,
         start: u64,
         end: u64,
         f: &mut dyn FnMut(&PteGuard<'_>, u64, u64),
     ) {
-        fn rec(
-            pt: &PageTable,
-            t: &Table,
-            level: Level,
-            start: u64,
-            end: u64,
-            f: &mut dyn FnMut(&PteGuard<'_>, u64, u64),
-        ) {
-            let mut addr = start;
-            while addr != end {
-                let next = crate::arch::addr_end(addr, end, level);
-                let slot = &t.e[index(addr, level)];
-                // Acquire: pairs with the Release that linked the child.
-                let v = slot.load(Ordering::Acquire);
-                if v != 0 {
-                    if level == 1 {
-                        if let Ok(Some(g)) = pt.lock_pte_at(slot, false) {
-                            f(&g, addr, next);
-                        }
-                    } else {
-                        // SAFETY: upper-level tables are not unlinked under the caller's contract.
-                        rec(pt, unsafe { table_of(v) }, level - 1, addr, next, f);
-                    }
-                }
-                addr = next;
-            }
-        }
         // Whole pages: the callers step page by page from `from` to `to`.
         let start = start & !(PAGE_SIZE - 1);
         let end = end.min(VA_END).next_multiple_of(PAGE_SIZE);
-        if start >= end {
-            return;
+        let mut addr = start;
+        while addr < end {
+            let rcu = vmspace_rcu::pin();
+            let mut t = self.pgd();
+            let mut level: Level = 3;
+            let next = loop {
+                let next = crate::arch::addr_end(addr, end, level);
+                let slot = &t.e[index(addr, level)];
+                if level == 1 {
+                    let slot: *const AtomicU64 = slot;
+                    // SAFETY: the slot was reached inside `rcu`, which the guard keeps until it is dropped.
+                    if let Ok(Some(g)) = unsafe { self.lock_pte_at(&*slot, false, rcu) } {
+                        f(&g, addr, next);
+                    }
+                    break next;
+                }
+                // Acquire: pairs with the Release that linked the child.
+                let v = slot.load(Ordering::Acquire);
+                if v == 0 {
+                    break next;
+                }
+                // SAFETY: inside `rcu`, entered before the load; `t` is not used after the section.
+                t = unsafe { table_of(v) };
+                level -= 1;
+            };
+            addr = next;
         }
-        // No read-side section around the walk: the upper-level tables stay under the caller's contract, and
-        // `lock_pte_at` covers its own window; a long zap or smaps walk must not hold up grace periods.
-        rec(self, self.pgd(), 3, start, end, f);
     }
 
     /// The PTE of `addr` as a lockless walker sees it now (none if a table on the way is missing).
@@ -485,8 +524,8 @@ impl PageTable {
         if addr >= VA_END {
             return false;
         }
-        let _g = vmspace_rcu::pin();
-        match self.entry_slot(addr, 1, false) {
+        let g = vmspace_rcu::pin();
+        match self.entry_slot(addr, 1, false, &g) {
             // Acquire: pairs with the table's link.
             Ok(Some(pmd)) => pmd.load(Ordering::Acquire) != 0,
             _ => false,
@@ -874,7 +913,8 @@ mod tests {
         assert!(e.contains(&format!("{:#x}", addrs[2])), "{e}");
         assert_eq!(calls, 3, "the caller's Break ends the walk");
         // A broken entry: the zero page mapped writable. The walk reports it and does not call back for it.
-        let slot = pt.entry_slot(addrs[3], 0, false).unwrap().unwrap();
+        let rcu = vmspace_rcu::pin();
+        let slot = pt.entry_slot(addrs[3], 0, false, &rcu).unwrap().unwrap();
         let good = slot.load(Ordering::Relaxed);
         slot.store(Pte::new(Pfn::ZERO, PageProt::READONLY).mkspecial().mkwrite().0, Ordering::Relaxed);
         let mut after = 0;
@@ -912,7 +952,8 @@ mod tests {
         assert_eq!(calls, [(0, true, 4), (4, false, 1), (5, true, 5), (510, true, 2), (512, true, 2)]);
         assert_eq!((c.present, c.zero), (14, 13));
         // Checked per run: a writable zero-page entry inside a run is reported (and ends the run before it).
-        let slot = pt.entry_slot(A + 7 * PAGE_SIZE, 0, false).unwrap().unwrap();
+        let rcu = vmspace_rcu::pin();
+        let slot = pt.entry_slot(A + 7 * PAGE_SIZE, 0, false, &rcu).unwrap().unwrap();
         slot.store(Pte::new(Pfn::ZERO, PageProt::READONLY).mkspecial().mkwrite().0, Ordering::Relaxed);
         let mut seen = Vec::new();
         let e = pt

@@ -51,9 +51,12 @@ impl PageTable {
     /// (`folio_mark_accessed`: `PG_referenced` the first time, then `PG_active` with `PG_referenced` cleared,
     /// then `PG_referenced` again). The entry itself is not changed. Nothing for an empty, special or marker
     /// entry. `locked`: the VMA is `VM_LOCKED`, so the page is mlocked (`mlock_new_folio` /
-    /// `mlock_vma_folio`), and marking an mlocked page accessed again has no effect (it is unevictable). The
-    /// caller holds the mmap lock (the page cannot be unmapped and freed under it by a zap that needs the VMA
-    /// lock; a racing DONTNEED under the VMA read lock is excluded by its callers' locks).
+    /// `mlock_vma_folio`), and marking an mlocked page accessed again has no effect (it is unevictable).
+    ///
+    /// The entry is read without the PTE lock, inside a read-side section, so the page may be unmapped by a
+    /// racing zap (a truncation of the file, `MADV_DONTNEED` of another thread): it is then still allocated
+    /// until the section ends, only its flags change, and the mlock batch takes its reference with
+    /// `folio_try_get`, so a page whose last reference went is never brought back.
     pub fn gup_touch(&self, addr: u64, write: bool, locked: bool) {
         let rcu = vmspace_rcu::pin();
         self.gup_touch_entry(self.pte(addr), write, locked, &rcu);
@@ -62,8 +65,15 @@ impl PageTable {
     /// [`PageTable::gup_touch`] for the entry `pte` the caller read inside the read-side section `_rcu` (GUP's
     /// common case: the page was already mapped as needed, so the entry read to decide that is the one
     /// followed, without a second walk). Should the entry have been replaced meanwhile (a racing fault of
-    /// another thread), its old page is still allocated until the section ends and is the one marked.
+    /// another thread), its old page is still allocated until the section ends and is the one marked. Any
+    /// entry is memory-safe here (a page's descriptor is never freed, and the reference is only ever taken
+    /// from a live one); one not read from this page table inside `_rcu` marks whatever page it names.
     pub fn gup_touch_entry(&self, pte: Pte, write: bool, locked: bool, _rcu: &vmspace_rcu::Guard) {
+        self.touch(pte, write, locked);
+    }
+
+    /// `FOLL_TOUCH` on the page `pte` maps (see [`PageTable::gup_touch`]).
+    fn touch(&self, pte: Pte, write: bool, locked: bool) {
         if !pte.is_present() || pte.is_special() {
             return;
         }

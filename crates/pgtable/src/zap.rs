@@ -20,17 +20,30 @@
 //! span was zapped, that skipped nothing and is empty afterwards, is unlinked under its own lock and freed after
 //! a grace period (`try_get_and_clear_pmd` + `free_pte`), as the live kernel's `VmPTE` shows.
 //!
-//! Caller contract: the range's VMAs are stable (mmap lock or the VMA lock held: zap may run beside faults in
-//! the same range, which the PTE locks serialise) and no `free_pgd_range` or `move_page_tables` runs on it.
+//! Caller contract (for the result the kernel's caller gets, not for memory safety): the range's VMAs are
+//! stable (mmap lock or the VMA lock held: zap may run beside faults in the same range, which the PTE locks
+//! serialise) and no `free_pgd_range` or `move_page_tables` runs on it. Every PTE table is reached by its own
+//! walk from the PGD inside an RCU read-side section that lasts while its lock is held, so a zap beside anything
+//! (a `free_pgd_range` of the same range included) never touches a freed table.
 //!
 //! # free_pgd_range
 //!
 //! [`PageTable::free_pgd_range`] is the kernel's function line for line: it frees every PTE table of the
 //! range's 2 MiB spans that lie within `[floor, ceiling)` (the neighbouring VMAs' bounds, rounded), then a PMD
 //! table when its whole 1 GiB span is, and a PUD table when its whole 512 GiB span is. The entries must have
-//! been zapped first. A PTE table is unlinked under its lock (the protocol `lock_pte` relies on); all tables go
-//! through a gather. Caller contract: no VMA covers the freed spans (the kernel calls it from
-//! `free_pgtables` after the VMAs left the tree), so no operation other than lockless walkers can be in them.
+//! been zapped first; a table that still holds one (or whose child does) is kept. A PTE table is unlinked
+//! under its lock (the protocol `lock_pte` relies on); a PMD or PUD table by an atomic swap of its parent
+//! entry, so that of two callers racing over one range only the one whose swap took the table out retires it;
+//! the call walks the upper tables inside one RCU read-side section, so a table another caller retires stays
+//! allocated while it is walked. All tables go through a gather and are freed a grace period after their
+//! unlink.
+//!
+//! It is a safe function: no interleaving with any other operation frees a table twice or frees one in use.
+//! Its contract is the kernel's, for an exact result: no VMA covers the freed spans (the kernel calls it from
+//! `free_pgtables` after the VMAs left the tree), so no operation other than lockless walkers runs in them. A
+//! caller that populates the range meanwhile (faults, table moves) can lose tables it links there: a table a
+//! faulter links into an upper table that is being unlinked becomes unreachable and is never freed (a leak,
+//! which `check_memory` reports).
 
 use vmspace_rcu::sync::{AtomicU64, Ordering};
 
@@ -185,16 +198,17 @@ impl PageTable {
             && !skipped
             && start == span_start
             && end == span_start + PMD_SIZE
-            && g.table.is_empty()
+            && g.table().is_empty()
+            && g.unlink()
         {
-            g.unlink();
             self.count_table(0, -1);
             tlb.remove_table(g.table_addr());
             stats.tables_freed += 1;
         }
     }
 
-    /// `free_pgd_range` (module docs). `ceiling` 0 means the top of the address space.
+    /// `free_pgd_range` (module docs). `ceiling` 0 means the top of the address space. Returns the tables it
+    /// freed.
     pub fn free_pgd_range(&self, addr: u64, end: u64, floor: u64, ceiling: u64) -> u64 {
         let mut addr = addr & !(PMD_SIZE - 1);
         let mut end = end.min(VA_END);
@@ -217,16 +231,21 @@ impl PageTable {
         if addr > end.wrapping_sub(1) {
             return 0;
         }
+        // Declared before the section, so dropped after it: the gather's end may wait for its grace period,
+        // which a section of this thread would hold back.
         let mut tlb = MmuGather::new(&self.mem);
+        // Every upper table this call reaches is used inside this section, so one that a racing call unlinks
+        // and retires stays allocated until the walk is done.
+        let rcu = vmspace_rcu::pin();
         let mut freed = 0u64;
         let pgd = self.pgd();
         let mut a = addr;
         loop {
             let next = addr_end(a, end, 3);
             let slot = &pgd.e[index(a, 3)];
-            // Relaxed: no concurrent linker in the range (module docs); the table was linked before.
+            // Acquire: pairs with the link.
             if slot.load(Ordering::Acquire) != 0 {
-                freed += self.free_pud_range(&mut tlb, slot, a, next, floor, ceiling);
+                freed += self.free_pud_range(&mut tlb, &rcu, slot, a, next, floor, ceiling);
             }
             a = next;
             if a == end {
@@ -237,9 +256,11 @@ impl PageTable {
     }
 
     /// `free_pud_range` (with the folded P4D level's tail, which frees the PUD table).
+    #[allow(clippy::too_many_arguments)]
     fn free_pud_range(
         &self,
         tlb: &mut MmuGather,
+        rcu: &vmspace_rcu::Guard,
         pgd_slot: &AtomicU64,
         addr: u64,
         end: u64,
@@ -248,7 +269,11 @@ impl PageTable {
     ) -> u64 {
         // Acquire: pairs with the link.
         let v = pgd_slot.load(Ordering::Acquire);
-        // SAFETY: linked and, by the caller's contract, unlinked only by us.
+        if v == 0 {
+            return 0;
+        }
+        // SAFETY: inside the caller's section `rcu`, entered before the load, which outlives every use of the
+        // table here: a racing unlinker's retirement waits for it.
         let pud = unsafe { table_of(v) };
         let mut freed = 0;
         let mut a = addr;
@@ -256,7 +281,7 @@ impl PageTable {
             let next = addr_end(a, end, 2);
             let slot = &pud.e[index(a, 2)];
             if slot.load(Ordering::Acquire) != 0 {
-                freed += self.free_pmd_range(tlb, slot, a, next, floor, ceiling);
+                freed += self.free_pmd_range(tlb, rcu, slot, a, next, floor, ceiling);
             }
             a = next;
             if a == end {
@@ -266,18 +291,15 @@ impl PageTable {
         if !Self::span_free(addr, end, PGDIR_SIZE, floor, ceiling) {
             return freed;
         }
-        debug_assert!(pud.is_empty());
-        // Release: orders the table's last changes before the unlink, for lockless walkers.
-        pgd_slot.store(0, Ordering::Release);
-        self.count_table(2, -1);
-        tlb.remove_table(entry_addr(v));
-        freed + 1
+        freed + self.unlink_upper(tlb, pgd_slot, v, 2)
     }
 
     /// `free_pmd_range`.
+    #[allow(clippy::too_many_arguments)]
     fn free_pmd_range(
         &self,
         tlb: &mut MmuGather,
+        rcu: &vmspace_rcu::Guard,
         pud_slot: &AtomicU64,
         addr: u64,
         end: u64,
@@ -286,6 +308,9 @@ impl PageTable {
     ) -> u64 {
         // Acquire: pairs with the link.
         let v = pud_slot.load(Ordering::Acquire);
+        if v == 0 {
+            return 0;
+        }
         // SAFETY: as in `free_pud_range`.
         let pmd = unsafe { table_of(v) };
         let mut freed = 0;
@@ -294,7 +319,7 @@ impl PageTable {
             let next = addr_end(a, end, 1);
             let slot = &pmd.e[index(a, 1)];
             if slot.load(Ordering::Acquire) != 0 {
-                freed += self.free_pte_range(tlb, slot);
+                freed += self.free_pte_range(tlb, rcu, slot);
             }
             a = next;
             if a == end {
@@ -304,19 +329,66 @@ impl PageTable {
         if !Self::span_free(addr, end, PUD_SIZE, floor, ceiling) {
             return freed;
         }
-        debug_assert!(pmd.is_empty());
-        // Release: as in `free_pud_range`.
-        pud_slot.store(0, Ordering::Release);
-        self.count_table(1, -1);
-        tlb.remove_table(entry_addr(v));
-        freed + 1
+        freed + self.unlink_upper(tlb, pud_slot, v, 1)
     }
 
-    /// `free_pte_range`: unlinks the PTE table under its lock and retires it.
-    fn free_pte_range(&self, tlb: &mut MmuGather, pmd_slot: &AtomicU64) -> u64 {
-        let Ok(Some(g)) = self.lock_pte_at(pmd_slot, false) else { return 0 };
-        debug_assert!(g.table.is_empty(), "free_pgd_range over entries that were not zapped");
-        g.unlink();
+    /// Unlinks the empty upper-level table `v` (a PUD table if `child_level` is 2, a PMD table if 1) from
+    /// `slot` and retires it; returns 1 if this call did, 0 if the table still holds entries or another caller
+    /// unlinked it first.
+    ///
+    /// The unlink is a swap, so of two racing callers only the one whose swap took `v` out retires it (the
+    /// other's swap finds 0, or a table linked since, which it puts back). A table that is not empty stays: a
+    /// table below it still holds entries the caller did not zap. A linker can add a child between the
+    /// emptiness check and the swap only if the caller runs a populating operation (a fault, a table move) in
+    /// the range it frees, which breaks the contract of the module docs; the swapped-out table is then linked
+    /// again if its slot is still empty, and otherwise left allocated and unreachable (a leak, never a free
+    /// of a table in use).
+    fn unlink_upper(
+        &self,
+        tlb: &mut MmuGather,
+        slot: &AtomicU64,
+        v: u64,
+        child_level: crate::arch::Level,
+    ) -> u64 {
+        // SAFETY: `v` was loaded inside the caller's read-side section, which is still open.
+        let t = unsafe { table_of(v) };
+        if !t.is_empty() {
+            return 0;
+        }
+        // AcqRel: Release orders the table's last changes (its children's unlinks) before the unlink, for
+        // lockless walkers; Acquire pairs with the Release of a racing unlinker or linker whose value we take.
+        let took = slot.swap(0, Ordering::AcqRel);
+        if took != v {
+            if took != 0 {
+                // Not ours: a table linked after a racing unlink of `v`. Put it back unless the slot was
+                // filled again meanwhile (then `took` is unreachable; module docs: a leak, never a free).
+                // AcqRel: Release publishes it again as its link did; Acquire pairs with a racing link.
+                let _ = slot.compare_exchange(0, took, Ordering::AcqRel, Ordering::Acquire);
+            }
+            return 0;
+        }
+        if !t.is_empty() {
+            // A racing linker added a child after the check (see above): link the table again if we can.
+            // AcqRel: as above.
+            let _ = slot.compare_exchange(0, v, Ordering::AcqRel, Ordering::Acquire);
+            return 0;
+        }
+        self.count_table(child_level, -1);
+        tlb.remove_table(entry_addr(v));
+        1
+    }
+
+    /// `free_pte_range`: unlinks the PTE table under its lock and retires it. A table that still holds
+    /// entries (a range not zapped first) stays.
+    fn free_pte_range(&self, tlb: &mut MmuGather, _rcu: &vmspace_rcu::Guard, pmd_slot: &AtomicU64) -> u64 {
+        // SAFETY: `pmd_slot` was reached inside the caller's section `_rcu`, which outlives the guard returned
+        // (a nested section of this thread, dropped before the call returns).
+        let Ok(Some(g)) = (unsafe { self.lock_pte_at(pmd_slot, false, vmspace_rcu::pin()) }) else {
+            return 0;
+        };
+        if !g.table().is_empty() || !g.unlink() {
+            return 0;
+        }
         self.count_table(0, -1);
         tlb.remove_table(g.table_addr());
         1
@@ -489,5 +561,65 @@ mod tests {
         assert_eq!(pt.free_pgd_range(0, VA_END, 0, 0), 4);
         assert_eq!(pt.table_pages(), 1);
         pt.validate().unwrap();
+    }
+
+    /// Two threads free the same range's tables at once, again and again: each table is unlinked and freed
+    /// exactly once (the swaps decide who frees), the upper tables one thread is still walking stay allocated
+    /// (the other's retirement waits for its section), and the frame and table accounting is exact after
+    /// every round. The old plain load-and-store unlink freed a PMD or PUD table twice here.
+    #[test]
+    fn racing_free_pgd_range_frees_each_table_once() {
+        let rounds = if cfg!(miri) { 3 } else { 2000 };
+        let m = mem();
+        let pt = PageTable::new(&m).unwrap();
+        // PUD tables (one per 512 GiB span: eight, two under Miri to keep it fast), each with two PMD tables
+        // of one PTE table.
+        let puds: u64 = if cfg!(miri) { 2 } else { 8 };
+        let bases: Vec<u64> =
+            (0..puds).flat_map(|i| [A + i * PGDIR_SIZE, A + i * PGDIR_SIZE + PUD_SIZE]).collect();
+        let mut vmas: Vec<FaultVma<'_>> =
+            bases.iter().map(|&b| FaultVma::anonymous(b, b + PMD_SIZE, RW)).collect();
+        let barrier = std::sync::Barrier::new(2);
+        for round in 0..rounds {
+            for (v, &b) in vmas.iter_mut().zip(&bases) {
+                write(&pt, v, b + (round % 512) * PG, &[round as u8]).unwrap();
+            }
+            let tables = pt.table_pages() - 1;
+            assert_eq!(tables, 5 * puds, "PUD, PMD and PTE tables");
+            pt.zap_range(0, VA_END, &ZapDetails::UNMAP);
+            let freed: u64 = std::thread::scope(|s| {
+                let hs: Vec<_> = (0..2)
+                    .map(|_| {
+                        s.spawn(|| {
+                            barrier.wait();
+                            pt.free_pgd_range(0, VA_END, 0, 0)
+                        })
+                    })
+                    .collect();
+                hs.into_iter().map(|h| h.join().unwrap()).sum()
+            });
+            assert_eq!(freed, tables, "round {round}: every table freed exactly once");
+            assert_eq!(pt.table_pages(), 1, "round {round}");
+            pt.validate().unwrap();
+        }
+        crate::check_memory(&m, &[&pt], &[]).unwrap();
+        assert_eq!(m.stats().tables_in_use, 1, "the PGD alone");
+        assert_eq!(m.stats().frames_in_use, 0);
+    }
+
+    /// `free_pgd_range` over a range whose entries were not zapped frees nothing that holds them: the PTE
+    /// table with an entry stays, and so do the PMD and PUD tables above it.
+    #[test]
+    fn free_pgd_range_keeps_tables_that_still_hold_entries() {
+        let m = mem();
+        let pt = PageTable::new(&m).unwrap();
+        let mut v = FaultVma::anonymous(A, A + 2 * PMD_SIZE, RW);
+        write(&pt, &mut v, A, b"kept").unwrap();
+        write(&pt, &mut v, A + PMD_SIZE, b"zapped").unwrap();
+        pt.zap_range(A + PMD_SIZE, A + 2 * PMD_SIZE, &ZapDetails::UNMAP);
+        assert_eq!(pt.free_pgd_range(0, VA_END, 0, 0), 1, "only the emptied PTE table");
+        assert_eq!(read(&pt, &mut v, A, 4).unwrap(), b"kept");
+        pt.validate().unwrap();
+        crate::check_memory(&m, &[&pt], &[]).unwrap();
     }
 }

@@ -16,6 +16,11 @@
 //! - `two_faulters_same_page`: the same address: one new page, one spurious fault, no leak.
 //! - `fault_vs_reclaim`: a fault in a table that a concurrent `MADV_DONTNEED` reclaims: the faulter's lock
 //!   re-check sends it to a new table or the zap removes its page; never a page in an unlinked table.
+//! - `two_free_pgd_range_free_each_table_once`: two unlocked `free_pgd_range` calls over one emptied range race
+//!   on every table: each table (PTE, PMD, PUD) is freed exactly once, and neither call reaches a table the
+//!   other freed (the upper tables are unlinked by swap and walked inside a read-side section).
+//! - `locked_walk_vs_free_pgd_range`: a locked walk (`change_protection`) through the upper tables while
+//!   `free_pgd_range` unlinks and retires them: the walker never reaches a freed table.
 //! - `mmu_write_vs_zap_keeps_dirty`: a store through a shared file mapping races the zap of its entry: if the
 //!   store completed, the zap saw the dirty bit and marked the page dirty (no lost write-back).
 #![cfg(loom)]
@@ -25,8 +30,8 @@ use loom::thread;
 
 use vmspace_abi::VmFlags;
 use vmspace_pgtable::{
-    Access, FaultKind, FaultVma, Memory, MemoryConfig, MmuError, PAGE_SIZE, PMD_SIZE, PageCache, PageTable,
-    VmFault, ZapDetails, handle_mm_fault,
+    Access, ChangeProt, FaultKind, FaultVma, Memory, MemoryConfig, MmuError, PAGE_SIZE, PMD_SIZE, PageCache,
+    PageProt, PageTable, VA_END, VmFault, ZapDetails, handle_mm_fault,
 };
 
 const RW: VmFlags = VmFlags::READ.union(VmFlags::WRITE).union(VmFlags::MAYREAD).union(VmFlags::MAYWRITE);
@@ -204,6 +209,50 @@ fn mmu_write_vs_zap_keeps_dirty() {
         }
         drop(pt);
         drop(c);
+        assert_all_freed(&m);
+    });
+}
+
+#[test]
+fn two_free_pgd_range_free_each_table_once() {
+    model(2, || {
+        let m = memory();
+        let pt = Arc::new(PageTable::new(&m).unwrap());
+        let vma = FaultVma::anonymous(0, PMD_SIZE, RW).with_anon_vma();
+        assert_eq!(handle_mm_fault(&pt, &vma, 0, Access::Write), VmFault::Handled(FaultKind::AnonNew));
+        pt.zap_range(0, PMD_SIZE, &ZapDetails::UNMAP);
+        let other = {
+            let pt = pt.clone();
+            thread::spawn(move || pt.free_pgd_range(0, VA_END, 0, 0))
+        };
+        let mine = pt.free_pgd_range(0, VA_END, 0, 0);
+        let theirs = other.join().unwrap();
+        assert_eq!(mine + theirs, 3, "the PTE, PMD and PUD tables, each once");
+        assert_eq!(pt.table_pages(), 1);
+        drop(pt);
+        assert_all_freed(&m);
+    });
+}
+
+#[test]
+fn locked_walk_vs_free_pgd_range() {
+    model(2, || {
+        let m = memory();
+        let pt = Arc::new(PageTable::new(&m).unwrap());
+        let vma = FaultVma::anonymous(0, PMD_SIZE, RW).with_anon_vma();
+        assert_eq!(handle_mm_fault(&pt, &vma, 0, Access::Write), VmFault::Handled(FaultKind::AnonNew));
+        pt.zap_range(0, PMD_SIZE, &ZapDetails::UNMAP);
+        let walker = {
+            let pt = pt.clone();
+            thread::spawn(move || {
+                let ro =
+                    ChangeProt { newprot: PageProt::READONLY, try_change_writable: false, shared: false };
+                assert_eq!(pt.change_protection(0, PMD_SIZE, &ro), 0);
+            })
+        };
+        assert_eq!(pt.free_pgd_range(0, VA_END, 0, 0), 3);
+        walker.join().unwrap();
+        drop(pt);
         assert_all_freed(&m);
     });
 }

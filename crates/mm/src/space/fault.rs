@@ -175,7 +175,7 @@ impl Mm {
 
     /// The fault counters (module docs): exact once the faulting threads have stopped.
     pub fn fault_stats(&self) -> MmFaultStats {
-        MmFaultStats { vma_lock: self.vmstat.snapshot(), faults: self.page_table().fault_stats() }
+        MmFaultStats { vma_lock: self.vmstat.snapshot(), faults: self.pt().fault_stats() }
     }
 
     /// A user-mode `access` at `addr` that the MMU refused (an x86 page fault): the 6.18 fault path in the
@@ -305,7 +305,7 @@ impl Mm {
         };
         debug_assert!(file.is_none() || fv.file.is_some() || hugetlb, "a mapped file without its page cache");
         loop {
-            match handle_mm_fault(self.page_table(), &fv, addr, access) {
+            match handle_mm_fault(self.pt(), &fv, addr, access) {
                 VmFault::Handled(k) => return Ok(k),
                 VmFault::Retry => {
                     // __vmf_anon_prepare.
@@ -344,17 +344,17 @@ impl Mm {
         let locked = v.fl().intersects(VmFlags::LOCKED);
         {
             let rcu = vmspace_rcu::pin();
-            let pte = self.page_table().pte(addr);
+            let pte = self.pt().pte(addr);
             if pte.is_hw_present() && (!write || pte.is_write()) {
                 // FOLL_TOUCH on the page just followed.
-                self.page_table().gup_touch_entry(pte, write, locked, &rcu);
+                self.pt().gup_touch_entry(pte, write, locked, &rcu);
                 return Ok(());
             }
         }
         // Outside the read-side section: a fault may wait for a grace period.
         self.handle_vma_fault(v, addr, access, FaultLock::Mmap, false)?;
         // `__get_user_pages` follows the page again after a fault; FOLL_TOUCH marks it accessed.
-        self.page_table().gup_touch(addr, write, locked);
+        self.pt().gup_touch(addr, write, locked);
         Ok(())
     }
 
@@ -441,7 +441,7 @@ impl Mm {
         access: Access,
         mut op: impl FnMut(&vmspace_pgtable::PageTable) -> Result<(), MmuError>,
     ) -> Result<(), u64> {
-        let pt = self.page_table();
+        let pt = self.pt();
         // A fault that resolves but leaves the access refused again and again means another thread keeps
         // undoing it (a livelock the CPU would also spin in): give up after this many rounds.
         for _ in 0..100_000 {

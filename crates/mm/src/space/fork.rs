@@ -208,13 +208,13 @@ impl MmWrite<'_> {
             child.i_mmap_register(c);
             if needs_copy(fl, p) {
                 let cv = CopyVma { start: p.start(), end: p.end(), flags: fl, dst_uffd_wp: false };
-                self.page_table().copy_page_range(child.page_table(), &cv)?;
+                self.pt().copy_page_range(child.pt(), &cv)?;
                 wrprotected |= vmspace_pgtable::is_cow_mapping(fl);
             }
         }
         // flush_tlb_mm: stores through entries the copy write-protected have landed.
         if wrprotected {
-            self.page_table().flush_tlb();
+            self.pt().flush_tlb();
         }
         Ok(child)
     }

@@ -430,13 +430,13 @@ impl Mm {
                     return Err(Errno::EINVAL);
                 }
                 self.mem.lru_add_drain();
-                self.page_table().mkold_range(start, end, advice == Advice::PAGEOUT);
+                self.pt().mkold_range(start, end, advice == Advice::PAGEOUT);
                 // The file and shmem pages go to reclaim (`can_do_file_pageout`: the runner owns its files).
                 if advice == Advice::PAGEOUT
                     && let Some(f) = a.file()
                     && let Some(c) = f.page_cache()
                 {
-                    c.pageout(self.page_table(), start, end);
+                    c.pageout(self.pt(), start, end);
                 }
                 Ok(())
             }
@@ -449,7 +449,7 @@ impl Mm {
                 if !Self::is_valid_guard_vma(a, true) {
                     return Err(Errno::EINVAL);
                 }
-                self.page_table().remove_guard_markers(start, end);
+                self.pt().remove_guard_markers(start, end);
                 Ok(())
             }
             _ => Err(Errno::EINVAL),
@@ -525,9 +525,9 @@ impl Mm {
                 return Err(Errno::EINVAL);
             }
             self.mem.lru_add_drain();
-            self.page_table().madvise_free(start, end);
+            self.pt().madvise_free(start, end);
         } else {
-            self.page_table().zap_range(start, end, &ZapDetails::dontneed(a.is_file_backed()));
+            self.pt().zap_range(start, end, &ZapDetails::dontneed(a.is_file_backed()));
         }
         Ok(())
     }
@@ -578,7 +578,7 @@ impl Mm {
     /// (a guard region is never collapsed); empty entries, the zero page, pages shared with a fork child and
     /// read-only entries are all allowed (measured on the live kernel: each collapses).
     fn collapse_scan_anon(&self, block: u64) -> bool {
-        let pt = self.page_table();
+        let pt = self.pt();
         pt.has_pte_table(block)
             && pt.entries(block, block + HPAGE_PMD_SIZE).iter().all(|(_, pte)| pte.as_marker().is_none())
     }
@@ -643,7 +643,7 @@ impl Mm {
         if a.is_anonymous() {
             self.anon_vma_prepare(a);
         }
-        let pt = self.page_table();
+        let pt = self.pt();
         loop {
             match pt.install_guard_markers(start, end)? {
                 GuardInstall::Done { .. } => return Ok(()),

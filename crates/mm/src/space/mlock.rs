@@ -229,7 +229,7 @@ impl MmWrite<'_> {
             // mlock_vma_pages_range: the pages already mapped are mlocked or munlocked, between two drains of
             // the CPU's batches (so they are on or off the unevictable list when it returns).
             self.mm.memory().lru_add_drain();
-            self.page_table().mlock_range(t.start(), t.end(), newflags.intersects(VmFlags::LOCKED));
+            self.pt().mlock_range(t.start(), t.end(), newflags.intersects(VmFlags::LOCKED));
             self.mm.memory().lru_add_drain();
         }
         Ok(t.end())

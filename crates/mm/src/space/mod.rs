@@ -308,7 +308,7 @@ impl fmt::Debug for Mm {
                 .field("vmas", &vmas)
                 .field("locked_vm", &r.st.locked_vm)
                 .field("def_flags", &r.st.def_flags)
-                .field("rss", &r.page_table().rss())
+                .field("rss", &r.pt().rss())
                 .finish()
         })
     }
@@ -387,10 +387,27 @@ impl Mm {
         &self.mem
     }
 
-    /// The page table (for lockless walkers: the emulated MMU, `smaps_range_lockless`; also reachable from
-    /// [`MmShared`]).
-    pub fn page_table(&self) -> &Arc<PageTable> {
+    /// The page table, read-only: a [`PageTableView`](vmspace_pgtable::PageTableView) exposes the emulated
+    /// MMU, the lockless walks and the counters, nothing that changes an entry or a table (also reachable from
+    /// [`MmShared::page_table`]). The address space alone changes its page table, under its own locks.
+    ///
+    /// ```compile_fail,E0599
+    /// # use vmspace_mm::{Mm, MmConfig};
+    /// let mm = Mm::new(MmConfig::default());
+    /// // Freeing tables, zapping, changing protections or moving entries behind the address space's back
+    /// // does not compile.
+    /// mm.page_table().free_pgd_range(0, 1 << 47, 0, 0);
+    /// ```
+    pub fn page_table(&self) -> vmspace_pgtable::PageTableView<'_> {
+        self.vmas.shared.pt.view()
+    }
+
+    testing_pub! {
+    /// The page table itself, for the address space's own calls (which hold the locks its operations' docs
+    /// name) and for tests.
+    pub fn pt(&self) -> &Arc<PageTable> {
         &self.vmas.shared.pt
+    }
     }
 
     /// The current program break.
@@ -420,12 +437,12 @@ impl Mm {
 
     /// Pages mapped by the page table, by kind (`RssAnon`, `RssFile`, `RssShmem` of `/proc/PID/status`).
     pub fn rss(&self) -> vmspace_pgtable::Rss {
-        self.page_table().rss()
+        self.pt().rss()
     }
 
     /// Bytes of page-table memory (`VmPTE`, with each table's 64-byte descriptor).
     pub fn page_table_bytes(&self) -> u64 {
-        self.page_table().table_bytes()
+        self.pt().table_bytes()
     }
 
     // ----- the facade's reads: snapshots under the mmap read lock, never a `&Vma` a later call could change -----

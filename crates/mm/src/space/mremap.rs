@@ -377,7 +377,7 @@ impl MmWrite<'_> {
         self.write_lock_vma(src);
         let src_file = src.file();
         let _rmap = src_file.as_ref().map(|f| f.rmap_lock());
-        self.page_table().move_page_tables(v.addr, v.new_addr, v.old_len, &MoveFlags::default())?;
+        self.pt().move_page_tables(v.addr, v.new_addr, v.old_len, &MoveFlags::default())?;
         // copy_vma_and_data → copy_vma.
         let src_anon = src.anon().clone();
         let src_name = src.anon_name();

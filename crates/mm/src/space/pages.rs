@@ -60,7 +60,7 @@ impl Mm {
         let f = v.file().expect("a file-backed VMA has its file");
         let cache = f.cache_in(&self.mem).expect("a mapped file's pages live in its address space's memory");
         let id = cache.i_mmap_insert(FileMapping {
-            pt: Arc::clone(self.page_table()),
+            pt: Arc::clone(self.pt()),
             start: v.start(),
             end: v.end(),
             pgoff: v.pgoff(),
@@ -97,7 +97,7 @@ impl Mm {
     /// `vms_clear_ptes` for the removed VMAs' `ranges` (in address order) between `floor` (the end of the VMA
     /// below, 0 if none) and `ceiling` (the start of the VMA above, 0 if none): module docs.
     pub(crate) fn unmap_pages(&self, ranges: &[(u64, u64)], floor: u64, ceiling: u64) {
-        let pt = self.page_table();
+        let pt = self.pt();
         for &(s, e) in ranges {
             pt.zap_range(s, e, &ZapDetails::UNMAP);
         }
@@ -116,7 +116,7 @@ impl Mm {
 
     /// `exit_mmap`'s page part, after every VMA left: every entry zapped, every table below the top freed.
     pub(crate) fn exit_mmap(&self) {
-        let pt = self.page_table();
+        let pt = self.pt();
         pt.zap_range(0, VA_END, &ZapDetails::UNMAP);
         pt.free_pgd_range(0, VA_END, 0, 0);
     }
@@ -138,7 +138,7 @@ impl Mm {
             },
             shared,
         };
-        self.page_table().change_protection(start, end, &cp);
+        self.pt().change_protection(start, end, &cp);
     }
 }
 
@@ -147,7 +147,7 @@ impl Mm {
     /// `/proc/PID/pagemap`'s `PM_GUARD_REGION` bits show. A lockless walk of the page table (a snapshot).
     pub fn guard_ranges(&self) -> Vec<(u64, u64)> {
         let mut out: Vec<(u64, u64)> = Vec::new();
-        self.page_table().for_each_entry(0, VA_END, |addr, pte| {
+        self.pt().for_each_entry(0, VA_END, |addr, pte| {
             if pte.as_marker().is_some_and(|m| m.contains(vmspace_pgtable::Marker::GUARD)) {
                 match out.last_mut() {
                     Some(last) if last.1 == addr => last.1 += vmspace_pgtable::PAGE_SIZE,
@@ -191,7 +191,7 @@ impl Mm {
                 }
             }
         }
-        let pts: Vec<&vmspace_pgtable::PageTable> = family.iter().map(|m| &**m.page_table()).collect();
+        let pts: Vec<&vmspace_pgtable::PageTable> = family.iter().map(|m| &**m.pt()).collect();
         let cs: Vec<&vmspace_pgtable::PageCache> = caches.iter().map(|c| &**c).collect();
         vmspace_pgtable::check_memory(mem, &pts, &cs)
     }
@@ -309,7 +309,7 @@ impl MmRead<'_> {
     /// The page-table checks of `validate` (module docs). The caller holds the mmap lock and no fault, zap or
     /// fork runs in the address space (`Mm::validate`).
     pub(crate) fn validate_pages(&self) -> Result<(), String> {
-        let pt = self.page_table();
+        let pt = self.pt();
         let mut vmas = self.areas();
         let mut cur: Option<V> = None;
         // Frames mapped here, one PFN per entry: no frame may be mapped more often than its mapcount (fork

@@ -485,7 +485,7 @@ impl<'a> ProcReader<'a> {
     /// lockless mode with mapcounts read racily), or the hugetlb walk (lockless entries).
     fn gather(&self, r: &Rec, acc: &mut MemStatsAccumulator) {
         let v = &r.v;
-        let pt = self.mm.page_table();
+        let pt = self.mm.pt();
         let locked = v.flags.intersects(VmFlags::LOCKED);
         match huge_size(v) {
             None if r.lockless => pt.smaps_range_lockless(v.start, v.end, locked, acc),

@@ -97,9 +97,20 @@ impl MmShared {
     }
     }
 
-    /// The page table (lockless walkers: module docs of `vmspace_pgtable`).
-    pub fn page_table(&self) -> &Arc<vmspace_pgtable::PageTable> {
-        &self.pt
+    /// The page table, read-only (lockless walkers and the emulated MMU: `vmspace_pgtable::PageTableView`).
+    /// Readers on other threads may hold it while the address space changes the table: nothing reachable
+    /// through the view changes an entry or a table, and every walk it offers runs inside an RCU read-side
+    /// section.
+    ///
+    /// ```compile_fail,E0599
+    /// # use vmspace_mm::{Mm, MmConfig};
+    /// let mm = Mm::new(MmConfig::default());
+    /// let shared = mm.shared();
+    /// // The shared page table cannot be changed from outside: this raced `munmap`'s own free_pgd_range.
+    /// shared.page_table().free_pgd_range(0, 1 << 47, 0, 0);
+    /// ```
+    pub fn page_table(&self) -> vmspace_pgtable::PageTableView<'_> {
+        self.pt.view()
     }
 
     /// The VMA containing `addr`, found under the mmap read lock `held` (the fault path before per-VMA locks:
