@@ -187,6 +187,8 @@ fn compare(old: &Path, new: &Path, out: &Path, json: Option<&Path>) -> Result<St
         Ok(set)
     };
     let (a, b) = (read(old)?, read(new)?);
+    vmspace_report::compare::comparable(&a, &b)
+        .map_err(|e| usage(format!("{} and {}: {e}", old.display(), new.display())))?;
     prepare_out(out)?;
     let json = JsonOut::new(json)?;
     let t = Text::new(&json);
