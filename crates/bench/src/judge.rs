@@ -31,7 +31,7 @@
 //! changed the quantity itself) or one run's interval missed its median (at most 5% of the time per target when
 //! the values are independent). A single value is its own interval, decided met or missed. Where the load
 //! changes the quantity itself (a 2-thread scaling needs a free second CPU), a benchmark may judge a control
-//! beside it and leave a miss undecided when the control missed too ([`Judged::unless_control_met`]).
+//! beside it and judge a miss not measurable here when the control missed too ([`Judged::unless_control_met`]).
 //!
 //! Every target becomes one `<benchmark>.target` report ([`Judged::report`]): parameters `goal` (`<= 0.75x`),
 //! `verdict` (a [`Status::word`]), `met` (true, false, or null when undecided or not measured), `median`, `low`,
@@ -299,8 +299,8 @@ pub struct Judged {
     pub interval: Option<Interval>,
     /// The verdict.
     pub status: Status,
-    /// Why the verdict is what it is when the values alone do not say (e.g. a miss left undecided because the
-    /// control could not meet the goal on this machine either); empty otherwise.
+    /// Why the verdict is what it is when the values alone do not say (e.g. a miss judged not measurable
+    /// because the control could not meet the goal on this machine either); empty otherwise.
     pub note: String,
     /// The unit of the values and the goal as printed after a number: [`RATIO`] (`x`) for ratios, else with
     /// its space (` ns`, ` M VMAs/s`).
@@ -329,19 +329,19 @@ impl Judged {
         self
     }
 
-    /// Leaves a miss undecided unless `control`, the same quantity of a reference that should meet the goal on
-    /// any machine able to show it (e.g. unsynchronised `BTreeMap` lookups for a 2-thread scaling), met it in the
-    /// same run: when the control misses too, the machine (another job on the second CPU, say) kept the goal out
-    /// of reach, and the miss says nothing about the structure. A met target stays met.
-    pub fn unless_control_met(mut self, control: &Judged, control_name: &str) -> Judged {
+    /// Judges a miss not measurable here unless `control`, the same quantity of a reference that should meet the
+    /// goal on any machine able to show it (e.g. unsynchronised `BTreeMap` lookups for a 2-thread scaling), met it
+    /// in the same run: when the control misses too, the machine (another job on the second CPU, say) kept the
+    /// goal out of reach, and the miss says nothing about the structure. A met target stays met.
+    pub fn unless_control_met(self, control: &Judged, control_name: &str) -> Judged {
         if self.status == Status::Missed && control.status != Status::Met {
-            self.status = Status::Undecided;
-            self.note = format!(
+            let why = format!(
                 "missed, but the control ({control_name}: {}) was {} against the same goal in this run: the \
                  machine could not show the goal",
                 control.measured_text(),
                 control.status.word()
             );
+            return self.not_measurable(why);
         }
         self
     }
@@ -606,7 +606,7 @@ mod tests {
         assert_eq!(missed().unless_control_met(&control_met, "c").status, Status::Missed);
         for c in [&control_missed, &control_undecided] {
             let j = missed().unless_control_met(c, "BTreeMap");
-            assert_eq!(j.status, Status::Undecided);
+            assert_eq!(j.status, Status::NotMeasurable);
             assert!(j.note.contains("BTreeMap") && j.note.contains("could not show"), "{}", j.note);
             let r = j.report("x.target", &HostInfo::default());
             assert!(r.notes.iter().any(|n| n.contains("control")), "{:?}", r.notes);

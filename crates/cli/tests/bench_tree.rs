@@ -60,7 +60,7 @@ fn quick_json_has_the_shared_schema_and_every_cell() {
             match verdict {
                 "met" => assert_eq!(met, true),
                 "missed" => assert_eq!(met, false),
-                "undecided" | "not measured" => assert!(met.is_null(), "{r}"),
+                "undecided" | "not measured" | "not measurable" => assert!(met.is_null(), "{r}"),
                 other => panic!("unknown verdict {other}"),
             }
             if verdict == "not measured" {
@@ -91,16 +91,19 @@ fn quick_json_has_the_shared_schema_and_every_cell() {
             } else {
                 "undecided"
             };
-            // A 2-thread scaling miss is left undecided, with a note, when the unsynchronised BTreeMap control
-            // missed the goal too.
+            // A 2-thread scaling miss is not measurable here, with a note, when the unsynchronised BTreeMap
+            // control missed the goal too.
             let control =
                 r["notes"].as_array().unwrap().iter().any(|n| n.as_str().unwrap().contains("control"));
             if control {
                 assert_eq!(
                     (verdict, expected, param(r, "workload").as_str().unwrap().starts_with("lookup_threads")),
-                    ("undecided", "missed", true),
+                    ("not measurable", "missed", true),
                     "{r}"
                 );
+            } else if verdict == "not measurable" {
+                // Two lookup threads on one usable CPU: a miss there says nothing.
+                assert!(r["notes"].to_string().contains("on 1 usable CPU"), "{r}");
             } else {
                 assert_eq!(verdict, expected, "{r}");
             }
