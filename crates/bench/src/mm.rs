@@ -355,7 +355,9 @@ pub fn targets(reports: &[Report]) -> Vec<Judged> {
         out.push(j);
     }
     if sizes == 0 {
-        out.push(Judged::exact_at_most(what, f64::NAN, MAX_BYTES_PER_VMA).in_unit(" B"));
+        let mut j = Judged::exact_at_most(what, f64::NAN, MAX_BYTES_PER_VMA).in_unit(" B");
+        j.at = "every measured count".to_string();
+        out.push(j);
     }
     out
 }

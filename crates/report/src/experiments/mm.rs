@@ -198,7 +198,7 @@ impl Experiment for AddressSpace {
             .into_iter()
             .map(|j| {
                 let id = if j.what.starts_with("bytes per VMA") {
-                    format!("mm.bytes_per_vma.{}", j.at.trim_end_matches(" VMAs"))
+                    format!("mm.bytes_per_vma.{}", j.at.trim_end_matches(" VMAs").replace(' ', "_"))
                 } else {
                     "mm.mmap_munmap.over_kernel".to_string()
                 };

@@ -13,7 +13,8 @@
 //!
 //! # Targets
 //! Per side and file: no failure in any test. A check whose reader never saw the modified state did not race
-//! the writer and cannot show tearing: such a side's target is undecided, not met.
+//! the writer and cannot show tearing: such a side's target is not measurable here (the reason names the checks),
+//! not met.
 
 use std::time::Duration;
 
@@ -268,9 +269,9 @@ impl Experiment for Tearing {
                     .map(|r| param_str(r, "point"))
                     .collect();
                 if t.status == Status::Met && !idle.is_empty() {
-                    t.status = Status::Undecided;
+                    t.status = Status::NotMeasurable;
                     t.why = format!(
-                        "the reader never saw the modified state in {}: no race happened",
+                        "not measurable here: the reader never saw the modified state in {}: no race happened",
                         idle.join(", ")
                     );
                 }
