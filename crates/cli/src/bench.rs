@@ -342,7 +342,7 @@ fn faults(args: FaultsArgs) -> Result<Status> {
     );
     say!(text, "\ntargets:");
     text.print(&vmspace_bench::judge::render(&results.targets));
-    let verdict = vmspace_bench::judge::verdict(&results.targets);
+    let verdict = common::indicative_if(vmspace_bench::judge::verdict(&results.targets), args.quick);
     say!(text, "\nverdict: {}", verdict.line);
     json.write(&results.set.clone().with_verdict(verdict.clone()))?;
     if let JsonOut::File(p) = &json {
@@ -430,6 +430,7 @@ fn tree(args: TreeArgs) -> Result<Status> {
     if verdict.line.contains("not measured") {
         verdict.line = verdict.line.replace("not measured in this run", "not measured at these sizes");
     }
+    let verdict = common::indicative_if(verdict, args.quick);
     say!(text, "\nverdict: {}", verdict.line);
     let set = results.set.clone().with_verdict(verdict.clone());
     json.write(&set)?;
@@ -535,7 +536,7 @@ fn mm(args: MmArgs) -> Result<Status> {
     let targets = bench_mm::targets(&results.set.reports);
     say!(text, "\ntargets:");
     text.print(&vmspace_bench::judge::render(&targets));
-    let verdict = vmspace_bench::judge::verdict(&targets);
+    let verdict = common::indicative_if(vmspace_bench::judge::verdict(&targets), args.quick);
     say!(text, "\nverdict: {}", verdict.line);
     let host = results.set.reports.first().map(|r| r.host.clone()).unwrap_or_default();
     let mut set = results.set.clone();
@@ -611,7 +612,7 @@ fn fork(args: ForkArgs) -> Result<Status> {
     );
     say!(text, "\ntargets:");
     text.print(&vmspace_bench::judge::render(&results.targets));
-    let verdict = vmspace_bench::judge::verdict(&results.targets);
+    let verdict = common::indicative_if(vmspace_bench::judge::verdict(&results.targets), args.quick);
     say!(text, "\nverdict: {}", verdict.line);
     json.write(&results.set.clone().with_verdict(verdict.clone()))?;
     if let JsonOut::File(p) = &json {
@@ -707,7 +708,7 @@ fn contention(args: ContentionArgs) -> Result<Status> {
     text.print(&bench::render_tables(&results));
     say!(text, "\ntargets:");
     text.print(&vmspace_bench::judge::render(&results.targets));
-    let verdict = vmspace_bench::judge::verdict(&results.targets);
+    let verdict = common::indicative_if(vmspace_bench::judge::verdict(&results.targets), args.quick);
     say!(text, "\nverdict: {}", verdict.line);
     json.write(&results.set.clone().with_verdict(verdict.clone()))?;
     if let JsonOut::File(p) = &json {

@@ -76,6 +76,15 @@ impl Status {
     }
 }
 
+/// `verdict` with `(indicative: --quick, one short run per point)` after its line when `quick`: a `--quick` run's
+/// met and missed rest on too few values to show a spread (docs/REPORT.md, "--quick verdicts are indicative").
+pub fn indicative_if(mut verdict: Verdict, quick: bool) -> Verdict {
+    if quick && verdict.met + verdict.missed > 0 {
+        verdict.line.push_str(" (indicative: --quick, one short run per point)");
+    }
+    verdict
+}
+
 /// Bad usage or input (exit status 2): the message says what to change.
 #[derive(Debug)]
 pub struct UsageError(pub String);

@@ -21,7 +21,8 @@
 //!   the whole run's `elapsed_s`, `load1_before`, `load1_after`, `others_pct`, `steal_pct`;
 //! - `report.target`: one per target ([`crate::targets`]);
 //!
-//! and the set's `verdict` (met and missed targets; passed when none is missed).
+//! and the set's `verdict` (met and missed targets, with `undecided` and `not_measurable` counts; passed when
+//! none is missed; its line ends in `(indicative: one run per point)` for a `--quick` run).
 //!
 //! # Presentation
 //! [`present`] turns a report set into sections, targets, machine warnings and the closing verdict, reading

@@ -28,13 +28,15 @@
 //! faults`' rule (`vmspace_bench::faults::scaling_check`): otherwise it is *not measurable here*, with the
 //! measured reason (more runnable threads than usable CPUs, a CPU share under 90%, or, with the mapper, a rate
 //! under half the same side's one-thread rate without it). The table's "per thread vs T=1" column says
-//! "T=1 starved" instead of a percentage over such a baseline.
+//! "T=1 starved" instead of a percentage over such a baseline. Likewise the mmap_lock-only mode against per-VMA
+//! locks with the mapper is not measurable when the threads and the mapper outnumber the usable CPUs and the
+//! verdict is not met (`vmspace_bench::faults::mode_check`).
 
 use std::time::Duration;
 
 use vmspace_bench::faults::{
     ENGINE_OVER_KERNEL, MMAP_LOCK_WITH_MAPPER, PointFacts, SCALING_PER_THREAD, STARVED_CELL,
-    baseline_unsound, scaling_check,
+    baseline_unsound, mode_check, scaling_check,
 };
 use vmspace_linux::faults;
 use vmspace_results::host::HostInfo;
@@ -449,17 +451,17 @@ impl Experiment for Faults {
             let at = key(t, true);
             out.push(match why_not(&[engine::FAULTS_PER_VMA, engine::FAULTS_MMAP_LOCK]) {
                 Some(why) => TargetResult::not_measured(id, exp, what, &at, goal, &why),
-                None => TargetResult::judge(
-                    id,
-                    exp,
-                    what,
-                    &at,
-                    goal,
-                    paired(
+                None => {
+                    let values = paired(
                         &rate_runs(reports, engine::FAULTS_MMAP_LOCK, &at),
                         &rate_runs(reports, engine::FAULTS_PER_VMA, &at),
-                    ),
-                ),
+                    );
+                    let judged = mode_check(
+                        vmspace_bench::judge::Judged::new(what, at.clone(), goal, values),
+                        facts(reports, engine::FAULTS_PER_VMA, t, true).as_ref(),
+                    );
+                    TargetResult::from_judged(id, exp, judged)
+                }
             });
         }
         // One engine thread against one kernel thread.
@@ -525,6 +527,8 @@ mod tests {
             with_host(report(pv, 1, true, &[400_000.0])),
             with_host(report(pv, 2, false, &[3_000_000.0])),
             with_host(report(pv, 2, true, &[912_000.0])),
+            with_host(report(engine::FAULTS_MMAP_LOCK, 1, true, &[6_000.0])),
+            with_host(report(engine::FAULTS_MMAP_LOCK, 2, true, &[1_600_000.0])),
         ];
         let refs: Vec<&Report> = all.iter().collect();
         let e = Faults::new();
@@ -537,6 +541,16 @@ mod tests {
         assert!((m.values[0] - 2.28).abs() < 1e-9, "{:?}", m.values);
         // Without the mapper the baseline had its CPU: 1.54x against 1.9x is missed.
         assert_eq!(get("faults.engine.per_vma.scaling.T=2").status, Status::Missed);
+        // The modes with the mapper: at T=1 (2 threads on 2 CPUs) judged; at T=2 the mapper shared a faulting
+        // thread's CPU, so the mmap_lock-only mode's 1.75x says nothing of the locks.
+        assert_eq!(get("faults.engine.mmap_lock_with_mapper.T=1").status, Status::Met);
+        let m = get("faults.engine.mmap_lock_with_mapper.T=2");
+        assert_eq!(m.status, Status::NotMeasurable);
+        assert!(
+            m.why.contains("3 runnable threads (2 faulting and the mapper) on 2 usable CPUs"),
+            "{}",
+            m.why
+        );
         let s = e.present(&refs);
         let row = s.tables[0]
             .rows

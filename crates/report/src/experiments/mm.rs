@@ -186,6 +186,13 @@ impl Experiment for AddressSpace {
                 ratio(a),
                 ratio(b)
             ));
+            // More than two threads can give: the one-thread runs did not have a CPU of their own.
+            if a.max(b) > 2.0 * (1.0 + vmspace_bench::judge::RESOLUTION) {
+                verdict.push_str(
+                    " (above 2x on 2 threads: the one-thread runs did not have a CPU of their own, so this run \
+                     shows no scaling)",
+                );
+            }
         }
         s.verdict = capitalise(&verdict) + ".";
         s.collect_notes(reports.iter().copied().filter(|r| r.benchmark != "bench.mm.mmap_munmap").take(1));

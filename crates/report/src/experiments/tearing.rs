@@ -158,7 +158,8 @@ impl Experiment for Tearing {
     }
 
     fn load_effect(&self) -> &'static str {
-        "only how many observations are made; not the verdict"
+        "only how many observations are made (a check that saw no race at all is not measurable here); no met or \
+         missed verdict"
     }
 
     fn sides(&self) -> Vec<SideInfo> {
