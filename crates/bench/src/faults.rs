@@ -56,6 +56,17 @@
 //! at most [`MMAP_LOCK_WITH_MAPPER`]x the per-VMA mode's rate (visibly worse); one engine thread faults at least
 //! [`ENGINE_OVER_KERNEL`]x as fast as one kernel thread. `vmspace report` judges the same goals (the constants
 //! below) run by run.
+//!
+//! A scaling (T threads over one) says something only when each thread had a CPU of its own. [`scaling_check`]
+//! makes a scaling target **not measurable** here, with the measured reason, when the one-thread baseline did
+//! not have one: more runnable threads (the faulting thread and the mapper) than usable CPUs, a CPU share
+//! (`worker_cpu_share`) below [`MIN_CPU_SHARE`], or, with the mapper, a rate below [`MIN_BASELINE_SHARE`] of the
+//! same side's one-thread rate without it (the mapper took the thread's CPU or its lock; a scaling over such a
+//! baseline only says how much less the mapper could take from more threads: 2.28x "met" over a baseline at
+//! 21% of its own rate without the mapper). When the T-thread run lacked CPUs (T threads and the mapper
+//! outnumber the usable CPUs, or a CPU share below [`MIN_CPU_SHARE`]), a miss or an undecided verdict is not
+//! measurable either (a met stands: the threads scaled all the same). The same holds for the mmap-lock mode
+//! against the per-VMA mode with the mapper when the threads and the mapper outnumber the CPUs ([`mode_check`]).
 
 use std::collections::BTreeMap;
 use std::sync::Barrier;
@@ -67,7 +78,7 @@ use vmspace_mm::{Advice, FaultMode, MapFlags, Mm, MmConfig, MmFaultStats, PAGE_S
 use vmspace_results::host::HostInfo;
 use vmspace_results::report::{Placement, Report, ReportSet};
 
-use crate::judge::Judged;
+use crate::judge::{Judged, Status};
 use crate::measure::Cpus;
 
 /// With per-VMA locks, T threads must fault at least this times T times one thread's rate (the same mapper or
@@ -80,6 +91,143 @@ pub const MMAP_LOCK_WITH_MAPPER: f64 = 0.9;
 
 /// One engine thread (per-VMA locks, no mapper) must fault at least this times as fast as one kernel thread.
 pub const ENGINE_OVER_KERNEL: f64 = 3.0;
+
+/// A faulting thread that was on a CPU for less than this share of its run did not have a CPU of its own
+/// ([`scaling_check`]).
+pub const MIN_CPU_SHARE: f64 = 0.9;
+
+/// A one-thread run with the mapper slower than this fraction of the same side's one-thread rate without it was
+/// starved by the mapper and is no baseline for a scaling ([`scaling_check`]).
+pub const MIN_BASELINE_SHARE: f64 = 0.5;
+
+/// What a scaling target needs to know of one measured point (a side at a thread count, with or without the
+/// mapper): medians over its runs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PointFacts {
+    /// Faulting threads.
+    pub threads: usize,
+    /// Whether the mapper ran beside them.
+    pub mapper: bool,
+    /// The usable CPUs of the run (0: unknown).
+    pub cpus: usize,
+    /// Faults per second, all threads (median).
+    pub faults_per_s: f64,
+    /// The share of the run each faulting thread was on a CPU (median of `worker_cpu_share`; NaN: unknown).
+    pub cpu_share: f64,
+}
+
+impl PointFacts {
+    /// The facts of report `r` (a `bench.faults` report or a report experiment's side at one point).
+    pub fn of(r: &Report) -> PointFacts {
+        let med = |m: &str| r.metric(m).map_or(f64::NAN, |s| s.median);
+        PointFacts {
+            threads: r.parameters.get("threads").and_then(serde_json::Value::as_u64).unwrap_or(1) as usize,
+            mapper: r.parameters.get("mapper").and_then(serde_json::Value::as_bool).unwrap_or(false),
+            cpus: r.host.cpus_usable.len(),
+            faults_per_s: med("faults_per_s"),
+            cpu_share: med("worker_cpu_share"),
+        }
+    }
+
+    /// Threads that wanted a CPU at once: the faulting threads and the mapper.
+    pub fn runnable(&self) -> usize {
+        self.threads + usize::from(self.mapper)
+    }
+
+    /// `3 runnable threads (2 faulting and the mapper) on 2 usable CPUs` when they outnumber the CPUs.
+    fn oversubscribed(&self) -> Option<String> {
+        (self.cpus > 0 && self.runnable() > self.cpus).then(|| {
+            format!(
+                "{} runnable threads ({} faulting{}) on {} usable CPU{}",
+                self.runnable(),
+                self.threads,
+                if self.mapper { " and the mapper" } else { "" },
+                self.cpus,
+                if self.cpus == 1 { "" } else { "s" }
+            )
+        })
+    }
+
+    /// `on a CPU 62% of its run` when below [`MIN_CPU_SHARE`].
+    fn short_of_cpu(&self) -> Option<String> {
+        (self.cpu_share < MIN_CPU_SHARE).then(|| {
+            format!("on a CPU only {:.0}% of the run (other work on the machine)", 100.0 * self.cpu_share)
+        })
+    }
+}
+
+/// Why the one-thread run `base` is no baseline for a scaling (module docs), `None` when it had a CPU of its
+/// own; `alone` is the same side's one-thread run without the mapper (for a baseline with the mapper).
+pub fn baseline_unsound(base: &PointFacts, alone: Option<&PointFacts>) -> Option<String> {
+    let what =
+        if base.mapper { "the one-thread baseline (with the mapper)" } else { "the one-thread baseline" };
+    if let Some(o) = base.oversubscribed() {
+        return Some(format!("{what} had {o}"));
+    }
+    if let Some(c) = base.short_of_cpu() {
+        return Some(format!("{what} was {c}"));
+    }
+    if base.mapper
+        && let Some(a) = alone.filter(|a| !a.mapper && a.faults_per_s.is_finite() && a.faults_per_s > 0.0)
+        && base.faults_per_s < MIN_BASELINE_SHARE * a.faults_per_s
+    {
+        use vmspace_results::table::count;
+        return Some(format!(
+            "{what} ran at {} faults/s, {:.0}% of the same side's {} without the mapper: the mapper starved it",
+            count(base.faults_per_s),
+            100.0 * base.faults_per_s / a.faults_per_s,
+            count(a.faults_per_s)
+        ));
+    }
+    None
+}
+
+/// Why the T-thread run `many` could not show a scaling (its threads did not each have a CPU), `None` when it
+/// could.
+pub fn many_unsound(many: &PointFacts) -> Option<String> {
+    let what = format!("the {}-thread run", many.threads);
+    if let Some(o) = many.oversubscribed() {
+        return Some(format!("{what} had {o}"));
+    }
+    many.short_of_cpu().map(|c| format!("{what} was {c}"))
+}
+
+/// A scaling target `j` (T threads over one, same side and mapper) checked against what the machine allowed
+/// (module docs): not measurable when the baseline `base` did not have a CPU of its own, or when `many` lacked
+/// CPUs and `j` is not met. `alone`: the same side's one-thread run without the mapper.
+pub fn scaling_check(
+    j: Judged,
+    base: Option<&PointFacts>,
+    alone: Option<&PointFacts>,
+    many: Option<&PointFacts>,
+) -> Judged {
+    if let Some(why) = base.and_then(|b| baseline_unsound(b, alone)) {
+        return j.not_measurable(why);
+    }
+    if j.status != Status::Met
+        && let Some(why) = many.and_then(many_unsound)
+    {
+        return j.not_measurable(why);
+    }
+    j
+}
+
+/// A comparison of the two engine modes at one point with the mapper (`j`, mmap-lock over per-VMA) checked
+/// against what the machine allowed: when the faulting threads and the mapper outnumbered the usable CPUs
+/// (`per_vma`: the per-VMA side's facts there), the mapper took a faulting thread's CPU in the per-VMA mode
+/// while it waits for the lock in the other, so a miss or an undecided verdict says nothing of the locks: not
+/// measurable here. A met stands.
+pub fn mode_check(j: Judged, per_vma: Option<&PointFacts>) -> Judged {
+    if j.status != Status::Met
+        && let Some(o) = per_vma.and_then(PointFacts::oversubscribed)
+    {
+        return j.not_measurable(format!(
+            "the {}-thread runs had {o}: the mapper took a faulting thread's CPU",
+            per_vma.map_or(0, |f| f.threads)
+        ));
+    }
+    j
+}
 
 /// The longest unrecorded warm-up run ([`warm_up`]).
 pub const WARM_UP: Duration = Duration::from_millis(300);
@@ -587,26 +735,34 @@ pub fn targets(cfg: &FaultsConfig, rows: &[(Row, Report)]) -> Vec<Judged> {
     let mut out = Vec::new();
     let more: Vec<usize> = cfg.threads.iter().copied().filter(|&t| t > 1).collect();
     let more = if more.is_empty() { vec![2] } else { more };
+    let facts = |t: usize, mapper: bool| {
+        rows.iter()
+            .find(|(r, _)| *r == Row { side: Side::EnginePerVma, threads: t, mapper })
+            .map(|(_, r)| PointFacts::of(r))
+    };
     for mapper in [false, true] {
         for &t in &more {
             let ratio = total(Side::EnginePerVma, t, mapper) / total(Side::EnginePerVma, 1, mapper);
-            out.push(Judged::at_least(
+            let j = Judged::at_least(
                 format!(
                     "engine per-vma: {t} threads' faults/s over 1 thread's{}",
                     if mapper { ", with the mapper" } else { "" }
                 ),
                 ratio,
                 SCALING_PER_THREAD * t as f64,
-            ));
+            );
+            let (base, alone, many) = (facts(1, mapper), facts(1, false), facts(t, mapper));
+            out.push(scaling_check(j, base.as_ref(), alone.as_ref(), many.as_ref()));
         }
     }
     for &t in &cfg.threads {
         let ratio = total(Side::EngineMmapLock, t, true) / total(Side::EnginePerVma, t, true);
-        out.push(Judged::at_most(
+        let j = Judged::at_most(
             format!("engine with the mapper, T={t}: mmap-lock faults/s over per-vma faults/s"),
             ratio,
             MMAP_LOCK_WITH_MAPPER,
-        ));
+        );
+        out.push(mode_check(j, facts(t, true).as_ref()));
     }
     out.push(Judged::at_least(
         "one thread: engine per-vma faults/s over the kernel's",
@@ -616,7 +772,11 @@ pub fn targets(cfg: &FaultsConfig, rows: &[(Row, Report)]) -> Vec<Judged> {
     out
 }
 
-/// The terminal table.
+/// The cell of a per-thread "vs T=1" percentage whose one-thread run was no baseline ([`baseline_unsound`]).
+pub const STARVED_CELL: &str = "T=1 starved";
+
+/// The terminal table. Its "vs T=1" columns are a row's per-thread rate over the same side's one-thread rate
+/// (same mapper), [`STARVED_CELL`] where that one-thread run did not have a CPU of its own.
 pub fn render_table(res: &FaultsResults) -> String {
     use vmspace_results::table::{count, render};
     let mut rows = Vec::new();
@@ -625,6 +785,18 @@ pub fn render_table(res: &FaultsResults) -> String {
         let med = |k: &str| r.metric(k).map_or(f64::NAN, |s| s.median);
         let base = median_of(&res.rows, row.side, 1, row.mapper, "faults_per_s_per_thread");
         let cpu_base = median_of(&res.rows, row.side, 1, row.mapper, "faults_per_cpu_s_per_thread");
+        // A per-thread rate over a 1-thread run that did not have a CPU of its own says nothing of scaling.
+        let facts = |t: usize, mapper: bool| {
+            res.rows
+                .iter()
+                .find(|(x, _)| *x == Row { side: row.side, threads: t, mapper })
+                .map(|(_, r)| PointFacts::of(r))
+        };
+        let starved = row.threads > 1
+            && facts(1, row.mapper).and_then(|b| baseline_unsound(&b, facts(1, false).as_ref())).is_some();
+        let vs = |v: f64, b: f64| {
+            if starved { STARVED_CELL.to_string() } else { format!("{:.0}%", 100.0 * v / b) }
+        };
         let counters = if r.metric("vma_lock_success_count").is_some() {
             format!(
                 "{}/{}/{}/{}",
@@ -641,9 +813,9 @@ pub fn render_table(res: &FaultsResults) -> String {
             s.map(|s| count(s.median)).unwrap_or_default(),
             s.map(|s| format!("{}-{}", count(s.min), count(s.max))).unwrap_or_default(),
             count(med("faults_per_s_per_thread")),
-            format!("{:.0}%", 100.0 * med("faults_per_s_per_thread") / base),
+            vs(med("faults_per_s_per_thread"), base),
             count(med("faults_per_cpu_s_per_thread")),
-            format!("{:.0}%", 100.0 * med("faults_per_cpu_s_per_thread") / cpu_base),
+            vs(med("faults_per_cpu_s_per_thread"), cpu_base),
             format!("{:.0}%", 100.0 * med("worker_cpu_share")),
             format!("{:.0}%", 100.0 * med("map_calls_share")),
             r.metric("regions_in_a_shared_vma_share")
@@ -674,6 +846,58 @@ pub fn render_table(res: &FaultsResults) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn facts(threads: usize, mapper: bool, cpus: usize, rate: f64, share: f64) -> PointFacts {
+        PointFacts { threads, mapper, cpus, faults_per_s: rate, cpu_share: share }
+    }
+
+    /// The trial's case: 2 threads with the mapper "met" 1.9x at 2.28x over a one-thread baseline with the
+    /// mapper at 400k faults/s against 1.95M without it.
+    #[test]
+    fn a_scaling_over_a_starved_baseline_is_not_measurable() {
+        let met = || Judged::at_least("2 threads over 1, with the mapper", 2.28, 1.9);
+        let alone = facts(1, false, 4, 1_950_000.0, 0.99);
+        let starved = facts(1, true, 4, 400_000.0, 0.98);
+        let many = facts(2, true, 4, 912_000.0, 0.97);
+        let j = scaling_check(met(), Some(&starved), Some(&alone), Some(&many));
+        assert_eq!(j.status, Status::NotMeasurable);
+        assert!(j.note.contains("400,000 faults/s, 21% of the same side's 1,950,000"), "{}", j.note);
+        // A baseline that had its CPU: the verdict stands.
+        let fine = facts(1, true, 4, 1_800_000.0, 0.98);
+        assert_eq!(scaling_check(met(), Some(&fine), Some(&alone), Some(&many)).status, Status::Met);
+        // More runnable threads than CPUs at the baseline: 1 thread and the mapper on 1 CPU.
+        let one_cpu = facts(1, true, 1, 1_800_000.0, 0.5);
+        let j = scaling_check(met(), Some(&one_cpu), Some(&alone), Some(&many));
+        assert!(
+            j.note.contains("2 runnable threads (1 faulting and the mapper) on 1 usable CPU"),
+            "{}",
+            j.note
+        );
+        // A baseline short of CPU time (another job on the machine), without the mapper too.
+        let busy = facts(1, false, 2, 1_000_000.0, 0.6);
+        let j = scaling_check(met(), Some(&busy), None, None);
+        assert!(j.note.contains("on a CPU only 60%"), "{}", j.note);
+        // The T-thread run without CPUs of its own: a miss says nothing, a met stands.
+        let crowded = facts(2, true, 2, 1_000_000.0, 0.6);
+        let miss = Judged::at_least("2 threads over 1, with the mapper", 1.1, 1.9);
+        let j = scaling_check(miss, Some(&fine), Some(&alone), Some(&crowded));
+        assert_eq!(j.status, Status::NotMeasurable);
+        assert!(
+            j.note.contains("3 runnable threads (2 faulting and the mapper) on 2 usable CPUs"),
+            "{}",
+            j.note
+        );
+        assert_eq!(scaling_check(met(), Some(&fine), Some(&alone), Some(&crowded)).status, Status::Met);
+        // The modes compared with the mapper on too few CPUs: a miss is not measurable, a met stands.
+        let worse = || Judged::at_most("mmap-lock over per-vma, T=2 with the mapper", 1.8, 0.9);
+        assert_eq!(mode_check(worse(), Some(&crowded)).status, Status::NotMeasurable);
+        assert_eq!(mode_check(worse(), Some(&many)).status, Status::Missed);
+        let better = Judged::at_most("mmap-lock over per-vma, T=2 with the mapper", 0.4, 0.9);
+        assert_eq!(mode_check(better, Some(&crowded)).status, Status::Met);
+        // Unknown CPU count and share: nothing to hold against the verdict.
+        let unknown = facts(1, false, 0, 1_000_000.0, f64::NAN);
+        assert_eq!(scaling_check(met(), Some(&unknown), None, None).status, Status::Met);
+    }
 
     #[test]
     fn engine_runs_fault_every_page_in_both_modes() {

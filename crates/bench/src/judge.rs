@@ -20,6 +20,10 @@
 //!   0.753x [0.748-0.766] and 0.757x [0.754-0.773] (heap placement and page colouring change between
 //!   processes), so a goal of 0.75x would have been met in the first and missed in the third;
 //! - **not measured** when there is no finite value (the cell was not measured in this run);
+//! - **not measurable** (here) when the values exist but this machine could not show the quantity either way,
+//!   for a reason measured in the same run ([`Judged::not_measurable`]): a scaling (T threads over one) whose
+//!   one-thread baseline did not have a CPU of its own is meaningless whatever the ratio says
+//!   (`vmspace_bench::faults::scaling_check`). The values are kept and shown beside the reason;
 //! - a count of failures ([`Goal::NoFailures`]) is missed by a single failure: no interval; an exact quantity
 //!   (bytes per VMA: the same in every run) is judged without the band ([`Judged::exact_at_most`]).
 //!
@@ -27,7 +31,7 @@
 //! changed the quantity itself) or one run's interval missed its median (at most 5% of the time per target when
 //! the values are independent). A single value is its own interval, decided met or missed. Where the load
 //! changes the quantity itself (a 2-thread scaling needs a free second CPU), a benchmark may judge a control
-//! beside it and leave a miss undecided when the control missed too ([`Judged::unless_control_met`]).
+//! beside it and judge a miss not measurable here when the control missed too ([`Judged::unless_control_met`]).
 //!
 //! Every target becomes one `<benchmark>.target` report ([`Judged::report`]): parameters `goal` (`<= 0.75x`),
 //! `verdict` (a [`Status::word`]), `met` (true, false, or null when undecided or not measured), `median`, `low`,
@@ -139,6 +143,8 @@ pub enum Status {
     Undecided,
     /// Nothing was measured.
     NotMeasured,
+    /// Measured, but this machine could not show the quantity (the reason is the target's note).
+    NotMeasurable,
 }
 
 impl Status {
@@ -149,14 +155,17 @@ impl Status {
             Status::Missed => "missed",
             Status::Undecided => "undecided",
             Status::NotMeasured => "not measured",
+            Status::NotMeasurable => "not measurable",
         }
     }
 
+    /// Every status, in the order of the tallies.
+    pub const ALL: [Status; 5] =
+        [Status::Met, Status::Missed, Status::Undecided, Status::NotMeasurable, Status::NotMeasured];
+
     /// Parses [`Status::word`].
     pub fn parse(s: &str) -> Option<Status> {
-        [Status::Met, Status::Missed, Status::Undecided, Status::NotMeasured]
-            .into_iter()
-            .find(|x| x.word() == s)
+        Status::ALL.into_iter().find(|x| x.word() == s)
     }
 
     /// The JSON `met` of a target: true, false, or null when undecided or not measured.
@@ -164,7 +173,7 @@ impl Status {
         match self {
             Status::Met => true.into(),
             Status::Missed => false.into(),
-            Status::Undecided | Status::NotMeasured => serde_json::Value::Null,
+            Status::Undecided | Status::NotMeasured | Status::NotMeasurable => serde_json::Value::Null,
         }
     }
 
@@ -290,8 +299,8 @@ pub struct Judged {
     pub interval: Option<Interval>,
     /// The verdict.
     pub status: Status,
-    /// Why the verdict is what it is when the values alone do not say (e.g. a miss left undecided because the
-    /// control could not meet the goal on this machine either); empty otherwise.
+    /// Why the verdict is what it is when the values alone do not say (e.g. a miss judged not measurable
+    /// because the control could not meet the goal on this machine either); empty otherwise.
     pub note: String,
     /// The unit of the values and the goal as printed after a number: [`RATIO`] (`x`) for ratios, else with
     /// its space (` ns`, ` M VMAs/s`).
@@ -320,19 +329,29 @@ impl Judged {
         self
     }
 
-    /// Leaves a miss undecided unless `control`, the same quantity of a reference that should meet the goal on
-    /// any machine able to show it (e.g. unsynchronised `BTreeMap` lookups for a 2-thread scaling), met it in the
-    /// same run: when the control misses too, the machine (another job on the second CPU, say) kept the goal out
-    /// of reach, and the miss says nothing about the structure. A met target stays met.
-    pub fn unless_control_met(mut self, control: &Judged, control_name: &str) -> Judged {
+    /// Judges a miss not measurable here unless `control`, the same quantity of a reference that should meet the
+    /// goal on any machine able to show it (e.g. unsynchronised `BTreeMap` lookups for a 2-thread scaling), met it
+    /// in the same run: when the control misses too, the machine (another job on the second CPU, say) kept the
+    /// goal out of reach, and the miss says nothing about the structure. A met target stays met.
+    pub fn unless_control_met(self, control: &Judged, control_name: &str) -> Judged {
         if self.status == Status::Missed && control.status != Status::Met {
-            self.status = Status::Undecided;
-            self.note = format!(
+            let why = format!(
                 "missed, but the control ({control_name}: {}) was {} against the same goal in this run: the \
                  machine could not show the goal",
                 control.measured_text(),
                 control.status.word()
             );
+            return self.not_measurable(why);
+        }
+        self
+    }
+
+    /// The same target judged "not measurable here" for `reason` (measured in the same run), whatever its values
+    /// say; a target without a value stays not measured. The reason becomes the note.
+    pub fn not_measurable(mut self, reason: impl Into<String>) -> Judged {
+        if self.measured() {
+            self.status = Status::NotMeasurable;
+            self.note = format!("not measurable here: {}", reason.into());
         }
         self
     }
@@ -413,24 +432,27 @@ impl Judged {
     }
 }
 
-/// Counts of met, missed, undecided and not measured among `targets`.
-pub fn counts(targets: &[Judged]) -> [u64; 4] {
-    let n = |s: Status| targets.iter().filter(|t| t.status == s).count() as u64;
-    [n(Status::Met), n(Status::Missed), n(Status::Undecided), n(Status::NotMeasured)]
+/// Counts of met, missed, undecided, not measurable and not measured among `targets` (the order of
+/// [`Status::ALL`]).
+pub fn counts(targets: &[Judged]) -> [u64; 5] {
+    Status::ALL.map(|s| targets.iter().filter(|t| t.status == s).count() as u64)
 }
 
 /// The verdict over `targets`: met and missed among the decided ones (passed when none is missed), with a line
-/// that also says how many were undecided and not measured.
+/// that also says how many were undecided, not measurable here and not measured.
 pub fn verdict(targets: &[Judged]) -> Verdict {
-    let [met, missed, undecided, unmeasured] = counts(targets);
+    let [met, missed, undecided, unmeasurable, unmeasured] = counts(targets);
     let mut line = format!("{met} met, {missed} missed");
     if undecided > 0 {
         line.push_str(&format!(", {undecided} undecided"));
     }
+    if unmeasurable > 0 {
+        line.push_str(&format!(", {unmeasurable} not measurable here"));
+    }
     if unmeasured > 0 {
         line.push_str(&format!(" ({unmeasured} not measured in this run)"));
     }
-    Verdict::new(met, missed, line).with_undecided(undecided)
+    Verdict::new(met, missed, line).with_undecided(undecided).with_not_measurable(unmeasurable)
 }
 
 /// The terminal lines of `targets`: `met`/`MISSED`/`undecided`/`not measured`, what, the median and its
@@ -444,12 +466,12 @@ pub fn render(targets: &[Judged]) -> String {
         };
         let what = if t.at.is_empty() { t.what.clone() } else { format!("{} ({})", t.what, t.at) };
         out.push_str(&format!(
-            "  {state:<12} {what:<70} {:>22} (goal {})\n",
+            "  {state:<14} {what:<70} {:>22} (goal {})\n",
             t.measured_text(),
             t.goal.text_in(t.unit)
         ));
         if !t.note.is_empty() {
-            out.push_str(&format!("               {}\n", t.note));
+            out.push_str(&format!("                 {}\n", t.note));
         }
     }
     out
@@ -497,7 +519,7 @@ mod tests {
         let t = Judged::at_least("rate", 30.31, 20.0).in_unit(" M VMAs/s");
         assert_eq!(t.measured_text(), "30.3 M VMAs/s");
         assert!(render(&[t]).contains("30.3 M VMAs/s (goal >= 20.00 M VMAs/s)"));
-        for s in [Status::Met, Status::Missed, Status::Undecided, Status::NotMeasured] {
+        for s in Status::ALL {
             assert_eq!(Status::parse(s.word()), Some(s));
         }
     }
@@ -584,7 +606,7 @@ mod tests {
         assert_eq!(missed().unless_control_met(&control_met, "c").status, Status::Missed);
         for c in [&control_missed, &control_undecided] {
             let j = missed().unless_control_met(c, "BTreeMap");
-            assert_eq!(j.status, Status::Undecided);
+            assert_eq!(j.status, Status::NotMeasurable);
             assert!(j.note.contains("BTreeMap") && j.note.contains("could not show"), "{}", j.note);
             let r = j.report("x.target", &HostInfo::default());
             assert!(r.notes.iter().any(|n| n.contains("control")), "{:?}", r.notes);
@@ -607,5 +629,28 @@ mod tests {
         assert_eq!((r.parameters["low"].as_f64(), r.parameters["high"].as_f64()), (Some(0.9), Some(1.1)));
         assert_eq!(r.runs.len(), 4);
         assert!(render(&[u]).contains("undecided"));
+    }
+
+    #[test]
+    fn not_measurable_targets_keep_their_values_and_reason() {
+        let met = Judged::new("scaling", "T=2", Goal::AtLeast(1.9), vec![2.2, 2.3, 2.28]);
+        assert_eq!(met.status, Status::Met);
+        let j = met.clone().not_measurable("the one-thread baseline had a CPU 40% of the time");
+        assert_eq!(j.status, Status::NotMeasurable);
+        assert_eq!(j.values, met.values);
+        assert!(j.note.starts_with("not measurable here: the one-thread baseline"), "{}", j.note);
+        // Nothing measured stays not measured.
+        let none = Judged::at_least("x", f64::NAN, 1.9).not_measurable("why");
+        assert_eq!(none.status, Status::NotMeasured);
+        let v = verdict(&[j.clone(), Judged::at_least("y", 2.0, 1.5)]);
+        assert_eq!((v.met, v.missed, v.undecided, v.not_measurable), (1, 0, 0, 1));
+        assert!(v.passed && v.inconclusive());
+        assert_eq!(v.line, "1 met, 0 missed, 1 not measurable here");
+        assert!(!verdict(&[Judged::at_least("y", 2.0, 1.5)]).inconclusive());
+        let r = j.report("bench.faults.target", &HostInfo::default());
+        assert_eq!(r.parameters["verdict"], "not measurable");
+        assert!(r.parameters["met"].is_null());
+        assert!(r.notes.iter().any(|n| n.contains("baseline")), "{:?}", r.notes);
+        assert!(render(&[j]).contains("not measurable"));
     }
 }

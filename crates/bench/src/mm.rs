@@ -13,8 +13,7 @@
 //!    on the kernel, a `MAP_FIXED_NOREPLACE` probe checks that nothing of this process lives there. The two
 //!    sides' batches alternate in rounds, the engine first in even rounds and the kernel first in odd ones
 //!    ([`Timer::per_op_rounds`]), and the ratio (`bench.mm.mmap_munmap_ratio`) is taken per round, so that both
-//!    halves of a ratio meet the same machine state. `bench mm` judges no target (were it to, its per-round
-//!    ratios would go through [`crate::judge`] like every other benchmark's).
+//!    halves of a ratio meet the same machine state.
 //! 2. **VMA lookups per second** (`bench.mm.lookup`) on an engine `Mm` with [`OTHERS`] VMAs, at random
 //!    precomputed addresses inside them, with 1 and 2 threads (thread *i* pinned to the *i*-th usable CPU):
 //!    `lock_vma_under_rcu` (lock-free walk + per-VMA read lock, dropped at once) against the mmap read lock
@@ -24,6 +23,14 @@
 //!    object, the engine's only per-mapping record) and the tree's live nodes × 256 bytes / VMAs, against the
 //!    kernel's `vm_area_struct` slab object size from `/proc/slabinfo` (readable as root; otherwise reported
 //!    unknown). Neither side counts anon_vma chains (the benchmark's VMAs are never faulted).
+//!
+//! # Targets
+//!
+//! [`targets`] judges, through [`crate::judge`] like every other benchmark: one-page mmap+munmap pairs with
+//! [`OTHERS`] other VMAs at least [`MIN_ENGINE_OVER_KERNEL`] times the kernel's rate, on the per-round ratios;
+//! and bytes per VMA (the `Vma` object and its share of the tree) at most [`MAX_BYTES_PER_VMA`], the kernel's
+//! `vm_area_struct` alone, at every measured VMA count (an exact quantity: no resolution band). `vmspace
+//! report`'s address-space experiment judges the same targets with the same function.
 //!
 //! Timing follows [`crate::measure`]: calibrated batches, several repeats, the median reported beside every
 //! repeat. The 1-minute load average before and after is written into every report.
@@ -39,6 +46,7 @@ use vmspace_mm::{MapFlags, Mm, MmConfig, MmShared, PAGE_SIZE, Prot, Vma, lock_vm
 use vmspace_results::host::HostInfo;
 use vmspace_results::report::{Report, ReportSet};
 
+use crate::judge::{Goal, Judged};
 use crate::measure::{Cpus, Timer};
 
 /// The arena: the loop's mapping goes here, the other VMAs 1 GiB above it.
@@ -47,6 +55,12 @@ pub const ARENA: u64 = 0x2000_0000_0000;
 const OTHERS_OFFSET: u64 = 1 << 30;
 /// Number of other VMAs in the "with others" cases and in the lookup benchmark.
 pub const OTHERS: usize = 1000;
+/// One-page mmap+munmap pairs with [`OTHERS`] other VMAs: the engine's rate over the kernel's must be at least
+/// this.
+pub const MIN_ENGINE_OVER_KERNEL: f64 = 4.0;
+/// Bytes per VMA, the `Vma` object and its share of the tree's nodes, must be at most this: the kernel's
+/// `vm_area_struct` slab object alone on Linux 6.18 x86-64 (`/proc/slabinfo`'s objsize).
+pub const MAX_BYTES_PER_VMA: f64 = 192.0;
 /// Bytes of one maple-tree node (the same in the kernel).
 const NODE_BYTES: u64 = 256;
 
@@ -310,6 +324,42 @@ pub fn run_until(
         placement: format!("{placement}\n{load_note}"),
         interrupted: ctx.interrupted,
     })
+}
+
+/// The targets (module docs) over a run's reports (`bench.mm.*`); a target whose reports are missing is not
+/// measured.
+pub fn targets(reports: &[Report]) -> Vec<Judged> {
+    let u = |r: &Report, k: &str| r.parameters.get(k).and_then(serde_json::Value::as_u64);
+    let ratios: Vec<f64> = reports
+        .iter()
+        .find(|r| {
+            r.benchmark == "bench.mm.mmap_munmap_ratio"
+                && u(r, "pages") == Some(1)
+                && u(r, "other_vmas") == Some(OTHERS as u64)
+        })
+        .map(|r| r.runs.iter().filter_map(|run| run.metrics.get("engine_over_kernel").copied()).collect())
+        .unwrap_or_default();
+    let mut out = vec![Judged::new(
+        "mmap+munmap pairs per second, engine over kernel (1 page, per round of interleaved batches)",
+        format!("{OTHERS} other VMAs"),
+        Goal::AtLeast(MIN_ENGINE_OVER_KERNEL),
+        ratios,
+    )];
+    let what = "bytes per VMA: Vma object and its share of the tree, against the kernel's vm_area_struct";
+    let mut sizes = 0;
+    for r in reports.iter().filter(|r| r.benchmark == "bench.mm.bytes_per_vma") {
+        sizes += 1;
+        let bytes = r.metric("total_bytes_per_vma").map_or(f64::NAN, |s| s.median);
+        let mut j = Judged::exact_at_most(what, bytes, MAX_BYTES_PER_VMA).in_unit(" B");
+        j.at = format!("{} VMAs", u(r, "vmas").map_or("?".to_string(), |n| n.to_string()));
+        out.push(j);
+    }
+    if sizes == 0 {
+        let mut j = Judged::exact_at_most(what, f64::NAN, MAX_BYTES_PER_VMA).in_unit(" B");
+        j.at = "every measured count".to_string();
+        out.push(j);
+    }
+    out
 }
 
 /// The number of progress steps of [`run`] with `cfg`.
@@ -666,4 +716,60 @@ pub fn render_table(res: &MmResults) -> String {
 /// The 1-minute load average (`/proc/loadavg`), if readable.
 fn loadavg() -> Option<f64> {
     std::fs::read_to_string("/proc/loadavg").ok()?.split_whitespace().next()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::judge::Status;
+
+    fn report(bench: &str, params: &[(&str, u64)], metric: &str, values: &[f64]) -> Report {
+        let mut r = Report::new(bench, "x", HostInfo::default());
+        for (k, v) in params {
+            r.param(k, v);
+        }
+        for &v in values {
+            r.push_run(BTreeMap::from([(metric.to_string(), v)]));
+        }
+        r.summarise();
+        r
+    }
+
+    #[test]
+    fn targets_judge_the_pair_ratio_at_1000_others_and_every_size() {
+        let reports = [
+            // The empty space's ratio is not the target's.
+            report(
+                "bench.mm.mmap_munmap_ratio",
+                &[("pages", 1), ("other_vmas", 0)],
+                "engine_over_kernel",
+                &[1.0, 1.0, 1.0],
+            ),
+            report(
+                "bench.mm.mmap_munmap_ratio",
+                &[("pages", 1), ("other_vmas", OTHERS as u64)],
+                "engine_over_kernel",
+                &[4.4, 4.6, 4.5, 4.3, 4.9],
+            ),
+            report("bench.mm.bytes_per_vma", &[("vmas", 1000)], "total_bytes_per_vma", &[148.7]),
+            report("bench.mm.bytes_per_vma", &[("vmas", 100_000)], "total_bytes_per_vma", &[192.5]),
+        ];
+        let t = targets(&reports);
+        assert_eq!(t.len(), 3);
+        assert_eq!((t[0].status, t[0].values.len(), t[0].goal), (Status::Met, 5, Goal::AtLeast(4.0)));
+        assert_eq!((t[1].status, t[1].at.as_str()), (Status::Met, "1000 VMAs"));
+        assert_eq!((t[2].status, t[2].at.as_str()), (Status::Missed, "100000 VMAs"));
+        assert_eq!(t[1].measured_text(), "149 B");
+        // Straddling the goal: undecided; nothing measured: not measured.
+        let straddle = [report(
+            "bench.mm.mmap_munmap_ratio",
+            &[("pages", 1), ("other_vmas", OTHERS as u64)],
+            "engine_over_kernel",
+            &[3.77, 4.02, 3.9],
+        )];
+        assert_eq!(targets(&straddle)[0].status, Status::Undecided);
+        let none = targets(&[]);
+        assert_eq!(none.len(), 2);
+        assert!(none.iter().all(|t| t.status == Status::NotMeasured));
+    }
 }

@@ -345,7 +345,10 @@ fn faults(args: FaultsArgs) -> Result<Status> {
         text,
         "\nper CPU-s = pages written per CPU-second of the faulting threads (CLOCK_THREAD_CPUTIME_ID); CPU share = \
          the share of the run each faulting thread had a CPU; in mmap/munmap = the share it spent in its own \
-         mmap, madvise and munmap calls (waits for mmap_lock included); shared VMA = the share of an engine \
+         mmap, madvise and munmap calls (waits for mmap_lock included); vs T=1 = the row's per-thread rate over \
+         the same side's 1-thread rate with the same mapper (above 100%: each thread faster than one alone), \
+         \"T=1 starved\" where that 1-thread run did not have a CPU of its own (more runnable threads than CPUs, \
+         on a CPU under 90% of the run, or with the mapper under half its rate without it); shared VMA = the share of an engine \
          thread's regions that had merged with a neighbour's into one VMA (whose lock both threads' faults then \
          take; --apart keeps them apart); +mapper = one more thread mapping and unmapping a \
          read-only page meanwhile; vma_lock counters as /proc/vmstat names them (medians per run; n/a: the \
@@ -353,7 +356,7 @@ fn faults(args: FaultsArgs) -> Result<Status> {
     );
     say!(text, "\ntargets:");
     text.print(&vmspace_bench::judge::render(&results.targets));
-    let verdict = vmspace_bench::judge::verdict(&results.targets);
+    let verdict = common::indicative_if(vmspace_bench::judge::verdict(&results.targets), args.quick);
     say!(text, "\nverdict: {}", verdict.line);
     json.write(&results.set.clone().with_verdict(verdict.clone()))?;
     if let JsonOut::File(p) = &json {
@@ -441,6 +444,7 @@ fn tree(args: TreeArgs) -> Result<Status> {
     if verdict.line.contains("not measured") {
         verdict.line = verdict.line.replace("not measured in this run", "not measured at these sizes");
     }
+    let verdict = common::indicative_if(verdict, args.quick);
     say!(text, "\nverdict: {}", verdict.line);
     let set = results.set.clone().with_verdict(verdict.clone());
     json.write(&set)?;
@@ -543,11 +547,19 @@ fn mm(args: MmArgs) -> Result<Status> {
         "\nNp = mappings of N pages; N others = other VMAs in the address space; xN = N threads; \
          lock_vma_under_rcu = lookups under the per-VMA lock (mm/mmap_lock.c), mmap_read_lock = under the mmap lock"
     );
-    json.write(&results.set)?;
+    let targets = bench_mm::targets(&results.set.reports);
+    say!(text, "\ntargets:");
+    text.print(&vmspace_bench::judge::render(&targets));
+    let verdict = common::indicative_if(vmspace_bench::judge::verdict(&targets), args.quick);
+    say!(text, "\nverdict: {}", verdict.line);
+    let host = results.set.reports.first().map(|r| r.host.clone()).unwrap_or_default();
+    let mut set = results.set.clone();
+    set.reports.extend(targets.iter().map(|t| t.report("bench.mm.target", &host)));
+    json.write(&set.with_verdict(verdict.clone()))?;
     if let JsonOut::File(p) = &json {
         say!(text, "\nJSON written to {}", p.display());
     }
-    Ok(Status::Success)
+    Ok(Status::of(&verdict))
 }
 
 /// Memory one VMA of the largest count may take while `bench fork` runs: the parent's VMA and tree share, a
@@ -614,7 +626,7 @@ fn fork(args: ForkArgs) -> Result<Status> {
     );
     say!(text, "\ntargets:");
     text.print(&vmspace_bench::judge::render(&results.targets));
-    let verdict = vmspace_bench::judge::verdict(&results.targets);
+    let verdict = common::indicative_if(vmspace_bench::judge::verdict(&results.targets), args.quick);
     say!(text, "\nverdict: {}", verdict.line);
     json.write(&results.set.clone().with_verdict(verdict.clone()))?;
     if let JsonOut::File(p) = &json {
@@ -710,7 +722,7 @@ fn contention(args: ContentionArgs) -> Result<Status> {
     text.print(&bench::render_tables(&results));
     say!(text, "\ntargets:");
     text.print(&vmspace_bench::judge::render(&results.targets));
-    let verdict = vmspace_bench::judge::verdict(&results.targets);
+    let verdict = common::indicative_if(vmspace_bench::judge::verdict(&results.targets), args.quick);
     say!(text, "\nverdict: {}", verdict.line);
     json.write(&results.set.clone().with_verdict(verdict.clone()))?;
     if let JsonOut::File(p) = &json {

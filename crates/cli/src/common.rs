@@ -18,9 +18,10 @@
 //!
 //! # Exit statuses
 //! [`Status`] and the error classes map to the statuses documented in `vmspace --help` ([`EXIT_STATUS_HELP`]):
-//! 0 success; 1 the command judged and something failed (a difference, a missed target, a failed check);
-//! 2 bad usage or input ([`UsageError`], clap's errors, unreadable scripts); 3 the run itself failed (a system
-//! call, a child process); 130 interrupted (Ctrl-C or SIGTERM). Errors print as one `error: ...` line with
+//! 0 success (every measured target met); 1 the command judged and something failed (a difference, a missed
+//! target, a failed check); 2 bad usage or input ([`UsageError`], clap's errors, unreadable scripts); 3 the run
+//! itself failed (a system call, a child process); 4 nothing failed, but a target was undecided or not
+//! measurable here ([`Status::Inconclusive`]); 130 interrupted (Ctrl-C or SIGTERM). Errors print as one `error: ...` line with
 //! their causes, never with a backtrace, whatever `RUST_BACKTRACE` says.
 
 use anyhow::{Context, Result};
@@ -33,14 +34,17 @@ use vmspace_results::report::{ReportSet, Verdict};
 /// The exit-status section of `vmspace --help`.
 pub const EXIT_STATUS_HELP: &str = "\
 Exit status:
-  0    success
+  0    success; for commands that judge targets (bench, report): every measured target was met
   1    the command judged and something failed: engine and kernel differ (diff), a benchmark target was
-       missed (bench tree, report), a target went from met to missed (report --compare), a /proc check
-       failed (race, kernel race)
+       missed (bench, report), a target went from met to missed (report --compare), a /proc check failed
+       (race, kernel race)
   2    bad usage or input: unknown option, option that does nothing in this mode, unreadable script,
        output path that cannot be written, input too large for this machine (without --force), a
-       timed command (bench, kernel but info, race, report) run from a debug build (without --force)
+       timed command (bench, kernel but info, race, report) run from a debug build (without --force), two
+       report sets of different kinds or lengths (report --compare)
   3    the run itself failed: a system call or a child process failed
+  4    no target was missed, but at least one was undecided (its spread straddles the goal) or not
+       measurable here (this machine could not show it; the target's note says why) (bench, report)
   130  interrupted (Ctrl-C or SIGTERM); a second Ctrl-C stops at once
 
 Output: every command prints a table; --json FILE also writes the results as JSON (schema
@@ -54,13 +58,40 @@ pub enum Status {
     Success,
     /// The command judged and something failed: exit status 1.
     Failed,
+    /// Nothing failed, but some target was undecided or not measurable here: exit status 4.
+    Inconclusive,
 }
 
 impl Status {
-    /// [`Status::Success`] when `verdict` passed.
+    /// [`Status::Failed`] when `verdict` did not pass, [`Status::Inconclusive`] when it passed with targets
+    /// undecided or not measurable, [`Status::Success`] otherwise.
     pub fn of(verdict: &Verdict) -> Status {
-        if verdict.passed { Status::Success } else { Status::Failed }
+        if !verdict.passed {
+            Status::Failed
+        } else if verdict.inconclusive() {
+            Status::Inconclusive
+        } else {
+            Status::Success
+        }
     }
+
+    /// The process exit status: 0, 1 or 4.
+    pub fn code(self) -> u8 {
+        match self {
+            Status::Success => 0,
+            Status::Failed => 1,
+            Status::Inconclusive => 4,
+        }
+    }
+}
+
+/// `verdict` with `(indicative: --quick, one short run per point)` after its line when `quick`: a `--quick` run's
+/// met and missed rest on too few values to show a spread (docs/REPORT.md, "--quick verdicts are indicative").
+pub fn indicative_if(mut verdict: Verdict, quick: bool) -> Verdict {
+    if quick && verdict.met + verdict.missed > 0 {
+        verdict.line.push_str(" (indicative: --quick, one short run per point)");
+    }
+    verdict
 }
 
 /// Bad usage or input (exit status 2): the message says what to change.
@@ -225,12 +256,16 @@ impl Text {
         Text { to_stderr: json.takes_stdout() }
     }
 
-    /// Prints `s` as is.
+    /// Prints `s` as is. A write that fails (standard output closed by its reader, with SIGPIPE ignored:
+    /// [`keep_running_without_stdout`]) is dropped, never a panic; [`stdout_closed`] then says so.
     pub fn print(&self, s: &str) {
         if self.to_stderr {
-            eprint!("{s}");
+            let _ = std::io::stderr().write_all(s.as_bytes());
         } else {
-            print!("{s}");
+            let mut out = std::io::stdout().lock();
+            if out.write_all(s.as_bytes()).and_then(|()| out.flush()).is_err() {
+                STDOUT_CLOSED.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
         }
     }
 
@@ -238,6 +273,43 @@ impl Text {
     pub fn line(&self, s: &str) {
         self.print(&format!("{s}\n"));
     }
+}
+
+/// Set when a write to standard output failed (its reader went away). Relaxed: a flag read once at the end of
+/// the command on the thread that set it; no other memory is published through it.
+static STDOUT_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether a write to standard output failed during this command (`vmspace report | head -1`).
+pub fn stdout_closed() -> bool {
+    STDOUT_CLOSED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// For a command whose results go to files as well (`vmspace report`): ignore SIGPIPE, so that a reader of
+/// standard output that goes away (`| head -1`) no longer kills the process in the middle of its run; writes to
+/// standard output then fail with EPIPE, which [`Text::print`] drops. (`main` gives every other command
+/// SIGPIPE's default action back, to end quietly as `cat` does.)
+pub fn keep_running_without_stdout() {
+    // SAFETY: setting a signal's disposition to "ignore" is always valid; no handler runs.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+}
+
+/// Whether `e` is a write to a pipe whose reader went away (EPIPE) somewhere in its chain.
+pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            || c.downcast_ref::<serde_json::Error>()
+                .and_then(|j| j.io_error_kind())
+                .is_some_and(|k| k == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// `eprintln!` that never panics (standard error may be a closed pipe too: `2>&1 | head`).
+#[macro_export]
+macro_rules! note {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
 }
 
 /// Prints through a [`Text`] like `println!`.
@@ -434,6 +506,18 @@ mod tests {
         assert_eq!(fmt_secs(7300.0), "2h01m");
         assert_eq!(fmt_bytes(512), "512 B");
         assert_eq!(fmt_bytes(3 << 30), "3.0 GiB");
+    }
+
+    #[test]
+    fn verdicts_map_to_0_1_and_4() {
+        let v = |met, missed, undecided, unmeasurable| {
+            Verdict::new(met, missed, "line").with_undecided(undecided).with_not_measurable(unmeasurable)
+        };
+        assert_eq!(Status::of(&v(3, 0, 0, 0)).code(), 0);
+        assert_eq!(Status::of(&v(3, 1, 2, 1)).code(), 1);
+        assert_eq!(Status::of(&v(3, 0, 1, 0)).code(), 4);
+        assert_eq!(Status::of(&v(3, 0, 0, 1)).code(), 4);
+        assert_eq!(Status::of(&v(0, 0, 0, 0)).code(), 0);
     }
 
     #[test]

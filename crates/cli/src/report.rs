@@ -11,12 +11,18 @@
 //! time elapsed on a terminal, else one line every few seconds. Ctrl-C stops the experiment in progress,
 //! writes what was measured so far (the page says which experiments are incomplete) and exits with status 130.
 //!
+//! Standard output closing early (`vmspace report | head -1`) does not lose the run: SIGPIPE is ignored for
+//! this command, writes to the closed output are dropped, the run goes on to its end and writes everything to
+//! the output directory as usual, and standard error says that the output was cut; the exit status is the
+//! verdict's. Exit status 0: every measured target met; 1: a target missed; 4: none missed but some undecided or
+//! not measurable here.
+//!
 //! `--compare OLD NEW` runs nothing: it reads two `report.json` files, prints which figures moved beyond their
 //! run-to-run spread and how the targets changed, writes `compare.html`, and exits with status 1 when a target
 //! went from met to missed; `--json FILE` writes the comparison as a report set.
 
 use crate::common::{self, JsonOut, Status, Text, fmt_secs, usage, write_atomically};
-use crate::say;
+use crate::{note, say};
 use anyhow::{Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -69,6 +75,7 @@ pub fn run(args: ReportArgs) -> Result<Status> {
         return compare(&files[0], &files[1], &args.out, args.json.as_deref());
     }
     common::check_build(args.force)?;
+    common::keep_running_without_stdout();
     vmspace_linux::child::install_interrupt_handler()?;
     let length = if args.smoke {
         Length::Smoke
@@ -114,13 +121,25 @@ pub fn run(args: ReportArgs) -> Result<Status> {
     let p = report_run::present(&outcome.set);
     t.print(&report_run::text(&p));
     let files = write_report(&args.out, &outcome.set, &p)?;
-    json.write(&outcome.set)?;
+    let mut cut = false;
+    if let Err(e) = json.write(&outcome.set) {
+        if !common::is_broken_pipe(&e) {
+            return Err(e);
+        }
+        cut = true;
+    }
     say!(t, "\nwritten to {}: {}", args.out.display(), files.join(", "));
     say!(t, "took {} ({})", fmt_secs(start.elapsed().as_secs_f64()), length.id());
+    if cut || common::stdout_closed() {
+        note!(
+            "vmspace report: standard output was closed before the end; everything measured is written to {}",
+            args.out.display()
+        );
+    }
     if outcome.interrupted {
         let complete =
             p.sections.iter().filter(|s| s.completion == vmspace_report::model::Completion::Complete).count();
-        eprintln!(
+        note!(
             "vmspace report: interrupted after {}; what was measured so far is written to {} ({complete} of {} \
              experiments complete)",
             fmt_secs(start.elapsed().as_secs_f64()),
@@ -195,6 +214,8 @@ fn compare(old: &Path, new: &Path, out: &Path, json: Option<&Path>) -> Result<St
         Ok(set)
     };
     let (a, b) = (read(old)?, read(new)?);
+    vmspace_report::compare::comparable(&a, &b)
+        .map_err(|e| usage(format!("{} and {}: {e}", old.display(), new.display())))?;
     prepare_out(out)?;
     let json = JsonOut::new(json)?;
     let t = Text::new(&json);
@@ -277,11 +298,11 @@ impl Display {
         let elapsed = fmt_secs(self.start.elapsed().as_secs_f64());
         if p.phase != self.phase {
             self.phase = p.phase;
-            eprintln!("report: {}/{} {} (after {elapsed})", p.phase, p.phases, p.title);
+            note!("report: {}/{} {} (after {elapsed})", p.phase, p.phases, p.title);
         }
         if self.last_line.is_none_or(|t| t.elapsed() >= Self::EVERY) {
             self.last_line = Some(Instant::now());
-            eprintln!("report: {:.0}% after {elapsed}, {msg}", 100.0 * pos as f64 / self.total_ms as f64);
+            note!("report: {:.0}% after {elapsed}, {msg}", 100.0 * pos as f64 / self.total_ms as f64);
         }
     }
 

@@ -26,12 +26,15 @@ fn quick_json_has_the_shared_schema_and_every_cell() {
         .args(["bench", "tree", "--quick", "--json", "-"])
         .output()
         .expect("run vmspace");
-    // Exit status 0 when every measured target is met, 1 when one is missed; the verdict says which.
+    // Exit status 0 when every measured target is met, 1 when one is missed, 4 when none is missed but some is
+    // undecided; the verdict says which.
     let code = out.status.code();
-    assert!(matches!(code, Some(0 | 1)), "vmspace failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(matches!(code, Some(0 | 1 | 4)), "vmspace failed: {}", String::from_utf8_lossy(&out.stderr));
     let set: Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
     let verdict = &set["verdict"];
-    assert_eq!(verdict["passed"].as_bool(), Some(code == Some(0)), "{verdict}");
+    assert_eq!(verdict["passed"].as_bool(), Some(code != Some(1)), "{verdict}");
+    let open = verdict["undecided"].as_u64().unwrap_or(0) + verdict["not_measurable"].as_u64().unwrap_or(0);
+    assert_eq!(code == Some(4), verdict["passed"] == true && open > 0, "{verdict}");
     let (met, missed) = (verdict["met"].as_u64().unwrap(), verdict["missed"].as_u64().unwrap());
     assert!(verdict["line"].as_str().unwrap().starts_with(&format!("{met} met, {missed} missed")));
     // The table still goes to standard error, closed by the same verdict line.
@@ -58,7 +61,7 @@ fn quick_json_has_the_shared_schema_and_every_cell() {
             match verdict {
                 "met" => assert_eq!(met, true),
                 "missed" => assert_eq!(met, false),
-                "undecided" | "not measured" => assert!(met.is_null(), "{r}"),
+                "undecided" | "not measured" | "not measurable" => assert!(met.is_null(), "{r}"),
                 other => panic!("unknown verdict {other}"),
             }
             if verdict == "not measured" {
@@ -89,16 +92,19 @@ fn quick_json_has_the_shared_schema_and_every_cell() {
             } else {
                 "undecided"
             };
-            // A 2-thread scaling miss is left undecided, with a note, when the unsynchronised BTreeMap control
-            // missed the goal too.
+            // A 2-thread scaling miss is not measurable here, with a note, when the unsynchronised BTreeMap
+            // control missed the goal too.
             let control =
                 r["notes"].as_array().unwrap().iter().any(|n| n.as_str().unwrap().contains("control"));
             if control {
                 assert_eq!(
                     (verdict, expected, param(r, "workload").as_str().unwrap().starts_with("lookup_threads")),
-                    ("undecided", "missed", true),
+                    ("not measurable", "missed", true),
                     "{r}"
                 );
+            } else if verdict == "not measurable" {
+                // Two lookup threads on one usable CPU: a miss there says nothing.
+                assert!(r["notes"].to_string().contains("on 1 usable CPU"), "{r}");
             } else {
                 assert_eq!(verdict, expected, "{r}");
             }
@@ -219,7 +225,7 @@ fn processes_pool_rounds_of_child_processes() {
         .args(["--json", "-"])
         .output()
         .expect("run vmspace");
-    assert!(matches!(out.status.code(), Some(0 | 1)), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(matches!(out.status.code(), Some(0 | 1 | 4)), "{}", String::from_utf8_lossy(&out.stderr));
     let set: Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
     let reports = set["reports"].as_array().unwrap();
     let lookup = reports

@@ -1,4 +1,4 @@
-//! The command line's contract, checked on the built binary: exit statuses (0, 1, 2, 3, 130, documented in
+//! The command line's contract, checked on the built binary: exit statuses (0, 1, 2, 3, 4, 130, documented in
 //! `--help`), the `--json FILE` / `--json -` convention and its schema, output paths checked before the run, no
 //! panic on a closed pipe, no backtrace after an ordinary error even with `RUST_BACKTRACE=1`, inputs too large
 //! for the machine refused up front, options that do nothing in a mode rejected, progress on long runs even
@@ -67,6 +67,13 @@ fn help_documents_the_exit_statuses_and_usage_errors_exit_2() {
     for needle in ["Exit status:", "130", "--json FILE", "vmspace.report.v1"] {
         assert!(text.contains(needle), "--help lacks {needle:?}:\n{text}");
     }
+    // Status 4, which a script tests for "nothing missed, not everything shown met", in --help, report's help
+    // and the man page alike.
+    assert!(text.contains("4    no target was missed, but at least one was undecided"), "{text}");
+    let report = run(&["report", "--help"]);
+    assert!(String::from_utf8_lossy(&report.stdout).contains("4    no target was missed"));
+    let man = String::from_utf8_lossy(&run(&["man"]).stdout).to_string();
+    assert!(man.contains("no target was missed, but at least one was undecided"), "{man}");
     let sub = run(&["diff", "--help"]);
     assert!(String::from_utf8_lossy(&sub.stdout).contains("Exit status:"));
     assert_eq!(run(&["--no-such-option"]).status.code(), Some(2));

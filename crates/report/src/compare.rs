@@ -14,6 +14,12 @@
 //! Targets are matched by id (`report.target` reports; `bench.tree.target` reports of `vmspace bench tree`
 //! too). A target that was met and is now missed is a *regression*: `--compare` then exits with status 1.
 //!
+//! # What can be compared
+//! Only two sets of one kind and one length ([`Kind::of`], [`comparable`]): two `vmspace report` runs of the
+//! same length (`quick`, `default`, `full`), or two runs of the same other command (`vmspace bench mm`, ...)
+//! with or without `--quick` alike. Anything else would only list every figure and target as absent on one
+//! side; `vmspace report --compare` refuses it with a usage error (exit status 2) that names both.
+//!
 //! # As a report set (`--compare ... --json FILE`)
 //! [`Comparison::to_set`]: one `report.compare.figure` report per moved figure (parameters `figure`,
 //! `metric`, `direction`: `better`, `worse` or `neither`; one run with `old_min`, `old_median`, `old_max`,
@@ -63,6 +69,59 @@ pub fn direction(name: &str) -> Direction {
     } else {
         Direction::Neutral
     }
+}
+
+/// What a report set is, for [`comparable`]: the command that wrote it and its length.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Kind {
+    /// `vmspace report`, `vmspace bench mm`, ...: the command's words before its first option.
+    pub command: String,
+    /// `quick`, `default`, `full` (a report's `report.machine` length; other commands: `quick` with
+    /// `--quick`, else `default`).
+    pub length: String,
+}
+
+impl Kind {
+    /// The kind of `set`.
+    pub fn of(set: &ReportSet) -> Kind {
+        let words: Vec<&str> = set.command.split_whitespace().collect();
+        let command = words.iter().take_while(|w| !w.starts_with('-')).copied().collect::<Vec<_>>().join(" ");
+        let machine = set.reports.iter().find(|r| r.benchmark == "report.machine");
+        let length = match machine {
+            Some(m) => param_str(m, "length").to_string(),
+            None if words.contains(&"--quick") => "quick".to_string(),
+            None if words.contains(&"--full") => "full".to_string(),
+            None => "default".to_string(),
+        };
+        // A report set is a report's whatever its command line says (a file may have been renamed).
+        let command = if machine.is_some() { "vmspace report".to_string() } else { command };
+        Kind { command, length }
+    }
+
+    /// `vmspace report (quick)`.
+    pub fn text(&self) -> String {
+        format!("{} ({})", self.command, self.length)
+    }
+}
+
+/// Whether `old` and `new` can be compared (module docs): `Err` says why not, naming both kinds.
+pub fn comparable(old: &ReportSet, new: &ReportSet) -> Result<(), String> {
+    let (a, b) = (Kind::of(old), Kind::of(new));
+    if a.command != b.command {
+        return Err(format!(
+            "cannot compare a set of `{}` with one of `{}`: they measure different things (compare two runs of \
+             one command)",
+            a.command, b.command
+        ));
+    }
+    if a.length != b.length {
+        return Err(format!(
+            "cannot compare a {} run with a {} run of `{}`: their lengths differ, so their figures and targets \
+             are measured differently (compare two runs of one length)",
+            a.length, b.length, a.command
+        ));
+    }
+    Ok(())
 }
 
 /// One figure that moved.
@@ -396,6 +455,30 @@ mod tests {
         let back = compare(&new, &old);
         assert!(back.regressions().is_empty());
         assert_eq!(back.moved[0].better, Some(true));
+    }
+
+    #[test]
+    fn only_sets_of_one_kind_and_length_compare() {
+        let machine = |length: &str| {
+            let mut m = Report::new("report.machine", "machine", HostInfo::default());
+            m.param("length", length);
+            m
+        };
+        let quick = ReportSet::new("vmspace report --quick --out a", vec![machine("quick")]);
+        let quick2 = ReportSet::new("vmspace report --out b --quick", vec![machine("quick")]);
+        let default = ReportSet::new("vmspace report", vec![machine("default")]);
+        let mm =
+            ReportSet::new("vmspace bench mm --json x.json", vec![report("bench.mm.x", "a", "m", &[1.0])]);
+        let mm_quick = ReportSet::new("vmspace bench mm --quick", vec![]);
+        assert_eq!(Kind::of(&quick), Kind { command: "vmspace report".into(), length: "quick".into() });
+        assert_eq!(Kind::of(&mm).text(), "vmspace bench mm (default)");
+        assert!(comparable(&quick, &quick2).is_ok());
+        assert!(comparable(&mm, &mm.clone()).is_ok());
+        let e = comparable(&quick, &default).unwrap_err();
+        assert!(e.contains("quick") && e.contains("default") && e.contains("lengths differ"), "{e}");
+        let e = comparable(&mm, &default).unwrap_err();
+        assert!(e.contains("vmspace bench mm") && e.contains("vmspace report"), "{e}");
+        assert!(comparable(&mm, &mm_quick).is_err());
     }
 
     #[test]

@@ -72,6 +72,8 @@ tr:hover td { background: #fafbfd; }
 .s-missed { color: var(--missed); font-weight: 700; }
 .s-undecided { color: var(--undecided); font-weight: 700; }
 .s-not-measured { color: var(--na); }
+.s-not-measurable { color: var(--undecided); font-style: italic; }
+.indicative { background: #eef4ff; border: 1px solid #9ab8f0; border-radius: 6px; padding: 8px 14px; margin: 12px 0; }
 figure { margin: 14px 0; }
 figure svg { width: 100%; max-width: 980px; height: auto; border: 1px solid var(--line); border-radius: 6px; }
 figcaption { color: var(--muted); font-size: 13px; }
@@ -128,6 +130,7 @@ fn status_class(s: Status) -> &'static str {
         Status::Missed => "s-missed",
         Status::Undecided => "s-undecided",
         Status::NotMeasured => "s-not-measured",
+        Status::NotMeasurable => "s-not-measurable",
     }
 }
 
@@ -234,13 +237,22 @@ pub fn index(p: &Presentation, files: &[String]) -> String {
         }
         out.push_str("</div>\n");
     }
+    if let Some(i) = &p.indicative {
+        let _ = writeln!(
+            out,
+            "<div class=\"indicative\"><p><strong>{}.</strong></p></div>",
+            esc(&capitalised(i))
+        );
+    }
     out.push_str("<section id=\"summary\">\n<h2>Summary</h2>\n");
     let _ = writeln!(out, "<p class=\"verdict\">Targets: {}.</p>", esc(&p.verdict.line));
     out.push_str(
         "<p class=\"cap\">measured: the median of the values (one per run or per pair of interleaved batches) and \
          the 95% order-statistic confidence interval of that median (min-max for 5 values or fewer); met: the \
          whole interval meets the goal; missed: none of it does; undecided: it straddles the goal (the spread is \
-         wider than the margin); not measured: no value in this run</p><div class=\"scroll\"><table>\
+         wider than the margin); not measurable here: values exist but this machine could not show the quantity \
+         (the note gives the measured reason); not measured: no value in this run; (indicative): decided on a \
+         single short run per point (--quick)</p><div class=\"scroll\"><table>\
          <thead><tr><th>status</th><th>target</th><th>where</th><th>goal</th><th>measured [interval]</th>\
          <th>note</th></tr></thead><tbody>",
     );
@@ -250,10 +262,10 @@ pub fn index(p: &Presentation, files: &[String]) -> String {
             "<tr><td class=\"st {}\">{}</td><td>{}</td><td class=\"st\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
              <td>{}</td></tr>",
             status_class(t.status),
-            t.status.word(),
+            esc(&t.status_text()),
             esc(&t.what),
             esc(&t.at),
-            esc(&t.goal.text()),
+            esc(&t.goal_text()),
             esc(&t.measured()),
             esc(&t.why)
         );

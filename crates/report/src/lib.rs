@@ -36,7 +36,8 @@
 //! - [`experiment`]: the interface (experiments, sides, plans, the run context, lengths);
 //! - [`experiments`]: the six experiments and their run order; [`engine`]: the engine sides (faults, fork,
 //!   contention and tearing measured; the lockless reader mode's placeholder until it lands);
-//! - [`targets`]: targets judged with their run-to-run spread (met, missed, undecided, not measured);
+//! - [`targets`]: targets judged with their run-to-run spread (met, missed, undecided, not measurable here, not
+//!   measured; indicative in a `--quick` run);
 //! - [`model`]: what a section is made of (tables, figures); [`plot`]: SVG figures (plotters);
 //! - [`machine`]: load average, CPU steal and other work on the machine during each phase;
 //! - [`run`]: the whole run, its report set, and the presentation of a report set;

@@ -21,7 +21,8 @@
 //!   the whole run's `elapsed_s`, `load1_before`, `load1_after`, `others_pct`, `steal_pct`;
 //! - `report.target`: one per target ([`crate::targets`]);
 //!
-//! and the set's `verdict` (met and missed targets; passed when none is missed).
+//! and the set's `verdict` (met and missed targets, with `undecided` and `not_measurable` counts; passed when
+//! none is missed; its line ends in `(indicative: one run per point)` for a `--quick` run).
 //!
 //! # Presentation
 //! [`present`] turns a report set into sections, targets, machine warnings and the closing verdict, reading
@@ -37,7 +38,7 @@ use crate::experiment::{Ctx, Experiment, Length, Step, is_interruption, param_st
 use crate::experiments;
 use crate::machine::{self, BUSY_LOAD_PER_CPU, Interval};
 use crate::model::{Completion, Section};
-use crate::targets::{Status, TargetResult, tally};
+use crate::targets::{INDICATIVE, Status, TargetResult, mark_indicative, tally};
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -207,11 +208,10 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(Progress<'_>)) -> Outcome {
     m.push_run(metrics);
     m.summarise();
     set_reports.push(m);
-    let targets = all_targets(&all, &set_reports);
+    let mut targets = all_targets(&all, &set_reports);
+    mark_indicative(&mut targets, opts.length);
     set_reports.extend(targets.iter().map(|t| t.to_report(&host)));
-    let (met, missed, line) = tally(&targets);
-    let set = ReportSet::new(opts.command.clone(), set_reports)
-        .with_verdict(Verdict::new(met, missed, line).with_undecided(undecided(&targets)));
+    let set = ReportSet::new(opts.command.clone(), set_reports).with_verdict(tally(&targets));
     Outcome { set, interrupted, failures }
 }
 
@@ -338,6 +338,8 @@ pub struct Presentation {
     pub targets: Vec<TargetResult>,
     /// The set's verdict.
     pub verdict: Verdict,
+    /// Why the decided verdicts are only indicative (a `--quick` run), for a banner; `None` otherwise.
+    pub indicative: Option<String>,
     /// The machine.
     pub machine: MachineView,
     /// The host's one-line description.
@@ -412,7 +414,17 @@ pub fn present(set: &ReportSet) -> Presentation {
         targets.extend(e.targets(&own));
         sections.push(s);
     }
-    let (met, missed, line) = tally(&targets);
+    let length = machine_r.and_then(|m| Length::parse(param_str(m, "length")));
+    if let Some(l) = length {
+        mark_indicative(&mut targets, l);
+    }
+    let indicative = targets.iter().any(|t| t.indicative).then(|| {
+        format!(
+            "{INDICATIVE} ({} run): each met or missed below rests on a single short run of each point, which \
+             shows no spread; the default length takes 3 or more runs per point and judges on their interval",
+            length.map_or("this", Length::id)
+        )
+    });
     let during = machine_r.map_or("unknown".to_string(), |m| {
         let pct = |k: &str| metric(m, k).map_or("unknown".to_string(), |v| format!("{v:.0}%"));
         format!(
@@ -431,8 +443,9 @@ pub fn present(set: &ReportSet) -> Presentation {
         length: machine_r.map_or("?".into(), |m| param_str(m, "length").to_string()),
         elapsed_s: machine_r.and_then(|m| metric(m, "elapsed_s")).unwrap_or(0.0),
         sections,
-        verdict: Verdict::new(met, missed, line).with_undecided(undecided(&targets)),
+        verdict: tally(&targets),
         targets,
+        indicative,
         machine: MachineView {
             facts,
             load_before: machine_r.map_or("unknown".into(), |m| param_str(m, "load_before").to_string()),
@@ -446,30 +459,27 @@ pub fn present(set: &ReportSet) -> Presentation {
     }
 }
 
-/// How many of `targets` are undecided.
-fn undecided(targets: &[TargetResult]) -> u64 {
-    targets.iter().filter(|t| t.status == Status::Undecided).count() as u64
-}
-
 /// The summary table of the targets (for the terminal).
 pub fn targets_table(targets: &[TargetResult]) -> crate::model::Table {
     let mut t = crate::model::Table::new(
         "targets: met when the interval of the values' median (95% order-statistic interval; min-max for 5 \
          values or fewer) is wholly on the good side of the goal, missed when it is wholly on the bad side, \
-         undecided when it straddles the goal",
+         undecided when it straddles the goal, not measurable here when this machine could not show it (the \
+         note says what was measured); (indicative): decided on one short run per point (--quick)",
         &["status", "target", "where", "goal", "measured [interval]", "note"],
     );
     for x in targets {
         t.row(vec![
             match x.status {
-                Status::Met => "MET".into(),
-                Status::Missed => "MISSED".into(),
-                Status::Undecided => "undecided".into(),
+                Status::Met | Status::Missed => {
+                    x.status_text().to_uppercase().replace("INDICATIVE", "indicative")
+                }
                 Status::NotMeasured => "n/a".into(),
+                _ => x.status_text(),
             },
             x.what.clone(),
             x.at.clone(),
-            x.goal.text(),
+            x.goal_text(),
             x.measured(),
             x.why.clone(),
         ]);
@@ -502,6 +512,9 @@ pub fn text(p: &Presentation) -> String {
         out.push_str(&format!("verdict: {}\n", s.verdict));
     }
     out.push_str("\n== Summary ==\n");
+    if let Some(i) = &p.indicative {
+        out.push_str(&format!("{i}\n"));
+    }
     out.push_str(&targets_table(&p.targets).text());
     out.push_str(&format!("verdict: {}\n", p.verdict.line));
     out.push_str(&format!(

@@ -11,20 +11,27 @@
 //! - **missed**: the interval is wholly on the bad side;
 //! - **undecided**: the interval straddles the goal, so the spread is wider than the margin to the goal and
 //!   this run cannot tell (more or longer runs, or a quieter machine, may);
+//! - **not measurable** here: values exist, but this machine could not show the quantity either way, for a
+//!   reason measured in the same run and shown beside the values (a scaling whose one-thread baseline did not
+//!   have a CPU of its own: `vmspace_bench::faults::scaling_check`);
 //! - **not measured**: no value (the side is not in this build, the experiment did not run or was interrupted).
 //!
+//! A decided verdict (met, missed) of a `--quick` run is *indicative* ([`TargetResult::indicative`]): one short
+//! run per point gives no interval worth the name, so the verdict says so wherever it is shown.
+//!
 //! For a count that must be zero, a single failure misses. In a report set each target is one report of
-//! benchmark `report.target` (parameters `target` id, `experiment`, `goal`, `status`, `at`; one run per value
-//! with metric `value`), which is what `vmspace report --compare` reads.
+//! benchmark `report.target` (parameters `target` id, `experiment`, `goal`, `status`, `at`, and `indicative`
+//! (true) for an indicative verdict; one run per value with metric `value`; the reason of a not measurable
+//! target is its first note), which is what `vmspace report --compare` reads.
 
 use std::collections::BTreeMap;
 use vmspace_results::host::HostInfo;
-use vmspace_results::report::Report;
+use vmspace_results::report::{Report, Verdict};
 
 use crate::experiment::param_str;
 use crate::model::sig3;
 
-pub use vmspace_bench::judge::{Goal, Status};
+pub use vmspace_bench::judge::{Goal, RATIO, Status};
 
 /// One target and its outcome.
 #[derive(Debug, Clone, PartialEq)]
@@ -43,8 +50,13 @@ pub struct TargetResult {
     pub values: Vec<f64>,
     /// What the values allow.
     pub status: Status,
-    /// Why it is not measured (or a remark), empty otherwise.
+    /// Why it is not measured or not measurable (or a remark), empty otherwise.
     pub why: String,
+    /// Whether the verdict rests on one short run per point (`--quick`): met and missed are then indicative.
+    pub indicative: bool,
+    /// The unit of the values and the goal after a number: `x` for a ratio (the default), else with its space
+    /// (` B`).
+    pub unit: String,
 }
 
 impl TargetResult {
@@ -62,7 +74,50 @@ impl TargetResult {
             values,
             status,
             why,
+            indicative: false,
+            unit: RATIO.to_string(),
         }
+    }
+
+    /// The target `j` of the shared judge (its status and note, e.g. a scaling check's not measurable), as
+    /// target `id` of `experiment`.
+    pub fn from_judged(id: String, experiment: &str, j: vmspace_bench::judge::Judged) -> Self {
+        TargetResult {
+            id,
+            experiment: experiment.to_string(),
+            what: j.what,
+            at: j.at,
+            goal: j.goal,
+            values: j.values,
+            status: j.status,
+            why: if j.status == Status::NotMeasured && j.note.is_empty() {
+                "no value in this run".to_string()
+            } else {
+                j.note
+            },
+            indicative: false,
+            unit: j.unit.to_string(),
+        }
+    }
+
+    /// The goal in the target's unit: `<= 0.75x`, `<= 192.00 B`.
+    pub fn goal_text(&self) -> String {
+        self.goal.text_in(&self.unit)
+    }
+
+    /// The status in words as tables show it: `met`, `missed`, ..., with `(indicative)` after an indicative
+    /// verdict.
+    pub fn status_text(&self) -> String {
+        let word = match self.status {
+            Status::NotMeasurable => "not measurable here",
+            s => s.word(),
+        };
+        if self.indicative && self.is_decided() { format!("{word} (indicative)") } else { word.to_string() }
+    }
+
+    /// Whether the verdict is met or missed.
+    pub fn is_decided(&self) -> bool {
+        matches!(self.status, Status::Met | Status::Missed)
     }
 
     /// A target that could not be measured, and why.
@@ -76,6 +131,8 @@ impl TargetResult {
             values: Vec::new(),
             status: Status::NotMeasured,
             why: why.to_string(),
+            indicative: false,
+            unit: RATIO.to_string(),
         }
     }
 
@@ -93,8 +150,8 @@ impl TargetResult {
                 let max = self.values.iter().copied().filter(|v| v.is_finite()).fold(0.0, f64::max);
                 format!("{} failure{}", max as u64, if max == 1.0 { "" } else { "s" })
             }
-            _ if i.n == 1 => format!("{}x", sig3(i.median)),
-            _ => format!("{}x [{}-{}]", sig3(i.median), sig3(i.low), sig3(i.high)),
+            _ if i.n == 1 => format!("{}{}", sig3(i.median), self.unit),
+            _ => format!("{}{} [{}-{}]", sig3(i.median), self.unit, sig3(i.low), sig3(i.high)),
         }
     }
 
@@ -105,8 +162,14 @@ impl TargetResult {
         r.param("target", &self.id);
         r.param("what", &self.what);
         r.param("at", &self.at);
-        r.param("goal", self.goal.text());
+        r.param("goal", self.goal_text());
+        if self.unit != RATIO {
+            r.param("unit", &self.unit);
+        }
         r.param("status", self.status.word());
+        if self.indicative && self.is_decided() {
+            r.param("indicative", true);
+        }
         if !self.why.is_empty() {
             r.notes.push(self.why.clone());
         }
@@ -132,6 +195,17 @@ impl TargetResult {
                 status: Status::parse(param_str(r, "status"))?,
                 values,
                 why: r.notes.first().cloned().unwrap_or_default(),
+                indicative: r
+                    .parameters
+                    .get("indicative")
+                    .and_then(serde_json::Value::as_bool)
+                    .unwrap_or(false),
+                unit: r
+                    .parameters
+                    .get("unit")
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or(RATIO)
+                    .to_string(),
             }),
             "bench.tree.target" => {
                 let status = match Status::parse(param_str(r, "verdict")) {
@@ -149,7 +223,14 @@ impl TargetResult {
                     status,
                     values,
                     at,
-                    why: String::new(),
+                    why: r
+                        .notes
+                        .iter()
+                        .find(|n| n.starts_with("not measurable here"))
+                        .cloned()
+                        .unwrap_or_default(),
+                    indicative: false,
+                    unit: RATIO.to_string(),
                 })
             }
             _ => None,
@@ -157,12 +238,41 @@ impl TargetResult {
     }
 }
 
-/// Counts of each status, and the closing line: `3 met, 1 missed, 2 undecided, 4 not measured`.
-pub fn tally(targets: &[TargetResult]) -> (u64, u64, String) {
+/// The verdict over `targets`, with the closing line: `3 met, 1 missed, 2 undecided, 1 not measurable here, 4 not
+/// measured`, and `(indicative: one run per point)` after it when any decided verdict is indicative. Passed
+/// when none is missed; [`Verdict::inconclusive`] when none is missed but some is undecided or not measurable.
+pub fn tally(targets: &[TargetResult]) -> Verdict {
     let n = |s: Status| targets.iter().filter(|t| t.status == s).count() as u64;
-    let (met, missed, undecided, none) =
-        (n(Status::Met), n(Status::Missed), n(Status::Undecided), n(Status::NotMeasured));
-    (met, missed, format!("{met} met, {missed} missed, {undecided} undecided, {none} not measured"))
+    let (met, missed, undecided, unmeasurable, none) = (
+        n(Status::Met),
+        n(Status::Missed),
+        n(Status::Undecided),
+        n(Status::NotMeasurable),
+        n(Status::NotMeasured),
+    );
+    let mut line = format!("{met} met, {missed} missed, {undecided} undecided, ");
+    if unmeasurable > 0 {
+        line.push_str(&format!("{unmeasurable} not measurable here, "));
+    }
+    line.push_str(&format!("{none} not measured"));
+    if targets.iter().any(|t| t.indicative && t.is_decided()) {
+        line.push_str(&format!(" ({INDICATIVE})"));
+    }
+    Verdict::new(met, missed, line).with_undecided(undecided).with_not_measurable(unmeasurable)
+}
+
+/// What an indicative verdict is, in a few words (verdict lines, the page's banner).
+pub const INDICATIVE: &str = "indicative: one run per point";
+
+/// Marks the decided verdicts of `targets` indicative when the run was `--quick` (or the tests' `smoke`):
+/// one short run per point.
+pub fn mark_indicative(targets: &mut [TargetResult], length: crate::experiment::Length) {
+    use crate::experiment::Length;
+    if matches!(length, Length::Quick | Length::Smoke) {
+        for t in targets.iter_mut().filter(|t| t.is_decided()) {
+            t.indicative = true;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -226,8 +336,34 @@ mod tests {
             TargetResult::not_measured("e".into(), "x", "engine", "-", Goal::AtLeast(1.0), "not available");
         let back = TargetResult::from_report(&n.to_report(&HostInfo::default())).unwrap();
         assert_eq!((back.status, back.why.as_str()), (Status::NotMeasured, "not available"));
-        let (met, missed, line) = tally(&[t, n]);
-        assert_eq!((met, missed), (0, 0));
-        assert_eq!(line, "0 met, 0 missed, 1 undecided, 1 not measured");
+        let v = tally(&[t.clone(), n.clone()]);
+        assert_eq!((v.met, v.missed, v.undecided), (0, 0, 1));
+        assert_eq!(v.line, "0 met, 0 missed, 1 undecided, 1 not measured");
+        assert!(v.passed && v.inconclusive());
+        // A not measurable target keeps its values and reason through the report.
+        let j = vmspace_bench::judge::Judged::new("scaling", "T=2", Goal::AtLeast(1.9), vec![2.3, 2.2])
+            .not_measurable("the baseline was starved");
+        let u = TargetResult::from_judged("f.s".into(), "faults", j);
+        assert_eq!(u.status_text(), "not measurable here");
+        let back = TargetResult::from_report(&u.to_report(&HostInfo::default())).unwrap();
+        assert_eq!(back, u);
+        let v = tally(&[u, n.clone()]);
+        assert_eq!(v.not_measurable, 1);
+        assert_eq!(v.line, "0 met, 0 missed, 0 undecided, 1 not measurable here, 1 not measured");
+        // Indicative verdicts say so, in the table's words, the report and the line.
+        let mut quick = vec![
+            TargetResult::judge("q".into(), "x", "thing", "n=1", Goal::AtMost(2.0), vec![1.0]),
+            n.clone(),
+        ];
+        mark_indicative(&mut quick, crate::experiment::Length::Quick);
+        assert!(quick[0].indicative && !quick[1].indicative);
+        assert_eq!(quick[0].status_text(), "met (indicative)");
+        let back = TargetResult::from_report(&quick[0].to_report(&HostInfo::default())).unwrap();
+        assert_eq!(back, quick[0]);
+        assert!(tally(&quick).line.ends_with("(indicative: one run per point)"), "{}", tally(&quick).line);
+        let mut default = quick.clone();
+        default[0].indicative = false;
+        mark_indicative(&mut default, crate::experiment::Length::Default);
+        assert!(!default[0].indicative);
     }
 }

@@ -85,6 +85,11 @@ pub struct Verdict {
     /// command). Left out of the JSON when 0, read as 0 when absent.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub undecided: u64,
+    /// How many targets this machine could not show either way (a scaling whose one-thread baseline did not have
+    /// a CPU of its own, ...): "not measurable here", each with its measured reason in its report. They do not
+    /// fail the command either. Left out of the JSON when 0, read as 0 when absent.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub not_measurable: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -94,7 +99,19 @@ fn is_zero(n: &u64) -> bool {
 impl Verdict {
     /// A verdict of `met` and `missed` things, passed when nothing was missed; `line` is the closing line.
     pub fn new(met: u64, missed: u64, line: impl Into<String>) -> Self {
-        Self { passed: missed == 0, met, missed, line: line.into(), undecided: 0 }
+        Self { passed: missed == 0, met, missed, line: line.into(), undecided: 0, not_measurable: 0 }
+    }
+
+    /// Whether every decided thing was met but some target was left undecided or not measurable here: nothing
+    /// failed, yet not everything measured was shown to be met (`vmspace` exits with status 4).
+    pub fn inconclusive(&self) -> bool {
+        self.passed && self.undecided + self.not_measurable > 0
+    }
+
+    /// The same verdict with `not_measurable` targets (which do not change `passed`).
+    pub fn with_not_measurable(mut self, not_measurable: u64) -> Self {
+        self.not_measurable = not_measurable;
+        self
     }
 
     /// The same verdict with `undecided` targets (which do not change `passed`).

@@ -23,10 +23,21 @@
 //! - with the mapper, the mmap_lock-only mode is visibly worse: its faults/s at most 0.9x the per-VMA mode's,
 //!   at every thread count (paired runs);
 //! - one engine thread (per-VMA locks, no mapper) faults at least 3x as fast as one kernel thread (paired runs).
+//!
+//! A scaling target is judged only over a one-thread baseline that had a CPU of its own, by `vmspace bench
+//! faults`' rule (`vmspace_bench::faults::scaling_check`): otherwise it is *not measurable here*, with the
+//! measured reason (more runnable threads than usable CPUs, a CPU share under 90%, or, with the mapper, a rate
+//! under half the same side's one-thread rate without it). The table's "per thread vs T=1" column says
+//! "T=1 starved" instead of a percentage over such a baseline. Likewise the mmap_lock-only mode against per-VMA
+//! locks with the mapper is not measurable when the threads and the mapper outnumber the usable CPUs and the
+//! verdict is not met (`vmspace_bench::faults::mode_check`).
 
 use std::time::Duration;
 
-use vmspace_bench::faults::{ENGINE_OVER_KERNEL, MMAP_LOCK_WITH_MAPPER, SCALING_PER_THREAD};
+use vmspace_bench::faults::{
+    ENGINE_OVER_KERNEL, MMAP_LOCK_WITH_MAPPER, PointFacts, SCALING_PER_THREAD, STARVED_CELL,
+    baseline_unsound, mode_check, scaling_check,
+};
 use vmspace_linux::faults;
 use vmspace_results::host::HostInfo;
 use vmspace_results::report::Report;
@@ -164,6 +175,17 @@ fn scaling_runs(reports: &[&Report], side: &str, t: usize, mapper: bool) -> Vec<
     runs_of(many, "faults_per_s").into_iter().map(|v| v / base).collect()
 }
 
+/// The facts of side `side` at `threads` threads with or without the mapper (`None`: not measured).
+fn facts(reports: &[&Report], side: &str, threads: usize, mapper: bool) -> Option<PointFacts> {
+    side_point(reports, side, &key(threads, mapper)).map(PointFacts::of)
+}
+
+/// Why side `side`'s one-thread run with or without the mapper is no baseline for a scaling (`None`: it is one).
+fn starved_baseline(reports: &[&Report], side: &str, mapper: bool) -> Option<String> {
+    let base = facts(reports, side, 1, mapper)?;
+    baseline_unsound(&base, facts(reports, side, 1, false).as_ref())
+}
+
 /// Each run's faults per second of side `side` at point `key` (empty when it has no report there).
 fn rate_runs(reports: &[&Report], side: &str, key: &str) -> Vec<f64> {
     side_point(reports, side, key).map(|r| runs_of(r, "faults_per_s")).unwrap_or_default()
@@ -240,8 +262,14 @@ impl Experiment for Faults {
         let infos = self.sides();
         s.unavailable = unavailable_lines(&infos);
         let mut t = Table::new(
-            "faults per second against threads, alone and with a mapper thread: median [min-max] over the runs; \
-             per thread vs T=1 on the same side and mapper",
+            format!(
+                "faults per second against threads, alone and with a mapper thread: median [min-max] over the \
+                 runs; per thread vs T=1: the per-thread rate over the same side's one-thread rate with the same \
+                 mapper (above 100%: each thread faster than one alone), \"{STARVED_CELL}\" where that one-thread \
+                 run did not have a CPU of its own (more runnable threads than CPUs, on a CPU under 90% of the \
+                 run, or with the mapper under half its rate without it); CPUs: where each thread (the mapper \
+                 last) ran"
+            ),
             &["threads", "mapper", "side", "faults/s", "per thread/s", "per thread vs T=1", "CPUs"],
         );
         let mut chart = Chart::new(
@@ -269,6 +297,12 @@ impl Experiment for Faults {
                     spread(r.metric("faults_per_s"), count),
                     pt.map_or("-".into(), count),
                     match (pt, base) {
+                        (Some(_), Some(_))
+                            if param_u64(r, "threads").unwrap_or(1) > 1
+                                && starved_baseline(reports, info.id, mapper).is_some() =>
+                        {
+                            STARVED_CELL.to_string()
+                        }
                         (Some(p), Some(b)) => format!("{:.0}%", 100.0 * p / b),
                         _ => "-".into(),
                     },
@@ -318,6 +352,14 @@ impl Experiment for Faults {
             let one = per_thread(info.id, &key(1, false));
             let many = per_thread(info.id, &key(most, false));
             let mut w = match (one, many) {
+                (Some(a), Some(_)) if most > 1 && starved_baseline(reports, info.id, false).is_some() => {
+                    format!(
+                        "{} takes {} faults/s on one thread (no scaling to show: {})",
+                        in_words(info),
+                        count(a),
+                        starved_baseline(reports, info.id, false).unwrap_or_default()
+                    )
+                }
                 (Some(a), Some(b)) if most > 1 => format!(
                     "{} keeps {:.0}% of its 1-thread rate per thread at {most} threads ({} faults/s on one thread)",
                     in_words(info),
@@ -387,14 +429,17 @@ impl Experiment for Faults {
                 let goal = Goal::AtLeast(t as f64 * SCALING_PER_THREAD);
                 out.push(match why_not(&[engine::FAULTS_PER_VMA]) {
                     Some(why) => TargetResult::not_measured(id, exp, &what, &key(t, mapper), goal, &why),
-                    None => TargetResult::judge(
-                        id,
-                        exp,
-                        &what,
-                        &key(t, mapper),
-                        goal,
-                        scaling_runs(reports, engine::FAULTS_PER_VMA, t, mapper),
-                    ),
+                    None => {
+                        let pv = engine::FAULTS_PER_VMA;
+                        let values = scaling_runs(reports, pv, t, mapper);
+                        let judged = scaling_check(
+                            vmspace_bench::judge::Judged::new(&what, key(t, mapper), goal, values),
+                            facts(reports, pv, 1, mapper).as_ref(),
+                            facts(reports, pv, 1, false).as_ref(),
+                            facts(reports, pv, t, mapper).as_ref(),
+                        );
+                        TargetResult::from_judged(id, exp, judged)
+                    }
                 });
             }
         }
@@ -406,17 +451,17 @@ impl Experiment for Faults {
             let at = key(t, true);
             out.push(match why_not(&[engine::FAULTS_PER_VMA, engine::FAULTS_MMAP_LOCK]) {
                 Some(why) => TargetResult::not_measured(id, exp, what, &at, goal, &why),
-                None => TargetResult::judge(
-                    id,
-                    exp,
-                    what,
-                    &at,
-                    goal,
-                    paired(
+                None => {
+                    let values = paired(
                         &rate_runs(reports, engine::FAULTS_MMAP_LOCK, &at),
                         &rate_runs(reports, engine::FAULTS_PER_VMA, &at),
-                    ),
-                ),
+                    );
+                    let judged = mode_check(
+                        vmspace_bench::judge::Judged::new(what, at.clone(), goal, values),
+                        facts(reports, engine::FAULTS_PER_VMA, t, true).as_ref(),
+                    );
+                    TargetResult::from_judged(id, exp, judged)
+                }
             });
         }
         // One engine thread against one kernel thread.
@@ -463,6 +508,57 @@ mod tests {
         }
         r.summarise();
         r
+    }
+
+    /// The trial's run: 2 threads with the mapper at 2.28x one thread with the mapper, whose one-thread run was
+    /// starved (400k faults/s against 1.95M without the mapper): not measurable, with the reason; the table shows
+    /// no percentage over that baseline.
+    #[test]
+    fn a_starved_baseline_makes_the_scaling_not_measurable() {
+        let host = HostInfo { cpus_usable: vec![0, 1], ..HostInfo::default() };
+        let with_host = |mut r: Report| {
+            r.host = host.clone();
+            r
+        };
+        let pv = engine::FAULTS_PER_VMA;
+        let all = [
+            with_host(report("kernel", 1, false, &[500_000.0])),
+            with_host(report(pv, 1, false, &[1_950_000.0])),
+            with_host(report(pv, 1, true, &[400_000.0])),
+            with_host(report(pv, 2, false, &[3_000_000.0])),
+            with_host(report(pv, 2, true, &[912_000.0])),
+            with_host(report(engine::FAULTS_MMAP_LOCK, 1, true, &[6_000.0])),
+            with_host(report(engine::FAULTS_MMAP_LOCK, 2, true, &[1_600_000.0])),
+        ];
+        let refs: Vec<&Report> = all.iter().collect();
+        let e = Faults::new();
+        let t = e.targets(&refs);
+        let get = |id: &str| t.iter().find(|t| t.id == id).unwrap_or_else(|| panic!("no {id}: {t:?}"));
+        let m = get("faults.engine.per_vma.scaling.T=2.mapper");
+        assert_eq!(m.status, Status::NotMeasurable);
+        assert!(m.why.contains("400,000 faults/s, 21% of the same side's 1,950,000"), "{}", m.why);
+        assert_eq!(m.status_text(), "not measurable here");
+        assert!((m.values[0] - 2.28).abs() < 1e-9, "{:?}", m.values);
+        // Without the mapper the baseline had its CPU: 1.54x against 1.9x is missed.
+        assert_eq!(get("faults.engine.per_vma.scaling.T=2").status, Status::Missed);
+        // The modes with the mapper: at T=1 (2 threads on 2 CPUs) judged; at T=2 the mapper shared a faulting
+        // thread's CPU, so the mmap_lock-only mode's 1.75x says nothing of the locks.
+        assert_eq!(get("faults.engine.mmap_lock_with_mapper.T=1").status, Status::Met);
+        let m = get("faults.engine.mmap_lock_with_mapper.T=2");
+        assert_eq!(m.status, Status::NotMeasurable);
+        assert!(
+            m.why.contains("3 runnable threads (2 faulting and the mapper) on 2 usable CPUs"),
+            "{}",
+            m.why
+        );
+        let s = e.present(&refs);
+        let row = s.tables[0]
+            .rows
+            .iter()
+            .find(|r| r[0] == "2" && r[1] == "yes" && r[2].contains("per-VMA"))
+            .unwrap();
+        assert_eq!(row[5], STARVED_CELL, "{row:?}");
+        assert!(s.tables[0].caption.contains(STARVED_CELL));
     }
 
     #[test]

@@ -4,7 +4,10 @@
 //! mmap lock on 1 and 2 threads (engine only: a page fault's VMA lookup cannot be isolated from user space on
 //! the kernel); bytes per VMA against the kernel's `vm_area_struct`.
 //!
-//! Reports are `vmspace bench mm`'s own (`bench.mm.*`). No target: BENCHMARKS.md sets none for it.
+//! Reports are `vmspace bench mm`'s own (`bench.mm.*`). Targets: `vmspace bench mm`'s, judged by the same
+//! function (`vmspace_bench::mm::targets`): one-page mmap+munmap with 1,000 other VMAs at least 4x the kernel
+//! (per round of interleaved batches; `mm.mmap_munmap.over_kernel`) and bytes per VMA at most 192, the kernel's
+//! `vm_area_struct` alone, at every measured count (`mm.bytes_per_vma.<VMAs>`).
 
 use std::time::Duration;
 
@@ -183,13 +186,74 @@ impl Experiment for AddressSpace {
                 ratio(a),
                 ratio(b)
             ));
+            // More than two threads can give: the one-thread runs did not have a CPU of their own.
+            if a.max(b) > 2.0 * (1.0 + vmspace_bench::judge::RESOLUTION) {
+                verdict.push_str(
+                    " (above 2x on 2 threads: the one-thread runs did not have a CPU of their own, so this run \
+                     shows no scaling)",
+                );
+            }
         }
         s.verdict = capitalise(&verdict) + ".";
         s.collect_notes(reports.iter().copied().filter(|r| r.benchmark != "bench.mm.mmap_munmap").take(1));
         s
     }
 
-    fn targets(&self, _reports: &[&Report]) -> Vec<TargetResult> {
-        Vec::new()
+    fn targets(&self, reports: &[&Report]) -> Vec<TargetResult> {
+        let own: Vec<Report> = reports.iter().map(|r| (*r).clone()).collect();
+        bench::targets(&own)
+            .into_iter()
+            .map(|j| {
+                let id = if j.what.starts_with("bytes per VMA") {
+                    format!("mm.bytes_per_vma.{}", j.at.trim_end_matches(" VMAs").replace(' ', "_"))
+                } else {
+                    "mm.mmap_munmap.over_kernel".to_string()
+                };
+                TargetResult::from_judged(id, self.id(), j)
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::targets::Status;
+    use std::collections::BTreeMap;
+
+    fn report(bench: &str, params: &[(&str, u64)], metric: &str, values: &[f64]) -> Report {
+        let mut r = Report::new(bench, "x", HostInfo::default());
+        for (k, v) in params {
+            r.param(k, v);
+        }
+        for &v in values {
+            r.push_run(BTreeMap::from([(metric.to_string(), v)]));
+        }
+        r.summarise();
+        r
+    }
+
+    /// The targets README and BENCHMARKS call met are judged here, by `bench mm`'s function.
+    #[test]
+    fn judges_the_pair_ratio_and_bytes_per_vma() {
+        let all = [
+            report(
+                "bench.mm.mmap_munmap_ratio",
+                &[("pages", 1), ("other_vmas", 1000)],
+                "engine_over_kernel",
+                &[4.2, 4.4, 4.3],
+            ),
+            report("bench.mm.bytes_per_vma", &[("vmas", 1000)], "total_bytes_per_vma", &[148.7]),
+        ];
+        let refs: Vec<&Report> = all.iter().collect();
+        let t = AddressSpace.targets(&refs);
+        let ids: Vec<&str> = t.iter().map(|t| t.id.as_str()).collect();
+        assert_eq!(ids, ["mm.mmap_munmap.over_kernel", "mm.bytes_per_vma.1000"]);
+        assert!(t.iter().all(|t| t.status == Status::Met), "{t:?}");
+        assert_eq!((t[1].goal_text().as_str(), t[1].measured().as_str()), ("<= 192.00 B", "149 B"));
+        assert_eq!(t[0].measured(), "4.30x [4.20-4.40]");
+        let back = TargetResult::from_report(&t[1].to_report(&HostInfo::default())).unwrap();
+        assert_eq!(back, t[1]);
+        assert!(AddressSpace.targets(&[]).iter().all(|t| t.status == Status::NotMeasured));
     }
 }

@@ -13,7 +13,8 @@
 //!
 //! # Targets
 //! Per side and file: no failure in any test. A check whose reader never saw the modified state did not race
-//! the writer and cannot show tearing: such a side's target is undecided, not met.
+//! the writer and cannot show tearing: such a side's target is not measurable here (the reason names the checks),
+//! not met.
 
 use std::time::Duration;
 
@@ -157,7 +158,8 @@ impl Experiment for Tearing {
     }
 
     fn load_effect(&self) -> &'static str {
-        "only how many observations are made; not the verdict"
+        "only how many observations are made (a check that saw no race at all is not measurable here); no met or \
+         missed verdict"
     }
 
     fn sides(&self) -> Vec<SideInfo> {
@@ -268,9 +270,9 @@ impl Experiment for Tearing {
                     .map(|r| param_str(r, "point"))
                     .collect();
                 if t.status == Status::Met && !idle.is_empty() {
-                    t.status = Status::Undecided;
+                    t.status = Status::NotMeasurable;
                     t.why = format!(
-                        "the reader never saw the modified state in {}: no race happened",
+                        "not measurable here: the reader never saw the modified state in {}: no race happened",
                         idle.join(", ")
                     );
                 }

@@ -257,12 +257,14 @@ impl Experiment for Trees {
                     goal,
                     runs_of(d, "ratio"),
                 );
-                // A miss the bench left undecided because its control missed too (the 2-thread scaling when
-                // unsynchronised BTreeMap did not scale either) stays undecided, with the bench's reason.
-                if Status::parse(param_str(d, "verdict")) == Some(Status::Undecided)
+                // A miss the bench judged not measurable because its control missed too (the 2-thread scaling
+                // when unsynchronised BTreeMap did not scale either) stays so, with the bench's reason; so does
+                // a miss older sets recorded as undecided for that reason.
+                let bench = Status::parse(param_str(d, "verdict"));
+                if matches!(bench, Some(Status::Undecided | Status::NotMeasurable))
                     && t.status == Status::Missed
                 {
-                    t.status = Status::Undecided;
+                    t.status = bench.unwrap_or(Status::Undecided);
                     t.why = d.notes.first().cloned().unwrap_or_default();
                 }
                 Some(t)
