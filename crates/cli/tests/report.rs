@@ -552,6 +552,7 @@ fn compare_refuses_sets_of_other_kinds_or_lengths() {
 fn a_closed_standard_output_does_not_lose_the_run() {
     let dir = tempfile::tempdir().unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_vmspace"))
+        .env("VMSPACE_ALLOW_DEBUG_BUILD", "1")
         .args(["report", "--smoke", "--experiments", "mm,tearing", "--out", dir.path().to_str().unwrap()])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
