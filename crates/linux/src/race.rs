@@ -178,17 +178,28 @@ pub fn run(
 fn child_main(slots: &SharedSlots, count: usize, page: usize) -> i32 {
     let r = sys::prot(true, false, false);
     let rw = sys::prot(true, true, false);
+    let fail = |e: rustix::io::Errno| {
+        // Relaxed: read by the parent only after this process exits (waitpid orders it).
+        slots.get(CHILD_ERR).store(e.raw_os_error() as u64, Ordering::Relaxed);
+        2
+    };
+    // The regions lie side by side, in one range reserved first: placed one by one, they would fill the holes
+    // the forked parent's address space has (thread stacks freed by earlier work), scattered among its own
+    // VMAs, and no read boundary of the maps file might then fall between two of them. Region 0 is the highest,
+    // as top-down placement of consecutive calls orders them; neighbours differ in protection, so none merge.
+    let base = match sys::map_anon(count * 3 * page, sys::prot(false, false, false), false) {
+        Ok(a) => a,
+        Err(e) => return fail(e),
+    };
     for i in 0..count {
         let p = if i % 2 == 0 { r } else { rw };
-        match sys::map_anon(3 * page, p, false) {
-            // Relaxed: published by the Release store of READY below.
-            Ok(a) => slots.get(REGIONS + i).store(a as u64, Ordering::Relaxed),
-            Err(e) => {
-                // Relaxed: read by the parent only after this process exits (waitpid orders it).
-                slots.get(CHILD_ERR).store(e.raw_os_error() as u64, Ordering::Relaxed);
-                return 2;
-            }
+        let a = base + (count - 1 - i) * 3 * page;
+        // SAFETY: `a` lies in the range this child has just reserved, which no Rust object references.
+        if let Err(e) = unsafe { sys::map_fixed(a, 3 * page, p) } {
+            return fail(e);
         }
+        // Relaxed: published by the Release store of READY below.
+        slots.get(REGIONS + i).store(a as u64, Ordering::Relaxed);
     }
     // Release: publishes the region addresses.
     slots.get(READY).store(1, Ordering::Release);
