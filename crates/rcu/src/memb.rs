@@ -73,6 +73,8 @@
 //!   kept in another thread-local may drop after the handle: the handle's destructor then marks the record
 //!   `ORPHANED` and the last guard frees it (crossbeam-epoch keeps its `Local` alive the same way). A guard
 //!   taken during teardown, after the handle is gone, claims an `ORPHANED` record of its own.
+//! - `nesting` never wraps: a `pin` that would take it past `u32::MAX` aborts the process (in every build; a
+//!   wrapped count would let a later guard's drop end the section under the older guards).
 //! - A leaked guard (`mem::forget`) keeps its section open while its thread lives, as a kernel task inside
 //!   `rcu_read_lock()` does. Once the thread has exited (the kernel reports its id gone: `tgkill(pid, tid, 0)`
 //!   fails with `ESRCH`, which happens after the thread's last instruction), a scan that finds its `ORPHANED`

@@ -26,7 +26,8 @@
 //!   being excluded by a writer (the increment is limited to `LIMIT`, so a set FLAG refuses it), or recycled into
 //!   another mm (`vm_mm` differs). The increment has acquire ordering; `vm_mm` and `vm_lock_seq` are read after
 //!   it, and `mm_lock_seq` with acquire (pairs with the release in `vma_end_write_all`).
-//! - [`vma_end_read`] (or dropping a [`VmaReadGuard`]): release decrement; if what is left is the writer alone
+//! - [`vma_end_read`] (`unsafe`: the caller must own the lock it puts; safe code drops a [`VmaReadGuard`]
+//!   instead): release decrement; if what is left is the writer alone
 //!   (FLAG set and at most FLAG+1), wakes the waiting writer.
 //! - [`vma_start_write`] (mmap write lock held): returns at once if already write-locked in this epoch; if the
 //!   VMA is detached just records the epoch; otherwise adds FLAG (shutting out new readers), waits for the

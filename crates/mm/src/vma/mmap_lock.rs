@@ -423,6 +423,13 @@ vmspace_rcu::statics! {
 /// Concurrency contract: `id` is immutable. `mmap_lock` and `mm_lock_seq` are the synchronisation themselves;
 /// `mm_lock_seq` is advanced only by the write-lock holder (in `write_lock`, `write_unlock`, `downgrade`) and
 /// read by anyone. The statistics are relaxed counters.
+///
+/// Soundness: the address space's write-locked state (`MmapCell` in `space`) and the VMA write locks rest on
+/// these holds, so safe code can take them (the guards, or a raw lock that is never released, which only
+/// blocks) but cannot release a hold it does not own: the raw releases (`raw_read_unlock`, `raw_write_unlock`,
+/// `raw_write_downgrade`, and [`MmapLock`]'s own) are `unsafe fn`s, `mm_lock_seq`'s writer side is
+/// crate-private, and an identity comes only from [`MmLocking::new`], so no second `MmLocking` can pass for
+/// this one in `vma_start_read`'s `vm_mm` check.
 pub struct MmLocking {
     id: u64,
     mmap_lock: MmapLock,
