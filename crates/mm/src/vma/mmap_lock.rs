@@ -427,7 +427,7 @@ vmspace_rcu::statics! {
 /// Soundness: the address space's write-locked state (`MmapCell` in `space`) and the VMA write locks rest on
 /// these holds, so safe code can take them (the guards, or a raw lock that is never released, which only
 /// blocks) but cannot release a hold it does not own: the raw releases (`raw_read_unlock`, `raw_write_unlock`,
-/// `raw_write_downgrade`, and [`MmapLock`]'s own) are `unsafe fn`s, `mm_lock_seq`'s writer side is
+/// `raw_write_downgrade`, and `MmapLock`'s own) are `unsafe fn`s, `mm_lock_seq`'s writer side is
 /// crate-private, and an identity comes only from [`MmLocking::new`], so no second `MmLocking` can pass for
 /// this one in `vma_start_read`'s `vm_mm` check.
 pub struct MmLocking {
