@@ -112,9 +112,9 @@ impl VmaFind for World {
     }
 }
 
-fn world(mm_id: u64) -> Arc<World> {
+fn world() -> Arc<World> {
     let pool = VmaPool::leak_new();
-    let mm = MmLocking::with_id(mm_id);
+    let mm = MmLocking::new();
     let vma = pool.alloc(&mm).unwrap();
     {
         let _w = mm.write_lock();
@@ -134,7 +134,7 @@ fn world(mm_id: u64) -> Arc<World> {
 #[test]
 fn reader_vs_writer() {
     model(|| {
-        let w = world(1);
+        let w = world();
         let r = w.clone();
         let reader = thread::spawn(move || {
             if let Ok(g) = vma_start_read(&r.mm, r.vma) {
@@ -159,7 +159,7 @@ fn reader_vs_writer() {
 #[test]
 fn reader_vs_detach() {
     model(|| {
-        let w = world(1);
+        let w = world();
         let r = w.clone();
         let reader = thread::spawn(move || {
             if let Some(g) = lock_vma_under_rcu(&r.mm, &*r, 0x1000) {
@@ -186,20 +186,20 @@ fn reader_vs_detach() {
 
 fn recycle(same_mm: bool) {
     model(move || {
-        let w = world(1);
-        let other = StdArc::new(MmLocking::with_id(2));
+        let w = world();
+        let other = StdArc::new(MmLocking::new());
         let r = w.clone();
         let reader = thread::spawn(move || {
-            // The reader looks for 0x1000 in mm 1 and may meet the recycled VMA.
+            // The reader looks for 0x1000 in its mm and may meet the recycled VMA.
             if let Some(g) = lock_vma_under_rcu(&r.mm, &*r, 0x1000) {
-                assert_eq!(g.mm_id(), 1);
+                assert_eq!(g.mm_id(), r.mm.id());
                 assert!(g.contains(0x1000));
                 // Still the first life of the VMA: its payload was not rewritten.
                 assert_eq!(get(&r.payload), 0);
             }
             // A raw stale lock attempt must not succeed for a VMA that now belongs elsewhere.
             if let Ok(g) = vma_start_read(&r.mm, r.vma) {
-                assert_eq!(g.mm_id(), 1);
+                assert_eq!(g.mm_id(), r.mm.id());
                 let v = get(&r.payload);
                 if v == 0 {
                     assert_eq!((g.start(), g.end()), (0x1000, 0x3000));
@@ -245,7 +245,7 @@ fn reader_vs_recycle_same_mm() {
 #[test]
 fn mmap_write_unlock_releases_all() {
     model(|| {
-        let w = world(1);
+        let w = world();
         let second = w.pool.alloc(&w.mm).unwrap();
         {
             let _wl = w.mm.write_lock();
@@ -289,7 +289,7 @@ fn mmap_write_unlock_releases_all() {
 #[test]
 fn mmap_lock_reader_writer() {
     model(|| {
-        let mm = Arc::new(MmLocking::with_id(1));
+        let mm = Arc::new(MmLocking::new());
         let data = Arc::new(UnsafeCell::new(0u64));
         let (m2, d2) = (mm.clone(), data.clone());
         let writer = thread::spawn(move || {
@@ -314,7 +314,7 @@ fn mmap_lock_reader_writer() {
 #[test]
 fn mmap_lock_downgrade() {
     model(|| {
-        let mm = Arc::new(MmLocking::with_id(1));
+        let mm = Arc::new(MmLocking::new());
         let data = Arc::new(UnsafeCell::new(0u64));
         let (m2, d2) = (mm.clone(), data.clone());
         let other = thread::spawn(move || {
@@ -424,7 +424,7 @@ fn state(v: &vmspace_mm::VmaSnapshot) -> (u64, u64, u64) {
 
 fn lockless_vs_writer(epochs: usize) {
     model(move || {
-        let w = world(1);
+        let w = world();
         let r = w.clone();
         let reader = thread::spawn(move || {
             if let Ok(s) = vma_snapshot_lockless(&r.mm, r.vma) {
@@ -463,13 +463,13 @@ fn lockless_snapshot_vs_two_epochs() {
 
 fn lockless_recycle(same_mm: bool) {
     model(move || {
-        let w = world(1);
-        let other = StdArc::new(MmLocking::with_id(2));
+        let w = world();
+        let other = StdArc::new(MmLocking::new());
         let r = w.clone();
         let reader = thread::spawn(move || {
             // A stale pointer: the reader found the VMA before it was unmapped.
             if let Ok(s) = vma_snapshot_lockless(&r.mm, r.vma) {
-                assert_eq!(s.mm_id, 1);
+                assert_eq!(s.mm_id, r.mm.id());
                 let st = (s.start, s.end);
                 assert!(st == (0x1000, 0x3000) || (same_mm && st == (0x8000, 0x9000)), "{st:x?}");
             }

@@ -340,7 +340,7 @@ fn get_lock_mode_chooses_the_lock() {
     let mut m = mm();
     map(&mut m, B, 4 * P, Prot::RW, ANON, None);
     map(&mut m, B + 5 * P, 4 * P, Prot::RW, ANON, None);
-    let seq = |m: &Mm| m.locking().mm_lock_seq().raw_read();
+    let seq = |m: &Mm| m.locking().lock_seq();
     let hits = |m: &Mm| m.locking().stats().snapshot().success;
     for a in [Advice::WILLNEED, Advice::COLD, Advice::PAGEOUT, Advice::POPULATE_READ, Advice::GUARD_REMOVE] {
         let s = seq(&m);

@@ -67,7 +67,7 @@ fn at(m: &Mm, n: u64) -> &'static Vma {
 /// The mmap write epoch the next call runs in: `mm_lock_seq` is even between calls, and the call's
 /// `mmap_write_lock` advances it to the next (odd) value.
 fn next_epoch(m: &Mm) -> u64 {
-    let seq = m.locking().mm_lock_seq().raw_read();
+    let seq = m.locking().lock_seq();
     assert_eq!(seq % 2, 0, "mmap_lock held between calls");
     seq + 1
 }
@@ -76,7 +76,7 @@ fn next_epoch(m: &Mm) -> u64 {
 fn call(m: &mut Mm, call: impl FnOnce(&mut Mm)) -> u64 {
     let epoch = next_epoch(m);
     call(m);
-    assert_eq!(m.locking().mm_lock_seq().raw_read(), epoch + 1, "one write epoch per call");
+    assert_eq!(m.locking().lock_seq(), epoch + 1, "one write epoch per call");
     epoch
 }
 

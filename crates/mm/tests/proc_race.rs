@@ -219,7 +219,7 @@ fn rollup_lets_a_waiting_writer_in() {
     std::thread::scope(|s| {
         let hook = |v: &VmaSnapshot| {
             // `mm_lock_seq` moves when a writer takes the mmap lock: read without any lock.
-            let seq = mm.locking().mm_lock_seq().raw_read();
+            let seq = mm.locking().lock_seq();
             let n = seen.fetch_add(1, Ordering::SeqCst) + 1;
             if n == 5 {
                 seq_before.store(seq, Ordering::SeqCst);

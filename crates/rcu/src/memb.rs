@@ -73,6 +73,8 @@
 //!   kept in another thread-local may drop after the handle: the handle's destructor then marks the record
 //!   `ORPHANED` and the last guard frees it (crossbeam-epoch keeps its `Local` alive the same way). A guard
 //!   taken during teardown, after the handle is gone, claims an `ORPHANED` record of its own.
+//! - `nesting` never wraps: a `pin` that would take it past `u32::MAX` aborts the process (in every build; a
+//!   wrapped count would let a later guard's drop end the section under the older guards).
 //! - A leaked guard (`mem::forget`) keeps its section open while its thread lives, as a kernel task inside
 //!   `rcu_read_lock()` does. Once the thread has exited (the kernel reports its id gone: `tgkill(pid, tid, 0)`
 //!   fails with `ESRCH`, which happens after the thread's last instruction), a scan that finds its `ORPHANED`
@@ -648,11 +650,25 @@ fn announce(rec: &Record) {
 #[inline]
 fn enter(rec: &'static Record) -> Guard {
     let depth = rec.nesting.get();
-    rec.nesting.set(depth + 1);
+    // Checked in every build: a count that wrapped to 0 under live guards (2^32 - 1 of them leaked with
+    // `mem::forget`) would let the next guard's drop end the section (`ctr = 0`) while the older guards still
+    // read, and a reclaimer would free what they hold. One compare and a never-taken branch.
+    let Some(next) = depth.checked_add(1) else { nesting_overflow() };
+    rec.nesting.set(next);
     if depth == 0 {
         announce(rec);
     }
     Guard { rec, _not_send: PhantomData }
+}
+
+/// The nesting count is full: abort the process. Not a panic: an unwinding thread may keep running code that
+/// holds guards (destructors, `catch_unwind`), and a guard this thread could no longer count would end its
+/// section too early; after an abort no reader is left to be harmed.
+#[cold]
+#[inline(never)]
+fn nesting_overflow() -> ! {
+    eprintln!("vmspace_rcu: more than {} nested read-side guards on one thread; aborting", u32::MAX);
+    std::process::abort()
 }
 
 impl Drop for Guard {
@@ -796,5 +812,69 @@ pub fn uses_membarrier() -> bool {
 impl fmt::Debug for Guard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("rcu::Guard")
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// Set in the child process that [`nesting_overflow_aborts`] starts.
+    const OVERFLOW_CHILD: &str = "VMSPACE_RCU_NESTING_OVERFLOW_CHILD";
+
+    /// A nesting count at its limit aborts the process at the next `pin` instead of wrapping (which would end
+    /// the section under live guards). The overflow runs in a child process (this test binary re-run on this
+    /// test alone) and the parent checks that it died of SIGABRT. The child jumps the count to the limit rather
+    /// than leaking 2^32 - 2 guards one by one (minutes); the `pin` that overflows is the real one.
+    #[test]
+    #[cfg_attr(miri, ignore = "starts a process")]
+    fn nesting_overflow_aborts() {
+        if std::env::var_os(OVERFLOW_CHILD).is_some() {
+            let outer = pin();
+            // As if 2^32 - 2 guards had been leaked on top of `outer`: the count is full.
+            LOCAL.with(|l| l.rec.nesting.set(u32::MAX));
+            let inner = pin();
+            // Reached only if the count wrapped: dropping `inner` would have ended `outer`'s section.
+            drop(inner);
+            std::mem::forget(outer);
+            println!("child: pin did not abort at a full nesting count");
+            return;
+        }
+        use std::os::unix::process::ExitStatusExt;
+        let out = std::process::Command::new(std::env::current_exe().expect("the test binary"))
+            .args(["--exact", "memb::tests::nesting_overflow_aborts", "--nocapture", "--test-threads=1"])
+            .env(OVERFLOW_CHILD, "1")
+            .output()
+            .expect("start the child");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            out.status.signal(),
+            Some(libc::SIGABRT),
+            "the child must die of SIGABRT; status {:?}\nstdout: {stdout}\nstderr: {stderr}",
+            out.status
+        );
+        assert!(stderr.contains("nested read-side guards"), "stderr: {stderr}");
+        // The child really ran this test (it was not filtered out).
+        assert!(stdout.contains("running 1 test"), "stdout: {stdout}");
+    }
+
+    /// Nesting below the limit counts up and down and ends the section with the outermost guard.
+    #[test]
+    fn nesting_counts_and_ends_with_the_outermost_guard() {
+        let depth = || LOCAL.with(|l| l.rec.nesting.get());
+        let ctr = || LOCAL.with(|l| l.rec.ctr.load(Ordering::Relaxed));
+        let base = depth();
+        let a = pin();
+        let b = pin();
+        assert_eq!(depth(), base + 2);
+        assert_ne!(ctr(), 0);
+        drop(b);
+        assert_ne!(ctr(), 0, "an inner guard's drop must not end the section");
+        drop(a);
+        assert_eq!(depth(), base);
+        if base == 0 {
+            assert_eq!(ctr(), 0);
+        }
     }
 }

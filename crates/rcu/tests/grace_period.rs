@@ -135,6 +135,58 @@ fn readers_never_see_a_reclaimed_object() {
     }
 }
 
+/// Readers read a published object's plain (non-atomic) fields while a writer replaces it and frees the old one
+/// with `defer_destroy` (a real `Box` free). The canaries above are atomics, which ThreadSanitizer and Miri do
+/// not check against a free; here a free that is not ordered after a reader's reads (the reader's release store
+/// of `ctr` read by the reclaimer's acquire load, module docs of `memb`) is reported by either tool as a data
+/// race or a use after free, whatever the timing. In a plain build such a read shows only if the memory was
+/// reused meanwhile (the two fields stop matching).
+#[test]
+fn plain_reads_are_ordered_before_the_free() {
+    use std::sync::atomic::{AtomicBool, AtomicPtr};
+    struct Payload {
+        a: u64,
+        b: u64,
+    }
+    let new = |i: u64| Box::into_raw(Box::new(Payload { a: i, b: !i }));
+    let slot = Arc::new(AtomicPtr::new(new(0)));
+    let stop = Arc::new(AtomicBool::new(false));
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let (slot, stop) = (slot.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut reads = 0u64;
+                while !stop.load(Ordering::Relaxed) || reads == 0 {
+                    let guard = vmspace_rcu::pin();
+                    // SAFETY: the slot holds a live `Box`; it is freed only a grace period after it was replaced,
+                    // and `guard` predates that replacement if the load saw it.
+                    let p = unsafe { &*slot.load(Ordering::Acquire) };
+                    assert_eq!(p.a, !p.b, "read an object after its free");
+                    drop(guard);
+                    reads += 1;
+                }
+                reads
+            })
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_millis(if cfg!(miri) { 50 } else { 500 });
+    let mut i = 0u64;
+    let min = if cfg!(miri) { 300 } else { 1000 };
+    while Instant::now() < deadline || i < min {
+        i += 1;
+        let old = slot.swap(new(i), Ordering::AcqRel);
+        // SAFETY: `old` came from `Box::into_raw`, was unpublished by the swap and is retired once.
+        unsafe { vmspace_rcu::pin().defer_destroy(old) };
+    }
+    stop.store(true, Ordering::Relaxed);
+    for r in readers {
+        assert!(r.join().unwrap() > 0);
+    }
+    // SAFETY: the readers are joined; the last object was never retired.
+    drop(unsafe { Box::from_raw(slot.load(Ordering::Relaxed)) });
+    vmspace_rcu::synchronize();
+}
+
 /// `synchronize` returns only after a reader that was inside when it was called has left.
 #[test]
 fn synchronize_waits_for_preexisting_reader() {

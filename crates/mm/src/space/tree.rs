@@ -116,8 +116,14 @@ impl MmShared {
     /// The VMA containing `addr`, found under the mmap read lock `held` (the fault path before per-VMA locks:
     /// `find_vma` under `mmap_read_lock`). The reference is valid while the lock is held: no writer can change
     /// or free a VMA meanwhile.
+    ///
+    /// # Panics
+    ///
+    /// If `held` is not a read lock of this mm's `locking` (another mm's lock would not keep this mm's writers
+    /// out, so the reference would not be what it promises). The check is one pointer compare, made in every
+    /// build.
     pub fn vma_locked<'g>(&'g self, held: &'g crate::vma::MmapReadGuard<'_>, addr: u64) -> Option<&'g Vma> {
-        debug_assert!(std::ptr::eq(held.mm(), &self.locking), "the read lock of another mm");
+        assert!(std::ptr::eq(held.mm(), &self.locking), "MmShared::vma_locked: the read lock of another mm");
         self.tree.load(addr)
     }
 }

@@ -26,7 +26,8 @@
 //!   being excluded by a writer (the increment is limited to `LIMIT`, so a set FLAG refuses it), or recycled into
 //!   another mm (`vm_mm` differs). The increment has acquire ordering; `vm_mm` and `vm_lock_seq` are read after
 //!   it, and `mm_lock_seq` with acquire (pairs with the release in `vma_end_write_all`).
-//! - [`vma_end_read`] (or dropping a [`VmaReadGuard`]): release decrement; if what is left is the writer alone
+//! - [`vma_end_read`] (`unsafe`: the caller must own the lock it puts; safe code drops a [`VmaReadGuard`]
+//!   instead): release decrement; if what is left is the writer alone
 //!   (FLAG set and at most FLAG+1), wakes the waiting writer.
 //! - [`vma_start_write`] (mmap write lock held): returns at once if already write-locked in this epoch; if the
 //!   VMA is detached just records the epoch; otherwise adds FLAG (shutting out new readers), waits for the
@@ -107,8 +108,8 @@ impl<'v> VmaReadGuard<'v> {
         self.vma
     }
 
-    /// Gives up the guard without unlocking; the caller must later call `vma_end_read` on the VMA exactly
-    /// once.
+    /// Gives up the guard without unlocking: the read lock stays held (a leak, as `mem::forget` of the guard,
+    /// unless it is re-wrapped with [`VmaReadGuard::from_raw`] or released with `vma_end_read`).
     #[inline]
     pub fn into_raw(self) -> &'v Vma {
         let vma = self.vma;
@@ -116,12 +117,28 @@ impl<'v> VmaReadGuard<'v> {
         vma
     }
 
-    /// Re-wraps a read lock given up with [`VmaReadGuard::into_raw`] (or taken by a raw path).
+    /// Re-wraps a read lock given up with [`VmaReadGuard::into_raw`].
     ///
-    /// The caller must hold exactly one read lock on `vma` that no other guard or call will release. Breaking
-    /// this corrupts the lock count (a logic error, not memory unsafety: VMA memory is type-stable).
+    /// # Safety
+    ///
+    /// The caller owns exactly one read lock on `vma` (given up with [`VmaReadGuard::into_raw`] or taken by a
+    /// raw path) that no other guard or call will release; the guard returned takes it over. A guard made
+    /// without such a lock puts a reference it never took at its drop: the count of an attached VMA could
+    /// reach 0, the value that means "detached", after which every reader refuses the VMA (the fault path
+    /// retries its walk forever), and a writer waiting for the count would no longer wait for the readers
+    /// still inside (munmap could free page tables under a fault).
+    ///
+    /// ```compile_fail,E0133
+    /// // Forging a second guard from safe code: refused (its drop would put a reference never taken).
+    /// use vmspace_mm::{MapFlags, Mm, MmConfig, PAGE_SIZE, Prot, VmaReadGuard, lock_vma_under_rcu};
+    /// let mm = Mm::new(MmConfig::default());
+    /// let a = mm.mmap(0, PAGE_SIZE, Prot::RW, MapFlags::PRIVATE | MapFlags::ANONYMOUS, None, 0).unwrap();
+    /// let shared = mm.shared();
+    /// let g = lock_vma_under_rcu(&shared.locking, &*shared, a).unwrap();
+    /// drop(VmaReadGuard::from_raw(g.vma()));
+    /// ```
     #[inline]
-    pub fn from_raw(vma: &'v Vma) -> Self {
+    pub unsafe fn from_raw(vma: &'v Vma) -> Self {
         Self { vma }
     }
 }
@@ -137,7 +154,9 @@ impl std::ops::Deref for VmaReadGuard<'_> {
 impl Drop for VmaReadGuard<'_> {
     #[inline]
     fn drop(&mut self) {
-        vma_end_read(self.vma);
+        // SAFETY: a guard owns one read lock (made only by a successful `vma_start_read*`, or by `from_raw`,
+        // whose caller hands one over) and is dropped once.
+        unsafe { vma_end_read(self.vma) };
     }
 }
 
@@ -257,8 +276,12 @@ pub fn vma_start_read_locked(vma: &Vma) -> Result<VmaReadGuard<'_>, VmaLockFail>
 
 /// `vma_end_read`: releases one read lock on `vma` (taken by [`vma_start_read`] or
 /// [`vma_start_read_locked`] and given up with [`VmaReadGuard::into_raw`]).
+///
+/// # Safety
+///
+/// The caller owns a read lock on `vma` and gives it up here (as for [`VmaReadGuard::from_raw`]).
 #[inline]
-pub fn vma_end_read(vma: &Vma) {
+pub unsafe fn vma_end_read(vma: &Vma) {
     refcount_put(vma);
 }
 
@@ -531,7 +554,8 @@ mod tests {
                 wait_refcnt(vma, VMA_LOCK_OFFSET + 1);
                 assert_eq!(vma_start_read(&mm, vma).unwrap_err(), VmaLockFail::WriteLocked);
                 assert_eq!(vma_start_read_locked(vma).unwrap_err(), VmaLockFail::RefLimit);
-                vma_end_read(vma);
+                // SAFETY: the transient reference added above is this thread's to put.
+                unsafe { vma_end_read(vma) };
             });
             vma_mark_detached(&mm, vma);
             // FLAG -> 0 once the straggler left.
@@ -616,10 +640,12 @@ mod tests {
         let vma = attached(pool, &mm, 0x1000, 0x2000);
         let raw = vma_start_read(&mm, vma).unwrap().into_raw();
         assert_eq!(vma.refcnt(), 2);
-        drop(VmaReadGuard::from_raw(raw));
+        // SAFETY: `raw`'s read lock was given up by `into_raw` and is re-wrapped once.
+        drop(unsafe { VmaReadGuard::from_raw(raw) });
         assert_eq!(vma.refcnt(), 1);
         let raw = vma_start_read(&mm, vma).unwrap().into_raw();
-        vma_end_read(raw);
+        // SAFETY: as above, released once.
+        unsafe { vma_end_read(raw) };
         assert_eq!(vma.refcnt(), 1);
     }
 }

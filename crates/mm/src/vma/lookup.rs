@@ -155,6 +155,10 @@ pub fn lock_vma_under_rcu_events<T: VmaLookup + ?Sized>(
 ///    reader limit is reached).
 ///
 /// The caller continues from the returned VMA's `end()` (the seq_file position).
+///
+/// # Panics
+///
+/// If `tree` is not `mm`'s (the slow path finds a VMA of another mm under `mm`'s read lock).
 pub fn lock_next_vma<T: VmaFind + ?Sized>(
     mm: &MmLocking,
     tree: &T,
@@ -191,7 +195,16 @@ pub fn lock_next_vma<T: VmaFind + ?Sized>(
     let guard = vmspace_rcu::pin();
     match tree.vma_find(from, &guard) {
         None => Ok(None),
-        Some(vma) => vma_start_read_locked(vma).map(Some).map_err(|_| Errno::EAGAIN),
+        Some(vma) => {
+            let locked = vma_start_read_locked(vma).map_err(|_| Errno::EAGAIN)?;
+            // `vma_start_read_locked` trusts the mmap read lock to keep writers out, which holds only for
+            // `mm`'s own VMAs: a tree of another mm would hand out a read lock on a VMA its writer may hold
+            // write-locked. `vm_mm` is read after the acquire increment, as in `vma_start_read` (a VMA of
+            // another mm that was freed and attached to `mm` since is attached under `mm`'s write lock, which
+            // our read hold excludes). One compare, on the slow path only.
+            assert_eq!(locked.mm_id(), mm.id(), "lock_next_vma: the tree holds a VMA of another mm");
+            Ok(Some(locked))
+        }
     }
 }
 

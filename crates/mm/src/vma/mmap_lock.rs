@@ -67,8 +67,11 @@ fn readers(s: u64) -> u64 {
 /// A reader/writer semaphore with writer preference and contention reporting (the kernel's `rw_semaphore` as
 /// mmap_lock uses it). See the module docs for the algorithm.
 ///
-/// It is a raw lock: `*_unlock` must be called only by a thread that holds the corresponding side (a violation
-/// corrupts the lock's state but is not memory-unsafe).
+/// It is a raw lock: the releasing methods ([`MmapLock::read_unlock`], [`MmapLock::write_unlock`],
+/// [`MmapLock::downgrade`]) are `unsafe`, because the lock is what makes the address space's write-locked state
+/// (`MmapCell` in `space`) and the per-VMA write locks sound: a release by a thread that does not hold that
+/// side would let a second writer in beside the first. Taking the lock is safe (a hold that is never released
+/// only blocks others, as a leaked guard does). The address space and [`MmLocking`]'s guards are the callers.
 pub struct MmapLock {
     state: AtomicU64,
     /// Threads enqueued on the waiters key right now (unit tests wait for it to order their threads).
@@ -184,8 +187,22 @@ impl MmapLock {
     }
 
     /// Drops a read hold.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns a read hold on this lock (taken by [`MmapLock::read`], [`MmapLock::try_read`] or a
+    /// downgrade, or handed over at a `write_unlock`) and gives it up here: no guard or other call releases the
+    /// same hold. Otherwise the count would drop a hold another thread relies on, and a writer could enter
+    /// while that thread reads.
+    ///
+    /// ```compile_fail,E0133
+    /// // A read unlock from safe code, without a hold: refused (a writer could enter beside a reader).
+    /// let mm = vmspace_mm::Mm::new(vmspace_mm::MmConfig::default());
+    /// let _r = mm.locking().read_lock();
+    /// mm.locking().mmap_lock().read_unlock();
+    /// ```
     #[inline]
-    pub fn read_unlock(&self) {
+    pub unsafe fn read_unlock(&self) {
         // Release: this read section happens-before the writer's section (pairs with the acquire loads of the
         // drain loop in `write`).
         let prev = self.state.fetch_sub(ONE_READER, Ordering::Release);
@@ -289,8 +306,21 @@ impl MmapLock {
     /// Drops the write hold and wakes the waiters: when the first queued waiter is a reader, every queued
     /// reader is handed a read hold before it runs (`rwsem_mark_wake`'s reader batch; writers stay queued),
     /// otherwise the first queued writer is woken to compete for the lock (module docs, "hand-off").
+    ///
+    /// # Safety
+    ///
+    /// The calling thread owns the write hold (taken by [`MmapLock::write`] or [`MmapLock::try_write`]) and
+    /// gives it up here; nothing else releases it. A release by anyone else would let a second writer in
+    /// while the owner still writes.
+    ///
+    /// ```compile_fail,E0133
+    /// // Releasing another thread's write hold from safe code: refused.
+    /// let mm = vmspace_mm::Mm::new(vmspace_mm::MmConfig::default());
+    /// let _w = mm.locking().write_lock();
+    /// mm.locking().mmap_lock().write_unlock();
+    /// ```
     #[inline]
-    pub fn write_unlock(&self) {
+    pub unsafe fn write_unlock(&self) {
         // Release: the write section happens-before the next holder's section.
         if self.state.compare_exchange(WRITER, 0, Ordering::Release, Ordering::Relaxed).is_ok() {
             return;
@@ -311,7 +341,18 @@ impl MmapLock {
     }
 
     /// Turns the write hold into a read hold without letting another writer in between.
-    pub fn downgrade(&self) {
+    ///
+    /// # Safety
+    ///
+    /// As for [`MmapLock::write_unlock`]: the caller owns the write hold (it then owns one read hold instead).
+    ///
+    /// ```compile_fail,E0133
+    /// // Downgrading another thread's write hold from safe code: refused.
+    /// let mm = vmspace_mm::Mm::new(vmspace_mm::MmConfig::default());
+    /// let _w = mm.locking().write_lock();
+    /// mm.locking().mmap_lock().downgrade();
+    /// ```
+    pub unsafe fn downgrade(&self) {
         // Release: the write section happens-before the sections of readers let in now.
         let prev = self
             .state
@@ -382,6 +423,13 @@ vmspace_rcu::statics! {
 /// Concurrency contract: `id` is immutable. `mmap_lock` and `mm_lock_seq` are the synchronisation themselves;
 /// `mm_lock_seq` is advanced only by the write-lock holder (in `write_lock`, `write_unlock`, `downgrade`) and
 /// read by anyone. The statistics are relaxed counters.
+///
+/// Soundness: the address space's write-locked state (`MmapCell` in `space`) and the VMA write locks rest on
+/// these holds, so safe code can take them (the guards, or a raw lock that is never released, which only
+/// blocks) but cannot release a hold it does not own: the raw releases (`raw_read_unlock`, `raw_write_unlock`,
+/// `raw_write_downgrade`, and `MmapLock`'s own) are `unsafe fn`s, `mm_lock_seq`'s writer side is
+/// crate-private, and an identity comes only from [`MmLocking::new`], so no second `MmLocking` can pass for
+/// this one in `vma_start_read`'s `vm_mm` check.
 pub struct MmLocking {
     id: u64,
     mmap_lock: MmapLock,
@@ -391,16 +439,17 @@ pub struct MmLocking {
 
 impl MmLocking {
     /// Lock state for a new mm with a fresh identity.
+    ///
+    /// The identity is the only way to make one: an mm's id is what `vma_start_read` compares a VMA's `vm_mm`
+    /// with, so a second `MmLocking` carrying the id of a live mm (with its own, unheld locks) could read-lock
+    /// that mm's write-locked VMAs. There is no constructor from a chosen id:
+    ///
+    /// ```compile_fail,E0599
+    /// let forged = vmspace_mm::MmLocking::with_id(1);
+    /// ```
     pub fn new() -> Self {
         // Relaxed: only uniqueness matters.
         let id = NEXT_MM_ID.fetch_add(1, Ordering::Relaxed);
-        Self::with_id(id)
-    }
-
-    /// Lock state for an mm with the given identity (loom models and tests that need fixed ids; `id` must not
-    /// be 0 and should be unique among live mms).
-    pub fn with_id(id: u64) -> Self {
-        assert_ne!(id, 0, "mm id 0 means \"no mm\"");
         Self { id, mmap_lock: MmapLock::new(), mm_lock_seq: SeqCount::new(), stats: VmaLockStats::new() }
     }
 
@@ -416,10 +465,25 @@ impl MmLocking {
         &self.mmap_lock
     }
 
-    /// `mm_lock_seq`: odd while the mmap write lock is held.
+    /// `mm_lock_seq`: odd while the mmap write lock is held. Crate-private: its writer side (`write_begin`,
+    /// `write_end`) is the VMA write locks' epoch, which only the mmap write-lock holder may advance; readers
+    /// outside the crate get its value ([`MmLocking::lock_seq`]).
+    ///
+    /// ```compile_fail,E0624
+    /// // Ending another thread's write epoch (releasing its VMA write locks) from outside: refused.
+    /// let mm = vmspace_mm::Mm::new(vmspace_mm::MmConfig::default());
+    /// mm.locking().mm_lock_seq().write_end();
+    /// ```
     #[inline]
-    pub fn mm_lock_seq(&self) -> &SeqCount {
+    pub(crate) fn mm_lock_seq(&self) -> &SeqCount {
         &self.mm_lock_seq
+    }
+
+    /// The current value of `mm_lock_seq` (an acquire load): odd while the mmap write lock is held; it grows by
+    /// 2 with every write epoch.
+    #[inline]
+    pub fn lock_seq(&self) -> u64 {
+        self.mm_lock_seq.raw_read()
     }
 
     /// The per-VMA-lock statistics of this mm.
@@ -471,12 +535,26 @@ impl MmLocking {
         self.mmap_lock.read();
     }
 
-    /// Raw `mmap_read_unlock`. The caller must hold a read lock taken with [`MmLocking::raw_read_lock`] (or a
-    /// guard it forgot).
+    /// Raw `mmap_read_unlock`.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns a read hold on this mm's mmap_lock, taken with [`MmLocking::raw_read_lock`] (or held by
+    /// a guard it forgot), and gives it up here: no guard or other call releases the same hold. A release of
+    /// a hold the caller does not own lets a writer in while another thread reads state only the lock
+    /// protects.
+    ///
+    /// ```compile_fail,E0133
+    /// // A read unlock from safe code: refused.
+    /// let mm = vmspace_mm::Mm::new(vmspace_mm::MmConfig::default());
+    /// let _r = mm.locking().read_lock();
+    /// mm.locking().raw_read_unlock();
+    /// ```
     #[doc(alias = "mmap_read_unlock")]
     #[inline]
-    pub fn raw_read_unlock(&self) {
-        self.mmap_lock.read_unlock();
+    pub unsafe fn raw_read_unlock(&self) {
+        // SAFETY: the caller owns a read hold (this function's contract).
+        unsafe { self.mmap_lock.read_unlock() };
     }
 
     /// Raw `mmap_write_lock`. Pair it with [`MmLocking::raw_write_unlock`] or [`MmLocking::raw_write_downgrade`].
@@ -487,28 +565,61 @@ impl MmLocking {
     }
 
     /// Raw `mmap_write_unlock`: ends the write epoch (releasing every VMA write lock at once) and the write
-    /// hold. The caller must hold the write lock.
+    /// hold.
+    ///
+    /// # Safety
+    ///
+    /// The calling thread owns the write hold, taken with [`MmLocking::raw_write_lock`] (or held by a write
+    /// guard it forgot), and gives it up here; nothing else releases it. A release by any other thread lets a
+    /// second writer in while the owner still changes the address space (`MmapCell`'s exclusive access and the
+    /// VMA write locks both rest on this hold).
+    ///
+    /// ```compile_fail,E0133
+    /// // Releasing the mmap write lock from safe code: refused (a second writer could enter).
+    /// let mm = vmspace_mm::Mm::new(vmspace_mm::MmConfig::default());
+    /// mm.locking().raw_write_unlock();
+    /// ```
     #[doc(alias = "mmap_write_unlock")]
     #[inline]
-    pub fn raw_write_unlock(&self) {
-        self.vma_end_write_all();
-        self.mmap_lock.write_unlock();
+    pub unsafe fn raw_write_unlock(&self) {
+        // SAFETY: the caller owns the write hold (this function's contract).
+        unsafe {
+            self.vma_end_write_all();
+            self.mmap_lock.write_unlock();
+        }
     }
 
-    /// Raw `mmap_write_downgrade`: ends the write epoch and keeps a read hold. The caller must hold the write
-    /// lock.
+    /// Raw `mmap_write_downgrade`: ends the write epoch and keeps a read hold.
+    ///
+    /// # Safety
+    ///
+    /// As for [`MmLocking::raw_write_unlock`]: the calling thread owns the write hold (and owns a read hold
+    /// afterwards, to be released with [`MmLocking::raw_read_unlock`]).
+    ///
+    /// ```compile_fail,E0133
+    /// // Downgrading the mmap write lock from safe code: refused.
+    /// let mm = vmspace_mm::Mm::new(vmspace_mm::MmConfig::default());
+    /// mm.locking().raw_write_downgrade();
+    /// ```
     #[doc(alias = "mmap_write_downgrade")]
     #[inline]
-    pub fn raw_write_downgrade(&self) {
-        self.vma_end_write_all();
-        self.mmap_lock.downgrade();
+    pub unsafe fn raw_write_downgrade(&self) {
+        // SAFETY: the caller owns the write hold (this function's contract).
+        unsafe {
+            self.vma_end_write_all();
+            self.mmap_lock.downgrade();
+        }
     }
 
     /// `vma_end_write_all`: `mm_lock_seq` becomes even, so no VMA's `vm_lock_seq` equals it any more. Release:
     /// pairs with the acquire re-read of `mm_lock_seq` in `vma_start_read` (a reader that sees the even value
     /// sees every change made under the VMA write locks).
+    ///
+    /// # Safety
+    ///
+    /// The calling thread owns the write hold of `mmap_lock` (only its owner may end the epoch).
     #[inline]
-    fn vma_end_write_all(&self) {
+    unsafe fn vma_end_write_all(&self) {
         debug_assert!(self.mmap_lock.is_write_locked());
         self.mm_lock_seq.write_end();
     }
@@ -578,7 +689,9 @@ impl<'a> MmapReadGuard<'a> {
 impl Drop for MmapReadGuard<'_> {
     #[inline]
     fn drop(&mut self) {
-        self.mm.mmap_lock.read_unlock();
+        // SAFETY: the guard owns one read hold (only `read_lock`, `try_read_lock` and `downgrade` make one, each
+        // after taking a hold) and is dropped once.
+        unsafe { self.mm.mmap_lock.read_unlock() };
     }
 }
 
@@ -607,7 +720,10 @@ impl<'a> MmapWriteGuard<'a> {
     pub fn downgrade(self) -> MmapReadGuard<'a> {
         let mm = self.mm;
         std::mem::forget(self);
-        mm.raw_write_downgrade();
+        // SAFETY: the guard owned the write hold (only `write_lock` and `try_write_lock` make one, after taking
+        // it); it is forgotten above, so its drop does not release the hold again; the read guard returned owns
+        // the read hold the downgrade leaves.
+        unsafe { mm.raw_write_downgrade() };
         MmapReadGuard { mm }
     }
 }
@@ -615,7 +731,8 @@ impl<'a> MmapWriteGuard<'a> {
 impl Drop for MmapWriteGuard<'_> {
     #[inline]
     fn drop(&mut self) {
-        self.mm.raw_write_unlock();
+        // SAFETY: the guard owns the write hold (see `downgrade`) and is dropped once.
+        unsafe { self.mm.raw_write_unlock() };
     }
 }
 
@@ -644,13 +761,13 @@ mod tests {
     fn seq_is_odd_while_write_locked() {
         let mm = MmLocking::new();
         assert_ne!(mm.id(), 0);
-        assert_eq!(mm.mm_lock_seq().raw_read(), 0);
+        assert_eq!(mm.lock_seq(), 0);
         let w = mm.write_lock();
-        assert_eq!(mm.mm_lock_seq().raw_read(), 1);
+        assert_eq!(mm.lock_seq(), 1);
         assert!(mm.is_write_locked());
         assert!(mm.speculate_try_begin().is_none());
         drop(w);
-        assert_eq!(mm.mm_lock_seq().raw_read(), 2);
+        assert_eq!(mm.lock_seq(), 2);
         let s = mm.speculate_try_begin().expect("unlocked");
         assert!(!mm.speculate_retry(s));
         drop(mm.write_lock());
@@ -669,7 +786,7 @@ mod tests {
         assert!(mm.try_read_lock().is_none());
         assert!(mm.try_write_lock().is_none());
         let r = w.downgrade();
-        assert_eq!(mm.mm_lock_seq().raw_read() & 1, 0);
+        assert_eq!(mm.lock_seq() & 1, 0);
         assert!(mm.try_read_lock().is_some());
         assert!(mm.try_write_lock().is_none());
         // Debug shows the lock word and the sequence count as they are: one reader, the count even (written
@@ -799,7 +916,7 @@ mod tests {
             }
         });
         assert_eq!(a.load(O::Relaxed), 2 * iters);
-        assert_eq!(mm.mm_lock_seq().raw_read(), 4 * iters);
+        assert_eq!(mm.lock_seq(), 4 * iters);
         assert!(!mm.is_contended());
     }
 
