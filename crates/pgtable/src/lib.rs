@@ -136,4 +136,4 @@ pub use mremap::MoveFlags;
 pub use pgtable::{Access, MmuError, PageTable, PageTableCheck, Rss};
 pub use readahead::{Bdi, MAX_PAGECACHE_ORDER, MMAP_LOTSAMISS, RaState, VM_READAHEAD_PAGES};
 pub use table::TABLE_BYTES;
-pub use zap::{ZapDetails, ZapStats};
+pub use zap::{ZapDetails, ZapStats, vma_has_recency};
