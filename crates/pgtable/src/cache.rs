@@ -740,15 +740,20 @@ impl PageCache {
 
     /// ext4's zeroing of the partial block at the end of file through the page cache
     /// (`__ext4_block_zero_page_range`, after [`PageCache::zero_partial`] zeroed the bytes): the page is looked
-    /// up or created (`FGP_CREAT`). A hole's block stays unmapped: a page created for it stays not up to date
-    /// ([`PageCache::cache_not_uptodate`]), a cached one clean. An allocated block is read if the page is not
-    /// cached, zeroed and marked dirty (`mark_buffer_dirty`), so the page is dirty again after a writeback.
+    /// up or created (`FGP_CREAT | FGP_ACCESSED`: a cached page is marked accessed, `folio_mark_accessed`, which
+    /// activates one already referenced; a created one is referenced). A hole's block stays unmapped: a page
+    /// created for it stays not up to date ([`PageCache::cache_not_uptodate`]), a cached one clean. An allocated
+    /// block is read if the page is not cached, zeroed and marked dirty (`mark_buffer_dirty`), so the page is
+    /// dirty again after a writeback.
     fn zero_partial_block(&self, index: u64) {
         {
             let mut g = self.lock();
             if index < g.size_pages() && g.st.on_disk.contains(&index) {
                 let page = match g.find(index) {
-                    Some(p) => Some(p),
+                    Some(p) => {
+                        self.mem.mark_accessed(p);
+                        Some(p)
+                    }
                     // Read from disk: `add_page` takes the bytes an eviction kept (already zeroed past the end).
                     // An allocation failure leaves it uncached, as a failed `__filemap_get_folio` fails the
                     // zeroing quietly here.
@@ -796,13 +801,20 @@ impl PageCache {
         }
     }
 
-    /// Caches page `index` (below the end of file) not up to date if it is not cached (module docs, "Pages
-    /// not up to date"), referenced (`FGP_ACCESSED`). An allocation failure leaves it uncached, as the kernel's
-    /// `__filemap_get_folio` failure fails the truncation's zeroing quietly here.
+    /// The lookup of page `index` (below the end of file) that ext4's zeroing of a hole's partial block makes
+    /// (`__filemap_get_folio(FGP_CREAT | FGP_ACCESSED)`): a cached page is marked accessed
+    /// (`folio_mark_accessed`), a missing one cached not up to date (module docs, "Pages not up to date") and
+    /// referenced. An allocation failure leaves it uncached, as the kernel's `__filemap_get_folio` failure fails
+    /// the truncation's zeroing quietly here.
     pub fn cache_not_uptodate(&self, index: u64) {
         let mut g = self.lock();
-        if index < g.size_pages() && g.find(index).is_none() {
-            let _ = g.add_page(index, FrameFlags::NOT_UPTODATE.union(FrameFlags::REFERENCED));
+        if index < g.size_pages() {
+            match g.find(index) {
+                Some(p) => self.mem.mark_accessed(p),
+                None => {
+                    let _ = g.add_page(index, FrameFlags::NOT_UPTODATE.union(FrameFlags::REFERENCED));
+                }
+            }
         }
     }
 
@@ -1284,6 +1296,36 @@ mod tests {
         c.lock().find_or_create(1).unwrap();
         c.truncate(4096 + 50);
         assert!(!dirty(1), "a block freed by truncation is a hole again");
+    }
+
+    #[test]
+    fn truncation_marks_the_partial_block_page_accessed() {
+        let m = Memory::new(MemoryConfig::default());
+        let c = PageCache::new(&m, 4 * 4096, false);
+        let flags = |i: u64| {
+            let f = c.mem.folio_flags(c.page(i).unwrap());
+            (f.contains(FrameFlags::REFERENCED), f.contains(FrameFlags::ACTIVE))
+        };
+        // Page 2 read from a hole, page 1 written and written back (an allocated block).
+        c.lock().find_or_create(2).unwrap();
+        c.write(4096, &[3u8; 4096]).unwrap();
+        c.writeback(0, 3);
+        c.mem.folio(c.page(1).unwrap()).clear(FrameFlags::REFERENCED.union(FrameFlags::ACTIVE));
+        assert_eq!(flags(2), (false, false));
+        // `FGP_ACCESSED`: the first lookup references the page, the second activates it.
+        c.truncate(2 * 4096 + 100);
+        assert_eq!(flags(2), (true, false));
+        c.truncate(2 * 4096 + 200);
+        assert_eq!(flags(2), (false, true));
+        c.truncate(4096 + 100);
+        assert_eq!(flags(1), (true, false));
+        // Growing from the unaligned end zeroes the same block: a second lookup.
+        c.truncate(2 * 4096);
+        assert_eq!(flags(1), (false, true));
+        // From and to aligned sizes no block is zeroed.
+        c.truncate(3 * 4096);
+        c.truncate(2 * 4096);
+        assert_eq!(flags(1), (false, true));
     }
 
     #[test]
