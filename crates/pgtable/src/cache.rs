@@ -30,8 +30,9 @@
 //! # The i_mmap registry
 //!
 //! Truncation must reach every address space that maps the file. The caller (the address space, which owns
-//! VMAs) registers each file VMA's page table, range and file offset with [`PageCache::i_mmap_insert`] when the
-//! VMA is linked and keeps the record current ([`PageCache::i_mmap_update`] on split, merge or move,
+//! VMAs) registers each file VMA's page table, range, file offset and recency with [`PageCache::i_mmap_insert`]
+//! when the VMA is linked and keeps the record current ([`PageCache::i_mmap_update`] on split, merge, move or a
+//! change of the VMA's `VM_SEQ_READ` / `VM_RAND_READ` flags,
 //! [`PageCache::i_mmap_remove`] when the VMA goes), as the kernel's `vma_interval_tree_insert` /
 //! `vma_interval_tree_remove` under `i_mmap_rwsem` do. Truncation zaps through the registry while holding its
 //! mutex (registry, then PTE locks), so an update waits for a truncation in progress. The caller must remove a
@@ -314,11 +315,19 @@ pub struct FileMapping {
     pub end: u64,
     /// File page mapped at `start`.
     pub pgoff: u64,
+    /// The VMA has recency ([`crate::vma_has_recency`] of its flags): a zap through the registry marks young
+    /// pages accessed ([`ZapDetails::recency`]). `madvise` can change it without a range change; the caller keeps
+    /// it current with [`PageCache::i_mmap_update`].
+    pub recency: bool,
 }
 
 impl std::fmt::Debug for FileMapping {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "FileMapping({:#x}-{:#x} pgoff {})", self.start, self.end, self.pgoff)
+        write!(
+            f,
+            "FileMapping({:#x}-{:#x} pgoff {} recency {})",
+            self.start, self.end, self.pgoff, self.recency
+        )
     }
 }
 
@@ -731,15 +740,20 @@ impl PageCache {
 
     /// ext4's zeroing of the partial block at the end of file through the page cache
     /// (`__ext4_block_zero_page_range`, after [`PageCache::zero_partial`] zeroed the bytes): the page is looked
-    /// up or created (`FGP_CREAT`). A hole's block stays unmapped: a page created for it stays not up to date
-    /// ([`PageCache::cache_not_uptodate`]), a cached one clean. An allocated block is read if the page is not
-    /// cached, zeroed and marked dirty (`mark_buffer_dirty`), so the page is dirty again after a writeback.
+    /// up or created (`FGP_CREAT | FGP_ACCESSED`: a cached page is marked accessed, `folio_mark_accessed`, which
+    /// activates one already referenced; a created one is referenced). A hole's block stays unmapped: a page
+    /// created for it stays not up to date ([`PageCache::cache_not_uptodate`]), a cached one clean. An allocated
+    /// block is read if the page is not cached, zeroed and marked dirty (`mark_buffer_dirty`), so the page is
+    /// dirty again after a writeback.
     fn zero_partial_block(&self, index: u64) {
         {
             let mut g = self.lock();
             if index < g.size_pages() && g.st.on_disk.contains(&index) {
                 let page = match g.find(index) {
-                    Some(p) => Some(p),
+                    Some(p) => {
+                        self.mem.mark_accessed(p);
+                        Some(p)
+                    }
                     // Read from disk: `add_page` takes the bytes an eviction kept (already zeroed past the end).
                     // An allocation failure leaves it uncached, as a failed `__filemap_get_folio` fails the
                     // zeroing quietly here.
@@ -787,13 +801,20 @@ impl PageCache {
         }
     }
 
-    /// Caches page `index` (below the end of file) not up to date if it is not cached (module docs, "Pages
-    /// not up to date"), referenced (`FGP_ACCESSED`). An allocation failure leaves it uncached, as the kernel's
-    /// `__filemap_get_folio` failure fails the truncation's zeroing quietly here.
+    /// The lookup of page `index` (below the end of file) that ext4's zeroing of a hole's partial block makes
+    /// (`__filemap_get_folio(FGP_CREAT | FGP_ACCESSED)`): a cached page is marked accessed
+    /// (`folio_mark_accessed`), a missing one cached not up to date (module docs, "Pages not up to date") and
+    /// referenced. An allocation failure leaves it uncached, as the kernel's `__filemap_get_folio` failure fails
+    /// the truncation's zeroing quietly here.
     pub fn cache_not_uptodate(&self, index: u64) {
         let mut g = self.lock();
-        if index < g.size_pages() && g.find(index).is_none() {
-            let _ = g.add_page(index, FrameFlags::NOT_UPTODATE.union(FrameFlags::REFERENCED));
+        if index < g.size_pages() {
+            match g.find(index) {
+                Some(p) => self.mem.mark_accessed(p),
+                None => {
+                    let _ = g.add_page(index, FrameFlags::NOT_UPTODATE.union(FrameFlags::REFERENCED));
+                }
+            }
         }
     }
 
@@ -1067,7 +1088,7 @@ impl PageCache {
             let b = last.min(vlast);
             let zs = m.start + (a - m.pgoff) * PAGE_SIZE;
             let ze = m.start + (b - m.pgoff + 1) * PAGE_SIZE;
-            m.pt.zap_range(zs, ze, &ZapDetails::mapping(even_cows));
+            m.pt.zap_range(zs, ze, &ZapDetails::mapping(even_cows).with_recency(m.recency));
         }
     }
 
@@ -1080,15 +1101,16 @@ impl PageCache {
         MappingId(id)
     }
 
-    /// Changes a registered mapping's range and offset (a VMA split, merged or moved). Returns whether the id
-    /// was registered.
-    pub fn i_mmap_update(&self, id: MappingId, start: u64, end: u64, pgoff: u64) -> bool {
+    /// Changes a registered mapping's range, offset and recency (a VMA split, merged or moved, or advised
+    /// `MADV_RANDOM`, `MADV_SEQUENTIAL` or `MADV_NORMAL`). Returns whether the id was registered.
+    pub fn i_mmap_update(&self, id: MappingId, start: u64, end: u64, pgoff: u64, recency: bool) -> bool {
         let mut im = self.i_mmap.lock();
         match im.maps.iter_mut().find(|(i, _)| *i == id.0) {
             Some((_, m)) => {
                 m.start = start;
                 m.end = end;
                 m.pgoff = pgoff;
+                m.recency = recency;
                 true
             }
             None => false,
@@ -1281,6 +1303,36 @@ mod tests {
     }
 
     #[test]
+    fn truncation_marks_the_partial_block_page_accessed() {
+        let m = Memory::new(MemoryConfig::default());
+        let c = PageCache::new(&m, 4 * 4096, false);
+        let flags = |i: u64| {
+            let f = c.mem.folio_flags(c.page(i).unwrap());
+            (f.contains(FrameFlags::REFERENCED), f.contains(FrameFlags::ACTIVE))
+        };
+        // Page 2 read from a hole, page 1 written and written back (an allocated block).
+        c.lock().find_or_create(2).unwrap();
+        c.write(4096, &[3u8; 4096]).unwrap();
+        c.writeback(0, 3);
+        c.mem.folio(c.page(1).unwrap()).clear(FrameFlags::REFERENCED.union(FrameFlags::ACTIVE));
+        assert_eq!(flags(2), (false, false));
+        // `FGP_ACCESSED`: the first lookup references the page, the second activates it.
+        c.truncate(2 * 4096 + 100);
+        assert_eq!(flags(2), (true, false));
+        c.truncate(2 * 4096 + 200);
+        assert_eq!(flags(2), (false, true));
+        c.truncate(4096 + 100);
+        assert_eq!(flags(1), (true, false));
+        // Growing from the unaligned end zeroes the same block: a second lookup.
+        c.truncate(2 * 4096);
+        assert_eq!(flags(1), (false, true));
+        // From and to aligned sizes no block is zeroed.
+        c.truncate(3 * 4096);
+        c.truncate(2 * 4096);
+        assert_eq!(flags(1), (false, true));
+    }
+
+    #[test]
     fn punch_hole_drops_whole_pages_and_zeroes_edges() {
         let m = Memory::new(MemoryConfig::default());
         let c = PageCache::new(&m, 0, false);
@@ -1296,7 +1348,8 @@ mod tests {
     }
 
     use crate::testutil::{RW, SHARED_RW, read, write};
-    use crate::{Access, FaultVma, VmFault, handle_mm_fault};
+    use crate::{Access, FaultVma, VmFault, handle_mm_fault, vma_has_recency};
+    use vmspace_abi::VmFlags;
 
     const A: u64 = 0x80_0000_0000;
     const PG: u64 = PAGE_SIZE;
@@ -1316,12 +1369,19 @@ mod tests {
         }
         read(&other, &mut pv, A + 64 * PG, 1).unwrap();
         write(&other, &mut pv, A + 66 * PG, b"cow").unwrap(); // file page 6, copied
-        let s_id = c.i_mmap_insert(FileMapping { pt: pt.clone(), start: A, end: A + 8 * PG, pgoff: 0 });
+        let s_id = c.i_mmap_insert(FileMapping {
+            pt: pt.clone(),
+            start: A,
+            end: A + 8 * PG,
+            pgoff: 0,
+            recency: true,
+        });
         let _p_id = c.i_mmap_insert(FileMapping {
             pt: other.clone(),
             start: A + 64 * PG,
             end: A + 68 * PG,
             pgoff: 4,
+            recency: true,
         });
         assert_eq!(c.i_mmap_count(), 2);
         c.truncate(5 * 4096 + 10);
@@ -1339,7 +1399,7 @@ mod tests {
         pt.validate().unwrap();
         other.validate().unwrap();
         // A registration moves with its VMA.
-        assert!(c.i_mmap_update(s_id, A + PG, A + 8 * PG, 1));
+        assert!(c.i_mmap_update(s_id, A + PG, A + 8 * PG, 1, true));
         assert!(c.i_mmap_remove(s_id).is_some());
         assert!(c.i_mmap_remove(s_id).is_none());
     }
@@ -1353,7 +1413,7 @@ mod tests {
         let mut pv = FaultVma::file(A, A + 4 * PG, 0, RW, &c, false);
         read(&pt, &mut pv, A, 1).unwrap();
         write(&pt, &mut pv, A + PG, b"mine").unwrap();
-        c.i_mmap_insert(FileMapping { pt: pt.clone(), start: A, end: A + 4 * PG, pgoff: 0 });
+        c.i_mmap_insert(FileMapping { pt: pt.clone(), start: A, end: A + 4 * PG, pgoff: 0, recency: true });
         c.unmap_mapping_range(0, 3, false);
         assert!(pt.pte(A).is_none(), "file page unmapped");
         assert!(pt.pte(A + PG).is_present(), "the private copy stays without even_cows");
@@ -1364,5 +1424,40 @@ mod tests {
         assert!(pt.pte(A + 2 * PG).is_none(), "the file page in the hole is unmapped");
         assert_eq!(read(&pt, &mut pv, A + 2 * PG, 1).unwrap(), vec![0], "the hole reads as zeroes");
         assert_eq!(read(&pt, &mut pv, A + 3 * PG, 1).unwrap(), vec![1]);
+    }
+
+    #[test]
+    fn zaps_mark_young_pages_accessed_only_with_recency() {
+        let m = Memory::new(MemoryConfig::default());
+        // Without readahead: each read maps the pages it read, young, and nothing marks them accessed.
+        let c = PageCache::with_bdi(&m, 4 * 4096, false, Bdi::NONE);
+        let pt = Arc::new(PageTable::new(&m).unwrap());
+        let mut sv = FaultVma::file(A, A + 4 * PG, 0, SHARED_RW, &c, true);
+        let referenced = |i: u64| m.folio_flags(c.page(i).unwrap()).contains(FrameFlags::REFERENCED);
+        let id = c.i_mmap_insert(FileMapping {
+            pt: pt.clone(),
+            start: A,
+            end: A + 4 * PG,
+            pgoff: 0,
+            recency: false,
+        });
+        for i in 0..4 {
+            read(&pt, &mut sv, A + i * PG, 1).unwrap();
+        }
+        assert!((0..4).all(|i| pt.pte(A + i * PG).is_young() && !referenced(i)));
+        // munmap of a VM_RAND_READ / VM_SEQ_READ VMA, then truncation's zap through a registration without recency.
+        pt.zap_range(A, A + PG, &ZapDetails::UNMAP.with_recency(false));
+        c.unmap_mapping_range(1, 1, false);
+        assert!(pt.pte(A).is_none() && pt.pte(A + PG).is_none());
+        assert!(!referenced(0) && !referenced(1), "no recency: the young entries marked nothing");
+        // MADV_NORMAL again: the registration follows, and zaps mark young pages accessed.
+        assert!(c.i_mmap_update(id, A, A + 4 * PG, 0, true));
+        pt.zap_range(A + 2 * PG, A + 3 * PG, &ZapDetails::UNMAP);
+        c.unmap_mapping_range(3, 3, false);
+        assert!(referenced(2) && referenced(3));
+        assert!(vma_has_recency(SHARED_RW));
+        assert!(!vma_has_recency(SHARED_RW.union(VmFlags::SEQ_READ)));
+        assert!(!vma_has_recency(SHARED_RW.union(VmFlags::RAND_READ)));
+        pt.validate().unwrap();
     }
 }

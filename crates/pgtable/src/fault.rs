@@ -34,7 +34,9 @@
 //! `do_read_fault` first maps what the page cache already holds around the address (`do_fault_around` +
 //! `filemap_map_pages`: a window of `fault_around_bytes` aligned in the PTE table, clamped to the VMA, the table
 //! and the end of the file; a large folio that lies in the VMA and the table is mapped whole; folios not up to
-//! date or carrying the readahead mark are left out; each page found counts against the file's `mmap_miss`),
+//! date or carrying the readahead mark are left out; each page found counts against the file's `mmap_miss`;
+//! where the fault found no PTE table and the window's first folio holds the last page of a regular file,
+//! nothing is mapped, as `filemap_map_pmd` then links no table),
 //! then, if the faulting page was not among them, looks it up (`__do_fault` → `filemap_fault`): a page found on
 //! a first try may start the next readahead window, a page not found is read ahead (`crate::readahead`), and
 //! either way a read drops the fault's lock, so the fault answers [`VmFault::RetryIo`] and is made again as a
@@ -42,7 +44,8 @@
 //! protection: read-only in a private mapping, as `vm_page_prot` says in a shared one. `do_cow_fault` copies
 //! the cache's page into a new anonymous frame and maps that writable. `do_shared_fault` maps the cache's page
 //! writable and dirty and marks its folio dirty (`fault_dirty_shared_page`); neither faults around. Beyond the
-//! end of the file all three answer [`VmFault::SigBus`]. A page mapped into a `VM_LOCKED` VMA is mlocked. The
+//! end of the file all three answer [`VmFault::SigBus`]. A file fault that maps nothing leaves no PTE table it
+//! did not find (the kernel links the preallocated table only to map a page). A page mapped into a `VM_LOCKED` VMA is mlocked. The
 //! cache's mutex is held from the lookup to the installation (`cache` module docs: that is what keeps
 //! truncation exact).
 //!
@@ -391,14 +394,35 @@ fn do_pte_missing(pt: &PageTable, vma: &FaultVma<'_>, addr: u64, access: Access,
             do_anonymous_page(pt, vma, addr, access == Access::Write, orig)
         }
         Some(cache) => {
-            if access != Access::Write {
-                do_read_fault(pt, vma, cache, addr, orig)
+            // `pmd_none(*vmf->pmd)`: whether this fault finds no PTE table.
+            let pmd_none = !pt.has_pte_table(addr);
+            let r = if access != Access::Write {
+                do_read_fault(pt, vma, cache, addr, orig, pmd_none)
             } else if !vma.flags.intersects(VmFlags::SHARED) {
                 do_cow_fault(pt, vma, cache, addr, orig)
             } else {
                 do_shared_fault(pt, vma, cache, addr, orig)
+            };
+            if pmd_none && !matches!(r, VmFault::Handled(_)) {
+                pte_free_unused(pt, addr);
             }
+            r
         }
+    }
+}
+
+/// The end of a file fault that mapped nothing where it found no PTE table: the kernel's handlers only
+/// preallocate the table (`vmf->prealloc_pte`) and link it when they map a page (`filemap_map_pmd`,
+/// `finish_fault`), so a fault answering SIGBUS, a retry or OOM leaves the PMD entry empty; the table this
+/// fault linked ahead ([`prealloc_pte`]) is unlinked again if it is still empty and freed after a grace period
+/// (under its lock, as `MADV_DONTNEED`'s reclaim of an empty table; a concurrent fault that finds it unlinked
+/// links a new one). Whether a table is linked decides what a later fault-around maps ([`do_fault_around`]).
+fn pte_free_unused(pt: &PageTable, addr: u64) {
+    let mut tlb = MmuGather::new(&pt.mem);
+    let Ok(Some(g)) = pt.lock_pte(addr, false) else { return };
+    if g.table().is_empty() && g.unlink() {
+        pt.count_table(0, -1);
+        tlb.remove_table(g.table_addr());
     }
 }
 
@@ -531,14 +555,24 @@ fn filemap_fault(vma: &FaultVma<'_>, cs: &mut CacheGuard<'_>, index: u64) -> Res
     Ok(pfn)
 }
 
-/// `do_read_fault` (with `do_fault_around`).
-fn do_read_fault(pt: &PageTable, vma: &FaultVma<'_>, cache: &PageCache, addr: u64, orig: Pte) -> VmFault {
+/// `do_read_fault` (with `do_fault_around`). `pmd_none`: the fault found no PTE table.
+fn do_read_fault(
+    pt: &PageTable,
+    vma: &FaultVma<'_>,
+    cache: &PageCache,
+    addr: u64,
+    orig: Pte,
+    pmd_none: bool,
+) -> VmFault {
     if !prealloc_pte(pt, addr) {
         return VmFault::Oom;
     }
     let index = vma.file_index(addr);
     let mut cs = cache.lock();
-    if pt.mem.fault_around_pages > 1 && orig.is_none() && do_fault_around(pt, vma, &mut cs, addr, index) {
+    if pt.mem.fault_around_pages > 1
+        && orig.is_none()
+        && do_fault_around(pt, vma, &mut cs, addr, index, pmd_none)
+    {
         return VmFault::Handled(FaultKind::Read);
     }
     let pfn = match filemap_fault(vma, &mut cs, index) {
@@ -558,12 +592,21 @@ fn do_read_fault(pt: &PageTable, vma: &FaultVma<'_>, cache: &PageCache, addr: u6
 /// unmarked counts as a hit against the file's `mmap_miss`, mapped now or before (`filemap_map_order0_folio`
 /// counts before it looks at the entry). Returns whether the faulting page itself got mapped
 /// (`VM_FAULT_NOPAGE`).
+///
+/// Where the fault found no PTE table (`pmd_none`), the table is linked (`filemap_map_pmd`: `pmd_install`) only
+/// if the first folio the window finds may be mapped large, which a folio holding the last page of a regular
+/// file may not (`can_map_large`: `file_end >= folio_next_index(folio)`, Linux 6.18's guard of SIGBUS beyond
+/// the end of file): then `pte_offset_map_lock` finds no table and nothing is mapped, the window's other
+/// folios neither, and no page counts against `mmap_miss`. Measured on Linux 6.18: after a file's last page
+/// (of a partial fault-around window) was mapped and wholly unmapped, a read fault beyond the end of file in
+/// that window maps nothing; with the page mapped elsewhere in the same 2 MiB (a table linked), it maps it.
 fn do_fault_around(
     pt: &PageTable,
     vma: &FaultVma<'_>,
     cs: &mut CacheGuard<'_>,
     addr: u64,
     index: u64,
+    pmd_none: bool,
 ) -> bool {
     let nr = pt.mem.fault_around_pages;
     let pte_off = index_in_table(addr);
@@ -585,6 +628,7 @@ fn do_fault_around(
     let mut got_it = false;
     let mut around = 0i64;
     let mut hits = 0u32;
+    let mut first = true;
     let mut pgoff = start_pgoff;
     while pgoff <= end_pgoff {
         let Some(pfn) = cs.find(pgoff) else {
@@ -599,6 +643,11 @@ fn do_fault_around(
             pgoff = head + n;
             continue;
         }
+        // The first folio found, with no table linked: `filemap_map_pmd` runs only if it may be mapped large.
+        if pmd_none && first && head + n > file_end && !cs.is_shmem() {
+            break;
+        }
+        first = false;
         // `filemap_map_folio_range`: the folio's pages in the window; all of them (even beyond the window) if
         // the folio ends before the file's last page (or is shmem), lies inside the VMA and inside this page
         // table.
@@ -950,6 +999,42 @@ mod tests {
         assert_eq!(pt.rss().shmem, 1);
         let s = smaps(&pt, A, A + PG);
         assert_eq!((s.rss, s.private_dirty, s.pss_shmem, s.anonymous), (4, 4, 4, 0));
+    }
+
+    #[test]
+    fn fault_around_without_a_table_leaves_a_last_page_first_in_its_window() {
+        let m = mem();
+        // 17 cached pages: file page 16, the last, is alone in the window of pages 16..31.
+        let c = PageCache::new(&m, 0, false);
+        c.write(0, &vec![1u8; 17 * 4096]).unwrap();
+        let pt = PageTable::new(&m).unwrap();
+        let v = FaultVma::file(A, A + 64 * PG, 0, RW, &c, false);
+        // Beyond the end of file with no PTE table: nothing mapped, and the fault links no table.
+        assert_eq!(handle_mm_fault(&pt, &v, A + 17 * PG, Access::Read), VmFault::SigBus);
+        assert_eq!((pt.rss().file, pt.pte_table_pages()), (0, 0));
+        assert_eq!(handle_mm_fault(&pt, &v, A + 18 * PG, Access::Read), VmFault::SigBus);
+        assert_eq!((pt.rss().file, pt.pte_table_pages()), (0, 0));
+        // The last page itself is mapped by the fault (`finish_fault`), alone.
+        assert!(matches!(handle_mm_fault(&pt, &v, A + 16 * PG, Access::Read), VmFault::Handled(_)));
+        assert_eq!((pt.rss().file, pt.pte_table_pages()), (1, 1));
+        // With a table (page 0's window links it), the window's last page is mapped around a fault beyond the end.
+        let pt2 = PageTable::new(&m).unwrap();
+        assert!(matches!(handle_mm_fault(&pt2, &v, A, Access::Read), VmFault::Handled(_)));
+        assert_eq!(pt2.rss().file, 16);
+        assert_eq!(handle_mm_fault(&pt2, &v, A + 17 * PG, Access::Read), VmFault::SigBus);
+        assert_eq!(pt2.rss().file, 17);
+        // Another folio first in the window: mapped, the last page with it.
+        c.truncate(18 * 4096);
+        c.write(17 * 4096, &[2u8; 4096]).unwrap();
+        let pt3 = PageTable::new(&m).unwrap();
+        assert_eq!(handle_mm_fault(&pt3, &v, A + 18 * PG, Access::Read), VmFault::SigBus);
+        assert_eq!(pt3.rss().file, 2);
+        pt.validate().unwrap();
+        pt2.validate().unwrap();
+        pt3.validate().unwrap();
+        drop((pt, pt2, pt3));
+        vmspace_rcu::synchronize();
+        assert_eq!(m.stats().tables_pending_free, 0);
     }
 
     #[test]

@@ -147,4 +147,4 @@ pub use pgtable::{Access, MmuError, PageTable, PageTableCheck, Rss};
 pub use readahead::{Bdi, MAX_PAGECACHE_ORDER, MMAP_LOTSAMISS, RaState, VM_READAHEAD_PAGES};
 pub use table::TABLE_BYTES;
 pub use view::PageTableView;
-pub use zap::{ZapDetails, ZapStats};
+pub use zap::{ZapDetails, ZapStats, vma_has_recency};

@@ -8,7 +8,8 @@
 //! lock, clears entries as `zap_present_ptes` and `zap_nonpresent_ptes` of Linux 6.18 do:
 //! - a present entry is cleared with one atomic swap, so the MMU's last accessed/dirty update is in the value
 //!   read. For a file page, a dirty entry marks the frame dirty (`folio_mark_dirty`) and a young one marks it
-//!   referenced (`folio_mark_accessed`). The frame's mapcount drops and its reference goes to the gather,
+//!   accessed (`folio_mark_accessed`) if the details say `recency`: only where the VMA has recency
+//!   (`vma_has_recency`: neither `VM_SEQ_READ` nor `VM_RAND_READ`). The frame's mapcount drops and its reference goes to the gather,
 //!   which frees the frame after a grace period if it was the last. The zero page is just cleared.
 //! - anonymous pages are skipped unless the details say `even_cows` (`should_zap_folio`): truncating a file
 //!   keeps a private mapping's copied pages only when asked to (`unmap_mapping_range(.., even_cows = 0)`).
@@ -45,6 +46,7 @@
 //! faulter links into an upper table that is being unlinked becomes unreachable and is never freed (a leak,
 //! which `check_memory` reports).
 
+use vmspace_abi::VmFlags;
 use vmspace_rcu::sync::{AtomicU64, Ordering};
 
 use crate::arch::{Marker, PAGE_SIZE, PGDIR_SIZE, PMD_SIZE, PUD_SIZE, VA_END, addr_end, index};
@@ -66,22 +68,37 @@ pub struct ZapDetails {
     /// The VMA is file-backed (`!vma_is_anonymous`): its uffd-wp markers survive a zap without
     /// `drop_markers`.
     pub file_vma: bool,
+    /// A young entry of a file page marks the page accessed (`folio_mark_accessed`). `zap_present_folio_ptes`
+    /// does so only when `vma_has_recency(vma)`: false for a VMA with `VM_SEQ_READ` or `VM_RAND_READ`
+    /// (`MADV_SEQUENTIAL`, `MADV_RANDOM`; the kernel's `FMODE_NOREUSE` file has no counterpart here).
+    pub recency: bool,
 }
 
 impl ZapDetails {
     /// `unmap_vmas` (munmap, exit): everything goes, markers included.
     pub const UNMAP: ZapDetails =
-        ZapDetails { even_cows: true, drop_markers: true, reclaim_pt: false, file_vma: false };
+        ZapDetails { even_cows: true, drop_markers: true, reclaim_pt: false, file_vma: false, recency: true };
 
     /// `madvise_dontneed_single_vma`: every page, guard markers kept, empty tables reclaimed.
     pub const fn dontneed(file_vma: bool) -> ZapDetails {
-        ZapDetails { even_cows: true, drop_markers: false, reclaim_pt: true, file_vma }
+        ZapDetails { even_cows: true, drop_markers: false, reclaim_pt: true, file_vma, recency: true }
     }
 
     /// `unmap_mapping_range`'s details: page-cache pages, and copied ones if `even_cows`.
     pub const fn mapping(even_cows: bool) -> ZapDetails {
-        ZapDetails { even_cows, drop_markers: false, reclaim_pt: false, file_vma: true }
+        ZapDetails { even_cows, drop_markers: false, reclaim_pt: false, file_vma: true, recency: true }
     }
+
+    /// These details for a VMA with (`vma_has_recency`) or without recency ([`ZapDetails::recency`]).
+    pub const fn with_recency(self, recency: bool) -> ZapDetails {
+        ZapDetails { recency, ..self }
+    }
+}
+
+/// `vma_has_recency` for a VMA's flags: whether its accesses count for the page's recency (a zap of a young entry
+/// marks the page accessed). Not with `VM_SEQ_READ` or `VM_RAND_READ` (`include/linux/mm_inline.h`).
+pub const fn vma_has_recency(flags: VmFlags) -> bool {
+    !flags.intersects(VmFlags::SEQ_READ.union(VmFlags::RAND_READ))
 }
 
 /// What a zap did.
@@ -149,7 +166,7 @@ impl PageTable {
                                 folio.set(FrameFlags::DIRTY);
                                 stats.dirty_file += 1;
                             }
-                            if old.is_young() {
+                            if old.is_young() && d.recency {
                                 self.mem.mark_accessed(old.pfn());
                             }
                         }

@@ -132,7 +132,13 @@ impl World {
 
     fn register(&self, pt: &Arc<PageTable>) -> [MappingId; 2] {
         use vmspace_pgtable::FileMapping;
-        let m = |start| FileMapping { pt: pt.clone(), start, end: start + FILE_PAGES * PG, pgoff: 0 };
+        let m = |start| FileMapping {
+            pt: pt.clone(),
+            start,
+            end: start + FILE_PAGES * PG,
+            pgoff: 0,
+            recency: true,
+        };
         [self.file.i_mmap_insert(m(FPRIV)), self.file.i_mmap_insert(m(FSHARED))]
     }
 

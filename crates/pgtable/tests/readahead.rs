@@ -79,6 +79,7 @@ impl File {
             start: A,
             end: A + pages * PG,
             pgoff,
+            recency: true,
         })
     }
 

@@ -90,7 +90,7 @@
 
 use std::sync::Arc;
 
-use vmspace_pgtable::{GuardInstall, ZapDetails};
+use vmspace_pgtable::{GuardInstall, ZapDetails, vma_has_recency};
 
 use super::tree::{V, VmaExt};
 use super::{Advice, Errno, Mm, MmRead, MmWrite, PAGE_SIZE, VmFlags, nonempty_page_range};
@@ -527,7 +527,8 @@ impl Mm {
             self.mem.lru_add_drain();
             self.pt().madvise_free(start, end);
         } else {
-            self.pt().zap_range(start, end, &ZapDetails::dontneed(a.is_file_backed()));
+            let d = ZapDetails::dontneed(a.is_file_backed()).with_recency(vma_has_recency(a.fl()));
+            self.pt().zap_range(start, end, &d);
         }
         Ok(())
     }
@@ -654,6 +655,7 @@ impl Mm {
                         drop_markers: false,
                         reclaim_pt: false,
                         file_vma: a.is_file_backed(),
+                        recency: vma_has_recency(a.fl()),
                     };
                     pt.zap_range(start, end, &d);
                 }

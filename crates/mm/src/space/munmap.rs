@@ -13,6 +13,8 @@
 //! page tables between the neighbours that stay (`vms_clear_ptes`, [`super::pages`]), and gives hugetlb pages
 //! and reservations no mapping holds any more back to their pool.
 
+use vmspace_pgtable::vma_has_recency;
+
 use super::VmFlags;
 use super::tree::{V, VmaExt};
 use super::{Errno, Mm, MmWrite, PAGE_MASK, TASK_SIZE, page_align};
@@ -174,9 +176,10 @@ impl MmWrite<'_> {
             }
         }
         let huge = self.hugetlb_ranges(gone);
-        let one_range = [(inside.start(), inside.end())];
-        let run_ranges: Vec<(u64, u64)> = run.iter().map(|v| (v.start(), v.end())).collect();
-        let ranges: &[(u64, u64)] = if run.is_empty() { &one_range } else { &run_ranges };
+        let range = |v: &V| (v.start(), v.end(), vma_has_recency(v.fl()));
+        let one_range = [range(&inside)];
+        let run_ranges: Vec<(u64, u64, bool)> = run.iter().map(range).collect();
+        let ranges: &[(u64, u64, bool)] = if run.is_empty() { &one_range } else { &run_ranges };
         let floor = self.prev_of(inside.start()).map_or(0, |p| p.end());
         let ceiling = self.next_from(last.end()).map_or(0, |n| n.start());
         let kept = if keep_in_tree {

@@ -31,7 +31,8 @@
 //! other marker; a present entry is `PROT_NONE` exactly when its VMA is inaccessible, writable only in a
 //! `VM_WRITE` VMA, executable exactly in a `VM_EXEC` one; the zero page and anonymous pages only in private
 //! VMAs, anonymous pages only in VMAs with an anon_vma; a page-cache page only in a VMA of its file, at the
-//! address of its index; every file VMA's registration names this page table, its range and its offset.
+//! address of its index; every file VMA's registration names this page table, its range, its offset and its
+//! recency.
 //! A guard marker's VMA has `VM_MAYBE_GUARD` with one exception Linux has too: naming a range
 //! (`PR_SET_VMA_ANON_NAME`) that merges with a guarded neighbour resets the merged VMA's flags to those of the
 //! renamed part (`mm/madvise.c: madvise_update_vma` sets the flags it computed before `vma_modify_name`, which,
@@ -46,6 +47,7 @@ use std::sync::Arc;
 use vmspace_abi::VmFlags;
 use vmspace_pgtable::{
     ChangeProt, FileMapping, FrameFlags, MappingId, PMD_SIZE, PageProt, Pfn, VA_END, ZapDetails,
+    vma_has_recency,
 };
 
 use super::tree::{V, VmaExt};
@@ -64,12 +66,13 @@ impl Mm {
             start: v.start(),
             end: v.end(),
             pgoff: v.pgoff(),
+            recency: vma_has_recency(v.fl()),
         });
         debug_assert_eq!(v.i_mmap_id(), 0, "a VMA registered twice");
         v.set_i_mmap_id(id.get());
     }
 
-    /// Brings `v`'s registration up to date with its range and offset.
+    /// Brings `v`'s registration up to date with its range, offset and recency (`vma_has_recency`).
     pub(crate) fn i_mmap_update(&self, v: V) {
         let id = v.i_mmap_id();
         if id == 0 {
@@ -77,7 +80,13 @@ impl Mm {
         }
         let f = v.file().expect("a registered VMA has its file");
         let cache = f.page_cache().expect("a registered file has its page cache");
-        let known = cache.i_mmap_update(MappingId::from_raw(id), v.start(), v.end(), v.pgoff());
+        let known = cache.i_mmap_update(
+            MappingId::from_raw(id),
+            v.start(),
+            v.end(),
+            v.pgoff(),
+            vma_has_recency(v.fl()),
+        );
         debug_assert!(known, "a VMA's registration vanished");
     }
 
@@ -94,12 +103,13 @@ impl Mm {
         v.set_i_mmap_id(0);
     }
 
-    /// `vms_clear_ptes` for the removed VMAs' `ranges` (in address order) between `floor` (the end of the VMA
-    /// below, 0 if none) and `ceiling` (the start of the VMA above, 0 if none): module docs.
-    pub(crate) fn unmap_pages(&self, ranges: &[(u64, u64)], floor: u64, ceiling: u64) {
+    /// `vms_clear_ptes` for the removed VMAs' `ranges` (in address order, each with its VMA's recency,
+    /// `vma_has_recency`) between `floor` (the end of the VMA below, 0 if none) and `ceiling` (the start of the
+    /// VMA above, 0 if none): module docs.
+    pub(crate) fn unmap_pages(&self, ranges: &[(u64, u64, bool)], floor: u64, ceiling: u64) {
         let pt = self.pt();
-        for &(s, e) in ranges {
-            pt.zap_range(s, e, &ZapDetails::UNMAP);
+        for &(s, e, recency) in ranges {
+            pt.zap_range(s, e, &ZapDetails::UNMAP.with_recency(recency));
         }
         let mut i = 0;
         while i < ranges.len() {
@@ -114,9 +124,13 @@ impl Mm {
         }
     }
 
-    /// `exit_mmap`'s page part, after every VMA left: every entry zapped, every table below the top freed.
-    pub(crate) fn exit_mmap(&self) {
+    /// `exit_mmap`'s page part, after every VMA left: every entry zapped (those of `without_recency`, the ranges
+    /// of the VMAs without recency, first: `vma_has_recency`), every table below the top freed.
+    pub(crate) fn exit_mmap(&self, without_recency: &[(u64, u64)]) {
         let pt = self.pt();
+        for &(s, e) in without_recency {
+            pt.zap_range(s, e, &ZapDetails::UNMAP.with_recency(false));
+        }
         pt.zap_range(0, VA_END, &ZapDetails::UNMAP);
         pt.free_pgd_range(0, VA_END, 0, 0);
     }
@@ -375,7 +389,8 @@ impl MmRead<'_> {
             match c.i_mmap_get(MappingId::from_raw(id)) {
                 Some(m)
                     if Arc::ptr_eq(&m.pt, pt)
-                        && (m.start, m.end, m.pgoff) == (v.start(), v.end(), v.pgoff()) => {}
+                        && (m.start, m.end, m.pgoff, m.recency)
+                            == (v.start(), v.end(), v.pgoff(), vma_has_recency(v.fl())) => {}
                 other => return Err(format!("registration {other:?} does not describe {v:?}")),
             }
         }

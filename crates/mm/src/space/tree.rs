@@ -62,6 +62,7 @@ use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
 use vmspace_maple::{MapleTree, WriteCursor, Writer};
+use vmspace_pgtable::vma_has_recency;
 
 use super::{Errno, Mm, MmWrite, PAGE_MASK, TASK_SIZE};
 use crate::vma::{
@@ -656,10 +657,15 @@ impl MmWrite<'_> {
         self.set_range(v, v.start(), end, v.pgoff());
     }
 
-    /// Sets `v`'s flags (write-locking it).
+    /// Sets `v`'s flags (write-locking it). A change of its recency (`VM_SEQ_READ`, `VM_RAND_READ`:
+    /// `vma_has_recency`) reaches its file registration, which truncation's zap reads.
     pub(crate) fn set_flags(&mut self, v: V, flags: VmFlags) {
         self.write_lock_vma(v);
+        let recency = vma_has_recency(v.fl());
         v.set_flags(self.locking(), flags);
+        if vma_has_recency(flags) != recency {
+            self.mm.i_mmap_update(v);
+        }
     }
 
     /// Sets `v`'s anon name.
@@ -809,6 +815,8 @@ impl Drop for Mm {
         let st = self.state.write(&mut w);
         let mut mm = MmWrite::new(self, st);
         let all: Vec<V> = mm.areas().collect();
+        let without_recency: Vec<(u64, u64)> =
+            all.iter().filter(|v| !vma_has_recency(v.fl())).map(|v| (v.start(), v.end())).collect();
         for &v in &all {
             mm.write_lock_vma(v);
         }
@@ -816,7 +824,7 @@ impl Drop for Mm {
             for v in all {
                 mm.detach_free(v);
             }
-            mm.exit_mmap();
+            mm.exit_mmap(&without_recency);
         } else {
             debug_assert!(false, "clearing the whole tree needs no allocation");
         }

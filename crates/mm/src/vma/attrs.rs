@@ -265,8 +265,9 @@ pub struct FilePages {
     cache: std::sync::OnceLock<Arc<vmspace_pgtable::PageCache>>,
     rmap: vmspace_rcu::sync::Mutex<()>,
     /// Before the cache exists: the pages a truncation cached without reading them
-    /// ([`vmspace_pgtable::partial_block_page`]), made when the cache is.
-    unread: vmspace_rcu::sync::Mutex<std::collections::BTreeSet<u64>>,
+    /// ([`vmspace_pgtable::partial_block_page`]), with the number of truncations that looked each up (each
+    /// lookup marks it accessed, so a second one activates it), made when the cache is.
+    unread: vmspace_rcu::sync::Mutex<std::collections::BTreeMap<u64, u32>>,
 }
 
 impl FilePages {
@@ -274,7 +275,7 @@ impl FilePages {
         FilePages {
             cache: std::sync::OnceLock::new(),
             rmap: vmspace_rcu::sync::Mutex::new(()),
-            unread: vmspace_rcu::sync::Mutex::new(std::collections::BTreeSet::new()),
+            unread: vmspace_rcu::sync::Mutex::new(std::collections::BTreeMap::new()),
         }
     }
 }
@@ -456,8 +457,10 @@ impl VmFile {
                     let bdi = if shmem { vmspace_pgtable::Bdi::NONE } else { self.bdi };
                     Arc::new(vmspace_pgtable::PageCache::with_bdi(mem, self.size(), shmem, bdi))
                 });
-                for i in std::mem::take(&mut *self.pages.unread.lock()) {
-                    c.cache_not_uptodate(i);
+                for (i, lookups) in std::mem::take(&mut *self.pages.unread.lock()) {
+                    for _ in 0..lookups {
+                        c.cache_not_uptodate(i);
+                    }
                 }
                 c
             }
@@ -482,9 +485,11 @@ impl VmFile {
         } else if self.kind == FileKind::Regular {
             let mut unread = self.pages.unread.lock();
             let end = bytes.div_ceil(vmspace_abi::PAGE_SIZE);
-            unread.retain(|&i| i < end);
+            unread.retain(|&i, _| i < end);
             if let Some(i) = vmspace_pgtable::partial_block_page(old, bytes) {
-                unread.insert(i);
+                // A third lookup leaves the page active and referenced, as every later one does.
+                let n = unread.entry(i).or_insert(0);
+                *n = (*n + 1).min(3);
             }
         }
     }
