@@ -871,6 +871,10 @@ pub fn run(
                 pass_edge(&slots);
             }
             match pass {
+                // A process that exited and is not reaped yet (a zombie) has no mm: its maps read empty.
+                Ok(Ok(m)) if m.get("vmas_count") == Some(&0.0) => {
+                    break Err(anyhow::Error::new(PassError::Errno(Errno::SRCH)));
+                }
                 Ok(Ok(m)) => report.push_run(m),
                 Ok(Err(e)) => break Err(anyhow::Error::new(e)),
                 Err(e) => break Err(e),
