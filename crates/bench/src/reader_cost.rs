@@ -39,6 +39,9 @@ use vmspace_results::stats::LatencyRecorder;
 use vmspace_proc::QueryRequest;
 use vmspace_proc::query::PROCMAP_QUERY_COVERING_OR_NEXT_VMA;
 
+/// One run's metrics (name with unit suffix to value).
+pub type Metrics = BTreeMap<String, f64>;
+
 /// The mapper's time alone before the reader starts, per mode.
 pub const ENGINE_BASELINE: Duration = Duration::from_millis(300);
 
@@ -121,7 +124,7 @@ pub fn run_mode(
     passes: usize,
     nice: i32,
     layout: &Layout,
-) -> Result<(Vec<BTreeMap<String, f64>>, BTreeMap<String, f64>), String> {
+) -> Result<(Vec<Metrics>, Metrics), String> {
     let stop = AtomicBool::new(false);
     let seq = AtomicU64::new(0);
     let (stop, seq) = (&stop, &seq);

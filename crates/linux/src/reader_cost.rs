@@ -502,7 +502,7 @@ fn mapper_main(slots: &SharedSlots, cpu: usize, n: usize, files: &[File]) -> i32
             let ns = t.elapsed().as_nanos() as u64;
             let after = slots.get(M_SEQ).load(Ordering::Acquire);
             let busy = slots.get(M_BUSY).load(Ordering::Acquire) != 0;
-            let class = if before % 2 == 0 && before == after {
+            let class = if before.is_multiple_of(2) && before == after {
                 0
             } else if busy {
                 2
@@ -897,22 +897,17 @@ pub fn run(
             break;
         }
     }
-    if let Some(m) = mapper {
-        if failure.is_none() || failure.as_ref().is_some_and(is_interrupt) {
-            let (metrics, errors) = m.finish(&slots)?;
-            let mut r = Report::new("kernel.reader_cost.mapper", "mapper's mmap/munmap", host.clone());
-            params(&mut r, cfg, pid, false);
-            r.param("mapper_errors", errors);
-            r.placement.push(Placement {
-                role: "mapper".into(),
-                index: 0,
-                cpu: Some(layout.mapper),
-                nice: 0,
-            });
-            r.push_run(metrics);
-            r.summarise();
-            reports.push(r);
-        }
+    if let Some(m) = mapper
+        && (failure.is_none() || failure.as_ref().is_some_and(is_interrupt))
+    {
+        let (metrics, errors) = m.finish(&slots)?;
+        let mut r = Report::new("kernel.reader_cost.mapper", "mapper's mmap/munmap", host.clone());
+        params(&mut r, cfg, pid, false);
+        r.param("mapper_errors", errors);
+        r.placement.push(Placement { role: "mapper".into(), index: 0, cpu: Some(layout.mapper), nice: 0 });
+        r.push_run(metrics);
+        r.summarise();
+        reports.push(r);
     }
     match failure {
         None => Ok(Outcome { reports, pid }),
