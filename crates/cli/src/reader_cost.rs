@@ -321,7 +321,7 @@ fn answers(cfg: &Config, host: &HostInfo, pid: i32, reports: &[Report]) -> Vec<S
                 }
                 if !cfg.every.is_zero() {
                     line.push_str(&format!(
-                        " ({:.3}% of the time)",
+                        " ({:.2}% of the time)",
                         100.0 * total / (cfg.every.as_secs_f64() * 1e3)
                     ));
                 }
@@ -367,7 +367,7 @@ fn answers(cfg: &Config, host: &HostInfo, pid: i32, reports: &[Report]) -> Vec<S
         ));
         if g("starved", "count") > 0.0 {
             out.push(format!(
-                "with the reader starved by busy tasks: mean {} ms, p99 {} ms, max {} ms; the longest single hold measured from the reader's side was {} ms, which bounds a stall caused by one chunk",
+                "with the reader starved by busy tasks: mean {} ms, p99 {} ms, max {} ms; the longest single hold measured from the reader's side was {} ms (a call that waits for one chunk stalls that long, plus its own wake-up)",
                 ms(g("starved", "mean_ms")),
                 ms(g("starved", "p99_ms")),
                 ms(g("starved", "max_ms")),
