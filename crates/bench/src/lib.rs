@@ -14,6 +14,8 @@
 //! - [`contention`]: `vmspace bench contention` (the proc-vs-map grid on the engine's reader modes beside the
 //!   live kernel) and [`readers`] (the readers' throughput);
 //! - [`race`]: the proc-maps-race checks on the engine (`vmspace race --engine`);
+//! - [`reader_cost`]: the engine's half of `vmspace kernel reader-cost` (a live process's address space
+//!   imported and read in each reader mode beside an engine mapper);
 //! - [`judge`]: targets judged by a benchmark, and their verdict;
 //! - [`plot`]: SVG plots of the results.
 
@@ -27,5 +29,6 @@ pub mod mm;
 pub mod plot;
 pub mod race;
 pub mod rangemap;
+pub mod reader_cost;
 pub mod readers;
 pub mod tree;

@@ -42,6 +42,15 @@ pub enum KernelCmd {
     /// fork() rate against the number of VMAs the forking process has (kernel/fork.c: dup_mmap copies each).
     #[command(after_long_help = common::EXIT_STATUS_HELP)]
     Fork(ForkArgs),
+    /// What a monitoring agent reading /proc/PID/{maps,smaps,smaps_rollup} (or PROCMAP_QUERY, or a command such
+    /// as `pmap -X {pid}`) every few seconds costs the process it reads: per pass the time it holds the
+    /// process's mmap_lock (or per-VMA locks), the longest hold, its CPU time; for a mapper of ours (--vmas N),
+    /// the mapper's mmap/munmap latency beside it, with and without busy tasks starving the agent; and the same
+    /// address space imported into the engine, read in each reader mode. Exit status 2 for a process that does
+    /// not exist or cannot be read, 3 if it exits or the agent command fails during the run (the passes
+    /// measured are printed and written).
+    #[command(after_long_help = common::EXIT_STATUS_HELP)]
+    ReaderCost(crate::reader_cost::ReaderCostArgs),
 }
 
 /// `kernel info`.
@@ -200,6 +209,7 @@ pub fn run(cmd: KernelCmd) -> Result<Status> {
         KernelCmd::Race(a) => Some(a.force),
         KernelCmd::Faults(a) => Some(a.force),
         KernelCmd::Fork(a) => Some(a.force),
+        KernelCmd::ReaderCost(a) => Some(a.force),
     };
     if let Some(force) = force {
         common::check_build(force)?;
@@ -212,6 +222,7 @@ pub fn run(cmd: KernelCmd) -> Result<Status> {
         KernelCmd::Race(a) => race_cmd(&host, a),
         KernelCmd::Faults(a) => faults_cmd(&host, a),
         KernelCmd::Fork(a) => fork_cmd(&host, a),
+        KernelCmd::ReaderCost(a) => crate::reader_cost::run(&host, a),
     }
 }
 

@@ -14,6 +14,7 @@ mod common;
 mod kernel;
 mod provenance;
 mod race;
+mod reader_cost;
 mod replay;
 mod report;
 
@@ -41,7 +42,7 @@ enum Command {
     #[command(subcommand)]
     Bench(bench::BenchCmd),
     /// Experiments and checks on this machine's running kernel (address-space contention, /proc consistency,
-    /// page faults, fork).
+    /// page faults, fork, the cost of a /proc reader to the process it reads).
     #[command(subcommand)]
     Kernel(kernel::KernelCmd),
     /// The proc-maps-race checks (tools/testing/selftests/proc/proc-maps-race.c): reading /proc/PID/maps (or

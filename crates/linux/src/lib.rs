@@ -26,6 +26,7 @@ pub mod placement;
 pub mod procfs;
 pub mod procmap_query;
 pub mod race;
+pub mod reader_cost;
 pub mod replay;
 pub mod sys;
 pub mod uaccess;
