@@ -27,5 +27,6 @@ pub mod procfs;
 pub mod procmap_query;
 pub mod race;
 pub mod replay;
+pub mod shadow;
 pub mod sys;
 pub mod uaccess;
