@@ -74,8 +74,12 @@ pub struct ShadowArgs {
     json: Option<PathBuf>,
     /// The program and its arguments, after `--` (`vmspace shadow -- ls -l`); a name without `/` is looked
     /// up in PATH.
-    #[arg(value_name = "PROGRAM", trailing_var_arg = true, allow_hyphen_values = true,
-          required_unless_present = "pid")]
+    #[arg(
+        value_name = "PROGRAM",
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        required_unless_present = "pid"
+    )]
     program: Vec<String>,
 }
 
@@ -102,12 +106,19 @@ struct Shadow {
     verbose: bool,
     record: Option<Vec<String>>,
     last_recorded_space: Option<usize>,
+    /// The recorded script's name of each bound `fdN` (a script declares a name once).
+    record_names: HashMap<String, String>,
+    record_decls: u64,
     text: Text,
 }
 
 /// The kernel's return register as an outcome.
 fn kernel_outcome(ret: i64) -> Outcome {
-    if (-4095..0).contains(&ret) { Err(CallError::Errno(Errno::from_raw(-ret as i32))) } else { Ok(ret as u64) }
+    if (-4095..0).contains(&ret) {
+        Err(CallError::Errno(Errno::from_raw(-ret as i32)))
+    } else {
+        Ok(ret as u64)
+    }
 }
 
 /// The maps lines that differ, each with one line of context on both sides.
@@ -142,7 +153,8 @@ fn fmt_outcome(op: &Op, r: Outcome) -> String {
 impl Shadow {
     /// An engine address space imported from process `pid` now.
     fn import(&self, pid: i32) -> Result<(EngineTarget, String)> {
-        let snap = vmspace_linux::procfs::read_snapshot(pid).with_context(|| format!("reading process {pid}"))?;
+        let snap =
+            vmspace_linux::procfs::read_snapshot(pid).with_context(|| format!("reading process {pid}"))?;
         let mm = Mm::import(&self.cfg, &snap.layout)
             .map_err(|e| anyhow!("the engine refused the address space of process {pid}: {e:?}"))?;
         Ok((EngineTarget::from_mm(mm), snap.maps))
@@ -253,10 +265,21 @@ impl Shadow {
         }
         sp.fds.insert(n, key);
         let size = f.size;
-        sp.engine.bind_file(name, VmFile::imported(&f, &self.cfg));
+        // The file of a VMA already mapping it (an imported one after a resynchronisation), so that the new
+        // mapping can merge with it as the kernel's (one `struct file` behind one descriptor) does.
+        let existing = sp.engine.mm().vmas().into_iter().find_map(|v| {
+            v.file.filter(|x| {
+                (x.dev_major, x.dev_minor, x.inode) == key && x.name == f.path && x.deleted == f.deleted
+            })
+        });
+        sp.engine.bind_file(name, existing.unwrap_or_else(|| VmFile::imported(&f, &self.cfg)));
         if let Some(rec) = &mut self.record {
-            rec.push(format!("# {name}: {} ({:x}:{:02x} {})", f.path, f.dev_major, f.dev_minor, f.inode));
-            rec.push(Op::File { name: name.clone(), size }.to_string());
+            // A script declares each name once: a later file under the same descriptor gets a new name.
+            self.record_decls += 1;
+            let rname = format!("{name}_{}", self.record_decls);
+            rec.push(format!("# {rname}: {} ({:x}:{:02x} {})", f.path, f.dev_major, f.dev_minor, f.inode));
+            rec.push(Op::File { name: rname.clone(), size }.to_string());
+            self.record_names.insert(name.clone(), rname);
         }
     }
 
@@ -300,7 +323,13 @@ impl Shadow {
                 rec.push(format!("# space {id} (process {pid})"));
                 self.last_recorded_space = Some(id);
             }
-            rec.push(op.to_string());
+            let mut rop = op.clone();
+            if let Op::Mmap { file: Some((Fd::Name(n), _)), .. } = &mut rop
+                && let Some(r) = self.record_names.get(n)
+            {
+                *n = r.clone();
+            }
+            rec.push(rop.to_string());
         }
         let (kv, ev) = (fmt_outcome(&op, kernel), fmt_outcome(&op, engine));
         if self.verbose {
@@ -309,7 +338,8 @@ impl Shadow {
         let kmaps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
         let emaps = sp.engine.maps();
         if kv != ev || kmaps != emaps {
-            let mut r = format!("task {tid} (process {pid}), {name}: `{op}`\n  kernel = {kv}\n  engine = {ev}\n");
+            let mut r =
+                format!("task {tid} (process {pid}), {name}: `{op}`\n  kernel = {kv}\n  engine = {ev}\n");
             if kmaps != emaps {
                 r.push_str(&maps_diff(&kmaps, &emaps));
             } else {
@@ -323,7 +353,10 @@ impl Shadow {
             if self.keep_going {
                 self.resync(id, format!("after difference {}", self.differences.len()))?;
             } else {
-                say!(self.text, "mirroring stops at the first difference (--keep-going resynchronises and goes on)");
+                say!(
+                    self.text,
+                    "mirroring stops at the first difference (--keep-going resynchronises and goes on)"
+                );
                 self.mirroring = false;
             }
         }
@@ -345,7 +378,8 @@ pub fn run(args: ShadowArgs) -> Result<Status> {
             e => anyhow::Error::new(e),
         }
     };
-    vmspace_linux::child::install_interrupt_handler().map_err(|e| anyhow!("installing the Ctrl-C handler: {e}"))?;
+    vmspace_linux::child::install_interrupt_handler()
+        .map_err(|e| anyhow!("installing the Ctrl-C handler: {e}"))?;
     let (label, baseline) = match args.pid {
         Some(pid) => (format!("process {pid}"), None),
         None => {
@@ -384,6 +418,8 @@ pub fn run(args: ShadowArgs) -> Result<Status> {
         verbose: args.verbose,
         record: args.record.as_ref().map(|_| vec![format!("# vmspace shadow: {label}")]),
         last_recorded_space: None,
+        record_names: HashMap::new(),
+        record_decls: 0,
         text,
     };
     if let Some(pid) = args.pid {
@@ -417,10 +453,14 @@ pub fn run(args: ShadowArgs) -> Result<Status> {
                     if shares_vm {
                         s.task_space.insert(child, id);
                     } else {
-                        let mm = s.spaces[&id].engine.mm().fork().map_err(|e| anyhow!("engine fork: {e:?}"))?;
+                        let mm =
+                            s.spaces[&id].engine.mm().fork().map_err(|e| anyhow!("engine fork: {e:?}"))?;
                         let nid = s.next_space;
                         s.next_space += 1;
-                        s.spaces.insert(nid, Space { engine: EngineTarget::from_mm(mm), pid: child, fds: HashMap::new() });
+                        s.spaces.insert(
+                            nid,
+                            Space { engine: EngineTarget::from_mm(mm), pid: child, fds: HashMap::new() },
+                        );
                         s.task_space.insert(child, nid);
                         if let Some(rec) = &mut s.record {
                             rec.push(format!("# space {nid}: process {child}, forked from space {id}"));
@@ -455,7 +495,6 @@ pub fn run(args: ShadowArgs) -> Result<Status> {
     summary(&s, &label, status, elapsed, baseline, interrupted, &json)
 }
 
-
 fn secs(d: Duration) -> String {
     format!("{:.3} s", d.as_secs_f64())
 }
@@ -489,7 +528,11 @@ fn summary(
     };
     say!(t, "program: {program}");
     let debug = crate::provenance::build().is_debug();
-    let note = if debug { " (debug build of vmspace: the engine's share is larger than in a release build)" } else { "" };
+    let note = if debug {
+        " (debug build of vmspace: the engine's share is larger than in a release build)"
+    } else {
+        ""
+    };
     say!(t, "time with the shadow: {}{note}", secs(elapsed));
     match baseline {
         Some((d, st)) => say!(t, "time without (untraced run first, {st}): {}", secs(d)),
@@ -520,7 +563,11 @@ fn summary(
     let verdict = if s.differences.is_empty() {
         Verdict::new(1, 0, format!("engine and kernel agree on {total} calls"))
     } else {
-        Verdict::new(0, s.differences.len() as u64, format!("{} differences in {total} calls", s.differences.len()))
+        Verdict::new(
+            0,
+            s.differences.len() as u64,
+            format!("{} differences in {total} calls", s.differences.len()),
+        )
     };
     json.write(&ReportSet::new(common::command_line(), vec![r]).with_verdict(verdict))?;
     if interrupted && s.differences.is_empty() {

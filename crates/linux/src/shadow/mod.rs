@@ -545,6 +545,9 @@ impl Tracer {
             if let Some(e) = self.pending.pop_front() {
                 return Ok(Some(e));
             }
+            if crate::child::interrupted() {
+                return Err(ShadowError::Interrupted);
+            }
             for tid in std::mem::take(&mut self.to_start) {
                 if let Some(t) = self.tasks.get_mut(&tid) {
                     t.fresh = false;
