@@ -435,7 +435,7 @@ pub fn run(args: ShadowArgs) -> Result<Status> {
     let mut status: Option<TaskExit> = None;
     let mut interrupted = false;
     loop {
-        let ev = match t.next() {
+        let ev = match t.next_event() {
             Ok(Some(ev)) => ev,
             Ok(None) => break,
             Err(ShadowError::Interrupted) if args.pid.is_some() => {

@@ -111,7 +111,7 @@ pub fn decode(nr: i64, args: &[u64; 6], read_name: impl FnOnce(u64) -> Option<St
             let file = if flags.contains(MapFlags::ANONYMOUS) {
                 // The kernel ignores the descriptor of an anonymous mapping; the offset still matters
                 // (`sys_mmap` refuses an unaligned one).
-                (a5 != 0 || fd != -1).then(|| (Fd::MinusOne, a5))
+                (a5 != 0 || fd != -1).then_some((Fd::MinusOne, a5))
             } else if fd < 0 {
                 Some((Fd::MinusOne, a5))
             } else {
@@ -185,13 +185,13 @@ mod tests {
     fn anonymous_and_file_mmaps_decode_with_their_descriptor() {
         // mmap(NULL, 0x3000, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0)
         let l = line(libc::SYS_mmap, [0, 0x3000, 3, 0x22, u32::MAX as u64, 0]);
-        assert_eq!(l, "mmap 0x0 0x3000 rw- private|anon");
+        assert_eq!(l, "mmap 0 0x3000 rw- private|anon");
         // The descriptor register's high half is not part of the int.
         let l = line(libc::SYS_mmap, [0x7f00_0000_0000, 0x1000, 1, 0x12, 0xffff_ffff_0000_0003, 0x2000]);
         assert_eq!(l, "mmap 0x7f0000000000 0x1000 r-- private|fixed fd=fd3 off=0x2000");
         // A file mapping of descriptor -1 keeps the descriptor (EBADF on both sides).
         let l = line(libc::SYS_mmap, [0, 0x1000, 1, 0x2, u32::MAX as u64, 0]);
-        assert_eq!(l, "mmap 0x0 0x1000 r-- private fd=-1 off=0x0");
+        assert_eq!(l, "mmap 0 0x1000 r-- private fd=-1 off=0");
     }
 
     #[test]
@@ -199,7 +199,7 @@ mod tests {
         assert_eq!(line(libc::SYS_munmap, [0x1000, 0x2000, 0, 0, 0, 0]), "munmap 0x1000 0x2000");
         assert_eq!(line(libc::SYS_mprotect, [0x1000, 0x1000, 0, 9, 9, 9]), "mprotect 0x1000 0x1000 ---");
         assert_eq!(line(libc::SYS_madvise, [0x1000, 0x1000, 4, 0, 0, 0]), "madvise 0x1000 0x1000 dontneed");
-        assert_eq!(line(libc::SYS_brk, [0, 0, 0, 0, 0, 0]), "brk 0x0");
+        assert_eq!(line(libc::SYS_brk, [0, 0, 0, 0, 0, 0]), "brk 0");
         // mremap without MREMAP_FIXED ignores the fifth register.
         assert_eq!(
             line(libc::SYS_mremap, [0x1000, 0x1000, 0x2000, 1, 0xdead, 0]),

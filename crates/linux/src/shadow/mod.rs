@@ -22,7 +22,7 @@
 //!
 //! # One call at a time
 //!
-//! [`Tracer::next`] returns one [`Event`] at a time and leaves a task stopped at a call's entry
+//! [`Tracer::next_event`] returns one [`Event`] at a time and leaves a task stopped at a call's entry
 //! ([`Event::Call`]) until its caller has dealt with it: [`Tracer::complete`] runs that one call to its exit
 //! (`PTRACE_SYSCALL`, waiting for that task only) and returns the kernel's result, [`Tracer::resume`] lets the
 //! task go on. Other tasks keep running meanwhile, but a task that reaches a memory call stops there until
@@ -102,7 +102,7 @@ impl fmt::Display for TaskExit {
     }
 }
 
-/// What [`Tracer::next`] saw.
+/// What [`Tracer::next_event`] saw.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
     /// Task `tid` stopped at the entry of a memory call: number and argument registers. It stays stopped
@@ -168,7 +168,7 @@ pub struct Tracer {
     unclaimed: HashSet<i32>,
     /// New tasks announced by their parent's event whose first stop has not been seen.
     expected: HashSet<i32>,
-    /// Announced new tasks stopped at their first stop: started at the next [`Tracer::next`].
+    /// Announced new tasks stopped at their first stop: started at the next [`Tracer::next_event`].
     to_start: Vec<i32>,
     pending: VecDeque<Event>,
     /// The spawn protocol's pipe (read end): the child's failure before its `execve` succeeded.
@@ -540,7 +540,7 @@ impl Tracer {
     }
 
     /// The next event (module docs); `None` when no traced task is left.
-    pub fn next(&mut self) -> Result<Option<Event>, ShadowError> {
+    pub fn next_event(&mut self) -> Result<Option<Event>, ShadowError> {
         loop {
             if let Some(e) = self.pending.pop_front() {
                 return Ok(Some(e));
@@ -569,10 +569,11 @@ impl Tracer {
             if let Some(exit) = exit_of(status) {
                 self.tasks.remove(&tid);
                 self.unclaimed.remove(&tid);
-                if tid == self.root && !self.execed {
-                    if let Some(e) = self.spawn_failure() {
-                        return Err(e);
-                    }
+                if tid == self.root
+                    && !self.execed
+                    && let Some(e) = self.spawn_failure()
+                {
+                    return Err(e);
                 }
                 return Ok(Some(Event::Exit { tid, status: exit }));
             }
