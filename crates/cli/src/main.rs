@@ -17,6 +17,7 @@ mod race;
 mod reader_cost;
 mod replay;
 mod report;
+mod shadow;
 
 use common::{EXIT_STATUS_HELP, Status};
 
@@ -64,6 +65,11 @@ enum Command {
     /// Run an op script on the engine and on the live kernel and show the first difference.
     #[command(after_long_help = EXIT_STATUS_HELP)]
     Diff(replay::DiffArgs),
+    /// Run a program (or attach to a process) and mirror every memory call it makes into the engine: the
+    /// same result and the same /proc/PID/maps after each call, or the first difference with its call and maps.
+    /// `vmspace shadow -- python3 -c 'x = bytearray(1 << 24)'`. Exit status 1 if the engine differed.
+    #[command(after_long_help = EXIT_STATUS_HELP)]
+    Shadow(shadow::ShadowArgs),
     /// Print a shell completion script (e.g. `vmspace completions bash > /etc/bash_completion.d/vmspace`).
     Completions {
         /// The shell.
@@ -94,6 +100,7 @@ fn main() -> ExitCode {
         Command::Report(args) => report::run(args),
         Command::Replay(args) => replay::run_replay(args),
         Command::Diff(args) => replay::run_diff(args),
+        Command::Shadow(args) => shadow::run(args),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "vmspace", &mut std::io::stdout());
             Ok(Status::Success)

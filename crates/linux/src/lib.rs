@@ -28,5 +28,6 @@ pub mod procmap_query;
 pub mod race;
 pub mod reader_cost;
 pub mod replay;
+pub mod shadow;
 pub mod sys;
 pub mod uaccess;

@@ -70,6 +70,34 @@ impl EngineTarget {
         EngineTarget { validate: true, ..EngineTarget::new(cfg) }
     }
 
+    /// A target over an existing address space (an imported process's: `Mm::import`), with no files
+    /// declared yet ([`EngineTarget::bind_file`]).
+    pub fn from_mm(mm: Mm) -> Self {
+        EngineTarget { mm, parents: Vec::new(), files: Vec::new(), validate: false }
+    }
+
+    /// Binds the script name `name` (`fd=NAME`) to `file`, replacing an earlier binding of that name: the
+    /// file a real process's descriptor refers to, mirrored by `vmspace shadow` (which names descriptor N
+    /// `fdN`). Returns whether the binding changed (a new file under the name).
+    pub fn bind_file(&mut self, name: &str, file: Arc<VmFile>) -> bool {
+        match self.files.iter_mut().find(|(n, _)| n == name) {
+            Some((_, f)) if Arc::ptr_eq(f, &file) => false,
+            Some((_, f)) => {
+                *f = file;
+                true
+            }
+            None => {
+                self.files.push((name.to_string(), file));
+                true
+            }
+        }
+    }
+
+    /// The file bound to `name`, if any.
+    pub fn bound_file(&self, name: &str) -> Option<&Arc<VmFile>> {
+        self.file_of(name)
+    }
+
     /// The address space (after the script, the last child's).
     pub fn mm(&self) -> &Mm {
         &self.mm

@@ -266,3 +266,12 @@ impl MmWrite<'_> {
         Ok(())
     }
 }
+
+impl VmFile {
+    /// The engine's file for `f` under `cfg`, as [`Mm::import`] makes one for each [`ImportedFile`]: a
+    /// size-only identity (module docs). A caller that mirrors a process's later file mappings (`vmspace
+    /// shadow`, one per open descriptor) makes its files this way, so that they read like the imported ones.
+    pub fn imported(f: &ImportedFile, cfg: &MmConfig) -> Arc<VmFile> {
+        Arc::new(vm_file(f, cfg))
+    }
+}

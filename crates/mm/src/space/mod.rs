@@ -87,6 +87,7 @@ pub mod import;
 mod madvise;
 mod maps;
 mod merge;
+mod mirror;
 mod mlock;
 mod mmap;
 mod mprotect;

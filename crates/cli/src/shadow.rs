@@ -1,0 +1,577 @@
+//! `vmspace shadow`: a real program as the engine's oracle, live.
+//!
+//! The program runs under the tracer of `vmspace_linux::shadow` (ptrace, with a seccomp filter that stops it
+//! only at memory calls). Its address space is imported into the engine when it starts (`Mm::import` of
+//! `vmspace_linux::procfs::read_snapshot`, at the `execve` event), and every memory call it makes is mirrored:
+//! at the call's entry the call is decoded into the op-script `Op` (the one representation of a call: the
+//! value `vmspace replay` parses a script line into), the kernel runs it, the engine's target
+//! (`vmspace_replay::EngineTarget`) applies the same op, and the two results must be the same (the same errno;
+//! for `mmap`, `mremap` and `brk` the same address, top-down placement included), and then the engine's maps
+//! must be the kernel's `/proc/PID/maps`, line for line. This module is where engine and oracle meet (as
+//! `vmspace diff` is, ARCHITECTURE.md "Layers"): `vmspace_linux` traces and decodes, `vmspace_mm` mirrors,
+//! neither depends on the other.
+//!
+//! Before each mirrored call the process's maps and smaps are read again (`read_snapshot`) and what faults
+//! changed without a call is brought into the engine: the growth of the `[stack]` VMA
+//! (`Mm::mirror_stack_growth`) and the anon_vma of a VMA that got anonymous pages (`Mm::mirror_anon_vma`),
+//! which decide later merges. Anything else that differs there changed without a traced call: the engine is
+//! resynchronised (imported again) and the resynchronisation is reported with the reason. So is every call the
+//! engine does not model (`mbind`, SysV `shmat`/`shmdt`, userfaultfd registration, `process_madvise`,
+//! `remap_file_pages`, `PR_SET_MM`, `io_setup`, `map_shadow_stack`): it runs, then the engine is imported again.
+//!
+//! Processes: a task made without `CLONE_VM` gets the engine's fork of its parent's address space
+//! (`Mm::fork`, at the fork event, when the kernel's copy was made); a thread or a `vfork` child shares its
+//! parent's; an `execve` imports the new image. A file mapping names descriptor N as the script file `fdN`,
+//! bound to the engine's mirror of the file the descriptor refers to (device, inode, size, path:
+//! `VmFile::imported`); a new file under the same descriptor number gets a new binding.
+//!
+//! Reporting: the first difference prints the thread, the call as its canonical script line with the
+//! syscall's name, both results, and the maps lines that differ with their neighbours; mirroring then stops
+//! (the program runs to its end untraced by the engine) unless `--keep-going`, which imports the process again
+//! and counts. `--record FILE` writes every mirrored call as an op script (canonical lines; a comment marks
+//! each change of address space, and the process's maps at the start, which a script cannot create, are in
+//! the header). At the end: the calls mirrored by kind, the differences, the resynchronisations, the program's
+//! exit status, the time with the shadow and, with `--baseline` (the program run once untraced first), without.
+//!
+//! Timings and debug builds: shadow is a check, not a benchmark; it runs from a debug build (the engine's
+//! share of the time is then larger) and says so beside the times.
+
+use crate::common::{self, JsonOut, Status, Text, usage};
+use crate::say;
+use anyhow::{Context, Result, anyhow};
+use clap::Args;
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+use vmspace_linux::shadow::{self as tracer, Event, ShadowError, TaskExit, Tracer, decode};
+use vmspace_mm::{Errno, Mm, MmConfig, VmFile};
+use vmspace_replay::EngineTarget;
+use vmspace_results::report::{Report, ReportSet, Verdict};
+use vmspace_script::{CallError, Fd, Op, Outcome, Target, value_of};
+
+/// Arguments of `vmspace shadow`.
+#[derive(Debug, Args)]
+pub struct ShadowArgs {
+    /// Attach to this running process (all its threads) instead of running a program; Ctrl-C detaches and
+    /// leaves it running. Every system call of the process stops (a filter cannot be installed from
+    /// outside), so it runs slower while attached.
+    #[arg(long, value_name = "PID", conflicts_with_all = ["program", "baseline"])]
+    pid: Option<i32>,
+    /// Continue after a difference: import the process again, count it, go on.
+    #[arg(long)]
+    keep_going: bool,
+    /// Write every mirrored call as an op script (canonical lines, `vmspace replay` runs it) to FILE.
+    #[arg(long, value_name = "FILE")]
+    record: Option<PathBuf>,
+    /// Run the program once untraced first, to show its time without the shadow.
+    #[arg(long)]
+    baseline: bool,
+    /// Print every mirrored call and its result.
+    #[arg(long, short)]
+    verbose: bool,
+    /// Also write the result as JSON to FILE (`-`: JSON to standard output, the text to standard error).
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// The program and its arguments, after `--` (`vmspace shadow -- ls -l`); a name without `/` is looked
+    /// up in PATH.
+    #[arg(
+        value_name = "PROGRAM",
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        required_unless_present = "pid"
+    )]
+    program: Vec<String>,
+}
+
+/// One engine address space mirroring one of the program's.
+struct Space {
+    engine: EngineTarget,
+    /// A task of it, for `/proc` reads.
+    pid: i32,
+    /// Descriptor number -> (device major, minor, inode) of the file bound to `fdN`.
+    fds: HashMap<i32, (u32, u32, u64)>,
+}
+
+/// The whole shadow's state.
+struct Shadow {
+    cfg: MmConfig,
+    spaces: HashMap<usize, Space>,
+    next_space: usize,
+    task_space: HashMap<i32, usize>,
+    calls: BTreeMap<&'static str, u64>,
+    differences: Vec<String>,
+    resyncs: Vec<String>,
+    keep_going: bool,
+    mirroring: bool,
+    verbose: bool,
+    record: Option<Vec<String>>,
+    last_recorded_space: Option<usize>,
+    /// The recorded script's name of each bound `fdN` (a script declares a name once).
+    record_names: HashMap<String, String>,
+    record_decls: u64,
+    text: Text,
+}
+
+/// The kernel's return register as an outcome.
+fn kernel_outcome(ret: i64) -> Outcome {
+    if (-4095..0).contains(&ret) {
+        Err(CallError::Errno(Errno::from_raw(-ret as i32)))
+    } else {
+        Ok(ret as u64)
+    }
+}
+
+/// The maps lines that differ, each with one line of context on both sides.
+fn maps_diff(kernel: &str, engine: &str) -> String {
+    let k: Vec<&str> = kernel.lines().collect();
+    let e: Vec<&str> = engine.lines().collect();
+    let ks: std::collections::HashSet<&str> = k.iter().copied().collect();
+    let es: std::collections::HashSet<&str> = e.iter().copied().collect();
+    let mut out = String::new();
+    let show = |out: &mut String, lines: &[&str], other: &std::collections::HashSet<&str>, tag: &str| {
+        for (i, l) in lines.iter().enumerate() {
+            let near = (i.saturating_sub(1)..=(i + 1).min(lines.len().saturating_sub(1)))
+                .any(|j| !other.contains(lines[j]));
+            if !other.contains(l) {
+                out.push_str(&format!("  {tag} {l}\n"));
+            } else if near {
+                out.push_str(&format!("    {l}\n"));
+            }
+        }
+    };
+    out.push_str("  kernel (- only in the kernel):\n");
+    show(&mut out, &k, &es, "-");
+    out.push_str("  engine (+ only in the engine):\n");
+    show(&mut out, &e, &ks, "+");
+    out
+}
+
+fn fmt_outcome(op: &Op, r: Outcome) -> String {
+    value_of(op, r).to_string()
+}
+
+impl Shadow {
+    /// An engine address space imported from process `pid` now.
+    fn import(&self, pid: i32) -> Result<(EngineTarget, String)> {
+        let snap =
+            vmspace_linux::procfs::read_snapshot(pid).with_context(|| format!("reading process {pid}"))?;
+        let mm = Mm::import(&self.cfg, &snap.layout)
+            .map_err(|e| anyhow!("the engine refused the address space of process {pid}: {e:?}"))?;
+        Ok((EngineTarget::from_mm(mm), snap.maps))
+    }
+
+    /// A new space imported from `pid`, assigned to `pid`; a difference if the import does not read back as
+    /// the kernel's maps.
+    fn new_space(&mut self, pid: i32, why: &str) -> Result<()> {
+        let (mut engine, maps) = self.import(pid)?;
+        let id = self.next_space;
+        self.next_space += 1;
+        let em = engine.maps();
+        if em != maps {
+            self.difference(format!(
+                "process {pid}: the imported address space ({why}) differs from the kernel's maps\n{}",
+                maps_diff(&maps, &em)
+            ));
+        }
+        if let Some(rec) = &mut self.record {
+            rec.push(format!("# space {id}: process {pid} ({why}); its maps at the start:"));
+            rec.extend(maps.lines().map(|l| format!("#   {l}")));
+        }
+        self.spaces.insert(id, Space { engine, pid, fds: HashMap::new() });
+        self.task_space.insert(pid, id);
+        Ok(())
+    }
+
+    /// Imports space `id` again from its process, for `reason`.
+    fn resync(&mut self, id: usize, reason: String) -> Result<()> {
+        let pid = self.spaces[&id].pid;
+        let (engine, _) = self.import(pid)?;
+        let sp = self.spaces.get_mut(&id).expect("space exists");
+        sp.engine = engine;
+        sp.fds.clear();
+        if self.verbose {
+            say!(self.text, "resync: {reason}");
+        }
+        if let Some(rec) = &mut self.record {
+            rec.push(format!("# resynchronised (imported again): {reason}"));
+        }
+        self.resyncs.push(reason);
+        Ok(())
+    }
+
+    fn difference(&mut self, report: String) {
+        say!(self.text, "DIFFERENCE {}: {report}", self.differences.len() + 1);
+        self.differences.push(report);
+    }
+
+    /// Forgets task `tid`: its space goes with its last task; another task of it reads `/proc` from now on.
+    fn remove_task(&mut self, tid: i32) {
+        let Some(id) = self.task_space.remove(&tid) else { return };
+        match self.task_space.iter().find(|&(_, &s)| s == id).map(|(&t, _)| t) {
+            None => {
+                self.spaces.remove(&id);
+            }
+            Some(other) => {
+                if let Some(sp) = self.spaces.get_mut(&id)
+                    && sp.pid == tid
+                {
+                    sp.pid = other;
+                }
+            }
+        }
+    }
+
+    /// Brings the faults' changes into space `id` (module docs); resynchronises on any other drift.
+    fn refresh(&mut self, id: usize) -> Result<()> {
+        let pid = self.spaces[&id].pid;
+        let snap = match vmspace_linux::procfs::read_snapshot(pid) {
+            Ok(s) => s,
+            Err(e) => return Err(anyhow!("reading process {pid}: {e}")),
+        };
+        let sp = self.spaces.get_mut(&id).expect("space exists");
+        let mm = sp.engine.mm();
+        let l = &snap.layout;
+        if let Some(stack) = l.vmas.iter().find(|v| v.start <= l.start_stack && l.start_stack < v.end)
+            && let Some(ev) = mm.vma_at(l.start_stack)
+            && stack.start < ev.start
+        {
+            let _ = mm.mirror_stack_growth(stack.start);
+        }
+        for v in l.vmas.iter().filter(|v| v.anon_vma) {
+            if let Some(ev) = mm.vma_at(v.start)
+                && ev.anon_vma_id.is_none()
+                && !ev.flags.intersects(vmspace_mm::VmFlags::MAYSHARE)
+            {
+                let _ = mm.mirror_anon_vma(v.start);
+            }
+        }
+        let em = sp.engine.maps();
+        if em != snap.maps {
+            let d = maps_diff(&snap.maps, &em);
+            self.resync(id, format!("process {pid}: maps changed without a traced call\n{d}"))?;
+        }
+        Ok(())
+    }
+
+    /// Binds `fdN` of `op` (a file mmap) in space `id` to the file task `tid`'s descriptor refers to.
+    fn bind_fd(&mut self, id: usize, tid: i32, op: &Op) {
+        let Op::Mmap { file: Some((Fd::Name(name), _)), .. } = op else { return };
+        let Some(n) = name.strip_prefix("fd").and_then(|n| n.parse::<i32>().ok()) else { return };
+        let Some(f) = tracer::fd_file(tid, n) else { return };
+        let sp = self.spaces.get_mut(&id).expect("space exists");
+        let key = (f.dev_major, f.dev_minor, f.inode);
+        if sp.fds.get(&n) == Some(&key) && sp.engine.bound_file(name).is_some() {
+            return;
+        }
+        sp.fds.insert(n, key);
+        let size = f.size;
+        // The file of a VMA already mapping it (an imported one after a resynchronisation), so that the new
+        // mapping can merge with it as the kernel's (one `struct file` behind one descriptor) does.
+        let existing = sp.engine.mm().vmas().into_iter().find_map(|v| {
+            v.file.filter(|x| {
+                (x.dev_major, x.dev_minor, x.inode) == key && x.name == f.path && x.deleted == f.deleted
+            })
+        });
+        sp.engine.bind_file(name, existing.unwrap_or_else(|| VmFile::imported(&f, &self.cfg)));
+        if let Some(rec) = &mut self.record {
+            // A script declares each name once: a later file under the same descriptor gets a new name.
+            self.record_decls += 1;
+            let rname = format!("{name}_{}", self.record_decls);
+            rec.push(format!("# {rname}: {} ({:x}:{:02x} {})", f.path, f.dev_major, f.dev_minor, f.inode));
+            rec.push(Op::File { name: rname.clone(), size }.to_string());
+            self.record_names.insert(name.clone(), rname);
+        }
+    }
+
+    /// One memory call of task `tid` stopped at its entry.
+    fn call(&mut self, t: &mut Tracer, tid: i32, nr: i64, args: [u64; 6]) -> Result<()> {
+        let name = decode::name_of(nr);
+        let Some(&id) = self.task_space.get(&tid) else {
+            // The spawned child before its execve: not the program yet.
+            return Ok(t.resume(tid)?);
+        };
+        let decoded = decode::decode(nr, &args, |a| t.read_string(tid, a));
+        *self.calls.entry(name).or_default() += 1;
+        let op = match decoded {
+            decode::Decoded::Process => return Ok(t.resume(tid)?),
+            decode::Decoded::Unreadable => {
+                t.complete(tid)?;
+                return Ok(t.resume(tid)?);
+            }
+            decode::Decoded::Unmodelled => {
+                let done = t.complete(tid)?;
+                if self.mirroring && done.is_some() {
+                    let ret = done.unwrap_or(0);
+                    self.resync(id, format!("task {tid}: {name} (= {ret}) is not modelled by the engine"))?;
+                }
+                return Ok(t.resume(tid)?);
+            }
+            decode::Decoded::Op(op) => op,
+        };
+        if !self.mirroring {
+            return Ok(t.resume(tid)?);
+        }
+        self.refresh(id)?;
+        self.bind_fd(id, tid, &op);
+        let Some(ret) = t.complete(tid)? else { return Ok(()) };
+        let kernel = kernel_outcome(ret);
+        let sp = self.spaces.get_mut(&id).expect("space exists");
+        let engine = sp.engine.apply(&op);
+        let pid = sp.pid;
+        if let Some(rec) = &mut self.record {
+            if self.last_recorded_space != Some(id) {
+                rec.push(format!("# space {id} (process {pid})"));
+                self.last_recorded_space = Some(id);
+            }
+            let mut rop = op.clone();
+            if let Op::Mmap { file: Some((Fd::Name(n), _)), .. } = &mut rop
+                && let Some(r) = self.record_names.get(n)
+            {
+                *n = r.clone();
+            }
+            rec.push(rop.to_string());
+        }
+        let (kv, ev) = (fmt_outcome(&op, kernel), fmt_outcome(&op, engine));
+        if self.verbose {
+            say!(self.text, "[{tid}] {name}: {op} = {kv}");
+        }
+        let kmaps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+        let emaps = sp.engine.maps();
+        if kv != ev || kmaps != emaps {
+            let mut r =
+                format!("task {tid} (process {pid}), {name}: `{op}`\n  kernel = {kv}\n  engine = {ev}\n");
+            if kmaps != emaps {
+                r.push_str(&maps_diff(&kmaps, &emaps));
+            } else {
+                r.push_str("  the maps agree\n");
+            }
+            r.push_str(&format!(
+                "  as a script line: {op}\n  (`--record FILE` writes the whole call stream; a script starts from an \
+                 empty address space, so calls that depend on the imported layout replay only with it)"
+            ));
+            self.difference(r);
+            if self.keep_going {
+                self.resync(id, format!("after difference {}", self.differences.len()))?;
+            } else {
+                say!(
+                    self.text,
+                    "mirroring stops at the first difference (--keep-going resynchronises and goes on)"
+                );
+                self.mirroring = false;
+            }
+        }
+        Ok(t.resume(tid)?)
+    }
+}
+
+/// `vmspace shadow`.
+pub fn run(args: ShadowArgs) -> Result<Status> {
+    let json = JsonOut::new(args.json.as_deref())?;
+    if let Some(p) = &args.record {
+        common::check_writable_file(p, "--record")?;
+    }
+    let text = Text::new(&json);
+    let shadow_err = |e: ShadowError| -> anyhow::Error {
+        match e {
+            ShadowError::Program(m) => usage(m),
+            ShadowError::Interrupted => anyhow::Error::new(vmspace_linux::child::Interrupted),
+            e => anyhow::Error::new(e),
+        }
+    };
+    vmspace_linux::child::install_interrupt_handler()
+        .map_err(|e| anyhow!("installing the Ctrl-C handler: {e}"))?;
+    let (label, baseline) = match args.pid {
+        Some(pid) => (format!("process {pid}"), None),
+        None => {
+            let prog = tracer::resolve_program(&args.program[0]).map_err(shadow_err)?;
+            let baseline = if args.baseline {
+                let start = Instant::now();
+                let st = std::process::Command::new(&prog)
+                    .args(&args.program[1..])
+                    .status()
+                    .with_context(|| format!("running {} untraced", prog.display()))?;
+                Some((start.elapsed(), st))
+            } else {
+                None
+            };
+            (args.program.join(" "), baseline)
+        }
+    };
+    let start = Instant::now();
+    let mut t = match args.pid {
+        Some(pid) => Tracer::attach(pid).map_err(shadow_err)?,
+        None => {
+            let prog = tracer::resolve_program(&args.program[0]).map_err(shadow_err)?;
+            Tracer::spawn(&prog, &args.program[1..]).map_err(shadow_err)?
+        }
+    };
+    let mut s = Shadow {
+        cfg: MmConfig::host(),
+        spaces: HashMap::new(),
+        next_space: 0,
+        task_space: HashMap::new(),
+        calls: BTreeMap::new(),
+        differences: Vec::new(),
+        resyncs: Vec::new(),
+        keep_going: args.keep_going,
+        mirroring: true,
+        verbose: args.verbose,
+        record: args.record.as_ref().map(|_| vec![format!("# vmspace shadow: {label}")]),
+        last_recorded_space: None,
+        record_names: HashMap::new(),
+        record_decls: 0,
+        text,
+    };
+    if let Some(pid) = args.pid {
+        s.new_space(pid, "attached")?;
+        // Every thread of the process is in the same space.
+        if let Ok(rd) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+            for tid in rd.flatten().filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok())) {
+                s.task_space.insert(tid, 0);
+            }
+        }
+    }
+    let root = t.root();
+    let mut status: Option<TaskExit> = None;
+    let mut interrupted = false;
+    loop {
+        let ev = match t.next_event() {
+            Ok(Some(ev)) => ev,
+            Ok(None) => break,
+            Err(ShadowError::Interrupted) if args.pid.is_some() => {
+                interrupted = true;
+                t.detach();
+                say!(s.text, "interrupted: detached from process {root}, which goes on running");
+                break;
+            }
+            Err(e) => return Err(shadow_err(e)),
+        };
+        match ev {
+            Event::Call { tid, nr, args } => s.call(&mut t, tid, nr, args)?,
+            Event::NewTask { parent, child, shares_vm } => {
+                if let Some(&id) = s.task_space.get(&parent) {
+                    if shares_vm {
+                        s.task_space.insert(child, id);
+                    } else {
+                        let mm =
+                            s.spaces[&id].engine.mm().fork().map_err(|e| anyhow!("engine fork: {e:?}"))?;
+                        let nid = s.next_space;
+                        s.next_space += 1;
+                        s.spaces.insert(
+                            nid,
+                            Space { engine: EngineTarget::from_mm(mm), pid: child, fds: HashMap::new() },
+                        );
+                        s.task_space.insert(child, nid);
+                        if let Some(rec) = &mut s.record {
+                            rec.push(format!("# space {nid}: process {child}, forked from space {id}"));
+                        }
+                    }
+                }
+            }
+            Event::Exec { tid, former } => {
+                s.remove_task(former);
+                s.remove_task(tid);
+                s.new_space(tid, "execve")?;
+                t.resume(tid)?;
+            }
+            Event::Exit { tid, status: st } => {
+                s.remove_task(tid);
+                if tid == root {
+                    status = Some(st);
+                }
+            }
+        }
+    }
+    let elapsed = start.elapsed();
+    drop(t);
+    if let (Some(p), Some(rec)) = (&args.record, &s.record) {
+        common::write_atomically(p, |w| {
+            for l in rec {
+                writeln!(w, "{l}")?;
+            }
+            Ok(())
+        })?;
+    }
+    summary(&s, &label, status, elapsed, baseline, interrupted, &json)
+}
+
+fn secs(d: Duration) -> String {
+    format!("{:.3} s", d.as_secs_f64())
+}
+
+fn summary(
+    s: &Shadow,
+    label: &str,
+    status: Option<TaskExit>,
+    elapsed: Duration,
+    baseline: Option<(Duration, std::process::ExitStatus)>,
+    interrupted: bool,
+    json: &JsonOut,
+) -> Result<Status> {
+    let t = &s.text;
+    let total: u64 = s.calls.values().sum();
+    say!(t, "shadow of {label}");
+    say!(t, "{:<26} {:>10}", "call", "mirrored");
+    for (k, v) in &s.calls {
+        say!(t, "{k:<26} {v:>10}");
+    }
+    say!(t, "{:<26} {total:>10}", "total");
+    say!(t, "differences: {}", s.differences.len());
+    say!(t, "resynchronisations: {}", s.resyncs.len());
+    for r in &s.resyncs {
+        say!(t, "  {}", r.lines().next().unwrap_or(""));
+    }
+    let program = match status {
+        Some(st) => st.to_string(),
+        None if interrupted => "still running (detached)".into(),
+        None => "unknown (not seen to end)".into(),
+    };
+    say!(t, "program: {program}");
+    let debug = crate::provenance::build().is_debug();
+    let note = if debug {
+        " (debug build of vmspace: the engine's share is larger than in a release build)"
+    } else {
+        ""
+    };
+    say!(t, "time with the shadow: {}{note}", secs(elapsed));
+    match baseline {
+        Some((d, st)) => say!(t, "time without (untraced run first, {st}): {}", secs(d)),
+        None => say!(t, "time without: not measured (--baseline runs the program once untraced first)"),
+    }
+    let host = vmspace_linux::hostinfo::gather();
+    let mut r = Report::new("shadow", label.to_string(), host);
+    r.param("keep_going", s.keep_going);
+    let mut m = BTreeMap::new();
+    for (k, v) in &s.calls {
+        m.insert(format!("calls.{k}"), *v as f64);
+    }
+    m.insert("calls.total".into(), total as f64);
+    m.insert("differences".into(), s.differences.len() as f64);
+    m.insert("resyncs".into(), s.resyncs.len() as f64);
+    m.insert("time_traced_s".into(), elapsed.as_secs_f64());
+    if let Some((d, _)) = baseline {
+        m.insert("time_untraced_s".into(), d.as_secs_f64());
+    }
+    if let Some(TaskExit::Code(c)) = status {
+        m.insert("exit_status".into(), c as f64);
+    }
+    r.push_run(m);
+    r.summarise();
+    r.notes.push(format!("program: {program}"));
+    r.notes.extend(s.resyncs.iter().map(|x| format!("resync: {x}")));
+    r.output = s.differences.clone();
+    let verdict = if s.differences.is_empty() {
+        Verdict::new(1, 0, format!("engine and kernel agree on {total} calls"))
+    } else {
+        Verdict::new(
+            0,
+            s.differences.len() as u64,
+            format!("{} differences in {total} calls", s.differences.len()),
+        )
+    };
+    json.write(&ReportSet::new(common::command_line(), vec![r]).with_verdict(verdict))?;
+    if interrupted && s.differences.is_empty() {
+        return Ok(Status::Success);
+    }
+    Ok(if s.differences.is_empty() { Status::Success } else { Status::Failed })
+}
