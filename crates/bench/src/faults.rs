@@ -65,7 +65,9 @@
 //! baseline only says how much less the mapper could take from more threads: 2.28x "met" over a baseline at
 //! 21% of its own rate without the mapper). When the T-thread run lacked CPUs (T threads and the mapper
 //! outnumber the usable CPUs, or a CPU share below [`MIN_CPU_SHARE`]), a miss or an undecided verdict is not
-//! measurable either (a met stands: the threads scaled all the same). The same holds for the mmap-lock mode
+//! measurable either (a met stands: the threads scaled all the same), except a miss so deep that the run would
+//! miss even with all its CPU time (the interval's upper end divided by the CPU share, when the threads did not
+//! outnumber the CPUs): that miss stands, with the scaled figure in its note. The same holds for the mmap-lock mode
 //! against the per-VMA mode with the mapper when the threads and the mapper outnumber the CPUs ([`mode_check`]).
 
 use std::collections::BTreeMap;
@@ -78,7 +80,7 @@ use vmspace_mm::{Advice, FaultMode, MapFlags, Mm, MmConfig, MmFaultStats, PAGE_S
 use vmspace_results::host::HostInfo;
 use vmspace_results::report::{Placement, Report, ReportSet};
 
-use crate::judge::{Judged, Status};
+use crate::judge::{Goal, Judged, Status};
 use crate::measure::Cpus;
 
 /// With per-VMA locks, T threads must fault at least this times T times one thread's rate (the same mapper or
@@ -151,7 +153,10 @@ impl PointFacts {
     /// `on a CPU 62% of its run` when below [`MIN_CPU_SHARE`].
     fn short_of_cpu(&self) -> Option<String> {
         (self.cpu_share < MIN_CPU_SHARE).then(|| {
-            format!("on a CPU only {:.0}% of the run (other work on the machine)", 100.0 * self.cpu_share)
+            format!(
+                "on a CPU only {:.0}% of the run (the rest waiting for a CPU or blocked)",
+                100.0 * self.cpu_share
+            )
         })
     }
 }
@@ -205,11 +210,36 @@ pub fn scaling_check(
         return j.not_measurable(why);
     }
     if j.status != Status::Met
-        && let Some(why) = many.and_then(many_unsound)
+        && let Some(m) = many
+        && let Some(why) = many_unsound(m)
     {
+        if let Some(best) = scaled_to_full_cpu(&j, m) {
+            // Short of CPU time but not oversubscribed: the lost time cannot explain a miss this deep.
+            let mut j = j;
+            j.note = format!(
+                "missed even scaled to full CPU time: at most {best:.2}x had each thread been on a CPU the whole run                  ({why})"
+            );
+            return j;
+        }
         return j.not_measurable(why);
     }
     j
+}
+
+/// For a missed "at least" scaling `j` whose T-thread run `many` had no more runnable threads than CPUs but
+/// was on a CPU only part of the run: the interval's upper end divided by that share (the most the run could
+/// have reached with all its CPU time), when even that misses the goal. `None` otherwise.
+fn scaled_to_full_cpu(j: &Judged, many: &PointFacts) -> Option<f64> {
+    if j.status != Status::Missed || many.oversubscribed().is_some() {
+        return None;
+    }
+    let goal = match j.goal {
+        Goal::AtLeast(g) | Goal::Above(g) => g,
+        Goal::AtMost(_) | Goal::NoFailures => return None,
+    };
+    let share = many.cpu_share;
+    let best = j.interval.as_ref()?.high / share;
+    (share.is_finite() && share > 0.0 && best < goal).then_some(best)
 }
 
 /// A comparison of the two engine modes at one point with the mapper (`j`, mmap-lock over per-VMA) checked
@@ -888,6 +918,18 @@ mod tests {
             j.note
         );
         assert_eq!(scaling_check(met(), Some(&fine), Some(&alone), Some(&crowded)).status, Status::Met);
+        // Short of CPU time but not oversubscribed: a miss that the lost time could explain is not measurable,
+        // one that misses even scaled to full CPU time stands.
+        let short = facts(2, false, 2, 1_000_000.0, 0.85);
+        let shallow = Judged::at_least("2 threads over 1", 1.75, 1.9);
+        assert_eq!(
+            scaling_check(shallow, Some(&fine), Some(&alone), Some(&short)).status,
+            Status::NotMeasurable
+        );
+        let deep = Judged::at_least("2 threads over 1", 1.37, 1.9);
+        let j = scaling_check(deep, Some(&fine), Some(&alone), Some(&short));
+        assert_eq!(j.status, Status::Missed);
+        assert!(j.note.contains("missed even scaled to full CPU time: at most 1.61x"), "{}", j.note);
         // The modes compared with the mapper on too few CPUs: a miss is not measurable, a met stands.
         let worse = || Judged::at_most("mmap-lock over per-vma, T=2 with the mapper", 1.8, 0.9);
         assert_eq!(mode_check(worse(), Some(&crowded)).status, Status::NotMeasurable);
