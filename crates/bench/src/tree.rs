@@ -1159,7 +1159,7 @@ fn verdicts(cfg: &TreeConfig, reports: &[Report]) -> Vec<Judged> {
         let mut j = judge(what, "lookup_threads", n, "scaling_2t_over_1t", goal);
         // The control: BTreeMap read by two threads without any synchronisation scales as far as the machine
         // lets any structure scale. When it misses the goal too, another job held the second CPU and the maple
-        // tree's miss says nothing (BENCHMARKS.md "What limits each missed target").
+        // tree's miss says nothing (BENCHMARKS.md "Range trees").
         if find(reports, "lookup_threads", "btree", n).is_some() {
             let control = Judged::new(
                 "BTreeMap",

@@ -3,7 +3,7 @@
 //!
 //! # Output convention
 //! Every command prints its table (or text) for people. `--json FILE` also writes the result as one
-//! [`ReportSet`] (schema `vmspace.report.v1`, BENCHMARKS.md "Result format") to FILE, atomically (a temporary
+//! [`ReportSet`] (schema `vmspace.report.v1`, BENCHMARKS.md "Result format and exit statuses") to FILE, atomically (a temporary
 //! file in the same directory, renamed over FILE at the end). `--json -` writes the JSON to standard output and
 //! the table to standard error instead, so that `vmspace ... --json - | jq` sees JSON only. FILE is checked
 //! before the run starts ([`JsonOut::new`]): a long measurement never ends in "cannot write". Every set written

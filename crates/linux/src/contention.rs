@@ -166,7 +166,7 @@ impl Config {
     }
 }
 
-/// The seed grid around `base`: the no-scanner baseline, busy tasks only (B=0), then for each proc file
+/// The proc-vs-map grid (the LPC 2021 talk's experiment, docs/SOURCES.md) around `base`: the no-scanner baseline, busy tasks only (B=0), then for each proc file
 /// {scanners only, + busy B=2, + busy B=0}. Scanner and busy counts come from `base` (a busy count of 0 is
 /// taken as 1 for the busy rows).
 pub fn sweep_grid(base: &Config) -> Vec<Config> {

@@ -3,10 +3,11 @@
 //! For each count N, the process adds N single-page VMAs: it maps N pages read-only in one call and makes every
 //! other page read-write, so no two neighbours can merge (N is exact: the region becomes N VMAs). Then, for the
 //! run's duration, it forks a child that exits at once (`_exit(0)`) and waits for it, again and again. Results:
-//! forks per second, forks per 10 s (the seed's unit), and VMAs duplicated per second (= forks per second x all
-//! VMAs of the process, counted from `/proc/self/maps` after the setup; the seed's "VMAs * forks/10s"). The pages
-//! are never touched, so fork copies VMAs and the tree but no page tables. The forking thread is pinned to one
-//! CPU during the runs (the seed used CPU binding) and its affinity restored afterwards.
+//! forks per second, forks per 10 s (the unit of the `__mt_dup` patch series' fork benchmark, docs/SOURCES.md),
+//! and VMAs duplicated per second (= forks per second x all VMAs of the process, counted from `/proc/self/maps`
+//! after the setup; the series' "VMAs * forks/10s"). The pages are never touched, so fork copies VMAs and the
+//! tree but no page tables. The forking thread is pinned to one CPU during the runs (the series' benchmark used
+//! CPU binding) and its affinity restored afterwards.
 //!
 //! The parent also times the `fork()` call alone (it returns in the parent once `dup_mmap` has copied
 //! everything and the child exists; forker and child share one CPU, and the scheduler may run the child's exit

@@ -6,8 +6,9 @@
 //! A node is 256 bytes and 256-byte aligned. Taken one at a time from the system allocator that is an aligned
 //! `malloc` (`posix_memalign`), whose split-and-return path fragments glibc's heap: with many trees alive (fork,
 //! the `dup` benchmark) about 45% of a copy's instructions were in `_int_malloc`, `_int_free`, `_int_memalign`
-//! and `malloc_consolidate` (BENCHMARKS.md, "Range trees"). The slab carves nodes from large aligned chunks
-//! instead and keeps freed nodes on per-thread lists, so the common allocation and free are a `Vec` push or pop.
+//! and `malloc_consolidate` (callgrind, before the slab; BENCHMARKS.md at commit 595bad7, "Range trees"). The
+//! slab carves nodes from large aligned chunks instead and keeps freed nodes on per-thread lists, so the common
+//! allocation and free are a `Vec` push or pop.
 //!
 //! # Algorithm
 //!
@@ -54,7 +55,7 @@
 //! its own previous batch while they are still in its caches. Handing out the oldest free node first, so that a
 //! writer does not write lines a reader has just read (a FIFO magazine), made no measurable difference for a
 //! writer beside a reader, neither with the per-domain cache this slab replaced nor on the slab
-//! (BENCHMARKS.md "Range trees", "The node slab"), so the simpler stack stays.
+//! (BENCHMARKS.md at commit 595bad7, "The node slab"), so the simpler stack stays.
 //!
 //! # Concurrency and loom
 //!
@@ -74,7 +75,8 @@ const SLOT_SHIFT: u32 = 8;
 const _: () = assert!(1 << SLOT_SHIFT == SLOT);
 
 /// Chunk size (log2) of the process's node slab: 2 MiB, one huge page. Chosen by measurement against 64 KiB
-/// chunks and against 2 MiB without `MADV_HUGEPAGE` (BENCHMARKS.md, "Range trees", "The node slab").
+/// chunks and against 2 MiB without `MADV_HUGEPAGE` (BENCHMARKS.md at commit 595bad7,
+/// "The node slab").
 pub const NODE_CHUNK_SHIFT: u32 = 21;
 /// Entirely free chunks the process's node slab keeps (in bytes) before it returns the next one to the system.
 /// The same bound as the per-domain cache of recycled nodes that the slab replaces: it absorbs the backlog of

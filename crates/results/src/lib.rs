@@ -2,7 +2,7 @@
 //!
 //! Every command that measures or checks something (`vmspace bench ...`, `vmspace kernel ...`, `vmspace replay`,
 //! `vmspace diff`) prints a table for people and, with `--json FILE`, writes one [`report::ReportSet`] (schema
-//! [`report::SCHEMA`], documented in BENCHMARKS.md "Result format"). This crate owns that shape so that the
+//! [`report::SCHEMA`], documented in BENCHMARKS.md "Result format and exit statuses"). This crate owns that shape so that the
 //! producers (the probe in `vmspace-linux`, the benchmarks in `vmspace-bench`, the CLI) and any consumer agree on
 //! it without depending on each other.
 //!

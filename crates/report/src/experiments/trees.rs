@@ -1,6 +1,6 @@
 //! The range trees: vmspace's maple tree against `BTreeMap`, `RwLock<BTreeMap>`, `ArcSwap<BTreeMap>`,
 //! `scc::TreeIndex` and `SkipMap` (`vmspace bench tree`, `vmspace_bench::tree`, whose module docs describe
-//! every workload), with its targets (BENCHMARKS.md "Targets").
+//! every workload), with its targets (BENCHMARKS.md "Range trees").
 //!
 //! Reports are `vmspace bench tree`'s own (`bench.tree.<workload>`, `bench.tree.target`). The bench
 //! interleaves the structures' batches in rounds and takes every ratio to `BTreeMap` per round (the maple
