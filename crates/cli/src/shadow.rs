@@ -12,9 +12,11 @@
 //! neither depends on the other.
 //!
 //! Before each mirrored call the process's maps and smaps are read again (`read_snapshot`) and what faults
-//! changed without a call is brought into the engine: the growth of the `[stack]` VMA
-//! (`Mm::mirror_stack_growth`) and the anon_vma of a VMA that got anonymous pages (`Mm::mirror_anon_vma`),
-//! which decide later merges. Anything else that differs there changed without a traced call: the engine is
+//! changed without a call is brought into the engine: the growth of a growsdown VMA (the `[stack]`, or a
+//! `MAP_GROWSDOWN` mapping: `Mm::mirror_stack_growth`) and the anon_vma of a VMA that got anonymous pages (`Mm::mirror_anon_vma`),
+//! which decide later merges. Maps compare with the inode numbers of shmem and hugetlbfs objects without a
+//! path renumbered by first appearance on both sides (`same_maps`: the kernel takes them from a global
+//! counter). Anything else that differs there changed without a traced call: the engine is
 //! resynchronised (imported again) and the resynchronisation is reported with the reason. So is every call the
 //! engine does not model (`mbind`, SysV `shmat`/`shmdt`, userfaultfd registration, `process_madvise`,
 //! `remap_file_pages`, `PR_SET_MM`, `io_setup`, `map_shadow_stack`): it runs, then the engine is imported again.
@@ -47,7 +49,7 @@ use vmspace_linux::shadow::{self as tracer, Event, ShadowError, TaskExit, Tracer
 use vmspace_mm::{Errno, Mm, MmConfig, VmFile};
 use vmspace_replay::EngineTarget;
 use vmspace_results::report::{Report, ReportSet, Verdict};
-use vmspace_script::{CallError, Fd, Op, Outcome, Target, value_of};
+use vmspace_script::{Arena, CallError, Fd, Op, Outcome, Target, canonical_maps, value_of};
 
 /// Arguments of `vmspace shadow`.
 #[derive(Debug, Args)]
@@ -146,6 +148,17 @@ fn maps_diff(kernel: &str, engine: &str) -> String {
     out
 }
 
+/// Whether the kernel's maps and the engine's are the same but for the inode numbers of objects without a
+/// path of their own: the shmem object of a shared anonymous mapping (`/dev/zero (deleted)`) and the hugetlbfs
+/// object of a `MAP_HUGETLB` mapping get their inode from `get_next_ino()` (`fs/inode.c`), a global counter
+/// that every process's `shmem_zero_setup` advances, so no model of one address space can know it. Both sides
+/// number those objects by first appearance, as op-script outputs do (`vmspace_script::canonical_maps`), so
+/// two VMAs of one object must still agree with each other.
+fn same_maps(kernel: &str, engine: &str) -> bool {
+    let all = Arena { base: 0, size: u64::MAX };
+    kernel == engine || canonical_maps(kernel, all, &[]) == canonical_maps(engine, all, &[])
+}
+
 fn fmt_outcome(op: &Op, r: Outcome) -> String {
     value_of(op, r).to_string()
 }
@@ -167,7 +180,7 @@ impl Shadow {
         let id = self.next_space;
         self.next_space += 1;
         let em = engine.maps();
-        if em != maps {
+        if !same_maps(&maps, &em) {
             self.difference(format!(
                 "process {pid}: the imported address space ({why}) differs from the kernel's maps\n{}",
                 maps_diff(&maps, &em)
@@ -231,11 +244,16 @@ impl Shadow {
         let sp = self.spaces.get_mut(&id).expect("space exists");
         let mm = sp.engine.mm();
         let l = &snap.layout;
-        if let Some(stack) = l.vmas.iter().find(|v| v.start <= l.start_stack && l.start_stack < v.end)
-            && let Some(ev) = mm.vma_at(l.start_stack)
-            && stack.start < ev.start
-        {
-            let _ = mm.mirror_stack_growth(stack.start);
+        // Every growsdown VMA (the `[stack]` and any `MAP_GROWSDOWN` mapping) that faults extended down: the
+        // kernel's VMA ends where the engine's does and starts below it.
+        for v in &l.vmas {
+            if let Some(ev) = mm.vma_at(v.end - 1)
+                && ev.end == v.end
+                && v.start < ev.start
+                && ev.flags.intersects(vmspace_mm::VmFlags::GROWSDOWN)
+            {
+                let _ = mm.mirror_stack_growth(v.start);
+            }
         }
         for v in l.vmas.iter().filter(|v| v.anon_vma) {
             if let Some(ev) = mm.vma_at(v.start)
@@ -246,7 +264,7 @@ impl Shadow {
             }
         }
         let em = sp.engine.maps();
-        if em != snap.maps {
+        if !same_maps(&snap.maps, &em) {
             let d = maps_diff(&snap.maps, &em);
             self.resync(id, format!("process {pid}: maps changed without a traced call\n{d}"))?;
         }
@@ -337,10 +355,11 @@ impl Shadow {
         }
         let kmaps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
         let emaps = sp.engine.maps();
-        if kv != ev || kmaps != emaps {
+        let maps_agree = same_maps(&kmaps, &emaps);
+        if kv != ev || !maps_agree {
             let mut r =
                 format!("task {tid} (process {pid}), {name}: `{op}`\n  kernel = {kv}\n  engine = {ev}\n");
-            if kmaps != emaps {
+            if !maps_agree {
                 r.push_str(&maps_diff(&kmaps, &emaps));
             } else {
                 r.push_str("  the maps agree\n");
