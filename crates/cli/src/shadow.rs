@@ -310,7 +310,6 @@ impl Shadow {
         // the last refresh: the mprotect that made it so was a traced call, with a refresh before it.
         let candidates: Vec<(u64, u64)> = mm
             .vmas()
-            .into_iter()
             .filter(|v| {
                 v.anon_vma_id.is_none()
                     && !v.flags.intersects(VmFlags::MAYSHARE)
