@@ -11,10 +11,13 @@
 //! `vmspace diff` is, ARCHITECTURE.md "Layers"): `vmspace_linux` traces and decodes, `vmspace_mm` mirrors,
 //! neither depends on the other.
 //!
-//! Before each mirrored call the process's maps and smaps are read again (`read_snapshot`) and what faults
-//! changed without a call is brought into the engine: the growth of the `[stack]` VMA
-//! (`Mm::mirror_stack_growth`) and the anon_vma of a VMA that got anonymous pages (`Mm::mirror_anon_vma`),
-//! which decide later merges. Anything else that differs there changed without a traced call: the engine is
+//! Before each mirrored call the process's maps are read again (and `pagemap`, and `smaps` only when a page may
+//! have brought an anon_vma: `Shadow::refresh`) and what faults
+//! changed without a call is brought into the engine: the growth of a growsdown VMA (the `[stack]`, or a
+//! `MAP_GROWSDOWN` mapping: `Mm::mirror_stack_growth`) and the anon_vma of a VMA that got anonymous pages (`Mm::mirror_anon_vma`),
+//! which decide later merges. Maps compare with the inode numbers of shmem and hugetlbfs objects without a
+//! path renumbered by first appearance on both sides (`same_maps`: the kernel takes them from a global
+//! counter). Anything else that differs there changed without a traced call: the engine is
 //! resynchronised (imported again) and the resynchronisation is reported with the reason. So is every call the
 //! engine does not model (`mbind`, SysV `shmat`/`shmdt`, userfaultfd registration, `process_madvise`,
 //! `remap_file_pages`, `PR_SET_MM`, `io_setup`, `map_shadow_stack`): it runs, then the engine is imported again.
@@ -47,7 +50,7 @@ use vmspace_linux::shadow::{self as tracer, Event, ShadowError, TaskExit, Tracer
 use vmspace_mm::{Errno, Mm, MmConfig, VmFile};
 use vmspace_replay::EngineTarget;
 use vmspace_results::report::{Report, ReportSet, Verdict};
-use vmspace_script::{CallError, Fd, Op, Outcome, Target, value_of};
+use vmspace_script::{Arena, CallError, Fd, Op, Outcome, Target, canonical_maps, value_of};
 
 /// Arguments of `vmspace shadow`.
 #[derive(Debug, Args)]
@@ -109,6 +112,9 @@ struct Shadow {
     /// The recorded script's name of each bound `fdN` (a script declares a name once).
     record_names: HashMap<String, String>,
     record_decls: u64,
+    /// Frames that `pagemap` shows present and not file pages but `smaps` does not count as anonymous (the
+    /// zero pages): no reason to read `smaps` (`Shadow::refresh`).
+    not_anon: std::collections::HashSet<u64>,
     text: Text,
 }
 
@@ -146,6 +152,56 @@ fn maps_diff(kernel: &str, engine: &str) -> String {
     out
 }
 
+/// Whether the kernel's maps and the engine's are the same but for the inode numbers of objects without a
+/// path of their own: the shmem object of a shared anonymous mapping (`/dev/zero (deleted)`) and the hugetlbfs
+/// object of a `MAP_HUGETLB` mapping get their inode from `get_next_ino()` (`fs/inode.c`), a global counter
+/// that every process's `shmem_zero_setup` advances, so no model of one address space can know it. Both sides
+/// number those objects by first appearance, as op-script outputs do (`vmspace_script::canonical_maps`), so
+/// two VMAs of one object must still agree with each other.
+fn same_maps(kernel: &str, engine: &str) -> bool {
+    let all = Arena { base: 0, size: u64::MAX };
+    kernel == engine || canonical_maps(kernel, all, &[]) == canonical_maps(engine, all, &[])
+}
+
+/// `/proc/PID/pagemap` entry bits (`fs/proc/task_mmu.c`: `PM_PRESENT`, `PM_SWAP`, `PM_FILE`, the PFN field).
+const PM_PRESENT: u64 = 1 << 63;
+const PM_SWAP: u64 = 1 << 62;
+const PM_FILE: u64 = 1 << 61;
+const PM_PFN: u64 = (1 << 55) - 1;
+
+/// The frame numbers of the pages of `[start, end)` that `pagemap` shows present and not a file page, less
+/// those of `not_anon`, plus a 0 for each swap entry: empty when no page there can be anonymous. (The frame
+/// number reads as 0 without `CAP_SYS_ADMIN`; such a page is then always a suspect.)
+fn anon_frames(
+    pm: &std::fs::File,
+    start: u64,
+    end: u64,
+    not_anon: &std::collections::HashSet<u64>,
+) -> std::io::Result<Vec<u64>> {
+    use std::os::unix::fs::FileExt;
+    const CHUNK: u64 = 4096;
+    let mut out = Vec::new();
+    let (mut page, last) = (start / vmspace_mm::PAGE_SIZE, end / vmspace_mm::PAGE_SIZE);
+    let mut buf = vec![0u8; (CHUNK * 8) as usize];
+    while page < last {
+        let n = (last - page).min(CHUNK);
+        let bytes = &mut buf[..(n * 8) as usize];
+        pm.read_exact_at(bytes, page * 8)?;
+        for e in bytes.chunks_exact(8).map(|b| u64::from_ne_bytes(b.try_into().expect("8 bytes"))) {
+            if e & PM_SWAP != 0 {
+                out.push(0);
+            } else if e & PM_PRESENT != 0 && e & PM_FILE == 0 {
+                let pfn = e & PM_PFN;
+                if pfn == 0 || !not_anon.contains(&pfn) {
+                    out.push(pfn);
+                }
+            }
+        }
+        page += n;
+    }
+    Ok(out)
+}
+
 fn fmt_outcome(op: &Op, r: Outcome) -> String {
     value_of(op, r).to_string()
 }
@@ -167,7 +223,7 @@ impl Shadow {
         let id = self.next_space;
         self.next_space += 1;
         let em = engine.maps();
-        if em != maps {
+        if !same_maps(&maps, &em) {
             self.difference(format!(
                 "process {pid}: the imported address space ({why}) differs from the kernel's maps\n{}",
                 maps_diff(&maps, &em)
@@ -222,32 +278,76 @@ impl Shadow {
     }
 
     /// Brings the faults' changes into space `id` (module docs); resynchronises on any other drift.
+    ///
+    /// Cheap where nothing changed: `/proc/PID/maps` (no page-table walk) for the growsdown VMAs and the
+    /// comparison, and `/proc/PID/pagemap` over only the VMAs whose anon_vma a fault can have prepared since
+    /// the last call (private, accessible, none yet in the engine). `smaps` is read only when one of those
+    /// shows a present page that is not a file page, or a swap entry: its `Anonymous`/`Swap` then decide, as
+    /// at the import. A page that was neither (the zero page or the huge zero page, which `pagemap` shows
+    /// without `PM_FILE` but `smaps` does not count) has its frame number remembered in `not_anon`, so that
+    /// the next refresh needs no `smaps` for it.
     fn refresh(&mut self, id: usize) -> Result<()> {
+        use vmspace_mm::VmFlags;
         let pid = self.spaces[&id].pid;
-        let snap = match vmspace_linux::procfs::read_snapshot(pid) {
-            Ok(s) => s,
-            Err(e) => return Err(anyhow!("reading process {pid}: {e}")),
-        };
+        let kmaps = std::fs::read_to_string(format!("/proc/{pid}/maps"))
+            .with_context(|| format!("reading /proc/{pid}/maps"))?;
+        let lines =
+            vmspace_proc::parse_maps(&kmaps).map_err(|(n, e)| anyhow!("/proc/{pid}/maps line {n}: {e:?}"))?;
         let sp = self.spaces.get_mut(&id).expect("space exists");
         let mm = sp.engine.mm();
-        let l = &snap.layout;
-        if let Some(stack) = l.vmas.iter().find(|v| v.start <= l.start_stack && l.start_stack < v.end)
-            && let Some(ev) = mm.vma_at(l.start_stack)
-            && stack.start < ev.start
-        {
-            let _ = mm.mirror_stack_growth(stack.start);
-        }
-        for v in l.vmas.iter().filter(|v| v.anon_vma) {
-            if let Some(ev) = mm.vma_at(v.start)
-                && ev.anon_vma_id.is_none()
-                && !ev.flags.intersects(vmspace_mm::VmFlags::MAYSHARE)
+        // Every growsdown VMA (the `[stack]` and any `MAP_GROWSDOWN` mapping) that faults extended down: the
+        // kernel's VMA ends where the engine's does and starts below it.
+        for v in &lines {
+            if let Some(ev) = mm.vma_at(v.end - 1)
+                && ev.end == v.end
+                && v.start < ev.start
+                && ev.flags.intersects(VmFlags::GROWSDOWN)
             {
-                let _ = mm.mirror_anon_vma(v.start);
+                let _ = mm.mirror_stack_growth(v.start);
+            }
+        }
+        // The VMAs whose pages may have come with a new anon_vma. An inaccessible one can have got none since
+        // the last refresh: the mprotect that made it so was a traced call, with a refresh before it.
+        let candidates: Vec<(u64, u64)> = mm
+            .vmas()
+            .filter(|v| {
+                v.anon_vma_id.is_none()
+                    && !v.flags.intersects(VmFlags::MAYSHARE)
+                    && v.flags.intersects(VmFlags::READ | VmFlags::WRITE | VmFlags::EXEC)
+            })
+            .map(|v| (v.start, v.end))
+            .collect();
+        let mut suspects: Vec<(u64, Vec<u64>)> = Vec::new();
+        if !candidates.is_empty() {
+            let pm = std::fs::File::open(format!("/proc/{pid}/pagemap"))
+                .with_context(|| format!("opening /proc/{pid}/pagemap"))?;
+            for (start, end) in candidates {
+                let frames = anon_frames(&pm, start, end, &self.not_anon)
+                    .with_context(|| format!("reading /proc/{pid}/pagemap"))?;
+                if !frames.is_empty() {
+                    suspects.push((start, frames));
+                }
+            }
+        }
+        if !suspects.is_empty() {
+            let text = std::fs::read_to_string(format!("/proc/{pid}/smaps"))
+                .with_context(|| format!("reading /proc/{pid}/smaps"))?;
+            let smaps = vmspace_proc::parse_smaps(&text)
+                .map_err(|(n, e)| anyhow!("/proc/{pid}/smaps line {n}: {e:?}"))?;
+            for (start, frames) in suspects {
+                let Some(r) = smaps.iter().find(|r| r.header.start <= start && start < r.header.end) else {
+                    continue;
+                };
+                if r.stats.anonymous > 0 || r.stats.swap > 0 {
+                    let _ = mm.mirror_anon_vma(start);
+                } else {
+                    self.not_anon.extend(frames.into_iter().filter(|&f| f != 0));
+                }
             }
         }
         let em = sp.engine.maps();
-        if em != snap.maps {
-            let d = maps_diff(&snap.maps, &em);
+        if !same_maps(&kmaps, &em) {
+            let d = maps_diff(&kmaps, &em);
             self.resync(id, format!("process {pid}: maps changed without a traced call\n{d}"))?;
         }
         Ok(())
@@ -337,10 +437,11 @@ impl Shadow {
         }
         let kmaps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
         let emaps = sp.engine.maps();
-        if kv != ev || kmaps != emaps {
+        let maps_agree = same_maps(&kmaps, &emaps);
+        if kv != ev || !maps_agree {
             let mut r =
                 format!("task {tid} (process {pid}), {name}: `{op}`\n  kernel = {kv}\n  engine = {ev}\n");
-            if kmaps != emaps {
+            if !maps_agree {
                 r.push_str(&maps_diff(&kmaps, &emaps));
             } else {
                 r.push_str("  the maps agree\n");
@@ -420,6 +521,7 @@ pub fn run(args: ShadowArgs) -> Result<Status> {
         last_recorded_space: None,
         record_names: HashMap::new(),
         record_decls: 0,
+        not_anon: Default::default(),
         text,
     };
     if let Some(pid) = args.pid {
