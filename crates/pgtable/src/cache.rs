@@ -407,7 +407,8 @@ impl State {
         let first = index & !(n - 1);
         unmap(first, first + n - 1);
         let head = mem.folio(pfn);
-        let copied = FrameFlags::FOLIO_STATE.bits() & !FrameFlags::READAHEAD.bits();
+        let copied =
+            FrameFlags::FOLIO_STATE.bits() & !FrameFlags::READAHEAD.bits() & !FrameFlags::ACTIVATE.bits();
         let state = head.flags().bits() & copied;
         for j in first..first + n {
             if let Some(q) = self.pages.get(j) {
@@ -515,6 +516,10 @@ impl CacheGuard<'_> {
             return Err(PageError::NoMem);
         }
         self.st.evicted.remove(&index);
+        // `filemap_add_folio` → `folio_add_lru`; a large folio's head joins once its pages are made.
+        if extra.order() == 0 {
+            c.mem.folio_add_lru(pfn);
+        }
         Ok(pfn)
     }
 
