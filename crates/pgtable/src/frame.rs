@@ -118,7 +118,8 @@ impl FrameFlags {
     /// The shared zero page.
     pub const ZERO: FrameFlags = FrameFlags(1 << 6);
     /// `PG_active`: on the active LRU list. Kept only as the state of `folio_mark_accessed` (a second mark
-    /// activates the folio and clears `PG_referenced`); nothing is reclaimed.
+    /// activates the folio, at once or when the activation batch drains, and clears `PG_referenced`;
+    /// `Memory::mark_accessed`); nothing is reclaimed.
     pub const ACTIVE: FrameFlags = FrameFlags(1 << 7);
     /// `PG_mlocked` (and so `PG_unevictable`): mapped by a `VM_LOCKED` VMA (`mlock_folio` when a locked VMA
     /// populates or mlocks the page, `munlock_folio` when the range is unlocked; the per-VMA `mlock_count`
@@ -1483,5 +1484,68 @@ mod tests {
         .unwrap();
         assert!(m.alloc_frame(FrameInit::anon_mapped()).is_some());
         assert!(m.alloc_frame(FrameInit::anon_mapped()).is_some());
+    }
+
+    /// `folio_mark_accessed` against the CPU's batches (`mm/swap.c`): in the `lru_add` batch a second access
+    /// activates at once; on an LRU list it queues the folio, which is active only at the drain, and two more
+    /// accesses before it leave the folio unreferenced (scripts/regress/activate-batch-third-zap-clears-referenced.script).
+    #[test]
+    fn second_access_activates_by_batch() {
+        let m = Memory::new(MemoryConfig::default());
+        let state = |p: Pfn| {
+            let f = m.frame(p).flags();
+            (f.contains(FrameFlags::REFERENCED), f.contains(FrameFlags::ACTIVE), f.contains(FrameFlags::LRU))
+        };
+        let fresh = m.alloc_frame(FrameInit::anon_mapped()).unwrap();
+        m.folio_add_lru(fresh);
+        m.mark_accessed(fresh);
+        m.mark_accessed(fresh);
+        assert_eq!(state(fresh), (false, true, false));
+        let p = m.alloc_frame(FrameInit::anon_mapped()).unwrap();
+        m.folio_add_lru(p);
+        m.lru_add_drain();
+        assert_eq!(state(p), (false, false, true));
+        m.mark_accessed(p);
+        m.mark_accessed(p);
+        assert_eq!(state(p), (false, false, false));
+        m.mark_accessed(p);
+        assert_eq!(state(p), (true, false, false));
+        m.mark_accessed(p);
+        assert_eq!(state(p), (false, false, false));
+        m.lru_add_drain();
+        assert_eq!(state(p), (false, true, true));
+        assert!(!m.frame(p).flags().contains(FrameFlags::ACTIVATE));
+        // A full `lru_add` batch moves by itself.
+        let many: Vec<Pfn> =
+            (0..LRU_BATCH).map(|_| m.alloc_frame(FrameInit::anon_mapped()).unwrap()).collect();
+        for &q in &many {
+            m.folio_add_lru(q);
+        }
+        assert!(many.iter().all(|&q| m.frame(q).flags().contains(FrameFlags::LRU)));
+    }
+
+    /// The mlock batch's drain puts an mlocked folio on the unevictable list inactive (`__mlock_folio`), so
+    /// after munlock a second access activates it again (scripts/regress/mlock-drain-deactivates.script).
+    #[test]
+    fn mlock_drain_deactivates() {
+        let m = Memory::new(MemoryConfig::default());
+        let p = m.alloc_frame(FrameInit::anon_mapped()).unwrap();
+        m.folio_add_lru(p);
+        m.mark_accessed(p);
+        m.mark_accessed(p);
+        m.lru_add_drain();
+        assert!(m.frame(p).flags().contains(FrameFlags::ACTIVE));
+        m.mlock_folio(p, true);
+        m.lru_add_drain();
+        let f = m.frame(p).flags();
+        assert!(f.contains(FrameFlags::UNEVICTABLE) && !f.contains(FrameFlags::ACTIVE));
+        m.mlock_folio(p, false);
+        m.lru_add_drain();
+        m.mark_accessed(p);
+        m.mark_accessed(p);
+        m.lru_add_drain();
+        let f = m.frame(p).flags();
+        assert!(!f.contains(FrameFlags::UNEVICTABLE) && f.contains(FrameFlags::ACTIVE));
+        assert!(!f.contains(FrameFlags::REFERENCED));
     }
 }
