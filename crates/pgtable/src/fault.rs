@@ -490,7 +490,7 @@ fn anon_init(vma: &FaultVma<'_>) -> FrameInit {
 /// [`mlock_vma_page`]), reaching their LRU list when it drains.
 fn add_lru_vma(pt: &PageTable, vma: &FaultVma<'_>, pfn: Pfn) {
     let special = VmFlags::IO | VmFlags::DONTEXPAND | VmFlags::PFNMAP | VmFlags::MIXEDMAP;
-    if !(vma.flags.intersects(VmFlags::LOCKED) && !vma.flags.intersects(special)) {
+    if !vma.flags.intersects(VmFlags::LOCKED) || vma.flags.intersects(special) {
         pt.mem.folio_add_lru(pfn);
     }
 }

@@ -137,7 +137,7 @@ impl FrameFlags {
     /// ([`Memory::lru_add_drain`]), not at once; reclaim, `MADV_FREE` and a second access leave it alone.
     pub const UNEVICTABLE: FrameFlags = FrameFlags(1 << 11);
     /// `PG_lru`: on an LRU list. A new folio waits in its CPU's `lru_add` batch without it until the batch
-    /// moves ([`Memory::folio_add_lru`]); a folio queued in another per-CPU batch (activation, lazy free)
+    /// moves (`Memory::folio_add_lru`); a folio queued in another per-CPU batch (activation, lazy free)
     /// loses it until that batch drains (`folio_batch_add_and_move`'s `folio_test_clear_lru`). Where it is
     /// missing, a second access cannot activate the folio by the batch (`folio_mark_accessed`).
     pub const LRU: FrameFlags = FrameFlags(1 << 12);
