@@ -395,8 +395,8 @@ impl State {
 
     /// `split_folio` of the large folio holding page `index` (`pfn`): its pages are unmapped from every mapping
     /// first (`unmap_folio`: a file folio is not remapped after the split, unlike an anonymous one), then every
-    /// page becomes a folio of its own, the tails taking the head's dirty, referenced, active and up-to-date
-    /// state (`__split_folio_to_order` copies those, not `PG_readahead`, which stays on the head). Nothing for a
+    /// page becomes a folio of its own, the tails taking the head's dirty, referenced, active, LRU and
+    /// up-to-date state (`__split_folio_to_order` copies those, not `PG_readahead`, which stays on the head). Nothing for a
     /// folio of one page.
     fn split_folio(&mut self, index: u64, pfn: Pfn, mem: &Memory, unmap: &dyn Fn(u64, u64)) {
         let order = mem.frame(pfn).flags().order();
@@ -407,7 +407,8 @@ impl State {
         let first = index & !(n - 1);
         unmap(first, first + n - 1);
         let head = mem.folio(pfn);
-        let copied = FrameFlags::FOLIO_STATE.bits() & !FrameFlags::READAHEAD.bits();
+        let copied =
+            FrameFlags::FOLIO_STATE.bits() & !FrameFlags::READAHEAD.bits() & !FrameFlags::ACTIVATE.bits();
         let state = head.flags().bits() & copied;
         for j in first..first + n {
             if let Some(q) = self.pages.get(j) {
@@ -515,6 +516,10 @@ impl CacheGuard<'_> {
             return Err(PageError::NoMem);
         }
         self.st.evicted.remove(&index);
+        // `filemap_add_folio` → `folio_add_lru`; a large folio's head joins once its pages are made.
+        if extra.order() == 0 {
+            c.mem.folio_add_lru(pfn);
+        }
         Ok(pfn)
     }
 

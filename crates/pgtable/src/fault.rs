@@ -469,6 +469,7 @@ fn map_new_anon(
     }
     g.set(addr, vma.maybe_mkwrite(Pte::new(pfn, vma.page_prot).mkdirty()));
     pt.add_rss(MM_ANONPAGES, 1);
+    add_lru_vma(pt, vma, pfn);
     mlock_vma_page(pt, vma, pfn);
     VmFault::Handled(kind)
 }
@@ -481,6 +482,16 @@ fn anon_init(vma: &FaultVma<'_>) -> FrameInit {
         FrameInit { flags: FrameFlags::from_bits(init.flags.bits() & !FrameFlags::SWAPBACKED.bits()), ..init }
     } else {
         init
+    }
+}
+
+/// `folio_add_lru_vma` of a new anonymous page: it joins the CPU's `lru_add` batch, unless the VMA is locked
+/// and not `VM_SPECIAL`, whose new pages go to the mlock batch instead (`mlock_new_folio`, by
+/// [`mlock_vma_page`]), reaching their LRU list when it drains.
+fn add_lru_vma(pt: &PageTable, vma: &FaultVma<'_>, pfn: Pfn) {
+    let special = VmFlags::IO | VmFlags::DONTEXPAND | VmFlags::PFNMAP | VmFlags::MIXEDMAP;
+    if !vma.flags.intersects(VmFlags::LOCKED) || vma.flags.intersects(special) {
+        pt.mem.folio_add_lru(pfn);
     }
 }
 
@@ -823,6 +834,7 @@ fn do_wp_page(pt: &PageTable, vma: &FaultVma<'_>, g: PteGuard<'_>, addr: u64, or
         }
     }
     pt.add_rss(MM_ANONPAGES, 1);
+    add_lru_vma(pt, vma, new);
     mlock_vma_page(pt, vma, new);
     if normal {
         let f = pt.mem.frame(old);

@@ -118,7 +118,8 @@ impl FrameFlags {
     /// The shared zero page.
     pub const ZERO: FrameFlags = FrameFlags(1 << 6);
     /// `PG_active`: on the active LRU list. Kept only as the state of `folio_mark_accessed` (a second mark
-    /// activates the folio and clears `PG_referenced`); nothing is reclaimed.
+    /// activates the folio, at once or when the activation batch drains, and clears `PG_referenced`;
+    /// `Memory::mark_accessed`); nothing is reclaimed.
     pub const ACTIVE: FrameFlags = FrameFlags(1 << 7);
     /// `PG_mlocked` (and so `PG_unevictable`): mapped by a `VM_LOCKED` VMA (`mlock_folio` when a locked VMA
     /// populates or mlocks the page, `munlock_folio` when the range is unlocked; the per-VMA `mlock_count`
@@ -135,6 +136,13 @@ impl FrameFlags {
     /// `PG_unevictable`: on the unevictable list. An mlocked page gets there when the CPU's mlock batch drains
     /// ([`Memory::lru_add_drain`]), not at once; reclaim, `MADV_FREE` and a second access leave it alone.
     pub const UNEVICTABLE: FrameFlags = FrameFlags(1 << 11);
+    /// `PG_lru`: on an LRU list. A new folio waits in its CPU's `lru_add` batch without it until the batch
+    /// moves (`Memory::folio_add_lru`); a folio queued in another per-CPU batch (activation, lazy free)
+    /// loses it until that batch drains (`folio_batch_add_and_move`'s `folio_test_clear_lru`). Where it is
+    /// missing, a second access cannot activate the folio by the batch (`folio_mark_accessed`).
+    pub const LRU: FrameFlags = FrameFlags(1 << 12);
+    /// Queued in the CPU's `lru_activate` batch (`folio_activate`): `PG_active` comes at its drain.
+    pub const ACTIVATE: FrameFlags = FrameFlags(1 << 13);
 
     /// The raw bits.
     pub const fn bits(self) -> u32 {
@@ -165,7 +173,9 @@ impl FrameFlags {
             | FrameFlags::REFERENCED.0
             | FrameFlags::ACTIVE.0
             | FrameFlags::READAHEAD.0
-            | FrameFlags::NOT_UPTODATE.0,
+            | FrameFlags::NOT_UPTODATE.0
+            | FrameFlags::LRU.0
+            | FrameFlags::ACTIVATE.0,
     );
 
     /// Whether any bit of `other` is set.
@@ -196,6 +206,8 @@ impl std::fmt::Debug for FrameFlags {
             (FrameFlags::READAHEAD, "READAHEAD"),
             (FrameFlags::NOT_UPTODATE, "NOT_UPTODATE"),
             (FrameFlags::UNEVICTABLE, "UNEVICTABLE"),
+            (FrameFlags::LRU, "LRU"),
+            (FrameFlags::ACTIVATE, "ACTIVATE"),
         ];
         let set: Vec<&str> = names.iter().filter(|(b, _)| self.contains(*b)).map(|(_, n)| *n).collect();
         write!(f, "FrameFlags({})", set.join("|"))
@@ -360,6 +372,13 @@ impl Frame {
     pub(crate) fn clear(&self, f: FrameFlags) {
         // Relaxed: see the field.
         self.flags.fetch_and(!f.0, Ordering::Relaxed);
+    }
+
+    /// Clears `f` and tells whether all of it was set (`folio_test_clear_*`).
+    #[inline]
+    pub(crate) fn test_clear(&self, f: FrameFlags) -> bool {
+        // Relaxed: see the field.
+        FrameFlags(self.flags.fetch_and(!f.0, Ordering::Relaxed)).contains(f)
     }
 
     /// Sets the folio order ([`FrameFlags::order`]).
@@ -583,6 +602,14 @@ pub struct Memory {
     /// The CPU's mlock batch (`mlock_fbatch`): pages mlocked or munlocked since its last drain, each holding a
     /// reference; the drain puts them on or off the unevictable list.
     mlock: Mutex<Vec<u64>>,
+    /// The CPUs' `lru_add` folio batches (`cpu_fbatches.lru_add`), one per thread shard: new folios, not yet
+    /// on an LRU list ([`FrameFlags::LRU`]), by PFN ([`Memory::folio_add_lru`]). They hold no reference (a
+    /// folio freed meanwhile is skipped when the batch moves); only the count, which moves the batch when
+    /// full, and the membership, which a second access tests (`__lru_cache_activate_folio`), matter.
+    lru_add: Box<[CachePadded<Mutex<Vec<u64>>>]>,
+    /// The CPU's `lru_activate` batch (`cpu_fbatches.lru_activate`): folios a second access activates, which
+    /// become active when it drains ([`FrameFlags::ACTIVATE`]; no reference held, as for `lru_add`).
+    activate: Mutex<Vec<u64>>,
     /// Where content buffers come from (module docs).
     #[cfg(not(loom))]
     arena: DataArena,
@@ -614,6 +641,8 @@ impl Memory {
             next_mapping: AtomicU64::new(1),
             lazyfree: Mutex::new(Vec::new()),
             mlock: Mutex::new(Vec::new()),
+            lru_add: (0..NSHARDS).map(|_| CachePadded::new(Mutex::new(Vec::new()))).collect(),
+            activate: Mutex::new(Vec::new()),
             #[cfg(not(loom))]
             arena: DataArena::default(),
         };
@@ -682,7 +711,61 @@ impl Memory {
         {
             return;
         }
+        // `folio_batch_add_and_move`: only a folio on an LRU list joins, leaving it until the drain.
+        if !f.test_clear(FrameFlags::LRU) {
+            return;
+        }
         self.batch_add(&self.lazyfree, pfn);
+    }
+
+    /// `folio_add_lru` of a new folio (`pfn`: its head): it joins this CPU's `lru_add` batch, which moves to
+    /// the LRU lists when it is full (`PAGEVEC_SIZE`) or when a large folio joins (`folio_batch_add_and_move`),
+    /// or at a drain ([`Memory::lru_add_drain`]).
+    pub(crate) fn folio_add_lru(&self, pfn: Pfn) {
+        let large = self.frame(pfn).flags().order() > 0;
+        let moved = {
+            let mut b = self.lru_add[shard()].lock();
+            b.push(pfn.0);
+            if b.len() < LRU_BATCH && !large {
+                return;
+            }
+            std::mem::take(&mut *b)
+        };
+        self.lru_add_move(&moved);
+    }
+
+    /// `lru_add` of each folio of a moved `lru_add` batch: it is on an LRU list from now on; an mlocked one
+    /// goes to the unevictable list, inactive (`folio_evictable` false). A PFN freed since it joined (or now
+    /// the tail of another folio) is skipped.
+    fn lru_add_move(&self, pfns: &[u64]) {
+        for &p in pfns {
+            let f = self.frame(Pfn(p));
+            let flags = f.flags();
+            // Relaxed: see `Frame::head`.
+            if flags.contains(FrameFlags::FREE) || f.head.load(Ordering::Relaxed) != 0 {
+                continue;
+            }
+            if flags.contains(FrameFlags::MLOCKED) {
+                f.clear(FrameFlags::ACTIVE);
+                f.set(FrameFlags::UNEVICTABLE);
+            }
+            f.set(FrameFlags::LRU);
+        }
+    }
+
+    /// `lru_activate` of each folio of a moved `lru_activate` batch: active unless unevictable, and back on
+    /// its LRU list. A PFN no longer queued (freed and reused since) is skipped.
+    fn activate_move(&self, pfns: &[u64]) {
+        for &p in pfns {
+            let f = self.frame(Pfn(p));
+            if !f.test_clear(FrameFlags::ACTIVATE) {
+                continue;
+            }
+            if !f.flags().intersects(FrameFlags::ACTIVE.union(FrameFlags::UNEVICTABLE)) {
+                f.set(FrameFlags::ACTIVE);
+            }
+            f.set(FrameFlags::LRU);
+        }
     }
 
     /// `mlock_folio` (`locked`) or `munlock_folio`: `PG_mlocked` changes now, the unevictable list at the mlock
@@ -718,16 +801,26 @@ impl Memory {
         }
     }
 
-    /// `lru_add_drain` of the lazy-free batch (`lru_lazyfree`): each page still anonymous and swap-backed
-    /// becomes lazily free (`PG_swapbacked` cleared) and inactive and unreferenced, whatever touched it
-    /// since `MADV_FREE`; then the mlock batch's pages go on or off the unevictable list; then the batches'
-    /// references go. Called where the kernel drains this CPU's batches: `MADV_FREE`, `MADV_COLD` and
-    /// `MADV_PAGEOUT` first, `mlock_fixup` around its walk, the end of `populate_vma_page_range` (mlock,
-    /// `MAP_POPULATE`, mprotect of a locked VMA), a full batch, and the kernel runner before it reads smaps.
-    /// Unmapping does not drain: measured on 6.18, a page `MADV_FREE` queued, touched after a munmap, a
-    /// `MAP_FIXED` mmap over another mapping or a `MADV_DONTNEED`, loses the touch at the runner's drain.
+    /// `lru_add_drain`: this CPU's folio batches in the kernel's order (`lru_add_drain_cpu`, then
+    /// `mlock_drain_local`). The `lru_add` batches move new folios to the LRU lists (every shard's: the kernel
+    /// runner is one CPU, and so is the engine). Each page of the lazy-free batch (`lru_lazyfree`) still
+    /// anonymous and swap-backed becomes lazily free (`PG_swapbacked` cleared) and inactive and unreferenced,
+    /// whatever touched it since `MADV_FREE`. The activation batch (`lru_activate`) makes its folios active.
+    /// Then the mlock batch's pages go on or off the unevictable list; then the batches' references go.
+    /// Called where the kernel drains this CPU's batches: `MADV_FREE`, `MADV_COLD` and `MADV_PAGEOUT` first,
+    /// `mlock_fixup` around its walk, the end of `populate_vma_page_range` (mlock, `MAP_POPULATE`, mprotect of
+    /// a locked VMA), a full batch, and the kernel runner before it reads smaps. Unmapping does not drain:
+    /// measured on 6.18, a page `MADV_FREE` queued, touched after a munmap, a `MAP_FIXED` mmap over another
+    /// mapping or a `MADV_DONTNEED`, loses the touch at the runner's drain; a file page activated by the
+    /// second zap of its young entry and zapped young twice more before a drain ends unreferenced.
     pub fn lru_add_drain(self: &Arc<Self>) {
+        for b in self.lru_add.iter() {
+            let moved = std::mem::take(&mut *b.lock());
+            self.lru_add_move(&moved);
+        }
         let batch = std::mem::take(&mut *self.lazyfree.lock());
+        let activate = std::mem::take(&mut *self.activate.lock());
+        self.activate_move(&activate);
         let mlock = std::mem::take(&mut *self.mlock.lock());
         if batch.is_empty() && mlock.is_empty() {
             return;
@@ -742,14 +835,26 @@ impl Memory {
             if flags.contains(FrameFlags::ANON.union(FrameFlags::SWAPBACKED)) {
                 f.clear(FrameFlags::ACTIVE.union(FrameFlags::REFERENCED).union(FrameFlags::SWAPBACKED));
             }
+            f.set(FrameFlags::LRU);
             put.push(p);
         }
-        // `mlock_drain_local`, after the LRU batches: an mlocked page goes to the unevictable list, an
-        // munlocked one comes back.
+        // `mlock_drain_local`, after the LRU batches: an mlocked page goes to the unevictable list, inactive
+        // (`__mlock_folio`), an munlocked one comes back (`__munlock_folio`). A page not on an LRU list by now
+        // is a new anonymous page of a locked VMA, which never joined an `lru_add` batch (`folio_add_lru_vma`
+        // → `mlock_new_folio`): it goes to its list now (`__mlock_new_folio`, which leaves `PG_active`).
         for p in mlock {
             let f = self.frame(Pfn(p));
-            if f.flags().contains(FrameFlags::MLOCKED) {
-                f.set(FrameFlags::UNEVICTABLE);
+            let flags = f.flags();
+            if !flags.contains(FrameFlags::LRU) {
+                if flags.contains(FrameFlags::MLOCKED) {
+                    f.set(FrameFlags::UNEVICTABLE);
+                }
+                f.set(FrameFlags::LRU);
+            } else if flags.contains(FrameFlags::MLOCKED) {
+                if !flags.contains(FrameFlags::UNEVICTABLE) {
+                    f.clear(FrameFlags::ACTIVE);
+                    f.set(FrameFlags::UNEVICTABLE);
+                }
             } else {
                 f.clear(FrameFlags::UNEVICTABLE);
             }
@@ -770,16 +875,36 @@ impl Memory {
         m
     }
 
-    /// `folio_mark_accessed` on `pfn`'s folio: a first access sets `PG_referenced`; a second activates the
-    /// folio and clears it (an unevictable folio stays as it is; an mlocked one whose batch has not drained yet
-    /// is not unevictable).
+    /// `folio_mark_accessed` on `pfn`'s folio: a first access sets `PG_referenced`; a second one clears it
+    /// and activates the folio, unless it is active already or unevictable (an mlocked one whose batch has not
+    /// drained yet is not unevictable). A folio on an LRU list is activated through the CPU's activation batch
+    /// (`folio_activate`: `PG_active` at its drain, [`Memory::lru_add_drain`]); one still in this CPU's
+    /// `lru_add` batch becomes active at once (`__lru_cache_activate_folio`); one in no such place (queued
+    /// in another batch, the activation batch included) only loses `PG_referenced`.
     pub(crate) fn mark_accessed(&self, pfn: Pfn) {
         let folio = self.folio(pfn);
         let flags = self.folio_flags(pfn);
         if !flags.contains(FrameFlags::REFERENCED) {
             folio.set(FrameFlags::REFERENCED);
         } else if !flags.contains(FrameFlags::ACTIVE) && !flags.contains(FrameFlags::UNEVICTABLE) {
-            folio.set(FrameFlags::ACTIVE);
+            // Relaxed: see `Frame::head`.
+            let head = match self.frame(pfn).head.load(Ordering::Relaxed) {
+                0 => pfn,
+                h => Pfn(h),
+            };
+            if folio.test_clear(FrameFlags::LRU) {
+                folio.set(FrameFlags::ACTIVATE);
+                let moved = {
+                    let mut b = self.activate.lock();
+                    b.push(head.0);
+                    (b.len() >= LRU_BATCH || flags.order() > 0).then(|| std::mem::take(&mut *b))
+                };
+                if let Some(moved) = moved {
+                    self.activate_move(&moved);
+                }
+            } else if self.lru_add[shard()].lock().contains(&head.0) {
+                folio.set(FrameFlags::ACTIVE);
+            }
             folio.clear(FrameFlags::REFERENCED);
         }
     }
@@ -1359,5 +1484,68 @@ mod tests {
         .unwrap();
         assert!(m.alloc_frame(FrameInit::anon_mapped()).is_some());
         assert!(m.alloc_frame(FrameInit::anon_mapped()).is_some());
+    }
+
+    /// `folio_mark_accessed` against the CPU's batches (`mm/swap.c`): in the `lru_add` batch a second access
+    /// activates at once; on an LRU list it queues the folio, which is active only at the drain, and two more
+    /// accesses before it leave the folio unreferenced (scripts/regress/activate-batch-third-zap-clears-referenced.script).
+    #[test]
+    fn second_access_activates_by_batch() {
+        let m = Memory::new(MemoryConfig::default());
+        let state = |p: Pfn| {
+            let f = m.frame(p).flags();
+            (f.contains(FrameFlags::REFERENCED), f.contains(FrameFlags::ACTIVE), f.contains(FrameFlags::LRU))
+        };
+        let fresh = m.alloc_frame(FrameInit::anon_mapped()).unwrap();
+        m.folio_add_lru(fresh);
+        m.mark_accessed(fresh);
+        m.mark_accessed(fresh);
+        assert_eq!(state(fresh), (false, true, false));
+        let p = m.alloc_frame(FrameInit::anon_mapped()).unwrap();
+        m.folio_add_lru(p);
+        m.lru_add_drain();
+        assert_eq!(state(p), (false, false, true));
+        m.mark_accessed(p);
+        m.mark_accessed(p);
+        assert_eq!(state(p), (false, false, false));
+        m.mark_accessed(p);
+        assert_eq!(state(p), (true, false, false));
+        m.mark_accessed(p);
+        assert_eq!(state(p), (false, false, false));
+        m.lru_add_drain();
+        assert_eq!(state(p), (false, true, true));
+        assert!(!m.frame(p).flags().contains(FrameFlags::ACTIVATE));
+        // A full `lru_add` batch moves by itself.
+        let many: Vec<Pfn> =
+            (0..LRU_BATCH).map(|_| m.alloc_frame(FrameInit::anon_mapped()).unwrap()).collect();
+        for &q in &many {
+            m.folio_add_lru(q);
+        }
+        assert!(many.iter().all(|&q| m.frame(q).flags().contains(FrameFlags::LRU)));
+    }
+
+    /// The mlock batch's drain puts an mlocked folio on the unevictable list inactive (`__mlock_folio`), so
+    /// after munlock a second access activates it again (scripts/regress/mlock-drain-deactivates.script).
+    #[test]
+    fn mlock_drain_deactivates() {
+        let m = Memory::new(MemoryConfig::default());
+        let p = m.alloc_frame(FrameInit::anon_mapped()).unwrap();
+        m.folio_add_lru(p);
+        m.mark_accessed(p);
+        m.mark_accessed(p);
+        m.lru_add_drain();
+        assert!(m.frame(p).flags().contains(FrameFlags::ACTIVE));
+        m.mlock_folio(p, true);
+        m.lru_add_drain();
+        let f = m.frame(p).flags();
+        assert!(f.contains(FrameFlags::UNEVICTABLE) && !f.contains(FrameFlags::ACTIVE));
+        m.mlock_folio(p, false);
+        m.lru_add_drain();
+        m.mark_accessed(p);
+        m.mark_accessed(p);
+        m.lru_add_drain();
+        let f = m.frame(p).flags();
+        assert!(!f.contains(FrameFlags::UNEVICTABLE) && f.contains(FrameFlags::ACTIVE));
+        assert!(!f.contains(FrameFlags::REFERENCED));
     }
 }

@@ -120,7 +120,8 @@ impl PageTable {
     }
 
     /// `madvise_free_pte_range` over `[start, end)` of an anonymous VMA (module docs). Returns the pages made
-    /// lazily freeable.
+    /// lazily freeable. The caller drains the CPU's batches first ([`crate::Memory::lru_add_drain`], as
+    /// `madvise_free_single_vma` does): a page still in an `lru_add` batch is not queued.
     pub fn madvise_free(&self, start: u64, end: u64) -> u64 {
         let mut n = 0;
         self.for_each_pte_table(start, end, &mut |g, from, to| {
@@ -330,7 +331,9 @@ mod tests {
         )
         .unwrap();
         // The page shared with the child is clean as a folio (only its entries are dirty): it is made lazily
-        // freeable too, as 6.18 does (scripts/regress/smaps-dontneed-free.script).
+        // freeable too, as 6.18 does (scripts/regress/smaps-dontneed-free.script). `madvise_free_single_vma`
+        // drains first: only pages on an LRU list join the lazy-free batch.
+        m.lru_add_drain();
         assert_eq!(pt.madvise_free(A, A + 4 * PG), 3);
         // Clean and old at once; lazily free when the CPU's batch drains.
         let s = smaps(&pt, A, A + 4 * PG);

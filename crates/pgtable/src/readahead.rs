@@ -206,6 +206,12 @@ impl CacheGuard<'_> {
                 }
             }
         }
+        // `filemap_add_folio` → `folio_add_lru` of the whole folio.
+        if order > 0
+            && let Some(h) = head
+        {
+            self.memory().folio_add_lru(h);
+        }
         Ok(())
     }
 
