@@ -1,5 +1,6 @@
 //! `vmspace shadow`: real programs mirrored call by call into the engine, with zero differences; the
-//! program's own failure reported; bad input refused with status 2.
+//! program's own failure reported; bad input refused with status 2; the traced program killed with its
+//! tracer; a refused ptrace a run failure (status 3).
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -166,4 +167,78 @@ fn an_attached_process_is_left_running_after_ctrl_c() {
     assert_eq!(o.status.code(), Some(0), "{t}");
     assert!(t.contains("detached") && t.contains("differences: 0"), "{t}");
     assert!(alive, "the attached process died");
+}
+
+/// Whether process `pid` is gone or dead (a zombie waiting for its new parent to reap it).
+fn dead(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        // The state follows the command name's closing parenthesis.
+        Ok(s) => s.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with('Z') || rest.starts_with('X')),
+    }
+}
+
+#[test]
+fn killing_vmspace_kills_the_traced_program() {
+    // The program may not run on untraced: PTRACE_O_EXITKILL kills it with its tracer.
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("pid");
+    let mut v = Command::new(env!("CARGO_BIN_EXE_vmspace"))
+        .args(["shadow", "--", "/bin/sh", "-c"])
+        .arg(format!("echo $$ > {}; exec sleep 60", pidfile.display()))
+        .env("VMSPACE_ALLOW_DEBUG_BUILD", "1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    let pid: i32 = loop {
+        if let Some(p) = std::fs::read_to_string(&pidfile).ok().and_then(|s| s.trim().parse().ok()) {
+            break p;
+        }
+        assert!(t0.elapsed() < std::time::Duration::from_secs(30), "the traced program never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    // Let the exec of `sleep` happen under the tracer.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(!dead(pid), "the traced program died before its tracer");
+    v.kill().unwrap();
+    v.wait().unwrap();
+    let t1 = std::time::Instant::now();
+    while !dead(pid) {
+        if t1.elapsed() > std::time::Duration::from_secs(5) {
+            // SAFETY: a plain kill of the stray program this test started, before failing.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            panic!("the traced program {pid} outlived its killed tracer");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn ptrace_refused_is_a_clear_run_failure() {
+    // An unprivileged user may not attach to a root process: PTRACE_SEIZE fails with EPERM.
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root (it drops to user nobody to be refused)");
+    // A copy of the binary that user nobody can reach whatever the checkout's directories allow.
+    let dir = tempfile::tempdir().unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = dir.path().join("vmspace");
+    std::fs::copy(env!("CARGO_BIN_EXE_vmspace"), &bin).unwrap();
+    let mut target = Command::new("sleep").arg("30").spawn().unwrap();
+    let o = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(&bin)
+        .args(["shadow", "--pid", &target.id().to_string()])
+        .env("VMSPACE_ALLOW_DEBUG_BUILD", "1")
+        .output()
+        .expect("setpriv runs");
+    let alive = target.try_wait().unwrap().is_none();
+    let _ = target.kill();
+    let _ = target.wait();
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(3), "{t}");
+    assert!(t.contains("Operation not permitted") && t.contains("PTRACE_SEIZE"), "{t}");
+    assert!(alive, "the refused attach harmed the target");
 }
