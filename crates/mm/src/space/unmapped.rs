@@ -391,3 +391,123 @@ pub(crate) fn shmem_placement(
     }
     Some(placed)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const M: u64 = PMD_SIZE;
+    const P: u64 = PAGE_SIZE;
+
+    /// A search that answers `at` and records the length it was asked for.
+    fn at(addr: u64, asked: &mut Option<u64>) -> impl FnOnce(u64) -> Option<u64> + '_ {
+        move |len| {
+            *asked = Some(len);
+            Some(addr)
+        }
+    }
+
+    #[test]
+    fn thp_applies_only_to_a_whole_aligned_block_of_offsets() {
+        let mut asked = None;
+        // [0, 2 MiB - 4 KiB): no whole block; nothing searched.
+        assert_eq!(thp_placement(0, M - P, 0, M, at(0x7f00_0010_0000, &mut asked)), None);
+        assert_eq!(asked, None);
+        // [4 KiB, 2 MiB + 8 KiB): the only aligned offset inside is 2 MiB, and the range ends 8 KiB past it.
+        assert_eq!(thp_placement(0, M + P, 1, M, at(0x7f00_0010_0000, &mut asked)), None);
+        // [2 MiB, 4 MiB - 4 KiB): short of the block's end.
+        assert_eq!(thp_placement(0, M - P, 512, M, at(0x7f00_0010_0000, &mut asked)), None);
+        assert_eq!(asked, None);
+        // [0, 2 MiB): the padded search (len + 2 MiB).
+        assert!(thp_placement(0, M, 0, M, at(0x7f00_0010_0000, &mut asked)).is_some());
+        assert_eq!(asked, Some(2 * M));
+        // [4 KiB, 4 MiB): covers [2 MiB, 4 MiB).
+        assert!(thp_placement(0, 2 * M - P, 1, M, at(0x7f00_0010_0000, &mut asked)).is_some());
+        assert_eq!(asked, Some(3 * M - P));
+    }
+
+    #[test]
+    fn thp_moves_up_to_the_file_offset_modulo_2m() {
+        let mut asked = None;
+        // Offset 0, result 1 MiB into a block: up to the next 2 MiB boundary.
+        assert_eq!(thp_placement(0, M, 0, M, at(0x7f00_0010_0000, &mut asked)), Some(0x7f00_0020_0000));
+        // Offset 4 KiB: address = 4 KiB modulo 2 MiB, the next such above the result.
+        assert_eq!(
+            thp_placement(0, 2 * M - P, 1, M, at(0x7f00_0010_0000, &mut asked)),
+            Some(0x7f00_0000_1000 + M)
+        );
+        assert_eq!(
+            thp_placement(0, 2 * M - P, 1, M, at(0x7f00_0000_0000, &mut asked)),
+            Some(0x7f00_0000_1000)
+        );
+        // Offset 2 MiB + 12 KiB: 12 KiB modulo 2 MiB.
+        assert_eq!(thp_placement(0, 2 * M, 515, M, at(0x7f00_0000_5000, &mut asked)), Some(0x7f00_0020_3000));
+    }
+
+    /// Top-down (`MMF_TOPDOWN`): a result already at the file offset modulo 2 MiB moves up by a whole 2 MiB,
+    /// to the top of the padded gap, as the anonymous placement does.
+    #[test]
+    fn thp_already_aligned_moves_a_whole_block_up() {
+        let mut asked = None;
+        assert_eq!(thp_placement(0, M, 0, M, at(0x7f00_0020_0000, &mut asked)), Some(0x7f00_0040_0000));
+        assert_eq!(thp_placement(0, 2 * M, 1, M, at(0x7f00_0000_1000, &mut asked)), Some(0x7f00_0020_1000));
+    }
+
+    #[test]
+    fn thp_keeps_a_result_equal_to_the_hint_and_gives_up_on_a_failed_search() {
+        let hint = 0x2000_0000_1000;
+        let mut asked = None;
+        assert_eq!(thp_placement(hint, M, 0, M, at(hint, &mut asked)), Some(hint), "the hint, unaligned");
+        assert_eq!(thp_placement(0, M, 0, M, |_| None), None, "no room for the padding: the plain search");
+        // The padded length overflows: no search.
+        assert_eq!(thp_placement(0, u64::MAX - M / 2, 0, M, |_| panic!("searched")), None);
+    }
+
+    /// File offsets are `loff_t`: a page offset whose byte offset wraps the sign bit gives a negative `off`,
+    /// and `off + len_pad` wrapping past 2^64 refuses the alignment.
+    #[test]
+    fn thp_offsets_wrap_as_loff_t() {
+        // off = 2^63 - 2 MiB (positive), [off, off + 4 MiB) crosses the sign: off_end negative, below off_align.
+        let pgoff = ((1u64 << 63) - M) >> PAGE_SHIFT;
+        assert_eq!(thp_placement(0, 2 * M, pgoff, M, |_| panic!("searched")), None);
+        // off = -4 MiB (pgoff near 2^52): [off, off + 4 MiB) covers [-4 MiB, -2 MiB), but off + len_pad
+        // (6 MiB) wraps past 2^64.
+        let pgoff = (0u64.wrapping_sub(2 * M) >> PAGE_SHIFT) & ((1 << 52) - 1);
+        assert_eq!(thp_placement(0, 2 * M, pgoff, M, |_| panic!("searched")), None);
+    }
+
+    #[test]
+    fn shmem_moves_to_the_file_offset_modulo_the_huge_page() {
+        let mut asked = None;
+        // Offset 0, 2 MiB, placed at 1 MiB into a block: searched again with len + 2 MiB - 4 KiB, moved up.
+        assert_eq!(
+            shmem_placement(0x7f00_0010_0000, M, 0, M, at(0x7f00_0030_0000, &mut asked)),
+            Some(0x7f00_0040_0000)
+        );
+        assert_eq!(asked, Some(2 * M - P));
+        // Already at its offset modulo 2 MiB: kept (no +2 MiB as in thp).
+        assert_eq!(shmem_placement(0x7f00_0020_0000, M, 0, M, |_| panic!("searched")), None);
+        // Offset 4 KiB, long enough to reach past the second huge page: 4 KiB modulo 2 MiB.
+        assert_eq!(
+            shmem_placement(0x7f00_0000_0000, 2 * M, 1, M, at(0x7f00_0000_0000, &mut asked)),
+            Some(0x7f00_0000_1000)
+        );
+        // The inflated result's offset above the file's: the next block.
+        assert_eq!(
+            shmem_placement(0x7f00_0000_0000, 2 * M, 1, M, at(0x7f00_0000_5000, &mut asked)),
+            Some(0x7f00_0020_1000)
+        );
+    }
+
+    #[test]
+    fn shmem_leaves_short_or_misaligned_short_ranges_alone() {
+        let never = |_| panic!("searched");
+        assert_eq!(shmem_placement(0x7f00_0010_0000, M - P, 0, M, never), None, "shorter than a huge page");
+        // Offset 4 KiB and offset + len below 4 MiB: nothing to gain.
+        assert_eq!(shmem_placement(0x7f00_0010_0000, M, 1, M, |_| panic!("searched")), None);
+        assert_eq!(shmem_placement(0x7f00_0010_0000, M, 0, M, |_| None), None, "the second search failed");
+        // A result that would end beyond TASK_SIZE keeps the first placement.
+        let top = TASK_SIZE - 2 * M;
+        assert_eq!(shmem_placement(top + P, M, 0, M, |_| Some(top + M + P)), None);
+    }
+}
