@@ -3,7 +3,8 @@
 //! and `TASK_SIZE`; and the typed arguments of the memory-management calls ([`Prot`], [`MapFlags`],
 //! [`MremapFlags`], [`Advice`], [`PkeyRights`], [`MlockFlags`], [`MclFlags`], [`MsyncFlags`]); and [`VmFlags`], a
 //! VMA's `vm_flags` word with its smaps mnemonics, which the
-//! engine keeps and the `/proc` formats print.
+//! engine keeps and the `/proc` formats print; and [`FileArea`], the placement method a mapped file's file
+//! system installs (known from its `statfs` magic number).
 //!
 //! ```
 //! use vmspace_abi::{Advice, Errno, MapFlags, PAGE_SIZE, Prot};
@@ -28,10 +29,14 @@
 //! Depends on nothing but `bitflags`.
 
 mod errno;
+mod fs;
 mod mman;
 mod vmflags;
 
 pub use errno::Errno;
+pub use fs::{
+    BTRFS_SUPER_MAGIC, EROFS_SUPER_MAGIC_V1, EXT4_SUPER_MAGIC, FileArea, TMPFS_MAGIC, XFS_SUPER_MAGIC,
+};
 pub use mman::{
     Advice, MapFlags, MclFlags, MlockFlags, MremapFlags, MsyncFlags, PAGE_MASK, PAGE_SHIFT, PAGE_SIZE,
     PkeyRights, Prot, TASK_SIZE,

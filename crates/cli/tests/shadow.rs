@@ -93,7 +93,7 @@ fn every_kind_of_memory_call_agrees_and_records_a_replayable_script() {
 }
 
 #[test]
-fn python_allocating_is_mirrored_and_every_difference_is_named() {
+fn python_allocating_is_mirrored_without_differences() {
     if Command::new("python3").arg("-c").arg("pass").status().map(|s| !s.success()).unwrap_or(true) {
         panic!("python3 is needed by this test");
     }
@@ -112,13 +112,40 @@ fn python_allocating_is_mirrored_and_every_difference_is_named() {
     assert!(t.contains("program: exit status 0"), "{t}");
     let set: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let diffs = set["reports"][0]["output"].as_array().cloned().unwrap_or_default();
-    // The one known difference (docs: file mappings of at least 2 MiB are placed 2 MiB-aligned by the file
-    // system's thp_get_unmapped_area, which the engine does not model): each difference must be such an mmap.
-    for d in &diffs {
-        let d = d.as_str().unwrap();
-        assert!(d.contains(", mmap: `mmap 0 ") && d.contains(" fd=fd"), "an unexpected difference:\n{d}");
-    }
-    assert_eq!(o.status.code(), Some(if diffs.is_empty() { 0 } else { 1 }), "{t}");
+    // Python's loader maps its shared library (several MiB, offset 0) where ext4's thp_get_unmapped_area puts
+    // it: 2 MiB-aligned. The engine places it so too; no difference is left.
+    assert!(diffs.is_empty(), "differences:\n{diffs:#?}\n{t}");
+    assert!(t.contains("differences: 0"), "{t}");
+    assert_eq!(o.status.code(), Some(0), "{t}");
+}
+
+/// The placement methods of file systems (`thp_get_unmapped_area` on the temporary directory's ext4,
+/// `shmem_get_unmapped_area` on `/dev/shm`'s tmpfs): mappings at file offsets 0, 4 KiB and 2 MiB, just under
+/// and over 2 MiB long, shared and private, all without a hint; the engine must place each where Linux does.
+#[test]
+fn file_mappings_are_placed_by_their_file_systems_method() {
+    let script = r#"
+import mmap, os, tempfile
+d = tempfile.mkdtemp()
+M = 2 << 20
+for base in (d, '/dev/shm'):
+    p = os.path.join(base, 'vmspace-shadow-%d' % os.getpid())
+    fd = os.open(p, os.O_RDWR | os.O_CREAT, 0o600)
+    os.unlink(p)
+    os.ftruncate(fd, 8 << 20)
+    ms = [mmap.mmap(fd, n, flags=mmap.MAP_SHARED if s else mmap.MAP_PRIVATE, prot=mmap.PROT_READ, offset=o)
+          for o, n, s in ((0, M, 0), (0, M - 4096, 0), (0, M + 4096, 1), (4096, M + 4096, 0),
+                          (4096, 2 * M - 4096, 0), (M, M, 1), (M, M - 4096, 0), (4096, 3 * M, 0))]
+    for m in ms:
+        m.close()
+    os.close(fd)
+os.rmdir(d)
+"#;
+    let o = shadow(&["--keep-going", "--", "python3", "-c", script]);
+    let t = text(&o);
+    assert!(t.contains("program: exit status 0"), "{t}");
+    assert!(t.contains("differences: 0"), "{t}");
+    assert_eq!(o.status.code(), Some(0), "{t}");
 }
 
 #[test]

@@ -30,6 +30,8 @@
 //!   `/proc/cpuinfo` (model, feature flags: `pku`/`ospke` for protection keys), `/sys/devices/system/cpu/online`,
 //!   `/sys/kernel/mm/hugepages/` (one directory per huge page size) and
 //!   `/sys/kernel/mm/transparent_hugepage/{enabled,shmem_enabled}`.
+//! - The temporary directory's file system ([`Device::of`]): its device, type and `huge=` option
+//!   (`/proc/self/mountinfo`), its magic number (`statfs`), its device's readahead settings (`/sys`).
 //!
 //! - The largest file size the temporary directory's file system allows (`s_maxbytes`, where the live-kernel
 //!   runner creates the files of op scripts): [`probe_max_file_size`] finds it with `ftruncate` (through
@@ -345,6 +347,11 @@ pub struct Device {
     pub dev: (u32, u32),
     /// The file system type (`/proc/self/mountinfo`), e.g. `ext4`.
     pub fs_type: Option<String>,
+    /// The file system's magic number (`statfs` `f_type`, `include/uapi/linux/magic.h`), which tells which
+    /// placement method its files have (`vmspace_abi::FileArea::of_fs_magic`).
+    pub fs_magic: Option<u64>,
+    /// The mount's `huge=` option (tmpfs) names a mode other than `never`: [`mountinfo_shmem_huge`].
+    pub shmem_huge: bool,
     /// `/sys/class/bdi/MAJ:MIN/read_ahead_kb`: the backing device's readahead window (`bdi->ra_pages`).
     pub read_ahead_kb: Option<u64>,
     /// `/sys/dev/block/MAJ:MIN/queue/max_sectors_kb` (or its parent disk's): the largest request
@@ -370,6 +377,20 @@ pub fn mountinfo_fs_type(mountinfo: &str, dev: (u32, u32)) -> Option<String> {
     })
 }
 
+/// Whether the mount whose device is `dev` has a `huge=` super option other than `never` (tmpfs:
+/// `SHMEM_SB(sb)->huge`, which `shmem_show_options` prints unless it is `never`), from `/proc/self/mountinfo`
+/// text (the super options are the last field).
+pub fn mountinfo_shmem_huge(mountinfo: &str, dev: (u32, u32)) -> bool {
+    let want = format!("{}:{}", dev.0, dev.1);
+    mountinfo.lines().any(|l| {
+        let Some((head, tail)) = l.split_once(" - ") else { return false };
+        head.split_whitespace().nth(2) == Some(want.as_str())
+            && tail.split_whitespace().nth(2).is_some_and(|opts| {
+                opts.split(',').any(|o| o.strip_prefix("huge=").is_some_and(|v| v != "never"))
+            })
+    })
+}
+
 impl Device {
     /// The device of the file system holding `dir`; `None` if `dir` cannot be stat'ed.
     pub fn of(dir: &std::path::Path) -> Option<Device> {
@@ -377,9 +398,12 @@ impl Device {
         let dev = dev_major_minor(std::fs::metadata(dir).ok()?.dev());
         let sys = |p: String| read_text(&p).and_then(|t| t.trim().parse().ok());
         let (ma, mi) = dev;
+        let mountinfo = read_text("/proc/self/mountinfo");
         Some(Device {
             dev,
-            fs_type: read_text("/proc/self/mountinfo").and_then(|m| mountinfo_fs_type(&m, dev)),
+            fs_type: mountinfo.as_deref().and_then(|m| mountinfo_fs_type(m, dev)),
+            fs_magic: rustix::fs::statfs(dir).ok().map(|s| s.f_type as u64),
+            shmem_huge: mountinfo.as_deref().is_some_and(|m| mountinfo_shmem_huge(m, dev)),
             read_ahead_kb: sys(format!("/sys/class/bdi/{ma}:{mi}/read_ahead_kb")),
             max_sectors_kb: sys(format!("/sys/dev/block/{ma}:{mi}/queue/max_sectors_kb"))
                 .or_else(|| sys(format!("/sys/dev/block/{ma}:{mi}/../queue/max_sectors_kb"))),
@@ -485,8 +509,16 @@ mod tests {
         assert_eq!(mountinfo_fs_type(mi, (254, 0)).as_deref(), Some("ext4"));
         assert_eq!(mountinfo_fs_type(mi, (0, 21)).as_deref(), Some("proc"));
         assert_eq!(mountinfo_fs_type(mi, (8, 1)), None);
+        let shm = "30 22 0:25 / /dev/shm rw - tmpfs tmpfs rw,size=1024k\n\
+                   31 22 0:26 / /huge rw - tmpfs tmpfs rw,huge=within_size\n\
+                   32 22 0:27 / /never rw - tmpfs tmpfs rw,huge=never\n";
+        assert!(!mountinfo_shmem_huge(shm, (0, 25)));
+        assert!(mountinfo_shmem_huge(shm, (0, 26)));
+        assert!(!mountinfo_shmem_huge(shm, (0, 27)));
+        assert!(!mountinfo_shmem_huge(mi, (254, 0)));
         let d = Device::of(&std::env::temp_dir()).expect("the temporary directory exists");
         assert!(d.read_ahead_kb.is_none() || d.fs_type.is_some(), "{d:?}");
+        assert!(d.fs_magic.is_some(), "statfs of the temporary directory: {d:?}");
     }
 
     #[test]

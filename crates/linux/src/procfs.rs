@@ -21,7 +21,8 @@
 //! - **Files**: VMAs of one device, inode, path and deletion state share one [`ImportedFile`]. Its size is
 //!   the `st_size` of `/proc/PID/map_files/START-END` (the mapped file itself, reachable even when deleted;
 //!   root or the owner with `CAP_SYS_ADMIN`), or the end of the furthest mapped page if that cannot be read;
-//!   shmem (`TMPFS_MAGIC` from `fstatfs` of the same link, or device 00:01) is told from a disk file; the file
+//!   shmem (`TMPFS_MAGIC` from `fstatfs` of the same link, or device 00:01) is told from a disk file, and the
+//!   placement method of its file system is known from the same magic number ([`file_area`]); the file
 //!   counts as opened for writing when a shared VMA of it has `VM_MAYWRITE` (a private mapping cannot tell).
 //! - **Layout parameters**: `start_stack` (field 28) and `start_brk` (field 47) from `/proc/PID/stat`; the
 //!   break from the end of the last `[heap]` VMA (the kernel exports `mm->brk` nowhere: not in `stat`, and no
@@ -65,7 +66,7 @@
 use std::collections::HashMap;
 use std::fmt;
 
-use vmspace_abi::{PAGE_SIZE, TASK_SIZE, VmFlags};
+use vmspace_abi::{FileArea, PAGE_SIZE, TASK_SIZE, VmFlags};
 use vmspace_proc::layout::{
     ImportedBacking, ImportedFile, ImportedFileKind, ImportedLayout, ImportedPkeys, ImportedVma,
 };
@@ -225,9 +226,11 @@ pub fn read_snapshot(pid: i32) -> Result<Snapshot, ReadError> {
     Err(ReadError::Unstable { tries: MAX_TRIES })
 }
 
-/// What `/proc/PID/map_files` tells of each file VMA (by start address): the size and whether it is shmem.
-fn map_files(dir: &str, smaps: &[SmapsRecord]) -> HashMap<u64, (u64, bool)> {
+/// What `/proc/PID/map_files` tells of each file VMA (by start address): the size, whether it is shmem, and
+/// the placement method of its file system ([`file_area`], the mounts read from `DIR/mountinfo`).
+fn map_files(dir: &str, smaps: &[SmapsRecord]) -> HashMap<u64, (u64, bool, FileArea)> {
     let mut out = HashMap::new();
+    let mountinfo = std::fs::read_to_string(format!("{dir}/mountinfo")).ok();
     for r in smaps {
         let h = &r.header;
         if h.inode == 0 && h.dev_major == 0 && h.dev_minor == 0 {
@@ -237,9 +240,31 @@ fn map_files(dir: &str, smaps: &[SmapsRecord]) -> HashMap<u64, (u64, bool)> {
         let Ok(f) = std::fs::File::open(&link) else { continue };
         let Ok(st) = rustix::fs::fstat(&f) else { continue };
         let shmem = rustix::fs::fstatfs(&f).is_ok_and(|s| s.f_type == TMPFS_MAGIC);
-        out.insert(h.start, (st.st_size as u64, shmem));
+        let area = file_area(&f, mountinfo.as_deref()).unwrap_or_default();
+        out.insert(h.start, (st.st_size as u64, shmem, area));
     }
     out
+}
+
+/// The placement method (`file_operations.get_unmapped_area`) of the open file `f`, from its file system's
+/// `fstatfs` magic number ([`FileArea::of_fs_magic`]); for tmpfs, whether the mount allows huge pages: its
+/// `huge=` option in `mountinfo` (the process's mounts), or, for the kernel's internal mount (device 00:01:
+/// memfd, SysV shared memory, shared anonymous memory; in no `mountinfo`), the host's `shmem_enabled`
+/// (`always`, `within_size` or `advise`: the internal mount follows it, `mm/shmem.c: shmem_enabled_store`).
+/// `None` if `fstatfs` or `fstat` fails.
+pub fn file_area(f: &std::fs::File, mountinfo: Option<&str>) -> Option<FileArea> {
+    let magic = rustix::fs::fstatfs(f).ok()?.f_type as u64;
+    let st = rustix::fs::fstat(f).ok()?;
+    let dev = (rustix::fs::major(st.st_dev), rustix::fs::minor(st.st_dev));
+    let huge = magic == vmspace_abi::TMPFS_MAGIC
+        && if dev == (0, 1) {
+            vmspace_host::read_text("/sys/kernel/mm/transparent_hugepage/shmem_enabled").is_some_and(|t| {
+                matches!(vmspace_host::bracketed(&t), Some("always" | "within_size" | "advise"))
+            })
+        } else {
+            mountinfo.is_some_and(|m| vmspace_host::mountinfo_shmem_huge(m, dev))
+        };
+    Some(FileArea::of_fs_magic(magic, huge))
 }
 
 /// The description of one stable reading (module docs).
@@ -247,7 +272,7 @@ fn map_files(dir: &str, smaps: &[SmapsRecord]) -> HashMap<u64, (u64, bool)> {
 fn describe(
     dir: &str,
     smaps: &[SmapsRecord],
-    map_files: &HashMap<u64, (u64, bool)>,
+    map_files: &HashMap<u64, (u64, bool, FileArea)>,
     stat: &str,
     status: &str,
     stack_rlimit: u64,
@@ -299,8 +324,12 @@ fn describe(
             anon_vma,
         };
         let mut file = |path: String, deleted: bool, kind: ImportedFileKind| {
-            let (size, shmem) =
-                map_files.get(&h.start).copied().unwrap_or((0, h.dev_major == 0 && h.dev_minor == 1));
+            let shm_mnt = h.dev_major == 0 && h.dev_minor == 1;
+            let (size, shmem, area) = map_files.get(&h.start).copied().unwrap_or((
+                0,
+                shm_mnt,
+                if shm_mnt { FileArea::Shmem { huge: false } } else { FileArea::Mm },
+            ));
             let extent = h.offset + (h.end - h.start);
             let kind =
                 if kind == ImportedFileKind::Regular && shmem { ImportedFileKind::Shmem } else { kind };
@@ -316,6 +345,7 @@ fn describe(
                     size: if map_files.contains_key(&h.start) { size } else { extent },
                     kind,
                     writable: false,
+                    area,
                 });
                 layout.files.len() - 1
             });

@@ -163,8 +163,8 @@ pub use vma::{
     walk_vmas_lockless,
 };
 pub use vmspace_abi::{
-    Advice, Errno, MapFlags, MclFlags, MlockFlags, MremapFlags, MsyncFlags, PAGE_SIZE, PkeyRights, Prot,
-    TASK_SIZE, VmFlags,
+    Advice, Errno, FileArea, MapFlags, MclFlags, MlockFlags, MremapFlags, MsyncFlags, PAGE_SIZE, PkeyRights,
+    Prot, TASK_SIZE, VmFlags,
 };
 pub use vmspace_pgtable::{Access, FaultKind, FaultStats, Memory, MemoryConfig, PageTable, Rss};
 

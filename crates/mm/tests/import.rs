@@ -33,6 +33,7 @@ fn file(path: &str, inode: u64, size: u64) -> ImportedFile {
         size,
         kind: ImportedFileKind::Regular,
         writable: false,
+        area: vmspace_mm::FileArea::Thp,
     }
 }
 
@@ -58,6 +59,7 @@ fn layout() -> ImportedLayout {
     memfd.dev_major = 0;
     memfd.dev_minor = 1;
     memfd.kind = ImportedFileKind::Shmem;
+    memfd.area = vmspace_mm::FileArea::Shmem { huge: false };
     memfd.writable = true;
     let mut gone = file("/tmp/gone", 9, 3 * P);
     gone.deleted = true;

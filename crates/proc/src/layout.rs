@@ -100,6 +100,9 @@ pub struct ImportedFile {
     pub kind: ImportedFileKind,
     /// Whether the file was opened for writing (a shared mapping with `VM_MAYWRITE` proves it).
     pub writable: bool,
+    /// The placement method of the file's file system (from its `statfs` magic number): where later
+    /// mappings of the file go (`mremap` moving one of its VMAs; a new mapping of the same file).
+    pub area: vmspace_abi::FileArea,
 }
 
 /// The protection-key state of an imported address space (`mm->context`).

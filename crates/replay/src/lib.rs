@@ -235,8 +235,9 @@ impl EngineTarget {
             cfg.file_max_bytes,
             cfg.fsize_rlimit,
         )?;
-        // On the device the kernel runner's files live on (its readahead window and request size).
-        let f = Arc::new(VmFile { bdi: cfg.file_bdi, ..(*f).clone() });
+        // On the device the kernel runner's files live on (its readahead window and request size), placed by
+        // its file system's method (`thp_get_unmapped_area` on ext4).
+        let f = Arc::new(VmFile { bdi: cfg.file_bdi, area: cfg.file_area, ..(*f).clone() });
         self.files.push((name.to_string(), f));
         Ok(0)
     }

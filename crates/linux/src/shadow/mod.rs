@@ -730,7 +730,8 @@ impl Drop for Tracer {
 }
 
 /// The file descriptor `fd` of task `tid` as the engine mirrors it: the file it refers to (`/proc/TID/fd/N`:
-/// device, inode, size, path as maps prints it, whether it is on a tmpfs, whether it was opened for writing).
+/// device, inode, size, path as maps prints it, whether it is on a tmpfs, whether it was opened for writing,
+/// the placement method of its file system: [`crate::procfs::file_area`]).
 /// `None` if the descriptor is not open or cannot be read.
 pub fn fd_file(tid: i32, fd: i32) -> Option<ImportedFile> {
     let link = format!("/proc/{tid}/fd/{fd}");
@@ -760,5 +761,12 @@ pub fn fd_file(tid: i32, fd: i32) -> Option<ImportedFile> {
         size: st.st_size as u64,
         kind: if shmem { ImportedFileKind::Shmem } else { ImportedFileKind::Regular },
         writable,
+        area: f
+            .as_ref()
+            .and_then(|f| {
+                let mountinfo = std::fs::read_to_string(format!("/proc/{tid}/mountinfo")).ok();
+                crate::procfs::file_area(f, mountinfo.as_deref())
+            })
+            .unwrap_or_default(),
     })
 }

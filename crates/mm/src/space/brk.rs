@@ -75,7 +75,7 @@ impl MmWrite<'_> {
         // check_brk_limits: get_unmapped_area(NULL, oldbrk, len, 0, MAP_FIXED), then the mlock limit for
         // def_flags. A break within a page of 2^64 rounds up to 0, and the length wraps to more than TASK_SIZE:
         // ENOMEM, as in C.
-        self.get_unmapped_area(None, oldbrk, newbrk.wrapping_sub(oldbrk), super::MapFlags::FIXED)?;
+        self.get_unmapped_area(None, oldbrk, newbrk.wrapping_sub(oldbrk), 0, super::MapFlags::FIXED)?;
         if !self.mlock_future_ok(self.st.def_flags, newbrk - oldbrk) {
             return Err(Errno::EAGAIN);
         }

@@ -10,7 +10,7 @@
 //! them from `vmspace_host`, the one place that probes the host) while tests can shrink a limit (a
 //! `max_map_count` of 8 makes the limit reachable in a few calls).
 
-pub use vmspace_abi::{PAGE_SHIFT, PAGE_SIZE, TASK_SIZE, VmFlags};
+pub use vmspace_abi::{FileArea, PAGE_SHIFT, PAGE_SIZE, TASK_SIZE, VmFlags};
 
 /// `DEFAULT_MAP_WINDOW` (equal to `TASK_SIZE` with 4-level paging).
 pub const DEFAULT_MAP_WINDOW: u64 = TASK_SIZE;
@@ -148,6 +148,10 @@ pub struct MmConfig {
     /// The readahead settings of the device holding the files an op script creates (the temporary directory's:
     /// `read_ahead_kb`, `max_sectors_kb`, and whether its file system caches large folios).
     pub file_bdi: vmspace_pgtable::Bdi,
+    /// The placement method of the files an op script creates (the temporary directory's file system,
+    /// [`VmFile::area`](crate::VmFile)): [`FileArea::Thp`] on ext4 (the default), xfs and btrfs,
+    /// [`FileArea::Shmem`] on tmpfs.
+    pub file_area: FileArea,
     /// Whether the CPU sets a page's accessed bit when its protection refuses a string store (`rep stosb`):
     /// implementation-defined on x86, measured by the live-kernel crate
     /// (`vmspace_linux::uaccess::refused_string_store_sets_accessed`); the op-script target's `fill` follows
@@ -221,6 +225,7 @@ impl Default for MmConfig {
             hugetlb: HugetlbConfig::default(),
             file_max_bytes: 0xfff_ffff_f000,
             file_bdi: vmspace_pgtable::Bdi::default(),
+            file_area: FileArea::Thp,
             refused_string_store_accessed: true,
             fsize_rlimit: u64::MAX,
             memlock_rlimit: 8 << 20,
@@ -276,8 +281,8 @@ impl MmConfig {
     /// `CONFIG_READ_ONLY_THP_FOR_FS` from the same config (THP, when the config is unreadable, from the presence
     /// of its sysfs directory); the THP sysfs modes; the hugetlb pools (`Hugepagesize:` and
     /// `/sys/kernel/mm/hugepages`); CAP_IPC_LOCK and CAP_SYS_ADMIN from the effective capability set (or being
-    /// root); `RLIMIT_FSIZE` and `RLIMIT_MEMLOCK` from `/proc/self/limits`; and the largest file and the readahead
-    /// settings of the temporary directory's file system. Facts the probe could not read keep their [`Default`] values.
+    /// root); `RLIMIT_FSIZE` and `RLIMIT_MEMLOCK` from `/proc/self/limits`; and the largest file, the readahead
+    /// settings and the placement method (its `statfs` magic number) of the temporary directory's file system. Facts the probe could not read keep their [`Default`] values.
     pub fn from_host(h: &vmspace_host::Host) -> Self {
         let mut c = MmConfig::default();
         if let Some(v) = h.mmap_min_addr {
@@ -330,6 +335,9 @@ impl MmConfig {
         }
         if let Some(d) = &h.temp_device {
             c.file_bdi = file_bdi(d, h.kernel_release.as_deref());
+            if let Some(magic) = d.fs_magic {
+                c.file_area = FileArea::of_fs_magic(magic, d.shmem_huge);
+            }
         }
         let thp_sysfs = h.huge_pages.thp_enabled.as_deref();
         c.transparent_hugepage = h

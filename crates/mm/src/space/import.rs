@@ -5,7 +5,7 @@
 //!
 //! The description is plain data: every VMA ([`ImportedVma`]: range, `vm_flags` with every bit smaps shows
 //! and the protection-key bits, file offset, backing, anonymous name, whether it has an anon_vma), the files
-//! the VMAs map ([`ImportedFile`]: path, ` (deleted)`, device, inode, size, kind), and the layout parameters
+//! the VMAs map ([`ImportedFile`]: path, ` (deleted)`, device, inode, size, kind, placement method), and the layout parameters
 //! the kernel fixed at `execve` and that shape later calls: `mmap_base` (the top of the top-down search of
 //! `get_unmapped_area`), `start_stack` (which VMA is `[stack]`), `start_brk` and `brk` (which VMAs are
 //! `[heap]`, where `brk` grows from), `RLIMIT_STACK` (how far a growsdown VMA may expand) and
@@ -178,6 +178,7 @@ fn vm_file(f: &ImportedFile, cfg: &MmConfig) -> VmFile {
         dax: false,
         max_bytes: cfg.file_max_bytes.max(f.size),
         fsize_limit: cfg.fsize_rlimit,
+        area: f.area,
         huge: None,
         bdi,
         pages: FilePages::default(),

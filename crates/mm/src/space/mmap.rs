@@ -154,7 +154,7 @@ impl MmWrite<'_> {
             | VmFlags::MAYREAD
             | VmFlags::MAYWRITE
             | VmFlags::MAYEXEC;
-        let addr = self.get_unmapped_area(file.map(|f| &**f), addr, len, flags)?;
+        let addr = self.get_unmapped_area(file.map(|f| &**f), addr, len, pgoff, flags)?;
         if flags.contains(MapFlags::FIXED_NOREPLACE) && self.find_intersection(addr, addr + len).is_some() {
             return Err(Errno::EEXIST);
         }

@@ -312,7 +312,9 @@ impl MmWrite<'_> {
         }
         let hint = if v.implies_new_addr() { v.new_addr } else { 0 };
         let file = a.file();
-        v.new_addr = self.get_unmapped_area(file.as_deref(), hint, v.new_len, map_flags)?;
+        // The file page of the remapped range's start (the page offset into the VMA added to its pgoff).
+        let pgoff = a.pgoff().wrapping_add((v.addr - a.start()) >> PAGE_SHIFT);
+        v.new_addr = self.get_unmapped_area(file.as_deref(), hint, v.new_len, pgoff, map_flags)?;
         Ok(())
     }
 

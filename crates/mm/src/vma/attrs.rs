@@ -16,7 +16,7 @@ use std::marker::PhantomData;
 use std::ptr;
 use std::sync::Arc;
 
-use vmspace_abi::Errno;
+use vmspace_abi::{Errno, FileArea};
 use vmspace_rcu::sync::{AtomicPtr, AtomicU64, Ordering};
 
 /// What kind of object a file-backed VMA maps.
@@ -236,6 +236,9 @@ pub struct VmFile {
     pub dax: bool,
     /// The largest size the file's file system allows (`s_maxbytes`): growing beyond it is EFBIG.
     pub max_bytes: u64,
+    /// The placement method of the file's file system (`file_operations.get_unmapped_area`): where a mapping
+    /// of it goes when the caller does not fix the address (`space/unmapped.rs`). Ignored for hugetlb files.
+    pub area: FileArea,
     /// `RLIMIT_FSIZE` of the process that truncates the file (`u64::MAX`: unlimited): growing beyond it is
     /// EFBIG (and SIGXFSZ, not modelled).
     pub fsize_limit: u64,
@@ -308,6 +311,7 @@ impl VmFile {
                 self.dax,
                 self.max_bytes,
                 self.fsize_limit,
+                self.area,
             ),
             &self.huge,
         )
@@ -345,6 +349,7 @@ impl Clone for VmFile {
             dax: self.dax,
             max_bytes: self.max_bytes,
             fsize_limit: self.fsize_limit,
+            area: self.area,
             huge: self.huge.clone(),
             bdi: self.bdi,
             pages: FilePages::new(),
@@ -370,7 +375,9 @@ impl fmt::Debug for VmFile {
 impl VmFile {
     /// A regular file opened read-write on an exec-allowed file system, on device 00:00 (what op scripts
     /// create), with no size limit but `MAX_LFS_FILESIZE`, reading ahead as a default block device does
-    /// ([`vmspace_pgtable::Bdi::default`]). Its contents are `size` zero bytes.
+    /// ([`vmspace_pgtable::Bdi::default`]), placed by the address space's own search ([`FileArea::Mm`]; the
+    /// op-script target sets its configured file system's method, [`MmConfig::file_area`](crate::MmConfig)).
+    /// Its contents are `size` zero bytes.
     pub fn regular(name: impl Into<String>, inode: u64, size: u64) -> Arc<VmFile> {
         Arc::new(VmFile::regular_file(name.into(), inode, size))
     }
@@ -390,6 +397,7 @@ impl VmFile {
             dax: false,
             max_bytes: MAX_LFS_FILESIZE,
             fsize_limit: u64::MAX,
+            area: FileArea::Mm,
             huge: None,
             bdi: vmspace_pgtable::Bdi::default(),
             pages: FilePages::new(),
@@ -420,6 +428,9 @@ impl VmFile {
             dev_major: 0,
             dev_minor: 1,
             kind: FileKind::ShmemZero,
+            // The internal shmem mount (`shm_mnt`); whether it allows huge pages is the address space's
+            // `shmem_enabled` (`space/unmapped.rs`).
+            area: FileArea::Shmem { huge: false },
             ..VmFile::regular_file(String::new(), inode, size)
         })
     }
