@@ -152,6 +152,33 @@ fn maps_diff(kernel: &str, engine: &str) -> String {
     out
 }
 
+/// Whether the kernel's `kernel` maps differ from the engine's `engine` only by files unlinked since they were
+/// mapped: the same lines, but some of the kernel's end in ` (deleted)` where the engine's do not.
+fn only_unlinked(kernel: &str, engine: &str) -> bool {
+    let (k, e): (Vec<&str>, Vec<&str>) = (kernel.lines().collect(), engine.lines().collect());
+    k.len() == e.len()
+        && k.iter().zip(&e).all(|(k, e)| {
+            let (k, e) = (k.trim_end(), e.trim_end());
+            k == e || k.strip_suffix(" (deleted)") == Some(e)
+        })
+        && k != e
+}
+
+/// Mirrors into `mm` every growsdown VMA (the `[stack]` and any `MAP_GROWSDOWN` mapping) that faults extended
+/// down in the kernel's `lines`: the kernel's VMA ends where the engine's does and starts below it. A fault is
+/// the only way such a VMA grows, so no traced call can be the cause.
+fn mirror_growth(mm: &vmspace_mm::Mm, lines: &[vmspace_proc::MapsLine]) {
+    for v in lines {
+        if let Some(ev) = mm.vma_at(v.end - 1)
+            && ev.end == v.end
+            && v.start < ev.start
+            && ev.flags.intersects(vmspace_mm::VmFlags::GROWSDOWN)
+        {
+            let _ = mm.mirror_stack_growth(v.start);
+        }
+    }
+}
+
 /// Whether the kernel's maps and the engine's are the same but for the inode numbers of objects without a
 /// path of their own: the shmem object of a shared anonymous mapping (`/dev/zero (deleted)`) and the hugetlbfs
 /// object of a `MAP_HUGETLB` mapping get their inode from `get_next_ino()` (`fs/inode.c`), a global counter
@@ -295,17 +322,7 @@ impl Shadow {
             vmspace_proc::parse_maps(&kmaps).map_err(|(n, e)| anyhow!("/proc/{pid}/maps line {n}: {e:?}"))?;
         let sp = self.spaces.get_mut(&id).expect("space exists");
         let mm = sp.engine.mm();
-        // Every growsdown VMA (the `[stack]` and any `MAP_GROWSDOWN` mapping) that faults extended down: the
-        // kernel's VMA ends where the engine's does and starts below it.
-        for v in &lines {
-            if let Some(ev) = mm.vma_at(v.end - 1)
-                && ev.end == v.end
-                && v.start < ev.start
-                && ev.flags.intersects(VmFlags::GROWSDOWN)
-            {
-                let _ = mm.mirror_stack_growth(v.start);
-            }
-        }
+        mirror_growth(mm, &lines);
         // The VMAs whose pages may have come with a new anon_vma. An inaccessible one can have got none since
         // the last refresh: the mprotect that made it so was a traced call, with a refresh before it.
         let candidates: Vec<(u64, u64)> = mm
@@ -436,8 +453,21 @@ impl Shadow {
             say!(self.text, "[{tid}] {name}: {op} = {kv}");
         }
         let kmaps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
-        let emaps = sp.engine.maps();
-        let maps_agree = same_maps(&kmaps, &emaps);
+        let mut emaps = sp.engine.maps();
+        let mut maps_agree = same_maps(&kmaps, &emaps);
+        if !maps_agree && let Ok(lines) = vmspace_proc::parse_maps(&kmaps) {
+            // The program's other threads ran on while this call was in flight: a fault of theirs may have
+            // grown a stack since the refresh before the call. Only that is taken in before comparing again.
+            mirror_growth(sp.engine.mm(), &lines);
+            emaps = sp.engine.maps();
+            maps_agree = same_maps(&kmaps, &emaps);
+        }
+        if kv == ev && !maps_agree && only_unlinked(&kmaps, &emaps) {
+            // Another thread unlinked a mapped file while this call was in flight (`unlink` is not a memory
+            // call, and the engine does not model it): taken in as a change without a traced call.
+            self.resync(id, format!("process {pid}: a mapped file was unlinked (not a memory call)"))?;
+            return Ok(t.resume(tid)?);
+        }
         if kv != ev || !maps_agree {
             let mut r =
                 format!("task {tid} (process {pid}), {name}: `{op}`\n  kernel = {kv}\n  engine = {ev}\n");
@@ -676,4 +706,23 @@ fn summary(
         return Ok(Status::Success);
     }
     Ok(if s.differences.is_empty() { Status::Success } else { Status::Failed })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::only_unlinked;
+
+    #[test]
+    fn only_unlinked_accepts_a_deleted_suffix_and_nothing_else() {
+        let e = "7f00-7f08 rw-s 00000000 fe:00 10 /tmp/f\n7f08-7f09 ---p 00000000 00:00 0 \n";
+        let k = "7f00-7f08 rw-s 00000000 fe:00 10 /tmp/f (deleted)\n7f08-7f09 ---p 00000000 00:00 0 \n";
+        assert!(only_unlinked(k, e));
+        assert!(!only_unlinked(e, e), "no difference at all is not an unlink");
+        let moved = "7f00-7f09 rw-s 00000000 fe:00 10 /tmp/f (deleted)\n7f08-7f09 ---p 00000000 00:00 0 \n";
+        assert!(!only_unlinked(moved, e), "a range that changed is a difference");
+        assert!(
+            !only_unlinked(k, "7f00-7f08 rw-s 00000000 fe:00 10 /tmp/f\n"),
+            "a missing line is a difference"
+        );
+    }
 }
