@@ -724,15 +724,7 @@ mod tests {
     use crate::judge::Status;
 
     fn report(bench: &str, params: &[(&str, u64)], metric: &str, values: &[f64]) -> Report {
-        let mut r = Report::new(bench, "x", HostInfo::default());
-        for (k, v) in params {
-            r.param(k, v);
-        }
-        for &v in values {
-            r.push_run(BTreeMap::from([(metric.to_string(), v)]));
-        }
-        r.summarise();
-        r
+        Report::of_values(bench, params, metric, values)
     }
 
     #[test]

@@ -188,6 +188,21 @@ impl Report {
         self.runs.push(Run { index, metrics });
     }
 
+    /// A summarised report of `benchmark` (label `x`, default host) with `parameters` and one run per value of
+    /// `values`, each holding that value of `metric`: the shape of a measured row as a judge reads it, for the
+    /// tests of judges and experiments.
+    pub fn of_values(benchmark: &str, parameters: &[(&str, u64)], metric: &str, values: &[f64]) -> Report {
+        let mut r = Report::new(benchmark, "x", HostInfo::default());
+        for (k, v) in parameters {
+            r.param(k, v);
+        }
+        for &v in values {
+            r.push_run(BTreeMap::from([(metric.to_string(), v)]));
+        }
+        r.summarise();
+        r
+    }
+
     /// Recomputes [`Report::summary`] from the runs (a metric missing from some runs is summarised over the runs
     /// that have it).
     pub fn summarise(&mut self) {

@@ -219,18 +219,9 @@ impl Experiment for AddressSpace {
 mod tests {
     use super::*;
     use crate::targets::Status;
-    use std::collections::BTreeMap;
 
     fn report(bench: &str, params: &[(&str, u64)], metric: &str, values: &[f64]) -> Report {
-        let mut r = Report::new(bench, "x", HostInfo::default());
-        for (k, v) in params {
-            r.param(k, v);
-        }
-        for &v in values {
-            r.push_run(BTreeMap::from([(metric.to_string(), v)]));
-        }
-        r.summarise();
-        r
+        Report::of_values(bench, params, metric, values)
     }
 
     /// The targets README and BENCHMARKS call met are judged here, by `bench mm`'s function.
