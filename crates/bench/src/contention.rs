@@ -404,13 +404,14 @@ fn mapper(
     flags: &Flags,
 ) -> Result<BTreeMap<String, f64>, String> {
     sys::pin_to_cpu(cpu).map_err(|e| format!("pinning the mapper to CPU {cpu}: {e}"))?;
-    if !wait_go(flags) {
-        return Err("stopped before the run".into());
-    }
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
     let seed = now.map_or(1, |d| d.as_nanos() as u64) ^ (u64::from(std::process::id()) << 32);
     let mut rng = SmallRng::seed_from_u64(seed);
-    let mut rec = LatencyRecorder::new();
+    // Made before the run, as the kernel's mapper makes its own (vmspace_linux::contention).
+    let mut rec = LatencyRecorder::prefaulted();
+    if !wait_go(flags) {
+        return Err("stopped before the run".into());
+    }
     let mut errors = 0u64;
     let flags_map = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
     let start = Instant::now();

@@ -482,14 +482,16 @@ fn mapper_main(
     }
     let rw = sys::prot(true, true, false);
     let Ok(base) = sys::map_anon(region, rw, true) else { return 3 };
+    let pages = region / page;
+    let mut rng = SmallRng::seed_from_u64(seed());
+    // Made before the run: allocated during it, the histogram's mmap would wait for a starved scanner's
+    // mmap_lock hold untimed (and a run could end before the first timed call).
+    let mut rec = LatencyRecorder::prefaulted();
     // Release: the region is populated; the parent may start the others.
     slots.get(MAPPER_READY).store(1, Ordering::Release);
     if !wait_go(slots) {
         return 0;
     }
-    let pages = region / page;
-    let mut rng = SmallRng::seed_from_u64(seed());
-    let mut rec = LatencyRecorder::new();
     let mut errors = 0u64;
     let start = Instant::now();
     // Relaxed: STOP is a plain flag here (the parent sets it at the end of the run or when a scanner failed).

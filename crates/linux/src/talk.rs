@@ -74,7 +74,8 @@ pub struct Cell {
 impl Cell {
     /// The cell of report `r` (its runs' `call_max_ms`); `None` without runs.
     pub fn of(r: &Report) -> Option<Cell> {
-        let worst: Vec<f64> = r.runs.iter().filter_map(|run| run.metrics.get("call_max_ms").copied()).collect();
+        let worst: Vec<f64> =
+            r.runs.iter().filter_map(|run| run.metrics.get("call_max_ms").copied()).collect();
         let s = r.metric("call_max_ms")?;
         Some(Cell {
             busy: r.parameters.get("busy").and_then(|v| v.as_u64()).unwrap_or(0) as usize,
@@ -118,13 +119,7 @@ pub const HEADERS: [&str; 5] = ["busy tasks", "median", "min", "max", "runs > 1 
 
 /// A cell as the row of a talk table (latencies in ms; `hangs/runs`).
 pub fn row(c: &Cell) -> Vec<String> {
-    vec![
-        c.busy.to_string(),
-        ms(c.median_ms),
-        ms(c.min_ms),
-        ms(c.max_ms),
-        format!("{}/{}", c.hangs, c.runs),
-    ]
+    vec![c.busy.to_string(), ms(c.median_ms), ms(c.min_ms), ms(c.max_ms), format!("{}/{}", c.hangs, c.runs)]
 }
 
 /// The talk's tables as text: per table a title line and rows of busy counts.
