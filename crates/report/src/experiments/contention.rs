@@ -20,6 +20,11 @@
 //! and maximum over the runs of the run's worst call, and the runs whose worst call exceeded 1 s). The CDF
 //! figures leave those rows out.
 //!
+//! # A real agent (`vmspace report --contention-agent COMMAND`)
+//! Two more rows, measured on the kernel's side only (the engine sides do not cover them: a real tool reads
+//! the kernel's files): each scanner runs COMMAND in a loop (`vmspace_linux::contention`'s agents), alone and
+//! beside one busy task that never pauses.
+//!
 //! # Target
 //! An engine maps reader under per-VMA locks must slow the engine's mapper no more than the kernel's maps
 //! reader slows the kernel's mapper: (engine mean / engine baseline) over (kernel mean / kernel baseline) with
@@ -61,6 +66,22 @@ pub struct ContentionPlan {
 }
 
 impl ContentionPlan {
+    /// [`ContentionPlan::new`] and, for an agent command, its two rows (module docs).
+    pub fn with_agent(length: Length, agent: Option<&str>) -> ContentionPlan {
+        let mut p = ContentionPlan::new(length);
+        if let Some(cmd) = agent {
+            let base = Config {
+                procfile: ProcFile::None,
+                agent: Some(cmd.to_string()),
+                busy: 0,
+                ..p.rows[0].clone()
+            };
+            p.rows.push(base.clone());
+            p.rows.push(Config { busy: 1, busy_ms: 0, ..base });
+        }
+        p
+    }
+
     /// The plan at `length`: the whole grid (14 rows); default: 3 runs of 1 s on 128 MiB; full
     /// (BENCHMARKS.md): 5 runs of 5 s on 128 MiB, and the talk's rows (module docs; 26 rows). Quick leaves out the B=2 rows (10 rows), 1 run of 0.1 s on
     /// 16 MiB. Smoke (the CLI's structure test) keeps the baseline and each reader alone, 1 run of 0.05 s on
@@ -122,14 +143,24 @@ impl Side<ContentionPlan> for KernelContention {
 /// The experiment: the kernel and the engine's sides ([`engine::contention_sides`]).
 pub struct Contention {
     sides: Sides<ContentionPlan>,
+    agent: Option<String>,
 }
 
 impl Contention {
     /// The kernel's side and this build's engine sides.
     pub fn new() -> Contention {
+        Contention::with_agent(None)
+    }
+
+    /// [`Contention::new`] with the rows of a real agent command (module docs).
+    pub fn with_agent(agent: Option<String>) -> Contention {
         let mut sides: Sides<ContentionPlan> = vec![Box::new(KernelContention)];
         sides.extend(engine::contention_sides());
-        Contention { sides }
+        Contention { sides, agent }
+    }
+
+    fn plan(&self, length: Length) -> ContentionPlan {
+        ContentionPlan::with_agent(length, self.agent.as_deref())
     }
 }
 
@@ -211,13 +242,13 @@ impl Experiment for Contention {
     }
 
     fn estimate_s(&self, length: Length, _host: &HostInfo) -> f64 {
-        sides_estimate_s(&ContentionPlan::new(length), &self.sides)
+        sides_estimate_s(&self.plan(length), &self.sides)
     }
 
     fn run(&self, length: Length, ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
         // The kernel's side over every row first: the engine's memory stays in this process once used, and the
         // kernel's mapper (forked from it) would carry it into every smaps walk of its scanners.
-        let plan = ContentionPlan::new(length);
+        let plan = self.plan(length);
         run_sides(&plan, &self.sides[..1], ctx)?;
         run_sides(&plan, &self.sides[1..], ctx)
     }
