@@ -40,7 +40,8 @@ pub struct ReportArgs {
     /// about 4 minutes on 2 CPUs. docs/REPORT.md lists each length's settings.
     #[arg(long, conflicts_with_all = ["full", "smoke"])]
     quick: bool,
-    /// The settings of BENCHMARKS.md for every experiment (about 30 minutes on 2 CPUs).
+    /// The settings of BENCHMARKS.md for every experiment and the LPC 2021 talk's table in the contention
+    /// experiment (about 50 minutes on 2 CPUs).
     #[arg(long, conflicts_with = "smoke")]
     full: bool,
     /// Shorter than --quick, for the CLI's structure test only (docs/REPORT.md): every experiment and figure
