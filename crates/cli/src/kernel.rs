@@ -414,7 +414,9 @@ fn contention_cmd(host: &HostInfo, a: ContentionArgs) -> Result<Status> {
         }
         Ok(reports)
     })?;
-    say!(t, "placement: {}", placement_line(reports.last().expect("at least one row")));
+    // The talk's last rows list 64 busy tasks: its first row shows the placement, the notes the rest.
+    let shown = if talk { reports.first() } else { reports.last() };
+    say!(t, "placement: {}", placement_line(shown.expect("at least one row")));
     for n in reports.iter().flat_map(|r| r.notes.iter()).collect::<std::collections::BTreeSet<_>>() {
         say!(t, "note: {n}");
     }
