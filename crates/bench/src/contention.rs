@@ -58,6 +58,20 @@
 //! ([`ratio_report`], parameter `pairing` = `per pair`), on the kernel's (whose rows are not judged and run
 //! once each, first) over the median of the kernel's baseline runs (`pairing` = `baseline median`).
 //!
+//! # The LPC 2021 talk's table (`--talk`)
+//!
+//! [`ContentionConfig::talk`]: instead of the grid, the talk's rows ([`vmspace_linux::talk::grid`]: one
+//! scanner beside 0, 1, 10, 100 and 1,000 busy tasks that never pause, per proc file), on the kernel
+//! (processes, first) and on the engine in each mode (threads; a thousand busy threads on the scanner's
+//! CPU), `samples` runs each, not paired (nothing is judged: the table is the result). Reports
+//! `bench.contention` with parameter `grid` = `talk`; [`render_tables`] prints one talk table per proc file
+//! and side ([`vmspace_linux::talk::render_tables`]).
+//!
+//! Every engine run ends on time, as the kernel's do: the main thread waits for the mapper until the run's
+//! length has passed, then stops the scanners and busy threads, so a mapper call that waits for a starved
+//! scanner (the mmap-lock mode) is measured up to the end of the run and the run does not wait for a
+//! thousand busy threads to let the scanner finish.
+//!
 //! # Reader throughput
 //!
 //! [`crate::readers`]: maps rendered per second and PROCMAP_QUERY answers per reader thread over an address
@@ -85,6 +99,7 @@ use rand::{Rng, SeedableRng};
 use vmspace_linux::contention::{self, Config, ProcFile};
 use vmspace_linux::placement::Layout;
 use vmspace_linux::sys;
+use vmspace_linux::talk;
 use vmspace_mm::{MapFlags, Mm, MmConfig, PAGE_SIZE, ProcReader, Prot};
 
 /// The engine's reader modes (re-exported for `vmspace report`, which does not depend on the engine).
@@ -133,6 +148,23 @@ pub struct ContentionConfig {
     pub throughput: Option<ThroughputConfig>,
     /// Whether this is the `--quick` smoke run.
     pub quick: bool,
+    /// The talk's table instead of the grid (module docs); `None`: the grid.
+    pub talk: Option<TalkGrid>,
+}
+
+/// The rows of the talk's table (`vmspace_linux::talk::grid` over the configuration's base).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TalkGrid {
+    /// The proc files, a table each.
+    pub files: Vec<ProcFile>,
+    /// The busy-task counts, a row each.
+    pub busy_counts: Vec<usize>,
+}
+
+impl Default for TalkGrid {
+    fn default() -> Self {
+        TalkGrid { files: talk::PROCFILES.to_vec(), busy_counts: talk::BUSY_COUNTS.to_vec() }
+    }
 }
 
 impl ContentionConfig {
@@ -147,6 +179,7 @@ impl ContentionConfig {
             grid: true,
             throughput: Some(ThroughputConfig::full()),
             quick: false,
+            talk: None,
         }
     }
 
@@ -161,6 +194,7 @@ impl ContentionConfig {
             grid: true,
             throughput: Some(ThroughputConfig::quick()),
             quick: true,
+            talk: None,
         }
     }
 
@@ -173,7 +207,20 @@ impl ContentionConfig {
         if let Some(t) = &self.throughput {
             t.validate()?;
         }
+        if let Some(t) = &self.talk {
+            if t.files.is_empty() || t.busy_counts.is_empty() {
+                return Err("the talk's table needs at least one proc file and one busy count".into());
+            }
+            if let Some(n) = t.busy_counts.iter().find(|&&n| n > contention::MAX_BUSY) {
+                return Err(format!("{n} busy tasks: at most {}", contention::MAX_BUSY));
+            }
+        }
         Ok(())
+    }
+
+    /// The talk's rows (none without [`ContentionConfig::talk`]).
+    pub fn talk_rows(&self) -> Vec<Config> {
+        self.talk.as_ref().map_or_else(Vec::new, |t| talk::grid(&self.base, &t.files, &t.busy_counts))
     }
 
     /// The grid's rows.
@@ -208,6 +255,10 @@ impl ContentionConfig {
     /// Progress steps of [`run`]: one per kernel run, one per engine run (rows and baselines of every round
     /// of [`pair_schedule`]), then the throughput's.
     pub fn steps(&self) -> u64 {
+        if self.talk.is_some() {
+            let rows = self.talk_rows().len() * self.base.samples;
+            return (rows * (usize::from(self.kernel) + self.modes.len())) as u64;
+        }
         let kernel = if self.kernel { self.rows().len() * self.base.samples } else { 0 };
         let k = self.paired_rows().len();
         let engine: usize = (0..self.base.samples).map(|round| k + baselines_in_round(k, round)).sum();
@@ -354,9 +405,14 @@ pub fn engine_run(cfg: &Config, mode: ReaderMode, layout: &Layout) -> Result<BTr
         std::thread::sleep(Duration::from_millis(200).min(duration / 2));
         // Release: the warm-up is over; pairs with the Acquire loads of `go` in every thread.
         flags.go.store(true, Ordering::Release);
-        let out = mapper.join().map_err(|_| "the mapper thread panicked".to_string()).and_then(|r| r);
-        // Release: pairs with the Acquire loads of `stop` in the scanners and busy threads.
+        // The run ends on time (module docs): the mapper's clock starts a little after `go`.
+        let end = Instant::now() + duration + Duration::from_millis(10);
+        while !mapper.is_finished() && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // Release: pairs with the Acquire loads of `stop` in the mapper, scanners and busy threads.
         flags.stop.store(true, Ordering::Release);
+        let out = mapper.join().map_err(|_| "the mapper thread panicked".to_string()).and_then(|r| r);
         let mut errors = Vec::new();
         for o in others {
             match o.join() {
@@ -375,6 +431,7 @@ pub fn engine_run(cfg: &Config, mode: ReaderMode, layout: &Layout) -> Result<BTr
     let reads: u64 = flags.reads.iter().map(|r| r.load(Ordering::Relaxed)).sum();
     m.insert("scanner_reads_count".to_string(), reads as f64);
     m.insert("calls_per_s".to_string(), m["calls_count"] / cfg.duration.as_secs_f64());
+    talk::mark_hang(&mut m);
     Ok(m)
 }
 
@@ -404,17 +461,19 @@ fn mapper(
     flags: &Flags,
 ) -> Result<BTreeMap<String, f64>, String> {
     sys::pin_to_cpu(cpu).map_err(|e| format!("pinning the mapper to CPU {cpu}: {e}"))?;
-    if !wait_go(flags) {
-        return Err("stopped before the run".into());
-    }
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
     let seed = now.map_or(1, |d| d.as_nanos() as u64) ^ (u64::from(std::process::id()) << 32);
     let mut rng = SmallRng::seed_from_u64(seed);
-    let mut rec = LatencyRecorder::new();
+    // Made before the run, as the kernel's mapper makes its own (vmspace_linux::contention).
+    let mut rec = LatencyRecorder::prefaulted();
+    if !wait_go(flags) {
+        return Err("stopped before the run".into());
+    }
     let mut errors = 0u64;
     let flags_map = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
     let start = Instant::now();
-    while start.elapsed() < duration {
+    // Relaxed: `stop` is a plain flag here (set by the main thread at the end of the run).
+    while start.elapsed() < duration && !flags.stop.load(Ordering::Relaxed) {
         let addr = base + rng.random_range(0..pages) * PAGE_SIZE;
         let map = rng.random_bool(0.5);
         let t = Instant::now();
@@ -745,6 +804,9 @@ pub fn run(
 ) -> Result<ContentionResults, String> {
     cfg.validate()?;
     let host = vmspace_linux::hostinfo::gather();
+    if cfg.talk.is_some() {
+        return run_talk(cfg, &host, progress, stop, command);
+    }
     let mut rows: Vec<Report> = Vec::new();
     let mut interrupted = false;
     // The kernel's rows first, while this process holds nothing of the engine's.
@@ -808,6 +870,68 @@ pub fn run(
     Ok(ContentionResults { set: ReportSet::new(command, reports), targets, interrupted })
 }
 
+/// The talk's table (module docs): the kernel's rows first, then each mode's; no targets.
+fn run_talk(
+    cfg: &ContentionConfig,
+    host: &HostInfo,
+    progress: &mut dyn FnMut(&str),
+    stop: &dyn Fn() -> bool,
+    command: &str,
+) -> Result<ContentionResults, String> {
+    let rows = cfg.talk_rows();
+    let mut reports = Vec::new();
+    let mut interrupted = false;
+    if cfg.kernel {
+        for row in &rows {
+            if stop() {
+                interrupted = true;
+                break;
+            }
+            let label = row.label();
+            let mut r = contention::run(row, host, &mut |_| progress(&format!("kernel {label}")))
+                .map_err(|e| format!("kernel {label}: {e:#}"))?;
+            r.benchmark = "bench.contention".into();
+            r.label = format!("kernel {label}");
+            r.param("side", "kernel");
+            r.param("mode", "kernel");
+            r.param("quick", cfg.quick);
+            r.param("grid", "talk");
+            reports.push(r);
+        }
+    }
+    'modes: for &mode in &cfg.modes {
+        for row in &rows {
+            if interrupted || stop() {
+                interrupted = true;
+                break 'modes;
+            }
+            let m = (row.effective_scanners() > 0).then_some(mode);
+            let label = format!("engine {} {}", mode.name(), row.label());
+            let mut r = engine_row(row, m, host, cfg.quick, &mut |_| progress(&label), stop)?;
+            r.param("grid", "talk");
+            if r.runs.len() < row.samples {
+                interrupted = true;
+            }
+            reports.push(r);
+        }
+    }
+    Ok(ContentionResults { set: ReportSet::new(command, reports), targets: Vec::new(), interrupted })
+}
+
+/// The talk tables of `reports` (their `bench.contention` reports of the talk's grid), one per proc file and
+/// side.
+pub fn render_talk(reports: &[Report]) -> String {
+    let rows: Vec<&Report> = reports
+        .iter()
+        .filter(|r| r.benchmark == "bench.contention" && param_str(r, "grid") == "talk")
+        .collect();
+    let side = |r: &Report| match param_str(r, "side") {
+        "kernel" => "kernel".to_string(),
+        _ => format!("engine {}", param_str(r, "mode")),
+    };
+    talk::render_tables(&talk::tables(&rows, &side))
+}
+
 /// The per-pair ratios of metric `key` in engine row `label` of `mode` ([`pair_ratios`]; none when the row
 /// is missing).
 fn engine_ratios(rows: &[Report], mode: &str, label: &str, key: &str) -> Vec<f64> {
@@ -858,6 +982,9 @@ pub fn targets(modes: &[&str], rows: &[Report]) -> Vec<Judged> {
 pub fn render_tables(res: &ContentionResults) -> String {
     use vmspace_results::table::{count, ms, render};
     let reports = &res.set.reports;
+    if reports.iter().any(|r| param_str(r, "grid") == "talk") {
+        return render_talk(reports);
+    }
     let rows: Vec<&Report> = reports.iter().filter(|r| r.benchmark == "bench.contention").collect();
     let mut out = String::new();
     if !rows.is_empty() {

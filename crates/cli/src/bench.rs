@@ -96,6 +96,19 @@ pub struct ContentionArgs {
     /// A short run (1 run of 100 ms per row, 4 MiB region, throughput over 1,000 VMAs): a smoke test.
     #[arg(long)]
     quick: bool,
+    /// The LPC 2021 talk's table instead of the grid: one scanner beside 0, 1, 10, 100 and 1,000 busy tasks
+    /// (threads on the engine, processes on the kernel) that spin without pause on its CPU, --samples runs of
+    /// --duration per row, kernel and every mode; per row the median, minimum and maximum over the runs of the
+    /// run's worst mmap/munmap call and the runs whose worst call exceeded 1 s; one table per proc file and
+    /// side. No targets, no throughput.
+    #[arg(long, conflicts_with_all = ["throughput_only", "quick"])]
+    talk: bool,
+    /// The busy-task counts of --talk's rows [default: 0,1,10,100,1000]. Implies --talk.
+    #[arg(long, value_name = "LIST", value_parser = parse_list, conflicts_with_all = ["throughput_only", "quick"])]
+    busy_counts: Option<::std::vec::Vec<usize>>,
+    /// The proc files of --talk's tables, comma-separated: maps, smaps, smaps_rollup, query [default: all four].
+    #[arg(long, value_delimiter = ',')]
+    procfile: Option<Vec<vmspace_linux::contention::ProcFile>>,
     /// Run even if the regions would need more memory than this machine has available, or from a debug build
     /// (whose timings are not the engine's; the JSON records the build).
     #[arg(long)]
@@ -680,6 +693,19 @@ fn contention(args: ContentionArgs) -> Result<Status> {
             t.threads = r;
         }
     }
+    if args.talk || args.busy_counts.is_some() {
+        let mut t = vmspace_bench::contention::TalkGrid::default();
+        if let Some(c) = args.busy_counts {
+            t.busy_counts = c;
+        }
+        if let Some(f) = args.procfile {
+            t.files = f;
+        }
+        cfg.talk = Some(t);
+        cfg.throughput = None;
+    } else if args.procfile.is_some() {
+        return Err(usage("--procfile chooses the tables of --talk: it needs --talk or --busy-counts"));
+    }
     cfg.validate().map_err(usage)?;
     let host = vmspace_linux::hostinfo::gather();
     vmspace_linux::placement::Layout::resolve(
@@ -719,6 +745,22 @@ fn contention(args: ContentionArgs) -> Result<Status> {
         cfg.modes.iter().map(|m| m.name()).collect::<Vec<_>>().join(", "),
         if cfg.kernel { "first (before the engine allocates)" } else { "left out" }
     );
+    if cfg.talk.is_some() {
+        say!(
+            text,
+            "\nthe LPC 2021 talk's table: one scanner at nice 15 and N busy tasks at nice 0 that spin without \
+             pause on its CPU; per row the median, minimum and maximum over {} run(s) of {:?} of each run's worst \
+             mmap/munmap call (ms), and the runs whose worst call exceeded 1 s",
+            b.samples,
+            b.duration
+        );
+        text.print(&bench::render_tables(&results));
+        json.write(&results.set)?;
+        if let JsonOut::File(p) = &json {
+            say!(text, "JSON written to {}", p.display());
+        }
+        return Ok(Status::Success);
+    }
     text.print(&bench::render_tables(&results));
     say!(text, "\ntargets:");
     text.print(&vmspace_bench::judge::render(&results.targets));

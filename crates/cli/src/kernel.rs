@@ -17,6 +17,7 @@ use vmspace_linux::args::{parse_duration, parse_list};
 use vmspace_linux::contention::{self, ProcFile};
 use vmspace_linux::hostinfo::{self, parse_cpu_list};
 use vmspace_linux::race::{self, RaceFile, RaceTest};
+use vmspace_linux::talk;
 use vmspace_linux::{child, faults, fork};
 use vmspace_results::host::HostInfo;
 use vmspace_results::report::{Report, ReportSet, Verdict};
@@ -28,7 +29,9 @@ pub enum KernelCmd {
     /// The host's kernel: release, PROCMAP_QUERY, CONFIG_PER_VMA_LOCK, page size, max_map_count, CPUs, preemption.
     #[command(after_long_help = common::EXIT_STATUS_HELP)]
     Info(InfoArgs),
-    /// mmap/munmap latency while scanners read /proc/PID/{maps,smaps,smaps_rollup} or walk PROCMAP_QUERY.
+    /// mmap/munmap latency while scanners read /proc/PID/{maps,smaps,smaps_rollup}, walk PROCMAP_QUERY or run a
+    /// real tool (--agent); --talk: the LPC 2021 talk's table of the worst call against 0 to 1,000 busy tasks.
+    /// Exit status 3 if a scanner or its agent command fails.
     #[command(after_long_help = common::EXIT_STATUS_HELP)]
     Contention(ContentionArgs),
     /// The checks of the kernel's proc-maps-race selftest (tools/testing/selftests/proc/proc-maps-race.c):
@@ -64,9 +67,25 @@ pub struct InfoArgs {
 /// `kernel contention`.
 #[derive(Debug, Args)]
 pub struct ContentionArgs {
-    /// What scanners read: maps, smaps, smaps_rollup, query (PROCMAP_QUERY walk) or none.
-    #[arg(long, default_value = "maps", conflicts_with = "sweep")]
-    procfile: ProcFile,
+    /// What scanners read: maps, smaps, smaps_rollup, query (PROCMAP_QUERY walk) or none [default: maps;
+    /// with --talk: maps, smaps, smaps_rollup and query, a table each].
+    #[arg(long, conflicts_with_all = ["sweep", "agent"])]
+    procfile: Option<ProcFile>,
+    /// A real tool as the scanner: each scanner runs COMMAND in a loop through `sh -c`, `{pid}` replaced by
+    /// the mapper's pid, at the scanner's nice and CPU, instead of reading a proc file itself (e.g. `ps -o
+    /// pid,rss -p {pid}`, `top -b -n 1 -p {pid}`, `pmap -X {pid}`, `cat /proc/{pid}/smaps`). The command runs
+    /// once before the run; one that fails (exits non-zero) ends the command with its error, exit status 3.
+    #[arg(long, value_name = "COMMAND", conflicts_with = "sweep")]
+    agent: Option<String>,
+    /// The LPC 2021 talk's table: one scanner beside 0, 1, 10, 100 and 1,000 busy tasks that spin without
+    /// pause on its CPU (one row each), --samples runs of --duration per row; per row the median, minimum and
+    /// maximum over the runs of the run's worst mmap/munmap call and the runs whose worst call exceeded 1 s.
+    /// One table per proc file (--procfile: only that one) or for the --agent command.
+    #[arg(long, conflicts_with_all = ["sweep", "busy", "busy_ms"])]
+    talk: bool,
+    /// The busy-task counts of --talk's rows, e.g. `0,1,10` [default: 0,1,10,100,1000]. Implies --talk.
+    #[arg(long, value_name = "LIST", value_parser = parse_list, conflicts_with_all = ["sweep", "busy", "busy_ms"])]
+    busy_counts: Option<::std::vec::Vec<usize>>,
     /// Number of scanner processes (nice 15).
     #[arg(long, default_value_t = 1)]
     scanners: usize,
@@ -330,8 +349,10 @@ fn contention_cmd(host: &HostInfo, a: ContentionArgs) -> Result<Status> {
     if a.busy_ms.is_some() && a.busy == 0 {
         return Err(usage("--busy-ms sets how busy tasks spin: it needs --busy N (N >= 1)"));
     }
+    let talk = a.talk || a.busy_counts.is_some();
     let base = contention::Config {
-        procfile: a.procfile,
+        // An agent reads what it reads: the report's `agent` parameter says which command.
+        procfile: if a.agent.is_some() { ProcFile::None } else { a.procfile.unwrap_or(ProcFile::Maps) },
         scanners: a.scanners,
         busy: a.busy,
         busy_ms: a.busy_ms.unwrap_or(2),
@@ -341,8 +362,18 @@ fn contention_cmd(host: &HostInfo, a: ContentionArgs) -> Result<Status> {
         duration: a.duration,
         region_mib: a.region_mib,
         pause_us: a.pause_us,
+        agent: a.agent.clone(),
     };
     base.validate().map_err(|e| usage(format!("{e:#}")))?;
+    let busy_counts = a.busy_counts.clone().unwrap_or_else(|| talk::BUSY_COUNTS.to_vec());
+    if talk {
+        if busy_counts.is_empty() {
+            return Err(usage("--busy-counts must list at least one count"));
+        }
+        if let Some(n) = busy_counts.iter().find(|&&n| n > contention::MAX_BUSY) {
+            return Err(usage(format!("--busy-counts {n}: at most {} busy tasks", contention::MAX_BUSY)));
+        }
+    }
     vmspace_linux::placement::Layout::resolve(
         &host.cpus_usable,
         base.mapper_cpu,
@@ -352,7 +383,18 @@ fn contention_cmd(host: &HostInfo, a: ContentionArgs) -> Result<Status> {
     check_region(format!("--region-mib {}", a.region_mib), a.region_mib as u128, a.force)?;
     let json = JsonOut::new(a.json.as_deref())?;
     let t = Text::new(&json);
-    let rows = if a.sweep { contention::sweep_grid(&base) } else { vec![base.clone()] };
+    let rows = if talk {
+        let files = match (a.procfile, &a.agent) {
+            (_, Some(_)) => vec![ProcFile::None],
+            (Some(f), None) => vec![f],
+            (None, None) => talk::PROCFILES.to_vec(),
+        };
+        talk::grid(&base, &files, &busy_counts)
+    } else if a.sweep {
+        contention::sweep_grid(&base)
+    } else {
+        vec![base.clone()]
+    };
     let total = (rows.len() * base.samples) as u64;
     print_header(t, host);
     let secs = total as f64 * (base.duration.as_secs_f64() + 0.3);
@@ -372,7 +414,9 @@ fn contention_cmd(host: &HostInfo, a: ContentionArgs) -> Result<Status> {
         }
         Ok(reports)
     })?;
-    say!(t, "placement: {}", placement_line(reports.last().expect("at least one row")));
+    // The talk's last rows list 64 busy tasks: its first row shows the placement, the notes the rest.
+    let shown = if talk { reports.first() } else { reports.last() };
+    say!(t, "placement: {}", placement_line(shown.expect("at least one row")));
     for n in reports.iter().flat_map(|r| r.notes.iter()).collect::<std::collections::BTreeSet<_>>() {
         say!(t, "note: {n}");
     }
@@ -380,7 +424,18 @@ fn contention_cmd(host: &HostInfo, a: ContentionArgs) -> Result<Status> {
         r.metric(k).map(|s| format!("{}/{}/{}", ms(s.min), ms(s.median), ms(s.max))).unwrap_or_default()
     };
     let med = |r: &Report, k: &str| r.metric(k).map(|s| s.median).unwrap_or(0.0);
-    if !a.sweep {
+    if talk {
+        say!(
+            t,
+            "\nthe LPC 2021 talk's table: one scanner at nice 15 and N busy tasks at nice 0 that spin without pause \
+             on its CPU; per row the median, minimum and maximum over {} run(s) of {:?} of each run's worst \
+             mmap/munmap call (ms), and the runs whose worst call exceeded 1 s",
+            base.samples,
+            base.duration
+        );
+        let refs: Vec<&Report> = reports.iter().collect();
+        t.print(&talk::render_tables(&talk::tables(&refs, &|_| "kernel".to_string())));
+    } else if !a.sweep {
         let r = &reports[0];
         say!(t, "\n{} ({} runs x {:?}), latencies in ms", r.label, base.samples, base.duration);
         let rows: Vec<Vec<String>> = r
@@ -448,7 +503,7 @@ fn contention_cmd(host: &HostInfo, a: ContentionArgs) -> Result<Status> {
             &rows,
         ));
     }
-    if reports.iter().any(|r| r.label.contains("B=")) {
+    if !talk && reports.iter().any(|r| r.label.contains("B=")) {
         say!(t, "B=N: busy tasks spin N ms, then sleep 1 ms; B=0: they spin without pause");
     }
     json.write(&set_of(reports))?;

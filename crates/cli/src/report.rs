@@ -40,7 +40,8 @@ pub struct ReportArgs {
     /// about 4 minutes on 2 CPUs. docs/REPORT.md lists each length's settings.
     #[arg(long, conflicts_with_all = ["full", "smoke"])]
     quick: bool,
-    /// The settings of BENCHMARKS.md for every experiment (about 30 minutes on 2 CPUs).
+    /// The settings of BENCHMARKS.md for every experiment and the LPC 2021 talk's table in the contention
+    /// experiment (about 50 minutes on 2 CPUs).
     #[arg(long, conflicts_with = "smoke")]
     full: bool,
     /// Shorter than --quick, for the CLI's structure test only (docs/REPORT.md): every experiment and figure
@@ -55,6 +56,11 @@ pub struct ReportArgs {
     /// listed as not run).
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     experiments: Option<Vec<String>>,
+    /// A real tool as a scanner of the contention grid (`vmspace kernel contention --agent`): two more kernel
+    /// rows, the tool run in a loop at nice 15 (`{pid}`: the mapper's pid), alone and beside a busy task that
+    /// never pauses, e.g. `pmap -X {pid}`. The engine sides have no such rows.
+    #[arg(long, value_name = "COMMAND", conflicts_with = "compare")]
+    contention_agent: Option<String>,
     /// Run nothing: compare two report.json files, print which figures moved beyond their run-to-run spread
     /// and how the targets changed, and write DIR/compare.html. Exit status 1 when a target went from met to
     /// missed.
@@ -99,7 +105,8 @@ pub fn run(args: ReportArgs) -> Result<Status> {
     let json = JsonOut::new(args.json.as_deref())?;
     let t = Text::new(&json);
     let host = vmspace_linux::hostinfo::gather();
-    let estimate = report_run::estimate_s(length, &host, args.experiments.as_deref());
+    let estimate =
+        report_run::estimate_s(length, &host, args.experiments.as_deref(), args.contention_agent.as_deref());
     let provenance = crate::provenance::provenance();
     say!(t, "vmspace report ({}): {}", length.id(), host.one_line());
     say!(t, "build: {}", provenance.one_line());
@@ -111,7 +118,12 @@ pub fn run(args: ReportArgs) -> Result<Status> {
         args.out.display()
     );
     let _ = std::io::stdout().flush();
-    let opts = Options { length, only: args.experiments.clone(), command: common::command_line() };
+    let opts = Options {
+        length,
+        only: args.experiments.clone(),
+        command: common::command_line(),
+        contention_agent: args.contention_agent.clone(),
+    };
     let start = Instant::now();
     let mut display = Display::new(estimate);
     let mut outcome = report_run::run(&opts, &mut |p| display.update(&p));

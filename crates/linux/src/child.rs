@@ -106,6 +106,8 @@ pub fn sleep_interruptible(d: Duration) -> Result<(), Interrupted> {
 pub struct Child {
     pid: Pid,
     reaped: bool,
+    /// The child leads a process group of its own ([`spawn_group`]): killing it kills the group too.
+    group: bool,
 }
 
 /// How a child ended.
@@ -123,11 +125,20 @@ impl Child {
         self.pid
     }
 
-    /// Sends SIGKILL (no effect if the child already exited; it stays a zombie until reaped).
+    /// Sends SIGKILL (no effect if the child already exited; it stays a zombie until reaped); to its whole
+    /// process group too when it leads one ([`spawn_group`]), so that the commands it started die with it.
     pub fn kill(&self) {
         if !self.reaped {
+            if self.group {
+                let _ = rustix::process::kill_process_group(self.pid, Signal::KILL);
+            }
             let _ = rustix::process::kill_process(self.pid, Signal::KILL);
         }
+    }
+
+    /// Whether the child was reaped (by [`Child::try_wait`], [`Child::wait`] or [`Child::kill_and_wait`]).
+    pub fn is_reaped(&self) -> bool {
+        self.reaped
     }
 
     /// Reaps the child if it has exited; `None` while it still runs.
@@ -186,6 +197,18 @@ impl Drop for Child {
 /// The child first arranges to be SIGKILLed if its parent dies, restores default SIGINT/SIGTERM handling, and
 /// never returns from this function. See the module documentation for what `f` may do.
 pub fn spawn<F: FnOnce() -> i32>(f: F) -> Result<Child, Errno> {
+    fork_child(f, false)
+}
+
+/// [`spawn`], the child leading a process group of its own (`setpgid`, made by both the child and the parent,
+/// so that it holds whichever runs first): the commands it starts join the group, and [`Child::kill`] (hence
+/// the guard's drop) kills them all. A child in its own group does not get the terminal's Ctrl-C; its parent
+/// does and kills it.
+pub fn spawn_group<F: FnOnce() -> i32>(f: F) -> Result<Child, Errno> {
+    fork_child(f, true)
+}
+
+fn fork_child<F: FnOnce() -> i32>(f: F, group: bool) -> Result<Child, Errno> {
     let parent = rustix::process::getpid();
     // SAFETY: fork has no memory-safety preconditions by itself; the child only runs `f` and `_exit`s (see the
     // module docs for why `f` is restricted to fork-safe work).
@@ -204,12 +227,73 @@ pub fn spawn<F: FnOnce() -> i32>(f: F) -> Result<Child, Errno> {
             // SAFETY: restoring the default disposition of a signal is always valid.
             unsafe { libc::signal(sig, libc::SIG_DFL) };
         }
+        if group {
+            let _ = rustix::process::setpgid(None, None);
+        }
         let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or(101);
         // SAFETY: `_exit` ends the child without unwinding into (or running destructors of) the parent's frames,
         // which the child has copies of but does not own.
         unsafe { libc::_exit(code) };
     }
-    Ok(Child { pid: Pid::from_raw(pid).expect("fork returned a positive pid"), reaped: false })
+    let pid = Pid::from_raw(pid).expect("fork returned a positive pid");
+    if group {
+        // Fails only when the child already made itself a leader (EACCES after an exec does not apply: it does not
+        // exec) or exited; either way the group is as wanted or gone.
+        let _ = rustix::process::setpgid(Some(pid), Some(pid));
+    }
+    Ok(Child { pid, reaped: false, group })
+}
+
+/// Children that are stopped together: [`Children::stop`] (and the drop) first sends SIGKILL to every one,
+/// then reaps them. Killing and reaping one after the other would wait, for each, until the dying child next
+/// gets its CPU; with a thousand busy tasks spinning on one CPU that is a scheduler period per child.
+#[derive(Debug, Default)]
+pub struct Children {
+    list: Vec<Child>,
+}
+
+impl Children {
+    /// No children.
+    pub fn new() -> Children {
+        Children::default()
+    }
+
+    /// Adds a child; returns its index.
+    pub fn push(&mut self, c: Child) -> usize {
+        self.list.push(c);
+        self.list.len() - 1
+    }
+
+    /// The number of children.
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// Child `i`.
+    pub fn get_mut(&mut self, i: usize) -> &mut Child {
+        &mut self.list[i]
+    }
+
+    /// Kills every child, then reaps every one.
+    pub fn stop(&mut self) {
+        for c in &self.list {
+            c.kill();
+        }
+        for c in &mut self.list {
+            c.kill_and_wait();
+        }
+    }
+}
+
+impl Drop for Children {
+    fn drop(&mut self) {
+        self.stop();
+    }
 }
 
 /// An array of `AtomicU64` words in memory shared between a parent and the children it forks afterwards.
@@ -285,6 +369,41 @@ mod tests {
         drop(c);
         // The pid is reaped: signalling it fails with ESRCH (pid reuse within this window is practically nil).
         assert_eq!(rustix::process::test_kill_process(pid), Err(Errno::SRCH));
+    }
+
+    #[test]
+    fn a_group_dies_with_its_leader() {
+        let slots = SharedSlots::new(1).unwrap();
+        let mut group = Children::new();
+        group.push(
+            spawn_group(|| {
+                // A grandchild in the leader's group, as a command started by an agent loop is.
+                let Ok(mut c) = std::process::Command::new("sleep").arg("60").spawn() else { return 1 };
+                // Relaxed: the parent polls this word; nothing else is published through it.
+                slots.get(0).store(u64::from(c.id()), Ordering::Relaxed);
+                let _ = c.wait();
+                0
+            })
+            .unwrap(),
+        );
+        let t = Instant::now();
+        // Relaxed: see the store above.
+        while slots.get(0).load(Ordering::Relaxed) == 0 {
+            assert!(t.elapsed() < Duration::from_secs(10), "the grandchild did not start");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // Relaxed: see the store above.
+        let grandchild = Pid::from_raw(slots.get(0).load(Ordering::Relaxed) as i32).unwrap();
+        group.stop();
+        // The grandchild is not ours to reap: it is gone once its new parent (init or a subreaper) reaps it.
+        let t = Instant::now();
+        while rustix::process::test_kill_process(grandchild).is_ok()
+            && std::fs::read_to_string(format!("/proc/{}/stat", grandchild.as_raw_nonzero()))
+                .is_ok_and(|s| !s.contains(") Z "))
+        {
+            assert!(t.elapsed() < Duration::from_secs(10), "the group's grandchild outlived it");
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 
     #[test]

@@ -10,21 +10,35 @@
 //!   the end with 128 KiB reads, discarding the text (what `cat FILE > /dev/null` does); or, for `query`, open
 //!   `/proc/MAPPER/maps` and walk every VMA with PROCMAP_QUERY (`COVERING_OR_NEXT`, names fetched). One
 //!   completed file read or walk counts as one scanner read.
-//! * **Busy tasks** (B processes, nice 0): spin for `busy_ms`, sleep 1 ms, repeat; `busy_ms = 0` spins forever.
+//!   With an **agent** command ([`Config::agent`], `--agent "ps -o pid,rss -p {pid}"`), each scanner instead
+//!   runs that command in a loop, `{pid}` replaced by the mapper's pid, through `sh -c` at the scanner's nice
+//!   and CPU ([`crate::reader_cost::agent_pass`], the code `kernel reader-cost --agent` runs); one completed
+//!   command counts as one scanner read. The scanner leads a process group of its own
+//!   ([`child::spawn_group`]) that its commands join, and each command dies with it (`PR_SET_PDEATHSIG`), so
+//!   stopping the scanner stops the command it was running. The parent runs the command once before the run
+//!   starts: one that fails at once is reported as it failed, before anything is measured.
+//! * **Busy tasks** (B processes, nice 0, at most [`MAX_BUSY`]): spin for `busy_ms`, sleep 1 ms, repeat;
+//!   `busy_ms = 0` spins forever.
 //! * Placement: see [`crate::placement`]. Scanners and busy tasks start first; after a 200 ms warm-up the
-//!   parent releases the mapper, waits for it to finish, stops and reaps everyone. Only reads completed while
-//!   the mapper runs are counted.
+//!   parent releases the mapper. The run ends on time: the parent waits for the mapper until the run's length
+//!   has passed (and 10 ms), then tells everyone to stop, kills the busy tasks and the scanners (all first,
+//!   then reaps them all: [`child::Children`]) and waits for the mapper's last call, which the stopped tasks no
+//!   longer hold up. A call that still waited at the end is thus measured up to the end of the run plus the
+//!   time to kill the others, a lower bound of what it would have waited. A scanner that fails during the run
+//!   (a read error, an agent command that exits non-zero) ends the run at once with its error. Only reads
+//!   completed while the mapper runs are counted.
 //!
 //! Metrics per run: calls (`calls_count`, `calls_per_s`), the mapper's call latency (`call_mean_ms`,
 //! `call_min_ms`, `call_max_ms`, and `call_<stem>_ms` for every quantile of
 //! [`vmspace_results::stats::CDF_QUANTILES`], p1 to p99.999: the run's latency distribution, from which
-//! `vmspace report` draws CDFs), failed calls (`mapper_errors_count`) and completed scanner reads
-//! (`scanner_reads_count`).
+//! `vmspace report` draws CDFs), failed calls (`mapper_errors_count`), completed scanner reads
+//! (`scanner_reads_count`) and whether the run's worst call exceeded 1 s (`worst_over_1s_count`, 0 or 1: the
+//! LPC 2021 talk's "hangs", [`crate::talk`]).
 //!
 //! All coordination goes through a [`SharedSlots`] page: the mapper publishes its statistics there as `f64`
 //! bits before exiting, so no pipe or serialisation is needed.
 
-use crate::child::{self, Exit, SharedSlots, check_interrupted, sleep_interruptible};
+use crate::child::{self, Children, Exit, SharedSlots, check_interrupted, sleep_interruptible};
 use crate::hostinfo::HostInfo;
 use crate::placement::Layout;
 use crate::sys;
@@ -103,7 +117,20 @@ pub struct Config {
     pub region_mib: usize,
     /// Pause between mapper calls, in µs.
     pub pause_us: u64,
+    /// A command each scanner runs in a loop instead of reading the proc file (`{pid}`: the mapper's pid);
+    /// `procfile` is then ignored (module docs).
+    pub agent: Option<String>,
 }
+
+/// The most busy tasks a configuration may have (the LPC 2021 talk's table goes to 1,000).
+pub const MAX_BUSY: usize = 4096;
+
+/// The scanners' nice value.
+pub const SCANNER_NICE: i32 = 15;
+
+/// Busy tasks beyond this many are not listed one by one in a report's placement (a note says where they
+/// ran).
+const PLACEMENT_LISTED: usize = 64;
 
 impl Default for Config {
     fn default() -> Self {
@@ -118,6 +145,7 @@ impl Default for Config {
             duration: Duration::from_secs(5),
             region_mib: 128,
             pause_us: 10,
+            agent: None,
         }
     }
 }
@@ -125,7 +153,15 @@ impl Default for Config {
 impl Config {
     /// The number of scanners that actually run.
     pub fn effective_scanners(&self) -> usize {
-        if self.procfile == ProcFile::None { 0 } else { self.scanners }
+        if self.procfile == ProcFile::None && self.agent.is_none() { 0 } else { self.scanners }
+    }
+
+    /// What the scanners read: `agent \`COMMAND\`` or the proc file's name.
+    pub fn reader(&self) -> String {
+        match &self.agent {
+            Some(a) => format!("agent `{a}`"),
+            None => self.procfile.name().to_string(),
+        }
     }
 
     /// Checks the configuration (bad input is an error, never a panic).
@@ -136,8 +172,11 @@ impl Config {
         if self.duration < Duration::from_millis(10) || self.duration > Duration::from_secs(24 * 3600) {
             bail!("--duration must be between 0.01 s and 24 h");
         }
-        if self.scanners > 256 || self.busy > 256 {
-            bail!("at most 256 scanners and 256 busy tasks");
+        if self.scanners > 256 || self.busy > MAX_BUSY {
+            bail!("at most 256 scanners and {MAX_BUSY} busy tasks");
+        }
+        if self.agent.as_deref().is_some_and(|a| a.trim().is_empty()) {
+            bail!("--agent is empty");
         }
         if self.region_mib == 0 || self.region_mib > 1 << 20 {
             bail!("--region-mib must be 1..=1048576");
@@ -156,7 +195,7 @@ impl Config {
             (0, None) => "no scanner, no busy task".to_string(),
             (0, Some(b)) => format!("{b}, no scanner"),
             (s, b) => {
-                let sc = format!("{}, {s} scanner{}", self.procfile.name(), if s == 1 { "" } else { "s" });
+                let sc = format!("{}, {s} scanner{}", self.reader(), if s == 1 { "" } else { "s" });
                 match b {
                     Some(b) => format!("{sc} + {b}"),
                     None => sc,
@@ -193,7 +232,15 @@ const RESULT: usize = 4; // count, mean, p50, p99, p999, max: 6 words
 const MAPPER_DONE: usize = 10;
 const MIN: usize = 11; // the fastest call, ms
 const QUANTILES: usize = 16; // one word per CDF_QUANTILES entry
-const SCANNER_BASE: usize = QUANTILES + CDF_QUANTILES.len() + 3; // two words per scanner: reads, errno
+const AGENT_MSG: usize = QUANTILES + CDF_QUANTILES.len() + 3; // how the first failed agent command failed
+const AGENT_MSG_WORDS: usize = 48; // 384 bytes of text, NUL-padded
+const SCANNER_BASE: usize = AGENT_MSG + AGENT_MSG_WORDS; // two words per scanner: reads, errno
+/// A scanner's exit code when its agent command failed (its message is in the AGENT_MSG words).
+const AGENT_FAILED: i32 = 5;
+/// How long after the run's length the parent stops the others (the mapper's clock starts a little later).
+const END_SLACK: Duration = Duration::from_millis(10);
+/// How long the parent waits for the mapper's last call once the others are stopped.
+const LAST_CALL_WAIT: Duration = Duration::from_secs(60);
 
 /// Runs every sample of `cfg`; `on_sample(i)` is called after sample `i` finishes.
 pub fn run(cfg: &Config, host: &HostInfo, on_sample: &mut dyn FnMut(usize)) -> Result<Report> {
@@ -208,22 +255,34 @@ pub fn run(cfg: &Config, host: &HostInfo, on_sample: &mut dyn FnMut(usize)) -> R
     report.param("duration_s", cfg.duration.as_secs_f64());
     report.param("region_mib", cfg.region_mib);
     report.param("pause_us", cfg.pause_us);
+    if let Some(a) = &cfg.agent {
+        report.param("agent", a);
+    }
     report.placement.push(Placement { role: "mapper".into(), index: 0, cpu: Some(layout.mapper), nice: 0 });
     for i in 0..cfg.effective_scanners() {
         report.placement.push(Placement {
             role: "scanner".into(),
             index: i,
             cpu: Some(layout.other(i)),
-            nice: 15,
+            nice: SCANNER_NICE,
         });
     }
-    for i in 0..cfg.busy {
+    for i in 0..cfg.busy.min(PLACEMENT_LISTED) {
         report.placement.push(Placement {
             role: "busy".into(),
             index: i,
             cpu: Some(layout.other(i)),
             nice: 0,
         });
+    }
+    if cfg.busy > PLACEMENT_LISTED {
+        report.notes.push(format!(
+            "busy tasks {PLACEMENT_LISTED} to {} are placed as the first ones (busy task i on CPU {:?}[i % {}], \
+             nice 0) and not listed in the placement",
+            cfg.busy - 1,
+            layout.others,
+            layout.others.len()
+        ));
     }
     report.notes.extend(layout.notes.iter().cloned());
     for i in 0..cfg.samples {
@@ -263,30 +322,95 @@ fn run_once(cfg: &Config, layout: &Layout) -> Result<BTreeMap<String, f64>> {
         std::thread::sleep(Duration::from_millis(1));
     }
     let mapper_pid = mapper.pid().as_raw_nonzero().get();
-    let mut others = Vec::new();
+    if let Some(cmd) = &cfg.agent {
+        // One pass by the parent first: a command that fails at once is reported as it failed.
+        if let Err((how, stderr)) = crate::reader_cost::agent_pass(cmd, mapper_pid, SCANNER_NICE, None)? {
+            bail!("{}", agent_failure(cmd, mapper_pid, &how, &stderr));
+        }
+    }
+    let mut scanners = Children::new();
+    let mut busy = Children::new();
     for i in 0..nscan {
         let cpu = layout.other(i);
         let pf = cfg.procfile;
-        others.push(
-            child::spawn(|| scanner_main(&slots, i, cpu, pf, mapper_pid)).context("fork of a scanner")?,
-        );
+        let c = match &cfg.agent {
+            Some(cmd) => child::spawn_group(|| agent_main(&slots, i, cpu, cmd, mapper_pid)),
+            None => child::spawn(|| scanner_main(&slots, i, cpu, pf, mapper_pid)),
+        };
+        scanners.push(c.context("fork of a scanner")?);
     }
     for i in 0..cfg.busy {
         let cpu = layout.other(i);
         let ms = cfg.busy_ms;
-        others.push(child::spawn(|| busy_main(&slots, cpu, ms)).context("fork of a busy task")?);
+        busy.push(child::spawn(|| busy_main(&slots, cpu, ms)).context("fork of a busy task")?);
     }
     sleep_interruptible(Duration::from_millis(200))?;
     // Release: the warm-up is over; the mapper and scanners only need the flag itself.
     slots.get(GO).store(1, Ordering::Release);
-    let exit = mapper.wait()?;
-    // Release: tells scanners and busy tasks to stop counting and exit; they are also killed right after.
+    let end = Instant::now() + cfg.duration + END_SLACK;
+    let mut exit = None;
+    let mut failed_scanner = None;
+    while Instant::now() < end {
+        if let Some(e) = mapper.try_wait()? {
+            exit = Some(e);
+            break;
+        }
+        for i in 0..nscan {
+            // A scanner exits by itself only when it failed (or once the mapper is done, which ends this loop).
+            let sc = scanners.get_mut(i);
+            if !sc.is_reaped()
+                && let Some(e) = sc.try_wait()?
+                && e != Exit::Code(0)
+            {
+                failed_scanner = Some((i, e));
+            }
+        }
+        if failed_scanner.is_some() {
+            break;
+        }
+        check_interrupted()?;
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // Release: tells the mapper, scanners and busy tasks to stop; the others are also killed right after.
     slots.get(STOP).store(1, Ordering::Release);
     // Relaxed: counters read after STOP; a count off by the reads in flight does not matter.
     let reads: Vec<u64> =
         (0..nscan).map(|i| slots.get(SCANNER_BASE + 2 * i).load(Ordering::Relaxed)).collect();
-    for o in &mut others {
-        o.kill_and_wait();
+    busy.stop();
+    scanners.stop();
+    let exit = match exit {
+        Some(e) => e,
+        None => {
+            let t = Instant::now();
+            loop {
+                if let Some(e) = mapper.try_wait()? {
+                    break e;
+                }
+                if t.elapsed() > LAST_CALL_WAIT {
+                    bail!("the mapper's last call did not return within {LAST_CALL_WAIT:?} of the run's end");
+                }
+                check_interrupted()?;
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    };
+    if let Some((i, e)) = failed_scanner {
+        if e == Exit::Code(AGENT_FAILED) {
+            let cmd = cfg.agent.as_deref().unwrap_or_default();
+            // Relaxed: the scanner was reaped (waitpid orders its stores before these loads).
+            let bytes: Vec<u8> = (0..AGENT_MSG_WORDS)
+                .flat_map(|w| slots.get(AGENT_MSG + w).load(Ordering::Relaxed).to_le_bytes())
+                .take_while(|&b| b != 0)
+                .collect();
+            let text = String::from_utf8_lossy(&bytes).into_owned();
+            let (how, stderr) = text.split_once('\n').unwrap_or((&text, ""));
+            bail!("{} (scanner {i}, during the run)", agent_failure(cmd, mapper_pid, how, stderr));
+        }
+        // Relaxed: the scanner was reaped (waitpid orders its store before this load).
+        let errno = slots.get(SCANNER_BASE + 2 * i + 1).load(Ordering::Relaxed);
+        if errno == 0 {
+            bail!("scanner {i} ended during the run: {e:?}");
+        }
     }
     if exit != Exit::Code(0) {
         bail!("the mapper failed: {exit:?}");
@@ -319,7 +443,15 @@ fn run_once(cfg: &Config, layout: &Layout) -> Result<BTreeMap<String, f64>> {
     // Relaxed: the mapper was reaped (waitpid orders its stores before this load).
     m.insert("mapper_errors_count".to_string(), slots.get(MAPPER_ERRORS).load(Ordering::Relaxed) as f64);
     m.insert("scanner_reads_count".to_string(), reads.iter().sum::<u64>() as f64);
+    crate::talk::mark_hang(&mut m);
     Ok(m)
+}
+
+/// The error of an agent command that failed: the command as run, how it ended, what it said.
+fn agent_failure(cmd: &str, pid: i32, how: &str, stderr: &str) -> String {
+    let ran = cmd.replace("{pid}", &pid.to_string());
+    let said = if stderr.trim().is_empty() { String::new() } else { format!(": {}", stderr.trim()) };
+    format!("the agent command `{ran}` failed ({how}){said}")
 }
 
 /// Waits for GO (or STOP); returns false on STOP.
@@ -350,17 +482,20 @@ fn mapper_main(
     }
     let rw = sys::prot(true, true, false);
     let Ok(base) = sys::map_anon(region, rw, true) else { return 3 };
+    let pages = region / page;
+    let mut rng = SmallRng::seed_from_u64(seed());
+    // Made before the run: allocated during it, the histogram's mmap would wait for a starved scanner's
+    // mmap_lock hold untimed (and a run could end before the first timed call).
+    let mut rec = LatencyRecorder::prefaulted();
     // Release: the region is populated; the parent may start the others.
     slots.get(MAPPER_READY).store(1, Ordering::Release);
     if !wait_go(slots) {
         return 0;
     }
-    let pages = region / page;
-    let mut rng = SmallRng::seed_from_u64(seed());
-    let mut rec = LatencyRecorder::new();
     let mut errors = 0u64;
     let start = Instant::now();
-    while start.elapsed() < duration {
+    // Relaxed: STOP is a plain flag here (the parent sets it at the end of the run or when a scanner failed).
+    while start.elapsed() < duration && slots.get(STOP).load(Ordering::Relaxed) == 0 {
         let addr = base + rng.random_range(0..pages) * page;
         let map = rng.random_bool(0.5);
         let t = Instant::now();
@@ -401,7 +536,7 @@ fn seed() -> u64 {
 }
 
 fn scanner_main(slots: &SharedSlots, index: usize, cpu: usize, pf: ProcFile, pid: i32) -> i32 {
-    if sys::pin_to_cpu(cpu).is_err() || sys::set_nice(15).is_err() {
+    if sys::pin_to_cpu(cpu).is_err() || sys::set_nice(SCANNER_NICE).is_err() {
         return 2;
     }
     let file = match pf {
@@ -438,6 +573,49 @@ fn scanner_main(slots: &SharedSlots, index: usize, cpu: usize, pf: ProcFile, pid
         // reads does not matter.
         if slots.get(GO).load(Ordering::Relaxed) != 0 {
             reads.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A scanner that runs an agent command in a loop (module docs); exits with [`AGENT_FAILED`] and the failure
+/// in the AGENT_MSG words when the command fails while the mapper runs.
+fn agent_main(slots: &SharedSlots, index: usize, cpu: usize, cmd: &str, pid: i32) -> i32 {
+    if sys::pin_to_cpu(cpu).is_err() || sys::set_nice(SCANNER_NICE).is_err() {
+        return 2;
+    }
+    let reads = slots.get(SCANNER_BASE + 2 * index);
+    loop {
+        // Acquire: pairs with the parent's Release store of STOP.
+        if slots.get(STOP).load(Ordering::Acquire) != 0 {
+            return 0;
+        }
+        match crate::reader_cost::agent_pass(cmd, pid, SCANNER_NICE, Some(cpu)) {
+            Ok(Ok(_)) => {
+                // Relaxed: as in `scanner_main`.
+                if slots.get(GO).load(Ordering::Relaxed) != 0 {
+                    reads.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Ok(Err((how, stderr))) => {
+                // Acquire: pairs with the mapper's Release store of MAPPER_DONE (a command reading a mapper that
+                // is gone fails, and that is no failure of the command) and the parent's of STOP.
+                if slots.get(MAPPER_DONE).load(Ordering::Acquire) != 0
+                    || slots.get(STOP).load(Ordering::Acquire) != 0
+                {
+                    return 0;
+                }
+                let text = format!("{how}\n{stderr}");
+                let mut bytes = text.into_bytes();
+                bytes.truncate(AGENT_MSG_WORDS * 8 - 1);
+                bytes.resize(AGENT_MSG_WORDS * 8, 0);
+                for (w, chunk) in bytes.chunks(8).enumerate() {
+                    let word = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
+                    // Relaxed: the parent reads these words only after reaping this process.
+                    slots.get(AGENT_MSG + w).store(word, Ordering::Relaxed);
+                }
+                return AGENT_FAILED;
+            }
+            Err(_) => return 4,
         }
     }
 }

@@ -12,7 +12,7 @@
 //!   reads), [`procfs`] (a live process's address space read into the description the engine imports);
 //! * results: written in the shared format of the `vmspace-results` crate (reports, statistics, tables);
 //!   [`args`] (durations and lists on the command line);
-//! * experiments: [`contention`] (proc-vs-map), [`race`] (the proc-maps-race checks), [`faults`] (page faults per
+//! * experiments: [`contention`] (proc-vs-map; [`talk`]: the LPC 2021 talk's table over it), [`race`] (the proc-maps-race checks), [`faults`] (page faults per
 //!   second per thread), [`fork`] (fork rate against VMA count).
 
 pub mod args;
@@ -30,4 +30,5 @@ pub mod reader_cost;
 pub mod replay;
 pub mod shadow;
 pub mod sys;
+pub mod talk;
 pub mod uaccess;

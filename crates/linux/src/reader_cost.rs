@@ -709,7 +709,8 @@ fn count_of(hay: &[u8], needle: &[u8]) -> u64 {
 }
 
 /// One run of an agent command (`{pid}` replaced) at `nice` on `cpu` if given: wall and CPU time, or how it
-/// failed.
+/// failed (its exit status or signal, and the first lines of its standard error). `kernel contention --agent`
+/// runs its scanners' commands through it too ([`crate::contention`]).
 pub fn agent_pass(
     command: &str,
     pid: i32,
@@ -723,9 +724,12 @@ pub fn agent_pass(
     c.arg("-c").arg(&cmd).stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null());
     c.stderr(err.try_clone().context("duplicating a file descriptor")?);
     // SAFETY: the closure runs in the forked child before exec and only makes async-signal-safe system calls
-    // (setpriority, sched_setaffinity, signal) through rustix/libc, with no allocation.
+    // (prctl, setpriority, sched_setaffinity, signal) through rustix/libc, with no allocation.
     unsafe {
         c.pre_exec(move || {
+            // The command dies with the process that runs it (a scanner of `kernel contention --agent` killed
+            // at the end of its run, or this command killed outright).
+            let _ = rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL));
             for sig in [libc::SIGINT, libc::SIGTERM] {
                 libc::signal(sig, libc::SIG_DFL);
             }

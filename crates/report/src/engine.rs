@@ -250,6 +250,11 @@ impl Side<ContentionPlan> for EngineContention {
         SideInfo::new(reader_side_id(self.mode), reader_side_name(self.mode))
     }
 
+    /// Not a real agent's rows: a real tool reads the kernel's files.
+    fn covers(&self, _plan: &ContentionPlan, row: &ContentionRow) -> bool {
+        row.agent.is_none()
+    }
+
     fn measure(
         &self,
         _plan: &ContentionPlan,

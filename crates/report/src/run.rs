@@ -49,6 +49,9 @@ pub struct Options {
     pub only: Option<Vec<String>>,
     /// The command line, recorded in the set.
     pub command: String,
+    /// A real agent command for the contention grid's agent rows (`{pid}`: the mapper's pid); `None`: no such
+    /// rows.
+    pub contention_agent: Option<String>,
 }
 
 /// Progress of the whole run.
@@ -71,8 +74,12 @@ pub struct Progress<'a> {
 }
 
 /// The estimated length of a run, in seconds, over the experiments `only` keeps.
-pub fn estimate_s(length: Length, host: &HostInfo, only: Option<&[String]>) -> f64 {
-    experiments::all().iter().filter(|e| keeps(only, e.id())).map(|e| e.estimate_s(length, host)).sum()
+pub fn estimate_s(length: Length, host: &HostInfo, only: Option<&[String]>, agent: Option<&str>) -> f64 {
+    experiments::all_with(agent)
+        .iter()
+        .filter(|e| keeps(only, e.id()))
+        .map(|e| e.estimate_s(length, host))
+        .sum()
 }
 
 fn keeps(only: Option<&[String]>, id: &str) -> bool {
@@ -119,7 +126,7 @@ impl Affinity {
 pub fn run(opts: &Options, progress: &mut dyn FnMut(Progress<'_>)) -> Outcome {
     let host = vmspace_linux::hostinfo::gather();
     let affinity = Affinity::save();
-    let all = experiments::all();
+    let all = experiments::all_with(opts.contention_agent.as_deref());
     let only = opts.only.as_deref();
     let in_order = experiments::in_run_order(&all);
     let chosen: Vec<&dyn Experiment> = in_order.iter().copied().filter(|e| keeps(only, e.id())).collect();
@@ -538,10 +545,10 @@ mod tests {
     #[test]
     fn estimates_grow_with_length_and_shrink_with_choice() {
         let host = vmspace_linux::hostinfo::gather();
-        let s = estimate_s(Length::Smoke, &host, None);
-        let q = estimate_s(Length::Quick, &host, None);
-        let d = estimate_s(Length::Default, &host, None);
-        let f = estimate_s(Length::Full, &host, None);
+        let s = estimate_s(Length::Smoke, &host, None, None);
+        let q = estimate_s(Length::Quick, &host, None, None);
+        let d = estimate_s(Length::Default, &host, None, None);
+        let f = estimate_s(Length::Full, &host, None, None);
         assert!(s < q && q < 30.0 && q < d && d < f, "{s} {q} {d} {f}");
         // About 4 minutes by default on this project's 2-CPU machine (the contention grid and the tearing
         // checks run for the kernel and each of the engine's three reader modes).
@@ -549,14 +556,18 @@ mod tests {
             assert!((180.0..=300.0).contains(&d), "{d}");
         }
         let only = vec!["fork".to_string()];
-        assert!(estimate_s(Length::Default, &host, Some(&only)) < d);
+        assert!(estimate_s(Length::Default, &host, Some(&only), None) < d);
         assert_eq!(experiment_ids().len(), 6);
     }
 
     #[test]
     fn an_empty_run_presents_every_experiment_as_not_run() {
-        let opts =
-            Options { length: Length::Quick, only: Some(Vec::new()), command: "vmspace report".into() };
+        let opts = Options {
+            length: Length::Quick,
+            only: Some(Vec::new()),
+            command: "vmspace report".into(),
+            contention_agent: None,
+        };
         let out = run(&opts, &mut |_| {});
         assert!(!out.interrupted && out.failures.is_empty());
         let p = present(&out.set);

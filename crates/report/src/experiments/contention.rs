@@ -13,6 +13,18 @@
 //! `call_<stem>_ms` for every stem of `vmspace_results::stats::CDF_QUANTILES`; parameters `procfile`, `busy`,
 //! `busy_ms`.
 //!
+//! # The talk's table (`--full` only)
+//! At the full length the plan adds the LPC 2021 talk's rows ([`vmspace_linux::talk`]): one scanner beside
+//! 10, 100 and 1,000 busy tasks that never pause, for each proc file (the grid's rows give the talk's 0 and 1);
+//! the section then has one talk table per proc file and side (rows: busy-task counts; the median, minimum
+//! and maximum over the runs of the run's worst call, and the runs whose worst call exceeded 1 s). The CDF
+//! figures leave those rows out.
+//!
+//! # A real agent (`vmspace report --contention-agent COMMAND`)
+//! Two more rows, measured on the kernel's side only (the engine sides do not cover them: a real tool reads
+//! the kernel's files): each scanner runs COMMAND in a loop (`vmspace_linux::contention`'s agents), alone and
+//! beside one busy task that never pauses.
+//!
 //! # Target
 //! An engine maps reader under per-VMA locks must slow the engine's mapper no more than the kernel's maps
 //! reader slows the kernel's mapper: (engine mean / engine baseline) over (kernel mean / kernel baseline) with
@@ -21,6 +33,7 @@
 use std::time::Duration;
 
 use vmspace_linux::contention::{self, Config, ProcFile};
+use vmspace_linux::talk;
 use vmspace_results::host::HostInfo;
 use vmspace_results::report::Report;
 use vmspace_results::stats::CDF_QUANTILES;
@@ -53,8 +66,24 @@ pub struct ContentionPlan {
 }
 
 impl ContentionPlan {
+    /// [`ContentionPlan::new`] and, for an agent command, its two rows (module docs).
+    pub fn with_agent(length: Length, agent: Option<&str>) -> ContentionPlan {
+        let mut p = ContentionPlan::new(length);
+        if let Some(cmd) = agent {
+            let base = Config {
+                procfile: ProcFile::None,
+                agent: Some(cmd.to_string()),
+                busy: 0,
+                ..p.rows[0].clone()
+            };
+            p.rows.push(base.clone());
+            p.rows.push(Config { busy: 1, busy_ms: 0, ..base });
+        }
+        p
+    }
+
     /// The plan at `length`: the whole grid (14 rows); default: 3 runs of 1 s on 128 MiB; full
-    /// (BENCHMARKS.md): 5 runs of 5 s on 128 MiB. Quick leaves out the B=2 rows (10 rows), 1 run of 0.1 s on
+    /// (BENCHMARKS.md): 5 runs of 5 s on 128 MiB, and the talk's rows (module docs; 26 rows). Quick leaves out the B=2 rows (10 rows), 1 run of 0.1 s on
     /// 16 MiB. Smoke (the CLI's structure test) keeps the baseline and each reader alone, 1 run of 0.05 s on
     /// 4 MiB. Every side (the kernel and each engine reader mode) runs every row.
     pub fn new(length: Length) -> ContentionPlan {
@@ -70,7 +99,11 @@ impl ContentionPlan {
         match length {
             Length::Smoke => rows.retain(|r| r.label() == BASELINE || r.busy == 0),
             Length::Quick => rows.retain(|r| r.busy == 0 || r.busy_ms == 0),
-            Length::Default | Length::Full => {}
+            Length::Default => {}
+            Length::Full => {
+                let more: Vec<usize> = talk::BUSY_COUNTS.into_iter().filter(|&n| n > 1).collect();
+                rows.extend(talk::grid(&base, &PROCFILES, &more));
+            }
         }
         ContentionPlan { rows }
     }
@@ -110,14 +143,24 @@ impl Side<ContentionPlan> for KernelContention {
 /// The experiment: the kernel and the engine's sides ([`engine::contention_sides`]).
 pub struct Contention {
     sides: Sides<ContentionPlan>,
+    agent: Option<String>,
 }
 
 impl Contention {
     /// The kernel's side and this build's engine sides.
     pub fn new() -> Contention {
+        Contention::with_agent(None)
+    }
+
+    /// [`Contention::new`] with the rows of a real agent command (module docs).
+    pub fn with_agent(agent: Option<String>) -> Contention {
         let mut sides: Sides<ContentionPlan> = vec![Box::new(KernelContention)];
         sides.extend(engine::contention_sides());
-        Contention { sides }
+        Contention { sides, agent }
+    }
+
+    fn plan(&self, length: Length) -> ContentionPlan {
+        ContentionPlan::with_agent(length, self.agent.as_deref())
     }
 }
 
@@ -199,13 +242,13 @@ impl Experiment for Contention {
     }
 
     fn estimate_s(&self, length: Length, _host: &HostInfo) -> f64 {
-        sides_estimate_s(&ContentionPlan::new(length), &self.sides)
+        sides_estimate_s(&self.plan(length), &self.sides)
     }
 
     fn run(&self, length: Length, ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
         // The kernel's side over every row first: the engine's memory stays in this process once used, and the
         // kernel's mapper (forked from it) would carry it into every smaps walk of its scanners.
-        let plan = ContentionPlan::new(length);
+        let plan = self.plan(length);
         run_sides(&plan, &self.sides[..1], ctx)?;
         run_sides(&plan, &self.sides[1..], ctx)
     }
@@ -253,6 +296,7 @@ impl Experiment for Contention {
             }
         }
         s.tables.push(t);
+        s.tables.extend(talk_tables(reports, &available));
         for pf in PROCFILES {
             let mut chart = Chart::new(
                 &format!("The mapper's call latency with a {} reader (CDF)", reader_name(pf)),
@@ -267,7 +311,7 @@ impl Experiment for Contention {
                 rows.extend(
                     keys.iter()
                         .filter_map(|k| side_point(reports, info.id, k))
-                        .filter(|r| procfile(r) == pf.name()),
+                        .filter(|r| procfile(r) == pf.name() && busy(r) <= 1),
                 );
                 for r in rows {
                     let pts = cdf(r);
@@ -359,6 +403,47 @@ impl Experiment for Contention {
     }
 }
 
+/// A report's busy-task count.
+fn busy(r: &Report) -> u64 {
+    r.parameters.get("busy").and_then(|v| v.as_u64()).unwrap_or(0)
+}
+
+/// The talk's tables (module docs): one per proc file and side, when the talk's rows were measured (more
+/// than one busy task in some row).
+fn talk_tables(reports: &[&Report], sides: &[&SideInfo]) -> Vec<Table> {
+    if !reports.iter().any(|r| busy(r) > 1) {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for pf in PROCFILES {
+        for info in sides {
+            let mut t = Table::new(
+                format!(
+                    "the LPC 2021 talk's table, {} reader, {}: each run's worst mmap/munmap call in ms, median, \
+                     minimum and maximum over the runs; runs whose worst call exceeded 1 s",
+                    reader_name(pf),
+                    info.name
+                ),
+                &talk::HEADERS,
+            );
+            for n in talk::BUSY_COUNTS {
+                let key = if n == 0 {
+                    format!("{}, 1 scanner", pf.name())
+                } else {
+                    format!("{}, 1 scanner + {n} busy B=0", pf.name())
+                };
+                if let Some(cell) = side_point(reports, info.id, &key).and_then(talk::Cell::of) {
+                    t.row(talk::row(&talk::Cell { busy: n, ..cell }));
+                }
+            }
+            if !t.rows.is_empty() {
+                out.push(t);
+            }
+        }
+    }
+    out
+}
+
 /// `maps`, `smaps`, `smaps_rollup`, `PROCMAP_QUERY`.
 fn reader_name(pf: ProcFile) -> &'static str {
     match pf {
@@ -384,6 +469,12 @@ mod tests {
         let plan = ContentionPlan::new(Length::Default);
         assert_eq!(plan.rows.len(), 14);
         assert_eq!(ContentionPlan::new(Length::Quick).rows.len(), 10);
+        let full = ContentionPlan::new(Length::Full);
+        assert_eq!(full.rows.len(), 26);
+        assert!(full.rows.iter().any(|r| r.label() == "query, 1 scanner + 1000 busy B=0"));
+        let labels: std::collections::BTreeSet<String> = full.rows.iter().map(|r| r.label()).collect();
+        assert_eq!(labels.len(), 26, "point keys are unique");
+        assert!(talk_tables(&[], &[]).is_empty());
         assert_eq!(plan.point_key(&plan.rows[0]), BASELINE);
         let mut r = Report::new("kernel.contention", BASELINE, HostInfo::default());
         let mut m = BTreeMap::from([("call_min_ms".to_string(), 0.001), ("call_max_ms".to_string(), 2.0)]);

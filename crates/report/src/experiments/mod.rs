@@ -44,12 +44,18 @@ pub fn in_run_order(all: &[Box<dyn Experiment>]) -> Vec<&dyn Experiment> {
 
 /// Every experiment, in the order they appear.
 pub fn all() -> Vec<Box<dyn Experiment>> {
+    all_with(None)
+}
+
+/// Every experiment, the contention grid with a real agent's rows when `contention_agent` names a command
+/// ([`contention::Contention::with_agent`]).
+pub fn all_with(contention_agent: Option<&str>) -> Vec<Box<dyn Experiment>> {
     vec![
         Box::new(trees::Trees),
         Box::new(mm::AddressSpace),
         Box::new(faults::Faults::new()),
         Box::new(fork::Fork::new()),
-        Box::new(contention::Contention::new()),
+        Box::new(contention::Contention::with_agent(contention_agent.map(str::to_string))),
         Box::new(tearing::Tearing::new()),
     ]
 }
