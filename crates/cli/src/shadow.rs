@@ -152,15 +152,18 @@ fn maps_diff(kernel: &str, engine: &str) -> String {
     out
 }
 
-/// Whether the kernel's `kernel` maps differ from the engine's `engine` only by files unlinked since they were
-/// mapped: the same lines, but some of the kernel's end in ` (deleted)` where the engine's do not.
+/// Whether the kernel's `kernel` maps differ from the engine's `engine` only in the names of mapped files:
+/// the same lines but for the path of some file mappings (same range, permissions, offset, device and a
+/// nonzero inode), which another thread renamed or unlinked (` (deleted)`) since they were mapped.
 fn only_unlinked(kernel: &str, engine: &str) -> bool {
     let (k, e): (Vec<&str>, Vec<&str>) = (kernel.lines().collect(), engine.lines().collect());
+    let same_mapping = |k: &str, e: &str| {
+        let (kf, ef): (Vec<&str>, Vec<&str>) =
+            (k.split_whitespace().take(5).collect(), e.split_whitespace().take(5).collect());
+        kf.len() == 5 && kf == ef && kf[4] != "0"
+    };
     k.len() == e.len()
-        && k.iter().zip(&e).all(|(k, e)| {
-            let (k, e) = (k.trim_end(), e.trim_end());
-            k == e || k.strip_suffix(" (deleted)") == Some(e)
-        })
+        && k.iter().zip(&e).all(|(k, e)| k.trim_end() == e.trim_end() || same_mapping(k, e))
         && k != e
 }
 
@@ -463,9 +466,12 @@ impl Shadow {
             maps_agree = same_maps(&kmaps, &emaps);
         }
         if kv == ev && !maps_agree && only_unlinked(&kmaps, &emaps) {
-            // Another thread unlinked a mapped file while this call was in flight (`unlink` is not a memory
-            // call, and the engine does not model it): taken in as a change without a traced call.
-            self.resync(id, format!("process {pid}: a mapped file was unlinked (not a memory call)"))?;
+            // Another thread renamed or unlinked a mapped file while this call was in flight (not memory calls,
+            // and the engine does not model them): taken in as a change without a traced call.
+            self.resync(
+                id,
+                format!("process {pid}: a mapped file was renamed or unlinked (not a memory call)"),
+            )?;
             return Ok(t.resume(tid)?);
         }
         if kv != ev || !maps_agree {
@@ -713,7 +719,7 @@ mod tests {
     use super::only_unlinked;
 
     #[test]
-    fn only_unlinked_accepts_a_deleted_suffix_and_nothing_else() {
+    fn only_unlinked_accepts_a_renamed_or_deleted_file_and_nothing_else() {
         let e = "7f00-7f08 rw-s 00000000 fe:00 10 /tmp/f\n7f08-7f09 ---p 00000000 00:00 0 \n";
         let k = "7f00-7f08 rw-s 00000000 fe:00 10 /tmp/f (deleted)\n7f08-7f09 ---p 00000000 00:00 0 \n";
         assert!(only_unlinked(k, e));
