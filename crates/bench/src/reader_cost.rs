@@ -276,7 +276,12 @@ mod tests {
                 let (runs, mapper) = run_mode(&mm, mode, file, 2, 10, &layout).unwrap();
                 assert_eq!(runs.len(), 2);
                 for r in &runs {
-                    assert_eq!(r["vmas_count"], lines, "{mode} {file:?}");
+                    // The engine mapper beside the reader maps and unmaps one page: a pass may see it.
+                    let n = r["vmas_count"];
+                    assert!(
+                        n == lines || n == lines + 1.0,
+                        "{mode} {file:?}: {n} VMAs read, {lines} before the run"
+                    );
                     assert!(r["hold_total_ms"] > 0.0 && r["hold_max_ms"] <= r["hold_total_ms"], "{r:?}");
                     assert_eq!(r["mmap_lock_hold_max_ms"] > 0.0, mode == ReaderMode::MmapLock);
                 }
