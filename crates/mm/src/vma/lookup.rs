@@ -196,13 +196,15 @@ pub fn lock_next_vma<T: VmaFind + ?Sized>(
     match tree.vma_find(from, &guard) {
         None => Ok(None),
         Some(vma) => {
-            let locked = vma_start_read_locked(vma).map_err(|_| Errno::EAGAIN)?;
             // `vma_start_read_locked` trusts the mmap read lock to keep writers out, which holds only for
             // `mm`'s own VMAs: a tree of another mm would hand out a read lock on a VMA its writer may hold
-            // write-locked. `vm_mm` is read after the acquire increment, as in `vma_start_read` (a VMA of
-            // another mm that was freed and attached to `mm` since is attached under `mm`'s write lock, which
-            // our read hold excludes). One compare, on the slow path only.
-            assert_eq!(locked.mm_id(), mm.id(), "lock_next_vma: the tree holds a VMA of another mm");
+            // write-locked. So `vm_mm` is compared before the VMA is locked (the RCU guard keeps the VMA
+            // readable): under `mm`'s read hold no VMA can be attached to `mm` or leave it, so an equal
+            // `vm_mm` proves the VMA is `mm`'s and stays so. (Checking after the lock attempt would let another
+            // mm's writer, holding the VMA write-locked, turn the misuse into a quiet `EAGAIN`.) One compare, on
+            // the slow path only.
+            assert_eq!(vma.mm_id(), mm.id(), "lock_next_vma: the tree holds a VMA of another mm");
+            let locked = vma_start_read_locked(vma).map_err(|_| Errno::EAGAIN)?;
             Ok(Some(locked))
         }
     }
