@@ -106,6 +106,9 @@ def main():
     ap.add_argument("--only", action="append", default=[], help="run only this program (repeatable)")
     ap.add_argument("--list", action="store_true", help="list the programs and exit")
     ap.add_argument("--keep", help="keep each program's shadow JSON and output in this directory")
+    ap.add_argument("--smaps", action="store_true",
+                    help="run each program with `vmspace shadow --smaps` (compare the page-independent smaps "
+                         "fields after every call too)")
     args = ap.parse_args()
     if args.list:
         for name, cmd in PROGRAMS:
@@ -136,7 +139,8 @@ def main():
             continue
         out_json = os.path.join(keep, f"{name}.json")
         start = time.monotonic()
-        p = subprocess.run([vm, "shadow", "--keep-going", "--baseline", "--json", out_json, "--", "/bin/sh", "-c", cmd],
+        shadow = [vm, "shadow", "--keep-going", "--baseline", "--json", out_json] + (["--smaps"] if args.smaps else [])
+        p = subprocess.run(shadow + ["--", "/bin/sh", "-c", cmd],
                            cwd=work, env=env, capture_output=True, text=True)
         wall = time.monotonic() - start
         with open(os.path.join(keep, f"{name}.out"), "w") as f:
@@ -183,6 +187,7 @@ def main():
         "dirty": bool(git(["status", "--porcelain", "--untracked-files=no"])),
         "cpu": cpu_model(),
         "kernel": os.uname().release,
+        "smaps": args.smaps,
         "programs": results,
         "passed": not failed,
     }

@@ -69,6 +69,12 @@ pub struct ShadowArgs {
     /// Run the program once untraced first, to show its time without the shadow.
     #[arg(long)]
     baseline: bool,
+    /// Also compare each VMA's page-independent smaps fields after every mirrored call: `Size`,
+    /// `KernelPageSize`, `MMUPageSize`, `THPeligible`, `ProtectionKey` (where the CPU has protection keys)
+    /// and `VmFlags`. A change of them without a traced call is taken in before the next call, as the maps'
+    /// are. Reads `/proc/PID/smaps` twice per call: slower.
+    #[arg(long)]
+    smaps: bool,
     /// Print every mirrored call and its result.
     #[arg(long, short)]
     verbose: bool,
@@ -105,6 +111,8 @@ struct Shadow {
     differences: Vec<String>,
     resyncs: Vec<String>,
     keep_going: bool,
+    /// `--smaps`: compare the page-independent smaps fields too ([`smaps_fields_diff`]).
+    smaps: bool,
     mirroring: bool,
     verbose: bool,
     record: Option<Vec<String>>,
@@ -193,6 +201,77 @@ fn same_maps(kernel: &str, engine: &str) -> bool {
     kernel == engine || canonical_maps(kernel, all, &[]) == canonical_maps(engine, all, &[])
 }
 
+/// The smaps fields that `--smaps` compares: those of `show_smap` (`fs/proc/task_mmu.c`) that are not
+/// gathered from the VMA's pages. `Size` is the VMA's length; `KernelPageSize` and `MMUPageSize` are
+/// `vma_kernel_pagesize`/`vma_mmu_pagesize` (the hugetlb page size of a hugetlb VMA, else the base page);
+/// `THPeligible` is `thp_vma_allowable_orders(vma, vma->vm_flags, TVA_SMAPS, THP_ORDERS_ALL)`, from the
+/// VMA's flags, range and file and the THP settings; `ProtectionKey` is `vma_pkey` (printed only when
+/// `arch_pkeys_enabled()`); `VmFlags` is `show_smap_vma_flags` of `vm_flags`. Every other field (`Rss`
+/// through `SwapPss`, and `Locked`, which is the proportional size of the resident pages of a `VM_LOCKED`
+/// VMA) comes from `smap_gather_stats`' walk of the page tables, so it depends on which pages are resident,
+/// which the engine does not mirror (a traced program's faults are not calls).
+const SMAPS_FIELDS: [&str; 6] =
+    ["Size", "KernelPageSize", "MMUPageSize", "THPeligible", "ProtectionKey", "VmFlags"];
+
+/// The page-independent smaps fields ([`SMAPS_FIELDS`]) of one record, as printed.
+fn smaps_fields(r: &vmspace_proc::SmapsRecord) -> [String; 6] {
+    [
+        format!("{} kB", r.size_kb),
+        format!("{} kB", r.kernel_page_size_kb),
+        format!("{} kB", r.mmu_page_size_kb),
+        r.thp_eligible.to_string(),
+        r.protection_key.map_or_else(|| "(not printed)".to_string(), |k| k.to_string()),
+        r.vm_flags.mnemonics.join(" "),
+    ]
+}
+
+/// The page-independent smaps fields ([`SMAPS_FIELDS`]) that differ between the kernel's `/proc/PID/smaps`
+/// records and the engine's smaps text, one line each: the VMA (its maps line, the kernel's), the field, both values. The
+/// VMAs are paired by range (the maps were compared first); a VMA only one side has is reported as such.
+/// Shmem and hugetlbfs inode numbers are not compared here (the maps comparison renumbers them).
+fn smaps_fields_diff(k: &[vmspace_proc::SmapsRecord], engine: &str) -> Result<Vec<String>> {
+    let e = vmspace_proc::parse_smaps(engine).map_err(|(n, e)| anyhow!("engine smaps line {n}: {e:?}"))?;
+    let by_range: HashMap<(u64, u64), &vmspace_proc::SmapsRecord> =
+        e.iter().map(|r| ((r.header.start, r.header.end), r)).collect();
+    let mut out = Vec::new();
+    for kr in k {
+        let vma = kr.header.render();
+        let vma = vma.trim_end();
+        let Some(er) = by_range.get(&(kr.header.start, kr.header.end)) else {
+            out.push(format!("  {vma}: only in the kernel's smaps"));
+            continue;
+        };
+        for ((field, kv), ev) in SMAPS_FIELDS.iter().zip(smaps_fields(kr)).zip(smaps_fields(er)) {
+            if kv != ev {
+                out.push(format!("  {vma}: {field}: kernel {kv}, engine {ev}"));
+            }
+        }
+    }
+    let kr: std::collections::HashSet<(u64, u64)> =
+        k.iter().map(|r| (r.header.start, r.header.end)).collect();
+    for er in e.iter().filter(|r| !kr.contains(&(r.header.start, r.header.end))) {
+        out.push(format!("  {}: only in the engine's smaps", er.header.render().trim_end()));
+    }
+    Ok(out)
+}
+
+/// The kernel's `/proc/PID/maps` of process `pid` and, with `smaps`, its `/proc/PID/smaps` records: then the
+/// maps text is the records' headers (the maps lines smaps prints), so that both come from one reading and a
+/// change by another thread cannot fall between them.
+fn read_kernel(pid: i32, smaps: bool) -> Result<(String, Option<Vec<vmspace_proc::SmapsRecord>>)> {
+    if !smaps {
+        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))
+            .with_context(|| format!("reading /proc/{pid}/maps"))?;
+        return Ok((maps, None));
+    }
+    let text = std::fs::read_to_string(format!("/proc/{pid}/smaps"))
+        .with_context(|| format!("reading /proc/{pid}/smaps"))?;
+    let recs =
+        vmspace_proc::parse_smaps(&text).map_err(|(n, e)| anyhow!("/proc/{pid}/smaps line {n}: {e:?}"))?;
+    let maps = recs.iter().map(|r| r.header.render()).collect();
+    Ok((maps, Some(recs)))
+}
+
 /// `/proc/PID/pagemap` entry bits (`fs/proc/task_mmu.c`: `PM_PRESENT`, `PM_SWAP`, `PM_FILE`, the PFN field).
 const PM_PRESENT: u64 = 1 << 63;
 const PM_SWAP: u64 = 1 << 62;
@@ -237,10 +316,19 @@ fn fmt_outcome(op: &Op, r: Outcome) -> String {
 }
 
 impl Shadow {
-    /// An engine address space imported from process `pid` now.
-    fn import(&self, pid: i32) -> Result<(EngineTarget, String)> {
-        let snap =
+    /// An engine address space imported from process `pid` now; `mmap_base`: the process's, when an earlier
+    /// import of the same address space (or of the one it was forked from) knows it.
+    ///
+    /// `mmap_base` is fixed at `execve` (`arch_pick_mmap_layout`) and copied by fork; nothing else moves it.
+    /// The import can only infer it from the maps and *today's* `RLIMIT_STACK` (`procfs` module docs), and a
+    /// program that raised its stack limit since (stress-ng raises it to the hard limit) would be given a
+    /// `mmap_base` far below the real one. So a resynchronisation keeps the value the space had.
+    fn import(&self, pid: i32, mmap_base: Option<u64>) -> Result<(EngineTarget, String)> {
+        let mut snap =
             vmspace_linux::procfs::read_snapshot(pid).with_context(|| format!("reading process {pid}"))?;
+        if let Some(base) = mmap_base {
+            snap.layout.mmap_base = base;
+        }
         let mm = Mm::import(&self.cfg, &snap.layout)
             .map_err(|e| anyhow!("the engine refused the address space of process {pid}: {e:?}"))?;
         Ok((EngineTarget::from_mm(mm), snap.maps))
@@ -249,7 +337,7 @@ impl Shadow {
     /// A new space imported from `pid`, assigned to `pid`; a difference if the import does not read back as
     /// the kernel's maps.
     fn new_space(&mut self, pid: i32, why: &str) -> Result<()> {
-        let (mut engine, maps) = self.import(pid)?;
+        let (mut engine, maps) = self.import(pid, None)?;
         let id = self.next_space;
         self.next_space += 1;
         let em = engine.maps();
@@ -271,7 +359,8 @@ impl Shadow {
     /// Imports space `id` again from its process, for `reason`.
     fn resync(&mut self, id: usize, reason: String) -> Result<()> {
         let pid = self.spaces[&id].pid;
-        let (engine, _) = self.import(pid)?;
+        let base = self.spaces[&id].engine.mm().config().mmap_base;
+        let (engine, _) = self.import(pid, Some(base))?;
         let sp = self.spaces.get_mut(&id).expect("space exists");
         sp.engine = engine;
         sp.fds.clear();
@@ -319,8 +408,7 @@ impl Shadow {
     fn refresh(&mut self, id: usize) -> Result<()> {
         use vmspace_mm::VmFlags;
         let pid = self.spaces[&id].pid;
-        let kmaps = std::fs::read_to_string(format!("/proc/{pid}/maps"))
-            .with_context(|| format!("reading /proc/{pid}/maps"))?;
+        let (kmaps, ksmaps) = read_kernel(pid, self.smaps)?;
         let lines =
             vmspace_proc::parse_maps(&kmaps).map_err(|(n, e)| anyhow!("/proc/{pid}/maps line {n}: {e:?}"))?;
         let sp = self.spaces.get_mut(&id).expect("space exists");
@@ -350,10 +438,15 @@ impl Shadow {
             }
         }
         if !suspects.is_empty() {
-            let text = std::fs::read_to_string(format!("/proc/{pid}/smaps"))
-                .with_context(|| format!("reading /proc/{pid}/smaps"))?;
-            let smaps = vmspace_proc::parse_smaps(&text)
-                .map_err(|(n, e)| anyhow!("/proc/{pid}/smaps line {n}: {e:?}"))?;
+            let smaps = match &ksmaps {
+                Some(r) => r.clone(),
+                None => {
+                    let text = std::fs::read_to_string(format!("/proc/{pid}/smaps"))
+                        .with_context(|| format!("reading /proc/{pid}/smaps"))?;
+                    vmspace_proc::parse_smaps(&text)
+                        .map_err(|(n, e)| anyhow!("/proc/{pid}/smaps line {n}: {e:?}"))?
+                }
+            };
             for (start, frames) in suspects {
                 let Some(r) = smaps.iter().find(|r| r.header.start <= start && start < r.header.end) else {
                     continue;
@@ -368,7 +461,17 @@ impl Shadow {
         let em = sp.engine.maps();
         if !same_maps(&kmaps, &em) {
             let d = maps_diff(&kmaps, &em);
-            self.resync(id, format!("process {pid}: maps changed without a traced call\n{d}"))?;
+            return self.resync(id, format!("process {pid}: maps changed without a traced call\n{d}"));
+        }
+        if let Some(k) = ksmaps {
+            // `--smaps`: flags and THP eligibility that changed without a memory call (`prctl`'s
+            // `PR_SET_THP_DISABLE` and `PR_SET_MEMORY_MERGE`, the THP settings, a file opened for writing
+            // elsewhere) are taken in as the maps' changes are.
+            let d = smaps_fields_diff(&k, &sp.engine.smaps())?;
+            if !d.is_empty() {
+                let d = d.join("\n");
+                self.resync(id, format!("process {pid}: smaps fields changed without a traced call\n{d}"))?;
+            }
         }
         Ok(())
     }
@@ -455,7 +558,8 @@ impl Shadow {
         if self.verbose {
             say!(self.text, "[{tid}] {name}: {op} = {kv}");
         }
-        let kmaps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+        // The process can have ended meanwhile (another thread's exit_group): nothing to read then.
+        let (kmaps, ksmaps) = read_kernel(pid, self.smaps).unwrap_or_default();
         let mut emaps = sp.engine.maps();
         let mut maps_agree = same_maps(&kmaps, &emaps);
         if !maps_agree && let Ok(lines) = vmspace_proc::parse_maps(&kmaps) {
@@ -474,13 +578,23 @@ impl Shadow {
             )?;
             return Ok(t.resume(tid)?);
         }
-        if kv != ev || !maps_agree {
+        let smaps_d = match &ksmaps {
+            Some(k) if maps_agree => smaps_fields_diff(k, &sp.engine.smaps())?,
+            _ => Vec::new(),
+        };
+        if kv != ev || !maps_agree || !smaps_d.is_empty() {
             let mut r =
                 format!("task {tid} (process {pid}), {name}: `{op}`\n  kernel = {kv}\n  engine = {ev}\n");
             if !maps_agree {
                 r.push_str(&maps_diff(&kmaps, &emaps));
             } else {
                 r.push_str("  the maps agree\n");
+            }
+            if !smaps_d.is_empty() {
+                r.push_str("  smaps fields that differ (VMA: field: kernel, engine):\n");
+                for l in &smaps_d {
+                    r.push_str(&format!("  {l}\n"));
+                }
             }
             r.push_str(&format!(
                 "  as a script line: {op}\n  (`--record FILE` writes the whole call stream; a script starts from an \
@@ -551,6 +665,7 @@ pub fn run(args: ShadowArgs) -> Result<Status> {
         differences: Vec::new(),
         resyncs: Vec::new(),
         keep_going: args.keep_going,
+        smaps: args.smaps,
         mirroring: true,
         verbose: args.verbose,
         record: args.record.as_ref().map(|_| vec![format!("# vmspace shadow: {label}")]),
@@ -654,6 +769,9 @@ fn summary(
         say!(t, "{k:<26} {v:>10}");
     }
     say!(t, "{:<26} {total:>10}", "total");
+    let compared =
+        if s.smaps { "results, maps and the page-independent smaps fields" } else { "results and maps" };
+    say!(t, "compared after each call: {compared}");
     say!(t, "differences: {}", s.differences.len());
     say!(t, "resynchronisations: {}", s.resyncs.len());
     for r in &s.resyncs {
@@ -679,6 +797,7 @@ fn summary(
     let host = vmspace_linux::hostinfo::gather();
     let mut r = Report::new("shadow", label.to_string(), host);
     r.param("keep_going", s.keep_going);
+    r.param("smaps", s.smaps);
     let mut m = BTreeMap::new();
     for (k, v) in &s.calls {
         m.insert(format!("calls.{k}"), *v as f64);
