@@ -50,6 +50,13 @@ PROGRAMS = [
      'git add f$i && git -c user.name=corpus -c user.email=corpus@localhost commit -q -m "c$i"; done && '
      'git log --oneline | wc -l && git gc -q; s=$?; rm -rf "$d"; exit $s'),
     ("java", 'd=$(mktemp -d) && cp "$C/Threads.java" "$d" && java -Xmx256m "$d/Threads.java"; s=$?; rm -rf "$d"; exit $s'),
+    # stress-ng's memory stressors (Debian's stress-ng), ten at once, each bounded by its operation count and
+    # the 10 s timeout (a stressor stopped by the timeout still ends the run successfully): mmap/munmap with
+    # every protection and flag, mremap growing and moving, brk up and down, stack growth, mlock, mmap in forked
+    # children, the vm stressor's access patterns, MAP_FIXED at random hints, msync and memfd mappings.
+    ("stress-ng", 'stress-ng --temp-path "$W" --mmap 1 --mmap-ops 3 --mremap 1 --mremap-ops 3 --brk 1 '
+     '--brk-ops 100 --stack 1 --stack-ops 3 --mlock 1 --mlock-ops 2 --mmapfork 1 --mmapfork-ops 1 --vm 1 '
+     '--vm-ops 5 --mmapfixed 1 --mmapfixed-ops 5 --msync 1 --msync-ops 5 --memfd 1 --memfd-ops 2 --timeout 10'),
     ("c-stacks", '"$M" stacks'),
     ("c-remap", '"$M" remap'),
     ("c-jit", '"$M" jit'),

@@ -99,6 +99,11 @@ struct Space {
     pid: i32,
     /// Descriptor number -> (device major, minor, inode) of the file bound to `fdN`.
     fds: HashMap<i32, (u32, u32, u64)>,
+    /// `--smaps`: the field differences ([`smaps_fields_diff`] lines) that changed without a traced call and
+    /// that an import could not take in (state the import does not describe: `MMF_DISABLE_THP` of
+    /// `PR_SET_THP_DISABLE`, a file someone else has open for writing). They are not counted again while
+    /// they stay exactly as found; any other difference is.
+    smaps_untaken: std::collections::HashSet<String>,
 }
 
 /// The whole shadow's state.
@@ -351,7 +356,7 @@ impl Shadow {
             rec.push(format!("# space {id}: process {pid} ({why}); its maps at the start:"));
             rec.extend(maps.lines().map(|l| format!("#   {l}")));
         }
-        self.spaces.insert(id, Space { engine, pid, fds: HashMap::new() });
+        self.spaces.insert(id, Space { engine, pid, fds: HashMap::new(), smaps_untaken: Default::default() });
         self.task_space.insert(pid, id);
         Ok(())
     }
@@ -467,10 +472,22 @@ impl Shadow {
             // `--smaps`: flags and THP eligibility that changed without a memory call (`prctl`'s
             // `PR_SET_THP_DISABLE` and `PR_SET_MEMORY_MERGE`, the THP settings, a file opened for writing
             // elsewhere) are taken in as the maps' changes are.
-            let d = smaps_fields_diff(&k, &sp.engine.smaps())?;
+            // What the import cannot take in stays in `smaps_untaken`, so that it is neither imported again
+            // before every call nor reported after one.
+            let mut d = smaps_fields_diff(&k, &sp.engine.smaps())?;
+            d.retain(|l| !sp.smaps_untaken.contains(l));
             if !d.is_empty() {
-                let d = d.join("\n");
-                self.resync(id, format!("process {pid}: smaps fields changed without a traced call\n{d}"))?;
+                let lines = d.join("\n");
+                self.resync(
+                    id,
+                    format!("process {pid}: smaps fields changed without a traced call\n{lines}"),
+                )?;
+                let sp = self.spaces.get_mut(&id).expect("space exists");
+                if let (kmaps, Some(k)) = read_kernel(pid, true)?
+                    && same_maps(&kmaps, &sp.engine.maps())
+                {
+                    sp.smaps_untaken = smaps_fields_diff(&k, &sp.engine.smaps())?.into_iter().collect();
+                }
             }
         }
         Ok(())
@@ -578,10 +595,11 @@ impl Shadow {
             )?;
             return Ok(t.resume(tid)?);
         }
-        let smaps_d = match &ksmaps {
+        let mut smaps_d = match &ksmaps {
             Some(k) if maps_agree => smaps_fields_diff(k, &sp.engine.smaps())?,
             _ => Vec::new(),
         };
+        smaps_d.retain(|l| !sp.smaps_untaken.contains(l));
         if kv != ev || !maps_agree || !smaps_d.is_empty() {
             let mut r =
                 format!("task {tid} (process {pid}), {name}: `{op}`\n  kernel = {kv}\n  engine = {ev}\n");
@@ -712,7 +730,12 @@ pub fn run(args: ShadowArgs) -> Result<Status> {
                         s.next_space += 1;
                         s.spaces.insert(
                             nid,
-                            Space { engine: EngineTarget::from_mm(mm), pid: child, fds: HashMap::new() },
+                            Space {
+                                engine: EngineTarget::from_mm(mm),
+                                pid: child,
+                                fds: HashMap::new(),
+                                smaps_untaken: s.spaces[&id].smaps_untaken.clone(),
+                            },
                         );
                         s.task_space.insert(child, nid);
                         if let Some(rec) = &mut s.record {
