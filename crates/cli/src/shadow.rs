@@ -7,7 +7,10 @@
 //! value `vmspace replay` parses a script line into), the kernel runs it, the engine's target
 //! (`vmspace_replay::EngineTarget`) applies the same op, and the two results must be the same (the same errno;
 //! for `mmap`, `mremap` and `brk` the same address, top-down placement included), and then the engine's maps
-//! must be the kernel's `/proc/PID/maps`, line for line. This module is where engine and oracle meet (as
+//! must be the kernel's `/proc/PID/maps`, line for line. With `--smaps`, each VMA's page-independent smaps
+//! fields must be the kernel's too (`SMAPS_FIELDS` says which and why: every other field is gathered from the
+//! resident pages, which faults change without a call); maps and smaps then come from one reading of
+//! `/proc/PID/smaps`. This module is where engine and oracle meet (as
 //! `vmspace diff` is, ARCHITECTURE.md "Layers"): `vmspace_linux` traces and decodes, `vmspace_mm` mirrors,
 //! neither depends on the other.
 //!
@@ -15,7 +18,11 @@
 //! have brought an anon_vma: `Shadow::refresh`) and what faults
 //! changed without a call is brought into the engine: the growth of a growsdown VMA (the `[stack]`, or a
 //! `MAP_GROWSDOWN` mapping: `Mm::mirror_stack_growth`) and the anon_vma of a VMA that got anonymous pages (`Mm::mirror_anon_vma`),
-//! which decide later merges. Maps compare with the inode numbers of shmem and hugetlbfs objects without a
+//! which decide later merges. With `--smaps` the compared smaps fields are read there too, and a change of
+//! them without a call (`prctl(PR_SET_THP_DISABLE)`, which the import takes in from `THP_enabled:` of
+//! `/proc/PID/status`; `PR_SET_MEMORY_MERGE`; the THP settings) is a resynchronisation; what an import cannot
+//! take in is remembered per space and not counted again while it stays as found. A resynchronisation keeps
+//! the space's `mmap_base` (`Shadow::import`). Maps compare with the inode numbers of shmem and hugetlbfs objects without a
 //! path renumbered by first appearance on both sides (`same_maps`: the kernel takes them from a global
 //! counter). Anything else that differs there changed without a traced call: the engine is
 //! resynchronised (imported again) and the resynchronisation is reported with the reason. So is every call the
@@ -554,6 +561,14 @@ impl Shadow {
         self.refresh(id)?;
         self.bind_fd(id, tid, &op);
         let Some(ret) = t.complete(tid)? else { return Ok(()) };
+        if (-516..=-512).contains(&ret) {
+            // ERESTARTSYS, ERESTARTNOINTR, ERESTARTNOHAND, ENOIOCTLCMD, ERESTART_RESTARTBLOCK
+            // (`include/linux/errno.h`): a signal interrupted the call and the program never sees this value;
+            // the kernel restarts the call (which stops here again and is mirrored then) or returns EINTR. What
+            // it did before the signal is taken in by importing the space again, not mirrored.
+            self.resync(id, format!("task {tid}: {name} (= {ret}) was interrupted by a signal"))?;
+            return Ok(t.resume(tid)?);
+        }
         let kernel = kernel_outcome(ret);
         let sp = self.spaces.get_mut(&id).expect("space exists");
         let engine = sp.engine.apply(&op);

@@ -413,3 +413,37 @@ int main(void) {
         assert!(t.contains("resynchronisations: 0"), "{t}");
     }
 }
+
+/// A resynchronisation (here after `process_madvise`, which the engine does not model) imports the process
+/// again but keeps its `mmap_base`, fixed at `execve`: the program raised `RLIMIT_STACK` since (as stress-ng
+/// does), and an import inferring `mmap_base` from today's limit would place the next mappings gigabytes lower.
+#[test]
+fn a_resync_after_a_raised_stack_limit_keeps_the_mmap_base() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("rlimit.c");
+    std::fs::write(
+        &src,
+        r#"#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+int main(void) {
+	struct rlimit r;
+	if (getrlimit(RLIMIT_STACK, &r)) return 1;
+	r.rlim_cur = r.rlim_max == RLIM_INFINITY ? (rlim_t)64 << 30 : r.rlim_max;
+	if (setrlimit(RLIMIT_STACK, &r)) return 2;
+	syscall(SYS_process_madvise, -1, 0, 0, 0, 0);
+	for (int i = 0; i < 4; i++)
+		if (mmap(0, 8 << 20, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0) == MAP_FAILED) return 3;
+	return 0;
+}
+"#,
+    )
+    .unwrap();
+    let exe = dir.path().join("rlimit");
+    let st = Command::new("cc").args(["-O1", "-o"]).arg(&exe).arg(&src).status().expect("cc runs");
+    assert!(st.success(), "cc failed");
+    let t = agrees(&shadow(&["--smaps", "--", exe.to_str().unwrap()]));
+    assert!(t.contains("process_madvise") && t.contains("is not modelled by the engine"), "{t}");
+    assert!(count(&t, "mmap") >= 4, "{t}");
+}

@@ -367,36 +367,6 @@ fn not_permitted(what: &str, e: i32, target: Option<i32>) -> ShadowError {
     ))
 }
 
-#[cfg(test)]
-mod refusal_tests {
-    use super::{Refusal, refusal_reason};
-
-    #[test]
-    fn the_reason_follows_the_kernels_order_of_checks() {
-        let other = Some(([0, 0], [65534, 65534, 65534, 65534, 65534, 65534]));
-        let same = Some(([0, 0], [0; 6]));
-        let r = |yama, cap, target| refusal_reason(&Refusal { yama, cap, target });
-        // Other credentials without the capability: the capability, whatever Yama says (checked first).
-        for yama in [None, Some(0), Some(1), Some(2)] {
-            let t = r(yama, false, Some((7, other, false)));
-            assert!(t.contains("missing capability") && t.contains("lacks CAP_SYS_PTRACE"), "{t}");
-            assert!(t.contains("uids 65534/65534/65534"), "{t}");
-        }
-        // Yama, by scope.
-        let t = r(Some(1), false, Some((7, same, false)));
-        assert!(t.contains("ptrace_scope is 1") && t.contains("not a descendant"), "{t}");
-        assert!(r(Some(2), false, Some((7, same, true))).contains("ptrace_scope is 2"));
-        assert!(r(Some(3), true, Some((7, same, true))).contains("ptrace_scope is 3"));
-        assert!(r(Some(3), true, None).contains("ptrace_scope is 3"));
-        // A descendant under scope 1, same credentials: not Yama; the dumpable check.
-        let t = r(Some(1), false, Some((7, same, true)));
-        assert!(t.contains("not dumpable") && t.contains("ptrace_scope is 1, which allows"), "{t}");
-        // With the capability and no Yama refusal: something else.
-        let t = r(None, true, Some((7, other, false)));
-        assert!(t.contains("another security module") && t.contains("Yama is not active"), "{t}");
-    }
-}
-
 /// `program` as `execve` takes it: a path with a `/` as is, else the first executable file of that name in
 /// `$PATH`. A usage error if there is none.
 pub fn resolve_program(program: &str) -> Result<std::path::PathBuf, ShadowError> {
@@ -937,4 +907,34 @@ pub fn fd_file(tid: i32, fd: i32) -> Option<ImportedFile> {
             })
             .unwrap_or_default(),
     })
+}
+
+#[cfg(test)]
+mod refusal_tests {
+    use super::{Refusal, refusal_reason};
+
+    #[test]
+    fn the_reason_follows_the_kernels_order_of_checks() {
+        let other = Some(([0, 0], [65534, 65534, 65534, 65534, 65534, 65534]));
+        let same = Some(([0, 0], [0; 6]));
+        let r = |yama, cap, target| refusal_reason(&Refusal { yama, cap, target });
+        // Other credentials without the capability: the capability, whatever Yama says (checked first).
+        for yama in [None, Some(0), Some(1), Some(2)] {
+            let t = r(yama, false, Some((7, other, false)));
+            assert!(t.contains("missing capability") && t.contains("lacks CAP_SYS_PTRACE"), "{t}");
+            assert!(t.contains("uids 65534/65534/65534"), "{t}");
+        }
+        // Yama, by scope.
+        let t = r(Some(1), false, Some((7, same, false)));
+        assert!(t.contains("ptrace_scope is 1") && t.contains("not a descendant"), "{t}");
+        assert!(r(Some(2), false, Some((7, same, true))).contains("ptrace_scope is 2"));
+        assert!(r(Some(3), true, Some((7, same, true))).contains("ptrace_scope is 3"));
+        assert!(r(Some(3), true, None).contains("ptrace_scope is 3"));
+        // A descendant under scope 1, same credentials: not Yama; the dumpable check.
+        let t = r(Some(1), false, Some((7, same, true)));
+        assert!(t.contains("not dumpable") && t.contains("ptrace_scope is 1, which allows"), "{t}");
+        // With the capability and no Yama refusal: something else.
+        let t = r(None, true, Some((7, other, false)));
+        assert!(t.contains("another security module") && t.contains("Yama is not active"), "{t}");
+    }
 }
