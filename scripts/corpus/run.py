@@ -50,6 +50,13 @@ PROGRAMS = [
      'git add f$i && git -c user.name=corpus -c user.email=corpus@localhost commit -q -m "c$i"; done && '
      'git log --oneline | wc -l && git gc -q; s=$?; rm -rf "$d"; exit $s'),
     ("java", 'd=$(mktemp -d) && cp "$C/Threads.java" "$d" && java -Xmx256m "$d/Threads.java"; s=$?; rm -rf "$d"; exit $s'),
+    # stress-ng's memory stressors (Debian's stress-ng), ten at once, each bounded by its operation count and
+    # the 10 s timeout (a stressor stopped by the timeout still ends the run successfully): mmap/munmap with
+    # every protection and flag, mremap growing and moving, brk up and down, stack growth, mlock, mmap in forked
+    # children, the vm stressor's access patterns, MAP_FIXED at random hints, msync and memfd mappings.
+    ("stress-ng", 'stress-ng --temp-path "$W" --mmap 1 --mmap-ops 3 --mremap 1 --mremap-ops 3 --brk 1 '
+     '--brk-ops 100 --stack 1 --stack-ops 3 --mlock 1 --mlock-ops 2 --mmapfork 1 --mmapfork-ops 1 --vm 1 '
+     '--vm-ops 5 --mmapfixed 1 --mmapfixed-ops 5 --msync 1 --msync-ops 5 --memfd 1 --memfd-ops 2 --timeout 10'),
     ("c-stacks", '"$M" stacks'),
     ("c-remap", '"$M" remap'),
     ("c-jit", '"$M" jit'),
@@ -106,6 +113,9 @@ def main():
     ap.add_argument("--only", action="append", default=[], help="run only this program (repeatable)")
     ap.add_argument("--list", action="store_true", help="list the programs and exit")
     ap.add_argument("--keep", help="keep each program's shadow JSON and output in this directory")
+    ap.add_argument("--smaps", action="store_true",
+                    help="run each program with `vmspace shadow --smaps` (compare the page-independent smaps "
+                         "fields after every call too)")
     args = ap.parse_args()
     if args.list:
         for name, cmd in PROGRAMS:
@@ -136,7 +146,8 @@ def main():
             continue
         out_json = os.path.join(keep, f"{name}.json")
         start = time.monotonic()
-        p = subprocess.run([vm, "shadow", "--keep-going", "--baseline", "--json", out_json, "--", "/bin/sh", "-c", cmd],
+        shadow = [vm, "shadow", "--keep-going", "--baseline", "--json", out_json] + (["--smaps"] if args.smaps else [])
+        p = subprocess.run(shadow + ["--", "/bin/sh", "-c", cmd],
                            cwd=work, env=env, capture_output=True, text=True)
         wall = time.monotonic() - start
         with open(os.path.join(keep, f"{name}.out"), "w") as f:
@@ -183,6 +194,7 @@ def main():
         "dirty": bool(git(["status", "--porcelain", "--untracked-files=no"])),
         "cpu": cpu_model(),
         "kernel": os.uname().release,
+        "smaps": args.smaps,
         "programs": results,
         "passed": not failed,
     }

@@ -66,8 +66,11 @@ enum Command {
     #[command(after_long_help = EXIT_STATUS_HELP)]
     Diff(replay::DiffArgs),
     /// Run a program (or attach to a process) and mirror every memory call it makes into the engine: the
-    /// same result and the same /proc/PID/maps after each call, or the first difference with its call and maps.
-    /// `vmspace shadow -- python3 -c 'x = bytearray(1 << 24)'`. Exit status 1 if the engine differed.
+    /// same result and the same /proc/PID/maps after each call (with --smaps also each VMA's page-independent
+    /// smaps fields: Size, KernelPageSize, MMUPageSize, THPeligible, ProtectionKey, VmFlags), or the first
+    /// difference with its call and maps. `vmspace shadow -- python3 -c 'x = bytearray(1 << 24)'`. Exit status
+    /// 1 if the engine differed; 3 if ptrace is not permitted (the message names what refused it: Yama's
+    /// kernel.yama.ptrace_scope, or the missing CAP_SYS_PTRACE for a process of other credentials).
     #[command(after_long_help = EXIT_STATUS_HELP)]
     Shadow(shadow::ShadowArgs),
     /// Print a shell completion script (e.g. `vmspace completions bash > /etc/bash_completion.d/vmspace`).

@@ -7,7 +7,10 @@
 //! value `vmspace replay` parses a script line into), the kernel runs it, the engine's target
 //! (`vmspace_replay::EngineTarget`) applies the same op, and the two results must be the same (the same errno;
 //! for `mmap`, `mremap` and `brk` the same address, top-down placement included), and then the engine's maps
-//! must be the kernel's `/proc/PID/maps`, line for line. This module is where engine and oracle meet (as
+//! must be the kernel's `/proc/PID/maps`, line for line. With `--smaps`, each VMA's page-independent smaps
+//! fields must be the kernel's too (`SMAPS_FIELDS` says which and why: every other field is gathered from the
+//! resident pages, which faults change without a call); maps and smaps then come from one reading of
+//! `/proc/PID/smaps`. This module is where engine and oracle meet (as
 //! `vmspace diff` is, ARCHITECTURE.md "Layers"): `vmspace_linux` traces and decodes, `vmspace_mm` mirrors,
 //! neither depends on the other.
 //!
@@ -15,7 +18,11 @@
 //! have brought an anon_vma: `Shadow::refresh`) and what faults
 //! changed without a call is brought into the engine: the growth of a growsdown VMA (the `[stack]`, or a
 //! `MAP_GROWSDOWN` mapping: `Mm::mirror_stack_growth`) and the anon_vma of a VMA that got anonymous pages (`Mm::mirror_anon_vma`),
-//! which decide later merges. Maps compare with the inode numbers of shmem and hugetlbfs objects without a
+//! which decide later merges. With `--smaps` the compared smaps fields are read there too, and a change of
+//! them without a call (`prctl(PR_SET_THP_DISABLE)`, which the import takes in from `THP_enabled:` of
+//! `/proc/PID/status`; `PR_SET_MEMORY_MERGE`; the THP settings) is a resynchronisation; what an import cannot
+//! take in is remembered per space and not counted again while it stays as found. A resynchronisation keeps
+//! the space's `mmap_base` (`Shadow::import`). Maps compare with the inode numbers of shmem and hugetlbfs objects without a
 //! path renumbered by first appearance on both sides (`same_maps`: the kernel takes them from a global
 //! counter). Anything else that differs there changed without a traced call: the engine is
 //! resynchronised (imported again) and the resynchronisation is reported with the reason. So is every call the
@@ -69,6 +76,12 @@ pub struct ShadowArgs {
     /// Run the program once untraced first, to show its time without the shadow.
     #[arg(long)]
     baseline: bool,
+    /// Also compare each VMA's page-independent smaps fields after every mirrored call: `Size`,
+    /// `KernelPageSize`, `MMUPageSize`, `THPeligible`, `ProtectionKey` (where the CPU has protection keys)
+    /// and `VmFlags`. A change of them without a traced call is taken in before the next call, as the maps'
+    /// are. Reads `/proc/PID/smaps` twice per call: slower.
+    #[arg(long)]
+    smaps: bool,
     /// Print every mirrored call and its result.
     #[arg(long, short)]
     verbose: bool,
@@ -93,6 +106,11 @@ struct Space {
     pid: i32,
     /// Descriptor number -> (device major, minor, inode) of the file bound to `fdN`.
     fds: HashMap<i32, (u32, u32, u64)>,
+    /// `--smaps`: the field differences ([`smaps_fields_diff`] lines) that changed without a traced call and
+    /// that an import could not take in (state the import does not describe: `MMF_DISABLE_THP` of
+    /// `PR_SET_THP_DISABLE`, a file someone else has open for writing). They are not counted again while
+    /// they stay exactly as found; any other difference is.
+    smaps_untaken: std::collections::HashSet<String>,
 }
 
 /// The whole shadow's state.
@@ -105,6 +123,8 @@ struct Shadow {
     differences: Vec<String>,
     resyncs: Vec<String>,
     keep_going: bool,
+    /// `--smaps`: compare the page-independent smaps fields too ([`smaps_fields_diff`]).
+    smaps: bool,
     mirroring: bool,
     verbose: bool,
     record: Option<Vec<String>>,
@@ -193,6 +213,77 @@ fn same_maps(kernel: &str, engine: &str) -> bool {
     kernel == engine || canonical_maps(kernel, all, &[]) == canonical_maps(engine, all, &[])
 }
 
+/// The smaps fields that `--smaps` compares: those of `show_smap` (`fs/proc/task_mmu.c`) that are not
+/// gathered from the VMA's pages. `Size` is the VMA's length; `KernelPageSize` and `MMUPageSize` are
+/// `vma_kernel_pagesize`/`vma_mmu_pagesize` (the hugetlb page size of a hugetlb VMA, else the base page);
+/// `THPeligible` is `thp_vma_allowable_orders(vma, vma->vm_flags, TVA_SMAPS, THP_ORDERS_ALL)`, from the
+/// VMA's flags, range and file and the THP settings; `ProtectionKey` is `vma_pkey` (printed only when
+/// `arch_pkeys_enabled()`); `VmFlags` is `show_smap_vma_flags` of `vm_flags`. Every other field (`Rss`
+/// through `SwapPss`, and `Locked`, which is the proportional size of the resident pages of a `VM_LOCKED`
+/// VMA) comes from `smap_gather_stats`' walk of the page tables, so it depends on which pages are resident,
+/// which the engine does not mirror (a traced program's faults are not calls).
+const SMAPS_FIELDS: [&str; 6] =
+    ["Size", "KernelPageSize", "MMUPageSize", "THPeligible", "ProtectionKey", "VmFlags"];
+
+/// The page-independent smaps fields ([`SMAPS_FIELDS`]) of one record, as printed.
+fn smaps_fields(r: &vmspace_proc::SmapsRecord) -> [String; 6] {
+    [
+        format!("{} kB", r.size_kb),
+        format!("{} kB", r.kernel_page_size_kb),
+        format!("{} kB", r.mmu_page_size_kb),
+        r.thp_eligible.to_string(),
+        r.protection_key.map_or_else(|| "(not printed)".to_string(), |k| k.to_string()),
+        r.vm_flags.mnemonics.join(" "),
+    ]
+}
+
+/// The page-independent smaps fields ([`SMAPS_FIELDS`]) that differ between the kernel's `/proc/PID/smaps`
+/// records and the engine's smaps text, one line each: the VMA (its maps line, the kernel's), the field, both values. The
+/// VMAs are paired by range (the maps were compared first); a VMA only one side has is reported as such.
+/// Shmem and hugetlbfs inode numbers are not compared here (the maps comparison renumbers them).
+fn smaps_fields_diff(k: &[vmspace_proc::SmapsRecord], engine: &str) -> Result<Vec<String>> {
+    let e = vmspace_proc::parse_smaps(engine).map_err(|(n, e)| anyhow!("engine smaps line {n}: {e:?}"))?;
+    let by_range: HashMap<(u64, u64), &vmspace_proc::SmapsRecord> =
+        e.iter().map(|r| ((r.header.start, r.header.end), r)).collect();
+    let mut out = Vec::new();
+    for kr in k {
+        let vma = kr.header.render();
+        let vma = vma.trim_end();
+        let Some(er) = by_range.get(&(kr.header.start, kr.header.end)) else {
+            out.push(format!("  {vma}: only in the kernel's smaps"));
+            continue;
+        };
+        for ((field, kv), ev) in SMAPS_FIELDS.iter().zip(smaps_fields(kr)).zip(smaps_fields(er)) {
+            if kv != ev {
+                out.push(format!("  {vma}: {field}: kernel {kv}, engine {ev}"));
+            }
+        }
+    }
+    let kr: std::collections::HashSet<(u64, u64)> =
+        k.iter().map(|r| (r.header.start, r.header.end)).collect();
+    for er in e.iter().filter(|r| !kr.contains(&(r.header.start, r.header.end))) {
+        out.push(format!("  {}: only in the engine's smaps", er.header.render().trim_end()));
+    }
+    Ok(out)
+}
+
+/// The kernel's `/proc/PID/maps` of process `pid` and, with `smaps`, its `/proc/PID/smaps` records: then the
+/// maps text is the records' headers (the maps lines smaps prints), so that both come from one reading and a
+/// change by another thread cannot fall between them.
+fn read_kernel(pid: i32, smaps: bool) -> Result<(String, Option<Vec<vmspace_proc::SmapsRecord>>)> {
+    if !smaps {
+        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))
+            .with_context(|| format!("reading /proc/{pid}/maps"))?;
+        return Ok((maps, None));
+    }
+    let text = std::fs::read_to_string(format!("/proc/{pid}/smaps"))
+        .with_context(|| format!("reading /proc/{pid}/smaps"))?;
+    let recs =
+        vmspace_proc::parse_smaps(&text).map_err(|(n, e)| anyhow!("/proc/{pid}/smaps line {n}: {e:?}"))?;
+    let maps = recs.iter().map(|r| r.header.render()).collect();
+    Ok((maps, Some(recs)))
+}
+
 /// `/proc/PID/pagemap` entry bits (`fs/proc/task_mmu.c`: `PM_PRESENT`, `PM_SWAP`, `PM_FILE`, the PFN field).
 const PM_PRESENT: u64 = 1 << 63;
 const PM_SWAP: u64 = 1 << 62;
@@ -237,10 +328,19 @@ fn fmt_outcome(op: &Op, r: Outcome) -> String {
 }
 
 impl Shadow {
-    /// An engine address space imported from process `pid` now.
-    fn import(&self, pid: i32) -> Result<(EngineTarget, String)> {
-        let snap =
+    /// An engine address space imported from process `pid` now; `mmap_base`: the process's, when an earlier
+    /// import of the same address space (or of the one it was forked from) knows it.
+    ///
+    /// `mmap_base` is fixed at `execve` (`arch_pick_mmap_layout`) and copied by fork; nothing else moves it.
+    /// The import can only infer it from the maps and *today's* `RLIMIT_STACK` (`procfs` module docs), and a
+    /// program that raised its stack limit since (stress-ng raises it to the hard limit) would be given a
+    /// `mmap_base` far below the real one. So a resynchronisation keeps the value the space had.
+    fn import(&self, pid: i32, mmap_base: Option<u64>) -> Result<(EngineTarget, String)> {
+        let mut snap =
             vmspace_linux::procfs::read_snapshot(pid).with_context(|| format!("reading process {pid}"))?;
+        if let Some(base) = mmap_base {
+            snap.layout.mmap_base = base;
+        }
         let mm = Mm::import(&self.cfg, &snap.layout)
             .map_err(|e| anyhow!("the engine refused the address space of process {pid}: {e:?}"))?;
         Ok((EngineTarget::from_mm(mm), snap.maps))
@@ -249,7 +349,7 @@ impl Shadow {
     /// A new space imported from `pid`, assigned to `pid`; a difference if the import does not read back as
     /// the kernel's maps.
     fn new_space(&mut self, pid: i32, why: &str) -> Result<()> {
-        let (mut engine, maps) = self.import(pid)?;
+        let (mut engine, maps) = self.import(pid, None)?;
         let id = self.next_space;
         self.next_space += 1;
         let em = engine.maps();
@@ -263,7 +363,7 @@ impl Shadow {
             rec.push(format!("# space {id}: process {pid} ({why}); its maps at the start:"));
             rec.extend(maps.lines().map(|l| format!("#   {l}")));
         }
-        self.spaces.insert(id, Space { engine, pid, fds: HashMap::new() });
+        self.spaces.insert(id, Space { engine, pid, fds: HashMap::new(), smaps_untaken: Default::default() });
         self.task_space.insert(pid, id);
         Ok(())
     }
@@ -271,7 +371,8 @@ impl Shadow {
     /// Imports space `id` again from its process, for `reason`.
     fn resync(&mut self, id: usize, reason: String) -> Result<()> {
         let pid = self.spaces[&id].pid;
-        let (engine, _) = self.import(pid)?;
+        let base = self.spaces[&id].engine.mm().config().mmap_base;
+        let (engine, _) = self.import(pid, Some(base))?;
         let sp = self.spaces.get_mut(&id).expect("space exists");
         sp.engine = engine;
         sp.fds.clear();
@@ -319,8 +420,7 @@ impl Shadow {
     fn refresh(&mut self, id: usize) -> Result<()> {
         use vmspace_mm::VmFlags;
         let pid = self.spaces[&id].pid;
-        let kmaps = std::fs::read_to_string(format!("/proc/{pid}/maps"))
-            .with_context(|| format!("reading /proc/{pid}/maps"))?;
+        let (kmaps, ksmaps) = read_kernel(pid, self.smaps)?;
         let lines =
             vmspace_proc::parse_maps(&kmaps).map_err(|(n, e)| anyhow!("/proc/{pid}/maps line {n}: {e:?}"))?;
         let sp = self.spaces.get_mut(&id).expect("space exists");
@@ -350,10 +450,15 @@ impl Shadow {
             }
         }
         if !suspects.is_empty() {
-            let text = std::fs::read_to_string(format!("/proc/{pid}/smaps"))
-                .with_context(|| format!("reading /proc/{pid}/smaps"))?;
-            let smaps = vmspace_proc::parse_smaps(&text)
-                .map_err(|(n, e)| anyhow!("/proc/{pid}/smaps line {n}: {e:?}"))?;
+            let smaps = match &ksmaps {
+                Some(r) => r.clone(),
+                None => {
+                    let text = std::fs::read_to_string(format!("/proc/{pid}/smaps"))
+                        .with_context(|| format!("reading /proc/{pid}/smaps"))?;
+                    vmspace_proc::parse_smaps(&text)
+                        .map_err(|(n, e)| anyhow!("/proc/{pid}/smaps line {n}: {e:?}"))?
+                }
+            };
             for (start, frames) in suspects {
                 let Some(r) = smaps.iter().find(|r| r.header.start <= start && start < r.header.end) else {
                     continue;
@@ -368,7 +473,29 @@ impl Shadow {
         let em = sp.engine.maps();
         if !same_maps(&kmaps, &em) {
             let d = maps_diff(&kmaps, &em);
-            self.resync(id, format!("process {pid}: maps changed without a traced call\n{d}"))?;
+            return self.resync(id, format!("process {pid}: maps changed without a traced call\n{d}"));
+        }
+        if let Some(k) = ksmaps {
+            // `--smaps`: flags and THP eligibility that changed without a memory call (`prctl`'s
+            // `PR_SET_THP_DISABLE` and `PR_SET_MEMORY_MERGE`, the THP settings, a file opened for writing
+            // elsewhere) are taken in as the maps' changes are.
+            // What the import cannot take in stays in `smaps_untaken`, so that it is neither imported again
+            // before every call nor reported after one.
+            let mut d = smaps_fields_diff(&k, &sp.engine.smaps())?;
+            d.retain(|l| !sp.smaps_untaken.contains(l));
+            if !d.is_empty() {
+                let lines = d.join("\n");
+                self.resync(
+                    id,
+                    format!("process {pid}: smaps fields changed without a traced call\n{lines}"),
+                )?;
+                let sp = self.spaces.get_mut(&id).expect("space exists");
+                if let (kmaps, Some(k)) = read_kernel(pid, true)?
+                    && same_maps(&kmaps, &sp.engine.maps())
+                {
+                    sp.smaps_untaken = smaps_fields_diff(&k, &sp.engine.smaps())?.into_iter().collect();
+                }
+            }
         }
         Ok(())
     }
@@ -434,6 +561,14 @@ impl Shadow {
         self.refresh(id)?;
         self.bind_fd(id, tid, &op);
         let Some(ret) = t.complete(tid)? else { return Ok(()) };
+        if (-516..=-512).contains(&ret) {
+            // ERESTARTSYS, ERESTARTNOINTR, ERESTARTNOHAND, ENOIOCTLCMD, ERESTART_RESTARTBLOCK
+            // (`include/linux/errno.h`): a signal interrupted the call and the program never sees this value;
+            // the kernel restarts the call (which stops here again and is mirrored then) or returns EINTR. What
+            // it did before the signal is taken in by importing the space again, not mirrored.
+            self.resync(id, format!("task {tid}: {name} (= {ret}) was interrupted by a signal"))?;
+            return Ok(t.resume(tid)?);
+        }
         let kernel = kernel_outcome(ret);
         let sp = self.spaces.get_mut(&id).expect("space exists");
         let engine = sp.engine.apply(&op);
@@ -455,7 +590,8 @@ impl Shadow {
         if self.verbose {
             say!(self.text, "[{tid}] {name}: {op} = {kv}");
         }
-        let kmaps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+        // The process can have ended meanwhile (another thread's exit_group): nothing to read then.
+        let (kmaps, ksmaps) = read_kernel(pid, self.smaps).unwrap_or_default();
         let mut emaps = sp.engine.maps();
         let mut maps_agree = same_maps(&kmaps, &emaps);
         if !maps_agree && let Ok(lines) = vmspace_proc::parse_maps(&kmaps) {
@@ -474,13 +610,24 @@ impl Shadow {
             )?;
             return Ok(t.resume(tid)?);
         }
-        if kv != ev || !maps_agree {
+        let mut smaps_d = match &ksmaps {
+            Some(k) if maps_agree => smaps_fields_diff(k, &sp.engine.smaps())?,
+            _ => Vec::new(),
+        };
+        smaps_d.retain(|l| !sp.smaps_untaken.contains(l));
+        if kv != ev || !maps_agree || !smaps_d.is_empty() {
             let mut r =
                 format!("task {tid} (process {pid}), {name}: `{op}`\n  kernel = {kv}\n  engine = {ev}\n");
             if !maps_agree {
                 r.push_str(&maps_diff(&kmaps, &emaps));
             } else {
                 r.push_str("  the maps agree\n");
+            }
+            if !smaps_d.is_empty() {
+                r.push_str("  smaps fields that differ (VMA: field: kernel, engine):\n");
+                for l in &smaps_d {
+                    r.push_str(&format!("  {l}\n"));
+                }
             }
             r.push_str(&format!(
                 "  as a script line: {op}\n  (`--record FILE` writes the whole call stream; a script starts from an \
@@ -551,6 +698,7 @@ pub fn run(args: ShadowArgs) -> Result<Status> {
         differences: Vec::new(),
         resyncs: Vec::new(),
         keep_going: args.keep_going,
+        smaps: args.smaps,
         mirroring: true,
         verbose: args.verbose,
         record: args.record.as_ref().map(|_| vec![format!("# vmspace shadow: {label}")]),
@@ -597,7 +745,12 @@ pub fn run(args: ShadowArgs) -> Result<Status> {
                         s.next_space += 1;
                         s.spaces.insert(
                             nid,
-                            Space { engine: EngineTarget::from_mm(mm), pid: child, fds: HashMap::new() },
+                            Space {
+                                engine: EngineTarget::from_mm(mm),
+                                pid: child,
+                                fds: HashMap::new(),
+                                smaps_untaken: s.spaces[&id].smaps_untaken.clone(),
+                            },
                         );
                         s.task_space.insert(child, nid);
                         if let Some(rec) = &mut s.record {
@@ -654,6 +807,9 @@ fn summary(
         say!(t, "{k:<26} {v:>10}");
     }
     say!(t, "{:<26} {total:>10}", "total");
+    let compared =
+        if s.smaps { "results, maps and the page-independent smaps fields" } else { "results and maps" };
+    say!(t, "compared after each call: {compared}");
     say!(t, "differences: {}", s.differences.len());
     say!(t, "resynchronisations: {}", s.resyncs.len());
     for r in &s.resyncs {
@@ -679,6 +835,7 @@ fn summary(
     let host = vmspace_linux::hostinfo::gather();
     let mut r = Report::new("shadow", label.to_string(), host);
     r.param("keep_going", s.keep_going);
+    r.param("smaps", s.smaps);
     let mut m = BTreeMap::new();
     for (k, v) in &s.calls {
         m.insert(format!("calls.{k}"), *v as f64);

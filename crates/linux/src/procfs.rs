@@ -30,7 +30,8 @@
 //!   `malloc` keeps it; a program that set an unaligned break gets the next page boundary, which names the
 //!   same VMAs `[heap]` and moves `brk` by the same pages, but `brk(0)` answers differently. `RLIMIT_STACK`
 //!   from `/proc/PID/limits` (the current soft limit); `stack_guard_gap` from `stack_guard_gap=` on
-//!   `/proc/cmdline` (pages), else 256 pages; `VmLck` of `/proc/PID/status` as `locked_vm`.
+//!   `/proc/cmdline` (pages), else 256 pages; `VmLck` of `/proc/PID/status` as `locked_vm`, and its
+//!   `THP_enabled: 0` as the mm's `MMF_DISABLE_THP_COMPLETELY` (`prctl(PR_SET_THP_DISABLE)`).
 //! - **`mmap_base`** is not exported either. x86's `arch_pick_mmap_layout` set it at `execve` to
 //!   `PAGE_ALIGN(TASK_SIZE - gap - rnd)` (`arch/x86/mm/mmap.c: mmap_base`), with `gap` the stack rlimit plus
 //!   the stack randomisation pad (`stack_maxrandom_size`: 16 GiB - 4 KiB when the task randomises) plus
@@ -290,6 +291,8 @@ fn describe(
         stack_rlimit,
         stack_guard_gap,
         locked_vm: vmspace_host::meminfo_kb(status, "VmLck:").map(|kb| kb * 1024 / PAGE_SIZE),
+        // `task_thp_status` (`fs/proc/array.c`) prints 0 under MMF_DISABLE_THP_COMPLETELY (and without THP).
+        thp_disabled: status.lines().any(|l| l.split_whitespace().eq(["THP_enabled:", "0"])),
         pkeys: pku.then_some(ImportedPkeys { allocated: 1, execute_only: None }),
         ..ImportedLayout::default()
     };

@@ -103,6 +103,7 @@ fn layout() -> ImportedLayout {
         locked_vm: None,
         pkeys: None,
         gate_area: None,
+        thp_disabled: false,
     }
 }
 

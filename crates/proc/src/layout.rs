@@ -36,6 +36,9 @@ pub struct ImportedLayout {
     /// The gate area (`[vsyscall]`), which is not a VMA but which the process's maps ends with: its flags,
     /// `None` if there is none (`Mm::import`).
     pub gate_area: Option<VmFlags>,
+    /// The mm's `MMF_DISABLE_THP_COMPLETELY` (`prctl(PR_SET_THP_DISABLE, 1)`, inherited across fork and
+    /// `execve`; `THP_enabled: 0` in `/proc/PID/status`): no VMA is THP-eligible (`vma_thp_disabled`).
+    pub thp_disabled: bool,
 }
 
 /// One VMA of an [`ImportedLayout`].

@@ -210,21 +210,159 @@ pub fn same_vm(a: i32, b: i32, fallback: bool) -> bool {
     if r < 0 { fallback } else { r == 0 }
 }
 
-/// Yama's `ptrace_scope` (`/proc/sys/kernel/yama/ptrace_scope`), if the LSM is present.
+/// Yama's `ptrace_scope` (`/proc/sys/kernel/yama/ptrace_scope`), if the LSM is present: the file exists only
+/// when Yama is built in and enabled (`security/yama/yama_lsm.c` registers the sysctl), so its absence is
+/// how Yama's absence is detected.
 pub fn yama_ptrace_scope() -> Option<u32> {
     std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope").ok()?.trim().parse().ok()
 }
 
-fn not_permitted(what: &str, e: i32) -> ShadowError {
-    let yama = match yama_ptrace_scope() {
-        Some(3) => "; kernel.yama.ptrace_scope is 3: ptrace is disabled until reboot".to_string(),
-        Some(2) => "; kernel.yama.ptrace_scope is 2: only CAP_SYS_PTRACE may trace".to_string(),
-        Some(1) => "; kernel.yama.ptrace_scope is 1: only a parent may trace its descendants".to_string(),
-        Some(s) => format!("; kernel.yama.ptrace_scope is {s}"),
-        None => String::new(),
+/// `CAP_SYS_PTRACE`'s bit in the capability sets (`include/uapi/linux/capability.h`).
+const CAP_SYS_PTRACE: u32 = 19;
+
+/// Whether this process has `CAP_SYS_PTRACE` in its effective set (`CapEff:` of `/proc/self/status`).
+pub fn has_cap_sys_ptrace() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("CapEff:"))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        })
+        .is_some_and(|caps| caps & (1 << CAP_SYS_PTRACE) != 0)
+}
+
+/// The real, effective and saved user and group ids of process `pid` (`Uid:` and `Gid:` of
+/// `/proc/PID/status`), uids first.
+fn ids_of(pid: &str) -> Option<[u32; 6]> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let three = |key: &str| -> Option<Vec<u32>> {
+        let v: Vec<u32> = s
+            .lines()
+            .find_map(|l| l.strip_prefix(key))?
+            .split_whitespace()
+            .take(3)
+            .filter_map(|x| x.parse().ok())
+            .collect();
+        (v.len() == 3).then_some(v)
     };
+    let mut ids = three("Uid:")?;
+    ids.extend(three("Gid:")?);
+    ids.try_into().ok()
+}
+
+/// Whether process `pid` descends from this process (its parent chain in `/proc/PID/stat` reaches us).
+fn is_descendant(pid: i32) -> bool {
+    let me = std::process::id() as i32;
+    let mut p = pid;
+    for _ in 0..4096 {
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else { return false };
+        let Some(ppid) = stat.rfind(')').and_then(|i| stat[i + 2..].split_whitespace().nth(1)?.parse().ok())
+        else {
+            return false;
+        };
+        if ppid == me {
+            return true;
+        }
+        if ppid <= 1 {
+            return false;
+        }
+        p = ppid;
+    }
+    false
+}
+
+/// What the diagnosis of a refused ptrace knows ([`refusal_reason`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Refusal {
+    /// Yama's `ptrace_scope`, `None` without Yama.
+    yama: Option<u32>,
+    /// This process has `CAP_SYS_PTRACE`.
+    cap: bool,
+    /// The process attached to (`None`: `PTRACE_TRACEME` or the seccomp filter of a spawned program), with
+    /// this process's real uid and gid and the target's uids and gids (real, effective, saved) where `/proc`
+    /// shows them, and whether it descends from this process.
+    target: Option<Target>,
+}
+
+/// The attached process of a [`Refusal`]: pid; (our real uid and gid, its uids and gids); a descendant.
+type Target = (i32, Option<([u32; 2], [u32; 6])>, bool);
+
+impl Refusal {
+    fn of(target: Option<i32>) -> Refusal {
+        Refusal {
+            yama: yama_ptrace_scope(),
+            cap: has_cap_sys_ptrace(),
+            target: target.map(|pid| {
+                let ids = ids_of("self").zip(ids_of(&pid.to_string())).map(|(o, t)| ([o[0], o[3]], t));
+                (pid, ids, is_descendant(pid))
+            }),
+        }
+    }
+}
+
+/// What refused ptrace with `EPERM`, checked in the kernel's order (`kernel/ptrace.c: __ptrace_may_access`
+/// compares the credentials, then wants a dumpable target, each overridden only by `CAP_SYS_PTRACE`, and then
+/// asks the security modules, Yama among them: `security/yama/yama_lsm.c: yama_ptrace_access_check`): a
+/// target of other credentials and the missing capability; Yama's `ptrace_scope`; a target that is not
+/// dumpable; or none of these (another security module, a container's seccomp policy).
+fn refusal_reason(f: &Refusal) -> String {
+    let cap_word = if f.cap { "has CAP_SYS_PTRACE" } else { "lacks CAP_SYS_PTRACE" };
+    let yama_word = match f.yama {
+        None => "Yama is not active (no /proc/sys/kernel/yama/ptrace_scope)".to_string(),
+        Some(s) => format!("kernel.yama.ptrace_scope is {s}, which allows this attach"),
+    };
+    if let Some((pid, Some((ours, theirs)), _)) = f.target
+        && !f.cap
+        && (theirs[..3].iter().any(|&u| u != ours[0]) || theirs[3..].iter().any(|&g| g != ours[1]))
+    {
+        return format!(
+            "refused for a missing capability: vmspace runs as uid {} gid {} and {cap_word}, which \
+             ptrace_may_access (kernel/ptrace.c) requires to attach to process {pid} of uids {}/{}/{} and gids \
+             {}/{}/{} (real/effective/saved)",
+            ours[0], ours[1], theirs[0], theirs[1], theirs[2], theirs[3], theirs[4], theirs[5]
+        );
+    }
+    match (f.yama, f.target) {
+        (Some(3), _) => {
+            return "refused by Yama: kernel.yama.ptrace_scope is 3 (no attach): no process may trace another \
+                    until the next reboot"
+                .into();
+        }
+        (Some(2), Some(_)) if !f.cap => {
+            return format!(
+                "refused by Yama: kernel.yama.ptrace_scope is 2 (admin-only attach) and vmspace {cap_word}"
+            );
+        }
+        (Some(1), Some((pid, _, false))) if !f.cap => {
+            return format!(
+                "refused by Yama: kernel.yama.ptrace_scope is 1 (restricted): without CAP_SYS_PTRACE a process \
+                 may attach only to its descendants (or to one that named it with PR_SET_PTRACER); process {pid} \
+                 is not a descendant of vmspace, and vmspace {cap_word}"
+            );
+        }
+        _ => {}
+    }
+    if let Some((pid, _, _)) = f.target
+        && !f.cap
+    {
+        return format!(
+            "vmspace {cap_word} and process {pid} has its credentials, so the target is probably not dumpable \
+             (a set-id program, PR_SET_DUMPABLE 0), which ptrace_may_access (kernel/ptrace.c) lets only \
+             CAP_SYS_PTRACE override; {yama_word}"
+        );
+    }
+    format!(
+        "neither Yama nor a missing capability explains it (vmspace {cap_word}; {yama_word}): another security \
+         module or a container's seccomp policy forbids ptrace or seccomp"
+    )
+}
+
+/// The run failure of a ptrace request refused with `e` (`EPERM`): the request and what refused it.
+fn not_permitted(what: &str, e: i32, target: Option<i32>) -> ShadowError {
+    let reason = refusal_reason(&Refusal::of(target));
     ShadowError::NotPermitted(format!(
-        "{what}: {}{yama} (a container may also lack CAP_SYS_PTRACE or forbid ptrace and seccomp)",
+        "ptrace not permitted: {what}: {}: {reason}",
         nix::errno::Errno::from_raw(e).desc()
     ))
 }
@@ -366,8 +504,8 @@ impl Tracer {
         })?;
         let err = i32::from_ne_bytes([msg[1], msg[2], msg[3], msg[4]]);
         Some(match msg[0] {
-            STAGE_TRACEME => not_permitted("PTRACE_TRACEME", err),
-            STAGE_FILTER => not_permitted("installing the seccomp filter", err),
+            STAGE_TRACEME => not_permitted("PTRACE_TRACEME", err, None),
+            STAGE_FILTER => not_permitted("installing the seccomp filter", err, None),
             STAGE_EXEC => {
                 ShadowError::Program(format!("execve: {}", nix::errno::Errno::from_raw(err).desc()))
             }
@@ -411,7 +549,7 @@ impl Tracer {
                     Err(e) if t.tasks.is_empty() => {
                         return Err(match e {
                             nix::errno::Errno::EPERM => {
-                                not_permitted(&format!("PTRACE_SEIZE {tid}"), e as i32)
+                                not_permitted(&format!("PTRACE_SEIZE {tid}"), e as i32, Some(pid))
                             }
                             e => ShadowError::Sys(format!("PTRACE_SEIZE {tid}"), e),
                         });
@@ -769,4 +907,34 @@ pub fn fd_file(tid: i32, fd: i32) -> Option<ImportedFile> {
             })
             .unwrap_or_default(),
     })
+}
+
+#[cfg(test)]
+mod refusal_tests {
+    use super::{Refusal, refusal_reason};
+
+    #[test]
+    fn the_reason_follows_the_kernels_order_of_checks() {
+        let other = Some(([0, 0], [65534, 65534, 65534, 65534, 65534, 65534]));
+        let same = Some(([0, 0], [0; 6]));
+        let r = |yama, cap, target| refusal_reason(&Refusal { yama, cap, target });
+        // Other credentials without the capability: the capability, whatever Yama says (checked first).
+        for yama in [None, Some(0), Some(1), Some(2)] {
+            let t = r(yama, false, Some((7, other, false)));
+            assert!(t.contains("missing capability") && t.contains("lacks CAP_SYS_PTRACE"), "{t}");
+            assert!(t.contains("uids 65534/65534/65534"), "{t}");
+        }
+        // Yama, by scope.
+        let t = r(Some(1), false, Some((7, same, false)));
+        assert!(t.contains("ptrace_scope is 1") && t.contains("not a descendant"), "{t}");
+        assert!(r(Some(2), false, Some((7, same, true))).contains("ptrace_scope is 2"));
+        assert!(r(Some(3), true, Some((7, same, true))).contains("ptrace_scope is 3"));
+        assert!(r(Some(3), true, None).contains("ptrace_scope is 3"));
+        // A descendant under scope 1, same credentials: not Yama; the dumpable check.
+        let t = r(Some(1), false, Some((7, same, true)));
+        assert!(t.contains("not dumpable") && t.contains("ptrace_scope is 1, which allows"), "{t}");
+        // With the capability and no Yama refusal: something else.
+        let t = r(None, true, Some((7, other, false)));
+        assert!(t.contains("another security module") && t.contains("Yama is not active"), "{t}");
+    }
 }

@@ -195,6 +195,10 @@ pub struct MmConfig {
     /// see it. `None` by default (the op-script comparisons leave it out on both sides) and from
     /// [`MmConfig::host`]; an imported process's maps ends with it ([`MmConfig::with_layout`]).
     pub gate_area: Option<VmFlags>,
+    /// The mm's `MMF_DISABLE_THP_COMPLETELY` (`prctl(PR_SET_THP_DISABLE, 1)`): no VMA is THP-eligible
+    /// (`vma_thp_disabled`), which smaps' `THPeligible` shows. False by default; an import takes it from the
+    /// process ([`MmConfig::with_layout`]).
+    pub thp_disabled: bool,
 }
 
 /// The gate area's range (`VSYSCALL_ADDR`, one page).
@@ -241,6 +245,7 @@ impl Default for MmConfig {
             cap_sys_admin: false,
             fault_mode: super::fault::FaultMode::PerVma,
             gate_area: None,
+            thp_disabled: false,
         }
     }
 }

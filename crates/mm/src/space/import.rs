@@ -143,7 +143,8 @@ fn check(layout: &ImportedLayout, cfg: &MmConfig) -> Result<(), Errno> {
 
 impl MmConfig {
     /// The configuration an import of `layout` runs with: this one with the layout's parameters
-    /// (`mmap_base`, `start_stack`, `start_brk`, `RLIMIT_STACK`, `stack_guard_gap`, the gate area).
+    /// (`mmap_base`, `start_stack`, `start_brk`, `RLIMIT_STACK`, `stack_guard_gap`, the gate area, the mm's
+    /// THP disable).
     pub fn with_layout(&self, layout: &ImportedLayout) -> MmConfig {
         MmConfig {
             mmap_base: layout.mmap_base,
@@ -152,6 +153,7 @@ impl MmConfig {
             stack_rlimit: layout.stack_rlimit,
             stack_guard_gap: layout.stack_guard_gap,
             gate_area: layout.gate_area,
+            thp_disabled: layout.thp_disabled,
             ..self.clone()
         }
     }

@@ -570,8 +570,10 @@ impl<'a> ProcReader<'a> {
         if orders == 0 {
             return false;
         }
-        // vma_thp_disabled (MMF_DISABLE_THP is not modelled).
-        if fl.intersects(VmFlags::NOHUGEPAGE) {
+        // vma_thp_disabled: the mm's MMF_DISABLE_THP_COMPLETELY (PR_SET_THP_DISABLE), or VM_NOHUGEPAGE. (6.18's
+        // MMF_DISABLE_THP_EXCEPT_ADVISED, `PR_THP_DISABLE_EXCEPT_ADVISED`, is not modelled: `/proc` shows it
+        // nowhere, so no import could take it.)
+        if cfg.thp_disabled || fl.intersects(VmFlags::NOHUGEPAGE) {
             return false;
         }
         // The size and alignment filter, from the highest order down.
