@@ -4,19 +4,10 @@
 //! behind on Ctrl-C, the agent's commands included.
 
 use serde_json::Value;
-use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{alive, children_of, wait_exit};
-
-fn vmspace(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_vmspace"))
-        .env("VMSPACE_ALLOW_DEBUG_BUILD", "1")
-        .args(args)
-        .output()
-        .expect("run vmspace")
-}
+use common::{children_of, descendants, signal_when_ready, vmspace};
 
 fn json_of(args: &[&str]) -> (Value, String) {
     let out = vmspace(args);
@@ -192,61 +183,25 @@ fn a_failing_agent_fails_at_once_with_its_error() {
     assert_eq!(out.status.code(), Some(2));
 }
 
-/// The processes below `pid`: its children and theirs, to any depth.
-fn descendants(pid: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    let mut todo = vec![pid];
-    while let Some(p) = todo.pop() {
-        for c in children_of(p) {
-            out.push(c);
-            todo.push(c);
-        }
-    }
-    out
-}
-
 #[test]
 fn ctrl_c_leaves_no_agent_behind() {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_vmspace"))
-        .env("VMSPACE_ALLOW_DEBUG_BUILD", "1")
-        .args([
-            "kernel",
-            "contention",
-            "--agent",
-            "sleep 0.3; cat /proc/{pid}/maps",
-            "--busy-counts",
-            "2",
-            "--duration",
-            "30s",
-            "--samples",
-            "1",
-            "--region-mib",
-            "8",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let pid = cmd.id();
-    // The mapper, the scanner, two busy tasks and the scanner's agent command (a grandchild).
-    let t = Instant::now();
-    let mut all = Vec::new();
-    while t.elapsed() < Duration::from_secs(15) {
-        all = descendants(pid);
-        if children_of(pid).len() >= 4 && all.len() > children_of(pid).len() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert!(children_of(pid).len() >= 4 && all.len() > children_of(pid).len(), "never started: {all:?}");
-    let st = Command::new("kill").args(["-INT", &pid.to_string()]).status().unwrap();
-    assert!(st.success());
-    let status = wait_exit(&mut cmd, Duration::from_secs(10), "vmspace did not stop on SIGINT");
-    assert_eq!(status.code(), Some(130));
-    let all: Vec<u32> = all.into_iter().chain(descendants(pid)).collect();
-    let t = Instant::now();
-    while all.iter().any(|&k| alive(k)) {
-        assert!(t.elapsed() < Duration::from_secs(5), "processes outlived vmspace: {all:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let args = [
+        "kernel",
+        "contention",
+        "--agent",
+        "sleep 0.3; cat /proc/{pid}/maps",
+        "--busy-counts",
+        "2",
+        "--duration",
+        "30s",
+        "--samples",
+        "1",
+        "--region-mib",
+        "8",
+    ];
+    // Ready once the mapper, the scanner, two busy tasks and the scanner's agent command (a grandchild) exist.
+    signal_when_ready(&args, "-INT", &|pid| {
+        let kids = children_of(pid).len();
+        kids >= 4 && descendants(pid).len() > kids
+    });
 }
