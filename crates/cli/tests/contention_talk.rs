@@ -41,9 +41,15 @@ fn check_cell(r: &Value, busy: u64, runs: usize) {
     assert_eq!(r["parameters"]["scanners"], 1);
     let rs = r["runs"].as_array().unwrap();
     assert_eq!(rs.len(), runs);
+    let length_ms = r["parameters"]["duration_s"].as_f64().unwrap() * 1e3;
     for run in rs {
         let worst = run["metrics"]["call_max_ms"].as_f64().expect("call_max_ms");
         assert!(worst > 0.0, "{run}");
+        // The window is kept: a call still waiting at its end (length + 10 ms) is cut there.
+        assert!(worst <= length_ms + 10.0 + 1.0, "{run}");
+        assert!(run["metrics"]["calls_cut_count"].as_f64().expect("calls_cut_count") <= 1.0, "{run}");
+        assert!(run["metrics"]["setup_ms"].as_f64().expect("setup_ms") > 0.0, "{run}");
+        assert!(run["metrics"]["teardown_ms"].as_f64().expect("teardown_ms") >= 0.0, "{run}");
         let hang = run["metrics"]["worst_over_1s_count"].as_f64().expect("worst_over_1s_count");
         assert_eq!(hang, if worst > 1000.0 { 1.0 } else { 0.0 }, "{run}");
     }
@@ -81,12 +87,13 @@ fn kernel_talk_grid_short() {
     let rows = table_rows(&err, "maps (kernel): worst mmap/munmap call per run, ms");
     assert_eq!(rows.len(), 2, "{err}");
     for (row, busy) in rows.iter().zip(["0", "1"]) {
-        assert_eq!(row.len(), 5, "{row:?}");
+        assert_eq!(row.len(), 6, "{row:?}");
         assert_eq!(row[0], busy);
         let (med, min, max): (f64, f64, f64) =
             (row[1].parse().unwrap(), row[2].parse().unwrap(), row[3].parse().unwrap());
         assert!(min <= med && med <= max, "{row:?}");
         assert!(row[4] == "0/1" || row[4] == "1/1", "{row:?}");
+        assert!(row[5] == "0/1" || row[5] == "1/1", "{row:?}");
     }
     // The talk's options are refused with the options they replace.
     let out = vmspace(&["kernel", "contention", "--talk", "--busy", "3"]);
