@@ -357,11 +357,11 @@ fn answers(cfg: &Config, host: &HostInfo, pid: i32, reports: &[Report]) -> Vec<S
                 } else {
                     line.push_str("; the process's mmap and faults do not wait for it, only a writer changing the very VMA being read");
                 }
-                if !cfg.every.is_zero() {
-                    line.push_str(&format!(
-                        " ({:.2}% of the time)",
-                        100.0 * total / (cfg.every.as_secs_f64() * 1e3)
-                    ));
+                let every_ms = cfg.every.as_secs_f64() * 1e3;
+                if !cfg.every.is_zero() && total < every_ms {
+                    line.push_str(&format!(" ({:.2}% of the time)", 100.0 * total / every_ms));
+                } else if !cfg.every.is_zero() {
+                    line.push_str(" (a pass lasted longer than the interval: the passes ran back to back, the lock held most of the time)");
                 }
                 out.push(line);
             }
