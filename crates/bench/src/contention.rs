@@ -567,9 +567,21 @@ fn scanner(
     Ok(())
 }
 
-/// A busy thread: spins `busy_ms` ms, sleeps 1 ms, until `stop` (0: spins without pause).
+/// A busy thread: from `go`, spins `busy_ms` ms, sleeps 1 ms, until `stop` (0: spins without pause).
 fn busy(cpu: usize, busy_ms: u64, flags: &Flags) -> Result<(), String> {
     sys::pin_to_cpu(cpu).map_err(|e| format!("pinning a busy thread to CPU {cpu}: {e}"))?;
+    // Spinning starts when the window opens, as the kernel side's busy tasks do (the spawn of a thousand
+    // threads is not slowed by the ones already spinning).
+    loop {
+        // Acquire (both): pair with the main thread's Release stores of `stop` and `go`.
+        if flags.stop.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        if flags.go.load(Ordering::Acquire) {
+            break;
+        }
+        std::thread::sleep(contention::BUSY_START_POLL);
+    }
     let spin = Duration::from_millis(busy_ms);
     loop {
         let t = Instant::now();

@@ -18,7 +18,9 @@
 //!   stopping the scanner stops the command it was running. The parent runs the command once before the run
 //!   starts: one that fails at once is reported as it failed, before anything is measured.
 //! * **Busy tasks** (B processes, nice 0, at most [`MAX_BUSY`]): spin for `busy_ms`, sleep 1 ms, repeat;
-//!   `busy_ms = 0` spins forever.
+//!   `busy_ms = 0` spins forever. They start spinning when the window opens (within [`BUSY_START_POLL`]),
+//!   not when they are forked: a thousand tasks spinning while the parent forks the rest made each 1,000-task
+//!   run spend minutes in its set-up.
 //! * Placement: see [`crate::placement`]. Scanners and busy tasks start first; after a 200 ms warm-up the
 //!   parent releases the mapper. The run ends on time: the parent waits for the mapper until the run's length
 //!   has passed (and 10 ms), then tells everyone to stop, kills the busy tasks and the scanners (all first,
@@ -247,6 +249,8 @@ const AGENT_FAILED: i32 = 5;
 const END_SLACK: Duration = Duration::from_millis(10);
 /// How long the parent waits for the mapper's last call once the others are stopped.
 const LAST_CALL_WAIT: Duration = Duration::from_secs(60);
+/// How often a busy task waiting for GO looks (it starts spinning at most this long after the window opens).
+pub const BUSY_START_POLL: Duration = Duration::from_millis(5);
 
 /// Runs every sample of `cfg`; `on_sample(i)` is called after sample `i` finishes.
 pub fn run(cfg: &Config, host: &HostInfo, on_sample: &mut dyn FnMut(usize)) -> Result<Report> {
@@ -647,6 +651,18 @@ fn agent_main(slots: &SharedSlots, index: usize, cpu: usize, cmd: &str, pid: i32
 fn busy_main(slots: &SharedSlots, cpu: usize, busy_ms: u64) -> i32 {
     if sys::pin_to_cpu(cpu).is_err() || sys::set_nice(0).is_err() {
         return 2;
+    }
+    // Spinning starts at GO (module docs): busy tasks that spin while the parent forks the others slow every
+    // later fork (2-2.5 minutes for 1,000 of them on a busy 2-CPU machine).
+    loop {
+        // Acquire (both): pair with the parent's Release stores of STOP and GO.
+        if slots.get(STOP).load(Ordering::Acquire) != 0 {
+            return 0;
+        }
+        if slots.get(GO).load(Ordering::Acquire) != 0 {
+            break;
+        }
+        std::thread::sleep(BUSY_START_POLL);
     }
     let spin = Duration::from_millis(busy_ms);
     loop {
