@@ -17,7 +17,8 @@
 //!   random page and, 50/50, maps a fresh page there (`MAP_FIXED`) or unmaps it, timing each call into an HDR
 //!   histogram and sleeping `pause_us` (one `nanosleep`) between calls. Scanner threads (nice 15, set on the
 //!   thread with `setpriority`) read the proc file through the engine's reader ([`Mm::reader_with`]) in one
-//!   [`ReaderMode`] each row, one whole file per read ([`read_once`]); busy threads (nice 0) spin B ms then
+//!   [`ReaderMode`] each row, one whole file per read (`reader_cost::timed_pass`, which times the holds of
+//!   the mode's lock from the scanner's side: `scanner_hold_max_ms`, `scanner_holds_count`; busy threads (nice 0) spin B ms then
 //!   sleep 1 ms. Scanners and busy threads share the other CPUs as the kernel's processes do
 //!   ([`Layout::resolve`]). After a warm-up (200 ms, or half the run's duration when that is shorter: the
 //!   `--quick` smoke run) the mapper starts; only reads completed while it runs count. Each run gets a fresh
@@ -68,9 +69,14 @@
 //! and side ([`vmspace_linux::talk::render_tables`]).
 //!
 //! Every engine run ends on time, as the kernel's do: the main thread waits for the mapper until the run's
-//! length has passed, then stops the scanners and busy threads, so a mapper call that waits for a starved
-//! scanner (the mmap-lock mode) is measured up to the end of the run and the run does not wait for a
-//! thousand busy threads to let the scanner finish.
+//! length has passed (and 10 ms), then stops the scanners and busy threads, and the run does not wait for a
+//! thousand busy threads to let the scanner finish. A mapper call still waiting at that window's end (for a
+//! starved scanner's hold) is cut there, as on the kernel side: its latency is the time from its start to
+//! the window's end, a lower bound, and it is counted in `calls_cut_count`; the time the stopped threads
+//! then take to go (seconds with a thousand busy threads, each of which must be scheduled once to see the
+//! stop) is `teardown_ms`, the set-up before the window (`Mm`, threads, warm-up) `setup_ms`. Each scanner
+//! times the holds of its mode's lock (`scanner_hold_max_ms`: the longest, from the scanner's side,
+//! off-CPU time included), which is what a mapper call that needs that lock can wait for.
 //!
 //! # Reader throughput
 //!
@@ -321,9 +327,8 @@ pub fn pair_schedule(k: usize, round: usize) -> Vec<Slot> {
     out
 }
 
-/// Reads the proc file `pf` once, whole, through `reader` (what one scanner read is); returns the bytes
-/// rendered, or the answers for a PROCMAP_QUERY walk. The one place a scanner reads: the chunked read(2)
-/// handle replaces the whole-file renders here.
+/// Reads the proc file `pf` once, whole, through `reader`; returns the bytes rendered, or the answers for a
+/// PROCMAP_QUERY walk. (The scanners read through `reader_cost::timed_pass`, which also times their holds.)
 pub fn read_once(reader: &ProcReader<'_>, pf: ProcFile) -> usize {
     match pf {
         ProcFile::Maps => reader.maps().len(),
@@ -362,7 +367,14 @@ struct Flags {
     go: AtomicBool,
     stop: AtomicBool,
     reads: Vec<AtomicU64>,
+    /// The scanners' longest hold of their mode's lock, ns, and their holds (written once per scanner, at its
+    /// end).
+    hold_max_ns: AtomicU64,
+    holds: AtomicU64,
 }
+
+/// The slack after a run's length before the run ends (the kernel side's).
+const END_SLACK: Duration = Duration::from_millis(10);
 
 /// The engine's mapper over a fresh [`Mm`] with a populated region of `region_mib` MiB.
 fn engine_space(region_mib: usize) -> Result<(Mm, u64, u64), String> {
@@ -381,12 +393,15 @@ fn engine_space(region_mib: usize) -> Result<(Mm, u64, u64), String> {
 /// One engine run of row `cfg` with scanners in `mode` on `layout` (module docs): the metrics of the kernel
 /// experiment's runs.
 pub fn engine_run(cfg: &Config, mode: ReaderMode, layout: &Layout) -> Result<BTreeMap<String, f64>, String> {
+    let t_setup = Instant::now();
     let nscan = cfg.effective_scanners();
     let (mm, base, pages) = engine_space(cfg.region_mib)?;
     let flags = Flags {
         go: AtomicBool::new(false),
         stop: AtomicBool::new(false),
         reads: (0..nscan).map(|_| AtomicU64::new(0)).collect(),
+        hold_max_ns: AtomicU64::new(0),
+        holds: AtomicU64::new(0),
     };
     let (duration, pause) = (cfg.duration, Duration::from_micros(cfg.pause_us));
     let (mm, flags) = (&mm, &flags);
@@ -405,13 +420,15 @@ pub fn engine_run(cfg: &Config, mode: ReaderMode, layout: &Layout) -> Result<BTr
         std::thread::sleep(Duration::from_millis(200).min(duration / 2));
         // Release: the warm-up is over; pairs with the Acquire loads of `go` in every thread.
         flags.go.store(true, Ordering::Release);
+        let setup = t_setup.elapsed();
         // The run ends on time (module docs): the mapper's clock starts a little after `go`.
-        let end = Instant::now() + duration + Duration::from_millis(10);
+        let end = Instant::now() + duration + END_SLACK;
         while !mapper.is_finished() && Instant::now() < end {
             std::thread::sleep(Duration::from_millis(1));
         }
         // Release: pairs with the Acquire loads of `stop` in the mapper, scanners and busy threads.
         flags.stop.store(true, Ordering::Release);
+        let t_teardown = Instant::now();
         let out = mapper.join().map_err(|_| "the mapper thread panicked".to_string()).and_then(|r| r);
         let mut errors = Vec::new();
         for o in others {
@@ -421,8 +438,13 @@ pub fn engine_run(cfg: &Config, mode: ReaderMode, layout: &Layout) -> Result<BTr
                 Err(_) => errors.push("a scanner or busy thread panicked".to_string()),
             }
         }
+        let teardown = t_teardown.elapsed();
         match (out, errors.pop()) {
-            (Ok(m), None) => Ok(m),
+            (Ok(mut m), None) => {
+                m.insert("setup_ms".to_string(), setup.as_secs_f64() * 1e3);
+                m.insert("teardown_ms".to_string(), teardown.as_secs_f64() * 1e3);
+                Ok(m)
+            }
             (Err(e), _) | (Ok(_), Some(e)) => Err(e),
         }
     });
@@ -430,6 +452,9 @@ pub fn engine_run(cfg: &Config, mode: ReaderMode, layout: &Layout) -> Result<BTr
     // Relaxed: the scanners were joined above (join orders their stores before these loads).
     let reads: u64 = flags.reads.iter().map(|r| r.load(Ordering::Relaxed)).sum();
     m.insert("scanner_reads_count".to_string(), reads as f64);
+    // Relaxed (both): the scanners were joined above.
+    m.insert("scanner_holds_count".to_string(), flags.holds.load(Ordering::Relaxed) as f64);
+    m.insert("scanner_hold_max_ms".to_string(), flags.hold_max_ns.load(Ordering::Relaxed) as f64 / 1e6);
     m.insert("calls_per_s".to_string(), m["calls_count"] / cfg.duration.as_secs_f64());
     talk::mark_hang(&mut m);
     Ok(m)
@@ -469,9 +494,11 @@ fn mapper(
     if !wait_go(flags) {
         return Err("stopped before the run".into());
     }
-    let mut errors = 0u64;
+    let (mut errors, mut cut) = (0u64, 0u64);
     let flags_map = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
     let start = Instant::now();
+    // The window's end (module docs): a call still waiting then is cut there.
+    let window_end = start + duration + END_SLACK;
     // Relaxed: `stop` is a plain flag here (set by the main thread at the end of the run).
     while start.elapsed() < duration && !flags.stop.load(Ordering::Relaxed) {
         let addr = base + rng.random_range(0..pages) * PAGE_SIZE;
@@ -482,7 +509,13 @@ fn mapper(
         } else {
             mm.munmap(addr, PAGE_SIZE)
         };
-        rec.record(t.elapsed().as_nanos() as u64);
+        let done = Instant::now();
+        rec.record(if done > window_end {
+            cut += 1;
+            window_end.saturating_duration_since(t).as_nanos() as u64
+        } else {
+            (done - t).as_nanos() as u64
+        });
         if r.is_err() {
             errors += 1;
         }
@@ -497,6 +530,7 @@ fn mapper(
         ("call_max_ms".to_string(), s.max_ms),
         ("call_min_ms".to_string(), rec.min_ms()),
         ("mapper_errors_count".to_string(), errors as f64),
+        ("calls_cut_count".to_string(), cut as f64),
     ]);
     for &(q, stem) in CDF_QUANTILES.iter() {
         m.insert(format!("call_{stem}_ms"), rec.quantile_ms(q));
@@ -515,22 +549,39 @@ fn scanner(
 ) -> Result<(), String> {
     sys::pin_to_cpu(cpu).map_err(|e| format!("pinning scanner {index} to CPU {cpu}: {e}"))?;
     sys::set_nice(15).map_err(|e| format!("setpriority(15) of scanner {index}: {e}"))?;
-    let reader = mm.reader_with(mode);
+    // The holds of the mode's lock, timed from the scanner's side (`reader_cost::timed_pass`).
+    let holds = crate::reader_cost::HoldTimer::new();
     // Acquire: pairs with the main thread's Release store of `stop`.
     while !flags.stop.load(Ordering::Acquire) {
-        std::hint::black_box(read_once(&reader, pf));
+        std::hint::black_box(crate::reader_cost::timed_pass(mm, mode, pf, &holds, false, &mut |_| {}));
         // Relaxed: a plain flag; a read counted or not at the edge of the run does not matter.
         if flags.go.load(Ordering::Relaxed) {
             // Relaxed: the count is read after this thread is joined.
             flags.reads[index].fetch_add(1, Ordering::Relaxed);
         }
     }
+    let (n, _, max) = holds.read();
+    // Relaxed (both): read after this thread is joined.
+    flags.holds.fetch_add(n, Ordering::Relaxed);
+    flags.hold_max_ns.fetch_max(max, Ordering::Relaxed);
     Ok(())
 }
 
-/// A busy thread: spins `busy_ms` ms, sleeps 1 ms, until `stop` (0: spins without pause).
+/// A busy thread: from `go`, spins `busy_ms` ms, sleeps 1 ms, until `stop` (0: spins without pause).
 fn busy(cpu: usize, busy_ms: u64, flags: &Flags) -> Result<(), String> {
     sys::pin_to_cpu(cpu).map_err(|e| format!("pinning a busy thread to CPU {cpu}: {e}"))?;
+    // Spinning starts when the window opens, as the kernel side's busy tasks do (the spawn of a thousand
+    // threads is not slowed by the ones already spinning).
+    loop {
+        // Acquire (both): pair with the main thread's Release stores of `stop` and `go`.
+        if flags.stop.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        if flags.go.load(Ordering::Acquire) {
+            break;
+        }
+        std::thread::sleep(contention::BUSY_START_POLL);
+    }
     let spin = Duration::from_millis(busy_ms);
     loop {
         let t = Instant::now();
@@ -1328,6 +1379,10 @@ mod tests {
             assert!(m["scanner_reads_count"] > 0.0, "{pf:?} {m:?}");
             assert_eq!(m["mapper_errors_count"], 0.0);
             assert!(m["call_min_ms"] <= m["call_p50_ms"] && m["call_p50_ms"] <= m["call_max_ms"], "{m:?}");
+            // The per-VMA scanner's holds are timed; no call can outlast the window (length + 10 ms).
+            assert!(m["scanner_holds_count"] > 0.0 && m["scanner_hold_max_ms"] > 0.0, "{pf:?} {m:?}");
+            assert!(m["call_max_ms"] <= 70.0 && m["calls_cut_count"] <= 1.0, "{pf:?} {m:?}");
+            assert!(m["setup_ms"] > 0.0 && m["teardown_ms"] >= 0.0, "{m:?}");
         }
     }
 

@@ -97,7 +97,8 @@ pub fn run(host: &HostInfo, a: ReaderCostArgs) -> Result<Status> {
     };
     let per_set = cfg.passes_per_set();
     let total = if per_set == usize::MAX { 0 } else { (per_set * cfg.sets()) as u64 };
-    let engine_steps = if a.no_engine || engine_file.is_none() { 0 } else { 3 };
+    let engine_sets = if cfg.busy > 0 { 2 } else { 1 };
+    let engine_steps = if a.no_engine || engine_file.is_none() { 0 } else { 3 * engine_sets };
     let mut pb = Progress::new(total + engine_steps);
     let mut imported = None;
     let mut engine_note = None;
@@ -143,10 +144,20 @@ pub fn run(host: &HostInfo, a: ReaderCostArgs) -> Result<Status> {
     {
         let kernel_passes = reports.first().map_or(1, |r| r.runs.len()).clamp(1, 50);
         let mut step = total;
-        match vmspace_bench::reader_cost::run(mm, file, kernel_passes, cfg.nice, &layout, host, &mut |m| {
+        let on_set = &mut |m: vmspace_mm::ReaderMode, b: usize| {
             step += 1;
-            pb.set_done(step, &format!("engine {}", m.name()));
-        }) {
+            pb.set_done(step, &vmspace_bench::reader_cost::label(m, file, b));
+        };
+        match vmspace_bench::reader_cost::run(
+            mm,
+            file,
+            kernel_passes,
+            cfg.nice,
+            cfg.busy,
+            &layout,
+            host,
+            on_set,
+        ) {
             Ok(r) => reports.extend(r),
             Err(e) => engine_note = Some(format!("engine side failed: {e}")),
         }
@@ -244,41 +255,68 @@ fn print_tables(t: Text, reports: &[Report]) {
     }
     let engine: Vec<&Report> = reports.iter().filter(|r| r.benchmark == "bench.reader_cost").collect();
     if !engine.is_empty() {
-        say!(t, "\nengine: the same address space imported, per reader mode (medians over passes), ms");
+        say!(
+            t,
+            "\nengine: the same address space imported, per reader mode (medians over passes; longest: over passes), ms"
+        );
         let rows: Vec<Vec<String>> = engine
             .iter()
             .map(|r| {
                 let m =
                     reports.iter().find(|m| m.benchmark == "bench.reader_cost.mapper" && m.label == r.label);
                 let mm = |k: &str| m.map_or(f64::NAN, |m| med(m, k));
+                let class = engine_class(r);
+                let lock = r.parameters.get("lock").and_then(|v| v.as_str()).unwrap_or("?");
                 vec![
                     r.label.clone(),
                     count(med(r, "vmas_count")),
                     count(med(r, "chunks_count")),
+                    ms(med(r, "chunk_total_ms")),
+                    lock.to_string(),
+                    count(med(r, "holds_count")),
                     ms(med(r, "hold_total_ms")),
                     ms(max_of(r, "hold_max_ms")),
-                    ms(max_of(r, "mmap_lock_hold_max_ms")),
                     ms(med(r, "reader_cpu_ms")),
-                    format!("{} / {}", ms(mm("beside_call_mean_ms")), ms(mm("baseline_call_mean_ms"))),
-                    format!("{} / {}", ms(mm("beside_call_max_ms")), ms(mm("baseline_call_max_ms"))),
+                    format!(
+                        "{} / {}",
+                        ms(mm(&format!("{class}_call_mean_ms"))),
+                        ms(mm("baseline_call_mean_ms"))
+                    ),
+                    format!(
+                        "{} / {}",
+                        ms(mm(&format!("{class}_call_max_ms"))),
+                        ms(mm("baseline_call_max_ms"))
+                    ),
                 ]
             })
             .collect();
         t.print(&render(
             &[
-                "mode",
+                "mode, file",
                 "VMAs",
                 "chunks",
-                "pass total",
-                "longest chunk",
-                "longest mmap_lock hold",
+                "pass (reads)",
+                "lock held",
+                "holds",
+                "hold total",
+                "longest hold",
                 "reader CPU",
-                "mapper mean beside/alone",
-                "mapper max beside/alone",
+                "mapper mean during/alone",
+                "mapper max during/alone",
             ],
             &rows,
         ));
+        say!(
+            t,
+            "holds by the mode's rule, from the reader's side: mmap_lock one per read(), vma_lock one per record (query), none when lockless; 'during': calls a pass overlapped (starved in the + busy sets)"
+        );
     }
+}
+
+/// The mapper's class of calls a pass of engine report `r` overlapped (`beside`, or `starved` with busy threads).
+fn engine_class(r: &Report) -> &'static str {
+    let busy = r.parameters.get("busy").and_then(|v| v.as_u64()).unwrap_or(0) as usize;
+    vmspace_bench::reader_cost::pass_class(busy)
 }
 
 /// One plain-words answer per line (module docs).
@@ -319,11 +357,11 @@ fn answers(cfg: &Config, host: &HostInfo, pid: i32, reports: &[Report]) -> Vec<S
                 } else {
                     line.push_str("; the process's mmap and faults do not wait for it, only a writer changing the very VMA being read");
                 }
-                if !cfg.every.is_zero() {
-                    line.push_str(&format!(
-                        " ({:.2}% of the time)",
-                        100.0 * total / (cfg.every.as_secs_f64() * 1e3)
-                    ));
+                let every_ms = cfg.every.as_secs_f64() * 1e3;
+                if !cfg.every.is_zero() && total < every_ms {
+                    line.push_str(&format!(" ({:.2}% of the time)", 100.0 * total / every_ms));
+                } else if !cfg.every.is_zero() {
+                    line.push_str(" (a pass lasted longer than the interval: the passes ran back to back, the lock held most of the time)");
                 }
                 out.push(line);
             }
@@ -380,18 +418,33 @@ fn answers(cfg: &Config, host: &HostInfo, pid: i32, reports: &[Report]) -> Vec<S
         let mode = r.parameters.get("mode").and_then(|v| v.as_str()).unwrap_or("?");
         let m = reports.iter().find(|m| m.benchmark == "bench.reader_cost.mapper" && m.label == r.label);
         let mm = |k: &str| m.map_or(f64::NAN, |m| med(m, k));
-        let lock = if mode == "mmap-lock" {
-            format!("holds the mmap lock up to {} ms at a time", ms(max_of(r, "mmap_lock_hold_max_ms")))
-        } else if mode == "per-vma" {
-            "never holds the mmap lock for a chunk (one VMA lock at a time)".to_string()
+        let class = engine_class(r);
+        let starved = if class == "starved" {
+            format!(
+                ", starved by {} busy thread(s),",
+                r.parameters.get("busy").and_then(|v| v.as_u64()).unwrap_or(0)
+            )
         } else {
-            "holds no lock".to_string()
+            String::new()
+        };
+        let lock = match mode {
+            "mmap-lock" => format!(
+                "holds the mmap lock {} ms per pass, up to {} ms at a time",
+                ms(med(r, "hold_total_ms")),
+                ms(max_of(r, "mmap_lock_hold_max_ms"))
+            ),
+            "per-vma" => format!(
+                "holds one VMA lock at a time, {} ms per pass in all, up to {} ms at a time (the mmap lock only for a fallback lookup)",
+                ms(med(r, "hold_total_ms")),
+                ms(max_of(r, "vma_lock_hold_max_ms"))
+            ),
+            _ => "holds no lock".to_string(),
         };
         out.push(format!(
-            "with {mode} readers (engine, same {} VMAs): a pass takes {} ms, {lock}; the engine mapper's worst call {} ms beside it against {} ms alone",
+            "with {mode} readers (engine, same {} VMAs){starved} a pass takes {} ms of reads and {lock}; the engine mapper's worst call {} ms during passes against {} ms alone",
             count(med(r, "vmas_count")),
-            ms(med(r, "hold_total_ms")),
-            ms(mm("beside_call_max_ms")),
+            ms(med(r, "chunk_total_ms")),
+            ms(mm(&format!("{class}_call_max_ms"))),
             ms(mm("baseline_call_max_ms"))
         ));
     }

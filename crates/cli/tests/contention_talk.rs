@@ -4,19 +4,10 @@
 //! behind on Ctrl-C, the agent's commands included.
 
 use serde_json::Value;
-use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{alive, children_of, wait_exit};
-
-fn vmspace(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_vmspace"))
-        .env("VMSPACE_ALLOW_DEBUG_BUILD", "1")
-        .args(args)
-        .output()
-        .expect("run vmspace")
-}
+use common::{children_of, descendants, signal_when_ready, vmspace};
 
 fn json_of(args: &[&str]) -> (Value, String) {
     let out = vmspace(args);
@@ -50,9 +41,15 @@ fn check_cell(r: &Value, busy: u64, runs: usize) {
     assert_eq!(r["parameters"]["scanners"], 1);
     let rs = r["runs"].as_array().unwrap();
     assert_eq!(rs.len(), runs);
+    let length_ms = r["parameters"]["duration_s"].as_f64().unwrap() * 1e3;
     for run in rs {
         let worst = run["metrics"]["call_max_ms"].as_f64().expect("call_max_ms");
         assert!(worst > 0.0, "{run}");
+        // The window is kept: a call still waiting at its end (length + 10 ms) is cut there.
+        assert!(worst <= length_ms + 10.0 + 1.0, "{run}");
+        assert!(run["metrics"]["calls_cut_count"].as_f64().expect("calls_cut_count") <= 1.0, "{run}");
+        assert!(run["metrics"]["setup_ms"].as_f64().expect("setup_ms") > 0.0, "{run}");
+        assert!(run["metrics"]["teardown_ms"].as_f64().expect("teardown_ms") >= 0.0, "{run}");
         let hang = run["metrics"]["worst_over_1s_count"].as_f64().expect("worst_over_1s_count");
         assert_eq!(hang, if worst > 1000.0 { 1.0 } else { 0.0 }, "{run}");
     }
@@ -90,12 +87,13 @@ fn kernel_talk_grid_short() {
     let rows = table_rows(&err, "maps (kernel): worst mmap/munmap call per run, ms");
     assert_eq!(rows.len(), 2, "{err}");
     for (row, busy) in rows.iter().zip(["0", "1"]) {
-        assert_eq!(row.len(), 5, "{row:?}");
+        assert_eq!(row.len(), 6, "{row:?}");
         assert_eq!(row[0], busy);
         let (med, min, max): (f64, f64, f64) =
             (row[1].parse().unwrap(), row[2].parse().unwrap(), row[3].parse().unwrap());
         assert!(min <= med && med <= max, "{row:?}");
         assert!(row[4] == "0/1" || row[4] == "1/1", "{row:?}");
+        assert!(row[5] == "0/1" || row[5] == "1/1", "{row:?}");
     }
     // The talk's options are refused with the options they replace.
     let out = vmspace(&["kernel", "contention", "--talk", "--busy", "3"]);
@@ -192,61 +190,25 @@ fn a_failing_agent_fails_at_once_with_its_error() {
     assert_eq!(out.status.code(), Some(2));
 }
 
-/// The processes below `pid`: its children and theirs, to any depth.
-fn descendants(pid: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    let mut todo = vec![pid];
-    while let Some(p) = todo.pop() {
-        for c in children_of(p) {
-            out.push(c);
-            todo.push(c);
-        }
-    }
-    out
-}
-
 #[test]
 fn ctrl_c_leaves_no_agent_behind() {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_vmspace"))
-        .env("VMSPACE_ALLOW_DEBUG_BUILD", "1")
-        .args([
-            "kernel",
-            "contention",
-            "--agent",
-            "sleep 0.3; cat /proc/{pid}/maps",
-            "--busy-counts",
-            "2",
-            "--duration",
-            "30s",
-            "--samples",
-            "1",
-            "--region-mib",
-            "8",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let pid = cmd.id();
-    // The mapper, the scanner, two busy tasks and the scanner's agent command (a grandchild).
-    let t = Instant::now();
-    let mut all = Vec::new();
-    while t.elapsed() < Duration::from_secs(15) {
-        all = descendants(pid);
-        if children_of(pid).len() >= 4 && all.len() > children_of(pid).len() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert!(children_of(pid).len() >= 4 && all.len() > children_of(pid).len(), "never started: {all:?}");
-    let st = Command::new("kill").args(["-INT", &pid.to_string()]).status().unwrap();
-    assert!(st.success());
-    let status = wait_exit(&mut cmd, Duration::from_secs(10), "vmspace did not stop on SIGINT");
-    assert_eq!(status.code(), Some(130));
-    let all: Vec<u32> = all.into_iter().chain(descendants(pid)).collect();
-    let t = Instant::now();
-    while all.iter().any(|&k| alive(k)) {
-        assert!(t.elapsed() < Duration::from_secs(5), "processes outlived vmspace: {all:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let args = [
+        "kernel",
+        "contention",
+        "--agent",
+        "sleep 0.3; cat /proc/{pid}/maps",
+        "--busy-counts",
+        "2",
+        "--duration",
+        "30s",
+        "--samples",
+        "1",
+        "--region-mib",
+        "8",
+    ];
+    // Ready once the mapper, the scanner, two busy tasks and the scanner's agent command (a grandchild) exist.
+    signal_when_ready(&args, "-INT", &|pid| {
+        let kids = children_of(pid).len();
+        kids >= 4 && descendants(pid).len() > kids
+    });
 }

@@ -3,19 +3,9 @@
 //! process may outlive the command, whether it ends normally, by Ctrl-C (SIGINT) or by SIGKILL.
 
 use serde_json::Value;
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
 
 mod common;
-use common::{alive, children_of, wait_exit};
-
-fn vmspace(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_vmspace"))
-        .env("VMSPACE_ALLOW_DEBUG_BUILD", "1")
-        .args(args)
-        .output()
-        .expect("run vmspace")
-}
+use common::{children_of, signal_when_ready, vmspace};
 
 fn json(args: &[&str]) -> Value {
     let out = vmspace(args);
@@ -227,50 +217,22 @@ fn bad_arguments_fail_cleanly() {
 }
 
 fn no_child_outlives(signal: &str) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_vmspace"))
-        .env("VMSPACE_ALLOW_DEBUG_BUILD", "1")
-        .args([
-            "kernel",
-            "contention",
-            "--busy",
-            "1",
-            "--busy-ms",
-            "0",
-            "--duration",
-            "30s",
-            "--samples",
-            "1",
-            "--region-mib",
-            "8",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let pid = cmd.id();
-    // Wait until the mapper, the scanner and the busy task exist.
-    let t = Instant::now();
-    let mut kids = Vec::new();
-    while t.elapsed() < Duration::from_secs(10) {
-        kids = children_of(pid);
-        if kids.len() >= 3 {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert!(kids.len() >= 3, "children never appeared: {kids:?}");
-    let st = Command::new("kill").args([signal, &pid.to_string()]).status().unwrap();
-    assert!(st.success());
-    let status = wait_exit(&mut cmd, Duration::from_secs(10), &format!("vmspace did not stop on {signal}"));
-    assert!(!status.success());
-    if signal == "-INT" {
-        assert_eq!(status.code(), Some(130), "an interrupted command exits with 130");
-    }
-    let t = Instant::now();
-    while kids.iter().any(|&k| alive(k)) {
-        assert!(t.elapsed() < Duration::from_secs(5), "children outlived vmspace after {signal}: {kids:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let args = [
+        "kernel",
+        "contention",
+        "--busy",
+        "1",
+        "--busy-ms",
+        "0",
+        "--duration",
+        "30s",
+        "--samples",
+        "1",
+        "--region-mib",
+        "8",
+    ];
+    // Ready once the mapper, the scanner and the busy task exist.
+    signal_when_ready(&args, signal, &|pid| children_of(pid).len() >= 3);
 }
 
 #[test]

@@ -3,19 +3,11 @@
 //! running.
 
 use serde_json::Value;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 mod common;
-use common::{alive, children_of, wait_exit};
-
-fn vmspace(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_vmspace"))
-        .env("VMSPACE_ALLOW_DEBUG_BUILD", "1")
-        .args(args)
-        .output()
-        .expect("run vmspace")
-}
+use common::{alive, children_of, signal_when_ready, vmspace, wait_exit};
 
 fn json(args: &[&str]) -> Value {
     let out = vmspace(args);
@@ -80,9 +72,20 @@ fn a_child_process_read_in_each_file() {
         assert_eq!(engine.len(), 3, "{file}: one engine report per reader mode");
         for e in engine {
             let mode = e["parameters"]["mode"].as_str().unwrap();
+            // Holds by the mode's rule: the mmap lock per read() chunk, a VMA lock per record, none.
+            let lock = e["parameters"]["lock"].as_str().unwrap();
+            let want = match mode {
+                "mmap-lock" => "mmap_lock",
+                "per-vma" => "vma_lock",
+                _ => "none",
+            };
+            assert_eq!(lock, want, "{mode}");
             for run in runs(e) {
-                assert!(m(run, "hold_total_ms") > 0.0, "{run}");
+                assert!(m(run, "chunk_total_ms") > 0.0, "{run}");
+                assert_eq!(m(run, "hold_total_ms") > 0.0, mode != "lockless", "{mode}: {run}");
                 assert_eq!(m(run, "mmap_lock_hold_max_ms") > 0.0, mode == "mmap-lock", "{mode}: {run}");
+                assert_eq!(m(run, "vma_lock_hold_max_ms") > 0.0, mode == "per-vma", "{mode}: {run}");
+                assert!(m(run, "hold_max_ms") <= m(run, "hold_total_ms"), "{mode}: {run}");
             }
         }
     }
@@ -226,4 +229,42 @@ fn a_process_that_exits_during_the_run() {
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&out_json).unwrap()).unwrap();
     assert!(!runs(reports(&v, "kernel.reader_cost")[0]).is_empty());
     assert!(children_of(run.id()).iter().all(|&p| !alive(p)));
+}
+
+#[test]
+fn ctrl_c_keeps_what_was_measured() {
+    let args = [
+        "kernel",
+        "reader-cost",
+        "--vmas",
+        "500",
+        "--file",
+        "maps",
+        "--passes",
+        "1000",
+        "--every",
+        "0.1s",
+        "--json",
+        "-",
+    ];
+    // Ready 2 s after the mapper appeared: its 1 s baseline, then passes (a child process each).
+    let seen = std::cell::Cell::new(None::<std::time::Instant>);
+    let s = signal_when_ready(&args, "-INT", &|pid| {
+        if children_of(pid).is_empty() {
+            return false;
+        }
+        let t = seen.get().unwrap_or_else(std::time::Instant::now);
+        seen.set(Some(t));
+        t.elapsed() > Duration::from_secs(2)
+    });
+    assert_eq!(s.status.code(), Some(130), "{}", s.stderr);
+    // The passes measured so far: printed, and written as one valid JSON report set.
+    let v: Value = serde_json::from_str(&s.stdout)
+        .unwrap_or_else(|e| panic!("bad JSON after Ctrl-C ({e}): {}\n{}", s.stdout, s.stderr));
+    let k = reports(&v, "kernel.reader_cost");
+    assert_eq!(k.len(), 1, "{}", s.stderr);
+    let n = runs(k[0]).len();
+    assert!((1..1000).contains(&n), "{n} passes measured: {}", s.stderr);
+    assert!(s.stderr.contains("kernel: maps"), "{}", s.stderr);
+    assert_eq!(reports(&v, "kernel.reader_cost.mapper").len(), 1, "{}", s.stderr);
 }

@@ -18,13 +18,20 @@
 //!   stopping the scanner stops the command it was running. The parent runs the command once before the run
 //!   starts: one that fails at once is reported as it failed, before anything is measured.
 //! * **Busy tasks** (B processes, nice 0, at most [`MAX_BUSY`]): spin for `busy_ms`, sleep 1 ms, repeat;
-//!   `busy_ms = 0` spins forever.
+//!   `busy_ms = 0` spins forever. They start spinning when the window opens (within [`BUSY_START_POLL`]),
+//!   not when they are forked: a thousand tasks spinning while the parent forks the rest made each 1,000-task
+//!   run spend minutes in its set-up.
 //! * Placement: see [`crate::placement`]. Scanners and busy tasks start first; after a 200 ms warm-up the
 //!   parent releases the mapper. The run ends on time: the parent waits for the mapper until the run's length
 //!   has passed (and 10 ms), then tells everyone to stop, kills the busy tasks and the scanners (all first,
 //!   then reaps them all: [`child::Children`]) and waits for the mapper's last call, which the stopped tasks no
-//!   longer hold up. A call that still waited at the end is thus measured up to the end of the run plus the
-//!   time to kill the others, a lower bound of what it would have waited. A scanner that fails during the run
+//!   longer hold up. A call still waiting at the end of the run's window (its length and 10 ms) is recorded
+//!   as cut there, its latency the time from its start to the window's end (a lower bound of what it would
+//!   have waited), and counted in `calls_cut_count`: the time the others take to go (up to seconds with a
+//!   thousand busy tasks) is not the scanner's hold, and the worst call stays within the window. The run's
+//!   `setup_ms` (fork and placement of every task, the mapper's populated region, the warm-up) and
+//!   `teardown_ms` (from the window's end until every task is reaped) say where a row's wall time beyond its
+//!   windows goes. A scanner that fails during the run
 //!   (a read error, an agent command that exits non-zero) ends the run at once with its error. Only reads
 //!   completed while the mapper runs are counted.
 //!
@@ -231,6 +238,7 @@ const MAPPER_ERRORS: usize = 3;
 const RESULT: usize = 4; // count, mean, p50, p99, p999, max: 6 words
 const MAPPER_DONE: usize = 10;
 const MIN: usize = 11; // the fastest call, ms
+const CALLS_CUT: usize = 12; // calls still waiting at the window's end
 const QUANTILES: usize = 16; // one word per CDF_QUANTILES entry
 const AGENT_MSG: usize = QUANTILES + CDF_QUANTILES.len() + 3; // how the first failed agent command failed
 const AGENT_MSG_WORDS: usize = 48; // 384 bytes of text, NUL-padded
@@ -241,6 +249,8 @@ const AGENT_FAILED: i32 = 5;
 const END_SLACK: Duration = Duration::from_millis(10);
 /// How long the parent waits for the mapper's last call once the others are stopped.
 const LAST_CALL_WAIT: Duration = Duration::from_secs(60);
+/// How often a busy task waiting for GO looks (it starts spinning at most this long after the window opens).
+pub const BUSY_START_POLL: Duration = Duration::from_millis(5);
 
 /// Runs every sample of `cfg`; `on_sample(i)` is called after sample `i` finishes.
 pub fn run(cfg: &Config, host: &HostInfo, on_sample: &mut dyn FnMut(usize)) -> Result<Report> {
@@ -307,6 +317,7 @@ fn run_once(cfg: &Config, layout: &Layout) -> Result<BTreeMap<String, f64>> {
     let (duration, pause) = (cfg.duration, Duration::from_micros(cfg.pause_us));
     let mapper_cpu = layout.mapper;
 
+    let t_setup = Instant::now();
     let mut mapper = child::spawn(|| mapper_main(&slots, mapper_cpu, region, page, duration, pause))
         .context("fork of the mapper")?;
     let t0 = Instant::now();
@@ -347,6 +358,7 @@ fn run_once(cfg: &Config, layout: &Layout) -> Result<BTreeMap<String, f64>> {
     sleep_interruptible(Duration::from_millis(200))?;
     // Release: the warm-up is over; the mapper and scanners only need the flag itself.
     slots.get(GO).store(1, Ordering::Release);
+    let setup = t_setup.elapsed();
     let end = Instant::now() + cfg.duration + END_SLACK;
     let mut exit = None;
     let mut failed_scanner = None;
@@ -373,6 +385,7 @@ fn run_once(cfg: &Config, layout: &Layout) -> Result<BTreeMap<String, f64>> {
     }
     // Release: tells the mapper, scanners and busy tasks to stop; the others are also killed right after.
     slots.get(STOP).store(1, Ordering::Release);
+    let t_teardown = Instant::now();
     // Relaxed: counters read after STOP; a count off by the reads in flight does not matter.
     let reads: Vec<u64> =
         (0..nscan).map(|i| slots.get(SCANNER_BASE + 2 * i).load(Ordering::Relaxed)).collect();
@@ -426,8 +439,13 @@ fn run_once(cfg: &Config, layout: &Layout) -> Result<BTreeMap<String, f64>> {
             );
         }
     }
+    let teardown = t_teardown.elapsed();
     let calls = f(slots.get(RESULT));
     let mut m = BTreeMap::new();
+    m.insert("setup_ms".to_string(), setup.as_secs_f64() * 1e3);
+    m.insert("teardown_ms".to_string(), teardown.as_secs_f64() * 1e3);
+    // Relaxed: the mapper was reaped (waitpid orders its store before this load).
+    m.insert("calls_cut_count".to_string(), slots.get(CALLS_CUT).load(Ordering::Relaxed) as f64);
     m.insert("calls_count".to_string(), calls);
     m.insert("calls_per_s".to_string(), calls / cfg.duration.as_secs_f64());
     m.insert("call_mean_ms".to_string(), f(slots.get(RESULT + 1)));
@@ -492,8 +510,10 @@ fn mapper_main(
     if !wait_go(slots) {
         return 0;
     }
-    let mut errors = 0u64;
+    let (mut errors, mut cut) = (0u64, 0u64);
     let start = Instant::now();
+    // The window's end (module docs): a call still waiting then is cut there.
+    let window_end = start + duration + END_SLACK;
     // Relaxed: STOP is a plain flag here (the parent sets it at the end of the run or when a scanner failed).
     while start.elapsed() < duration && slots.get(STOP).load(Ordering::Relaxed) == 0 {
         let addr = base + rng.random_range(0..pages) * page;
@@ -501,7 +521,13 @@ fn mapper_main(
         let t = Instant::now();
         // SAFETY: the region belongs to this experiment; nothing holds references into it.
         let r = unsafe { if map { sys::map_fixed(addr, page, rw) } else { sys::unmap(addr, page) } };
-        let ns = t.elapsed().as_nanos() as u64;
+        let done = Instant::now();
+        let ns = if done > window_end {
+            cut += 1;
+            window_end.saturating_duration_since(t).as_nanos() as u64
+        } else {
+            (done - t).as_nanos() as u64
+        };
         rec.record(ns);
         if r.is_err() {
             errors += 1;
@@ -516,6 +542,8 @@ fn mapper_main(
     let s = rec.stats();
     // Relaxed: the parent reads these only after reaping this process (waitpid orders them).
     slots.get(MAPPER_ERRORS).store(errors, Ordering::Relaxed);
+    // Relaxed: as above.
+    slots.get(CALLS_CUT).store(cut, Ordering::Relaxed);
     for (i, v) in [s.count as f64, s.mean_ms, s.p50_ms, s.p99_ms, s.p999_ms, s.max_ms].into_iter().enumerate()
     {
         // Release: pairs with the parent's Acquire loads in `f`.
@@ -623,6 +651,18 @@ fn agent_main(slots: &SharedSlots, index: usize, cpu: usize, cmd: &str, pid: i32
 fn busy_main(slots: &SharedSlots, cpu: usize, busy_ms: u64) -> i32 {
     if sys::pin_to_cpu(cpu).is_err() || sys::set_nice(0).is_err() {
         return 2;
+    }
+    // Spinning starts at GO (module docs): busy tasks that spin while the parent forks the others slow every
+    // later fork (2-2.5 minutes for 1,000 of them on a busy 2-CPU machine).
+    loop {
+        // Acquire (both): pair with the parent's Release stores of STOP and GO.
+        if slots.get(STOP).load(Ordering::Acquire) != 0 {
+            return 0;
+        }
+        if slots.get(GO).load(Ordering::Acquire) != 0 {
+            break;
+        }
+        std::thread::sleep(BUSY_START_POLL);
     }
     let spin = Duration::from_millis(busy_ms);
     loop {

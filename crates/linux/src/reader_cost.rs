@@ -544,10 +544,23 @@ impl Mapper {
     }
 
     /// Stops the mapper and returns its call statistics by class ([`CLASSES`]): count, mean, p50, p99, max.
+    /// Also after Ctrl-C (the calls measured so far are kept): the wait for the mapper, which stops at its
+    /// next call, does not give up on the interrupt, only after [`MAPPER_STOP_WAIT`] (the mapper is then
+    /// killed).
     pub fn finish(mut self, slots: &SharedSlots) -> Result<(BTreeMap<String, f64>, u64)> {
         // Release: pairs with the mapper's Acquire load of M_STOP.
         slots.get(M_STOP).store(1, Ordering::Release);
-        let exit = self.child.wait()?;
+        let t = Instant::now();
+        let exit = loop {
+            if let Some(e) = self.child.try_wait()? {
+                break e;
+            }
+            if t.elapsed() > MAPPER_STOP_WAIT {
+                self.child.kill_and_wait();
+                anyhow::bail!("the mapper did not stop within {MAPPER_STOP_WAIT:?}");
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        };
         if exit != Exit::Code(0) {
             anyhow::bail!("the mapper failed: {exit:?}");
         }
@@ -566,6 +579,9 @@ impl Mapper {
         Ok((m, slots.get(M_ERRORS).load(Ordering::Relaxed)))
     }
 }
+
+/// How long [`Mapper::finish`] waits for the mapper to stop.
+pub const MAPPER_STOP_WAIT: Duration = Duration::from_secs(10);
 
 /// Marks the start (`true`) or end of a pass for the mapper's classification.
 fn pass_edge(slots: &SharedSlots) {
@@ -904,7 +920,11 @@ pub fn run(
     if let Some(m) = mapper
         && (failure.is_none() || failure.as_ref().is_some_and(is_interrupt))
     {
-        let (metrics, errors) = m.finish(&slots)?;
+        let (metrics, errors) = match m.finish(&slots) {
+            Ok(x) => x,
+            // Interrupted anyway: keep the passes measured.
+            Err(e) => return Err(failure.map_or(e, |f| classify(f, pid, reports))),
+        };
         let mut r = Report::new("kernel.reader_cost.mapper", "mapper's mmap/munmap", host.clone());
         params(&mut r, cfg, pid, false);
         r.param("mapper_errors", errors);

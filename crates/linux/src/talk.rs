@@ -69,6 +69,9 @@ pub struct Cell {
     pub max_ms: f64,
     /// Runs whose worst call exceeded [`HANG_MS`].
     pub hangs: usize,
+    /// Runs with a call still waiting at the end of the window, cut there (`calls_cut_count` > 0): their
+    /// worst call is a lower bound ([`crate::contention`]).
+    pub cut: usize,
 }
 
 impl Cell {
@@ -84,6 +87,11 @@ impl Cell {
             min_ms: s.min,
             max_ms: s.max,
             hangs: worst.iter().filter(|&&w| w > HANG_MS).count(),
+            cut: r
+                .runs
+                .iter()
+                .filter(|run| run.metrics.get("calls_cut_count").is_some_and(|&c| c > 0.0))
+                .count(),
         })
     }
 }
@@ -115,18 +123,27 @@ pub fn tables(reports: &[&Report], side: &dyn Fn(&Report) -> String) -> Vec<(Str
 }
 
 /// The column headers of a talk table.
-pub const HEADERS: [&str; 5] = ["busy tasks", "median", "min", "max", "runs > 1 s"];
+pub const HEADERS: [&str; 6] = ["busy tasks", "median", "min", "max", "runs > 1 s", "cut at end"];
 
-/// A cell as the row of a talk table (latencies in ms; `hangs/runs`).
+/// A cell as the row of a talk table (latencies in ms; `hangs/runs`; `cut/runs`).
 pub fn row(c: &Cell) -> Vec<String> {
-    vec![c.busy.to_string(), ms(c.median_ms), ms(c.min_ms), ms(c.max_ms), format!("{}/{}", c.hangs, c.runs)]
+    vec![
+        c.busy.to_string(),
+        ms(c.median_ms),
+        ms(c.min_ms),
+        ms(c.max_ms),
+        format!("{}/{}", c.hangs, c.runs),
+        format!("{}/{}", c.cut, c.runs),
+    ]
 }
 
 /// The talk's tables as text: per table a title line and rows of busy counts.
 pub fn render_tables(tables: &[(String, Vec<Cell>)]) -> String {
     let mut out = String::new();
     for (title, cells) in tables {
-        out.push_str(&format!("\n{title}: worst mmap/munmap call per run, ms\n"));
+        out.push_str(&format!(
+            "\n{title}: worst mmap/munmap call per run, ms (cut at end: a call still waiting when the window closed, timed to then)\n"
+        ));
         let rows: Vec<Vec<String>> = cells.iter().map(row).collect();
         out.push_str(&render(&HEADERS, &rows));
     }
@@ -148,14 +165,16 @@ mod tests {
         r.param("procfile", ProcFile::Smaps);
         r.param("busy", 10);
         for worst in [2.0, 1500.0, 30.0] {
-            let mut m = BTreeMap::from([("call_max_ms".to_string(), worst)]);
+            let cut = if worst > HANG_MS { 1.0 } else { 0.0 };
+            let mut m =
+                BTreeMap::from([("call_max_ms".to_string(), worst), ("calls_cut_count".to_string(), cut)]);
             mark_hang(&mut m);
             assert_eq!(m[WORST_OVER_1S], if worst > HANG_MS { 1.0 } else { 0.0 });
             r.push_run(m);
         }
         r.summarise();
         let c = Cell::of(&r).unwrap();
-        assert_eq!((c.busy, c.runs, c.hangs), (10, 3, 1));
+        assert_eq!((c.busy, c.runs, c.hangs, c.cut), (10, 3, 1, 1));
         assert_eq!((c.min_ms, c.median_ms, c.max_ms), (2.0, 30.0, 1500.0));
         let t = tables(&[&r], &|_| "kernel".to_string());
         assert_eq!(t.len(), 1);

@@ -69,3 +69,83 @@ pub fn run_judged_bench(name: &str) -> serde_json::Value {
     assert!(table.contains(&format!("verdict: {met} met, {missed} missed")), "{table}");
     set
 }
+
+/// Runs the `vmspace` binary under test with `args` (a debug build allowed) and collects its output.
+pub fn vmspace(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_vmspace"))
+        .env("VMSPACE_ALLOW_DEBUG_BUILD", "1")
+        .args(args)
+        .output()
+        .expect("run vmspace")
+}
+
+/// The processes below `pid`: its children and theirs, to any depth.
+pub fn descendants(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut todo = vec![pid];
+    while let Some(p) = todo.pop() {
+        for c in children_of(p) {
+            out.push(c);
+            todo.push(c);
+        }
+    }
+    out
+}
+
+/// What [`signal_when_ready`] saw: the command's exit status and its standard output and error.
+pub struct Signalled {
+    /// The exit status.
+    pub status: ExitStatus,
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+}
+
+/// Starts `vmspace ARGS`, waits (up to 15 s) until `ready(pid)` says its processes are in place, sends it
+/// `signal` (`-INT`, `-KILL` ...), and checks what every command that starts processes promises: it stops
+/// within 10 s, with status 130 after `-INT`, and none of the processes below it (seen before the signal or
+/// after) outlives it by more than 5 s.
+pub fn signal_when_ready(args: &[&str], signal: &str, ready: &dyn Fn(u32) -> bool) -> Signalled {
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_vmspace"))
+        .env("VMSPACE_ALLOW_DEBUG_BUILD", "1")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = cmd.id();
+    // Drained while the command runs, so that a full pipe never blocks it.
+    let mut out = cmd.stdout.take().unwrap();
+    let mut err = cmd.stderr.take().unwrap();
+    let out = std::thread::spawn(move || {
+        let mut s = String::new();
+        out.read_to_string(&mut s).map(|_| s).unwrap_or_default()
+    });
+    let err = std::thread::spawn(move || {
+        let mut s = String::new();
+        err.read_to_string(&mut s).map(|_| s).unwrap_or_default()
+    });
+    let t = Instant::now();
+    while !ready(pid) {
+        assert!(t.elapsed() < Duration::from_secs(15), "{args:?}: never ready: {:?}", descendants(pid));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let before = descendants(pid);
+    let st = Command::new("kill").args([signal, &pid.to_string()]).status().unwrap();
+    assert!(st.success());
+    let status = wait_exit(&mut cmd, Duration::from_secs(10), &format!("vmspace did not stop on {signal}"));
+    assert!(!status.success(), "{args:?}: {status:?} after {signal}");
+    if signal == "-INT" {
+        assert_eq!(status.code(), Some(130), "an interrupted command exits with 130");
+    }
+    let all: Vec<u32> = before.into_iter().chain(descendants(pid)).collect();
+    let t = Instant::now();
+    while all.iter().any(|&k| alive(k)) {
+        assert!(t.elapsed() < Duration::from_secs(5), "processes outlived vmspace after {signal}: {all:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Signalled { status, stdout: out.join().unwrap(), stderr: err.join().unwrap() }
+}

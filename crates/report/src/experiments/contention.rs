@@ -420,7 +420,8 @@ fn talk_tables(reports: &[&Report], sides: &[&SideInfo]) -> Vec<Table> {
             let mut t = Table::new(
                 format!(
                     "the LPC 2021 talk's table, {} reader, {}: each run's worst mmap/munmap call in ms, median, \
-                     minimum and maximum over the runs; runs whose worst call exceeded 1 s",
+                     minimum and maximum over the runs; runs whose worst call exceeded 1 s; runs with a call \
+                     still waiting when the window closed (cut there: a lower bound)",
                     reader_name(pf),
                     info.name
                 ),
