@@ -465,7 +465,10 @@ fn node_store<T: Entry>(
     }
     let len_delta = g.len_delta(req);
     st.stores.node_store += 1;
-    let e = if st.rcu {
+    // RCU mode: rewritten in place under the leaf's sequence count when the count has room and the parent's
+    // address stays below the count's bits (always, on the supported platforms); copied otherwise.
+    let live = st.rcu && seq_usable(lk, p, leaf_d);
+    let e = if st.rcu && !live {
         match alloc(st, &tree.counters) {
             Some(a) => Enode::new(a, true),
             None => return Some(Err(MapleError::NoMem)),
@@ -473,7 +476,11 @@ fn node_store<T: Entry>(
     } else {
         lv.e
     };
-    let gap = fill_node(lk, e, big.items(), lv.min, lv.max);
+    let gap = if live {
+        rewrite_live_leaf(lk, e, big.items(), lv.min, lv.max)
+    } else {
+        fill_node(lk, e, big.items(), lv.min, lv.max)
+    };
     if e != lv.e {
         if leaf_d == 0 {
             e.locked(lk).set_parent(None);
@@ -507,7 +514,7 @@ fn node_store<T: Entry>(
 /// * `i == oe == end` and one or two slots more (within 16): the **append** (`mas_wr_append`).
 ///
 /// The words are written inside one write section of the leaf's sequence count. None (nothing changed) for any
-/// other shape, an insert, a non-RCU tree, a leaf whose count is at its last value or whose parent's address
+/// other shape, an insert over a taken index, a non-RCU tree, a leaf whose count is at its last value or whose parent's address
 /// would reach the count's bits, or a NULL that would end a leaf that is not the right-most: the node store
 /// or the rebuild takes those.
 #[inline(never)] // Kept out of `store`, whose other paths it would otherwise slow down.
@@ -521,13 +528,11 @@ fn wr_in_place<T: Entry>(
     let Req { first: first0, last: last0, val, insert } = req;
     let leaf_d = st.height - 1;
     let lv = p.lv[leaf_d];
-    if !st.rcu || insert || last0 > lv.max {
+    if !st.rcu || last0 > lv.max {
         return None;
     }
     let n = lv.e.locked(lk);
-    // The hard check behind `Enode::new`'s debug assertion (module `node`): the count lives in bits 48.. of the
-    // parent word, above the parent's address.
-    if !n.seq_has_room() || (leaf_d > 0 && p.lv[leaf_d - 1].e.addr() >= ADDR_LIMIT) {
+    if !seq_usable(lk, p, leaf_d) {
         return None;
     }
     // Slot `k` is the leaf's last (its end) iff its pivot is implied or equals the leaf's max: no scan of the
@@ -587,6 +592,10 @@ fn wr_in_place<T: Entry>(
             survivors += (s < first0) as i64 + (l > last0) as i64;
         }
     }
+    if insert && !replaced.is_empty() {
+        // Not empty: the node store reports EEXIST, before anything changes.
+        return None;
+    }
     if slot_store {
         let w = n.write_begin();
         if at_min {
@@ -630,6 +639,45 @@ fn wr_in_place<T: Entry>(
     }
     add_len(tree, (val != 0) as i64 + survivors - replaced.len() as i64);
     Some(replaced)
+}
+
+/// True if the leaf at depth `leaf_d` of path `p` can take one more in-place store under its sequence count:
+/// the count is not at its last value, and the parent's address is below the count's bits (the hard check
+/// behind `Enode::new`'s debug assertion, module `node`).
+#[inline]
+fn seq_usable(lk: Locked<'_>, p: &Path, leaf_d: usize) -> bool {
+    p.lv[leaf_d].e.locked(lk).seq_has_room() && (leaf_d == 0 || p.lv[leaf_d - 1].e.addr() < ADDR_LIMIT)
+}
+
+/// Rewrites the live leaf `e` (covering `[min, max]`) to hold `items` in place, inside one write section of its
+/// sequence count (module `node`): the in-place `mas_wr_node_store` of RCU mode. Only the words that change
+/// are stored (a slot count that grows or shrinks by one or two moves the tail of the leaf; the words before
+/// the store's slot keep their lines clean). A reader that overlaps the section sees the count move in its
+/// `read_check` and reads again, so it never combines words of the two states. Returns the leaf's max gap.
+fn rewrite_live_leaf(lk: Locked<'_>, e: Enode, items: &[Item], min: u64, max: u64) -> u64 {
+    let n = e.locked(lk);
+    debug_assert!(!items.is_empty() && items.len() <= LEAF_SLOTS);
+    debug_assert_eq!(items[items.len() - 1].last, max);
+    let end = items.len() - 1;
+    let w = n.write_begin();
+    for i in 0..LEAF_PIVOTS {
+        let v = match i.cmp(&end) {
+            std::cmp::Ordering::Less => items[i].last,
+            std::cmp::Ordering::Equal => max,
+            std::cmp::Ordering::Greater => 0,
+        };
+        if n.pivot(i) != v {
+            n.set_pivot_live(i, v);
+        }
+    }
+    for i in 0..LEAF_SLOTS {
+        let v = if i <= end { items[i].slot } else { 0 };
+        if n.leaf_slot_locked(i) != v {
+            n.set_leaf_slot(i, v);
+        }
+    }
+    n.write_end(w);
+    crate::build::leaf_gap(items, min)
 }
 
 /// What gathering leaves for a store found besides the slots.
