@@ -135,6 +135,37 @@ pub(crate) const INT_META: usize = INT_GAP_BASE + INT_SLOTS;
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) struct Enode(NonZeroUsize);
 
+/// One level of a walk from the root (the part of the kernel's `ma_state` a walk keeps per depth): node `e`,
+/// the range `[min, max]` it covers, and the offset `off` of the slot the walk followed or stopped at. The one
+/// path-level type of the crate: the writer's paths (module `write`, the write cursor), the read cursor's
+/// cached path and every reader's descent (module `read`) use it.
+///
+/// `seq` is meaningful only at a leaf reached by a lock-free reader: the leaf's parent word when the reader
+/// read it ([`Node::read_begin`]), which a cursor's cached steps check again ([`Node::read_check`]). The
+/// writer, which reads under the lock, leaves it 0.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Level {
+    pub(crate) e: Enode,
+    pub(crate) min: u64,
+    pub(crate) max: u64,
+    pub(crate) off: usize,
+    pub(crate) seq: u64,
+}
+
+impl Level {
+    /// The root level: node `e` covers the whole key space.
+    #[inline(always)]
+    pub(crate) fn root(e: Enode) -> Level {
+        Level { e, min: 0, max: u64::MAX, off: 0, seq: 0 }
+    }
+
+    /// Node `e` covering `[min, max]`, not yet scanned.
+    #[inline(always)]
+    pub(crate) fn at(e: Enode, min: u64, max: u64) -> Level {
+        Level { e, min, max, off: 0, seq: 0 }
+    }
+}
+
 /// Proof that the tree's writer lock is held for `'w` (see [`Enode::locked`]); made by `Writer::locked` and
 /// `Writer::parts` (and by unit tests, for nodes they allocated and own).
 #[derive(Clone, Copy)]

@@ -73,23 +73,14 @@ use crate::build::{
     Big, Item, adopt, alloc, build_nodes, distribute, fill_node, leaf_gap_of, node_count, node_items,
 };
 use crate::node::{
-    ADDR_LIMIT, Counters, Enode, INT_MIN, INT_PIVOTS, INT_SLOTS, LEAF_MIN, LEAF_PIVOTS, LEAF_SLOTS, Locked,
-    MAX_HEIGHT, RETIRE_BATCH, pivots,
+    ADDR_LIMIT, Counters, Enode, INT_MIN, INT_PIVOTS, INT_SLOTS, LEAF_MIN, LEAF_PIVOTS, LEAF_SLOTS, Level,
+    Locked, MAX_HEIGHT, RETIRE_BATCH, pivots,
 };
 use crate::{Entry, MapleError, MapleTree, StoreStats, WState, Writer};
 
-/// One level of a writer's path.
-#[derive(Clone, Copy)]
-pub(crate) struct Lvl {
-    pub(crate) e: Enode,
-    pub(crate) min: u64,
-    pub(crate) max: u64,
-    pub(crate) off: usize,
-}
-
 /// A root-to-depth path.
 pub(crate) struct Path {
-    pub(crate) lv: [Lvl; MAX_HEIGHT],
+    pub(crate) lv: [Level; MAX_HEIGHT],
 }
 
 /// The writer's descent (the lock is held, every node is live): from level `from`, whose node `start` covers
@@ -102,20 +93,20 @@ pub(crate) struct Path {
 #[inline(always)]
 fn descend(
     lk: Locked<'_>,
-    start: Lvl,
+    start: Level,
     from: usize,
     key: u64,
     depth: usize,
-    mut visit: impl FnMut(usize, Lvl),
-) -> Lvl {
-    let Lvl { mut e, mut min, mut max, .. } = start;
+    mut visit: impl FnMut(usize, Level),
+) -> Level {
+    let Level { mut e, mut min, mut max, .. } = start;
     debug_assert!(min <= key && key <= max, "descent from level {from} does not cover {key}");
     let mut d = from;
     loop {
         let n = e.locked(lk);
         let np = pivots(e.is_leaf());
         let i = n.scan(np, key);
-        let lvl = Lvl { e, min, max, off: i };
+        let lvl = Level { e, min, max, off: i, seq: 0 };
         visit(d, lvl);
         if d >= depth || e.is_leaf() {
             return lvl;
@@ -127,7 +118,7 @@ fn descend(
 
 /// Walks from `root` to `depth` along `key` (writer side: the lock is held, every node is live).
 pub(crate) fn walk(lk: Locked<'_>, root: Enode, key: u64, depth: usize) -> Path {
-    let top = Lvl { e: root, min: 0, max: u64::MAX, off: 0 };
+    let top = Level::root(root);
     let mut p = Path { lv: [top; MAX_HEIGHT] };
     descend(lk, top, 0, key, depth, |d, l| p.lv[d] = l);
     p
@@ -142,8 +133,8 @@ pub(crate) fn walk_from(lk: Locked<'_>, p: &mut Path, from: usize, key: u64, dep
 }
 
 /// The node at depth `d` holding `key` ([`walk`] keeping only the last level: no path is built).
-fn node_at(lk: Locked<'_>, root: Enode, key: u64, d: usize) -> Lvl {
-    descend(lk, Lvl { e: root, min: 0, max: u64::MAX, off: 0 }, 0, key, d, |_, _| {})
+fn node_at(lk: Locked<'_>, root: Enode, key: u64, d: usize) -> Level {
+    descend(lk, Level::root(root), 0, key, d, |_, _| {})
 }
 
 /// Max gap of a live leaf.
@@ -696,7 +687,7 @@ impl Gathered {
     /// ones clipped (their overlapped parts recorded in `replaced`, surviving pieces of non-NULL entries counted
     /// in `survivors`), and the new entry inserted once.
     #[inline]
-    fn leaf(&mut self, lk: Locked<'_>, x: Lvl, req: Req, big: &mut Big) {
+    fn leaf(&mut self, lk: Locked<'_>, x: Level, req: Req, big: &mut Big) {
         let Req { first, last, val, .. } = req;
         let n = x.e.locked(lk);
         let end = n.end(LEAF_PIVOTS, x.max);
@@ -762,8 +753,9 @@ enum Top {
     Slot { path: Path, depth: usize, e: Enode, gap: u64 },
 }
 
-/// One level of a rebuild: the slots gathered at depth `d` cover `[lc, hc]` and replace `old` nodes there.
-struct Level {
+/// One level of a rebuild (the kernel's big node with the range it covers, `mas_wr_bnode`): the slots gathered
+/// at depth `d` cover `[lc, hc]` and replace `old` nodes there.
+struct Gather {
     d: usize,
     big: Big,
     lc: u64,
@@ -771,7 +763,7 @@ struct Level {
     old: usize,
 }
 
-impl Level {
+impl Gather {
     /// True if the level covers the whole key space.
     fn covers_all(&self) -> bool {
         self.lc == 0 && self.hc == u64::MAX
@@ -892,12 +884,12 @@ impl Rebuild<'_, '_> {
 
     /// Steps 1 and 2 at the leaf level: gathers every leaf intersecting `[first, last]`, then neighbours until
     /// the constraints hold.
-    fn gather_leaves(&mut self, req: Req) -> Result<(Level, Gathered), MapleError> {
+    fn gather_leaves(&mut self, req: Req) -> Result<(Gather, Gathered), MapleError> {
         let (lk, root) = (self.lk, self.root);
         let d = self.h - 1;
         let mut x = node_at(lk, root, req.first, d);
         let hi = node_at(lk, root, req.last, d).e;
-        let mut lvl = Level { d, big: Big::new(x.min), lc: x.min, hc: x.max, old: 0 };
+        let mut lvl = Gather { d, big: Big::new(x.min), lc: x.min, hc: x.max, old: 0 };
         let mut g = Gathered::default();
         loop {
             g.leaf(lk, x, req, &mut lvl.big);
@@ -936,13 +928,13 @@ impl Rebuild<'_, '_> {
     /// Step 4, one level up from `below`: gathers the slots of every node intersecting `[below.lc, below.hc]`,
     /// keeping the children outside it and splicing the new nodes `up` in place of those inside, then
     /// neighbours until the constraints hold.
-    fn gather_parents(&mut self, below: &Level, up: &[Item]) -> Level {
+    fn gather_parents(&mut self, below: &Gather, up: &[Item]) -> Gather {
         let (lk, root) = (self.lk, self.root);
         let d = below.d - 1;
         let (clo, chi) = (below.lc, below.hc);
         let mut x = node_at(lk, root, clo, d);
         let hi = node_at(lk, root, chi, d).e;
-        let mut lvl = Level { d, big: Big::new(x.min), lc: x.min, hc: x.max, old: 0 };
+        let mut lvl = Gather { d, big: Big::new(x.min), lc: x.min, hc: x.max, old: 0 };
         let mut inserted = false;
         loop {
             let n = x.e.locked(lk);
@@ -979,8 +971,8 @@ impl Rebuild<'_, '_> {
         lvl
     }
 
-    /// [`Level::push_data`], retiring the absorbed sibling.
-    fn push_data(&mut self, lvl: &mut Level, leaf: bool) {
+    /// [`Gather::push_data`], retiring the absorbed sibling.
+    fn push_data(&mut self, lvl: &mut Gather, leaf: bool) {
         if let Some(sib) = lvl.push_data(self.lk, self.root, leaf) {
             self.retire.push(sib);
             lvl.old += 1;
@@ -991,7 +983,7 @@ impl Rebuild<'_, '_> {
     /// level is instead rewritten into its old node, returned with its max gap (the store ends there).
     fn build_level(
         &mut self,
-        lvl: &Level,
+        lvl: &Gather,
         leaf: bool,
         up: &mut Vec<Item>,
     ) -> Result<Option<(Enode, u64)>, MapleError> {
@@ -1024,7 +1016,14 @@ impl Rebuild<'_, '_> {
     }
 
     /// The plan when the final one-for-one node `e` (at `lvl`) was rewritten in place (non-RCU).
-    fn in_place_plan(&mut self, lvl: &Level, e: Enode, gap: u64, len_delta: i64, replaced: Replaced) -> Plan {
+    fn in_place_plan(
+        &mut self,
+        lvl: &Gather,
+        e: Enode,
+        gap: u64,
+        len_delta: i64,
+        replaced: Replaced,
+    ) -> Plan {
         if !e.is_leaf() && !self.adopt.contains(&e) {
             self.adopt.push(e);
         }
