@@ -292,7 +292,158 @@ pub(crate) fn store_at<T: Entry>(
     }
 }
 
-/// [`store_at`] once the path `p` to the leaf holding the store's first index is known.
+/// The shape of a store, as the kernel's `enum store_type` (`include/linux/maple_tree.h`) names it; decided by
+/// [`mas_wr_store_type`] from the leaf holding the store's first index, before anything is gathered or
+/// allocated, and carried out by [`mas_wr_store_entry`]. The store into an empty tree (`wr_new_root` /
+/// `wr_store_root`) is decided before a leaf exists ([`store_empty`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StoreType {
+    /// `wr_exact_fit`: the range is exactly one slot; one slot word changes ([`mas_wr_exact_fit`]).
+    ExactFit,
+    /// `wr_slot_store`: one pivot moves, at most one of its two slots changes, in place under the leaf's
+    /// sequence count ([`mas_wr_slot_store`]).
+    SlotStore,
+    /// `wr_append`: the leaf's last range is split, one or two slots more at its end, in place under the
+    /// sequence count ([`mas_wr_append`]).
+    Append,
+    /// `wr_node_store`: the change stays in the leaf, whose slot count changes ([`mas_wr_node_store`]).
+    NodeStore,
+    /// `wr_split_store`: the leaf overflows ([`mas_wr_split`]).
+    SplitStore,
+    /// `wr_rebalance`: the leaf underflows, or the tree empties ([`mas_wr_rebalance`]).
+    Rebalance,
+    /// `wr_spanning_store`: the store ends beyond the leaf, or leaves a NULL at the end of a leaf that is not
+    /// the right-most (`mas_is_span_wr`: the NULL spans into the next leaf) ([`mas_wr_spanning_store`]).
+    SpanningStore,
+}
+
+/// What [`mas_wr_store_type`] found in the leaf (the part of the kernel's `ma_wr_state` the leaf stores use):
+/// the store's slots before and after the NULL ranges it touches are taken in.
+#[derive(Clone, Copy)]
+struct WrLeaf {
+    /// The leaf's path level (`off`: the slot holding the store's first index).
+    lv: Level,
+    /// The leaf's depth.
+    leaf_d: usize,
+    /// The slots holding the store's first and last index (`offset`, `offset_end`).
+    i0: usize,
+    oe0: usize,
+    /// The same after a NULL store took in the NULL ranges it touches (`mas_wr_extend_null`), with the
+    /// store's range widened to match.
+    i: usize,
+    oe: usize,
+    first: u64,
+    last: u64,
+    /// The (widened) range starts at slot `i`'s first index / ends at slot `oe`'s last index.
+    at_min: bool,
+    at_max: bool,
+    /// Slots the store adds beside the ones it covers (one per side where it does not reach its slot's edge).
+    extra: usize,
+    /// The leaf's last used slot before the store.
+    end: usize,
+}
+
+/// `mas_wr_store_type`: the shape of store `req` in the leaf on path `p` (see [`StoreType`]), from the leaf's
+/// pivots and slots alone (the new slot count is `mas_wr_new_end`'s). `Err(Exists)` for an insert over a taken
+/// index of the leaf (a spanning insert is checked by the rebuild).
+fn mas_wr_store_type(
+    lk: Locked<'_>,
+    st: &WState,
+    p: &Path,
+    req: Req,
+) -> Result<(StoreType, WrLeaf), MapleError> {
+    let Req { first: first0, last: last0, val, insert } = req;
+    let leaf_d = st.height - 1;
+    let lv = p.lv[leaf_d];
+    let n = lv.e.locked(lk);
+    // Slot `k` is the leaf's last (its end) iff its pivot is implied or equals the leaf's max.
+    let is_end = |k: usize| k == LEAF_PIVOTS || n.pivot(k) >= lv.max;
+    let slot = |k: usize| n.leaf_slot_locked(k);
+    let rmin = |k: usize| n.slot_first(k, lv.min);
+    let rmax = |k: usize| n.slot_last(LEAF_PIVOTS, k, lv.max);
+    let i0 = lv.off;
+    let mut w = WrLeaf {
+        lv,
+        leaf_d,
+        i0,
+        oe0: i0,
+        i: i0,
+        oe: i0,
+        first: first0,
+        last: last0,
+        at_min: false,
+        at_max: false,
+        extra: 0,
+        end: i0,
+    };
+    if last0 > lv.max {
+        return Ok((StoreType::SpanningStore, w));
+    }
+    while !is_end(w.oe0) && n.pivot(w.oe0) < last0 {
+        w.oe0 += 1;
+    }
+    if insert && (i0..=w.oe0).any(|k| slot(k) != 0) {
+        return Err(MapleError::Exists);
+    }
+    let oe0 = w.oe0;
+    if oe0 == i0 && rmin(i0) == first0 && rmax(i0) == last0 {
+        // A NULL may not land next to a NULL, nor at the end of a leaf that is not the right-most.
+        let old = slot(i0);
+        let ok = val != 0
+            || old == 0
+            || ((i0 == 0 || slot(i0 - 1) != 0)
+                && if !is_end(i0) { slot(i0 + 1) != 0 } else { lv.max == u64::MAX });
+        if ok {
+            return Ok((StoreType::ExactFit, w));
+        }
+    }
+    let (mut i, mut oe, mut first, mut last) = (i0, oe0, first0, last0);
+    if val == 0 {
+        if slot(i) == 0 {
+            first = rmin(i);
+        } else if first == rmin(i) && i > 0 && slot(i - 1) == 0 {
+            i -= 1;
+            first = rmin(i);
+        }
+        if slot(oe) == 0 {
+            last = rmax(oe);
+        } else if last == rmax(oe) && !is_end(oe) && slot(oe + 1) == 0 {
+            oe += 1;
+            last = rmax(oe);
+        }
+    }
+    let mut end = oe;
+    while !is_end(end) {
+        end += 1;
+    }
+    let (at_min, at_max) = (first == rmin(i), last == rmax(oe));
+    let extra = !at_min as usize + !at_max as usize;
+    w = WrLeaf { i, oe, first, last, at_min, at_max, extra, end, ..w };
+    // `mas_wr_new_end`: the slots before `i` and after `oe`, the store's, and the remainders beside it.
+    let new_count = i + 1 + extra + (end - oe);
+    let last_val = if oe == end && at_max { val } else { slot(end) };
+    if last_val == 0 && lv.max != u64::MAX {
+        return Ok((StoreType::SpanningStore, w));
+    }
+    if st.rcu && seq_usable(lk, p, leaf_d) {
+        if oe == i + 1 && extra == 1 {
+            return Ok((StoreType::SlotStore, w));
+        }
+        if i == oe && oe == end && extra > 0 && new_count <= LEAF_SLOTS {
+            return Ok((StoreType::Append, w));
+        }
+    }
+    Ok(if new_count > LEAF_SLOTS {
+        (StoreType::SplitStore, w)
+    } else if (leaf_d > 0 && new_count < LEAF_MIN) || (leaf_d == 0 && new_count == 1 && last_val == 0) {
+        (StoreType::Rebalance, w)
+    } else {
+        (StoreType::NodeStore, w)
+    })
+}
+
+/// [`store_at`] once the path `p` to the leaf holding the store's first index is known: the kernel's
+/// `mas_wr_store_entry`, which carries out the shape [`mas_wr_store_type`] decided.
 fn store_on_path<T: Entry>(
     tree: &MapleTree<T>,
     lk: Locked<'_>,
@@ -301,16 +452,81 @@ fn store_on_path<T: Entry>(
     root: Enode,
     p: &Path,
 ) -> Result<(Replaced, After), MapleError> {
-    if let Some(r) = exact_fit(tree, lk, p, st.height - 1, req, &mut st.stores) {
-        return r.map(|r| (r, After::Kept));
+    mas_wr_store_entry(tree, lk, st, req, root, p)
+}
+
+/// `mas_wr_store_entry`: see [`store_on_path`].
+fn mas_wr_store_entry<T: Entry>(
+    tree: &MapleTree<T>,
+    lk: Locked<'_>,
+    st: &mut WState,
+    req: Req,
+    root: Enode,
+    p: &Path,
+) -> Result<(Replaced, After), MapleError> {
+    let (ty, w) = mas_wr_store_type(lk, st, p, req)?;
+    match ty {
+        StoreType::ExactFit => Ok((mas_wr_exact_fit(tree, lk, p, &w, req, &mut st.stores), After::Kept)),
+        StoreType::SlotStore => Ok((mas_wr_slot_store(tree, lk, st, p, &w, req), After::Kept)),
+        StoreType::Append => Ok((mas_wr_append(tree, lk, st, p, &w, req), After::Kept)),
+        StoreType::NodeStore => match mas_wr_node_store(tree, lk, st, p, req) {
+            Some(r) => {
+                let leaf = w.lv.e;
+                r.map(|(r, e)| (r, if e == leaf { After::Kept } else { After::Leaf(e) }))
+            }
+            None => mas_wr_bnode(tree, lk, st, req, root),
+        },
+        StoreType::SplitStore => mas_wr_split(tree, lk, st, req, root),
+        StoreType::Rebalance => mas_wr_rebalance(tree, lk, st, req, root),
+        StoreType::SpanningStore => mas_wr_spanning_store(tree, lk, st, req, root),
     }
-    if let Some(r) = wr_in_place(tree, lk, st, p, req) {
-        return Ok((r, After::Kept));
-    }
-    if let Some(r) = node_store(tree, lk, st, p, req) {
-        let leaf = p.lv[st.height - 1].e;
-        return r.map(|(r, e)| (r, if e == leaf { After::Kept } else { After::Leaf(e) }));
-    }
+}
+
+/// `mas_wr_split`: the leaf overflows; the rebuild ([`mas_wr_bnode`]) splits it (absorbing a sibling first when
+/// the two fit in two nodes, `mas_push_data`) and splits its ancestors as far as they overflow.
+fn mas_wr_split<T: Entry>(
+    tree: &MapleTree<T>,
+    lk: Locked<'_>,
+    st: &mut WState,
+    req: Req,
+    root: Enode,
+) -> Result<(Replaced, After), MapleError> {
+    mas_wr_bnode(tree, lk, st, req, root)
+}
+
+/// `mas_wr_rebalance`: the leaf underflows (or the tree empties); the rebuild ([`mas_wr_bnode`]) merges it with
+/// a neighbour and the ancestors as far as they underflow (the tree may shrink).
+fn mas_wr_rebalance<T: Entry>(
+    tree: &MapleTree<T>,
+    lk: Locked<'_>,
+    st: &mut WState,
+    req: Req,
+    root: Enode,
+) -> Result<(Replaced, After), MapleError> {
+    mas_wr_bnode(tree, lk, st, req, root)
+}
+
+/// `mas_wr_spanning_store`: the store crosses leaves (or leaves a NULL at a leaf's end, which then spans into
+/// the next leaf); the rebuild ([`mas_wr_bnode`]) gathers every leaf it touches.
+fn mas_wr_spanning_store<T: Entry>(
+    tree: &MapleTree<T>,
+    lk: Locked<'_>,
+    st: &mut WState,
+    req: Req,
+    root: Enode,
+) -> Result<(Replaced, After), MapleError> {
+    mas_wr_bnode(tree, lk, st, req, root)
+}
+
+/// `mas_wr_bnode`: the general store through big nodes, level by level from the leaves up (module docs,
+/// [`Rebuild`]); every node allocated first, then [`commit`]. On failure nothing changed.
+fn mas_wr_bnode<T: Entry>(
+    tree: &MapleTree<T>,
+    lk: Locked<'_>,
+    st: &mut WState,
+    req: Req,
+    root: Enode,
+) -> Result<(Replaced, After), MapleError> {
     let counters = &tree.counters;
     let mut rb = Rebuild {
         lk,
@@ -375,61 +591,47 @@ fn store_empty<T: Entry>(
     Ok(Replaced::new())
 }
 
-/// The exact fit (`wr_exact_fit`): `[first, last]` is exactly one slot of the leaf on path `p` (at `leaf_d`),
-/// and storing the value there keeps every invariant. One Release store of the slot, in place in both modes,
-/// plus gap bookkeeping when the slot changes between NULL and non-NULL. None if it does not apply.
-fn exact_fit<T: Entry>(
+/// `mas_wr_exact_fit` (the kernel's `wr_exact_fit` case of `mas_wr_store_entry`): `[first, last]` is exactly
+/// slot `w.i0` of the leaf and storing the value there keeps every invariant ([`mas_wr_store_type`] checked).
+/// One Release store of the slot, in place in both modes, plus gap bookkeeping when the slot changes between
+/// NULL and non-NULL. A reader sees the old or the new value with the same range.
+fn mas_wr_exact_fit<T: Entry>(
     tree: &MapleTree<T>,
     lk: Locked<'_>,
     p: &Path,
-    leaf_d: usize,
+    w: &WrLeaf,
     req: Req,
     stats: &mut StoreStats,
-) -> Option<Result<Replaced, MapleError>> {
-    let Req { first, last, val, insert } = req;
-    let lv = p.lv[leaf_d];
+) -> Replaced {
+    let (lv, i, leaf_d) = (w.lv, w.i0, w.leaf_d);
     let n = lv.e.locked(lk);
-    let i = lv.off;
-    let (s, l) = (n.slot_first(i, lv.min), n.slot_last(LEAF_PIVOTS, i, lv.max));
-    if s != first || l != last {
-        return None;
-    }
-    let end = n.end(LEAF_PIVOTS, lv.max);
     let old = n.leaf_slot_locked(i);
-    if insert && old != 0 {
-        return Some(Err(MapleError::Exists));
-    }
-    // A NULL may not land next to a NULL, nor at the end of a leaf that is not the right-most.
-    let ok = val != 0
-        || old == 0
-        || ((i == 0 || n.leaf_slot_locked(i - 1) != 0)
-            && if i < end { n.leaf_slot_locked(i + 1) != 0 } else { lv.max == u64::MAX });
-    if !ok {
-        return None;
-    }
     let mut replaced = Replaced::new();
     if old != 0 {
-        replaced.push((s, l, old));
+        replaced.push((req.first, req.last, old));
     }
-    if old == val {
-        return Some(Ok(replaced));
+    if old == req.val {
+        return replaced;
     }
-    n.set_leaf_slot(i, val);
+    n.set_leaf_slot(i, req.val);
     stats.exact_fit += 1;
-    if (old == 0) != (val == 0) {
+    if (old == 0) != (req.val == 0) {
         if leaf_d > 0 {
             propagate_gap(lk, p, leaf_d - 1, leaf_node_gap(lk, lv.e, lv.min, lv.max));
         }
-        add_len(tree, if val == 0 { -1 } else { 1 });
+        add_len(tree, if req.val == 0 { -1 } else { 1 });
     }
-    Some(Ok(replaced))
+    replaced
 }
 
-/// The node store (`wr_node_store`): the change stays inside the leaf on path `p` and the leaf still satisfies
-/// every invariant afterwards. RCU mode: one new leaf, published in the parent's slot (or as the root), the old
-/// one retired; non-RCU mode: the leaf is rewritten in place. Returns the replaced entries and the leaf now in
-/// the tree. None if it does not apply.
-fn node_store<T: Entry>(
+/// `mas_wr_node_store`: the change stays inside the leaf on path `p` and the leaf still satisfies every
+/// invariant afterwards; its slot count changes (or a shape above could not be made in place). The leaf's new
+/// slots are gathered ([`Gathered::leaf`]) and written: in place under the leaf's sequence count
+/// ([`rewrite_live_leaf`]; RCU mode, the count has room), as a new leaf published in the parent's slot (or as
+/// the root) with the old one retired (RCU mode, the count at its last value), or rewritten in place (non-RCU
+/// mode, where no reader exists). Returns the replaced entries and the leaf now in the tree. None if the
+/// gathered leaf does not fit after all (the caller rebuilds).
+fn mas_wr_node_store<T: Entry>(
     tree: &MapleTree<T>,
     lk: Locked<'_>,
     st: &mut WState,
@@ -494,142 +696,117 @@ fn node_store<T: Entry>(
     Some(Ok((g.replaced, e)))
 }
 
-/// The in-place RCU-mode stores of one leaf (see the module docs), classified from the store's position in the
-/// leaf on path `p` as `mas_wr_store_type` does, before anything is gathered: `i` is the slot holding `first`,
-/// `oe` the one holding `last` (`offset_end`); a NULL store first takes in the NULL ranges it touches
-/// (`mas_wr_extend_null`, so that no NULL lands next to a NULL); then the new end (`mas_wr_new_end`) decides:
-///
-/// * `oe == i + 1` and the same end: the **slot store** (`mas_wr_slot_store`): from slot `i`'s first index,
-///   slot `i` takes the value and `pivot[i] = last`; or up to slot `i + 1`'s last index, `pivot[i] = first - 1`
-///   and slot `i + 1` takes the value;
-/// * `i == oe == end` and one or two slots more (within 16): the **append** (`mas_wr_append`).
-///
-/// The words are written inside one write section of the leaf's sequence count. None (nothing changed) for any
-/// other shape, an insert over a taken index, a non-RCU tree, a leaf whose count is at its last value or whose parent's address
-/// would reach the count's bits, or a NULL that would end a leaf that is not the right-most: the node store
-/// or the rebuild takes those.
+/// The entries an in-place store of `w` replaces (clipped to the store's own range `req`) and the change of the
+/// entry count it makes.
+fn wr_replaced(n: &crate::node::Node, w: &WrLeaf, req: Req) -> (Replaced, i64) {
+    let lv = w.lv;
+    let mut replaced = Replaced::new();
+    let mut survivors = 0i64;
+    for k in w.i0..=w.oe0 {
+        let v = n.leaf_slot_locked(k);
+        if v != 0 {
+            let (s, l) = (n.slot_first(k, lv.min), n.slot_last(LEAF_PIVOTS, k, lv.max));
+            replaced.push((s.max(req.first), l.min(req.last), v));
+            survivors += (s < req.first) as i64 + (l > req.last) as i64;
+        }
+    }
+    let delta = (req.val != 0) as i64 + survivors - replaced.len() as i64;
+    (replaced, delta)
+}
+
+/// After an in-place store of `w`: the leaf's max gap up the path if a NULL range was touched, and the count.
+fn wr_in_place_done<T: Entry>(
+    tree: &MapleTree<T>,
+    lk: Locked<'_>,
+    p: &Path,
+    w: &WrLeaf,
+    nulls: bool,
+    delta: i64,
+) {
+    if nulls && w.leaf_d > 0 {
+        let lv = w.lv;
+        propagate_gap(lk, p, w.leaf_d - 1, leaf_node_gap(lk, lv.e, lv.min, lv.max));
+    }
+    add_len(tree, delta);
+}
+
+/// `mas_wr_slot_store` as the kernel allows it in RCU mode (`offset_end - offset == 1`): the slot count is
+/// unchanged, one pivot `i` moves and at most one of slots `i`, `i + 1` changes, inside one write section of
+/// the leaf's sequence count. From slot `i`'s first index: slot `i` takes the value and `pivot[i] = last`; or
+/// up to slot `i + 1`'s last index: `pivot[i] = first - 1` and slot `i + 1` takes the value.
 #[inline(never)] // Kept out of `store`, whose other paths it would otherwise slow down.
-fn wr_in_place<T: Entry>(
+fn mas_wr_slot_store<T: Entry>(
     tree: &MapleTree<T>,
     lk: Locked<'_>,
     st: &mut WState,
     p: &Path,
+    w: &WrLeaf,
     req: Req,
-) -> Option<Replaced> {
-    let Req { first: first0, last: last0, val, insert } = req;
-    let leaf_d = st.height - 1;
-    let lv = p.lv[leaf_d];
-    if !st.rcu || last0 > lv.max {
-        return None;
-    }
-    let n = lv.e.locked(lk);
-    if !seq_usable(lk, p, leaf_d) {
-        return None;
-    }
-    // Slot `k` is the leaf's last (its end) iff its pivot is implied or equals the leaf's max: no scan of the
-    // whole leaf is needed.
-    let is_end = |k: usize| k == LEAF_PIVOTS || n.pivot(k) >= lv.max;
-    let (i0, mut oe0) = (lv.off, lv.off);
-    while !is_end(oe0) && n.pivot(oe0) < last0 {
-        oe0 += 1;
-        if oe0 > i0 + 1 {
-            return None;
+) -> Replaced {
+    let n = w.lv.e.locked(lk);
+    let (i, oe, val) = (w.i, w.oe, req.val);
+    let nulls = val == 0 || n.leaf_slot_locked(i) == 0 || n.leaf_slot_locked(oe) == 0;
+    let (replaced, delta) = wr_replaced(n, w, req);
+    let seq = n.write_begin();
+    if w.at_min {
+        if n.leaf_slot_locked(i) != val {
+            n.set_leaf_slot(i, val);
         }
-    }
-    if val != 0 && oe0 == i0 && !is_end(i0) {
-        // A value inside one slot that is not the last (not an exact fit): one or two slots more in the middle
-        // of the leaf, a node store. The common insertion, so decided first.
-        return None;
-    }
-    let slot = |k: usize| n.leaf_slot_locked(k);
-    let rmin = |k: usize| n.slot_first(k, lv.min);
-    let rmax = |k: usize| n.slot_last(LEAF_PIVOTS, k, lv.max);
-    let (mut i, mut oe, mut first, mut last) = (i0, oe0, first0, last0);
-    if val == 0 {
-        if slot(i) == 0 {
-            first = rmin(i);
-        } else if first == rmin(i) && i > 0 && slot(i - 1) == 0 {
-            i -= 1;
-            first = rmin(i);
-        }
-        if slot(oe) == 0 {
-            last = rmax(oe);
-        } else if last == rmax(oe) && !is_end(oe) && slot(oe + 1) == 0 {
-            oe += 1;
-            last = rmax(oe);
-        }
-    }
-    let (at_min, at_max) = (first == rmin(i), last == rmax(oe));
-    // Slots the store adds: one per side where it does not reach its slot's edge (`mas_wr_new_end`).
-    let extra = !at_min as usize + !at_max as usize;
-    let slot_store = oe == i + 1 && extra == 1;
-    let append = i == oe && extra > 0 && i + extra < LEAF_SLOTS && is_end(i);
-    // The last slot may end in NULL only in the right-most leaf.
-    let null_at_end = val == 0 && lv.max != u64::MAX && at_max && is_end(oe);
-    if !(slot_store || append) || null_at_end {
-        return None;
-    }
-    let (end, new_end) = (oe, oe + extra);
-    // A NULL range touched: the leaf's max gap is recomputed afterwards.
-    let nulls = val == 0 || slot(i) == 0 || slot(oe) == 0;
-    // The replaced entries (clipped to the store's own range) and the entry count's change.
-    let mut replaced = Replaced::new();
-    let mut survivors = 0i64;
-    for k in i0..=oe0 {
-        let v = slot(k);
-        if v != 0 {
-            let (s, l) = (rmin(k), rmax(k));
-            replaced.push((s.max(first0), l.min(last0), v));
-            survivors += (s < first0) as i64 + (l > last0) as i64;
-        }
-    }
-    if insert && !replaced.is_empty() {
-        // Not empty: the node store reports EEXIST, before anything changes.
-        return None;
-    }
-    if slot_store {
-        let w = n.write_begin();
-        if at_min {
-            if slot(i) != val {
-                n.set_leaf_slot(i, val);
-            }
-            n.set_pivot_live(i, last);
-        } else {
-            if slot(oe) != val {
-                n.set_leaf_slot(oe, val);
-            }
-            n.set_pivot_live(i, first - 1);
-        }
-        n.write_end(w);
-        st.stores.slot_store += 1;
+        n.set_pivot_live(i, w.last);
     } else {
-        let c = slot(end);
-        let w = n.write_begin();
-        // As `mas_wr_append`: the new slots and pivots beyond the old end first, then the old end's.
-        if new_end < LEAF_PIVOTS {
-            n.set_pivot_live(new_end, lv.max);
+        if n.leaf_slot_locked(oe) != val {
+            n.set_leaf_slot(oe, val);
         }
-        if at_max {
-            n.set_leaf_slot(end + 1, val);
-            n.set_pivot_live(end, first - 1);
-        } else if at_min {
-            n.set_leaf_slot(end + 1, c);
-            n.set_leaf_slot(end, val);
-            n.set_pivot_live(end, last);
-        } else {
-            n.set_leaf_slot(end + 2, c);
-            n.set_leaf_slot(end + 1, val);
-            n.set_pivot_live(end + 1, last);
-            n.set_pivot_live(end, first - 1);
-        }
-        n.write_end(w);
-        st.stores.append += 1;
+        n.set_pivot_live(i, w.first - 1);
     }
-    if nulls && leaf_d > 0 {
-        propagate_gap(lk, p, leaf_d - 1, leaf_node_gap(lk, lv.e, lv.min, lv.max));
+    n.write_end(seq);
+    st.stores.slot_store += 1;
+    wr_in_place_done(tree, lk, p, w, nulls, delta);
+    replaced
+}
+
+/// `mas_wr_append`: the store lies in the leaf's last range, and the leaf grows by one slot at its end (the
+/// store ends at the leaf's max: the old content keeps `[min, first - 1]` and the value takes a new last slot;
+/// or it starts at the range's first index: the value takes the old last slot and the old content moves one
+/// slot right) or by two (strictly inside: the content is kept on both sides), within the leaf's 16 slots;
+/// inside one write section of the leaf's sequence count.
+#[inline(never)] // As `mas_wr_slot_store`.
+fn mas_wr_append<T: Entry>(
+    tree: &MapleTree<T>,
+    lk: Locked<'_>,
+    st: &mut WState,
+    p: &Path,
+    w: &WrLeaf,
+    req: Req,
+) -> Replaced {
+    let n = w.lv.e.locked(lk);
+    let (end, val) = (w.end, req.val);
+    let new_end = end + w.extra;
+    let c = n.leaf_slot_locked(end);
+    let nulls = val == 0 || c == 0;
+    let (replaced, delta) = wr_replaced(n, w, req);
+    let seq = n.write_begin();
+    // As the kernel's: the new slots and pivots beyond the old end first, then the old end's.
+    if new_end < LEAF_PIVOTS {
+        n.set_pivot_live(new_end, w.lv.max);
     }
-    add_len(tree, (val != 0) as i64 + survivors - replaced.len() as i64);
-    Some(replaced)
+    if w.at_max {
+        n.set_leaf_slot(end + 1, val);
+        n.set_pivot_live(end, w.first - 1);
+    } else if w.at_min {
+        n.set_leaf_slot(end + 1, c);
+        n.set_leaf_slot(end, val);
+        n.set_pivot_live(end, w.last);
+    } else {
+        n.set_leaf_slot(end + 2, c);
+        n.set_leaf_slot(end + 1, val);
+        n.set_pivot_live(end + 1, w.last);
+        n.set_pivot_live(end, w.first - 1);
+    }
+    n.write_end(seq);
+    st.stores.append += 1;
+    wr_in_place_done(tree, lk, p, w, nulls, delta);
+    replaced
 }
 
 /// True if the leaf at depth `leaf_d` of path `p` can take one more in-place store under its sequence count:
