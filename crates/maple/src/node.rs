@@ -33,7 +33,7 @@
 //! after a grace period). Node addresses are 256-byte aligned, so the low byte never reaches the address.
 //!
 //! **The leaf sequence count** (bits 48..63 and the `WRITING` bit 7) makes a leaf's multi-word in-place
-//! stores (the slot store and the append, module `write`) a seqlock: the writer sets `WRITING` (Relaxed),
+//! stores (the slot store, the append and the node store, module `write`) a seqlock: the writer sets `WRITING` (Relaxed),
 //! issues `fence(Release)`, stores the leaf's words, then stores the word with `WRITING` clear and the count
 //! plus one (Release) ([`Node::write_begin`], [`Node::write_end`]). A reader loads the parent word (Acquire,
 //! [`Node::read_begin`]; it waits while `WRITING` is set), loads the leaf's words, issues `fence(Acquire)`
@@ -46,7 +46,7 @@
 //! The count needs the parent's address below 2^48: node addresses are user-space heap addresses, below 2^47
 //! on x86-64 and arm64 Linux unless a program maps memory above it on purpose (5-level paging, explicit hint),
 //! which the system allocator never does. [`Enode::new`] asserts it in debug builds, and the in-place stores
-//! check it (`write::wr_in_place`) and copy the leaf instead if the parent's address ever reached 2^48. `WRITING` is a
+//! check it (`write::seq_usable`) and copy the leaf instead if the parent's address ever reached 2^48. `WRITING` is a
 //! bit that no address sets, so a reader never waits on a word that only looks busy.
 
 use std::marker::PhantomData;
@@ -184,7 +184,7 @@ impl Enode {
     pub(crate) fn new(addr: usize, leaf: bool) -> Enode {
         debug_assert!(addr != 0 && addr & !ADDR_MASK == 0);
         // The leaf sequence count (bits 48..63 of a child's parent word) needs parent addresses below 2^48;
-        // `write::wr_in_place` re-checks it before every in-place store (see the module docs).
+        // `write::seq_usable` re-checks it before every in-place store (see the module docs).
         debug_assert!(addr < ADDR_LIMIT, "maple: node address {addr:#x} above 2^47");
         let kind = if leaf { KIND_LEAF } else { KIND_INTERNAL };
         Enode(NonZeroUsize::new(addr | kind).unwrap_or(NonZeroUsize::MIN))
@@ -452,7 +452,7 @@ impl Node {
         let old = self.parent.load(Ordering::Relaxed);
         debug_assert!(old & PARENT_WRITING == 0 || old == self.dead_word(), "maple: re-parenting mid-store");
         // A dead or never-used node's word is its address, whose bits 48.. are clear (`ADDR_LIMIT`): a fresh node
-        // starts counting from 0; a parent address at or above 2^48 gets no count and no in-place store (`write::wr_in_place`).
+        // starts counting from 0; a parent address at or above 2^48 gets no count and no in-place store (`write::seq_usable`).
         let seq = if base & SEQ_MASK == 0 { old & SEQ_MASK } else { 0 };
         // Relaxed: readers compare the parent word with the node's own address (no live node's word equals it)
         // and compare only the sequence bits, which this store keeps: any value they read of a re-parenting

@@ -1,20 +1,36 @@
 //! Stores: one algorithm for every shape of change, level by level from the leaves up, and shortcuts that
-//! change one leaf.
+//! change one leaf, under the kernel's names (`lib/maple_tree.c`, the `mas_wr_*` family).
 //!
 //! A store of `[first, last]` into an empty tree makes one root leaf ([`store_empty`]). Otherwise it walks to
 //! the leaf holding `first` (or, made through a write cursor, starts from the path the cursor cached there:
-//! [`store_at`], module `cursor`; nothing else differs) and tries, in order:
+//! [`store_at`], module `cursor`; nothing else differs); [`mas_wr_store_type`] decides the store's shape
+//! ([`StoreType`], the kernel's `enum store_type`) from that leaf's pivots and slots alone, before anything is
+//! gathered or allocated (a NULL store first takes in the NULL ranges it touches, `mas_wr_extend_null`; the new
+//! slot count is `mas_wr_new_end`'s), and [`mas_wr_store_entry`] carries it out:
 //!
-//! * the **exact fit** ([`exact_fit`], the kernel's `mas_wr_exact_fit`): the range is exactly one existing leaf
-//!   slot and the store keeps every invariant (no NULL next to a NULL, no NULL at the end of a non-right-most
-//!   leaf); one Release store of the slot, in place in both modes (plus in-place max-gap bookkeeping when the
-//!   slot changes between NULL and non-NULL). A reader sees the old or the new value with the same range.
-//! * the **node store** ([`node_store`], `mas_wr_node_store`): the change stays inside that leaf and the
-//!   rebuilt leaf satisfies every invariant (NULLs merged, as `mas_wr_extend_null` does, min fill, no NULL at
-//!   the end of a non-right-most leaf). In RCU mode two of its shapes change the live leaf in place
-//!   ([`wr_in_place`], classified from the store's position in the leaf before anything is gathered, as
-//!   `mas_wr_store_type` does), inside one write section of the leaf's sequence count (module `node`, "the leaf
-//!   sequence count": `WRITING` set, `fence(Release)`, the words, count plus one with Release):
+//! | kernel (`lib/maple_tree.c`) | here | what changes |
+//! |---|---|---|
+//! | `mas_wr_store_type` / `enum store_type` | [`mas_wr_store_type`] / [`StoreType`] | nothing: decides the shape |
+//! | `mas_wr_store_entry` | [`mas_wr_store_entry`] (through [`store_on_path`]) | dispatches on the shape |
+//! | `mas_new_root`, `mas_store_root` (`wr_new_root`, `wr_store_root`) | [`store_empty`] | a store into the empty tree: one root leaf |
+//! | `wr_exact_fit` (one `rcu_assign_pointer`) | [`mas_wr_exact_fit`] | one slot word of a live leaf (both modes) |
+//! | `mas_wr_slot_store` | [`mas_wr_slot_store`] | one pivot and at most one slot of a live leaf, under its sequence count |
+//! | `mas_wr_append` | [`mas_wr_append`] | one or two slots more at a live leaf's end, under its sequence count |
+//! | `mas_wr_node_store` | [`mas_wr_node_store`] | one leaf whose slot count changes: rewritten in place under its sequence count (the kernel copies it in RCU mode) |
+//! | `mas_wr_split` | [`mas_wr_split`] → [`mas_wr_bnode`] | the leaf overflows: split, ancestors as far as they overflow |
+//! | `mas_wr_rebalance` | [`mas_wr_rebalance`] → [`mas_wr_bnode`] | the leaf underflows: merged with a neighbour, ancestors as far as they underflow |
+//! | `mas_wr_spanning_store` (`mas_is_span_wr`) | [`mas_wr_spanning_store`] → [`mas_wr_bnode`] | a store across leaves, or a NULL at the end of a leaf that is not the right-most |
+//! | `mas_wr_bnode`, `maple_big_node`, `mas_push_data` | [`mas_wr_bnode`] ([`Rebuild`], [`Gather`], [`Gather::push_data`]) | the general rebuild below |
+//!
+//! The leaf stores in detail:
+//!
+//! * the **exact fit**: the range is exactly one existing leaf slot and the store keeps every invariant (no NULL
+//!   next to a NULL, no NULL at the end of a non-right-most leaf); one Release store of the slot, in place in
+//!   both modes (plus in-place max-gap bookkeeping when the slot changes between NULL and non-NULL). A reader
+//!   sees the old or the new value with the same range.
+//! * In RCU mode three shapes change the live leaf in place inside one write section of the leaf's sequence
+//!   count (module `node`, "the leaf sequence count": `WRITING` set, `fence(Release)`, the words, count plus
+//!   one with Release):
 //!   * the **slot store** (`mas_wr_slot_store` as the kernel allows it in RCU mode, `offset_end - offset == 1`):
 //!     the slot count is unchanged, one pivot `j` moves and at most one of slots `j`, `j + 1` changes. Both
 //!     directions: the store starts at slot `j`'s first index and ends inside slot `j + 1` (slot `j` takes the
@@ -26,13 +42,21 @@
 //!     slot at its end (the store ends at the leaf's max: the old content keeps `[min, first - 1]` and the
 //!     value takes a new last slot; or it starts at the range's first index: the value takes the old last
 //!     slot and the old content moves one slot right) or by two (strictly inside: the content is kept on both
-//!     sides), within the leaf's 16 slots.
+//!     sides), within the leaf's 16 slots;
+//!   * the **node store** (`mas_wr_node_store`): the change stays inside the leaf, whose slot count changes
+//!     (an mmap into a gap: one slot becomes three; an munmap between two gaps: three become one) and the new
+//!     leaf satisfies every invariant (NULLs merged, min fill, no NULL at the end of a non-right-most leaf).
+//!     Its slots are gathered and every word that differs is stored ([`rewrite_live_leaf`]: the tail of the
+//!     leaf moves by one or two slots). The kernel copies the leaf here, because its readers have no way to
+//!     notice a leaf changing under them; ours check the leaf's sequence count around every read, so the
+//!     copy, its publication in the parent's slot, the dead mark, the grace period and the recycled node
+//!     (each a line a reader of the same tree shares) are not needed.
 //!
-//!   Every other node store fills one new leaf and publishes it in the parent's slot (or as the root) (RCU
-//!   mode), or rewrites the leaf in place (non-RCU mode, where no reader exists). So is a shape above whose
-//!   leaf's sequence count is at its last value (a fresh copy starts again from 0, so a count never repeats
-//!   during a leaf's life) or whose parent's address reaches the count's bits (never on the supported
-//!   platforms: module `node`).
+//!   A shape above whose leaf's sequence count is at its last value (a fresh copy starts again from 0, so a
+//!   count never repeats during a leaf's life) or whose parent's address reaches the count's bits (never on the
+//!   supported platforms: module `node`) is a node store that fills one new leaf and publishes it in the
+//!   parent's slot (or as the root). In non-RCU mode, where no reader exists, the node store rewrites the leaf
+//!   in place without the count.
 //!
 //! Otherwise it rebuilds the affected part of the tree (the kernel's big-node approach):
 //!
