@@ -493,6 +493,9 @@ fn mas_wr_store_entry<T: Entry>(
         StoreType::ExactFit => Ok((mas_wr_exact_fit(tree, lk, p, &w, req, &mut st.stores), After::Kept)),
         StoreType::SlotStore => Ok((mas_wr_slot_store(tree, lk, st, p, &w, req), After::Kept)),
         StoreType::Append => Ok((mas_wr_append(tree, lk, st, p, &w, req), After::Kept)),
+        StoreType::NodeStore if st.rcu && seq_usable(lk, p, w.leaf_d) => {
+            Ok((mas_wr_node_store_live(tree, lk, st, p, &w, req), After::Kept))
+        }
         StoreType::NodeStore => match mas_wr_node_store(tree, lk, st, p, req) {
             Some(r) => {
                 let leaf = w.lv.e;
@@ -718,6 +721,70 @@ fn mas_wr_node_store<T: Entry>(
     }
     add_len(tree, len_delta);
     Some(Ok((g.replaced, e)))
+}
+
+/// `mas_wr_node_store` on a live leaf in RCU mode (the common node store: an mmap into a gap, an munmap between
+/// gaps): the leaf's new tail is built straight from what [`mas_wr_store_type`] found (the slots before `w.i`
+/// stay; then the part of slot `w.i` before the store, the store, the part of slot `w.oe` after it, and the
+/// slots after `w.oe`; no NULL lands next to a NULL, because the classification took the touched NULL ranges
+/// in) and every word from slot `w.i` on that differs is stored, inside one write section of the leaf's
+/// sequence count ([`rewrite_live_leaf`] is the same for gathered slots). The classification guarantees the
+/// new slot count fits the leaf and its minimum, and that the leaf does not end in NULL unless it is the
+/// right-most.
+fn mas_wr_node_store_live<T: Entry>(
+    tree: &MapleTree<T>,
+    lk: Locked<'_>,
+    st: &mut WState,
+    p: &Path,
+    w: &WrLeaf,
+    req: Req,
+) -> Replaced {
+    let lv = w.lv;
+    let n = lv.e.locked(lk);
+    let (i, oe, end) = (w.i, w.oe, w.end);
+    // The new tail, from slot `i`: (last index, slot word) pairs.
+    let mut tail = [(0u64, 0usize); LEAF_SLOTS];
+    let mut k = 0;
+    let mut push = |last: u64, v: usize| {
+        tail[k] = (last, v);
+        k += 1;
+    };
+    if !w.at_min {
+        push(w.first - 1, n.leaf_slot_locked(i));
+    }
+    push(w.last, req.val);
+    if !w.at_max {
+        push(n.slot_last(LEAF_PIVOTS, oe, lv.max), n.leaf_slot_locked(oe));
+    }
+    for j in oe + 1..=end {
+        push(n.slot_last(LEAF_PIVOTS, j, lv.max), n.leaf_slot_locked(j));
+    }
+    let new_end = i + k - 1;
+    debug_assert!(new_end < LEAF_SLOTS && tail[k - 1].0 == lv.max);
+    let (replaced, delta) = wr_replaced(n, w, req);
+    // A NULL range touched: the leaf's max gap is recomputed afterwards.
+    let nulls = req.val == 0 || (i..=oe).any(|j| n.leaf_slot_locked(j) == 0);
+    let seq = n.write_begin();
+    for j in i..LEAF_PIVOTS {
+        let v = match j.cmp(&new_end) {
+            std::cmp::Ordering::Less => tail[j - i].0,
+            std::cmp::Ordering::Equal => lv.max,
+            std::cmp::Ordering::Greater => 0,
+        };
+        if n.pivot(j) != v {
+            n.set_pivot_live(j, v);
+        }
+    }
+    for j in i..LEAF_SLOTS {
+        let v = if j <= new_end { tail[j - i].1 } else { 0 };
+        if n.leaf_slot_locked(j) != v {
+            n.set_leaf_slot(j, v);
+        }
+    }
+    n.write_end(seq);
+    st.stores.node_store += 1;
+    wr_in_place_done(tree, lk, p, w, nulls, delta);
+    replaced
 }
 
 /// The entries an in-place store of `w` replaces (clipped to the store's own range `req`) and the change of the
