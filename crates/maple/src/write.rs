@@ -93,12 +93,10 @@ use std::sync::Arc;
 
 use vmspace_rcu::sync::Ordering;
 
-use crate::build::{
-    Big, Item, adopt, alloc, build_nodes, distribute, fill_node, leaf_gap_of, node_count, node_items,
-};
+use crate::build::{Big, Item, adopt, alloc, build_nodes, distribute, fill_node, node_count, node_items};
 use crate::node::{
     ADDR_LIMIT, Counters, Enode, INT_MIN, INT_PIVOTS, INT_SLOTS, LEAF_MIN, LEAF_PIVOTS, LEAF_SLOTS, Level,
-    Locked, MAX_HEIGHT, RETIRE_BATCH, pivots,
+    Locked, MAX_HEIGHT, RETIRE_BATCH, pivots, range_size,
 };
 use crate::{Entry, MapleError, MapleTree, StoreStats, WState, Writer};
 
@@ -161,12 +159,21 @@ fn node_at(lk: Locked<'_>, root: Enode, key: u64, d: usize) -> Level {
     descend(lk, Level::root(root), 0, key, d, |_, _| {})
 }
 
-/// Max gap of a live leaf.
+/// Max gap of a live leaf: one pass over its slots in place, to its end.
 fn leaf_node_gap(lk: Locked<'_>, e: Enode, min: u64, max: u64) -> u64 {
-    // The leaf's slots read in place (no gathered copy of them).
     let n = e.locked(lk);
-    let end = n.end(LEAF_PIVOTS, max);
-    leaf_gap_of(min, (0..=end).map(|i| (if i < end { n.pivot(i) } else { max }, n.leaf_slot_locked(i))))
+    let (mut s, mut g) = (min, 0);
+    for i in 0..LEAF_SLOTS {
+        let l = if i < LEAF_PIVOTS { n.pivot(i).min(max) } else { max };
+        if n.leaf_slot_locked(i) == 0 {
+            g = g.max(range_size(s, l));
+        }
+        if l >= max {
+            break;
+        }
+        s = l + 1;
+    }
+    g
 }
 
 /// Records child `off`'s new max gap `g` in the path's node at `depth` and propagates upward while the node's
@@ -762,8 +769,12 @@ fn mas_wr_node_store_live<T: Entry>(
     let new_end = i + k - 1;
     debug_assert!(new_end < LEAF_SLOTS && tail[k - 1].0 == lv.max);
     let (replaced, delta) = wr_replaced(n, w, req);
-    // A NULL range touched: the leaf's max gap is recomputed afterwards.
-    let nulls = req.val == 0 || (i..=oe).any(|j| n.leaf_slot_locked(j) == 0);
+    // The largest NULL range the store touches (0: none), for the leaf's new max gap below.
+    let touched = (i..=oe)
+        .filter(|&j| n.leaf_slot_locked(j) == 0)
+        .map(|j| range_size(n.slot_first(j, lv.min), n.slot_last(LEAF_PIVOTS, j, lv.max)))
+        .max()
+        .unwrap_or(0);
     let seq = n.write_begin();
     for j in i..LEAF_PIVOTS {
         let v = match j.cmp(&new_end) {
@@ -783,7 +794,22 @@ fn mas_wr_node_store_live<T: Entry>(
     }
     n.write_end(seq);
     st.stores.node_store += 1;
-    wr_in_place_done(tree, lk, p, w, nulls, delta);
+    if w.leaf_d > 0 && (req.val == 0 || touched > 0) {
+        // The leaf's max gap, exact without a scan in the churn's two shapes: a NULL store makes one NULL range
+        // `[first, last]` of the ranges it took in, so the max is the larger of the old max (the parent's gap
+        // word, exact) and that range; a value that shrinks only NULL ranges smaller than the old max leaves it.
+        let pl = p.lv[w.leaf_d - 1];
+        let old = pl.e.locked(lk).gap(pl.off);
+        let g = if req.val == 0 {
+            old.max(range_size(w.first, w.last))
+        } else if touched < old {
+            old
+        } else {
+            leaf_node_gap(lk, lv.e, lv.min, lv.max)
+        };
+        propagate_gap(lk, p, w.leaf_d - 1, g);
+    }
+    add_len(tree, delta);
     replaced
 }
 
