@@ -939,6 +939,7 @@ fn seq_usable(lk: Locked<'_>, p: &Path, leaf_d: usize) -> bool {
 /// are stored (a slot count that grows or shrinks by one or two moves the tail of the leaf; the words before
 /// the store's slot keep their lines clean). A reader that overlaps the section sees the count move in its
 /// `read_check` and reads again, so it never combines words of the two states. Returns the leaf's max gap.
+#[allow(clippy::needless_range_loop)] // parallel word arrays indexed by slot, as `fill_node`
 fn rewrite_live_leaf(lk: Locked<'_>, e: Enode, items: &[Item], min: u64, max: u64) -> u64 {
     let n = e.locked(lk);
     debug_assert!(!items.is_empty() && items.len() <= LEAF_SLOTS);
