@@ -514,8 +514,9 @@ fn tree_processes(
         let text = std::fs::read_to_string(&file);
         let _ = std::fs::remove_file(&file);
         step_or_stop(&mut bar, &format!("process {} of {processes}", i + 1));
-        // 0: every target met, 1: one missed; anything else is a failed run.
-        if !matches!(status.code(), Some(0 | 1)) {
+        // 0: every target met, 1: one missed, 4: one undecided or not measurable (a judged run all the same);
+        // anything else is a failed run.
+        if !matches!(status.code(), Some(0 | 1 | 4)) {
             bar.finish();
             anyhow::bail!("process {} of {processes} ({}) ended with {status}", i + 1, child_args.join(" "));
         }

@@ -197,7 +197,7 @@ fn quick_json_has_the_shared_schema_and_every_cell() {
         let runs = &per_round[&(workload.to_string(), "maple".to_string(), n.parse::<u64>().unwrap())];
         let m = match workload {
             "lookup_threads" => "scaling_2t_over_1t",
-            "churn_reader" => "slowdown_with_reader",
+            "churn_reader" => "slowdown_same_tree",
             _ => "ratio_to_btreemap",
         };
         assert_eq!(&metric(runs, m), values, "{at}");

@@ -48,8 +48,8 @@ use std::num::NonZeroUsize;
 
 use vmspace_rcu::sync::Ordering;
 
-use crate::node::{Enode, LEAF_PIVOTS, Locked};
-use crate::write::{After, Lvl, Path, Replaced, raw_word, store_at, typed_replaced, walk, walk_from};
+use crate::node::{Enode, LEAF_PIVOTS, Level, Locked};
+use crate::write::{After, Path, Replaced, raw_word, store_at, typed_replaced, walk, walk_from};
 use crate::{Entry, MapleError, Writer};
 
 /// The writer's cursor state (`WState::cursor`).
@@ -170,7 +170,7 @@ impl<'w, 'a, T: Entry> WriteCursor<'w, 'a, T> {
                 // Relaxed: the writer reads its own stores.
                 let root = Enode::from_word(tree.root.load(Ordering::Relaxed))?;
                 st.descents += 1;
-                let root_lvl = Lvl { e: root, min: 0, max: u64::MAX, off: 0 };
+                let root_lvl = Level::root(root);
                 match path {
                     Some(p) => {
                         p.lv[0] = root_lvl;
@@ -188,7 +188,7 @@ impl<'w, 'a, T: Entry> WriteCursor<'w, 'a, T> {
 
     /// The path's level `d` (the cursor is positioned).
     #[inline]
-    fn level(&self, d: usize) -> Lvl {
+    fn level(&self, d: usize) -> Level {
         match &self.w.st.cursor.path {
             Some(p) => p.lv[d],
             None => unreachable!("a positioned cursor has a path"),

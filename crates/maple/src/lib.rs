@@ -61,8 +61,8 @@
 //! ([`MapleTree::lock`] returns a [`Writer`]); readers never wait for it.
 //!
 //! A [`MapleTree`] is always in **RCU mode**. An internal node's pivots never change once it is published,
-//! and every store that changes more than one leaf, or a leaf's slot count in another way than the append,
-//! builds new nodes (copy-on-write): it publishes the top of the new subtree with one Release store (a parent
+//! and every store that changes more than one leaf (a split, a rebalance, a spanning store) builds new nodes
+//! (copy-on-write): it publishes the top of the new subtree with one Release store (a parent
 //! slot or the root), marks the replaced nodes dead, and retires them (freed after a grace period). Exactly
 //! these stores touch a live node in place (module `write` has the details):
 //!
@@ -74,15 +74,18 @@
 //! 3. the **append** (`mas_wr_append`): the leaf's last range is split, the leaf growing by one slot (the new
 //!    range after the old content, or at its start with the old content moved one slot right) or two (inside
 //!    it), within 16 slots;
-//! 4. **publication**: one Release store of a new child into its parent's slot (the child covers the range of
+//! 4. the **node store** (`mas_wr_node_store`): any other change inside one leaf, whose slot count changes
+//!    (an mmap into a gap, an munmap between gaps): the leaf's words that differ are rewritten in place (the
+//!    kernel copies the leaf here);
+//! 5. **publication**: one Release store of a new child into its parent's slot (the child covers the range of
 //!    the one it replaces, so the parent's pivots stay), or of a new root;
-//! 5. **max-gap bookkeeping**: the per-child gap words and the largest-gap offset of the internal nodes on the
+//! 6. **max-gap bookkeeping**: the per-child gap words and the largest-gap offset of the internal nodes on the
 //!    store's path (`mas_update_gap`), which only gap searches read and which they take as hints;
-//! 6. **parent words**: re-parenting the children of new internal nodes (keeping a leaf's sequence count), the
-//!    dead mark of replaced nodes, and a leaf's sequence count around its slot stores and appends.
+//! 7. **parent words**: re-parenting the children of new internal nodes (keeping a leaf's sequence count), the
+//!    dead mark of replaced nodes, and a leaf's sequence count around its slot stores, appends and node stores.
 //!
-//! The slot store and the append write several words (a pivot and a slot, or up to three pivots and three
-//! slots), so each is made inside one write section of the leaf's **sequence count**, a seqlock in the spare
+//! The slot store, the append and the node store write several words (a pivot and a slot, up to three pivots
+//! and three slots, or the tail of the leaf), so each is made inside one write section of the leaf's **sequence count**, a seqlock in the spare
 //! bits of the leaf's parent word: the writer sets the writing bit (Relaxed), issues `fence(Release)`, stores
 //! the words, and stores the word with the bit clear and the count plus one (Release). Every reader of a leaf
 //! (lookups, cursor walks, cached cursor steps, gap searches) loads the parent word first (Acquire; it waits
@@ -93,7 +96,9 @@
 //! agree read one state of the leaf: **no reader ever sees a torn range** (an old pivot with a new value).
 //! The kernel makes the same stores in RCU mode without a count and lets its readers check the VMA they find;
 //! this tree's readers return ranges, so it pays one parent-word load per leaf read instead, and saves the node
-//! copy (a 256-byte allocation, the copy, the publication and the retirement) on every boundary move.
+//! copy (a 256-byte allocation, the copy, the publication in the parent's slot, the dead mark and the
+//! retirement, each a cache line that a reader of the same tree then misses on) on every boundary move and on
+//! every change of a leaf's slot count; only a leaf whose count is at its last value is copied.
 //!
 //! A [`NonRcuMapleTree`] is always in **non-RCU mode**, and every change to it takes `&mut self`, so no reader
 //! runs beside one (module `non_rcu` explains why a separate type, and who uses it). A change confined to one
@@ -374,7 +379,8 @@ pub struct StoreStats {
     /// The last range of a leaf split, the leaf growing by one or two slots at its end, in place under the
     /// leaf's sequence count (`mas_wr_append`).
     pub append: u64,
-    /// One leaf rewritten: copied (RCU mode) or rewritten in place (non-RCU mode) (`mas_wr_node_store`).
+    /// One leaf rewritten, its slot count changed (`mas_wr_node_store`): in place under its sequence count (RCU
+    /// mode; copied when the count is at its last value) or in place (non-RCU mode).
     pub node_store: u64,
     /// Stores that rebuilt more than one leaf (split, rebalance, spanning store, tree growth or collapse).
     pub rebuild: u64,
@@ -383,7 +389,9 @@ pub struct StoreStats {
 }
 
 impl StoreStats {
-    /// Stores that changed a live leaf in place under RCU (exact fit, slot store, append).
+    /// Stores that changed a live leaf in place under RCU without a change of its slot count, or by one or two
+    /// slots at its end (exact fit, slot store, append; the node store, which counts separately, is in place too
+    /// unless its leaf's sequence count was at its last value).
     pub fn in_place(&self) -> u64 {
         self.exact_fit + self.slot_store + self.append
     }

@@ -33,7 +33,7 @@
 //! after a grace period). Node addresses are 256-byte aligned, so the low byte never reaches the address.
 //!
 //! **The leaf sequence count** (bits 48..63 and the `WRITING` bit 7) makes a leaf's multi-word in-place
-//! stores (the slot store and the append, module `write`) a seqlock: the writer sets `WRITING` (Relaxed),
+//! stores (the slot store, the append and the node store, module `write`) a seqlock: the writer sets `WRITING` (Relaxed),
 //! issues `fence(Release)`, stores the leaf's words, then stores the word with `WRITING` clear and the count
 //! plus one (Release) ([`Node::write_begin`], [`Node::write_end`]). A reader loads the parent word (Acquire,
 //! [`Node::read_begin`]; it waits while `WRITING` is set), loads the leaf's words, issues `fence(Acquire)`
@@ -46,7 +46,7 @@
 //! The count needs the parent's address below 2^48: node addresses are user-space heap addresses, below 2^47
 //! on x86-64 and arm64 Linux unless a program maps memory above it on purpose (5-level paging, explicit hint),
 //! which the system allocator never does. [`Enode::new`] asserts it in debug builds, and the in-place stores
-//! check it (`write::wr_in_place`) and copy the leaf instead if the parent's address ever reached 2^48. `WRITING` is a
+//! check it (`write::seq_usable`) and copy the leaf instead if the parent's address ever reached 2^48. `WRITING` is a
 //! bit that no address sets, so a reader never waits on a word that only looks busy.
 
 use std::marker::PhantomData;
@@ -135,6 +135,37 @@ pub(crate) const INT_META: usize = INT_GAP_BASE + INT_SLOTS;
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) struct Enode(NonZeroUsize);
 
+/// One level of a walk from the root (the part of the kernel's `ma_state` a walk keeps per depth): node `e`,
+/// the range `[min, max]` it covers, and the offset `off` of the slot the walk followed or stopped at. The one
+/// path-level type of the crate: the writer's paths (module `write`, the write cursor), the read cursor's
+/// cached path and every reader's descent (module `read`) use it.
+///
+/// `seq` is meaningful only at a leaf reached by a lock-free reader: the leaf's parent word when the reader
+/// read it ([`Node::read_begin`]), which a cursor's cached steps check again ([`Node::read_check`]). The
+/// writer, which reads under the lock, leaves it 0.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Level {
+    pub(crate) e: Enode,
+    pub(crate) min: u64,
+    pub(crate) max: u64,
+    pub(crate) off: usize,
+    pub(crate) seq: u64,
+}
+
+impl Level {
+    /// The root level: node `e` covers the whole key space.
+    #[inline(always)]
+    pub(crate) fn root(e: Enode) -> Level {
+        Level { e, min: 0, max: u64::MAX, off: 0, seq: 0 }
+    }
+
+    /// Node `e` covering `[min, max]`, not yet scanned.
+    #[inline(always)]
+    pub(crate) fn at(e: Enode, min: u64, max: u64) -> Level {
+        Level { e, min, max, off: 0, seq: 0 }
+    }
+}
+
 /// Proof that the tree's writer lock is held for `'w` (see [`Enode::locked`]); made by `Writer::locked` and
 /// `Writer::parts` (and by unit tests, for nodes they allocated and own).
 #[derive(Clone, Copy)]
@@ -153,7 +184,7 @@ impl Enode {
     pub(crate) fn new(addr: usize, leaf: bool) -> Enode {
         debug_assert!(addr != 0 && addr & !ADDR_MASK == 0);
         // The leaf sequence count (bits 48..63 of a child's parent word) needs parent addresses below 2^48;
-        // `write::wr_in_place` re-checks it before every in-place store (see the module docs).
+        // `write::seq_usable` re-checks it before every in-place store (see the module docs).
         debug_assert!(addr < ADDR_LIMIT, "maple: node address {addr:#x} above 2^47");
         let kind = if leaf { KIND_LEAF } else { KIND_INTERNAL };
         Enode(NonZeroUsize::new(addr | kind).unwrap_or(NonZeroUsize::MIN))
@@ -421,7 +452,7 @@ impl Node {
         let old = self.parent.load(Ordering::Relaxed);
         debug_assert!(old & PARENT_WRITING == 0 || old == self.dead_word(), "maple: re-parenting mid-store");
         // A dead or never-used node's word is its address, whose bits 48.. are clear (`ADDR_LIMIT`): a fresh node
-        // starts counting from 0; a parent address at or above 2^48 gets no count and no in-place store (`write::wr_in_place`).
+        // starts counting from 0; a parent address at or above 2^48 gets no count and no in-place store (`write::seq_usable`).
         let seq = if base & SEQ_MASK == 0 { old & SEQ_MASK } else { 0 };
         // Relaxed: readers compare the parent word with the node's own address (no live node's word equals it)
         // and compare only the sequence bits, which this store keeps: any value they read of a re-parenting

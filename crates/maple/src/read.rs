@@ -24,9 +24,7 @@ use std::num::NonZeroUsize;
 use vmspace_rcu::Guard;
 use vmspace_rcu::sync::{AtomicU64, Ordering, fence};
 
-use crate::node::{
-    Enode, INT_PIVOTS, INT_SLOTS, LEAF_PIVOTS, LEAF_SLOTS, LeafRead, MAX_HEIGHT, Node, pivots,
-};
+use crate::node::{Enode, INT_PIVOTS, INT_SLOTS, LEAF_PIVOTS, LEAF_SLOTS, LeafRead, Level, MAX_HEIGHT, Node};
 use crate::{Entry, MapleTree};
 
 /// The dead-node check every reader makes after loading what it needs from a node (the kernel's
@@ -50,67 +48,96 @@ pub(crate) fn load_root(root: &AtomicU64) -> Option<Enode> {
     Enode::from_word(root.load(Ordering::Acquire))
 }
 
+/// The one read-and-restart descent every lock-free reader makes (the kernel's `mtree_range_walk` with its
+/// `ma_dead_node` checks): from `start` (a node covering `index` at depth `depth`) down along `index` to the leaf
+/// holding it, then `read` of that leaf inside its sequence count. Per internal node: the scan and the child
+/// load, then [`alive`] (dead: `None`, the caller restarts from the root or re-walks to its index). At the
+/// leaf: [`Node::read_begin`] (dead: `None`), `read(leaf, level)` (which sets `level.off` to the slot it
+/// stopped at), [`Node::read_check`]: current, the answer is returned; dead, `None`; changed by an in-place
+/// store meanwhile, the leaf is read again. `visit(depth, level)` sees every level passed, the leaf last
+/// (with its `seq`), after its check: a cursor caches the path through it.
+///
+/// With `BOUNDS`, each level's `[min, max]` is computed on the way down (the range of the slot found, a
+/// cursor's cached path); without, only the slot is (`load`: the hot lookup pays nothing for ranges).
+#[inline(always)]
+fn descend_read<R, const BOUNDS: bool>(
+    mut lv: Level,
+    mut depth: usize,
+    index: u64,
+    guard: &Guard,
+    mut visit: impl FnMut(usize, Level),
+    mut read: impl FnMut(&Node, &mut Level) -> R,
+) -> Option<R> {
+    loop {
+        if depth >= MAX_HEIGHT {
+            return None;
+        }
+        let n = lv.e.rcu(guard);
+        if lv.e.is_leaf() {
+            loop {
+                lv.seq = n.read_begin()?;
+                let r = read(n, &mut lv);
+                match n.read_check(lv.seq) {
+                    LeafRead::Current => {
+                        visit(depth, lv);
+                        return Some(r);
+                    }
+                    LeafRead::Dead => return None,
+                    LeafRead::Changed => {}
+                }
+            }
+        }
+        let i = n.scan(INT_PIVOTS, index);
+        let (s, l) = if BOUNDS {
+            (n.slot_first(i, lv.min), n.slot_last(INT_PIVOTS, i, lv.max))
+        } else {
+            (0, u64::MAX)
+        };
+        // SAFETY: `scan` found the slot holding `index`, a used one (see `Node::used_child`).
+        let c = unsafe { n.used_child(i) };
+        if !alive(n) {
+            return None;
+        }
+        lv.off = i;
+        visit(depth, lv);
+        lv = Level::at(c, s, l);
+        depth += 1;
+    }
+}
+
+/// [`descend_read`] from the root, restarting from the root word whenever it meets a dead node; `empty` for an
+/// empty tree.
+#[inline(always)]
+fn read_restart<R, const BOUNDS: bool>(
+    root: &AtomicU64,
+    index: u64,
+    guard: &Guard,
+    empty: R,
+    mut read: impl FnMut(&Node, &mut Level) -> R,
+) -> R {
+    loop {
+        let Some(e) = load_root(root) else { return empty };
+        if let Some(r) = descend_read::<R, BOUNDS>(Level::root(e), 0, index, guard, |_, _| {}, &mut read) {
+            return r;
+        }
+    }
+}
+
 /// The raw entry at `index`.
 #[inline]
 pub(crate) fn load_raw(root: &AtomicU64, index: u64, guard: &Guard) -> Option<NonZeroUsize> {
-    'restart: loop {
-        let mut e = load_root(root)?;
-        loop {
-            let n = e.rcu(guard);
-            if e.is_leaf() {
-                loop {
-                    let Some(w) = n.read_begin() else { continue 'restart };
-                    let v = n.leaf_slot(n.scan(LEAF_PIVOTS, index));
-                    match n.read_check(w) {
-                        LeafRead::Current => return NonZeroUsize::new(v),
-                        LeafRead::Dead => continue 'restart,
-                        LeafRead::Changed => {}
-                    }
-                }
-            }
-            // SAFETY: `scan` found the slot holding `index`, a used one (see `Node::used_child`).
-            let c = unsafe { n.used_child(n.scan(INT_PIVOTS, index)) };
-            if !alive(n) {
-                continue 'restart;
-            }
-            e = c;
-        }
-    }
+    read_restart::<_, false>(root, index, guard, None, |n, _| {
+        NonZeroUsize::new(n.leaf_slot(n.scan(LEAF_PIVOTS, index)))
+    })
 }
 
 /// The raw slot holding `index` with its range (value 0 for NULL).
 #[inline]
 pub(crate) fn load_range_raw(root: &AtomicU64, index: u64, guard: &Guard) -> (u64, u64, usize) {
-    'restart: loop {
-        let Some(mut e) = load_root(root) else {
-            return (0, u64::MAX, 0);
-        };
-        let (mut min, mut max) = (0u64, u64::MAX);
-        loop {
-            let n = e.rcu(guard);
-            if e.is_leaf() {
-                loop {
-                    let Some(w) = n.read_begin() else { continue 'restart };
-                    let i = n.scan(LEAF_PIVOTS, index);
-                    let (s, l) = (n.slot_first(i, min), n.slot_last(LEAF_PIVOTS, i, max));
-                    let v = n.leaf_slot(i);
-                    match n.read_check(w) {
-                        LeafRead::Current => return (s, l, v),
-                        LeafRead::Dead => continue 'restart,
-                        LeafRead::Changed => {}
-                    }
-                }
-            }
-            let i = n.scan(INT_PIVOTS, index);
-            let (s, l) = (n.slot_first(i, min), n.slot_last(INT_PIVOTS, i, max));
-            // SAFETY: `scan` found the slot holding `index`, a used one (see `Node::used_child`).
-            let c = unsafe { n.used_child(i) };
-            if !alive(n) {
-                continue 'restart;
-            }
-            (min, max, e) = (s, l, c);
-        }
-    }
+    read_restart::<_, true>(root, index, guard, (0, u64::MAX, 0), |n, lv| {
+        let i = n.scan(LEAF_PIVOTS, index);
+        (n.slot_first(i, lv.min), n.slot_last(LEAF_PIVOTS, i, lv.max), n.leaf_slot(i))
+    })
 }
 
 /// The first entry intersecting `[from, u64::MAX]` in one descent (what [`MapleTree::find_next_in`] returns
@@ -119,55 +146,28 @@ pub(crate) fn load_range_raw(root: &AtomicU64, index: u64, guard: &Guard) -> (u6
 /// it is NULL), `None` when the rest of the leaf holding `from` is NULL but other leaves follow (the caller
 /// steps on with a cursor). Adjacent NULL ranges are coalesced, so a NULL slot not at a leaf's end is
 /// followed by a non-NULL one in the same leaf: the fallback is rare.
-///
-/// The leaf is read as every leaf read is (`read_begin`, the loads, `read_check`: a dead leaf restarts from
-/// the root, a changed one is read again); internal nodes are checked with [`alive`] after their loads.
 #[inline]
 fn find_next_raw(root: &AtomicU64, from: u64, guard: &Guard) -> Option<Option<(u64, u64, usize, usize)>> {
-    'restart: loop {
-        let Some(mut e) = load_root(root) else {
-            return Some(None);
-        };
-        let (mut min, mut max) = (0u64, u64::MAX);
+    read_restart::<_, true>(root, from, guard, Some(None), |n, lv| {
+        let (min, max) = (lv.min, lv.max);
+        let mut i = n.scan(LEAF_PIVOTS, from);
+        let mut s = n.slot_first(i, min);
         loop {
-            let n = e.rcu(guard);
-            if e.is_leaf() {
-                loop {
-                    let Some(w) = n.read_begin() else { continue 'restart };
-                    let mut i = n.scan(LEAF_PIVOTS, from);
-                    let mut s = n.slot_first(i, min);
-                    let found = loop {
-                        let l = n.slot_last(LEAF_PIVOTS, i, max);
-                        let v = n.leaf_slot(i);
-                        if v != 0 {
-                            // The next slot's word, a hint only (not covered by the check below).
-                            let hint = if i + 1 < LEAF_SLOTS { n.leaf_slot(i + 1) } else { 0 };
-                            break Some(Some((s, l, v, hint)));
-                        }
-                        if l >= max || i + 1 >= LEAF_SLOTS {
-                            // The leaf's end: nothing follows in the key space, or the next leaf decides.
-                            break if l == u64::MAX { Some(None) } else { None };
-                        }
-                        s = l + 1;
-                        i += 1;
-                    };
-                    match n.read_check(w) {
-                        LeafRead::Current => return found,
-                        LeafRead::Dead => continue 'restart,
-                        LeafRead::Changed => {}
-                    }
-                }
+            let l = n.slot_last(LEAF_PIVOTS, i, max);
+            let v = n.leaf_slot(i);
+            if v != 0 {
+                // The next slot's word, a hint only (not covered by the leaf's check).
+                let hint = if i + 1 < LEAF_SLOTS { n.leaf_slot(i + 1) } else { 0 };
+                break Some(Some((s, l, v, hint)));
             }
-            let i = n.scan(INT_PIVOTS, from);
-            let (s, l) = (n.slot_first(i, min), n.slot_last(INT_PIVOTS, i, max));
-            // SAFETY: `scan` found the slot holding `from`, a used one (see `Node::used_child`).
-            let c = unsafe { n.used_child(i) };
-            if !alive(n) {
-                continue 'restart;
+            if l >= max || i + 1 >= LEAF_SLOTS {
+                // The leaf's end: nothing follows in the key space, or the next leaf decides.
+                break if l == u64::MAX { Some(None) } else { None };
             }
-            (min, max, e) = (s, l, c);
+            s = l + 1;
+            i += 1;
         }
-    }
+    })
 }
 
 impl<T: Entry> MapleTree<T> {
@@ -196,18 +196,6 @@ impl<T: Entry> MapleTree<T> {
             None => (self.find_in(from, u64::MAX, guard), 0),
         }
     }
-}
-
-/// One level of a cursor's cached path.
-#[derive(Clone, Copy)]
-struct Lvl {
-    e: Enode,
-    min: u64,
-    max: u64,
-    off: usize,
-    /// The leaf level: the leaf's parent word when the cursor read it (`Node::read_begin`), which every
-    /// cached step checks again (`Node::read_check`). Unused at internal levels.
-    seq: u64,
 }
 
 /// A cached step's check of the cursor's leaf `n`, read earlier with parent word `seq`: true if the words just
@@ -250,7 +238,7 @@ pub struct Cursor<'g, T: Entry> {
     /// The cached path from the root: levels `0..depth` are initialised (written by [`Cursor::descend`]
     /// before `depth` covers them), the others are not. Left uninitialised by [`Cursor::new`]: a lookup
     /// that descends once would otherwise pay for clearing all `MAX_HEIGHT` levels (800 bytes).
-    path: [MaybeUninit<Lvl>; MAX_HEIGHT],
+    path: [MaybeUninit<Level>; MAX_HEIGHT],
     depth: usize,
     status: Status,
     index: u64,
@@ -356,13 +344,13 @@ impl<'g, T: Entry> Cursor<'g, T> {
 
     /// The node of a cached path level.
     #[inline(always)]
-    fn level_node(&self, lv: Lvl) -> &'g Node {
+    fn level_node(&self, lv: Level) -> &'g Node {
         lv.e.rcu(self.guard)
     }
 
     /// Cached path level `level`, which must be below `depth`.
     #[inline(always)]
-    fn lvl(&self, level: usize) -> Lvl {
+    fn lvl(&self, level: usize) -> Level {
         assert!(level < self.depth);
         // SAFETY: levels below `depth` are initialised (see the field `path`), checked just above.
         unsafe { self.path[level].assume_init() }
@@ -376,51 +364,29 @@ impl<'g, T: Entry> Cursor<'g, T> {
         unsafe { self.path[level].assume_init_mut().off = off };
     }
 
-    /// Descends from node `e` (covering `[min, max]`) at `level` to the leaf slot holding `key`. None if a dead
-    /// node was met (the caller restarts from the root).
+    /// Descends from node `e` (covering `[min, max]`) at `level` to the leaf slot holding `key`, caching the
+    /// path ([`descend_read`]). None if a dead node was met (the caller restarts from the root).
     #[inline]
-    fn descend(
-        &mut self,
-        mut level: usize,
-        mut e: Enode,
-        mut min: u64,
-        mut max: u64,
-        key: u64,
-    ) -> Option<(u64, u64, usize)> {
-        loop {
-            let n = e.rcu(self.guard);
-            if level >= MAX_HEIGHT {
-                return None;
-            }
-            if e.is_leaf() {
-                loop {
-                    let w = n.read_begin()?;
-                    let i = n.scan(LEAF_PIVOTS, key);
-                    let (s, l) = (n.slot_first(i, min), n.slot_last(LEAF_PIVOTS, i, max));
-                    let v = n.leaf_slot(i);
-                    match n.read_check(w) {
-                        LeafRead::Current => {
-                            self.path[level].write(Lvl { e, min, max, off: i, seq: w });
-                            self.depth = level + 1;
-                            return Some((s, l, v));
-                        }
-                        LeafRead::Dead => return None,
-                        LeafRead::Changed => {}
-                    }
-                }
-            }
-            let np = pivots(false);
-            let i = n.scan(np, key);
-            let (s, l) = (n.slot_first(i, min), n.slot_last(np, i, max));
-            // SAFETY: `scan` found the slot holding `key`, a used one (see `Node::used_child`).
-            let c = unsafe { n.used_child(i) };
-            if !alive(n) {
-                return None;
-            }
-            self.path[level].write(Lvl { e, min, max, off: i, seq: 0 });
-            (min, max, e) = (s, l, c);
-            level += 1;
-        }
+    fn descend(&mut self, level: usize, e: Enode, min: u64, max: u64, key: u64) -> Option<(u64, u64, usize)> {
+        let path = &mut self.path;
+        let mut depth = level;
+        let r = descend_read::<_, true>(
+            Level::at(e, min, max),
+            level,
+            key,
+            self.guard,
+            |d, lv| {
+                path[d].write(lv);
+                depth = d + 1;
+            },
+            |n, lv| {
+                let i = n.scan(LEAF_PIVOTS, key);
+                lv.off = i;
+                (n.slot_first(i, lv.min), n.slot_last(LEAF_PIVOTS, i, lv.max), n.leaf_slot(i))
+            },
+        )?;
+        self.depth = depth;
+        Some(r)
     }
 
     /// Fast path of an active forward search: scans the rest of the current leaf for the next non-NULL entry,

@@ -1,20 +1,36 @@
 //! Stores: one algorithm for every shape of change, level by level from the leaves up, and shortcuts that
-//! change one leaf.
+//! change one leaf, under the kernel's names (`lib/maple_tree.c`, the `mas_wr_*` family).
 //!
 //! A store of `[first, last]` into an empty tree makes one root leaf ([`store_empty`]). Otherwise it walks to
 //! the leaf holding `first` (or, made through a write cursor, starts from the path the cursor cached there:
-//! [`store_at`], module `cursor`; nothing else differs) and tries, in order:
+//! [`store_at`], module `cursor`; nothing else differs); [`mas_wr_store_type`] decides the store's shape
+//! ([`StoreType`], the kernel's `enum store_type`) from that leaf's pivots and slots alone, before anything is
+//! gathered or allocated (a NULL store first takes in the NULL ranges it touches, `mas_wr_extend_null`; the new
+//! slot count is `mas_wr_new_end`'s), and [`mas_wr_store_entry`] carries it out:
 //!
-//! * the **exact fit** ([`exact_fit`], the kernel's `mas_wr_exact_fit`): the range is exactly one existing leaf
-//!   slot and the store keeps every invariant (no NULL next to a NULL, no NULL at the end of a non-right-most
-//!   leaf); one Release store of the slot, in place in both modes (plus in-place max-gap bookkeeping when the
-//!   slot changes between NULL and non-NULL). A reader sees the old or the new value with the same range.
-//! * the **node store** ([`node_store`], `mas_wr_node_store`): the change stays inside that leaf and the
-//!   rebuilt leaf satisfies every invariant (NULLs merged, as `mas_wr_extend_null` does, min fill, no NULL at
-//!   the end of a non-right-most leaf). In RCU mode two of its shapes change the live leaf in place
-//!   ([`wr_in_place`], classified from the store's position in the leaf before anything is gathered, as
-//!   `mas_wr_store_type` does), inside one write section of the leaf's sequence count (module `node`, "the leaf
-//!   sequence count": `WRITING` set, `fence(Release)`, the words, count plus one with Release):
+//! | kernel (`lib/maple_tree.c`) | here | what changes |
+//! |---|---|---|
+//! | `mas_wr_store_type` / `enum store_type` | [`mas_wr_store_type`] / [`StoreType`] | nothing: decides the shape |
+//! | `mas_wr_store_entry` | [`mas_wr_store_entry`] (through [`store_on_path`]) | dispatches on the shape |
+//! | `mas_new_root`, `mas_store_root` (`wr_new_root`, `wr_store_root`) | [`store_empty`] | a store into the empty tree: one root leaf |
+//! | `wr_exact_fit` (one `rcu_assign_pointer`) | [`mas_wr_exact_fit`] | one slot word of a live leaf (both modes) |
+//! | `mas_wr_slot_store` | [`mas_wr_slot_store`] | one pivot and at most one slot of a live leaf, under its sequence count |
+//! | `mas_wr_append` | [`mas_wr_append`] | one or two slots more at a live leaf's end, under its sequence count |
+//! | `mas_wr_node_store` | [`mas_wr_node_store`] | one leaf whose slot count changes: rewritten in place under its sequence count (the kernel copies it in RCU mode) |
+//! | `mas_wr_split` | [`mas_wr_split`] → [`mas_wr_bnode`] | the leaf overflows: split, ancestors as far as they overflow |
+//! | `mas_wr_rebalance` | [`mas_wr_rebalance`] → [`mas_wr_bnode`] | the leaf underflows: merged with a neighbour, ancestors as far as they underflow |
+//! | `mas_wr_spanning_store` (`mas_is_span_wr`) | [`mas_wr_spanning_store`] → [`mas_wr_bnode`] | a store across leaves, or a NULL at the end of a leaf that is not the right-most |
+//! | `mas_wr_bnode`, `maple_big_node`, `mas_push_data` | [`mas_wr_bnode`] ([`Rebuild`], [`Gather`], [`Gather::push_data`]) | the general rebuild below |
+//!
+//! The leaf stores in detail:
+//!
+//! * the **exact fit**: the range is exactly one existing leaf slot and the store keeps every invariant (no NULL
+//!   next to a NULL, no NULL at the end of a non-right-most leaf); one Release store of the slot, in place in
+//!   both modes (plus in-place max-gap bookkeeping when the slot changes between NULL and non-NULL). A reader
+//!   sees the old or the new value with the same range.
+//! * In RCU mode three shapes change the live leaf in place inside one write section of the leaf's sequence
+//!   count (module `node`, "the leaf sequence count": `WRITING` set, `fence(Release)`, the words, count plus
+//!   one with Release):
 //!   * the **slot store** (`mas_wr_slot_store` as the kernel allows it in RCU mode, `offset_end - offset == 1`):
 //!     the slot count is unchanged, one pivot `j` moves and at most one of slots `j`, `j + 1` changes. Both
 //!     directions: the store starts at slot `j`'s first index and ends inside slot `j + 1` (slot `j` takes the
@@ -26,13 +42,21 @@
 //!     slot at its end (the store ends at the leaf's max: the old content keeps `[min, first - 1]` and the
 //!     value takes a new last slot; or it starts at the range's first index: the value takes the old last
 //!     slot and the old content moves one slot right) or by two (strictly inside: the content is kept on both
-//!     sides), within the leaf's 16 slots.
+//!     sides), within the leaf's 16 slots;
+//!   * the **node store** (`mas_wr_node_store`): the change stays inside the leaf, whose slot count changes
+//!     (an mmap into a gap: one slot becomes three; an munmap between two gaps: three become one) and the new
+//!     leaf satisfies every invariant (NULLs merged, min fill, no NULL at the end of a non-right-most leaf).
+//!     Its slots are gathered and every word that differs is stored ([`rewrite_live_leaf`]: the tail of the
+//!     leaf moves by one or two slots). The kernel copies the leaf here, because its readers have no way to
+//!     notice a leaf changing under them; ours check the leaf's sequence count around every read, so the
+//!     copy, its publication in the parent's slot, the dead mark, the grace period and the recycled node
+//!     (each a line a reader of the same tree shares) are not needed.
 //!
-//!   Every other node store fills one new leaf and publishes it in the parent's slot (or as the root) (RCU
-//!   mode), or rewrites the leaf in place (non-RCU mode, where no reader exists). So is a shape above whose
-//!   leaf's sequence count is at its last value (a fresh copy starts again from 0, so a count never repeats
-//!   during a leaf's life) or whose parent's address reaches the count's bits (never on the supported
-//!   platforms: module `node`).
+//!   A shape above whose leaf's sequence count is at its last value (a fresh copy starts again from 0, so a
+//!   count never repeats during a leaf's life) or whose parent's address reaches the count's bits (never on the
+//!   supported platforms: module `node`) is a node store that fills one new leaf and publishes it in the
+//!   parent's slot (or as the root). In non-RCU mode, where no reader exists, the node store rewrites the leaf
+//!   in place without the count.
 //!
 //! Otherwise it rebuilds the affected part of the tree (the kernel's big-node approach):
 //!
@@ -69,27 +93,16 @@ use std::sync::Arc;
 
 use vmspace_rcu::sync::Ordering;
 
-use crate::build::{
-    Big, Item, adopt, alloc, build_nodes, distribute, fill_node, leaf_gap_of, node_count, node_items,
-};
+use crate::build::{Big, Item, adopt, alloc, build_nodes, distribute, fill_node, node_count, node_items};
 use crate::node::{
-    ADDR_LIMIT, Counters, Enode, INT_MIN, INT_PIVOTS, INT_SLOTS, LEAF_MIN, LEAF_PIVOTS, LEAF_SLOTS, Locked,
-    MAX_HEIGHT, RETIRE_BATCH, pivots,
+    ADDR_LIMIT, Counters, Enode, INT_MIN, INT_PIVOTS, INT_SLOTS, LEAF_MIN, LEAF_PIVOTS, LEAF_SLOTS, Level,
+    Locked, MAX_HEIGHT, RETIRE_BATCH, pivots, range_size,
 };
 use crate::{Entry, MapleError, MapleTree, StoreStats, WState, Writer};
 
-/// One level of a writer's path.
-#[derive(Clone, Copy)]
-pub(crate) struct Lvl {
-    pub(crate) e: Enode,
-    pub(crate) min: u64,
-    pub(crate) max: u64,
-    pub(crate) off: usize,
-}
-
 /// A root-to-depth path.
 pub(crate) struct Path {
-    pub(crate) lv: [Lvl; MAX_HEIGHT],
+    pub(crate) lv: [Level; MAX_HEIGHT],
 }
 
 /// The writer's descent (the lock is held, every node is live): from level `from`, whose node `start` covers
@@ -102,20 +115,20 @@ pub(crate) struct Path {
 #[inline(always)]
 fn descend(
     lk: Locked<'_>,
-    start: Lvl,
+    start: Level,
     from: usize,
     key: u64,
     depth: usize,
-    mut visit: impl FnMut(usize, Lvl),
-) -> Lvl {
-    let Lvl { mut e, mut min, mut max, .. } = start;
+    mut visit: impl FnMut(usize, Level),
+) -> Level {
+    let Level { mut e, mut min, mut max, .. } = start;
     debug_assert!(min <= key && key <= max, "descent from level {from} does not cover {key}");
     let mut d = from;
     loop {
         let n = e.locked(lk);
         let np = pivots(e.is_leaf());
         let i = n.scan(np, key);
-        let lvl = Lvl { e, min, max, off: i };
+        let lvl = Level { e, min, max, off: i, seq: 0 };
         visit(d, lvl);
         if d >= depth || e.is_leaf() {
             return lvl;
@@ -127,7 +140,7 @@ fn descend(
 
 /// Walks from `root` to `depth` along `key` (writer side: the lock is held, every node is live).
 pub(crate) fn walk(lk: Locked<'_>, root: Enode, key: u64, depth: usize) -> Path {
-    let top = Lvl { e: root, min: 0, max: u64::MAX, off: 0 };
+    let top = Level::root(root);
     let mut p = Path { lv: [top; MAX_HEIGHT] };
     descend(lk, top, 0, key, depth, |d, l| p.lv[d] = l);
     p
@@ -142,16 +155,25 @@ pub(crate) fn walk_from(lk: Locked<'_>, p: &mut Path, from: usize, key: u64, dep
 }
 
 /// The node at depth `d` holding `key` ([`walk`] keeping only the last level: no path is built).
-fn node_at(lk: Locked<'_>, root: Enode, key: u64, d: usize) -> Lvl {
-    descend(lk, Lvl { e: root, min: 0, max: u64::MAX, off: 0 }, 0, key, d, |_, _| {})
+fn node_at(lk: Locked<'_>, root: Enode, key: u64, d: usize) -> Level {
+    descend(lk, Level::root(root), 0, key, d, |_, _| {})
 }
 
-/// Max gap of a live leaf.
+/// Max gap of a live leaf: one pass over its slots in place, to its end.
 fn leaf_node_gap(lk: Locked<'_>, e: Enode, min: u64, max: u64) -> u64 {
-    // The leaf's slots read in place (no gathered copy of them).
     let n = e.locked(lk);
-    let end = n.end(LEAF_PIVOTS, max);
-    leaf_gap_of(min, (0..=end).map(|i| (if i < end { n.pivot(i) } else { max }, n.leaf_slot_locked(i))))
+    let (mut s, mut g) = (min, 0);
+    for i in 0..LEAF_SLOTS {
+        let l = if i < LEAF_PIVOTS { n.pivot(i).min(max) } else { max };
+        if n.leaf_slot_locked(i) == 0 {
+            g = g.max(range_size(s, l));
+        }
+        if l >= max {
+            break;
+        }
+        s = l + 1;
+    }
+    g
 }
 
 /// Records child `off`'s new max gap `g` in the path's node at `depth` and propagates upward while the node's
@@ -301,7 +323,158 @@ pub(crate) fn store_at<T: Entry>(
     }
 }
 
-/// [`store_at`] once the path `p` to the leaf holding the store's first index is known.
+/// The shape of a store, as the kernel's `enum store_type` (`include/linux/maple_tree.h`) names it; decided by
+/// [`mas_wr_store_type`] from the leaf holding the store's first index, before anything is gathered or
+/// allocated, and carried out by [`mas_wr_store_entry`]. The store into an empty tree (`wr_new_root` /
+/// `wr_store_root`) is decided before a leaf exists ([`store_empty`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StoreType {
+    /// `wr_exact_fit`: the range is exactly one slot; one slot word changes ([`mas_wr_exact_fit`]).
+    ExactFit,
+    /// `wr_slot_store`: one pivot moves, at most one of its two slots changes, in place under the leaf's
+    /// sequence count ([`mas_wr_slot_store`]).
+    SlotStore,
+    /// `wr_append`: the leaf's last range is split, one or two slots more at its end, in place under the
+    /// sequence count ([`mas_wr_append`]).
+    Append,
+    /// `wr_node_store`: the change stays in the leaf, whose slot count changes ([`mas_wr_node_store`]).
+    NodeStore,
+    /// `wr_split_store`: the leaf overflows ([`mas_wr_split`]).
+    SplitStore,
+    /// `wr_rebalance`: the leaf underflows, or the tree empties ([`mas_wr_rebalance`]).
+    Rebalance,
+    /// `wr_spanning_store`: the store ends beyond the leaf, or leaves a NULL at the end of a leaf that is not
+    /// the right-most (`mas_is_span_wr`: the NULL spans into the next leaf) ([`mas_wr_spanning_store`]).
+    SpanningStore,
+}
+
+/// What [`mas_wr_store_type`] found in the leaf (the part of the kernel's `ma_wr_state` the leaf stores use):
+/// the store's slots before and after the NULL ranges it touches are taken in.
+#[derive(Clone, Copy)]
+struct WrLeaf {
+    /// The leaf's path level (`off`: the slot holding the store's first index).
+    lv: Level,
+    /// The leaf's depth.
+    leaf_d: usize,
+    /// The slots holding the store's first and last index (`offset`, `offset_end`).
+    i0: usize,
+    oe0: usize,
+    /// The same after a NULL store took in the NULL ranges it touches (`mas_wr_extend_null`), with the
+    /// store's range widened to match.
+    i: usize,
+    oe: usize,
+    first: u64,
+    last: u64,
+    /// The (widened) range starts at slot `i`'s first index / ends at slot `oe`'s last index.
+    at_min: bool,
+    at_max: bool,
+    /// Slots the store adds beside the ones it covers (one per side where it does not reach its slot's edge).
+    extra: usize,
+    /// The leaf's last used slot before the store.
+    end: usize,
+}
+
+/// `mas_wr_store_type`: the shape of store `req` in the leaf on path `p` (see [`StoreType`]), from the leaf's
+/// pivots and slots alone (the new slot count is `mas_wr_new_end`'s). `Err(Exists)` for an insert over a taken
+/// index of the leaf (a spanning insert is checked by the rebuild).
+fn mas_wr_store_type(
+    lk: Locked<'_>,
+    st: &WState,
+    p: &Path,
+    req: Req,
+) -> Result<(StoreType, WrLeaf), MapleError> {
+    let Req { first: first0, last: last0, val, insert } = req;
+    let leaf_d = st.height - 1;
+    let lv = p.lv[leaf_d];
+    let n = lv.e.locked(lk);
+    // Slot `k` is the leaf's last (its end) iff its pivot is implied or equals the leaf's max.
+    let is_end = |k: usize| k == LEAF_PIVOTS || n.pivot(k) >= lv.max;
+    let slot = |k: usize| n.leaf_slot_locked(k);
+    let rmin = |k: usize| n.slot_first(k, lv.min);
+    let rmax = |k: usize| n.slot_last(LEAF_PIVOTS, k, lv.max);
+    let i0 = lv.off;
+    let mut w = WrLeaf {
+        lv,
+        leaf_d,
+        i0,
+        oe0: i0,
+        i: i0,
+        oe: i0,
+        first: first0,
+        last: last0,
+        at_min: false,
+        at_max: false,
+        extra: 0,
+        end: i0,
+    };
+    if last0 > lv.max {
+        return Ok((StoreType::SpanningStore, w));
+    }
+    while !is_end(w.oe0) && n.pivot(w.oe0) < last0 {
+        w.oe0 += 1;
+    }
+    if insert && (i0..=w.oe0).any(|k| slot(k) != 0) {
+        return Err(MapleError::Exists);
+    }
+    let oe0 = w.oe0;
+    if oe0 == i0 && rmin(i0) == first0 && rmax(i0) == last0 {
+        // A NULL may not land next to a NULL, nor at the end of a leaf that is not the right-most.
+        let old = slot(i0);
+        let ok = val != 0
+            || old == 0
+            || ((i0 == 0 || slot(i0 - 1) != 0)
+                && if !is_end(i0) { slot(i0 + 1) != 0 } else { lv.max == u64::MAX });
+        if ok {
+            return Ok((StoreType::ExactFit, w));
+        }
+    }
+    let (mut i, mut oe, mut first, mut last) = (i0, oe0, first0, last0);
+    if val == 0 {
+        if slot(i) == 0 {
+            first = rmin(i);
+        } else if first == rmin(i) && i > 0 && slot(i - 1) == 0 {
+            i -= 1;
+            first = rmin(i);
+        }
+        if slot(oe) == 0 {
+            last = rmax(oe);
+        } else if last == rmax(oe) && !is_end(oe) && slot(oe + 1) == 0 {
+            oe += 1;
+            last = rmax(oe);
+        }
+    }
+    let mut end = oe;
+    while !is_end(end) {
+        end += 1;
+    }
+    let (at_min, at_max) = (first == rmin(i), last == rmax(oe));
+    let extra = !at_min as usize + !at_max as usize;
+    w = WrLeaf { i, oe, first, last, at_min, at_max, extra, end, ..w };
+    // `mas_wr_new_end`: the slots before `i` and after `oe`, the store's, and the remainders beside it.
+    let new_count = i + 1 + extra + (end - oe);
+    let last_val = if oe == end && at_max { val } else { slot(end) };
+    if last_val == 0 && lv.max != u64::MAX {
+        return Ok((StoreType::SpanningStore, w));
+    }
+    if st.rcu && seq_usable(lk, p, leaf_d) {
+        if oe == i + 1 && extra == 1 {
+            return Ok((StoreType::SlotStore, w));
+        }
+        if i == oe && oe == end && extra > 0 && new_count <= LEAF_SLOTS {
+            return Ok((StoreType::Append, w));
+        }
+    }
+    Ok(if new_count > LEAF_SLOTS {
+        (StoreType::SplitStore, w)
+    } else if (leaf_d > 0 && new_count < LEAF_MIN) || (leaf_d == 0 && new_count == 1 && last_val == 0) {
+        (StoreType::Rebalance, w)
+    } else {
+        (StoreType::NodeStore, w)
+    })
+}
+
+/// [`store_at`] once the path `p` to the leaf holding the store's first index is known: the kernel's
+/// `mas_wr_store_entry`, which carries out the shape [`mas_wr_store_type`] decided.
 fn store_on_path<T: Entry>(
     tree: &MapleTree<T>,
     lk: Locked<'_>,
@@ -310,16 +483,84 @@ fn store_on_path<T: Entry>(
     root: Enode,
     p: &Path,
 ) -> Result<(Replaced, After), MapleError> {
-    if let Some(r) = exact_fit(tree, lk, p, st.height - 1, req, &mut st.stores) {
-        return r.map(|r| (r, After::Kept));
+    mas_wr_store_entry(tree, lk, st, req, root, p)
+}
+
+/// `mas_wr_store_entry`: see [`store_on_path`].
+fn mas_wr_store_entry<T: Entry>(
+    tree: &MapleTree<T>,
+    lk: Locked<'_>,
+    st: &mut WState,
+    req: Req,
+    root: Enode,
+    p: &Path,
+) -> Result<(Replaced, After), MapleError> {
+    let (ty, w) = mas_wr_store_type(lk, st, p, req)?;
+    match ty {
+        StoreType::ExactFit => Ok((mas_wr_exact_fit(tree, lk, p, &w, req, &mut st.stores), After::Kept)),
+        StoreType::SlotStore => Ok((mas_wr_slot_store(tree, lk, st, p, &w, req), After::Kept)),
+        StoreType::Append => Ok((mas_wr_append(tree, lk, st, p, &w, req), After::Kept)),
+        StoreType::NodeStore if st.rcu && seq_usable(lk, p, w.leaf_d) => {
+            Ok((mas_wr_node_store_live(tree, lk, st, p, &w, req), After::Kept))
+        }
+        StoreType::NodeStore => match mas_wr_node_store(tree, lk, st, p, req) {
+            Some(r) => {
+                let leaf = w.lv.e;
+                r.map(|(r, e)| (r, if e == leaf { After::Kept } else { After::Leaf(e) }))
+            }
+            None => mas_wr_bnode(tree, lk, st, req, root),
+        },
+        StoreType::SplitStore => mas_wr_split(tree, lk, st, req, root),
+        StoreType::Rebalance => mas_wr_rebalance(tree, lk, st, req, root),
+        StoreType::SpanningStore => mas_wr_spanning_store(tree, lk, st, req, root),
     }
-    if let Some(r) = wr_in_place(tree, lk, st, p, req) {
-        return Ok((r, After::Kept));
-    }
-    if let Some(r) = node_store(tree, lk, st, p, req) {
-        let leaf = p.lv[st.height - 1].e;
-        return r.map(|(r, e)| (r, if e == leaf { After::Kept } else { After::Leaf(e) }));
-    }
+}
+
+/// `mas_wr_split`: the leaf overflows; the rebuild ([`mas_wr_bnode`]) splits it (absorbing a sibling first when
+/// the two fit in two nodes, `mas_push_data`) and splits its ancestors as far as they overflow.
+fn mas_wr_split<T: Entry>(
+    tree: &MapleTree<T>,
+    lk: Locked<'_>,
+    st: &mut WState,
+    req: Req,
+    root: Enode,
+) -> Result<(Replaced, After), MapleError> {
+    mas_wr_bnode(tree, lk, st, req, root)
+}
+
+/// `mas_wr_rebalance`: the leaf underflows (or the tree empties); the rebuild ([`mas_wr_bnode`]) merges it with
+/// a neighbour and the ancestors as far as they underflow (the tree may shrink).
+fn mas_wr_rebalance<T: Entry>(
+    tree: &MapleTree<T>,
+    lk: Locked<'_>,
+    st: &mut WState,
+    req: Req,
+    root: Enode,
+) -> Result<(Replaced, After), MapleError> {
+    mas_wr_bnode(tree, lk, st, req, root)
+}
+
+/// `mas_wr_spanning_store`: the store crosses leaves (or leaves a NULL at a leaf's end, which then spans into
+/// the next leaf); the rebuild ([`mas_wr_bnode`]) gathers every leaf it touches.
+fn mas_wr_spanning_store<T: Entry>(
+    tree: &MapleTree<T>,
+    lk: Locked<'_>,
+    st: &mut WState,
+    req: Req,
+    root: Enode,
+) -> Result<(Replaced, After), MapleError> {
+    mas_wr_bnode(tree, lk, st, req, root)
+}
+
+/// `mas_wr_bnode`: the general store through big nodes, level by level from the leaves up (module docs,
+/// [`Rebuild`]); every node allocated first, then [`commit`]. On failure nothing changed.
+fn mas_wr_bnode<T: Entry>(
+    tree: &MapleTree<T>,
+    lk: Locked<'_>,
+    st: &mut WState,
+    req: Req,
+    root: Enode,
+) -> Result<(Replaced, After), MapleError> {
     let counters = &tree.counters;
     let mut rb = Rebuild {
         lk,
@@ -384,61 +625,47 @@ fn store_empty<T: Entry>(
     Ok(Replaced::new())
 }
 
-/// The exact fit (`wr_exact_fit`): `[first, last]` is exactly one slot of the leaf on path `p` (at `leaf_d`),
-/// and storing the value there keeps every invariant. One Release store of the slot, in place in both modes,
-/// plus gap bookkeeping when the slot changes between NULL and non-NULL. None if it does not apply.
-fn exact_fit<T: Entry>(
+/// `mas_wr_exact_fit` (the kernel's `wr_exact_fit` case of `mas_wr_store_entry`): `[first, last]` is exactly
+/// slot `w.i0` of the leaf and storing the value there keeps every invariant ([`mas_wr_store_type`] checked).
+/// One Release store of the slot, in place in both modes, plus gap bookkeeping when the slot changes between
+/// NULL and non-NULL. A reader sees the old or the new value with the same range.
+fn mas_wr_exact_fit<T: Entry>(
     tree: &MapleTree<T>,
     lk: Locked<'_>,
     p: &Path,
-    leaf_d: usize,
+    w: &WrLeaf,
     req: Req,
     stats: &mut StoreStats,
-) -> Option<Result<Replaced, MapleError>> {
-    let Req { first, last, val, insert } = req;
-    let lv = p.lv[leaf_d];
+) -> Replaced {
+    let (lv, i, leaf_d) = (w.lv, w.i0, w.leaf_d);
     let n = lv.e.locked(lk);
-    let i = lv.off;
-    let (s, l) = (n.slot_first(i, lv.min), n.slot_last(LEAF_PIVOTS, i, lv.max));
-    if s != first || l != last {
-        return None;
-    }
-    let end = n.end(LEAF_PIVOTS, lv.max);
     let old = n.leaf_slot_locked(i);
-    if insert && old != 0 {
-        return Some(Err(MapleError::Exists));
-    }
-    // A NULL may not land next to a NULL, nor at the end of a leaf that is not the right-most.
-    let ok = val != 0
-        || old == 0
-        || ((i == 0 || n.leaf_slot_locked(i - 1) != 0)
-            && if i < end { n.leaf_slot_locked(i + 1) != 0 } else { lv.max == u64::MAX });
-    if !ok {
-        return None;
-    }
     let mut replaced = Replaced::new();
     if old != 0 {
-        replaced.push((s, l, old));
+        replaced.push((req.first, req.last, old));
     }
-    if old == val {
-        return Some(Ok(replaced));
+    if old == req.val {
+        return replaced;
     }
-    n.set_leaf_slot(i, val);
+    n.set_leaf_slot(i, req.val);
     stats.exact_fit += 1;
-    if (old == 0) != (val == 0) {
+    if (old == 0) != (req.val == 0) {
         if leaf_d > 0 {
             propagate_gap(lk, p, leaf_d - 1, leaf_node_gap(lk, lv.e, lv.min, lv.max));
         }
-        add_len(tree, if val == 0 { -1 } else { 1 });
+        add_len(tree, if req.val == 0 { -1 } else { 1 });
     }
-    Some(Ok(replaced))
+    replaced
 }
 
-/// The node store (`wr_node_store`): the change stays inside the leaf on path `p` and the leaf still satisfies
-/// every invariant afterwards. RCU mode: one new leaf, published in the parent's slot (or as the root), the old
-/// one retired; non-RCU mode: the leaf is rewritten in place. Returns the replaced entries and the leaf now in
-/// the tree. None if it does not apply.
-fn node_store<T: Entry>(
+/// `mas_wr_node_store`: the change stays inside the leaf on path `p` and the leaf still satisfies every
+/// invariant afterwards; its slot count changes (or a shape above could not be made in place). The leaf's new
+/// slots are gathered ([`Gathered::leaf`]) and written: in place under the leaf's sequence count
+/// ([`rewrite_live_leaf`]; RCU mode, the count has room), as a new leaf published in the parent's slot (or as
+/// the root) with the old one retired (RCU mode, the count at its last value), or rewritten in place (non-RCU
+/// mode, where no reader exists). Returns the replaced entries and the leaf now in the tree. None if the
+/// gathered leaf does not fit after all (the caller rebuilds).
+fn mas_wr_node_store<T: Entry>(
     tree: &MapleTree<T>,
     lk: Locked<'_>,
     st: &mut WState,
@@ -465,7 +692,10 @@ fn node_store<T: Entry>(
     }
     let len_delta = g.len_delta(req);
     st.stores.node_store += 1;
-    let e = if st.rcu {
+    // RCU mode: rewritten in place under the leaf's sequence count when the count has room and the parent's
+    // address stays below the count's bits (always, on the supported platforms); copied otherwise.
+    let live = st.rcu && seq_usable(lk, p, leaf_d);
+    let e = if st.rcu && !live {
         match alloc(st, &tree.counters) {
             Some(a) => Enode::new(a, true),
             None => return Some(Err(MapleError::NoMem)),
@@ -473,7 +703,11 @@ fn node_store<T: Entry>(
     } else {
         lv.e
     };
-    let gap = fill_node(lk, e, big.items(), lv.min, lv.max);
+    let gap = if live {
+        rewrite_live_leaf(lk, e, big.items(), lv.min, lv.max)
+    } else {
+        fill_node(lk, e, big.items(), lv.min, lv.max)
+    };
     if e != lv.e {
         if leaf_d == 0 {
             e.locked(lk).set_parent(None);
@@ -496,140 +730,240 @@ fn node_store<T: Entry>(
     Some(Ok((g.replaced, e)))
 }
 
-/// The in-place RCU-mode stores of one leaf (see the module docs), classified from the store's position in the
-/// leaf on path `p` as `mas_wr_store_type` does, before anything is gathered: `i` is the slot holding `first`,
-/// `oe` the one holding `last` (`offset_end`); a NULL store first takes in the NULL ranges it touches
-/// (`mas_wr_extend_null`, so that no NULL lands next to a NULL); then the new end (`mas_wr_new_end`) decides:
-///
-/// * `oe == i + 1` and the same end: the **slot store** (`mas_wr_slot_store`): from slot `i`'s first index,
-///   slot `i` takes the value and `pivot[i] = last`; or up to slot `i + 1`'s last index, `pivot[i] = first - 1`
-///   and slot `i + 1` takes the value;
-/// * `i == oe == end` and one or two slots more (within 16): the **append** (`mas_wr_append`).
-///
-/// The words are written inside one write section of the leaf's sequence count. None (nothing changed) for any
-/// other shape, an insert, a non-RCU tree, a leaf whose count is at its last value or whose parent's address
-/// would reach the count's bits, or a NULL that would end a leaf that is not the right-most: the node store
-/// or the rebuild takes those.
-#[inline(never)] // Kept out of `store`, whose other paths it would otherwise slow down.
-fn wr_in_place<T: Entry>(
+/// `mas_wr_node_store` on a live leaf in RCU mode (the common node store: an mmap into a gap, an munmap between
+/// gaps): the leaf's new tail is built straight from what [`mas_wr_store_type`] found (the slots before `w.i`
+/// stay; then the part of slot `w.i` before the store, the store, the part of slot `w.oe` after it, and the
+/// slots after `w.oe`; no NULL lands next to a NULL, because the classification took the touched NULL ranges
+/// in) and every word from slot `w.i` on that differs is stored, inside one write section of the leaf's
+/// sequence count ([`rewrite_live_leaf`] is the same for gathered slots). The classification guarantees the
+/// new slot count fits the leaf and its minimum, and that the leaf does not end in NULL unless it is the
+/// right-most.
+fn mas_wr_node_store_live<T: Entry>(
     tree: &MapleTree<T>,
     lk: Locked<'_>,
     st: &mut WState,
     p: &Path,
+    w: &WrLeaf,
     req: Req,
-) -> Option<Replaced> {
-    let Req { first: first0, last: last0, val, insert } = req;
-    let leaf_d = st.height - 1;
-    let lv = p.lv[leaf_d];
-    if !st.rcu || insert || last0 > lv.max {
-        return None;
-    }
+) -> Replaced {
+    let lv = w.lv;
     let n = lv.e.locked(lk);
-    // The hard check behind `Enode::new`'s debug assertion (module `node`): the count lives in bits 48.. of the
-    // parent word, above the parent's address.
-    if !n.seq_has_room() || (leaf_d > 0 && p.lv[leaf_d - 1].e.addr() >= ADDR_LIMIT) {
-        return None;
+    let (i, oe, end) = (w.i, w.oe, w.end);
+    // The new tail, from slot `i`: (last index, slot word) pairs.
+    let mut tail = [(0u64, 0usize); LEAF_SLOTS];
+    let mut k = 0;
+    let mut push = |last: u64, v: usize| {
+        tail[k] = (last, v);
+        k += 1;
+    };
+    if !w.at_min {
+        push(w.first - 1, n.leaf_slot_locked(i));
     }
-    // Slot `k` is the leaf's last (its end) iff its pivot is implied or equals the leaf's max: no scan of the
-    // whole leaf is needed.
-    let is_end = |k: usize| k == LEAF_PIVOTS || n.pivot(k) >= lv.max;
-    let (i0, mut oe0) = (lv.off, lv.off);
-    while !is_end(oe0) && n.pivot(oe0) < last0 {
-        oe0 += 1;
-        if oe0 > i0 + 1 {
-            return None;
+    push(w.last, req.val);
+    if !w.at_max {
+        push(n.slot_last(LEAF_PIVOTS, oe, lv.max), n.leaf_slot_locked(oe));
+    }
+    for j in oe + 1..=end {
+        push(n.slot_last(LEAF_PIVOTS, j, lv.max), n.leaf_slot_locked(j));
+    }
+    let new_end = i + k - 1;
+    debug_assert!(new_end < LEAF_SLOTS && tail[k - 1].0 == lv.max);
+    let (replaced, delta) = wr_replaced(n, w, req);
+    // The largest NULL range the store touches (0: none), for the leaf's new max gap below.
+    let touched = (i..=oe)
+        .filter(|&j| n.leaf_slot_locked(j) == 0)
+        .map(|j| range_size(n.slot_first(j, lv.min), n.slot_last(LEAF_PIVOTS, j, lv.max)))
+        .max()
+        .unwrap_or(0);
+    let seq = n.write_begin();
+    for j in i..LEAF_PIVOTS {
+        let v = match j.cmp(&new_end) {
+            std::cmp::Ordering::Less => tail[j - i].0,
+            std::cmp::Ordering::Equal => lv.max,
+            std::cmp::Ordering::Greater => 0,
+        };
+        if n.pivot(j) != v {
+            n.set_pivot_live(j, v);
         }
     }
-    if val != 0 && oe0 == i0 && !is_end(i0) {
-        // A value inside one slot that is not the last (not an exact fit): one or two slots more in the middle
-        // of the leaf, a node store. The common insertion, so decided first.
-        return None;
-    }
-    let slot = |k: usize| n.leaf_slot_locked(k);
-    let rmin = |k: usize| n.slot_first(k, lv.min);
-    let rmax = |k: usize| n.slot_last(LEAF_PIVOTS, k, lv.max);
-    let (mut i, mut oe, mut first, mut last) = (i0, oe0, first0, last0);
-    if val == 0 {
-        if slot(i) == 0 {
-            first = rmin(i);
-        } else if first == rmin(i) && i > 0 && slot(i - 1) == 0 {
-            i -= 1;
-            first = rmin(i);
-        }
-        if slot(oe) == 0 {
-            last = rmax(oe);
-        } else if last == rmax(oe) && !is_end(oe) && slot(oe + 1) == 0 {
-            oe += 1;
-            last = rmax(oe);
+    for j in i..LEAF_SLOTS {
+        let v = if j <= new_end { tail[j - i].1 } else { 0 };
+        if n.leaf_slot_locked(j) != v {
+            n.set_leaf_slot(j, v);
         }
     }
-    let (at_min, at_max) = (first == rmin(i), last == rmax(oe));
-    // Slots the store adds: one per side where it does not reach its slot's edge (`mas_wr_new_end`).
-    let extra = !at_min as usize + !at_max as usize;
-    let slot_store = oe == i + 1 && extra == 1;
-    let append = i == oe && extra > 0 && i + extra < LEAF_SLOTS && is_end(i);
-    // The last slot may end in NULL only in the right-most leaf.
-    let null_at_end = val == 0 && lv.max != u64::MAX && at_max && is_end(oe);
-    if !(slot_store || append) || null_at_end {
-        return None;
+    n.write_end(seq);
+    st.stores.node_store += 1;
+    if w.leaf_d > 0 && (req.val == 0 || touched > 0) {
+        // The leaf's max gap, exact without a scan in the churn's two shapes: a NULL store makes one NULL range
+        // `[first, last]` of the ranges it took in, so the max is the larger of the old max (the parent's gap
+        // word, exact) and that range; a value that shrinks only NULL ranges smaller than the old max leaves it.
+        let pl = p.lv[w.leaf_d - 1];
+        let old = pl.e.locked(lk).gap(pl.off);
+        let g = if req.val == 0 {
+            old.max(range_size(w.first, w.last))
+        } else if touched < old {
+            old
+        } else {
+            leaf_node_gap(lk, lv.e, lv.min, lv.max)
+        };
+        propagate_gap(lk, p, w.leaf_d - 1, g);
     }
-    let (end, new_end) = (oe, oe + extra);
-    // A NULL range touched: the leaf's max gap is recomputed afterwards.
-    let nulls = val == 0 || slot(i) == 0 || slot(oe) == 0;
-    // The replaced entries (clipped to the store's own range) and the entry count's change.
+    add_len(tree, delta);
+    replaced
+}
+
+/// The entries an in-place store of `w` replaces (clipped to the store's own range `req`) and the change of the
+/// entry count it makes.
+fn wr_replaced(n: &crate::node::Node, w: &WrLeaf, req: Req) -> (Replaced, i64) {
+    let lv = w.lv;
     let mut replaced = Replaced::new();
     let mut survivors = 0i64;
-    for k in i0..=oe0 {
-        let v = slot(k);
+    for k in w.i0..=w.oe0 {
+        let v = n.leaf_slot_locked(k);
         if v != 0 {
-            let (s, l) = (rmin(k), rmax(k));
-            replaced.push((s.max(first0), l.min(last0), v));
-            survivors += (s < first0) as i64 + (l > last0) as i64;
+            let (s, l) = (n.slot_first(k, lv.min), n.slot_last(LEAF_PIVOTS, k, lv.max));
+            replaced.push((s.max(req.first), l.min(req.last), v));
+            survivors += (s < req.first) as i64 + (l > req.last) as i64;
         }
     }
-    if slot_store {
-        let w = n.write_begin();
-        if at_min {
-            if slot(i) != val {
-                n.set_leaf_slot(i, val);
-            }
-            n.set_pivot_live(i, last);
-        } else {
-            if slot(oe) != val {
-                n.set_leaf_slot(oe, val);
-            }
-            n.set_pivot_live(i, first - 1);
+    let delta = (req.val != 0) as i64 + survivors - replaced.len() as i64;
+    (replaced, delta)
+}
+
+/// After an in-place store of `w`: the leaf's max gap up the path if a NULL range was touched, and the count.
+fn wr_in_place_done<T: Entry>(
+    tree: &MapleTree<T>,
+    lk: Locked<'_>,
+    p: &Path,
+    w: &WrLeaf,
+    nulls: bool,
+    delta: i64,
+) {
+    if nulls && w.leaf_d > 0 {
+        let lv = w.lv;
+        propagate_gap(lk, p, w.leaf_d - 1, leaf_node_gap(lk, lv.e, lv.min, lv.max));
+    }
+    add_len(tree, delta);
+}
+
+/// `mas_wr_slot_store` as the kernel allows it in RCU mode (`offset_end - offset == 1`): the slot count is
+/// unchanged, one pivot `i` moves and at most one of slots `i`, `i + 1` changes, inside one write section of
+/// the leaf's sequence count. From slot `i`'s first index: slot `i` takes the value and `pivot[i] = last`; or
+/// up to slot `i + 1`'s last index: `pivot[i] = first - 1` and slot `i + 1` takes the value.
+#[inline(never)] // Kept out of `store`, whose other paths it would otherwise slow down.
+fn mas_wr_slot_store<T: Entry>(
+    tree: &MapleTree<T>,
+    lk: Locked<'_>,
+    st: &mut WState,
+    p: &Path,
+    w: &WrLeaf,
+    req: Req,
+) -> Replaced {
+    let n = w.lv.e.locked(lk);
+    let (i, oe, val) = (w.i, w.oe, req.val);
+    let nulls = val == 0 || n.leaf_slot_locked(i) == 0 || n.leaf_slot_locked(oe) == 0;
+    let (replaced, delta) = wr_replaced(n, w, req);
+    let seq = n.write_begin();
+    if w.at_min {
+        if n.leaf_slot_locked(i) != val {
+            n.set_leaf_slot(i, val);
         }
-        n.write_end(w);
-        st.stores.slot_store += 1;
+        n.set_pivot_live(i, w.last);
     } else {
-        let c = slot(end);
-        let w = n.write_begin();
-        // As `mas_wr_append`: the new slots and pivots beyond the old end first, then the old end's.
-        if new_end < LEAF_PIVOTS {
-            n.set_pivot_live(new_end, lv.max);
+        if n.leaf_slot_locked(oe) != val {
+            n.set_leaf_slot(oe, val);
         }
-        if at_max {
-            n.set_leaf_slot(end + 1, val);
-            n.set_pivot_live(end, first - 1);
-        } else if at_min {
-            n.set_leaf_slot(end + 1, c);
-            n.set_leaf_slot(end, val);
-            n.set_pivot_live(end, last);
-        } else {
-            n.set_leaf_slot(end + 2, c);
-            n.set_leaf_slot(end + 1, val);
-            n.set_pivot_live(end + 1, last);
-            n.set_pivot_live(end, first - 1);
+        n.set_pivot_live(i, w.first - 1);
+    }
+    n.write_end(seq);
+    st.stores.slot_store += 1;
+    wr_in_place_done(tree, lk, p, w, nulls, delta);
+    replaced
+}
+
+/// `mas_wr_append`: the store lies in the leaf's last range, and the leaf grows by one slot at its end (the
+/// store ends at the leaf's max: the old content keeps `[min, first - 1]` and the value takes a new last slot;
+/// or it starts at the range's first index: the value takes the old last slot and the old content moves one
+/// slot right) or by two (strictly inside: the content is kept on both sides), within the leaf's 16 slots;
+/// inside one write section of the leaf's sequence count.
+#[inline(never)] // As `mas_wr_slot_store`.
+fn mas_wr_append<T: Entry>(
+    tree: &MapleTree<T>,
+    lk: Locked<'_>,
+    st: &mut WState,
+    p: &Path,
+    w: &WrLeaf,
+    req: Req,
+) -> Replaced {
+    let n = w.lv.e.locked(lk);
+    let (end, val) = (w.end, req.val);
+    let new_end = end + w.extra;
+    let c = n.leaf_slot_locked(end);
+    let nulls = val == 0 || c == 0;
+    let (replaced, delta) = wr_replaced(n, w, req);
+    let seq = n.write_begin();
+    // As the kernel's: the new slots and pivots beyond the old end first, then the old end's.
+    if new_end < LEAF_PIVOTS {
+        n.set_pivot_live(new_end, w.lv.max);
+    }
+    if w.at_max {
+        n.set_leaf_slot(end + 1, val);
+        n.set_pivot_live(end, w.first - 1);
+    } else if w.at_min {
+        n.set_leaf_slot(end + 1, c);
+        n.set_leaf_slot(end, val);
+        n.set_pivot_live(end, w.last);
+    } else {
+        n.set_leaf_slot(end + 2, c);
+        n.set_leaf_slot(end + 1, val);
+        n.set_pivot_live(end + 1, w.last);
+        n.set_pivot_live(end, w.first - 1);
+    }
+    n.write_end(seq);
+    st.stores.append += 1;
+    wr_in_place_done(tree, lk, p, w, nulls, delta);
+    replaced
+}
+
+/// True if the leaf at depth `leaf_d` of path `p` can take one more in-place store under its sequence count:
+/// the count is not at its last value, and the parent's address is below the count's bits (the hard check
+/// behind `Enode::new`'s debug assertion, module `node`).
+#[inline]
+fn seq_usable(lk: Locked<'_>, p: &Path, leaf_d: usize) -> bool {
+    p.lv[leaf_d].e.locked(lk).seq_has_room() && (leaf_d == 0 || p.lv[leaf_d - 1].e.addr() < ADDR_LIMIT)
+}
+
+/// Rewrites the live leaf `e` (covering `[min, max]`) to hold `items` in place, inside one write section of its
+/// sequence count (module `node`): the in-place `mas_wr_node_store` of RCU mode. Only the words that change
+/// are stored (a slot count that grows or shrinks by one or two moves the tail of the leaf; the words before
+/// the store's slot keep their lines clean). A reader that overlaps the section sees the count move in its
+/// `read_check` and reads again, so it never combines words of the two states. Returns the leaf's max gap.
+#[allow(clippy::needless_range_loop)] // parallel word arrays indexed by slot, as `fill_node`
+fn rewrite_live_leaf(lk: Locked<'_>, e: Enode, items: &[Item], min: u64, max: u64) -> u64 {
+    let n = e.locked(lk);
+    debug_assert!(!items.is_empty() && items.len() <= LEAF_SLOTS);
+    debug_assert_eq!(items[items.len() - 1].last, max);
+    let end = items.len() - 1;
+    let w = n.write_begin();
+    for i in 0..LEAF_PIVOTS {
+        let v = match i.cmp(&end) {
+            std::cmp::Ordering::Less => items[i].last,
+            std::cmp::Ordering::Equal => max,
+            std::cmp::Ordering::Greater => 0,
+        };
+        if n.pivot(i) != v {
+            n.set_pivot_live(i, v);
         }
-        n.write_end(w);
-        st.stores.append += 1;
     }
-    if nulls && leaf_d > 0 {
-        propagate_gap(lk, p, leaf_d - 1, leaf_node_gap(lk, lv.e, lv.min, lv.max));
+    for i in 0..LEAF_SLOTS {
+        let v = if i <= end { items[i].slot } else { 0 };
+        if n.leaf_slot_locked(i) != v {
+            n.set_leaf_slot(i, v);
+        }
     }
-    add_len(tree, (val != 0) as i64 + survivors - replaced.len() as i64);
-    Some(replaced)
+    n.write_end(w);
+    crate::build::leaf_gap(items, min)
 }
 
 /// What gathering leaves for a store found besides the slots.
@@ -648,7 +982,7 @@ impl Gathered {
     /// ones clipped (their overlapped parts recorded in `replaced`, surviving pieces of non-NULL entries counted
     /// in `survivors`), and the new entry inserted once.
     #[inline]
-    fn leaf(&mut self, lk: Locked<'_>, x: Lvl, req: Req, big: &mut Big) {
+    fn leaf(&mut self, lk: Locked<'_>, x: Level, req: Req, big: &mut Big) {
         let Req { first, last, val, .. } = req;
         let n = x.e.locked(lk);
         let end = n.end(LEAF_PIVOTS, x.max);
@@ -714,8 +1048,9 @@ enum Top {
     Slot { path: Path, depth: usize, e: Enode, gap: u64 },
 }
 
-/// One level of a rebuild: the slots gathered at depth `d` cover `[lc, hc]` and replace `old` nodes there.
-struct Level {
+/// One level of a rebuild (the kernel's big node with the range it covers, `mas_wr_bnode`): the slots gathered
+/// at depth `d` cover `[lc, hc]` and replace `old` nodes there.
+struct Gather {
     d: usize,
     big: Big,
     lc: u64,
@@ -723,7 +1058,7 @@ struct Level {
     old: usize,
 }
 
-impl Level {
+impl Gather {
     /// True if the level covers the whole key space.
     fn covers_all(&self) -> bool {
         self.lc == 0 && self.hc == u64::MAX
@@ -844,12 +1179,12 @@ impl Rebuild<'_, '_> {
 
     /// Steps 1 and 2 at the leaf level: gathers every leaf intersecting `[first, last]`, then neighbours until
     /// the constraints hold.
-    fn gather_leaves(&mut self, req: Req) -> Result<(Level, Gathered), MapleError> {
+    fn gather_leaves(&mut self, req: Req) -> Result<(Gather, Gathered), MapleError> {
         let (lk, root) = (self.lk, self.root);
         let d = self.h - 1;
         let mut x = node_at(lk, root, req.first, d);
         let hi = node_at(lk, root, req.last, d).e;
-        let mut lvl = Level { d, big: Big::new(x.min), lc: x.min, hc: x.max, old: 0 };
+        let mut lvl = Gather { d, big: Big::new(x.min), lc: x.min, hc: x.max, old: 0 };
         let mut g = Gathered::default();
         loop {
             g.leaf(lk, x, req, &mut lvl.big);
@@ -888,13 +1223,13 @@ impl Rebuild<'_, '_> {
     /// Step 4, one level up from `below`: gathers the slots of every node intersecting `[below.lc, below.hc]`,
     /// keeping the children outside it and splicing the new nodes `up` in place of those inside, then
     /// neighbours until the constraints hold.
-    fn gather_parents(&mut self, below: &Level, up: &[Item]) -> Level {
+    fn gather_parents(&mut self, below: &Gather, up: &[Item]) -> Gather {
         let (lk, root) = (self.lk, self.root);
         let d = below.d - 1;
         let (clo, chi) = (below.lc, below.hc);
         let mut x = node_at(lk, root, clo, d);
         let hi = node_at(lk, root, chi, d).e;
-        let mut lvl = Level { d, big: Big::new(x.min), lc: x.min, hc: x.max, old: 0 };
+        let mut lvl = Gather { d, big: Big::new(x.min), lc: x.min, hc: x.max, old: 0 };
         let mut inserted = false;
         loop {
             let n = x.e.locked(lk);
@@ -931,8 +1266,8 @@ impl Rebuild<'_, '_> {
         lvl
     }
 
-    /// [`Level::push_data`], retiring the absorbed sibling.
-    fn push_data(&mut self, lvl: &mut Level, leaf: bool) {
+    /// [`Gather::push_data`], retiring the absorbed sibling.
+    fn push_data(&mut self, lvl: &mut Gather, leaf: bool) {
         if let Some(sib) = lvl.push_data(self.lk, self.root, leaf) {
             self.retire.push(sib);
             lvl.old += 1;
@@ -943,7 +1278,7 @@ impl Rebuild<'_, '_> {
     /// level is instead rewritten into its old node, returned with its max gap (the store ends there).
     fn build_level(
         &mut self,
-        lvl: &Level,
+        lvl: &Gather,
         leaf: bool,
         up: &mut Vec<Item>,
     ) -> Result<Option<(Enode, u64)>, MapleError> {
@@ -976,7 +1311,14 @@ impl Rebuild<'_, '_> {
     }
 
     /// The plan when the final one-for-one node `e` (at `lvl`) was rewritten in place (non-RCU).
-    fn in_place_plan(&mut self, lvl: &Level, e: Enode, gap: u64, len_delta: i64, replaced: Replaced) -> Plan {
+    fn in_place_plan(
+        &mut self,
+        lvl: &Gather,
+        e: Enode,
+        gap: u64,
+        len_delta: i64,
+        replaced: Replaced,
+    ) -> Plan {
         if !e.is_leaf() && !self.adopt.contains(&e) {
             self.adopt.push(e);
         }

@@ -1,4 +1,4 @@
-//! Loom models of node publication and retirement with a concurrent reader.
+//! Loom models of node publication and retirement, and of the in-place leaf stores, with a concurrent reader.
 //!
 //! Under `--cfg loom` a reclaimed node is not freed but marked, and every node access asserts the mark is clear,
 //! so a reader that could reach a node after its grace period fails the model. Each model checks that the reader
@@ -46,10 +46,10 @@ fn view(t: &MapleTree<V>, i: u64) -> Option<(u64, u64, usize)> {
     t.load_range_in(i, &g).map(|(a, b, v)| (a, b, v.get()))
 }
 
-/// Copy-on-write replacement of a root leaf (node store): the new root is published, the old one marked dead
-/// and retired while the reader may be inside it.
+/// A node store into a root leaf (two slots become four; rewritten in place under the leaf's sequence count)
+/// while the reader looks up two entries.
 #[test]
-fn root_leaf_cow() {
+fn root_leaf_node_store() {
     let _ = model(|| {
         let t = Arc::new(MapleTree::<V>::from_sorted([(10, 19, nz(1)), (30, 39, nz(2))]).unwrap());
         let r = {
@@ -67,9 +67,9 @@ fn root_leaf_cow() {
     });
 }
 
-/// A leaf under an internal root is replaced (published into the parent's slot) while the reader walks.
+/// A store into a leaf under an internal root (a slot store there) while the reader walks from the root.
 #[test]
-fn leaf_under_internal_root_cow() {
+fn leaf_under_internal_root() {
     let _ = model(|| {
         let t = Arc::new(
             MapleTree::<V>::from_sorted((0..20u64).map(|k| (k * 10, k * 10 + 4, nz(k as usize + 1))))
@@ -195,8 +195,9 @@ impl InPlace {
 }
 
 /// Runs one in-place model: a root leaf holding `m.before`, a reader doing a point view at `probe` and a
-/// cursor pass (forward, or backward with `back`), the writer storing `store`; then checks that the store took
-/// the expected in-place path (`kind` of the store statistics) and left `m.after`.
+/// cursor pass (forward, or backward with `back`), the writer storing `store` (a value, or NULL for 0); then
+/// checks that the store took the expected path (`kind` of the store statistics), allocated no node (the leaf
+/// changed in place) and left `m.after`.
 fn in_place_model(
     m: InPlace,
     store: (u64, u64, usize),
@@ -218,10 +219,12 @@ fn in_place_model(
                 }
             })
         };
-        t.store_range(store.0, store.1, Some(nz(store.2))).unwrap();
+        let allocated = t.node_stats().allocated;
+        t.store_range(store.0, store.1, NonZeroUsize::new(store.2)).unwrap();
         r.join().unwrap();
         let st = t.store_stats();
-        assert_eq!((kind(&st), st.node_store, st.rebuild), (1, 0, 0), "{st:?}");
+        assert_eq!((kind(&st), st.total()), (1, 1), "{st:?}");
+        assert_eq!(t.node_stats().allocated, allocated, "the store allocated a node: not in place");
         let g = vmspace_rcu::pin();
         let mut c = t.cursor(&g);
         let mut all = Vec::new();
@@ -290,6 +293,41 @@ fn append_start_in_place() {
         35,
         true,
         |s| s.append,
+    );
+}
+
+/// In-place node store, the slot count shrinking (`mas_wr_node_store` rewritten in place under the leaf's
+/// sequence count, the churn's munmap): erasing `[20, 29]` between two NULL ranges joins three slots into one
+/// NULL `[15, 34]`, and the tail of the leaf moves two slots left. The reader's view of 40 and its forward
+/// cursor steps see the old or the new leaf, never `[40, 49]` with a value of another slot.
+#[test]
+fn node_store_shrink_in_place() {
+    in_place_model(
+        InPlace {
+            before: &[(10, 14, 1), (20, 29, 2), (35, 39, 3), (40, 49, 4)],
+            after: &[(10, 14, 1), (35, 39, 3), (40, 49, 4)],
+        },
+        (20, 29, 0),
+        40,
+        false,
+        |s| s.node_store,
+    );
+}
+
+/// In-place node store, the slot count growing (the churn's mmap into a gap that is not the leaf's last
+/// range): `[20, 29] = 2` inside the NULL `[15, 34]` splits one slot into three and the tail moves two slots
+/// right; the reader walks backwards with cached steps.
+#[test]
+fn node_store_grow_in_place() {
+    in_place_model(
+        InPlace {
+            before: &[(10, 14, 1), (35, 39, 3), (40, 49, 4)],
+            after: &[(10, 14, 1), (20, 29, 2), (35, 39, 3), (40, 49, 4)],
+        },
+        (20, 29, 2),
+        37,
+        true,
+        |s| s.node_store,
     );
 }
 
