@@ -419,10 +419,7 @@ pub fn fmt_secs(s: f64) -> String {
 
 /// The memory this machine can give a run now (`MemAvailable`), in bytes; `None` if unknown.
 pub fn available_memory() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let kb: u64 =
-        text.lines().find(|l| l.starts_with("MemAvailable:"))?.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
+    vmspace_host::mem_available()
 }
 
 /// Refuses a run whose estimated memory exceeds what the machine has available (unless `force`): a usage
