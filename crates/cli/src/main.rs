@@ -33,6 +33,10 @@ use common::{EXIT_STATUS_HELP, Status};
     after_long_help = EXIT_STATUS_HELP
 )]
 struct Cli {
+    /// Parse the command line and exit: 0 if it parses, 2 with clap's message if not. Runs nothing; the
+    /// documentation test (`crates/cli/tests/docs.rs`) checks every command line the docs cite with it.
+    #[arg(long, global = true, hide = true)]
+    check_args: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -93,6 +97,9 @@ fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };
+    if cli.check_args {
+        return ExitCode::SUCCESS;
+    }
     let r = match cli.command {
         Command::Bench(cmd) => bench::run(cmd),
         Command::Kernel(cmd) => kernel::run(cmd),
