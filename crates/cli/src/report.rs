@@ -1,7 +1,8 @@
 //! `vmspace report`: every experiment, engine beside kernel, in one command (the library is `vmspace-report`;
 //! this module parses, shows progress, prints and writes files).
 //!
-//! The run prints one compact table per experiment with its verdict, then the targets and the machine's load,
+//! The run prints one table per experiment with a one-sentence verdict, then the targets and the machine's load,
+//! within 100 columns (`--wide`: every table whole and every verdict in full),
 //! and writes into the output directory (checked writable, and created if missing, before anything runs):
 //! `report.json` (schema `vmspace.report.v1`), one SVG per figure and `index.html`, a self-contained page.
 //! `--json FILE` also writes the report set to FILE, as every command does (`--json -`: to standard output,
@@ -70,6 +71,11 @@ pub struct ReportArgs {
     /// text then goes to standard error).
     #[arg(long, value_name = "FILE", alias = "json-file")]
     json: Option<PathBuf>,
+    /// Print every table whole and every verdict in full (wider than 100 columns); by default the terminal
+    /// text fits 100 columns (central figures, the less telling columns left out, one-sentence verdicts).
+    /// report.json, --json and index.html always hold everything.
+    #[arg(long)]
+    wide: bool,
     /// Run even from a debug build (whose timings are not the engine's; report.json and the page then say so).
     #[arg(long, conflicts_with = "compare")]
     force: bool,
@@ -131,7 +137,7 @@ pub fn run(args: ReportArgs) -> Result<Status> {
     // The set records the build that measured it: report.json, the page and --json all show it.
     outcome.set.provenance = Some(provenance.clone());
     let p = report_run::present(&outcome.set);
-    t.print(&report_run::text(&p));
+    t.print(&if args.wide { report_run::text_wide(&p) } else { report_run::text(&p) });
     let files = write_report(&args.out, &outcome.set, &p)?;
     let mut cut = false;
     if let Err(e) = json.write(&outcome.set) {
