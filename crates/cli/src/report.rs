@@ -279,7 +279,11 @@ impl Display {
     fn new(total_s: f64) -> Display {
         let total_ms = (total_s * 1000.0).max(1.0) as u64;
         let terminal = std::io::stderr().is_terminal();
-        let target = if terminal { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
+        let target = if terminal && !common::quiet() {
+            ProgressDrawTarget::stderr()
+        } else {
+            ProgressDrawTarget::hidden()
+        };
         let bar = ProgressBar::with_draw_target(Some(total_ms), target);
         bar.set_style(
             ProgressStyle::with_template("{elapsed_precise} [{bar:28}] {percent:>3}%  {wide_msg}")
@@ -299,6 +303,9 @@ impl Display {
     }
 
     fn update(&mut self, p: &Progress<'_>) {
+        if common::quiet() {
+            return;
+        }
         let msg = format!(
             "~{} left  {}/{} {}: {}",
             self.left(p.done_s, p.total_s),

@@ -127,6 +127,7 @@ fn example(word: &str) -> Option<&'static str> {
         "SHELL" => "bash",
         "PID" | "JVM" => "1",
         "PROGRAM" => "true",
+        "COMMAND" => "report",
         "N" => "10",
         "R" => "3",
         "D" => "1s",

@@ -23,8 +23,8 @@ use crate::targets::{Status, TargetResult};
 /// The default width of the terminal text, in columns.
 pub const WIDTH: usize = 100;
 
-/// Long side names and their short forms on a narrow terminal.
-const SHORT_NAMES: [(&str, &str); 8] = [
+/// Long side names and their short forms on a narrow terminal (and in a figure's outside legend).
+pub const SHORT_NAMES: [(&str, &str); 8] = [
     ("engine, readers under per-VMA locks", "engine per-VMA"),
     ("engine, readers under mmap_lock", "engine mmap_lock"),
     ("engine, lockless readers", "engine lockless"),
