@@ -34,6 +34,14 @@ use vmspace_report::experiment::Length;
 use vmspace_report::run::{self as report_run, Options, Progress};
 use vmspace_results::report::{ReportSet, SCHEMA};
 
+/// `say!` wrapped at the terminal text's width ([`vmspace_report::terminal::WIDTH`]), continuation lines
+/// indented by two spaces: host lines, paths and file lists stay within 100 columns as the tables do.
+macro_rules! wsay {
+    ($t:expr, $($arg:tt)*) => {
+        $t.print(&vmspace_report::terminal::wrap(&format!($($arg)*), vmspace_report::terminal::WIDTH, 2))
+    };
+}
+
 /// Arguments of `vmspace report`.
 #[derive(Debug, Args)]
 pub struct ReportArgs {
@@ -67,6 +75,11 @@ pub struct ReportArgs {
     /// missed.
     #[arg(long, num_args = 2, value_names = ["OLD", "NEW"], conflicts_with_all = ["quick", "full", "smoke", "experiments"])]
     compare: Option<Vec<PathBuf>>,
+    /// Run nothing: present a stored report.json again (its tables on the terminal, its figures and index.html
+    /// in --out DIR), e.g. to read an older run or to look at a run's page after a change of the page's code.
+    /// The exit status is the stored run's verdict's.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["quick", "full", "smoke", "experiments", "compare", "contention_agent"])]
+    from: Option<PathBuf>,
     /// Also write the report set (with --compare: the comparison) as JSON to FILE (`-`: standard output, the
     /// text then goes to standard error).
     #[arg(long, value_name = "FILE", alias = "json-file")]
@@ -85,6 +98,9 @@ pub struct ReportArgs {
 pub fn run(args: ReportArgs) -> Result<Status> {
     if let Some(files) = &args.compare {
         return compare(&files[0], &files[1], &args.out, args.json.as_deref());
+    }
+    if let Some(file) = &args.from {
+        return from_stored(file, &args);
     }
     common::check_build(args.force)?;
     common::keep_running_without_stdout();
@@ -114,9 +130,9 @@ pub fn run(args: ReportArgs) -> Result<Status> {
     let estimate =
         report_run::estimate_s(length, &host, args.experiments.as_deref(), args.contention_agent.as_deref());
     let provenance = crate::provenance::provenance();
-    say!(t, "vmspace report ({}): {}", length.id(), host.one_line());
-    say!(t, "build: {}", provenance.one_line());
-    say!(
+    wsay!(t, "vmspace report ({}): {}", length.id(), host.one_line());
+    wsay!(t, "build: {}", provenance.one_line());
+    wsay!(
         t,
         "about {} of measurements; load average now {}; output: {}",
         fmt_secs(estimate),
@@ -146,8 +162,8 @@ pub fn run(args: ReportArgs) -> Result<Status> {
         }
         cut = true;
     }
-    say!(t, "\nwritten to {}: {}", args.out.display(), files.join(", "));
-    say!(t, "took {} ({})", fmt_secs(start.elapsed().as_secs_f64()), length.id());
+    wsay!(t, "\nwritten to {}: {}", args.out.display(), files.join(", "));
+    wsay!(t, "took {} ({})", fmt_secs(start.elapsed().as_secs_f64()), length.id());
     if cut || common::stdout_closed() {
         note!(
             "vmspace report: standard output was closed before the end; everything measured is written to {}",
@@ -219,18 +235,41 @@ fn write_report(dir: &Path, set: &ReportSet, p: &report_run::Presentation) -> Re
     Ok(files)
 }
 
+/// A stored report set: unreadable, not JSON of the schema, is a usage error.
+fn read_set(p: &Path) -> Result<ReportSet> {
+    let text = std::fs::read_to_string(p).map_err(|e| usage(format!("cannot read {}: {e}", p.display())))?;
+    let set: ReportSet = serde_json::from_str(&text)
+        .map_err(|e| usage(format!("{} is not a vmspace report set: {e}", p.display())))?;
+    if set.schema != SCHEMA {
+        return Err(usage(format!("{}: schema {:?}, expected {SCHEMA:?}", p.display(), set.schema)));
+    }
+    Ok(set)
+}
+
+/// `vmspace report --from FILE`: the stored set presented as a run presents it.
+fn from_stored(file: &Path, args: &ReportArgs) -> Result<Status> {
+    let set = read_set(file)?;
+    if set.verdict.is_none() {
+        return Err(usage(format!(
+            "{}: a report set without a verdict is not a report run's",
+            file.display()
+        )));
+    }
+    prepare_out(&args.out)?;
+    let json = JsonOut::new(args.json.as_deref())?;
+    let t = Text::new(&json);
+    let p = report_run::present(&set);
+    wsay!(t, "vmspace report --from {}: {}", file.display(), set.command);
+    t.print(&if args.wide { report_run::text_wide(&p) } else { report_run::text(&p) });
+    let files = write_report(&args.out, &set, &p)?;
+    json.write(&set)?;
+    wsay!(t, "\nwritten to {}: {}", args.out.display(), files.join(", "));
+    Ok(Status::of(set.verdict.as_ref().expect("checked above")))
+}
+
 /// `vmspace report --compare OLD NEW`.
 fn compare(old: &Path, new: &Path, out: &Path, json: Option<&Path>) -> Result<Status> {
-    let read = |p: &Path| -> Result<ReportSet> {
-        let text =
-            std::fs::read_to_string(p).map_err(|e| usage(format!("cannot read {}: {e}", p.display())))?;
-        let set: ReportSet = serde_json::from_str(&text)
-            .map_err(|e| usage(format!("{} is not a vmspace report set: {e}", p.display())))?;
-        if set.schema != SCHEMA {
-            return Err(usage(format!("{}: schema {:?}, expected {SCHEMA:?}", p.display(), set.schema)));
-        }
-        Ok(set)
-    };
+    let read = read_set;
     let (a, b) = (read(old)?, read(new)?);
     vmspace_report::compare::comparable(&a, &b)
         .map_err(|e| usage(format!("{} and {}: {e}", old.display(), new.display())))?;

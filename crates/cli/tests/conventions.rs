@@ -184,3 +184,23 @@ fn interrupted_bench_prints_what_it_measured() {
     assert!(stdout(&o).contains("vmspace bench faults:"), "{}", stdout(&o));
     assert!(stderr(&o).contains("what was measured before Ctrl-C"), "{}", stderr(&o));
 }
+
+#[test]
+fn a_stored_run_is_presented_again_within_100_columns() {
+    let stored = concat!(env!("CARGO_MANIFEST_DIR"), "/../../results/report-2026-11-28.json");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("page");
+    let o = bin().args(["report", "--from", stored, "--out"]).arg(&out).output().unwrap();
+    // That run missed targets: its verdict's status.
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let text = stdout(&o);
+    let over: Vec<&str> = text.lines().filter(|l| l.chars().count() > 100).collect();
+    assert!(over.is_empty(), "{over:#?}");
+    assert!(out.join("index.html").is_file() && out.join("contention-smaps.svg").is_file());
+    let wide =
+        stdout(&bin().args(["report", "--wide", "--from", stored, "--out"]).arg(&out).output().unwrap());
+    assert!(wide.lines().any(|l| l.chars().count() > 100), "--wide keeps the tables whole");
+    // Not a report set: bad input.
+    let o = bin().args(["report", "--from", "Cargo.toml", "--out"]).arg(&out).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}

@@ -90,7 +90,21 @@ pub const LEGEND_WIDTH: u32 = 250;
 /// (`crate::terminal`'s), the contention rows' words shortened (`no scanner, no busy task`: `baseline`;
 /// `1 scanner + 1 busy B=0`: `scanner + busy B=0`).
 pub fn short_label(name: &str) -> String {
-    let mut s = name.to_string();
+    // `side: its own label`: the label's repetition of the side (`engine per-vma ...`) and of the figure's
+    // proc file (`smaps, ...`) go.
+    let mut s = match name.split_once(": ") {
+        Some((side, label)) => {
+            let mut l = label;
+            if let Some(rest) = l.strip_prefix("engine ") {
+                l = rest.split_once(' ').map_or(rest, |(_, r)| r);
+            }
+            for pf in ["smaps_rollup, ", "smaps, ", "maps, ", "query, "] {
+                l = l.strip_prefix(pf).unwrap_or(l);
+            }
+            format!("{side}: {l}")
+        }
+        None => name.to_string(),
+    };
     for (long, short) in crate::terminal::SHORT_NAMES {
         s = s.replace(long, short);
     }
@@ -453,13 +467,17 @@ mod tests {
         assert_eq!(colours.len(), 14, "every series its own colour");
         // Every legend entry is a short name placed right of the plot area.
         for i in 0..14 {
-            let label = format!(">\nengine per-VMA: smaps, scanner + busy B={i}\n");
+            let label = format!(">\nengine per-VMA: scanner + busy B={i}\n");
             let at = doc.find(&label).unwrap_or_else(|| panic!("no legend entry {label}: {doc}"));
             let tag = &doc[doc[..at].rfind("<text").unwrap()..at];
             let x: f64 = tag.split("x=\"").nth(1).unwrap().split('"').next().unwrap().parse().unwrap();
             assert!(x >= f64::from(SIZE.0 - LEGEND_WIDTH), "entry {i} at x = {x}: {tag}");
         }
         assert_eq!(short_label("no scanner, no busy task"), "baseline");
+        assert_eq!(
+            short_label("engine, readers under mmap_lock: engine mmap-lock smaps, 1 scanner + 1 busy B=2"),
+            "engine mmap_lock: scanner + busy B=2"
+        );
     }
 
     fn chart(x_log: bool, y_log: bool) -> Chart {
