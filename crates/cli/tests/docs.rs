@@ -147,8 +147,7 @@ fn args_of(line: &str) -> Vec<String> {
     let mut has = false;
     let mut quote: Option<char> = None;
     let mut depth = 0usize;
-    let mut chars = line.chars().peekable();
-    while let Some(c) = chars.next() {
+    for c in line.chars() {
         match quote {
             Some(q) if c == q => quote = None,
             Some(_) => cur.push(c),
@@ -184,13 +183,12 @@ fn args_of(line: &str) -> Vec<String> {
     words
         .into_iter()
         .map(|w| {
-            if w.starts_with('-') && w.contains('|') && !w.contains(' ') {
-                w.split('|').next().unwrap().to_string()
-            } else if !w.contains(' ')
+            // `--engine|--kernel`, `maps|smaps`: the first alternative (a quoted shell pipeline keeps its `|`).
+            let alternatives = !w.contains(' ')
                 && w.contains('|')
-                && w.chars().all(|c| c.is_ascii_lowercase() || c == '|')
-            {
-                w.split('|').next().unwrap().to_string() // `maps|smaps`
+                && (w.starts_with('-') || w.chars().all(|c| c.is_ascii_lowercase() || c == '|'));
+            if alternatives {
+                w.split('|').next().unwrap().to_string()
             } else {
                 example(&w).map_or(w, str::to_string)
             }

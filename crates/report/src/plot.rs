@@ -120,7 +120,7 @@ pub fn series_color(i: usize, n: usize) -> RGBAColor {
     if n <= PALETTE.len() {
         return PALETTE[i % PALETTE.len()].to_rgba();
     }
-    let light = if i % 2 == 0 { 0.38 } else { 0.55 };
+    let light = if i.is_multiple_of(2) { 0.38 } else { 0.55 };
     HSLColor(i as f64 / n as f64, 0.75, light).to_rgba()
 }
 
