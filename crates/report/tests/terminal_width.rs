@@ -33,7 +33,6 @@ fn the_default_text_fits_100_columns() {
         ["MET ", "MISSED ", "undecided ", "not measurable ", "n/a "].iter().any(|s| l.starts_with(s))
     });
     assert_eq!(entries.count(), p.targets.len(), "{summary}");
-    std::fs::write(std::env::temp_dir().join("vmspace-report-terminal.txt"), &text).unwrap();
 }
 
 #[test]
