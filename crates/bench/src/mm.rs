@@ -169,48 +169,19 @@ fn engine_with_others(n: usize) -> Result<Mm, String> {
 /// The kernel side: checks that the arena is free in this process, maps and unmaps there.
 mod kernel {
     use super::*;
-    use rustix::mm::{MapFlags, ProtFlags};
+    use vmspace_linux::sys;
 
-    fn prot(p: Prot) -> ProtFlags {
-        ProtFlags::from_bits_retain(p.bits())
-    }
-
-    /// Whether `[addr, addr + len)` is free in this process: a `MAP_FIXED_NOREPLACE` probe (unmapped again at
-    /// once when it succeeds).
+    /// Whether `[addr, addr + len)` is free in this process ([`sys::range_free`]).
     pub fn range_free(addr: u64, len: u64) -> bool {
-        // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping: it fails with EEXIST if anything is
-        // there, so no Rust object can be affected.
-        let r = unsafe {
-            rustix::mm::mmap_anonymous(
-                addr as *mut _,
-                len as usize,
-                ProtFlags::empty(),
-                MapFlags::PRIVATE | MapFlags::FIXED_NOREPLACE,
-            )
-        };
-        match r {
-            Ok(p) if p as u64 == addr => {
-                // SAFETY: the probe mapping was just created at exactly this range and nothing refers to it.
-                let _ = unsafe { rustix::mm::munmap(p, len as usize) };
-                true
-            }
-            Ok(p) => {
-                // Kernels before 4.17 treat the flag as a hint; the mapping landed elsewhere and is ours alone.
-                // SAFETY: `p` is the mapping just made, unreferenced.
-                let _ = unsafe { rustix::mm::munmap(p, len as usize) };
-                false
-            }
-            Err(_) => false,
-        }
+        sys::range_free(addr as usize, len as usize)
     }
 
     /// Maps `len` bytes at the hint `addr` (no MAP_FIXED); returns where the kernel put it.
     pub fn map_hint(addr: u64, len: u64, p: Prot) -> Result<u64, String> {
-        // SAFETY: without MAP_FIXED the kernel never replaces an existing mapping; it uses the hint only when
-        // the range is free.
-        let r =
-            unsafe { rustix::mm::mmap_anonymous(addr as *mut _, len as usize, prot(p), MapFlags::PRIVATE) };
-        r.map(|p| p as u64).map_err(|e| format!("kernel mmap: {e}"))
+        let prot = rustix::mm::ProtFlags::from_bits_retain(p.bits());
+        sys::map_anon_near(addr as usize, len as usize, prot)
+            .map(|a| a as u64)
+            .map_err(|e| format!("kernel mmap: {e}"))
     }
 
     /// Unmaps `[addr, addr + len)`.
@@ -219,7 +190,7 @@ mod kernel {
     /// The range was mapped by this benchmark and nothing refers into it.
     pub unsafe fn unmap(addr: u64, len: u64) -> Result<(), String> {
         // SAFETY: the caller guarantees the range belongs to the benchmark and is unreferenced.
-        unsafe { rustix::mm::munmap(addr as *mut _, len as usize) }.map_err(|e| format!("kernel munmap: {e}"))
+        unsafe { sys::unmap(addr as usize, len as usize) }.map_err(|e| format!("kernel munmap: {e}"))
     }
 
     /// The kernel's other VMAs: `n` adjacent one-page mappings of alternating protection, unmapped on drop.

@@ -5,12 +5,12 @@
 //! with a verdict line; exit status 1 when a target was missed.
 
 use crate::common::{self, JsonOut, Progress, Status, Text, usage};
-use crate::say;
+use crate::{note, say};
 use anyhow::Result;
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
 use std::time::Duration;
-use vmspace_bench::tree::{Target, TreeConfig, render_table, run as run_tree};
+use vmspace_bench::tree::{Target, TreeConfig, render_table, run_until as run_tree_until};
 use vmspace_linux::args::{parse_duration, parse_list};
 use vmspace_mm::ReaderMode;
 
@@ -22,27 +22,37 @@ const TREE_BYTES_PER_ENTRY: u128 = 768;
 /// The benchmark subcommands.
 #[derive(Debug, Subcommand)]
 pub enum BenchCmd {
+    /// The maple tree against BTreeMap and four concurrent peers; judges its targets.
+    ///
     /// Range trees: vmspace's maple tree against BTreeMap, RwLock<BTreeMap>, ArcSwap<BTreeMap>, scc TreeIndex and
     /// crossbeam SkipMap, on the kernel's benchmark shapes (lib/test_maple_tree.c) and at scale; judges the
     /// maple tree's targets (exit status 1 if one is missed).
     #[command(after_long_help = common::EXIT_STATUS_HELP)]
     Tree(TreeArgs),
+    /// mmap+munmap and VMA lookups: the engine against the live kernel, bytes per VMA.
+    ///
     /// The address-space engine against the live kernel: mmap+munmap pairs per second, lookups under the
     /// per-VMA lock and under mmap_lock with 1 and 2 threads, bytes per VMA.
     #[command(after_long_help = common::EXIT_STATUS_HELP)]
     Mm(MmArgs),
+    /// Page faults per second against threads, engine beside kernel; judges the targets.
+    ///
     /// Page faults per second: threads mapping, writing every page of and unmapping their own regions of one
     /// address space, on the engine with per-VMA locks and under the mmap lock only, beside the live kernel,
     /// with and without a mapper thread (arch/x86/mm/fault.c: do_user_addr_fault); judges the targets (exit
     /// status 1 if one is missed).
     #[command(after_long_help = common::EXIT_STATUS_HELP)]
     Faults(FaultsArgs),
+    /// fork() against the number of VMAs, engine beside kernel; judges the targets.
+    ///
     /// fork() against the number of VMAs: the engine's dup_mmap with the tree copy (__mt_dup) and with
     /// re-insertion, without pages and with one faulted page per VMA, beside the live kernel (kernel/fork.c:
     /// dup_mmap); bytes per VMA and page-table bytes per faulted page; judges the targets (exit status 1 if one
     /// is missed).
     #[command(after_long_help = common::EXIT_STATUS_HELP)]
     Fork(ForkArgs),
+    /// mmap/munmap latency while /proc is read, engine reader modes beside the kernel.
+    ///
     /// The proc-vs-map grid (`vmspace kernel contention --sweep`) on the engine beside the live kernel: a mapper
     /// thread pinned to the first CPU maps and unmaps random pages of a populated region while a nice-15 scanner
     /// thread reads maps, smaps, smaps_rollup or walks PROCMAP_QUERY through the engine's reader in each mode
@@ -269,13 +279,20 @@ pub fn run(cmd: BenchCmd) -> Result<Status> {
         BenchCmd::Contention(a) => a.force,
     })?;
     vmspace_linux::child::install_interrupt_handler()?;
-    match cmd {
+    let status = match cmd {
         BenchCmd::Tree(args) => tree(args),
         BenchCmd::Mm(args) => mm(args),
         BenchCmd::Faults(args) => faults(args),
         BenchCmd::Fork(args) => fork(args),
         BenchCmd::Contention(args) => contention(args),
+    }?;
+    // Ctrl-C stops the measurement at the next step; the benchmark still prints (and writes with --json)
+    // what it measured before, then the command ends with status 130.
+    if vmspace_linux::child::interrupted() {
+        note!("vmspace bench: interrupted; the results above are what was measured before Ctrl-C");
+        return Err(anyhow::Error::new(vmspace_linux::child::Interrupted));
     }
+    Ok(status)
 }
 
 fn faults(args: FaultsArgs) -> Result<Status> {
@@ -426,7 +443,8 @@ fn tree(args: TreeArgs) -> Result<Status> {
     let results = if processes == 1 {
         let mut bar = Progress::new(cfg.steps());
         let mut progress = |what: &str| step_or_stop(&mut bar, what);
-        let results = run_tree(&cfg, &mut progress, &common::command_line());
+        let stop = vmspace_linux::child::interrupted;
+        let results = run_tree_until(&cfg, &mut progress, &stop, &common::command_line());
         bar.finish();
         results
     } else {
@@ -514,6 +532,10 @@ fn tree_processes(
         let text = std::fs::read_to_string(&file);
         let _ = std::fs::remove_file(&file);
         step_or_stop(&mut bar, &format!("process {} of {processes}", i + 1));
+        if vmspace_linux::child::interrupted() {
+            // The process interrupted with this one measured only part of its cells; the finished ones count.
+            break;
+        }
         // 0: every target met, 1: one missed, 4: one undecided or not measurable (a judged run all the same);
         // anything else is a failed run.
         if !matches!(status.code(), Some(0 | 1 | 4)) {
@@ -539,7 +561,9 @@ fn mm(args: MmArgs) -> Result<Status> {
     let text = Text::new(&json);
     let mut bar = Progress::new(bench_mm::steps(&cfg));
     let mut progress = |what: &str| step_or_stop(&mut bar, what);
-    let results = bench_mm::run(&cfg, &mut progress, &common::command_line()).map_err(anyhow::Error::msg);
+    let stop = vmspace_linux::child::interrupted;
+    let results =
+        bench_mm::run_until(&cfg, &mut progress, &stop, &common::command_line()).map_err(anyhow::Error::msg);
     bar.finish();
     let results = results?;
 
@@ -774,14 +798,13 @@ fn contention(args: ContentionArgs) -> Result<Status> {
     Ok(Status::of(&verdict))
 }
 
-/// One benchmark step done; ends the command with status 130 if the user interrupted it.
+/// One benchmark step done. After Ctrl-C the bar stops moving: the benchmark itself stops at its next step
+/// (its `stop` is [`vmspace_linux::child::interrupted`]) and returns what it measured, which [`run`] prints
+/// before it exits with status 130.
 fn step_or_stop(bar: &mut Progress, what: &str) {
-    if vmspace_linux::child::interrupted() {
-        bar.finish();
-        eprintln!("vmspace: interrupted");
-        std::process::exit(130);
+    if !vmspace_linux::child::interrupted() {
+        bar.step(what);
     }
-    bar.step(what);
 }
 
 /// Applies `--repeats` and `--batch-ms` (shared by every benchmark that times batches).

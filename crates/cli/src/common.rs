@@ -35,21 +35,23 @@ use vmspace_results::report::{ReportSet, Verdict};
 pub const EXIT_STATUS_HELP: &str = "\
 Exit status:
   0    success; for commands that judge targets (bench, report): every measured target was met
-  1    the command judged and something failed: engine and kernel differ (diff), a benchmark target was
-       missed (bench, report), a target went from met to missed (report --compare), a /proc check failed
-       (race, kernel race)
-  2    bad usage or input: unknown option, option that does nothing in this mode, unreadable script,
-       output path that cannot be written, input too large for this machine (without --force), a
-       timed command (bench, kernel but info, race, report) run from a debug build (without --force), two
-       report sets of different kinds or lengths (report --compare)
+  1    the command judged and something failed: engine and kernel differ (diff), a benchmark
+       target was missed (bench, report), a target went from met to missed (report --compare),
+       a /proc check failed (race, kernel race)
+  2    bad usage or input: unknown option, option that does nothing in this mode, unreadable
+       script, output path that cannot be written, input too large for this machine (without
+       --force), a timed command (bench, kernel but info, race, report) run from a debug build
+       (without --force), two report sets of different kinds or lengths (report --compare)
   3    the run itself failed: a system call or a child process failed
-  4    no target was missed, but at least one was undecided (its spread straddles the goal) or not
-       measurable here (this machine could not show it; the target's note says why) (bench, report)
-  130  interrupted (Ctrl-C or SIGTERM); a second Ctrl-C stops at once
+  4    no target was missed, but at least one was undecided (its spread straddles the goal) or
+       not measurable here (this machine could not show it; the target's note says why) (bench,
+       report)
+  130  interrupted (Ctrl-C or SIGTERM); a second Ctrl-C stops at once; bench, race and report
+       print and write what they measured before
 
 Output: every command prints a table; --json FILE also writes the results as JSON (schema
-vmspace.report.v1, described in BENCHMARKS.md), and --json - writes the JSON to standard output and the
-table to standard error.";
+vmspace.report.v1, described in BENCHMARKS.md), and --json - writes the JSON to standard output
+and the table to standard error.";
 
 /// How a command that ran to its end came out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -319,7 +321,22 @@ macro_rules! say {
     ($t:expr, $($arg:tt)*) => { $t.line(&format!($($arg)*)) };
 }
 
-/// Progress of a run that may take more than 2 s, on standard error. Nothing shows during the first 2 s. On a
+/// Set by `--quiet`: no progress display at all. Relaxed: set once by `main` before any command runs, on the
+/// thread that later reads it; no other memory is published through it.
+static QUIET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// `--quiet`: from now on no progress is shown (no bar, no progress lines); results, warnings and errors
+/// still are.
+pub fn set_quiet() {
+    QUIET.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether `--quiet` was given.
+pub fn quiet() -> bool {
+    QUIET.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Progress of a run that may take more than 2 s, on standard error (nothing with `--quiet`). Nothing shows during the first 2 s. On a
 /// terminal it is a bar with the elapsed time and an estimate of the time left; otherwise (standard error
 /// piped or redirected to a file) one line every 10 s, so that logs show how far a run got.
 pub struct Progress {
@@ -371,7 +388,7 @@ impl Progress {
     /// Shows progress if the run has gone on for 2 s (to be called now and then between steps too).
     pub fn tick(&mut self, what: &str) {
         let elapsed = self.start.elapsed();
-        if elapsed < Duration::from_secs(2) {
+        if elapsed < Duration::from_secs(2) || quiet() {
             return;
         }
         if self.terminal {
@@ -419,10 +436,7 @@ pub fn fmt_secs(s: f64) -> String {
 
 /// The memory this machine can give a run now (`MemAvailable`), in bytes; `None` if unknown.
 pub fn available_memory() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let kb: u64 =
-        text.lines().find(|l| l.starts_with("MemAvailable:"))?.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
+    vmspace_host::mem_available()
 }
 
 /// Refuses a run whose estimated memory exceeds what the machine has available (unless `force`): a usage

@@ -26,14 +26,21 @@ use vmspace_results::table::{count, ms, render};
 /// The probe subcommands.
 #[derive(Debug, Subcommand)]
 pub enum KernelCmd {
-    /// The host's kernel: release, PROCMAP_QUERY, CONFIG_PER_VMA_LOCK, page size, max_map_count, CPUs, preemption.
+    /// The host's kernel: release, PROCMAP_QUERY, per-VMA locks, max_map_count, CPUs.
+    ///
+    /// Also the page size, the preemption model, huge pages and the other facts every live-kernel result
+    /// carries.
     #[command(after_long_help = common::EXIT_STATUS_HELP)]
     Info(InfoArgs),
+    /// mmap/munmap latency while scanners read /proc/PID/maps, smaps or PROCMAP_QUERY.
+    ///
     /// mmap/munmap latency while scanners read /proc/PID/{maps,smaps,smaps_rollup}, walk PROCMAP_QUERY or run a
     /// real tool (--agent); --talk: the LPC 2021 talk's table of the worst call against 0 to 1,000 busy tasks.
     /// Exit status 3 if a scanner or its agent command fails.
     #[command(after_long_help = common::EXIT_STATUS_HELP)]
     Contention(ContentionArgs),
+    /// The proc-maps-race checks on the live kernel: no torn or missing maps line.
+    ///
     /// The checks of the kernel's proc-maps-race selftest (tools/testing/selftests/proc/proc-maps-race.c):
     /// reading /proc/PID/maps while another process splits, resizes or remaps a VMA shows no torn or missing
     /// lines. Exit status 1 if a check fails.
@@ -42,9 +49,13 @@ pub enum KernelCmd {
     /// Page faults per second with T threads mapping, touching and unmapping private memory.
     #[command(after_long_help = common::EXIT_STATUS_HELP)]
     Faults(FaultsArgs),
-    /// fork() rate against the number of VMAs the forking process has (kernel/fork.c: dup_mmap copies each).
+    /// fork() rate against the number of VMAs the forking process has.
+    ///
+    /// kernel/fork.c: dup_mmap copies each VMA.
     #[command(after_long_help = common::EXIT_STATUS_HELP)]
     Fork(ForkArgs),
+    /// What a /proc reader (a monitoring agent) costs the process it reads.
+    ///
     /// What a monitoring agent reading /proc/PID/{maps,smaps,smaps_rollup} (or PROCMAP_QUERY, or a command such
     /// as `pmap -X {pid}`) every few seconds costs the process it reads: per pass the time it holds the
     /// process's mmap_lock (or per-VMA locks), the longest hold, its CPU time; for a mapper of ours (--vmas N),

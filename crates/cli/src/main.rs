@@ -33,6 +33,13 @@ use common::{EXIT_STATUS_HELP, Status};
     after_long_help = EXIT_STATUS_HELP
 )]
 struct Cli {
+    /// Parse the command line and exit: 0 if it parses, 2 with clap's message if not. Runs nothing; the
+    /// documentation test (`crates/cli/tests/docs.rs`) checks every command line the docs cite with it.
+    #[arg(long, global = true, hide = true)]
+    check_args: bool,
+    /// No progress display: only the results, warnings and errors.
+    #[arg(long, short = 'q', global = true)]
+    quiet: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -42,30 +49,38 @@ enum Command {
     /// Benchmarks: vmspace against peer data structures and the live kernel, side by side.
     #[command(subcommand)]
     Bench(bench::BenchCmd),
-    /// Experiments and checks on this machine's running kernel (address-space contention, /proc consistency,
-    /// page faults, fork, the cost of a /proc reader to the process it reads).
+    /// Experiments and checks on this machine's running kernel.
+    ///
+    /// Address-space contention, /proc consistency, page faults, fork, and the cost of a /proc reader to
+    /// the process it reads.
     #[command(subcommand)]
     Kernel(kernel::KernelCmd),
+    /// Check that /proc/PID/maps shows no torn or missing record while a VMA changes.
+    ///
     /// The proc-maps-race checks (tools/testing/selftests/proc/proc-maps-race.c): reading /proc/PID/maps (or
     /// smaps) while a writer splits, resizes or remaps a VMA shows no torn or missing record; on the engine in
     /// each reader mode (--engine, the default) or on the live kernel (--kernel). Exit status 1 if a check fails.
     #[command(after_long_help = EXIT_STATUS_HELP)]
     Race(race::RaceArgs),
-    /// Every experiment, engine beside kernel, in one run: the range trees, the address space against the
-    /// kernel, faults, fork, the proc-vs-map grid and the tearing checks; tables and verdicts on the terminal,
+    /// Every experiment, engine beside kernel, in one run: tables, figures and a page.
+    ///
+    /// The range trees, the address space against the kernel, faults, fork, the proc-vs-map grid and the
+    /// tearing checks; tables and verdicts on the terminal (within 100 columns; --wide: whole tables),
     /// report.json, SVG figures and a self-contained index.html in --out DIR. --compare OLD NEW compares two
     /// runs of one kind and length. Exit status 0 if every measured target was met, 1 if a target was missed
     /// (with --compare: went from met to missed), 4 if none was missed but some was undecided or not measurable
     /// here. A closed standard output (`| head`) does not stop the run: everything measured is written to DIR.
     #[command(after_long_help = EXIT_STATUS_HELP)]
     Report(report::ReportArgs),
-    /// Run an op script on the engine (or, with --kernel, on the live kernel) and print every result.
+    /// Run an op script on the engine (--kernel: on the live kernel) and print every result.
     #[command(after_long_help = EXIT_STATUS_HELP)]
     Replay(replay::ReplayArgs),
     /// Run an op script on the engine and on the live kernel and show the first difference.
     #[command(after_long_help = EXIT_STATUS_HELP)]
     Diff(replay::DiffArgs),
-    /// Run a program (or attach to a process) and mirror every memory call it makes into the engine: the
+    /// Run a program under ptrace and mirror every memory call it makes into the engine.
+    ///
+    /// Runs a program (or attaches to a process) and mirrors every memory call it makes into the engine: the
     /// same result and the same /proc/PID/maps after each call (with --smaps also each VMA's page-independent
     /// smaps fields: Size, KernelPageSize, MMUPageSize, THPeligible, ProtectionKey, VmFlags), or the first
     /// difference with its call and maps. `vmspace shadow -- python3 -c 'x = bytearray(1 << 24)'`. Exit status
@@ -73,12 +88,16 @@ enum Command {
     /// kernel.yama.ptrace_scope, or the missing CAP_SYS_PTRACE for a process of other credentials).
     #[command(after_long_help = EXIT_STATUS_HELP)]
     Shadow(shadow::ShadowArgs),
-    /// Print a shell completion script (e.g. `vmspace completions bash > /etc/bash_completion.d/vmspace`).
+    /// Print a shell completion script.
+    ///
+    /// E.g. `vmspace completions bash > /etc/bash_completion.d/vmspace`.
     Completions {
         /// The shell.
         shell: clap_complete::Shell,
     },
-    /// Print the manual page (roff; e.g. `vmspace man | man -l -`), or write one page per command into DIR.
+    /// Print the manual page, or write one page per command into DIR.
+    ///
+    /// The page is roff, e.g. `vmspace man | man -l -`; every page has an EXIT STATUS section.
     Man {
         /// Write `vmspace.1`, `vmspace-bench.1`, `vmspace-bench-tree.1`, ... into this directory instead.
         #[arg(long, value_name = "DIR")]
@@ -96,6 +115,12 @@ fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };
+    if cli.check_args {
+        return ExitCode::SUCCESS;
+    }
+    if cli.quiet {
+        common::set_quiet();
+    }
     let r = match cli.command {
         Command::Bench(cmd) => bench::run(cmd),
         Command::Kernel(cmd) => kernel::run(cmd),
@@ -134,19 +159,89 @@ fn restore_sigpipe() {
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
 }
 
-/// `vmspace man`: the roff page of `vmspace` on stdout, or every command's page into `dir`.
+/// `vmspace man`: the roff page of `vmspace` on stdout, or every command's page into `dir` (`vmspace.1`,
+/// `vmspace-bench.1`, `vmspace-bench-tree.1`, ...). Each page has clap_mangen's sections (NAME, SYNOPSIS,
+/// DESCRIPTION, OPTIONS, SUBCOMMANDS, VERSION) and an EXIT STATUS section ([`EXIT_STATUS_HELP`]) in place of
+/// clap_mangen's EXTRA section, which would hold the same text as it appears after `--help`.
 fn man(dir: Option<std::path::PathBuf>) -> anyhow::Result<Status> {
-    let cmd = Cli::command();
+    let mut cmd = Cli::command().disable_help_subcommand(true);
+    cmd.build();
     match dir {
-        None => {
-            clap_mangen::Man::new(cmd).render(&mut std::io::stdout())?;
-        }
+        None => man_page(&cmd, &mut std::io::stdout().lock())?,
         Some(d) => {
             common::check_writable_dir(&d).map_err(common::usage)?;
-            clap_mangen::generate_to(cmd, &d)?;
+            man_pages(&cmd, &d)?;
         }
     }
     Ok(Status::Success)
+}
+
+/// Writes the page of `cmd` and of each of its visible subcommands, recursively, into `dir`.
+fn man_pages(cmd: &clap::Command, dir: &std::path::Path) -> std::io::Result<()> {
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        man_pages(sub, dir)?;
+    }
+    let name = clap_mangen::Man::new(cmd.clone()).get_filename();
+    let mut f = std::io::BufWriter::new(std::fs::File::create(dir.join(name))?);
+    man_page(cmd, &mut f)?;
+    std::io::Write::flush(&mut f)
+}
+
+/// The roff page of one command (see [`man`]).
+fn man_page(cmd: &clap::Command, w: &mut dyn std::io::Write) -> std::io::Result<()> {
+    let m = clap_mangen::Man::new(cmd.clone());
+    m.render_title(w)?;
+    m.render_name_section(w)?;
+    m.render_synopsis_section(w)?;
+    m.render_description_section(w)?;
+    if cmd.get_arguments().any(|a| !a.is_hide_set()) {
+        m.render_options_section(w)?;
+    }
+    if cmd.get_subcommands().any(|s| !s.is_hide_set()) {
+        m.render_subcommands_section(w)?;
+    }
+    w.write_all(exit_status_roff().as_bytes())?;
+    if cmd.get_version().is_some() {
+        m.render_version_section(w)?;
+    }
+    Ok(())
+}
+
+/// [`EXIT_STATUS_HELP`] as a roff EXIT STATUS section: one tagged paragraph per status, then the output
+/// convention as a paragraph.
+fn exit_status_roff() -> String {
+    // roff: a backslash is `\e`, a leading `.` or `'` would be a request (`\&` before it keeps it text), a
+    // hyphen is `\-`.
+    let esc = |t: &str| {
+        let t = t.replace('\\', "\\e").replace('-', "\\-");
+        if t.starts_with('.') || t.starts_with('\'') { format!("\\&{t}") } else { t }
+    };
+    let mut out = String::from(".SH \"EXIT STATUS\"\n");
+    let mut para = String::new();
+    let flush = |out: &mut String, para: &mut String| {
+        if !para.is_empty() {
+            out.push_str(&esc(para.trim()));
+            out.push('\n');
+            para.clear();
+        }
+    };
+    for line in EXIT_STATUS_HELP.lines().skip(1) {
+        let l = line.trim_start();
+        let status = l.split_whitespace().next().filter(|w| w.chars().all(|c| c.is_ascii_digit()));
+        if line.is_empty() {
+            flush(&mut out, &mut para);
+            out.push_str(".PP\n");
+        } else if let (Some(code), true) = (status, line.starts_with("  ") && !line.starts_with("   ")) {
+            flush(&mut out, &mut para);
+            out.push_str(&format!(".TP\n\\fB{code}\\fR\n"));
+            para.push_str(l[code.len()..].trim_start());
+        } else {
+            para.push(' ');
+            para.push_str(l);
+        }
+    }
+    flush(&mut out, &mut para);
+    out
 }
 
 #[cfg(test)]
@@ -156,5 +251,16 @@ mod tests {
     #[test]
     fn the_command_line_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn the_exit_status_section_lists_every_status() {
+        let roff = exit_status_roff();
+        assert!(roff.starts_with(".SH \"EXIT STATUS\"\n"), "{roff}");
+        for code in ["0", "1", "2", "3", "4", "130"] {
+            assert!(roff.contains(&format!(".TP\n\\fB{code}\\fR\n")), "no status {code}: {roff}");
+        }
+        assert!(roff.contains("\\-\\-json"), "hyphens are escaped: {roff}");
+        assert!(!roff.lines().any(|l| l.starts_with('\'')), "{roff}");
     }
 }

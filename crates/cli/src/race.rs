@@ -5,7 +5,7 @@
 
 use crate::common::{self, JsonOut, Progress, Status, Text, usage};
 use crate::kernel;
-use crate::say;
+use crate::{note, say};
 use anyhow::Result;
 use clap::Args;
 use std::path::PathBuf;
@@ -99,9 +99,7 @@ pub fn run(a: RaceArgs) -> Result<Status> {
     );
     bar.finish();
     let reports = reports.map_err(anyhow::Error::msg)?;
-    if vmspace_linux::child::interrupted() {
-        return Err(anyhow::Error::new(vmspace_linux::child::Interrupted));
-    }
+    let interrupted = vmspace_linux::child::interrupted();
     let value = |r: &vmspace_results::report::Report, k: &str| r.metric(k).map_or(0.0, |s| s.median);
     let rows: Vec<Vec<String>> = reports
         .iter()
@@ -145,8 +143,18 @@ pub fn run(a: RaceArgs) -> Result<Status> {
     } else {
         format!("{passed} passed, {failed} failed: the engine's reader showed a torn or missing record")
     };
+    let line = if interrupted {
+        format!("{line} (interrupted: {} of {} runs measured)", reports.len(), scenarios.len() * modes.len())
+    } else {
+        line
+    };
     say!(t, "verdict: {line}");
     let verdict = Verdict::new(passed, failed, line);
     json.write(&ReportSet::new(common::command_line(), reports).with_verdict(verdict.clone()))?;
+    if interrupted {
+        // What was measured before Ctrl-C is printed and written; the status says the run did not finish.
+        note!("vmspace race: interrupted; the table above is what was measured before Ctrl-C");
+        return Err(anyhow::Error::new(vmspace_linux::child::Interrupted));
+    }
     Ok(Status::of(&verdict))
 }

@@ -44,7 +44,8 @@ use vmspace_script::{
 /// Arguments of `vmspace replay`.
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
-    /// The op script (one call per line; `--help` lists the calls). Not used with --generate.
+    /// The op script (one call per line; `--help` lists the calls; `-`: standard input). Not used with
+    /// --generate.
     #[arg(required_unless_present = "generate", long_help = script_help("Not used with --generate."))]
     file: Option<PathBuf>,
     /// Run on the live kernel (in a child process) instead of the engine.
@@ -83,7 +84,7 @@ pub struct ReplayArgs {
 /// Arguments of `vmspace diff`.
 #[derive(Debug, Args)]
 pub struct DiffArgs {
-    /// The op script to run on both sides (one call per line; `--help` lists the calls).
+    /// The op script to run on both sides (one call per line; `--help` lists the calls; `-`: standard input).
     #[arg(required_unless_present = "seeds", conflicts_with = "seeds", long_help = script_help("Runs on both sides."))]
     file: Option<PathBuf>,
     /// Instead of a file, a range of generator seeds `A..B` (B exclusive).
@@ -102,7 +103,8 @@ pub struct DiffArgs {
     /// mmap_flags hints edges contents proc, comma-separated, or `all` for the base mix only.
     #[arg(long, value_name = "FAMILY,...", value_delimiter = ',')]
     without: Vec<String>,
-    /// Directory for the minimised differing scripts, `diff-seed-<S>.script` [default: .] (with --seeds).
+    /// Directory for the minimised differing scripts, `diff-seed-<S>.script`, created if missing [default: .]
+    /// (with --seeds).
     #[arg(long, value_name = "DIR")]
     out_dir: Option<PathBuf>,
     /// Continue after a difference: every differing seed is minimised and saved (with --seeds).
@@ -131,7 +133,8 @@ fn script_help(tail: &str) -> String {
          Numbers are decimal or 0x hex; PROT is rwx-style (rw-, --x) with |-joined extra bits (rw-|sem); flags and \
          advice are lower-case names without their prefix (private|anon|fixed, onfault, current|future, sync, \
          dontneed) or raw numbers. The live kernel never runs madvise hwpoison or soft_offline. The format's \
-         reference is the documentation of the vmspace_script::ast module (crates/script/src/ast.rs). {tail}",
+         reference is the documentation of the vmspace_script::ast module (crates/script/src/ast.rs). `-` reads \
+         the script from standard input. {tail}",
         Op::KEYWORDS.join(" ")
     )
 }
@@ -157,11 +160,30 @@ fn families(without: &[String]) -> Result<Families> {
     Ok(f)
 }
 
-/// Reads and parses a script: an unreadable file or a bad line is bad input (exit status 2).
+/// Reads and parses a script (`-`: standard input): an unreadable file or a bad line is bad input (exit status
+/// 2). Every bad line is named by its number, text that is not UTF-8 included; a huge token is shortened in the
+/// message ([`vmspace_script::ast::ParseError`]).
 fn load(path: &Path) -> Result<Script> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| usage(format!("reading {}: {e}", path.display())))?;
-    Script::parse(&text).map_err(|e| usage(format!("{}: bad script: {e:#}", path.display())))
+    let (name, bytes) = if path.as_os_str() == "-" {
+        let mut b = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut b)
+            .map_err(|e| usage(format!("reading standard input: {e}")))?;
+        ("standard input".to_string(), b)
+    } else {
+        let b = std::fs::read(path).map_err(|e| usage(format!("reading {}: {e}", path.display())))?;
+        (path.display().to_string(), b)
+    };
+    let text = match std::str::from_utf8(&bytes) {
+        Ok(t) => t,
+        Err(e) => {
+            let at = e.valid_up_to();
+            let line = bytes[..at].iter().filter(|&&b| b == b'\n').count() + 1;
+            return Err(usage(format!(
+                "{name}: bad script: line {line}: not UTF-8 text (byte {at} of the file)"
+            )));
+        }
+    };
+    Script::parse(text).map_err(|e| usage(format!("{name}: bad script: {e:#}")))
 }
 
 /// Memory one generated call may take: its line in the script, its text, its output entry and its share of
@@ -405,6 +427,10 @@ pub fn run_diff(args: DiffArgs) -> Result<Status> {
     let keep_reports = !matches!(json, JsonOut::None);
     if keep_reports {
         common::check_memory(&format!("--json with {} seeds", b - a), u128::from(b - a) * 4096, args.force)?;
+    }
+    if !out_dir.exists() {
+        std::fs::create_dir_all(&out_dir)
+            .map_err(|e| usage(format!("--out-dir {}: cannot create it: {e}", out_dir.display())))?;
     }
     common::check_writable_dir(&out_dir).map_err(|e| usage(format!("--out-dir: {e}")))?;
     vmspace_linux::child::install_interrupt_handler()?;

@@ -1,7 +1,8 @@
 //! `vmspace report`: every experiment, engine beside kernel, in one command (the library is `vmspace-report`;
 //! this module parses, shows progress, prints and writes files).
 //!
-//! The run prints one compact table per experiment with its verdict, then the targets and the machine's load,
+//! The run prints one table per experiment with a one-sentence verdict, then the targets and the machine's load,
+//! within 100 columns (`--wide`: every table whole and every verdict in full),
 //! and writes into the output directory (checked writable, and created if missing, before anything runs):
 //! `report.json` (schema `vmspace.report.v1`), one SVG per figure and `index.html`, a self-contained page.
 //! `--json FILE` also writes the report set to FILE, as every command does (`--json -`: to standard output,
@@ -32,6 +33,14 @@ use std::time::{Duration, Instant};
 use vmspace_report::experiment::Length;
 use vmspace_report::run::{self as report_run, Options, Progress};
 use vmspace_results::report::{ReportSet, SCHEMA};
+
+/// `say!` wrapped at the terminal text's width ([`vmspace_report::terminal::WIDTH`]), continuation lines
+/// indented by two spaces: host lines, paths and file lists stay within 100 columns as the tables do.
+macro_rules! wsay {
+    ($t:expr, $($arg:tt)*) => {
+        $t.print(&vmspace_report::terminal::wrap(&format!($($arg)*), vmspace_report::terminal::WIDTH, 2))
+    };
+}
 
 /// Arguments of `vmspace report`.
 #[derive(Debug, Args)]
@@ -66,10 +75,20 @@ pub struct ReportArgs {
     /// missed.
     #[arg(long, num_args = 2, value_names = ["OLD", "NEW"], conflicts_with_all = ["quick", "full", "smoke", "experiments"])]
     compare: Option<Vec<PathBuf>>,
+    /// Run nothing: present a stored report.json again (its tables on the terminal, its figures and index.html
+    /// in --out DIR), e.g. to read an older run or to look at a run's page after a change of the page's code.
+    /// The exit status is the stored run's verdict's.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["quick", "full", "smoke", "experiments", "compare", "contention_agent"])]
+    from: Option<PathBuf>,
     /// Also write the report set (with --compare: the comparison) as JSON to FILE (`-`: standard output, the
     /// text then goes to standard error).
     #[arg(long, value_name = "FILE", alias = "json-file")]
     json: Option<PathBuf>,
+    /// Print every table whole and every verdict in full (wider than 100 columns); by default the terminal
+    /// text fits 100 columns (central figures, the less telling columns left out, one-sentence verdicts).
+    /// report.json, --json and index.html always hold everything.
+    #[arg(long)]
+    wide: bool,
     /// Run even from a debug build (whose timings are not the engine's; report.json and the page then say so).
     #[arg(long, conflicts_with = "compare")]
     force: bool,
@@ -79,6 +98,9 @@ pub struct ReportArgs {
 pub fn run(args: ReportArgs) -> Result<Status> {
     if let Some(files) = &args.compare {
         return compare(&files[0], &files[1], &args.out, args.json.as_deref());
+    }
+    if let Some(file) = &args.from {
+        return from_stored(file, &args);
     }
     common::check_build(args.force)?;
     common::keep_running_without_stdout();
@@ -108,9 +130,9 @@ pub fn run(args: ReportArgs) -> Result<Status> {
     let estimate =
         report_run::estimate_s(length, &host, args.experiments.as_deref(), args.contention_agent.as_deref());
     let provenance = crate::provenance::provenance();
-    say!(t, "vmspace report ({}): {}", length.id(), host.one_line());
-    say!(t, "build: {}", provenance.one_line());
-    say!(
+    wsay!(t, "vmspace report ({}): {}", length.id(), host.one_line());
+    wsay!(t, "build: {}", provenance.one_line());
+    wsay!(
         t,
         "about {} of measurements; load average now {}; output: {}",
         fmt_secs(estimate),
@@ -131,7 +153,7 @@ pub fn run(args: ReportArgs) -> Result<Status> {
     // The set records the build that measured it: report.json, the page and --json all show it.
     outcome.set.provenance = Some(provenance.clone());
     let p = report_run::present(&outcome.set);
-    t.print(&report_run::text(&p));
+    t.print(&if args.wide { report_run::text_wide(&p) } else { report_run::text(&p) });
     let files = write_report(&args.out, &outcome.set, &p)?;
     let mut cut = false;
     if let Err(e) = json.write(&outcome.set) {
@@ -140,8 +162,8 @@ pub fn run(args: ReportArgs) -> Result<Status> {
         }
         cut = true;
     }
-    say!(t, "\nwritten to {}: {}", args.out.display(), files.join(", "));
-    say!(t, "took {} ({})", fmt_secs(start.elapsed().as_secs_f64()), length.id());
+    wsay!(t, "\nwritten to {}: {}", args.out.display(), files.join(", "));
+    wsay!(t, "took {} ({})", fmt_secs(start.elapsed().as_secs_f64()), length.id());
     if cut || common::stdout_closed() {
         note!(
             "vmspace report: standard output was closed before the end; everything measured is written to {}",
@@ -213,18 +235,41 @@ fn write_report(dir: &Path, set: &ReportSet, p: &report_run::Presentation) -> Re
     Ok(files)
 }
 
+/// A stored report set: unreadable, not JSON of the schema, is a usage error.
+fn read_set(p: &Path) -> Result<ReportSet> {
+    let text = std::fs::read_to_string(p).map_err(|e| usage(format!("cannot read {}: {e}", p.display())))?;
+    let set: ReportSet = serde_json::from_str(&text)
+        .map_err(|e| usage(format!("{} is not a vmspace report set: {e}", p.display())))?;
+    if set.schema != SCHEMA {
+        return Err(usage(format!("{}: schema {:?}, expected {SCHEMA:?}", p.display(), set.schema)));
+    }
+    Ok(set)
+}
+
+/// `vmspace report --from FILE`: the stored set presented as a run presents it.
+fn from_stored(file: &Path, args: &ReportArgs) -> Result<Status> {
+    let set = read_set(file)?;
+    if set.verdict.is_none() {
+        return Err(usage(format!(
+            "{}: a report set without a verdict is not a report run's",
+            file.display()
+        )));
+    }
+    prepare_out(&args.out)?;
+    let json = JsonOut::new(args.json.as_deref())?;
+    let t = Text::new(&json);
+    let p = report_run::present(&set);
+    wsay!(t, "vmspace report --from {}: {}", file.display(), set.command);
+    t.print(&if args.wide { report_run::text_wide(&p) } else { report_run::text(&p) });
+    let files = write_report(&args.out, &set, &p)?;
+    json.write(&set)?;
+    wsay!(t, "\nwritten to {}: {}", args.out.display(), files.join(", "));
+    Ok(Status::of(set.verdict.as_ref().expect("checked above")))
+}
+
 /// `vmspace report --compare OLD NEW`.
 fn compare(old: &Path, new: &Path, out: &Path, json: Option<&Path>) -> Result<Status> {
-    let read = |p: &Path| -> Result<ReportSet> {
-        let text =
-            std::fs::read_to_string(p).map_err(|e| usage(format!("cannot read {}: {e}", p.display())))?;
-        let set: ReportSet = serde_json::from_str(&text)
-            .map_err(|e| usage(format!("{} is not a vmspace report set: {e}", p.display())))?;
-        if set.schema != SCHEMA {
-            return Err(usage(format!("{}: schema {:?}, expected {SCHEMA:?}", p.display(), set.schema)));
-        }
-        Ok(set)
-    };
+    let read = read_set;
     let (a, b) = (read(old)?, read(new)?);
     vmspace_report::compare::comparable(&a, &b)
         .map_err(|e| usage(format!("{} and {}: {e}", old.display(), new.display())))?;
@@ -273,7 +318,11 @@ impl Display {
     fn new(total_s: f64) -> Display {
         let total_ms = (total_s * 1000.0).max(1.0) as u64;
         let terminal = std::io::stderr().is_terminal();
-        let target = if terminal { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
+        let target = if terminal && !common::quiet() {
+            ProgressDrawTarget::stderr()
+        } else {
+            ProgressDrawTarget::hidden()
+        };
         let bar = ProgressBar::with_draw_target(Some(total_ms), target);
         bar.set_style(
             ProgressStyle::with_template("{elapsed_precise} [{bar:28}] {percent:>3}%  {wide_msg}")
@@ -293,6 +342,9 @@ impl Display {
     }
 
     fn update(&mut self, p: &Progress<'_>) {
+        if common::quiet() {
+            return;
+        }
         let msg = format!(
             "~{} left  {}/{} {}: {}",
             self.left(p.done_s, p.total_s),

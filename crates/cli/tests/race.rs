@@ -47,7 +47,8 @@ fn engine_mmap_lock_mode_passes_every_test() {
 
 #[test]
 fn engine_per_vma_resize_and_remap_on_smaps() {
-    // Split under per-VMA locks shows false gaps today (vmspace_bench::race's ignored test names the bug).
+    // The split under per-VMA locks has its own longer check (vmspace_bench::race's
+    // split_under_per_vma_locks_sees_no_false_gap); here the command runs the other two.
     let (code, reports) =
         race(&["--mode", "per-vma", "--file", "smaps", "--tests", "resize,remap", "--duration", "200ms"]);
     assert_eq!(code, Some(0));

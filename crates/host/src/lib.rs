@@ -25,7 +25,8 @@
 //! - The kernel's build configuration ([`KernelConfig::running`]): `/boot/config-$(uname -r)`, the file
 //!   distributions install beside the kernel, else `/proc/config.gz` (only with `CONFIG_IKCONFIG_PROC`;
 //!   gzip). Neither may exist: then every config question is unanswered (`None`), never guessed.
-//! - `/proc/meminfo` (totals, the default huge page size), `/proc/self/status` (the effective uid and the
+//! - `/proc/meminfo` (totals, the default huge page size, [`mem_available`]), `/proc/loadavg` ([`load_average`]),
+//!   debugfs's `sched/preempt` ([`preempt_debugfs`]), `/proc/self/status` (the effective uid and the
 //!   effective capability set `CapEff`), `/proc/self/limits` (`RLIMIT_FSIZE`, `RLIMIT_MEMLOCK`),
 //!   `/proc/cpuinfo` (model, feature flags: `pku`/`ospke` for protection keys), `/sys/devices/system/cpu/online`,
 //!   `/sys/kernel/mm/hugepages/` (one directory per huge page size) and
@@ -123,6 +124,26 @@ impl KernelConfig {
 /// A field of `/proc/meminfo` text in kB (`MemTotal:`), `None` if absent.
 pub fn meminfo_kb(meminfo: &str, field: &str) -> Option<u64> {
     meminfo.lines().find(|l| l.starts_with(field))?.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// The memory the machine can give a new workload now (`MemAvailable:` of `/proc/meminfo`, in bytes), `None` if
+/// unknown. Read afresh on every call: it changes as other processes run.
+pub fn mem_available() -> Option<u64> {
+    meminfo_kb(&read_text("/proc/meminfo")?, "MemAvailable:").map(|kb| kb * 1024)
+}
+
+/// The three load averages of `/proc/loadavg` (`"0.52 0.31 0.20"`), `None` if unreadable.
+pub fn load_average() -> Option<String> {
+    let text = read_text("/proc/loadavg")?;
+    let avg: Vec<&str> = text.split_whitespace().take(3).collect();
+    (avg.len() == 3).then(|| avg.join(" "))
+}
+
+/// The live preemption model as debugfs shows it (`/sys/kernel/debug/sched/preempt`, e.g.
+/// `none voluntary (full) lazy`: the one in force in parentheses), `None` when debugfs is not mounted or the
+/// kernel has no dynamic preemption.
+pub fn preempt_debugfs() -> Option<String> {
+    read_text("/sys/kernel/debug/sched/preempt")
 }
 
 /// Capability numbers (`include/uapi/linux/capability.h`) of the capabilities the engine asks about.
@@ -497,6 +518,16 @@ impl Host {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn runtime_facts_of_this_host() {
+        // `MemAvailable:` is in /proc/meminfo since Linux 3.14 (`fs/proc/meminfo.c`); /proc/loadavg always has
+        // three averages first.
+        assert!(mem_available().is_some_and(|b| b > 0 && b % 1024 == 0));
+        let avg = load_average().expect("/proc/loadavg");
+        assert_eq!(avg.split(' ').count(), 3, "{avg}");
+        assert!(avg.split(' ').all(|a| a.parse::<f64>().is_ok()), "{avg}");
+    }
 
     #[test]
     fn devices_and_mounts() {

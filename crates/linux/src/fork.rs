@@ -31,9 +31,9 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use vmspace_results::report::{Placement, Report};
 
-/// the `__mt_dup` series' increments of VMAs over the default (its table goes on to 1,638,400; only counts that fit under
-/// `max_map_count` are used by default).
-pub const SEED_COUNTS: [usize; 14] =
+/// The extra VMA counts of the `__mt_dup` series' fork-rate table (docs/SOURCES.md), one report each; the table
+/// goes on to 1,638,400, and by default only the counts that fit under `max_map_count` run ([`default_counts`]).
+pub const SERIES_COUNTS: [usize; 14] =
     [0, 100, 200, 400, 800, 1600, 3200, 6400, 12800, 25600, 51200, 102400, 204800, 409600];
 
 /// The experiment's parameters.
@@ -52,10 +52,10 @@ pub struct Config {
 /// Head-room kept below `max_map_count` for the process's own VMAs and their growth.
 pub const HEADROOM: usize = 200;
 
-/// The counts of [`SEED_COUNTS`] that fit under `max_map_count` with [`HEADROOM`].
+/// The counts of [`SERIES_COUNTS`] that fit under `max_map_count` with [`HEADROOM`].
 pub fn default_counts(max_map_count: Option<u64>) -> Vec<usize> {
     let limit = max_map_count.unwrap_or(65530) as usize;
-    SEED_COUNTS.iter().copied().filter(|&n| n + HEADROOM <= limit).collect()
+    SERIES_COUNTS.iter().copied().filter(|&n| n + HEADROOM <= limit).collect()
 }
 
 /// Counts the VMAs of this process (lines of /proc/self/maps, minus the gate area).

@@ -5,7 +5,8 @@
 //! only with `CONFIG_IKCONFIG_PROC`), and last the `uname -v` banner. Every fact that could not be established
 //! is `None` rather than guessed; the preemption model says where it came from.
 //!
-//! The files are read by `vmspace_host` ([`Host::probe`]), the one place that probes the host; the engine's
+//! The files are read by `vmspace_host` ([`Host::probe`], the load average and debugfs's preemption model
+//! too), the one place that probes the host; the engine's
 //! `MmConfig::host` reads the same probe, so a result's host facts and the engine's configuration agree. This
 //! module adds what needs the live-kernel layer (system calls, PROCMAP_QUERY, debugfs).
 
@@ -40,8 +41,7 @@ pub fn gather() -> HostInfo {
         hz: cfg("CONFIG_HZ").and_then(|v| v.parse().ok()),
         preempt_model: preempt_model(config, &kernel_version),
         thp_enabled: host.huge_pages.thp_enabled.clone(),
-        load_average: crate::sys::read_text("/proc/loadavg")
-            .map(|t| t.split_whitespace().take(3).collect::<Vec<_>>().join(" ")),
+        load_average: vmspace_host::load_average(),
         kernel_version,
     }
 }
@@ -53,7 +53,7 @@ pub fn count_cpu_list(list: &str) -> Option<usize> {
 
 /// The preemption model: the live setting from debugfs if mounted, else the config, else the banner.
 fn preempt_model(config: Option<&KernelConfig>, banner: &str) -> Option<String> {
-    if let Some(t) = crate::sys::read_text("/sys/kernel/debug/sched/preempt")
+    if let Some(t) = vmspace_host::preempt_debugfs()
         && let Some(m) = bracketed(&t.replace('(', "[").replace(')', "]"))
     {
         return Some(format!("{m} (debugfs sched/preempt)"));

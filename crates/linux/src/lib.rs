@@ -1,8 +1,9 @@
 //! The live kernel: real syscalls in child processes, `/proc` files, `PROCMAP_QUERY`, the host's configuration,
 //! the kernel threads' experiments (docs/SOURCES.md) run natively (`vmspace kernel ...`) and the op-script runner.
 //!
-//! This is the only crate that issues memory-management syscalls against the host. It depends on `proc` and
-//! `script` for formats; never on the engine.
+//! This is the only crate that issues memory-management syscalls against the host for the lab (`bench`'s kernel
+//! side calls [`sys`]); the one exception is the engine's own allocator memory (`vmspace_rcu::chunk`, below every
+//! crate: ARCHITECTURE.md). It depends on `proc` and `script` for formats; never on the engine.
 //!
 //! Map of the probe (`vmspace kernel ...`):
 //! * foundations: [`sys`] (checked syscall wrappers), [`uaccess`] (CPU accesses that survive their faults, for

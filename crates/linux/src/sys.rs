@@ -74,6 +74,30 @@ pub fn map_anon_near(hint: usize, len: usize, prot: ProtFlags) -> Result<usize, 
     Ok(p as usize)
 }
 
+/// Whether `[addr, addr + len)` is free in this process: a `MAP_FIXED_NOREPLACE` probe, unmapped again at once
+/// when it succeeds (`EEXIST` when anything is there).
+pub fn range_free(addr: usize, len: usize) -> bool {
+    // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping: it fails with EEXIST if anything is there,
+    // so no Rust object can be affected.
+    let r = unsafe {
+        rustix::mm::mmap_anonymous(
+            addr as *mut c_void,
+            len,
+            ProtFlags::empty(),
+            MapFlags::PRIVATE | MapFlags::FIXED_NOREPLACE,
+        )
+    };
+    match r {
+        Ok(p) => {
+            // Kernels before 4.17 treat the flag as a hint: a mapping elsewhere means the range was taken.
+            // SAFETY: `p` is the probe mapping just made, at its own range; nothing refers to it.
+            let _ = unsafe { rustix::mm::munmap(p, len) };
+            p as usize == addr
+        }
+        Err(_) => false,
+    }
+}
+
 /// Maps `len` bytes of shared anonymous memory anywhere (inherited by forked children, shared with them).
 pub fn map_shared_anon(len: usize) -> Result<usize, Errno> {
     // SAFETY: as in `map_anon`: the kernel chooses a free range.

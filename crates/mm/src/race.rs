@@ -51,8 +51,8 @@
 use std::collections::HashSet;
 use std::fmt;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+use vmspace_rcu::sync::{AtomicBool, AtomicU64, Ordering};
 
 use vmspace_proc::query::{PROCMAP_QUERY_COVERING_OR_NEXT_VMA, errno};
 use vmspace_proc::{MapsLine, QueryRequest, parse_smaps};

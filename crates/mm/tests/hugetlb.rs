@@ -1,8 +1,9 @@
 //! `MAP_HUGETLB` against configured pools, one test per kernel rule (`mm/mmap.c: ksys_mmap_pgoff`,
 //! `fs/hugetlbfs/inode.c`, `mm/hugetlb.c`, `mm/mremap.c: align_hugetlb`). The empty-pool rules were observed
-//! on the live kernel as it runs here (`vm.nr_hugepages` 0, `scripts/regress/mmap-hugetlb-empty-pool.script`);
-//! the pool rules with `vm.nr_hugepages` set to 4 for the measurement (C programs reading `HugePages_Free` and
-//! `HugePages_Rsvd`, and an op script whose every result the engine matched), then set back to 0.
+//! on the live kernel as it runs here (`vm.nr_hugepages` 0; `scripts/regress/mmap-hugetlb-pool.script`, whose
+//! results hold for any pool size); the pool rules with `vm.nr_hugepages` set to 4 for the measurement (C
+//! programs reading `HugePages_Free` and `HugePages_Rsvd`, and an op script whose every result the engine
+//! matched), then set back to 0.
 #![cfg(not(loom))]
 
 use vmspace_mm::space::{

@@ -5,6 +5,9 @@
 //! 2 MiB and more are marked `MADV_HUGEPAGE`, so that with transparent huge pages in `madvise` mode each 2 MiB
 //! is one huge page: one TLB entry covers a chunk's objects, and the memory comes in one fault per 2 MiB
 //! instead of one per 4 KiB. Under Miri and loom chunks come from the global allocator instead.
+//!
+//! These are the one set of memory-management system calls outside the live-kernel crate (`vmspace_linux`):
+//! this crate is below every other, so it cannot call through it (ARCHITECTURE.md, "Layers").
 
 use std::ptr::NonNull;
 

@@ -60,7 +60,16 @@ h2 { font-size: 21px; margin: 6px 0 8px; }
 .na { background: #f1f3f5; border: 1px dashed #adb5bd; border-radius: 6px; padding: 6px 12px; margin: 8px 0; }
 .na p { margin: 2px 0; }
 .state { color: var(--missed); font-weight: 600; }
-.scroll { overflow-x: auto; margin: 8px 0 12px; }
+.scroll { overflow-x: auto; margin: 8px 0 12px;
+          background: linear-gradient(to right, var(--bg) 30%, rgba(255,255,255,0)) left / 32px 100% no-repeat local,
+            linear-gradient(to left, var(--bg) 30%, rgba(255,255,255,0)) right / 32px 100% no-repeat local,
+            radial-gradient(farthest-side at 0 50%, rgba(0,0,0,.28), rgba(0,0,0,0)) left / 12px 100% no-repeat scroll,
+            radial-gradient(farthest-side at 100% 50%, rgba(0,0,0,.28), rgba(0,0,0,0)) right / 12px 100% no-repeat
+            scroll; }
+@media (max-width: 760px) {
+  .scroll::before { content: '\\2190  scroll sideways for the whole table  \\2192'; display: block; position: sticky;
+                    left: 0; width: max-content; color: var(--muted); font-size: 12px; margin-bottom: 2px; }
+}
 table { border-collapse: collapse; font-size: 12.5px; }
 p.cap { color: var(--muted); font-size: 13px; margin: 10px 0 2px; }
 th, td { border-bottom: 1px solid var(--line); padding: 3px 8px; text-align: left; vertical-align: top; }
@@ -409,5 +418,22 @@ mod tests {
         assert!(!numeric("kernel") && !numeric("T=1"));
         assert_eq!(capitalised("the machine"), "The machine");
         assert_eq!(code_spans("run `a<b` now"), "run <code>a&lt;b</code> now");
+    }
+
+    #[test]
+    fn a_table_wider_than_the_screen_shows_that_it_scrolls() {
+        // Every table sits in a `.scroll` box, whose edge shadows (backgrounds attached to the scrolled content
+        // covering ones fixed to the box) appear on the side where there is more; on a phone a line above the
+        // table says so in words.
+        let mut t = Table::new("", &["a"]);
+        t.row(vec!["1".into()]);
+        let mut out = String::new();
+        table(&mut out, &t);
+        assert!(out.starts_with("<div class=\"scroll\"><table>"), "{out}");
+        let rule = STYLE.split(".scroll {").nth(1).unwrap().split('}').next().unwrap();
+        assert!(
+            rule.contains("overflow-x: auto") && rule.contains("no-repeat local") && rule.contains("scroll;")
+        );
+        assert!(STYLE.contains("@media (max-width: 760px)") && STYLE.contains("scroll sideways"));
     }
 }

@@ -40,7 +40,8 @@
 //!   measured; indicative in a `--quick` run);
 //! - [`model`]: what a section is made of (tables, figures); [`plot`]: SVG figures (plotters);
 //! - [`machine`]: load average, CPU steal and other work on the machine during each phase;
-//! - [`run`]: the whole run, its report set, and the presentation of a report set;
+//! - [`run`]: the whole run, its report set, and the presentation of a report set; [`terminal`]: its text
+//!   within 100 columns (the whole tables with `--wide`);
 //! - [`html`]: the self-contained pages; [`compare`]: two report sets side by side.
 //!
 //! Depends on `bench` (the range trees, the address space against the kernel, and the engine's fault and fork
@@ -57,3 +58,4 @@ pub mod model;
 pub mod plot;
 pub mod run;
 pub mod targets;
+pub mod terminal;

@@ -78,6 +78,50 @@ pub enum Legend {
     UpperRight,
     /// Lower right corner.
     LowerRight,
+    /// A column right of the plot, outside the data: for figures with many lines, whose data fill every corner.
+    /// Names are shortened there ([`short_label`]).
+    Outside,
+}
+
+/// Width of the [`Legend::Outside`] column, pixels.
+pub const LEGEND_WIDTH: u32 = 250;
+
+/// A series name as the [`Legend::Outside`] column shows it: the engine's side names in their short forms
+/// (`crate::terminal`'s), the contention rows' words shortened (`no scanner, no busy task`: `baseline`;
+/// `1 scanner + 1 busy B=0`: `scanner + busy B=0`).
+pub fn short_label(name: &str) -> String {
+    // `side: its own label`: the label's repetition of the side (`engine per-vma ...`) and of the figure's
+    // proc file (`smaps, ...`) go.
+    let mut s = match name.split_once(": ") {
+        Some((side, label)) => {
+            let mut l = label;
+            if let Some(rest) = l.strip_prefix("engine ") {
+                l = rest.split_once(' ').map_or(rest, |(_, r)| r);
+            }
+            for pf in ["smaps_rollup, ", "smaps, ", "maps, ", "query, "] {
+                l = l.strip_prefix(pf).unwrap_or(l);
+            }
+            format!("{side}: {l}")
+        }
+        None => name.to_string(),
+    };
+    for (long, short) in crate::terminal::SHORT_NAMES {
+        s = s.replace(long, short);
+    }
+    s.replace("no scanner, no busy task", "baseline")
+        .replace("1 scanner + 1 busy", "scanner + busy")
+        .replace("1 scanner", "scanner")
+        .replace("1 busy", "busy")
+}
+
+/// The colour of series `i` of `n`: the palette's while it lasts, else `n` hues spread around the colour wheel
+/// (alternately darker and lighter), so that no two series of a figure share a colour.
+pub fn series_color(i: usize, n: usize) -> RGBAColor {
+    if n <= PALETTE.len() {
+        return PALETTE[i % PALETTE.len()].to_rgba();
+    }
+    let light = if i.is_multiple_of(2) { 0.38 } else { 0.55 };
+    HSLColor(i as f64 / n as f64, 0.75, light).to_rgba()
 }
 
 /// A line chart.
@@ -162,6 +206,12 @@ pub fn svg(chart: &Chart) -> anyhow::Result<String> {
         root.fill(&WHITE).map_err(err)?;
         let notes_h = 8 + 18 * chart.missing.len() as u32;
         let (plot, notes) = root.split_vertically(SIZE.1 - notes_h);
+        let (plot, legend) = if chart.legend == Legend::Outside && !chart.series.is_empty() {
+            let (p, l) = plot.split_horizontally(SIZE.0 - LEGEND_WIDTH);
+            (p, Some(l))
+        } else {
+            (plot, None)
+        };
         let xs = chart.series.iter().flat_map(|s| s.points.iter().map(|p| p.x));
         let (x0, x1) = chart.x_range.unwrap_or_else(|| range(xs, chart.x_log));
         let ys =
@@ -176,6 +226,9 @@ pub fn svg(chart: &Chart) -> anyhow::Result<String> {
             (true, false) => draw(&plot, chart, log(x0, x1, xt), lin(y0, y1, yt))?,
             (false, true) => draw(&plot, chart, lin(x0, x1, xt), log(y0, y1, yt))?,
             (false, false) => draw(&plot, chart, lin(x0, x1, xt), lin(y0, y1, yt))?,
+        }
+        if let Some(area) = legend {
+            draw_legend(&area, chart)?;
         }
         for (i, m) in chart.missing.iter().enumerate() {
             notes
@@ -247,7 +300,7 @@ where
         .draw()
         .map_err(err)?;
     for (i, s) in c.series.iter().enumerate() {
-        let color = PALETTE[i % PALETTE.len()];
+        let color = series_color(i, c.series.len());
         let pts: Vec<(f64, f64)> = s.points.iter().map(|p| (p.x, p.y)).collect();
         chart
             .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))
@@ -261,19 +314,40 @@ where
         });
         chart.draw_series(bars).map_err(err)?;
     }
-    if !c.series.is_empty() {
+    if !c.series.is_empty() && c.legend != Legend::Outside {
         chart
             .configure_series_labels()
             .position(match c.legend {
                 Legend::UpperLeft => SeriesLabelPosition::UpperLeft,
                 Legend::UpperRight => SeriesLabelPosition::UpperRight,
-                Legend::LowerRight => SeriesLabelPosition::LowerRight,
+                Legend::LowerRight | Legend::Outside => SeriesLabelPosition::LowerRight,
             })
             .label_font(("sans-serif", 13))
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK.mix(0.5))
             .draw()
             .map_err(err)?;
+    }
+    Ok(())
+}
+
+/// The [`Legend::Outside`] column: one entry per series, its colour's line and its short name, from the top of
+/// the plot down.
+fn draw_legend(area: &DrawingArea<SVGBackend<'_>, Shift>, c: &Chart) -> anyhow::Result<()> {
+    let n = c.series.len();
+    // Entries shrink to fit the column's height (the plot's, under the title).
+    let step = ((area.dim_in_pixel().1 as i32 - 50) / n.max(1) as i32).clamp(12, 20);
+    for (i, s) in c.series.iter().enumerate() {
+        let color = series_color(i, n);
+        let y = 44 + step * i as i32;
+        area.draw(&PathElement::new(vec![(4, y), (24, y)], color.stroke_width(2))).map_err(err)?;
+        area.draw(&Circle::new((14, y), 3, color.filled())).map_err(err)?;
+        area.draw(&Text::new(
+            short_label(&s.name),
+            (30, y - 7),
+            ("sans-serif", 15).into_font().color(&BLACK),
+        ))
+        .map_err(err)?;
     }
     Ok(())
 }
@@ -376,6 +450,35 @@ pub fn inline(svg: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn many_lines_get_distinct_colours_and_a_legend_outside_the_data() {
+        let mut c = Chart::new("t", "x", "y");
+        c.legend = Legend::Outside;
+        for i in 0..14 {
+            c.series.push(Series {
+                name: format!("engine, readers under per-VMA locks: smaps, 1 scanner + 1 busy B={i}"),
+                points: vec![Point::at(1.0, i as f64), Point::at(2.0, i as f64 + 1.0)],
+            });
+        }
+        let doc = svg(&c).unwrap();
+        let colours: std::collections::HashSet<String> =
+            (0..14).map(|i| format!("{:?}", series_color(i, 14))).collect();
+        assert_eq!(colours.len(), 14, "every series its own colour");
+        // Every legend entry is a short name placed right of the plot area.
+        for i in 0..14 {
+            let label = format!(">\nengine per-VMA: scanner + busy B={i}\n");
+            let at = doc.find(&label).unwrap_or_else(|| panic!("no legend entry {label}: {doc}"));
+            let tag = &doc[doc[..at].rfind("<text").unwrap()..at];
+            let x: f64 = tag.split("x=\"").nth(1).unwrap().split('"').next().unwrap().parse().unwrap();
+            assert!(x >= f64::from(SIZE.0 - LEGEND_WIDTH), "entry {i} at x = {x}: {tag}");
+        }
+        assert_eq!(short_label("no scanner, no busy task"), "baseline");
+        assert_eq!(
+            short_label("engine, readers under mmap_lock: engine mmap-lock smaps, 1 scanner + 1 busy B=2"),
+            "engine mmap_lock: scanner + busy B=2"
+        );
+    }
 
     fn chart(x_log: bool, y_log: bool) -> Chart {
         let mut c = Chart::new("t", "x", "y");

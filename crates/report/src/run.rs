@@ -494,8 +494,14 @@ pub fn targets_table(targets: &[TargetResult]) -> crate::model::Table {
     t
 }
 
-/// The terminal text of a presentation: one compact table per experiment with its verdict, then the summary.
+/// The terminal text of a presentation within [`crate::terminal::WIDTH`] columns: one table per experiment
+/// narrowed to fit and a one-sentence verdict, then the targets and the summary ([`crate::terminal`]).
 pub fn text(p: &Presentation) -> String {
+    crate::terminal::text(p, crate::terminal::WIDTH)
+}
+
+/// The terminal text of a presentation with every table whole and every verdict in full (`--wide`).
+pub fn text_wide(p: &Presentation) -> String {
     let mut out = String::new();
     for s in &p.sections {
         out.push_str(&format!("\n== {} ==\n", s.title));

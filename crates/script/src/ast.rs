@@ -836,9 +836,30 @@ pub struct ParseError {
     pub reason: String,
 }
 
+/// The longest word of a [`ParseError`]'s message shown whole; a longer one (a huge token quoted in the reason)
+/// is cut to its first [`SHOWN_OF_LONG_WORD`] characters and its length.
+pub const LONGEST_SHOWN_WORD: usize = 64;
+/// How much of a word longer than [`LONGEST_SHOWN_WORD`] is shown.
+pub const SHOWN_OF_LONG_WORD: usize = 40;
+
 impl fmt::Display for ParseError {
+    /// `line N: reason`, with every word of the reason longer than [`LONGEST_SHOWN_WORD`] characters shortened
+    /// (`"aaaa...(1048576 characters)`), so that a message about a huge token stays one readable line.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "line {}: {}", self.line, self.reason)
+        write!(f, "line {}: ", self.line)?;
+        for (i, word) in self.reason.split(' ').enumerate() {
+            if i > 0 {
+                f.write_str(" ")?;
+            }
+            let n = word.chars().count();
+            if n > LONGEST_SHOWN_WORD {
+                let head: String = word.chars().take(SHOWN_OF_LONG_WORD).collect();
+                write!(f, "{head}...({n} characters)")?;
+            } else {
+                f.write_str(word)?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -1116,6 +1137,20 @@ impl Script {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_parse_error_names_its_line_and_shortens_a_huge_token() {
+        let huge = "9".repeat(1 << 20);
+        let e = Script::parse(&format!("# a comment\n\nmunmap 0x{huge} 0x1000\n")).unwrap_err();
+        assert_eq!(e.line, 3);
+        let shown = e.to_string();
+        assert!(shown.starts_with("line 3: "), "{shown}");
+        assert!(shown.len() < 300, "{} characters", shown.len());
+        assert!(shown.contains(&format!("({} characters)", huge.len() + 3)) || shown.contains("characters)"));
+        // An ordinary message is shown as it is.
+        let e = Script::parse("mmap 0 0x1000 rw- nosuchflag\n").unwrap_err();
+        assert!(!e.to_string().contains("characters)"), "{e}");
+    }
 
     const SAMPLE: &str = "\
 # two files and a few calls

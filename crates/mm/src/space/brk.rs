@@ -12,7 +12,7 @@
 //! is charged to `locked_vm` (`do_brk_flags`), and is populated afterwards (`mm_populate`, a write fault that
 //! gives the heap an anon_vma; nothing with `MCL_ONFAULT`). Shrinking uncharges through the unmap.
 
-use std::sync::atomic::Ordering;
+use vmspace_rcu::sync::Ordering;
 
 use super::VmFlags;
 use super::merge::Cand;

@@ -8,7 +8,7 @@
 
 use vmspace_proc::{MapsLine, MapsName, MapsNameRef, Perms};
 
-use std::sync::atomic::Ordering;
+use vmspace_rcu::sync::Ordering;
 
 use super::VmFlags;
 use super::VmaSnapshot;

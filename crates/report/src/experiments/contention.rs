@@ -305,7 +305,8 @@ impl Experiment for Contention {
             );
             chart.x_log = true;
             chart.y_range = Some((0.0, 1.02));
-            chart.legend = Legend::LowerRight;
+            // Up to 16 lines that fill the plot from corner to corner: the legend goes beside it.
+            chart.legend = Legend::Outside;
             for info in &available {
                 let mut rows: Vec<&Report> = side_point(reports, info.id, BASELINE).into_iter().collect();
                 rows.extend(

@@ -95,7 +95,7 @@ impl ForkPlan {
         let max = host.max_map_count.unwrap_or(65530) as usize;
         let kernel_max = max.saturating_sub(fork::HEADROOM + 500);
         let series =
-            |to: usize| -> Vec<usize> { fork::SEED_COUNTS.iter().copied().filter(|&n| n <= to).collect() };
+            |to: usize| -> Vec<usize> { fork::SERIES_COUNTS.iter().copied().filter(|&n| n <= to).collect() };
         let (vmas, page_vmas, samples, duration) = match length {
             Length::Smoke => (vec![0, 100, ENGINE_LARGE], vec![100], 1, Duration::from_millis(50)),
             Length::Quick => {
