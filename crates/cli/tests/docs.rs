@@ -125,7 +125,8 @@ fn example(word: &str) -> Option<&'static str> {
         "FILE" => "out.json",
         "DIR" => "out",
         "SHELL" => "bash",
-        "PID" | "JVM" => "1",
+        // A shell variable holding a process id (`$!`, `"$PID"`) in a copied command.
+        "PID" | "JVM" | "$!" | "$PID" | "\"$PID\"" => "1",
         "PROGRAM" => "true",
         "COMMAND" => "report",
         "N" => "10",
