@@ -189,6 +189,12 @@ impl Mm {
     pub fn fault_with(&self, addr: u64, access: Access, mode: FaultMode) -> Result<FaultKind, Errno> {
         let mut tried = false;
         if mode == FaultMode::PerVma
+            && let Some(r) = self.fault_speculative(addr, access)
+        {
+            self.vmstat.record_success();
+            return r;
+        }
+        if mode == FaultMode::PerVma
             && let Some(g) = self.lock_vma_for_fault(addr)
         {
             let v: V = g.vma();
@@ -219,6 +225,47 @@ impl Mm {
         let res = self.handle_vma_fault(v, addr, access, FaultLock::Mmap, tried);
         drop(r);
         res.map_err(FaultError::user_errno)
+    }
+
+    /// The speculative fault (module docs, "Speculative faults"): the VMA covering `addr` copied without a
+    /// reference and validated by its write count, the fault made by
+    /// [`vmspace_pgtable::handle_mm_fault_speculative`], which re-validates the copy under the PTE lock before it
+    /// sets the entry. `None` when the fault is not the common case (no VMA, a VMA being written, a file or
+    /// hugetlb VMA, no anon_vma, no PTE table, an entry present, an access the VMA forbids) or the copy went
+    /// stale: nothing was changed and the caller takes the locked path. `ENOMEM` when the page could not be
+    /// allocated (nothing changed either, as on the locked path).
+    fn fault_speculative(&self, addr: u64, access: Access) -> Option<Result<FaultKind, Errno>> {
+        let shared = &self.vmas.shared;
+        // The read-side section covers the walk only: VMAs are type-stable, so the copy's checks may read `vma`
+        // after it (a fault must not hold a section: it may wait for a grace period).
+        let vma = {
+            let rcu = vmspace_rcu::pin();
+            crate::vma::lookup::VmaLookup::vma_at(&shared.tree, addr, &rcu)?
+        };
+        let (c, seq) = crate::vma::lockless::copy_lockless_seq::<crate::vma::lockless::VmaFaultCopy>(
+            &shared.locking,
+            vma,
+        )
+        .ok()?;
+        if addr < c.start || addr >= c.end || c.file_backed || !c.anon_vma {
+            return None;
+        }
+        let fv = FaultVma {
+            start: c.start,
+            end: c.end,
+            pgoff: c.pgoff,
+            flags: c.flags,
+            page_prot: PageProt::for_vma(c.flags, false),
+            file: None,
+            anon_vma: true,
+            tried: false,
+        };
+        let still_valid = || crate::vma::lockless::copy_still_valid(vma, seq);
+        match vmspace_pgtable::handle_mm_fault_speculative(self.pt(), &fv, addr, access, &still_valid)? {
+            VmFault::Handled(k) => Some(Ok(k)),
+            VmFault::Oom => Some(Err(Errno::ENOMEM)),
+            _ => None,
+        }
     }
 
     /// `lock_vma_under_rcu` counted twice: in the lock's statistics as every lookup is
