@@ -1015,7 +1015,7 @@ pub fn render_table(res: &FaultsResults) -> String {
             count(med("faults_per_cpu_s_per_thread")),
             vs(med("faults_per_cpu_s_per_thread"), cpu_base),
             format!("{:.0}%", 100.0 * med("worker_cpu_share")),
-            format!("{:.0}%", 100.0 * med("map_calls_share")),
+            r.metric("map_calls_share").map_or_else(|| "-".into(), |s| format!("{:.0}%", 100.0 * s.median)),
             r.metric("regions_in_a_shared_vma_share")
                 .map_or_else(|| "-".into(), |s| format!("{:.0}%", 100.0 * s.median)),
             if row.mapper { count(med("mapper_pairs_per_s")) } else { "-".into() },
