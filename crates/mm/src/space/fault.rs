@@ -4,6 +4,7 @@
 //! # `Mm::fault`: the 6.18 fault path
 //!
 //! ```text
+//! speculative:    VMA copy validated by vm_seq, fault core re-validating under the PTE lock   (else: below)
 //! per-VMA mode:   lock_vma_under_rcu(addr)                     (miss: walk again; abort: to the mmap lock)
 //!                 access_error(vma)            -> SIGSEGV       (vma_lock_success)
 //!                 handle_mm_fault(vma, VMA lock)
@@ -15,6 +16,30 @@
 //!                 access_error(vma)            -> SIGSEGV
 //!                 handle_mm_fault(vma, mmap read lock)          (an anon_vma is prepared in place)
 //! ```
+//!
+//! # Speculative faults
+//!
+//! In the per-VMA mode a fault first tries without any lock (`Mm::fault_speculative`): under RCU it finds the
+//! VMA in the tree and copies the fields the fault needs without taking a reference, validated by the VMA's
+//! write count `vm_seq` as the lockless `/proc` reader validates its copies ([`crate::vma::lockless`]); a VMA
+//! being written (write-locked now) is not copied. The fault core
+//! ([`vmspace_pgtable::handle_mm_fault_speculative`]) then handles the common case only, a missing entry of a
+//! private anonymous VMA (not `VM_LOCKED`) with its anon_vma whose PTE table is in place, allocating the page
+//! first and, under the PTE lock after a sequentially consistent fence, checking that `vm_seq` has not moved
+//! and the VMA is still attached before it sets the entry. Anything else, or a copy gone stale, changes
+//! nothing and takes the locked path below. Counted as `vma_lock_success`, as the kernel counts a fault
+//! completed without the mmap lock.
+//!
+//! Why a writer cannot be overtaken: every call that changes a VMA's pages write-locks it first
+//! (`vma_start_write`: `vm_seq` moves, then a sequentially consistent fence; `vma_mark_detached` also fences)
+//! and then locks every PTE table present in its range. A fault that takes the table's lock after the writer
+//! sees the new count and gives up; one that takes it before has set its entry, which the writer then zaps,
+//! write-protects, copies or moves as any other; a writer that found no table at all read the PMD entry
+//! before the table's link, and the two fences order its count before the fault's check (the argument in
+//! full: `vmspace_pgtable::fault`, "Speculative faults"). So the guarantees of the per-VMA lock hold without
+//! its reference count, the cache line every fault of one VMA wrote: munmap, mprotect, mremap and fork never
+//! find a page installed behind them (loom models `fault_under_vma_lock_vs_munmap` and
+//! `speculative_fault_vs_mprotect`, stress test `speculative_fault_stress.rs`).
 //!
 //! The per-VMA-lock events are counted as `/proc/vmstat` counts them ([`Mm::fault_stats`]): `vma_lock_success`
 //! once per fault completed under the VMA lock (an access error included), `vma_lock_abort` for a lookup that
