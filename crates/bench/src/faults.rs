@@ -51,8 +51,15 @@
 //!
 //! # Targets
 //!
+//! Two more sides measure this machine's ceilings in the same run, without the mapper: **separate spaces**
+//! ([`Side::EngineSeparate`]: the engine loop with each thread in an address space of its own, nothing shared)
+//! and **memset** ([`Side::Memset`]: threads clearing the same number of pages of their own with `memset`, the
+//! bound memory bandwidth sets on faults that zero their pages).
+//!
 //! [`targets`] judges: with per-VMA locks, T threads fault at least [`SCALING_PER_THREAD`] T times one
-//! thread's rate (1.9x at two threads), without and with the mapper; with the mapper, the mmap-lock mode reaches
+//! thread's rate (1.9x at two threads), or, without the mapper, at least 95% of the ceiling's scaling when that
+//! is lower ([`goal_at`]: the separate spaces', and with `--access write` memset's too, each counted only when
+//! its one-thread run had a CPU of its own), without and with the mapper; with the mapper, the mmap-lock mode reaches
 //! at most [`MMAP_LOCK_WITH_MAPPER`]x the per-VMA mode's rate (visibly worse); one engine thread faults at least
 //! [`ENGINE_OVER_KERNEL`]x as fast as one kernel thread. `vmspace report` judges the same goals (the constants
 //! below) run by run.
@@ -271,16 +278,31 @@ pub enum Side {
     EngineMmapLock,
     /// The live kernel.
     Kernel,
+    /// The engine with per-VMA locks, each thread in an address space of its own (its own `Mm`, page table
+    /// and counters; one `Memory` each): nothing of the fault path is shared, so its scaling is this machine's
+    /// ceiling for the per-VMA rows.
+    EngineSeparate,
+    /// No faults: each thread clears `region` bytes of its own page by page with `memset`, again and again
+    /// (`faults_per_s` counts the pages cleared): the bound the machine's memory bandwidth sets on faults that
+    /// zero their pages (`--access write`).
+    Memset,
 }
 
 impl Side {
     /// Every side, in the order of the table.
-    pub const ALL: [Side; 3] = [Side::EnginePerVma, Side::EngineMmapLock, Side::Kernel];
+    pub const ALL: [Side; 5] =
+        [Side::EnginePerVma, Side::EngineMmapLock, Side::Kernel, Side::EngineSeparate, Side::Memset];
 
-    /// The `side` parameter: `engine` or `kernel`.
+    /// Whether rows with the mapper exist for this side (the ceilings have none).
+    pub fn has_mapper_rows(self) -> bool {
+        !matches!(self, Side::EngineSeparate | Side::Memset)
+    }
+
+    /// The `side` parameter: `engine`, `kernel` or `memset`.
     pub fn side(self) -> &'static str {
         match self {
             Side::Kernel => "kernel",
+            Side::Memset => "memset",
             _ => "engine",
         }
     }
@@ -291,6 +313,8 @@ impl Side {
             Side::EnginePerVma => "per-vma",
             Side::EngineMmapLock => "mmap-lock",
             Side::Kernel => "kernel",
+            Side::EngineSeparate => "separate",
+            Side::Memset => "memset",
         }
     }
 
@@ -299,7 +323,8 @@ impl Side {
         match self {
             Side::EnginePerVma => Some(FaultMode::PerVma),
             Side::EngineMmapLock => Some(FaultMode::MmapLock),
-            Side::Kernel => None,
+            Side::EngineSeparate => Some(FaultMode::PerVma),
+            Side::Kernel | Side::Memset => None,
         }
     }
 }
@@ -401,7 +426,9 @@ impl FaultsConfig {
         for &threads in &self.threads {
             for mapper in [false, true] {
                 for &side in &self.sides {
-                    rows.push(Row { side, threads, mapper });
+                    if !mapper || side.has_mapper_rows() {
+                        rows.push(Row { side, threads, mapper });
+                    }
                 }
             }
         }
@@ -430,6 +457,8 @@ impl Row {
     pub fn label(&self) -> String {
         let side = match self.side {
             Side::Kernel => "kernel".to_string(),
+            Side::Memset => "memset".to_string(),
+            Side::EngineSeparate => "engine per-vma, separate spaces".to_string(),
             s => format!("engine {}", s.mode()),
         };
         format!("{side} T={}{}", self.threads, if self.mapper { " +mapper" } else { "" })
@@ -459,10 +488,42 @@ pub fn engine_run(
     mapper: bool,
     access: EngineAccess,
 ) -> Result<BTreeMap<String, f64>, String> {
+    engine_run_spaces(cpus, threads, regions, duration, mode, mapper, access, false)
+}
+
+/// [`engine_run`] with each faulting thread in an address space of its own ([`Side::EngineSeparate`]): the
+/// same loop, nothing shared (the mapper, if any, maps in the first thread's).
+pub fn engine_run_separate(
+    cpus: &Cpus,
+    threads: usize,
+    regions: Regions,
+    duration: Duration,
+    access: EngineAccess,
+) -> Result<BTreeMap<String, f64>, String> {
+    engine_run_spaces(cpus, threads, regions, duration, FaultMode::PerVma, false, access, true)
+}
+
+/// [`engine_run`] in one address space shared by the threads, or one each (`separate`).
+#[allow(clippy::too_many_arguments)]
+fn engine_run_spaces(
+    cpus: &Cpus,
+    threads: usize,
+    regions: Regions,
+    duration: Duration,
+    mode: FaultMode,
+    mapper: bool,
+    access: EngineAccess,
+    separate: bool,
+) -> Result<BTreeMap<String, f64>, String> {
     let region = regions.bytes as u64;
-    let mm = Mm::new(MmConfig::host());
-    mm.set_fault_mode(mode);
-    let before = mm.fault_stats();
+    let spaces: Vec<Mm> =
+        (0..if separate { threads } else { 1 }).map(|_| Mm::new(MmConfig::host())).collect();
+    for mm in &spaces {
+        mm.set_fault_mode(mode);
+    }
+    let space = |i: usize| &spaces[if separate { i } else { 0 }];
+    let mm = &spaces[0];
+    let before: Vec<MmFaultStats> = spaces.iter().map(Mm::fault_stats).collect();
     let barrier = Barrier::new(threads + usize::from(mapper));
     // Cleared when the faulting threads are done; Relaxed: a stop flag, nothing is published through it.
     let running = AtomicBool::new(true);
@@ -470,7 +531,7 @@ pub fn engine_run(
     type Mapped = Result<(u64, f64, f64), String>;
     let (workers, mapped): (Vec<Result<Worker, String>>, Option<Mapped>) = std::thread::scope(|s| {
         let mapper_handle = mapper.then(|| {
-            let (mm, barrier, running) = (&mm, &barrier, &running);
+            let (mm, barrier, running) = (mm, &barrier, &running);
             s.spawn(move || -> Mapped {
                 cpus.pin(threads);
                 barrier.wait();
@@ -488,7 +549,7 @@ pub fn engine_run(
         });
         let handles: Vec<_> = (0..threads)
             .map(|i| {
-                let (mm, barrier) = (&mm, &barrier);
+                let (mm, barrier) = (space(i), &barrier);
                 s.spawn(move || -> Result<Worker, String> {
                     cpus.pin(i);
                     barrier.wait();
@@ -539,7 +600,7 @@ pub fn engine_run(
         let mapped = mapper_handle.map(|h| h.join().unwrap_or_else(|_| Err("the mapper panicked".into())));
         (workers, mapped)
     });
-    let after = mm.fault_stats();
+    let after: Vec<MmFaultStats> = spaces.iter().map(Mm::fault_stats).collect();
     let mut m = BTreeMap::new();
     let (mut total, mut pages, mut cpu_s, mut share, mut calls, mut shared_vma) =
         (0.0, 0u64, 0.0, 0.0, 0.0, 0.0);
@@ -569,8 +630,10 @@ pub fn engine_run(
         m.insert("mapper_pairs_per_s".to_string(), pairs as f64 / wall.max(1e-9));
         m.insert("mapper_cpu_share".to_string(), cpu / wall.max(1e-9));
     }
-    counters(&mut m, &before, &after);
-    let new = after.faults.anon_new - before.faults.anon_new;
+    for (b, a) in before.iter().zip(&after) {
+        counters(&mut m, b, a);
+    }
+    let new: u64 = before.iter().zip(&after).map(|(b, a)| a.faults.anon_new - b.faults.anon_new).sum();
     if new != pages {
         return Err(format!("{pages} pages written but {new} anonymous pages faulted in"));
     }
@@ -579,13 +642,14 @@ pub fn engine_run(
 
 /// The counters of the run (module docs) into `m`.
 fn counters(m: &mut BTreeMap<String, f64>, before: &MmFaultStats, after: &MmFaultStats) {
+    let mut add = |k: &str, v: u64| *m.entry(k.to_string()).or_insert(0.0) += v as f64;
     let (b, a) = (&before.vma_lock, &after.vma_lock);
-    m.insert("vma_lock_success_count".to_string(), (a.success - b.success) as f64);
-    m.insert("vma_lock_abort_count".to_string(), (a.abort - b.abort) as f64);
-    m.insert("vma_lock_retry_count".to_string(), (a.retry - b.retry) as f64);
-    m.insert("vma_lock_miss_count".to_string(), (a.miss - b.miss) as f64);
+    add("vma_lock_success_count", a.success - b.success);
+    add("vma_lock_abort_count", a.abort - b.abort);
+    add("vma_lock_retry_count", a.retry - b.retry);
+    add("vma_lock_miss_count", a.miss - b.miss);
     let (b, a) = (&before.faults, &after.faults);
-    m.insert("faults_anon_new_count".to_string(), (a.anon_new - b.anon_new) as f64);
+    add("faults_anon_new_count", a.anon_new - b.anon_new);
     let all = |f: &vmspace_mm::FaultStats| {
         f.anon_zero
             + f.anon_new
@@ -597,7 +661,65 @@ fn counters(m: &mut BTreeMap<String, f64>, before: &MmFaultStats, after: &MmFaul
             + f.wp_shared
             + f.spurious
     };
-    m.insert("faults_total_count".to_string(), (all(a) - all(b)) as f64);
+    add("faults_total_count", all(a) - all(b));
+}
+
+/// One [`Side::Memset`] run: `threads` threads (pinned as the faulting threads are), each clearing a buffer of
+/// `regions.bytes` bytes of its own page by page with `memset` until `duration` is up, the buffer taken from the
+/// system once per run and cleared whole before the clock starts (its pages exist: what is measured is the
+/// clearing, as the engine's content buffers are recycled). Metrics: `faults_per_s` (pages cleared per second,
+/// all threads), `faults_per_s_per_thread`, `faults_per_cpu_s_per_thread`, `worker_cpu_share`.
+pub fn memset_run(
+    cpus: &Cpus,
+    threads: usize,
+    regions: Regions,
+    duration: Duration,
+) -> Result<BTreeMap<String, f64>, String> {
+    let page = PAGE_SIZE as usize;
+    let pages = (regions.bytes / page).max(1);
+    let barrier = Barrier::new(threads);
+    let results: Vec<(u64, f64, f64)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|i| {
+                let barrier = &barrier;
+                s.spawn(move || {
+                    cpus.pin(i);
+                    let mut buf = vec![1u8; pages * page];
+                    barrier.wait();
+                    let (start, cpu0) = (Instant::now(), thread_cpu_s());
+                    let mut cleared = 0u64;
+                    let mut byte = 0u8;
+                    while start.elapsed() < duration {
+                        for p in buf.chunks_exact_mut(page) {
+                            p.fill(byte);
+                            std::hint::black_box(&p[0]);
+                        }
+                        // A different byte each pass, so that no pass can be skipped as a repeat.
+                        byte = byte.wrapping_add(1);
+                        cleared += pages as u64;
+                    }
+                    (cleared, start.elapsed().as_secs_f64(), thread_cpu_s() - cpu0)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap_or((0, 1.0, 0.0))).collect()
+    });
+    let (mut total, mut pages_all, mut cpu_s, mut share) = (0.0, 0u64, 0.0, 0.0);
+    for (n, wall, cpu) in results {
+        if n == 0 {
+            return Err("a memset thread cleared nothing".into());
+        }
+        total += n as f64 / wall.max(1e-9);
+        pages_all += n;
+        cpu_s += cpu;
+        share += cpu / wall.max(1e-9);
+    }
+    let mut m = BTreeMap::new();
+    m.insert("faults_per_s".to_string(), total);
+    m.insert("faults_per_s_per_thread".to_string(), total / threads as f64);
+    m.insert("faults_per_cpu_s_per_thread".to_string(), pages_all as f64 / cpu_s.max(1e-9));
+    m.insert("worker_cpu_share".to_string(), share / threads as f64);
+    Ok(m)
 }
 
 /// The live kernel's per-VMA-lock counters from `/proc/vmstat` (`CONFIG_PER_VMA_LOCK_STATS`), if it has them.
@@ -680,11 +802,15 @@ pub fn run(
                 interrupted = true;
                 break 'samples;
             }
-            let m = match row.side.fault_mode() {
-                Some(mode) => {
+            let m = match (row.side, row.side.fault_mode()) {
+                (Side::EngineSeparate, _) => {
+                    engine_run_separate(&cpus, row.threads, region, cfg.duration, cfg.access)?
+                }
+                (Side::Memset, _) => memset_run(&cpus, row.threads, region, cfg.duration)?,
+                (_, Some(mode)) => {
                     engine_run(&cpus, row.threads, region, cfg.duration, mode, row.mapper, cfg.access)?
                 }
-                None => kernel_run(&cpus, row.threads, region, cfg.duration, row.mapper)?,
+                (_, None) => kernel_run(&cpus, row.threads, region, cfg.duration, row.mapper)?,
             };
             r.push_run(m);
             progress(&r.label);
@@ -713,7 +839,14 @@ pub fn row_report(cfg: &FaultsConfig, row: Row, host: &HostInfo, cpus: &Cpus) ->
     r.param("samples", cfg.samples);
     r.param("duration_s", cfg.duration.as_secs_f64());
     r.param("madvise", "MADV_NOHUGEPAGE");
-    r.param("access", if row.side == Side::Kernel { "write" } else { cfg.access.id() });
+    r.param(
+        "access",
+        match row.side {
+            Side::Kernel => "write",
+            Side::Memset => "memset",
+            _ => cfg.access.id(),
+        },
+    );
     r.param("quick", cfg.quick);
     r.placement = placement(cpus, row.threads, row.mapper);
     r.notes.extend(cpus.notes.iter().cloned());
@@ -773,13 +906,15 @@ pub fn targets(cfg: &FaultsConfig, rows: &[(Row, Report)]) -> Vec<Judged> {
     for mapper in [false, true] {
         for &t in &more {
             let ratio = total(Side::EnginePerVma, t, mapper) / total(Side::EnginePerVma, 1, mapper);
+            let (goal, why) =
+                if mapper { (SCALING_PER_THREAD * t as f64, String::new()) } else { goal_at(cfg, rows, t) };
             let j = Judged::at_least(
                 format!(
-                    "engine per-vma: {t} threads' faults/s over 1 thread's{}",
+                    "engine per-vma: {t} threads' faults/s over 1 thread's{}{why}",
                     if mapper { ", with the mapper" } else { "" }
                 ),
                 ratio,
-                SCALING_PER_THREAD * t as f64,
+                goal,
             );
             let (base, alone, many) = (facts(1, mapper), facts(1, false), facts(t, mapper));
             out.push(scaling_check(j, base.as_ref(), alone.as_ref(), many.as_ref()));
@@ -800,6 +935,39 @@ pub fn targets(cfg: &FaultsConfig, rows: &[(Row, Report)]) -> Vec<Judged> {
         ENGINE_OVER_KERNEL,
     ));
     out
+}
+
+/// The scaling goal of the per-VMA rows without the mapper at `t` threads (module docs, "Targets"): 0.95 t, or
+/// 95% of this machine's ceiling measured in the same run when that is lower: the scaling of the separate
+/// address spaces ([`Side::EngineSeparate`]) and, when the faults zero their pages (`--access write`), of
+/// `memset` ([`Side::Memset`]). A ceiling counts only when its one-thread run had a CPU of its own
+/// ([`baseline_unsound`]). Also the words that say which goal it is (empty for 0.95 t).
+pub fn goal_at(cfg: &FaultsConfig, rows: &[(Row, Report)], t: usize) -> (f64, String) {
+    let full = SCALING_PER_THREAD * t as f64;
+    let scaling = |side: Side| {
+        let facts = |n: usize| {
+            rows.iter()
+                .find(|(r, _)| *r == Row { side, threads: n, mapper: false })
+                .map(|(_, r)| PointFacts::of(r))
+        };
+        let (one, many) = (facts(1)?, facts(t)?);
+        if baseline_unsound(&one, None).is_some() || many_unsound(&many).is_some() {
+            return None;
+        }
+        let s = many.faults_per_s / one.faults_per_s;
+        s.is_finite().then_some((side, s))
+    };
+    let mut ceilings = vec![scaling(Side::EngineSeparate)];
+    if cfg.access == EngineAccess::Write {
+        ceilings.push(scaling(Side::Memset));
+    }
+    match ceilings.into_iter().flatten().min_by(|a, b| a.1.total_cmp(&b.1)) {
+        Some((side, c)) if SCALING_PER_THREAD * c < full => {
+            let what = if side == Side::Memset { "memset's" } else { "separate address spaces'" };
+            (SCALING_PER_THREAD * c, format!(" (goal: 95% of {what} {c:.2}x in this run)"))
+        }
+        _ => (full, String::new()),
+    }
 }
 
 /// The cell of a per-thread "vs T=1" percentage whose one-thread run was no baseline ([`baseline_unsound`]).
@@ -847,7 +1015,7 @@ pub fn render_table(res: &FaultsResults) -> String {
             count(med("faults_per_cpu_s_per_thread")),
             vs(med("faults_per_cpu_s_per_thread"), cpu_base),
             format!("{:.0}%", 100.0 * med("worker_cpu_share")),
-            format!("{:.0}%", 100.0 * med("map_calls_share")),
+            r.metric("map_calls_share").map_or_else(|| "-".into(), |s| format!("{:.0}%", 100.0 * s.median)),
             r.metric("regions_in_a_shared_vma_share")
                 .map_or_else(|| "-".into(), |s| format!("{:.0}%", 100.0 * s.median)),
             if row.mapper { count(med("mapper_pairs_per_s")) } else { "-".into() },
@@ -992,6 +1160,20 @@ mod tests {
     }
 
     #[test]
+    fn the_ceilings_run_separate_spaces_and_memset() {
+        let cpus = Cpus::discover();
+        let regions = Regions { bytes: 1 << 20, apart: false };
+        let m =
+            engine_run_separate(&cpus, 2, regions, Duration::from_millis(30), EngineAccess::Write).unwrap();
+        assert!(m["faults_anon_new_count"] > 0.0, "{m:?}");
+        assert_eq!(m["faults_anon_new_count"], m["faults_total_count"], "{m:?}");
+        // Nothing shared: no region ever merges with another thread's.
+        assert_eq!(m["regions_in_a_shared_vma_share"], 0.0, "{m:?}");
+        let m = memset_run(&cpus, 2, regions, Duration::from_millis(30)).unwrap();
+        assert!(m["faults_per_s"] > 0.0 && m["worker_cpu_share"] > 0.0, "{m:?}");
+    }
+
+    #[test]
     fn touching_faults_every_page_without_contents() {
         let cpus = Cpus::discover();
         let m = engine_run(
@@ -1012,9 +1194,11 @@ mod tests {
     fn rows_and_targets_cover_every_configuration() {
         let cfg = FaultsConfig { threads: vec![1, 2, 3], ..FaultsConfig::quick() };
         let rows = cfg.rows();
-        assert_eq!(rows.len(), 3 * 2 * 3);
+        // Per thread count: 5 sides without the mapper, 3 with it (the ceilings have no mapper rows).
+        assert_eq!(rows.len(), 3 * (5 + 3));
         assert_eq!(rows[0].label(), "engine per-vma T=1");
-        assert_eq!(rows[5].label(), "kernel T=1 +mapper");
+        assert_eq!(rows[3].label(), "engine per-vma, separate spaces T=1");
+        assert_eq!(rows[7].label(), "kernel T=1 +mapper");
         let none: Vec<(Row, Report)> = Vec::new();
         let t = targets(&cfg, &none);
         // 2 and 3 threads with and without the mapper, 3 mmap-lock checks, engine over kernel.

@@ -1,7 +1,7 @@
 //! `vmspace bench faults --quick --json -`: the command runs end to end and prints one report set in the shared
 //! schema with a row for every side (engine per-vma, engine mmap-lock, kernel), thread count (1, 2) and mapper
-//! setting, each with finite measurements and the engine's per-VMA-lock counters, and a verdict over every
-//! target.
+//! setting, and for the ceilings without the mapper (engine per-vma in separate address spaces, memset), each
+//! with finite measurements and the engine's per-VMA-lock counters, and a verdict over every target.
 
 mod common;
 
@@ -40,7 +40,7 @@ fn quick_json_has_the_shared_schema_and_every_row() {
                     // Every page written was one anonymous fault, and per-VMA faults were counted as such.
                     assert_eq!(median(r, "faults_anon_new_count"), median(r, "faults_total_count"));
                     let success = median(r, "vma_lock_success_count");
-                    if mode == "per-vma" {
+                    if mode == "per-vma" || mode == "separate" {
                         assert!(success > 0.0, "{}", r["label"]);
                     } else {
                         assert_eq!(success, 0.0, "{}", r["label"]);
@@ -72,7 +72,12 @@ fn quick_json_has_the_shared_schema_and_every_row() {
             }
         }
     }
-    assert_eq!(rows.len(), 12);
+    for mode in ["separate", "memset"] {
+        for threads in [1, 2] {
+            assert!(rows.contains(&(mode.to_string(), threads, false)), "missing {mode} T={threads}");
+        }
+    }
+    assert_eq!(rows.len(), 12 + 4);
     // 2 threads over 1 without and with the mapper, mmap-lock over per-vma at T=1 and T=2, engine over kernel.
     assert_eq!(targets, 5);
     let verdict = &set["verdict"];

@@ -269,6 +269,17 @@ fn a_report_has_every_experiment_figure_and_a_self_contained_page() {
         }
         assert!(rows.iter().any(|r| r["parameters"]["mapper"] == true), "{side}: no mapper row");
     }
+    // The ceilings the scaling targets are held against: a row at every thread count, none with the mapper.
+    for side in ["engine-separate-spaces", "memset"] {
+        let rows = side_rows("faults", side);
+        let kernel_alone =
+            side_rows("faults", "kernel").iter().filter(|r| r["parameters"]["mapper"] == false).count();
+        assert_eq!(rows.len(), kernel_alone, "{side}: {rows:?}");
+        assert!(
+            rows.iter().all(|r| median(r, "faults_per_s") > 0.0 && r["parameters"]["mapper"] == false),
+            "{side}"
+        );
+    }
     for side in ["engine-dup", "engine-reinsert"] {
         let rows = side_rows("fork", side);
         // 0, 100 and 102,400 extra VMAs without pages, 100 with.

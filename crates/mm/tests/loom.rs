@@ -32,6 +32,13 @@
 //!   (`free_pgd_range`) only a grace period after unlinking them, so the walk never touches a freed table
 //!   (pgtable's loom build marks freed tables and checks every access through an entry); afterwards nothing is
 //!   left but the top table.
+//!   Since the fault path tries the speculative fault first (`space::fault`, "Speculative faults"), this model
+//!   also checks the speculative fault against munmap: the racing fault finds its table in place and copies the
+//!   VMA without a reference; it completes only if its copy is still valid under the PTE lock.
+//! - `speculative_fault_vs_mprotect`: the real address space: a speculative write fault against `mprotect`
+//!   making the VMA read-only: once `mprotect` returns no entry is writable, whichever went first (the fault's
+//!   page, installed before `change_protection` locked its table, is write-protected by it; a fault whose copy
+//!   went stale falls back to the VMA lock and then answers SIGSEGV or maps the zero page).
 //!
 //! Under loom a parked thread only yields (see `vma::park`), so these models check the atomics and orderings
 //! of the protocols, not the wake-ups; lost wake-ups are the business of the std tests (`mmap_lock` unit tests,
@@ -527,4 +534,38 @@ fn lockless_maps_vs_mprotect_split() {
         assert!(seen == before || seen == after || lines.len() == 2, "{seen}");
         mm.validate().unwrap();
     });
+}
+
+#[test]
+fn speculative_fault_vs_mprotect() {
+    use vmspace_mm::{Access, Errno, FaultKind, MapFlags, Mm, MmConfig, Prot};
+    const A: u64 = 0x2_0000;
+    const P: u64 = 4096;
+    use std::sync::atomic::{AtomicUsize, Ordering as StdOrdering};
+    // Outcomes over all executions (std atomics: outside the model). Relaxed: counters read after the model.
+    static MAPPED: AtomicUsize = AtomicUsize::new(0);
+    static SEGV: AtomicUsize = AtomicUsize::new(0);
+    model_bound(2, || {
+        let mm = Arc::new(Mm::new(MmConfig::default()));
+        let fixed = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
+        mm.mmap(A, 2 * P, Prot::RW, fixed, None, 0).unwrap();
+        // The anon_vma and the PTE table exist: the racing fault is speculative.
+        assert_eq!(mm.fault(A + P, Access::Write), Ok(FaultKind::AnonNew));
+        let m2 = mm.clone();
+        let faulter = thread::spawn(move || m2.fault(A, Access::Write));
+        mm.mprotect(A, 2 * P, Prot::READ).unwrap();
+        // Whatever the fault did, no entry is writable once mprotect has returned.
+        let pt = mm.page_table();
+        assert!(!pt.pte(A).is_write() && !pt.pte(A + P).is_write(), "a writable entry after mprotect");
+        match faulter.join().unwrap() {
+            Ok(FaultKind::AnonNew) => MAPPED.fetch_add(1, StdOrdering::Relaxed),
+            Err(Errno::EFAULT) => SEGV.fetch_add(1, StdOrdering::Relaxed),
+            other => panic!("{other:?}"),
+        };
+        assert!(!mm.page_table().pte(A).is_write());
+        mm.validate().unwrap();
+    });
+    let (m, e) = (MAPPED.load(StdOrdering::Relaxed), SEGV.load(StdOrdering::Relaxed));
+    println!("fault before mprotect: {m} executions; SIGSEGV after it: {e}");
+    assert!(m > 0 && e > 0, "both orders explored");
 }

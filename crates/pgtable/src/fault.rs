@@ -69,6 +69,29 @@
 //! A [`FaultVma`] whose page cache belongs to another [`crate::Memory`] than the page table's answers
 //! [`VmFault::SigBus`]: its frames cannot be mapped there.
 //!
+//! # Speculative faults
+//!
+//! [`handle_mm_fault_speculative`] is the fault core for a caller that holds *no* lock on the VMA: it read the
+//! VMA's fields without a reference (a copy validated by the VMA's write count, as the speculative page fault
+//! series did) and hands in a check, `still_valid`, that the copy is still the VMA's. It handles only the common
+//! case, a missing entry of a private anonymous VMA (not `VM_LOCKED`) that has its anon_vma, whose PTE table is
+//! in place; it never
+//! allocates a table and answers `None` (nothing changed: take the locked path) for anything else. The page is
+//! allocated first; then, under the PTE lock and after a sequentially consistent fence, `still_valid` runs, and
+//! only if it holds is the entry set. Why that is enough (the writer's half is the address space's
+//! `vma_start_write` / `vma_mark_detached`, each followed by a sequentially consistent fence, before any page
+//! table work of the call):
+//! - a writer that changes the VMA's pages (zap, `change_protection`, `copy_page_range`, `move_page_tables`)
+//!   locks every PTE table present in its range. If it locked this table before the fault did, the fault's lock
+//!   acquisition makes the writer's earlier change of the write count visible: `still_valid` fails. If after,
+//!   the writer finds the fault's entry and deals with it as with any entry.
+//! - a writer that found no table here (so locks none) read an empty PMD entry that the table's link later
+//!   replaced; the link happens before the fault's walk (release/acquire), so the writer's fence precedes the
+//!   fault's fence in the single order of sequentially consistent operations, and the fault's check reads the
+//!   change (C++20 `[atomics.order]`, the rule for fences around a coherence-ordered pair).
+//!
+//! The loom model `speculative_fault_vs_munmap` in `crates/mm/tests/loom.rs` checks the protocol.
+//!
 //! Caller contract: the VMA described is stable (its VMA read lock or the mmap lock is held) and covers the
 //! address; zaps (`MADV_DONTNEED` under the VMA lock), other faults and lockless walkers may run concurrently.
 
@@ -298,6 +321,98 @@ pub fn handle_mm_fault(pt: &PageTable, vma: &FaultVma<'_>, addr: u64, access: Ac
     };
     pt.faults.add(k, 1);
     r
+}
+
+/// The speculative fault (module docs, "Speculative faults"): `Some` with how the fault was resolved (or
+/// [`VmFault::Oom`] when the page could not be allocated, changing nothing), or `None`
+/// when it is not the common case or `still_valid` failed under the PTE lock; then nothing was changed and the
+/// caller takes its locked path. `vma` is the caller's validated copy; `still_valid` is called at most once,
+/// under the PTE lock of `addr`.
+pub fn handle_mm_fault_speculative(
+    pt: &PageTable,
+    vma: &FaultVma<'_>,
+    addr: u64,
+    access: Access,
+    still_valid: &dyn Fn() -> bool,
+) -> Option<VmFault> {
+    let addr = addr & !(PAGE_SIZE - 1);
+    let special = VmFlags::SHARED
+        | VmFlags::MAYSHARE
+        | VmFlags::HUGETLB
+        | VmFlags::IO
+        | VmFlags::PFNMAP
+        | VmFlags::MIXEDMAP
+        | VmFlags::LOCKED;
+    if vma.file.is_some()
+        || vma.flags.intersects(special)
+        || !vma.anon_vma
+        || addr < vma.start
+        || addr >= vma.end
+        || addr >= crate::arch::VA_END
+        || access_error(vma, access)
+    {
+        return None;
+    }
+    // The entry, read without the lock inside a read-side section; no table is allocated.
+    let orig = {
+        let rcu = vmspace_rcu::pin();
+        let Ok(Some(pmd)) = pt.entry_slot(addr, 1, false, &rcu) else { return None };
+        // Acquire: pairs with the table's link (the writer's half in the module docs relies on it).
+        let t = pmd.load(Ordering::Acquire);
+        if t == 0 {
+            return None;
+        }
+        // SAFETY: inside the RCU section entered before the load; a table unlinked since is not yet freed.
+        Pte(unsafe { table_of(t) }.get(index(addr, 0)))
+    };
+    if !orig.is_none() {
+        return None;
+    }
+    let write = access == Access::Write;
+    let (entry, pfn) = if write {
+        let Some(pfn) = pt.mem.alloc_frame(anon_init(vma)) else {
+            // As the locked path would answer (nothing changed): one failed allocation is one `VM_FAULT_OOM`.
+            pt.faults.add(K_OOM, 1);
+            return Some(VmFault::Oom);
+        };
+        (vma.maybe_mkwrite(Pte::new(pfn, vma.page_prot).mkdirty()), Some(pfn))
+    } else {
+        (Pte::new(Pfn::ZERO, vma.page_prot).mkspecial().wrprotect(), None)
+    };
+    let give_up = |pfn: Option<Pfn>| {
+        if let Some(p) = pfn {
+            pt.mem.free_unpublished(p);
+        }
+    };
+    let Ok(Some(g)) = pt.lock_pte(addr, false) else {
+        give_up(pfn);
+        return None;
+    };
+    if g.get(addr) != orig {
+        give_up(pfn);
+        pt.faults.add(FaultKind::Spurious as usize, 1);
+        return Some(VmFault::Handled(FaultKind::Spurious));
+    }
+    // SeqCst: pairs with the fence that follows the write count's change in `vma_start_write` and
+    // `vma_mark_detached` (module docs): a writer that skipped this table has its change read below.
+    vmspace_rcu::sync::fence(Ordering::SeqCst);
+    if !still_valid() {
+        give_up(pfn);
+        return None;
+    }
+    g.set(addr, entry);
+    let kind = match pfn {
+        Some(p) => {
+            pt.add_rss(MM_ANONPAGES, 1);
+            add_lru_vma(pt, vma, p);
+            mlock_vma_page(pt, vma, p);
+            FaultKind::AnonNew
+        }
+        None => FaultKind::AnonZero,
+    };
+    drop(g);
+    pt.faults.add(kind as usize, 1);
+    Some(VmFault::Handled(kind))
 }
 
 /// `access_error` (`arch/x86/mm/fault.c`) and `arch_vma_access_permitted`: whether the VMA forbids the access.

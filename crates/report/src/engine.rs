@@ -72,6 +72,10 @@ use crate::experiments::tearing::{TearingPlan, file_name};
 pub const FAULTS_PER_VMA: &str = "engine-per-vma";
 /// Faults: the engine's fault path under the mmap_lock only.
 pub const FAULTS_MMAP_LOCK: &str = "engine-mmap-lock";
+/// Faults, a ceiling: the engine's per-VMA fault path with each thread in an address space of its own.
+pub const FAULTS_SEPARATE: &str = "engine-separate-spaces";
+/// Faults, a ceiling: threads clearing as many pages of their own with `memset` (no faults).
+pub const FAULTS_MEMSET: &str = "memset";
 /// Fork: the engine's fork copying the tree (`MapleTree::dup`).
 pub const FORK_DUP: &str = "engine-dup";
 /// Fork: the engine's fork re-inserting every VMA.
@@ -111,11 +115,12 @@ static FAULTS_WARMED: AtomicBool = AtomicBool::new(false);
 /// One engine side of the fault experiment: `vmspace_bench::faults::engine_run` in one fault mode.
 #[derive(Debug, Clone, Copy)]
 pub struct EngineFaults {
-    /// [`FAULTS_PER_VMA`] or [`FAULTS_MMAP_LOCK`].
+    /// [`FAULTS_PER_VMA`], [`FAULTS_MMAP_LOCK`], [`FAULTS_SEPARATE`] or [`FAULTS_MEMSET`].
     pub id: &'static str,
     /// The name tables and legends show.
     pub name: &'static str,
-    /// The engine side of `vmspace bench faults` it measures (`EnginePerVma` or `EngineMmapLock`).
+    /// The side of `vmspace bench faults` it measures (`EnginePerVma`, `EngineMmapLock`, or a ceiling:
+    /// `EngineSeparate`, `Memset`, which have no points with the mapper).
     pub side: bench_faults::Side,
 }
 
@@ -125,7 +130,10 @@ impl Side<FaultsPlan> for EngineFaults {
     }
 
     fn measure(&self, plan: &FaultsPlan, p: &FaultsPoint, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
-        let mode = self.side.fault_mode().ok_or_else(|| anyhow!("{}: not an engine side", self.name))?;
+        let mode = self.side.fault_mode();
+        if mode.is_none() && self.side != bench_faults::Side::Memset {
+            return Err(anyhow!("{}: not an engine side", self.name));
+        }
         let cpus = Cpus::of(ctx.host().cpus_usable.clone());
         let region = vmspace_linux::faults::Regions { bytes: plan.region_mib << 20, apart: false };
         let cfg = FaultsConfig {
@@ -152,14 +160,25 @@ impl Side<FaultsPlan> for EngineFaults {
         let n = plan.samples;
         for s in 0..n {
             ctx.check_interrupted()?;
-            let m =
-                bench_faults::engine_run(&cpus, p.threads, region, plan.duration, mode, p.mapper, cfg.access)
-                    .map_err(|e| anyhow!("{}, {at}: {e}", self.name))?;
+            let (t, d) = (p.threads, plan.duration);
+            let m = match (self.side, mode) {
+                (bench_faults::Side::EngineSeparate, _) => {
+                    bench_faults::engine_run_separate(&cpus, t, region, d, cfg.access)
+                }
+                (bench_faults::Side::Memset, _) => bench_faults::memset_run(&cpus, t, region, d),
+                (_, Some(mode)) => bench_faults::engine_run(&cpus, t, region, d, mode, p.mapper, cfg.access),
+                (_, None) => Err("not an engine side".into()),
+            }
+            .map_err(|e| anyhow!("{}, {at}: {e}", self.name))?;
             r.push_run(m);
             ctx.step(&format!("{}, {at}, run {} of {n}", self.name, s + 1), (s + 1) as f64 / n as f64);
         }
         r.summarise();
         Ok(r)
+    }
+
+    fn covers(&self, _plan: &FaultsPlan, p: &FaultsPoint) -> bool {
+        !p.mapper || self.side.has_mapper_rows()
     }
 }
 
@@ -222,6 +241,16 @@ pub fn faults_sides() -> Sides<FaultsPlan> {
             id: FAULTS_MMAP_LOCK,
             name: "engine, mmap_lock only",
             side: bench_faults::Side::EngineMmapLock,
+        }),
+        Box::new(EngineFaults {
+            id: FAULTS_SEPARATE,
+            name: "ceiling: engine, separate address spaces",
+            side: bench_faults::Side::EngineSeparate,
+        }),
+        Box::new(EngineFaults {
+            id: FAULTS_MEMSET,
+            name: "ceiling: memset of as many pages",
+            side: bench_faults::Side::Memset,
         }),
     ]
 }

@@ -4,6 +4,7 @@
 //! # `Mm::fault`: the 6.18 fault path
 //!
 //! ```text
+//! speculative:    VMA copy validated by vm_seq, fault core re-validating under the PTE lock   (else: below)
 //! per-VMA mode:   lock_vma_under_rcu(addr)                     (miss: walk again; abort: to the mmap lock)
 //!                 access_error(vma)            -> SIGSEGV       (vma_lock_success)
 //!                 handle_mm_fault(vma, VMA lock)
@@ -15,6 +16,30 @@
 //!                 access_error(vma)            -> SIGSEGV
 //!                 handle_mm_fault(vma, mmap read lock)          (an anon_vma is prepared in place)
 //! ```
+//!
+//! # Speculative faults
+//!
+//! In the per-VMA mode a fault first tries without any lock (`Mm::fault_speculative`): under RCU it finds the
+//! VMA in the tree and copies the fields the fault needs without taking a reference, validated by the VMA's
+//! write count `vm_seq` as the lockless `/proc` reader validates its copies ([`crate::vma::lockless`]); a VMA
+//! being written (write-locked now) is not copied. The fault core
+//! ([`vmspace_pgtable::handle_mm_fault_speculative`]) then handles the common case only, a missing entry of a
+//! private anonymous VMA (not `VM_LOCKED`) with its anon_vma whose PTE table is in place, allocating the page
+//! first and, under the PTE lock after a sequentially consistent fence, checking that `vm_seq` has not moved
+//! and the VMA is still attached before it sets the entry. Anything else, or a copy gone stale, changes
+//! nothing and takes the locked path below. Counted as `vma_lock_success`, as the kernel counts a fault
+//! completed without the mmap lock.
+//!
+//! Why a writer cannot be overtaken: every call that changes a VMA's pages write-locks it first
+//! (`vma_start_write`: `vm_seq` moves, then a sequentially consistent fence; `vma_mark_detached` also fences)
+//! and then locks every PTE table present in its range. A fault that takes the table's lock after the writer
+//! sees the new count and gives up; one that takes it before has set its entry, which the writer then zaps,
+//! write-protects, copies or moves as any other; a writer that found no table at all read the PMD entry
+//! before the table's link, and the two fences order its count before the fault's check (the argument in
+//! full: `vmspace_pgtable::fault`, "Speculative faults"). So the guarantees of the per-VMA lock hold without
+//! its reference count, the cache line every fault of one VMA wrote: munmap, mprotect, mremap and fork never
+//! find a page installed behind them (loom models `fault_under_vma_lock_vs_munmap` and
+//! `speculative_fault_vs_mprotect`, stress test `speculative_fault_stress.rs`).
 //!
 //! The per-VMA-lock events are counted as `/proc/vmstat` counts them ([`Mm::fault_stats`]): `vma_lock_success`
 //! once per fault completed under the VMA lock (an access error included), `vma_lock_abort` for a lookup that
@@ -189,6 +214,12 @@ impl Mm {
     pub fn fault_with(&self, addr: u64, access: Access, mode: FaultMode) -> Result<FaultKind, Errno> {
         let mut tried = false;
         if mode == FaultMode::PerVma
+            && let Some(r) = self.fault_speculative(addr, access)
+        {
+            self.vmstat.record_success();
+            return r;
+        }
+        if mode == FaultMode::PerVma
             && let Some(g) = self.lock_vma_for_fault(addr)
         {
             let v: V = g.vma();
@@ -219,6 +250,47 @@ impl Mm {
         let res = self.handle_vma_fault(v, addr, access, FaultLock::Mmap, tried);
         drop(r);
         res.map_err(FaultError::user_errno)
+    }
+
+    /// The speculative fault (module docs, "Speculative faults"): the VMA covering `addr` copied without a
+    /// reference and validated by its write count, the fault made by
+    /// [`vmspace_pgtable::handle_mm_fault_speculative`], which re-validates the copy under the PTE lock before it
+    /// sets the entry. `None` when the fault is not the common case (no VMA, a VMA being written, a file or
+    /// hugetlb VMA, no anon_vma, no PTE table, an entry present, an access the VMA forbids) or the copy went
+    /// stale: nothing was changed and the caller takes the locked path. `ENOMEM` when the page could not be
+    /// allocated (nothing changed either, as on the locked path).
+    fn fault_speculative(&self, addr: u64, access: Access) -> Option<Result<FaultKind, Errno>> {
+        let shared = &self.vmas.shared;
+        // The read-side section covers the walk only: VMAs are type-stable, so the copy's checks may read `vma`
+        // after it (a fault must not hold a section: it may wait for a grace period).
+        let vma = {
+            let rcu = vmspace_rcu::pin();
+            crate::vma::lookup::VmaLookup::vma_at(&shared.tree, addr, &rcu)?
+        };
+        let (c, seq) = crate::vma::lockless::copy_lockless_seq::<crate::vma::lockless::VmaFaultCopy>(
+            &shared.locking,
+            vma,
+        )
+        .ok()?;
+        if addr < c.start || addr >= c.end || c.file_backed || !c.anon_vma {
+            return None;
+        }
+        let fv = FaultVma {
+            start: c.start,
+            end: c.end,
+            pgoff: c.pgoff,
+            flags: c.flags,
+            page_prot: PageProt::for_vma(c.flags, false),
+            file: None,
+            anon_vma: true,
+            tried: false,
+        };
+        let still_valid = || crate::vma::lockless::copy_still_valid(vma, seq);
+        match vmspace_pgtable::handle_mm_fault_speculative(self.pt(), &fv, addr, access, &still_valid)? {
+            VmFault::Handled(k) => Some(Ok(k)),
+            VmFault::Oom => Some(Err(Errno::ENOMEM)),
+            _ => None,
+        }
     }
 
     /// `lock_vma_under_rcu` counted twice: in the lock's statistics as every lookup is

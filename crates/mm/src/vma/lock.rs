@@ -49,7 +49,7 @@
 
 use std::fmt;
 
-use vmspace_rcu::sync::Ordering;
+use vmspace_rcu::sync::{Ordering, fence};
 
 use super::mmap_lock::MmLocking;
 use super::object::{Vma, vm_lock_seq_of};
@@ -374,6 +374,9 @@ pub fn vma_start_write(mm: &MmLocking, vma: &Vma) {
     // The fields change after this: lockless readers (which take no reference, so the wait above never waits
     // for them) detect it by the VMA's write count (`Vma::write_seq_bump`, after the `vm_lock_seq` store).
     vma.write_seq_bump();
+    // SeqCst: pairs with the speculative fault's fence under its PTE lock (`space::fault`, "Speculative
+    // faults"): a fault whose table this writer's page-table walk finds empty reads the bump above.
+    fence(Ordering::SeqCst);
 }
 
 /// `vma_assert_write_locked` as a predicate for the holder: true if `vma` is write-locked in `mm`'s current
@@ -407,6 +410,9 @@ pub fn vma_mark_detached(mm: &MmLocking, vma: &Vma) {
         let left = exit_locked(vma);
         debug_assert_eq!(left, 0);
     }
+    // SeqCst: as in `vma_start_write`, for a speculative fault that copied the VMA after its write epoch ended
+    // but before it was freed (it checks that the VMA is attached).
+    fence(Ordering::SeqCst);
 }
 
 #[cfg(all(test, not(loom)))]

@@ -196,6 +196,74 @@ pub(crate) fn copy_lockless<C: VmaCopy>(mm: &MmLocking, vma: &Vma) -> Result<C, 
     Ok(snap)
 }
 
+/// The fields of a VMA the speculative fault path reads (`space::fault`, "Speculative faults"): range, flags,
+/// file offset, owner, and whether it is file-backed or has an anon_vma, with no RCU cell read (a fault on a
+/// file VMA takes the locked path).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct VmaFaultCopy {
+    /// First address.
+    pub start: u64,
+    /// One past the last address.
+    pub end: u64,
+    /// Flags.
+    pub flags: VmFlags,
+    /// File offset in pages.
+    pub pgoff: u64,
+    /// Owning mm identity.
+    pub mm_id: u64,
+    /// A file is mapped.
+    pub file_backed: bool,
+    /// The anon_vma is prepared (a single-word change under the mmap read lock: read old or new, and a
+    /// prepared anon_vma stays for the VMA's life).
+    pub anon_vma: bool,
+}
+
+impl VmaCopy for VmaFaultCopy {
+    #[inline(always)]
+    fn copy(vma: &Vma) -> Self {
+        VmaFaultCopy {
+            start: vma.start(),
+            end: vma.end(),
+            flags: vma.flags(),
+            pgoff: vma.pgoff(),
+            mm_id: vma.mm_id(),
+            file_backed: vma.is_file_backed(),
+            anon_vma: vma.has_anon_vma(),
+        }
+    }
+    #[inline(always)]
+    fn mm_id(&self) -> u64 {
+        self.mm_id
+    }
+    #[inline(always)]
+    fn range(&self) -> (u64, u64) {
+        (self.start, self.end)
+    }
+}
+
+/// [`copy_lockless`] that also returns the write count the copy was validated against, for a caller that checks
+/// later that the VMA is still the one copied ([`copy_still_valid`]).
+#[inline(always)]
+pub(crate) fn copy_lockless_seq<C: VmaCopy>(mm: &MmLocking, vma: &Vma) -> Result<(C, u32), SnapshotFail> {
+    let c0 = copy_begin(mm, vma)?;
+    let snap = C::copy(vma);
+    let (start, end) = snap.range();
+    copy_end(mm, vma, c0, snap.mm_id(), start, end)?;
+    Ok((snap, c0))
+}
+
+/// Whether a copy of `vma` validated against write count `c0` ([`copy_lockless_seq`]) still describes it: the
+/// count has not moved (no `vma_start_write` since, no pool section) and the VMA is attached (a VMA detached
+/// before the copy, after its write epoch ended, keeps its count until it is freed). Loads only; the caller
+/// orders them (the speculative fault runs it under the PTE lock, after a sequentially consistent fence).
+#[inline]
+pub(crate) fn copy_still_valid(vma: &Vma, c0: u32) -> bool {
+    // Relaxed: ordered by the caller's lock acquisition and fence (`space::fault`, "Speculative faults").
+    let refs = vma.refcnt();
+    // 0, or the exclusion flag alone: detached.
+    vma.write_seq_cell().load(Ordering::Relaxed) == c0 && refs != 0 && refs != super::lock::VMA_LOCK_OFFSET
+}
+
 /// The protocol's first half (module docs): the write count `c0` to hand to [`copy_end`], or why the VMA
 /// cannot be copied now. The copy's loads follow it.
 #[inline(always)]
