@@ -68,7 +68,7 @@
 //! "Of the same size": in the grid, both address spaces start in the mapper's steady state
 //! ([`steady_state`]: each page unmapped with probability [`STEADY_UNMAPPED`], the same draw for both), so
 //! the scanner of the twin reads as many VMAs as the scanner of the row does; the mapper's calls change that
-//! state little over a run (module docs of [`steady_state`]). `vmas_at_start` and `scanned_vmas_at_start`
+//! state little over a run ([`STEADY_UNMAPPED`]). `vmas_at_start` and `scanned_vmas_at_start`
 //! record it. (The single rows of `vmspace report` and the talk's table start from the unfragmented region,
 //! as the kernel's mapper does.) Twin runs are reported as [`TWIN_BENCHMARK`] reports.
 //!
@@ -416,10 +416,10 @@ fn engine_space(region_mib: usize) -> Result<(Mm, u64, u64), String> {
 /// 0.432, and the count of VMAs (runs of mapped pages) changes by less than 3% from there on.
 pub const STEADY_UNMAPPED: f64 = 0.432;
 
-/// Brings a fresh [`engine_space`] to the mapper's steady state (module docs, "The engine's rows are measured
+/// Brings a fresh engine address space (a populated region) to the mapper's steady state (module docs, "The engine's rows are measured
 /// beside a twin"): each page of the region unmapped with probability [`STEADY_UNMAPPED`], drawn from `seed`,
 /// one `munmap` per run of unmapped pages. Returns the VMAs it has then.
-fn steady_state(mm: &Mm, base: u64, pages: u64, seed: u64) -> Result<u64, String> {
+pub fn steady_state(mm: &Mm, base: u64, pages: u64, seed: u64) -> Result<u64, String> {
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut run: Option<u64> = None;
     for i in 0..=pages {
