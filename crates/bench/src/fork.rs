@@ -315,6 +315,19 @@ pub fn memcpy_run(bufs: &mut (Vec<u8>, Vec<u8>), duration: Duration) -> f64 {
     (copies as f64 * src.len() as f64) / start.elapsed().as_secs_f64().max(1e-9)
 }
 
+/// The metrics of one sample of the copy's bound (module docs, "The copy's bound"): `bytes_per_vma`,
+/// `memcpy_bytes_per_s` (`copy`), `fork_bytes_per_s` (the tree copy's `vmas_per_s` in the fork call x bytes per
+/// VMA) and `share_of_memcpy`.
+pub fn bound_metrics(bytes: &ForkBytes, vmas_per_s: f64, copy: f64) -> BTreeMap<String, f64> {
+    let fork = vmas_per_s * bytes.total();
+    BTreeMap::from([
+        ("bytes_per_vma".to_string(), bytes.total()),
+        ("memcpy_bytes_per_s".to_string(), copy),
+        ("fork_bytes_per_s".to_string(), fork),
+        ("share_of_memcpy".to_string(), fork / copy),
+    ])
+}
+
 /// Two touched buffers of `bytes` each for [`memcpy_run`] (the source filled with a pattern, the destination
 /// written once, so that neither copy meets a page fault).
 pub fn memcpy_buffers(bytes: usize) -> (Vec<u8>, Vec<u8>) {
@@ -543,13 +556,7 @@ pub fn run(
                     let copy = memcpy_run(bufs, cfg.duration);
                     let dup =
                         reports[0].1.runs.last().map_or(f64::NAN, |d| d.metrics["vmas_copied_per_s_in_fork"]);
-                    let fork = dup * bytes.total();
-                    r.push_run(BTreeMap::from([
-                        ("bytes_per_vma".to_string(), bytes.total()),
-                        ("memcpy_bytes_per_s".to_string(), copy),
-                        ("fork_bytes_per_s".to_string(), fork),
-                        ("share_of_memcpy".to_string(), fork / copy),
-                    ]));
+                    r.push_run(bound_metrics(bytes, dup, copy));
                 }
             }
             if let Some((_, bufs, mut r)) = bound {
