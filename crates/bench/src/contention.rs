@@ -46,12 +46,12 @@
 //!
 //! The baseline runs as long as the rows: a worst call grows with the length of the run, so the max/max ratio
 //! of the starved-scanner target needs runs of one length, and a shorter baseline would also leave its mean
-//! noisier than the row's. Cost of the full run (3 rounds of 2 s runs, every mode: 37 paired rows and 19
-//! baseline runs per round, about 2.2 s per engine run with its set-up and warm-up): 6.2 minutes for the
-//! engine's 168 runs (measuring each row against a baseline of its own would take 222, and the baseline once
-//! took 114), 1.6 for the kernel's rows, a few seconds for the throughput: 8 min 11 s in all on this
-//! project's 2-vCPU VM (BENCHMARKS.md, "Contention"). A row run whose partner did not run (the run was
-//! interrupted) is left out, so every run of a row has its pair.
+//! noisier than the row's. Cost of the full run (3 rounds of 2 s runs, every mode): 37 paired rows, their 36
+//! twins (next section) and 19 baseline runs per round, 276 engine runs at about 2.2 s each with set-up and
+//! warm-up (the twins' second address space adds its set-up), plus the kernel's rows
+//! and a few seconds for the throughput (before the twins: 168 engine runs, 8 min 11 s in all on this
+//! project's 2-vCPU VM). A row run whose partners did not run (the run was interrupted) is left out, so every
+//! run of a row has its pairs.
 //!
 //! # The engine's rows are measured beside a twin
 //!
