@@ -47,17 +47,47 @@
 //!
 //! The baseline runs as long as the rows: a worst call grows with the length of the run, so the max/max ratio
 //! of the starved-scanner target needs runs of one length, and a shorter baseline would also leave its mean
-//! noisier than the row's. Cost of the full run (3 rounds of 2 s runs, every mode: 37 paired rows and 19
-//! baseline runs per round, about 2.2 s per engine run with its set-up and warm-up): 6.2 minutes for the
-//! engine's 168 runs (measuring each row against a baseline of its own would take 222, and the baseline once
-//! took 114), 1.6 for the kernel's rows, a few seconds for the throughput: 8 min 11 s in all on this
-//! project's 2-vCPU VM (BENCHMARKS.md, "Contention"). A row run whose partner did not run (the run was
-//! interrupted) is left out, so every run of a row has its pair.
+//! noisier than the row's. Cost of the full run (3 rounds of 2 s runs, every mode): 37 paired rows, their 36
+//! twins (next section) and 19 baseline runs per round, 276 engine runs at about 2.2 s each with set-up and
+//! warm-up (the twins' second address space adds its set-up), plus the kernel's rows
+//! and a few seconds for the throughput (before the twins: 168 engine runs, 8 min 11 s in all on this
+//! project's 2-vCPU VM). A row run whose partners did not run (the run was interrupted) is left out, so every
+//! run of a row has its pairs.
+//!
+//! # The engine's rows are measured beside a twin
+//!
+//! The mapper alone is not the baseline a scanner is judged against: a scanner on the other CPU costs the
+//! mapper something whatever it reads (the memory bus, the shared cache, the host's scheduling of two busy
+//! vCPUs), and what the engine's design can remove is only what a scanner of *this* address space adds to
+//! that. So every engine row with scanners also runs as its *twin*, right beside it (before it in one round,
+//! after it in the next: the other side from its mapper-alone partner): the same row, with the scanners
+//! reading another address space made as the mapper's is ([`RunSpaces::scan_other`]), and the row's run
+//! carries the twin's `call_mean_ms`, `call_p99_ms`, `call_max_ms` and CPU shares as `base_*`; every target
+//! judges the per-pair ratios over the twin. Rows without a scanner keep the mapper alone as their `base_*`.
+//! Every run of the grid carries its mapper-alone partner's metrics as `alone_*` as well.
+//!
+//! "Of the same size": in the grid, both address spaces start in the mapper's steady state
+//! ([`steady_state`]: each page unmapped with probability [`STEADY_UNMAPPED`], the same draw for both), so
+//! the scanner of the twin reads as many VMAs as the scanner of the row does; the mapper's calls change that
+//! state little over a run ([`STEADY_UNMAPPED`]). `vmas_at_start` and `scanned_vmas_at_start`
+//! record it. (The single rows of `vmspace report` and the talk's table start from the unfragmented region,
+//! as the kernel's mapper does.) Twin runs are reported as [`TWIN_BENCHMARK`] reports.
+//!
+//! # Whether each side had a CPU
+//!
+//! Every run records, from `/proc/thread-self/schedstat`, the share of its run the mapper waited on a run
+//! queue (`mapper_wait_share`, and `mapper_cpu_share`) and the least share a scanner was on a CPU
+//! (`scanner_cpu_share`, and `scanner_wait_share`). A target is judged only when in every pair, row and twin,
+//! each side had a CPU ([`had_cpus`]: the mapper waited at most [`MAX_MAPPER_WAIT_SHARE`] of its run, a
+//! scanner without a busy task beside it ran at least [`MIN_SCANNER_CPU_SHARE`]); otherwise it is "not
+//! measurable here", whatever its ratios (a machine whose other work takes the scanner's CPU measures that
+//! work, not the reader).
 //!
 //! One `bench.contention.ratio` report per non-baseline row with, run by run, the row's mean, p99 and max over
-//! its baseline (`mean_ratio`, `p99_ratio`, `max_ratio`): on the engine's side the run's own pair
-//! ([`ratio_report`], parameter `pairing` = `per pair`), on the kernel's (whose rows are not judged and run
-//! once each, first) over the median of the kernel's baseline runs (`pairing` = `baseline median`).
+//! its partner (`mean_ratio`, `p99_ratio`, `max_ratio`): on the engine's side the run's own pair, over the twin
+//! ([`ratio_report`], parameter `pairing` = `per pair`; `mean_ratio_over_alone` over the mapper alone), on the
+//! kernel's (whose rows are not judged and run once each, first) over the median of the kernel's baseline runs
+//! (`pairing` = `baseline median`).
 //!
 //! # The LPC 2021 talk's table (`--talk`)
 //!
@@ -266,8 +296,11 @@ impl ContentionConfig {
             return (rows * (usize::from(self.kernel) + self.modes.len())) as u64;
         }
         let kernel = if self.kernel { self.rows().len() * self.base.samples } else { 0 };
-        let k = self.paired_rows().len();
-        let engine: usize = (0..self.base.samples).map(|round| k + baselines_in_round(k, round)).sum();
+        let paired = self.paired_rows();
+        let k = paired.len();
+        let twins = paired.iter().filter(|(c, _)| c.effective_scanners() > 0).count();
+        let engine: usize =
+            (0..self.base.samples).map(|round| k + twins + baselines_in_round(k, round)).sum();
         (kernel + engine) as u64 + self.throughput.as_ref().map_or(0, |t| t.steps(&self.modes, self.kernel))
     }
 }
@@ -390,12 +423,75 @@ fn engine_space(region_mib: usize) -> Result<(Mm, u64, u64), String> {
     Ok((mm, base, pages))
 }
 
+/// The share of the region's pages the mapper's random calls leave unmapped in the long run: after `c` calls
+/// over `P` pages a page was last touched by an unmap with probability `(1 - e^(-c/P)) / 2`; at `c = 2P` that is
+/// 0.432, and the count of VMAs (runs of mapped pages) changes by less than 3% from there on.
+pub const STEADY_UNMAPPED: f64 = 0.432;
+
+/// Brings a fresh engine address space (a populated region) to the mapper's steady state (module docs, "The engine's rows are measured
+/// beside a twin"): each page of the region unmapped with probability [`STEADY_UNMAPPED`], drawn from `seed`,
+/// one `munmap` per run of unmapped pages. Returns the VMAs it has then.
+pub fn steady_state(mm: &Mm, base: u64, pages: u64, seed: u64) -> Result<u64, String> {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut run: Option<u64> = None;
+    for i in 0..=pages {
+        let unmap = i < pages && rng.random_bool(STEADY_UNMAPPED);
+        match (unmap, run) {
+            (true, None) => run = Some(i),
+            (false, Some(first)) => {
+                mm.munmap(base + first * PAGE_SIZE, (i - first) * PAGE_SIZE)
+                    .map_err(|e| format!("engine munmap while fragmenting: {e:?}"))?;
+                run = None;
+            }
+            _ => {}
+        }
+    }
+    Ok(mm.map_count())
+}
+
+/// How an engine run's address spaces are made (module docs, "The engine's rows are measured beside a twin").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RunSpaces {
+    /// Both address spaces start in the mapper's steady state ([`steady_state`], one seed for both).
+    pub steady: bool,
+    /// The scanners read another address space made as the mapper's is (the twin of a row), not the mapper's.
+    pub scan_other: bool,
+}
+
 /// One engine run of row `cfg` with scanners in `mode` on `layout` (module docs): the metrics of the kernel
 /// experiment's runs.
 pub fn engine_run(cfg: &Config, mode: ReaderMode, layout: &Layout) -> Result<BTreeMap<String, f64>, String> {
+    engine_run_with(cfg, mode, layout, RunSpaces::default())
+}
+
+/// [`engine_run`] with its address spaces made as `spaces` says; the metrics add `vmas_at_start` (the mapper's)
+/// and, with `scan_other`, `scanned_vmas_at_start`.
+pub fn engine_run_with(
+    cfg: &Config,
+    mode: ReaderMode,
+    layout: &Layout,
+    spaces: RunSpaces,
+) -> Result<BTreeMap<String, f64>, String> {
     let t_setup = Instant::now();
     let nscan = cfg.effective_scanners();
     let (mm, base, pages) = engine_space(cfg.region_mib)?;
+    let seed =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(7, |d| d.as_nanos() as u64);
+    if spaces.steady {
+        steady_state(&mm, base, pages, seed)?;
+    }
+    let vmas_at_start = mm.map_count();
+    let other = if spaces.scan_other && nscan > 0 {
+        let (o, obase, opages) = engine_space(cfg.region_mib)?;
+        if spaces.steady {
+            steady_state(&o, obase, opages, seed)?;
+        }
+        Some(o)
+    } else {
+        None
+    };
+    let scanned_vmas = other.as_ref().map(|o| o.map_count());
+    let scanned = other.as_ref().unwrap_or(&mm);
     let flags = Flags {
         go: AtomicBool::new(false),
         stop: AtomicBool::new(false),
@@ -406,15 +502,17 @@ pub fn engine_run(cfg: &Config, mode: ReaderMode, layout: &Layout) -> Result<BTr
     let (duration, pause) = (cfg.duration, Duration::from_micros(cfg.pause_us));
     let (mm, flags) = (&mm, &flags);
     let result = std::thread::scope(|s| {
+        let mut scanners = Vec::new();
         let mut others = Vec::new();
         for i in 0..nscan {
             let (cpu, pf) = (layout.other(i), cfg.procfile);
-            others.push(s.spawn(move || scanner(mm, mode, pf, cpu, i, flags)));
+            scanners.push(s.spawn(move || scanner(scanned, mode, pf, cpu, i, flags)));
         }
         for i in 0..cfg.busy {
             let (cpu, ms) = (layout.other(i), cfg.busy_ms);
-            others.push(s.spawn(move || busy(cpu, ms, flags)));
+            others.push(s.spawn(move || busy(cpu, ms, flags).map(|()| None)));
         }
+        others.extend(scanners);
         let mapper_cpu = layout.mapper;
         let mapper = s.spawn(move || mapper(mm, base, pages, mapper_cpu, duration, pause, flags));
         std::thread::sleep(Duration::from_millis(200).min(duration / 2));
@@ -431,9 +529,10 @@ pub fn engine_run(cfg: &Config, mode: ReaderMode, layout: &Layout) -> Result<BTr
         let t_teardown = Instant::now();
         let out = mapper.join().map_err(|_| "the mapper thread panicked".to_string()).and_then(|r| r);
         let mut errors = Vec::new();
+        let mut shares: Vec<SchedShare> = Vec::new();
         for o in others {
             match o.join() {
-                Ok(Ok(())) => {}
+                Ok(Ok(share)) => shares.extend(share),
                 Ok(Err(e)) => errors.push(e),
                 Err(_) => errors.push("a scanner or busy thread panicked".to_string()),
             }
@@ -443,12 +542,22 @@ pub fn engine_run(cfg: &Config, mode: ReaderMode, layout: &Layout) -> Result<BTr
             (Ok(mut m), None) => {
                 m.insert("setup_ms".to_string(), setup.as_secs_f64() * 1e3);
                 m.insert("teardown_ms".to_string(), teardown.as_secs_f64() * 1e3);
+                if !shares.is_empty() {
+                    let least = shares.iter().map(|s| s.cpu).fold(f64::INFINITY, f64::min);
+                    let most_wait = shares.iter().map(|s| s.wait).fold(0.0, f64::max);
+                    m.insert("scanner_cpu_share".to_string(), least);
+                    m.insert("scanner_wait_share".to_string(), most_wait);
+                }
                 Ok(m)
             }
             (Err(e), _) | (Ok(_), Some(e)) => Err(e),
         }
     });
     let mut m = result?;
+    m.insert("vmas_at_start".to_string(), vmas_at_start as f64);
+    if let Some(n) = scanned_vmas {
+        m.insert("scanned_vmas_at_start".to_string(), n as f64);
+    }
     // Relaxed: the scanners were joined above (join orders their stores before these loads).
     let reads: u64 = flags.reads.iter().map(|r| r.load(Ordering::Relaxed)).sum();
     m.insert("scanner_reads_count".to_string(), reads as f64);
@@ -496,6 +605,7 @@ fn mapper(
     }
     let (mut errors, mut cut) = (0u64, 0u64);
     let flags_map = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
+    let sched = SchedClock::start();
     let start = Instant::now();
     // The window's end (module docs): a call still waiting then is cut there.
     let window_end = start + duration + END_SLACK;
@@ -523,8 +633,11 @@ fn mapper(
             sys::sleep_once(pause);
         }
     }
+    let share = sched.share();
     let s = rec.stats();
     let mut m = BTreeMap::from([
+        ("mapper_cpu_share".to_string(), share.cpu),
+        ("mapper_wait_share".to_string(), share.wait),
         ("calls_count".to_string(), s.count as f64),
         ("call_mean_ms".to_string(), s.mean_ms),
         ("call_max_ms".to_string(), s.max_ms),
@@ -546,16 +659,18 @@ fn scanner(
     cpu: usize,
     index: usize,
     flags: &Flags,
-) -> Result<(), String> {
+) -> Result<Option<SchedShare>, String> {
     sys::pin_to_cpu(cpu).map_err(|e| format!("pinning scanner {index} to CPU {cpu}: {e}"))?;
     sys::set_nice(15).map_err(|e| format!("setpriority(15) of scanner {index}: {e}"))?;
     // The holds of the mode's lock, timed from the scanner's side (`reader_cost::timed_pass`).
     let holds = crate::reader_cost::HoldTimer::new();
+    let mut sched = None;
     // Acquire: pairs with the main thread's Release store of `stop`.
     while !flags.stop.load(Ordering::Acquire) {
         std::hint::black_box(crate::reader_cost::timed_pass(mm, mode, pf, &holds, false, &mut |_| {}));
         // Relaxed: a plain flag; a read counted or not at the edge of the run does not matter.
         if flags.go.load(Ordering::Relaxed) {
+            sched.get_or_insert_with(SchedClock::start);
             // Relaxed: the count is read after this thread is joined.
             flags.reads[index].fetch_add(1, Ordering::Relaxed);
         }
@@ -564,7 +679,49 @@ fn scanner(
     // Relaxed (both): read after this thread is joined.
     flags.holds.fetch_add(n, Ordering::Relaxed);
     flags.hold_max_ns.fetch_max(max, Ordering::Relaxed);
-    Ok(())
+    Ok(sched.map(|s| s.share()))
+}
+
+/// The shares of a thread's wall time it ran on a CPU and waited for one (module docs, "Whether each side had a
+/// CPU").
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SchedShare {
+    /// Time on a CPU over the wall time.
+    pub cpu: f64,
+    /// Time runnable but waiting on a run queue over the wall time.
+    pub wait: f64,
+}
+
+/// The calling thread's `/proc/thread-self/schedstat` (`sched_info`: ns on a CPU, ns waiting on a run queue),
+/// `None` where the kernel does not have it.
+fn schedstat() -> Option<(u64, u64)> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let mut it = s.split_whitespace().map(|w| w.parse::<u64>().ok());
+    Some((it.next()??, it.next()??))
+}
+
+/// A thread's schedstat and clock at a start, for [`SchedShare`] (NaN shares without schedstat).
+struct SchedClock {
+    at: Instant,
+    stat: Option<(u64, u64)>,
+}
+
+impl SchedClock {
+    fn start() -> SchedClock {
+        SchedClock { at: Instant::now(), stat: schedstat() }
+    }
+
+    /// The calling thread's shares since [`SchedClock::start`] (the same thread's).
+    fn share(&self) -> SchedShare {
+        let wall = self.at.elapsed().as_nanos().max(1) as f64;
+        match (self.stat, schedstat()) {
+            (Some((c0, w0)), Some((c1, w1))) => SchedShare {
+                cpu: c1.saturating_sub(c0) as f64 / wall,
+                wait: w1.saturating_sub(w0) as f64 / wall,
+            },
+            _ => SchedShare { cpu: f64::NAN, wait: f64::NAN },
+        }
+    }
 }
 
 /// A busy thread: from `go`, spins `busy_ms` ms, sleeps 1 ms, until `stop` (0: spins without pause).
@@ -709,39 +866,92 @@ pub fn engine_grid(
             None => format!("engine {}", c.label()),
         })
         .collect();
+    let mut twins: Vec<Option<Report>> = rows
+        .iter()
+        .map(|(c, m)| {
+            (c.effective_scanners() > 0).then(|| {
+                let mut r = engine_report(c, *m, &layout, host, cfg.quick);
+                r.benchmark = TWIN_BENCHMARK.into();
+                r.label = format!("{}, scanning another address space", r.label);
+                pairing(
+                    &mut r,
+                    "twin: the row with its scanners reading another address space of the same size",
+                );
+                r
+            })
+        })
+        .collect();
+    let steady = RunSpaces { steady: true, scan_other: false };
+    let twin_spaces = RunSpaces { steady: true, scan_other: true };
     let mut interrupted = false;
     for round in 0..cfg.base.samples {
         let mut base_runs: Vec<BTreeMap<String, f64>> = Vec::new();
         let mut row_runs: Vec<Option<BTreeMap<String, f64>>> = vec![None; rows.len()];
-        for slot in pair_schedule(rows.len(), round) {
-            if stop() {
-                interrupted = true;
-                break;
-            }
+        let mut twin_runs: Vec<Option<BTreeMap<String, f64>>> = vec![None; rows.len()];
+        'round: for slot in pair_schedule(rows.len(), round) {
             match slot {
                 Slot::Baseline(_) => {
-                    let m = engine_run(&base_cfg, ReaderMode::default(), &layout)?;
+                    if stop() {
+                        interrupted = true;
+                        break 'round;
+                    }
+                    let m = engine_run_with(&base_cfg, ReaderMode::default(), &layout, steady)?;
                     base.push_run(m.clone());
                     base_runs.push(m);
                     progress(&format!("engine {BASELINE} (round {})", round + 1));
                 }
                 Slot::Row(i) => {
                     let (c, mode) = &rows[i];
-                    row_runs[i] = Some(engine_run(c, mode.unwrap_or_default(), &layout)?);
-                    progress(&names[i]);
+                    let mode = mode.unwrap_or_default();
+                    // The twin on the other side of the row than the mapper-alone partner.
+                    let order: &[bool] = match (&twins[i], baseline_first(i, round)) {
+                        (None, _) => &[false],
+                        (Some(_), true) => &[false, true],
+                        (Some(_), false) => &[true, false],
+                    };
+                    for &twin in order {
+                        if stop() {
+                            interrupted = true;
+                            break 'round;
+                        }
+                        if twin {
+                            twin_runs[i] = Some(engine_run_with(c, mode, &layout, twin_spaces)?);
+                            progress(&format!("{} (twin)", names[i]));
+                        } else {
+                            row_runs[i] = Some(engine_run_with(c, mode, &layout, steady)?);
+                            progress(&names[i]);
+                        }
+                    }
                 }
             }
         }
-        for (i, run) in row_runs.into_iter().enumerate() {
-            // A row whose partner did not run (interrupted) is left out: every run of a row has its pair.
-            if let (Some(mut m), Some(b)) = (run, base_runs.get(partner(i, round))) {
-                for k in PAIRED_METRICS {
-                    if let Some(&v) = b.get(k) {
-                        m.insert(format!("{BASE_PREFIX}{k}"), v);
-                    }
+        for (i, (run, twin)) in row_runs.into_iter().zip(twin_runs).enumerate() {
+            // A row whose partners did not run (interrupted) is left out: every run of a row has its pairs.
+            let alone = base_runs.get(partner(i, round));
+            let (Some(mut m), Some(alone)) = (run, alone) else { continue };
+            // The judged partner: the twin for a row with scanners, the mapper alone for the others.
+            let judged = match (&twins[i], &twin) {
+                (None, _) => alone,
+                (Some(_), Some(t)) => t,
+                (Some(_), None) => continue,
+            };
+            for k in PAIRED_METRICS {
+                if let Some(&v) = judged.get(k) {
+                    m.insert(format!("{BASE_PREFIX}{k}"), v);
                 }
-                reports[i].push_run(m);
+                if let Some(&v) = alone.get(k) {
+                    m.insert(format!("{ALONE_PREFIX}{k}"), v);
+                }
             }
+            for k in CPU_METRICS {
+                if let Some(&v) = judged.get(k) {
+                    m.insert(format!("{BASE_PREFIX}{k}"), v);
+                }
+            }
+            if let (Some(r), Some(t)) = (twins[i].as_mut(), twin) {
+                r.push_run(t);
+            }
+            reports[i].push_run(m);
         }
         if interrupted {
             break;
@@ -749,11 +959,46 @@ pub fn engine_grid(
     }
     base.summarise();
     let mut out = vec![base];
-    for mut r in reports {
+    for (mut r, twin) in reports.into_iter().zip(twins) {
         r.summarise();
         out.push(r);
+        if let Some(mut t) = twin {
+            t.summarise();
+            out.push(t);
+        }
     }
     Ok((out, interrupted))
+}
+
+/// The benchmark id of a row's twin runs (module docs, "The engine's rows are measured beside a twin").
+pub const TWIN_BENCHMARK: &str = "bench.contention.twin";
+
+/// The prefix of the mapper-alone partner's metrics in a paired row's run (`alone_call_mean_ms`), kept beside
+/// the twin's (`base_*`) for the ratios over the mapper alone.
+pub const ALONE_PREFIX: &str = "alone_";
+
+/// The CPU shares of a run ([`SchedShare`]) that decide whether a pair is measurable ([`had_cpus`]), carried
+/// from the partner with [`BASE_PREFIX`].
+pub const CPU_METRICS: [&str; 3] = ["mapper_wait_share", "scanner_cpu_share", "scanner_wait_share"];
+
+/// A mapper that waited for a CPU longer than this share of its run did not have one of its own.
+pub const MAX_MAPPER_WAIT_SHARE: f64 = 0.1;
+
+/// A scanner without a busy task beside it that was on a CPU less than this share of its run did not have one.
+pub const MIN_SCANNER_CPU_SHARE: f64 = 0.9;
+
+/// Whether, in a run of a row with `busy` busy tasks (its metrics `m`, under `prefix`: `""` for the row's own,
+/// [`BASE_PREFIX`] for its partner's), each side had a CPU: the mapper waited for one at most
+/// [`MAX_MAPPER_WAIT_SHARE`] of the run, and a scanner with no busy task beside it ran at least
+/// [`MIN_SCANNER_CPU_SHARE`] of it (beside a busy task it shares its CPU by design). Unknown shares (no
+/// schedstat) count as not.
+pub fn had_cpus(m: &BTreeMap<String, f64>, prefix: &str, busy: usize) -> bool {
+    let get = |k: &str| m.get(&format!("{prefix}{k}")).copied().unwrap_or(f64::NAN);
+    let mapper = get("mapper_wait_share") <= MAX_MAPPER_WAIT_SHARE;
+    let scanner = busy > 0
+        || !m.contains_key(&format!("{prefix}scanner_cpu_share"))
+        || get("scanner_cpu_share") >= MIN_SCANNER_CPU_SHARE;
+    mapper && scanner
 }
 
 /// The result of [`run`].
@@ -839,6 +1084,11 @@ pub fn ratio_report(row: &Report, baseline: &Report) -> Report {
                 m.insert(name.to_string(), v / b);
             }
         }
+        if let (Some(v), Some(b)) =
+            (run.metrics.get("call_mean_ms"), run.metrics.get(&format!("{ALONE_PREFIX}call_mean_ms")))
+        {
+            m.insert("mean_ratio_over_alone".to_string(), v / b);
+        }
         r.push_run(m);
     }
     r.summarise();
@@ -904,7 +1154,7 @@ pub fn run(
     let mut ratios = Vec::new();
     for r in &rows {
         let side = param_str(r, "side");
-        if row_label(r) == BASELINE {
+        if row_label(r) == BASELINE || r.benchmark != "bench.contention" {
             continue;
         }
         if let Some(b) = find_row(&rows, side, param_str(r, "mode"), BASELINE) {
@@ -989,6 +1239,35 @@ fn engine_ratios(rows: &[Report], mode: &str, label: &str, key: &str) -> Vec<f64
     find_row(rows, "engine", mode, label).map_or_else(Vec::new, |r| pair_ratios(r, key))
 }
 
+/// Why engine row `label` of `mode` is not measurable here, if it is not: a run of it or of its partner in which
+/// a side did not have a CPU ([`had_cpus`]).
+fn lacked_cpus(rows: &[Report], mode: &str, label: &str) -> Option<String> {
+    let r = find_row(rows, "engine", mode, label)?;
+    let busy = r.parameters.get("busy").and_then(|v| v.as_u64()).unwrap_or(0) as usize;
+    let bad = r
+        .runs
+        .iter()
+        .filter(|run| !(had_cpus(&run.metrics, "", busy) && had_cpus(&run.metrics, BASE_PREFIX, busy)))
+        .count();
+    (bad > 0).then(|| {
+        format!(
+            "in {bad} of {} pairs a side did not have a CPU of its own (mapper waiting for one over {:.0}% of \
+             its run, or a scanner on one under {:.0}%)",
+            r.runs.len(),
+            100.0 * MAX_MAPPER_WAIT_SHARE,
+            100.0 * MIN_SCANNER_CPU_SHARE
+        )
+    })
+}
+
+/// The target `j` on engine row `label` of `mode`, judged not measurable here when [`lacked_cpus`] says so.
+fn unless_lacked(j: Judged, rows: &[Report], mode: &str, label: &str) -> Judged {
+    match lacked_cpus(rows, mode, label) {
+        Some(why) => j.not_measurable(why),
+        None => j,
+    }
+}
+
 /// The grid's targets (module docs) for the engine modes named `modes`, judged on the per-pair ratios of the
 /// `bench.contention` reports `rows`: a row missing from `rows`, or without pairs, is not measured.
 pub fn targets(modes: &[&str], rows: &[Report]) -> Vec<Judged> {
@@ -997,12 +1276,15 @@ pub fn targets(modes: &[&str], rows: &[Report]) -> Vec<Judged> {
         for pf in PROCFILES {
             for busy in ["", " + 1 busy B=2"] {
                 let label = format!("{}, 1 scanner{busy}", pf.name());
-                out.push(Judged::new(
-                    format!("engine {mode}, {label}: mean call over the baseline's"),
+                let j = Judged::new(
+                    format!(
+                        "engine {mode}, {label}: mean call over the twin's (scanner of another address space)"
+                    ),
                     "",
                     Goal::AtMost(MAX_MEAN_RATIO),
                     engine_ratios(rows, mode, &label, "call_mean_ms"),
-                ));
+                );
+                out.push(unless_lacked(j, rows, mode, &label));
             }
         }
     }
@@ -1010,7 +1292,7 @@ pub fn targets(modes: &[&str], rows: &[Report]) -> Vec<Judged> {
         for pf in PROCFILES {
             let label = format!("{}, 1 scanner + 1 busy B=0", pf.name());
             out.push(Judged::new(
-                format!("engine lockless, {label}: worst call over the baseline's worst"),
+                format!("engine lockless, {label}: worst call over the twin's worst"),
                 "",
                 Goal::AtMost(MAX_STARVED_MAX_RATIO),
                 engine_ratios(rows, "lockless", &label, "call_max_ms"),
@@ -1020,7 +1302,7 @@ pub fn targets(modes: &[&str], rows: &[Report]) -> Vec<Judged> {
     if modes.contains(&"mmap-lock") {
         let label = "smaps_rollup, 1 scanner + 1 busy B=0";
         out.push(Judged::new(
-            format!("engine mmap-lock, {label}: mean call over the baseline's (the kernel's inversion)"),
+            format!("engine mmap-lock, {label}: mean call over the twin's (the kernel's inversion)"),
             "",
             Goal::AtLeast(MIN_INVERSION_RATIO),
             engine_ratios(rows, "mmap-lock", label, "call_mean_ms"),
@@ -1040,10 +1322,11 @@ pub fn render_tables(res: &ContentionResults) -> String {
     let mut out = String::new();
     if !rows.is_empty() {
         out.push_str(
-            "\nthe mapper's mmap/munmap call latency, ms (medians over the runs); ratios over the same side's \
-             baseline (no scanner, no busy task): engine rows per pair (each run over the baseline run beside \
-             it; the median of the pairs [and its interval]), kernel rows run by run over the baseline's \
-             median\n",
+            "\nthe mapper's mmap/munmap call latency, ms (medians over the runs); engine rows per pair: each run \
+             over its twin run beside it (the same row, its scanner reading another address space of the same \
+             size; rows without a scanner: the mapper alone), the median of the pairs [and its interval], and \
+             /alone over the mapper-alone run; kernel rows run by run over the kernel baseline's median; \
+             CPU: the mapper's run-queue wait share / the scanner's on-CPU share\n",
         );
         let owned: Vec<Report> = rows.iter().map(|r| (*r).clone()).collect();
         let mut labels: Vec<String> = Vec::new();
@@ -1087,6 +1370,13 @@ pub fn render_tables(res: &ContentionResults) -> String {
                     ratio("mean_ratio", true),
                     ratio("p99_ratio", false),
                     ratio("max_ratio", true),
+                    ratio("mean_ratio_over_alone", false),
+                    format!(
+                        "{:.0}% / {}",
+                        100.0 * med("mapper_wait_share"),
+                        r.metric("scanner_cpu_share")
+                            .map_or("-".to_string(), |s| format!("{:.0}%", 100.0 * s.median))
+                    ),
                 ]);
             }
         }
@@ -1102,6 +1392,8 @@ pub fn render_tables(res: &ContentionResults) -> String {
                 "mean/base",
                 "p99/base",
                 "max/base",
+                "mean/alone",
+                "CPU",
             ],
             &table,
         ));
@@ -1144,6 +1436,10 @@ mod tests {
                 ("base_call_mean_ms".to_string(), base_mean),
                 ("base_call_p99_ms".to_string(), base_mean * 2.0),
                 ("base_call_max_ms".to_string(), base_max),
+                ("mapper_wait_share".to_string(), 0.01),
+                ("scanner_cpu_share".to_string(), 0.99),
+                ("base_mapper_wait_share".to_string(), 0.02),
+                ("base_scanner_cpu_share".to_string(), 0.98),
             ]));
         }
         r.summarise();
@@ -1202,15 +1498,16 @@ mod tests {
         assert_eq!(
             with(Status::Missed),
             [
-                "engine per-vma, smaps, 1 scanner: mean call over the baseline's",
-                "engine lockless, query, 1 scanner + 1 busy B=0: worst call over the baseline's worst",
+                "engine per-vma, smaps, 1 scanner: mean call over the twin's (scanner of another address space)",
+                "engine lockless, query, 1 scanner + 1 busy B=0: worst call over the twin's worst",
             ]
         );
         assert_eq!(
             with(Status::Undecided),
             [
-                "engine per-vma, maps, 1 scanner + 1 busy B=2: mean call over the baseline's",
-                "engine lockless, smaps, 1 scanner + 1 busy B=0: worst call over the baseline's worst",
+                "engine per-vma, maps, 1 scanner + 1 busy B=2: mean call over the twin's (scanner of another \
+                 address space)",
+                "engine lockless, smaps, 1 scanner + 1 busy B=0: worst call over the twin's worst",
             ]
         );
         assert_eq!(with(Status::Met).len(), 17);
@@ -1225,6 +1522,16 @@ mod tests {
         assert_eq!(t.len(), 9);
         assert!(t.iter().filter(|t| !t.measured()).count() >= 7, "{t:?}");
         assert!(!t.iter().any(|t| t.what.contains("lockless")));
+        // A pair in which the scanner did not have a CPU of its own: not measurable here, whatever the ratios
+        // (beside a busy task the scanner shares its CPU by design, and only the mapper's wait counts).
+        let mut starved = paired("per-vma", &g[2], &drifting([1.0; 3], [1.0; 3]));
+        starved.runs[1].metrics.insert("base_scanner_cpu_share".to_string(), 0.6);
+        let mut waited = paired("per-vma", &g[3], &drifting([1.0; 3], [1.0; 3]));
+        waited.runs[0].metrics.insert("scanner_cpu_share".to_string(), 0.3);
+        let t = targets(&["per-vma"], &[row("engine", "none", &g[0], 0.01, 1.0), starved, waited]);
+        assert_eq!(t[0].status, Status::NotMeasurable, "{:?}", t[0]);
+        assert!(t[0].note.contains("1 of 3 pairs"), "{}", t[0].note);
+        assert_eq!(t[1].status, Status::Met, "B=2: {:?}", t[1]);
         // A row whose runs carry no pair (the kernel's way) is not judged at all.
         let unpaired =
             vec![row("engine", "none", &g[0], 0.01, 1.0), row("engine", "per-vma", &g[2], 0.001, 1.0)];
@@ -1329,19 +1636,34 @@ mod tests {
         assert_eq!(row_label(rows[0]), BASELINE);
         assert_eq!(rows[0].runs.len(), baselines_in_round(k, 0) + baselines_in_round(k, 1));
         let base_means: Vec<f64> = rows[0].runs.iter().map(|r| r.metrics["call_mean_ms"]).collect();
+        let twins: Vec<&Report> = res.set.reports.iter().filter(|r| r.benchmark == TWIN_BENCHMARK).collect();
+        assert_eq!(twins.len(), k - 1, "every row with a scanner has a twin");
         for r in &rows[1..] {
             assert!(is_paired(r), "{}", r.label);
             assert_eq!(r.runs.len(), 2, "{}", r.label);
-            // Each pair's baseline is one of the baseline's own runs.
-            for run in &r.runs {
-                assert!(base_means.contains(&run.metrics["base_call_mean_ms"]), "{}", r.label);
+            let twin = twins.iter().find(|t| t.label.starts_with(&r.label));
+            for (i, run) in r.runs.iter().enumerate() {
+                // Each run's mapper-alone partner is one of the baseline's own runs; its judged partner is
+                // its twin's run of the same round (or, without a scanner, the mapper alone).
+                assert!(base_means.contains(&run.metrics["alone_call_mean_ms"]), "{}", r.label);
+                let want =
+                    twin.map_or(run.metrics["alone_call_mean_ms"], |t| t.runs[i].metrics["call_mean_ms"]);
+                assert_eq!(run.metrics["base_call_mean_ms"], want, "{}", r.label);
+                assert!(run.metrics.contains_key("mapper_wait_share"), "{}", r.label);
+            }
+            if let Some(t) = twin {
+                // The twin's scanner read another address space of the same size, in the steady state.
+                for (run, trun) in r.runs.iter().zip(&t.runs) {
+                    assert_eq!(trun.metrics["scanned_vmas_at_start"], trun.metrics["vmas_at_start"]);
+                    assert!(run.metrics["vmas_at_start"] > 10.0, "{}: {:?}", r.label, run.metrics);
+                }
             }
         }
         let ratios = res.set.reports.iter().filter(|r| r.benchmark == "bench.contention.ratio").count();
         assert_eq!(ratios, k);
         // lockless: 8 mean targets and 4 worst-call ones, each on two pairs (and its two throughput targets,
         // not measured without the throughput).
-        let grid: Vec<&Judged> = res.targets.iter().filter(|t| t.what.contains("baseline")).collect();
+        let grid: Vec<&Judged> = res.targets.iter().filter(|t| t.what.contains("twin")).collect();
         assert_eq!((grid.len(), res.targets.len()), (12, 14));
         assert!(grid.iter().all(|t| t.values.len() == 2), "{grid:?}");
         // Stopped before the first run: nothing measured, and the run says so.

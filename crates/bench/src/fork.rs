@@ -41,9 +41,26 @@
 //! (`Mm::page_table_bytes`, each 4 KiB table with its 64-byte descriptor) and of the kernel's (`VmPTE`) over
 //! the pages faulted.
 //!
+//! # The copy's bound: bytes per VMA and this machine's copy bandwidth
+//!
+//! Without pages, at counts of at least [`COPY_JUDGED_FROM`] VMAs, the tree copy's fork call is a copy of
+//! memory and is held against the fastest such copy this machine makes, measured in the same run. The bytes the
+//! fork must move per VMA ([`ForkBytes`], from the real sizes): the child's `Vma` (`size_of::<Vma>()`, filled
+//! from the parent's), the child tree's nodes over its VMAs (the `__mt_dup` copy of the parent's nodes, 256 bytes
+//! each) and the pointer the VMA batch holds per child VMA (`VmaPool::alloc_bulk`'s vector). A `memcpy` of
+//! that many bytes per VMA x all VMAs, from one buffer into another ([`memcpy_run`]: `copy_from_slice`, the
+//! libc's `memcpy`), runs again and again like the forks, with both buffers allocated and touched once before:
+//! warm where the fork is warm (the parent and the pool's child VMAs, reused fork after fork, stay cached as far
+//! as the caches hold them), so the copy sees the same caches. Its runs interleave with the fork's (tree copy,
+//! re-insertion, memcpy, per sample). One `bench.fork.bound` report per such count: per run
+//! `bytes_per_vma`, `memcpy_bytes_per_s`, `fork_bytes_per_s` (the tree copy's VMAs copied per second in the
+//! fork call of the same sample x bytes per VMA) and `share_of_memcpy` (their quotient).
+//!
 //! # Targets
 //!
-//! `targets`: without pages, the tree copy duplicates at least [`MIN_M_VMAS_COPIED_PER_S`] million VMAs per
+//! `targets`: without pages, the tree copy's fork call moves its bytes at least at [`MIN_SHARE_OF_MEMCPY`] of
+//! the measured copy bandwidth at every count of at least [`COPY_JUDGED_FROM`] VMAs (judged on the per-sample
+//! shares); without pages, the tree copy duplicates at least [`MIN_M_VMAS_COPIED_PER_S`] million VMAs per
 //! second in the fork call at every count of at least [`COPY_JUDGED_FROM`] VMAs; the copy's fork call is faster
 //! than re-insertion's (ratio > 1) at every count of at least [`RATIO_JUDGED_FROM`] VMAs, without and with pages;
 //! at most 213 bytes per VMA in every parent and every tree-copied child of at least [`MEMORY_JUDGED_FROM`]
@@ -73,6 +90,10 @@ pub const SERIES_COUNTS: [usize; 16] = [
 /// Million VMAs per second the tree copy must duplicate in the fork call (no pages) at every count of at least
 /// [`COPY_JUDGED_FROM`] VMAs.
 pub const MIN_M_VMAS_COPIED_PER_S: f64 = 40.0;
+
+/// The share of this machine's `memcpy` bandwidth (module docs, "The copy's bound") the tree copy's fork call
+/// must reach at every count of at least [`COPY_JUDGED_FROM`] VMAs.
+pub const MIN_SHARE_OF_MEMCPY: f64 = 0.8;
 
 /// The VMA count (all VMAs of the forking address space) from which the copy rate is judged.
 pub const COPY_JUDGED_FROM: u64 = 100_000;
@@ -255,6 +276,65 @@ pub fn engine_run(mm: &Mm, mode: ForkMode, duration: Duration) -> Result<BTreeMa
     ]))
 }
 
+/// The bytes a tree-copy fork must move per VMA (module docs, "The copy's bound"), from the real sizes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ForkBytes {
+    /// `size_of::<Vma>()`: the child's VMA, filled from the parent's.
+    pub vma: f64,
+    /// The child tree's nodes x 256 bytes over its VMAs (the copy of the parent's nodes).
+    pub tree: f64,
+    /// The VMA batch's pointer per child VMA (`size_of::<&Vma>()`).
+    pub batch: f64,
+}
+
+impl ForkBytes {
+    /// The bytes per VMA of a tree-copied `child`.
+    pub fn of_child(child: &Mm) -> ForkBytes {
+        let b = vma_bytes(child);
+        ForkBytes { vma: b.vma, tree: b.tree, batch: std::mem::size_of::<&vmspace_mm::Vma>() as f64 }
+    }
+
+    /// Bytes per VMA in all.
+    pub fn total(&self) -> f64 {
+        self.vma + self.tree + self.batch
+    }
+}
+
+/// One run of the copy the fork is held against (module docs, "The copy's bound"): `dst.copy_from_slice(src)`
+/// between two buffers of `bytes` each, again and again until `duration` has passed (at least twice: the first
+/// copy only warms). Returns the bytes copied per second over the timed copies.
+pub fn memcpy_run(bufs: &mut (Vec<u8>, Vec<u8>), duration: Duration) -> f64 {
+    let (src, dst) = (&bufs.0, &mut bufs.1);
+    dst.copy_from_slice(src);
+    let (mut copies, start) = (0u64, Instant::now());
+    while copies == 0 || start.elapsed() < duration {
+        dst.copy_from_slice(std::hint::black_box(src));
+        std::hint::black_box(&mut *dst);
+        copies += 1;
+    }
+    (copies as f64 * src.len() as f64) / start.elapsed().as_secs_f64().max(1e-9)
+}
+
+/// The metrics of one sample of the copy's bound (module docs, "The copy's bound"): `bytes_per_vma`,
+/// `memcpy_bytes_per_s` (`copy`), `fork_bytes_per_s` (the tree copy's `vmas_per_s` in the fork call x bytes per
+/// VMA) and `share_of_memcpy`.
+pub fn bound_metrics(bytes: &ForkBytes, vmas_per_s: f64, copy: f64) -> BTreeMap<String, f64> {
+    let fork = vmas_per_s * bytes.total();
+    BTreeMap::from([
+        ("bytes_per_vma".to_string(), bytes.total()),
+        ("memcpy_bytes_per_s".to_string(), copy),
+        ("fork_bytes_per_s".to_string(), fork),
+        ("share_of_memcpy".to_string(), fork / copy),
+    ])
+}
+
+/// Two touched buffers of `bytes` each for [`memcpy_run`] (the source filled with a pattern, the destination
+/// written once, so that neither copy meets a page fault).
+pub fn memcpy_buffers(bytes: usize) -> (Vec<u8>, Vec<u8>) {
+    let src: Vec<u8> = (0..bytes).map(|i| i as u8).collect();
+    (src, vec![1u8; bytes])
+}
+
 /// The `bench.fork` report of engine side `side` forking `mm` (an [`engine_parent`] of `BASE_VMAS` + extra
 /// VMAs, with pages if `pages`) under `cfg`, without runs: its parameters (`side`, `mode`, `extra_vmas`,
 /// `total_vmas`, `pages_per_vma`, `samples`, `duration_s`, `quick`), the forker's placement on `cpus` (the
@@ -286,6 +366,37 @@ pub fn engine_report(
         cpu: cpus.pinning.then(|| cpus.cpu_of(0)),
         nice: 0,
     }];
+    r.notes.extend(cpus.notes.iter().cloned());
+    r
+}
+
+/// The `bench.fork.bound` report of `mm` (no pages) without runs (module docs, "The copy's bound"): its
+/// parameters (`total_vmas`, `extra_vmas`, `pages_per_vma`, the sizes behind [`ForkBytes`], `memcpy_bytes`),
+/// placement and notes.
+fn bound_report(mm: &Mm, bytes: &ForkBytes, total: usize, host: &HostInfo, cpus: &Cpus) -> Report {
+    let n = mm.map_count();
+    let extra = (n as usize).saturating_sub(BASE_VMAS);
+    let mut r =
+        Report::new("bench.fork.bound", format!("+{extra} VMAs: tree copy against memcpy"), host.clone());
+    r.param("total_vmas", n);
+    r.param("extra_vmas", extra);
+    r.param("pages_per_vma", 0u8);
+    r.param("vma_bytes", bytes.vma);
+    r.param("child_tree_bytes_per_vma", bytes.tree);
+    r.param("batch_pointer_bytes", bytes.batch);
+    r.param("memcpy_bytes", total);
+    r.placement = vec![Placement {
+        role: "forker".into(),
+        index: 0,
+        cpu: cpus.pinning.then(|| cpus.cpu_of(0)),
+        nice: 0,
+    }];
+    r.notes.push(format!(
+        "bytes per VMA: size_of::<Vma>() {} + the child tree's nodes x 256 B over its VMAs {:.1} + the VMA batch's \
+         pointer {}; memcpy: copy_from_slice between two touched buffers of {total} bytes, again and again, \
+         interleaved with the fork runs (warm as the forks' parent and pool VMAs are)",
+        bytes.vma, bytes.tree, bytes.batch
+    ));
     r.notes.extend(cpus.notes.iter().cloned());
     r
 }
@@ -329,6 +440,7 @@ pub fn run(
     let mut rows: BTreeMap<Key, Report> = BTreeMap::new();
     let mut ratios = Vec::new();
     let mut memory = Vec::new();
+    let mut bounds = Vec::new();
     let mut interrupted = false;
     let kernel_limit = host.max_map_count.unwrap_or(65530) as usize;
     let own = vmspace_linux::fork::count_own_vmas().map_err(|e| format!("{e:#}"))?;
@@ -420,6 +532,16 @@ pub fn run(
                 .into_iter()
                 .map(|side| (side, engine_report(cfg, side, &mm, pages, &host, &cpus)))
                 .collect();
+            // The copy's bound (module docs): the bytes per VMA of a tree-copied child and a memcpy of as many.
+            let mut bound = (!pages && mm.map_count() >= COPY_JUDGED_FROM)
+                .then(|| -> Result<_, String> {
+                    let child = mm.fork_with(ForkMode::Dup).map_err(|e| format!("engine fork: {e:?}"))?;
+                    let bytes = ForkBytes::of_child(&child);
+                    drop(child);
+                    let total = (bytes.total() * mm.map_count() as f64).round() as usize;
+                    Ok((bytes, memcpy_buffers(total), bound_report(&mm, &bytes, total, &host, &cpus)))
+                })
+                .transpose()?;
             for _ in 0..cfg.samples {
                 for (side, r) in reports.iter_mut() {
                     if stop() {
@@ -430,6 +552,17 @@ pub fn run(
                     r.push_run(engine_run(&mm, mode, cfg.duration)?);
                     progress(&format!("{what}: engine {}", side.mode()));
                 }
+                if let Some((bytes, bufs, r)) = bound.as_mut() {
+                    let copy = memcpy_run(bufs, cfg.duration);
+                    let dup =
+                        reports[0].1.runs.last().map_or(f64::NAN, |d| d.metrics["vmas_copied_per_s_in_fork"]);
+                    r.push_run(bound_metrics(bytes, dup, copy));
+                }
+            }
+            if let Some((_, bufs, mut r)) = bound {
+                drop(bufs);
+                r.summarise();
+                bounds.push(r);
             }
             drop(mm);
             let mut ratio = Report::new(
@@ -476,10 +609,11 @@ pub fn run(
             memory.push(mem);
         }
     }
-    let targets = targets(cfg, &rows, &ratios, &memory);
+    let targets = targets(cfg, &rows, &ratios, &memory, &bounds);
     let mut reports: Vec<Report> = rows.into_values().collect();
     reports.extend(ratios);
     reports.extend(memory);
+    reports.extend(bounds);
     reports.extend(targets.iter().map(|t| t.report("bench.fork.target", &host)));
     Ok(ForkResults { set: ReportSet::new(command, reports), targets, interrupted })
 }
@@ -494,8 +628,33 @@ fn targets(
     rows: &BTreeMap<Key, Report>,
     ratios: &[Report],
     memory: &[Report],
+    bounds: &[Report],
 ) -> Vec<Judged> {
     let mut out = Vec::new();
+    for b in bounds {
+        let vmas = param_u64(b, "total_vmas");
+        let shares: Vec<f64> =
+            b.runs.iter().filter_map(|r| r.metrics.get("share_of_memcpy").copied()).collect();
+        let bytes = b.metric("bytes_per_vma").map_or(f64::NAN, |s| s.median);
+        let mut j = Judged::new(
+            format!(
+                "tree copy, {vmas} VMAs, no pages: fork call's bytes per second ({bytes:.1} B per VMA) over this \
+                 machine's memcpy of as many bytes"
+            ),
+            "",
+            crate::judge::Goal::AtLeast(MIN_SHARE_OF_MEMCPY),
+            shares,
+        );
+        let copy = b.metric("memcpy_bytes_per_s").map_or(f64::NAN, |s| s.median);
+        j.note = format!(
+            "memcpy {:.2} GB/s: the bound is {:.1} M VMAs/s; the 40 M goal needs {:.2} GB/s ({:.2}x of memcpy)",
+            copy / 1e9,
+            copy / bytes / 1e6,
+            MIN_M_VMAS_COPIED_PER_S * 1e6 * bytes / 1e9,
+            MIN_M_VMAS_COPIED_PER_S * 1e6 * bytes / copy
+        );
+        out.push(j);
+    }
     let big: Vec<usize> =
         cfg.extra.iter().copied().filter(|&n| (BASE_VMAS + n) as u64 >= COPY_JUDGED_FROM).collect();
     for &n in &big {
@@ -632,6 +791,35 @@ pub fn render_tables(res: &ForkResults) -> String {
             &rows,
         ));
     }
+    let bounds: Vec<Vec<String>> = reports
+        .iter()
+        .filter(|r| r.benchmark == "bench.fork.bound")
+        .map(|r| {
+            let g = |k: &str, scale: f64| {
+                r.metric(k).map_or("-".to_string(), |s| format!("{:.2}", s.median / scale))
+            };
+            vec![
+                count(param_u64(r, "total_vmas") as f64),
+                g("bytes_per_vma", 1.0),
+                g("fork_bytes_per_s", 1e9),
+                g("memcpy_bytes_per_s", 1e9),
+                g("share_of_memcpy", 1.0),
+                r.metric("memcpy_bytes_per_s")
+                    .zip(r.metric("bytes_per_vma"))
+                    .map_or("-".to_string(), |(c, b)| format!("{:.1}", c.median / b.median / 1e6)),
+            ]
+        })
+        .collect();
+    if !bounds.is_empty() {
+        out.push_str(
+            "\nthe tree copy against this machine's memcpy of as many bytes (Vma + child tree share + batch pointer \
+             per VMA), medians\n",
+        );
+        out.push_str(&render(
+            &["engine VMAs", "B/VMA", "fork GB/s", "memcpy GB/s", "fork/memcpy", "memcpy bound M VMAs/s"],
+            &bounds,
+        ));
+    }
     out.push_str("\nmemory: bytes per VMA (Vma + tree nodes / VMAs) and page-table bytes per faulted page\n");
     let rows: Vec<Vec<String>> = reports
         .iter()
@@ -684,6 +872,35 @@ mod tests {
             }
             mm.validate().unwrap();
         }
+    }
+
+    #[test]
+    fn the_bound_counts_the_child_vma_its_tree_share_and_the_batch_pointer() {
+        let mm = engine_parent(2000, false).unwrap();
+        let child = mm.fork().unwrap();
+        let b = ForkBytes::of_child(&child);
+        assert_eq!(b.vma, std::mem::size_of::<vmspace_mm::Vma>() as f64);
+        assert_eq!(b.batch, 8.0);
+        // A 256-byte node per leaf of 10-16 VMAs, plus the internal nodes.
+        assert!(b.tree > 256.0 / 17.0 && b.tree < 256.0 / 8.0, "{b:?}");
+        assert_eq!(b.total(), b.vma + b.tree + b.batch);
+        let mut bufs = memcpy_buffers(1 << 20);
+        assert!(memcpy_run(&mut bufs, Duration::from_millis(2)) > 1e8);
+        assert!(bufs.0 == bufs.1);
+        // The target: the per-sample shares against 0.8, with the goal in VMAs per second in the note.
+        let cpus = Cpus::of(vec![0]);
+        let mut r = bound_report(&mm, &b, 1 << 20, &HostInfo::default(), &cpus);
+        for share in [0.7, 0.75, 0.72] {
+            r.push_run(BTreeMap::from([
+                ("bytes_per_vma".to_string(), b.total()),
+                ("memcpy_bytes_per_s".to_string(), 10e9),
+                ("share_of_memcpy".to_string(), share),
+            ]));
+        }
+        r.summarise();
+        let t = targets(&ForkConfig::quick(), &BTreeMap::new(), &[], &[], &[r]);
+        assert_eq!(t[0].status, crate::judge::Status::Missed, "{:?}", t[0]);
+        assert!(t[0].note.contains("memcpy 10.00 GB/s"), "{}", t[0].note);
     }
 
     #[test]

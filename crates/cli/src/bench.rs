@@ -58,7 +58,9 @@ pub enum BenchCmd {
     /// thread reads maps, smaps, smaps_rollup or walks PROCMAP_QUERY through the engine's reader in each mode
     /// (fs/proc/task_mmu.c), alone and beside a busy thread (B=2, B=0); the kernel's rows in the same run; the
     /// readers' throughput (maps VMAs/s, ns per PROCMAP_QUERY) beside /proc/self/maps; judges the targets on
-    /// the ratios of each engine run to the baseline run beside it (exit status 1 if one is missed).
+    /// the ratios of each engine run to its twin run beside it, the same row with the scanner reading another
+    /// address space of the same size, and only where the mapper and the scanner each had a CPU (exit status 1
+    /// if one is missed).
     #[command(after_long_help = common::EXIT_STATUS_HELP)]
     Contention(ContentionArgs),
 }
@@ -66,8 +68,8 @@ pub enum BenchCmd {
 /// Arguments of `vmspace bench contention`.
 #[derive(Debug, Args)]
 pub struct ContentionArgs {
-    /// Runs per row (the median is reported); the engine's rows run in as many rounds, each run beside a run
-    /// of the engine's baseline, and the targets judge the per-pair ratios [default: 3; --quick: 1].
+    /// Runs per row (the median is reported); the engine's rows run in as many rounds, each run beside its
+    /// twin (and a run of the mapper alone), and the targets judge the per-pair ratios [default: 3; --quick: 1].
     #[arg(long)]
     samples: Option<usize>,
     /// Length of each run (e.g. 2s, 500ms) [default: 2s; --quick: 100ms].
@@ -757,7 +759,8 @@ fn contention(args: ContentionArgs) -> Result<Status> {
     let b = &cfg.base;
     say!(
         text,
-        "method: {} run(s) x {:?} per row (engine: in rounds, each run paired with a baseline run beside it); \
+        "method: {} run(s) x {:?} per row (engine: in rounds, each run paired with its twin beside it, the scanner \
+         reading another address space of the same size, both in the mapper's steady state); \
          mapper pinned to CPU {}, random 4 KiB mmap/munmap in a populated {} MiB \
          region, {} µs pause; scanners at nice 15 and busy tasks (B=N: spin N ms, sleep 1 ms; B=0: never sleep) \
          on CPU(s) {:?}; engine modes: {}; kernel rows {}",

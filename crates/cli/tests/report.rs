@@ -224,13 +224,14 @@ fn a_report_has_every_experiment_figure_and_a_self_contained_page() {
     // Every engine side is measured.
     let measured_targets = engine_targets;
     // Faults: scaling at 2 threads with and without the mapper, mmap_lock with the mapper at each thread count,
-    // engine over kernel; fork: the copy rate at 102,421 VMAs, tree copy over re-insertion at 121 VMAs with and
-    // without pages and at 102,421.
+    // engine over kernel; fork: the copy rate and its share of the memcpy bound at 102,421 VMAs, tree copy over
+    // re-insertion at 121 VMAs with and without pages and at 102,421.
     let ids: Vec<&str> = measured_targets.iter().map(|t| param(t, "target")).collect();
     for id in [
         "faults.engine.mmap_lock_with_mapper.T=1",
         "faults.engine.over_kernel.T=1",
         "fork.engine.copy_rate.102421",
+        "fork.engine.memcpy_share.102421",
         "fork.engine.dup_over_reinsert.121",
         "fork.engine.dup_over_reinsert.121.pages",
         "fork.engine.dup_over_reinsert.102421",

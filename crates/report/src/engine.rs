@@ -216,11 +216,28 @@ impl Side<ForkPlan> for EngineFork {
         let mm =
             bench_fork::engine_parent(p.extra, p.pages).map_err(|e| anyhow!("{}, {at}: {e}", self.name))?;
         let mut r = bench_fork::engine_report(&cfg, self.side, &mm, p.pages, ctx.host(), &cpus);
+        // The copy's bound (`vmspace_bench::fork` module docs): the tree copy without pages at the judged counts
+        // is held against a memcpy of as many bytes, one memcpy run after each fork run.
+        let mut bound = (self.side == ForkSide::EngineDup
+            && !p.pages
+            && mm.map_count() >= bench_fork::COPY_JUDGED_FROM)
+            .then(|| -> anyhow::Result<_> {
+                let child = mm.fork_with(mode).map_err(|e| anyhow!("{}, {at}: fork: {e:?}", self.name))?;
+                let bytes = bench_fork::ForkBytes::of_child(&child);
+                drop(child);
+                let total = (bytes.total() * mm.map_count() as f64).round() as usize;
+                Ok((bytes, bench_fork::memcpy_buffers(total)))
+            })
+            .transpose()?;
         let n = plan.samples;
         for s in 0..n {
             ctx.check_interrupted()?;
-            let m = bench_fork::engine_run(&mm, mode, plan.duration)
+            let mut m = bench_fork::engine_run(&mm, mode, plan.duration)
                 .map_err(|e| anyhow!("{}, {at}: {e}", self.name))?;
+            if let Some((bytes, bufs)) = bound.as_mut() {
+                let copy = bench_fork::memcpy_run(bufs, plan.duration);
+                m.extend(bench_fork::bound_metrics(bytes, m["vmas_copied_per_s_in_fork"], copy));
+            }
             r.push_run(m);
             ctx.step(&format!("{}, {at}, run {} of {n}", self.name, s + 1), (s + 1) as f64 / n as f64);
         }

@@ -46,7 +46,7 @@ impl MmWrite<'_> {
         self.st.brk = brk;
         // Relaxed: read racily by `Mm::brk_pair_racy`, as the kernel reads `mm->brk` in
         // `vma_is_initial_heap`; the mmap write lock orders the writers.
-        self.mm.brk_racy.store(brk, Ordering::Relaxed);
+        self.mm.brk_racy.brk.store(brk, Ordering::Relaxed);
     }
 
     /// The locked part of brk; `Ok` with the range to populate afterwards, if any.

@@ -61,7 +61,7 @@ impl Mm {
     /// readers).
     pub(crate) fn brk_pair_racy(&self) -> (u64, u64) {
         // Relaxed: a value read as the kernel reads it, with no data behind it (stored by `set_brk`).
-        (self.start_brk_racy, self.brk_racy.load(Ordering::Relaxed))
+        (self.brk_racy.start_brk, self.brk_racy.brk.load(Ordering::Relaxed))
     }
 }
 

@@ -250,10 +250,21 @@ pub struct Mm {
     vmstat: crate::vma::VmaLockStats,
     /// [`FaultMode`] as a number (per-Mm default of [`Mm::fault`]).
     fault_mode: AtomicU32,
-    /// `mm->brk` as the readers without the mmap lock see it (`MmWrite::set_brk` stores it).
-    brk_racy: AtomicU64,
+    /// `mm->start_brk` and `mm->brk` as the readers without the mmap lock see them ([`BrkRacy`]), alone on
+    /// their cache line.
+    brk_racy: vmspace_rcu::CachePadded<BrkRacy>,
+}
+
+/// The break as the `/proc` readers without the mmap lock read it: for every VMA they show (the `[heap]`
+/// name, `vma_is_initial_heap`). Kept off the lines of the write-locked state ([`MmState`]), which the writer
+/// changes on every call: a per-VMA reader's load of a word on such a line took the line from the writer
+/// between its stores, and the writer's next store had to take it back (BENCHMARKS.md "Contention", the
+/// twin baseline).
+pub(crate) struct BrkRacy {
     /// `mm->start_brk`, which never moves after the address space is made.
-    start_brk_racy: u64,
+    pub(crate) start_brk: u64,
+    /// `mm->brk` (`MmWrite::set_brk` stores it). Relaxed: a value with no data behind it.
+    pub(crate) brk: AtomicU64,
 }
 
 /// The mmap write lock held: the address space's view for the calls that change VMAs. Dereferences to the
@@ -373,8 +384,7 @@ impl Mm {
             mem,
             vmstat: crate::vma::VmaLockStats::new(),
             fault_mode: AtomicU32::new(0),
-            brk_racy: AtomicU64::new(brk),
-            start_brk_racy: start_brk,
+            brk_racy: vmspace_rcu::CachePadded::new(BrkRacy { start_brk, brk: AtomicU64::new(brk) }),
         }
     }
 

@@ -420,6 +420,13 @@ vmspace_rcu::statics! {
 /// readers is not here: it is keyed by the VMA's own address (see `park`), so a reader that took a
 /// transient reference on a VMA recycled into another mm wakes that mm's writer without having to find the mm.
 ///
+/// Layout: `mmap_lock` sits alone on its cache line (128 bytes with the adjacent-line prefetch pair). The
+/// writer changes its word twice per call (lock, unlock) with locked read-modify-writes, while the per-VMA and
+/// lockless readers never touch it on their fast paths but read `id` and `mm_lock_seq` for every VMA they
+/// copy or lock: sharing one line, each of the writer's lock operations took the line back from a scanner
+/// that had just read it (BENCHMARKS.md "Contention", the twin baseline). `mm_lock_seq` itself is written by
+/// the writer and read by every such reader, as the kernel's is (`vma_start_read`), and stays beside `id`.
+///
 /// Concurrency contract: `id` is immutable. `mmap_lock` and `mm_lock_seq` are the synchronisation themselves;
 /// `mm_lock_seq` is advanced only by the write-lock holder (in `write_lock`, `write_unlock`, `downgrade`) and
 /// read by anyone. The statistics are relaxed counters.
@@ -432,7 +439,7 @@ vmspace_rcu::statics! {
 /// this one in `vma_start_read`'s `vm_mm` check.
 pub struct MmLocking {
     id: u64,
-    mmap_lock: MmapLock,
+    mmap_lock: vmspace_rcu::CachePadded<MmapLock>,
     mm_lock_seq: SeqCount,
     stats: VmaLockStats,
 }
@@ -450,7 +457,12 @@ impl MmLocking {
     pub fn new() -> Self {
         // Relaxed: only uniqueness matters.
         let id = NEXT_MM_ID.fetch_add(1, Ordering::Relaxed);
-        Self { id, mmap_lock: MmapLock::new(), mm_lock_seq: SeqCount::new(), stats: VmaLockStats::new() }
+        Self {
+            id,
+            mmap_lock: vmspace_rcu::CachePadded::new(MmapLock::new()),
+            mm_lock_seq: SeqCount::new(),
+            stats: VmaLockStats::new(),
+        }
     }
 
     /// The mm identity stored in `vm_mm` of this mm's VMAs (never 0).
@@ -666,7 +678,7 @@ impl fmt::Debug for MmLocking {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MmLocking")
             .field("id", &self.id)
-            .field("mmap_lock", &self.mmap_lock)
+            .field("mmap_lock", &*self.mmap_lock)
             .field("mm_lock_seq", &self.mm_lock_seq.raw_read())
             .finish()
     }

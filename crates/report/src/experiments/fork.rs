@@ -25,12 +25,17 @@
 //! The goals `vmspace bench fork` judges (its constants, `vmspace_bench::fork`), here run by run:
 //! - without pages, the tree copy duplicates at least 40 million VMAs per second in the fork call at every
 //!   count of at least 100,000 VMAs (each run's rate over 40 M/s, at least 1);
+//! - at the same counts, the fork call moves its bytes per VMA at least at 0.8 of this machine's memcpy of as
+//!   many bytes, measured after each run (`vmspace_bench::fork` module docs, "The copy's bound"; each run's
+//!   `share_of_memcpy` over 0.8, at least 1);
 //! - the tree copy's fork call is faster than re-insertion's at every count of at least 100 VMAs, without and
 //!   with pages (paired runs: re-insertion's `fork_call_us` over the copy's, above 1).
 
 use std::time::Duration;
 
-use vmspace_bench::fork::{COPY_JUDGED_FROM, MIN_M_VMAS_COPIED_PER_S, RATIO_JUDGED_FROM};
+use vmspace_bench::fork::{
+    COPY_JUDGED_FROM, MIN_M_VMAS_COPIED_PER_S, MIN_SHARE_OF_MEMCPY, RATIO_JUDGED_FROM,
+};
 use vmspace_linux::fork;
 use vmspace_results::host::HostInfo;
 use vmspace_results::report::Report;
@@ -456,6 +461,34 @@ impl Experiment for Fork {
                     &what,
                     &at,
                     goal,
+                    values,
+                ));
+            }
+        }
+        // The same runs against this machine's memcpy of as many bytes per VMA (`vmspace_bench::fork` module docs,
+        // "The copy's bound"): the fork call's bytes per second at least MIN_SHARE_OF_MEMCPY of the memcpy's.
+        if why_not(&[engine::FORK_DUP]).is_none() {
+            let what = format!(
+                "engine tree copy, no pages: the fork call's bytes per s over {MIN_SHARE_OF_MEMCPY} of this machine's \
+                 memcpy of as many bytes"
+            );
+            for r in keys
+                .iter()
+                .filter_map(|k| side_point(reports, engine::FORK_DUP, k))
+                .filter(|r| !with_pages(r) && total_vmas(r).is_some_and(|n| n >= COPY_JUDGED_FROM))
+            {
+                let n = total_vmas(r).unwrap_or(0);
+                let values: Vec<f64> =
+                    runs_of(r, "share_of_memcpy").into_iter().map(|v| v / MIN_SHARE_OF_MEMCPY).collect();
+                if values.is_empty() {
+                    continue;
+                }
+                out.push(TargetResult::judge(
+                    format!("fork.engine.memcpy_share.{n}"),
+                    exp,
+                    &what,
+                    &format!("{} VMAs", count(n as f64)),
+                    Goal::AtLeast(1.0),
                     values,
                 ));
             }
