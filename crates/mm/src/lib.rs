@@ -152,6 +152,12 @@ pub use space::{
     Fault, FaultMode, ForkMode, HugetlbConfig, HugetlbPool, Mm, MmConfig, MmFaultStats, MmShared, Overcommit,
     ProcFile, ProcFileKind, ProcReader, ReaderMode, RecordHook, ThpMode,
 };
+/// `PROCMAP_QUERY`'s request and answer ([`ProcReader::query`]), and its flags, from `vmspace_proc::query`.
+pub use vmspace_proc::query::{
+    PROCMAP_QUERY_COVERING_OR_NEXT_VMA, PROCMAP_QUERY_FILE_BACKED_VMA, PROCMAP_QUERY_VMA_EXECUTABLE,
+    PROCMAP_QUERY_VMA_READABLE, PROCMAP_QUERY_VMA_SHARED, PROCMAP_QUERY_VMA_WRITABLE, QueryAnswer,
+    QueryRequest,
+};
 /// Importing a process's address space: the description types of [`Mm::import`] (`space::import`).
 pub mod import {
     pub use crate::space::import::{

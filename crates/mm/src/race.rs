@@ -54,7 +54,7 @@ use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use vmspace_proc::query::{PROCMAP_QUERY_COVERING_OR_NEXT_VMA, errno};
+use vmspace_proc::query::PROCMAP_QUERY_COVERING_OR_NEXT_VMA;
 use vmspace_proc::{MapsLine, QueryRequest, parse_smaps};
 
 use crate::{MapFlags, Mm, MmConfig, MremapFlags, PAGE_SIZE, ProcFileKind, Prot, ReaderMode};
@@ -390,7 +390,7 @@ fn check_queries(mm: &Mm, mode: ReaderMode, st: &States, t: &mut Tally) {
                 st.vmas.contains(&(q.vma_start, q.vma_end)) && q.vma_start <= a && a < q.vma_end,
                 || format!("query {a:#x}: {:#x}-{:#x} is no VMA of either state", q.vma_start, q.vma_end),
             ),
-            Err(e) => t.check(e == errno::ENOENT && !always, || format!("query {a:#x}: errno {e}")),
+            Err(e) => t.check(e == crate::Errno::ENOENT && !always, || format!("query {a:#x}: errno {e}")),
         }
     }
     match r.query(&QueryRequest::new(PROCMAP_QUERY_COVERING_OR_NEXT_VMA, T - P)) {

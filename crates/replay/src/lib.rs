@@ -131,7 +131,7 @@ impl Target for EngineTarget {
     }
 
     fn query(&mut self, req: &QueryRequest) -> Result<QueryAnswer, Errno> {
-        self.mm.reader().query(req).map_err(Errno::from_raw)
+        self.mm.reader().query(req)
     }
 
     fn file_path(&self, name: &str) -> Option<String> {

@@ -114,6 +114,26 @@ impl MmShared {
         self.pt.view()
     }
 
+    /// `lock_vma_under_rcu(mm, addr)`: finds and read-locks the VMA covering `addr` without the mmap lock;
+    /// `None` means "fall back to the mmap lock" (no VMA there, or it is being changed). The guard borrows this
+    /// `MmShared`, which keeps the tree (and so the VMA) reachable; counted in `locking`'s statistics (success,
+    /// abort, miss) as [`lock_vma_under_rcu`](crate::vma::lock_vma_under_rcu) counts them.
+    ///
+    /// ```
+    /// use vmspace_mm::{MapFlags, Mm, MmConfig, PAGE_SIZE, Prot};
+    ///
+    /// let mm = Mm::new(MmConfig::default());
+    /// let a = mm.mmap(0, PAGE_SIZE, Prot::RW, MapFlags::PRIVATE | MapFlags::ANONYMOUS, None, 0).unwrap();
+    /// let shared = mm.shared();
+    /// let g = shared.lock_vma_under_rcu(a).expect("mapped, not write-locked");
+    /// assert_eq!((g.vma().start(), g.vma().end()), (a, a + PAGE_SIZE));
+    /// drop(g);
+    /// assert!(shared.lock_vma_under_rcu(a + PAGE_SIZE).is_none(), "nothing mapped there");
+    /// ```
+    pub fn lock_vma_under_rcu(&self, addr: u64) -> Option<crate::vma::VmaReadGuard<'_>> {
+        crate::vma::lock_vma_under_rcu(&self.locking, self, addr)
+    }
+
     /// The VMA containing `addr`, found under the mmap read lock `held` (the fault path before per-VMA locks:
     /// `find_vma` under `mmap_read_lock`). The reference is valid while the lock is held: no writer can change
     /// or free a VMA meanwhile.
