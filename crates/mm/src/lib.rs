@@ -146,8 +146,6 @@ pub mod vma;
 #[cfg(not(feature = "testing"))]
 mod vma;
 
-pub mod race;
-
 pub use space::{
     Fault, FaultMode, ForkMode, HugetlbConfig, HugetlbPool, Mm, MmConfig, MmFaultStats, MmShared, Overcommit,
     ProcFile, ProcFileKind, ProcReader, ReaderMode, RecordHook, ThpMode,
