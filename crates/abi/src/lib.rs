@@ -4,7 +4,8 @@
 //! [`MremapFlags`], [`Advice`], [`PkeyRights`], [`MlockFlags`], [`MclFlags`], [`MsyncFlags`]); and [`VmFlags`], a
 //! VMA's `vm_flags` word with its smaps mnemonics, which the
 //! engine keeps and the `/proc` formats print; and [`FileArea`], the placement method a mapped file's file
-//! system installs (known from its `statfs` magic number).
+//! system installs (known from its `statfs` magic number); and the [`Signal`] a failed user-mode access ends in,
+//! with its `siginfo` code.
 //!
 //! ```
 //! use vmspace_abi::{Advice, Errno, MapFlags, PAGE_SIZE, Prot};
@@ -31,6 +32,7 @@
 mod errno;
 mod fs;
 mod mman;
+mod signal;
 mod vmflags;
 
 pub use errno::Errno;
@@ -41,4 +43,5 @@ pub use mman::{
     Advice, MapFlags, MclFlags, MlockFlags, MremapFlags, MsyncFlags, PAGE_MASK, PAGE_SHIFT, PAGE_SIZE,
     PkeyRights, Prot, TASK_SIZE,
 };
+pub use signal::{BusCode, SI_KERNEL, SIGBUS, SIGKILL, SIGSEGV, SegvCode, Signal};
 pub use vmflags::VmFlags;

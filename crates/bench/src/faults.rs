@@ -571,7 +571,7 @@ fn engine_run_spaces(
                                 EngineAccess::Write => mm.write(p, &[1]),
                                 EngineAccess::Touch => mm.touch(p, vmspace_mm::Access::Write),
                             }
-                            .map_err(|at| format!("engine write faulted at {at:#x}"))?;
+                            .map_err(|at| format!("engine write: {at}"))?;
                             p += PAGE_SIZE;
                         }
                         pages += region / PAGE_SIZE;

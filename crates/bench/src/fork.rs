@@ -225,8 +225,7 @@ pub fn engine_parent(extra: usize, pages: bool) -> Result<Mm, String> {
         .map_err(|e| format!("engine mmap of {n} pages: {e:?}"))?;
     if pages {
         for i in 0..n as u64 {
-            mm.touch(a + i * PAGE_SIZE, Access::Write)
-                .map_err(|at| format!("engine write fault at {at:#x}"))?;
+            mm.touch(a + i * PAGE_SIZE, Access::Write).map_err(|at| format!("engine write: {at}"))?;
         }
     }
     let (other, first) = if pages { (Prot::READ, 0) } else { (Prot::RW, 1) };

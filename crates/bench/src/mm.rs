@@ -42,7 +42,7 @@ use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use vmspace_mm::{MapFlags, Mm, MmConfig, MmShared, PAGE_SIZE, Prot, Vma, lock_vma_under_rcu};
+use vmspace_mm::{MapFlags, Mm, MmConfig, MmShared, PAGE_SIZE, Prot, Vma};
 use vmspace_results::host::HostInfo;
 use vmspace_results::report::{Report, ReportSet};
 
@@ -467,7 +467,7 @@ fn lookup_loop(shared: &MmShared, addrs: &[u64], iters: u64, mode: LookupMode) -
         let addr = addrs[i % n];
         match mode {
             LookupMode::PerVma => {
-                if let Some(v) = lock_vma_under_rcu(&shared.locking, shared, addr) {
+                if let Some(v) = shared.lock_vma_under_rcu(addr) {
                     sum = sum.wrapping_add(v.start());
                 }
             }

@@ -46,15 +46,15 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use vmspace_linux::maps::{is_header, parse_line};
-use vmspace_mm::{Errno, MapFlags, Mm, MmConfig, MremapFlags, PAGE_SIZE, ProcReader, Prot, ReaderMode};
-use vmspace_proc::QueryRequest;
+use vmspace_mm::{
+    Errno, MapFlags, Mm, MmConfig, MremapFlags, PAGE_SIZE, ProcFileKind, ProcReader, Prot, QueryRequest,
+    ReaderMode,
+};
 use vmspace_results::host::HostInfo;
 use vmspace_results::report::Report;
 
 pub use vmspace_linux::race::{Outcome as RaceReport, RaceFile, RaceTest, Verdict, classify};
-
-/// Failures whose lines a report keeps (the kernel check keeps as many).
-const MAX_KEPT_FAILURES: usize = 10;
+use vmspace_linux::race::{check_states, query_addr};
 
 /// One check: a test on a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,10 +79,7 @@ impl Scenario {
 
 /// `maps` or `smaps`.
 pub fn file_name(f: RaceFile) -> &'static str {
-    match f {
-        RaceFile::Maps => "maps",
-        RaceFile::Smaps => "smaps",
-    }
+    f.name()
 }
 
 /// What a race runner is (module docs).
@@ -138,10 +135,23 @@ fn step(s: &Setup, test: RaceTest, modify: bool) -> Result<(), Errno> {
 /// One observation (module docs): the record starting at `addr` and the next one, as header lines of `file`
 /// read whole through `reader`. The one place the checks read: a chunked read(2) handle goes here.
 pub fn boundary(reader: &ProcReader<'_>, file: RaceFile, addr: u64) -> Result<(String, String), String> {
-    let text = match file {
-        RaceFile::Maps => reader.maps(),
-        RaceFile::Smaps => reader.smaps(),
+    // One page per read(2), as the kernel check's parent reads: each read is a walk of its own, which
+    // restarts where the previous one stopped, so consecutive records may come from different states.
+    let kind = match file {
+        RaceFile::Maps => ProcFileKind::Maps,
+        RaceFile::Smaps => ProcFileKind::Smaps,
     };
+    let mut f = reader.open(kind);
+    let mut bytes = Vec::new();
+    let mut page = vec![0u8; PAGE_SIZE as usize];
+    loop {
+        let n = f.read(&mut page);
+        if n == 0 {
+            break;
+        }
+        bytes.extend_from_slice(&page[..n]);
+    }
+    let text = String::from_utf8(bytes).map_err(|_| "a read that is not UTF-8".to_string())?;
     if !text.is_empty() && !text.ends_with('\n') {
         return Err(format!(
             "the text does not end with a newline: ...{:?}",
@@ -158,33 +168,13 @@ pub fn boundary(reader: &ProcReader<'_>, file: RaceFile, addr: u64) -> Result<(S
     Ok((last.to_string(), first.to_string()))
 }
 
-/// The PROCMAP_QUERY check of `test` (module docs); `Err` with the failure.
-fn query_check(reader: &ProcReader<'_>, test: RaceTest, addr: u64) -> Result<(), String> {
-    let p = PAGE_SIZE;
-    let (qaddr, ok): (u64, &dyn Fn(u64, u64) -> bool) = match test {
-        RaceTest::Split => {
-            (addr + p, &|s, e| (s, e) == (addr, addr + 3 * p) || (s, e) == (addr + p, addr + 3 * p))
-        }
-        RaceTest::Resize => (addr, &|s, e| s == addr && (e - s == 3 * p || e - s == p)),
-        RaceTest::Remap => {
-            (addr + p, &|s, e| (s, e) == (addr, addr + 3 * p) || (s, e) == (addr + p, addr + 2 * p))
-        }
-    };
-    match reader.query(&QueryRequest::new(0, qaddr)) {
-        Ok(a) if ok(a.vma_start, a.vma_end) => Ok(()),
-        Ok(a) => Err(format!(
-            "PROCMAP_QUERY at {qaddr:#x} returned {:#x}-{:#x}, not an allowed VMA",
-            a.vma_start, a.vma_end
-        )),
-        Err(e) => Err(format!("PROCMAP_QUERY at {qaddr:#x} failed: errno {e}")),
-    }
-}
-
-fn fail(out: &mut RaceReport, msg: String) {
-    out.failure_count += 1;
-    if out.failures.len() < MAX_KEPT_FAILURES {
-        out.failures.push(msg);
-    }
+/// The PROCMAP_QUERY check of `test` (module docs), tallied in `out` by the kernel check's rule.
+fn query_check(reader: &ProcReader<'_>, test: RaceTest, addr: u64, out: &mut RaceReport) {
+    let answer = reader
+        .query(&QueryRequest::new(0, query_addr(test, addr, PAGE_SIZE)))
+        .map(|a| (a.vma_start, a.vma_end))
+        .map_err(|e| e.to_string());
+    out.query_check(test, addr, PAGE_SIZE, answer);
 }
 
 /// Runs `scenario` with the reader in `mode` for `duration` on a fresh engine address space (module docs).
@@ -204,17 +194,7 @@ pub fn run_scenario(scenario: Scenario, mode: ReaderMode, duration: Duration) ->
     let modified = boundary(&reader, file, s.addr)?;
     call(false)?;
     let restored = boundary(&reader, file, s.addr)?;
-    if restored != orig {
-        return Err(format!("restoring did not restore the records: {orig:?} became {restored:?}"));
-    }
-    let first_changes = test != RaceTest::Resize;
-    if modified.0 == orig.0 || (modified.1 != orig.1) != first_changes {
-        return Err(format!(
-            "the {} modification did not change the records as on the kernel: original {orig:?}, modified \
-             {modified:?}",
-            test.name()
-        ));
-    }
+    check_states(test, &orig, &modified, &restored)?;
     let stop = AtomicBool::new(false);
     let cycles = AtomicU64::new(0);
     let mut out = RaceReport::default();
@@ -231,27 +211,9 @@ pub fn run_scenario(scenario: Scenario, mode: ReaderMode, duration: Duration) ->
         });
         let start = Instant::now();
         while start.elapsed() < duration && !w.is_finished() {
-            out.iterations += 1;
-            match boundary(&reader, file, s.addr) {
-                Err(e) => {
-                    let msg = format!("observation {}: {e}", out.iterations);
-                    fail(&mut out, msg)
-                }
-                Ok((l, f)) => match classify(&orig, &modified, &l, &f) {
-                    Verdict::Original => {}
-                    Verdict::Modified => out.modified_seen += 1,
-                    Verdict::Duplicate => {
-                        out.modified_seen += 1;
-                        out.duplicates += 1;
-                    }
-                    Verdict::Torn(msg) => fail(&mut out, msg),
-                },
-            }
+            out.observe(&orig, &modified, boundary(&reader, file, s.addr));
             if file == RaceFile::Maps {
-                out.query_checks += 1;
-                if let Err(e) = query_check(&reader, test, s.addr) {
-                    fail(&mut out, e);
-                }
+                query_check(&reader, test, s.addr, &mut out);
             }
         }
         // Relaxed: see the writer's load.
@@ -276,28 +238,16 @@ pub fn report(
     o: &RaceReport,
     host: &HostInfo,
 ) -> Report {
-    let mut r =
-        Report::new("bench.race", format!("{}, engine {}", scenario.key(), mode.name()), host.clone());
+    let mut r = o.report(
+        "bench.race",
+        format!("{}, engine {}", scenario.key(), mode.name()),
+        scenario.test,
+        scenario.file,
+        duration,
+        host,
+    );
     r.param("side", "engine");
     r.param("mode", mode.name());
-    r.param("test", scenario.test);
-    r.param("file", scenario.file);
-    r.param("duration_s", duration.as_secs_f64());
-    r.push_run(
-        [
-            ("iterations_count", o.iterations),
-            ("modified_seen_count", o.modified_seen),
-            ("duplicates_count", o.duplicates),
-            ("query_checks_count", o.query_checks),
-            ("child_cycles_count", o.child_cycles),
-            ("failures_count", o.failure_count),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v as f64))
-        .collect(),
-    );
-    r.notes.extend(o.failures.iter().cloned());
-    r.summarise();
     r
 }
 
@@ -371,7 +321,9 @@ mod tests {
         s.mm.munmap(s.addr, 3 * PAGE_SIZE).unwrap();
         let e = boundary(&r, RaceFile::Maps, s.addr).unwrap_err();
         assert!(e.contains("false gap"), "{e}");
-        assert!(query_check(&r, RaceTest::Resize, s.addr).is_err());
+        let mut out = RaceReport::default();
+        query_check(&r, RaceTest::Resize, s.addr, &mut out);
+        assert_eq!((out.query_checks, out.failure_count), (1, 1), "{:?}", out.failures);
     }
 
     #[test]

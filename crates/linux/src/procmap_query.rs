@@ -1,33 +1,32 @@
 //! `PROCMAP_QUERY`: the binary VMA query on an open `/proc/PID/maps` file (Linux 6.11+).
 //!
 //! The ioctl number is `_IOWR('f', 17, struct procmap_query)` = `0xC0686611`; the struct (104 bytes, all fields
-//! naturally aligned) comes from `linux-raw-sys`. One call finds the first VMA with `end > query_addr` and, unless
+//! naturally aligned) is `vmspace_proc::query::procmap_query` (from `linux-raw-sys`), as are the flags. One call finds the first VMA with `end > query_addr` and, unless
 //! [`COVERING_OR_NEXT`] is set, requires it to contain the address (`ENOENT` otherwise). A full walk starts at
 //! address 0 with [`COVERING_OR_NEXT`] and continues from each result's end until `ENOENT` ([`walk`]).
 //! Each result is a self-consistent snapshot of one VMA; nothing is consistent across calls.
 
-use linux_raw_sys::general::procmap_query;
 use rustix::io::Errno;
 use std::fs::File;
 use std::os::fd::AsFd;
+use vmspace_proc::query::procmap_query;
 
-/// The ioctl request number.
-pub const PROCMAP_QUERY: u32 = 0xC068_6611;
+/// The ioctl request number (`vmspace_proc::query`, where the struct's one layout is).
+pub use vmspace_proc::query::PROCMAP_QUERY;
 
 /// Return the covering VMA or, if the address is in a gap, the next one.
-pub const COVERING_OR_NEXT: u64 = 0x10;
+pub use vmspace_proc::query::PROCMAP_QUERY_COVERING_OR_NEXT_VMA as COVERING_OR_NEXT;
 /// Only file-backed VMAs.
-pub const FILE_BACKED: u64 = 0x20;
-/// VMA flag bits in [`Vma::flags`].
-pub const VMA_READABLE: u64 = 0x01;
-/// Writable.
-pub const VMA_WRITABLE: u64 = 0x02;
+pub use vmspace_proc::query::PROCMAP_QUERY_FILE_BACKED_VMA as FILE_BACKED;
 /// Executable.
-pub const VMA_EXECUTABLE: u64 = 0x04;
+pub use vmspace_proc::query::PROCMAP_QUERY_VMA_EXECUTABLE as VMA_EXECUTABLE;
+/// VMA flag bits in [`Vma::flags`]: readable.
+pub use vmspace_proc::query::PROCMAP_QUERY_VMA_READABLE as VMA_READABLE;
 /// May be shared (`s` in the maps text).
-pub const VMA_SHARED: u64 = 0x08;
+pub use vmspace_proc::query::PROCMAP_QUERY_VMA_SHARED as VMA_SHARED;
+/// Writable.
+pub use vmspace_proc::query::PROCMAP_QUERY_VMA_WRITABLE as VMA_WRITABLE;
 
-const _: () = assert!(std::mem::size_of::<procmap_query>() == 104);
 const _: () = assert!(PROCMAP_QUERY == rustix::ioctl::opcode::read_write::<procmap_query>(b'f', 17) as u32);
 
 /// One VMA as the ioctl reports it.

@@ -53,6 +53,16 @@ pub enum RaceFile {
     Smaps,
 }
 
+impl RaceFile {
+    /// `maps` or `smaps`.
+    pub fn name(self) -> &'static str {
+        match self {
+            RaceFile::Maps => "maps",
+            RaceFile::Smaps => "smaps",
+        }
+    }
+}
+
 impl std::str::FromStr for RaceFile {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
@@ -134,7 +144,8 @@ const OP_RESTORE: u64 = 2;
 const OP_LOOP: u64 = 3;
 const OP_EXIT: u64 = 4;
 
-const MAX_KEPT_FAILURES: usize = 10;
+/// Failures an [`Outcome`] keeps the descriptions of.
+pub const MAX_KEPT_FAILURES: usize = 10;
 
 /// Runs `tests` for `duration` each against `file`; one report per test (one run each).
 pub fn run(
@@ -151,24 +162,7 @@ pub fn run(
     for &t in tests {
         let o = run_test(file, t, duration)?;
         on_test(t, &o);
-        let fname = match file {
-            RaceFile::Maps => "maps",
-            RaceFile::Smaps => "smaps",
-        };
-        let mut r = Report::new("kernel.race", format!("{} ({fname})", t.name()), host.clone());
-        r.param("test", t);
-        r.param("file", file);
-        r.param("duration_s", duration.as_secs_f64());
-        r.push_run(BTreeMap::from([
-            ("iterations_count".to_string(), o.iterations as f64),
-            ("modified_seen_count".to_string(), o.modified_seen as f64),
-            ("duplicates_count".to_string(), o.duplicates as f64),
-            ("query_checks_count".to_string(), o.query_checks as f64),
-            ("child_cycles_count".to_string(), o.child_cycles as f64),
-            ("failures_count".to_string(), o.failure_count as f64),
-        ]));
-        r.notes.extend(o.failures.iter().cloned());
-        r.summarise();
+        let r = o.report("kernel.race", format!("{} ({})", t.name(), file.name()), t, file, duration, host);
         reports.push(r);
     }
     Ok(reports)
@@ -371,12 +365,122 @@ pub fn classify(orig: &(String, String), modified: &(String, String), last: &str
     }
 }
 
-/// Counts a failure and keeps its description if there is room.
-fn fail(out: &mut Outcome, msg: String) {
-    out.failure_count += 1;
-    if out.failures.len() < MAX_KEPT_FAILURES {
-        out.failures.push(msg);
+impl Outcome {
+    /// Counts a failure and keeps its description if there is room (the first [`MAX_KEPT_FAILURES`]).
+    pub fn fail(&mut self, msg: String) {
+        self.failure_count += 1;
+        if self.failures.len() < MAX_KEPT_FAILURES {
+            self.failures.push(msg);
+        }
     }
+
+    /// Tallies one observation: the boundary pair read (or why none could be), classified against the
+    /// original and the modified pairs ([`classify`]).
+    pub fn observe(
+        &mut self,
+        orig: &(String, String),
+        modified: &(String, String),
+        seen: Result<(String, String), String>,
+    ) {
+        self.iterations += 1;
+        match seen {
+            Err(e) => {
+                let msg = format!("observation {}: {e}", self.iterations);
+                self.fail(msg)
+            }
+            Ok((l, f)) => match classify(orig, modified, &l, &f) {
+                Verdict::Original => {}
+                Verdict::Modified => self.modified_seen += 1,
+                Verdict::Duplicate => {
+                    self.modified_seen += 1;
+                    self.duplicates += 1;
+                }
+                Verdict::Torn(msg) => self.fail(msg),
+            },
+        }
+    }
+
+    /// Tallies one PROCMAP_QUERY check of `test` on the region at `addr` (pages of `page` bytes): the query
+    /// is made at [`query_addr`] and its answer, a VMA range or the error, must be one [`query_allows`].
+    pub fn query_check(&mut self, test: RaceTest, addr: u64, page: u64, answer: Result<(u64, u64), String>) {
+        self.query_checks += 1;
+        let qaddr = query_addr(test, addr, page);
+        match answer {
+            Ok((s, e)) if query_allows(test, addr, page, s, e) => {}
+            Ok((s, e)) => {
+                self.fail(format!("PROCMAP_QUERY at {qaddr:#x} returned {s:#x}-{e:#x}, not an allowed VMA"))
+            }
+            Err(e) => self.fail(format!("PROCMAP_QUERY at {qaddr:#x} failed: {e}")),
+        }
+    }
+
+    /// The report of one test: the metrics `iterations_count`, `modified_seen_count`, `duplicates_count`,
+    /// `query_checks_count`, `child_cycles_count` (the writer's modify+restore cycles), `failures_count`, and
+    /// the kept failures in `notes`; parameters `test`, `file`, `duration_s` (the caller adds its own).
+    pub fn report(
+        &self,
+        kind: &str,
+        label: String,
+        test: RaceTest,
+        file: RaceFile,
+        duration: Duration,
+        host: &HostInfo,
+    ) -> Report {
+        let mut r = Report::new(kind, label, host.clone());
+        r.param("test", test);
+        r.param("file", file);
+        r.param("duration_s", duration.as_secs_f64());
+        r.push_run(BTreeMap::from([
+            ("iterations_count".to_string(), self.iterations as f64),
+            ("modified_seen_count".to_string(), self.modified_seen as f64),
+            ("duplicates_count".to_string(), self.duplicates as f64),
+            ("query_checks_count".to_string(), self.query_checks as f64),
+            ("child_cycles_count".to_string(), self.child_cycles as f64),
+            ("failures_count".to_string(), self.failure_count as f64),
+        ]));
+        r.notes.extend(self.failures.iter().cloned());
+        r.summarise();
+        r
+    }
+}
+
+/// Where `test`'s PROCMAP_QUERY check asks (module docs): the region's second page for split and remap, its
+/// start for resize.
+pub fn query_addr(test: RaceTest, addr: u64, page: u64) -> u64 {
+    match test {
+        RaceTest::Split | RaceTest::Remap => addr + page,
+        RaceTest::Resize => addr,
+    }
+}
+
+/// Whether `[start, end)` is a VMA `test`'s PROCMAP_QUERY check may answer (module docs).
+pub fn query_allows(test: RaceTest, addr: u64, p: u64, start: u64, end: u64) -> bool {
+    match test {
+        RaceTest::Split => (start, end) == (addr, addr + 3 * p) || (start, end) == (addr + p, addr + 3 * p),
+        RaceTest::Resize => start == addr && (end - start == 3 * p || end - start == p),
+        RaceTest::Remap => (start, end) == (addr, addr + 3 * p) || (start, end) == (addr + p, addr + 2 * p),
+    }
+}
+
+/// Checks the boundary pairs captured before the race: the restored pair must equal the original, and the
+/// modification must change the lines `test` changes (both for split and remap, the last only for resize).
+pub fn check_states(
+    test: RaceTest,
+    orig: &(String, String),
+    modified: &(String, String),
+    restored: &(String, String),
+) -> Result<(), String> {
+    if restored != orig {
+        return Err(format!("restoring did not restore the boundary lines: {orig:?} became {restored:?}"));
+    }
+    let first_changes = test != RaceTest::Resize;
+    if modified.0 == orig.0 || (modified.1 != orig.1) != first_changes {
+        return Err(format!(
+            "the {} modification did not change the boundary as expected: original {orig:?}, modified {modified:?}",
+            test.name()
+        ));
+    }
+    Ok(())
 }
 
 fn run_test(file: RaceFile, test: RaceTest, duration: Duration) -> Result<Outcome> {
@@ -442,19 +546,7 @@ fn run_test(file: RaceFile, test: RaceTest, duration: Duration) -> Result<Outcom
     chan.send(OP_RESTORE, &mut ch)?;
     let restored = boundary(&mut f, page, k, &mut buf).map_err(err)?;
     let mut out = Outcome::default();
-    if restored != orig {
-        bail!("restoring did not restore the boundary lines: {orig:?} became {restored:?}");
-    }
-    let (last_changes, first_changes) = match test {
-        RaceTest::Split | RaceTest::Remap => (true, true),
-        RaceTest::Resize => (true, false),
-    };
-    if (modified.0 != orig.0) != last_changes || (modified.1 != orig.1) != first_changes {
-        bail!(
-            "the {} modification did not change the boundary as expected: original {orig:?}, modified {modified:?}",
-            test.name()
-        );
-    }
+    check_states(test, &orig, &modified, &restored).map_err(anyhow::Error::msg)?;
 
     let p = page as u64;
     chan.send(OP_LOOP, &mut ch)?;
@@ -464,44 +556,12 @@ fn run_test(file: RaceFile, test: RaceTest, duration: Duration) -> Result<Outcom
         if let Some(e) = ch.try_wait()? {
             bail!("the race child died during the race: {e:?}");
         }
-        out.iterations += 1;
-        match boundary(&mut f, page, k, &mut buf) {
-            Err(e) => {
-                let msg = format!("iteration {}: {e}", out.iterations);
-                fail(&mut out, msg)
-            }
-            Ok((l, fl)) => match classify(&orig, &modified, &l, &fl) {
-                Verdict::Original => {}
-                Verdict::Modified => out.modified_seen += 1,
-                Verdict::Duplicate => {
-                    out.modified_seen += 1;
-                    out.duplicates += 1;
-                }
-                Verdict::Torn(msg) => fail(&mut out, msg),
-            },
-        }
+        out.observe(&orig, &modified, boundary(&mut f, page, k, &mut buf));
         if file == RaceFile::Maps {
-            out.query_checks += 1;
-            let (qaddr, ok): (u64, &dyn Fn(u64, u64) -> bool) = match test {
-                RaceTest::Split => {
-                    (addr + p, &|s, e| (s, e) == (addr, addr + 3 * p) || (s, e) == (addr + p, addr + 3 * p))
-                }
-                RaceTest::Resize => (addr, &|s, e| s == addr && (e - s == 3 * p || e - s == p)),
-                RaceTest::Remap => {
-                    (addr + p, &|s, e| (s, e) == (addr, addr + 3 * p) || (s, e) == (addr + p, addr + 2 * p))
-                }
-            };
-            match crate::procmap_query::query(&qfile, qaddr, 0, None) {
-                Ok(v) if ok(v.start, v.end) => {}
-                Ok(v) => fail(
-                    &mut out,
-                    format!(
-                        "PROCMAP_QUERY at {qaddr:#x} returned {:#x}-{:#x}, not an allowed VMA",
-                        v.start, v.end
-                    ),
-                ),
-                Err(e) => fail(&mut out, format!("PROCMAP_QUERY at {qaddr:#x} failed: {e}")),
-            }
+            let answer = crate::procmap_query::query(&qfile, query_addr(test, addr, p), 0, None)
+                .map(|v| (v.start, v.end))
+                .map_err(|e| e.to_string());
+            out.query_check(test, addr, p, answer);
         }
     }
     chan.send(OP_EXIT, &mut ch)?;

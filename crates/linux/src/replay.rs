@@ -1412,23 +1412,10 @@ fn pin_and_scratch() -> Result<u64, String> {
     Ok(p as u64)
 }
 
-/// Offsets of the fields of `struct procmap_query` (`include/uapi/linux/fs.h`).
+/// Offsets of the fields of `struct procmap_query`, and its size.
 mod pq {
-    pub const SIZE: usize = 0;
-    pub const FLAGS: usize = 8;
-    pub const ADDR: usize = 16;
-    pub const VMA_START: usize = 24;
-    pub const VMA_END: usize = 32;
-    pub const VMA_FLAGS: usize = 40;
-    pub const PAGE_SIZE: usize = 48;
-    pub const OFFSET: usize = 56;
-    pub const INODE: usize = 64;
-    pub const DEV_MAJOR: usize = 72;
-    pub const DEV_MINOR: usize = 76;
-    pub const NAME_SIZE: usize = 80;
-    pub const NAME_ADDR: usize = 88;
-    /// `sizeof(struct procmap_query)`.
-    pub const LEN: usize = 104;
+    pub use vmspace_proc::query::PROCMAP_QUERY_SIZE as LEN;
+    pub use vmspace_proc::query::layout::*;
 }
 
 fn put_u64(b: &mut [u8], off: usize, v: u64) {

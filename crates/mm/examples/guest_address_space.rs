@@ -36,7 +36,11 @@ pub fn main() {
     //    (`Mm::fault`, a user-mode access) and the access retried, or the guest gets SIGSEGV.
     mm.fault(TEXT, Access::Read).expect("text is readable");
     assert_eq!(mm.fault(TEXT, Access::Write), Err(Errno::EFAULT), "writing text is a SIGSEGV");
-    assert_eq!(mm.write(TEXT + 8, b"patch"), Err(TEXT + 8), "a store to text faults at its address");
+    assert_eq!(
+        mm.write(TEXT + 8, b"patch").map_err(|f| f.addr),
+        Err(TEXT + 8),
+        "a store to text faults at its address"
+    );
     mm.write(TEXT + 2 * P, b"initialised data").expect("data is writable");
     // A push just below the stack grows it (expand_stack), as on Linux.
     mm.write(stack - 16, &0x1234_u64.to_le_bytes()).expect("the stack grows down");

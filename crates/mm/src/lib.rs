@@ -2,7 +2,7 @@
 //! per-VMA lock, the Linux 6.18 syscall surface with its merge/split rules, the fault path, and the readers.
 //!
 //! ```
-//! use vmspace_mm::{Access, Errno, FaultKind, MapFlags, Mm, MmConfig, PAGE_SIZE, Prot, VmFlags};
+//! use vmspace_mm::{Access, Errno, FaultKind, MapFlags, Mm, MmConfig, PAGE_SIZE, Prot, SegvCode, Signal, VmFlags};
 //!
 //! let mm = Mm::new(MmConfig::default());
 //! // mmap: an anonymous private read-write mapping of four pages, placed top-down below mmap_base.
@@ -14,9 +14,10 @@
 //! assert_eq!((middle.start, middle.end), (a + PAGE_SIZE, a + 2 * PAGE_SIZE));
 //! assert!(!middle.flags.contains(VmFlags::WRITE));
 //! // Stores go through the emulated MMU and fault as a CPU's would: the first page takes them, the second
-//! // refuses (SIGSEGV: the address that faulted comes back).
+//! // refuses (the address that faulted comes back with the signal the kernel would deliver).
 //! mm.write(a + 8, b"hello").expect("writable");
-//! assert_eq!(mm.write(a + PAGE_SIZE, b"no"), Err(a + PAGE_SIZE));
+//! let f = mm.write(a + PAGE_SIZE, b"no").unwrap_err();
+//! assert_eq!((f.addr, f.signal), (a + PAGE_SIZE, Signal::Segv(SegvCode::AccErr)));
 //! let mut buf = [0u8; 5];
 //! mm.read(a + 8, &mut buf).expect("readable");
 //! assert_eq!(&buf, b"hello");
@@ -71,7 +72,7 @@
 //!             mm.write(hole, b"neighbour").expect("mapped");
 //!             mm.munmap(hole, 16 * P).expect("munmap");
 //!             // The neighbour is gone: touching it is a SIGSEGV.
-//!             assert_eq!(mm.read(hole, &mut [0u8; 1]), Err(hole));
+//!             assert_eq!(mm.read(hole, &mut [0u8; 1]).map_err(|f| f.addr), Err(hole));
 //!         }
 //!     });
 //! });
@@ -93,8 +94,9 @@
 //! [`lock_vma_under_rcu`] and [`lock_next_vma`] work from other threads, returning a [`VmaReadGuard`] on the
 //! [`Vma`] (whose getters are the reader's view; its setters are crate-private), and whose page table
 //! ([`MmShared::page_table`]) lockless walkers read. Memory: [`Mm::fault`] / [`Mm::fault_with`] (the 6.18
-//! fault path, [`FaultMode`]), [`Mm::read`], [`Mm::read_chunks`], [`Mm::write`], [`Mm::fill`] (accesses
-//! through the emulated MMU), [`Mm::fault_stats`] ([`MmFaultStats`]), [`Mm::rss`]; fork in either tree mode
+//! fault path, [`FaultMode`]; [`Mm::do_user_addr_fault`] answers the signal), [`Mm::read`], [`Mm::read_chunks`],
+//! [`Mm::write`], [`Mm::touch`], [`Mm::fill`] (accesses through the emulated MMU; a failed one is a [`Fault`]: the
+//! address and the [`Signal`] the kernel would deliver, with its [`SegvCode`] or [`BusCode`]), [`Mm::fault_stats`] ([`MmFaultStats`]), [`Mm::rss`]; fork in either tree mode
 //! ([`Mm::fork_with`], [`ForkMode`]). A running process's address space becomes an engine one with
 //! [`Mm::import`] from a plain description ([`import::ImportedLayout`], which `vmspace_linux::procfs` reads
 //! from `/proc/PID`; what is and is not imported: module `space::import`). Pages live in a [`Memory`] (the process-wide one, or one per address
@@ -144,11 +146,15 @@ pub mod vma;
 #[cfg(not(feature = "testing"))]
 mod vma;
 
-pub mod race;
-
 pub use space::{
-    FaultMode, ForkMode, HugetlbConfig, HugetlbPool, Mm, MmConfig, MmFaultStats, MmShared, Overcommit,
+    Fault, FaultMode, ForkMode, HugetlbConfig, HugetlbPool, Mm, MmConfig, MmFaultStats, MmShared, Overcommit,
     ProcFile, ProcFileKind, ProcReader, ReaderMode, RecordHook, ThpMode,
+};
+/// `PROCMAP_QUERY`'s request and answer ([`ProcReader::query`]), and its flags, from `vmspace_proc::query`.
+pub use vmspace_proc::query::{
+    PROCMAP_QUERY_COVERING_OR_NEXT_VMA, PROCMAP_QUERY_FILE_BACKED_VMA, PROCMAP_QUERY_VMA_EXECUTABLE,
+    PROCMAP_QUERY_VMA_READABLE, PROCMAP_QUERY_VMA_SHARED, PROCMAP_QUERY_VMA_WRITABLE, QueryAnswer,
+    QueryRequest,
 };
 /// Importing a process's address space: the description types of [`Mm::import`] (`space::import`).
 pub mod import {
@@ -163,8 +169,8 @@ pub use vma::{
     walk_vmas_lockless,
 };
 pub use vmspace_abi::{
-    Advice, Errno, FileArea, MapFlags, MclFlags, MlockFlags, MremapFlags, MsyncFlags, PAGE_SIZE, PkeyRights,
-    Prot, TASK_SIZE, VmFlags,
+    Advice, BusCode, Errno, FileArea, MapFlags, MclFlags, MlockFlags, MremapFlags, MsyncFlags, PAGE_SIZE,
+    PkeyRights, Prot, SegvCode, Signal, TASK_SIZE, VmFlags,
 };
 pub use vmspace_pgtable::{Access, FaultKind, FaultStats, Memory, MemoryConfig, PageTable, Rss};
 

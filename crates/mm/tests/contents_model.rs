@@ -170,7 +170,7 @@ impl World {
         }
         match fail {
             None => assert_eq!(r, Ok(()), "read of {a:#x}+{len:#x} in process {p}"),
-            Some(f) => assert_eq!(r, Err(f), "read of {a:#x}+{len:#x} in process {p}"),
+            Some(f) => assert_eq!(r.map_err(|e| e.addr), Err(f), "read of {a:#x}+{len:#x} in process {p}"),
         }
         assert!(got == want, "process {p}: bytes of {a:#x}+{len:#x} differ from the oracle's");
     }
@@ -235,7 +235,9 @@ impl World {
                 }
                 match fail {
                     None => assert_eq!(r, Ok(()), "fill {a:#x}+{len:#x} in process {p}"),
-                    Some(f) => assert_eq!(r, Err(f), "fill {a:#x}+{len:#x} in process {p}"),
+                    Some(f) => {
+                        assert_eq!(r.map_err(|e| e.addr), Err(f), "fill {a:#x}+{len:#x} in process {p}")
+                    }
                 }
             }
             Op::Check { p, addr: a, len } => self.check(p % self.mms.len(), a, len),

@@ -14,3 +14,11 @@ fn guest_address_space_example() {
 fn read_maps_example() {
     read_maps::main();
 }
+
+#[path = "../examples/fault_handler.rs"]
+mod fault_handler;
+
+#[test]
+fn fault_handler_example() {
+    fault_handler::main();
+}

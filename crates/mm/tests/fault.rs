@@ -67,11 +67,11 @@ fn access_errors_are_sigsegv() {
     m.mmap(B + 8 * P, 4 * P, Prot::RW, ANON, None, 0).unwrap();
     m.madvise(B + 9 * P, P, Advice::GUARD_INSTALL).unwrap();
     assert_eq!(m.fault(B + 9 * P, Access::Read), Err(Errno::EFAULT));
-    assert_eq!(m.write(B + 9 * P + 5, b"x"), Err(B + 9 * P + 5));
+    assert_eq!(m.write(B + 9 * P + 5, b"x").map_err(|f| f.addr), Err(B + 9 * P + 5));
     m.madvise(B + 9 * P, P, Advice::GUARD_REMOVE).unwrap();
     assert_eq!(m.fault(B + 9 * P, Access::Write), Ok(FaultKind::AnonNew));
     // Stores stop at the first page that refuses, after writing the bytes before it.
-    assert_eq!(m.write(B + 12 * P - 2, b"abcd"), Err(B + 12 * P));
+    assert_eq!(m.write(B + 12 * P - 2, b"abcd").map_err(|f| f.addr), Err(B + 12 * P));
     let mut b = [0u8; 2];
     m.read(B + 12 * P - 2, &mut b).unwrap();
     assert_eq!(&b, b"ab");

@@ -64,14 +64,14 @@ fn fault_thread(mm: &Mm, t: u64, rounds: u64, stop: &AtomicBool, go: &AtomicBool
             for off in OFFSETS {
                 let a = base + page * P + off;
                 mm.write(a, &word(t, round, page).to_le_bytes())
-                    .unwrap_or_else(|f| panic!("write {a:#x}: {f:#x}"));
+                    .unwrap_or_else(|f| panic!("write {a:#x}: {f}"));
             }
         }
         for page in 0..REGION {
             for off in OFFSETS {
                 let a = base + page * P + off;
                 let mut b = [0u8; 8];
-                mm.read(a, &mut b).unwrap_or_else(|f| panic!("read {a:#x}: {f:#x}"));
+                mm.read(a, &mut b).unwrap_or_else(|f| panic!("read {a:#x}: {f}"));
                 assert_eq!(
                     u64::from_le_bytes(b),
                     word(t, round, page),
@@ -82,7 +82,7 @@ fn fault_thread(mm: &Mm, t: u64, rounds: u64, stop: &AtomicBool, go: &AtomicBool
         // Memory that is never mapped stays unmapped: every access is SIGSEGV.
         let never = region(t) + STRIDE - NEVER * P + rng.random_range(0..NEVER) * P;
         assert_eq!(mm.fault(never, Access::Read), Err(Errno::EFAULT));
-        assert_eq!(mm.write(never, b"x"), Err(never));
+        assert_eq!(mm.write(never, b"x").map_err(|f| f.addr), Err(never));
     }
     // Relaxed: a stop flag; the join publishes everything.
     stop.store(true, Ordering::Relaxed);
@@ -116,14 +116,18 @@ fn mutator(mm: &Mm, file: &std::sync::Arc<VmFile>, stop: &AtomicBool, go: &Atomi
             2 => {
                 mm.munmap(start, len).unwrap();
                 assert_eq!(mm.fault(start, Access::Read), Err(Errno::EFAULT), "a fault in unmapped memory");
-                assert_eq!(mm.write(start + len - 1, b"x"), Err(start + len - 1));
+                assert_eq!(mm.write(start + len - 1, b"x").map_err(|f| f.addr), Err(start + len - 1));
             }
             3 => {
                 // mprotect whatever is mapped there (ENOMEM over a hole, after the VMAs before it).
                 let prot = if rng.random_bool(0.5) { Prot::READ } else { Prot::RW };
                 let _ = mm.mprotect(start, len, prot);
                 if prot == Prot::READ && mm.vma_at(start).is_some() {
-                    assert_eq!(mm.write(start, b"x"), Err(start), "a write to a read-only page");
+                    assert_eq!(
+                        mm.write(start, b"x").map_err(|f| f.addr),
+                        Err(start),
+                        "a write to a read-only page"
+                    );
                 }
             }
             4 => {
@@ -134,7 +138,11 @@ fn mutator(mm: &Mm, file: &std::sync::Arc<VmFile>, stop: &AtomicBool, go: &Atomi
                     let readable = mm.read(start, &mut before).is_ok();
                     let flags = MremapFlags::MAYMOVE | MremapFlags::FIXED;
                     if mm.mremap(start, len, len, flags, mid) == Ok(mid) {
-                        assert_eq!(mm.read(start, &mut [0u8; 1]), Err(start), "the source moved away");
+                        assert_eq!(
+                            mm.read(start, &mut [0u8; 1]).map_err(|f| f.addr),
+                            Err(start),
+                            "the source moved away"
+                        );
                         let mut after = [0u8; 8];
                         if readable {
                             mm.read(mid, &mut after).expect("moved");

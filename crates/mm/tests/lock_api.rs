@@ -185,7 +185,7 @@ fn raw_releases_work_inside_unsafe_with_their_contract_met() {
 
     // A VMA read lock given up and re-wrapped once.
     let shared = mm.shared();
-    let g = lock_vma_under_rcu(&shared.locking, &*shared, A).expect("mapped, not write-locked");
+    let g = shared.lock_vma_under_rcu(A).expect("mapped, not write-locked");
     let refs = g.refcnt();
     let raw_vma = g.into_raw();
     assert_eq!(raw_vma.refcnt(), refs, "into_raw keeps the read lock");

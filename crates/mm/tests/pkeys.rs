@@ -275,3 +275,45 @@ fn pku_fork_inherits_keys_arch_dup_pkeys() {
     // The parent is untouched by the child's calls.
     assert_eq!(m.pkey_alloc(0, R0), Ok(3));
 }
+
+/// With PKU, a data access the thread's PKRU denies through the VMA's key is SIGSEGV `SEGV_PKUERR` naming the
+/// key (`bad_area_access_error` → `bad_area_access_from_pkeys`), whether the page is present or not, before
+/// any other check; an execute-only (`--x`) mapping gets the execute-only key, so reading it is a PKU fault
+/// too; a write through a write-disabled key is one, a read through it is not. Without PKU nothing of this
+/// applies: reading `--x` memory is allowed (x86 cannot express execute-only pages).
+#[test]
+fn pku_denied_accesses_are_pkuerr_bad_area_access_error() {
+    use vmspace_mm::{Access, SegvCode, Signal};
+    let pkuerr = |pkey| Signal::Segv(SegvCode::PkuErr { pkey });
+    let m = mm(true);
+    m.mmap(B, 4 * P, Prot::RW, AF, None, 0).unwrap();
+    m.write(B, b"present").unwrap();
+    let k = m.pkey_alloc(0, PkeyRights::DISABLE_ACCESS).unwrap();
+    m.pkey_mprotect(B, 2 * P, Prot::RW, k).unwrap();
+    // Present and absent pages alike.
+    for a in [B, B + P] {
+        let f = m.read(a, &mut [0u8; 1]).unwrap_err();
+        assert_eq!((f.addr, f.signal), (a, pkuerr(k as u32)));
+        assert_eq!(m.write(a, b"x").unwrap_err().signal, pkuerr(k as u32));
+    }
+    // A write-disabled key: reads pass, writes fault.
+    let w = m.pkey_alloc(0, PkeyRights::DISABLE_WRITE).unwrap();
+    m.pkey_mprotect(B + 2 * P, 2 * P, Prot::RW, w).unwrap();
+    let mut b = [0u8; 1];
+    m.read(B + 2 * P, &mut b).unwrap();
+    assert_eq!(m.write(B + 3 * P, b"x").unwrap_err().signal, pkuerr(w as u32));
+    // The fault path itself decides the same (`access_error` with `arch_vma_access_permitted`).
+    assert_eq!(m.do_user_addr_fault(B + P, Access::Read).unwrap_err().signal, pkuerr(k as u32));
+    // Execute-only memory: its key is access-disabled.
+    m.mmap(B + 8 * P, P, Prot::EXEC, AF, None, 0).unwrap();
+    let x = m.execute_only_pkey_value().unwrap() as u32;
+    assert_eq!(m.read(B + 8 * P, &mut b).unwrap_err().signal, pkuerr(x));
+    assert!(
+        m.do_user_addr_fault(B + 8 * P, Access::Exec).is_ok(),
+        "PKRU does not govern instruction fetches"
+    );
+    let plain = mm(false);
+    plain.mmap(B, P, Prot::EXEC, AF, None, 0).unwrap();
+    plain.read(B, &mut b).unwrap();
+    m.validate().unwrap();
+}

@@ -1,44 +1,17 @@
-//! The `/proc` readers under concurrent writers, in every reader mode: the proc-maps-race scenarios
-//! (`vmspace_mm::race`: split/merge, shrink/grow and move of the VMAs at a boundary while `maps` and `smaps`
-//! are read in chunks and `PROCMAP_QUERY` asks), chunked `read(2)` of the files ([`ProcFile`]), the lockless
-//! reader paused inside a record while the very VMA is unmapped, and `smaps_rollup`'s drop of the mmap lock
-//! for a waiting writer.
+//! The `/proc` readers under concurrent writers, in every reader mode: chunked `read(2)` of the files
+//! ([`ProcFile`]), the lockless reader paused inside a record while the very VMA is unmapped, and
+//! `smaps_rollup`'s drop of the mmap lock for a waiting writer. The proc-maps-race scenarios themselves run on
+//! the engine through `vmspace_bench::race` (`vmspace race`), with the kernel check's verdicts.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use vmspace_mm::race::{Scenario, run};
 use vmspace_mm::{MapFlags, Mm, MmConfig, PAGE_SIZE, ProcFileKind, Prot, ReaderMode, VmaSnapshot};
 
 const P: u64 = PAGE_SIZE;
 const A: u64 = 0x3000_0000_0000;
 const ANON: MapFlags = MapFlags::PRIVATE.union(MapFlags::ANONYMOUS).union(MapFlags::FIXED);
-
-/// Each scenario in each mode, briefly (25 ms each; `VMSPACE_RACE_MS` sets another duration for longer runs
-/// by hand): no violation, and a race that really ran (reads, checks and writer calls).
-#[test]
-fn every_scenario_in_every_mode_keeps_the_promises() {
-    let ms = std::env::var("VMSPACE_RACE_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(25);
-    for mode in ReaderMode::ALL {
-        for s in Scenario::ALL {
-            let r = run(&MmConfig::default(), s, mode, Duration::from_millis(ms));
-            println!(
-                "{s} in {mode}: {} reads, {} checks, {} chunks, {} writer calls in {:?}",
-                r.reads, r.checks, r.chunks, r.writer_ops, r.elapsed
-            );
-            assert_eq!(r.violations, 0, "{s} in {mode}: {}", r.first_violation.unwrap_or_default());
-            assert!(r.reads > 0 && r.checks > r.reads && r.writer_ops > 0, "{s} in {mode}: {r:?}");
-            if s.name().starts_with("query") {
-                assert_eq!(r.chunks, 0);
-            } else {
-                // Restarts at every record are `chunked_reads_give_the_whole_file`'s business; a reader starved
-                // by the writer may read once, in one chunk.
-                assert!(r.chunks >= r.reads, "{s} in {mode}: {r:?}");
-            }
-        }
-    }
-}
 
 /// Many VMAs of alternating protections (they do not merge), the read-write ones' pages touched if `touch`.
 fn many(mm: &Mm, n: u64, touch: bool) {

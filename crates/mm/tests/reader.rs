@@ -2,10 +2,10 @@
 //! reader modes, against hand-computed expectations from `fs/proc/task_mmu.c` (the live kernel's answers for
 //! the same calls are held by the op scripts `scripts/regress/smaps-*.script` and `query-*.script`).
 
-use vmspace_mm::{MapFlags, Mm, MmConfig, PAGE_SIZE, Prot, ReaderMode, VmFile};
+use vmspace_mm::{Errno, MapFlags, Mm, MmConfig, PAGE_SIZE, Prot, ReaderMode, VmFile};
 use vmspace_proc::query::{
     PROCMAP_QUERY_COVERING_OR_NEXT_VMA, PROCMAP_QUERY_FILE_BACKED_VMA, PROCMAP_QUERY_VMA_EXECUTABLE,
-    PROCMAP_QUERY_VMA_READABLE, PROCMAP_QUERY_VMA_SHARED, PROCMAP_QUERY_VMA_WRITABLE, errno,
+    PROCMAP_QUERY_VMA_READABLE, PROCMAP_QUERY_VMA_SHARED, PROCMAP_QUERY_VMA_WRITABLE,
 };
 use vmspace_proc::{MemStats, QueryRequest, parse_smaps};
 
@@ -136,7 +136,7 @@ fn query_flags_filters_and_errors() {
         let a = q(0, A + P).unwrap();
         assert_eq!((a.vma_start, a.vma_end, a.vma_flags, a.vma_page_size), (A, A + 2 * P, 1, P));
         assert_eq!(a.name, None);
-        assert_eq!(q(0, A + 2 * P), Err(errno::ENOENT));
+        assert_eq!(q(0, A + 2 * P), Err(Errno::ENOENT));
         let cov = PROCMAP_QUERY_COVERING_OR_NEXT_VMA;
         let a = q(cov, A + 2 * P).unwrap();
         assert_eq!(a.vma_start, A + 4 * P);
@@ -146,10 +146,10 @@ fn query_flags_filters_and_errors() {
         );
         assert_eq!((a.vma_offset, a.inode), (2 * P, 1));
         assert_eq!(q(cov | PROCMAP_QUERY_VMA_EXECUTABLE, A).unwrap().vma_start, A + 8 * P);
-        assert_eq!(q(PROCMAP_QUERY_VMA_WRITABLE, A), Err(errno::ENOENT));
-        assert_eq!(q(cov | PROCMAP_QUERY_FILE_BACKED_VMA, A + 6 * P), Err(errno::ENOENT));
-        assert_eq!(q(cov, A + 10 * P), Err(errno::ENOENT));
-        assert_eq!(q(0x40, A), Err(errno::EINVAL));
+        assert_eq!(q(PROCMAP_QUERY_VMA_WRITABLE, A), Err(Errno::ENOENT));
+        assert_eq!(q(cov | PROCMAP_QUERY_FILE_BACKED_VMA, A + 6 * P), Err(Errno::ENOENT));
+        assert_eq!(q(cov, A + 10 * P), Err(Errno::ENOENT));
+        assert_eq!(q(0x40, A), Err(Errno::EINVAL));
         // A name buffer: the path with its NUL, or ENAMETOOLONG when it does not fit.
         let named = |cap: u32| {
             r.query(&QueryRequest {
@@ -161,9 +161,9 @@ fn query_flags_filters_and_errors() {
         assert_eq!(named(64).unwrap().name.as_deref(), Some("/vmspace/f"));
         assert_eq!(named(64).unwrap().name_size(64), Ok(11));
         assert_eq!(named(11).map(|a| a.vma_start), Ok(A + 4 * P));
-        assert_eq!(named(10), Err(errno::ENAMETOOLONG));
-        assert_eq!(r.query(&QueryRequest { size: 8, ..QueryRequest::new(0, A) }), Err(errno::EINVAL));
-        assert_eq!(r.query(&QueryRequest { size: 5000, ..QueryRequest::new(0, A) }), Err(errno::E2BIG));
+        assert_eq!(named(10), Err(Errno::ENAMETOOLONG));
+        assert_eq!(r.query(&QueryRequest { size: 8, ..QueryRequest::new(0, A) }), Err(Errno::EINVAL));
+        assert_eq!(r.query(&QueryRequest { size: 5000, ..QueryRequest::new(0, A) }), Err(Errno::E2BIG));
     }
 }
 

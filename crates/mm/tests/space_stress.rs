@@ -20,7 +20,6 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use vmspace_mm::space::{Advice, MapFlags, MremapFlags, Prot};
 use vmspace_mm::space::{Mm, MmConfig};
-use vmspace_mm::vma::lock_vma_under_rcu;
 
 const B: u64 = 0x2000_0000_0000;
 const P: u64 = 4096;
@@ -60,7 +59,7 @@ fn readers_never_see_a_wrong_vma() {
                 // has found one VMA (the writer leaves the region mapped when it stops).
                 while !stop.load(Ordering::Relaxed) || n == 0 {
                     let addr = B + rng.random_range(0..PAGES) * P + rng.random_range(0..P);
-                    if let Some(g) = lock_vma_under_rcu(&shared.locking, &*shared, addr) {
+                    if let Some(g) = shared.lock_vma_under_rcu(addr) {
                         let v = g.vma();
                         assert!(v.start() <= addr && addr < v.end(), "VMA {v:?} does not cover {addr:#x}");
                         assert_eq!(v.mm_id(), shared.locking.id(), "VMA of another mm: {v:?}");

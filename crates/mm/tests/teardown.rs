@@ -18,7 +18,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use vmspace_mm::space::{Advice, Errno, MapFlags, Mm, MmConfig, Prot};
-use vmspace_mm::vma::{VmaPool, lock_vma_under_rcu};
+use vmspace_mm::vma::VmaPool;
 
 const B: u64 = 0x2000_0000_0000;
 const P: u64 = 4096;
@@ -68,7 +68,7 @@ fn drop_under_reader(inject: Option<u64>, release_reserve: bool) {
                 let mut found = 0u64;
                 for i in 0..VMAS {
                     let addr = B + 2 * i * P;
-                    if let Some(g) = lock_vma_under_rcu(&shared.locking, &*shared, addr) {
+                    if let Some(g) = shared.lock_vma_under_rcu(addr) {
                         assert!(g.contains(addr), "a reader got a VMA that does not cover {addr:#x}");
                         found += 1;
                     }

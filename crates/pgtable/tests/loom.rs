@@ -68,17 +68,44 @@ fn assert_all_freed(m: &Memory) {
     assert_eq!((s.tables_in_use, s.tables_pending_free), (0, 0), "{s:?}");
 }
 
+/// One execution of a model: a page table over a fresh memory, given to `f` with the memory; after `f` the
+/// table is dropped and everything must be given back.
+fn with_table(f: impl FnOnce(&Memory, &Arc<PageTable>)) {
+    let m = memory();
+    let pt = Arc::new(PageTable::new(&m).unwrap());
+    f(&m, &pt);
+    drop(pt);
+    assert_all_freed(&m);
+}
+
+/// A private anonymous read-write VMA over `[0, len)` with an anon_vma.
+fn anon(len: u64) -> FaultVma<'static> {
+    FaultVma::anonymous(0, len, RW).with_anon_vma()
+}
+
+/// A write fault at `addr` in `anon(len)`.
+fn write_fault(pt: &PageTable, len: u64, addr: u64) -> VmFault {
+    handle_mm_fault(pt, &anon(len), addr, Access::Write)
+}
+
+/// Runs `f` on `pt` in another model thread.
+fn on_thread<T: Send + 'static>(
+    pt: &Arc<PageTable>,
+    f: impl FnOnce(&PageTable) -> T + Send + 'static,
+) -> thread::JoinHandle<T> {
+    let pt = pt.clone();
+    thread::spawn(move || f(&pt))
+}
+
+const NEW: VmFault = VmFault::Handled(FaultKind::AnonNew);
+
 #[test]
 fn lockless_walker_vs_zap_and_table_free() {
     model(3, || {
-        let m = memory();
-        let pt = Arc::new(PageTable::new(&m).unwrap());
-        let vma = FaultVma::anonymous(0, PMD_SIZE, RW).with_anon_vma();
-        assert_eq!(handle_mm_fault(&pt, &vma, 0, Access::Write), VmFault::Handled(FaultKind::AnonNew));
-        pt.write(0, &[7]).unwrap();
-        let reader = {
-            let pt = pt.clone();
-            thread::spawn(move || {
+        with_table(|_, pt| {
+            assert_eq!(write_fault(pt, PMD_SIZE, 0), NEW);
+            pt.write(0, &[7]).unwrap();
+            let reader = on_thread(pt, |pt| {
                 let mut b = [0u8; 1];
                 match pt.read(0, &mut b) {
                     Ok(()) => assert_eq!(b, [7]),
@@ -88,95 +115,63 @@ fn lockless_walker_vs_zap_and_table_free() {
                 let mut acc = vmspace_proc::MemStatsAccumulator::default();
                 pt.smaps_range_lockless(0, PMD_SIZE, false, &mut acc);
                 assert!(acc.bytes.rss == 0 || acc.bytes.rss == PG, "{acc:?}");
-            })
-        };
-        let s = pt.zap_range(0, PMD_SIZE, &ZapDetails::dontneed(false));
-        assert_eq!((s.present, s.tables_freed), (1, 1));
-        reader.join().unwrap();
-        pt.validate().unwrap();
-        drop(pt);
-        assert_all_freed(&m);
+            });
+            let s = pt.zap_range(0, PMD_SIZE, &ZapDetails::dontneed(false));
+            assert_eq!((s.present, s.tables_freed), (1, 1));
+            reader.join().unwrap();
+            pt.validate().unwrap();
+        });
     });
 }
 
 #[test]
 fn two_faulters_install_one_table() {
     model(2, || {
-        let m = memory();
-        let pt = Arc::new(PageTable::new(&m).unwrap());
-        let vma = FaultVma::anonymous(0, 4 * PMD_SIZE, RW).with_anon_vma();
-        // Upper tables exist (a page in another PTE table of the same PMD table); the first span has no table.
-        assert!(matches!(handle_mm_fault(&pt, &vma, 3 * PMD_SIZE, Access::Write), VmFault::Handled(_)));
-        let other = {
-            let pt = pt.clone();
-            thread::spawn(move || {
-                let vma = FaultVma::anonymous(0, 4 * PMD_SIZE, RW).with_anon_vma();
-                assert_eq!(
-                    handle_mm_fault(&pt, &vma, PG, Access::Write),
-                    VmFault::Handled(FaultKind::AnonNew)
-                );
-            })
-        };
-        assert_eq!(handle_mm_fault(&pt, &vma, 0, Access::Write), VmFault::Handled(FaultKind::AnonNew));
-        other.join().unwrap();
-        assert!(pt.pte(0).is_present() && pt.pte(PG).is_present());
-        let c = pt.validate().unwrap();
-        assert_eq!(c.tables, 5, "PGD, PUD, PMD and two PTE tables: the race's loser freed its table");
-        assert_eq!(m.stats().frames_in_use, 3);
-        drop(pt);
-        assert_all_freed(&m);
+        with_table(|m, pt| {
+            // Upper tables exist (a page in another PTE table of the same PMD table); the first span has no
+            // table.
+            assert!(matches!(write_fault(pt, 4 * PMD_SIZE, 3 * PMD_SIZE), VmFault::Handled(_)));
+            let other = on_thread(pt, |pt| assert_eq!(write_fault(pt, 4 * PMD_SIZE, PG), NEW));
+            assert_eq!(write_fault(pt, 4 * PMD_SIZE, 0), NEW);
+            other.join().unwrap();
+            assert!(pt.pte(0).is_present() && pt.pte(PG).is_present());
+            let c = pt.validate().unwrap();
+            assert_eq!(c.tables, 5, "PGD, PUD, PMD and two PTE tables: the race's loser freed its table");
+            assert_eq!(m.stats().frames_in_use, 3);
+        });
     });
 }
 
 #[test]
 fn two_faulters_same_page() {
     model(2, || {
-        let m = memory();
-        let pt = Arc::new(PageTable::new(&m).unwrap());
-        let vma = FaultVma::anonymous(0, PMD_SIZE, RW).with_anon_vma();
-        let other = {
-            let pt = pt.clone();
-            thread::spawn(move || {
-                let vma = FaultVma::anonymous(0, PMD_SIZE, RW).with_anon_vma();
-                handle_mm_fault(&pt, &vma, 0, Access::Write)
-            })
-        };
-        let mine = handle_mm_fault(&pt, &vma, 0, Access::Write);
-        let theirs = other.join().unwrap();
-        let new = [mine, theirs].iter().filter(|r| **r == VmFault::Handled(FaultKind::AnonNew)).count();
-        assert_eq!(new, 1, "{mine:?} {theirs:?}");
-        assert_eq!(m.stats().frames_in_use, 1);
-        pt.validate().unwrap();
-        drop(pt);
-        assert_all_freed(&m);
+        with_table(|m, pt| {
+            let other = on_thread(pt, |pt| write_fault(pt, PMD_SIZE, 0));
+            let mine = write_fault(pt, PMD_SIZE, 0);
+            let theirs = other.join().unwrap();
+            let new = [mine, theirs].iter().filter(|r| **r == NEW).count();
+            assert_eq!(new, 1, "{mine:?} {theirs:?}");
+            assert_eq!(m.stats().frames_in_use, 1);
+            pt.validate().unwrap();
+        });
     });
 }
 
 #[test]
 fn fault_vs_reclaim() {
     model(2, || {
-        let m = memory();
-        let pt = Arc::new(PageTable::new(&m).unwrap());
-        let vma = FaultVma::anonymous(0, PMD_SIZE, RW).with_anon_vma();
-        assert_eq!(handle_mm_fault(&pt, &vma, PG, Access::Write), VmFault::Handled(FaultKind::AnonNew));
-        let faulter = {
-            let pt = pt.clone();
-            thread::spawn(move || {
-                let vma = FaultVma::anonymous(0, PMD_SIZE, RW).with_anon_vma();
-                handle_mm_fault(&pt, &vma, 2 * PG, Access::Write)
-            })
-        };
-        let s = pt.zap_range(0, PMD_SIZE, &ZapDetails::dontneed(false));
-        let r = faulter.join().unwrap();
-        assert_eq!(r, VmFault::Handled(FaultKind::AnonNew));
-        let c = pt.validate().unwrap();
-        // Either the zap took both pages and the table, or the fault came after and built a new table.
-        let mapped = pt.pte(2 * PG).is_present();
-        assert_eq!(c.rss.anon, i64::from(mapped));
-        assert_eq!(m.stats().frames_in_use, u64::from(mapped));
-        assert!(s.present >= 1);
-        drop(pt);
-        assert_all_freed(&m);
+        with_table(|m, pt| {
+            assert_eq!(write_fault(pt, PMD_SIZE, PG), NEW);
+            let faulter = on_thread(pt, |pt| write_fault(pt, PMD_SIZE, 2 * PG));
+            let s = pt.zap_range(0, PMD_SIZE, &ZapDetails::dontneed(false));
+            assert_eq!(faulter.join().unwrap(), NEW);
+            let c = pt.validate().unwrap();
+            // Either the zap took both pages and the table, or the fault came after and built a new table.
+            let mapped = pt.pte(2 * PG).is_present();
+            assert_eq!(c.rss.anon, i64::from(mapped));
+            assert_eq!(m.stats().frames_in_use, u64::from(mapped));
+            assert!(s.present >= 1);
+        });
     });
 }
 
@@ -191,10 +186,7 @@ fn mmu_write_vs_zap_keeps_dirty() {
         // A read fault maps the shmem page writable and clean.
         assert_eq!(handle_mm_fault(&pt, &vma, 0, Access::Read), VmFault::Handled(FaultKind::Read));
         let page = c.page(0).unwrap();
-        let writer = {
-            let pt = pt.clone();
-            thread::spawn(move || pt.write(0, &[5]).is_ok())
-        };
+        let writer = on_thread(&pt, |pt| pt.write(0, &[5]).is_ok());
         let s = pt.zap_range(0, PG, &ZapDetails::mapping(true));
         let wrote = writer.join().unwrap();
         let info = m.frame_info(page).unwrap();
@@ -213,46 +205,38 @@ fn mmu_write_vs_zap_keeps_dirty() {
     });
 }
 
+/// A table tree over `[0, PMD_SIZE)` whose only page was zapped: PTE, PMD and PUD tables left to free.
+fn emptied(pt: &PageTable) {
+    assert_eq!(write_fault(pt, PMD_SIZE, 0), NEW);
+    pt.zap_range(0, PMD_SIZE, &ZapDetails::UNMAP);
+}
+
 #[test]
 fn two_free_pgd_range_free_each_table_once() {
     model(2, || {
-        let m = memory();
-        let pt = Arc::new(PageTable::new(&m).unwrap());
-        let vma = FaultVma::anonymous(0, PMD_SIZE, RW).with_anon_vma();
-        assert_eq!(handle_mm_fault(&pt, &vma, 0, Access::Write), VmFault::Handled(FaultKind::AnonNew));
-        pt.zap_range(0, PMD_SIZE, &ZapDetails::UNMAP);
-        let other = {
-            let pt = pt.clone();
-            thread::spawn(move || pt.free_pgd_range(0, VA_END, 0, 0))
-        };
-        let mine = pt.free_pgd_range(0, VA_END, 0, 0);
-        let theirs = other.join().unwrap();
-        assert_eq!(mine + theirs, 3, "the PTE, PMD and PUD tables, each once");
-        assert_eq!(pt.table_pages(), 1);
-        drop(pt);
-        assert_all_freed(&m);
+        with_table(|_, pt| {
+            emptied(pt);
+            let other = on_thread(pt, |pt| pt.free_pgd_range(0, VA_END, 0, 0));
+            let mine = pt.free_pgd_range(0, VA_END, 0, 0);
+            let theirs = other.join().unwrap();
+            assert_eq!(mine + theirs, 3, "the PTE, PMD and PUD tables, each once");
+            assert_eq!(pt.table_pages(), 1);
+        });
     });
 }
 
 #[test]
 fn locked_walk_vs_free_pgd_range() {
     model(2, || {
-        let m = memory();
-        let pt = Arc::new(PageTable::new(&m).unwrap());
-        let vma = FaultVma::anonymous(0, PMD_SIZE, RW).with_anon_vma();
-        assert_eq!(handle_mm_fault(&pt, &vma, 0, Access::Write), VmFault::Handled(FaultKind::AnonNew));
-        pt.zap_range(0, PMD_SIZE, &ZapDetails::UNMAP);
-        let walker = {
-            let pt = pt.clone();
-            thread::spawn(move || {
+        with_table(|_, pt| {
+            emptied(pt);
+            let walker = on_thread(pt, |pt| {
                 let ro =
                     ChangeProt { newprot: PageProt::READONLY, try_change_writable: false, shared: false };
                 assert_eq!(pt.change_protection(0, PMD_SIZE, &ro), 0);
-            })
-        };
-        assert_eq!(pt.free_pgd_range(0, VA_END, 0, 0), 3);
-        walker.join().unwrap();
-        drop(pt);
-        assert_all_freed(&m);
+            });
+            assert_eq!(pt.free_pgd_range(0, VA_END, 0, 0), 3);
+            walker.join().unwrap();
+        });
     });
 }

@@ -9,31 +9,84 @@
 //! address, otherwise the answer is ENOENT; with it, a rejected VMA makes the search continue from that VMA's
 //! end, so the answer is the covering VMA or the closest following one that matches.
 
+use core::mem::{offset_of, size_of};
+
+use linux_raw_sys::general::procmap_query_flags as qf;
+
+/// `struct procmap_query` (`include/uapi/linux/fs.h`), the ioctl's argument: the one definition of its layout
+/// in the workspace, from `linux-raw-sys`. The model below works on plain values; the live-kernel side passes
+/// this struct (or, for sizes other than the kernel's, bytes laid out by [`layout`]).
+pub use linux_raw_sys::general::procmap_query;
+
 /// `PROCFS_IOCTL_MAGIC`.
 pub const PROCFS_IOCTL_MAGIC: u8 = b'f';
-/// The ioctl number: `_IOWR('f', 17, struct procmap_query)`.
+/// The ioctl number's `nr`: `_IOWR('f', 17, struct procmap_query)`.
 pub const PROCMAP_QUERY_NR: u8 = 17;
 /// Size of `struct procmap_query` in bytes.
-pub const PROCMAP_QUERY_SIZE: usize = 104;
+pub const PROCMAP_QUERY_SIZE: usize = size_of::<procmap_query>();
 /// The smallest `size` the kernel accepts: `offsetofend(struct procmap_query, query_addr)`.
-pub const PROCMAP_QUERY_MIN_SIZE: usize = 24;
+pub const PROCMAP_QUERY_MIN_SIZE: usize = layout::ADDR + 8;
+/// The ioctl request: `_IOWR('f', 17, struct procmap_query)` (`_IOC(_IOC_READ | _IOC_WRITE, ...)`).
+pub const PROCMAP_QUERY: u32 = (3 << 30)
+    | ((PROCMAP_QUERY_SIZE as u32) << 16)
+    | ((PROCFS_IOCTL_MAGIC as u32) << 8)
+    | PROCMAP_QUERY_NR as u32;
+
+/// Byte offsets of the fields of [`procmap_query`], for callers that lay out a struct of another size than the
+/// kernel's (a shorter one is what an older ABI passes; a longer one a newer ABI's).
+pub mod layout {
+    use super::{offset_of, procmap_query};
+
+    /// `size`.
+    pub const SIZE: usize = offset_of!(procmap_query, size);
+    /// `query_flags`.
+    pub const FLAGS: usize = offset_of!(procmap_query, query_flags);
+    /// `query_addr`.
+    pub const ADDR: usize = offset_of!(procmap_query, query_addr);
+    /// `vma_start`.
+    pub const VMA_START: usize = offset_of!(procmap_query, vma_start);
+    /// `vma_end`.
+    pub const VMA_END: usize = offset_of!(procmap_query, vma_end);
+    /// `vma_flags`.
+    pub const VMA_FLAGS: usize = offset_of!(procmap_query, vma_flags);
+    /// `vma_page_size`.
+    pub const PAGE_SIZE: usize = offset_of!(procmap_query, vma_page_size);
+    /// `vma_offset`.
+    pub const OFFSET: usize = offset_of!(procmap_query, vma_offset);
+    /// `inode`.
+    pub const INODE: usize = offset_of!(procmap_query, inode);
+    /// `dev_major`.
+    pub const DEV_MAJOR: usize = offset_of!(procmap_query, dev_major);
+    /// `dev_minor`.
+    pub const DEV_MINOR: usize = offset_of!(procmap_query, dev_minor);
+    /// `vma_name_size`.
+    pub const NAME_SIZE: usize = offset_of!(procmap_query, vma_name_size);
+    /// `build_id_size`.
+    pub const BUILD_ID_SIZE: usize = offset_of!(procmap_query, build_id_size);
+    /// `vma_name_addr`.
+    pub const NAME_ADDR: usize = offset_of!(procmap_query, vma_name_addr);
+    /// `build_id_addr`.
+    pub const BUILD_ID_ADDR: usize = offset_of!(procmap_query, build_id_addr);
+}
 
 /// The VMA must be readable.
-pub const PROCMAP_QUERY_VMA_READABLE: u64 = 0x01;
+pub const PROCMAP_QUERY_VMA_READABLE: u64 = qf::PROCMAP_QUERY_VMA_READABLE as u64;
 /// The VMA must be writable.
-pub const PROCMAP_QUERY_VMA_WRITABLE: u64 = 0x02;
+pub const PROCMAP_QUERY_VMA_WRITABLE: u64 = qf::PROCMAP_QUERY_VMA_WRITABLE as u64;
 /// The VMA must be executable.
-pub const PROCMAP_QUERY_VMA_EXECUTABLE: u64 = 0x04;
+pub const PROCMAP_QUERY_VMA_EXECUTABLE: u64 = qf::PROCMAP_QUERY_VMA_EXECUTABLE as u64;
 /// The VMA must be shared (VM_MAYSHARE).
-pub const PROCMAP_QUERY_VMA_SHARED: u64 = 0x08;
+pub const PROCMAP_QUERY_VMA_SHARED: u64 = qf::PROCMAP_QUERY_VMA_SHARED as u64;
 /// Return the covering VMA or, failing that, the next matching one.
-pub const PROCMAP_QUERY_COVERING_OR_NEXT_VMA: u64 = 0x10;
+pub const PROCMAP_QUERY_COVERING_OR_NEXT_VMA: u64 = qf::PROCMAP_QUERY_COVERING_OR_NEXT_VMA as u64;
 /// Only file-backed VMAs match.
-pub const PROCMAP_QUERY_FILE_BACKED_VMA: u64 = 0x20;
+pub const PROCMAP_QUERY_FILE_BACKED_VMA: u64 = qf::PROCMAP_QUERY_FILE_BACKED_VMA as u64;
 /// All flags the kernel knows; any other bit is EINVAL.
 pub const PROCMAP_QUERY_ALL_FLAGS: u64 = 0x3f;
 /// The permission bits among the flags (also the bits of [`QueryAnswer::vma_flags`]).
 pub const PROCMAP_QUERY_VMA_PERMS: u64 = 0x0f;
+
+const _: () = assert!(PROCMAP_QUERY_SIZE == 104 && PROCMAP_QUERY == 0xC068_6611);
 
 /// Linux errno values the query can return.
 pub mod errno {
@@ -86,13 +139,10 @@ pub struct QueryRequest {
     pub nonzero_tail: bool,
 }
 
-/// Byte offsets of the input fields in `struct procmap_query` (`include/uapi/linux/fs.h`).
-const OFF_FLAGS: usize = 8;
-const OFF_ADDR: usize = 16;
-const OFF_NAME_SIZE: usize = 80;
-const OFF_BUILD_ID_SIZE: usize = 84;
-const OFF_NAME_ADDR: usize = 88;
-const OFF_BUILD_ID_ADDR: usize = 96;
+use layout::{
+    ADDR as OFF_ADDR, BUILD_ID_ADDR as OFF_BUILD_ID_ADDR, BUILD_ID_SIZE as OFF_BUILD_ID_SIZE,
+    FLAGS as OFF_FLAGS, NAME_ADDR as OFF_NAME_ADDR, NAME_SIZE as OFF_NAME_SIZE,
+};
 
 impl QueryRequest {
     /// A request of the current struct size, without name or build-ID buffers.

@@ -13,6 +13,44 @@
 //!    been dropped. So a reader never touches freed memory, though it may touch an object that is already
 //!    unpublished (and must detect that by other means, as the maple tree's dead-node marks do).
 //!
+//! ```
+//! use std::sync::Arc;
+//! use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+//! use vmspace_rcu::{SeqCount, pin, synchronize};
+//!
+//! static FREED: AtomicUsize = AtomicUsize::new(0);
+//! struct Config(u64);
+//! impl Drop for Config {
+//!     fn drop(&mut self) {
+//!         FREED.fetch_add(1, Ordering::Relaxed);
+//!     }
+//! }
+//!
+//! // A pointer readers load under a guard.
+//! let current = Arc::new(AtomicPtr::new(Box::into_raw(Box::new(Config(1)))));
+//! let reader = pin();
+//! // Acquire: pairs with the publishing store (here, the initialisation before `pin`).
+//! let seen = current.load(Ordering::Acquire);
+//! // A writer publishes a new value, then retires the old one: it is freed only after a grace period.
+//! let old = current.swap(Box::into_raw(Box::new(Config(2))), Ordering::AcqRel);
+//! // SAFETY: `old` is unpublished (swapped out above) and retired once; it came from `Box::into_raw`.
+//! unsafe { pin().defer_destroy(old) };
+//! // The reader's guard still protects what it loaded.
+//! // SAFETY: `seen` was loaded under `reader`, which is still alive, so it has not been freed.
+//! assert_eq!(unsafe { (*seen).0 }, 1);
+//! assert_eq!(FREED.load(Ordering::Relaxed), 0);
+//! drop(reader);
+//! synchronize(); // a full grace period: everything retired before it is freed.
+//! assert_eq!(FREED.load(Ordering::Relaxed), 1);
+//! # // SAFETY: the last value, unpublished by dropping the only pointer to it.
+//! # drop(unsafe { Box::from_raw(current.load(Ordering::Acquire)) });
+//!
+//! // A sequence count: a reader retries when a writer ran during its read.
+//! let seq = SeqCount::new();
+//! let start = seq.read_begin();
+//! assert!(!seq.read_retry(start), "no writer ran");
+//! ```
+//!
 //! In ordinary builds the grace periods come from an asymmetric-barrier RCU (`memb`, the flavour of liburcu's
 //! `urcu-memb`): readers announce themselves with a release store, and reclaimers pay for the fence with
 //! `membarrier(2)`. Entering a critical section costs a few nanoseconds instead of the 14-19 ns of

@@ -131,7 +131,7 @@ impl Target for EngineTarget {
     }
 
     fn query(&mut self, req: &QueryRequest) -> Result<QueryAnswer, Errno> {
-        self.mm.reader().query(req).map_err(Errno::from_raw)
+        self.mm.reader().query(req)
     }
 
     fn file_path(&self, name: &str) -> Option<String> {
@@ -186,7 +186,8 @@ impl EngineTarget {
             }
             Op::Fill { addr, len, byte } => {
                 let accessed = mm.config().refused_string_store_accessed;
-                mm.fill(addr, len, byte).map(|()| 0).map_err(|a| {
+                mm.fill(addr, len, byte).map(|()| 0).map_err(|f| {
+                    let a = f.addr;
                     // The kernel runner's `rep stosb` marks a page accessed even when its protection refuses
                     // the write, on CPUs that do so (`MmConfig::refused_string_store_accessed`,
                     // `PageTable::string_store_probe`).
@@ -198,7 +199,8 @@ impl EngineTarget {
             }
             Op::Check { addr, len } => {
                 let mut h = ContentHash::new();
-                mm.read_chunks(addr, len, |b| h.update(b)).map_err(|a| CallError::Fault(a & PAGE_MASK))?;
+                mm.read_chunks(addr, len, |b| h.update(b))
+                    .map_err(|f| CallError::Fault(f.addr & PAGE_MASK))?;
                 h.value()
             }
             Op::Name { addr, len, ref name } => mm.set_anon_name(addr, len, name.as_deref()).map(|()| 0)?,

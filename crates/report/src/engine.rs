@@ -68,25 +68,10 @@ use crate::experiments::faults::{self, FaultsPlan, FaultsPoint};
 use crate::experiments::fork::{self, ForkPlan, ForkPoint};
 use crate::experiments::tearing::{TearingPlan, file_name};
 
-/// Faults: the engine's fault path finding the VMA under a per-VMA lock.
-pub const FAULTS_PER_VMA: &str = "engine-per-vma";
-/// Faults: the engine's fault path under the mmap_lock only.
-pub const FAULTS_MMAP_LOCK: &str = "engine-mmap-lock";
-/// Faults, a ceiling: the engine's per-VMA fault path with each thread in an address space of its own.
-pub const FAULTS_SEPARATE: &str = "engine-separate-spaces";
-/// Faults, a ceiling: threads clearing as many pages of their own with `memset` (no faults).
-pub const FAULTS_MEMSET: &str = "memset";
-/// Fork: the engine's fork copying the tree (`MapleTree::dup`).
-pub const FORK_DUP: &str = "engine-dup";
-/// Fork: the engine's fork re-inserting every VMA.
-pub const FORK_REINSERT: &str = "engine-reinsert";
-/// Contention and tearing: the engine's readers under per-VMA locks (the mode held against the kernel's maps
-/// reader).
-pub const READERS_PER_VMA: &str = "engine-per-vma";
-/// Contention and tearing: the engine's readers under the mmap_lock.
-pub const READERS_MMAP_LOCK: &str = "engine-mmap-lock";
-/// Contention and tearing: the engine's lockless readers.
-pub const READERS_LOCKLESS: &str = "engine-lockless";
+pub use crate::experiments::ids::{
+    FAULTS_MEMSET, FAULTS_MMAP_LOCK, FAULTS_PER_VMA, FAULTS_SEPARATE, FORK_DUP, FORK_REINSERT,
+    READERS_LOCKLESS, READERS_MMAP_LOCK, READERS_PER_VMA,
+};
 
 /// The side id of reader mode `mode` (`engine-<name>`).
 pub fn reader_side_id(mode: ReaderMode) -> &'static str {

@@ -2,7 +2,7 @@
 //!
 //! # The run
 //! [`run`] gathers the host's facts once, samples the machine ([`crate::machine`]), then runs each experiment
-//! of [`crate::experiments::all`] in their run order ([`crate::experiments::RUN_ORDER`]: the probe experiments
+//! of [`all`] in their run order ([`crate::experiments::RUN_ORDER`]: the probe experiments
 //! whose kernel sides the engine's memory would distort first; those `--experiments` leaves out are recorded as
 //! not run), sampling the machine before and after each, and giving what each freed back to the system
 //! (`malloc_trim`). An experiment that fails is recorded as failed and the next one runs;
@@ -75,11 +75,7 @@ pub struct Progress<'a> {
 
 /// The estimated length of a run, in seconds, over the experiments `only` keeps.
 pub fn estimate_s(length: Length, host: &HostInfo, only: Option<&[String]>, agent: Option<&str>) -> f64 {
-    experiments::all_with(agent)
-        .iter()
-        .filter(|e| keeps(only, e.id()))
-        .map(|e| e.estimate_s(length, host))
-        .sum()
+    all_with(agent).iter().filter(|e| keeps(only, e.id())).map(|e| e.estimate_s(length, host)).sum()
 }
 
 fn keeps(only: Option<&[String]>, id: &str) -> bool {
@@ -88,7 +84,7 @@ fn keeps(only: Option<&[String]>, id: &str) -> bool {
 
 /// The ids of every experiment.
 pub fn experiment_ids() -> Vec<&'static str> {
-    experiments::all().iter().map(|e| e.id()).collect()
+    all().iter().map(|e| e.id()).collect()
 }
 
 /// How the run ended.
@@ -126,7 +122,7 @@ impl Affinity {
 pub fn run(opts: &Options, progress: &mut dyn FnMut(Progress<'_>)) -> Outcome {
     let host = vmspace_linux::hostinfo::gather();
     let affinity = Affinity::save();
-    let all = experiments::all_with(opts.contention_agent.as_deref());
+    let all = all_with(opts.contention_agent.as_deref());
     let only = opts.only.as_deref();
     let in_order = experiments::in_run_order(&all);
     let chosen: Vec<&dyn Experiment> = in_order.iter().copied().filter(|e| keeps(only, e.id())).collect();
@@ -374,7 +370,7 @@ fn metric(r: &Report, m: &str) -> Option<f64> {
 /// Presents `set` (a `vmspace report` set; reports of other commands are shown where an experiment knows
 /// them).
 pub fn present(set: &ReportSet) -> Presentation {
-    let all = experiments::all();
+    let all = all();
     let phase = |id: &str| {
         set.reports.iter().find(|r| r.benchmark == "report.phase" && param_str(r, "experiment") == id)
     };
@@ -542,6 +538,31 @@ pub fn text_wide(p: &Presentation) -> String {
         out.push_str(&format!("warning: {w}\n"));
     }
     out
+}
+
+/// Every experiment, in the order they appear, with this build's engine sides ([`crate::engine`]).
+pub fn all() -> Vec<Box<dyn Experiment>> {
+    all_with(None)
+}
+
+/// Every experiment, the contention grid with a real agent's rows when `contention_agent` names a command
+/// ([`experiments::contention::Contention::with_agent`]). The experiments get the engine's sides here, so
+/// that `experiments` and `engine` do not depend on each other both ways: `engine` implements the sides of
+/// the experiments' plans, and the experiments judge the sides by their ids (`experiments::ids`).
+pub fn all_with(contention_agent: Option<&str>) -> Vec<Box<dyn Experiment>> {
+    use crate::engine;
+    use crate::experiments::{contention, faults, fork, mm, tearing, trees};
+    vec![
+        Box::new(trees::Trees),
+        Box::new(mm::AddressSpace),
+        Box::new(faults::Faults::new(engine::faults_sides())),
+        Box::new(fork::Fork::new(engine::fork_sides())),
+        Box::new(contention::Contention::with_agent(
+            engine::contention_sides(),
+            contention_agent.map(str::to_string),
+        )),
+        Box::new(tearing::Tearing::new(engine::tearing_sides())),
+    ]
 }
 
 #[cfg(test)]

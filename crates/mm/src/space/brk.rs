@@ -15,7 +15,7 @@
 use vmspace_rcu::sync::Ordering;
 
 use super::VmFlags;
-use super::merge::Cand;
+use super::merge::VmaMergeStruct;
 use super::tree::NewVma;
 use super::{AnonState, Errno, Mm, MmWrite, PAGE_SIZE, config::PAGE_SHIFT, page_align};
 
@@ -105,20 +105,10 @@ impl MmWrite<'_> {
         if let Some((_, e)) = brkvma
             && e == oldbrk
         {
-            let c = Cand {
-                start: oldbrk,
-                end: newbrk,
-                flags,
-                pgoff: oldbrk >> PAGE_SHIFT,
-                file: None,
-                anon: &none,
-                name: None,
-                src_uncowed: false,
-                copied_uncowed: false,
-            };
-            let m = self.plan_new_merge(&c, true);
-            if !m.is_none() {
-                self.apply_new_merge(m, oldbrk, newbrk, oldbrk >> PAGE_SHIFT, &none, flags);
+            let mut vmg =
+                VmaMergeStruct::new_range(oldbrk, newbrk, flags, oldbrk >> PAGE_SHIFT, None, &none, None);
+            vmg.just_expand = true;
+            if self.vma_merge_new_range(&mut vmg).is_some() {
                 return Ok(self.brk_grown(brk, oldbrk, newbrk, flags));
             }
         }

@@ -65,10 +65,28 @@
 //! the schedule in which no other thread changed the address space in between (the engine keeps the lock).
 //! GUP's faults retry the same way (`__get_user_pages_locked` with `FOLL_TRIED`).
 //!
-//! Results: a fault that maps or fixes something returns its [`FaultKind`]; `EFAULT` stands for SIGSEGV (no
-//! VMA, an access the VMA forbids, a guard marker), `EIO` for SIGBUS (a file page beyond the end of the file, a
-//! hugetlb fault with no page in the pool), `ENOMEM` for `VM_FAULT_OOM`. Protection keys do not restrict
-//! accesses (PKRU is not modelled on page-table walks; docs/DIVERGENCES.md).
+//! # The signal (`do_user_addr_fault`'s error paths)
+//!
+//! A fault that maps or fixes something returns its [`FaultKind`]. One that cannot is delivered to the thread
+//! as a [`Signal`], decided as `arch/x86/mm/fault.c` decides it ([`Mm::do_user_addr_fault`] answers it as a
+//! [`Fault`]):
+//!
+//! - an address outside the canonical range (from 2^47 to the kernel half) is no page fault: the CPU raises a
+//!   general protection fault, SIGSEGV with `SI_KERNEL`;
+//! - no VMA covers the address and no stack grows down to it (`lock_mm_and_find_vma` fails:
+//!   `bad_area_nosemaphore`), or the address lies in the kernel half: SIGSEGV `SEGV_MAPERR`;
+//! - the VMA forbids the access (`access_error` → `bad_area_access_error`): SIGSEGV `SEGV_PKUERR` with the
+//!   VMA's key when protection keys forbid it (`bad_area_access_from_pkeys`: the thread's PKRU denies the data
+//!   access through the VMA's key, `arch_vma_access_permitted`), else `SEGV_ACCERR`;
+//! - `handle_mm_fault` answers `VM_FAULT_SIGSEGV` (a guard region's marker): `mm_fault_error` →
+//!   `bad_area_nosemaphore`, SIGSEGV `SEGV_MAPERR`;
+//! - `VM_FAULT_SIGBUS` (a file page beyond the end of the file, a hugetlb fault with no page in the pool):
+//!   `do_sigbus`, SIGBUS `BUS_ADRERR` (x86 raises no other SIGBUS code for a fault but `BUS_MCEERR_AR` for a
+//!   hardware-poisoned page, which the engine does not model);
+//! - `VM_FAULT_OOM`: `pagefault_out_of_memory`, the OOM killer's SIGKILL ([`Signal::Kill`]).
+//!
+//! [`Mm::fault`] answers the same as an errno: `EFAULT` for SIGSEGV, `EIO` for SIGBUS, `ENOMEM` for the OOM
+//! kill. PKRU is one value for all the threads (`space/pkeys.rs`), and is checked only with PKU configured.
 //!
 //! # GUP
 //!
@@ -82,10 +100,12 @@
 //!
 //! [`Mm::read`], [`Mm::read_chunks`], [`Mm::write`] and [`Mm::fill`] access memory as a CPU does: through
 //! the emulated MMU (`PageTable::read` / `write`, lockless), faulting with [`Mm::fault`] where it refuses and
-//! retrying, page by page; on a fault that fails they stop with the address that faulted (the bytes before it
-//! were read or written).
+//! retrying, page by page; on a fault that fails they stop with a [`Fault`]: the address that faulted (the
+//! bytes before it were read or written) and the signal the kernel would deliver. With PKU configured, each
+//! page's access is first checked against PKRU and the VMA's key, as the CPU checks every data access (present
+//! page or not).
 
-use vmspace_abi::{Errno, VmFlags};
+use vmspace_abi::{BusCode, Errno, SegvCode, Signal, VmFlags};
 use vmspace_pgtable::{
     Access, FaultKind, FaultStats, FaultVma, MmuError, PageProt, VmFault, handle_mm_fault,
 };
@@ -133,13 +153,58 @@ pub(crate) enum FaultError {
     Oom,
 }
 
+/// A user access that failed: where, what access, and the signal the kernel delivers for it (module docs, "The
+/// signal"). What [`Mm::read`], [`Mm::write`], [`Mm::touch`], [`Mm::fill`], [`Mm::read_chunks`] and
+/// [`Mm::do_user_addr_fault`] answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Fault {
+    /// The faulting byte (`si_addr`; the kernel reports 0 for [`SegvCode::Kernel`], the engine the address).
+    pub addr: u64,
+    /// The access that faulted.
+    pub access: Access,
+    /// The signal delivered.
+    pub signal: Signal,
+}
+
+impl Fault {
+    /// The errno [`Mm::fault`] answers for this fault: `EFAULT` for SIGSEGV, `EIO` for SIGBUS, `ENOMEM` for the
+    /// OOM kill.
+    pub fn errno(&self) -> Errno {
+        signal_errno(self.signal)
+    }
+}
+
+impl std::fmt::Display for Fault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} at {:#x} ({:?})", self.signal, self.addr, self.access)
+    }
+}
+
+impl std::error::Error for Fault {}
+
+/// The errno of a user fault's signal (module docs).
+fn signal_errno(s: Signal) -> Errno {
+    match s {
+        Signal::Segv(_) => Errno::EFAULT,
+        Signal::Bus(_) => Errno::EIO,
+        Signal::Kill => Errno::ENOMEM,
+    }
+}
+
+/// The kernel half of the address space (`fault_in_kernel_space` for a user access): canonical, never mapped.
+const KERNEL_HALF: u64 = 0xffff_8000_0000_0000;
+/// The first address past the lower canonical half (a 4-level x86-64 address space).
+const NONCANONICAL: u64 = 1 << 47;
+
 impl FaultError {
-    /// The errno of a user fault (module docs).
-    fn user_errno(self) -> Errno {
+    /// The signal `mm_fault_error` delivers (module docs).
+    fn signal(self) -> Signal {
         match self {
-            FaultError::SigSegv | FaultError::Retry { .. } => Errno::EFAULT,
-            FaultError::SigBus => Errno::EIO,
-            FaultError::Oom => Errno::ENOMEM,
+            // `VM_FAULT_SIGSEGV` → bad_area_nosemaphore. A retry never reaches here (the mmap-lock path makes
+            // it at once); were one to, the access was not made.
+            FaultError::SigSegv | FaultError::Retry { .. } => Signal::Segv(SegvCode::MapErr),
+            FaultError::SigBus => Signal::Bus(BusCode::AdrErr),
+            FaultError::Oom => Signal::Kill,
         }
     }
 
@@ -205,13 +270,37 @@ impl Mm {
 
     /// A user-mode `access` at `addr` that the MMU refused (an x86 page fault): the 6.18 fault path in the
     /// address space's [`FaultMode`] (module docs). `Ok` with what resolved it (the access can be retried);
-    /// `EFAULT` for SIGSEGV, `EIO` for SIGBUS, `ENOMEM` for an allocation failure.
+    /// `EFAULT` for SIGSEGV, `EIO` for SIGBUS, `ENOMEM` for an allocation failure (the OOM kill). The signal
+    /// itself: [`Mm::do_user_addr_fault`].
     pub fn fault(&self, addr: u64, access: Access) -> Result<FaultKind, Errno> {
         self.fault_with(addr, access, self.fault_mode())
     }
 
     /// [`Mm::fault`] in the given mode.
     pub fn fault_with(&self, addr: u64, access: Access, mode: FaultMode) -> Result<FaultKind, Errno> {
+        self.user_fault(addr, access, mode).map_err(signal_errno)
+    }
+
+    /// [`Mm::fault`] answering the signal the kernel delivers when the fault cannot be resolved (module docs,
+    /// "The signal"): what an emulator's page-fault handler raises in its guest thread.
+    pub fn do_user_addr_fault(&self, addr: u64, access: Access) -> Result<FaultKind, Fault> {
+        self.user_fault(addr, access, self.fault_mode()).map_err(|signal| Fault { addr, access, signal })
+    }
+
+    /// `bad_area_access_error`'s choice for an access `v` forbids, `None` if it allows it (`access_error`,
+    /// with `arch_vma_access_permitted` first: module docs).
+    fn bad_access(&self, v: V, access: Access) -> Option<SegvCode> {
+        if !self.pkru_permits(v, access) {
+            return Some(SegvCode::PkuErr { pkey: v.fl().pkey() });
+        }
+        access_error(v.fl(), access).then_some(SegvCode::AccErr)
+    }
+
+    /// The fault path with its signal decision (module docs).
+    fn user_fault(&self, addr: u64, access: Access, mode: FaultMode) -> Result<FaultKind, Signal> {
+        if (NONCANONICAL..KERNEL_HALF).contains(&addr) {
+            return Err(Signal::Segv(SegvCode::Kernel));
+        }
         let mut tried = false;
         if mode == FaultMode::PerVma
             && let Some(r) = self.fault_speculative(addr, access)
@@ -223,10 +312,10 @@ impl Mm {
             && let Some(g) = self.lock_vma_for_fault(addr)
         {
             let v: V = g.vma();
-            if access_error(v.fl(), access) {
+            if let Some(code) = self.bad_access(v, access) {
                 // bad_area_access_error, counted as a success of the per-VMA lock.
                 self.vmstat.record_success();
-                return Err(Errno::EFAULT);
+                return Err(Signal::Segv(code));
             }
             match self.handle_vma_fault(v, addr, access, FaultLock::Vma, false) {
                 Err(FaultError::Retry { tried: t }) => {
@@ -237,19 +326,19 @@ impl Mm {
                 r => {
                     drop(g);
                     self.vmstat.record_success();
-                    return r.map_err(FaultError::user_errno);
+                    return r.map_err(FaultError::signal);
                 }
             }
         }
         // lock_mmap: under the mmap read lock; an anon_vma is prepared in place and a retry after readahead is
-        // made at once, so no retry is left.
-        let (r, v) = self.lock_mm_and_find_vma(addr).ok_or(Errno::EFAULT)?;
-        if access_error(v.fl(), access) {
-            return Err(Errno::EFAULT);
+        // made at once, so no retry is left. No VMA: bad_area_nosemaphore.
+        let (r, v) = self.lock_mm_and_find_vma(addr).ok_or(Signal::Segv(SegvCode::MapErr))?;
+        if let Some(code) = self.bad_access(v, access) {
+            return Err(Signal::Segv(code));
         }
         let res = self.handle_vma_fault(v, addr, access, FaultLock::Mmap, tried);
         drop(r);
-        res.map_err(FaultError::user_errno)
+        res.map_err(FaultError::signal)
     }
 
     /// The speculative fault (module docs, "Speculative faults"): the VMA covering `addr` copied without a
@@ -257,9 +346,9 @@ impl Mm {
     /// [`vmspace_pgtable::handle_mm_fault_speculative`], which re-validates the copy under the PTE lock before it
     /// sets the entry. `None` when the fault is not the common case (no VMA, a VMA being written, a file or
     /// hugetlb VMA, no anon_vma, no PTE table, an entry present, an access the VMA forbids) or the copy went
-    /// stale: nothing was changed and the caller takes the locked path. `ENOMEM` when the page could not be
-    /// allocated (nothing changed either, as on the locked path).
-    fn fault_speculative(&self, addr: u64, access: Access) -> Option<Result<FaultKind, Errno>> {
+    /// stale: nothing was changed and the caller takes the locked path. [`Signal::Kill`] (the OOM kill, `ENOMEM`
+    /// from [`Mm::fault`]) when the page could not be allocated (nothing changed either, as on the locked path).
+    fn fault_speculative(&self, addr: u64, access: Access) -> Option<Result<FaultKind, Signal>> {
         let shared = &self.vmas.shared;
         // The read-side section covers the walk only: VMAs are type-stable, so the copy's checks may read `vma`
         // after it (a fault must not hold a section: it may wait for a grace period).
@@ -288,7 +377,7 @@ impl Mm {
         let still_valid = || crate::vma::lockless::copy_still_valid(vma, seq);
         match vmspace_pgtable::handle_mm_fault_speculative(self.pt(), &fv, addr, access, &still_valid)? {
             VmFault::Handled(k) => Some(Ok(k)),
-            VmFault::Oom => Some(Err(Errno::ENOMEM)),
+            VmFault::Oom => Some(Err(Signal::Kill)),
             _ => None,
         }
     }
@@ -441,11 +530,12 @@ impl Mm {
     // ----- memory accesses through the MMU -----
 
     /// Reads `buf.len()` bytes at `addr` as user loads would: through the MMU, faulting as the CPU does
-    /// ([`Mm::fault`]). On a fault that fails, the address that faulted (the bytes before it were read).
-    pub fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), u64> {
+    /// ([`Mm::fault`]). On a fault that fails, the [`Fault`]: the address that faulted (the bytes before it
+    /// were read) and its signal.
+    pub fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), Fault> {
         let mut done = 0usize;
         while done < buf.len() {
-            let a = addr.checked_add(done as u64).ok_or(u64::MAX)?;
+            let a = addr.checked_add(done as u64).ok_or_else(|| wrapped(Access::Read))?;
             let n = (PAGE_SIZE - a % PAGE_SIZE).min((buf.len() - done) as u64) as usize;
             self.access_page(a, Access::Read, |pt| pt.read(a, &mut buf[done..done + n]))?;
             done += n;
@@ -453,12 +543,12 @@ impl Mm {
         Ok(())
     }
 
-    /// Writes `data` at `addr` as user stores would (module docs). On a fault that fails, the address that
-    /// faulted (the bytes before it were written).
-    pub fn write(&self, addr: u64, data: &[u8]) -> Result<(), u64> {
+    /// Writes `data` at `addr` as user stores would (module docs). On a fault that fails, the [`Fault`] (the
+    /// bytes before its address were written).
+    pub fn write(&self, addr: u64, data: &[u8]) -> Result<(), Fault> {
         let mut done = 0usize;
         while done < data.len() {
-            let a = addr.checked_add(done as u64).ok_or(u64::MAX)?;
+            let a = addr.checked_add(done as u64).ok_or_else(|| wrapped(Access::Write))?;
             let n = (PAGE_SIZE - a % PAGE_SIZE).min((data.len() - done) as u64) as usize;
             self.access_page(a, Access::Write, |pt| pt.write(a, &data[done..done + n]))?;
             done += n;
@@ -468,18 +558,18 @@ impl Mm {
 
     /// One user access at `addr` that moves no data: a load, or a store of the byte already there (what
     /// `lock orb $0` does): the MMU's checks and accessed/dirty updates, faulting as the CPU does
-    /// ([`Mm::fault`]). The op-script `touch` makes one per page. On a fault that fails, the address.
-    pub fn touch(&self, addr: u64, access: Access) -> Result<(), u64> {
+    /// ([`Mm::fault`]). The op-script `touch` makes one per page. On a fault that fails, the [`Fault`].
+    pub fn touch(&self, addr: u64, access: Access) -> Result<(), Fault> {
         self.access_page(addr, access, |pt| pt.access(addr, access).map(|_| ()))
     }
 
     /// Stores `byte` over `[addr, addr + len)` as user stores would ([`Mm::write`] without a buffer of `len`
     /// bytes).
-    pub fn fill(&self, addr: u64, len: u64, byte: u8) -> Result<(), u64> {
+    pub fn fill(&self, addr: u64, len: u64, byte: u8) -> Result<(), Fault> {
         let page = [byte; PAGE_SIZE as usize];
         let mut done = 0u64;
         while done < len {
-            let a = addr.checked_add(done).ok_or(u64::MAX)?;
+            let a = addr.checked_add(done).ok_or_else(|| wrapped(Access::Write))?;
             let n = (PAGE_SIZE - a % PAGE_SIZE).min(len - done);
             self.access_page(a, Access::Write, |pt| pt.write(a, &page[..n as usize]))?;
             done += n;
@@ -490,12 +580,12 @@ impl Mm {
     /// Reads the bytes of `[addr, addr + len)` in address order as user loads would ([`Mm::read`]), handing
     /// them to `f` a piece at a time (at most a page, never crossing a page boundary) instead of into one
     /// buffer: the op-script `check` hashes a range this way (its hash is the script crate's, not the
-    /// engine's). On a fault that fails, the address that faulted (`f` saw every byte before it).
-    pub fn read_chunks(&self, addr: u64, len: u64, mut f: impl FnMut(&[u8])) -> Result<(), u64> {
+    /// engine's). On a fault that fails, the [`Fault`] (`f` saw every byte before its address).
+    pub fn read_chunks(&self, addr: u64, len: u64, mut f: impl FnMut(&[u8])) -> Result<(), Fault> {
         let mut buf = [0u8; PAGE_SIZE as usize];
         let mut done = 0u64;
         while done < len {
-            let a = addr.checked_add(done).ok_or(u64::MAX)?;
+            let a = addr.checked_add(done).ok_or_else(|| wrapped(Access::Read))?;
             let n = (PAGE_SIZE - a % PAGE_SIZE).min(len - done) as usize;
             self.access_page(a, Access::Read, |pt| pt.read(a, &mut buf[..n]))?;
             f(&buf[..n]);
@@ -505,14 +595,20 @@ impl Mm {
     }
 
     /// Runs `op` (one MMU access within the page of `a`) until it completes, resolving each fault it raises
-    /// with [`Mm::fault`] as the CPU would retry the instruction; the faulting address if a fault fails or the
-    /// contents of a frame cannot be allocated.
+    /// with the fault path ([`Mm::do_user_addr_fault`]) as the CPU would retry the instruction; the [`Fault`]
+    /// if a fault fails (the OOM kill too when the contents of a frame cannot be allocated). With PKU, PKRU is
+    /// checked first (module docs).
     fn access_page(
         &self,
         a: u64,
         access: Access,
         mut op: impl FnMut(&vmspace_pgtable::PageTable) -> Result<(), MmuError>,
-    ) -> Result<(), u64> {
+    ) -> Result<(), Fault> {
+        if self.cfg.pku
+            && let Some(pkey) = self.pkru_denies_at(a, access)
+        {
+            return Err(Fault { addr: a, access, signal: Signal::Segv(SegvCode::PkuErr { pkey }) });
+        }
         let pt = self.pt();
         // A fault that resolves but leaves the access refused again and again means another thread keeps
         // undoing it (a livelock the CPU would also spin in): give up after this many rounds.
@@ -521,14 +617,27 @@ impl Mm {
                 Ok(()) => return Ok(()),
                 Err(MmuError::Fault { addr, access: acc, .. }) => {
                     debug_assert_eq!(acc, access);
-                    self.fault(addr, acc).map_err(|_| addr)?;
+                    self.do_user_addr_fault(addr, acc)?;
                 }
-                Err(MmuError::NoMem) => return Err(a),
+                Err(MmuError::NoMem) => return Err(Fault { addr: a, access, signal: Signal::Kill }),
             }
         }
         debug_assert!(false, "an access at {a:#x} kept faulting");
-        Err(a)
+        Err(Fault { addr: a, access, signal: Signal::Kill })
     }
+
+    /// The key of the VMA at `a` if the thread's PKRU denies `access` through it (a lockless lookup: the
+    /// CPU's check races calls as a real thread's does).
+    fn pkru_denies_at(&self, a: u64, access: Access) -> Option<u32> {
+        let guard = vmspace_rcu::pin();
+        let v = self.tree().load_in(a, &guard)?;
+        (!self.pkru_permits(v, access)).then(|| v.fl().pkey())
+    }
+}
+
+/// An access that wrapped past the top of the address space (unreachable: the kernel half faults first).
+fn wrapped(access: Access) -> Fault {
+    Fault { addr: 0, access, signal: Signal::Segv(SegvCode::MapErr) }
 }
 
 impl super::MmRead<'_> {

@@ -2,7 +2,9 @@
 //!
 //! # Mergeability
 //!
-//! A proposed range ([`Cand`]) can join a neighbour when: flags are identical but for `VM_IGNORE_MERGE`
+//! The state of one merge attempt is a [`VmaMergeStruct`] (the kernel's `vma_merge_struct`, `vmg`): the
+//! neighbours (`prev`, `middle`, `next`), the proposed range and the attributes it would have. The range can
+//! join a neighbour when: flags are identical but for `VM_IGNORE_MERGE`
 //! (`VM_SOFTDIRTY` and the sticky flags), the file
 //! is the same object, the anonymous names are equal, the page offsets continue linearly across the boundary,
 //! the two touch, and the anon_vmas are compatible (`is_mergeable_anon_vma`):
@@ -48,147 +50,188 @@ use super::VmFlags;
 use super::tree::{V, VmaExt};
 use super::{AnonState, Errno, MmWrite, VmFile, config::PAGE_SHIFT};
 
-/// A proposed range and its attributes (the kernel's `vma_merge_struct` fields that decide a merge).
-pub(crate) struct Cand<'a> {
+/// One merge attempt (the kernel's `vma_merge_struct`): the neighbours and the proposed range with the
+/// attributes that decide a merge. For a new range ([`MmWrite::vma_merge_new_range`]) `middle` is `None` and
+/// `prev`/`next` are found by the merge; for an existing range ([`MmWrite::vma_merge_existing_range`])
+/// `middle` is the VMA that holds `[start, end)`.
+pub(crate) struct VmaMergeStruct<'a> {
+    /// The VMA before the range (`vmg->prev`), once looked up.
+    pub prev: Option<V>,
+    /// The VMA the range lies in (`vmg->middle`; existing-range merges only).
+    pub middle: Option<V>,
+    /// The VMA after the range (`vmg->next`), once looked up.
+    pub next: Option<V>,
+    /// The range's start (`vmg->start`).
     pub start: u64,
+    /// The range's end (`vmg->end`).
     pub end: u64,
-    pub flags: VmFlags,
+    /// The range's page offset (`vmg->pgoff`).
     pub pgoff: u64,
+    /// The range's flags (`vmg->vm_flags`).
+    pub flags: VmFlags,
+    /// The range's file (`vmg->file`).
     pub file: Option<&'a Arc<VmFile>>,
-    pub anon: &'a AnonState,
-    pub name: Option<&'a Arc<str>>,
-    /// The source VMA (`vmg->middle`) is a fork child's (existing-range merges only).
-    pub src_uncowed: bool,
-    /// The VMA an mremap copies from is a fork child's (`vmg->copied_from`).
-    pub copied_uncowed: bool,
+    /// The range's anon_vma state (`vmg->anon_vma`).
+    pub anon_vma: &'a AnonState,
+    /// The range's anonymous name (`vmg->anon_name`).
+    pub anon_name: Option<&'a Arc<str>>,
+    /// brk's expansion: never merge with `next` (`vmg->just_expand`).
+    pub just_expand: bool,
+    /// The VMA an mremap copies from is a fork child's (`vmg->copied_from`, `vma_had_uncowed_parents`).
+    pub copied_from_uncowed: bool,
 }
 
-impl Cand<'_> {
+impl<'a> VmaMergeStruct<'a> {
+    /// `VMG_STATE`: a proposed new range (neighbours unknown yet).
+    pub(crate) fn new_range(
+        start: u64,
+        end: u64,
+        flags: VmFlags,
+        pgoff: u64,
+        file: Option<&'a Arc<VmFile>>,
+        anon_vma: &'a AnonState,
+        anon_name: Option<&'a Arc<str>>,
+    ) -> Self {
+        VmaMergeStruct {
+            prev: None,
+            middle: None,
+            next: None,
+            start,
+            end,
+            pgoff,
+            flags,
+            file,
+            anon_vma,
+            anon_name,
+            just_expand: false,
+            copied_from_uncowed: false,
+        }
+    }
+
     fn pages(&self) -> u64 {
         (self.end - self.start) >> PAGE_SHIFT
     }
-}
 
-/// `is_mergeable_vma`.
-fn mergeable_vma(t: V, c: &Cand<'_>) -> bool {
-    ((t.fl() ^ c.flags) & !VmFlags::IGNORE_MERGE).is_empty() && t.file_is(c.file) && t.name_is(c.name)
-}
-
-/// `is_mergeable_anon_vma`.
-fn mergeable_anon(t: V, c: &Cand<'_>) -> bool {
-    let st = t.anon();
-    match (st.is_some(), c.anon.is_some()) {
-        (false, true) => !c.src_uncowed && !c.copied_uncowed,
-        (true, false) => !st.had_uncowed_parents(),
-        _ => st.same_anon(c.anon),
+    /// The range's source VMA (`vmg->middle`) is a fork child's (an existing range's `anon_vma` is middle's).
+    fn middle_uncowed(&self) -> bool {
+        self.middle.is_some() && self.anon_vma.had_uncowed_parents()
     }
 }
 
-/// `can_vma_merge_after` (the range joins `prev` on its right).
-fn can_merge_after(prev: V, c: &Cand<'_>) -> bool {
-    mergeable_vma(prev, c) && mergeable_anon(prev, c) && prev.pgoff().wrapping_add(prev.pages()) == c.pgoff
+/// `is_mergeable_vma`: the neighbour on the merge's side (`next` with `merge_next`, else `prev`) has the
+/// range's flags (but for `VM_IGNORE_MERGE`), file and anonymous name.
+fn is_mergeable_vma(vmg: &VmaMergeStruct<'_>, merge_next: bool) -> bool {
+    let Some(t) = (if merge_next { vmg.next } else { vmg.prev }) else { return false };
+    ((t.fl() ^ vmg.flags) & !VmFlags::IGNORE_MERGE).is_empty()
+        && t.file_is(vmg.file)
+        && t.name_is(vmg.anon_name)
 }
 
-/// `can_vma_merge_before` (the range joins `next` on its left).
-fn can_merge_before(next: V, c: &Cand<'_>) -> bool {
-    mergeable_vma(next, c) && mergeable_anon(next, c) && next.pgoff() == c.pgoff.wrapping_add(c.pages())
+/// `is_mergeable_anon_vma` between the neighbour on the merge's side and the range (module docs).
+fn is_mergeable_anon_vma(vmg: &VmaMergeStruct<'_>, merge_next: bool) -> bool {
+    let Some(t) = (if merge_next { vmg.next } else { vmg.prev }) else { return false };
+    let st = t.anon();
+    match (st.is_some(), vmg.anon_vma.is_some()) {
+        (false, true) => !vmg.middle_uncowed() && !vmg.copied_from_uncowed,
+        (true, false) => !st.had_uncowed_parents(),
+        _ => st.same_anon(vmg.anon_vma),
+    }
 }
 
-/// `can_vma_merge_left`.
-fn can_merge_left(prev: Option<V>, c: &Cand<'_>) -> bool {
-    prev.is_some_and(|p| p.end() == c.start && can_merge_after(p, c))
+/// `can_vma_merge_after`: the range can join `prev` on its right (its page offsets continue prev's).
+fn can_vma_merge_after(vmg: &VmaMergeStruct<'_>) -> bool {
+    let Some(prev) = vmg.prev else { return false };
+    is_mergeable_vma(vmg, false)
+        && is_mergeable_anon_vma(vmg, false)
+        && prev.pgoff().wrapping_add(prev.pages()) == vmg.pgoff
 }
 
-/// `can_vma_merge_right`.
-fn can_merge_right(prev: Option<V>, next: Option<V>, c: &Cand<'_>, left: bool) -> bool {
-    let Some(n) = next else { return false };
-    if n.start() != c.end || !can_merge_before(n, c) {
+/// `can_vma_merge_before`: the range can join `next` on its left (next's page offsets continue the range's).
+fn can_vma_merge_before(vmg: &VmaMergeStruct<'_>) -> bool {
+    let Some(next) = vmg.next else { return false };
+    is_mergeable_vma(vmg, true)
+        && is_mergeable_anon_vma(vmg, true)
+        && next.pgoff() == vmg.pgoff.wrapping_add(vmg.pages())
+}
+
+/// `can_vma_merge_left`: `prev` touches the range and can take it.
+fn can_vma_merge_left(vmg: &VmaMergeStruct<'_>) -> bool {
+    vmg.prev.is_some_and(|p| p.end() == vmg.start) && can_vma_merge_after(vmg)
+}
+
+/// `can_vma_merge_right`: `next` touches the range and can take it; when prev merges too, the two
+/// neighbours' anon_vmas must also be compatible with each other.
+fn can_vma_merge_right(vmg: &VmaMergeStruct<'_>, can_merge_left: bool) -> bool {
+    let Some(n) = vmg.next else { return false };
+    if n.start() != vmg.end || !can_vma_merge_before(vmg) {
         return false;
     }
-    if !left {
+    if !can_merge_left {
         return true;
     }
-    let p = prev.expect("left merge implies prev");
+    let p = vmg.prev.expect("a left merge has prev");
     let (pa, na) = (p.anon(), n.anon());
     !pa.is_some() || !na.is_some() || pa.same_anon(&na)
 }
 
-/// Which neighbours a merge of a proposed range joins.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum NewMerge {
-    /// No merge.
-    None,
-    /// Expand prev over the range.
-    Left(V),
-    /// Expand next back over the range.
-    Right(V),
-    /// Expand prev over the range and next; remove next.
-    Both(V, V),
-}
-
-impl NewMerge {
-    pub(crate) fn is_none(&self) -> bool {
-        matches!(self, NewMerge::None)
-    }
-}
-
 impl MmWrite<'_> {
-    /// The decision of `vma_merge_new_range` for `c` (an empty range): prev is the VMA before `c.start`, next
-    /// the first at or after `c.end`. `just_expand` (brk) disables merging right.
-    pub(crate) fn plan_new_merge(&self, c: &Cand<'_>, just_expand: bool) -> NewMerge {
-        if c.flags.intersects(VmFlags::SPECIAL) {
-            return NewMerge::None;
+    /// `vma_merge_new_range`: tries to map the empty range of `vmg` by growing a neighbour over it (`prev`
+    /// is the VMA before `vmg.start`, `next` the first at or after `vmg.end`; `vmg.just_expand` (brk) never
+    /// merges with next). On a merge, the target grows (`vma_expand`) and is returned, with the range's
+    /// anon_vma and sticky flags; `None` changes nothing.
+    pub(crate) fn vma_merge_new_range(&mut self, vmg: &mut VmaMergeStruct<'_>) -> Option<V> {
+        if vmg.flags.intersects(VmFlags::SPECIAL) {
+            return None;
         }
         // The range is free, so one tree position gives both neighbours; or (`MAP_FIXED`) it still holds the
         // write-locked VMAs the new mapping replaces (`MmWrite::clear_for_replace`), and the neighbours are the
         // VMAs around it.
-        let (prev, next) = match self.lookup(c.start) {
-            None => match self.gap_neighbours(c.start) {
+        let (prev, next) = match self.lookup(vmg.start) {
+            None => match self.gap_neighbours(vmg.start) {
                 // Part of the range still holds a VMA being replaced: the next neighbour lies beyond the end.
-                (p, Some(n)) if n.start() < c.end => (p, self.next_from(c.end)),
+                (p, Some(n)) if n.start() < vmg.end => (p, self.next_from(vmg.end)),
                 pn => pn,
             },
-            Some(_) => (self.prev_of(c.start), self.next_from(c.end)),
+            Some(_) => (self.prev_of(vmg.start), self.next_from(vmg.end)),
         };
+        vmg.prev = prev;
+        vmg.next = next;
         if prev.is_none() && next.is_none() {
-            return NewMerge::None;
+            return None;
         }
-        let left = can_merge_left(prev, c);
-        let right = !just_expand && can_merge_right(prev, next, c, left);
-        match (left, right) {
-            (true, true) => NewMerge::Both(prev.unwrap(), next.unwrap()),
-            (true, false) => NewMerge::Left(prev.unwrap()),
-            (false, true) => NewMerge::Right(next.unwrap()),
-            (false, false) => NewMerge::None,
+        let left = can_vma_merge_left(vmg);
+        let right = !vmg.just_expand && can_vma_merge_right(vmg, left);
+        if !left && !right {
+            return None;
         }
+        if !left {
+            // Only next merges: it expands backwards over the range.
+            vmg.prev = None;
+        }
+        if !right {
+            vmg.next = None;
+        }
+        Some(self.vma_expand(vmg))
     }
 
-    /// Executes a [`NewMerge`] (`vma_expand`): the target grows over the range (and next); a target without
-    /// anon_vma adopts the removed next's, else the range's (`dup_anon_vma`); the target gets the sticky flags
-    /// of the range (`c_flags`), its own and the removed next's. Returns the target.
-    pub(crate) fn apply_new_merge(
-        &mut self,
-        m: NewMerge,
-        c_start: u64,
-        c_end: u64,
-        c_pgoff: u64,
-        c_anon: &AnonState,
-        c_flags: VmFlags,
-    ) -> V {
-        let sticky = c_flags & VmFlags::STICKY;
-        let target = match m {
-            NewMerge::None => unreachable!("apply_new_merge without a merge"),
-            NewMerge::Left(p) => {
-                self.set_end(p, c_end);
-                self.adopt_anon(p, c_anon);
+    /// `vma_expand` for a new range: the target (`prev` if set, else `next`) grows over the range (and over
+    /// `next`, which leaves, when both merge); a target without anon_vma adopts the removed next's, else the
+    /// range's (`dup_anon_vma`); the target gets the sticky flags of the range, its own and the removed
+    /// next's. Returns the target.
+    fn vma_expand(&mut self, vmg: &VmaMergeStruct<'_>) -> V {
+        let sticky = vmg.flags & VmFlags::STICKY;
+        let target = match (vmg.prev, vmg.next) {
+            (Some(p), None) => {
+                self.set_end(p, vmg.end);
+                self.adopt_anon(p, vmg.anon_vma);
                 p
             }
-            NewMerge::Right(n) => {
-                self.set_range(n, c_start, n.end(), c_pgoff);
-                self.adopt_anon(n, c_anon);
+            (None, Some(n)) => {
+                self.set_range(n, vmg.start, n.end(), vmg.pgoff);
+                self.adopt_anon(n, vmg.anon_vma);
                 n
             }
-            NewMerge::Both(p, n) => {
+            (Some(p), Some(n)) => {
                 let next_anon = n.anon().clone();
                 let next_sticky = n.fl() & VmFlags::STICKY;
                 // prev's store covers the range and next; next then leaves.
@@ -197,11 +240,12 @@ impl MmWrite<'_> {
                 if next_anon.is_some() {
                     self.adopt_anon(p, &next_anon);
                 } else {
-                    self.adopt_anon(p, c_anon);
+                    self.adopt_anon(p, vmg.anon_vma);
                 }
                 self.add_sticky(p, next_sticky);
                 p
             }
+            (None, None) => unreachable!("vma_expand without a neighbour"),
         };
         self.add_sticky(target, sticky);
         target
@@ -222,58 +266,37 @@ impl MmWrite<'_> {
         }
     }
 
-    /// `vma_merge_existing_range`: tries to give `[start, end)` (inside `middle`) the attributes `flags` /
-    /// `name` by merging with middle's neighbours. Returns the VMA now covering the range, or `None` if no
-    /// merge applies (nothing changed).
-    pub(crate) fn merge_existing(
-        &mut self,
-        middle: V,
-        start: u64,
-        end: u64,
-        flags: VmFlags,
-        name: Option<&Arc<str>>,
-    ) -> Option<V> {
+    /// `vma_merge_existing_range`: tries to give `[vmg.start, vmg.end)` (inside `vmg.middle`) the attributes
+    /// `vmg.flags` / `vmg.anon_name` by merging with middle's neighbours. Returns the VMA now covering the
+    /// range, or `None` if no merge applies (nothing changed).
+    pub(crate) fn vma_merge_existing_range(&mut self, vmg: &mut VmaMergeStruct<'_>) -> Option<V> {
+        let middle = vmg.middle.expect("an existing-range merge has a middle");
         let (m_start, m_end, m_pgoff) = (middle.start(), middle.end(), middle.pgoff());
-        let left_side = start == m_start;
-        let right_side = end == m_end;
-        if flags.intersects(VmFlags::SPECIAL) || (!left_side && !right_side) {
+        let left_side = vmg.start == m_start;
+        let right_side = vmg.end == m_end;
+        if vmg.flags.intersects(VmFlags::SPECIAL) || (!left_side && !right_side) {
             return None;
         }
-        let prev = self.prev_of(m_start);
-        let next = self.next_from(m_start + 1);
-        let (merge_left, merge_right) = {
-            let file = middle.file();
-            let m_anon = middle.anon();
-            let c = Cand {
-                start,
-                end,
-                flags,
-                pgoff: middle.pgoff_at(start),
-                file: file.as_ref(),
-                anon: &m_anon,
-                name,
-                src_uncowed: m_anon.had_uncowed_parents(),
-                copied_uncowed: false,
-            };
-            // Holding middle's anon state while the checks lock prev's and next's (distinct VMAs).
-            let l = left_side && can_merge_left(prev, &c);
-            (l, right_side && can_merge_right(prev, next, &c, l))
-        };
+        vmg.prev = self.prev_of(m_start);
+        vmg.next = self.next_from(m_start + 1);
+        let merge_left = left_side && can_vma_merge_left(vmg);
+        let merge_right = right_side && can_vma_merge_right(vmg, merge_left);
         if !merge_left && !merge_right {
             return None;
         }
+        let (start, end) = (vmg.start, vmg.end);
         let remove_middle = left_side && right_side;
         let mid_anon = middle.anon().clone();
         // The requested flags' sticky bits, the merged neighbours' added below.
-        let mut sticky = flags & VmFlags::STICKY;
+        let mut sticky = vmg.flags & VmFlags::STICKY;
         if merge_right {
-            sticky |= next.unwrap().fl() & VmFlags::STICKY;
+            sticky |= vmg.next.unwrap().fl() & VmFlags::STICKY;
         }
         if merge_left {
-            sticky |= prev.unwrap().fl() & VmFlags::STICKY;
+            sticky |= vmg.prev.unwrap().fl() & VmFlags::STICKY;
         }
         let target = if merge_left && merge_right {
-            let (p, n) = (prev.unwrap(), next.unwrap());
+            let (p, n) = (vmg.prev.unwrap(), vmg.next.unwrap());
             let next_anon = n.anon().clone();
             // prev's store covers middle and next; both then leave.
             self.set_end(p, n.end());
@@ -282,7 +305,7 @@ impl MmWrite<'_> {
             self.adopt_anon(p, if next_anon.is_some() { &next_anon } else { &mid_anon });
             p
         } else if merge_left {
-            let p = prev.unwrap();
+            let p = vmg.prev.unwrap();
             // prev grows over the range first; middle's tree range then already is its new one.
             self.set_end(p, end);
             if remove_middle {
@@ -294,7 +317,7 @@ impl MmWrite<'_> {
             self.adopt_anon(p, &mid_anon);
             p
         } else {
-            let n = next.unwrap();
+            let n = vmg.next.unwrap();
             let new_pgoff = n.pgoff().wrapping_sub((n.start() - start) >> PAGE_SHIFT);
             // next grows back over the range first; then middle shrinks or leaves.
             self.set_range(n, start, n.end(), new_pgoff);
@@ -310,6 +333,22 @@ impl MmWrite<'_> {
         Some(target)
     }
 
+    /// The merge state of a change of `[start, end)` inside `middle` to `flags` / `name` (`VMG_VMA_STATE`).
+    fn existing_range<'a>(
+        middle: V,
+        start: u64,
+        end: u64,
+        flags: VmFlags,
+        file: Option<&'a Arc<VmFile>>,
+        anon_vma: &'a AnonState,
+        name: Option<&'a Arc<str>>,
+    ) -> VmaMergeStruct<'a> {
+        let mut vmg =
+            VmaMergeStruct::new_range(start, end, flags, middle.pgoff_at(start), file, anon_vma, name);
+        vmg.middle = Some(middle);
+        vmg
+    }
+
     /// `vma_modify`: makes `[start, end)` (inside `middle`) a VMA of its own, by merging with a neighbour when
     /// the new attributes allow it, else by splitting off the parts below `start` and above `end` (each split
     /// refused at `max_map_count` with ENOMEM; a refused second split leaves the first, as Linux does). Returns
@@ -322,7 +361,10 @@ impl MmWrite<'_> {
         flags: VmFlags,
         name: Option<&Arc<str>>,
     ) -> Result<V, Errno> {
-        if let Some(v) = self.merge_existing(middle, start, end, flags, name) {
+        let file = middle.file();
+        let anon = middle.anon().clone();
+        let mut vmg = Self::existing_range(middle, start, end, flags, file.as_ref(), &anon, name);
+        if let Some(v) = self.vma_merge_existing_range(&mut vmg) {
             return Ok(v);
         }
         self.split_to(middle, start, end)
@@ -332,10 +374,10 @@ impl MmWrite<'_> {
     /// does the part above `end`, so `middle` itself becomes the VMA of `[start, end)`.
     fn split_to(&mut self, middle: V, start: u64, end: u64) -> Result<V, Errno> {
         if middle.start() < start {
-            self.split_checked(middle, start, true)?;
+            self.split_vma(middle, start, true)?;
         }
         if middle.end() > end {
-            self.split_checked(middle, end, false)?;
+            self.split_vma(middle, end, false)?;
         }
         Ok(middle)
     }
@@ -351,7 +393,10 @@ impl MmWrite<'_> {
         flags: &mut VmFlags,
         name: Option<&Arc<str>>,
     ) -> Result<V, Errno> {
-        if let Some(v) = self.merge_existing(middle, start, end, *flags, name) {
+        let file = middle.file();
+        let anon = middle.anon().clone();
+        let mut vmg = Self::existing_range(middle, start, end, *flags, file.as_ref(), &anon, name);
+        if let Some(v) = self.vma_merge_existing_range(&mut vmg) {
             *flags = v.fl();
             return Ok(v);
         }

@@ -41,7 +41,7 @@
 use std::sync::Arc;
 
 use super::VmFlags;
-use super::merge::Cand;
+use super::merge::VmaMergeStruct;
 use super::pkeys::calc_vm_prot_bits;
 use super::tree::{NewVma, VmaExt};
 use super::{
@@ -315,20 +315,8 @@ impl MmWrite<'_> {
         // Shared anonymous memory has no file yet when the merge is tried.
         let merge_file = file;
         let none = AnonState::default();
-        let c = Cand {
-            start: addr,
-            end,
-            flags: vm_flags,
-            pgoff,
-            file: merge_file,
-            anon: &none,
-            name: None,
-            src_uncowed: false,
-            copied_uncowed: false,
-        };
-        let m = self.plan_new_merge(&c, false);
-        if !m.is_none() {
-            let v = self.apply_new_merge(m, addr, end, pgoff, &none, vm_flags);
+        let mut vmg = VmaMergeStruct::new_range(addr, end, vm_flags, pgoff, merge_file, &none, None);
+        if let Some(v) = self.vma_merge_new_range(&mut vmg) {
             self.free_replaced(replaced);
             self.mmap_lock_complete(v, len);
             return Ok(addr);

@@ -112,7 +112,7 @@ use vmspace_rcu::sync::{AtomicU32, AtomicU64, Mutex};
 
 pub use crate::vma::{AnonState, AnonVma, FileKind, VmFile, VmFlags, VmaSnapshot};
 pub use config::{HugetlbConfig, HugetlbPool, MmConfig, Overcommit, PAGE_SIZE, TASK_SIZE, ThpMode};
-pub use fault::{FaultMode, MmFaultStats};
+pub use fault::{Fault, FaultMode, MmFaultStats};
 pub use fork::ForkMode;
 pub use import::{
     ImportedBacking, ImportedFile, ImportedFileKind, ImportedLayout, ImportedPkeys, ImportedVma,

@@ -36,7 +36,7 @@
 //!   dropped).
 
 use super::VmFlags;
-use super::merge::Cand;
+use super::merge::VmaMergeStruct;
 use super::tree::{NewVma, V, VmaExt};
 use super::{
     AnonState, Errno, MapFlags, Mm, MmWrite, MremapFlags, PAGE_MASK, TASK_SIZE, config::PAGE_SHIFT,
@@ -343,22 +343,17 @@ impl MmWrite<'_> {
         let anon = a.anon().clone();
         let file = a.file();
         let name = a.anon_name();
-        let c = Cand {
+        let mut vmg = VmaMergeStruct::new_range(
             start,
             end,
-            flags: a.fl(),
-            pgoff: a.pgoff_at(start),
-            file: file.as_ref(),
-            anon: &anon,
-            name: name.as_ref(),
-            src_uncowed: false,
-            copied_uncowed: false,
-        };
-        let pgoff = c.pgoff;
-        let flags = c.flags;
-        let m = self.plan_new_merge(&c, false);
-        debug_assert!(!m.is_none());
-        self.apply_new_merge(m, start, end, pgoff, &anon, flags);
+            a.fl(),
+            a.pgoff_at(start),
+            file.as_ref(),
+            &anon,
+            name.as_ref(),
+        );
+        let merged = self.vma_merge_new_range(&mut vmg);
+        debug_assert!(merged.is_some());
     }
 
     /// `vrm_stat_account`'s mlock part: `bytes` more of a locked VMA are charged to `locked_vm`.
@@ -387,22 +382,18 @@ impl MmWrite<'_> {
         if src.is_anonymous() && !src_anon.is_some() {
             new_pgoff = v.new_addr >> PAGE_SHIFT;
         }
-        let c = Cand {
-            start: v.new_addr,
-            end: v.new_addr + v.new_len,
-            flags: src.fl(),
-            pgoff: new_pgoff,
-            file: src_file.as_ref(),
-            anon: &src_anon,
-            name: src_name.as_ref(),
-            src_uncowed: false,
-            copied_uncowed: src_anon.had_uncowed_parents(),
-        };
         let src_flags = src.fl();
-        let m = self.plan_new_merge(&c, false);
-        if !m.is_none() {
-            self.apply_new_merge(m, v.new_addr, v.new_addr + v.new_len, new_pgoff, &src_anon, src_flags);
-        } else {
+        let mut vmg = VmaMergeStruct::new_range(
+            v.new_addr,
+            v.new_addr + v.new_len,
+            src_flags,
+            new_pgoff,
+            src_file.as_ref(),
+            &src_anon,
+            src_name.as_ref(),
+        );
+        vmg.copied_from_uncowed = src_anon.had_uncowed_parents();
+        if self.vma_merge_new_range(&mut vmg).is_none() {
             let flags = src.fl();
             self.insert_new(NewVma {
                 start: v.new_addr,

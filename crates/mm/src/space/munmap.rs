@@ -78,9 +78,8 @@ impl MmWrite<'_> {
             if super::mseal::vma_is_sealed(first) {
                 return Err(Errno::EPERM);
             }
-            self.may_split(first, start)?;
             // `__split_vma(vma, start, new_below = 1)`: the part that stays mapped is the new VMA.
-            self.split_below(first, start);
+            self.__split_vma(first, start, true)?;
         }
         // Each VMA of the range in turn: a sealed one stops the gather (the split above stays).
         if self.any_sealed_in(start, end) {
@@ -93,8 +92,7 @@ impl MmWrite<'_> {
             && last.end() > end
             && last.start() < end
         {
-            self.may_split(last, end)?;
-            self.split_at(last, end);
+            self.__split_vma(last, end, false)?;
         }
         Ok(inside)
     }

@@ -45,10 +45,11 @@
 //! access-disable bit, copied by fork. The syscalls read it
 //! where the kernel does: `__execute_only_pkey` (whether PKRU must be written) and the seal check of
 //! `madvise` (`can_madvise_modify` asks `arch_vma_access_permitted` whether the thread could write).
-//! User-mode accesses ([`Mm::fault`], the op-script `touch`) do **not** check it yet: PKRU is enforced by the
-//! CPU on page-table walks, which arrive with the engine's page tables (and a thread model, since each thread
-//! has its own PKRU); GUP from another process (`process_vm_writev`, [`Mm::gup_access`]) ignores it on Linux
-//! too (`FOLL_REMOTE`).
+//! User-mode accesses check it as the CPU and the fault path do: [`Mm::read`], [`Mm::write`], [`Mm::touch`] and
+//! [`Mm::fill`] check each page's data access against the VMA's key before the MMU makes it, and the fault
+//! path's `access_error` checks it (`arch_vma_access_permitted`); a denied access is SIGSEGV `SEGV_PKUERR`
+//! (`space/fault.rs`, "The signal"). GUP from another process (`process_vm_writev`, [`Mm::gup_access`])
+//! ignores it, as on Linux (`FOLL_REMOTE`).
 
 use vmspace_abi::{PkeyRights, Prot, VmFlags};
 
@@ -166,6 +167,22 @@ impl Mm {
     /// it write through `v`'s key (always true without PKU).
     pub(crate) fn pkru_permits_write(&self, v: V) -> bool {
         !self.cfg.pku || pkru_allows_write(self.pkru(), v.flags().pkey())
+    }
+
+    /// `arch_vma_access_permitted(vma, write, execute, foreign = false)` for a user access: the thread's PKRU
+    /// lets it make `access` through `v`'s key (always true without PKU; an instruction fetch is never checked,
+    /// PKRU governs data accesses only).
+    pub(crate) fn pkru_permits(&self, v: &crate::vma::Vma, access: vmspace_pgtable::Access) -> bool {
+        use vmspace_pgtable::Access;
+        if !self.cfg.pku {
+            return true;
+        }
+        let (pkru, pkey) = (self.pkru(), v.flags().pkey());
+        match access {
+            Access::Read => pkru_allows_read(pkru, pkey),
+            Access::Write => pkru_allows_write(pkru, pkey),
+            Access::Exec => true,
+        }
     }
 }
 

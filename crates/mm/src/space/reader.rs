@@ -87,7 +87,7 @@ use vmspace_proc::{
 
 use super::config::{PAGE_SHIFT, PAGE_SIZE};
 use super::maps::{file_columns, maps_columns_of, maps_line_of, maps_name_of};
-use super::{FileKind, Mm, ThpMode, VmFile, VmFlags, VmaSnapshot};
+use super::{Errno, FileKind, Mm, ThpMode, VmFile, VmFlags, VmaSnapshot};
 use crate::vma::lockless::{VmaCopy, VmaCore, next_copy_lockless_with, vma_copy};
 use crate::vma::{MmLocking, next_vma_lockless, walk_vmas_locked, walk_vmas_lockless};
 
@@ -614,8 +614,14 @@ impl<'a> ProcReader<'a> {
         }
     }
 
-    /// `PROCMAP_QUERY` (module docs): the answer, or the errno (positive).
-    pub fn query(&self, req: &QueryRequest) -> Result<QueryAnswer, i32> {
+    /// `PROCMAP_QUERY` (module docs): the answer, or the errno the ioctl fails with (`EINVAL`, `E2BIG`,
+    /// `ENOENT`, `ENAMETOOLONG`; `vmspace_proc::query::QueryRequest::validate` lists the argument checks).
+    pub fn query(&self, req: &QueryRequest) -> Result<QueryAnswer, Errno> {
+        self.query_raw(req).map_err(Errno::from_raw)
+    }
+
+    /// [`ProcReader::query`] with the model's raw (positive) errno values.
+    fn query_raw(&self, req: &QueryRequest) -> Result<QueryAnswer, i32> {
         if self.hook.is_none() {
             let a = req.args()?;
             if a.vma_name_size == 0 {

@@ -114,6 +114,26 @@ impl MmShared {
         self.pt.view()
     }
 
+    /// `lock_vma_under_rcu(mm, addr)`: finds and read-locks the VMA covering `addr` without the mmap lock;
+    /// `None` means "fall back to the mmap lock" (no VMA there, or it is being changed). The guard borrows this
+    /// `MmShared`, which keeps the tree (and so the VMA) reachable; counted in `locking`'s statistics (success,
+    /// abort, miss) as [`lock_vma_under_rcu`](crate::vma::lock_vma_under_rcu) counts them.
+    ///
+    /// ```
+    /// use vmspace_mm::{MapFlags, Mm, MmConfig, PAGE_SIZE, Prot};
+    ///
+    /// let mm = Mm::new(MmConfig::default());
+    /// let a = mm.mmap(0, PAGE_SIZE, Prot::RW, MapFlags::PRIVATE | MapFlags::ANONYMOUS, None, 0).unwrap();
+    /// let shared = mm.shared();
+    /// let g = shared.lock_vma_under_rcu(a).expect("mapped, not write-locked");
+    /// assert_eq!((g.vma().start(), g.vma().end()), (a, a + PAGE_SIZE));
+    /// drop(g);
+    /// assert!(shared.lock_vma_under_rcu(a + PAGE_SIZE).is_none(), "nothing mapped there");
+    /// ```
+    pub fn lock_vma_under_rcu(&self, addr: u64) -> Option<crate::vma::VmaReadGuard<'_>> {
+        crate::vma::lock_vma_under_rcu(&self.locking, self, addr)
+    }
+
     /// The VMA containing `addr`, found under the mmap read lock `held` (the fault path before per-VMA locks:
     /// `find_vma` under `mmap_read_lock`). The reference is valid while the lock is held: no writer can change
     /// or free a VMA meanwhile.
@@ -727,64 +747,53 @@ impl MmWrite<'_> {
         self.unpublish(start, end - 1).expect("tree store within reservation");
     }
 
-    /// `__split_vma(vma, addr, new_below = 0)`: splits `v` at `addr` (strictly inside). `v` keeps the lower
-    /// part; a new VMA with the same attributes (pgoff advanced, anon_vma chain cloned) takes the upper part and
-    /// is returned. No limit check. The new VMA is registered with the file before `v`'s registration shrinks,
-    /// so a truncation in between reaches every page.
-    pub(crate) fn split_at(&mut self, v: V, addr: u64) -> V {
+    /// `__split_vma`: splits `v` at `addr` (strictly inside) into two VMAs with the same attributes (the new
+    /// one's anon_vma chain cloned), refused with EINVAL where the VMA may not split there (`may_split`:
+    /// hugetlb, only at huge page boundaries). No `max_map_count` check ([`MmWrite::split_vma`] makes it).
+    ///
+    /// The new VMA takes the lower part with `new_below`, else the upper part; `v` keeps the other, its pgoff
+    /// advanced when it keeps the upper part. `new_below` is the split at the start of a range that is about
+    /// to change or leave (`vma_modify`, `vms_gather_munmap_vmas`): the VMA the call goes on with stays the
+    /// original one. Returns the new VMA. The new VMA overwrites its part of `v`'s tree range before `v`
+    /// shrinks, and is registered with the file before `v`'s registration shrinks, so neither a reader nor a
+    /// truncation in between misses a page.
+    pub(crate) fn __split_vma(&mut self, v: V, addr: u64, new_below: bool) -> Result<V, Errno> {
         debug_assert!(v.start() < addr && addr < v.end());
+        // `vm_ops->may_split`.
+        self.may_split(v, addr)?;
         self.write_lock_vma(v);
         let n = self.take_vma();
         let mm = self.mm;
         let locking = mm.locking();
         vma_start_write(locking, n);
         n.copy_fields_from(locking, v);
-        n.set_range(locking, addr, v.end());
-        n.set_pgoff(locking, v.pgoff_at(addr));
+        if new_below {
+            n.set_range(locking, v.start(), addr);
+        } else {
+            n.set_range(locking, addr, v.end());
+            n.set_pgoff(locking, v.pgoff_at(addr));
+        }
         vma_mark_attached(locking, n);
-        // The new upper VMA overwrites the top of `v`'s tree range; `v` shrinks after.
-        self.store(addr, n.end(), Some(n));
+        self.store(n.start(), n.end(), Some(n));
         mm.i_mmap_register(n);
-        v.set_end(locking, addr);
+        if new_below {
+            let pgoff = v.pgoff_at(addr);
+            v.set_range(locking, addr, v.end());
+            v.set_pgoff(locking, pgoff);
+        } else {
+            v.set_end(locking, addr);
+        }
         mm.i_mmap_update(v);
         self.st.map_count += 1;
-        n
+        Ok(n)
     }
 
-    /// `__split_vma(vma, addr, new_below = 1)`: splits `v` at `addr` (strictly inside). A new VMA with the same
-    /// attributes (anon_vma chain cloned) takes the lower part and is returned; `v` keeps the upper part, its
-    /// pgoff advanced. This is the split at the start of a range that is about to change or leave (`vma_modify`,
-    /// `vms_gather_munmap_vmas`): the VMA the call goes on with stays the original one. No limit check.
-    pub(crate) fn split_below(&mut self, v: V, addr: u64) -> V {
-        debug_assert!(v.start() < addr && addr < v.end());
-        self.write_lock_vma(v);
-        let n = self.take_vma();
-        let mm = self.mm;
-        let locking = mm.locking();
-        vma_start_write(locking, n);
-        n.copy_fields_from(locking, v);
-        n.set_range(locking, v.start(), addr);
-        vma_mark_attached(locking, n);
-        // The new lower VMA overwrites the bottom of `v`'s tree range; `v` shrinks after.
-        self.store(n.start(), addr, Some(n));
-        mm.i_mmap_register(n);
-        let pgoff = v.pgoff_at(addr);
-        v.set_range(locking, addr, v.end());
-        v.set_pgoff(locking, pgoff);
-        mm.i_mmap_update(v);
-        self.st.map_count += 1;
-        n
-    }
-
-    /// `split_vma`: [`MmWrite::split_at`] (or, with `new_below`, [`MmWrite::split_below`]), refused with ENOMEM
-    /// when `map_count >= max_map_count` and with EINVAL where the VMA may not split (`may_split`: hugetlb).
-    pub(crate) fn split_checked(&mut self, v: V, addr: u64, new_below: bool) -> Result<V, Errno> {
+    /// `split_vma`: [`MmWrite::__split_vma`], refused with ENOMEM when `map_count >= max_map_count`.
+    pub(crate) fn split_vma(&mut self, v: V, addr: u64, new_below: bool) -> Result<V, Errno> {
         if self.st.map_count >= self.cfg.max_map_count {
             return Err(Errno::ENOMEM);
         }
-        // `vm_ops->may_split` (hugetlb: only at huge page boundaries).
-        self.may_split(v, addr)?;
-        Ok(if new_below { self.split_below(v, addr) } else { self.split_at(v, addr) })
+        self.__split_vma(v, addr, new_below)
     }
 }
 

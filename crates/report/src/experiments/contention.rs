@@ -38,11 +38,11 @@ use vmspace_results::host::HostInfo;
 use vmspace_results::report::Report;
 use vmspace_results::stats::CDF_QUANTILES;
 
+use super::ids;
 use super::{
     capitalise, count, in_words, med, missing_lines, mmm, pending_sentence, points, runs_of,
     unavailable_lines,
 };
-use crate::engine;
 use crate::experiment::{
     Ctx, Experiment, Length, Plan, Side, SideInfo, Sides, param_str, run_sides, side_point, sides_estimate_s,
 };
@@ -140,33 +140,28 @@ impl Side<ContentionPlan> for KernelContention {
     }
 }
 
-/// The experiment: the kernel and the engine's sides ([`engine::contention_sides`]).
+/// The experiment: the kernel's side and the engine's (`crate::engine::contention_sides`, given to
+/// [`Contention::new`]).
 pub struct Contention {
     sides: Sides<ContentionPlan>,
     agent: Option<String>,
 }
 
 impl Contention {
-    /// The kernel's side and this build's engine sides.
-    pub fn new() -> Contention {
-        Contention::with_agent(None)
+    /// The kernel's side and the `engine` sides given.
+    pub fn new(engine: Sides<ContentionPlan>) -> Contention {
+        Contention::with_agent(engine, None)
     }
 
     /// [`Contention::new`] with the rows of a real agent command (module docs).
-    pub fn with_agent(agent: Option<String>) -> Contention {
+    pub fn with_agent(engine: Sides<ContentionPlan>, agent: Option<String>) -> Contention {
         let mut sides: Sides<ContentionPlan> = vec![Box::new(KernelContention)];
-        sides.extend(engine::contention_sides());
+        sides.extend(engine);
         Contention { sides, agent }
     }
 
     fn plan(&self, length: Length) -> ContentionPlan {
         ContentionPlan::with_agent(length, self.agent.as_deref())
-    }
-}
-
-impl Default for Contention {
-    fn default() -> Self {
-        Self::new()
     }
 }
 
@@ -384,7 +379,7 @@ impl Experiment for Contention {
         let at = "maps, 1 scanner";
         let goal = Goal::AtMost(1.0);
         let infos = self.sides();
-        let why = match infos.iter().find(|i| i.id == engine::READERS_PER_VMA) {
+        let why = match infos.iter().find(|i| i.id == ids::READERS_PER_VMA) {
             None => Some("no engine reader under per-VMA locks in this build".to_string()),
             Some(i) => i.why_not(),
         };
@@ -399,7 +394,7 @@ impl Experiment for Contention {
             let Some(base) = med(b, "call_mean_ms") else { return Vec::new() };
             runs_of(r, "call_mean_ms").into_iter().map(|v| v / base).collect()
         };
-        let values = super::paired(&slowdown(engine::READERS_PER_VMA), &slowdown("kernel"));
+        let values = super::paired(&slowdown(ids::READERS_PER_VMA), &slowdown("kernel"));
         vec![TargetResult::judge(id, self.id(), what, at, goal, values)]
     }
 }

@@ -42,11 +42,11 @@ use vmspace_linux::faults;
 use vmspace_results::host::HostInfo;
 use vmspace_results::report::Report;
 
+use super::ids;
 use super::{
     capitalise, count, in_words, med, missing_lines, paired, pending_sentence, points, runs_of, spread,
     unavailable_lines,
 };
-use crate::engine;
 use crate::experiment::{
     Ctx, Experiment, Length, Plan, Side, SideInfo, Sides, param_u64, run_sides, side_point, sides_estimate_s,
 };
@@ -143,23 +143,17 @@ impl Side<FaultsPlan> for KernelFaults {
     }
 }
 
-/// The experiment: the kernel and the engine's sides ([`engine::faults_sides`]).
+/// The experiment: the kernel and the engine's sides (`crate::engine::faults_sides`, given to [`Faults::new`]).
 pub struct Faults {
     sides: Sides<FaultsPlan>,
 }
 
 impl Faults {
     /// The kernel's side and this build's engine sides.
-    pub fn new() -> Faults {
+    pub fn new(engine: Sides<FaultsPlan>) -> Faults {
         let mut sides: Sides<FaultsPlan> = vec![Box::new(KernelFaults)];
-        sides.extend(engine::faults_sides());
+        sides.extend(engine);
         Faults { sides }
-    }
-}
-
-impl Default for Faults {
-    fn default() -> Self {
-        Self::new()
     }
 }
 
@@ -181,7 +175,7 @@ fn scaling_runs(reports: &[&Report], side: &str, t: usize, mapper: bool) -> Vec<
 /// its own.
 fn ceiling_goal(reports: &[&Report], t: usize) -> f64 {
     let full = t as f64 * SCALING_PER_THREAD;
-    [engine::FAULTS_SEPARATE, engine::FAULTS_MEMSET]
+    [ids::FAULTS_SEPARATE, ids::FAULTS_MEMSET]
         .iter()
         .filter_map(|side| {
             let (one, many) = (facts(reports, side, 1, false)?, facts(reports, side, t, false)?);
@@ -429,7 +423,7 @@ impl Experiment for Faults {
                     format!("faults.engine.per_vma.scaling.T=2{suffix}"),
                     Goal::AtLeast(2.0 * SCALING_PER_THREAD),
                 );
-                out.push(match why_not(&[engine::FAULTS_PER_VMA]) {
+                out.push(match why_not(&[ids::FAULTS_PER_VMA]) {
                     Some(why) => TargetResult::not_measured(id, exp, &what, &key(2, mapper), goal, &why),
                     // Nothing measured at all: no value, as every target of an experiment that did not run.
                     None if counts.is_empty() => {
@@ -452,10 +446,10 @@ impl Experiment for Faults {
                 } else {
                     ceiling_goal(reports, t)
                 });
-                out.push(match why_not(&[engine::FAULTS_PER_VMA]) {
+                out.push(match why_not(&[ids::FAULTS_PER_VMA]) {
                     Some(why) => TargetResult::not_measured(id, exp, &what, &key(t, mapper), goal, &why),
                     None => {
-                        let pv = engine::FAULTS_PER_VMA;
+                        let pv = ids::FAULTS_PER_VMA;
                         let values = scaling_runs(reports, pv, t, mapper);
                         let judged = scaling_check(
                             vmspace_bench::judge::Judged::new(&what, key(t, mapper), goal, values),
@@ -474,16 +468,16 @@ impl Experiment for Faults {
             let id = format!("faults.engine.mmap_lock_with_mapper.T={t}");
             let goal = Goal::AtMost(MMAP_LOCK_WITH_MAPPER);
             let at = key(t, true);
-            out.push(match why_not(&[engine::FAULTS_PER_VMA, engine::FAULTS_MMAP_LOCK]) {
+            out.push(match why_not(&[ids::FAULTS_PER_VMA, ids::FAULTS_MMAP_LOCK]) {
                 Some(why) => TargetResult::not_measured(id, exp, what, &at, goal, &why),
                 None => {
                     let values = paired(
-                        &rate_runs(reports, engine::FAULTS_MMAP_LOCK, &at),
-                        &rate_runs(reports, engine::FAULTS_PER_VMA, &at),
+                        &rate_runs(reports, ids::FAULTS_MMAP_LOCK, &at),
+                        &rate_runs(reports, ids::FAULTS_PER_VMA, &at),
                     );
                     let judged = mode_check(
                         vmspace_bench::judge::Judged::new(what, at.clone(), goal, values),
-                        facts(reports, engine::FAULTS_PER_VMA, t, true).as_ref(),
+                        facts(reports, ids::FAULTS_PER_VMA, t, true).as_ref(),
                     );
                     TargetResult::from_judged(id, exp, judged)
                 }
@@ -496,7 +490,7 @@ impl Experiment for Faults {
             key(1, false),
         );
         let goal = Goal::AtLeast(ENGINE_OVER_KERNEL);
-        out.push(match why_not(&[engine::FAULTS_PER_VMA]) {
+        out.push(match why_not(&[ids::FAULTS_PER_VMA]) {
             Some(why) => TargetResult::not_measured(id, exp, what, &at, goal, &why),
             None => TargetResult::judge(
                 id,
@@ -504,7 +498,7 @@ impl Experiment for Faults {
                 what,
                 &at,
                 goal,
-                paired(&rate_runs(reports, engine::FAULTS_PER_VMA, &at), &rate_runs(reports, "kernel", &at)),
+                paired(&rate_runs(reports, ids::FAULTS_PER_VMA, &at), &rate_runs(reports, "kernel", &at)),
             ),
         });
         out
@@ -545,18 +539,18 @@ mod tests {
             r.host = host.clone();
             r
         };
-        let pv = engine::FAULTS_PER_VMA;
+        let pv = ids::FAULTS_PER_VMA;
         let all = [
             with_host(report("kernel", 1, false, &[500_000.0])),
             with_host(report(pv, 1, false, &[1_950_000.0])),
             with_host(report(pv, 1, true, &[400_000.0])),
             with_host(report(pv, 2, false, &[3_000_000.0])),
             with_host(report(pv, 2, true, &[912_000.0])),
-            with_host(report(engine::FAULTS_MMAP_LOCK, 1, true, &[6_000.0])),
-            with_host(report(engine::FAULTS_MMAP_LOCK, 2, true, &[1_600_000.0])),
+            with_host(report(ids::FAULTS_MMAP_LOCK, 1, true, &[6_000.0])),
+            with_host(report(ids::FAULTS_MMAP_LOCK, 2, true, &[1_600_000.0])),
         ];
         let refs: Vec<&Report> = all.iter().collect();
-        let e = Faults::new();
+        let e = Faults::new(crate::engine::faults_sides());
         let t = e.targets(&refs);
         let get = |id: &str| t.iter().find(|t| t.id == id).unwrap_or_else(|| panic!("no {id}: {t:?}"));
         let m = get("faults.engine.per_vma.scaling.T=2.mapper");
@@ -592,7 +586,7 @@ mod tests {
             FaultsPlan::new(Length::Quick, &HostInfo { cpus_usable: vec![0, 1], ..HostInfo::default() });
         let keys: Vec<String> = plan.points().iter().map(|p| plan.point_key(p)).collect();
         assert_eq!(keys, ["T=1", "T=1 +mapper", "T=2", "T=2 +mapper"]);
-        let (pv, ml) = (engine::FAULTS_PER_VMA, engine::FAULTS_MMAP_LOCK);
+        let (pv, ml) = (ids::FAULTS_PER_VMA, ids::FAULTS_MMAP_LOCK);
         let all = [
             report("kernel", 1, false, &[30.0, 30.0]),
             report(pv, 1, false, &[100.0, 100.0]),
@@ -605,7 +599,7 @@ mod tests {
             report(ml, 2, true, &[20.0, 30.0]),
         ];
         let refs: Vec<&Report> = all.iter().collect();
-        let e = Faults::new();
+        let e = Faults::new(crate::engine::faults_sides());
         let t = e.targets(&refs);
         let status = |id: &str| t.iter().find(|t| t.id == id).unwrap_or_else(|| panic!("no {id}: {t:?}"));
         // 2.0 and 1.8 against 1.9: the runs disagree.

@@ -40,11 +40,11 @@ use vmspace_linux::fork;
 use vmspace_results::host::HostInfo;
 use vmspace_results::report::Report;
 
+use super::ids;
 use super::{
     capitalise, count, in_words, med, missing_lines, paired, pending_sentence, points, runs_of, spread,
     unavailable_lines,
 };
-use crate::engine;
 use crate::experiment::{
     Ctx, Experiment, Length, Plan, Side, SideInfo, Sides, param_str, param_u64, run_sides, side_point,
     sides_estimate_s,
@@ -162,23 +162,17 @@ impl Side<ForkPlan> for KernelFork {
     }
 }
 
-/// The experiment: the kernel's side first, then the engine's ([`engine::fork_sides`]).
+/// The experiment: the kernel's side first, then the engine's (`crate::engine::fork_sides`, given to [`Fork::new`]).
 pub struct Fork {
     sides: Sides<ForkPlan>,
 }
 
 impl Fork {
     /// The kernel's side and this build's engine sides.
-    pub fn new() -> Fork {
+    pub fn new(engine: Sides<ForkPlan>) -> Fork {
         let mut sides: Sides<ForkPlan> = vec![Box::new(KernelFork)];
-        sides.extend(engine::fork_sides());
+        sides.extend(engine);
         Fork { sides }
-    }
-}
-
-impl Default for Fork {
-    fn default() -> Self {
-        Self::new()
     }
 }
 
@@ -388,8 +382,8 @@ impl Experiment for Fork {
         let dup_over = |pages: bool| -> Vec<f64> {
             keys.iter()
                 .filter_map(|k| {
-                    let d = side_point(reports, engine::FORK_DUP, k).filter(|r| with_pages(r) == pages)?;
-                    let r = side_point(reports, engine::FORK_REINSERT, k)?;
+                    let d = side_point(reports, ids::FORK_DUP, k).filter(|r| with_pages(r) == pages)?;
+                    let r = side_point(reports, ids::FORK_REINSERT, k)?;
                     Some(med(r, "fork_call_us")? / med(d, "fork_call_us")?)
                 })
                 .collect()
@@ -424,11 +418,11 @@ impl Experiment for Fork {
         let goal = Goal::AtLeast(1.0);
         let large: Vec<&Report> = keys
             .iter()
-            .filter_map(|k| side_point(reports, engine::FORK_DUP, k))
+            .filter_map(|k| side_point(reports, ids::FORK_DUP, k))
             .filter(|r| !with_pages(r) && total_vmas(r).is_some_and(|n| n >= COPY_JUDGED_FROM))
             .collect();
         let at_least = format!(">= {} VMAs", count(COPY_JUDGED_FROM as f64));
-        if let Some(why) = why_not(&[engine::FORK_DUP]) {
+        if let Some(why) = why_not(&[ids::FORK_DUP]) {
             out.push(TargetResult::not_measured(
                 "fork.engine.copy_rate".into(),
                 exp,
@@ -447,7 +441,7 @@ impl Experiment for Fork {
                 &format!("no count of {at_least} in this run"),
             ));
         }
-        if why_not(&[engine::FORK_DUP]).is_none() {
+        if why_not(&[ids::FORK_DUP]).is_none() {
             for r in large {
                 let n = total_vmas(r).unwrap_or(0);
                 let values = runs_of(r, "vmas_copied_per_s_in_fork")
@@ -467,14 +461,14 @@ impl Experiment for Fork {
         }
         // The same runs against this machine's memcpy of as many bytes per VMA (`vmspace_bench::fork` module docs,
         // "The copy's bound"): the fork call's bytes per second at least MIN_SHARE_OF_MEMCPY of the memcpy's.
-        if why_not(&[engine::FORK_DUP]).is_none() {
+        if why_not(&[ids::FORK_DUP]).is_none() {
             let what = format!(
                 "engine tree copy, no pages: the fork call's bytes per s over {MIN_SHARE_OF_MEMCPY} of this machine's \
                  memcpy of as many bytes"
             );
             for r in keys
                 .iter()
-                .filter_map(|k| side_point(reports, engine::FORK_DUP, k))
+                .filter_map(|k| side_point(reports, ids::FORK_DUP, k))
                 .filter(|r| !with_pages(r) && total_vmas(r).is_some_and(|n| n >= COPY_JUDGED_FROM))
             {
                 let n = total_vmas(r).unwrap_or(0);
@@ -496,7 +490,7 @@ impl Experiment for Fork {
         // The tree copy faster than re-insertion at every count of at least RATIO_JUDGED_FROM VMAs.
         let what = "engine fork call: re-insertion's time over the tree copy's";
         let goal = Goal::Above(1.0);
-        if let Some(why) = why_not(&[engine::FORK_DUP, engine::FORK_REINSERT]) {
+        if let Some(why) = why_not(&[ids::FORK_DUP, ids::FORK_REINSERT]) {
             let at = format!(">= {RATIO_JUDGED_FROM} VMAs");
             out.push(TargetResult::not_measured(
                 "fork.engine.dup_over_reinsert".into(),
@@ -512,7 +506,7 @@ impl Experiment for Fork {
         let before = out.len();
         for k in &keys {
             let (Some(d), Some(r)) =
-                (side_point(reports, engine::FORK_DUP, k), side_point(reports, engine::FORK_REINSERT, k))
+                (side_point(reports, ids::FORK_DUP, k), side_point(reports, ids::FORK_REINSERT, k))
             else {
                 continue;
             };
@@ -586,7 +580,7 @@ mod tests {
             ]
         );
         assert!(plan.points().contains(&ForkPoint { extra: 102_400, pages: false }));
-        let (d, re) = (engine::FORK_DUP, engine::FORK_REINSERT);
+        let (d, re) = (ids::FORK_DUP, ids::FORK_REINSERT);
         let all = [
             report("kernel", 100, false, 133, &[80.0]),
             report(d, 0, false, 21, &[4.0, 4.0]),
@@ -600,7 +594,7 @@ mod tests {
             report(re, 102_400, false, 102_421, &[6_000.0, 6_000.0]),
         ];
         let refs: Vec<&Report> = all.iter().collect();
-        let e = Fork::new();
+        let e = Fork::new(crate::engine::fork_sides());
         let t = e.targets(&refs);
         let get = |id: &str| t.iter().find(|t| t.id == id).unwrap_or_else(|| panic!("no {id}: {t:?}"));
         assert_eq!(get("fork.engine.copy_rate.102421").status, Status::Undecided);

@@ -42,22 +42,28 @@ pub fn in_run_order(all: &[Box<dyn Experiment>]) -> Vec<&dyn Experiment> {
     out
 }
 
-/// Every experiment, in the order they appear.
-pub fn all() -> Vec<Box<dyn Experiment>> {
-    all_with(None)
-}
-
-/// Every experiment, the contention grid with a real agent's rows when `contention_agent` names a command
-/// ([`contention::Contention::with_agent`]).
-pub fn all_with(contention_agent: Option<&str>) -> Vec<Box<dyn Experiment>> {
-    vec![
-        Box::new(trees::Trees),
-        Box::new(mm::AddressSpace),
-        Box::new(faults::Faults::new()),
-        Box::new(fork::Fork::new()),
-        Box::new(contention::Contention::with_agent(contention_agent.map(str::to_string))),
-        Box::new(tearing::Tearing::new()),
-    ]
+/// The ids of the engine's sides that the experiments judge by name (the sides themselves are
+/// `crate::engine`'s, handed to each experiment's constructor, so that no experiment depends on them).
+pub mod ids {
+    /// Faults: the engine's fault path finding the VMA under a per-VMA lock.
+    pub const FAULTS_PER_VMA: &str = "engine-per-vma";
+    /// Faults: the engine's fault path under the mmap_lock only.
+    pub const FAULTS_MMAP_LOCK: &str = "engine-mmap-lock";
+    /// Faults, a ceiling: the engine's per-VMA fault path with each thread in an address space of its own.
+    pub const FAULTS_SEPARATE: &str = "engine-separate-spaces";
+    /// Faults, a ceiling: threads clearing as many pages of their own with `memset` (no faults).
+    pub const FAULTS_MEMSET: &str = "memset";
+    /// Fork: the engine's fork copying the tree (`MapleTree::dup`).
+    pub const FORK_DUP: &str = "engine-dup";
+    /// Fork: the engine's fork re-inserting every VMA.
+    pub const FORK_REINSERT: &str = "engine-reinsert";
+    /// Contention and tearing: the engine's readers under per-VMA locks (the mode held against the kernel's
+    /// maps reader).
+    pub const READERS_PER_VMA: &str = "engine-per-vma";
+    /// Contention and tearing: the engine's readers under the mmap_lock.
+    pub const READERS_MMAP_LOCK: &str = "engine-mmap-lock";
+    /// Contention and tearing: the engine's lockless readers.
+    pub const READERS_LOCKLESS: &str = "engine-lockless";
 }
 
 /// The median of metric `m` in `r`.
@@ -221,7 +227,7 @@ mod tests {
         assert_eq!(pending_sentence(&sides[..1]), "");
         assert_eq!(unavailable_lines(&sides).len(), 3);
         assert_eq!(missing_lines(&sides)[2], "engine, c: not yet measured on the engine");
-        let all = all();
+        let all = crate::run::all();
         let ids: Vec<&str> = all.iter().map(|e| e.id()).collect();
         assert_eq!(ids, ["trees", "mm", "faults", "fork", "contention", "tearing"]);
         let run: Vec<&str> = in_run_order(&all).iter().map(|e| e.id()).collect();

@@ -100,23 +100,17 @@ impl Side<TearingPlan> for KernelRace {
     }
 }
 
-/// The experiment: the kernel and the engine's sides ([`crate::engine::tearing_sides`]).
+/// The experiment: the kernel and the engine's sides (`crate::engine::tearing_sides`, given to [`Tearing::new`]).
 pub struct Tearing {
     sides: Sides<TearingPlan>,
 }
 
 impl Tearing {
     /// The kernel's side and this build's engine sides.
-    pub fn new() -> Tearing {
+    pub fn new(engine: Sides<TearingPlan>) -> Tearing {
         let mut sides: Sides<TearingPlan> = vec![Box::new(KernelRace)];
-        sides.extend(crate::engine::tearing_sides());
+        sides.extend(engine);
         Tearing { sides }
-    }
-}
-
-impl Default for Tearing {
-    fn default() -> Self {
-        Self::new()
     }
 }
 
