@@ -284,6 +284,12 @@ fn read_kernel(pid: i32, smaps: bool) -> Result<(String, Option<Vec<vmspace_proc
     Ok((maps, Some(recs)))
 }
 
+/// Whether process `pid` still has an address space: a zombie's or an exiting process's `maps` reads empty
+/// (`m_start` finds no mm), and a reaped one's does not open.
+fn has_mm(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/maps")).is_ok_and(|m| !m.is_empty())
+}
+
 /// `/proc/PID/pagemap` entry bits (`fs/proc/task_mmu.c`: `PM_PRESENT`, `PM_SWAP`, `PM_FILE`, the PFN field).
 const PM_PRESENT: u64 = 1 << 63;
 const PM_SWAP: u64 = 1 << 62;
@@ -558,7 +564,18 @@ impl Shadow {
         if !self.mirroring {
             return Ok(t.resume(tid)?);
         }
-        self.refresh(id)?;
+        if let Err(e) = self.refresh(id) {
+            if !has_mm(self.spaces[&id].pid) {
+                // The process is being torn down (killed, or another thread's exit_group) while this thread
+                // stopped at the call: `/proc` shows no mm any more (`proc_mem_open` answers ESRCH), the call
+                // never completes, and the exit event ends the space.
+                return match t.complete(tid)? {
+                    Some(_) => Ok(t.resume(tid)?),
+                    None => Ok(()),
+                };
+            }
+            return Err(e);
+        }
         self.bind_fd(id, tid, &op);
         let Some(ret) = t.complete(tid)? else { return Ok(()) };
         if (-516..=-512).contains(&ret) {
