@@ -174,7 +174,7 @@ const KERNEL_RUNS: usize = 5;
 
 /// [`difference`], counted only when it shows in each of [`KERNEL_RUNS`] runs (the first run's is returned).
 /// The kernel's `smaps` counters that depend on the CPU's page batches (`lru_add`, `lru_lazyfree`; module docs
-/// of `crates/linux/src/replay.rs`) are per CPU, not per process: another task on the runner's CPU (another
+/// of `crates/linux/src/replay/mod.rs`) are per CPU, not per process: another task on the runner's CPU (another
 /// test's runner, a build) that fills a batch drains the runner's pages with its own, earlier than the
 /// script's calls would, so a run on a busy machine can differ from the undisturbed kernel. The engine is
 /// deterministic: if any run of the kernel agrees with it, the engine does what the kernel does.

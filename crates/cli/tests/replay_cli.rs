@@ -41,7 +41,7 @@ fn regression_scripts_give_their_expected_kernel_output() {
         compared += 1;
         let want = Output::parse(&expected).unwrap();
         // The smaps counters that depend on the CPU's page batches (`lru_add`, `lru_lazyfree`: module docs of
-        // `crates/linux/src/replay.rs`) are per CPU, not per process: another task on the runner's CPU that
+        // `crates/linux/src/replay/mod.rs`) are per CPU, not per process: another task on the runner's CPU that
         // fills a batch drains the runner's pages with its own, earlier than the script's calls would. On a
         // busy machine a run can therefore differ from the recording; a difference counts only if it shows in
         // every one of `KERNEL_RUNS` runs.
