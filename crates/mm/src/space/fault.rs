@@ -364,6 +364,10 @@ impl Mm {
         if addr < c.start || addr >= c.end || c.file_backed || !c.anon_vma {
             return None;
         }
+        // `arch_vma_access_permitted` before anything: a key PKRU denies is the locked path's SEGV_PKUERR.
+        if !self.pkru_permits_key(c.flags.pkey(), access) {
+            return None;
+        }
         let fv = FaultVma {
             start: c.start,
             end: c.end,

@@ -173,11 +173,17 @@ impl Mm {
     /// lets it make `access` through `v`'s key (always true without PKU; an instruction fetch is never checked,
     /// PKRU governs data accesses only).
     pub(crate) fn pkru_permits(&self, v: &crate::vma::Vma, access: vmspace_pgtable::Access) -> bool {
+        self.pkru_permits_key(v.flags().pkey(), access)
+    }
+
+    /// [`Mm::pkru_permits`] for a VMA whose protection key is `pkey` (the speculative fault checks its copy of
+    /// the flags).
+    pub(crate) fn pkru_permits_key(&self, pkey: u32, access: vmspace_pgtable::Access) -> bool {
         use vmspace_pgtable::Access;
         if !self.cfg.pku {
             return true;
         }
-        let (pkru, pkey) = (self.pkru(), v.flags().pkey());
+        let pkru = self.pkru();
         match access {
             Access::Read => pkru_allows_read(pkru, pkey),
             Access::Write => pkru_allows_write(pkru, pkey),
