@@ -399,7 +399,7 @@ fn fault_under_vma_lock_vs_munmap() {
             let mut b = [9u8];
             match m2.read(A + P, &mut b) {
                 Ok(()) => assert_eq!(b, [0], "the page's bytes"),
-                Err(at) => assert_eq!(at, A + P),
+                Err(f) => assert_eq!(f.addr, A + P),
             }
             r
         });
