@@ -14,7 +14,7 @@
 //!
 //! Afterwards the address space validates and the memory's accounting is exact (`Mm::check_memory`: no frame
 //! leaked by a fault that gave up, none mapped twice). The counters must show speculative faults and
-//! fallbacks both (the race was run). Iterations: `VMSPACE_STRESS_ROUNDS` mutator rounds (default 100; each
+//! fallbacks both (the race was run). Iterations: `VMSPACE_SPECULATIVE_ROUNDS` mutator rounds (default 100; each
 //! round is the five calls).
 #![cfg(not(loom))]
 
@@ -31,7 +31,7 @@ const AWAY: u64 = 0x3100_0000_0000;
 const FAULTERS: u64 = 2;
 
 fn rounds() -> u64 {
-    std::env::var("VMSPACE_STRESS_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(100)
+    std::env::var("VMSPACE_SPECULATIVE_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(100)
 }
 
 /// Faults pages of the region in until `stop`: a write fault or a read fault per page, in a stride of its own;
