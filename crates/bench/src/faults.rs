@@ -102,8 +102,8 @@ pub const MMAP_LOCK_WITH_MAPPER: f64 = 0.9;
 pub const ENGINE_OVER_KERNEL: f64 = 3.0;
 
 /// A faulting thread that was on a CPU for less than this share of its run did not have a CPU of its own
-/// ([`scaling_check`]).
-pub const MIN_CPU_SHARE: f64 = 0.9;
+/// ([`scaling_check`]); the same bound as every other rate's ([`crate::judge::MIN_CPU_SHARE`]).
+pub const MIN_CPU_SHARE: f64 = crate::judge::MIN_CPU_SHARE;
 
 /// A one-thread run with the mapper slower than this fraction of the same side's one-thread rate without it was
 /// starved by the mapper and is no baseline for a scaling ([`scaling_check`]).

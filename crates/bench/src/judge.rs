@@ -230,6 +230,11 @@ impl Interval {
     }
 }
 
+/// A measured thread on a CPU for less than this share of its run (CPU time over wall time) did not have a CPU of
+/// its own: a rate it measured says how much CPU the machine left it as much as how fast the code is
+/// ([`Judged::unless_starved`]).
+pub const MIN_CPU_SHARE: f64 = 0.9;
+
 /// The unit of a ratio target (`0.82x`), the default of [`Judged::unit`].
 pub const RATIO: &str = "x";
 
@@ -354,6 +359,43 @@ impl Judged {
             self.note = format!("not measurable here: {}", reason.into());
         }
         self
+    }
+
+    /// The same "at least" rate target checked against the CPU its run had: `share` is the share of the run the
+    /// measured thread was on a CPU (CPU time over wall time; NaN: unknown, nothing to hold against the
+    /// verdict). At or above [`MIN_CPU_SHARE`] the verdict stands. Below it, a miss so deep that even its
+    /// interval's upper end divided by the share misses the goal stands, with that figure in its note (the run
+    /// could not have met it with all its CPU time); any other miss or undecided verdict is not measurable here.
+    /// A met stands when `met_stands` (the rate alone was starved: with more CPU it could only have been
+    /// higher); when the starved run was also the reference the rate is held against, it is not measurable
+    /// either.
+    pub fn unless_starved(mut self, share: f64, met_stands: bool) -> Judged {
+        if !share.is_finite() || share >= MIN_CPU_SHARE || !self.measured() {
+            return self;
+        }
+        let why = format!("the measured thread was on a CPU {:.0}% of its run", 100.0 * share);
+        match self.status {
+            Status::Met if met_stands => self,
+            Status::Missed => {
+                let best = match (self.goal, self.interval.as_ref()) {
+                    (Goal::AtLeast(g) | Goal::Above(g), Some(i)) if share > 0.0 && i.high / share < g => {
+                        Some(i.high / share)
+                    }
+                    _ => None,
+                };
+                match best {
+                    Some(best) => {
+                        self.note = format!(
+                            "missed even scaled to full CPU time: at most {best:.3}{} ({why})",
+                            self.unit
+                        );
+                        self
+                    }
+                    None => self.not_measurable(why),
+                }
+            }
+            _ => self.not_measurable(why),
+        }
     }
 
     /// One `value` judged against "at least `min`" (NaN: not measured).
@@ -652,5 +694,29 @@ mod tests {
         assert!(r.parameters["met"].is_null());
         assert!(r.notes.iter().any(|n| n.contains("baseline")), "{:?}", r.notes);
         assert!(render(&[j]).contains("not measurable"));
+    }
+
+    #[test]
+    fn a_starved_rate_is_judged_for_what_its_cpu_time_allows() {
+        let rates = || vec![30.0, 31.0, 32.0, 31.5, 30.5];
+        let judged = || Judged::new("rate", "", Goal::AtLeast(40.0), rates());
+        // With its CPU (or unknown share): the verdict stands.
+        assert_eq!(judged().unless_starved(0.95, true).status, Status::Missed);
+        assert_eq!(judged().unless_starved(f64::NAN, true).status, Status::Missed);
+        // On a CPU 50% of the run: 32 / 0.5 = 64 could have met 40, so the miss says nothing.
+        let j = judged().unless_starved(0.5, true);
+        assert_eq!(j.status, Status::NotMeasurable);
+        assert!(j.note.contains("on a CPU 50% of its run"), "{}", j.note);
+        // On a CPU 85%: even 32 / 0.85 = 37.6 misses 40, so the miss stands, with that figure.
+        let j = judged().unless_starved(0.85, true);
+        assert_eq!(j.status, Status::Missed);
+        assert!(j.note.contains("missed even scaled to full CPU time: at most 37.6"), "{}", j.note);
+        // A met stands when only the measured rate was starved, not when its reference was too.
+        let met = || Judged::new("rate", "", Goal::AtLeast(20.0), rates());
+        assert_eq!(met().unless_starved(0.5, true).status, Status::Met);
+        assert_eq!(met().unless_starved(0.5, false).status, Status::NotMeasurable);
+        // Undecided while starved: not measurable.
+        let und = Judged::new("rate", "", Goal::AtLeast(31.0), rates()).unless_starved(0.5, true);
+        assert_eq!(und.status, Status::NotMeasurable);
     }
 }

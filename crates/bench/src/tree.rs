@@ -41,12 +41,16 @@
 //! `lookup_threads` alternates a 1-thread and a 2-thread run per round, `churn_reader` a run alone, one beside a
 //! reader of another tree and one beside a reader of the same tree, forward in even rounds and backward in odd ones.
 //!
-//! The targets are judged by [`crate::judge`] on the maple tree's per-round values: met when the 95%
+//! The targets are judged by [`crate::judge`] on the maple tree's per-round values: met when the 95%
 //! order-statistic confidence interval of their median is wholly on the good side of the goal, missed when it
 //! is wholly on the bad side, undecided otherwise (with 5 rounds or fewer the interval is their min-max). On a
 //! busy machine many targets are undecided; a decided one should not flip from one run to the next. The 2-thread
 //! scaling's miss is *not measurable here* when the unsynchronised `BTreeMap` control missed too, or on one
-//! usable CPU ([`crate::judge::Judged::unless_control_met`]).
+//! usable CPU ([`crate::judge::Judged::unless_control_met`]). The writer-beside-a-reader target counts only the
+//! rounds in which the writer and both readers were on their CPUs (each round records `min_cpu_share`, CPU time
+//! over wall time from `CLOCK_THREAD_CPUTIME_ID`): a reader that another job kept off its CPU slows no writer,
+//! so such a round could only show a met that means nothing; with fewer than [`MIN_ROUNDS_WITH_CPUS`] good
+//! rounds the target is not measurable here.
 //!
 //! # Output
 //!
@@ -68,6 +72,7 @@ use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
+use vmspace_linux::faults::thread_cpu_s;
 use vmspace_rcu::sync::{AtomicBool, AtomicU64, Ordering};
 use vmspace_results::host::HostInfo;
 use vmspace_results::report::{Report, ReportSet};
@@ -227,7 +232,7 @@ const DUP_ENTRIES_ALIVE: usize = 4 << 20;
 pub struct TreeResults {
     /// Everything measured, in the shared schema.
     pub set: ReportSet,
-    /// The targets, judged by [`crate::judge`] on the per-round ratios.
+    /// The targets, judged by [`crate::judge`] on the per-round ratios.
     pub verdicts: Vec<Judged>,
     /// Placement description for the terminal.
     pub placement: String,
@@ -997,8 +1002,9 @@ fn churn_reader<M: SharedRangeMap>(ctx: &mut Ctx<'_>, t: Target, map: &M, spans:
         })
     };
     // Runs `f` on a writer thread pinned to CPU usable[0], with or without a reader of `read` on usable[1];
-    // returns what `f` returned and the reader's lookup rate (Mops/s).
-    let with_placement = |read: Option<&M>, f: &(dyn Fn() -> Duration + Sync)| -> (Duration, f64) {
+    // returns what `f` returned, the reader's lookup rate (Mops/s) and the least share of its run that the
+    // writer and the reader were on their CPUs (CPU time over wall time; 1 for an absent reader).
+    let with_placement = |read: Option<&M>, f: &(dyn Fn() -> Duration + Sync)| -> (Duration, f64, f64) {
         // Relaxed suffices for both flags: they only start and stop loops; no data is published through them
         // (results travel through the scoped threads' join, which synchronises).
         let ready = AtomicBool::new(read.is_none());
@@ -1010,6 +1016,7 @@ fn churn_reader<M: SharedRangeMap>(ctx: &mut Ctx<'_>, t: Target, map: &M, spans:
                 s.spawn(move || {
                     cpus.pin(1);
                     let start = Instant::now();
+                    let cpu0 = thread_cpu_s();
                     let mut acc = 0u64;
                     let mut count = 0u64;
                     let mut j = 0;
@@ -1027,7 +1034,8 @@ fn churn_reader<M: SharedRangeMap>(ctx: &mut Ctx<'_>, t: Target, map: &M, spans:
                     black_box(acc);
                     // Relaxed: read after the scope joins this thread.
                     lookups.store(count, Ordering::Relaxed);
-                    start.elapsed()
+                    let elapsed = start.elapsed();
+                    (elapsed, (thread_cpu_s() - cpu0) / elapsed.as_secs_f64().max(1e-9))
                 })
             });
             let writer = s.spawn(|| {
@@ -1035,16 +1043,18 @@ fn churn_reader<M: SharedRangeMap>(ctx: &mut Ctx<'_>, t: Target, map: &M, spans:
                 while !ready.load(Ordering::Relaxed) {
                     std::hint::spin_loop();
                 }
+                let cpu0 = thread_cpu_s();
                 let took = f();
+                let share = (thread_cpu_s() - cpu0) / took.as_secs_f64().max(1e-9);
                 stop.store(true, Ordering::Relaxed);
-                took
+                (took, share)
             });
-            let took = writer.join().expect("writer panicked");
-            let rate = reader_handle.map_or(0.0, |h| {
-                let elapsed = h.join().expect("reader panicked");
-                lookups.load(Ordering::Relaxed) as f64 / elapsed.as_secs_f64() / 1e6
+            let (took, writer_share) = writer.join().expect("writer panicked");
+            let (rate, reader_share) = reader_handle.map_or((0.0, 1.0), |h| {
+                let (elapsed, share) = h.join().expect("reader panicked");
+                (lookups.load(Ordering::Relaxed) as f64 / elapsed.as_secs_f64() / 1e6, share)
             });
-            (took, rate)
+            (took, rate, writer_share.min(reader_share).min(1.0))
         })
     };
 
@@ -1064,11 +1074,14 @@ fn churn_reader<M: SharedRangeMap>(ctx: &mut Ctx<'_>, t: Target, map: &M, spans:
     for round in 0..ctx.cfg.timer.repeats {
         let (mut alone, mut other_t, mut same_t) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
         let (mut other_rate, mut same_rate) = (0.0, 0.0);
+        let (mut other_share, mut same_share) = (0.0, 0.0);
         for side in crate::measure::round_order(3, round) {
             match side {
                 0 => alone = with_placement(None, &|| churn_plain(iters)).0,
-                1 => (other_t, other_rate) = with_placement(Some(&other), &|| churn_plain(iters)),
-                _ => (same_t, same_rate) = with_placement(Some(map), &|| churn_plain(iters)),
+                1 => {
+                    (other_t, other_rate, other_share) = with_placement(Some(&other), &|| churn_plain(iters))
+                }
+                _ => (same_t, same_rate, same_share) = with_placement(Some(map), &|| churn_plain(iters)),
             }
         }
         let ns = |d: Duration| d.as_nanos() as f64 / iters as f64;
@@ -1080,6 +1093,7 @@ fn churn_reader<M: SharedRangeMap>(ctx: &mut Ctx<'_>, t: Target, map: &M, spans:
             ("slowdown_other_tree".to_string(), ns(other_t) / ns(alone)),
             ("reader_mops_per_s_other_tree".to_string(), other_rate),
             ("reader_mops_per_s_same_tree".to_string(), same_rate),
+            ("min_cpu_share".to_string(), f64::min(other_share, same_share)),
         ]));
     }
     r.summarise();
@@ -1194,9 +1208,49 @@ fn verdicts(cfg: &TreeConfig, reports: &[Report]) -> Vec<Judged> {
     }
     for &n in &sizes {
         let what = "writer churn beside a reader of the same tree over beside a reader of another tree";
-        out.push(judge(what, "churn_reader", n, "slowdown_same_tree", Goal::AtMost(1.10)));
+        out.push(churn_reader_verdict(what, find(reports, "churn_reader", "maple", n), n));
     }
     out
+}
+
+/// Rounds of `churn_reader` with fewer than this many in which the writer and the reader had their CPUs leave
+/// its target not measurable here.
+pub const MIN_ROUNDS_WITH_CPUS: usize = 3;
+
+/// The writer-beside-a-reader target at `n` on `report`'s rounds in which the writer and both readers were on
+/// their CPUs at least [`crate::judge::MIN_CPU_SHARE`] of their runs (`min_cpu_share`). A round in which one
+/// of them was not says nothing: a reader off its CPU slows no writer (a met that means nothing), and a writer
+/// off its CPU in one run of the pair distorts the ratio either way. With fewer than [`MIN_ROUNDS_WITH_CPUS`]
+/// such rounds the target is not measurable here, with the count in its note.
+fn churn_reader_verdict(what: &str, report: Option<&Report>, n: u64) -> Judged {
+    let at = format!("churn_reader n={n}");
+    let goal = Goal::AtMost(1.10);
+    let runs = report.map_or(&[][..], |r| &r.runs[..]);
+    let had = |m: &BTreeMap<String, f64>| {
+        // Runs written before the share was recorded count as having had their CPUs.
+        m.get("min_cpu_share").is_none_or(|&s| s >= crate::judge::MIN_CPU_SHARE)
+    };
+    let good: Vec<f64> = runs
+        .iter()
+        .filter(|r| had(&r.metrics))
+        .filter_map(|r| r.metrics.get("slowdown_same_tree").copied())
+        .collect();
+    let lacking = runs.iter().filter(|r| !had(&r.metrics)).count();
+    if lacking == 0 {
+        return Judged::new(what, at, goal, good);
+    }
+    let all: Vec<f64> = runs.iter().filter_map(|r| r.metrics.get("slowdown_same_tree").copied()).collect();
+    let why = format!(
+        "in {lacking} of {} rounds the writer or a reader was on its CPU under {:.0}% of its run",
+        runs.len(),
+        100.0 * crate::judge::MIN_CPU_SHARE
+    );
+    if good.len() < MIN_ROUNDS_WITH_CPUS {
+        return Judged::new(what, at, goal, all).not_measurable(why);
+    }
+    let mut j = Judged::new(what, at, goal, good);
+    j.note = format!("judged on the other {} rounds: {why}", j.values.len());
+    j
 }
 
 /// Workload rows of the terminal table, in order, with their unit.
@@ -1436,5 +1490,30 @@ mod tests {
         // Without BTreeMap no ratio target is judged.
         let cfg = TreeConfig { targets: vec![Target::Maple], ..cfg };
         assert_eq!(verdicts(&cfg, &reports).len(), 2);
+    }
+
+    #[test]
+    fn a_writer_beside_a_reader_is_judged_only_on_rounds_that_had_their_cpus() {
+        let cfg = TreeConfig { sizes: vec![21], targets: vec![Target::Maple], ..TreeConfig::quick() };
+        let with_shares = |slowdowns: &[f64], shares: &[f64]| {
+            let mut r = cell("churn_reader", Target::Maple, 21, "slowdown_same_tree", slowdowns);
+            for (run, &share) in r.runs.iter_mut().zip(shares) {
+                run.metrics.insert("min_cpu_share".into(), share);
+            }
+            let v = verdicts(&cfg, &[r]);
+            v.into_iter().find(|j| j.at == "churn_reader n=21").expect("judged")
+        };
+        // Every round had its CPUs: judged on all of them.
+        let j = with_shares(&[1.5, 1.4, 1.6, 1.5], &[0.99, 0.97, 0.95, 0.98]);
+        assert_eq!((j.status, j.values.len()), (Status::Missed, 4));
+        assert!(j.note.is_empty(), "{}", j.note);
+        // A starved reader showed no slowdown: those rounds are left out, the rest still miss.
+        let j = with_shares(&[1.5, 1.4, 0.6, 1.6, 1.5], &[0.99, 0.97, 0.3, 0.95, 0.98]);
+        assert_eq!((j.status, j.values.len()), (Status::Missed, 4));
+        assert!(j.note.contains("1 of 5 rounds"), "{}", j.note);
+        // Most rounds starved: a met would mean nothing, so not measurable here.
+        let j = with_shares(&[0.7, 0.8, 0.75, 1.5], &[0.4, 0.5, 0.6, 0.95]);
+        assert_eq!(j.status, Status::NotMeasurable);
+        assert!(j.note.contains("3 of 4 rounds"), "{}", j.note);
     }
 }

@@ -221,7 +221,12 @@ impl Side<ForkPlan> for EngineFork {
                 .map_err(|e| anyhow!("{}, {at}: {e}", self.name))?;
             if let Some((bytes, bufs)) = bound.as_mut() {
                 let copy = bench_fork::memcpy_run(bufs, plan.duration);
-                m.extend(bench_fork::bound_metrics(bytes, m["vmas_copied_per_s_in_fork"], copy));
+                m.extend(bench_fork::bound_metrics(
+                    bytes,
+                    m["vmas_copied_per_s_in_fork"],
+                    copy,
+                    m["cpu_share"],
+                ));
             }
             r.push_run(m);
             ctx.step(&format!("{}, {at}, run {} of {n}", self.name, s + 1), (s + 1) as f64 / n as f64);

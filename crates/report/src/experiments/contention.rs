@@ -32,6 +32,7 @@
 
 use std::time::Duration;
 
+use vmspace_bench::contention::{MAX_MAPPER_WAIT_SHARE, MIN_SCANNER_CPU_SHARE, had_cpus};
 use vmspace_linux::contention::{self, Config, ProcFile};
 use vmspace_linux::talk;
 use vmspace_results::host::HostInfo;
@@ -395,7 +396,32 @@ impl Experiment for Contention {
             runs_of(r, "call_mean_ms").into_iter().map(|v| v / base).collect()
         };
         let values = super::paired(&slowdown(ids::READERS_PER_VMA), &slowdown("kernel"));
-        vec![TargetResult::judge(id, self.id(), what, at, goal, values)]
+        // A mapper that waited for a CPU, or a scanner that got none, measured the machine, not the reader
+        // (vmspace_bench::contention::had_cpus); runs without the CPU shares (the kernel's) are not held
+        // against the verdict.
+        let (mut lacking, mut runs) = (0, 0);
+        for side in [ids::READERS_PER_VMA, "kernel"] {
+            for point in [at, BASELINE] {
+                for run in side_point(reports, side, point).map_or(&[][..], |r| &r.runs[..]) {
+                    if run.metrics.contains_key("mapper_wait_share") {
+                        runs += 1;
+                        lacking += usize::from(!had_cpus(&run.metrics, "", 0));
+                    }
+                }
+            }
+        }
+        let j = vmspace_bench::judge::Judged::new(what, at, goal, values);
+        let j = if lacking > 0 {
+            j.not_measurable(format!(
+                "in {lacking} of {runs} runs the mapper waited for a CPU over {:.0}% of its run or the scanner \
+                 was on one under {:.0}%",
+                100.0 * MAX_MAPPER_WAIT_SHARE,
+                100.0 * MIN_SCANNER_CPU_SHARE
+            ))
+        } else {
+            j
+        };
+        vec![TargetResult::from_judged(id, self.id(), j)]
     }
 }
 
@@ -484,5 +510,45 @@ mod tests {
         assert_eq!(pts.len(), CDF_QUANTILES.len() + 2);
         assert!(pts.windows(2).all(|w| w[0].x <= w[1].x && w[0].y <= w[1].y));
         assert_eq!((pts[0].y, pts.last().unwrap().y), (0.0, 1.0));
+    }
+
+    #[test]
+    fn the_reader_target_is_not_measurable_when_the_mapper_or_scanner_lacked_a_cpu() {
+        let exp = Contention::new(crate::engine::contention_sides());
+        let row = |side: &str, point: &str, mean: f64, wait: f64| {
+            let mut r = Report::new("bench.contention", point, HostInfo::default());
+            r.param("side", side);
+            r.param("point", point);
+            for k in 0..3 {
+                let mut m = BTreeMap::from([
+                    ("call_mean_ms".to_string(), mean * (1.0 + 0.01 * k as f64)),
+                    ("mapper_wait_share".to_string(), wait),
+                ]);
+                if point != BASELINE {
+                    m.insert("scanner_cpu_share".to_string(), 0.99);
+                }
+                r.push_run(m);
+            }
+            r.summarise();
+            r
+        };
+        let at = "maps, 1 scanner";
+        let judge = |engine_wait: f64| {
+            let reports = [
+                row(ids::READERS_PER_VMA, BASELINE, 0.002, 0.01),
+                row(ids::READERS_PER_VMA, at, 0.004, engine_wait),
+                row("kernel", BASELINE, 0.006, 0.01),
+                row("kernel", at, 0.008, 0.01),
+            ];
+            let refs: Vec<&Report> = reports.iter().collect();
+            exp.targets(&refs).remove(0)
+        };
+        // Engine 2x its baseline against the kernel's 1.33x: missed, each side with its CPU.
+        let t = judge(0.01);
+        assert_eq!(t.status, vmspace_bench::judge::Status::Missed, "{t:?}");
+        // The engine's mapper waited for a CPU 40% of its runs: the slowdown measured the machine.
+        let t = judge(0.4);
+        assert_eq!(t.status, vmspace_bench::judge::Status::NotMeasurable, "{t:?}");
+        assert!(t.why.contains("in 3 of 12 runs the mapper waited for a CPU"), "{}", t.why);
     }
 }

@@ -52,6 +52,7 @@ use crate::experiment::{
 use crate::model::{Figure, Section, Table, sig3};
 use crate::plot::{Chart, Legend, Point, Series, svg};
 use crate::targets::{Goal, TargetResult};
+use vmspace_bench::judge::Judged;
 
 /// The fork experiment's plan.
 #[derive(Debug, Clone, PartialEq)]
@@ -449,14 +450,10 @@ impl Experiment for Fork {
                     .map(|v| v / 1e6 / MIN_M_VMAS_COPIED_PER_S)
                     .collect();
                 let at = format!("{} VMAs", count(n as f64));
-                out.push(TargetResult::judge(
-                    format!("fork.engine.copy_rate.{n}"),
-                    exp,
-                    &what,
-                    &at,
-                    goal,
-                    values,
-                ));
+                // A rate of a fork that another job kept off its CPU (vmspace_bench::judge::Judged::unless_starved).
+                let j = Judged::new(&what, at, goal, values)
+                    .unless_starved(med(r, "cpu_share").unwrap_or(f64::NAN), true);
+                out.push(TargetResult::from_judged(format!("fork.engine.copy_rate.{n}"), exp, j));
             }
         }
         // The same runs against this machine's memcpy of as many bytes per VMA (`vmspace_bench::fork` module docs,
@@ -477,14 +474,11 @@ impl Experiment for Fork {
                 if values.is_empty() {
                     continue;
                 }
-                out.push(TargetResult::judge(
-                    format!("fork.engine.memcpy_share.{n}"),
-                    exp,
-                    &what,
-                    &format!("{} VMAs", count(n as f64)),
-                    Goal::AtLeast(1.0),
-                    values,
-                ));
+                // The fork and the copy it is held against both need their CPU: a met over a starved copy means
+                // nothing.
+                let j = Judged::new(&what, format!("{} VMAs", count(n as f64)), Goal::AtLeast(1.0), values)
+                    .unless_starved(med(r, "bound_cpu_share").unwrap_or(f64::NAN), false);
+                out.push(TargetResult::from_judged(format!("fork.engine.memcpy_share.{n}"), exp, j));
             }
         }
         // The tree copy faster than re-insertion at every count of at least RATIO_JUDGED_FROM VMAs.
