@@ -235,6 +235,10 @@ impl Interval {
 /// ([`Judged::unless_starved`]).
 pub const MIN_CPU_SHARE: f64 = 0.9;
 
+/// Fewer runs than this whose threads had their CPUs leave a target not measurable here
+/// ([`Judged::on_runs_with_cpus`]).
+pub const MIN_RUNS_WITH_CPUS: usize = 3;
+
 /// The unit of a ratio target (`0.82x`), the default of [`Judged::unit`].
 pub const RATIO: &str = "x";
 
@@ -359,6 +363,38 @@ impl Judged {
             self.note = format!("not measurable here: {}", reason.into());
         }
         self
+    }
+
+    /// `runs` (each a value and the least share of its run that the threads it measured were on their CPUs,
+    /// CPU time over wall time; NaN: not recorded) judged on the runs whose threads had their CPUs (share at
+    /// least [`MIN_CPU_SHARE`]). A run whose threads did not says how much CPU the machine left them, not what
+    /// the code does: a slowdown beside a reader that was off its CPU is no slowdown, a ratio of two times of
+    /// which one was stretched by waiting is noise. When some runs are left out the note says how many; with
+    /// fewer than [`MIN_RUNS_WITH_CPUS`] left the target is not measurable here (judged on all its values, for
+    /// the record).
+    pub fn on_runs_with_cpus(
+        what: impl Into<String>,
+        at: impl Into<String>,
+        goal: Goal,
+        runs: &[(f64, f64)],
+    ) -> Judged {
+        let had = |share: f64| share.is_nan() || share >= MIN_CPU_SHARE;
+        let good: Vec<f64> = runs.iter().filter(|r| had(r.1)).map(|r| r.0).collect();
+        let lacking = runs.len() - good.len();
+        if lacking == 0 {
+            return Judged::new(what, at, goal, good);
+        }
+        let why = format!(
+            "in {lacking} of {} runs a measured thread was on its CPU under {:.0}% of the run",
+            runs.len(),
+            100.0 * MIN_CPU_SHARE
+        );
+        if good.len() < MIN_RUNS_WITH_CPUS {
+            return Judged::new(what, at, goal, runs.iter().map(|r| r.0).collect()).not_measurable(why);
+        }
+        let mut j = Judged::new(what, at, goal, good);
+        j.note = format!("judged on the other {} runs: {why}", j.values.len());
+        j
     }
 
     /// The same "at least" rate target checked against the CPU its run had: `share` is the share of the run the
@@ -718,5 +754,20 @@ mod tests {
         // Undecided while starved: not measurable.
         let und = Judged::new("rate", "", Goal::AtLeast(31.0), rates()).unless_starved(0.5, true);
         assert_eq!(und.status, Status::NotMeasurable);
+    }
+
+    #[test]
+    fn runs_without_their_cpus_are_left_out() {
+        let g = Goal::Above(1.0);
+        // Unknown shares (older results) count as having had the CPU.
+        let j = Judged::on_runs_with_cpus("r", "", g, &[(5.0, f64::NAN), (6.0, f64::NAN), (7.0, f64::NAN)]);
+        assert_eq!((j.status, j.values.len()), (Status::Met, 3));
+        // A starved pair's wild ratio is left out, and the note says so.
+        let j = Judged::on_runs_with_cpus("r", "", g, &[(5.0, 0.95), (0.05, 0.4), (6.0, 0.99), (7.0, 0.97)]);
+        assert_eq!((j.status, j.values.clone()), (Status::Met, vec![5.0, 6.0, 7.0]));
+        assert!(j.note.contains("in 1 of 4 runs"), "{}", j.note);
+        // Too few runs left: not measurable, with every value kept for the record.
+        let j = Judged::on_runs_with_cpus("r", "", g, &[(261.0, 0.3), (0.05, 0.4), (6.0, 0.99)]);
+        assert_eq!((j.status, j.values.len()), (Status::NotMeasurable, 3));
     }
 }

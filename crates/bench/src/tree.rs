@@ -49,8 +49,8 @@
 //! usable CPU ([`crate::judge::Judged::unless_control_met`]). The writer-beside-a-reader target counts only the
 //! rounds in which the writer and both readers were on their CPUs (each round records `min_cpu_share`, CPU time
 //! over wall time from `CLOCK_THREAD_CPUTIME_ID`): a reader that another job kept off its CPU slows no writer,
-//! so such a round could only show a met that means nothing; with fewer than [`MIN_ROUNDS_WITH_CPUS`] good
-//! rounds the target is not measurable here.
+//! so such a round could only show a met that means nothing; with fewer than
+//! [`crate::judge::MIN_RUNS_WITH_CPUS`] good rounds the target is not measurable here.
 //!
 //! # Output
 //!
@@ -1213,44 +1213,20 @@ fn verdicts(cfg: &TreeConfig, reports: &[Report]) -> Vec<Judged> {
     out
 }
 
-/// Rounds of `churn_reader` with fewer than this many in which the writer and the reader had their CPUs leave
-/// its target not measurable here.
-pub const MIN_ROUNDS_WITH_CPUS: usize = 3;
-
 /// The writer-beside-a-reader target at `n` on `report`'s rounds in which the writer and both readers were on
-/// their CPUs at least [`crate::judge::MIN_CPU_SHARE`] of their runs (`min_cpu_share`). A round in which one
-/// of them was not says nothing: a reader off its CPU slows no writer (a met that means nothing), and a writer
-/// off its CPU in one run of the pair distorts the ratio either way. With fewer than [`MIN_ROUNDS_WITH_CPUS`]
-/// such rounds the target is not measurable here, with the count in its note.
+/// their CPUs ([`Judged::on_runs_with_cpus`] with each round's `min_cpu_share`): a reader off its CPU slows no
+/// writer (a met that means nothing), and a writer off its CPU in one run of the pair distorts the ratio either
+/// way.
 fn churn_reader_verdict(what: &str, report: Option<&Report>, n: u64) -> Judged {
-    let at = format!("churn_reader n={n}");
-    let goal = Goal::AtMost(1.10);
-    let runs = report.map_or(&[][..], |r| &r.runs[..]);
-    let had = |m: &BTreeMap<String, f64>| {
-        // Runs written before the share was recorded count as having had their CPUs.
-        m.get("min_cpu_share").is_none_or(|&s| s >= crate::judge::MIN_CPU_SHARE)
-    };
-    let good: Vec<f64> = runs
+    let runs: Vec<(f64, f64)> = report
+        .map_or(&[][..], |r| &r.runs[..])
         .iter()
-        .filter(|r| had(&r.metrics))
-        .filter_map(|r| r.metrics.get("slowdown_same_tree").copied())
+        .filter_map(|r| {
+            let share = r.metrics.get("min_cpu_share").copied().unwrap_or(f64::NAN);
+            r.metrics.get("slowdown_same_tree").map(|&v| (v, share))
+        })
         .collect();
-    let lacking = runs.iter().filter(|r| !had(&r.metrics)).count();
-    if lacking == 0 {
-        return Judged::new(what, at, goal, good);
-    }
-    let all: Vec<f64> = runs.iter().filter_map(|r| r.metrics.get("slowdown_same_tree").copied()).collect();
-    let why = format!(
-        "in {lacking} of {} rounds the writer or a reader was on its CPU under {:.0}% of its run",
-        runs.len(),
-        100.0 * crate::judge::MIN_CPU_SHARE
-    );
-    if good.len() < MIN_ROUNDS_WITH_CPUS {
-        return Judged::new(what, at, goal, all).not_measurable(why);
-    }
-    let mut j = Judged::new(what, at, goal, good);
-    j.note = format!("judged on the other {} rounds: {why}", j.values.len());
-    j
+    Judged::on_runs_with_cpus(what, format!("churn_reader n={n}"), Goal::AtMost(1.10), &runs)
 }
 
 /// Workload rows of the terminal table, in order, with their unit.
@@ -1510,10 +1486,10 @@ mod tests {
         // A starved reader showed no slowdown: those rounds are left out, the rest still miss.
         let j = with_shares(&[1.5, 1.4, 0.6, 1.6, 1.5], &[0.99, 0.97, 0.3, 0.95, 0.98]);
         assert_eq!((j.status, j.values.len()), (Status::Missed, 4));
-        assert!(j.note.contains("1 of 5 rounds"), "{}", j.note);
+        assert!(j.note.contains("1 of 5 runs"), "{}", j.note);
         // Most rounds starved: a met would mean nothing, so not measurable here.
         let j = with_shares(&[0.7, 0.8, 0.75, 1.5], &[0.4, 0.5, 0.6, 0.95]);
         assert_eq!(j.status, Status::NotMeasurable);
-        assert!(j.note.contains("3 of 4 rounds"), "{}", j.note);
+        assert!(j.note.contains("3 of 4 runs"), "{}", j.note);
     }
 }

@@ -508,7 +508,16 @@ impl Experiment for Fork {
             let pages = with_pages(d);
             let id = format!("fork.engine.dup_over_reinsert.{n}{}", if pages { ".pages" } else { "" });
             let at = format!("{} VMAs{}", count(n as f64), if pages { ", 1 page each" } else { "" });
-            out.push(TargetResult::judge(id, exp, what, &at, goal, paired(&call(r), &call(d))));
+            // Pairs in which both runs had their CPU (vmspace_bench::judge::Judged::on_runs_with_cpus).
+            let shares =
+                runs_of(r, "cpu_share").into_iter().zip(runs_of(d, "cpu_share")).map(|(a, b)| a.min(b));
+            let ratios = paired(&call(r), &call(d));
+            let pairs: Vec<(f64, f64)> = if runs_of(d, "cpu_share").len() == ratios.len() {
+                ratios.into_iter().zip(shares).collect()
+            } else {
+                ratios.into_iter().map(|v| (v, f64::NAN)).collect()
+            };
+            out.push(TargetResult::from_judged(id, exp, Judged::on_runs_with_cpus(what, at, goal, &pairs)));
         }
         if out.len() == before {
             let at = format!(">= {RATIO_JUDGED_FROM} VMAs");
