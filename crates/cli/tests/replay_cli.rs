@@ -17,8 +17,9 @@ fn regress_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/regress")
 }
 
-/// Kernel runs of a regression script before a difference from its recording fails the test.
-const KERNEL_RUNS: usize = 5;
+/// Kernel runs of a regression script before a difference from its recording fails the test: the repeat rule
+/// of the engine-against-kernel diff (`vmspace_replay::diff::REPEATS`), for the same reason.
+const KERNEL_RUNS: usize = vmspace_replay::diff::REPEATS as usize;
 
 #[test]
 fn regression_scripts_give_their_expected_kernel_output() {

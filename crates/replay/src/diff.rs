@@ -207,7 +207,7 @@ pub fn run_engine(
     let target = if opts.validate { EngineTarget::validating(cfg) } else { EngineTarget::new(cfg) };
     // AssertUnwindSafe: the target is dropped right after a panic and nothing of it is looked at again.
     catch_unwind(AssertUnwindSafe(|| {
-        let mut t = Observed::new(target, |calls| on_calls(calls));
+        let mut t = Observed::new(target, &mut *on_calls);
         run_in(script, &mut t, opts.arena)
     }))
     .map_err(|p| {

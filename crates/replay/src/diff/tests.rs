@@ -223,7 +223,7 @@ fn minimisation_keeps_the_lines_the_difference_needs_and_repeats_each_candidate(
         runs += 1;
         let mut out = engine_output(s, o);
         for l in &s.lines {
-            let disturbed = runs % 3 == 0 && matches!(l.op, Op::Mprotect { .. });
+            let disturbed = runs.is_multiple_of(3) && matches!(l.op, Op::Mprotect { .. });
             if disturbed || matches!(l.op, Op::Munmap { .. }) {
                 out = with_value(out, l.line, Value::Err(Errno::EINVAL));
             }
