@@ -235,3 +235,33 @@ fn minimisation_keeps_the_lines_the_difference_needs_and_repeats_each_candidate(
     assert_eq!(small.lines.len(), 1, "{}", small.to_text());
     assert!(matches!(small.lines[0].op, Op::Munmap { .. }), "{}", small.to_text());
 }
+
+#[test]
+fn a_panic_of_the_engine_is_a_mismatch_without_a_kernel_run() {
+    // A panic on the engine's side of the run (here from its progress report, standing in for a broken
+    // invariant under validation) is caught, reported with its message, and needs no kernel run.
+    let s = script(THREE);
+    let mut panicking = |side: Side, n: u64| {
+        if side == Side::Engine && n == 2 {
+            panic!("engine invariant broken after `mmap`: a test");
+        }
+    };
+    let mut kernel_runs = 0;
+    let c = diff_with(&s, &DiffOptions::default(), &mut panicking, &mut |s, o, _| {
+        kernel_runs += 1;
+        Ok(engine_output(s, o))
+    })
+    .unwrap();
+    assert_eq!(kernel_runs, 0);
+    assert_eq!(
+        c.mismatch,
+        Some(Mismatch::EngineFailed("engine invariant broken after `mmap`: a test".into()))
+    );
+    assert_eq!(
+        c.mismatch.as_ref().unwrap().to_string(),
+        "the engine panicked: engine invariant broken after `mmap`: a test"
+    );
+    // A message that is not a string literal is kept too.
+    let r = run_engine(&s, &DiffOptions::default(), &mut |n| assert!(n < 3, "call {n}"));
+    assert_eq!(r, Err("call 3".to_string()));
+}
