@@ -8,14 +8,18 @@
 //!   base mix only), here and with `diff --seeds`.
 //! * `vmspace diff FILE` runs both and prints the first difference with context; exit status 1 when they
 //!   differ. `vmspace diff --seeds A..B [--calls N]` does the same for every generated script of the seed range
-//!   (the differential gate): a differing script is minimised (delta debugging) and saved as
-//!   `<out-dir>/diff-seed-<S>.script`; the run stops there unless `--keep-going`. It closes with a verdict line
-//!   (`40 agree, 1 differs`).
+//!   (the differential gate's batches from the command line): a differing script is minimised (delta
+//!   debugging) and saved as `<out-dir>/diff-seed-<S>.script`; the run stops there unless `--keep-going`. It
+//!   closes with a verdict line (`40 agree, 1 differs`). Both run the one pipeline the differential gate
+//!   (`crates/cli/tests/differential.rs`) runs, `vmspace_replay::diff`: the engine configured like the host
+//!   and checked after every call (`--no-validate`: not), a difference counted only if it shows in each of
+//!   `--repeats` kernel runs (default 5; a script that agrees costs one), minimisation under the same rule.
 //!
 //! * `--headroom N` (replay and diff) runs at the edge of `vm.max_map_count`: the kernel child first maps filler
 //!   VMAs until only N more fit under the real sysctl, and the engine runs with `max_map_count = N`. Mappings
 //!   the script places outside the arena land among the runner's own and may merge with them, which the engine
-//!   cannot see: compare such scripts only up to that call.
+//!   cannot see, and after `mlockall(MCL_FUTURE)` the runner's own new VMAs stop merging: `diff` compares such a
+//!   script only up to that call (its verdict line says where it was cut).
 //!
 //! With `--json FILE` the results go into the shared schema ([`crate::common`]): one report per script run
 //! (benchmark `replay.engine` / `replay.kernel`, or `diff`), its canonical output or the difference in
@@ -32,14 +36,11 @@ use crate::say;
 use anyhow::{Context, Result};
 use clap::Args;
 use std::path::{Path, PathBuf};
-use vmspace_mm::MmConfig;
-use vmspace_replay::EngineTarget;
+use vmspace_linux::replay::ReplayError;
+use vmspace_replay::diff::{self, Comparison, DiffOptions, Side};
 use vmspace_results::host::HostInfo;
 use vmspace_results::report::{Report, ReportSet, Verdict};
-use vmspace_script::{
-    Advice, Arena, Families, GenConfig, MapFlags, Observed, Op, Output, Script, compare, generate, minimise,
-    run_in,
-};
+use vmspace_script::{Advice, Arena, Families, GenConfig, MapFlags, Op, Output, Script, generate};
 
 /// Arguments of `vmspace replay`.
 #[derive(Debug, Args)]
@@ -113,9 +114,24 @@ pub struct DiffArgs {
     /// Arena base address.
     #[arg(long, value_parser = parse_u64, default_value = "0x200000000000")]
     arena: u64,
-    /// Run N VMAs short of vm.max_map_count (kernel: filler VMAs; engine: max_map_count = N).
+    /// Run N VMAs short of vm.max_map_count (kernel: filler VMAs; engine: max_map_count = N). A script is then
+    /// compared up to its first call that places a mapping outside the arena (among the runner's own, where it
+    /// may merge with one, which the engine cannot see) and up to its first mlockall(MCL_FUTURE) (after which
+    /// the runner's own new VMAs stop merging); the verdict line says where it was cut.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     headroom: Option<u64>,
+    /// Kernel runs a difference must show in before it counts: a script that agrees costs one run, one that
+    /// differs runs again on the kernel, up to N runs in all, and agrees if any run agrees (the kernel's page
+    /// batches are per CPU, and another task on the runner's CPU can drain them early; the engine is
+    /// deterministic).
+    #[arg(long, value_name = "N", default_value_t = vmspace_replay::diff::REPEATS,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    repeats: u32,
+    /// Do not check the engine's invariants (Mm::validate) after every call. By default they are checked, as
+    /// the differential gate does, and a broken one is a difference (the engine panicked); checking costs time
+    /// on scripts with many VMAs or pages.
+    #[arg(long)]
+    no_validate: bool,
     /// Also write the results as JSON to FILE (`-`: JSON to standard output, the text to standard error).
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -247,50 +263,71 @@ fn check_generated(calls: usize, scripts: u64, force: bool) -> Result<()> {
 const ENGINE_PROGRESS_EVERY: u64 = 4096;
 
 /// Runs a script on the engine, configured like the host (mmap_min_addr, max_map_count, anonymous VMA names,
-/// ...), as the semantics contract requires for comparisons with the live kernel; with a headroom, its
-/// `max_map_count` is the headroom.
+/// ...) as the semantics contract requires for comparisons with the live kernel, and with the CPU's side of
+/// `fill` measured here (`vmspace_replay::diff::engine_config`); with a headroom, its `max_map_count` is the
+/// headroom. A panic of the engine is an error naming it.
 fn run_engine(script: &Script, arena: Arena, headroom: Option<u64>) -> Result<Output> {
-    let mut cfg = MmConfig::host();
-    // The CPU's side of `fill` (a refused string store and the accessed bit), measured on this machine.
-    if let Some(a) = vmspace_linux::uaccess::refused_string_store_sets_accessed() {
-        cfg.refused_string_store_accessed = a;
-    }
-    if let Some(h) = headroom {
-        cfg.max_map_count = h;
-    }
-    // Progress every ENGINE_PROGRESS_EVERY calls (nothing for a script done within 2 s); at the same points the
-    // command ends with status 130 if the user pressed Ctrl-C. The engine owns no process and no file: nothing to
-    // clean up before stopping.
-    let mut progress = Progress::new(script.lines.len() as u64);
-    let mut t = Observed::new(EngineTarget::new(cfg), |calls| {
-        if calls.is_multiple_of(ENGINE_PROGRESS_EVERY) {
-            if vmspace_linux::child::interrupted() {
-                progress.finish();
-                eprintln!("vmspace: interrupted");
-                std::process::exit(130);
-            }
-            progress.set_done(calls, "calls on the engine");
-        }
-    });
-    let out = run_in(script, &mut t, arena);
-    drop(t);
-    progress.finish();
-    Ok(out)
+    let opts = DiffOptions { arena, headroom, repeats: 1, validate: false };
+    let mut watch = Watch::new(script);
+    let out = diff::run_engine(script, &opts, &mut |calls| watch.on_calls(Side::Engine, calls));
+    watch.finish();
+    out.map_err(|m| anyhow::anyhow!("the engine panicked: {m}"))
 }
 
 /// Runs a script on the live kernel. A script the runner's guard refuses (it would change the runner's own
 /// memory, or the headroom cannot be made) is bad input (exit status 2).
 fn run_kernel(script: &Script, arena: Arena, headroom: Option<u64>) -> Result<Output> {
-    use vmspace_linux::replay::{ReplayError, ReplayOptions, replay_kernel_observed};
-    let opts = ReplayOptions { arena, map_count_headroom: headroom };
-    let mut progress = Progress::new(script.lines.len() as u64);
-    let r =
-        replay_kernel_observed(script, opts, &mut |calls| progress.set_done(calls, "calls on the kernel"));
-    progress.finish();
-    match r {
-        Ok(out) => Ok(out),
-        Err(e @ ReplayError::Refused(_)) => Err(usage(e.to_string())),
-        Err(e) => Err(e.into()),
+    let opts = DiffOptions { arena, headroom, repeats: 1, validate: false };
+    let mut watch = Watch::new(script);
+    let r = diff::run_kernel(script, &opts, &mut |calls| watch.on_calls(Side::Kernel, calls));
+    watch.finish();
+    r.map_err(kernel_error)
+}
+
+/// A kernel runner's error as the command reports it: a refused script is bad input (exit status 2).
+fn kernel_error(e: ReplayError) -> anyhow::Error {
+    match e {
+        e @ ReplayError::Refused(_) => usage(e.to_string()),
+        e => e.into(),
+    }
+}
+
+/// The progress of a script's runs, on either side: one display per run (a new one when the side changes or
+/// the count starts again), and on the engine a check for Ctrl-C every [`ENGINE_PROGRESS_EVERY`] calls, which
+/// ends the command with status 130 (the engine owns no process and no file: nothing to clean up first; the
+/// kernel runner stops by itself, `vmspace_linux::replay`).
+struct Watch {
+    total: u64,
+    run: Option<(Side, u64, Progress)>,
+}
+
+impl Watch {
+    fn new(script: &Script) -> Watch {
+        Watch { total: script.lines.len() as u64, run: None }
+    }
+
+    fn on_calls(&mut self, side: Side, calls: u64) {
+        if side == Side::Engine && !calls.is_multiple_of(ENGINE_PROGRESS_EVERY) {
+            return;
+        }
+        if side == Side::Engine && vmspace_linux::child::interrupted() {
+            self.finish();
+            eprintln!("vmspace: interrupted");
+            std::process::exit(130);
+        }
+        if !matches!(&self.run, Some((s, last, _)) if *s == side && *last <= calls) {
+            self.finish();
+            self.run = Some((side, calls, Progress::new(self.total)));
+        }
+        let Some((_, last, p)) = &mut self.run else { return };
+        *last = calls;
+        p.set_done(calls, if side == Side::Engine { "calls on the engine" } else { "calls on the kernel" });
+    }
+
+    fn finish(&mut self) {
+        if let Some((_, _, p)) = self.run.take() {
+            p.finish();
+        }
     }
 }
 
@@ -356,12 +393,46 @@ pub fn run_replay(args: ReplayArgs) -> Result<Status> {
     Ok(Status::Success)
 }
 
-/// Runs one script on both sides; `Some(difference text)` when they differ.
-fn diff_one(script: &Script, arena: Arena, headroom: Option<u64>) -> Result<Option<String>> {
-    let engine = run_engine(script, arena, headroom)?;
-    vmspace_linux::child::check_interrupted()?;
-    let kernel = run_kernel(script, arena, headroom)?;
-    Ok(compare(&engine, &kernel, arena, ("engine", "kernel")).map(|d| d.to_string()))
+/// Runs one script on both sides (`vmspace_replay::diff`: the headroom cut, the repeat rule); a note on
+/// standard error when a difference did not repeat.
+fn diff_one(script: &Script, opts: &DiffOptions) -> Result<Comparison> {
+    let mut watch = Watch::new(script);
+    let c = diff::diff(script, opts, &mut |side, calls| watch.on_calls(side, calls));
+    watch.finish();
+    let c = c.map_err(kernel_error)?;
+    if c.difference_did_not_repeat() {
+        eprintln!(
+            "note: a difference on the kernel did not repeat (kernel run {} of {} agreed): not counted",
+            c.kernel_runs,
+            opts.repeats.max(1)
+        );
+    }
+    Ok(c)
+}
+
+/// Minimises a differing script (`vmspace_replay::diff::minimise`: every candidate under the repeat rule),
+/// with the progress of the candidates' runs shown as for any run.
+fn minimise_script(script: &Script, opts: &DiffOptions) -> Script {
+    let mut watch = Watch::new(script);
+    let small = diff::minimise(script, opts, &mut |side, calls| watch.on_calls(side, calls));
+    watch.finish();
+    small
+}
+
+/// `; compared up to line L: why`, when a headroom run cut the script, else nothing.
+fn cut_note(c: &Comparison) -> String {
+    c.cut.map(|cut| format!("; {cut}")).unwrap_or_default()
+}
+
+/// The parameters of a diff report that say what was compared.
+fn compared_params(r: &mut Report, opts: &DiffOptions, c: &Comparison) {
+    r.param("headroom", opts.headroom);
+    r.param("repeats", opts.repeats);
+    r.param("validate", opts.validate);
+    r.param("calls_compared", c.calls);
+    r.param("enomem", c.enomem);
+    r.param("kernel_runs", c.kernel_runs);
+    r.param("cut_at_line", c.cut.map(|c| c.line));
 }
 
 fn parse_range(s: &str) -> Result<(u64, u64)> {
@@ -392,7 +463,8 @@ pub fn run_diff(args: DiffArgs) -> Result<Status> {
     let calls = args.calls.unwrap_or(60);
     let out_dir = args.out_dir.clone().unwrap_or_else(|| PathBuf::from("."));
     let arena = arena(args.arena);
-    let headroom = args.headroom;
+    let opts =
+        DiffOptions { arena, headroom: args.headroom, repeats: args.repeats, validate: !args.no_validate };
     let json = JsonOut::new(args.json.as_deref())?;
     let text = Text::new(&json);
     let host = vmspace_linux::hostinfo::gather();
@@ -401,20 +473,27 @@ pub fn run_diff(args: DiffArgs) -> Result<Status> {
         let script = load(path)?;
         check_script(&script, args.force)?;
         vmspace_linux::child::check_interrupted()?;
-        let d = diff_one(&script, arena, headroom)?;
+        let c = diff_one(&script, &opts)?;
         let mut r = script_report("diff", path.display().to_string(), &host, &script, arena);
         r.param("script", path.display().to_string());
-        r.param("headroom", headroom);
-        r.push_run([("differs_count".to_string(), f64::from(u8::from(d.is_some())))].into());
+        compared_params(&mut r, &opts, &c);
+        r.push_run([("differs_count".to_string(), f64::from(u8::from(c.differs())))].into());
         r.summarise();
-        let verdict = match &d {
+        let verdict = match &c.mismatch {
             Some(d) => {
-                say!(text, "{}: engine and kernel differ\n{d}", path.display());
+                let d = d.to_string();
+                say!(text, "{}: engine and kernel differ{}\n{d}", path.display(), cut_note(&c));
                 r.output = d.lines().map(str::to_string).collect();
                 Verdict::new(0, 1, "engine and kernel differ")
             }
             None => {
-                say!(text, "{}: engine and kernel agree ({} ops)", path.display(), script.lines.len());
+                say!(
+                    text,
+                    "{}: engine and kernel agree ({} ops{})",
+                    path.display(),
+                    script.lines.len(),
+                    cut_note(&c)
+                );
                 Verdict::new(1, 0, "engine and kernel agree")
             }
         };
@@ -448,17 +527,17 @@ pub fn run_diff(args: DiffArgs) -> Result<Status> {
     let r: Result<()> = (|| {
         for seed in a..b {
             let script = generate(seed, &cfg);
-            let d = diff_one(&script, arena, headroom)?;
+            let c = diff_one(&script, &opts)?;
             run += 1;
             let mut r = script_report("diff", format!("seed {seed}"), &host, &script, arena);
             r.param("seed", seed);
             r.param("calls", calls);
             r.param("fork", args.fork);
             r.param("grid_pages", cfg.grid_pages);
-            r.param("headroom", headroom);
-            r.push_run([("differs_count".to_string(), f64::from(u8::from(d.is_some())))].into());
+            compared_params(&mut r, &opts, &c);
+            r.push_run([("differs_count".to_string(), f64::from(u8::from(c.differs())))].into());
             r.summarise();
-            if d.is_none() {
+            if !c.differs() {
                 if keep_reports {
                     reports.push(r);
                 }
@@ -467,11 +546,12 @@ pub fn run_diff(args: DiffArgs) -> Result<Status> {
             }
             progress.finish();
             eprintln!("seed {seed}: engine and kernel differ; minimising ...");
-            let small = minimise(&script, |s| {
-                !vmspace_linux::child::interrupted() && matches!(diff_one(s, arena, headroom), Ok(Some(_)))
-            });
+            let small = minimise_script(&script, &opts);
             vmspace_linux::child::check_interrupted()?;
-            let d = diff_one(&small, arena, headroom)?.unwrap_or_default();
+            // The minimised script's own difference (minimisation kept only candidates that differed in every
+            // run; should a later run agree after all, the original's difference stands).
+            let d =
+                diff_one(&small, &opts)?.mismatch.or(c.mismatch).map(|d| d.to_string()).unwrap_or_default();
             let save = out_dir.join(format!("diff-seed-{seed}.script"));
             let body = format!("# generated seed {seed}, {} calls, minimised\n{}", calls, small.to_text());
             std::fs::write(&save, body).with_context(|| format!("writing {}", save.display()))?;

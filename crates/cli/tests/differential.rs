@@ -13,17 +13,20 @@
 //!   VMAs short of `vm.max_map_count` (the kernel runner fills its child with VMAs; the engine runs with
 //!   `max_map_count` = that headroom), `VMSPACE_DIFF_LIMIT_SCRIPTS` per headroom (default 30), `fork` enabled
 //!   for two of the four, the `proc` family off (a `smaps` there renders 65,000 filler VMAs). A script is
-//!   compared up to its first call that places a mapping outside the arena (see `difference`). On a host whose
+//!   compared up to its first call that places a mapping outside the arena and up to its first
+//!   `mlockall(MCL_FUTURE)` (the cut of `vmspace_replay::diff`, whose docs say why). On a host whose
 //!   `vm.max_map_count` is above `VMSPACE_DIFF_LIMIT_FILL_MAX` (default 300,000), where filling a process per
 //!   script would take minutes, the test lowers the sysctl to the kernel's default 65,530 (or to that variable,
 //!   if lower) for the batches and restores it after; that needs root, and the test fails without it.
 //! * `regression_scripts_match_the_kernel`: every `scripts/regress/*.script` (each a difference once found
 //!   and since fixed) must match.
 //!
-//! The engine runs with the host's configuration (`MmConfig::host`), as the semantics contract requires.
-//! A script that differs is run again: the difference counts only if it shows in each of five runs, since the
-//! kernel's page batches are per CPU and another task on the runner's CPU can drain them early
-//! (`lasting_difference`).
+//! Every script goes through `vmspace_replay::diff`, the pipeline `vmspace diff` runs too (its module docs
+//! explain each step): the engine with the host's configuration (`MmConfig::host`), as the semantics contract
+//! requires, and its invariants checked after every call; a difference counted only if it shows in each of
+//! five kernel runs (`vmspace_replay::diff::REPEATS`), since the kernel's page batches are per CPU and another
+//! task on the runner's CPU can drain them early; minimisation under the same rule. A failure of the kernel
+//! runner fails the test too.
 //!
 //! Generator families (`vmspace_script::Families`): the gate runs every family except those listed in
 //! [`GATE_FAMILIES_OFF`], each with the reason it is off; every batch prints the list. `VMSPACE_DIFF_WITHOUT`
@@ -32,13 +35,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use vmspace_linux::replay::{ReplayOptions, replay_kernel_with};
 use vmspace_mm::MmConfig;
-use vmspace_proc::{MapsLine, MapsName};
-use vmspace_replay::EngineTarget;
-use vmspace_script::{
-    Arena, Entry, Families, GenConfig, Op, Output, Script, Value, compare, generate, minimise, run,
-};
+use vmspace_replay::diff::{self, DiffOptions};
+use vmspace_script::{Families, GenConfig, Script, generate};
 
 /// The generator families the gate leaves out, and why. Delete an entry when its engine side is merged.
 const GATE_FAMILIES_OFF: &[(&str, &str)] = &[];
@@ -132,154 +131,43 @@ fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
-fn engine(script: &Script, cfg: &MmConfig) -> Output {
-    // The CPU's side of `fill` as this machine has it (`MmConfig::refused_string_store_accessed`).
-    let mut cfg = cfg.clone();
-    if let Some(a) = vmspace_linux::uaccess::refused_string_store_sets_accessed() {
-        cfg.refused_string_store_accessed = a;
-    }
-    // The engine's invariants are checked after every call.
-    let mut t = EngineTarget::validating(cfg);
-    run(script, &mut t)
-}
-
-/// Shared anonymous mappings show the inode of their shmem object, which the kernel numbers from a global
-/// counter: both sides' inodes are renumbered in order of first appearance (1, 2, ...) before comparing.
-fn canon_shmem(out: &mut Output) {
-    let mut seen: Vec<u64> = Vec::new();
-    for e in &mut out.entries {
-        let Entry::Maps(lines) = e else { continue };
-        for l in lines.iter_mut() {
-            let Ok(mut m) = l.parse::<MapsLine>() else { continue };
-            let is_shmem = matches!(&m.name, Some(MapsName::Path { path, deleted: true }) if path == "/dev/zero")
-                || matches!(&m.name, Some(MapsName::AnonShmem(_)));
-            if !is_shmem {
-                continue;
+/// Compares `script` (`vmspace_replay::diff`: the engine validated after every call, the headroom cut, the
+/// repeat rule); `Some(difference)` when it differs or the kernel runner fails on it, with the calls compared
+/// and the ENOMEM results among them.
+fn difference(script: &Script, opts: &DiffOptions) -> (Option<String>, (u64, u64)) {
+    match diff::diff(script, opts, &mut |_, _| {}) {
+        Ok(c) => {
+            if c.difference_did_not_repeat() {
+                say(&format!(
+                    "differential: a difference did not repeat (kernel run {} of {} agreed)",
+                    c.kernel_runs, opts.repeats
+                ));
             }
-            let idx = match seen.iter().position(|&i| i == m.inode) {
-                Some(i) => i,
-                None => {
-                    seen.push(m.inode);
-                    seen.len() - 1
-                }
-            };
-            m.inode = idx as u64 + 1;
-            *l = m.to_string();
+            (c.mismatch.map(|m| m.to_string()), (c.calls, c.enomem))
         }
+        Err(e) => (Some(format!("kernel runner failed: {e}")), (0, 0)),
     }
 }
 
-/// Runs of a script that differs before the difference counts ([`lasting_difference`]).
-const KERNEL_RUNS: usize = 5;
-
-/// [`difference`], counted only when it shows in each of [`KERNEL_RUNS`] runs (the first run's is returned).
-/// The kernel's `smaps` counters that depend on the CPU's page batches (`lru_add`, `lru_lazyfree`; module docs
-/// of `crates/linux/src/replay/mod.rs`) are per CPU, not per process: another task on the runner's CPU (another
-/// test's runner, a build) that fills a batch drains the runner's pages with its own, earlier than the
-/// script's calls would, so a run on a busy machine can differ from the undisturbed kernel. The engine is
-/// deterministic: if any run of the kernel agrees with it, the engine does what the kernel does.
-fn lasting_difference(script: &Script, cfg: &MmConfig) -> Option<String> {
-    let first = difference(script, cfg)?;
-    for run in 1..KERNEL_RUNS {
-        if difference(script, cfg).is_none() {
-            eprintln!(
-                "differential: a difference did not repeat (kernel run {} of {KERNEL_RUNS} agreed)",
-                run + 1
-            );
-            return None;
-        }
-    }
-    Some(first)
-}
-
-/// The first difference between the engine and the kernel on `script`, rendered, or `None`. With a
-/// `cfg.max_map_count` below the host's, the kernel child is filled with VMAs until it has exactly that many
-/// left (the runner's headroom mode), so both sides meet the limit at the same call.
-fn difference(script: &Script, cfg: &MmConfig) -> Option<String> {
-    let headroom = (cfg.max_map_count < MmConfig::host().max_map_count).then_some(cfg.max_map_count);
-    let opts = ReplayOptions { arena: Arena::default(), map_count_headroom: headroom };
-    let mut script = std::borrow::Cow::Borrowed(script);
-    // Each round runs both sides; a headroom run may cut the script shorter (below), which ends after a bounded
-    // number of rounds: every cut keeps strictly fewer lines.
-    let (e, k) = loop {
-        let mut k = match replay_kernel_with(&script, opts) {
-            Ok(o) => o,
-            Err(e) => return Some(format!("kernel runner failed: {e}")),
-        };
-        canon_shmem(&mut k);
-        let mut e = engine(&script, cfg);
-        canon_shmem(&mut e);
-        // Near the limit, a mapping placed outside the arena (an occupied hint, a move) lands among the
-        // runner's own mappings and may merge with one of them, which the engine cannot see: from that call on
-        // the two processes' VMA counts may differ. Compare the script up to the call before it. Likewise after
-        // mlockall(MCL_FUTURE): a VMA the runner itself makes from then on is locked and no longer merges with
-        // its unlocked neighbours (a heap extension becomes a VMA of its own), so compare up to that call.
-        let cut_at = headroom.and_then(|_| {
-            [first_call_leaving_arena(&k), first_call_leaving_arena(&e), after_future_lock(&script)]
-                .into_iter()
-                .flatten()
-                .min()
-        });
-        let Some(line) = cut_at else { break (e, k) };
-        let kept: Vec<_> = script.lines.iter().filter(|l| l.line < line).cloned().collect();
-        if kept.len() == script.lines.len() {
-            // Nothing after the cut (the script ends with its mlockall): the run compares as it is.
-            break (e, k);
-        }
-        if kept.is_empty() {
-            return None;
-        }
-        script = std::borrow::Cow::Owned(Script { lines: kept });
-    };
-    let d = compare(&e, &k, Arena::default(), ("engine", "kernel")).map(|d| d.to_string());
-    if d.is_none() {
-        let calls = k.entries.iter().filter(|x| matches!(x, Entry::Call { .. })).count() as u64;
-        let enomem = k
-            .entries
-            .iter()
-            .filter(|x| matches!(x, Entry::Call { value: Value::Err(vmspace_script::Errno::ENOMEM), .. }))
-            .count() as u64;
-        TALLY.with(|t| t.set((t.get().0 + calls, t.get().1 + enomem)));
-    }
-    d
-}
-
-thread_local! {
-    /// Calls compared and ENOMEM results among them, by this worker thread (for the batch's summary line).
-    static TALLY: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
-}
-
-/// The line after the first `mlockall` with MCL_FUTURE (2).
-fn after_future_lock(script: &Script) -> Option<usize> {
-    script.lines.iter().find(|l| matches!(l.op, Op::Mlockall { flags } if flags & 2 != 0)).map(|l| l.line + 1)
-}
-
-/// The script line of the first call that returned an address outside the arena.
-fn first_call_leaving_arena(out: &Output) -> Option<usize> {
-    let arena = Arena::default();
-    out.entries.iter().find_map(|e| match e {
-        Entry::Call { line, value: Value::Addr(a), op } if op != "brk" && !arena.contains(*a) => Some(*line),
-        _ => None,
-    })
-}
-
-fn run_batch(first_seed: u64, count: u64, gen_cfg: GenConfig, cfg: MmConfig) {
+fn run_batch(first_seed: u64, count: u64, gen_cfg: GenConfig, headroom: Option<u64>) {
     let t0 = Instant::now();
     let threads = 2u64;
+    let opts = DiffOptions { headroom, ..DiffOptions::default() };
     let mut tally = (0u64, 0u64);
     let failures: Vec<(u64, String, String)> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
-                let cfg = cfg.clone();
                 s.spawn(move || {
-                    TALLY.with(|t| t.set((0, 0)));
+                    let mut tally = (0u64, 0u64);
                     let mut out = Vec::new();
                     let mut seed = first_seed + t;
                     while seed < first_seed + count {
                         let script = generate(seed, &gen_cfg);
-                        if let Some(d) = lasting_difference(&script, &cfg) {
-                            let min = minimise(&script, |s| difference(s, &cfg).is_some());
-                            let md = difference(&min, &cfg).unwrap_or(d);
+                        let (d, (calls, enomem)) = difference(&script, &opts);
+                        tally = (tally.0 + calls, tally.1 + enomem);
+                        if let Some(d) = d {
+                            let min = diff::minimise(&script, &opts, &mut |_, _| {});
+                            let md = difference(&min, &opts).0.unwrap_or(d);
                             out.push((seed, min.to_text(), md));
                             if out.len() >= 3 {
                                 break;
@@ -287,8 +175,7 @@ fn run_batch(first_seed: u64, count: u64, gen_cfg: GenConfig, cfg: MmConfig) {
                         }
                         seed += threads;
                     }
-                    // Minimisation's runs count too; only a failing batch has them.
-                    (out, TALLY.with(|t| t.get()))
+                    (out, tally)
                 })
             })
             .collect();
@@ -308,7 +195,7 @@ fn run_batch(first_seed: u64, count: u64, gen_cfg: GenConfig, cfg: MmConfig) {
         gen_cfg.calls,
         first_seed + count,
         gen_cfg.fork,
-        cfg.max_map_count,
+        diff::engine_config(headroom).max_map_count,
         gen_cfg.families.off().join(","),
         el.as_secs_f64(),
         failures.len()
@@ -334,12 +221,7 @@ fn generated_scripts_match_the_kernel() {
     let seed = env_u64("VMSPACE_DIFF_SEED", 0);
     let grid_pages = env_u64("VMSPACE_DIFF_GRID", GenConfig::default().grid_pages);
     let families = gate_families();
-    run_batch(
-        seed,
-        count,
-        GenConfig { calls, grid_pages, families, ..GenConfig::default() },
-        MmConfig::host(),
-    );
+    run_batch(seed, count, GenConfig { calls, grid_pages, families, ..GenConfig::default() }, None);
 }
 
 /// The generated scripts with the process a few VMAs short of `vm.max_map_count` (the kernel runner's
@@ -367,8 +249,7 @@ fn generated_scripts_match_the_kernel_at_max_map_count() {
     for (i, headroom) in [1u64, 3, 6, 12].into_iter().enumerate() {
         let fork = i % 2 == 1;
         let seed = env_u64("VMSPACE_DIFF_SEED", 0) + 2_000_000 + i as u64 * 100_000;
-        let cfg = MmConfig { max_map_count: headroom, ..MmConfig::host() };
-        run_batch(seed, count, GenConfig { calls, fork, families, ..GenConfig::default() }, cfg);
+        run_batch(seed, count, GenConfig { calls, fork, families, ..GenConfig::default() }, Some(headroom));
     }
 }
 
@@ -384,7 +265,7 @@ fn generated_fork_scripts_match_the_kernel() {
         seed,
         count,
         GenConfig { calls, fork: true, grid_pages, families, ..GenConfig::default() },
-        MmConfig::host(),
+        None,
     );
 }
 
@@ -395,7 +276,7 @@ fn regress_dir() -> PathBuf {
 #[test]
 fn regression_scripts_match_the_kernel() {
     let _sysctl = SYSCTL.read().unwrap_or_else(|e| e.into_inner());
-    let cfg = MmConfig::host();
+    let opts = DiffOptions::default();
     let mut n = 0;
     let mut bad = Vec::new();
     let mut entries: Vec<_> = std::fs::read_dir(regress_dir())
@@ -407,7 +288,7 @@ fn regression_scripts_match_the_kernel() {
         let text = std::fs::read_to_string(p).expect("read regression script");
         let script = Script::parse(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
         n += 1;
-        if let Some(d) = lasting_difference(&script, &cfg) {
+        if let Some(d) = difference(&script, &opts).0 {
             bad.push(format!("{}:\n{d}", p.display()));
         }
     }

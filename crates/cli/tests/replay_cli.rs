@@ -17,8 +17,9 @@ fn regress_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/regress")
 }
 
-/// Kernel runs of a regression script before a difference from its recording fails the test.
-const KERNEL_RUNS: usize = 5;
+/// Kernel runs of a regression script before a difference from its recording fails the test: the repeat rule
+/// of the engine-against-kernel diff (`vmspace_replay::diff::REPEATS`), for the same reason.
+const KERNEL_RUNS: usize = vmspace_replay::diff::REPEATS as usize;
 
 #[test]
 fn regression_scripts_give_their_expected_kernel_output() {
@@ -264,4 +265,50 @@ fn headroom_runs_both_sides_at_the_limit() {
     }
     let out = bin().args(["diff", "--headroom", "1"]).arg(&path).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+}
+
+/// With a headroom, `diff` compares a script only up to its first call that places a mapping outside the
+/// arena (among the runner's own mappings, where it may merge with one) and up to its first
+/// mlockall(MCL_FUTURE), and says where it cut; without one it compares the whole script. `--repeats` counts
+/// kernel runs, at least one.
+#[test]
+fn diff_cuts_headroom_runs_where_the_runner_could_interfere() {
+    let dir = tempfile::tempdir().unwrap();
+    let leaves = dir.path().join("leaves.script");
+    std::fs::write(
+        &leaves,
+        "mmap 0x200000000000 0x3000 rw- private|anon|fixed\n\
+         mmap 0 0x1000 rw- private|anon\n\
+         munmap 0x200000001000 0x1000\n",
+    )
+    .unwrap();
+    let locks = dir.path().join("locks.script");
+    std::fs::write(
+        &locks,
+        "mmap 0x200000000000 0x3000 rw- private|anon|fixed\n\
+         mlockall future\n\
+         mmap 0x200000010000 0x1000 rw- private|anon|fixed\n",
+    )
+    .unwrap();
+    let run = |args: &[&str], path: &Path| {
+        let out = bin().args(args).arg(path).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let text = run(&["diff", "--headroom", "3"], &leaves);
+    assert!(
+        text.contains(
+            "engine and kernel agree (3 ops; compared up to line 1: line 2 placed a mapping outside the arena"
+        ),
+        "{text}"
+    );
+    let text = run(&["diff", "--headroom", "3", "--repeats", "1"], &locks);
+    assert!(
+        text.contains("engine and kernel agree (3 ops; compared up to line 2: after mlockall(MCL_FUTURE)"),
+        "{text}"
+    );
+    let text = run(&["diff", "--no-validate"], &leaves);
+    assert!(text.ends_with("engine and kernel agree (3 ops)\n"), "{text}");
+    let out = bin().args(["diff", "--repeats", "0"]).arg(&leaves).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
 }

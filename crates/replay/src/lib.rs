@@ -1,6 +1,8 @@
-//! Where the engine meets the op scripts: [`EngineTarget`] implements the script crate's [`Target`] on an
-//! [`Mm`], so that `vmspace replay FILE` runs a script on the engine and `vmspace diff FILE` compares it with
-//! the live kernel.
+//! Where the engine meets the op scripts and the live kernel: [`EngineTarget`] implements the script crate's
+//! [`Target`] on an [`Mm`], so that `vmspace replay FILE` runs a script on the engine, and [`diff`] runs a
+//! script on the engine and on the live kernel (`vmspace_linux::replay`), compares them and minimises a
+//! difference: the one pipeline behind `vmspace diff` and the differential gate
+//! (`crates/cli/tests/differential.rs`).
 //!
 //! ```
 //! use vmspace_mm::MmConfig;
@@ -23,8 +25,10 @@
 //! assert_eq!(engine.mm().map_count(), 2);
 //! ```
 //!
-//! This crate exists so that neither side depends on the other: `mm` knows nothing of scripts, `script` knows
-//! nothing of the engine, and the live kernel's target lives in `vmspace_linux::replay`.
+//! This crate exists so that neither side depends on the other: `mm` knows nothing of scripts or of the live
+//! kernel, `script` knows nothing of the engine, and `linux` (the live kernel's target, in
+//! `vmspace_linux::replay`) knows nothing of the engine. This crate depends on all three and nothing depends
+//! on it but the command-line tool.
 //!
 //! Files declared by `file NAME SIZE` become model files opened read-write (path `/vmspace/NAME`, inode =
 //! declaration number) on a file system with the configuration's largest file and `RLIMIT_FSIZE`
@@ -38,6 +42,8 @@
 //! read-implies-accessible), and stops at the first page that faults. `fill` stores a byte over a range
 //! ([`Mm::fill`]) and `check` hashes a range's bytes in address order ([`Mm::read_chunks`] into the script
 //! crate's `ContentHash`), both through the MMU as user stores and loads; a failure is the page that faulted.
+
+pub mod diff;
 
 use std::sync::Arc;
 

@@ -33,7 +33,8 @@
 //!   `fd=NAME` (plus ` (deleted)` if the file was unlinked) instead of the runner's real path, device and
 //!   inode. A shared anonymous mapping is a shmem file that the kernel shows as `/dev/zero (deleted)` with a
 //!   fresh inode number on every run: its inode prints as the object's 1-based order of first appearance
-//!   within that maps block (two VMAs of one object share the number; device and offset stay verbatim). A
+//!   within that maps block (two VMAs of one object share the number; device and offset stay verbatim; a
+//!   named part of the object, `[anon_shmem:NAME]`, is numbered with the object's `/dev/zero` parts). A
 //!   `MAP_HUGETLB` mapping is an object on the kernel's internal hugetlbfs mount, `/anon_hugepage (deleted)`:
 //!   its inode is numbered the same way and its device prints `00:00` (the mount's minor number depends on
 //!   the boot).

@@ -201,10 +201,19 @@ fn canonical_line(l: &mut MapsLine, files: &[(String, String)], objects: &mut Ob
             l.dev_major = 0;
             l.dev_minor = 0;
             l.inode = idx as u64 + 1;
-        } else if let Some(MapsName::Path { path, deleted: true }) = &l.name
-            && (path == "/dev/zero" || path == "/anon_hugepage")
-        {
-            let key = (path.clone(), l.dev_major, l.dev_minor, l.inode);
+        } else if let Some(path) = match &l.name {
+            Some(MapsName::Path { path, deleted: true })
+                if path == "/dev/zero" || path == "/anon_hugepage" =>
+            {
+                Some(path.as_str())
+            }
+            // A named part of a shmem object (`PR_SET_VMA_ANON_NAME` on a shared anonymous mapping, with
+            // `CONFIG_ANON_VMA_NAME`) shows the object's inode too: it is numbered among the `/dev/zero`
+            // objects, so that it shares the number of its object's unnamed parts.
+            Some(MapsName::AnonShmem(_)) => Some("/dev/zero"),
+            _ => None,
+        } {
+            let key = (path.to_string(), l.dev_major, l.dev_minor, l.inode);
             let same_name = objects.iter().filter(|o| o.0 == key.0);
             let k = match same_name.clone().position(|o| *o == key) {
                 Some(k) => k,
@@ -597,6 +606,38 @@ END
         assert_eq!(inodes, vec![1, 2, 1]);
         assert!(got[0].ends_with(" /dev/zero (deleted)"));
         assert!(got[0].contains(" 00:01 1 "));
+    }
+
+    #[test]
+    fn named_shmem_parts_share_their_objects_number() {
+        let line = |start: u64, inode: u64, name: Option<&str>| {
+            let mut l = MapsLine::anon(
+                start,
+                start + 0x1000,
+                vmspace_proc::Perms { read: true, write: true, exec: false, shared: true },
+            );
+            l.dev_minor = 1;
+            l.inode = inode;
+            l.name = Some(match name {
+                Some(n) => MapsName::AnonShmem(n.into()),
+                None => MapsName::Path { path: "/dev/zero".into(), deleted: true },
+            });
+            l.render()
+        };
+        let base = Arena::default().base;
+        // Object 7013 (unnamed, then named), object 7020 (named only), object 7013 again (unnamed).
+        let text = [
+            line(base, 7013, None),
+            line(base + 0x1000, 7013, Some("a")),
+            line(base + 0x2000, 7020, Some("a")),
+            line(base + 0x3000, 7013, None),
+        ]
+        .concat();
+        let got = canonical_maps(&text, Arena::default(), &[]);
+        let inodes: Vec<u64> = got.iter().map(|l| l.parse::<MapsLine>().unwrap().inode).collect();
+        assert_eq!(inodes, vec![1, 1, 2, 1]);
+        assert!(got[1].ends_with(" [anon_shmem:a]"), "{}", got[1]);
+        assert!(got[1].contains(" 00:01 1 "), "{}", got[1]);
     }
 
     #[test]
