@@ -56,14 +56,32 @@ impl Timer {
     /// per round. Neighbours in the given order stay neighbours in every round, and neither of two goes first
     /// in every round.
     pub fn per_op_rounds<B: FnMut(u64) -> Duration>(&self, runs: &mut [B]) -> Vec<Vec<f64>> {
+        self.per_op_rounds_on_cpu(runs).0
+    }
+
+    /// [`Timer::per_op_rounds`] and, per round, the least share of a batch's time that the calling thread was on
+    /// a CPU (its `CLOCK_THREAD_CPUTIME_ID` time over the batch's time, at most 1): a round in which a batch
+    /// waited for a CPU compares the machine's load, not the workloads ([`crate::judge::Judged::on_runs_with_cpus`]).
+    /// Meaningful only for batches that run on the calling thread.
+    pub fn per_op_rounds_on_cpu<B: FnMut(u64) -> Duration>(
+        &self,
+        runs: &mut [B],
+    ) -> (Vec<Vec<f64>>, Vec<f64>) {
         let iters: Vec<u64> = runs.iter_mut().map(|run| self.calibrate(run)).collect();
         let mut out = vec![Vec::with_capacity(self.repeats); runs.len()];
+        let mut shares = Vec::with_capacity(self.repeats);
         for round in 0..self.repeats {
+            let mut least = 1.0f64;
             for i in round_order(runs.len(), round) {
-                out[i].push(runs[i](iters[i]).as_nanos() as f64 / iters[i] as f64);
+                let cpu0 = vmspace_linux::faults::thread_cpu_s();
+                let took = runs[i](iters[i]);
+                let cpu = vmspace_linux::faults::thread_cpu_s() - cpu0;
+                least = least.min(cpu / took.as_secs_f64().max(1e-9));
+                out[i].push(took.as_nanos() as f64 / iters[i] as f64);
             }
+            shares.push(least);
         }
-        out
+        (out, shares)
     }
 
     /// The number of operations that makes one batch last about [`Timer::batch`] (at least 1).

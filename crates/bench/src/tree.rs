@@ -314,6 +314,9 @@ struct Ctx<'a> {
     progress: &'a mut dyn FnMut(&str),
     stop: &'a dyn Fn() -> bool,
     interrupted: bool,
+    /// Per round of the last [`Ctx::rounds`], the least share of a batch's time that the thread was on a CPU
+    /// ([`Timer::per_op_rounds_on_cpu`]); [`Ctx::push_cell`] records it as each run's `min_cpu_share`.
+    round_cpu: Vec<f64>,
 }
 
 impl Ctx<'_> {
@@ -356,8 +359,9 @@ impl Ctx<'_> {
 
     /// Times one cell: the structures' `batches` interleaved in rounds ([`Timer::per_op_rounds`]), each
     /// structure's time per call divided by its `divisor` (the operations one call counts as).
-    fn rounds(&self, batches: &mut [Batch<'_>], divisors: &[f64]) -> Vec<Vec<f64>> {
-        let per_call = self.cfg.timer.per_op_rounds(batches);
+    fn rounds(&mut self, batches: &mut [Batch<'_>], divisors: &[f64]) -> Vec<Vec<f64>> {
+        let (per_call, shares) = self.cfg.timer.per_op_rounds_on_cpu(batches);
+        self.round_cpu = shares;
         per_call
             .into_iter()
             .zip(divisors)
@@ -367,15 +371,19 @@ impl Ctx<'_> {
 
     /// Records one cell: structure *i*'s report with one run per round, `metric` from `values[i]` and
     /// `ratio_to_btreemap`: that round's value over `BTreeMap`'s value of the same round (when `BTreeMap` is
-    /// measured).
+    /// measured), and `min_cpu_share`: that round's least CPU share of a batch (the last [`Ctx::rounds`]).
     fn push_cell(&mut self, reports: Vec<Report>, metric: &str, values: &[Vec<f64>]) {
         let base = self.cfg.targets.iter().position(|&t| t == Target::BTree).map(|i| &values[i]);
+        let shares = std::mem::take(&mut self.round_cpu);
         for (mut r, v) in reports.into_iter().zip(values) {
             let ratios = base.map(|b| per_round_ratios(v, b)).unwrap_or_default();
             for (round, &x) in v.iter().enumerate() {
                 let mut m = BTreeMap::from([(metric.to_string(), x)]);
                 if let Some(&ratio) = ratios.get(round) {
                     m.insert("ratio_to_btreemap".to_string(), ratio);
+                }
+                if let Some(&share) = shares.get(round) {
+                    m.insert("min_cpu_share".to_string(), share.min(1.0));
                 }
                 r.push_run(m);
             }
@@ -420,7 +428,16 @@ pub fn run_until(
     let load_before = loadavg();
     let cpus = Cpus::discover();
     let placement = cpus.describe();
-    let mut ctx = Ctx { cfg, cpus, host, reports: Vec::new(), progress, stop, interrupted: false };
+    let mut ctx = Ctx {
+        cfg,
+        cpus,
+        host,
+        reports: Vec::new(),
+        progress,
+        stop,
+        interrupted: false,
+        round_cpu: Vec::new(),
+    };
     kernel_shapes(&mut ctx);
     for &n in &cfg.sizes {
         if ctx.stopped() {
@@ -1157,8 +1174,19 @@ fn verdicts(cfg: &TreeConfig, reports: &[Report]) -> Vec<Judged> {
             r.runs.iter().filter_map(|run| run.metrics.get(metric).copied()).collect()
         })
     };
+    // Each round's value with its least CPU share: rounds in which a batch waited for a CPU are left out
+    // (Judged::on_runs_with_cpus).
     let judge = |what: &str, workload: &str, n: u64, metric: &str, goal: Goal| {
-        Judged::new(what, format!("{workload} n={n}"), goal, per_round("maple", workload, n, metric))
+        let runs: Vec<(f64, f64)> = find(reports, workload, "maple", n).map_or_else(Vec::new, |r| {
+            r.runs
+                .iter()
+                .filter_map(|run| {
+                    let share = run.metrics.get("min_cpu_share").copied().unwrap_or(f64::NAN);
+                    run.metrics.get(metric).map(|&v| (v, share))
+                })
+                .collect()
+        });
+        Judged::on_runs_with_cpus(what, format!("{workload} n={n}"), goal, &runs)
     };
     let mut out = Vec::new();
     if !cfg.targets.contains(&Target::Maple) {
