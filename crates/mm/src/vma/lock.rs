@@ -715,6 +715,66 @@ mod tests {
     }
 
     #[test]
+    fn bulk_write_lock_without_readers_changes_no_count() {
+        let (pool, mm) = setup();
+        let a = attached(pool, &mm, 0x1000, 0x2000);
+        let b = attached(pool, &mm, 0x3000, 0x4000);
+        let w = mm.write_lock();
+        let seqs = (a.write_seq(), b.write_seq());
+        // `a` twice: a VMA already locked in the epoch is left as it is.
+        vma_start_write_bulk(&mm, &[a, b, a]);
+        assert!(vma_is_write_locked(&mm, a) && vma_is_write_locked(&mm, b));
+        assert_eq!((a.refcnt(), b.refcnt()), (1, 1));
+        assert_eq!((a.write_seq(), b.write_seq()), (seqs.0 + 2, seqs.1 + 2), "one bump per VMA");
+        assert_eq!(vma_start_read(&mm, a).unwrap_err(), VmaLockFail::WriteLocked);
+        assert_eq!(vma_start_read(&mm, b).unwrap_err(), VmaLockFail::WriteLocked);
+        assert_eq!((a.refcnt(), b.refcnt()), (1, 1), "refused readers put their references back");
+        // Idempotent within the epoch, alone or in bulk.
+        vma_start_write(&mm, a);
+        vma_start_write_bulk(&mm, &[b]);
+        assert_eq!((a.write_seq(), b.write_seq()), (seqs.0 + 2, seqs.1 + 2));
+        drop(w);
+        assert!(!vma_is_write_locked(&mm, a) && !vma_is_write_locked(&mm, b));
+        drop(vma_start_read(&mm, a).unwrap());
+    }
+
+    #[test]
+    fn bulk_write_lock_waits_for_reader() {
+        let (pool, mm) = setup();
+        let a = attached(pool, &mm, 0x1000, 0x2000);
+        let b = attached(pool, &mm, 0x3000, 0x4000);
+        let r = vma_start_read(&mm, b).unwrap();
+        let released = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                // The writer stored the epoch, counted this reader and shut others out: FLAG + 2.
+                wait_refcnt(b, VMA_LOCK_OFFSET + 2);
+                assert_eq!(vma_start_read(&mm, b).unwrap_err(), VmaLockFail::WriteLocked);
+                released.store(true, std::sync::atomic::Ordering::SeqCst);
+                drop(r);
+            });
+            let _w = mm.write_lock();
+            vma_start_write_bulk(&mm, &[a, b]);
+            assert!(released.load(std::sync::atomic::Ordering::SeqCst));
+            assert_eq!((a.refcnt(), b.refcnt()), (1, 1));
+            assert!(vma_is_write_locked(&mm, a) && vma_is_write_locked(&mm, b));
+        });
+    }
+
+    #[test]
+    fn unpublished_write_lock_records_epoch() {
+        let (pool, mm) = setup();
+        let v = pool.alloc(&mm).unwrap();
+        let _w = mm.write_lock();
+        let seq = v.write_seq();
+        vma_start_write_unpublished(&mm, v);
+        assert!(vma_is_write_locked(&mm, v));
+        assert_eq!((v.refcnt(), v.write_seq()), (0, seq + 2));
+        vma_mark_attached(&mm, v);
+        assert_eq!(vma_start_read(&mm, v).unwrap_err(), VmaLockFail::WriteLocked);
+    }
+
+    #[test]
     fn start_write_on_detached_only_records_epoch() {
         let (pool, mm) = setup();
         let vma = pool.alloc(&mm).unwrap();
