@@ -62,7 +62,7 @@ fn faulter(mm: &Mm, t: u64, stop: &AtomicBool, writes: &AtomicU64) {
         let a = addr(next_live(&mut s));
         mm.write(a, &[(n % 255 + 1) as u8]).unwrap_or_else(|f| panic!("write {a:#x}: {f}"));
         n += 1;
-        if n % 16 == 0 {
+        if n.is_multiple_of(16) {
             mm.madvise(a, P, Advice::DONTNEED).unwrap();
         }
     }
