@@ -22,13 +22,17 @@
 //! # One pass
 //!
 //! As the kernel's `dup_mmap` (one `for_each_vma` loop over the copied tree), each parent VMA is handled once, in
-//! the tree copy's callback: write-locked (`vma_start_write`), copied into the next child VMA and attached, and
-//! noted for the page pass below only if that pass has work for it (a file VMA to register, or entries to copy).
-//! The child's VMAs come from the pool in one batch (`VmaPool::alloc_bulk`), and each is filled in one go
-//! (`Vma::init_fork_copy`: plain stores, the file and name shared by a count increment, the anon_vma chain's
-//! lock taken only when there is a chain). The copy is bound by memory, not instructions (a parent's three
-//! lines, a child's three, a node per leaf; BENCHMARKS.md "Fork"), so the callback prefetches parents eight
-//! VMAs ahead (`MapleTree::dup_ahead` shows the tree's values a leaf ahead) and the batch's VMAs sixteen ahead.
+//! the tree copy's callback: write-locked, copied into the next child VMA and attached, and noted for the page
+//! pass below only if that pass has work for it (a file VMA to register, or entries to copy). The parents are
+//! write-locked [`LOCK_BATCH`] at a time, before the first of them is read, by `vma_start_write_bulk` (the
+//! kernel's `vma_start_write` of each, with one fence per batch and no read-modify-write for a VMA without
+//! readers: `vma::lock`, "Bulk write lock"); a child VMA, which no other thread can reach until fork returns,
+//! by `vma_start_write_unpublished` (no fence). The child's VMAs come from the pool in one batch
+//! (`VmaPool::alloc_bulk`), and each is filled in one go (`Vma::init_fork_copy`: plain stores, the file and
+//! name shared by a count increment, the anon_vma chain's lock taken only when there is a chain). The copy is
+//! bound by memory, not instructions (a parent's two lines, a child's two, a node per leaf; BENCHMARKS.md
+//! "Fork"), so the callback prefetches parents eight VMAs ahead (`MapleTree::dup_ahead` shows the tree's
+//! values a leaf ahead) and the batch's VMAs sixteen ahead.
 //!
 //! # Pages
 //!
@@ -57,6 +61,7 @@ use super::tree::{VmaExt, Vmas};
 use super::{AnonState, Errno, Mm, MmParts, MmWrite};
 use crate::vma::{
     MmLocking, VmFlags, Vma, VmaBatch, VmaPool, vma_mark_attached, vma_mark_detached, vma_start_write,
+    vma_start_write_bulk, vma_start_write_unpublished,
 };
 
 /// How fork builds the child's VMA tree.
@@ -85,6 +90,11 @@ impl Mm {
 /// How many parent VMAs ahead of the one being copied are prefetched (the tree copy shows them up to a leaf
 /// ahead: `MapleTree::dup_ahead`).
 const PARENT_PREFETCH: usize = 8;
+
+/// How many parent VMAs are write-locked at once (`vma_start_write_bulk`: one fence per batch): the parent
+/// being copied and the ones after it, every one of them already prefetched ([`PARENT_PREFETCH`] ahead), so
+/// that the batch's stores and loads hit lines on their way in.
+const LOCK_BATCH: usize = PARENT_PREFETCH;
 
 /// How many VMAs of the batch ahead of the one being filled are prefetched: about one leaf's worth, so that the
 /// child's cache misses overlap as the parent's do (the tree copy's look-ahead prefetches a leaf's parents).
@@ -153,7 +163,9 @@ fn copy_vma(locking: &MmLocking, v: &'static Vma, parent: &'static Vma) -> bool 
     // `anon_vma` cell mirrors its chain's owner) the chain's lock is not even taken.
     let anon = (!fl.intersects(VmFlags::WIPEONFORK) && parent.has_anon_vma())
         .then(|| AnonState::fork(&parent.anon()));
-    vma_start_write(locking, v);
+    // The child is not reachable by any other thread until fork returns: no fence (`vma_start_write`'s pairs
+    // with faults in the child, which cannot run yet).
+    vma_start_write_unpublished(locking, v);
     v.init_fork_copy(locking, parent, fl & !VmFlags::LOCKED_MASK, anon);
     vma_mark_attached(locking, v);
     parent.is_file_backed() || needs_copy(fl, parent)
@@ -234,23 +246,37 @@ impl MmWrite<'_> {
         // The parents the tree copy has shown ahead (up to a leaf beyond the current one), prefetched
         // PARENT_PREFETCH places before their copy.
         let queue = std::cell::RefCell::new(std::collections::VecDeque::<&'static Vma>::with_capacity(64));
+        // How many parents at the queue's front are write-locked already (the batch of the last bulk lock).
+        let mut locked_ahead = 0usize;
+        let locking_parent = self.locking();
         let dup = self.tree().dup_ahead(
             |parent: &'static Vma| queue.borrow_mut().push_back(parent),
             |_first, _last, parent: &'static Vma| -> Result<&'static Vma, Errno> {
                 {
                     let mut q = queue.borrow_mut();
+                    debug_assert!(
+                        q.front().is_some_and(|f| std::ptr::eq(*f, parent)),
+                        "the look-ahead is in order"
+                    );
+                    // As Linux since 6.4: the parent VMA is write-locked before it is read, so that no page fault
+                    // runs on it until the parent's mmap write lock is released; here with the next parents of
+                    // the look-ahead, LOCK_BATCH at a time (module docs). The parent tree's writer mutex is not
+                    // held by this call (released above; the copy holds the tree's own lock, as before).
+                    if locked_ahead == 0 {
+                        let mut lock = [parent; LOCK_BATCH];
+                        let n = q.len().min(LOCK_BATCH);
+                        for (slot, &p) in lock.iter_mut().zip(q.iter()) {
+                            *slot = p;
+                        }
+                        vma_start_write_bulk(locking_parent, &lock[..n]);
+                        locked_ahead = n;
+                    }
+                    locked_ahead -= 1;
                     if let Some(&ahead) = q.get(PARENT_PREFETCH) {
                         prefetch_vma(ahead);
                     }
-                    let front = q.pop_front();
-                    debug_assert!(
-                        front.is_some_and(|f| std::ptr::eq(f, parent)),
-                        "the look-ahead is in order"
-                    );
+                    q.pop_front();
                 }
-                // As Linux since 6.4: the parent VMA is write-locked before it is read, so that no page fault
-                // runs on it until the parent's mmap write lock is released.
-                self.write_lock_vma(parent);
                 let v = batch.take();
                 if parent.fl().intersects(VmFlags::DONTCOPY) {
                     // The slot gets a never-attached VMA, cleared below.

@@ -24,8 +24,9 @@
 //! - [`vma_start_read`]: never blocks. Fails if the VMA is write-locked (cheap check, then re-check), detached
 //!   ([`VmaLockFail::Detached`], the kernel's `-EAGAIN`, on which the caller re-walks), over the reader limit or
 //!   being excluded by a writer (the increment is limited to `LIMIT`, so a set FLAG refuses it), or recycled into
-//!   another mm (`vm_mm` differs). The increment has acquire ordering; `vm_mm` and `vm_lock_seq` are read after
-//!   it, and `mm_lock_seq` with acquire (pairs with the release in `vma_end_write_all`).
+//!   another mm (`vm_mm` differs). The increment is sequentially consistent (an acquire, and ordered before
+//!   the SeqCst re-read of `vm_lock_seq` for the bulk write lock below); `vm_mm` and `vm_lock_seq` are read
+//!   after it, and `mm_lock_seq` with acquire (pairs with the release in `vma_end_write_all`).
 //! - [`vma_end_read`] (`unsafe`: the caller must own the lock it puts; safe code drops a [`VmaReadGuard`]
 //!   instead): release decrement; if what is left is the writer alone
 //!   (FLAG set and at most FLAG+1), wakes the waiting writer.
@@ -37,9 +38,56 @@
 //!   for the count to reach FLAG, subtract FLAG (0).
 //! - [`vma_start_read_locked`]: under the mmap read lock no writer can interfere, so only the reader limit can
 //!   make it fail.
+//! - [`vma_start_write_bulk`] (mmap write lock held): [`vma_start_write`] of a batch of VMAs with no
+//!   read-modify-write for a VMA that has no reader (below, "Bulk write lock"); fork's parent (`dup_mmap`).
+//! - [`vma_start_write_unpublished`]: a detached VMA of an mm that no other thread can reach yet (fork's child)
+//!   is write-locked without the sequentially consistent fence, which pairs only with faults in that mm.
 //!
 //! After any successful read lock taken outside the mmap lock the caller must still check the VMA's range: the
 //! VMA may have been recycled *within the same mm* at another address (`lock_vma_under_rcu` does this).
+//!
+//! # Bulk write lock
+//!
+//! [`vma_start_write`] shuts readers out with two read-modify-writes of `vm_refcnt` (add FLAG, subtract FLAG)
+//! around its store of `vm_lock_seq`, and ends with a sequentially consistent fence: three full barriers per
+//! VMA, each of which waits for the writer's store buffer to drain. `dup_mmap` write-locks every VMA of the
+//! parent, so on a many-VMA fork these dominate. [`vma_start_write_bulk`] locks a batch instead:
+//!
+//! ```text
+//! writer (mmap write lock held)                     reader (vma_start_read)
+//! for each VMA: vm_lock_seq = epoch  (release) W1   vm_refcnt += 1             (SeqCst RMW)     W2
+//!               vm_seq += 2          (release)      vm_lock_seq == epoch?      (SeqCst load)    R2
+//! fence(SeqCst)                                FX       yes: back off (put the reference)
+//! for each VMA: vm_refcnt            (acquire) R1
+//!     1: no reader, locked (nothing written)
+//!     more: readers present: add FLAG, wait for FLAG+1, subtract FLAG (the slow path of vma_start_write)
+//! ```
+//!
+//! This is the store-buffering pattern: each side stores, then loads the other's word. It is sound because
+//! at least one side sees the other's store. Suppose neither did: the reader's `R2` read a `vm_lock_seq` older
+//! than `W1`, and the writer's `R1` read a count older than `W2`. In the single total order `S` of sequentially
+//! consistent operations and fences (C++20 `[atomics.order]` p4, Rust's model): `R2` is a SeqCst operation
+//! coherence-ordered before `W1`, which happens before the SeqCst fence `FX`, so `R2` precedes `FX`; `FX`
+//! happens before `R1`, which is coherence-ordered before the SeqCst operation `W2`, so `FX` precedes `W2`; and
+//! `W2` is sequenced before `R2`, both SeqCst, so `W2` precedes `R2`. That is a cycle in `S`: impossible. So
+//! either the writer counts the reader (and waits for it, as `vma_start_write` would), or the reader sees the
+//! lock and backs off, or both. A reader that finished before `R1` read its decrement: `R1`'s acquire reads a
+//! value of the release sequence of `vm_refcnt`'s RMWs, so that reader's section happens before the writer's
+//! changes (as `wait_for_refcnt`'s acquire). On x86 the reader's half is free: its increment is a locked
+//! instruction either way and a SeqCst load is a plain load; the writer pays one fence per batch.
+//!
+//! The ordering pairs: `W1`/`FX` (writer) with `W2`/`R2` (reader), as above; `W1` (release) with `R2` (at
+//! least acquire), so a reader that sees the epoch also reads `mm_lock_seq` at that epoch or later (the
+//! `mm_lock_seq` store of `mmap_write_lock` precedes `W1`), as [`vma_start_write`]'s release store gives the
+//! lockless readers; the `vm_seq` bump after `W1`, then `FX`, is exactly [`vma_start_write`]'s bump and fence
+//! for the lockless readers (`vma::lockless`) and the speculative fault (`space::fault`), whose arguments
+//! therefore hold unchanged (one fence after several bumps orders each of them before the page-table work that
+//! follows). A VMA found with readers takes the slow path of [`vma_start_write`] after its `vm_lock_seq` is
+//! already stored: readers that arrive meanwhile see the lock (or the FLAG) and back off, and those that
+//! hold it are waited for. Loom does not model SeqCst loads and read-modify-writes (it treats them as
+//! acquire/release), so the loom build also places a SeqCst fence between the reader's `W2` and `R2`, the form
+//! loom checks (`crates/mm/tests/loom.rs`, `bulk_write_lock_*`); by the argument above the SeqCst accesses
+//! alone suffice.
 //!
 //! # Waiting
 //!
@@ -190,10 +238,12 @@ fn inc_not_zero_limited(vma: &Vma) -> Result<(), u32> {
         if old == 0 || old >= VMA_REF_LIMIT {
             return Err(old);
         }
-        // Acquire on success: pairs with the release of `vma_mark_attached`'s store, a writer's `fetch_sub(FLAG)`
-        // in `vma_start_write`, and readers' release decrements (one release sequence of RMWs), so the fields and
-        // `vm_lock_seq` written before them are visible to the loads that follow. Acquire on failure: see above.
-        match vma.vm_refcnt.compare_exchange_weak(old, old + 1, Ordering::Acquire, Ordering::Acquire) {
+        // SeqCst on success (an acquire, and `W2` of the bulk write lock, module docs): the acquire pairs with the
+        // release of `vma_mark_attached`'s store, a writer's `fetch_sub(FLAG)` in `vma_start_write`, and readers'
+        // release decrements (one release sequence of RMWs), so the fields and `vm_lock_seq` written before them
+        // are visible to the loads that follow; SeqCst orders the increment before `vma_start_read`'s SeqCst
+        // re-check of `vm_lock_seq` against `vma_start_write_bulk`'s fence. Acquire on failure: see above.
+        match vma.vm_refcnt.compare_exchange_weak(old, old + 1, Ordering::SeqCst, Ordering::Acquire) {
             Ok(_) => return Ok(()),
             Err(now) => old = now,
         }
@@ -251,11 +301,18 @@ pub fn vma_start_read<'v>(mm: &MmLocking, vma: &'v Vma) -> Result<VmaReadGuard<'
     if vma.mm_id() != mm.id() {
         return Err(VmaLockFail::OtherMm);
     }
-    // 4. Re-check the write lock. `vm_lock_seq` (relaxed) is ordered after the acquire increment; `mm_lock_seq`
-    //    is read with acquire, pairing with the release in `vma_end_write_all`: if it shows the write epoch that
-    //    locked the VMA as over, the changes made in it are visible. A sequence that wrapped could only produce
-    //    a false "locked" (a harmless fall-back), never a false "unlocked".
-    if vma.lock_seq_cell().load(Ordering::Relaxed) == vm_lock_seq_of(mm.mm_lock_seq().raw_read()) {
+    // 4. Re-check the write lock. `vm_lock_seq` is ordered after the increment: by its acquire against
+    //    `vma_start_write` (which stores it while readers are excluded), and as `R2` after the SeqCst increment
+    //    `W2` against `vma_start_write_bulk` (which stores it, then fences, then reads the count: module docs,
+    //    "Bulk write lock"; under loom by a SeqCst fence, which loom models). SeqCst, which is also an acquire
+    //    pairing with the release store of `vm_lock_seq`: a reader that sees the epoch reads `mm_lock_seq` at
+    //    that epoch or later. `mm_lock_seq` is read with acquire, pairing with the release in
+    //    `vma_end_write_all`: if it shows the write epoch that locked the VMA as over, the changes made in it
+    //    are visible. A sequence that wrapped could only produce a false "locked" (a harmless fall-back), never
+    //    a false "unlocked".
+    #[cfg(loom)]
+    fence(Ordering::SeqCst);
+    if vma.lock_seq_cell().load(Ordering::SeqCst) == vm_lock_seq_of(mm.mm_lock_seq().raw_read()) {
         return Err(VmaLockFail::WriteLocked);
     }
     Ok(guard)
@@ -377,6 +434,58 @@ pub fn vma_start_write(mm: &MmLocking, vma: &Vma) {
     // SeqCst: pairs with the speculative fault's fence under its PTE lock (`space::fault`, "Speculative
     // faults"): a fault whose table this writer's page-table walk finds empty reads the bump above.
     fence(Ordering::SeqCst);
+}
+
+/// [`vma_start_write`] of every VMA of `vmas` (module docs, "Bulk write lock"): each `vm_lock_seq` stored and
+/// `vm_seq` bumped, one sequentially consistent fence, then each `vm_refcnt` read; a VMA with no reader is then
+/// write-locked without any read-modify-write, one with readers waits for them as [`vma_start_write`] does. The
+/// caller holds `mm`'s mmap write lock and every VMA of `vmas` belongs to `mm`. On return every VMA of `vmas`
+/// is write-locked for the rest of the write epoch, exactly as after [`vma_start_write`] on each.
+pub fn vma_start_write_bulk(mm: &MmLocking, vmas: &[&Vma]) {
+    debug_assert!(mm.is_write_locked(), "vma_start_write_bulk without the mmap write lock");
+    let seq = mm_seq_relaxed(mm);
+    for vma in vmas {
+        debug_assert_eq!(vma.mm_id(), mm.id(), "vma_start_write_bulk on another mm's VMA");
+        // Relaxed: only this thread (the mmap write-lock holder) stores the current epoch.
+        if vma.lock_seq_cell().load(Ordering::Relaxed) != seq {
+            // Release (`W1`): pairs with `vma_start_read`'s SeqCst (acquire) re-check and the lockless readers'
+            // acquire load, as in `vma_start_write`.
+            vma.lock_seq_cell().store(seq, Ordering::Release);
+            // As in `vma_start_write`: lockless readers detect the changes that follow by the write count.
+            vma.write_seq_bump();
+        }
+    }
+    // SeqCst (`FX`): orders every `vm_lock_seq` store above before the `vm_refcnt` loads below, against the
+    // readers' SeqCst increment and re-check (module docs); and, as `vma_start_write`'s fence, every bump above
+    // before the page-table work that follows, for the speculative fault's fence under its PTE lock.
+    fence(Ordering::SeqCst);
+    for vma in vmas {
+        // Acquire (`R1`): reading the count a finished reader's release decrement left synchronises with it
+        // (one release sequence of RMWs), so its section happens-before the writer's changes.
+        let refs = vma.vm_refcnt.load(Ordering::Acquire);
+        // 0: detached (no reader can take a reference); 1: attached, no reader.
+        if refs > 1 && enter_locked(vma, false) {
+            // Readers hold references (holders, or transient ones that will see the lock and back off): shut
+            // new ones out and wait for these to leave, as `vma_start_write` does.
+            let left = exit_locked(vma);
+            debug_assert_eq!(left, 1, "readers entered while excluded");
+        }
+    }
+}
+
+/// [`vma_start_write`] of a detached VMA of an mm that no thread but the caller can reach yet (fork's child
+/// before `fork` returns): records the epoch and bumps the write count, without the sequentially consistent
+/// fence. That fence pairs with a speculative fault in the VMA's mm (`space::fault`), and no fault can run in
+/// an mm no other thread holds; a per-VMA reader cannot take a reference from a detached VMA, and a lockless
+/// reader holding a stale pointer to it sees another mm's `vm_mm` (or the bump) and refuses its copy. The
+/// caller holds `mm`'s mmap write lock.
+pub fn vma_start_write_unpublished(mm: &MmLocking, vma: &Vma) {
+    debug_assert!(mm.is_write_locked(), "vma_start_write_unpublished without the mmap write lock");
+    debug_assert_eq!(vma.mm_id(), mm.id(), "vma_start_write_unpublished on another mm's VMA");
+    debug_assert_eq!(vma.refcnt(), 0, "vma_start_write_unpublished on an attached VMA");
+    // Release: as in `vma_start_write` (published to readers by `vma_mark_attached`'s release store).
+    vma.lock_seq_cell().store(mm_seq_relaxed(mm), Ordering::Release);
+    vma.write_seq_bump();
 }
 
 /// `vma_assert_write_locked` as a predicate for the holder: true if `vma` is write-locked in `mm`'s current
@@ -603,6 +712,66 @@ mod tests {
             assert_eq!(vma.refcnt(), 1);
             assert!(vma_is_write_locked(&mm, vma));
         });
+    }
+
+    #[test]
+    fn bulk_write_lock_without_readers_changes_no_count() {
+        let (pool, mm) = setup();
+        let a = attached(pool, &mm, 0x1000, 0x2000);
+        let b = attached(pool, &mm, 0x3000, 0x4000);
+        let w = mm.write_lock();
+        let seqs = (a.write_seq(), b.write_seq());
+        // `a` twice: a VMA already locked in the epoch is left as it is.
+        vma_start_write_bulk(&mm, &[a, b, a]);
+        assert!(vma_is_write_locked(&mm, a) && vma_is_write_locked(&mm, b));
+        assert_eq!((a.refcnt(), b.refcnt()), (1, 1));
+        assert_eq!((a.write_seq(), b.write_seq()), (seqs.0 + 2, seqs.1 + 2), "one bump per VMA");
+        assert_eq!(vma_start_read(&mm, a).unwrap_err(), VmaLockFail::WriteLocked);
+        assert_eq!(vma_start_read(&mm, b).unwrap_err(), VmaLockFail::WriteLocked);
+        assert_eq!((a.refcnt(), b.refcnt()), (1, 1), "refused readers put their references back");
+        // Idempotent within the epoch, alone or in bulk.
+        vma_start_write(&mm, a);
+        vma_start_write_bulk(&mm, &[b]);
+        assert_eq!((a.write_seq(), b.write_seq()), (seqs.0 + 2, seqs.1 + 2));
+        drop(w);
+        assert!(!vma_is_write_locked(&mm, a) && !vma_is_write_locked(&mm, b));
+        drop(vma_start_read(&mm, a).unwrap());
+    }
+
+    #[test]
+    fn bulk_write_lock_waits_for_reader() {
+        let (pool, mm) = setup();
+        let a = attached(pool, &mm, 0x1000, 0x2000);
+        let b = attached(pool, &mm, 0x3000, 0x4000);
+        let r = vma_start_read(&mm, b).unwrap();
+        let released = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                // The writer stored the epoch, counted this reader and shut others out: FLAG + 2.
+                wait_refcnt(b, VMA_LOCK_OFFSET + 2);
+                assert_eq!(vma_start_read(&mm, b).unwrap_err(), VmaLockFail::WriteLocked);
+                released.store(true, std::sync::atomic::Ordering::SeqCst);
+                drop(r);
+            });
+            let _w = mm.write_lock();
+            vma_start_write_bulk(&mm, &[a, b]);
+            assert!(released.load(std::sync::atomic::Ordering::SeqCst));
+            assert_eq!((a.refcnt(), b.refcnt()), (1, 1));
+            assert!(vma_is_write_locked(&mm, a) && vma_is_write_locked(&mm, b));
+        });
+    }
+
+    #[test]
+    fn unpublished_write_lock_records_epoch() {
+        let (pool, mm) = setup();
+        let v = pool.alloc(&mm).unwrap();
+        let _w = mm.write_lock();
+        let seq = v.write_seq();
+        vma_start_write_unpublished(&mm, v);
+        assert!(vma_is_write_locked(&mm, v));
+        assert_eq!((v.refcnt(), v.write_seq()), (0, seq + 2));
+        vma_mark_attached(&mm, v);
+        assert_eq!(vma_start_read(&mm, v).unwrap_err(), VmaLockFail::WriteLocked);
     }
 
     #[test]

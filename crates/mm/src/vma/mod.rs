@@ -62,7 +62,7 @@ pub use attrs::{
 pub use lock::{
     VMA_LOCK_OFFSET, VMA_REF_LIMIT, VmaLockFail, VmaReadGuard, vma_assert_write_locked, vma_end_read,
     vma_is_write_locked, vma_mark_attached, vma_mark_detached, vma_start_read, vma_start_read_locked,
-    vma_start_write,
+    vma_start_write, vma_start_write_bulk, vma_start_write_unpublished,
 };
 pub use lockless::{SnapshotFail, next_vma_lockless, vma_snapshot_lockless, walk_vmas_lockless};
 pub use lookup::{

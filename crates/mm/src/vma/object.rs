@@ -94,9 +94,10 @@ pub struct Vma {
     /// it). Same contract as `vm_start`.
     vm_pgoff: AtomicU64,
     /// [`vm_lock_seq_of`] the `mm_lock_seq` of the write epoch in which this VMA was write-locked
-    /// ([`VM_LOCK_SEQ_NONE`] if never in its current life). Written only by the mmap write-lock holder
-    /// (`vma_start_write`) while readers are excluded or the VMA is detached; read by `vma_start_read`
-    /// (relaxed, after its acquire increment).
+    /// ([`VM_LOCK_SEQ_NONE`] if never in its current life). Written only by the mmap write-lock holder:
+    /// by `vma_start_write` while readers are excluded or the VMA is detached, by `vma_start_write_bulk`
+    /// before it reads `vm_refcnt` (then waiting for any reader it counts: `vma::lock`, "Bulk write lock");
+    /// read by `vma_start_read` (sequentially consistent, after its sequentially consistent increment).
     vm_lock_seq: AtomicU32,
     /// The write count of the lockless readers ([`super::lockless`]), never reset (the VMA object is
     /// type-stable). Even but inside the pool's two sections, which make it odd while they change the fields
