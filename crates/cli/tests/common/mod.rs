@@ -79,6 +79,11 @@ pub fn vmspace(args: &[&str]) -> std::process::Output {
         .expect("run vmspace")
 }
 
+/// `args` followed by the options of a short contention run: one sample of `duration` over an 8 MiB region.
+pub fn one_short_sample<'a>(args: &[&'a str], duration: &'a str) -> Vec<&'a str> {
+    [args, &["--samples", "1", "--duration", duration, "--region-mib", "8"]].concat()
+}
+
 /// The processes below `pid`: its children and theirs, to any depth.
 pub fn descendants(pid: u32) -> Vec<u32> {
     let mut out = Vec::new();
