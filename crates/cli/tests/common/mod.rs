@@ -79,6 +79,18 @@ pub fn vmspace(args: &[&str]) -> std::process::Output {
         .expect("run vmspace")
 }
 
+/// Runs `vmspace ARGS`, whose standard output is one report set (`--json -`), and checks its exit status
+/// against the set's verdict: 0 when every measured target is met, 1 when one is missed, 4 when none is missed
+/// but some is undecided (a busy machine can leave one so). Returns the set and the run's output.
+pub fn judged_report_set(args: &[&str]) -> (serde_json::Value, std::process::Output) {
+    let out = vmspace(args);
+    let code = out.status.code();
+    assert!(matches!(code, Some(0 | 1 | 4)), "vmspace failed: {}", String::from_utf8_lossy(&out.stderr));
+    let set: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
+    assert_eq!(set["verdict"]["passed"].as_bool(), Some(code != Some(1)), "{}", set["verdict"]);
+    (set, out)
+}
+
 /// `args` followed by the options of a short contention run: one sample of `duration` over an 8 MiB region.
 pub fn one_short_sample<'a>(args: &[&'a str], duration: &'a str) -> Vec<&'a str> {
     [args, &["--samples", "1", "--duration", duration, "--region-mib", "8"]].concat()
