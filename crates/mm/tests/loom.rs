@@ -191,6 +191,22 @@ fn reader_vs_detach() {
     });
 }
 
+/// The writer side of the recycle models: unmaps the world's VMA (unpublished, then detached under the write
+/// lock), frees it to the pool and allocates it again at once for `new_mm` (no grace period): the pool hands
+/// back the same object, which the caller then attaches in its new life.
+fn unmap_and_reuse(w: &World, new_mm: &MmLocking) -> &'static Vma {
+    {
+        let _wl = w.mm.write_lock();
+        vma_start_write(&w.mm, w.vma);
+        w.slot.store(std::ptr::null_mut(), Ordering::Release);
+        vma_mark_detached(&w.mm, w.vma);
+    }
+    w.pool.free(w.vma);
+    let again = w.pool.alloc(new_mm).unwrap();
+    assert!(std::ptr::eq(again, w.vma));
+    again
+}
+
 fn recycle(same_mm: bool) {
     model(move || {
         let w = world();
@@ -216,17 +232,8 @@ fn recycle(same_mm: bool) {
                 }
             }
         });
-        {
-            let _wl = w.mm.write_lock();
-            vma_start_write(&w.mm, w.vma);
-            w.slot.store(std::ptr::null_mut(), Ordering::Release);
-            vma_mark_detached(&w.mm, w.vma);
-        }
-        w.pool.free(w.vma);
-        // Reallocate at once (no grace period): the pool hands back the same object.
         let new_mm: &MmLocking = if same_mm { &w.mm } else { &other };
-        let again = w.pool.alloc(new_mm).unwrap();
-        assert!(std::ptr::eq(again, w.vma));
+        let again = unmap_and_reuse(&w, new_mm);
         {
             let _wl = new_mm.write_lock();
             again.set_range(new_mm, 0x8000, 0x9000);
@@ -508,16 +515,8 @@ fn lockless_recycle(same_mm: bool) {
                 assert!(st == (0x1000, 0x3000) || (same_mm && st == (0x8000, 0x9000)), "{st:x?}");
             }
         });
-        {
-            let _wl = w.mm.write_lock();
-            vma_start_write(&w.mm, w.vma);
-            w.slot.store(std::ptr::null_mut(), Ordering::Release);
-            vma_mark_detached(&w.mm, w.vma);
-        }
-        w.pool.free(w.vma);
         let new_mm: &MmLocking = if same_mm { &w.mm } else { &other };
-        let again = w.pool.alloc(new_mm).unwrap();
-        assert!(std::ptr::eq(again, w.vma));
+        let again = unmap_and_reuse(&w, new_mm);
         {
             let _wl = new_mm.write_lock();
             vma_start_write(new_mm, again);
