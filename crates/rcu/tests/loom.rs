@@ -151,6 +151,25 @@ fn memb_model(write: fn(&AtomicPtr<Cell>, *mut Cell, &AtomicBool)) {
     });
 }
 
+/// A `memb` model with the reader `read` (on a thread of its own, given the slot) against
+/// [`memb_replace_and_synchronize`]: the reader's sections are what the model checks.
+fn memb_model_with_reader(read: fn(&AtomicPtr<Cell>)) {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(3);
+    builder.check(move || {
+        let old_freed = Arc::new(AtomicBool::new(false));
+        let new_freed = Arc::new(AtomicBool::new(false));
+        let slot = Arc::new(AtomicPtr::new(Cell::boxed(1, &old_freed)));
+        let reader = {
+            let slot = slot.clone();
+            thread::spawn(move || read(&slot))
+        };
+        memb_replace_and_synchronize(&slot, Cell::boxed(2, &new_freed), &old_freed);
+        reader.join().unwrap();
+        memb_cleanup(&slot);
+    });
+}
+
 /// The real protocol: a reader that loads the published pointer inside a section never reads an object the
 /// concurrent writer has freed (the store-load pairing of the entry store and fence against the reclaimer's
 /// grace-period increment, fence and scan).
@@ -182,59 +201,33 @@ fn memb_expedite_frees_only_after_the_reader() {
 /// section's read racing with the destructor.
 #[test]
 fn entry_store_orders_previous_section() {
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = Some(3);
-    builder.check(|| {
-        let old_freed = Arc::new(AtomicBool::new(false));
-        let new_freed = Arc::new(AtomicBool::new(false));
-        let slot = Arc::new(AtomicPtr::new(Cell::boxed(1, &old_freed)));
-        let reader = {
-            let slot = slot.clone();
-            thread::spawn(move || {
-                let guard = memb::pin();
-                // Acquire: pairs with the writer's release swap.
-                // SAFETY: as in `memb_retire_waits_for_reader`.
-                let obj = unsafe { &*slot.load(Ordering::Acquire) };
-                assert!(obj.read() != 0, "read a freed object");
-                drop(guard);
-                // A second section that reads nothing: only its entry store matters.
-                drop(memb::pin());
-            })
-        };
-        memb_replace_and_synchronize(&slot, Cell::boxed(2, &new_freed), &old_freed);
-        reader.join().unwrap();
-        memb_cleanup(&slot);
+    memb_model_with_reader(|slot| {
+        let guard = memb::pin();
+        // Acquire: pairs with the writer's release swap.
+        // SAFETY: as in `memb_retire_waits_for_reader`.
+        let obj = unsafe { &*slot.load(Ordering::Acquire) };
+        assert!(obj.read() != 0, "read a freed object");
+        drop(guard);
+        // A second section that reads nothing: only its entry store matters.
+        drop(memb::pin());
     });
 }
 
 /// As `entry_store_orders_previous_section`, with the section renewed by `Guard::repin`.
 #[test]
 fn repin_orders_previous_section() {
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = Some(3);
-    builder.check(|| {
-        let old_freed = Arc::new(AtomicBool::new(false));
-        let new_freed = Arc::new(AtomicBool::new(false));
-        let slot = Arc::new(AtomicPtr::new(Cell::boxed(1, &old_freed)));
-        let reader = {
-            let slot = slot.clone();
-            thread::spawn(move || {
-                let mut guard = memb::pin();
-                // Acquire: pairs with the writer's release swap.
-                // SAFETY: as in `memb_retire_waits_for_reader`.
-                let obj = unsafe { &*slot.load(Ordering::Acquire) };
-                assert!(obj.read() != 0, "read a freed object");
-                guard.repin();
-                // Acquire: as above; the reload is what a paused walk does after `repin`.
-                // SAFETY: as above, under the renewed section.
-                let obj = unsafe { &*slot.load(Ordering::Acquire) };
-                assert!(obj.read() != 0, "read a freed object after repin");
-                drop(guard);
-            })
-        };
-        memb_replace_and_synchronize(&slot, Cell::boxed(2, &new_freed), &old_freed);
-        reader.join().unwrap();
-        memb_cleanup(&slot);
+    memb_model_with_reader(|slot| {
+        let mut guard = memb::pin();
+        // Acquire: pairs with the writer's release swap.
+        // SAFETY: as in `memb_retire_waits_for_reader`.
+        let obj = unsafe { &*slot.load(Ordering::Acquire) };
+        assert!(obj.read() != 0, "read a freed object");
+        guard.repin();
+        // Acquire: as above; the reload is what a paused walk does after `repin`.
+        // SAFETY: as above, under the renewed section.
+        let obj = unsafe { &*slot.load(Ordering::Acquire) };
+        assert!(obj.read() != 0, "read a freed object after repin");
+        drop(guard);
     });
 }
 
