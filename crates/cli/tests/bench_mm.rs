@@ -2,21 +2,14 @@
 //! schema with every part of the benchmark: mmap+munmap on the engine and the kernel with 0 and 1000 other VMAs
 //! and their ratios, lookups in both modes with 1 and 2 threads, and bytes per VMA at each size.
 
-use serde_json::Value;
 use std::collections::BTreeSet;
 
 mod common;
-use common::judged_report_set;
-
-fn median(r: &Value, metric: &str) -> f64 {
-    r["summary"][metric]["median"].as_f64().unwrap_or_else(|| panic!("{}: no {metric}", r["label"]))
-}
+use common::{median, run_judged_bench};
 
 #[test]
 fn quick_json_has_the_shared_schema_and_every_part() {
-    let (set, _) = judged_report_set(&["bench", "mm", "--quick", "--json", "-"]);
-    assert_eq!(set["schema"], "vmspace.report.v1");
-    assert!(set["command"].as_str().unwrap().contains("bench mm --quick --json -"));
+    let set = run_judged_bench("mm");
     let reports = set["reports"].as_array().expect("reports array");
 
     let mut pairs = BTreeSet::new();
