@@ -6,9 +6,8 @@
 
 mod common;
 
-use common::{median, run_judged_bench};
+use common::{bin, median, run_judged_bench};
 use std::collections::BTreeSet;
-use std::process::Command;
 
 /// The reader modes this build has, as `ReaderMode::name` spells them.
 fn modes() -> Vec<&'static str> {
@@ -142,8 +141,7 @@ fn quick_json_has_the_shared_schema_and_every_row() {
 
 #[test]
 fn throughput_only_and_bad_modes() {
-    let out = Command::new(env!("CARGO_BIN_EXE_vmspace"))
-        .env("VMSPACE_ALLOW_DEBUG_BUILD", "1")
+    let out = bin()
         .args([
             "bench",
             "contention",
@@ -170,12 +168,7 @@ fn throughput_only_and_bad_modes() {
     assert_eq!(readers[0]["parameters"]["vmas"], 500);
     assert!(!reports.iter().any(|r| r["benchmark"] == "bench.contention"));
     for bad in [&["--modes", "rcu"][..], &["--no-throughput", "--vmas", "10"][..], &["--samples", "0"][..]] {
-        let out = Command::new(env!("CARGO_BIN_EXE_vmspace"))
-            .env("VMSPACE_ALLOW_DEBUG_BUILD", "1")
-            .args(["bench", "contention", "--quick"])
-            .args(bad)
-            .output()
-            .expect("run vmspace");
+        let out = bin().args(["bench", "contention", "--quick"]).args(bad).output().expect("run vmspace");
         assert_eq!(out.status.code(), Some(2), "{bad:?}: {}", String::from_utf8_lossy(&out.stderr));
     }
 }

@@ -5,9 +5,8 @@
 
 mod common;
 
-use common::{median, run_judged_bench};
+use common::{bin, median, run_judged_bench};
 use std::collections::BTreeSet;
-use std::process::Command;
 
 #[test]
 fn quick_json_has_the_shared_schema_and_every_row() {
@@ -90,10 +89,6 @@ fn quick_json_has_the_shared_schema_and_every_row() {
 
 #[test]
 fn bad_thread_lists_are_usage_errors() {
-    let out = Command::new(env!("CARGO_BIN_EXE_vmspace"))
-        .env("VMSPACE_ALLOW_DEBUG_BUILD", "1")
-        .args(["bench", "faults", "--threads", "0"])
-        .output()
-        .expect("run vmspace");
+    let out = bin().args(["bench", "faults", "--threads", "0"]).output().expect("run vmspace");
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
 }

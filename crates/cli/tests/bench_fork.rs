@@ -4,9 +4,8 @@
 
 mod common;
 
-use common::{median, run_judged_bench};
+use common::{bin, median, run_judged_bench};
 use std::collections::BTreeSet;
-use std::process::Command;
 
 #[test]
 fn quick_json_has_the_shared_schema_and_every_row() {
@@ -89,8 +88,7 @@ fn quick_json_has_the_shared_schema_and_every_row() {
 
 #[test]
 fn an_empty_count_list_is_a_usage_error() {
-    let out = Command::new(env!("CARGO_BIN_EXE_vmspace"))
-        .env("VMSPACE_ALLOW_DEBUG_BUILD", "1")
+    let out = bin()
         .args(["bench", "fork", "--quick", "--max", "0", "--vmas", "100"])
         .output()
         .expect("run vmspace");

@@ -2,29 +2,14 @@
 //! schema with every part of the benchmark: mmap+munmap on the engine and the kernel with 0 and 1000 other VMAs
 //! and their ratios, lookups in both modes with 1 and 2 threads, and bytes per VMA at each size.
 
-use serde_json::Value;
 use std::collections::BTreeSet;
-use std::process::Command;
 
-fn median(r: &Value, metric: &str) -> f64 {
-    r["summary"][metric]["median"].as_f64().unwrap_or_else(|| panic!("{}: no {metric}", r["label"]))
-}
+mod common;
+use common::{median, run_judged_bench};
 
 #[test]
 fn quick_json_has_the_shared_schema_and_every_part() {
-    let out = Command::new(env!("CARGO_BIN_EXE_vmspace"))
-        .env("VMSPACE_ALLOW_DEBUG_BUILD", "1")
-        .args(["bench", "mm", "--quick", "--json", "-"])
-        .output()
-        .expect("run vmspace");
-    // 0: both targets met; 1: one missed; 4: none missed, one undecided (the machine may be busy).
-    let code = out.status.code();
-    assert!(matches!(code, Some(0 | 1 | 4)), "vmspace failed: {}", String::from_utf8_lossy(&out.stderr));
-    let set: Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
-    let verdict = &set["verdict"];
-    assert_eq!(verdict["passed"].as_bool(), Some(code != Some(1)), "{verdict}");
-    assert_eq!(set["schema"], "vmspace.report.v1");
-    assert!(set["command"].as_str().unwrap().contains("bench mm --quick --json -"));
+    let set = run_judged_bench("mm");
     let reports = set["reports"].as_array().expect("reports array");
 
     let mut pairs = BTreeSet::new();
@@ -109,5 +94,6 @@ fn quick_json_has_the_shared_schema_and_every_part() {
         assert!(at.ends_with(" VMAs"));
         assert!(["met", "missed"].contains(verdict), "{goals:?}");
     }
+    let verdict = &set["verdict"];
     assert!(verdict["line"].as_str().unwrap().contains(" met, "), "{verdict}");
 }

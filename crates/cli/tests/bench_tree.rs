@@ -5,7 +5,9 @@
 
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::Command;
+
+mod common;
+use common::{bin, run_judged_bench};
 use vmspace_bench::judge::Goal;
 
 const TARGETS: [&str; 6] = ["maple", "btree", "rwlock", "arcswap", "scc", "skipmap"];
@@ -21,27 +23,10 @@ fn param<'a>(r: &'a Value, name: &str) -> &'a Value {
 
 #[test]
 fn quick_json_has_the_shared_schema_and_every_cell() {
-    let out = Command::new(env!("CARGO_BIN_EXE_vmspace"))
-        .env("VMSPACE_ALLOW_DEBUG_BUILD", "1")
-        .args(["bench", "tree", "--quick", "--json", "-"])
-        .output()
-        .expect("run vmspace");
-    // Exit status 0 when every measured target is met, 1 when one is missed, 4 when none is missed but some is
-    // undecided; the verdict says which.
-    let code = out.status.code();
-    assert!(matches!(code, Some(0 | 1 | 4)), "vmspace failed: {}", String::from_utf8_lossy(&out.stderr));
-    let set: Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
+    let set = run_judged_bench("tree");
     let verdict = &set["verdict"];
-    assert_eq!(verdict["passed"].as_bool(), Some(code != Some(1)), "{verdict}");
-    let open = verdict["undecided"].as_u64().unwrap_or(0) + verdict["not_measurable"].as_u64().unwrap_or(0);
-    assert_eq!(code == Some(4), verdict["passed"] == true && open > 0, "{verdict}");
     let (met, missed) = (verdict["met"].as_u64().unwrap(), verdict["missed"].as_u64().unwrap());
     assert!(verdict["line"].as_str().unwrap().starts_with(&format!("{met} met, {missed} missed")));
-    // The table still goes to standard error, closed by the same verdict line.
-    let table = String::from_utf8_lossy(&out.stderr);
-    assert!(table.contains(&format!("verdict: {met} met, {missed} missed")), "{table}");
-    assert_eq!(set["schema"], "vmspace.report.v1");
-    assert!(set["command"].as_str().unwrap().contains("bench tree --quick --json -"));
     let reports = set["reports"].as_array().expect("reports array");
 
     let mut cells = BTreeSet::new();
@@ -206,11 +191,8 @@ fn quick_json_has_the_shared_schema_and_every_cell() {
 
 #[test]
 fn unknown_target_is_rejected() {
-    let out = Command::new(env!("CARGO_BIN_EXE_vmspace"))
-        .env("VMSPACE_ALLOW_DEBUG_BUILD", "1")
-        .args(["bench", "tree", "--quick", "--targets", "btree,nosuch"])
-        .output()
-        .expect("run vmspace");
+    let out =
+        bin().args(["bench", "tree", "--quick", "--targets", "btree,nosuch"]).output().expect("run vmspace");
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown target"));
 }
@@ -219,8 +201,7 @@ fn unknown_target_is_rejected() {
 /// them; `--processes 0` is a usage error.
 #[test]
 fn processes_pool_rounds_of_child_processes() {
-    let out = Command::new(env!("CARGO_BIN_EXE_vmspace"))
-        .env("VMSPACE_ALLOW_DEBUG_BUILD", "1")
+    let out = bin()
         .args(["bench", "tree", "--quick", "--sizes", "21", "--targets", "maple,btree", "--processes", "2"])
         .args(["--json", "-"])
         .output()
@@ -242,10 +223,6 @@ fn processes_pool_rounds_of_child_processes() {
         .expect("the lookup target at n=21");
     assert_eq!(target["runs"].as_array().unwrap().len(), 6, "judged on both processes' rounds: {target}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("in each of 2 processes, their rounds pooled"));
-    let zero = Command::new(env!("CARGO_BIN_EXE_vmspace"))
-        .env("VMSPACE_ALLOW_DEBUG_BUILD", "1")
-        .args(["bench", "tree", "--quick", "--processes", "0"])
-        .output()
-        .expect("run vmspace");
+    let zero = bin().args(["bench", "tree", "--quick", "--processes", "0"]).output().expect("run vmspace");
     assert_eq!(zero.status.code(), Some(2));
 }

@@ -12,18 +12,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{alive, children_of, wait_exit};
-
-/// The binary, let run from a debug build (`cargo test`'s): the timed commands refuse one otherwise.
-fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_vmspace"));
-    c.env("VMSPACE_ALLOW_DEBUG_BUILD", "1");
-    c
-}
-
-fn run(args: &[&str]) -> Output {
-    bin().args(args).output().expect("run vmspace")
-}
+use common::{alive, bin, children_of, vmspace as run, wait_exit};
 
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()

@@ -7,10 +7,12 @@ use serde_json::Value;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{children_of, descendants, signal_when_ready, vmspace};
+use common::{children_of, descendants, one_short_sample, signal_when_ready, vmspace};
 
+/// Runs the command with `--json -` added; returns its JSON and its standard error.
 fn json_of(args: &[&str]) -> (Value, String) {
-    let out = vmspace(args);
+    let args = [args, &["--json", "-"]].concat();
+    let out = vmspace(&args);
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{args:?} failed: {err}");
     let v = serde_json::from_slice(&out.stdout)
@@ -60,22 +62,10 @@ fn check_cell(r: &Value, busy: u64, runs: usize) {
 
 #[test]
 fn kernel_talk_grid_short() {
-    let (v, err) = json_of(&[
-        "kernel",
-        "contention",
-        "--busy-counts",
-        "0,1",
-        "--procfile",
-        "maps",
-        "--samples",
-        "1",
-        "--duration",
+    let (v, err) = json_of(&one_short_sample(
+        &["kernel", "contention", "--busy-counts", "0,1", "--procfile", "maps"],
         "1s",
-        "--region-mib",
-        "8",
-        "--json",
-        "-",
-    ]);
+    ));
     assert_eq!(v["schema"], "vmspace.report.v1");
     let reports = v["reports"].as_array().unwrap();
     assert_eq!(reports.len(), 2);
@@ -104,25 +94,20 @@ fn kernel_talk_grid_short() {
 
 #[test]
 fn bench_talk_grid_short() {
-    let (v, err) = json_of(&[
-        "bench",
-        "contention",
-        "--talk",
-        "--busy-counts",
-        "0,1",
-        "--procfile",
-        "smaps",
-        "--modes",
-        "mmap-lock,per-vma",
-        "--samples",
-        "1",
-        "--duration",
+    let (v, err) = json_of(&one_short_sample(
+        &[
+            "bench",
+            "contention",
+            "--talk",
+            "--busy-counts",
+            "0,1",
+            "--procfile",
+            "smaps",
+            "--modes",
+            "mmap-lock,per-vma",
+        ],
         "300ms",
-        "--region-mib",
-        "8",
-        "--json",
-        "-",
-    ]);
+    ));
     let reports: Vec<&Value> =
         v["reports"].as_array().unwrap().iter().filter(|r| r["benchmark"] == "bench.contention").collect();
     // The kernel and two modes, two busy counts each.
@@ -140,20 +125,8 @@ fn bench_talk_grid_short() {
 
 #[test]
 fn agent_reads_maps() {
-    let (v, err) = json_of(&[
-        "kernel",
-        "contention",
-        "--agent",
-        "cat /proc/{pid}/maps",
-        "--samples",
-        "1",
-        "--duration",
-        "1s",
-        "--region-mib",
-        "8",
-        "--json",
-        "-",
-    ]);
+    let (v, err) =
+        json_of(&one_short_sample(&["kernel", "contention", "--agent", "cat /proc/{pid}/maps"], "1s"));
     let r = &v["reports"][0];
     assert_eq!(r["parameters"]["agent"], "cat /proc/{pid}/maps");
     assert_eq!(r["label"], "agent `cat /proc/{pid}/maps`, 1 scanner");
@@ -192,20 +165,10 @@ fn a_failing_agent_fails_at_once_with_its_error() {
 
 #[test]
 fn ctrl_c_leaves_no_agent_behind() {
-    let args = [
-        "kernel",
-        "contention",
-        "--agent",
-        "sleep 0.3; cat /proc/{pid}/maps",
-        "--busy-counts",
-        "2",
-        "--duration",
+    let args = one_short_sample(
+        &["kernel", "contention", "--agent", "sleep 0.3; cat /proc/{pid}/maps", "--busy-counts", "2"],
         "30s",
-        "--samples",
-        "1",
-        "--region-mib",
-        "8",
-    ];
+    );
     // Ready once the mapper, the scanner, two busy tasks and the scanner's agent command (a grandchild) exist.
     signal_when_ready(&args, "-INT", &|pid| {
         let kids = children_of(pid).len();

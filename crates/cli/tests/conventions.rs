@@ -4,14 +4,11 @@
 //! `bench` that print what they measured when interrupted.
 
 use std::io::Write;
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
-fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_vmspace"));
-    c.env("VMSPACE_ALLOW_DEBUG_BUILD", "1");
-    c
-}
+mod common;
+use common::bin;
 
 fn with_stdin(args: &[&str], input: &[u8]) -> Output {
     let mut child =

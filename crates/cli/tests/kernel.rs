@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 mod common;
-use common::{children_of, signal_when_ready, vmspace};
+use common::{children_of, one_short_sample, signal_when_ready, vmspace};
 
 fn json(args: &[&str]) -> Value {
     let out = vmspace(args);
@@ -81,17 +81,7 @@ fn contention_single_configuration() {
 
 #[test]
 fn contention_sweep_table() {
-    let out = vmspace(&[
-        "kernel",
-        "contention",
-        "--sweep",
-        "--samples",
-        "1",
-        "--duration",
-        "0.1s",
-        "--region-mib",
-        "8",
-    ]);
+    let out = vmspace(&one_short_sample(&["kernel", "contention", "--sweep"], "0.1s"));
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8_lossy(&out.stdout);
     for row in ["no scanner, no busy task", "smaps, 1 scanner + 1 busy B=0", "query, 1 scanner + 1 busy B=2"]
@@ -217,20 +207,7 @@ fn bad_arguments_fail_cleanly() {
 }
 
 fn no_child_outlives(signal: &str) {
-    let args = [
-        "kernel",
-        "contention",
-        "--busy",
-        "1",
-        "--busy-ms",
-        "0",
-        "--duration",
-        "30s",
-        "--samples",
-        "1",
-        "--region-mib",
-        "8",
-    ];
+    let args = one_short_sample(&["kernel", "contention", "--busy", "1", "--busy-ms", "0"], "30s");
     // Ready once the mapper, the scanner and the busy task exist.
     signal_when_ready(&args, signal, &|pid| children_of(pid).len() >= 3);
 }

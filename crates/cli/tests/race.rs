@@ -2,15 +2,9 @@
 //! (`--kernel`), with exit status 1 when a check fails.
 
 use serde_json::Value;
-use std::process::{Command, Output};
 
-fn vmspace(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_vmspace"))
-        .env("VMSPACE_ALLOW_DEBUG_BUILD", "1")
-        .args(args)
-        .output()
-        .expect("run vmspace")
-}
+mod common;
+use common::vmspace;
 
 /// Runs `vmspace race ARGS --json -` and checks the exit status against the failures in the JSON.
 fn race(args: &[&str]) -> (Option<i32>, Vec<Value>) {

@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 mod common;
-use common::{alive, children_of, signal_when_ready, vmspace, wait_exit};
+use common::{alive, bin, children_of, signal_when_ready, vmspace, wait_exit};
 
 fn json(args: &[&str]) -> Value {
     let out = vmspace(args);
@@ -197,8 +197,7 @@ fn a_process_that_exits_during_the_run() {
     let pid = c.id().to_string();
     let dir = tempfile::tempdir().unwrap();
     let out_json = dir.path().join("out.json");
-    let mut run = Command::new(env!("CARGO_BIN_EXE_vmspace"))
-        .env("VMSPACE_ALLOW_DEBUG_BUILD", "1")
+    let mut run = bin()
         .args([
             "kernel",
             "reader-cost",

@@ -9,10 +9,11 @@
 //! `--quick` with shorter runs and fewer contention rows, a few seconds instead of about 15 on 2 CPUs.
 
 mod common;
+use common::{bin, vmspace};
 
 use serde_json::{Value, json};
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 const EXPERIMENTS: [&str; 6] = ["trees", "mm", "faults", "fork", "contention", "tearing"];
@@ -25,14 +26,6 @@ const FIGURES: [&str; 7] = [
     "contention-smaps_rollup.svg",
     "contention-query.svg",
 ];
-
-fn vmspace(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_vmspace"))
-        .env("VMSPACE_ALLOW_DEBUG_BUILD", "1")
-        .args(args)
-        .output()
-        .expect("run vmspace")
-}
 
 fn param<'a>(r: &'a Value, name: &str) -> &'a str {
     r["parameters"][name].as_str().unwrap_or_default()
@@ -399,8 +392,7 @@ fn json_to_standard_output_keeps_it_clean() {
 #[test]
 fn ctrl_c_writes_what_was_measured_and_exits_130() {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_vmspace"))
-        .env("VMSPACE_ALLOW_DEBUG_BUILD", "1")
+    let mut child = bin()
         .args([
             "report",
             "--quick",
@@ -567,8 +559,7 @@ fn compare_refuses_sets_of_other_kinds_or_lengths() {
 #[test]
 fn a_closed_standard_output_does_not_lose_the_run() {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_vmspace"))
-        .env("VMSPACE_ALLOW_DEBUG_BUILD", "1")
+    let mut child = bin()
         .args(["report", "--smoke", "--experiments", "mm,tearing", "--out", dir.path().to_str().unwrap()])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -11,40 +11,20 @@
 //! crate's content hash (whose known values its own tests pin). The generator's `contents` family runs on the
 //! kernel to the end of every script, twice with the same answers.
 
+mod common;
+
+use common::{BASE, rows, run};
 use vmspace_linux::replay::{ReplayError, replay_kernel};
 use vmspace_script::{
     Arena, ContentHash, Entry, Errno, GenConfig, Op, Output, Script, Value, compare, generate,
 };
 
-const BASE: u64 = 0x2000_0000_0000;
 const P: u64 = 4096;
-
-fn run(text: &str) -> Output {
-    let s = Script::parse(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
-    replay_kernel(&s).unwrap_or_else(|e| panic!("{e}\n{text}"))
-}
-
-/// The value of every call, in order.
-fn values(o: &Output) -> Vec<Value> {
-    o.entries
-        .iter()
-        .filter_map(|e| match e {
-            Entry::Call { value, .. } => Some(*value),
-            Entry::Maps(_) | Entry::Smaps(_) | Entry::Text { .. } => None,
-        })
-        .collect()
-}
 
 /// The final maps block as `(start - BASE, end - BASE, perms)`.
 fn last_maps(o: &Output) -> Vec<(u64, u64, String)> {
     match o.entries.last() {
-        Some(Entry::Maps(lines)) => lines
-            .iter()
-            .map(|l| {
-                let m: vmspace_proc::MapsLine = l.parse().unwrap();
-                (m.start - BASE, m.end - BASE, l.split_whitespace().nth(1).unwrap().to_string())
-            })
-            .collect(),
+        Some(Entry::Maps(lines)) => rows(lines),
         other => panic!("no final maps: {other:?}"),
     }
 }
@@ -93,7 +73,7 @@ fn every_fault_kind_is_efault_at_the_first_page() {
          touch 0x200000100000 0x1000 r\n\
          check 0x200000001000 0x3000\n\
          check 0x200000004000 0x2000\n");
-    let v = values(&o);
+    let v = o.call_values();
     assert_eq!(v[0], OK, "the file");
     assert!(v[1..7].iter().all(|x| matches!(x, Value::Addr(_))), "{v:?}");
     assert_eq!(v[7], OK, "guard_install");
@@ -138,7 +118,7 @@ fn fill_and_check_see_the_bytes_written() {
          mprotect 0x200000002000 0x1000 r--\n\
          fill 0x200000000000 0x3000 1\n\
          check 0x200000000000 0x3000\n");
-    let v = values(&o);
+    let v = o.call_values();
     // The hash's known values: the empty range, a page of zeros, a page of 0x5a.
     assert_eq!(v[1], Value::Hash(0xcbf2_9ce4_8422_2325));
     assert_eq!(v[2], Value::Hash(0xb93a_0c83_ce3b_6325));
@@ -167,7 +147,7 @@ fn growsdown_vmas_grow_on_a_fault_just_below() {
          check 0x20000000d000 0x3000\n\
          mmap 0x200000030000 0x1000 --- private|anon|fixed|growsdown\n\
          touch 0x20000002f000 1 r\n");
-    let v = values(&o);
+    let v = o.call_values();
     assert_eq!(v[1], OK, "a read just below grows the stack by one page");
     assert_eq!(v[2], OK, "a write two pages below grows it again");
     assert_eq!(v[3], hash(&[(4, P), (0, 2 * P)]));
@@ -195,7 +175,7 @@ fn private_pages_are_copied_on_write_across_fork() {
          check 0x200000005000 0x1000\n\
          fill 0x200000001000 0x1000 0x22\n\
          check 0x200000000000 0x2000\n");
-    let v = values(&o);
+    let v = o.call_values();
     assert_eq!(v[8], OK, "fork");
     assert_eq!(v[9], hash(&[(0x11, 3 * P)]), "the child sees the parent's bytes, private and shared");
     assert_eq!(v[10], hash(&[(0, P)]), "WIPEONFORK: zeros in the child");
@@ -219,7 +199,7 @@ fn a_shared_file_mapping_shows_through_a_private_one_until_it_writes() {
          fill 0x200000020000 0x1000 5\n\
          madvise 0x200000020000 0x1000 dontneed\n\
          check 0x200000020000 0x1000\n");
-    let v = values(&o);
+    let v = o.call_values();
     assert_eq!(v[4], hash(&[(7, 3 * P)]), "the private mapping reads the shared one's bytes");
     assert_eq!(v[7], hash(&[(9, P), (3, 2 * P)]), "until it writes a page: that page is its own");
     assert_eq!(v[9], hash(&[(3, 3 * P)]), "DONTNEED of a private file mapping: the file again");
@@ -237,7 +217,7 @@ fn ftruncate_drops_the_bytes_beyond_the_new_end() {
          check 0x200000001000 0x1000\n\
          ftruncate f 0x2000\n\
          check 0x200000000000 0x2000\n");
-    let v = values(&o);
+    let v = o.call_values();
     // Shrinking inside a page zeroes the page's tail (`truncate_inode_partial_folio`); shrinking below a page
     // drops it (SIGBUS); growing brings back zeros.
     assert_eq!(v[4], hash(&[(0x33, P + 0x800), (0, 0x800)]));
@@ -257,7 +237,7 @@ fn huge_lengths_walk_page_by_page_to_the_first_fault() {
          check 0xfffffffffffff000 0x1000\n\
          check 0x800000000000 1\n\
          fill 0x7ffffffff000 0x1000 1\n");
-    let v = values(&o);
+    let v = o.call_values();
     assert_eq!(v[1..4], [OK, fault(2), fault(2)]);
     assert_eq!(v[4], hash(&[(1, 2 * P)]));
     assert_eq!(v[5], Value::Fault(0xffff_ffff_ffff_f000), "the kernel's half");
@@ -277,7 +257,7 @@ fn writes_to_the_runners_own_memory_are_refused_reads_are_not() {
     let s = Script::parse("fill 0x200000000000 0x7fffffffffffffff 0\n").unwrap();
     assert!(matches!(replay_kernel(&s), Err(ReplayError::Refused(_))));
     let o = run(&format!("check {page:#x} 1\ntouch {page:#x} 1 r\n"));
-    let v = values(&o);
+    let v = o.call_values();
     assert!(matches!(v[0], Value::Hash(_)), "{v:?}");
     assert_eq!(v[1], OK);
     assert_ne!(v[0], Value::Err(Errno::EFAULT));
@@ -295,7 +275,7 @@ fn madv_free_keeps_the_bytes_until_reclaim_and_a_write_keeps_the_page() {
          check 0x200000000000 0x3000\n\
          madvise 0x200000000000 0x3000 cold\n\
          check 0x200000000000 0x3000\n");
-    let v = values(&o);
+    let v = o.call_values();
     assert_eq!(v[3], hash(&[(7, 3 * P)]), "FREE: the bytes stay until reclaim");
     let written = hash(&[(7, P), (9, 0x10), (7, P - 0x10), (7, P)]);
     assert_eq!(v[5], written);
@@ -319,7 +299,7 @@ fn mremap_carries_the_bytes_and_dontunmap_leaves_the_old_range_empty() {
          mremap 0x200000030000 0x1000 0x1000 maymove|fixed|dontunmap 0x200000040000\n\
          check 0x200000030000 0x1000\n\
          check 0x200000040000 0x1000\n");
-    let v = values(&o);
+    let v = o.call_values();
     assert_eq!(v[2], Value::Addr(BASE), "grown in place");
     assert_eq!(v[3], hash(&[(1, 2 * P), (0, P)]), "the new page is a zero page");
     assert_eq!(v[5], hash(&[(1, 2 * P), (0, 2 * P)]), "moved and grown: the bytes came along");
@@ -373,7 +353,7 @@ fn pages_a_script_stack_grows_by_below_the_arena_are_the_scripts() {
          mremap 0x1ffffffff000 0x1000 0x1000 maymove|fixed 0x200000010000\n\
          munmap 0x1fffffffe000 0x1000\n\
          touch 0x1fffffffe000 0x1000 w\n");
-    let v = values(&o);
+    let v = o.call_values();
     assert_eq!(v[1..4], [OK, OK, hash(&[(5, P), (0, 3 * P)])]);
     assert_eq!((v[4], v[5], v[6]), (Value::Addr(BASE + 0x10000), OK, OK));
     let maps: Vec<(u64, u64)> = match o.entries.last() {

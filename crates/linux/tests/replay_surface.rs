@@ -10,43 +10,20 @@
 
 use std::time::{Duration, Instant};
 
+mod common;
+
+use common::{BASE, rows, run};
 use vmspace_linux::replay::{
     CLOSED_FD, ReplayError, refused_before_running, replay_kernel, replay_kernel_observed,
 };
 use vmspace_script::{Entry, Errno, Output, Script, Value};
 
-const BASE: u64 = 0x2000_0000_0000;
-
-fn run(text: &str) -> Output {
-    let s = Script::parse(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
-    replay_kernel(&s).unwrap_or_else(|e| panic!("{e}\n{text}"))
-}
-
-/// The value of every call, in order.
-fn values(o: &Output) -> Vec<Value> {
-    o.entries
-        .iter()
-        .filter_map(|e| match e {
-            Entry::Call { value, .. } => Some(*value),
-            Entry::Maps(_) | Entry::Smaps(_) | Entry::Text { .. } => None,
-        })
-        .collect()
-}
-
-/// The maps blocks, each as `(start, end, perms)` per line.
+/// The maps blocks, each as `(start - BASE, end - BASE, perms)` per line.
 fn maps(o: &Output) -> Vec<Vec<(u64, u64, String)>> {
     o.entries
         .iter()
         .filter_map(|e| match e {
-            Entry::Maps(lines) => Some(
-                lines
-                    .iter()
-                    .map(|l| {
-                        let m: vmspace_proc::MapsLine = l.parse().unwrap();
-                        (m.start - BASE, m.end - BASE, l.split_whitespace().nth(1).unwrap().to_string())
-                    })
-                    .collect(),
-            ),
+            Entry::Maps(lines) => Some(rows(lines)),
             Entry::Call { .. } | Entry::Smaps(_) | Entry::Text { .. } => None,
         })
         .collect()
@@ -77,7 +54,7 @@ fn mlock_family_splits_and_merges_as_locked_vmas_do() {
          munlock 0x200000100000 0x1000\n\
          mlock 0x200000000000 0\n\
          mlock 0x200000003800 0x10\n");
-    let v = values(&o);
+    let v = o.call_values();
     assert_eq!(
         &v[1..],
         &[Value::Zero, Value::Zero, Value::Zero, EINVAL, ENOMEM, ENOMEM, Value::Zero, Value::Zero]
@@ -110,7 +87,7 @@ fn mlockall_runs_locks_the_arena_and_compares_only_the_arena() {
          maps\n\
          munlockall\n\
          touch 0x200000000000 0x3000 w\n");
-    let v = values(&o);
+    let v = o.call_values();
     assert_eq!(&v[1..4], &[EINVAL, EINVAL, EINVAL]);
     // Without CAP_IPC_LOCK, `mlockall(MCL_CURRENT)` counts the runner's whole total_vm against RLIMIT_MEMLOCK
     // (`mm/mlock.c: SYSCALL_DEFINE1(mlockall)`): EPERM if the limit is 0 (`can_do_mlock`), ENOMEM if total_vm
@@ -159,7 +136,7 @@ fn mseal_blocks_later_changes() {
          mseal 0x200000000000 0 0\n\
          munmap 0x200000000000 0x1000\n");
     assert_eq!(
-        &values(&o)[1..],
+        &o.call_values()[1..],
         &[Value::Zero, EPERM, EPERM, EPERM, EPERM, EINVAL, ENOMEM, EINVAL, Value::Zero, Value::Zero]
     );
     // The sealed page stays, split off its neighbours.
@@ -178,7 +155,7 @@ fn protection_keys_follow_the_hosts_cpu() {
          pkey_mprotect 0x200000000000 0x1000 r-- 0\n\
          pkey_free -1\n\
          pkey_free 16\n");
-    let v = values(&o);
+    let v = o.call_values();
     // Flags and unknown rights are EINVAL everywhere; key -1 is mprotect everywhere; key 16 never exists.
     assert_eq!((v[2], v[3], v[4], v[5], v[7], v[8]), (EINVAL, EINVAL, EINVAL, Value::Zero, EINVAL, EINVAL));
     if pku {
@@ -207,7 +184,7 @@ fn msync_answers_with_the_kernels_checks() {
          msync 0x200000000000 0x1000 invalidate\n\
          msync 0x200000000000 0x1000 0\n");
     assert_eq!(
-        &values(&o)[3..],
+        &o.call_values()[3..],
         &[
             Value::Zero,
             Value::Zero,
@@ -241,7 +218,7 @@ fn ftruncate_changes_the_size_every_mapping_sees() {
          ftruncate nosuch 0\n\
          ftruncate f 0x100000000000000\n\
          ftruncate f 0x1001\n");
-    let v = values(&o);
+    let v = o.call_values();
     assert_eq!(
         &v[2..9],
         &[Value::Zero, Value::Fault(BASE + 0x1000), Value::Zero, Value::Zero, EINVAL, EINVAL, EBADF]
@@ -272,7 +249,7 @@ fn descriptors_of_undeclared_files_are_never_open() {
          mmap 0x200000002000 0x1000 r-- private|anon|fixed fd=late off=0\n\
          mmap 0x200000003000 0x1000 r-- private|anon|fixed fd=-1 off=0x1001\n");
     assert_eq!(
-        values(&o),
+        o.call_values(),
         vec![
             EBADF,
             Value::Zero,
@@ -303,7 +280,7 @@ fn every_mmap_flag_and_prot_bit_reaches_the_kernel() {
          mprotect 0x200000000000 4096 r--|sem\n\
          mmap 0x200000004000 4096 --x private|anon|fixed\n\
          mmap 0x200000005000 4096 -wx private|anon|fixed\n");
-    let v = values(&o);
+    let v = o.call_values();
     // MAP_SHARED_VALIDATE is not an anonymous mapping type (EINVAL); MAP_DROPPABLE is (6.11+).
     assert_eq!(v[0], EINVAL);
     assert!(matches!(v[1], Value::Addr(_)), "{:?}", v[1]);
@@ -341,7 +318,7 @@ fn mremap_newaddr_without_fixed_is_a_hint() {
          mremap 0x200000000000 0x1000 0x2000 maymove 0x200000040000\n\
          mremap 0x200000000000 0x2000 0x2000 0 0x200000050000\n");
     // dontunmap takes the free hint; a plain grow in place ignores it.
-    assert_eq!(&values(&o)[1..], &[Value::Addr(BASE + 0x30000), Value::Addr(BASE), Value::Addr(BASE)]);
+    assert_eq!(&o.call_values()[1..], &[Value::Addr(BASE + 0x30000), Value::Addr(BASE), Value::Addr(BASE)]);
 }
 
 /// Linux returns a MAP_FIXED address unchecked from `get_unmapped_area`, and `__get_unmapped_area` reads an
@@ -353,7 +330,7 @@ fn fixed_addresses_at_the_top_of_the_space_are_errnos() {
          mmap 0xfffffffffffff001 1 r-- private|anon|fixed\n\
          mmap 0xfffffffffffff000 1 r-- private|anon|fixed\n\
          mmap 0xfffffffffffffff2 0x1000 rw- private|anon|fixed\n");
-    assert_eq!(values(&o), vec![EPERM, err(Errno::from_raw(4095)), ENOMEM, err(Errno::EFAULT)]);
+    assert_eq!(o.call_values(), vec![EPERM, err(Errno::from_raw(4095)), ENOMEM, err(Errno::EFAULT)]);
     let text = o.render();
     assert!(
         text.contains("L1 mmap = -EPERM\nL2 mmap = -E4095\nL3 mmap = -ENOMEM\nL4 mmap = -EFAULT\n"),
@@ -414,7 +391,7 @@ fn the_guard_covers_the_new_calls_on_the_runners_own_memory() {
         "msync {page:#x} 0x1000 async\nmlock 0x10000 0x7fff00000000\nmseal 0x10000 0x7fff00000000 0\n\
          pkey_mprotect 0x10000 0x7fff00000000 r-- -1\n"
     ));
-    assert_eq!(values(&o), vec![Value::Zero, ENOMEM, ENOMEM, ENOMEM]);
+    assert_eq!(o.call_values(), vec![Value::Zero, ENOMEM, ENOMEM, ENOMEM]);
 }
 
 #[test]
@@ -431,7 +408,7 @@ fn pages_the_script_mapped_outside_the_arena_are_the_scripts() {
          madvise {low} 0x1000 dontneed\n\
          mseal {low} 0x1000 0\n"
     ));
-    let v = values(&o);
+    let v = o.call_values();
     assert_eq!(&v[1..4], &[Value::Zero, Value::Zero, Value::Zero]);
     assert!(matches!(v[4], Value::Addr(_)), "{:?}", v[4]);
     assert_eq!(&v[5..], &[Value::Zero, Value::Zero]);
@@ -444,10 +421,10 @@ fn pages_the_script_mapped_outside_the_arena_are_the_scripts() {
                  mremap 0x200000016000 0x2000 0x2000 maymove|fixed 0x1ffffff00000\n\
                  mlock 0x1ffffff00000 0x2000\n");
     let out = Value::Addr(0x1fff_fff0_0000);
-    assert_eq!(&values(&o)[2..], &[out, Value::Zero, Value::Zero, out, Value::Zero]);
+    assert_eq!(&o.call_values()[2..], &[out, Value::Zero, Value::Zero, out, Value::Zero]);
     // Once unmapped, the page is no longer the script's: a later call there that could reach runner memory
     // is checked again (here nothing is mapped there, so it runs and fails).
     let o = run("mmap 0x1ffffffff000 0x1000 rw- private|anon|fixed\nmunmap 0x1ffffffff000 0x1000\n\
                  mlock 0x1ffffffff000 0x1000\n");
-    assert_eq!(values(&o)[2], ENOMEM);
+    assert_eq!(o.call_values()[2], ENOMEM);
 }

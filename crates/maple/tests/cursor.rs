@@ -3,11 +3,13 @@
 //! allocation failures against a `BTreeMap` oracle with `validate()` after every operation; and unit tests of
 //! when the cursor reuses its path and when it walks from the root again ([`Writer::descents`]).
 
-use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
 
 use proptest::prelude::*;
 use vmspace_maple::{MapleError, MapleTree, Writer};
+
+mod common;
+use common::Oracle;
 
 type V = NonZeroUsize;
 
@@ -15,35 +17,7 @@ fn nz(x: usize) -> V {
     NonZeroUsize::new(x).unwrap()
 }
 
-/// `start -> (last, value)`.
-#[derive(Default, Clone, Debug)]
-struct Oracle(BTreeMap<u64, (u64, usize)>);
-
 impl Oracle {
-    fn store(&mut self, f: u64, l: u64, val: Option<usize>) -> Vec<(u64, u64, usize)> {
-        let mut over: Vec<(u64, u64, usize)> = self
-            .0
-            .range(..=l)
-            .rev()
-            .take_while(|(_, (e, _))| *e >= f)
-            .map(|(s, (e, x))| (*s, *e, *x))
-            .collect();
-        over.reverse();
-        for &(s, e, x) in &over {
-            self.0.remove(&s);
-            if s < f {
-                self.0.insert(s, (f - 1, x));
-            }
-            if e > l {
-                self.0.insert(l + 1, (e, x));
-            }
-        }
-        if let Some(x) = val {
-            self.0.insert(f, (l, x));
-        }
-        over.into_iter().map(|(s, e, x)| (s.max(f), e.min(l), x)).collect()
-    }
-
     /// The range holding `i`: an entry, or the whole empty range around `i`.
     fn range(&self, i: u64) -> (u64, u64, Option<usize>) {
         if let Some((s, (e, x))) = self.0.range(..=i).next_back()

@@ -8,53 +8,19 @@
 //! the in-place stores of RCU mode (slot store, append); `in_place_paths_taken` checks that a run of them
 //! takes every in-place path. Set `PROPTEST_CASES` to run more cases than the default.
 
-use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
 
 use proptest::prelude::*;
 use vmspace_maple::{DupError, MapleError, PausedCursor};
 
 mod common;
-use common::{Tree, V};
+use common::{Oracle, Tree, V};
 
 fn nz(x: usize) -> V {
     NonZeroUsize::new(x).unwrap()
 }
 
-#[derive(Default, Clone, Debug)]
-struct Oracle(BTreeMap<u64, (u64, usize)>);
-
 impl Oracle {
-    fn overlapping(&self, f: u64, l: u64) -> Vec<(u64, u64, usize)> {
-        let mut v: Vec<(u64, u64, usize)> = self
-            .0
-            .range(..=l)
-            .rev()
-            .take_while(|(_, (e, _))| *e >= f)
-            .map(|(s, (e, x))| (*s, *e, *x))
-            .collect();
-        v.reverse();
-        v
-    }
-    fn store(&mut self, f: u64, l: u64, val: Option<usize>) -> Vec<(u64, u64, usize)> {
-        let over = self.overlapping(f, l);
-        for &(s, e, x) in &over {
-            self.0.remove(&s);
-            if s < f {
-                self.0.insert(s, (f - 1, x));
-            }
-            if e > l {
-                self.0.insert(l + 1, (e, x));
-            }
-        }
-        if let Some(x) = val {
-            self.0.insert(f, (l, x));
-        }
-        over.into_iter().map(|(s, e, x)| (s.max(f), e.min(l), x)).collect()
-    }
-    fn entry_at(&self, i: u64) -> Option<(u64, u64, usize)> {
-        self.0.range(..=i).next_back().filter(|(_, (e, _))| *e >= i).map(|(s, (e, x))| (*s, *e, *x))
-    }
     fn find(&self, from: u64, max: u64) -> Option<(u64, u64, usize)> {
         if from > max {
             return None;

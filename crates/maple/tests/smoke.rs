@@ -1,6 +1,5 @@
 //! Deterministic smoke tests of the basic API against a brute-force oracle (randomised, fixed seeds).
 
-use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
 
 use rand::rngs::SmallRng;
@@ -8,35 +7,15 @@ use rand::{Rng, SeedableRng};
 use vmspace_maple::MapleTree;
 
 mod common;
-use common::{Tree, V};
+use common::{Oracle, Tree, V};
 
 fn v(x: usize) -> V {
     NonZeroUsize::new(x).unwrap()
 }
 
-/// start -> (last, value)
-#[derive(Default, Clone)]
-struct Oracle(BTreeMap<u64, (u64, usize)>);
-
 impl Oracle {
-    fn store(&mut self, f: u64, l: u64, val: Option<usize>) {
-        let over: Vec<(u64, (u64, usize))> =
-            self.0.range(..=l).rev().take_while(|(_, (e, _))| *e >= f).map(|(s, x)| (*s, *x)).collect();
-        for (s, (e, x)) in over {
-            self.0.remove(&s);
-            if s < f {
-                self.0.insert(s, (f - 1, x));
-            }
-            if e > l {
-                self.0.insert(l + 1, (e, x));
-            }
-        }
-        if let Some(x) = val {
-            self.0.insert(f, (l, x));
-        }
-    }
     fn load(&self, i: u64) -> Option<usize> {
-        self.0.range(..=i).next_back().filter(|(_, (e, _))| *e >= i).map(|(_, (_, x))| *x)
+        self.entry_at(i).map(|(_, _, x)| x)
     }
 }
 

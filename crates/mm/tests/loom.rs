@@ -199,6 +199,22 @@ fn reader_vs_detach() {
     });
 }
 
+/// The writer side of the recycle models: unmaps the world's VMA (unpublished, then detached under the write
+/// lock), frees it to the pool and allocates it again at once for `new_mm` (no grace period): the pool hands
+/// back the same object, which the caller then attaches in its new life.
+fn unmap_and_reuse(w: &World, new_mm: &MmLocking) -> &'static Vma {
+    {
+        let _wl = w.mm.write_lock();
+        vma_start_write(&w.mm, w.vma);
+        w.slot.store(std::ptr::null_mut(), Ordering::Release);
+        vma_mark_detached(&w.mm, w.vma);
+    }
+    w.pool.free(w.vma);
+    let again = w.pool.alloc(new_mm).unwrap();
+    assert!(std::ptr::eq(again, w.vma));
+    again
+}
+
 fn recycle(same_mm: bool) {
     model(move || {
         let w = world();
@@ -224,17 +240,8 @@ fn recycle(same_mm: bool) {
                 }
             }
         });
-        {
-            let _wl = w.mm.write_lock();
-            vma_start_write(&w.mm, w.vma);
-            w.slot.store(std::ptr::null_mut(), Ordering::Release);
-            vma_mark_detached(&w.mm, w.vma);
-        }
-        w.pool.free(w.vma);
-        // Reallocate at once (no grace period): the pool hands back the same object.
         let new_mm: &MmLocking = if same_mm { &w.mm } else { &other };
-        let again = w.pool.alloc(new_mm).unwrap();
-        assert!(std::ptr::eq(again, w.vma));
+        let again = unmap_and_reuse(&w, new_mm);
         {
             let _wl = new_mm.write_lock();
             again.set_range(new_mm, 0x8000, 0x9000);
@@ -382,54 +389,81 @@ fn rcu_arc_reader_vs_replace() {
     });
 }
 
-#[test]
-fn fault_under_vma_lock_vs_munmap() {
-    use vmspace_mm::{Access, Errno, FaultKind, MapFlags, Mm, MmConfig, Prot};
-    // Under loom tables have 4 entries: the page table spans 1 MiB (`vmspace_pgtable::VA_END`).
-    const A: u64 = 0x2_0000;
-    const P: u64 = 4096;
-    // The per-VMA lock (and the RCU section that finds the VMA and walks the page table) against munmap's
-    // write lock, tree store, detach, zap and table frees. Two threads, bounded preemption.
+/// The address of the VMA that the fault models race on (under loom tables have 4 entries: the page table
+/// spans 1 MiB, `vmspace_pgtable::VA_END`).
+const A: u64 = 0x2_0000;
+/// The page size.
+const P: u64 = 4096;
+
+/// A write fault at `A` (the speculative fault first, then under the VMA's read lock) on one thread against
+/// `racer` on another, over a private anonymous VMA of two pages whose second page (and so its anon_vma and
+/// PTE table) is already faulted in. `faulter` makes the fault and returns its answer: a new anonymous page
+/// (the fault went first) or SIGSEGV (`EFAULT`, the racer went first); any other answer fails the model.
+/// `after` checks the state once both threads are done; the address space is validated before it. Both orders
+/// must be explored (two threads, preemption bound 2); `racer_name` names the racer in the printed counts.
+fn fault_race(
+    racer_name: &str,
+    faulter: fn(&vmspace_mm::Mm) -> Result<vmspace_mm::FaultKind, vmspace_mm::Errno>,
+    racer: fn(&vmspace_mm::Mm),
+    after: fn(&vmspace_mm::Mm),
+) {
     use std::sync::atomic::{AtomicUsize, Ordering as StdOrdering};
-    // Outcomes over all executions (std atomics: outside the model). Relaxed: counters read after the model.
-    static FAULTED: AtomicUsize = AtomicUsize::new(0);
-    static SEGV: AtomicUsize = AtomicUsize::new(0);
-    model_bound(2, || {
+    use vmspace_mm::{Access, Errno, FaultKind, MapFlags, Mm, MmConfig, Prot};
+    // Outcomes over all executions, [fault first, SIGSEGV] (std atomics: outside the model). Relaxed: counters
+    // read after the model.
+    let outcomes = StdArc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
+    let counted = outcomes.clone();
+    model_bound(2, move || {
         let mm = Arc::new(Mm::new(MmConfig::default()));
         let fixed = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
         mm.mmap(A, 2 * P, Prot::RW, fixed, None, 0).unwrap();
-        // The VMA's anon_vma exists (a page faulted in): the racing fault completes under the VMA lock alone.
+        // The anon_vma and the PTE table exist: the racing fault can be speculative, and otherwise completes
+        // under the VMA lock alone.
         assert_eq!(mm.fault(A + P, Access::Write), Ok(FaultKind::AnonNew));
         let m2 = mm.clone();
-        let faulter = thread::spawn(move || {
-            let r = m2.fault(A, Access::Write);
+        let faulter = thread::spawn(move || faulter(&m2));
+        racer(&mm);
+        let outcome = match faulter.join().unwrap() {
+            Ok(FaultKind::AnonNew) => 0,
+            Err(Errno::EFAULT) => 1,
+            other => panic!("{other:?}"),
+        };
+        counted[outcome].fetch_add(1, StdOrdering::Relaxed);
+        mm.validate().unwrap();
+        after(&mm);
+    });
+    let [f, e] = [0, 1].map(|i| outcomes[i].load(StdOrdering::Relaxed));
+    println!("fault before {racer_name}: {f} executions; SIGSEGV after it: {e}");
+    assert!(f > 0 && e > 0, "both orders explored");
+}
+
+#[test]
+fn fault_under_vma_lock_vs_munmap() {
+    // The per-VMA lock (and the RCU section that finds the VMA and walks the page table) against munmap's
+    // write lock, tree store, detach, zap and table frees.
+    fault_race(
+        "munmap",
+        |mm| {
+            let r = mm.fault(A, vmspace_mm::Access::Write);
             // Then a lockless walk (the emulated MMU's load) of the other page, whose table munmap frees.
             let mut b = [9u8];
-            match m2.read(A + P, &mut b) {
+            match mm.read(A + P, &mut b) {
                 Ok(()) => assert_eq!(b, [0], "the page's bytes"),
                 Err(f) => assert_eq!(f.addr, A + P),
             }
             r
-        });
-        mm.munmap(A, 2 * P).unwrap();
-        let r = faulter.join().unwrap();
-        match r {
-            Ok(FaultKind::AnonNew) => FAULTED.fetch_add(1, StdOrdering::Relaxed),
-            Err(Errno::EFAULT) => SEGV.fetch_add(1, StdOrdering::Relaxed),
-            other => panic!("{other:?}"),
-        };
-        // Whatever the order, nothing is mapped there now, and the page table agrees with the VMAs.
-        assert_eq!(mm.fault(A, Access::Read), Err(Errno::EFAULT));
-        assert!(mm.page_table().pte(A).is_none() && mm.page_table().pte(A + P).is_none());
-        mm.validate().unwrap();
-        vmspace_rcu::synchronize();
-        let s = mm.memory().stats();
-        assert_eq!((s.frames_in_use, s.frames_pending_free), (0, 0), "{s:?}");
-        assert_eq!((s.tables_in_use, s.tables_pending_free), (1, 0), "only the top table: {s:?}");
-    });
-    let (f, e) = (FAULTED.load(StdOrdering::Relaxed), SEGV.load(StdOrdering::Relaxed));
-    println!("fault before munmap: {f} executions; SIGSEGV after it: {e}");
-    assert!(f > 0 && e > 0, "both orders explored");
+        },
+        |mm| mm.munmap(A, 2 * P).unwrap(),
+        |mm| {
+            // Whatever the order, nothing is mapped there now, and the page table agrees with the VMAs.
+            assert_eq!(mm.fault(A, vmspace_mm::Access::Read), Err(vmspace_mm::Errno::EFAULT));
+            assert!(mm.page_table().pte(A).is_none() && mm.page_table().pte(A + P).is_none());
+            vmspace_rcu::synchronize();
+            let s = mm.memory().stats();
+            assert_eq!((s.frames_in_use, s.frames_pending_free), (0, 0), "{s:?}");
+            assert_eq!((s.tables_in_use, s.tables_pending_free), (1, 0), "only the top table: {s:?}");
+        },
+    );
 }
 
 /// The states a lockless copy may show in the writer models: (start, end, flags bits).
@@ -489,16 +523,8 @@ fn lockless_recycle(same_mm: bool) {
                 assert!(st == (0x1000, 0x3000) || (same_mm && st == (0x8000, 0x9000)), "{st:x?}");
             }
         });
-        {
-            let _wl = w.mm.write_lock();
-            vma_start_write(&w.mm, w.vma);
-            w.slot.store(std::ptr::null_mut(), Ordering::Release);
-            vma_mark_detached(&w.mm, w.vma);
-        }
-        w.pool.free(w.vma);
         let new_mm: &MmLocking = if same_mm { &w.mm } else { &other };
-        let again = w.pool.alloc(new_mm).unwrap();
-        assert!(std::ptr::eq(again, w.vma));
+        let again = unmap_and_reuse(&w, new_mm);
         {
             let _wl = new_mm.write_lock();
             vma_start_write(new_mm, again);
@@ -522,8 +548,6 @@ fn lockless_snapshot_vs_recycle_same_mm() {
 #[test]
 fn lockless_maps_vs_mprotect_split() {
     use vmspace_mm::{MapFlags, Mm, MmConfig, Prot, ReaderMode};
-    const A: u64 = 0x2_0000;
-    const P: u64 = 4096;
     model_bound(1, || {
         let mm = Arc::new(Mm::new(MmConfig::default()));
         let fixed = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
@@ -546,36 +570,17 @@ fn lockless_maps_vs_mprotect_split() {
 
 #[test]
 fn speculative_fault_vs_mprotect() {
-    use vmspace_mm::{Access, Errno, FaultKind, MapFlags, Mm, MmConfig, Prot};
-    const A: u64 = 0x2_0000;
-    const P: u64 = 4096;
-    use std::sync::atomic::{AtomicUsize, Ordering as StdOrdering};
-    // Outcomes over all executions (std atomics: outside the model). Relaxed: counters read after the model.
-    static MAPPED: AtomicUsize = AtomicUsize::new(0);
-    static SEGV: AtomicUsize = AtomicUsize::new(0);
-    model_bound(2, || {
-        let mm = Arc::new(Mm::new(MmConfig::default()));
-        let fixed = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
-        mm.mmap(A, 2 * P, Prot::RW, fixed, None, 0).unwrap();
-        // The anon_vma and the PTE table exist: the racing fault is speculative.
-        assert_eq!(mm.fault(A + P, Access::Write), Ok(FaultKind::AnonNew));
-        let m2 = mm.clone();
-        let faulter = thread::spawn(move || m2.fault(A, Access::Write));
-        mm.mprotect(A, 2 * P, Prot::READ).unwrap();
-        // Whatever the fault did, no entry is writable once mprotect has returned.
-        let pt = mm.page_table();
-        assert!(!pt.pte(A).is_write() && !pt.pte(A + P).is_write(), "a writable entry after mprotect");
-        match faulter.join().unwrap() {
-            Ok(FaultKind::AnonNew) => MAPPED.fetch_add(1, StdOrdering::Relaxed),
-            Err(Errno::EFAULT) => SEGV.fetch_add(1, StdOrdering::Relaxed),
-            other => panic!("{other:?}"),
-        };
-        assert!(!mm.page_table().pte(A).is_write());
-        mm.validate().unwrap();
-    });
-    let (m, e) = (MAPPED.load(StdOrdering::Relaxed), SEGV.load(StdOrdering::Relaxed));
-    println!("fault before mprotect: {m} executions; SIGSEGV after it: {e}");
-    assert!(m > 0 && e > 0, "both orders explored");
+    fault_race(
+        "mprotect",
+        |mm| mm.fault(A, vmspace_mm::Access::Write),
+        |mm| {
+            mm.mprotect(A, 2 * P, vmspace_mm::Prot::READ).unwrap();
+            // Whatever the fault did, no entry is writable once mprotect has returned.
+            let pt = mm.page_table();
+            assert!(!pt.pte(A).is_write() && !pt.pte(A + P).is_write(), "a writable entry after mprotect");
+        },
+        |mm| assert!(!mm.page_table().pte(A).is_write()),
+    );
 }
 
 /// A second VMA of `w`'s mm at [0x5000, 0x6000), attached (for the bulk write lock's batches).

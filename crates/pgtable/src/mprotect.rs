@@ -252,7 +252,8 @@ impl PageTable {
 mod tests {
     use super::*;
     use crate::testutil::{RW, SHARED_RW, mem, read, smaps, write};
-    use crate::{Access, CopyVma, FaultVma, MmuError, PageCache};
+    use crate::{Access, CopyVma, FaultVma, Memory, MmuError, PageCache};
+    use std::sync::Arc;
     use vmspace_abi::VmFlags;
 
     const A: u64 = 0x30_0000_0000;
@@ -316,8 +317,9 @@ mod tests {
         assert!(matches!(pt.access(A, Access::Exec), Err(MmuError::Fault { .. })));
     }
 
-    #[test]
-    fn madvise_free_makes_pages_lazyfree_until_written() {
+    /// A four-page private anonymous VMA at `A` with its first three pages written, the third also mapped by
+    /// a child (`copy_page_range` of that page alone): the memory, the page table, the child's and the VMA.
+    fn three_pages_one_shared() -> (Arc<Memory>, PageTable, PageTable, FaultVma<'static>) {
         let m = mem();
         let pt = PageTable::new(&m).unwrap();
         let mut v = FaultVma::anonymous(A, A + 4 * PG, RW);
@@ -330,6 +332,12 @@ mod tests {
             &CopyVma { start: A + 2 * PG, end: A + 3 * PG, flags: RW, dst_uffd_wp: false },
         )
         .unwrap();
+        (m, pt, child, v)
+    }
+
+    #[test]
+    fn madvise_free_makes_pages_lazyfree_until_written() {
+        let (m, pt, _child, mut v) = three_pages_one_shared();
         // The page shared with the child is clean as a folio (only its entries are dirty): it is made lazily
         // freeable too, as 6.18 does (scripts/regress/smaps-dontneed-free.script). `madvise_free_single_vma`
         // drains first: only pages on an LRU list join the lazy-free batch.
@@ -348,18 +356,7 @@ mod tests {
 
     #[test]
     fn mkold_clears_referenced_state_of_pages_mapped_once() {
-        let m = mem();
-        let pt = PageTable::new(&m).unwrap();
-        let mut v = FaultVma::anonymous(A, A + 4 * PG, RW);
-        for i in 0..3 {
-            write(&pt, &mut v, A + i * PG, b"w").unwrap();
-        }
-        let child = PageTable::new(&m).unwrap();
-        pt.copy_page_range(
-            &child,
-            &CopyVma { start: A + 2 * PG, end: A + 3 * PG, flags: RW, dst_uffd_wp: false },
-        )
-        .unwrap();
+        let (_m, pt, _child, mut v) = three_pages_one_shared();
         assert_eq!(smaps(&pt, A, A + 4 * PG).referenced, 12);
         assert_eq!(pt.mkold_range(A, A + 4 * PG, false), 2, "the page shared with the child is left alone");
         let s = smaps(&pt, A, A + 4 * PG);

@@ -111,19 +111,16 @@ fn memb_replace_and_synchronize(slot: &AtomicPtr<Cell>, new: *mut Cell, old_free
     assert!(old_freed.load(Ordering::Relaxed), "synchronize returned before the retired object was freed");
 }
 
-/// A reader of the `memb` models: loads the published object inside a section and reads it (1 or 2, never a
-/// freed object's 0).
-fn memb_reader(slot: &Arc<AtomicPtr<Cell>>) -> thread::JoinHandle<()> {
-    let slot = slot.clone();
-    thread::spawn(move || {
-        let guard = memb::pin();
-        // Acquire: pairs with the writer's release swap.
-        // SAFETY: published objects are freed only after a grace period; we hold a guard.
-        let obj = unsafe { &*slot.load(Ordering::Acquire) };
-        let v = obj.read();
-        assert!(v == 1 || v == 2, "read {v}: a freed object");
-        drop(guard);
-    })
+/// The reader of the `memb` models that check the writer: loads the published object inside a section and
+/// reads it (1 or 2, never a freed object's 0).
+fn memb_read(slot: &AtomicPtr<Cell>) {
+    let guard = memb::pin();
+    // Acquire: pairs with the writer's release swap.
+    // SAFETY: published objects are freed only after a grace period; we hold a guard.
+    let obj = unsafe { &*slot.load(Ordering::Acquire) };
+    let v = obj.read();
+    assert!(v == 1 || v == 2, "read {v}: a freed object");
+    drop(guard);
 }
 
 /// Frees what is still published once every thread of the model is done.
@@ -132,21 +129,27 @@ fn memb_cleanup(slot: &AtomicPtr<Cell>) {
     unsafe { drop(Box::from_raw(slot.load(Ordering::Relaxed))) };
 }
 
-/// A `memb` model: one reader ([`memb_reader`]) against a writer that replaces the published object with `write`;
-/// once both are done the old object must be freed by the next grace period at the latest.
-fn memb_model(write: fn(&AtomicPtr<Cell>, *mut Cell, &AtomicBool)) {
+/// A `memb` model: `read` on a thread of its own against `write`, which replaces the published object (holding
+/// 1) with a new one (holding 2) and retires the old one. With `settle`, once both are done the old object must
+/// be freed by the next grace period at the latest.
+fn memb_model(read: fn(&AtomicPtr<Cell>), write: fn(&AtomicPtr<Cell>, *mut Cell, &AtomicBool), settle: bool) {
     let mut builder = loom::model::Builder::new();
     builder.preemption_bound = Some(3);
     builder.check(move || {
         let old_freed = Arc::new(AtomicBool::new(false));
         let new_freed = Arc::new(AtomicBool::new(false));
         let slot = Arc::new(AtomicPtr::new(Cell::boxed(1, &old_freed)));
-        let reader = memb_reader(&slot);
+        let reader = {
+            let slot = slot.clone();
+            thread::spawn(move || read(&slot))
+        };
         write(&slot, Cell::boxed(2, &new_freed), &old_freed);
         reader.join().unwrap();
-        // Whatever the writer left queued goes with the next grace period.
-        memb::synchronize();
-        assert!(old_freed.load(Ordering::Relaxed), "the retired object was never freed");
+        if settle {
+            // Whatever the writer left queued goes with the next grace period.
+            memb::synchronize();
+            assert!(old_freed.load(Ordering::Relaxed), "the retired object was never freed");
+        }
         memb_cleanup(&slot);
     });
 }
@@ -156,7 +159,7 @@ fn memb_model(write: fn(&AtomicPtr<Cell>, *mut Cell, &AtomicBool)) {
 /// grace-period increment, fence and scan).
 #[test]
 fn memb_retire_waits_for_reader() {
-    memb_model(memb_replace_and_synchronize);
+    memb_model(memb_read, memb_replace_and_synchronize, true);
 }
 
 /// `expedite`: the writer waits a bounded number of scans for the reader instead of a full `synchronize`, and
@@ -164,16 +167,20 @@ fn memb_retire_waits_for_reader() {
 /// retirement; the reader never reads a freed object either way.
 #[test]
 fn memb_expedite_frees_only_after_the_reader() {
-    memb_model(|slot, new, _| {
-        // AcqRel: release publishes the new object; acquire makes the old one ours to retire.
-        let old = slot.swap(new, Ordering::AcqRel);
-        {
-            let guard = memb::pin();
-            // SAFETY: `old` is unpublished (swapped out) and retired once.
-            unsafe { guard.defer_destroy(old) };
-        }
-        memb::expedite(std::time::Duration::from_micros(50));
-    });
+    memb_model(
+        memb_read,
+        |slot, new, _| {
+            // AcqRel: release publishes the new object; acquire makes the old one ours to retire.
+            let old = slot.swap(new, Ordering::AcqRel);
+            {
+                let guard = memb::pin();
+                // SAFETY: `old` is unpublished (swapped out) and retired once.
+                unsafe { guard.defer_destroy(old) };
+            }
+            memb::expedite(std::time::Duration::from_micros(50));
+        },
+        true,
+    );
 }
 
 /// The reader's entry store must be a release store: a reader that read the old object in one section, left and
@@ -182,60 +189,42 @@ fn memb_expedite_frees_only_after_the_reader() {
 /// section's read racing with the destructor.
 #[test]
 fn entry_store_orders_previous_section() {
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = Some(3);
-    builder.check(|| {
-        let old_freed = Arc::new(AtomicBool::new(false));
-        let new_freed = Arc::new(AtomicBool::new(false));
-        let slot = Arc::new(AtomicPtr::new(Cell::boxed(1, &old_freed)));
-        let reader = {
-            let slot = slot.clone();
-            thread::spawn(move || {
-                let guard = memb::pin();
-                // Acquire: pairs with the writer's release swap.
-                // SAFETY: as in `memb_retire_waits_for_reader`.
-                let obj = unsafe { &*slot.load(Ordering::Acquire) };
-                assert!(obj.read() != 0, "read a freed object");
-                drop(guard);
-                // A second section that reads nothing: only its entry store matters.
-                drop(memb::pin());
-            })
-        };
-        memb_replace_and_synchronize(&slot, Cell::boxed(2, &new_freed), &old_freed);
-        reader.join().unwrap();
-        memb_cleanup(&slot);
-    });
+    memb_model(
+        |slot| {
+            let guard = memb::pin();
+            // Acquire: pairs with the writer's release swap.
+            // SAFETY: as in `memb_retire_waits_for_reader`.
+            let obj = unsafe { &*slot.load(Ordering::Acquire) };
+            assert!(obj.read() != 0, "read a freed object");
+            drop(guard);
+            // A second section that reads nothing: only its entry store matters.
+            drop(memb::pin());
+        },
+        memb_replace_and_synchronize,
+        false,
+    );
 }
 
 /// As `entry_store_orders_previous_section`, with the section renewed by `Guard::repin`.
 #[test]
 fn repin_orders_previous_section() {
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = Some(3);
-    builder.check(|| {
-        let old_freed = Arc::new(AtomicBool::new(false));
-        let new_freed = Arc::new(AtomicBool::new(false));
-        let slot = Arc::new(AtomicPtr::new(Cell::boxed(1, &old_freed)));
-        let reader = {
-            let slot = slot.clone();
-            thread::spawn(move || {
-                let mut guard = memb::pin();
-                // Acquire: pairs with the writer's release swap.
-                // SAFETY: as in `memb_retire_waits_for_reader`.
-                let obj = unsafe { &*slot.load(Ordering::Acquire) };
-                assert!(obj.read() != 0, "read a freed object");
-                guard.repin();
-                // Acquire: as above; the reload is what a paused walk does after `repin`.
-                // SAFETY: as above, under the renewed section.
-                let obj = unsafe { &*slot.load(Ordering::Acquire) };
-                assert!(obj.read() != 0, "read a freed object after repin");
-                drop(guard);
-            })
-        };
-        memb_replace_and_synchronize(&slot, Cell::boxed(2, &new_freed), &old_freed);
-        reader.join().unwrap();
-        memb_cleanup(&slot);
-    });
+    memb_model(
+        |slot| {
+            let mut guard = memb::pin();
+            // Acquire: pairs with the writer's release swap.
+            // SAFETY: as in `memb_retire_waits_for_reader`.
+            let obj = unsafe { &*slot.load(Ordering::Acquire) };
+            assert!(obj.read() != 0, "read a freed object");
+            guard.repin();
+            // Acquire: as above; the reload is what a paused walk does after `repin`.
+            // SAFETY: as above, under the renewed section.
+            let obj = unsafe { &*slot.load(Ordering::Acquire) };
+            assert!(obj.read() != 0, "read a freed object after repin");
+            drop(guard);
+        },
+        memb_replace_and_synchronize,
+        false,
+    );
 }
 
 /// A seqcount reader that validates its copy never accepts a torn pair written by a concurrent writer.

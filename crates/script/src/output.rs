@@ -237,6 +237,18 @@ fn parse_decimal(s: &str) -> Option<u64> {
 }
 
 impl Output {
+    /// The value of every [`Entry::Call`], in order; maps and smaps blocks and [`Entry::Text`] results are
+    /// passed over.
+    pub fn call_values(&self) -> Vec<Value> {
+        self.entries
+            .iter()
+            .filter_map(|e| match e {
+                Entry::Call { value, .. } => Some(*value),
+                Entry::Maps(_) | Entry::Smaps(_) | Entry::Text { .. } => None,
+            })
+            .collect()
+    }
+
     /// The text lines (without newlines).
     pub fn text_lines(&self) -> Vec<String> {
         let mut v = Vec::new();
@@ -445,6 +457,24 @@ mod tests {
                 Entry::Maps(vec!["200000000000-200000001000 rw-p 00000000 00:00 0 ".into()]),
             ],
         }
+    }
+
+    #[test]
+    fn call_values_are_the_calls_in_order_without_blocks_or_text() {
+        let mut o = sample();
+        o.entries
+            .insert(2, Entry::Text { line: 9, op: "query".into(), text: "200000000000-200000001000".into() });
+        o.entries.push(Entry::Smaps(vec!["Size: 4 kB".into()]));
+        assert_eq!(
+            o.call_values(),
+            vec![
+                Value::Zero,
+                Value::Addr(0x2000_0000_0000),
+                Value::Fault(0x2000_0000_1000),
+                Value::Err(Errno::ENOMEM),
+                Value::Addr(0x5555_0000_0000),
+            ]
+        );
     }
 
     #[test]

@@ -50,11 +50,7 @@ pub fn median(r: &serde_json::Value, metric: &str) -> f64 {
 /// set in the shared schema on stdout naming the command, and a verdict that agrees with the exit status and
 /// with the table's verdict line on stderr. Returns the report set.
 pub fn run_judged_bench(name: &str) -> serde_json::Value {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_vmspace"))
-        .env("VMSPACE_ALLOW_DEBUG_BUILD", "1")
-        .args(["bench", name, "--quick", "--json", "-"])
-        .output()
-        .expect("run vmspace");
+    let out = vmspace(&["bench", name, "--quick", "--json", "-"]);
     let code = out.status.code();
     assert!(matches!(code, Some(0 | 1 | 4)), "vmspace failed: {}", String::from_utf8_lossy(&out.stderr));
     let set: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
@@ -70,13 +66,22 @@ pub fn run_judged_bench(name: &str) -> serde_json::Value {
     set
 }
 
+/// The `vmspace` binary under test, let run from a debug build (`cargo test`'s): the timed commands refuse
+/// one otherwise.
+pub fn bin() -> std::process::Command {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_vmspace"));
+    c.env("VMSPACE_ALLOW_DEBUG_BUILD", "1");
+    c
+}
+
 /// Runs the `vmspace` binary under test with `args` (a debug build allowed) and collects its output.
 pub fn vmspace(args: &[&str]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_vmspace"))
-        .env("VMSPACE_ALLOW_DEBUG_BUILD", "1")
-        .args(args)
-        .output()
-        .expect("run vmspace")
+    bin().args(args).output().expect("run vmspace")
+}
+
+/// `args` followed by the options of a short contention run: one sample of `duration` over an 8 MiB region.
+pub fn one_short_sample<'a>(args: &[&'a str], duration: &'a str) -> Vec<&'a str> {
+    [args, &["--samples", "1", "--duration", duration, "--region-mib", "8"]].concat()
 }
 
 /// The processes below `pid`: its children and theirs, to any depth.
@@ -109,13 +114,7 @@ pub struct Signalled {
 pub fn signal_when_ready(args: &[&str], signal: &str, ready: &dyn Fn(u32) -> bool) -> Signalled {
     use std::io::Read;
     use std::process::{Command, Stdio};
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_vmspace"))
-        .env("VMSPACE_ALLOW_DEBUG_BUILD", "1")
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut cmd = bin().args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     let pid = cmd.id();
     // Drained while the command runs, so that a full pipe never blocks it.
     let mut out = cmd.stdout.take().unwrap();

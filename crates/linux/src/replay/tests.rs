@@ -23,23 +23,13 @@ fn last_maps(o: &Output) -> Vec<String> {
     }
 }
 
-fn values(o: &Output) -> Vec<Value> {
-    o.entries
-        .iter()
-        .filter_map(|e| match e {
-            Entry::Call { value, .. } => Some(*value),
-            Entry::Maps(_) | Entry::Smaps(_) | Entry::Text { .. } => None,
-        })
-        .collect()
-}
-
 #[test]
 fn adjacent_anonymous_mappings_merge() {
     let o = run_text(
         "mmap 0x200000000000 0x2000 rw- private|anon|fixed_noreplace\n\
          mmap 0x200000002000 0x3000 rw- private|anon|fixed_noreplace\n",
     );
-    assert_eq!(values(&o), vec![Value::Addr(0x2000_0000_0000), Value::Addr(0x2000_0000_2000)]);
+    assert_eq!(o.call_values(), vec![Value::Addr(0x2000_0000_0000), Value::Addr(0x2000_0000_2000)]);
     assert_eq!(last_maps(&o), vec!["200000000000-200000005000 rw-p 00000000 00:00 0 ".to_string()]);
 }
 
@@ -47,7 +37,7 @@ fn adjacent_anonymous_mappings_merge() {
 fn mprotect_of_the_middle_splits_in_three() {
     let o =
         run_text("mmap 0x200000000000 0x3000 rw- private|anon|fixed\nmprotect 0x200000001000 0x1000 r--\n");
-    assert_eq!(values(&o)[1], Value::Zero);
+    assert_eq!(o.call_values()[1], Value::Zero);
     assert_eq!(
         last_maps(&o),
         vec![
@@ -70,7 +60,7 @@ fn errors_come_back_as_errno_names() {
          mremap 0x200000100000 0x1000 0x2000 0\n\
          mmap 0x200000010000 0x1000 rw- anon|fixed\n",
     );
-    let v = values(&o);
+    let v = o.call_values();
     assert_eq!(v[1], Value::Err(Errno::EEXIST));
     // This project's hosts are built without CONFIG_ANON_VMA_NAME: the name call is EINVAL there.
     match anon_vma_name_config() {
@@ -97,7 +87,7 @@ fn file_mappings_are_canonicalised_and_merge_on_contiguous_offsets() {
          touch 0x200000000000 0x5000 r\n\
          touch 0x200000000000 0x1000 w\n",
     );
-    let v = values(&o);
+    let v = o.call_values();
     assert_eq!(v[0], Value::Zero);
     assert_eq!(v[4], Value::Zero);
     assert_eq!(v[5], Value::Fault(0x2000_0000_0000));
@@ -252,7 +242,7 @@ fn progress_counts_the_runners_calls() {
         let script = Script::parse(&text).unwrap();
         let mut seen = Vec::new();
         let out = replay_kernel_observed(&script, ReplayOptions::default(), &mut |n| seen.push(n)).unwrap();
-        assert_eq!(values(&out).len(), script.lines.len());
+        assert_eq!(out.call_values().len(), script.lines.len());
         // Never going back, never beyond the calls made (the lines and the final maps read).
         assert!(seen.windows(2).all(|w| w[0] <= w[1]), "{seen:?}");
         assert!(seen.iter().all(|&n| n <= script.lines.len() as u64 + 1), "{seen:?}");

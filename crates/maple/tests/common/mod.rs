@@ -3,6 +3,7 @@
 
 #![allow(dead_code)] // each test file uses part of it
 
+use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
 
 use vmspace_maple::{
@@ -194,5 +195,49 @@ impl Tree {
             out.push((s, e, x.get()));
         }
         out
+    }
+}
+
+/// The brute-force oracle the model tests hold the tree against: `start -> (last, value)`, non-overlapping
+/// inclusive ranges. Each test file adds the reads it checks.
+#[derive(Default, Clone, Debug)]
+pub struct Oracle(pub BTreeMap<u64, (u64, usize)>);
+
+impl Oracle {
+    /// The entries that overlap `[f, l]`, in order, whole.
+    pub fn overlapping(&self, f: u64, l: u64) -> Vec<(u64, u64, usize)> {
+        let mut v: Vec<(u64, u64, usize)> = self
+            .0
+            .range(..=l)
+            .rev()
+            .take_while(|(_, (e, _))| *e >= f)
+            .map(|(s, (e, x))| (*s, *e, *x))
+            .collect();
+        v.reverse();
+        v
+    }
+
+    /// Stores `val` over `[f, l]` (`None` erases), cutting the entries it overlaps down to their parts outside
+    /// the range. Returns what it overwrote, in order, clipped to `[f, l]`.
+    pub fn store(&mut self, f: u64, l: u64, val: Option<usize>) -> Vec<(u64, u64, usize)> {
+        let over = self.overlapping(f, l);
+        for &(s, e, x) in &over {
+            self.0.remove(&s);
+            if s < f {
+                self.0.insert(s, (f - 1, x));
+            }
+            if e > l {
+                self.0.insert(l + 1, (e, x));
+            }
+        }
+        if let Some(x) = val {
+            self.0.insert(f, (l, x));
+        }
+        over.into_iter().map(|(s, e, x)| (s.max(f), e.min(l), x)).collect()
+    }
+
+    /// The entry holding `i`, if any.
+    pub fn entry_at(&self, i: u64) -> Option<(u64, u64, usize)> {
+        self.0.range(..=i).next_back().filter(|(_, (e, _))| *e >= i).map(|(s, (e, x))| (*s, *e, *x))
     }
 }
