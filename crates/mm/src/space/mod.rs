@@ -27,6 +27,9 @@
 //!   break, `locked_vm`, `def_flags`, the key allocation map, the VMA stash, `map_count`) lives in
 //!   [`MmState`] behind an [`MmapCell`], whose `&mut` is handed out only against the held write lock (and `&`
 //!   against a held read lock);
+//!   `munmap`, brk shrinking and mremap shrinking in place then downgrade it (`mmap_write_downgrade`, ending
+//!   every VMA write lock of the call) and clear the removed range's page tables under the read hold, as
+//!   `vms_complete_munmap_vmas` does with `unlock` (module `munmap`);
 //! - the calls Linux runs under the mmap read lock take it ([`Mm::read_locked`]): most madvise advice
 //!   (`get_lock_mode`), msync, and the population that follows mmap (`MAP_POPULATE`, `MAP_LOCKED`), mlock,
 //!   mlockall, brk and mremap once their write lock is dropped (`__mm_populate`); `MADV_DONTNEED` / `FREE`

@@ -8,10 +8,55 @@
 //! then each VMA of the range is checked for a seal (EPERM, keeping the split already made) and the last is
 //! split at `end` if it extends past it; then every VMA in the range is removed. munmap never merges. Every
 //! unmap (munmap, a `MAP_FIXED` mapping over old ones, brk shrinking, mremap) goes through
-//! [`MmWrite::remove_from`], which also uncharges the `VM_LOCKED` pages from `locked_vm`
-//! (`vms_complete_munmap_vmas`), zaps the pages of the removed VMAs (guard markers included) and frees their
-//! page tables between the neighbours that stay (`vms_clear_ptes`, [`super::pages`]), and gives hugetlb pages
-//! and reservations no mapping holds any more back to their pool.
+//! [`MmWrite::remove_from`] (or, for `MAP_FIXED`, [`MmWrite::clear_for_replace`]), which also uncharges the
+//! `VM_LOCKED` pages from `locked_vm` (`vms_complete_munmap_vmas`), zaps the pages of the removed VMAs (guard
+//! markers included) and frees their page tables between the neighbours that stay (`vms_clear_ptes`,
+//! [`super::pages`]), and gives hugetlb pages and reservations no mapping holds any more back to their pool.
+//!
+//! # What runs under which lock
+//!
+//! As in Linux 6.18, the unmaps that are the last change of their call clear their page tables under the read
+//! hold of a downgraded mmap lock; the others under the write lock:
+//!
+//! | step | lock | kernel |
+//! |---|---|---|
+//! | argument checks, splits, seal checks, `max_map_count`, reservation | mmap write lock | `do_vmi_munmap`, `vms_gather_munmap_vmas` |
+//! | each VMA of the range write-locked, the range cleared in the tree by one store, each VMA unregistered from its file, detached and freed; `map_count`, `locked_vm` lowered | mmap write lock (and the VMAs' write locks) | `vms_gather_munmap_vmas`, `vma_iter_clear_gfp`, `vms_complete_munmap_vmas` before its downgrade |
+//! | `mmap_write_downgrade`: `mm_lock_seq` advances, so every VMA write lock of the call ends at once | | `vms_complete_munmap_vmas` with `vms->unlock` |
+//! | zap of the removed ranges, `free_pgd_range` between the neighbours that stay, hugetlb pages given back | mmap read hold ([`Mm::clear_ptes`]) | `vms_clear_ptes` (`unmap_vmas`, `free_pgtables`), `remove_vma` |
+//!
+//! The downgrade is taken by `munmap` (`__vm_munmap(.., unlock = true)`), brk shrinking (`SYSCALL_DEFINE1(brk)`:
+//! `do_vmi_align_munmap(.., unlock = true)`, after `mm->brk` moved) and mremap shrinking in place
+//! (`shrink_vma(vrm, drop_lock = true)`, then `vrm->mmap_locked = false`): [`MmWrite::do_munmap`] and
+//! [`MmWrite::remove_range`] with `unlock` queue the page-level work ([`ClearPtes`]) in the call's
+//! [`MmWrite::pending`], which [`Mm::locked`] runs after the downgrade, so nothing may change the address
+//! space after it in that call. A `MAP_FIXED` mapping over old ones, mremap's unmap of the destination, of the
+//! tail before a move and of the old range after one clear under the write lock (`unlock == false`: the call
+//! goes on in the range).
+//!
+//! Why the page-level work is safe under the read hold, beside faults in the neighbours (under their VMA read
+//! locks, which the downgrade let in again, or under the mmap read lock), `MADV_DONTNEED` / `FREE` in them
+//! (which zap and reclaim empty PTE tables under the same locks) and every other reader of the mmap lock:
+//! - no VMA covers the range any more and none can until the read hold ends (a new mapping, a stack growing
+//!   into it and every other change of a VMA need the write lock), so no fault, advice or walk of a VMA
+//!   reaches the range: a fault there finds no VMA (SIGSEGV, as the kernel's does meanwhile), and a
+//!   speculative fault that copied a removed VMA before it left fails its validation under the PTE lock (the
+//!   VMA's write count moved at `vma_start_write` and it is detached, `copy_still_valid`);
+//! - the page tables the range shares with a neighbour are kept: `free_pgd_range` frees a PTE table only when
+//!   its whole 2 MiB span lies between the neighbours' bounds (`floor`, `ceiling`, computed under the write
+//!   lock), an upper table only when its whole span does, exactly `free_pgtables`' rule; a neighbour's fault
+//!   may link tables only in spans outside those bounds, and `MADV_DONTNEED` reclaims only a PTE table whose
+//!   whole span its own VMA covers;
+//! - the zap changes entries only under their PTE locks, as a zap beside faults in the same table always
+//!   does, and frames and tables go back to the memory a grace period after they were unlinked (the page
+//!   table's gathers);
+//! - nothing of the removed VMAs is read after they were freed: [`ClearPtes`] holds their ranges and recency,
+//!   the bounds and the hugetlb ranges, taken under the write lock.
+//!
+//! So a thread faulting in the part of a merged VMA that stays waits for another thread's unmap of the other
+//! part only for its VMA changes, not for its zap (`crates/mm/tests/unmap_downgrade.rs` parks an unmap
+//! before its zap with the `testing` hook `set_downgraded_unmap_hook` and shows the neighbour's fault
+//! completing).
 
 use vmspace_pgtable::vma_has_recency;
 
