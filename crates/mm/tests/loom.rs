@@ -729,3 +729,39 @@ fn speculative_fault_vs_fork() {
     println!("fault before fork's copy: {c} executions; after it: {a}");
     assert!(c > 0 && a > 0, "both orders explored");
 }
+
+/// `munmap_downgrade_vs_neighbour_fault`: the real address space: one merged VMA of two pages; a thread faults
+/// the first page in (the part that stays) while another munmaps the second, which splits the VMA
+/// (write-locking the part that stays), clears the second page out of the tree, downgrades the mmap lock and
+/// zaps under the read hold (`vms_complete_munmap_vmas` with `unlock`). The fault completes in every
+/// interleaving (before the split, under the VMA lock after the downgrade, or under the mmap read lock beside
+/// the zap), never a SIGSEGV in memory that stays mapped; once both are done the second page is gone, the
+/// first is mapped, and the frames and tables are counted exactly (the zap's `free_pgd_range` kept the table
+/// the two pages share).
+#[test]
+fn munmap_downgrade_vs_neighbour_fault() {
+    use vmspace_mm::{Access, FaultKind, MapFlags, Mm, MmConfig, Prot};
+    const A: u64 = 0x2_0000;
+    const P: u64 = 4096;
+    // One preemption: the faulter that finds its VMA write-locked waits (a yield per check under loom) for
+    // the whole split and tree store; two preemptions make that wait grow past the model checker's memory.
+    model_bound(1, || {
+        let mm = Arc::new(Mm::new(MmConfig::default()));
+        let fixed = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
+        mm.mmap(A, 2 * P, Prot::RW, fixed, None, 0).unwrap();
+        // The anon_vma and the PTE table exist: the racing fault may be speculative or under the VMA lock.
+        assert_eq!(mm.fault(A + P, Access::Write), Ok(FaultKind::AnonNew));
+        let m2 = mm.clone();
+        let faulter = thread::spawn(move || m2.fault(A, Access::Write));
+        mm.munmap(A + P, P).unwrap();
+        assert_eq!(faulter.join().unwrap(), Ok(FaultKind::AnonNew), "the page that stays mapped");
+        let pt = mm.page_table();
+        assert!(pt.pte(A).is_present() && pt.pte(A + P).is_none());
+        assert_eq!(mm.rss().anon, 1);
+        mm.validate().unwrap();
+        vmspace_rcu::synchronize();
+        let s = mm.memory().stats();
+        assert_eq!((s.frames_in_use, s.frames_pending_free), (1, 0), "{s:?}");
+        assert_eq!(s.tables_pending_free, 0, "{s:?}");
+    });
+}

@@ -69,7 +69,9 @@ impl MmWrite<'_> {
             self.reserve(3)?;
             self.set_brk(brk);
             self.gather_split(newbrk, oldbrk)?;
-            self.remove_range(newbrk, oldbrk);
+            // `do_vmi_align_munmap(.., unlock = true)`: the page tables are cleared after the downgrade
+            // (module `munmap`), which is why the break moved first.
+            self.remove_range(newbrk, oldbrk, true);
             return Ok(None);
         }
         // check_brk_limits: get_unmapped_area(NULL, oldbrk, len, 0, MAP_FIXED), then the mlock limit for

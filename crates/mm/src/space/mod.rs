@@ -27,6 +27,9 @@
 //!   break, `locked_vm`, `def_flags`, the key allocation map, the VMA stash, `map_count`) lives in
 //!   [`MmState`] behind an [`MmapCell`], whose `&mut` is handed out only against the held write lock (and `&`
 //!   against a held read lock);
+//!   `munmap`, brk shrinking and mremap shrinking in place then downgrade it (`mmap_write_downgrade`, ending
+//!   every VMA write lock of the call) and clear the removed range's page tables under the read hold, as
+//!   `vms_complete_munmap_vmas` does with `unlock` (module `munmap`);
 //! - the calls Linux runs under the mmap read lock take it ([`Mm::read_locked`]): most madvise advice
 //!   (`get_lock_mode`), msync, and the population that follows mmap (`MAP_POPULATE`, `MAP_LOCKED`), mlock,
 //!   mlockall, brk and mremap once their write lock is dropped (`__mm_populate`); `MADV_DONTNEED` / `FREE`
@@ -117,6 +120,8 @@ pub use fork::ForkMode;
 pub use import::{
     ImportedBacking, ImportedFile, ImportedFileKind, ImportedLayout, ImportedPkeys, ImportedVma,
 };
+#[cfg(all(feature = "testing", not(loom)))]
+pub use munmap::set_downgraded_unmap_hook;
 pub use reader::{ProcFile, ProcFileKind, ProcReader, ReaderMode, RecordHook};
 pub use tree::MmShared;
 use tree::{V, VmaExt, Vmas};
@@ -278,12 +283,25 @@ pub(crate) struct MmWrite<'a> {
     pub st: &'a mut MmState,
     /// The call's tree cursor.
     pub(crate) cur: tree::CallCursor<'a>,
+    /// The page-level work of an unmap made with `unlock` (`munmap`, brk shrinking, mremap shrinking in place:
+    /// [`MmWrite::do_munmap`]), which [`Mm::locked`] runs after downgrading the lock (module [`munmap`]).
+    pub(crate) pending: Option<munmap::ClearPtes>,
 }
 
 impl<'a> MmWrite<'a> {
     /// The write-locked view of `mm` (the caller holds its mmap write lock), with a cursor that has not walked.
     pub(crate) fn new(mm: &'a Mm, st: &'a mut MmState) -> Self {
-        MmWrite { mm, st, cur: tree::CallCursor::new(&mm.vmas.shared.tree) }
+        MmWrite { mm, st, cur: tree::CallCursor::new(&mm.vmas.shared.tree), pending: None }
+    }
+}
+
+impl Drop for MmWrite<'_> {
+    fn drop(&mut self) {
+        // Only `Mm::locked` runs a downgraded unmap's page work; a view made elsewhere must not queue one.
+        debug_assert!(
+            self.pending.is_none() || std::thread::panicking(),
+            "an unmap's page work queued outside Mm::locked"
+        );
     }
 }
 
@@ -571,11 +589,25 @@ pub(crate) struct MmParts {
 
 impl Mm {
     /// Runs `f` under the mmap write lock: the whole call is one write epoch, and every VMA write lock taken
-    /// in it ends when it returns.
+    /// in it ends when it returns. If `f` ended with an unmap made with `unlock` (its page-level work queued in
+    /// [`MmWrite::pending`]), the lock is downgraded (`mmap_write_downgrade`: `mm_lock_seq` advances, so every
+    /// VMA write lock ends there) and the work runs under the read hold that remains, as
+    /// `vms_complete_munmap_vmas` does (module [`munmap`]).
     pub(crate) fn locked<R>(&self, f: impl FnOnce(&mut MmWrite<'_>) -> R) -> R {
         let mut w = self.locking().write_lock();
         let st = self.state.write(&mut w);
-        f(&mut MmWrite::new(self, st))
+        let mut mw = MmWrite::new(self, st);
+        let r = f(&mut mw);
+        let pending = mw.pending.take();
+        // The tree's writer mutex goes with the view, before the downgrade lets readers in.
+        drop(mw);
+        if let Some(ptes) = pending {
+            let held = w.downgrade();
+            munmap::downgraded_unmap_hook();
+            self.clear_ptes(ptes);
+            drop(held);
+        }
+        r
     }
 
     /// Runs `f` under the mmap read lock (the calls Linux runs under `mmap_read_lock`). `f` changes no VMA but

@@ -258,7 +258,9 @@ impl MmWrite<'_> {
             return Ok(v.addr);
         }
         if v.is_shrink() {
-            self.do_munmap(v.addr + v.new_len, v.delta, false)?;
+            // `shrink_vma(vrm, drop_lock = true)`: the unmap is the call's last change, its page tables are
+            // cleared after the downgrade (`vrm->mmap_locked = false`; module `munmap`).
+            self.do_munmap(v.addr + v.new_len, v.delta, false, true)?;
             return Ok(v.addr);
         }
         // expand_vma.
@@ -280,7 +282,7 @@ impl MmWrite<'_> {
     /// `mremap_to`: a new address is given (FIXED or DONTUNMAP).
     fn mremap_to(&mut self, mut v: Vrm) -> Result<u64, Errno> {
         if v.flags.contains(MremapFlags::FIXED) {
-            self.do_munmap(v.new_addr, v.new_len, false)?;
+            self.do_munmap(v.new_addr, v.new_len, false, false)?;
             match self.lookup(v.addr) {
                 Some(a) => v.vma = Some(a),
                 None => return Err(Errno::EFAULT),
@@ -289,7 +291,7 @@ impl MmWrite<'_> {
         if v.is_shrink() {
             // `shrink_vma`: the unmap may have split the VMA (the part kept is then a new VMA), so it is
             // looked up again.
-            self.do_munmap(v.addr + v.new_len, v.delta, false)?;
+            self.do_munmap(v.addr + v.new_len, v.delta, false, false)?;
             v.old_len = v.new_len;
             match self.lookup(v.addr) {
                 Some(a) => v.vma = Some(a),
@@ -418,7 +420,7 @@ impl MmWrite<'_> {
         } else {
             // unmap_source_vma: VM_ACCOUNT is kept on the parts of the source that remain.
             if v.old_len > 0 {
-                let _ = self.do_munmap(v.addr, v.old_len, false);
+                let _ = self.do_munmap(v.addr, v.old_len, false, false);
             }
         }
         Ok(v.new_addr)

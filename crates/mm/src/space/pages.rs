@@ -19,8 +19,11 @@
 //! their page tables are freed between the neighbours that stay (`free_pgtables`: VMAs closer than 2 MiB are
 //! freed in one `free_pgd_range`, whose floor is the previous VMA's end and ceiling the next VMA's start, so a
 //! table a neighbour still uses is kept). The removed VMAs have left the tree and their registrations before
-//! (the tree primitives), and stayed write-locked until then, so no fault runs in the range. Frames and tables
-//! go back to the memory a grace period later (the page table's gathers).
+//! (the tree primitives), write-locked until then, so no fault runs in the range. It runs under the mmap write
+//! lock, or, for the unmaps that end their call (`munmap`, brk and mremap shrinking), under the read hold
+//! left by the downgrade, beside faults and `MADV_DONTNEED` in the neighbours (module `munmap` says why
+//! that is safe: nothing can map the range meanwhile, and the floor and ceiling keep the shared tables).
+//! Frames and tables go back to the memory a grace period later (the page table's gathers).
 //!
 //! # Checks
 //!
