@@ -16,7 +16,7 @@ use std::time::Duration;
 use vmspace_linux::args::{parse_duration, parse_list};
 use vmspace_linux::contention::{self, ProcFile};
 use vmspace_linux::hostinfo::{self, parse_cpu_list};
-use vmspace_linux::race::{self, RaceFile, RaceTest};
+use vmspace_linux::race::{self, RaceFile, RaceReads, RaceTest};
 use vmspace_linux::talk;
 use vmspace_linux::{child, faults, fork};
 use vmspace_results::host::HostInfo;
@@ -146,6 +146,11 @@ pub struct RaceArgs {
     /// The file to read: maps (with PROCMAP_QUERY checks) or smaps.
     #[arg(long, default_value = "maps")]
     pub(crate) file: RaceFile,
+    /// How each pass reads the file: page (one page per read, the selftest's; the boundary observed is between
+    /// two reads) or random (reads of 1 byte to about three maps lines or one smaps record, so that records
+    /// straddle reads at every offset).
+    #[arg(long, default_value = "page")]
+    pub(crate) reads: RaceReads,
     /// Tests to run, comma-separated: split, resize, remap.
     #[arg(long, default_value = "split,resize,remap", value_delimiter = ',', value_parser = race_test)]
     pub(crate) tests: Vec<RaceTest>,
@@ -533,13 +538,14 @@ fn race_cmd(host: &HostInfo, a: RaceArgs) -> Result<Status> {
     print_header(t, host);
     say!(
         t,
-        "{} test(s) x {:?} on /proc/CHILD/{}",
+        "{} test(s) x {:?} on /proc/CHILD/{}, {} reads",
         a.tests.len(),
         a.duration,
-        if a.file == RaceFile::Maps { "maps (+ PROCMAP_QUERY)" } else { "smaps" }
+        if a.file == RaceFile::Maps { "maps (+ PROCMAP_QUERY)" } else { "smaps" },
+        a.reads
     );
     let reports = with_progress(a.tests.len() as u64, |pb| {
-        race::run(a.file, &a.tests, a.duration, host, &mut |test, _| pb.step(test.name()))
+        race::run(a.file, &a.tests, a.reads, a.duration, host, &mut |test, _| pb.step(test.name()))
     })?;
     let failures = |r: &Report| r.metric("failures_count").map_or(0.0, |s| s.max);
     let rows: Vec<Vec<String>> = reports
@@ -578,7 +584,7 @@ fn race_cmd(host: &HostInfo, a: RaceArgs) -> Result<Status> {
     let passed = reports.len() as u64 - failed;
     let line = if failed == 0 {
         let q = if a.file == RaceFile::Maps { ", PROCMAP_QUERY results consistent" } else { "" };
-        format!("{passed} passed, 0 failed: no tearing, no false gaps{q}")
+        format!("{passed} passed, 0 failed: no tearing, no false gaps, every pass whole and in order{q}")
     } else {
         format!("{passed} passed, {failed} failed: the kernel broke a documented /proc/PID/maps guarantee")
     };

@@ -18,7 +18,7 @@
 
 use std::time::Duration;
 
-use vmspace_linux::race::{self, RaceFile, RaceTest};
+use vmspace_linux::race::{self, RaceFile, RaceReads, RaceTest};
 use vmspace_results::host::HostInfo;
 use vmspace_results::report::Report;
 
@@ -93,7 +93,7 @@ impl Side<TearingPlan> for KernelRace {
         ctx: &mut Ctx<'_>,
     ) -> anyhow::Result<Report> {
         let host = ctx.host().clone();
-        let mut reports = race::run(f, &[t], plan.duration, &host, &mut |_, _| {
+        let mut reports = race::run(f, &[t], RaceReads::Page, plan.duration, &host, &mut |_, _| {
             ctx.step(&format!("kernel, {} ({})", t.name(), file_name(f)), 1.0)
         })?;
         reports.pop().ok_or_else(|| anyhow::anyhow!("the race check returned no report"))
