@@ -1,46 +1,56 @@
 //! The proc-maps-race checks (`tools/testing/selftests/proc/proc-maps-race.c`, natively on the kernel in
 //! `vmspace_linux::race`) on the engine: a writer thread splits, resizes or remaps a VMA while a reader thread
-//! reads the engine's `/proc/PID/maps` (or `smaps`) in one [`ReaderMode`] and checks that the records around
-//! the VMA are the state before or the state after the change, never torn, never missing.
+//! reads the engine's `/proc/PID/maps` (or `smaps`) in one [`ReaderMode`], pass after pass, and checks that
+//! the records around the VMA are the state before or the state after the change, never torn, never missing,
+//! and that each whole pass is one the two states allow.
 //!
 //! # The runner's signature
 //!
 //! A runner is a [`RaceRunner`]: `fn(Scenario, ReaderMode, Duration) -> Result<RaceReport, String>`, one
-//! scenario (test and file) in one mode for a duration, answering the kernel check's [`RaceReport`]
-//! (`vmspace_linux::race::Outcome`: observations, of the modified state, allowed duplicates, PROCMAP_QUERY
-//! checks, writer cycles, failures with the offending lines). `vmspace race --engine` and `vmspace report`'s
-//! engine tearing sides take a runner; [`ENGINE`] is this module's ([`run_scenario`]), which uses the engine's
-//! reader directly, so that another runner (a library scenario runner of the engine) can take its place
-//! without touching the command or the report.
+//! scenario (test, file and read sizes) in one mode for a duration, answering the kernel check's
+//! [`RaceReport`] (`vmspace_linux::race::Outcome`: observations, of the modified state, allowed duplicates,
+//! PROCMAP_QUERY checks, writer cycles, failures with the offending lines). `vmspace race --engine` and
+//! `vmspace report`'s engine tearing sides take a runner; [`ENGINE`] is this module's ([`run_scenario`]), which
+//! uses the engine's reader directly, so that another runner (a library scenario runner of the engine) can
+//! take its place without touching the command or the report.
 //!
 //! # Setup (as the selftest's)
 //!
 //! An engine [`Mm`] gets `PAGE_SIZE / 32 + 1` private anonymous regions of 3 pages, alternating read-only and
-//! read-write so that neighbours never merge. The region `A` in the middle is the one changed (at `addr`);
-//! the region right above it is `next`.
+//! read-write so that neighbours never merge. As on the kernel, the file is read one page per `read(2)` and
+//! the region changed (at `addr`) is the last record of the first read *k* whose next read starts with another
+//! region (`next`, right above it; `vmspace_linux::race::Pass::locate`), so that the two records come from
+//! two walks of the reader.
 //!
 //! # The three tests
 //!
 //! - **split**: modify = map one fresh page at `addr` with A's protection plus EXEC (`MAP_FIXED`, splitting
-//!   A); restore = map it again with A's protection (A merges back). PROCMAP_QUERY at `addr + page` returns A
-//!   or the split-off `[addr + page, addr + 3 pages)`.
-//! - **resize**: modify = `mremap` A from 3 pages to 1 in place; restore = grow it back. PROCMAP_QUERY at
-//!   `addr` returns a VMA at `addr` of 3 pages or 1.
+//!   A); restore = map it again with A's protection (A merges back).
+//! - **resize**: modify = `mremap` A from 3 pages to 1 in place; restore = grow it back.
 //! - **remap**: modify = move the last page of `next` into the middle of A (`MREMAP_MAYMOVE | MREMAP_FIXED |
 //!   MREMAP_DONTUNMAP`, splitting A in three); restore = `mprotect` that page back to A's protection (A
-//!   merges back). PROCMAP_QUERY at `addr + page` returns A or the 1-page VMA at `addr + page`.
+//!   merges back).
 //!
 //! # An observation
 //!
-//! The reader renders the whole file ([`boundary`], the one place it reads: the engine's readers drop their
-//! locks between records, so two consecutive records are taken at different times, which is where tearing
-//! could appear) and takes the record that starts at `addr` (`L`; every state of every test has one) and the
-//! record after it (`F`). The verdict is the kernel check's (`vmspace_linux::race::classify`): `L` and `F` of
-//! the original state, or of the modified state, or the modified `L` followed by the original `L` (the same VMA
-//! reported twice across a restore: a duplicate, allowed); anything else, or no record at `addr`, is a
-//! failure. Before the race the three states are captured with the writer idle (the restored state must equal
-//! the original, and the modification must change the records it changes on the kernel). In maps mode every
-//! observation also makes the PROCMAP_QUERY check.
+//! The reader reads one pass ([`read_pass`], the one place it reads: a [`vmspace_mm::ProcFile`] read to its
+//! end, each `read(2)` of the scenario's [`RaceReads`]: a page, or a random size from 1 byte to about three
+//! maps lines or one smaps record, so that the walk restarts every record or few; the engine's readers drop
+//! their locks between walks, which is where tearing could appear). The checks are the kernel check's, through
+//! its tally (`vmspace_linux::race`'s module docs):
+//! - the boundary pair ([`Pass::boundary`]: with page reads the last record of read *k* and the first of read
+//!   *k+1*; with random reads the record at `addr` and the next), classified by [`classify`]: `L` and `F` of the
+//!   original state, or of the modified state, or the modified `L` followed by the original `L` (a duplicate,
+//!   allowed); anything else, or no record at `addr`, is a failure;
+//! - the whole pass ([`RaceStates::pass_problems`]): no torn line, every line one of the two states', records
+//!   in order, no address under more than two records, no false gap anywhere, and in `smaps` each record's
+//!   `Size` its range's length and its counters consistent (`Rss + Swap` within `Size`, `Pss` and `Anonymous`
+//!   within `Rss`, the four Shared/Private counters summing to `Rss`);
+//! - in maps mode, PROCMAP_QUERY at every page around the regions (flags 0 and `COVERING_OR_NEXT_VMA`), each
+//!   answer one of the two states' answers for that page ([`RaceStates::query_answers`]).
+//!
+//! Before the race the three states are captured as whole passes with the writer idle (the restored state
+//! must equal the original, and the modification must change the records it changes on the kernel).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};

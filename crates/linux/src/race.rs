@@ -1,35 +1,63 @@
-//! The proc-maps race checks (the kernel selftest `proc-maps-race`'s three tests), natively.
+//! The proc-maps race checks (the kernel selftest `proc-maps-race`'s three tests), natively, and the verdict
+//! tally they share with the engine's runner (`vmspace_bench::race`): [`Outcome`], [`Pass`], [`RaceStates`].
 //!
 //! # Setup
 //! A forked child maps `page_size / 32 + 1` private anonymous regions of 3 pages each, alternating read-only and
 //! read-write so that neighbours never merge; that is more lines than fit in one page of maps output, so some
 //! boundary between two `read()` calls of one page each falls between two of the child's lines. The parent
 //! reads `/proc/CHILD/maps` (or `smaps`) one page per `read()`, finds the first read *k* whose last record
-//! and the next read's first record are both child regions, and names them `addr` and `next_addr`. Those two
-//! records are produced by different `read()` calls, with the kernel's locks dropped in between: the place
-//! where tearing could appear.
+//! and the next read's first record are both child regions ([`Pass::locate`]), and names them `addr` and
+//! `next_addr`. Those two records are produced by different `read()` calls, with the kernel's locks dropped in
+//! between: the place where tearing could appear.
 //!
 //! # The three tests
-//! The child modifies and restores the region at `addr` on command; the parent first captures the boundary
-//! lines in the original, modified and restored states (restored must equal original), then lets the child
-//! modify/restore in a tight loop and re-reads the boundary for the test's duration.
+//! The child modifies and restores the region at `addr` on command; the parent first captures whole passes
+//! in the original, modified and restored states (restored must equal original), then lets the child
+//! modify/restore in a tight loop and reads passes for the test's duration.
 //! * **split**: modify = map one fresh page at `addr` with the region's protection plus EXEC (splits the
 //!   region); restore = map it again with the original protection (merges back). Both boundary lines change.
-//!   PROCMAP_QUERY at `addr + page` returns the whole region or the split-off `[addr+page, addr+3 pages)`.
 //! * **resize**: modify = `mremap` the region from 3 pages to 1 in place; restore = grow it back. Only the
-//!   last line changes. PROCMAP_QUERY at `addr` returns a VMA starting at `addr` of 3 pages or 1.
+//!   last line changes.
 //! * **remap**: modify = move the last page of the next region into the middle of this one
 //!   (`MREMAP_FIXED | MREMAP_MAYMOVE | MREMAP_DONTUNMAP`, splitting it in three); restore = `mprotect` that page
-//!   back to the region's protection (merges back). Both lines change. PROCMAP_QUERY at `addr + page` returns the
-//!   whole region or the 1-page VMA at `addr + page`.
+//!   back to the region's protection (merges back). Both lines change.
 //!
-//! # Verdict per observation (last line L of read k, first line F of read k+1)
+//! # Passes and read sizes
+//! Each observation is one *pass*: the file read from its start to its end ([`Pass`]), in reads of one kind
+//! ([`RaceReads`]): one page per `read()` (the selftest's), or random sizes from 1 byte to about three maps
+//! lines or one smaps record, so that `seq_file` restarts the walk (at the end of the last record shown,
+//! `m_start` after `m_stop`) every record or few and records straddle reads at every offset.
+//!
+//! # Verdict per observation (the boundary pair)
+//! With page reads the pair is the last record header L of read k and the first F of read k+1; with random
+//! reads, the header L of the record that starts at `addr` and the one F after it, wherever the reads split
+//! them ([`Pass::boundary`]). [`classify`]:
 //! * L = modified-L: F must be modified-F, or original-L (the same VMA reported twice, before and after a
 //!   restore: a **duplicate**, allowed);
 //! * L = original-L: F must be original-F;
 //! * anything else is **tearing** (a mix of states, or a false gap where a region is missing) and is reported
-//!   with the offending lines. Each read must also end with a newline. In maps mode every iteration also runs
-//!   the PROCMAP_QUERY check.
+//!   with the offending lines. With page reads, reads k and k+1 must each end with a newline.
+//!
+//! # Whole-pass checks
+//! Every pass is also checked whole against the two states ([`RaceStates::pass_problems`], one failure per
+//! pass that breaks any rule):
+//! * the text ends with a newline, and no line is torn: every maps line (every smaps record header) parses and
+//!   is a line of the original or the modified state; an `smaps` text parses record by record;
+//! * the records are in order: each ends above the one before (the walk restarts at the last record's end and
+//!   finds the first VMA ending above it, `proc_get_vma`);
+//! * no address lies under more than two records (a VMA shown at most twice: before and after a change);
+//! * memory mapped in both states is shown whole (no false gap anywhere in the file);
+//! * `smaps`: each record's `Size` is its range's length, a multiple of its `KernelPageSize`; `Rss + Swap` is at
+//!   most `Size`; `Pss` and `Anonymous` are at most `Rss`; `Shared_Clean + Shared_Dirty + Private_Clean +
+//!   Private_Dirty` is `Rss` (`smaps_account` adds each resident page to exactly one of the four).
+//!
+//! # PROCMAP_QUERY
+//! In maps mode every observation also asks PROCMAP_QUERY about every page from the one below `addr` to the
+//! last of the region at `next_addr` ([`query_pages`]), with flags 0 and with `COVERING_OR_NEXT_VMA`; each
+//! answer (a VMA, or ENOENT) must be the one the original or the modified state gives for that page and flags
+//! ([`RaceStates::query_answers`]): the VMA containing it, or the first VMA ending above it. In the split, the
+//! second page is thus the whole region or the split-off `[addr + page, addr + 3 pages)`; in the resize, the
+//! region's upper pages are the region or ENOENT; in the remap, the middle page the region or the 1-page VMA.
 
 use crate::child::{self, SharedSlots, check_interrupted};
 use crate::hostinfo::HostInfo;
@@ -114,17 +142,18 @@ impl RaceTest {
 /// The outcome of one test.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Outcome {
-    /// Boundary observations made during the race.
+    /// Observations made during the race: passes read whole, each checked at its boundary pair and whole.
     pub iterations: u64,
     /// Observations that saw the modified state.
     pub modified_seen: u64,
     /// Observations where the same VMA was reported twice (allowed).
     pub duplicates: u64,
-    /// PROCMAP_QUERY checks made.
+    /// PROCMAP_QUERY answers checked (maps: 14 per observation, module docs).
     pub query_checks: u64,
     /// Modify+restore cycles the child completed.
     pub child_cycles: u64,
-    /// Number of failed observations (tearing, false gaps, bad query results, torn reads).
+    /// Failed checks: boundary pairs (tearing, false gaps, torn reads), whole passes (each counted once however
+    /// many rules it breaks), PROCMAP_QUERY answers.
     pub failure_count: u64,
     /// The first few failures, with the offending lines.
     pub failures: Vec<String>,
@@ -791,7 +820,7 @@ impl Outcome {
 
     /// The report of one test: the metrics `iterations_count`, `modified_seen_count`, `duplicates_count`,
     /// `query_checks_count`, `child_cycles_count` (the writer's modify+restore cycles), `failures_count`, and
-    /// the kept failures in `notes`; parameters `test`, `file`, `duration_s` (the caller adds its own).
+    /// the kept failures in `notes`; parameters `test`, `file`, `reads`, `duration_s` (the caller adds its own).
     pub fn report(
         &self,
         kind: &str,
