@@ -30,7 +30,10 @@ use common::{EXIT_STATUS_HELP, Status};
     long_version = provenance::long_version(),
     about,
     long_about = None,
-    after_long_help = EXIT_STATUS_HELP
+    after_long_help = EXIT_STATUS_HELP,
+    // `--help` wraps to the terminal's width (clap's `wrap_help`: the terminal's size, else `COLUMNS`, else
+    // 100), at most 100 columns, the width of the commands' own tables.
+    max_term_width = 100
 )]
 struct Cli {
     /// Parse the command line and exit: 0 if it parses, 2 with clap's message if not. Runs nothing; the
