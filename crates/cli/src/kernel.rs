@@ -42,8 +42,11 @@ pub enum KernelCmd {
     /// The proc-maps-race checks on the live kernel: no torn or missing maps line.
     ///
     /// The checks of the kernel's proc-maps-race selftest (tools/testing/selftests/proc/proc-maps-race.c):
-    /// reading /proc/PID/maps while another process splits, resizes or remaps a VMA shows no torn or missing
-    /// lines. Exit status 1 if a check fails.
+    /// reading /proc/PID/maps (or smaps) while another process splits, resizes or remaps a VMA shows no torn or
+    /// missing lines; every pass is also checked whole (each line one of the two states', records in order, none
+    /// shown three times, no false gap; smaps: each record's Size its range's, its counters consistent), and with
+    /// maps PROCMAP_QUERY at each page around the VMA answers as one of the states. Exit status 1 if a check
+    /// fails.
     #[command(after_long_help = common::EXIT_STATUS_HELP)]
     Race(RaceArgs),
     /// Page faults per second with T threads mapping, touching and unmapping private memory.
