@@ -256,7 +256,7 @@ pub fn run_scenario(scenario: Scenario, mode: ReaderMode, duration: Duration) ->
 /// The `bench.race` report of one scenario in one mode: the kernel check's metrics (`iterations_count`,
 /// `modified_seen_count`, `duplicates_count`, `query_checks_count`, `child_cycles_count`: the writer's
 /// modify+restore cycles, `failures_count`), the first failures in `notes`; parameters `side` (`engine`),
-/// `mode`, `test`, `file`, `duration_s`.
+/// `mode`, `test`, `file`, `reads` (`page` or `random`), `duration_s`.
 pub fn report(
     scenario: Scenario,
     mode: ReaderMode,
@@ -269,10 +269,10 @@ pub fn report(
         format!("{}, engine {}", scenario.key(), mode.name()),
         scenario.test,
         scenario.file,
-        scenario.reads,
         duration,
         host,
     );
+    r.param("reads", scenario.reads);
     r.param("side", "engine");
     r.param("mode", mode.name());
     r

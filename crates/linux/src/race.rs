@@ -200,7 +200,8 @@ pub fn run(
             RaceReads::Page => format!("{} ({})", t.name(), file.name()),
             RaceReads::Random => format!("{} ({}, random reads)", t.name(), file.name()),
         };
-        let r = o.report("kernel.race", label, t, file, reads, duration, host);
+        let mut r = o.report("kernel.race", label, t, file, duration, host);
+        r.param("reads", reads);
         reports.push(r);
     }
     Ok(reports)
@@ -679,7 +680,7 @@ fn smaps_record_problems(r: &SmapsRecord, out: &mut Vec<String>) {
     };
     bad(r.size_kb == len_kb, format!("Size {} kB, its range {len_kb} kB", r.size_kb));
     bad(
-        r.kernel_page_size_kb != 0 && r.size_kb % r.kernel_page_size_kb == 0,
+        r.kernel_page_size_kb != 0 && r.size_kb.is_multiple_of(r.kernel_page_size_kb),
         format!("Size {} kB is no multiple of KernelPageSize {} kB", r.size_kb, r.kernel_page_size_kb),
     );
     bad(
@@ -823,21 +824,20 @@ impl Outcome {
 
     /// The report of one test: the metrics `iterations_count`, `modified_seen_count`, `duplicates_count`,
     /// `query_checks_count`, `child_cycles_count` (the writer's modify+restore cycles), `failures_count`, and
-    /// the kept failures in `notes`; parameters `test`, `file`, `reads`, `duration_s` (the caller adds its own).
+    /// the kept failures in `notes`; parameters `test`, `file`, `duration_s` (the caller adds its own: `reads`,
+    /// and the engine's `side` and `mode`).
     pub fn report(
         &self,
         kind: &str,
         label: String,
         test: RaceTest,
         file: RaceFile,
-        reads: RaceReads,
         duration: Duration,
         host: &HostInfo,
     ) -> Report {
         let mut r = Report::new(kind, label, host.clone());
         r.param("test", test);
         r.param("file", file);
-        r.param("reads", reads);
         r.param("duration_s", duration.as_secs_f64());
         r.push_run(BTreeMap::from([
             ("iterations_count".to_string(), self.iterations as f64),
