@@ -1,79 +1,96 @@
 //! The proc-maps-race checks (`tools/testing/selftests/proc/proc-maps-race.c`, natively on the kernel in
 //! `vmspace_linux::race`) on the engine: a writer thread splits, resizes or remaps a VMA while a reader thread
-//! reads the engine's `/proc/PID/maps` (or `smaps`) in one [`ReaderMode`] and checks that the records around
-//! the VMA are the state before or the state after the change, never torn, never missing.
+//! reads the engine's `/proc/PID/maps` (or `smaps`) in one [`ReaderMode`], pass after pass, and checks that
+//! the records around the VMA are the state before or the state after the change, never torn, never missing,
+//! and that each whole pass is one the two states allow.
 //!
 //! # The runner's signature
 //!
 //! A runner is a [`RaceRunner`]: `fn(Scenario, ReaderMode, Duration) -> Result<RaceReport, String>`, one
-//! scenario (test and file) in one mode for a duration, answering the kernel check's [`RaceReport`]
-//! (`vmspace_linux::race::Outcome`: observations, of the modified state, allowed duplicates, PROCMAP_QUERY
-//! checks, writer cycles, failures with the offending lines). `vmspace race --engine` and `vmspace report`'s
-//! engine tearing sides take a runner; [`ENGINE`] is this module's ([`run_scenario`]), which uses the engine's
-//! reader directly, so that another runner (a library scenario runner of the engine) can take its place
-//! without touching the command or the report.
+//! scenario (test, file and read sizes) in one mode for a duration, answering the kernel check's
+//! [`RaceReport`] (`vmspace_linux::race::Outcome`: observations, of the modified state, allowed duplicates,
+//! PROCMAP_QUERY checks, writer cycles, failures with the offending lines). `vmspace race --engine` and
+//! `vmspace report`'s engine tearing sides take a runner; [`ENGINE`] is this module's ([`run_scenario`]), which
+//! uses the engine's reader directly, so that another runner (a library scenario runner of the engine) can
+//! take its place without touching the command or the report.
 //!
 //! # Setup (as the selftest's)
 //!
 //! An engine [`Mm`] gets `PAGE_SIZE / 32 + 1` private anonymous regions of 3 pages, alternating read-only and
-//! read-write so that neighbours never merge. The region `A` in the middle is the one changed (at `addr`);
-//! the region right above it is `next`.
+//! read-write so that neighbours never merge. As on the kernel, the file is read one page per `read(2)` and
+//! the region changed (at `addr`) is the last record of the first read *k* whose next read starts with another
+//! region (`next`, right above it; `vmspace_linux::race::Pass::locate`), so that the two records come from
+//! two walks of the reader.
 //!
 //! # The three tests
 //!
 //! - **split**: modify = map one fresh page at `addr` with A's protection plus EXEC (`MAP_FIXED`, splitting
-//!   A); restore = map it again with A's protection (A merges back). PROCMAP_QUERY at `addr + page` returns A
-//!   or the split-off `[addr + page, addr + 3 pages)`.
-//! - **resize**: modify = `mremap` A from 3 pages to 1 in place; restore = grow it back. PROCMAP_QUERY at
-//!   `addr` returns a VMA at `addr` of 3 pages or 1.
+//!   A); restore = map it again with A's protection (A merges back).
+//! - **resize**: modify = `mremap` A from 3 pages to 1 in place; restore = grow it back.
 //! - **remap**: modify = move the last page of `next` into the middle of A (`MREMAP_MAYMOVE | MREMAP_FIXED |
 //!   MREMAP_DONTUNMAP`, splitting A in three); restore = `mprotect` that page back to A's protection (A
-//!   merges back). PROCMAP_QUERY at `addr + page` returns A or the 1-page VMA at `addr + page`.
+//!   merges back).
 //!
 //! # An observation
 //!
-//! The reader renders the whole file ([`boundary`], the one place it reads: the engine's readers drop their
-//! locks between records, so two consecutive records are taken at different times, which is where tearing
-//! could appear) and takes the record that starts at `addr` (`L`; every state of every test has one) and the
-//! record after it (`F`). The verdict is the kernel check's (`vmspace_linux::race::classify`): `L` and `F` of
-//! the original state, or of the modified state, or the modified `L` followed by the original `L` (the same VMA
-//! reported twice across a restore: a duplicate, allowed); anything else, or no record at `addr`, is a
-//! failure. Before the race the three states are captured with the writer idle (the restored state must equal
-//! the original, and the modification must change the records it changes on the kernel). In maps mode every
-//! observation also makes the PROCMAP_QUERY check.
+//! The reader reads one pass ([`read_pass`], the one place it reads: a [`vmspace_mm::ProcFile`] read to its
+//! end, each `read(2)` of the scenario's [`RaceReads`]: a page, or a random size from 1 byte to about three
+//! maps lines or one smaps record, so that the walk restarts every record or few; the engine's readers drop
+//! their locks between walks, which is where tearing could appear). The checks are the kernel check's, through
+//! its tally (`vmspace_linux::race`'s module docs):
+//! - the boundary pair ([`Pass::boundary`]: with page reads the last record of read *k* and the first of read
+//!   *k+1*; with random reads the record at `addr` and the next), classified by [`classify`]: `L` and `F` of the
+//!   original state, or of the modified state, or the modified `L` followed by the original `L` (a duplicate,
+//!   allowed); anything else, or no record at `addr`, is a failure;
+//! - the whole pass ([`RaceStates::pass_problems`]): no torn line, every line one of the two states', records
+//!   in order, no address under more than two records, no false gap anywhere, and in `smaps` each record's
+//!   `Size` its range's length and its counters consistent (`Rss + Swap` within `Size`, `Pss` and `Anonymous`
+//!   within `Rss`, the four Shared/Private counters summing to `Rss`);
+//! - in maps mode, PROCMAP_QUERY at every page around the regions (flags 0 and `COVERING_OR_NEXT_VMA`), each
+//!   answer one of the two states' answers for that page ([`RaceStates::query_answers`]).
+//!
+//! Before the race the three states are captured as whole passes with the writer idle (the restored state
+//! must equal the original, and the modification must change the records it changes on the kernel).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use vmspace_linux::maps::{is_header, parse_line};
 use vmspace_mm::{
-    Errno, MapFlags, Mm, MmConfig, MremapFlags, PAGE_SIZE, ProcFileKind, ProcReader, Prot, QueryRequest,
-    ReaderMode,
+    Errno, MapFlags, Mm, MmConfig, MremapFlags, PAGE_SIZE, PROCMAP_QUERY_COVERING_OR_NEXT_VMA, ProcFileKind,
+    ProcReader, Prot, QueryRequest, ReaderMode,
 };
 use vmspace_results::host::HostInfo;
 use vmspace_results::report::Report;
 
-pub use vmspace_linux::race::{Outcome as RaceReport, RaceFile, RaceTest, Verdict, classify};
-use vmspace_linux::race::{check_states, query_addr};
+pub use vmspace_linux::race::{
+    Outcome as RaceReport, Pass, RaceFile, RaceReads, RaceStates, RaceTest, ReadSizes, Verdict, classify,
+};
+use vmspace_linux::race::{check_states, query_pages};
 
-/// One check: a test on a file.
+/// One check: a test on a file, read in reads of one kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Scenario {
     /// The file read.
     pub file: RaceFile,
     /// The change raced.
     pub test: RaceTest,
+    /// The size of each `read(2)`.
+    pub reads: RaceReads,
 }
 
 impl Scenario {
-    /// `split (maps)`: the key `vmspace report`'s tearing checks use.
+    /// `split (maps)` (page reads) or `split (maps, random reads)`: the key `vmspace report`'s tearing checks
+    /// use.
     pub fn key(&self) -> String {
-        format!("{} ({})", self.test.name(), file_name(self.file))
+        match self.reads {
+            RaceReads::Page => format!("{} ({})", self.test.name(), file_name(self.file)),
+            RaceReads::Random => format!("{} ({}, random reads)", self.test.name(), file_name(self.file)),
+        }
     }
 
-    /// The three tests on `file`.
-    pub fn on(file: RaceFile) -> Vec<Scenario> {
-        RaceTest::ALL.into_iter().map(|test| Scenario { file, test }).collect()
+    /// The three tests on `file`, read with `reads`.
+    pub fn on(file: RaceFile, reads: RaceReads) -> Vec<Scenario> {
+        RaceTest::ALL.into_iter().map(|test| Scenario { file, test, reads }).collect()
     }
 }
 
@@ -91,12 +108,14 @@ pub const ENGINE: RaceRunner = run_scenario;
 /// The engine's regions and the one raced.
 struct Setup {
     mm: Mm,
+    /// The read (page reads) whose last record is the region at `addr`.
+    k: usize,
     addr: u64,
     next: u64,
     prot: Prot,
 }
 
-fn setup() -> Result<Setup, String> {
+fn setup(file: RaceFile) -> Result<Setup, String> {
     let mm = Mm::new(MmConfig::host());
     let count = PAGE_SIZE / 32 + 1;
     let mut regions = Vec::new();
@@ -107,13 +126,16 @@ fn setup() -> Result<Setup, String> {
             .map_err(|e| format!("engine mmap of region {i}: {e:?}"))?;
         regions.push((a, prot));
     }
-    regions.sort_by_key(|r| r.0);
-    let mid = regions.len() / 2;
-    let ((addr, prot), (next, _)) = (regions[mid], regions[mid + 1]);
     if mm.map_count() != count {
         return Err(format!("the engine merged the regions: {} VMAs, not {count}", mm.map_count()));
     }
-    Ok(Setup { mm, addr, next, prot })
+    let starts: Vec<u64> = regions.iter().map(|r| r.0).collect();
+    let mut pages = ReadSizes::new(RaceReads::Page, file, PAGE_SIZE as usize, 0);
+    let (k, addr, next) = read_pass(&mm.reader(), file, &mut pages)?
+        .locate(&starts, 3 * PAGE_SIZE)
+        .ok_or("no read boundary of the engine's file falls between two regions")?;
+    let prot = regions.iter().find(|r| r.0 == addr).map(|r| r.1).ok_or("the region at the boundary")?;
+    Ok(Setup { mm, k, addr, next, prot })
 }
 
 /// One step of the writer: the test's modification (`modify`) or restoration (module docs).
@@ -132,69 +154,67 @@ fn step(s: &Setup, test: RaceTest, modify: bool) -> Result<(), Errno> {
     }
 }
 
-/// One observation (module docs): the record starting at `addr` and the next one, as header lines of `file`
-/// read whole through `reader`. The one place the checks read: a chunked read(2) handle goes here.
-pub fn boundary(reader: &ProcReader<'_>, file: RaceFile, addr: u64) -> Result<(String, String), String> {
-    // One page per read(2), as the kernel check's parent reads: each read is a walk of its own, which
-    // restarts where the previous one stopped, so consecutive records may come from different states.
+/// One pass (module docs): `file` read through `reader` from its start to its end in reads of `sizes`. The one
+/// place the checks read the file.
+pub fn read_pass(reader: &ProcReader<'_>, file: RaceFile, sizes: &mut ReadSizes) -> Result<Pass, String> {
     let kind = match file {
         RaceFile::Maps => ProcFileKind::Maps,
         RaceFile::Smaps => ProcFileKind::Smaps,
     };
     let mut f = reader.open(kind);
-    let mut bytes = Vec::new();
-    let mut page = vec![0u8; PAGE_SIZE as usize];
+    let (mut bytes, mut ends) = (Vec::new(), Vec::new());
+    let mut buf = Vec::new();
     loop {
-        let n = f.read(&mut page);
+        let want = sizes.next_size();
+        buf.resize(want, 0);
+        let n = f.read(&mut buf);
         if n == 0 {
             break;
         }
-        bytes.extend_from_slice(&page[..n]);
+        bytes.extend_from_slice(&buf[..n]);
+        ends.push(bytes.len());
     }
-    let text = String::from_utf8(bytes).map_err(|_| "a read that is not UTF-8".to_string())?;
-    if !text.is_empty() && !text.ends_with('\n') {
-        return Err(format!(
-            "the text does not end with a newline: ...{:?}",
-            &text[text.len().saturating_sub(80)..]
-        ));
-    }
-    let mut headers = text.lines().filter(|l| is_header(l));
-    let last = headers
-        .by_ref()
-        .find(|l| parse_line(l).is_some_and(|m| m.start >= addr))
-        .filter(|l| parse_line(l).is_some_and(|m| m.start == addr))
-        .ok_or_else(|| format!("false gap: no record starts at {addr:x}"))?;
-    let first = headers.next().ok_or_else(|| format!("no record after the one at {addr:x}"))?;
-    Ok((last.to_string(), first.to_string()))
+    Pass::new(bytes, ends)
 }
 
-/// The PROCMAP_QUERY check of `test` (module docs), tallied in `out` by the kernel check's rule.
-fn query_check(reader: &ProcReader<'_>, test: RaceTest, addr: u64, out: &mut RaceReport) {
-    let answer = reader
-        .query(&QueryRequest::new(0, query_addr(test, addr, PAGE_SIZE)))
-        .map(|a| (a.vma_start, a.vma_end))
-        .map_err(|e| e.to_string());
-    out.query_check(test, addr, PAGE_SIZE, answer);
+/// The PROCMAP_QUERY checks (module docs): every page around the raced regions, asked with flags 0 and with
+/// `COVERING_OR_NEXT_VMA`, tallied in `out` against `states` by the kernel check's rule.
+fn query_checks(reader: &ProcReader<'_>, s: &Setup, states: &RaceStates, out: &mut RaceReport) {
+    for a in query_pages(s.addr, s.next, PAGE_SIZE) {
+        for (flags, con) in [(0, false), (PROCMAP_QUERY_COVERING_OR_NEXT_VMA, true)] {
+            let answer = match reader.query(&QueryRequest::new(flags, a)) {
+                Ok(q) => Ok(Some((q.vma_start, q.vma_end))),
+                Err(Errno::ENOENT) => Ok(None),
+                Err(e) => Err(e.to_string()),
+            };
+            out.query_check(states, a, con, answer);
+        }
+    }
 }
 
 /// Runs `scenario` with the reader in `mode` for `duration` on a fresh engine address space (module docs).
 /// `Err` when the setup does not behave as the selftest requires (a call fails, restoring does not restore);
 /// tearing is counted in the report, not an error.
 pub fn run_scenario(scenario: Scenario, mode: ReaderMode, duration: Duration) -> Result<RaceReport, String> {
-    let s = setup()?;
-    let Scenario { file, test } = scenario;
+    let Scenario { file, test, reads } = scenario;
+    let s = setup(file)?;
     let reader = s.mm.reader_with(mode);
     let call = |modify: bool| {
         step(&s, test, modify).map_err(|e| {
             format!("{} {}: {e:?}", test.name(), if modify { "modification" } else { "restoration" })
         })
     };
-    let orig = boundary(&reader, file, s.addr)?;
+    let seed = 0x9e37_79b9_7f4a_7c15 ^ ((test as u64) << 8) ^ (mode as u64) << 16;
+    let mut sizes = ReadSizes::new(reads, file, PAGE_SIZE as usize, seed);
+    let orig = read_pass(&reader, file, &mut sizes)?;
     call(true)?;
-    let modified = boundary(&reader, file, s.addr)?;
+    let modified = read_pass(&reader, file, &mut sizes)?;
     call(false)?;
-    let restored = boundary(&reader, file, s.addr)?;
-    check_states(test, &orig, &modified, &restored)?;
+    let restored = read_pass(&reader, file, &mut sizes)?;
+    let states = RaceStates::new(&orig.text, &modified.text, &restored.text)?;
+    let [o, m, r] = [&orig, &modified, &restored].map(|p| p.boundary(reads, s.k, s.addr));
+    let (orig, modified) = (o?, m?);
+    check_states(test, &orig, &modified, &r?)?;
     let stop = AtomicBool::new(false);
     let cycles = AtomicU64::new(0);
     let mut out = RaceReport::default();
@@ -211,9 +231,15 @@ pub fn run_scenario(scenario: Scenario, mode: ReaderMode, duration: Duration) ->
         });
         let start = Instant::now();
         while start.elapsed() < duration && !w.is_finished() {
-            out.observe(&orig, &modified, boundary(&reader, file, s.addr));
+            match read_pass(&reader, file, &mut sizes) {
+                Ok(pass) => {
+                    out.observe(&orig, &modified, pass.boundary(reads, s.k, s.addr));
+                    out.check_pass(&states, file, &pass);
+                }
+                Err(e) => out.observe(&orig, &modified, Err(e)),
+            }
             if file == RaceFile::Maps {
-                query_check(&reader, test, s.addr, &mut out);
+                query_checks(&reader, &s, &states, &mut out);
             }
         }
         // Relaxed: see the writer's load.
@@ -230,7 +256,7 @@ pub fn run_scenario(scenario: Scenario, mode: ReaderMode, duration: Duration) ->
 /// The `bench.race` report of one scenario in one mode: the kernel check's metrics (`iterations_count`,
 /// `modified_seen_count`, `duplicates_count`, `query_checks_count`, `child_cycles_count`: the writer's
 /// modify+restore cycles, `failures_count`), the first failures in `notes`; parameters `side` (`engine`),
-/// `mode`, `test`, `file`, `duration_s`.
+/// `mode`, `test`, `file`, `reads` (`page` or `random`), `duration_s`.
 pub fn report(
     scenario: Scenario,
     mode: ReaderMode,
@@ -246,6 +272,7 @@ pub fn report(
         duration,
         host,
     );
+    r.param("reads", scenario.reads);
     r.param("side", "engine");
     r.param("mode", mode.name());
     r
@@ -278,18 +305,22 @@ pub fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use vmspace_linux::maps::parse_line;
 
     /// Every scenario in every mode, briefly (the next test holds the split under per-VMA locks longer).
     #[test]
     fn every_scenario_races_without_tearing_in_every_mode() {
         for mode in ReaderMode::ALL {
             for file in [RaceFile::Maps, RaceFile::Smaps] {
-                for sc in Scenario::on(file) {
-                    let o = run_scenario(sc, mode, Duration::from_millis(80)).unwrap();
-                    assert_eq!(o.failure_count, 0, "{} {}: {:?}", sc.key(), mode.name(), o.failures);
-                    assert!(o.iterations > 0 && o.child_cycles > 0, "{} {o:?}", sc.key());
-                    let q = if file == RaceFile::Maps { o.iterations } else { 0 };
-                    assert_eq!(o.query_checks, q);
+                for reads in RaceReads::ALL {
+                    for sc in Scenario::on(file, reads) {
+                        let o = run_scenario(sc, mode, Duration::from_millis(80)).unwrap();
+                        assert_eq!(o.failure_count, 0, "{} {}: {:?}", sc.key(), mode.name(), o.failures);
+                        assert!(o.iterations > 0 && o.child_cycles > 0, "{} {o:?}", sc.key());
+                        // Maps: 7 pages, each asked with flags 0 and with COVERING_OR_NEXT_VMA.
+                        let q = if file == RaceFile::Maps { 14 * o.iterations } else { 0 };
+                        assert_eq!(o.query_checks, q);
+                    }
                 }
             }
         }
@@ -302,28 +333,88 @@ mod tests {
     #[test]
     fn split_under_per_vma_locks_sees_no_false_gap() {
         for file in [RaceFile::Maps, RaceFile::Smaps] {
-            let sc = Scenario { file, test: RaceTest::Split };
+            let sc = Scenario { file, test: RaceTest::Split, reads: RaceReads::Page };
             let o = run_scenario(sc, ReaderMode::PerVma, Duration::from_millis(300)).unwrap();
             assert_eq!(o.failure_count, 0, "{}: {:?}", sc.key(), o.failures);
         }
     }
 
     #[test]
-    fn the_observation_finds_the_boundary_and_reports_a_gap() {
-        let s = setup().unwrap();
-        let r = s.mm.reader_with(ReaderMode::PerVma);
-        let (l, f) = boundary(&r, RaceFile::Maps, s.addr).unwrap();
-        let (l, f) = (parse_line(&l).unwrap(), parse_line(&f).unwrap());
-        assert_eq!((l.start, l.end, f.start), (s.addr, s.addr + 3 * PAGE_SIZE, s.next));
-        // The smaps headers are the same lines.
-        assert_eq!(boundary(&r, RaceFile::Smaps, s.addr), boundary(&r, RaceFile::Maps, s.addr));
-        // With the region gone, no record starts at addr: a false gap.
-        s.mm.munmap(s.addr, 3 * PAGE_SIZE).unwrap();
-        let e = boundary(&r, RaceFile::Maps, s.addr).unwrap_err();
-        assert!(e.contains("false gap"), "{e}");
+    fn the_observation_is_at_a_read_boundary_and_reports_a_gap() {
+        for file in [RaceFile::Maps, RaceFile::Smaps] {
+            let s = setup(file).unwrap();
+            let r = s.mm.reader_with(ReaderMode::PerVma);
+            let mut pages = ReadSizes::new(RaceReads::Page, file, PAGE_SIZE as usize, 0);
+            let pass = read_pass(&r, file, &mut pages).unwrap();
+            // The region at addr ends read k, the next one starts read k + 1.
+            let (l, f) = pass.read_boundary(s.k).unwrap();
+            assert_eq!(pass.record_boundary(s.addr), Ok((l.clone(), f.clone())));
+            let (l, f) = (parse_line(&l).unwrap(), parse_line(&f).unwrap());
+            assert_eq!((l.start, l.end, f.start), (s.addr, s.addr + 3 * PAGE_SIZE, s.next));
+            // Random reads give the same text.
+            let mut random = ReadSizes::new(RaceReads::Random, file, PAGE_SIZE as usize, 3);
+            let other = read_pass(&r, file, &mut random).unwrap();
+            assert_eq!(other.text, pass.text);
+            assert!(other.read_ends.len() > 3 * pass.read_ends.len());
+            // With the region gone, no record starts at addr: a false gap, and the queries in it fail.
+            let states = RaceStates::new(&pass.text, &pass.text, &pass.text).unwrap();
+            s.mm.munmap(s.addr, 3 * PAGE_SIZE).unwrap();
+            let gone = read_pass(&r, file, &mut pages).unwrap();
+            let e = gone.record_boundary(s.addr).unwrap_err();
+            assert!(e.contains("false gap"), "{e}");
+            let mut out = RaceReport::default();
+            out.check_pass(&states, file, &gone);
+            assert_eq!(out.failure_count, 1);
+            assert!(out.failures[0].contains("false gap"), "{:?}", out.failures);
+            let mut out = RaceReport::default();
+            query_checks(&r, &s, &states, &mut out);
+            // The region's three pages (flags 0: ENOENT; COVERING_OR_NEXT_VMA: the next region).
+            assert_eq!((out.query_checks, out.failure_count), (14, 6), "{:?}", out.failures);
+        }
+    }
+
+    /// The whole-pass checks on the engine's own texts: a record shown three times, a wrong `Size`, a torn line
+    /// each fail the pass.
+    #[test]
+    fn a_bad_pass_fails() {
+        let s = setup(RaceFile::Smaps).unwrap();
+        let mut pages = ReadSizes::new(RaceReads::Page, RaceFile::Smaps, PAGE_SIZE as usize, 0);
+        let orig = read_pass(&s.mm.reader(), RaceFile::Smaps, &mut pages).unwrap();
+        step(&s, RaceTest::Split, true).unwrap();
+        let modified = read_pass(&s.mm.reader(), RaceFile::Smaps, &mut pages).unwrap();
+        let states = RaceStates::new(&orig.text, &modified.text, &orig.text).unwrap();
+        let record = |text: &str, addr: u64| {
+            let from = text.find(&format!("{addr:x}-")).unwrap();
+            let len = text[from..].find("VmFlags:").unwrap();
+            let end = from + len + text[from + len..].find('\n').unwrap() + 1;
+            text[from..end].to_string()
+        };
+        let whole = record(&orig.text, s.addr);
+        let bad = |text: String, what: &str| {
+            let mut out = RaceReport::default();
+            out.check_pass(&states, RaceFile::Smaps, &Pass { text, read_ends: vec![] });
+            assert_eq!(out.failure_count, 1, "{what}");
+            assert!(out.failures[0].contains(what), "{what}: {:?}", out.failures);
+        };
         let mut out = RaceReport::default();
-        query_check(&r, RaceTest::Resize, s.addr, &mut out);
-        assert_eq!((out.query_checks, out.failure_count), (1, 1), "{:?}", out.failures);
+        out.check_pass(&states, RaceFile::Smaps, &orig);
+        out.check_pass(&states, RaceFile::Smaps, &modified);
+        assert_eq!(out.failure_count, 0, "{:?}", out.failures);
+        // The split's first page, then the whole region twice.
+        let split = record(&modified.text, s.addr);
+        bad(orig.text.replacen(&whole, &format!("{split}{whole}{whole}"), 1), "shown 3 times");
+        // Size of two pages in a three-page record.
+        bad(
+            orig.text.replacen(
+                &whole,
+                &whole.replacen("Size:                 12 kB", "Size:                  8 kB", 1),
+                1,
+            ),
+            "Size 8 kB, its range 12 kB",
+        );
+        // A record whose header lost its tail.
+        let header = whole.lines().next().unwrap();
+        bad(orig.text.replacen(header, &header[..20], 1), "torn");
     }
 
     #[test]
@@ -337,7 +428,7 @@ mod tests {
             })
         }
         let host = HostInfo::default();
-        let scs = Scenario::on(RaceFile::Maps);
+        let scs = Scenario::on(RaceFile::Maps, RaceReads::Page);
         let rs =
             run(torn, &scs[..1], &ReaderMode::ALL, Duration::from_millis(1), &host, &mut |_, _| {}, &|| {
                 false

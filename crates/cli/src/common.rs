@@ -31,27 +31,34 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use vmspace_results::report::{ReportSet, Verdict};
 
-/// The exit-status section of `vmspace --help`.
+/// The exit-status section of `vmspace --help`. Its lines fit 78 columns, so that help wrapped at an
+/// 80-column terminal keeps its hanging indents (`--help` wraps other text to the terminal's width); the man
+/// page's EXIT STATUS section is built from it (a line of two spaces and a status starts a status, the lines
+/// indented further continue it).
 pub const EXIT_STATUS_HELP: &str = "\
 Exit status:
-  0    success; for commands that judge targets (bench, report): every measured target was met
-  1    the command judged and something failed: engine and kernel differ (diff), a benchmark
-       target was missed (bench, report), a target went from met to missed (report --compare),
-       a /proc check failed (race, kernel race)
-  2    bad usage or input: unknown option, option that does nothing in this mode, unreadable
-       script, output path that cannot be written, input too large for this machine (without
-       --force), a timed command (bench, kernel but info, race, report) run from a debug build
-       (without --force), two report sets of different kinds or lengths (report --compare)
+  0    success; for commands that judge targets (bench, report): every
+       measured target was met
+  1    the command judged and something failed: engine and kernel differ
+       (diff), a benchmark target was missed (bench, report), a target went
+       from met to missed (report --compare), a /proc check failed (race,
+       kernel race)
+  2    bad usage or input: unknown option, option that does nothing in this
+       mode, unreadable script, output path that cannot be written, input too
+       large for this machine (without --force), a timed command (bench,
+       kernel but info, race, report) run from a debug build (without
+       --force), two report sets of different kinds or lengths (report
+       --compare)
   3    the run itself failed: a system call or a child process failed
-  4    no target was missed, but at least one was undecided (its spread straddles the goal) or
-       not measurable here (this machine could not show it; the target's note says why) (bench,
-       report)
-  130  interrupted (Ctrl-C or SIGTERM); a second Ctrl-C stops at once; bench, race and report
-       print and write what they measured before
+  4    no target was missed, but at least one was undecided (its spread
+       straddles the goal) or not measurable here (this machine could not
+       show it; the target's note says why) (bench, report)
+  130  interrupted (Ctrl-C or SIGTERM); a second Ctrl-C stops at once; bench,
+       race and report print and write what they measured before
 
-Output: every command prints a table; --json FILE also writes the results as JSON (schema
-vmspace.report.v1, described in BENCHMARKS.md), and --json - writes the JSON to standard output
-and the table to standard error.";
+Output: every command prints a table; --json FILE also writes the results as
+JSON (schema vmspace.report.v1, described in BENCHMARKS.md), and --json -
+writes the JSON to standard output and the table to standard error.";
 
 /// How a command that ran to its end came out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

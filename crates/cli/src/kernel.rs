@@ -16,7 +16,7 @@ use std::time::Duration;
 use vmspace_linux::args::{parse_duration, parse_list};
 use vmspace_linux::contention::{self, ProcFile};
 use vmspace_linux::hostinfo::{self, parse_cpu_list};
-use vmspace_linux::race::{self, RaceFile, RaceTest};
+use vmspace_linux::race::{self, RaceFile, RaceReads, RaceTest};
 use vmspace_linux::talk;
 use vmspace_linux::{child, faults, fork};
 use vmspace_results::host::HostInfo;
@@ -42,8 +42,11 @@ pub enum KernelCmd {
     /// The proc-maps-race checks on the live kernel: no torn or missing maps line.
     ///
     /// The checks of the kernel's proc-maps-race selftest (tools/testing/selftests/proc/proc-maps-race.c):
-    /// reading /proc/PID/maps while another process splits, resizes or remaps a VMA shows no torn or missing
-    /// lines. Exit status 1 if a check fails.
+    /// reading /proc/PID/maps (or smaps) while another process splits, resizes or remaps a VMA shows no torn or
+    /// missing lines; every pass is also checked whole (each line one of the two states', records in order, none
+    /// shown three times, no false gap; smaps: each record's Size its range's, its counters consistent), and with
+    /// maps PROCMAP_QUERY at each page around the VMA answers as one of the states. Exit status 1 if a check
+    /// fails.
     #[command(after_long_help = common::EXIT_STATUS_HELP)]
     Race(RaceArgs),
     /// Page faults per second with T threads mapping, touching and unmapping private memory.
@@ -146,6 +149,11 @@ pub struct RaceArgs {
     /// The file to read: maps (with PROCMAP_QUERY checks) or smaps.
     #[arg(long, default_value = "maps")]
     pub(crate) file: RaceFile,
+    /// How each pass reads the file: page (one page per read, the selftest's; the boundary observed is between
+    /// two reads) or random (reads of 1 byte to about three maps lines or one smaps record, so that records
+    /// straddle reads at every offset).
+    #[arg(long, default_value = "page")]
+    pub(crate) reads: RaceReads,
     /// Tests to run, comma-separated: split, resize, remap.
     #[arg(long, default_value = "split,resize,remap", value_delimiter = ',', value_parser = race_test)]
     pub(crate) tests: Vec<RaceTest>,
@@ -533,13 +541,14 @@ fn race_cmd(host: &HostInfo, a: RaceArgs) -> Result<Status> {
     print_header(t, host);
     say!(
         t,
-        "{} test(s) x {:?} on /proc/CHILD/{}",
+        "{} test(s) x {:?} on /proc/CHILD/{}, {} reads",
         a.tests.len(),
         a.duration,
-        if a.file == RaceFile::Maps { "maps (+ PROCMAP_QUERY)" } else { "smaps" }
+        if a.file == RaceFile::Maps { "maps (+ PROCMAP_QUERY)" } else { "smaps" },
+        a.reads
     );
     let reports = with_progress(a.tests.len() as u64, |pb| {
-        race::run(a.file, &a.tests, a.duration, host, &mut |test, _| pb.step(test.name()))
+        race::run(a.file, &a.tests, a.reads, a.duration, host, &mut |test, _| pb.step(test.name()))
     })?;
     let failures = |r: &Report| r.metric("failures_count").map_or(0.0, |s| s.max);
     let rows: Vec<Vec<String>> = reports
@@ -578,7 +587,7 @@ fn race_cmd(host: &HostInfo, a: RaceArgs) -> Result<Status> {
     let passed = reports.len() as u64 - failed;
     let line = if failed == 0 {
         let q = if a.file == RaceFile::Maps { ", PROCMAP_QUERY results consistent" } else { "" };
-        format!("{passed} passed, 0 failed: no tearing, no false gaps{q}")
+        format!("{passed} passed, 0 failed: no tearing, no false gaps, every pass whole and in order{q}")
     } else {
         format!("{passed} passed, {failed} failed: the kernel broke a documented /proc/PID/maps guarantee")
     };

@@ -30,7 +30,10 @@ use common::{EXIT_STATUS_HELP, Status};
     long_version = provenance::long_version(),
     about,
     long_about = None,
-    after_long_help = EXIT_STATUS_HELP
+    after_long_help = EXIT_STATUS_HELP,
+    // `--help` wraps to the terminal's width (clap's `wrap_help`: the terminal's size, else `COLUMNS`, else
+    // 100), at most 100 columns, the width of the commands' own tables.
+    max_term_width = 100
 )]
 struct Cli {
     /// Parse the command line and exit: 0 if it parses, 2 with clap's message if not. Runs nothing; the
@@ -58,8 +61,11 @@ enum Command {
     /// Check that /proc/PID/maps shows no torn or missing record while a VMA changes.
     ///
     /// The proc-maps-race checks (tools/testing/selftests/proc/proc-maps-race.c): reading /proc/PID/maps (or
-    /// smaps) while a writer splits, resizes or remaps a VMA shows no torn or missing record; on the engine in
-    /// each reader mode (--engine, the default) or on the live kernel (--kernel). Exit status 1 if a check fails.
+    /// smaps) while a writer splits, resizes or remaps a VMA shows no torn or missing record; every pass is also
+    /// checked whole (each line one of the two states', records in order, none shown three times, no false gap;
+    /// smaps: each record's Size its range's, its counters consistent), and with maps PROCMAP_QUERY at each page
+    /// around the VMA answers as one of the states. On the engine in each reader mode (--engine, the default)
+    /// or on the live kernel (--kernel). Exit status 1 if a check fails.
     #[command(after_long_help = EXIT_STATUS_HELP)]
     Race(race::RaceArgs),
     /// Every experiment, engine beside kernel, in one run: tables, figures and a page.

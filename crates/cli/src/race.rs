@@ -10,7 +10,7 @@ use anyhow::Result;
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
-use vmspace_bench::race::{self, RaceFile, RaceTest, Scenario};
+use vmspace_bench::race::{self, RaceFile, RaceReads, RaceTest, Scenario};
 use vmspace_linux::args::parse_duration;
 use vmspace_mm::ReaderMode;
 use vmspace_results::report::{ReportSet, Verdict};
@@ -31,6 +31,11 @@ pub struct RaceArgs {
     /// The file to read: maps (with PROCMAP_QUERY checks) or smaps.
     #[arg(long, default_value = "maps")]
     file: RaceFile,
+    /// How each pass reads the file: page (one page per read, the selftest's; the boundary observed is between
+    /// two reads) or random (reads of 1 byte to about three maps lines or one smaps record, so that records
+    /// straddle reads at every offset).
+    #[arg(long, default_value = "page")]
+    reads: RaceReads,
     /// Tests to run, comma-separated: split, resize, remap.
     #[arg(long, default_value = "split,resize,remap", value_delimiter = ',', value_parser = kernel::race_test)]
     tests: Vec<RaceTest>,
@@ -57,6 +62,7 @@ pub fn run(a: RaceArgs) -> Result<Status> {
     if a.kernel {
         return kernel::run_race(kernel::RaceArgs {
             file: a.file,
+            reads: a.reads,
             tests: a.tests,
             duration: a.duration,
             force: a.force,
@@ -73,18 +79,20 @@ pub fn run(a: RaceArgs) -> Result<Status> {
     if modes.is_empty() {
         return Err(usage("--mode is empty"));
     }
-    let scenarios: Vec<Scenario> = a.tests.iter().map(|&test| Scenario { file: a.file, test }).collect();
+    let scenarios: Vec<Scenario> =
+        a.tests.iter().map(|&test| Scenario { file: a.file, test, reads: a.reads }).collect();
     let json = JsonOut::new(a.json.as_deref())?;
     let t = Text::new(&json);
     let host = vmspace_linux::hostinfo::gather();
     say!(t, "host: {}", host.one_line());
     say!(
         t,
-        "{} test(s) x {} mode(s) x {:?} on the engine's /proc/PID/{}",
+        "{} test(s) x {} mode(s) x {:?} on the engine's /proc/PID/{}, {} reads",
         scenarios.len(),
         modes.len(),
         a.duration,
-        if a.file == RaceFile::Maps { "maps (+ PROCMAP_QUERY)" } else { "smaps" }
+        if a.file == RaceFile::Maps { "maps (+ PROCMAP_QUERY)" } else { "smaps" },
+        a.reads
     );
     let mut bar = Progress::new((scenarios.len() * modes.len()) as u64);
     let stop = vmspace_linux::child::interrupted;
@@ -139,7 +147,7 @@ pub fn run(a: RaceArgs) -> Result<Status> {
     let passed = reports.len() as u64 - failed;
     let line = if failed == 0 {
         let q = if a.file == RaceFile::Maps { ", PROCMAP_QUERY answers consistent" } else { "" };
-        format!("{passed} passed, 0 failed: no tearing, no false gaps{q}")
+        format!("{passed} passed, 0 failed: no tearing, no false gaps, every pass whole and in order{q}")
     } else {
         format!("{passed} passed, {failed} failed: the engine's reader showed a torn or missing record")
     };

@@ -1,4 +1,5 @@
-//! What a newcomer meets first, checked on the built binary: one-line command summaries that fit a line, man
+//! What a newcomer meets first, checked on the built binary: one-line command summaries that fit a line, help
+//! wrapped to the terminal's width (`COLUMNS` when standard output is no terminal) with its indents kept, man
 //! pages with an EXIT STATUS section, `-` as standard input for `replay` and `diff`, parse errors that name
 //! their line whatever the input, `diff --out-dir` that creates its directory, `--quiet`, and `race` and
 //! `bench` that print what they measured when interrupted.
@@ -28,7 +29,7 @@ fn stdout(o: &Output) -> String {
 #[test]
 fn every_command_summary_fits_one_line() {
     for args in [&["--help"][..], &["bench", "--help"], &["kernel", "--help"]] {
-        let o = bin().args(args).output().unwrap();
+        let o = bin().args(args).env("COLUMNS", "100").output().unwrap();
         assert_eq!(o.status.code(), Some(0));
         let text = stdout(&o);
         let commands: Vec<&str> = text
@@ -39,7 +40,48 @@ fn every_command_summary_fits_one_line() {
             .collect();
         assert!(commands.len() >= 5, "{args:?}: {text}");
         for l in commands {
-            assert!(l.chars().count() <= 100, "{args:?}: a summary over 100 columns: {l}");
+            // Help wraps at 100 columns: a longer summary would go on in a line of its own.
+            assert!(
+                l.starts_with("  ") && !l.starts_with("   "),
+                "{args:?}: a summary over 100 columns: {l}"
+            );
+        }
+    }
+}
+
+/// `--help` wraps to the terminal (`COLUMNS` here, standard output being a pipe), at most 100 columns; the
+/// exit-status section keeps its hanging indents at 80 columns.
+#[test]
+fn help_wraps_to_the_terminal_width() {
+    for args in [&["--help"][..], &["report", "--help"], &["bench", "faults", "--help"], &["race", "--help"]]
+    {
+        for (columns, width) in [("60", 60), ("80", 80), ("100", 100), ("200", 100)] {
+            let o = bin().args(args).env("COLUMNS", columns).output().unwrap();
+            assert_eq!(o.status.code(), Some(0));
+            let text = stdout(&o);
+            let widest = text.lines().map(|l| l.chars().count()).max().unwrap();
+            assert!(widest <= width, "{args:?} at COLUMNS={columns}: a line of {widest} columns:\n{text}");
+            // Wrapping happened where it had to: some line is within a few columns of the width.
+            assert!(widest + 12 >= width, "{args:?} at COLUMNS={columns}: widest line {widest}:\n{text}");
+            if width < 80 {
+                continue;
+            }
+            let status: Vec<&str> = text
+                .lines()
+                .skip_while(|l| *l != "Exit status:")
+                .skip(1)
+                .take_while(|l| !l.is_empty())
+                .collect();
+            assert!(status.len() >= 6, "{args:?}: {text}");
+            for l in status {
+                let first = l.trim_start().split(' ').next().unwrap();
+                let ok = if first.chars().all(|c| c.is_ascii_digit()) {
+                    l.starts_with("  ") && !l.starts_with("   ")
+                } else {
+                    l.starts_with("       ") && !l.starts_with("        ")
+                };
+                assert!(ok, "{args:?} at COLUMNS={columns}: an exit-status line out of its indent: {l:?}");
+            }
         }
     }
 }

@@ -103,7 +103,8 @@ fn race_finds_no_tearing() {
     for r in &rs {
         assert_eq!(median(r, "failures_count"), 0.0, "{}: {}", r["label"], r["notes"]);
         assert!(median(r, "iterations_count") > 0.0);
-        assert_eq!(median(r, "query_checks_count"), median(r, "iterations_count"));
+        // Seven pages around the raced regions, each asked with flags 0 and with COVERING_OR_NEXT_VMA.
+        assert_eq!(median(r, "query_checks_count"), 14.0 * median(r, "iterations_count"));
     }
     let v = json(&[
         "kernel",

@@ -35,7 +35,9 @@ fn engine_mmap_lock_mode_passes_every_test() {
         assert_eq!(r["parameters"]["mode"], "mmap-lock");
         let m = |k: &str| r["summary"][k]["median"].as_f64().unwrap();
         assert!(m("iterations_count") > 0.0 && m("child_cycles_count") > 0.0, "{}", r["label"]);
-        assert_eq!(m("query_checks_count"), m("iterations_count"));
+        // Seven pages around the raced regions, each asked with flags 0 and with COVERING_OR_NEXT_VMA.
+        assert_eq!(m("query_checks_count"), 14.0 * m("iterations_count"));
+        assert_eq!(r["parameters"]["reads"], "page");
     }
 }
 
@@ -59,6 +61,28 @@ fn engine_per_vma_on_smaps() {
 }
 
 #[test]
+fn random_reads_on_the_engine_and_the_kernel() {
+    let mut modified = 0.0;
+    for side in ["--engine", "--kernel"] {
+        for file in ["maps", "smaps"] {
+            let mut args = vec![side, "--reads", "random", "--file", file, "--duration", "200ms"];
+            if side == "--engine" {
+                args.extend_from_slice(&["--mode", "lockless"]);
+            }
+            let (code, reports) = race(&args);
+            assert_eq!(code, Some(0), "{side} {file}");
+            assert_eq!(reports.len(), 3);
+            for r in &reports {
+                assert_eq!(r["parameters"]["reads"], "random");
+                modified += r["summary"]["modified_seen_count"]["median"].as_f64().unwrap();
+            }
+        }
+    }
+    // The readers raced the writers (one run alone may miss the modified state on a busy machine).
+    assert!(modified > 0.0);
+}
+
+#[test]
 fn kernel_side_and_usage_errors() {
     let (code, reports) = race(&["--kernel", "--tests", "resize", "--duration", "200ms"]);
     assert_eq!(code, Some(0));
@@ -68,6 +92,7 @@ fn kernel_side_and_usage_errors() {
         &["--engine", "--kernel"][..],
         &["--mode", "rcu"][..],
         &["--tests", "swap"][..],
+        &["--reads", "pages"][..],
         &["--duration", "0s"][..],
     ] {
         let mut args = vec!["race"];

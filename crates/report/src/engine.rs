@@ -58,7 +58,7 @@ use vmspace_bench::contention::ReaderMode;
 use vmspace_bench::faults::{self as bench_faults, EngineAccess, FaultsConfig, Row};
 use vmspace_bench::fork::{self as bench_fork, ForkConfig, ForkSide};
 use vmspace_bench::measure::Cpus;
-use vmspace_bench::race::{self as bench_race, RaceFile, RaceRunner, RaceTest, Scenario};
+use vmspace_bench::race::{self as bench_race, RaceFile, RaceReads, RaceRunner, RaceTest, Scenario};
 use vmspace_linux::contention::Config as ContentionRow;
 use vmspace_results::report::Report;
 
@@ -335,7 +335,7 @@ impl Side<TearingPlan> for EngineRace {
         ctx: &mut Ctx<'_>,
     ) -> anyhow::Result<Report> {
         ctx.check_interrupted()?;
-        let sc = Scenario { file, test };
+        let sc = Scenario { file, test, reads: RaceReads::Page };
         let name = reader_side_name(self.mode);
         let o =
             (self.runner)(sc, self.mode, plan.duration).map_err(|e| anyhow!("{name}, {}: {e}", sc.key()))?;

@@ -48,7 +48,7 @@
 //! end. A test hook ([`ProcReader::with_record_hook`]) runs inside every record while the mode holds the VMA.
 //!
 //! The promises every mode keeps under concurrent writers: no torn line, no false gap in memory that stays
-//! mapped, a VMA shown at most twice (before and after a change); `crate::race` runs the proc-maps-race
+//! mapped, a VMA shown at most twice (before and after a change); `vmspace_bench::race` runs the proc-maps-race
 //! scenarios that check them.
 //!
 //! # Records

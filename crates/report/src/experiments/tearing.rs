@@ -6,10 +6,12 @@
 //! three tests on an engine `Mm`, a writer thread against a reader in each reader mode.
 //!
 //! # Contract of a side's report
-//! One report per test and file (point key `<test> (<file>)`, e.g. `split (maps)`), one run with metrics
-//! `iterations_count` (boundary observations), `modified_seen_count` (observations of the modified state),
-//! `duplicates_count` (allowed repeats), `query_checks_count`, `child_cycles_count` (the writer's
-//! modify+restore cycles) and `failures_count`; the first failures' offending lines in `notes`.
+//! One report per test and file (point key `<test> (<file>)`, e.g. `split (maps)`; the files are read one page
+//! per `read(2)`, parameter `reads` `page`), one run with metrics `iterations_count` (observations: whole
+//! passes, each checked at its boundary pair and whole), `modified_seen_count` (observations of the modified
+//! state), `duplicates_count` (allowed repeats), `query_checks_count` (PROCMAP_QUERY answers, 14 per maps
+//! observation), `child_cycles_count` (the writer's modify+restore cycles) and `failures_count`; the first
+//! failures' offending lines in `notes`. The checks are `vmspace_linux::race`'s (module docs).
 //!
 //! # Targets
 //! Per side and file: no failure in any test. A check whose reader never saw the modified state did not race
@@ -18,7 +20,7 @@
 
 use std::time::Duration;
 
-use vmspace_linux::race::{self, RaceFile, RaceTest};
+use vmspace_linux::race::{self, RaceFile, RaceReads, RaceTest};
 use vmspace_results::host::HostInfo;
 use vmspace_results::report::Report;
 
@@ -93,7 +95,7 @@ impl Side<TearingPlan> for KernelRace {
         ctx: &mut Ctx<'_>,
     ) -> anyhow::Result<Report> {
         let host = ctx.host().clone();
-        let mut reports = race::run(f, &[t], plan.duration, &host, &mut |_, _| {
+        let mut reports = race::run(f, &[t], RaceReads::Page, plan.duration, &host, &mut |_, _| {
             ctx.step(&format!("kernel, {} ({})", t.name(), file_name(f)), 1.0)
         })?;
         reports.pop().ok_or_else(|| anyhow::anyhow!("the race check returned no report"))
@@ -141,12 +143,13 @@ impl Experiment for Tearing {
         format!(
             "The proc-maps-race selftest's three tests: a writer modifies and restores a 3-page region at a \
              read-page boundary (split: map a page over it; resize: mremap 3 pages to 1 and back; remap: move a page \
-             of the next region into it) while the reader reads the maps (or smaps) one page per read() and checks \
-             the two records at the boundary, and in maps mode the PROCMAP_QUERY answer. {:.1} s per test, file and \
-             side. A failure is a torn or missing record; a repeated record (a duplicate) is allowed. Kernel: a \
-             child process and /proc/CHILD/maps; engine: a writer and a reader thread on one Mm, one side per \
-             reader mode, the record at the changed VMA and the next one taken from the whole file \
-             (vmspace_bench::race).",
+             of the next region into it) while the reader reads the whole maps (or smaps) one page per read(), \
+             pass after pass, and checks the two records at the boundary, then the whole pass (no torn line, \
+             records in order, none shown three times, no false gap, smaps Size and counters consistent), and in \
+             maps mode PROCMAP_QUERY at each of 7 pages against both states. {:.1} s per test, file and side. A \
+             failure is a torn or missing record or a pass or answer no state allows; a repeated record (a \
+             duplicate) is allowed. Kernel: a child process and /proc/CHILD/maps; engine: a writer and a reader \
+             thread on one Mm, one side per reader mode (vmspace_bench::race).",
             p.duration.as_secs_f64()
         )
     }
