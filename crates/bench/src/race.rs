@@ -314,7 +314,15 @@ mod tests {
             for file in [RaceFile::Maps, RaceFile::Smaps] {
                 for reads in RaceReads::ALL {
                     for sc in Scenario::on(file, reads) {
-                        let o = run_scenario(sc, mode, Duration::from_millis(80)).unwrap();
+                        // A busy machine may keep the writer or the reader off the CPU for a whole short run:
+                        // longer runs until both have run.
+                        let mut o = run_scenario(sc, mode, Duration::from_millis(80)).unwrap();
+                        for ms in [400, 2000] {
+                            if o.iterations > 0 && o.child_cycles > 0 {
+                                break;
+                            }
+                            o = run_scenario(sc, mode, Duration::from_millis(ms)).unwrap();
+                        }
                         assert_eq!(o.failure_count, 0, "{} {}: {:?}", sc.key(), mode.name(), o.failures);
                         assert!(o.iterations > 0 && o.child_cycles > 0, "{} {o:?}", sc.key());
                         // Maps: 7 pages, each asked with flags 0 and with COVERING_OR_NEXT_VMA.

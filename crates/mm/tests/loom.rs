@@ -46,6 +46,9 @@
 //! - `speculative_fault_vs_fork`: the real address space: a speculative write fault against `fork`: the page
 //!   is copied (write-protected on both sides) or installed after the copy, and the child never sees the
 //!   parent's later write.
+//! - `munmap_downgrade_vs_neighbour_fault`: the real address space: a fault in the part of a merged VMA that
+//!   stays while munmap removes the other part, downgrades the mmap lock and zaps under the read hold: the fault
+//!   always completes and the table the two parts share is kept.
 //!
 //! Under loom a parked thread only yields (see `vma::park`), so these models check the atomics and orderings
 //! of the protocols, not the wake-ups; lost wake-ups are the business of the std tests (`mmap_lock` unit tests,

@@ -48,6 +48,10 @@ fn faulter(mm: &Mm, t: u64, stop: &AtomicBool, faults: &AtomicU64) {
         let access = if i & 1 == 0 { Access::Write } else { Access::Read };
         if mm.fault(a, access).is_ok() {
             n += 1;
+            if n <= WARM_FAULTS {
+                // Relaxed: a progress count the mutator waits for; nothing is published through it.
+                faults.fetch_add(1, Ordering::Relaxed);
+            }
         }
         if n % 64 == 63 {
             let from = R + ((i >> 40) % (PAGES - 64)) * P;
@@ -55,8 +59,12 @@ fn faulter(mm: &Mm, t: u64, stop: &AtomicBool, faults: &AtomicU64) {
         }
     }
     // Relaxed: read after the join.
-    faults.fetch_add(n, Ordering::Relaxed);
+    faults.fetch_add(n.saturating_sub(WARM_FAULTS), Ordering::Relaxed);
 }
+
+/// Faults each faulter counts at once (the rest at its end), so that the mutator starts only once every faulter
+/// runs: on a busy machine the faulters may otherwise not be scheduled before the mutator's rounds are over.
+const WARM_FAULTS: u64 = 16;
 
 /// The entries of `[start, start + PAGES * P)`: `(present, writable)` for each.
 fn entries(mm: &Mm, start: u64) -> impl Iterator<Item = (u64, bool, bool)> + '_ {
@@ -126,6 +134,13 @@ fn speculative_faults_vs_mprotect_munmap_mremap_fork() {
             }
         }
         let _stop = StopOnDrop(&stop);
+        let waiting = std::time::Instant::now();
+        // Relaxed: a progress count (above).
+        while faults.load(Ordering::Relaxed) < FAULTERS * WARM_FAULTS
+            && waiting.elapsed() < std::time::Duration::from_secs(30)
+        {
+            std::thread::yield_now();
+        }
         mutator(&mm, rounds());
     });
     mm.validate().unwrap();
