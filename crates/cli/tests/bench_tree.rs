@@ -88,8 +88,10 @@ fn quick_json_has_the_shared_schema_and_every_cell() {
                     "{r}"
                 );
             } else if verdict == "not measurable" {
-                // Two lookup threads on one usable CPU: a miss there says nothing.
-                assert!(r["notes"].to_string().contains("on 1 usable CPU"), "{r}");
+                // Two lookup threads on one usable CPU: a miss there says nothing. Or too few rounds had their
+                // CPU (another test's processes beside this one): those rounds compare the machine's load.
+                let notes = r["notes"].to_string();
+                assert!(notes.contains("on 1 usable CPU") || notes.contains("on its CPU under 90%"), "{r}");
             } else {
                 assert_eq!(verdict, expected, "{r}");
             }
@@ -221,7 +223,16 @@ fn processes_pool_rounds_of_child_processes() {
         .iter()
         .find(|r| r["benchmark"] == "bench.tree.target" && param(r, "workload") == "lookup n=21")
         .expect("the lookup target at n=21");
-    assert_eq!(target["runs"].as_array().unwrap().len(), 6, "judged on both processes' rounds: {target}");
+    // Judged on both processes' rounds, but for those in which a batch waited for a CPU (another test's
+    // processes run beside this one), which the note counts.
+    let judged = target["runs"].as_array().unwrap().len();
+    let left_out = format!("judged on the other {judged} runs: in {} of 6 runs", 6 - judged);
+    assert!(
+        judged == 6
+            || target["notes"].to_string().contains(&left_out)
+            || target["parameters"]["verdict"] == "not measurable",
+        "judged on both processes' rounds: {target}"
+    );
     assert!(String::from_utf8_lossy(&out.stderr).contains("in each of 2 processes, their rounds pooled"));
     let zero = bin().args(["bench", "tree", "--quick", "--processes", "0"]).output().expect("run vmspace");
     assert_eq!(zero.status.code(), Some(2));
