@@ -62,6 +62,8 @@ use crate::table::{TABLE_BYTES, TABLE_ENTRY_BITS, Table, table_entry, table_of};
 pub(crate) const MM_ANONPAGES: usize = 0;
 pub(crate) const MM_FILEPAGES: usize = 1;
 pub(crate) const MM_SHMEMPAGES: usize = 2;
+/// How many `mm_counter` kinds there are.
+pub(crate) const NR_MM_COUNTERS: usize = 3;
 /// Table counters: PTE tables, and PUD/PMD tables.
 const NR_PTE_TABLES: usize = 0;
 const NR_UPPER_TABLES: usize = 1;
@@ -134,7 +136,7 @@ pub struct PageTable {
     pub(crate) mem: Arc<Memory>,
     /// The PGD's address.
     pgd: usize,
-    rss: Sharded<3>,
+    rss: Sharded<NR_MM_COUNTERS>,
     tables: Sharded<2>,
     pub(crate) faults: Sharded<{ crate::fault::NKINDS }>,
 }

@@ -52,7 +52,7 @@ use vmspace_rcu::sync::{AtomicU64, Ordering};
 use crate::arch::{Marker, PAGE_SIZE, PGDIR_SIZE, PMD_SIZE, PUD_SIZE, VA_END, addr_end, index};
 use crate::frame::FrameFlags;
 use crate::gather::MmuGather;
-use crate::pgtable::{MM_ANONPAGES, MM_FILEPAGES, MM_SHMEMPAGES, PageTable, PteGuard, Rss};
+use crate::pgtable::{MM_ANONPAGES, MM_FILEPAGES, MM_SHMEMPAGES, NR_MM_COUNTERS, PageTable, PteGuard, Rss};
 use crate::table::{entry_addr, table_of};
 
 /// What a zap may remove (`struct zap_details`).
@@ -119,14 +119,26 @@ pub struct ZapStats {
 }
 
 impl PageTable {
-    /// `unmap_page_range` over `[start, end)` with `details` (module docs). Allocates nothing.
+    /// `unmap_page_range` over `[start, end)` with `details` (module docs). Allocates nothing. The frames it
+    /// unmaps are freed a grace period after it returns (its own gather's end).
     pub fn zap_range(&self, start: u64, end: u64, details: &ZapDetails) -> ZapStats {
+        self.zap_range_in(&mut self.tlb_gather_mmu(), start, end, details)
+    }
+
+    /// [`PageTable::zap_range`] into the caller's gather `tlb`: the frames it unmaps are freed when `tlb` is
+    /// dropped (`tlb_finish_mmu`), which the caller may do after it released its locks.
+    pub fn zap_range_in(&self, tlb: &mut MmuGather, start: u64, end: u64, details: &ZapDetails) -> ZapStats {
         let mut stats = ZapStats::default();
-        let mut tlb = MmuGather::new(&self.mem);
         self.for_each_pte_table(start, end, &mut |g, from, to| {
-            self.zap_pte_range(g, from, to, details, &mut tlb, &mut stats)
+            self.zap_pte_range(g, from, to, details, tlb, &mut stats)
         });
         stats
+    }
+
+    /// An empty gather of this page table's memory (`tlb_gather_mmu`), for [`PageTable::zap_range_in`] and
+    /// [`PageTable::free_pgd_range_in`]: what they unpublish is freed a grace period after it is dropped.
+    pub fn tlb_gather_mmu(&self) -> MmuGather {
+        MmuGather::new(&self.mem)
     }
 
     /// `zap_pte_range`: one locked PTE table's part `[start, end)` of the range.
@@ -140,6 +152,9 @@ impl PageTable {
         stats: &mut ZapStats,
     ) {
         let mut skipped = false;
+        // The RSS decrease by kind, added to the counters once for the table as `zap_pte_range` does
+        // (`add_mm_rss_vec`), instead of one counter update per page.
+        let mut rss = [0i64; NR_MM_COUNTERS];
         let mut addr = start;
         while addr != end {
             let pte = g.get(addr);
@@ -171,7 +186,7 @@ impl PageTable {
                             }
                         }
                         let kind = PageTable::rss_kind(flags);
-                        self.add_rss(kind, -1);
+                        rss[kind] += 1;
                         match kind {
                             MM_ANONPAGES => stats.rss.anon += 1,
                             MM_SHMEMPAGES => stats.rss.shmem += 1,
@@ -209,6 +224,11 @@ impl PageTable {
             }
             addr += PAGE_SIZE;
         }
+        for (kind, &n) in rss.iter().enumerate() {
+            if n != 0 {
+                self.add_rss(kind, -n);
+            }
+        }
         // `try_to_free_pte`: only when this zap covered the table's whole span.
         let span_start = start & !(PMD_SIZE - 1);
         if d.reclaim_pt
@@ -227,6 +247,18 @@ impl PageTable {
     /// `free_pgd_range` (module docs). `ceiling` 0 means the top of the address space. Returns the tables it
     /// freed.
     pub fn free_pgd_range(&self, addr: u64, end: u64, floor: u64, ceiling: u64) -> u64 {
+        self.free_pgd_range_in(&mut self.tlb_gather_mmu(), addr, end, floor, ceiling)
+    }
+
+    /// [`PageTable::free_pgd_range`] into the caller's gather `tlb` (as [`PageTable::zap_range_in`]).
+    pub fn free_pgd_range_in(
+        &self,
+        tlb: &mut MmuGather,
+        addr: u64,
+        end: u64,
+        floor: u64,
+        ceiling: u64,
+    ) -> u64 {
         let mut addr = addr & !(PMD_SIZE - 1);
         let mut end = end.min(VA_END);
         let mut ceiling = ceiling;
@@ -248,11 +280,9 @@ impl PageTable {
         if addr > end.wrapping_sub(1) {
             return 0;
         }
-        // Declared before the section, so dropped after it: the gather's end may wait for its grace period,
-        // which a section of this thread would hold back.
-        let mut tlb = MmuGather::new(&self.mem);
         // Every upper table this call reaches is used inside this section, so one that a racing call unlinks
-        // and retires stays allocated until the walk is done.
+        // and retires stays allocated until the walk is done. The gather (the caller's) outlives the section:
+        // its end may wait for its grace period, which a section of this thread would hold back.
         let rcu = vmspace_rcu::pin();
         let mut freed = 0u64;
         let pgd = self.pgd();
@@ -262,7 +292,7 @@ impl PageTable {
             let slot = &pgd.e[index(a, 3)];
             // Acquire: pairs with the link.
             if slot.load(Ordering::Acquire) != 0 {
-                freed += self.free_pud_range(&mut tlb, &rcu, slot, a, next, floor, ceiling);
+                freed += self.free_pud_range(tlb, &rcu, slot, a, next, floor, ceiling);
             }
             a = next;
             if a == end {
