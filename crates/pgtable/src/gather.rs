@@ -29,11 +29,8 @@ const GP_EVERY: u32 = 16;
 /// threads mapping and unmapping such regions kept twice the memory in circulation.
 const EXPEDITE_BUDGET: std::time::Duration = std::time::Duration::from_micros(50);
 
-/// A batch of frames and table pages to free after a grace period (module docs). Made by
-/// [`crate::PageTable::tlb_gather_mmu`]; what it holds is handed to RCU when it is dropped, and if it handed a
-/// full batch, the drop waits a bounded time for that grace period: drop it outside the locks a caller wants
-/// to hold briefly.
-pub struct MmuGather {
+/// A batch of frames and table pages to free after a grace period (module docs).
+pub(crate) struct MmuGather {
     mem: Arc<Memory>,
     frames: Vec<u64>,
     tables: Vec<usize>,

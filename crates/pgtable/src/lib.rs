@@ -141,7 +141,6 @@ pub use check::check_memory;
 pub use fault::{FaultKind, FaultStats, FaultVma, VmFault, handle_mm_fault, handle_mm_fault_speculative};
 pub use fork::{CopyVma, is_cow_mapping, vma_needs_copy};
 pub use frame::{FrameFlags, FrameInfo, MAX_FRAMES, Memory, MemoryConfig, MemoryStats};
-pub use gather::MmuGather;
 pub use mprotect::{ChangeProt, GuardInstall};
 pub use mremap::MoveFlags;
 pub use pgtable::{Access, MmuError, PageTable, PageTableCheck, Rss};

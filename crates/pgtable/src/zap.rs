@@ -119,26 +119,14 @@ pub struct ZapStats {
 }
 
 impl PageTable {
-    /// `unmap_page_range` over `[start, end)` with `details` (module docs). Allocates nothing. The frames it
-    /// unmaps are freed a grace period after it returns (its own gather's end).
+    /// `unmap_page_range` over `[start, end)` with `details` (module docs). Allocates nothing.
     pub fn zap_range(&self, start: u64, end: u64, details: &ZapDetails) -> ZapStats {
-        self.zap_range_in(&mut self.tlb_gather_mmu(), start, end, details)
-    }
-
-    /// [`PageTable::zap_range`] into the caller's gather `tlb`: the frames it unmaps are freed when `tlb` is
-    /// dropped (`tlb_finish_mmu`), which the caller may do after it released its locks.
-    pub fn zap_range_in(&self, tlb: &mut MmuGather, start: u64, end: u64, details: &ZapDetails) -> ZapStats {
         let mut stats = ZapStats::default();
+        let mut tlb = MmuGather::new(&self.mem);
         self.for_each_pte_table(start, end, &mut |g, from, to| {
-            self.zap_pte_range(g, from, to, details, tlb, &mut stats)
+            self.zap_pte_range(g, from, to, details, &mut tlb, &mut stats)
         });
         stats
-    }
-
-    /// An empty gather of this page table's memory (`tlb_gather_mmu`), for [`PageTable::zap_range_in`] and
-    /// [`PageTable::free_pgd_range_in`]: what they unpublish is freed a grace period after it is dropped.
-    pub fn tlb_gather_mmu(&self) -> MmuGather {
-        MmuGather::new(&self.mem)
     }
 
     /// `zap_pte_range`: one locked PTE table's part `[start, end)` of the range.
@@ -247,18 +235,6 @@ impl PageTable {
     /// `free_pgd_range` (module docs). `ceiling` 0 means the top of the address space. Returns the tables it
     /// freed.
     pub fn free_pgd_range(&self, addr: u64, end: u64, floor: u64, ceiling: u64) -> u64 {
-        self.free_pgd_range_in(&mut self.tlb_gather_mmu(), addr, end, floor, ceiling)
-    }
-
-    /// [`PageTable::free_pgd_range`] into the caller's gather `tlb` (as [`PageTable::zap_range_in`]).
-    pub fn free_pgd_range_in(
-        &self,
-        tlb: &mut MmuGather,
-        addr: u64,
-        end: u64,
-        floor: u64,
-        ceiling: u64,
-    ) -> u64 {
         let mut addr = addr & !(PMD_SIZE - 1);
         let mut end = end.min(VA_END);
         let mut ceiling = ceiling;
@@ -280,9 +256,11 @@ impl PageTable {
         if addr > end.wrapping_sub(1) {
             return 0;
         }
+        // Declared before the section, so dropped after it: the gather's end may wait for its grace period,
+        // which a section of this thread would hold back.
+        let mut tlb = MmuGather::new(&self.mem);
         // Every upper table this call reaches is used inside this section, so one that a racing call unlinks
-        // and retires stays allocated until the walk is done. The gather (the caller's) outlives the section:
-        // its end may wait for its grace period, which a section of this thread would hold back.
+        // and retires stays allocated until the walk is done.
         let rcu = vmspace_rcu::pin();
         let mut freed = 0u64;
         let pgd = self.pgd();
@@ -292,7 +270,7 @@ impl PageTable {
             let slot = &pgd.e[index(a, 3)];
             // Acquire: pairs with the link.
             if slot.load(Ordering::Acquire) != 0 {
-                freed += self.free_pud_range(tlb, &rcu, slot, a, next, floor, ceiling);
+                freed += self.free_pud_range(&mut tlb, &rcu, slot, a, next, floor, ceiling);
             }
             a = next;
             if a == end {

@@ -604,14 +604,8 @@ impl Mm {
         if let Some(ptes) = pending {
             let held = w.downgrade();
             munmap::downgraded_unmap_hook();
-            let mut tlb = self.pt().tlb_gather_mmu();
-            self.clear_ptes(ptes, &mut tlb);
+            self.clear_ptes(ptes);
             drop(held);
-            // The gather's end (`tlb_finish_mmu`: the frames and tables handed to RCU, a bounded wait for their
-            // grace period, the frees) after `mmap_read_unlock`, where the kernel does it before: the frames
-            // are unreachable already, and another thread's `mmap` waiting for the write lock no longer waits
-            // for the grace period as well (module `munmap`, "What runs under which lock").
-            drop(tlb);
         }
         r
     }

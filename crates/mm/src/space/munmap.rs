@@ -24,7 +24,6 @@
 //! | each VMA of the range write-locked, the range cleared in the tree by one store, each VMA unregistered from its file, detached and freed; `map_count`, `locked_vm` lowered | mmap write lock (and the VMAs' write locks) | `vms_gather_munmap_vmas`, `vma_iter_clear_gfp`, `vms_complete_munmap_vmas` before its downgrade |
 //! | `mmap_write_downgrade`: `mm_lock_seq` advances, so every VMA write lock of the call ends at once | | `vms_complete_munmap_vmas` with `vms->unlock` |
 //! | zap of the removed ranges, `free_pgd_range` between the neighbours that stay, hugetlb pages given back | mmap read hold ([`Mm::clear_ptes`]) | `vms_clear_ptes` (`unmap_vmas`, `free_pgtables`), `remove_vma` |
-//! | the gather's end: the unmapped frames and tables handed to RCU, a bounded wait for their grace period, their frees | none (after `mmap_read_unlock`) | `tlb_finish_mmu`, inside `unmap_region` under the read hold |
 //!
 //! The downgrade is taken by `munmap` (`__vm_munmap(.., unlock = true)`), brk shrinking (`SYSCALL_DEFINE1(brk)`:
 //! `do_vmi_align_munmap(.., unlock = true)`, after `mm->brk` moved) and mremap shrinking in place
@@ -34,13 +33,6 @@
 //! space after it in that call. A `MAP_FIXED` mapping over old ones, mremap's unmap of the destination, of the
 //! tail before a move and of the old range after one clear under the write lock (`unlock == false`: the call
 //! goes on in the range).
-//!
-//! The one step out of the kernel's order is the last: the frames and tables a downgraded unmap took out are
-//! unreachable once the zap and `free_pgd_range` return (no entry names them), so freeing them needs no lock,
-//! and the gather ends after the read hold. Its end may wait up to 50 µs for a grace period (a `membarrier`
-//! and the other threads' read-side sections) and then frees 4,096 frames for a 16 MiB region: under the
-//! read hold, another thread's `mmap` waiting for the write lock waited for all of it too. A sequential caller
-//! sees no difference: the call returns after the frees either way.
 //!
 //! Why the page-level work is safe under the read hold, beside faults in the neighbours (under their VMA read
 //! locks, which the downgrade let in again, or under the mmap read lock), `MADV_DONTNEED` / `FREE` in them
@@ -66,7 +58,7 @@
 //! before its zap with the `testing` hook `set_downgraded_unmap_hook` and shows the neighbour's fault
 //! completing).
 
-use vmspace_pgtable::{MmuGather, vma_has_recency};
+use vmspace_pgtable::vma_has_recency;
 
 use super::VmFlags;
 use super::tree::{V, VmaExt};
@@ -130,11 +122,9 @@ impl Mm {
     /// files' registries: zap the ranges, free the page tables between the neighbours that stay, give back
     /// the hugetlb pages and reservations no mapping holds any more. Under the mmap write lock, or under the
     /// read hold its downgrade left (module docs: why that is safe beside faults and `MADV_DONTNEED` in the
-    /// neighbours). The frames and tables go into `tlb`: the caller drops it when it has released its locks,
-    /// so that their hand-off to RCU and the bounded wait for their grace period (the gather's end) hold
-    /// nobody up.
-    pub(crate) fn clear_ptes(&self, c: ClearPtes, tlb: &mut MmuGather) {
-        self.unmap_pages(tlb, c.ranges(), c.floor, c.ceiling);
+    /// neighbours).
+    pub(crate) fn clear_ptes(&self, c: ClearPtes) {
+        self.unmap_pages(c.ranges(), c.floor, c.ceiling);
         self.hugetlb_release(c.huge);
     }
 }
@@ -353,7 +343,7 @@ impl MmWrite<'_> {
         } else {
             // vms_clear_ptes: the pages and the tables of the range (the VMAs left their files' registries
             // above), then the hugetlb pages and reservations no mapping holds any more.
-            self.clear_ptes(ptes, &mut self.pt().tlb_gather_mmu());
+            self.clear_ptes(ptes);
         }
         (g, kept)
     }

@@ -49,7 +49,7 @@ use std::sync::Arc;
 
 use vmspace_abi::VmFlags;
 use vmspace_pgtable::{
-    ChangeProt, FileMapping, FrameFlags, MappingId, MmuGather, PMD_SIZE, PageProt, Pfn, VA_END, ZapDetails,
+    ChangeProt, FileMapping, FrameFlags, MappingId, PMD_SIZE, PageProt, Pfn, VA_END, ZapDetails,
     vma_has_recency,
 };
 
@@ -108,18 +108,11 @@ impl Mm {
 
     /// `vms_clear_ptes` for the removed VMAs' `ranges` (in address order, each with its VMA's recency,
     /// `vma_has_recency`) between `floor` (the end of the VMA below, 0 if none) and `ceiling` (the start of the
-    /// VMA above, 0 if none): module docs. The frames and tables go into `tlb`, freed a grace period after
-    /// the caller drops it (`tlb_finish_mmu`).
-    pub(crate) fn unmap_pages(
-        &self,
-        tlb: &mut MmuGather,
-        ranges: &[(u64, u64, bool)],
-        floor: u64,
-        ceiling: u64,
-    ) {
+    /// VMA above, 0 if none): module docs.
+    pub(crate) fn unmap_pages(&self, ranges: &[(u64, u64, bool)], floor: u64, ceiling: u64) {
         let pt = self.pt();
         for &(s, e, recency) in ranges {
-            pt.zap_range_in(tlb, s, e, &ZapDetails::UNMAP.with_recency(recency));
+            pt.zap_range(s, e, &ZapDetails::UNMAP.with_recency(recency));
         }
         let mut i = 0;
         while i < ranges.len() {
@@ -129,7 +122,7 @@ impl Mm {
                 j += 1;
             }
             let next = ranges.get(j + 1).map_or(ceiling, |r| r.0);
-            pt.free_pgd_range_in(tlb, addr, ranges[j].1, floor, next);
+            pt.free_pgd_range(addr, ranges[j].1, floor, next);
             i = j + 1;
         }
     }

@@ -18,11 +18,8 @@
 //!   shuts out new readers, then waits for the readers already inside to leave. This is the writer preference
 //!   mmap_lock needs: a waiting writer gets in ahead of readers that arrive after it, so a stream of readers
 //!   (e.g. `/proc` scanners) cannot starve `mmap()`.
-//! - Waiting: spin, then set PARKED (or DRAINING) and park with a validation that re-checks the state under the
-//!   parking queue's lock (see `park`); the releasing side clears the bit and unparks. A reader spins a few
-//!   hints (6.18's readers do not spin: they queue); a writer spins by time, as `rwsem_optimistic_spin` does:
-//!   up to (10 + readers / 2) µs on a lock readers own, 25 µs at most, and 25 µs on one a writer owns (the
-//!   kernel's writer spins while that owner runs, which user space cannot see; `park::WriterSpin`).
+//! - Waiting: spin a little, then set PARKED (or DRAINING) and park with a validation that re-checks the state
+//!   under the parking queue's lock (see `park`); the releasing side clears the bit and unparks.
 //! - `write_unlock` wakes the queue as `kernel/locking/rwsem.c: rwsem_mark_wake` does (the **hand-off**): if
 //!   the first thread parked on K is a reader, every parked reader is granted its read hold by the unlocker, in
 //!   the same atomic step that clears WRITER (under the parking queue's lock), and wakes already owning the
@@ -53,7 +50,7 @@ use std::fmt;
 use vmspace_rcu::SeqCount;
 use vmspace_rcu::sync::{AtomicU64, Ordering};
 
-use super::park::{Parked, Waiter, WriterSpin, park, park_as, spin_once, unpark_all, unpark_reader_batch};
+use super::park::{Parked, Waiter, park, park_as, spin_once, unpark_all, unpark_reader_batch};
 use crate::vma::stats::VmaLockStats;
 
 const WRITER: u64 = 1;
@@ -241,7 +238,7 @@ impl MmapLock {
     }
 
     fn claim_writer(&self) {
-        let mut spin = WriterSpin::new();
+        let mut spins = 0;
         loop {
             // Relaxed: the CAS carries the ordering.
             let s = self.state.load(Ordering::Relaxed);
@@ -256,7 +253,7 @@ impl MmapLock {
                 }
                 continue;
             }
-            if spin.spin(0) {
+            if spin_once(&mut spins) {
                 continue;
             }
             if s & PARKED == 0
@@ -271,12 +268,12 @@ impl MmapLock {
                 self.note_queued(s & WRITER != 0 && s & PARKED != 0)
             });
             self.note_dequeued(parked);
-            spin = WriterSpin::new();
+            spins = 0;
         }
     }
 
     fn drain_readers(&self) {
-        let mut spin = WriterSpin::new();
+        let mut spins = 0;
         loop {
             // Acquire: reading 0 readers synchronises with every reader's release `fetch_sub` (they form one
             // release sequence of RMWs), so their read sections happen-before the write section.
@@ -288,7 +285,7 @@ impl MmapLock {
                 }
                 return;
             }
-            if spin.spin(readers(s)) {
+            if spin_once(&mut spins) {
                 continue;
             }
             if s & DRAINING == 0
@@ -302,7 +299,7 @@ impl MmapLock {
                 // Relaxed under the queue lock: the last reader decrements before it takes the same lock.
                 readers(self.state.load(Ordering::Relaxed)) > 0
             });
-            spin = WriterSpin::new();
+            spins = 0;
         }
     }
 

@@ -163,64 +163,6 @@ pub(crate) fn unpark_all(key: usize) {
 #[cfg(not(loom))]
 const SPINS: u32 = 64;
 
-/// A writer's optimistic spin on the mmap lock (`kernel/locking/rwsem.c: rwsem_optimistic_spin`), by time
-/// rather than by count. The kernel's writer spins as long as the owning writer is on a CPU
-/// (`rwsem_spin_on_owner`), and on a lock that readers own for `rwsem_rspin_threshold`: (10 + readers / 2) µs,
-/// at most 25 µs, after which it queues. A user-space waiter cannot see whether the owner runs, so a writer
-/// owner gets the same 25 µs bound: the engine's write sections last a few µs, and one that lasts longer is
-/// taken to be preempted. The clock is read every 16 steps, as the kernel does, so that a release is seen
-/// within a few spin hints. Under loom there is no spin phase (as [`spin_once`]).
-pub(crate) struct WriterSpin {
-    #[cfg(not(loom))]
-    steps: u32,
-    #[cfg(not(loom))]
-    deadline: Option<std::time::Instant>,
-}
-
-/// The longest a writer spins (`rwsem_rspin_threshold`'s cap).
-#[cfg(not(loom))]
-const WRITER_SPIN_MAX_NS: u64 = 25_000;
-
-impl WriterSpin {
-    /// A spin phase not yet started.
-    pub(crate) fn new() -> Self {
-        Self {
-            #[cfg(not(loom))]
-            steps: 0,
-            #[cfg(not(loom))]
-            deadline: None,
-        }
-    }
-
-    /// One step while waiting for the lock's owner: `readers` is the number of read holders when readers own it
-    /// (0 when a writer does). Returns true (after a spin hint) while the writer should keep spinning, false
-    /// once it should park; after a park the caller starts a new phase ([`WriterSpin::new`]).
-    pub(crate) fn spin(&mut self, readers: u64) -> bool {
-        #[cfg(not(loom))]
-        {
-            let budget_ns = if readers == 0 {
-                WRITER_SPIN_MAX_NS
-            } else {
-                ((20 + readers.min(30)) * 1_000 / 2).min(WRITER_SPIN_MAX_NS)
-            };
-            let now = || std::time::Instant::now();
-            let deadline =
-                *self.deadline.get_or_insert_with(|| now() + std::time::Duration::from_nanos(budget_ns));
-            self.steps = self.steps.wrapping_add(1);
-            if self.steps.is_multiple_of(16) && now() >= deadline {
-                return false;
-            }
-            vmspace_rcu::sync::spin_loop();
-            true
-        }
-        #[cfg(loom)]
-        {
-            let _ = readers;
-            false
-        }
-    }
-}
-
 /// One step of a waiter's spin phase: returns true (after a spin hint) while the waiter should keep spinning,
 /// false once it should park. `spins` counts the steps taken. Under loom there is no spin phase: a spin is
 /// only a yield there and adds states for nothing.
@@ -239,38 +181,5 @@ pub(crate) fn spin_once(spins: &mut u32) -> bool {
     {
         let _ = spins;
         false
-    }
-}
-
-#[cfg(all(test, not(loom)))]
-mod tests {
-    use std::time::{Duration, Instant};
-
-    use super::WriterSpin;
-
-    /// Spins one phase to its end and returns how long it lasted.
-    fn phase(readers: u64) -> Duration {
-        let mut spin = WriterSpin::new();
-        let start = Instant::now();
-        while spin.spin(readers) {}
-        start.elapsed()
-    }
-
-    #[test]
-    fn writer_spin_lasts_the_kernels_threshold() {
-        // A phase ends no earlier than its budget: 25 us behind a writer, (20 + readers) / 2 us behind readers,
-        // capped at 25 us. The upper bound is loose: a preempted test thread overshoots.
-        for (readers, budget_us) in [(0, 25), (1, 10), (10, 15), (30, 25), (1_000, 25)] {
-            let took = phase(readers);
-            assert!(took >= Duration::from_micros(budget_us), "{readers} readers: spun only {took:?}");
-            assert!(took < Duration::from_secs(1), "{readers} readers: spun {took:?}");
-        }
-        // Shorter behind one reader than behind a writer, in the median of a few phases.
-        let median = |readers| {
-            let mut v: Vec<Duration> = (0..9).map(|_| phase(readers)).collect();
-            v.sort();
-            v[4]
-        };
-        assert!(median(1) < median(0), "one reader {:?}, a writer {:?}", median(1), median(0));
     }
 }
