@@ -70,7 +70,7 @@ use vmspace_rcu::CachePadded;
 use vmspace_rcu::sync::{AtomicPtr, AtomicU32, AtomicU64, Mutex, Ordering};
 
 use crate::arch::{PAGE_BYTES, PAGE_SIZE, PAGE_WORDS, Pfn};
-use crate::counters::{NSHARDS, Sharded, shard};
+use crate::counters::{Sharded, nshards, shard};
 
 /// Frames per frame-table chunk (loom: 4).
 #[cfg(not(loom))]
@@ -627,7 +627,7 @@ impl Memory {
         let m = Memory {
             dir: (0..DIR_LEN).map(|_| AtomicPtr::new(std::ptr::null_mut())).collect(),
             grow: Mutex::new(1),
-            free: (0..NSHARDS).map(|_| CachePadded::new(Mutex::new(Vec::new()))).collect(),
+            free: (0..nshards()).map(|_| CachePadded::new(Mutex::new(Vec::new()))).collect(),
             global_free: Mutex::new(Vec::new()),
             stats: Sharded::new(),
             fail_countdown: AtomicU64::new(0),
@@ -641,7 +641,7 @@ impl Memory {
             next_mapping: AtomicU64::new(1),
             lazyfree: Mutex::new(Vec::new()),
             mlock: Mutex::new(Vec::new()),
-            lru_add: (0..NSHARDS).map(|_| CachePadded::new(Mutex::new(Vec::new()))).collect(),
+            lru_add: (0..nshards()).map(|_| CachePadded::new(Mutex::new(Vec::new()))).collect(),
             activate: Mutex::new(Vec::new()),
             #[cfg(not(loom))]
             arena: DataArena::default(),
@@ -991,8 +991,9 @@ impl Memory {
             }
         }
         // Steal half of another shard's list.
-        for k in 1..NSHARDS {
-            let other = (me + k) % NSHARDS;
+        let n = self.free.len();
+        for k in 1..n {
+            let other = (me + k) % n;
             let mut l = self.free[other].lock();
             if let Some(p) = l.pop() {
                 let half = l.len() / 2;

@@ -138,6 +138,7 @@ pub use arch::{
 };
 pub use cache::{FileMapping, MappingId, PageCache, partial_block_page};
 pub use check::check_memory;
+pub use counters::nshards;
 pub use fault::{FaultKind, FaultStats, FaultVma, VmFault, handle_mm_fault, handle_mm_fault_speculative};
 pub use fork::{CopyVma, is_cow_mapping, vma_needs_copy};
 pub use frame::{FrameFlags, FrameInfo, MAX_FRAMES, Memory, MemoryConfig, MemoryStats};

@@ -2,10 +2,10 @@
 //! `VMA_LOCK_MISS` vm events).
 //!
 //! The kernel keeps them per CPU and increments them without a locked instruction (`this_cpu_inc`). Here each
-//! mm has [`SHARDS`] cache-line-sized shards plus one shared shard. A thread claims one of [`SHARDS`]
+//! mm has [`slots`] cache-line-sized shards plus one shared shard. A thread claims one of [`slots`]
 //! process-wide *slots* the first time it counts and keeps it until it exits; while it owns slot *i* it is the
 //! only writer of shard *i* of every mm, so it counts with a plain load and store (no `lock` prefix, which on
-//! x86 would also drain the store buffer on every lookup). Threads beyond [`SHARDS`] count into the shared
+//! x86 would also drain the store buffer on every lookup). Threads beyond [`slots`] count into the shared
 //! shard with an atomic add. A slot passes to another thread only through the slot table's Release/Acquire
 //! pair, so the new owner continues from the old owner's last count. [`VmaLockStats::snapshot`] sums the
 //! shards; the sum is a relaxed snapshot, exact once the counting threads have stopped (or been joined).
@@ -27,8 +27,18 @@ use std::fmt;
 use vmspace_rcu::CachePadded;
 use vmspace_rcu::sync::{AtomicU64, Ordering};
 
-/// Number of thread slots, hence of exclusively written counter shards per mm (each mm has one more, shared).
-pub const SHARDS: usize = 8;
+/// Number of thread slots, hence of exclusively written counter shards per mm (each mm has one more, shared):
+/// the page tables' shard count (`vmspace_pgtable::nshards`, the usable CPUs rounded up to a power of two, at
+/// least 8), at most 64 (the slot table is one word). Fixed at the first call.
+pub fn slots() -> usize {
+    #[cfg(not(loom))]
+    {
+        static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+        *N.get_or_init(|| vmspace_pgtable::nshards().min(64))
+    }
+    #[cfg(loom)]
+    8
+}
 
 struct Shard {
     success: AtomicU64,
@@ -62,7 +72,7 @@ vmspace_rcu::statics! {
     static SLOTS: AtomicU64 = AtomicU64::new(0);
 }
 
-/// A thread's claim on a slot ([`SHARDS`] = none: it counts into the shared shard).
+/// A thread's claim on a slot ([`slots`] = none: it counts into the shared shard).
 #[cfg(not(loom))]
 struct Slot(usize);
 
@@ -72,8 +82,8 @@ impl Slot {
         let mut cur = SLOTS.load(Ordering::Relaxed);
         loop {
             let free = (!cur).trailing_zeros() as usize;
-            if free >= SHARDS {
-                return Slot(SHARDS);
+            if free >= slots() {
+                return Slot(slots());
             }
             // Acquire: pairs with the Release in `drop` of the slot's previous owner, so that this thread's
             // plain increments continue from that owner's last counts.
@@ -88,7 +98,7 @@ impl Slot {
 #[cfg(not(loom))]
 impl Drop for Slot {
     fn drop(&mut self) {
-        if self.0 < SHARDS {
+        if self.0 < slots() {
             // Release: publishes this thread's last counts to the slot's next owner (see `claim`).
             SLOTS.fetch_and(!(1 << self.0), Ordering::Release);
         }
@@ -100,20 +110,20 @@ thread_local! {
     static SLOT: Slot = Slot::claim();
 }
 
-/// The calling thread's slot, or [`SHARDS`] (shared shard) when it has none or its thread-locals are gone.
+/// The calling thread's slot, or [`slots`] (shared shard) when it has none or its thread-locals are gone.
 #[inline]
 fn slot_index() -> usize {
     #[cfg(not(loom))]
-    return SLOT.try_with(|s| s.0).unwrap_or(SHARDS);
+    return SLOT.try_with(|s| s.0).unwrap_or_else(|_| slots());
     #[cfg(loom)]
-    SHARDS
+    slots()
 }
 
 /// Adds one to `c`, a counter of shard `slot`: a plain load and store when the caller owns the slot (module
 /// docs), an atomic add on the shared shard.
 #[inline]
 fn bump(c: &AtomicU64, slot: usize) {
-    if slot < SHARDS {
+    if slot < slots() {
         // Relaxed: a statistic with a single writer (this thread owns the slot).
         c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
     } else {
@@ -125,7 +135,7 @@ fn bump(c: &AtomicU64, slot: usize) {
 impl VmaLockStats {
     /// Zeroed counters.
     pub fn new() -> Self {
-        let shards = (0..=SHARDS)
+        let shards = (0..=slots())
             .map(|_| {
                 CachePadded::new(Shard {
                     success: AtomicU64::new(0),
@@ -207,7 +217,7 @@ mod tests {
         let mut threads = 0u64;
         for _wave in 0..3 {
             std::thread::scope(|s| {
-                for _ in 0..(SHARDS + 4) {
+                for _ in 0..(slots() + 4) {
                     threads += 1;
                     s.spawn(|| {
                         for i in 0..per_thread {
