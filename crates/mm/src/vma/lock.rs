@@ -689,25 +689,33 @@ mod tests {
         }
     }
 
-    #[test]
-    fn start_write_waits_for_reader() {
-        let (pool, mm) = setup();
-        let vma = attached(pool, &mm, 0x1000, 0x2000);
-        let r = vma_start_read(&mm, vma).unwrap();
-        assert_eq!(vma.refcnt(), 2);
+    /// Takes `lock` under the mmap write lock while another thread holds a read lock of `read`, and checks that
+    /// `lock` returned only after that reader saw the writer waiting (`vm_refcnt` at FLAG + 2: the writer added
+    /// FLAG and counts the reader), was shut out when it tried again, and left.
+    fn write_lock_waits_for_reader(mm: &MmLocking, read: &Vma, lock: impl FnOnce()) {
+        let r = vma_start_read(mm, read).unwrap();
+        assert_eq!(read.refcnt(), 2);
         let released = std::sync::atomic::AtomicBool::new(false);
         std::thread::scope(|s| {
             s.spawn(|| {
-                // The writer added FLAG and waits for us: FLAG + 2 (> FLAG + 1).
-                wait_refcnt(vma, VMA_LOCK_OFFSET + 2);
+                wait_refcnt(read, VMA_LOCK_OFFSET + 2);
                 // New readers are shut out meanwhile.
-                assert_eq!(vma_start_read(&mm, vma).unwrap_err(), VmaLockFail::WriteLocked);
+                assert_eq!(vma_start_read(mm, read).unwrap_err(), VmaLockFail::WriteLocked);
                 released.store(true, std::sync::atomic::Ordering::SeqCst);
                 drop(r);
             });
             let _w = mm.write_lock();
-            vma_start_write(&mm, vma);
+            lock();
             assert!(released.load(std::sync::atomic::Ordering::SeqCst));
+        });
+    }
+
+    #[test]
+    fn start_write_waits_for_reader() {
+        let (pool, mm) = setup();
+        let vma = attached(pool, &mm, 0x1000, 0x2000);
+        write_lock_waits_for_reader(&mm, vma, || {
+            vma_start_write(&mm, vma);
             // FLAG + 1 -> store vm_lock_seq -> minus FLAG: back to 1, write-locked.
             assert_eq!(vma.refcnt(), 1);
             assert!(vma_is_write_locked(&mm, vma));
@@ -743,19 +751,9 @@ mod tests {
         let (pool, mm) = setup();
         let a = attached(pool, &mm, 0x1000, 0x2000);
         let b = attached(pool, &mm, 0x3000, 0x4000);
-        let r = vma_start_read(&mm, b).unwrap();
-        let released = std::sync::atomic::AtomicBool::new(false);
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                // The writer stored the epoch, counted this reader and shut others out: FLAG + 2.
-                wait_refcnt(b, VMA_LOCK_OFFSET + 2);
-                assert_eq!(vma_start_read(&mm, b).unwrap_err(), VmaLockFail::WriteLocked);
-                released.store(true, std::sync::atomic::Ordering::SeqCst);
-                drop(r);
-            });
-            let _w = mm.write_lock();
+        // The bulk writer stores the epoch, then counts `b`'s reader and shuts others out.
+        write_lock_waits_for_reader(&mm, b, || {
             vma_start_write_bulk(&mm, &[a, b]);
-            assert!(released.load(std::sync::atomic::Ordering::SeqCst));
             assert_eq!((a.refcnt(), b.refcnt()), (1, 1));
             assert!(vma_is_write_locked(&mm, a) && vma_is_write_locked(&mm, b));
         });
