@@ -70,6 +70,32 @@ impl CursorState {
     pub(crate) fn new() -> Self {
         CursorState { index: 0, path: None, valid: false, stamp: 0, at: false }
     }
+
+    /// The cursor's path storage for a store made without the cursor (`write::store`): the store walks from the
+    /// root into it instead of into a fresh 20-level path on the stack (no initialisation of unused levels, no
+    /// copy of the path out of the walk). The cursor's path stops being trusted (the store changes the tree
+    /// anyway, and bumps the writer's store count); hand it back with [`CursorState::put_scratch`].
+    #[inline]
+    pub(crate) fn take_scratch(&mut self, root: Enode) -> Box<Path> {
+        self.valid = false;
+        self.at = false;
+        match self.path.take() {
+            Some(mut p) => {
+                p.lv[0] = Level::root(root);
+                p
+            }
+            None => {
+                let top = Level::root(root);
+                Box::new(Path { lv: [top; crate::node::MAX_HEIGHT] })
+            }
+        }
+    }
+
+    /// Returns the storage taken by [`CursorState::take_scratch`].
+    #[inline]
+    pub(crate) fn put_scratch(&mut self, p: Box<Path>) {
+        self.path = Some(p);
+    }
 }
 
 /// A writer's cursor: the maple tree's `ma_state` held by a writer (module docs). Borrows the [`Writer`], whose

@@ -176,6 +176,24 @@ fn leaf_node_gap(lk: Locked<'_>, e: Enode, min: u64, max: u64) -> u64 {
     g
 }
 
+/// Max gap of a leaf whose end (last used slot) is `end`: one pass over its used slots (NULLs are never
+/// adjacent, so each NULL slot is a whole NULL range).
+#[inline]
+fn leaf_gap_to(n: &crate::node::Node, min: u64, max: u64, end: usize) -> u64 {
+    let (mut s, mut g) = (min, 0);
+    for i in 0..end {
+        let l = n.pivot(i);
+        if n.leaf_slot_locked(i) == 0 {
+            g = g.max(range_size(s, l));
+        }
+        s = l.wrapping_add(1);
+    }
+    if n.leaf_slot_locked(end) == 0 {
+        g = g.max(range_size(s, max));
+    }
+    g
+}
+
 /// Records child `off`'s new max gap `g` in the path's node at `depth` and propagates upward while the node's
 /// max gap changes (the kernel's `mas_update_gap`). In place: gaps are only read by gap searches.
 fn propagate_gap(lk: Locked<'_>, p: &Path, mut depth: usize, mut g: u64) {
@@ -265,7 +283,19 @@ pub(crate) fn store<T: Entry>(
     insert: bool,
 ) -> Result<Replaced, MapleError> {
     let (tree, lk, st) = w.parts();
-    store_at(tree, lk, st, first, last, val, insert, None).map(|(r, _)| r)
+    // Relaxed: the writer reads its own stores.
+    let root = match Enode::from_word(tree.root.load(Ordering::Relaxed)) {
+        Some(root) if first <= last => root,
+        _ => return store_at(tree, lk, st, first, last, val, insert, None).map(|(r, _)| r),
+    };
+    // The walk from the root, into the cursor's boxed path storage (see `CursorState::take_scratch`): counted
+    // as the descent `store_at` would count for it.
+    st.descents += 1;
+    let mut p = st.cursor.take_scratch(root);
+    walk_from(lk, &mut p, 0, first, st.height - 1);
+    let r = store_at(tree, lk, st, first, last, val, insert, Some(&p));
+    st.cursor.put_scratch(p);
+    r.map(|(r, _)| r)
 }
 
 /// What a store left of the path it started from, for a write cursor to refresh only the replaced part
@@ -775,19 +805,18 @@ fn mas_wr_node_store_live<T: Entry>(
         .map(|j| range_size(n.slot_first(j, lv.min), n.slot_last(LEAF_PIVOTS, j, lv.max)))
         .max()
         .unwrap_or(0);
+    // Words past the larger of the old and the new end are zero before and after (a leaf's unused pivots and
+    // slots are zero: `fill_node`, and this rewrite, clear them), so only slots `i..=top` are compared.
+    let top = new_end.max(end);
     let seq = n.write_begin();
-    for j in i..LEAF_PIVOTS {
-        let v = match j.cmp(&new_end) {
-            std::cmp::Ordering::Less => tail[j - i].0,
-            std::cmp::Ordering::Equal => lv.max,
-            std::cmp::Ordering::Greater => 0,
-        };
-        if n.pivot(j) != v {
-            n.set_pivot_live(j, v);
+    for j in i..=top {
+        let (l, v) = if j <= new_end { tail[j - i] } else { (0, 0) };
+        if j < LEAF_PIVOTS {
+            // The new end's pivot is the leaf's max (`tail`'s last index is the max: the same value).
+            if n.pivot(j) != l {
+                n.set_pivot_live(j, l);
+            }
         }
-    }
-    for j in i..LEAF_SLOTS {
-        let v = if j <= new_end { tail[j - i].1 } else { 0 };
         if n.leaf_slot_locked(j) != v {
             n.set_leaf_slot(j, v);
         }
@@ -805,7 +834,7 @@ fn mas_wr_node_store_live<T: Entry>(
         } else if touched < old {
             old
         } else {
-            leaf_node_gap(lk, lv.e, lv.min, lv.max)
+            leaf_gap_to(n, lv.min, lv.max, new_end)
         };
         propagate_gap(lk, p, w.leaf_d - 1, g);
     }
