@@ -384,6 +384,10 @@ pub struct StoreStats {
     pub node_store: u64,
     /// Stores that rebuilt more than one leaf (split, rebalance, spanning store, tree growth or collapse).
     pub rebuild: u64,
+    /// Of the `rebuild` stores, those made by the NULL-tail shortcut (module `write`, `mas_wr_null_tail`): a
+    /// NULL store that would leave a NULL at the end of a leaf that is not the right-most, moved into the next
+    /// leaf's leading NULL by copying the two leaves and their parent, without the general rebuild.
+    pub null_tail: u64,
     /// Stores into an empty tree.
     pub empty: u64,
 }

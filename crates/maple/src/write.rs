@@ -95,8 +95,8 @@ use vmspace_rcu::sync::Ordering;
 
 use crate::build::{Big, Item, adopt, alloc, build_nodes, distribute, fill_node, node_count, node_items};
 use crate::node::{
-    ADDR_LIMIT, Counters, Enode, INT_MIN, INT_PIVOTS, INT_SLOTS, LEAF_MIN, LEAF_PIVOTS, LEAF_SLOTS, Level,
-    Locked, MAX_HEIGHT, RETIRE_BATCH, pivots, range_size,
+    ADDR_LIMIT, Counters, Enode, INT_MIN, INT_PIVOTS, INT_SLOT_BASE, INT_SLOTS, LEAF_MIN, LEAF_PIVOTS,
+    LEAF_SLOT_BASE, LEAF_SLOTS, Level, Locked, MAX_HEIGHT, RETIRE_BATCH, pivots, range_size,
 };
 use crate::{Entry, MapleError, MapleTree, StoreStats, WState, Writer};
 
@@ -542,8 +542,149 @@ fn mas_wr_store_entry<T: Entry>(
         },
         StoreType::SplitStore => mas_wr_split(tree, lk, st, req, root),
         StoreType::Rebalance => mas_wr_rebalance(tree, lk, st, req, root),
-        StoreType::SpanningStore => mas_wr_spanning_store(tree, lk, st, req, root),
+        StoreType::SpanningStore => match mas_wr_null_tail(tree, lk, st, p, &w, req) {
+            Some(r) => r,
+            None => mas_wr_spanning_store(tree, lk, st, req, root),
+        },
     }
+}
+
+/// The spanning store of a NULL that would end a leaf that is not the right-most (`mas_is_span_wr`'s second
+/// case: an munmap of a leaf's last range), when the next leaf is the leaf's sibling under the same parent and
+/// starts with a NULL: the NULL joins that leading NULL, and the boundary between the two leaves moves down to
+/// the store's first index. Instead of the general rebuild ([`mas_wr_bnode`]: gathering both leaves and the
+/// parent into big nodes, redistributing, walking again to publish) it copies the three nodes whose contents or
+/// ranges change and publishes them as one subtree, exactly as the rebuild would publish its result:
+///
+/// * the left leaf `L'`: the leaf's slots before the store (the part of slot `w.i` before the store kept), its
+///   max now `w.first - 1`, ending in a non-NULL (the classification took every NULL the store touches in);
+/// * the right leaf `R'`: a word-for-word copy of the next leaf, whose leading NULL now starts at `w.first`
+///   (its range changed, so it is a new node: a reader that reached the old one through the old parent reads a
+///   leaf that never changes again and is marked dead);
+/// * the parent `P'`: a copy with the boundary pivot moved, the two children and their gaps replaced, its
+///   largest-gap offset recomputed; published in the grandparent's slot (Release) or as the root.
+///
+/// Then the children are adopted, the gap is propagated above `P'`, and the three old nodes are marked dead and
+/// retired. Every node is allocated and filled before anything is published; on ENOMEM nothing changed. None
+/// (the caller rebuilds) when the shape does not apply: non-RCU mode, a root leaf, the next leaf under another
+/// parent or not starting with a NULL, or a left leaf that would fall below its minimum.
+fn mas_wr_null_tail<T: Entry>(
+    tree: &MapleTree<T>,
+    lk: Locked<'_>,
+    st: &mut WState,
+    p: &Path,
+    w: &WrLeaf,
+    req: Req,
+) -> Option<Result<(Replaced, After), MapleError>> {
+    let (lv, leaf_d) = (w.lv, w.leaf_d);
+    if !st.rcu || leaf_d == 0 || req.val != 0 || req.last > lv.max || !(w.oe == w.end && w.at_max) {
+        return None;
+    }
+    // The left leaf keeps slots `0..i` and, if the store starts inside slot `i`, that slot's first part.
+    let keep = w.i + !w.at_min as usize;
+    if keep < LEAF_MIN {
+        return None;
+    }
+    let pl = p.lv[leaf_d - 1];
+    let pn = pl.e.locked(lk);
+    let k = pl.off;
+    let (pend, _) = pn.meta();
+    if k >= pend {
+        return None;
+    }
+    let re = pn.child_locked(k + 1);
+    let rn = re.locked(lk);
+    let rmax = pn.slot_last(INT_PIVOTS, k + 1, pl.max);
+    if rn.leaf_slot_locked(0) != 0 {
+        return None;
+    }
+    let r0_last = rn.slot_last(LEAF_PIVOTS, 0, rmax);
+    // Allocate all three first: on failure nothing visible changed.
+    let mut got = [0usize; 3];
+    for j in 0..3 {
+        match alloc(st, &tree.counters) {
+            Some(a) => got[j] = a,
+            None => {
+                for &a in &got[..j] {
+                    // SAFETY: never published.
+                    unsafe { tree.counters.free_now(a) };
+                }
+                return Some(Err(MapleError::NoMem));
+            }
+        }
+    }
+    let n = lv.e.locked(lk);
+    let (replaced, delta) = wr_replaced(n, w, req);
+    // L': slots 0..i as they are, then slot i's first part; zero past the new end.
+    let (le, re2, pe) = (Enode::new(got[0], true), Enode::new(got[1], true), Enode::new(got[2], false));
+    let new_lmax = w.first - 1;
+    let ln = le.locked(lk);
+    ln.clear_seq();
+    let lend = keep - 1;
+    let (mut s, mut lgap) = (lv.min, 0);
+    for j in 0..LEAF_SLOTS {
+        let (l, v) = if j < lend {
+            (n.pivot(j), n.leaf_slot_locked(j))
+        } else if j == lend {
+            (new_lmax, n.leaf_slot_locked(j))
+        } else {
+            (0, 0)
+        };
+        if j < LEAF_PIVOTS {
+            ln.set_word(j, l);
+        }
+        ln.set_word(LEAF_SLOT_BASE + j, v as u64);
+        if j <= lend {
+            if v == 0 {
+                lgap = lgap.max(range_size(s, l));
+            }
+            s = l.wrapping_add(1);
+        }
+    }
+    // R': the next leaf word for word (its range now starts at `w.first`); a fresh sequence count.
+    let rn2 = re2.locked(lk);
+    rn2.copy_words_from(rn);
+    rn2.clear_seq();
+    // P': the parent with the boundary pivot moved and the two children replaced.
+    let pn2 = pe.locked(lk);
+    pn2.copy_words_from(pn);
+    pn2.clear_seq();
+    pn2.set_word(k, new_lmax);
+    pn2.set_word(INT_SLOT_BASE + k, le.word());
+    pn2.set_word(INT_SLOT_BASE + k + 1, re2.word());
+    pn2.set_gap(k, lgap);
+    pn2.set_gap(k + 1, pn.gap(k + 1).max(range_size(w.first, r0_last)));
+    let (mut pg, mut pgo) = (0, 0);
+    for j in 0..=pend {
+        let g = pn2.gap(j);
+        if g > pg || j == 0 {
+            (pg, pgo) = (g, j);
+        }
+    }
+    pn2.set_meta(pend, pgo);
+    adopt(lk, pe);
+    // Publish P' (Release: its contents and its children's happen-before a reader that loads it).
+    let after = if leaf_d == 1 {
+        pn2.set_parent(None);
+        tree.root.store(pe.word(), Ordering::Release);
+        After::Root
+    } else {
+        let gl = p.lv[leaf_d - 2];
+        pn2.set_parent(Some((gl.e, gl.off)));
+        // Release (inside set_child): publishes the new subtree.
+        gl.e.locked(lk).set_child(gl.off, pe);
+        propagate_gap(lk, p, leaf_d - 2, pg);
+        After::Below { depth: leaf_d - 2, e: pe }
+    };
+    for old in [lv.e, re, pl.e] {
+        old.locked(lk).mark_dead();
+        // SAFETY: unpublished above (the parent's replacement no longer names them), marked dead, retired once.
+        unsafe { retire(st, &tree.counters, old.addr()) };
+    }
+    st.stores.rebuild += 1;
+    st.stores.null_tail += 1;
+    add_len(tree, delta);
+    Some(Ok((replaced, after)))
 }
 
 /// `mas_wr_split`: the leaf overflows; the rebuild ([`mas_wr_bnode`]) splits it (absorbing a sibling first when
