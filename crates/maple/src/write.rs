@@ -920,47 +920,54 @@ fn mas_wr_node_store_live<T: Entry>(
     let lv = w.lv;
     let n = lv.e.locked(lk);
     let (i, oe, end) = (w.i, w.oe, w.end);
-    // The new tail, from slot `i`: (last index, slot word) pairs.
-    let mut tail = [(0u64, 0usize); LEAF_SLOTS];
-    let mut k = 0;
-    let mut push = |last: u64, v: usize| {
-        tail[k] = (last, v);
-        k += 1;
-    };
-    if !w.at_min {
-        push(w.first - 1, n.leaf_slot_locked(i));
-    }
-    push(w.last, req.val);
-    if !w.at_max {
-        push(n.slot_last(LEAF_PIVOTS, oe, lv.max), n.leaf_slot_locked(oe));
-    }
-    for j in oe + 1..=end {
-        push(n.slot_last(LEAF_PIVOTS, j, lv.max), n.leaf_slot_locked(j));
-    }
-    let new_end = i + k - 1;
-    debug_assert!(new_end < LEAF_SLOTS && tail[k - 1].0 == lv.max);
+    // The new slots from `i`: the head (the part of slot `i` before the store, the store, the part of slot `oe`
+    // after it), then slots `oe + 1..=end` moved by `shift`.
+    let head = 1 + !w.at_min as usize + !w.at_max as usize;
+    let new_end = i + head - 1 + (end - oe);
+    debug_assert!(new_end < LEAF_SLOTS);
+    let shift = new_end as isize - end as isize;
+    // The head's old words, read before anything moves.
+    let (vi, vo, lo) = (n.leaf_slot_locked(i), n.leaf_slot_locked(oe), n.slot_last(LEAF_PIVOTS, oe, lv.max));
     let (replaced, delta) = wr_replaced(n, w, req);
     // The largest NULL range the store touches (0: none), for the leaf's new max gap below.
-    let touched = (i..=oe)
-        .filter(|&j| n.leaf_slot_locked(j) == 0)
-        .map(|j| range_size(n.slot_first(j, lv.min), n.slot_last(LEAF_PIVOTS, j, lv.max)))
-        .max()
-        .unwrap_or(0);
-    // Words past the larger of the old and the new end are zero before and after (a leaf's unused pivots and
-    // slots are zero: `fill_node`, and this rewrite, clear them), so only slots `i..=top` are compared.
-    let top = new_end.max(end);
-    let seq = n.write_begin();
-    for j in i..=top {
-        let (l, v) = if j <= new_end { tail[j - i] } else { (0, 0) };
-        if j < LEAF_PIVOTS {
-            // The new end's pivot is the leaf's max (`tail`'s last index is the max: the same value).
-            if n.pivot(j) != l {
-                n.set_pivot_live(j, l);
-            }
+    let mut touched = 0;
+    for j in i..=oe {
+        if n.leaf_slot_locked(j) == 0 {
+            touched = touched.max(range_size(n.slot_first(j, lv.min), n.slot_last(LEAF_PIVOTS, j, lv.max)));
+        }
+    }
+    // Slot `j` takes `(last, v)`: only the words that differ are stored (the pivot of slot 15 is implied).
+    let put = |j: usize, l: u64, v: usize| {
+        if j < LEAF_PIVOTS && n.pivot(j) != l {
+            n.set_pivot_live(j, l);
         }
         if n.leaf_slot_locked(j) != v {
             n.set_leaf_slot(j, v);
         }
+    };
+    let mv = |j: usize| {
+        let t = (j as isize + shift) as usize;
+        put(t, n.slot_last(LEAF_PIVOTS, j, lv.max), n.leaf_slot_locked(j));
+    };
+    let seq = n.write_begin();
+    // The tail moves first (toward the end from its last slot, toward the start from its first, so that no slot
+    // is overwritten before it is read); words past the new end are cleared (unused words are zero: validate).
+    if shift > 0 {
+        (oe + 1..=end).rev().for_each(mv);
+    } else if shift < 0 {
+        (oe + 1..=end).for_each(mv);
+        for j in new_end + 1..=end {
+            put(j, 0, 0);
+        }
+    }
+    let mut j = i;
+    if !w.at_min {
+        put(j, w.first - 1, vi);
+        j += 1;
+    }
+    put(j, w.last, req.val);
+    if !w.at_max {
+        put(j + 1, lo, vo);
     }
     n.write_end(seq);
     st.stores.node_store += 1;
