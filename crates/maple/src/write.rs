@@ -194,6 +194,20 @@ fn leaf_gap_to(n: &crate::node::Node, min: u64, max: u64, end: usize) -> u64 {
     g
 }
 
+/// The largest gap word of internal node `n` and the first slot holding it. Over all its slots, with no bound
+/// to test: the gap words past the node's end are zero (as `validate` checks), so they never win.
+#[inline]
+fn max_gap_of(n: &crate::node::Node) -> (u64, usize) {
+    let (mut m, mut mo) = (n.gap(0), 0);
+    for i in 1..INT_SLOTS {
+        let gi = n.gap(i);
+        if gi > m {
+            (m, mo) = (gi, i);
+        }
+    }
+    (m, mo)
+}
+
 /// Records child `off`'s new max gap `g` in the path's node at `depth` and propagates upward while the node's
 /// max gap changes (the kernel's `mas_update_gap`). In place: gaps are only read by gap searches.
 fn propagate_gap(lk: Locked<'_>, p: &Path, mut depth: usize, mut g: u64) {
@@ -214,15 +228,7 @@ fn propagate_gap(lk: Locked<'_>, p: &Path, mut depth: usize, mut g: u64) {
         } else if lv.off != go {
             (old_max, go)
         } else {
-            let (mut m, mut mo) = (0, 0);
-            for i in 0..=end {
-                let gi = n.gap(i);
-                if gi > m || i == 0 {
-                    m = gi;
-                    mo = i;
-                }
-            }
-            (m, mo)
+            max_gap_of(n)
         };
         if mo != go {
             n.set_meta(end, mo);
@@ -654,13 +660,7 @@ fn mas_wr_null_tail<T: Entry>(
     pn2.set_word(INT_SLOT_BASE + k + 1, re2.word());
     pn2.set_gap(k, lgap);
     pn2.set_gap(k + 1, pn.gap(k + 1).max(range_size(w.first, r0_last)));
-    let (mut pg, mut pgo) = (0, 0);
-    for j in 0..=pend {
-        let g = pn2.gap(j);
-        if g > pg || j == 0 {
-            (pg, pgo) = (g, j);
-        }
-    }
+    let (pg, pgo) = max_gap_of(pn2);
     pn2.set_meta(pend, pgo);
     adopt(lk, pe);
     // Publish P' (Release: its contents and its children's happen-before a reader that loads it).
