@@ -96,7 +96,7 @@ use vmspace_rcu::sync::Ordering;
 use crate::build::{Big, Item, adopt, alloc, build_nodes, distribute, fill_node, node_count, node_items};
 use crate::node::{
     ADDR_LIMIT, Counters, Enode, INT_MIN, INT_PIVOTS, INT_SLOT_BASE, INT_SLOTS, LEAF_MIN, LEAF_PIVOTS,
-    LEAF_SLOT_BASE, LEAF_SLOTS, Level, Locked, MAX_HEIGHT, RETIRE_BATCH, pivots, range_size,
+    LEAF_SLOTS, Level, Locked, MAX_HEIGHT, RETIRE_BATCH, pivots, range_size,
 };
 use crate::{Entry, MapleError, MapleTree, StoreStats, WState, Writer};
 
@@ -557,23 +557,25 @@ fn mas_wr_store_entry<T: Entry>(
 
 /// The spanning store of a NULL that would end a leaf that is not the right-most (`mas_is_span_wr`'s second
 /// case: an munmap of a leaf's last range), when the next leaf is the leaf's sibling under the same parent and
-/// starts with a NULL: the NULL joins that leading NULL, and the boundary between the two leaves moves down to
-/// the store's first index. Instead of the general rebuild ([`mas_wr_bnode`]: gathering both leaves and the
-/// parent into big nodes, redistributing, walking again to publish) it copies the three nodes whose contents or
-/// ranges change and publishes them as one subtree, exactly as the rebuild would publish its result:
+/// starts with a NULL: the NULL joins that leading NULL, so the boundary between the two leaves moves. Instead
+/// of the general rebuild ([`mas_wr_bnode`]: gathering both leaves and the parent into big nodes, distributing
+/// them, walking again to publish) it makes the result the rebuild would make of two leaves under one parent,
+/// in straight-line code, and publishes it the same way:
 ///
-/// * the left leaf `L'`: the leaf's slots before the store (the part of slot `w.i` before the store kept), its
-///   max now `w.first - 1`, ending in a non-NULL (the classification took every NULL the store touches in);
-/// * the right leaf `R'`: a word-for-word copy of the next leaf, whose leading NULL now starts at `w.first`
-///   (its range changed, so it is a new node: a reader that reached the old one through the old parent reads a
-///   leaf that never changes again and is marked dead);
+/// * the two leaves' slots after the store (the left leaf's before the store, with the part of slot `w.i`
+///   before it; the merged NULL, from `w.first` to the end of the next leaf's leading NULL; the next leaf's
+///   others) split evenly over two new leaves `L'` and `R'`, at a boundary that leaves both within their
+///   minimum and capacity and does not follow a NULL (no leaf but the right-most ends in NULL). Both are new
+///   nodes, because both ranges change: a reader that reached an old leaf through the old parent reads a leaf
+///   that never changes again and is then marked dead. Splitting evenly (rather than only moving the NULL)
+///   keeps the next leaf from filling up as the churn moves ranges into it;
 /// * the parent `P'`: a copy with the boundary pivot moved, the two children and their gaps replaced, its
 ///   largest-gap offset recomputed; published in the grandparent's slot (Release) or as the root.
 ///
 /// Then the children are adopted, the gap is propagated above `P'`, and the three old nodes are marked dead and
 /// retired. Every node is allocated and filled before anything is published; on ENOMEM nothing changed. None
 /// (the caller rebuilds) when the shape does not apply: non-RCU mode, a root leaf, the next leaf under another
-/// parent or not starting with a NULL, or a left leaf that would fall below its minimum.
+/// parent or not starting with a NULL, or no even split that fits.
 fn mas_wr_null_tail<T: Entry>(
     tree: &MapleTree<T>,
     lk: Locked<'_>,
@@ -588,9 +590,6 @@ fn mas_wr_null_tail<T: Entry>(
     }
     // The left leaf keeps slots `0..i` and, if the store starts inside slot `i`, that slot's first part.
     let keep = w.i + !w.at_min as usize;
-    if keep < LEAF_MIN {
-        return None;
-    }
     let pl = p.lv[leaf_d - 1];
     let pn = pl.e.locked(lk);
     let k = pl.off;
@@ -605,6 +604,28 @@ fn mas_wr_null_tail<T: Entry>(
         return None;
     }
     let r0_last = rn.slot_last(LEAF_PIVOTS, 0, rmax);
+    let n = lv.e.locked(lk);
+    // The two leaves' slots after the store: the left leaf's kept ones, the merged NULL, the next leaf's others,
+    // split evenly (as the rebuild's rebalance of two leaves would) at a boundary that leaves both within their
+    // minimum and capacity and does not follow a NULL.
+    let mut items = [Item::default(); 2 * LEAF_SLOTS];
+    for (j, it) in items.iter_mut().enumerate().take(keep) {
+        let last = if j + 1 == keep { w.first - 1 } else { n.pivot(j) };
+        *it = Item { last, slot: n.leaf_slot_locked(j), gap: 0 };
+    }
+    let rend = rn.end(LEAF_PIVOTS, rmax);
+    items[keep] = Item { last: r0_last, slot: 0, gap: 0 };
+    for j in 1..=rend {
+        items[keep + j] =
+            Item { last: rn.slot_last(LEAF_PIVOTS, j, rmax), slot: rn.leaf_slot_locked(j), gap: 0 };
+    }
+    let total = keep + rend + 1;
+    let fits = |s: usize| {
+        (LEAF_MIN..=LEAF_SLOTS).contains(&s)
+            && (LEAF_MIN..=LEAF_SLOTS).contains(&(total - s))
+            && items[s - 1].slot != 0
+    };
+    let split = [total / 2, total / 2 + 1, (total / 2).saturating_sub(1)].into_iter().find(|&s| fits(s))?;
     // Allocate all three first: on failure nothing visible changed.
     let mut got = [0usize; 3];
     for j in 0..3 {
@@ -619,38 +640,11 @@ fn mas_wr_null_tail<T: Entry>(
             }
         }
     }
-    let n = lv.e.locked(lk);
     let (replaced, delta) = wr_replaced(n, w, req);
-    // L': slots 0..i as they are, then slot i's first part; zero past the new end.
     let (le, re2, pe) = (Enode::new(got[0], true), Enode::new(got[1], true), Enode::new(got[2], false));
-    let new_lmax = w.first - 1;
-    let ln = le.locked(lk);
-    ln.clear_seq();
-    let lend = keep - 1;
-    let (mut s, mut lgap) = (lv.min, 0);
-    for j in 0..LEAF_SLOTS {
-        let (l, v) = if j < lend {
-            (n.pivot(j), n.leaf_slot_locked(j))
-        } else if j == lend {
-            (new_lmax, n.leaf_slot_locked(j))
-        } else {
-            (0, 0)
-        };
-        if j < LEAF_PIVOTS {
-            ln.set_word(j, l);
-        }
-        ln.set_word(LEAF_SLOT_BASE + j, v as u64);
-        if j <= lend {
-            if v == 0 {
-                lgap = lgap.max(range_size(s, l));
-            }
-            s = l.wrapping_add(1);
-        }
-    }
-    // R': the next leaf word for word (its range now starts at `w.first`); a fresh sequence count.
-    let rn2 = re2.locked(lk);
-    rn2.copy_words_from(rn);
-    rn2.clear_seq();
+    let new_lmax = items[split - 1].last;
+    let lgap = fill_node(lk, le, &items[..split], lv.min, new_lmax);
+    let rgap = fill_node(lk, re2, &items[split..total], new_lmax + 1, rmax);
     // P': the parent with the boundary pivot moved and the two children replaced.
     let pn2 = pe.locked(lk);
     pn2.copy_words_from(pn);
@@ -659,7 +653,7 @@ fn mas_wr_null_tail<T: Entry>(
     pn2.set_word(INT_SLOT_BASE + k, le.word());
     pn2.set_word(INT_SLOT_BASE + k + 1, re2.word());
     pn2.set_gap(k, lgap);
-    pn2.set_gap(k + 1, pn.gap(k + 1).max(range_size(w.first, r0_last)));
+    pn2.set_gap(k + 1, rgap);
     let (pg, pgo) = max_gap_of(pn2);
     pn2.set_meta(pend, pgo);
     adopt(lk, pe);
