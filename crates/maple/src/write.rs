@@ -20,6 +20,7 @@
 //! | `mas_wr_split` | [`mas_wr_split`] → [`mas_wr_bnode`] | the leaf overflows: split, ancestors as far as they overflow |
 //! | `mas_wr_rebalance` | [`mas_wr_rebalance`] → [`mas_wr_bnode`] | the leaf underflows: merged with a neighbour, ancestors as far as they underflow |
 //! | `mas_wr_spanning_store` (`mas_is_span_wr`) | [`mas_wr_spanning_store`] → [`mas_wr_bnode`] | a store across leaves, or a NULL at the end of a leaf that is not the right-most |
+//! | (the kernel rebuilds here) | [`mas_wr_null_tail`] | that NULL when the next leaf is a sibling starting with a NULL: two new leaves and a new parent, without the big nodes |
 //! | `mas_wr_bnode`, `maple_big_node`, `mas_push_data` | [`mas_wr_bnode`] ([`Rebuild`], [`Gather`], [`Gather::push_data`]) | the general rebuild below |
 //!
 //! The leaf stores in detail:
@@ -57,6 +58,13 @@
 //!   supported platforms: module `node`) is a node store that fills one new leaf and publishes it in the
 //!   parent's slot (or as the root). In non-RCU mode, where no reader exists, the node store rewrites the leaf
 //!   in place without the count.
+//!
+//! The commonest spanning store, an munmap of a leaf's last range (a NULL that would end a leaf that is not the
+//! right-most, so it joins the next leaf's leading NULL and the boundary between the leaves moves), is made by
+//! [`mas_wr_null_tail`] when the next leaf is a sibling under the same parent and starts with a NULL: the two
+//! leaves' slots are split evenly over two new leaves and the parent is copied with the boundary pivot moved,
+//! filled and published exactly as the rebuild below would publish the same result (allocation first, one
+//! Release publication, adoption, dead marks, retirement), in straight-line code over at most 32 slots.
 //!
 //! Otherwise it rebuilds the affected part of the tree (the kernel's big-node approach):
 //!
@@ -279,8 +287,9 @@ pub(crate) unsafe fn typed_replaced<T: Entry>(replaced: Replaced) -> Vec<(u64, u
 /// Stores raw `val` (0 = NULL) over `[first, last]`; returns the replaced (clipped) raw entries. With
 /// `insert`, fails with EEXIST (before allocating or changing anything) if any index of the range is taken.
 ///
-/// Tries, in order: a store into the empty tree, the exact fit, the node store, and the general rebuild (see
-/// the module docs).
+/// Tries, in order: a store into the empty tree, the exact fit, the node store, the NULL-tail shortcut, and the
+/// general rebuild (see the module docs). The walk from the root goes into the write cursor's boxed path
+/// storage (`CursorState::take_scratch`), so that no 20-level path is initialised or copied per store.
 pub(crate) fn store<T: Entry>(
     w: &mut Writer<'_, T>,
     first: u64,
