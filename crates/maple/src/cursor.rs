@@ -380,11 +380,15 @@ impl<'w, 'a, T: Entry> WriteCursor<'w, 'a, T> {
                 Err(e)
             }
             Ok((replaced, after)) => {
+                // The cursor is at `first` after the store. Where the leaf (or its copy) kept its range, its
+                // offset is found again lazily, by the next operation's positioning (`position`: the leaf covers
+                // `first`), so that a cursor dropped after its store (`Writer::erase`) scans nothing more.
+                let mut at = true;
                 match (after, &mut path, leaf_d) {
-                    (After::Kept, Some(p), Some(d)) => walk_from(lk, p, d, first, d),
+                    (After::Kept, Some(_), Some(_)) => at = false,
                     (After::Leaf(e), Some(p), Some(d)) => {
                         p.lv[d].e = e;
-                        walk_from(lk, p, d, first, d);
+                        at = false;
                     }
                     (After::Below { depth, e }, Some(p), Some(d)) => {
                         walk_from(lk, p, depth, first, d);
@@ -408,7 +412,7 @@ impl<'w, 'a, T: Entry> WriteCursor<'w, 'a, T> {
                     }
                 }
                 st.cursor.stamp = st.stamp;
-                st.cursor.at = true;
+                st.cursor.at = at;
                 Ok(replaced)
             }
         };

@@ -417,6 +417,9 @@ struct WrLeaf {
     extra: usize,
     /// The leaf's last used slot before the store.
     end: usize,
+    /// RCU mode and the leaf can take an in-place store under its sequence count ([`seq_usable`]); decided
+    /// only for the in-leaf shapes (false for the exact fit and the spanning store, which do not use it).
+    live: bool,
 }
 
 /// `mas_wr_store_type`: the shape of store `req` in the leaf on path `p` (see [`StoreType`]), from the leaf's
@@ -451,6 +454,7 @@ fn mas_wr_store_type(
         at_max: false,
         extra: 0,
         end: i0,
+        live: false,
     };
     if last0 > lv.max {
         return Ok((StoreType::SpanningStore, w));
@@ -501,7 +505,8 @@ fn mas_wr_store_type(
     if last_val == 0 && lv.max != u64::MAX {
         return Ok((StoreType::SpanningStore, w));
     }
-    if st.rcu && seq_usable(lk, p, leaf_d) {
+    w.live = st.rcu && seq_usable(lk, p, leaf_d);
+    if w.live {
         if oe == i + 1 && extra == 1 {
             return Ok((StoreType::SlotStore, w));
         }
@@ -545,9 +550,7 @@ fn mas_wr_store_entry<T: Entry>(
         StoreType::ExactFit => Ok((mas_wr_exact_fit(tree, lk, p, &w, req, &mut st.stores), After::Kept)),
         StoreType::SlotStore => Ok((mas_wr_slot_store(tree, lk, st, p, &w, req), After::Kept)),
         StoreType::Append => Ok((mas_wr_append(tree, lk, st, p, &w, req), After::Kept)),
-        StoreType::NodeStore if st.rcu && seq_usable(lk, p, w.leaf_d) => {
-            Ok((mas_wr_node_store_live(tree, lk, st, p, &w, req), After::Kept))
-        }
+        StoreType::NodeStore if w.live => Ok((mas_wr_node_store_live(tree, lk, st, p, &w, req), After::Kept)),
         StoreType::NodeStore => match mas_wr_node_store(tree, lk, st, p, req) {
             Some(r) => {
                 let leaf = w.lv.e;
