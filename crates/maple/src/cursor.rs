@@ -29,9 +29,12 @@
 //! drops its path and descends again. After a store of its own it keeps what the store did not replace (the store reports it,
 //! `write::After`):
 //!
-//! * an **in-place store** (exact fit, slot store, append; and every non-RCU rewrite) keeps every node: only
-//!   the leaf's offset is scanned again (its pivots may have moved; its `[min, max]` did not);
-//! * a **node store** copies the leaf: the copy, with the same range, takes the leaf's place in the path;
+//! * an **in-place store** (exact fit, slot store, append, node store; and every non-RCU rewrite) keeps every
+//!   node: only the leaf's offset is scanned again (its pivots may have moved; its `[min, max]` did not), and
+//!   only when the next operation needs it (the path is kept but marked not positioned, so a cursor dropped
+//!   after its store, as [`Writer::erase`]'s, scans nothing more);
+//! * a **node store** at a leaf's last sequence count copies the leaf: the copy, with the same range, takes the
+//!   leaf's place in the path (its offset found again as above);
 //! * a **rebuild** that ends by publishing a new subtree in a parent's slot keeps the levels from the root to
 //!   that parent (their nodes and pivots are unchanged) and walks down again from there, into the new nodes;
 //! * a rebuild that **replaces the root** (the tree grows, shrinks or empties) leaves nothing: the cursor
