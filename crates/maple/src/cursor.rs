@@ -29,9 +29,12 @@
 //! drops its path and descends again. After a store of its own it keeps what the store did not replace (the store reports it,
 //! `write::After`):
 //!
-//! * an **in-place store** (exact fit, slot store, append; and every non-RCU rewrite) keeps every node: only
-//!   the leaf's offset is scanned again (its pivots may have moved; its `[min, max]` did not);
-//! * a **node store** copies the leaf: the copy, with the same range, takes the leaf's place in the path;
+//! * an **in-place store** (exact fit, slot store, append, node store; and every non-RCU rewrite) keeps every
+//!   node: only the leaf's offset is scanned again (its pivots may have moved; its `[min, max]` did not), and
+//!   only when the next operation needs it (the path is kept but marked not positioned, so a cursor dropped
+//!   after its store, as [`Writer::erase`]'s, scans nothing more);
+//! * a **node store** at a leaf's last sequence count copies the leaf: the copy, with the same range, takes the
+//!   leaf's place in the path (its offset found again as above);
 //! * a **rebuild** that ends by publishing a new subtree in a parent's slot keeps the levels from the root to
 //!   that parent (their nodes and pivots are unchanged) and walks down again from there, into the new nodes;
 //! * a rebuild that **replaces the root** (the tree grows, shrinks or empties) leaves nothing: the cursor
@@ -69,6 +72,32 @@ pub(crate) struct CursorState {
 impl CursorState {
     pub(crate) fn new() -> Self {
         CursorState { index: 0, path: None, valid: false, stamp: 0, at: false }
+    }
+
+    /// The cursor's path storage for a store made without the cursor (`write::store`): the store walks from the
+    /// root into it instead of into a fresh 20-level path on the stack (no initialisation of unused levels, no
+    /// copy of the path out of the walk). The cursor's path stops being trusted (the store changes the tree
+    /// anyway, and bumps the writer's store count); hand it back with [`CursorState::put_scratch`].
+    #[inline]
+    pub(crate) fn take_scratch(&mut self, root: Enode) -> Box<Path> {
+        self.valid = false;
+        self.at = false;
+        match self.path.take() {
+            Some(mut p) => {
+                p.lv[0] = Level::root(root);
+                p
+            }
+            None => {
+                let top = Level::root(root);
+                Box::new(Path { lv: [top; crate::node::MAX_HEIGHT] })
+            }
+        }
+    }
+
+    /// Returns the storage taken by [`CursorState::take_scratch`].
+    #[inline]
+    pub(crate) fn put_scratch(&mut self, p: Box<Path>) {
+        self.path = Some(p);
     }
 }
 
@@ -354,11 +383,15 @@ impl<'w, 'a, T: Entry> WriteCursor<'w, 'a, T> {
                 Err(e)
             }
             Ok((replaced, after)) => {
+                // The cursor is at `first` after the store. Where the leaf (or its copy) kept its range, its
+                // offset is found again lazily, by the next operation's positioning (`position`: the leaf covers
+                // `first`), so that a cursor dropped after its store (`Writer::erase`) scans nothing more.
+                let mut at = true;
                 match (after, &mut path, leaf_d) {
-                    (After::Kept, Some(p), Some(d)) => walk_from(lk, p, d, first, d),
+                    (After::Kept, Some(_), Some(_)) => at = false,
                     (After::Leaf(e), Some(p), Some(d)) => {
                         p.lv[d].e = e;
-                        walk_from(lk, p, d, first, d);
+                        at = false;
                     }
                     (After::Below { depth, e }, Some(p), Some(d)) => {
                         walk_from(lk, p, depth, first, d);
@@ -382,7 +415,7 @@ impl<'w, 'a, T: Entry> WriteCursor<'w, 'a, T> {
                     }
                 }
                 st.cursor.stamp = st.stamp;
-                st.cursor.at = true;
+                st.cursor.at = at;
                 Ok(replaced)
             }
         };

@@ -61,8 +61,8 @@
 //! ([`MapleTree::lock`] returns a [`Writer`]); readers never wait for it.
 //!
 //! A [`MapleTree`] is always in **RCU mode**. An internal node's pivots never change once it is published,
-//! and every store that changes more than one leaf (a split, a rebalance, a spanning store) builds new nodes
-//! (copy-on-write): it publishes the top of the new subtree with one Release store (a parent
+//! and every store that changes more than one leaf (a split, a rebalance, a spanning store, and its shortcut
+//! for a NULL at a leaf's end, `write::mas_wr_null_tail`) builds new nodes (copy-on-write): it publishes the top of the new subtree with one Release store (a parent
 //! slot or the root), marks the replaced nodes dead, and retires them (freed after a grace period). Exactly
 //! these stores touch a live node in place (module `write` has the details):
 //!
@@ -384,6 +384,11 @@ pub struct StoreStats {
     pub node_store: u64,
     /// Stores that rebuilt more than one leaf (split, rebalance, spanning store, tree growth or collapse).
     pub rebuild: u64,
+    /// Of the `rebuild` stores, those made by the NULL-tail shortcut (module `write`, `mas_wr_null_tail`): a
+    /// NULL store that would leave a NULL at the end of a leaf that is not the right-most, joined with the next
+    /// leaf's leading NULL: the two leaves' slots split evenly over two new leaves and their parent copied, without
+    /// the general rebuild.
+    pub null_tail: u64,
     /// Stores into an empty tree.
     pub empty: u64,
 }

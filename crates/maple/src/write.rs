@@ -20,6 +20,7 @@
 //! | `mas_wr_split` | [`mas_wr_split`] → [`mas_wr_bnode`] | the leaf overflows: split, ancestors as far as they overflow |
 //! | `mas_wr_rebalance` | [`mas_wr_rebalance`] → [`mas_wr_bnode`] | the leaf underflows: merged with a neighbour, ancestors as far as they underflow |
 //! | `mas_wr_spanning_store` (`mas_is_span_wr`) | [`mas_wr_spanning_store`] → [`mas_wr_bnode`] | a store across leaves, or a NULL at the end of a leaf that is not the right-most |
+//! | (the kernel rebuilds here) | [`mas_wr_null_tail`] | that NULL when the next leaf is a sibling starting with a NULL: two new leaves and a new parent, without the big nodes |
 //! | `mas_wr_bnode`, `maple_big_node`, `mas_push_data` | [`mas_wr_bnode`] ([`Rebuild`], [`Gather`], [`Gather::push_data`]) | the general rebuild below |
 //!
 //! The leaf stores in detail:
@@ -58,6 +59,13 @@
 //!   parent's slot (or as the root). In non-RCU mode, where no reader exists, the node store rewrites the leaf
 //!   in place without the count.
 //!
+//! The commonest spanning store, an munmap of a leaf's last range (a NULL that would end a leaf that is not the
+//! right-most, so it joins the next leaf's leading NULL and the boundary between the leaves moves), is made by
+//! [`mas_wr_null_tail`] when the next leaf is a sibling under the same parent and starts with a NULL: the two
+//! leaves' slots are split evenly over two new leaves and the parent is copied with the boundary pivot moved,
+//! filled and published exactly as the rebuild below would publish the same result (allocation first, one
+//! Release publication, adoption, dead marks, retirement), in straight-line code over at most 32 slots.
+//!
 //! Otherwise it rebuilds the affected part of the tree (the kernel's big-node approach):
 //!
 //! 1. **Leaf level.** Gather, into a big node, the slots of every leaf intersecting `[first, last]`: those
@@ -95,8 +103,8 @@ use vmspace_rcu::sync::Ordering;
 
 use crate::build::{Big, Item, adopt, alloc, build_nodes, distribute, fill_node, node_count, node_items};
 use crate::node::{
-    ADDR_LIMIT, Counters, Enode, INT_MIN, INT_PIVOTS, INT_SLOTS, LEAF_MIN, LEAF_PIVOTS, LEAF_SLOTS, Level,
-    Locked, MAX_HEIGHT, RETIRE_BATCH, pivots, range_size,
+    ADDR_LIMIT, Counters, Enode, INT_MIN, INT_PIVOTS, INT_SLOT_BASE, INT_SLOTS, LEAF_MIN, LEAF_PIVOTS,
+    LEAF_SLOTS, Level, Locked, MAX_HEIGHT, RETIRE_BATCH, pivots, range_size,
 };
 use crate::{Entry, MapleError, MapleTree, StoreStats, WState, Writer};
 
@@ -176,6 +184,38 @@ fn leaf_node_gap(lk: Locked<'_>, e: Enode, min: u64, max: u64) -> u64 {
     g
 }
 
+/// Max gap of a leaf whose end (last used slot) is `end`: one pass over its used slots (NULLs are never
+/// adjacent, so each NULL slot is a whole NULL range).
+#[inline]
+fn leaf_gap_to(n: &crate::node::Node, min: u64, max: u64, end: usize) -> u64 {
+    let (mut s, mut g) = (min, 0);
+    for i in 0..end {
+        let l = n.pivot(i);
+        if n.leaf_slot_locked(i) == 0 {
+            g = g.max(range_size(s, l));
+        }
+        s = l.wrapping_add(1);
+    }
+    if n.leaf_slot_locked(end) == 0 {
+        g = g.max(range_size(s, max));
+    }
+    g
+}
+
+/// The largest gap word of internal node `n` and the first slot holding it. Over all its slots, with no bound
+/// to test: the gap words past the node's end are zero (as `validate` checks), so they never win.
+#[inline]
+fn max_gap_of(n: &crate::node::Node) -> (u64, usize) {
+    let (mut m, mut mo) = (n.gap(0), 0);
+    for i in 1..INT_SLOTS {
+        let gi = n.gap(i);
+        if gi > m {
+            (m, mo) = (gi, i);
+        }
+    }
+    (m, mo)
+}
+
 /// Records child `off`'s new max gap `g` in the path's node at `depth` and propagates upward while the node's
 /// max gap changes (the kernel's `mas_update_gap`). In place: gaps are only read by gap searches.
 fn propagate_gap(lk: Locked<'_>, p: &Path, mut depth: usize, mut g: u64) {
@@ -196,15 +236,7 @@ fn propagate_gap(lk: Locked<'_>, p: &Path, mut depth: usize, mut g: u64) {
         } else if lv.off != go {
             (old_max, go)
         } else {
-            let (mut m, mut mo) = (0, 0);
-            for i in 0..=end {
-                let gi = n.gap(i);
-                if gi > m || i == 0 {
-                    m = gi;
-                    mo = i;
-                }
-            }
-            (m, mo)
+            max_gap_of(n)
         };
         if mo != go {
             n.set_meta(end, mo);
@@ -255,8 +287,9 @@ pub(crate) unsafe fn typed_replaced<T: Entry>(replaced: Replaced) -> Vec<(u64, u
 /// Stores raw `val` (0 = NULL) over `[first, last]`; returns the replaced (clipped) raw entries. With
 /// `insert`, fails with EEXIST (before allocating or changing anything) if any index of the range is taken.
 ///
-/// Tries, in order: a store into the empty tree, the exact fit, the node store, and the general rebuild (see
-/// the module docs).
+/// Tries, in order: a store into the empty tree, the exact fit, the node store, the NULL-tail shortcut, and the
+/// general rebuild (see the module docs). The walk from the root goes into the write cursor's boxed path
+/// storage (`CursorState::take_scratch`), so that no 20-level path is initialised or copied per store.
 pub(crate) fn store<T: Entry>(
     w: &mut Writer<'_, T>,
     first: u64,
@@ -265,7 +298,19 @@ pub(crate) fn store<T: Entry>(
     insert: bool,
 ) -> Result<Replaced, MapleError> {
     let (tree, lk, st) = w.parts();
-    store_at(tree, lk, st, first, last, val, insert, None).map(|(r, _)| r)
+    // Relaxed: the writer reads its own stores.
+    let root = match Enode::from_word(tree.root.load(Ordering::Relaxed)) {
+        Some(root) if first <= last => root,
+        _ => return store_at(tree, lk, st, first, last, val, insert, None).map(|(r, _)| r),
+    };
+    // The walk from the root, into the cursor's boxed path storage (see `CursorState::take_scratch`): counted
+    // as the descent `store_at` would count for it.
+    st.descents += 1;
+    let mut p = st.cursor.take_scratch(root);
+    walk_from(lk, &mut p, 0, first, st.height - 1);
+    let r = store_at(tree, lk, st, first, last, val, insert, Some(&p));
+    st.cursor.put_scratch(p);
+    r.map(|(r, _)| r)
 }
 
 /// What a store left of the path it started from, for a write cursor to refresh only the replaced part
@@ -372,6 +417,9 @@ struct WrLeaf {
     extra: usize,
     /// The leaf's last used slot before the store.
     end: usize,
+    /// RCU mode and the leaf can take an in-place store under its sequence count ([`seq_usable`]); decided
+    /// only for the in-leaf shapes (false for the exact fit and the spanning store, which do not use it).
+    live: bool,
 }
 
 /// `mas_wr_store_type`: the shape of store `req` in the leaf on path `p` (see [`StoreType`]), from the leaf's
@@ -406,6 +454,7 @@ fn mas_wr_store_type(
         at_max: false,
         extra: 0,
         end: i0,
+        live: false,
     };
     if last0 > lv.max {
         return Ok((StoreType::SpanningStore, w));
@@ -456,7 +505,8 @@ fn mas_wr_store_type(
     if last_val == 0 && lv.max != u64::MAX {
         return Ok((StoreType::SpanningStore, w));
     }
-    if st.rcu && seq_usable(lk, p, leaf_d) {
+    w.live = st.rcu && seq_usable(lk, p, leaf_d);
+    if w.live {
         if oe == i + 1 && extra == 1 {
             return Ok((StoreType::SlotStore, w));
         }
@@ -500,9 +550,7 @@ fn mas_wr_store_entry<T: Entry>(
         StoreType::ExactFit => Ok((mas_wr_exact_fit(tree, lk, p, &w, req, &mut st.stores), After::Kept)),
         StoreType::SlotStore => Ok((mas_wr_slot_store(tree, lk, st, p, &w, req), After::Kept)),
         StoreType::Append => Ok((mas_wr_append(tree, lk, st, p, &w, req), After::Kept)),
-        StoreType::NodeStore if st.rcu && seq_usable(lk, p, w.leaf_d) => {
-            Ok((mas_wr_node_store_live(tree, lk, st, p, &w, req), After::Kept))
-        }
+        StoreType::NodeStore if w.live => Ok((mas_wr_node_store_live(tree, lk, st, p, &w, req), After::Kept)),
         StoreType::NodeStore => match mas_wr_node_store(tree, lk, st, p, req) {
             Some(r) => {
                 let leaf = w.lv.e;
@@ -512,8 +560,137 @@ fn mas_wr_store_entry<T: Entry>(
         },
         StoreType::SplitStore => mas_wr_split(tree, lk, st, req, root),
         StoreType::Rebalance => mas_wr_rebalance(tree, lk, st, req, root),
-        StoreType::SpanningStore => mas_wr_spanning_store(tree, lk, st, req, root),
+        StoreType::SpanningStore => match mas_wr_null_tail(tree, lk, st, p, &w, req) {
+            Some(r) => r,
+            None => mas_wr_spanning_store(tree, lk, st, req, root),
+        },
     }
+}
+
+/// The spanning store of a NULL that would end a leaf that is not the right-most (`mas_is_span_wr`'s second
+/// case: an munmap of a leaf's last range), when the next leaf is the leaf's sibling under the same parent and
+/// starts with a NULL: the NULL joins that leading NULL, so the boundary between the two leaves moves. Instead
+/// of the general rebuild ([`mas_wr_bnode`]: gathering both leaves and the parent into big nodes, distributing
+/// them, walking again to publish) it makes the result the rebuild would make of two leaves under one parent,
+/// in straight-line code, and publishes it the same way:
+///
+/// * the two leaves' slots after the store (the left leaf's before the store, with the part of slot `w.i`
+///   before it; the merged NULL, from `w.first` to the end of the next leaf's leading NULL; the next leaf's
+///   others) split evenly over two new leaves `L'` and `R'`, at a boundary that leaves both within their
+///   minimum and capacity and does not follow a NULL (no leaf but the right-most ends in NULL). Both are new
+///   nodes, because both ranges change: a reader that reached an old leaf through the old parent reads a leaf
+///   that never changes again and is then marked dead. Splitting evenly (rather than only moving the NULL)
+///   keeps the next leaf from filling up as the churn moves ranges into it;
+/// * the parent `P'`: a copy with the boundary pivot moved, the two children and their gaps replaced, its
+///   largest-gap offset recomputed; published in the grandparent's slot (Release) or as the root.
+///
+/// Then the children are adopted, the gap is propagated above `P'`, and the three old nodes are marked dead and
+/// retired. Every node is allocated and filled before anything is published; on ENOMEM nothing changed. None
+/// (the caller rebuilds) when the shape does not apply: non-RCU mode, a root leaf, the next leaf under another
+/// parent or not starting with a NULL, or no even split that fits.
+fn mas_wr_null_tail<T: Entry>(
+    tree: &MapleTree<T>,
+    lk: Locked<'_>,
+    st: &mut WState,
+    p: &Path,
+    w: &WrLeaf,
+    req: Req,
+) -> Option<Result<(Replaced, After), MapleError>> {
+    let (lv, leaf_d) = (w.lv, w.leaf_d);
+    if !st.rcu || leaf_d == 0 || req.val != 0 || req.last > lv.max || !(w.oe == w.end && w.at_max) {
+        return None;
+    }
+    // The left leaf keeps slots `0..i` and, if the store starts inside slot `i`, that slot's first part.
+    let keep = w.i + !w.at_min as usize;
+    let pl = p.lv[leaf_d - 1];
+    let pn = pl.e.locked(lk);
+    let k = pl.off;
+    let (pend, _) = pn.meta();
+    if k >= pend {
+        return None;
+    }
+    let re = pn.child_locked(k + 1);
+    let rn = re.locked(lk);
+    let rmax = pn.slot_last(INT_PIVOTS, k + 1, pl.max);
+    if rn.leaf_slot_locked(0) != 0 {
+        return None;
+    }
+    let r0_last = rn.slot_last(LEAF_PIVOTS, 0, rmax);
+    let n = lv.e.locked(lk);
+    // The two leaves' slots after the store: the left leaf's kept ones, the merged NULL, the next leaf's others,
+    // split evenly (as the rebuild's rebalance of two leaves would) at a boundary that leaves both within their
+    // minimum and capacity and does not follow a NULL.
+    let mut items = [Item::default(); 2 * LEAF_SLOTS];
+    for (j, it) in items.iter_mut().enumerate().take(keep) {
+        let last = if j + 1 == keep { w.first - 1 } else { n.pivot(j) };
+        *it = Item { last, slot: n.leaf_slot_locked(j), gap: 0 };
+    }
+    let rend = rn.end(LEAF_PIVOTS, rmax);
+    items[keep] = Item { last: r0_last, slot: 0, gap: 0 };
+    for j in 1..=rend {
+        items[keep + j] =
+            Item { last: rn.slot_last(LEAF_PIVOTS, j, rmax), slot: rn.leaf_slot_locked(j), gap: 0 };
+    }
+    let total = keep + rend + 1;
+    let fits = |s: usize| {
+        (LEAF_MIN..=LEAF_SLOTS).contains(&s)
+            && (LEAF_MIN..=LEAF_SLOTS).contains(&(total - s))
+            && items[s - 1].slot != 0
+    };
+    let split = [total / 2, total / 2 + 1, (total / 2).saturating_sub(1)].into_iter().find(|&s| fits(s))?;
+    // Allocate all three first: on failure nothing visible changed.
+    let mut got = [0usize; 3];
+    for j in 0..3 {
+        match alloc(st, &tree.counters) {
+            Some(a) => got[j] = a,
+            None => {
+                for &a in &got[..j] {
+                    // SAFETY: never published.
+                    unsafe { tree.counters.free_now(a) };
+                }
+                return Some(Err(MapleError::NoMem));
+            }
+        }
+    }
+    let (replaced, delta) = wr_replaced(n, w, req);
+    let (le, re2, pe) = (Enode::new(got[0], true), Enode::new(got[1], true), Enode::new(got[2], false));
+    let new_lmax = items[split - 1].last;
+    let lgap = fill_node(lk, le, &items[..split], lv.min, new_lmax);
+    let rgap = fill_node(lk, re2, &items[split..total], new_lmax + 1, rmax);
+    // P': the parent with the boundary pivot moved and the two children replaced.
+    let pn2 = pe.locked(lk);
+    pn2.copy_words_from(pn);
+    pn2.clear_seq();
+    pn2.set_word(k, new_lmax);
+    pn2.set_word(INT_SLOT_BASE + k, le.word());
+    pn2.set_word(INT_SLOT_BASE + k + 1, re2.word());
+    pn2.set_gap(k, lgap);
+    pn2.set_gap(k + 1, rgap);
+    let (pg, pgo) = max_gap_of(pn2);
+    pn2.set_meta(pend, pgo);
+    adopt(lk, pe);
+    // Publish P' (Release: its contents and its children's happen-before a reader that loads it).
+    let after = if leaf_d == 1 {
+        pn2.set_parent(None);
+        tree.root.store(pe.word(), Ordering::Release);
+        After::Root
+    } else {
+        let gl = p.lv[leaf_d - 2];
+        pn2.set_parent(Some((gl.e, gl.off)));
+        // Release (inside set_child): publishes the new subtree.
+        gl.e.locked(lk).set_child(gl.off, pe);
+        propagate_gap(lk, p, leaf_d - 2, pg);
+        After::Below { depth: leaf_d - 2, e: pe }
+    };
+    for old in [lv.e, re, pl.e] {
+        old.locked(lk).mark_dead();
+        // SAFETY: unpublished above (the parent's replacement no longer names them), marked dead, retired once.
+        unsafe { retire(st, &tree.counters, old.addr()) };
+    }
+    st.stores.rebuild += 1;
+    st.stores.null_tail += 1;
+    add_len(tree, delta);
+    Some(Ok((replaced, after)))
 }
 
 /// `mas_wr_split`: the leaf overflows; the rebuild ([`mas_wr_bnode`]) splits it (absorbing a sibling first when
@@ -749,48 +926,54 @@ fn mas_wr_node_store_live<T: Entry>(
     let lv = w.lv;
     let n = lv.e.locked(lk);
     let (i, oe, end) = (w.i, w.oe, w.end);
-    // The new tail, from slot `i`: (last index, slot word) pairs.
-    let mut tail = [(0u64, 0usize); LEAF_SLOTS];
-    let mut k = 0;
-    let mut push = |last: u64, v: usize| {
-        tail[k] = (last, v);
-        k += 1;
-    };
-    if !w.at_min {
-        push(w.first - 1, n.leaf_slot_locked(i));
-    }
-    push(w.last, req.val);
-    if !w.at_max {
-        push(n.slot_last(LEAF_PIVOTS, oe, lv.max), n.leaf_slot_locked(oe));
-    }
-    for j in oe + 1..=end {
-        push(n.slot_last(LEAF_PIVOTS, j, lv.max), n.leaf_slot_locked(j));
-    }
-    let new_end = i + k - 1;
-    debug_assert!(new_end < LEAF_SLOTS && tail[k - 1].0 == lv.max);
+    // The new slots from `i`: the head (the part of slot `i` before the store, the store, the part of slot `oe`
+    // after it), then slots `oe + 1..=end` moved by `shift`.
+    let head = 1 + !w.at_min as usize + !w.at_max as usize;
+    let new_end = i + head - 1 + (end - oe);
+    debug_assert!(new_end < LEAF_SLOTS);
+    let shift = new_end as isize - end as isize;
+    // The head's old words, read before anything moves.
+    let (vi, vo, lo) = (n.leaf_slot_locked(i), n.leaf_slot_locked(oe), n.slot_last(LEAF_PIVOTS, oe, lv.max));
     let (replaced, delta) = wr_replaced(n, w, req);
     // The largest NULL range the store touches (0: none), for the leaf's new max gap below.
-    let touched = (i..=oe)
-        .filter(|&j| n.leaf_slot_locked(j) == 0)
-        .map(|j| range_size(n.slot_first(j, lv.min), n.slot_last(LEAF_PIVOTS, j, lv.max)))
-        .max()
-        .unwrap_or(0);
-    let seq = n.write_begin();
-    for j in i..LEAF_PIVOTS {
-        let v = match j.cmp(&new_end) {
-            std::cmp::Ordering::Less => tail[j - i].0,
-            std::cmp::Ordering::Equal => lv.max,
-            std::cmp::Ordering::Greater => 0,
-        };
-        if n.pivot(j) != v {
-            n.set_pivot_live(j, v);
+    let mut touched = 0;
+    for j in i..=oe {
+        if n.leaf_slot_locked(j) == 0 {
+            touched = touched.max(range_size(n.slot_first(j, lv.min), n.slot_last(LEAF_PIVOTS, j, lv.max)));
         }
     }
-    for j in i..LEAF_SLOTS {
-        let v = if j <= new_end { tail[j - i].1 } else { 0 };
+    // Slot `j` takes `(last, v)`: only the words that differ are stored (the pivot of slot 15 is implied).
+    let put = |j: usize, l: u64, v: usize| {
+        if j < LEAF_PIVOTS && n.pivot(j) != l {
+            n.set_pivot_live(j, l);
+        }
         if n.leaf_slot_locked(j) != v {
             n.set_leaf_slot(j, v);
         }
+    };
+    let mv = |j: usize| {
+        let t = (j as isize + shift) as usize;
+        put(t, n.slot_last(LEAF_PIVOTS, j, lv.max), n.leaf_slot_locked(j));
+    };
+    let seq = n.write_begin();
+    // The tail moves first (toward the end from its last slot, toward the start from its first, so that no slot
+    // is overwritten before it is read); words past the new end are cleared (unused words are zero: validate).
+    if shift > 0 {
+        (oe + 1..=end).rev().for_each(mv);
+    } else if shift < 0 {
+        (oe + 1..=end).for_each(mv);
+        for j in new_end + 1..=end {
+            put(j, 0, 0);
+        }
+    }
+    let mut j = i;
+    if !w.at_min {
+        put(j, w.first - 1, vi);
+        j += 1;
+    }
+    put(j, w.last, req.val);
+    if !w.at_max {
+        put(j + 1, lo, vo);
     }
     n.write_end(seq);
     st.stores.node_store += 1;
@@ -805,7 +988,7 @@ fn mas_wr_node_store_live<T: Entry>(
         } else if touched < old {
             old
         } else {
-            leaf_node_gap(lk, lv.e, lv.min, lv.max)
+            leaf_gap_to(n, lv.min, lv.max, new_end)
         };
         propagate_gap(lk, p, w.leaf_d - 1, g);
     }

@@ -439,3 +439,42 @@ fn slab_depot_exchange() {
         assert_eq!((st.chunks, st.free_nodes), (0, 0), "{st:?}");
     });
 }
+
+/// The NULL-tail shortcut (module `write`, `mas_wr_null_tail`): erasing `[70, 74]`, the last range of the
+/// first leaf, joins the NULLs around it with the second leaf's leading NULL; the two leaves and the root are
+/// replaced by copies with the boundary moved (`[80, 84]` moves into the first leaf). A reader walking from the
+/// root sees `[70, 74] = 8` or nothing there, `[80, 84] = 9` whole in either state, and a cursor crossing the
+/// boundary sees every untouched entry once, in order.
+#[test]
+fn null_tail_while_reading() {
+    let _ = model(|| {
+        let t = Arc::new(
+            MapleTree::<V>::from_sorted((0..20u64).map(|k| (k * 10, k * 10 + 4, nz(k as usize + 1))))
+                .unwrap(),
+        );
+        assert!(t.lock().height() == 2);
+        let r = {
+            let t = t.clone();
+            thread::spawn(move || {
+                let v = view(&t, 72);
+                assert!(v == Some((70, 74, 8)) || v.is_none(), "torn: {v:?}");
+                assert_eq!(view(&t, 82), Some((80, 84, 9)));
+                let g = vmspace_rcu::pin();
+                let mut c = t.cursor(&g);
+                c.set(60);
+                let mut seen = Vec::new();
+                while let Some((s, e, v)) = c.find(99) {
+                    seen.push((s, e, v.get()));
+                }
+                seen.retain(|&(s, _, _)| s != 70);
+                assert_eq!(seen, vec![(60, 64, 7), (80, 84, 9), (90, 94, 10)]);
+            })
+        };
+        let st = t.store_stats();
+        assert_eq!(t.erase(70).map(|(s, e, v)| (s, e, v.get())), Some((70, 74, 8)));
+        assert_eq!(t.store_stats().null_tail, st.null_tail + 1);
+        r.join().unwrap();
+        assert_eq!(view(&t, 72), None);
+        t.validate().unwrap();
+    });
+}

@@ -514,3 +514,96 @@ proptest! {
         churn_model(n, gap, order)?;
     }
 }
+
+/// The NULL-tail shortcut (module `write`, `mas_wr_null_tail`): erasing a leaf's last range between gaps moves
+/// the merged NULL into the next leaf's leading NULL by copying the two leaves and their parent. A churn over
+/// a tree of several levels takes it, and also the general rebuild it falls back to (a left leaf that would
+/// fall below its minimum, a next leaf under another parent); `validate()` and the oracle after every store.
+#[test]
+fn null_tail_shortcut_and_fallback() {
+    let n = 2000u64;
+    let spans: Vec<(u64, u64)> = (0..n).map(|k| (k * 16, k * 16 + 9 - k % 5)).collect();
+    let t =
+        vmspace_maple::MapleTree::<V>::from_sorted(spans.iter().map(|&(s, e)| (s, e, nz(s as usize + 1))))
+            .unwrap();
+    assert!(t.lock().height() >= 3);
+    let mut o = Oracle::default();
+    for &(s, e) in &spans {
+        o.store(s, e, Some(s as usize + 1));
+    }
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    for step in 0..6000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let (s, e) = spans[(x % n) as usize];
+        assert_eq!(t.erase(s).map(|(f, l, v)| (f, l, v.get())), Some((s, e, s as usize + 1)));
+        o.store(s, e, None);
+        t.validate().unwrap_or_else(|m| panic!("step {step}, erase [{s:#x}, {e:#x}]: {m}"));
+        {
+            // The merged NULL range is whole (no NULL straddles two leaves): the gap search finds it.
+            let g = vmspace_rcu::pin();
+            assert!(t.load_range_in(s, &g).is_none());
+            let size = 16 + (e - s + 1);
+            let w = t.lock();
+            assert_eq!(w.empty_area(0, n * 16, size), o.empty_area(0, n * 16, size, false), "step {step}");
+            assert_eq!(w.empty_area_rev(0, n * 16, size), o.empty_area(0, n * 16, size, true), "step {step}");
+        }
+        t.insert_range(s, e, nz(s as usize + 1)).unwrap();
+        o.store(s, e, Some(s as usize + 1));
+        t.validate().unwrap_or_else(|m| panic!("step {step}, insert [{s:#x}, {e:#x}]: {m}"));
+    }
+    let g = vmspace_rcu::pin();
+    let mut c = t.cursor(&g);
+    let all: Vec<_> = std::iter::from_fn(|| c.find(u64::MAX).map(|(s, e, v)| (s, e, v.get()))).collect();
+    assert_eq!(all, o.all());
+    let st = t.store_stats();
+    assert!(st.null_tail > 100, "the shortcut: {st:?}");
+    assert!(st.rebuild > st.null_tail + 10, "the fallback: {st:?}");
+}
+
+/// The NULL-tail shortcut allocates its three nodes before changing anything: a failed allocation (of the
+/// first, second or third) leaves the tree as it was, and the same erase succeeds afterwards.
+#[test]
+fn null_tail_shortcut_alloc_failure() {
+    let n = 600u64;
+    let spans: Vec<(u64, u64)> = (0..n).map(|k| (k * 16, k * 16 + 9)).collect();
+    let t =
+        vmspace_maple::MapleTree::<V>::from_sorted(spans.iter().map(|&(s, e)| (s, e, nz(s as usize + 1))))
+            .unwrap();
+    let mut taken = 0;
+    for &(s, e) in &spans {
+        // An erase that allocates fails at each of its allocations in turn, leaving the tree as it was.
+        let mut failed = 0;
+        for fail in 0..3 {
+            let (dump, len) = (t.lock().dump(), t.len());
+            t.inject_alloc_failure(Some(fail));
+            let r = t.lock().try_erase(s);
+            t.inject_alloc_failure(None);
+            match r {
+                Err(err) => {
+                    assert_eq!(err, MapleError::NoMem);
+                    assert_eq!((t.lock().dump(), t.len()), (dump, len), "failure {fail} changed the tree");
+                    t.validate().unwrap();
+                    failed += 1;
+                }
+                Ok(r) => {
+                    assert_eq!(r.map(|(f, l, v)| (f, l, v.get())), Some((s, e, s as usize + 1)));
+                    t.insert_range(s, e, nz(s as usize + 1)).unwrap();
+                    break;
+                }
+            }
+        }
+        if failed < 3 {
+            continue;
+        }
+        let before = t.store_stats();
+        assert!(t.erase(s).is_some());
+        let after = t.store_stats();
+        taken += (after.null_tail == before.null_tail + 1) as usize;
+        t.validate().unwrap();
+        t.insert_range(s, e, nz(s as usize + 1)).unwrap();
+        t.validate().unwrap();
+    }
+    assert!(taken > 10, "the shortcut was taken {taken} times");
+}

@@ -27,6 +27,7 @@ fn stores(m: &Mm, f: impl FnOnce(&Mm)) -> StoreStats {
         append: b.append - a.append,
         node_store: b.node_store - a.node_store,
         rebuild: b.rebuild - a.rebuild,
+        null_tail: b.null_tail - a.null_tail,
         empty: b.empty - a.empty,
     }
 }
