@@ -488,6 +488,16 @@ pub fn vma_start_write_unpublished(mm: &MmLocking, vma: &Vma) {
     vma.write_seq_bump();
 }
 
+/// The `vm_lock_seq` that [`vma_start_write_unpublished`] stores, for a caller that stores it itself inside a
+/// write section of its own (`VmaBatch::next_fork_copy`: fork's child VMAs, the epoch stored in the same pool
+/// section as `vm_mm` and the copied fields). The caller holds `mm`'s mmap write lock, and no thread but the
+/// caller can reach `mm` yet.
+#[inline]
+pub(crate) fn unpublished_lock_seq(mm: &MmLocking) -> u32 {
+    debug_assert!(mm.is_write_locked(), "an unpublished VMA write lock without the mmap write lock");
+    mm_seq_relaxed(mm)
+}
+
 /// `vma_assert_write_locked` as a predicate for the holder: true if `vma` is write-locked in `mm`'s current
 /// epoch and `mm` is write-locked.
 #[inline]

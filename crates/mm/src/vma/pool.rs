@@ -278,6 +278,28 @@ impl VmaBatch<'_> {
     }
 }
 
+impl VmaBatch<'_> {
+    /// Hands out the next VMA as fork's copy of `parent` (`dup_mmap`'s `vm_area_dup`): what [`Iterator::next`]
+    /// stores (`in_pool` 0, `vm_mm`, `vm_lock_seq`) and the copied fields in one write section
+    /// ([`Vma::init_fork_child`]), the VMA write-locked in epoch `lock_seq` as by `vma_start_write_unpublished`
+    /// (`lock_seq` is `lock::unpublished_lock_seq` of the batch's mm, read once per fork: the caller holds that
+    /// mm's mmap write lock throughout, and no other thread can reach the mm). `parent` is write-locked in its
+    /// own mm. `None` once all are handed out.
+    #[inline(always)]
+    pub(crate) fn next_fork_copy(
+        &mut self,
+        lock_seq: u32,
+        parent: &Vma,
+        flags: super::VmFlags,
+        anon: Option<super::AnonState>,
+    ) -> Option<&'static Vma> {
+        let v = *self.vmas.get(self.next)?;
+        self.next += 1;
+        v.init_fork_child(self.mm_id, lock_seq, parent, flags, anon);
+        Some(v)
+    }
+}
+
 /// Hands the batch's VMAs out in order.
 impl Iterator for VmaBatch<'_> {
     type Item = &'static Vma;
