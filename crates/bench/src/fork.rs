@@ -56,6 +56,20 @@
 //! `bytes_per_vma`, `memcpy_bytes_per_s`, `fork_bytes_per_s` (the tree copy's VMAs copied per second in the
 //! fork call of the same sample x bytes per VMA) and `share_of_memcpy` (their quotient).
 //!
+//! # The layout's floor
+//!
+//! The bound above counts the bytes the fork must produce; the fork also has to read the parent, and a write
+//! to a line not in the cache first reads it. What any fork of this layout must do at least is measured in the
+//! same samples by a model of the copy with nothing else in it ([`FloorModel`], [`floor_run`], run after the
+//! memcpy in each sample): as many 128-byte objects as the parent has VMAs, neighbours in memory (as the pool
+//! makes them), reached through 256-byte leaves holding as many as the child tree's nodes hold on average; per
+//! object a leaf slot loaded (the pointer chase: the object's load depends on it), the object's two lines read
+//! and written with one word changed into the next of as many child objects (the contiguous batch), the child's
+//! index stored in a copy of the leaf. No lock, no count, no allocation, no branch but the loops'. The bound
+//! report's runs add `floor_vmas_per_s`, `floor_share_of_memcpy` (the floor's rate x the bytes per VMA over the
+//! memcpy's bytes per second: the share no fork of this layout can exceed here) and `fork_over_floor` (the
+//! fork call's VMAs per second over the floor's).
+//!
 //! # Targets
 //!
 //! `targets`: without pages, the tree copy's fork call moves its bytes at least at [`MIN_SHARE_OF_MEMCPY`] of
