@@ -88,22 +88,18 @@ impl Mm {
     }
 }
 
-/// How many parent VMAs ahead of the one being copied are prefetched (the tree copy shows them up to a leaf
-/// ahead: `MapleTree::dup_ahead`).
-const PARENT_PREFETCH: usize = 8;
-
 /// How many parent VMAs are write-locked at once (`vma_start_write_bulk`: one fence per batch): the parent
-/// being copied and the ones after it, every one of them already prefetched ([`PARENT_PREFETCH`] ahead), so
-/// that the batch's stores and loads hit lines on their way in.
-const LOCK_BATCH: usize = PARENT_PREFETCH;
+/// being copied and the ones after it the look-ahead has shown, every one of them prefetched when it was shown
+/// (up to a leaf earlier), so that the batch's loads and stores find lines in the cache or on their way in.
+const LOCK_BATCH: usize = 8;
 
-/// How many VMAs of the batch ahead of the one being filled are prefetched: about one leaf's worth, so that the
-/// child's cache misses overlap as the parent's do (the tree copy's look-ahead prefetches a leaf's parents).
+/// How many VMAs of the batch ahead of the one being filled are prefetched for writing: about one leaf's worth,
+/// so that the child's lines arrive, owned, while the VMAs before them are filled and the bulk lock's fence
+/// (which waits for every earlier store) does not wait for them one by one.
 const CHILD_PREFETCH: usize = 16;
 
-/// Starts loading both lines of `v`, which fork reads (a parent) or writes (a child): line 0 (range, flags,
-/// `vm_mm`, `vm_lock_seq`, file, anon_vma) and `vm_refcnt`'s line (the write lock on a parent, the attach of a
-/// child; the anon name and the anon_vma chain). A hint only.
+/// Starts loading both lines of parent `v`, which fork reads: line 0 (range, flags, `vm_mm`, `vm_lock_seq`,
+/// file, anon_vma) and `vm_refcnt`'s line (the write lock; the anon name and the anon_vma chain). A hint only.
 #[inline(always)]
 fn prefetch_vma(v: &Vma) {
     #[cfg(all(target_arch = "x86_64", not(miri)))]
@@ -114,6 +110,30 @@ fn prefetch_vma(v: &Vma) {
             // SAFETY: `prefetcht0` is a hint that never faults and reads nothing the program sees; the address
             // is inside a live `Vma` (pool VMAs are never freed to the allocator). SSE is part of x86-64.
             unsafe { _mm_prefetch::<_MM_HINT_T0>(base.wrapping_add(line * 64)) };
+        }
+    }
+    #[cfg(any(not(target_arch = "x86_64"), miri))]
+    let _ = v;
+}
+
+/// Starts loading both lines of child `v`, which fork writes whole, for ownership (`prefetchw`: the line comes
+/// in exclusive, so the stores that follow need no second request). A hint only; a CPU without the
+/// instruction executes it as a no-op (it lies in the `0F 0D` hint space).
+#[inline(always)]
+fn prefetch_vma_write(v: &Vma) {
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    {
+        let base = std::ptr::from_ref(v).cast::<u8>();
+        for line in 0..std::mem::size_of::<Vma>() / 64 {
+            // SAFETY: `prefetchw` is a hint: it never faults, writes nothing and changes no register or flag the
+            // program sees; the address is inside a live `Vma` (pool VMAs are never freed to the allocator).
+            unsafe {
+                std::arch::asm!(
+                    "prefetchw [{p}]",
+                    p = in(reg) base.wrapping_add(line * 64),
+                    options(nostack, preserves_flags, readonly)
+                )
+            };
         }
     }
     #[cfg(any(not(target_arch = "x86_64"), miri))]
@@ -141,7 +161,7 @@ impl ChildVmas<'static> {
     #[inline]
     fn take(&mut self) -> &'static Vma {
         if let Some(ahead) = self.batch.peek(CHILD_PREFETCH) {
-            prefetch_vma(ahead);
+            prefetch_vma_write(ahead);
         }
         self.batch.next().expect("a child VMA per parent VMA")
     }
@@ -150,7 +170,7 @@ impl ChildVmas<'static> {
     #[inline]
     fn take_copy(&mut self, parent: &Vma, flags: VmFlags, anon: Option<AnonState>) -> &'static Vma {
         if let Some(ahead) = self.batch.peek(CHILD_PREFETCH) {
-            prefetch_vma(ahead);
+            prefetch_vma_write(ahead);
         }
         self.batch.next_fork_copy(self.lock_seq, parent, flags, anon).expect("a child VMA per parent VMA")
     }
@@ -311,14 +331,17 @@ impl MmWrite<'_> {
         let pool = batch.pool;
         let mut copied = 0u64;
         let mut dontcopy: Vec<(u64, u64)> = Vec::new();
-        // The parents the tree copy has shown ahead (up to a leaf beyond the current one), prefetched
-        // PARENT_PREFETCH places before their copy.
+        // The parents the tree copy has shown ahead (up to a leaf beyond the current one), each prefetched
+        // when shown.
         let queue = AheadRing::new();
         // How many parents at the queue's front are write-locked already (the batch of the last bulk lock).
         let mut locked_ahead = 0usize;
         let locking_parent = self.locking();
         let dup = self.tree().dup_ahead(
-            |parent: &'static Vma| queue.push(parent),
+            |parent: &'static Vma| {
+                prefetch_vma(parent);
+                queue.push(parent);
+            },
             |_first, _last, parent: &'static Vma| -> Result<&'static Vma, Errno> {
                 debug_assert!(
                     queue.get(0).is_some_and(|f| std::ptr::eq(f, parent)),
@@ -338,9 +361,6 @@ impl MmWrite<'_> {
                     locked_ahead = n;
                 }
                 locked_ahead -= 1;
-                if let Some(ahead) = queue.get(PARENT_PREFETCH) {
-                    prefetch_vma(ahead);
-                }
                 queue.pop();
                 let fl = parent.fl();
                 if fl.intersects(VmFlags::DONTCOPY) {
