@@ -26,13 +26,22 @@
 //! pass below only if that pass has work for it (a file VMA to register, or entries to copy). The parents are
 //! write-locked [`LOCK_BATCH`] at a time, before the first of them is read, by `vma_start_write_bulk` (the
 //! kernel's `vma_start_write` of each, with one fence per batch and no read-modify-write for a VMA without
-//! readers: `vma::lock`, "Bulk write lock"); a child VMA, which no other thread can reach until fork returns,
-//! by `vma_start_write_unpublished` (no fence). The child's VMAs come from the pool in one batch
-//! (`VmaPool::alloc_bulk`), and each is filled in one go (`Vma::init_fork_copy`: plain stores, the file and
-//! name shared by a count increment, the anon_vma chain's lock taken only when there is a chain). The copy is
-//! bound by memory, not instructions (a parent's two lines, a child's two, a node per leaf; BENCHMARKS.md
-//! "Fork"), so the callback prefetches parents eight VMAs ahead (`MapleTree::dup_ahead` shows the tree's
-//! values a leaf ahead) and the batch's VMAs sixteen ahead.
+//! readers: `vma::lock`, "Bulk write lock"). The child's VMAs come from the pool in one batch
+//! (`VmaPool::alloc_bulk`); each is handed out, write-locked and filled in one write section of its lockless
+//! readers' count (`VmaBatch::next_fork_copy`, `Vma::init_fork_child`: `vm_mm`, the child's epoch as
+//! `vma_start_write_unpublished` would store it, without its fence, since no other thread can reach the child
+//! before fork returns, then the parent's fields by plain stores, the file and name shared by a count
+//! increment, the anon_vma chain's lock taken only when there is a chain); the child's epoch is read once per
+//! fork.
+//!
+//! The copy is bound by memory, not instructions: per VMA it reads the parent's two lines, owns and fills the
+//! child's two, and copies a share of a node (BENCHMARKS.md "Fork"). So that the misses overlap instead of
+//! following each other, each parent is prefetched when the tree copy's look-ahead shows it
+//! (`MapleTree::dup_ahead`: the values of the next leaf when a leaf's copy starts, so up to a leaf before its
+//! lock and copy), and each child VMA sixteen ahead of its fill for ownership (`prefetchw`): the bulk lock's
+//! fence waits for every store before it, and a store to a child line not yet owned would make it wait for
+//! that line's miss. The look-ahead's queue is a ring of cells ([`AheadRing`]), shared by the look-ahead and
+//! the copy callback.
 //!
 //! # Pages
 //!

@@ -41,7 +41,9 @@
 //! - [`vma_start_write_bulk`] (mmap write lock held): [`vma_start_write`] of a batch of VMAs with no
 //!   read-modify-write for a VMA that has no reader (below, "Bulk write lock"); fork's parent (`dup_mmap`).
 //! - [`vma_start_write_unpublished`]: a detached VMA of an mm that no other thread can reach yet (fork's child)
-//!   is write-locked without the sequentially consistent fence, which pairs only with faults in that mm.
+//!   is write-locked without the sequentially consistent fence, which pairs only with faults in that mm. Fork
+//!   itself stores the same epoch (`unpublished_lock_seq`) in the write section that fills each child VMA
+//!   (`VmaBatch::next_fork_copy`).
 //!
 //! After any successful read lock taken outside the mmap lock the caller must still check the VMA's range: the
 //! VMA may have been recycled *within the same mm* at another address (`lock_vma_under_rcu` does this).
