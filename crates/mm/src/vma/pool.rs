@@ -30,7 +30,9 @@
 //! `SLAB_TYPESAFE_BY_RCU` caches must not). [`VmaPool::free`] requires the VMA detached (`vm_refcnt` 0), clears its fields and attributes
 //! (attributes are released after a grace period) and sets `vm_mm` to 0; it does not touch `vm_refcnt`.
 //! [`VmaPool::alloc`] sets `vm_mm` to the new owner and `vm_lock_seq` to [`VM_LOCK_SEQ_NONE`]; `vm_refcnt` stays
-//! 0 until `vma_mark_attached` publishes the VMA with a release store.
+//! 0 until `vma_mark_attached` publishes the VMA with a release store. Fork's batch hands each child VMA out
+//! already filled (`VmaBatch::next_fork_copy`): `vm_mm`, the child's write epoch in `vm_lock_seq` and the copied
+//! fields, in one write section of the lockless readers' count.
 //!
 //! # Failure injection and statistics
 //!
