@@ -38,10 +38,9 @@
 //! child's two, and copies a share of a node (BENCHMARKS.md "Fork"). So that the misses overlap instead of
 //! following each other, each parent is prefetched when the tree copy's look-ahead shows it
 //! (`MapleTree::dup_ahead`: the values of the next leaf when a leaf's copy starts, so up to a leaf before its
-//! lock and copy), and each child VMA sixteen ahead of its fill for ownership (`prefetchw`): the bulk lock's
-//! fence waits for every store before it, and a store to a child line not yet owned would make it wait for
-//! that line's miss. The look-ahead's queue is a ring of cells ([`AheadRing`]), shared by the look-ahead and
-//! the copy callback.
+//! lock and copy), and each child VMA sixteen ahead of its fill for ownership (`prefetchw`), so that its stores
+//! find the lines owned. The look-ahead's queue is a ring of cells ([`AheadRing`]), shared by the look-ahead
+//! and the copy callback.
 //!
 //! # Pages
 //!
@@ -103,8 +102,7 @@ impl Mm {
 const LOCK_BATCH: usize = 8;
 
 /// How many VMAs of the batch ahead of the one being filled are prefetched for writing: about one leaf's worth,
-/// so that the child's lines arrive, owned, while the VMAs before them are filled and the bulk lock's fence
-/// (which waits for every earlier store) does not wait for them one by one.
+/// so that the child's lines arrive, owned, while the VMAs before them are filled.
 const CHILD_PREFETCH: usize = 16;
 
 /// Starts loading both lines of parent `v`, which fork reads: line 0 (range, flags, `vm_mm`, `vm_lock_seq`,
