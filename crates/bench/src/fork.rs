@@ -56,6 +56,22 @@
 //! `bytes_per_vma`, `memcpy_bytes_per_s`, `fork_bytes_per_s` (the tree copy's VMAs copied per second in the
 //! fork call of the same sample x bytes per VMA) and `share_of_memcpy` (their quotient).
 //!
+//! # The layout's floor
+//!
+//! The bound above counts the bytes the fork must produce; the fork also has to read the parent, and a write
+//! to a line not in the cache first reads it. What any fork of this layout must do at least is measured in the
+//! same samples by a model of the copy with nothing else in it ([`FloorModel`], [`floor_run`], run after the
+//! memcpy in each sample): as many 128-byte objects as the parent has VMAs, neighbours in memory (as the pool
+//! makes them), reached through 256-byte leaves holding as many as the child tree's nodes hold on average; per
+//! object a leaf slot loaded (the pointer chase: the object's load depends on it), the object's two lines read
+//! and written with one word changed into the next of as many child objects (the contiguous batch), the child's
+//! index stored in a copy of the leaf. No lock, no count, no allocation, no branch but the loops'. Between two
+//! copies the child objects and leaves are written over, untimed, as a fork's child exits between two forks
+//! (so the copy meets the caches as a fork does, not as a copy right after a copy). The bound
+//! report's runs add `floor_vmas_per_s`, `floor_share_of_memcpy` (the floor's rate x the bytes per VMA over the
+//! memcpy's bytes per second: the share no fork of this layout can exceed here) and `fork_over_floor` (the
+//! fork call's VMAs per second over the floor's).
+//!
 //! # Targets
 //!
 //! `targets`: without pages, the tree copy's fork call moves its bytes at least at [`MIN_SHARE_OF_MEMCPY`] of
@@ -321,6 +337,117 @@ pub fn memcpy_run(bufs: &mut (Vec<u8>, Vec<u8>), duration: Duration) -> (f64, f6
     ((copies as f64 * src.len() as f64) / secs, ((thread_cpu_s() - cpu0) / secs).min(1.0))
 }
 
+/// A VMA-sized object of the floor model ([`FloorModel`]): 128 bytes, 64-aligned, as `size_of::<Vma>()`.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct FloorObj([u64; 16]);
+
+/// A node of the floor model: 256 bytes, 64-aligned, as the maple tree's nodes; words [`FLOOR_SLOT`].. hold the
+/// leaf's values (indices of objects), the rest stand for pivots and metadata.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct FloorNode([u64; 32]);
+
+/// The first value word of a [`FloorNode`] (the maple leaf's slots follow its 15 pivots).
+const FLOOR_SLOT: usize = 15;
+
+/// The layout's floor (module docs, "The layout's floor"): the least work any fork of this layout does per
+/// VMA, with nothing else: a parent of `n` objects of `size_of::<Vma>()` bytes, neighbours in memory as the
+/// pool makes them, reached through leaves of 256 bytes holding `per_leaf` of them each (the parent tree's
+/// leaves), and a child of as many objects (the batch, neighbours too) and leaves. One copy
+/// ([`FloorModel::copy`]) walks the parent's leaves in order; per leaf it copies the node (256 bytes), and per
+/// value it loads the object's index from the leaf (the pointer chase: the load of the object depends on it),
+/// reads the object's 128 bytes, writes them with one word changed (the lock epoch) into the next child object,
+/// and stores the child's index into the child leaf. No lock, no count, no branch but the loops'.
+pub struct FloorModel {
+    parents: Vec<FloorObj>,
+    leaves: Vec<FloorNode>,
+    children: Vec<FloorObj>,
+    child_leaves: Vec<FloorNode>,
+    per_leaf: usize,
+    epoch: u64,
+}
+
+impl FloorModel {
+    /// A model of `n` objects, `per_leaf` (1 to 16) a leaf, every buffer written once (no page fault in a copy).
+    pub fn new(n: usize, per_leaf: usize) -> FloorModel {
+        let per_leaf = per_leaf.clamp(1, 16);
+        let parents: Vec<FloorObj> = (0..n as u64).map(|i| FloorObj([i; 16])).collect();
+        let leaves: Vec<FloorNode> = (0..n.div_ceil(per_leaf))
+            .map(|l| {
+                let mut w = [u64::MAX; 32];
+                for (k, i) in (l * per_leaf..((l + 1) * per_leaf).min(n)).enumerate() {
+                    w[k] = i as u64 * 4096;
+                    w[FLOOR_SLOT + k] = i as u64;
+                }
+                FloorNode(w)
+            })
+            .collect();
+        let children = vec![FloorObj([1; 16]); n];
+        let child_leaves = vec![FloorNode([1; 32]); leaves.len()];
+        FloorModel { parents, leaves, children, child_leaves, per_leaf, epoch: 0 }
+    }
+
+    /// One copy of the parent into the child (the type docs).
+    #[inline(never)]
+    pub fn copy(&mut self) {
+        self.epoch += 1;
+        let mut next = 0usize;
+        for (leaf, out) in self.leaves.iter().zip(self.child_leaves.iter_mut()) {
+            *out = *leaf;
+            for k in 0..self.per_leaf {
+                let i = leaf.0[FLOOR_SLOT + k];
+                let Some(p) = self.parents.get(i as usize) else { break };
+                let mut o = *p;
+                o.0[5] = self.epoch;
+                self.children[next] = o;
+                out.0[FLOOR_SLOT + k] = next as u64;
+                next += 1;
+            }
+        }
+    }
+
+    /// The model's stand-in for the child's exit between two forks: every child object and leaf written over
+    /// (the engine's exit clears each child VMA and frees it, and its tree), so that the next copy meets the caches
+    /// a fork meets after the previous child's exit rather than right after a copy.
+    #[inline(never)]
+    pub fn exit(&mut self) {
+        for o in &mut self.children {
+            o.0 = [0; 16];
+        }
+        for l in &mut self.child_leaves {
+            l.0 = [0; 32];
+        }
+    }
+
+    /// The bytes of the model: parent and child objects and leaves.
+    pub fn bytes(&self) -> usize {
+        (self.parents.len() + self.children.len()) * std::mem::size_of::<FloorObj>()
+            + (self.leaves.len() + self.child_leaves.len()) * std::mem::size_of::<FloorNode>()
+    }
+}
+
+/// One run of the floor model ([`FloorModel`]): copies again and again until `duration` has passed (at least
+/// twice: the first only warms), each copy followed by [`FloorModel::exit`] as each fork is by its child's
+/// exit. Returns the objects copied per second over the copies alone (as the fork call is timed alone) and the
+/// share of the run the thread was on a CPU.
+pub fn floor_run(model: &mut FloorModel, duration: Duration) -> (f64, f64) {
+    model.copy();
+    model.exit();
+    let (mut copies, start, cpu0) = (0u64, Instant::now(), thread_cpu_s());
+    let mut in_copy = Duration::ZERO;
+    while copies == 0 || start.elapsed() < duration {
+        let t = Instant::now();
+        std::hint::black_box(&mut *model).copy();
+        in_copy += t.elapsed();
+        std::hint::black_box(&mut *model).exit();
+        copies += 1;
+    }
+    let secs = start.elapsed().as_secs_f64().max(1e-9);
+    let share = ((thread_cpu_s() - cpu0) / secs).min(1.0);
+    ((copies as f64 * model.parents.len() as f64) / in_copy.as_secs_f64().max(1e-9), share)
+}
+
 /// The metrics of one sample of the copy's bound (module docs, "The copy's bound"): `bytes_per_vma`,
 /// `memcpy_bytes_per_s` (`copy`), `fork_bytes_per_s` (the tree copy's `vmas_per_s` in the fork call x bytes per
 /// VMA), `share_of_memcpy`, and `bound_cpu_share`: the least share of their runs the fork's and the copy's thread
@@ -339,6 +466,23 @@ pub fn bound_metrics(
         ("fork_bytes_per_s".to_string(), fork),
         ("share_of_memcpy".to_string(), fork / copy),
     ])
+}
+
+/// Adds the layout's floor ([`floor_run`]'s `(objects per second, CPU share)`) to a sample's bound metrics (module
+/// docs, "The layout's floor"): `floor_vmas_per_s`, `floor_share_of_memcpy` (its rate x the bytes per VMA over
+/// the memcpy's bytes per second), `fork_over_floor` (the fork call's VMAs per second over the floor's) and
+/// `floor_cpu_share`. Needs the metrics of [`bound_metrics`].
+pub fn add_floor_metrics(
+    m: &mut BTreeMap<String, f64>,
+    vmas_per_s: f64,
+    (floor, floor_cpu_share): (f64, f64),
+) {
+    let bytes = m.get("bytes_per_vma").copied().unwrap_or(f64::NAN);
+    let copy = m.get("memcpy_bytes_per_s").copied().unwrap_or(f64::NAN);
+    m.insert("floor_vmas_per_s".to_string(), floor);
+    m.insert("floor_share_of_memcpy".to_string(), floor * bytes / copy);
+    m.insert("fork_over_floor".to_string(), vmas_per_s / floor);
+    m.insert("floor_cpu_share".to_string(), floor_cpu_share);
 }
 
 /// Two touched buffers of `bytes` each for [`memcpy_run`] (the source filled with a pattern, the destination
@@ -410,6 +554,12 @@ fn bound_report(mm: &Mm, bytes: &ForkBytes, total: usize, host: &HostInfo, cpus:
          interleaved with the fork runs (warm as the forks' parent and pool VMAs are)",
         bytes.vma, bytes.tree, bytes.batch
     ));
+    r.notes.push(
+        "floor: the layout's least copy (FloorModel: per VMA a leaf slot loaded, the parent's 128 bytes read and a \
+         child's 128 bytes written, the leaves copied; no lock, count or branch), run after the memcpy in each \
+         sample"
+            .into(),
+    );
     r.notes.extend(cpus.notes.iter().cloned());
     r
 }
@@ -552,7 +702,10 @@ pub fn run(
                     let bytes = ForkBytes::of_child(&child);
                     drop(child);
                     let total = (bytes.total() * mm.map_count() as f64).round() as usize;
-                    Ok((bytes, memcpy_buffers(total), bound_report(&mm, &bytes, total, &host, &cpus)))
+                    // The floor model's leaves hold as many values as the child tree's nodes do on average.
+                    let per_leaf = (256.0 / bytes.tree).round() as usize;
+                    let floor = FloorModel::new(mm.map_count() as usize, per_leaf);
+                    Ok((bytes, memcpy_buffers(total), floor, bound_report(&mm, &bytes, total, &host, &cpus)))
                 })
                 .transpose()?;
             for _ in 0..cfg.samples {
@@ -565,16 +718,19 @@ pub fn run(
                     r.push_run(engine_run(&mm, mode, cfg.duration)?);
                     progress(&format!("{what}: engine {}", side.mode()));
                 }
-                if let Some((bytes, bufs, r)) = bound.as_mut() {
+                if let Some((bytes, bufs, floor, r)) = bound.as_mut() {
                     let copy = memcpy_run(bufs, cfg.duration);
+                    let floor_rate = floor_run(floor, cfg.duration);
                     let last = reports[0].1.runs.last();
                     let dup = last.map_or(f64::NAN, |d| d.metrics["vmas_copied_per_s_in_fork"]);
                     let share = last.map_or(f64::NAN, |d| d.metrics["cpu_share"]);
-                    r.push_run(bound_metrics(bytes, dup, copy, share));
+                    let mut m = bound_metrics(bytes, dup, copy, share);
+                    add_floor_metrics(&mut m, dup, floor_rate);
+                    r.push_run(m);
                 }
             }
-            if let Some((_, bufs, mut r)) = bound {
-                drop(bufs);
+            if let Some((_, bufs, floor, mut r)) = bound {
+                drop((bufs, floor));
                 r.summarise();
                 bounds.push(r);
             }
@@ -834,16 +990,29 @@ pub fn render_tables(res: &ForkResults) -> String {
                 r.metric("memcpy_bytes_per_s")
                     .zip(r.metric("bytes_per_vma"))
                     .map_or("-".to_string(), |(c, b)| format!("{:.1}", c.median / b.median / 1e6)),
+                g("floor_vmas_per_s", 1e6),
+                g("floor_share_of_memcpy", 1.0),
+                g("fork_over_floor", 1.0),
             ]
         })
         .collect();
     if !bounds.is_empty() {
         out.push_str(
             "\nthe tree copy against this machine's memcpy of as many bytes (Vma + child tree share + batch pointer \
-             per VMA), medians\n",
+             per VMA), and the layout's floor (the least copy of this layout: module docs), medians\n",
         );
         out.push_str(&render(
-            &["engine VMAs", "B/VMA", "fork GB/s", "memcpy GB/s", "fork/memcpy", "memcpy bound M VMAs/s"],
+            &[
+                "engine VMAs",
+                "B/VMA",
+                "fork GB/s",
+                "memcpy GB/s",
+                "fork/memcpy",
+                "memcpy bound M VMAs/s",
+                "floor M VMAs/s",
+                "floor/memcpy",
+                "fork/floor",
+            ],
             &bounds,
         ));
     }
@@ -885,6 +1054,31 @@ pub fn host_of(res: &ForkResults) -> Option<&HostInfo> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_floor_model_copies_every_object_and_leaf() {
+        let mut m = FloorModel::new(37, 12);
+        assert_eq!(m.leaves.len(), 4);
+        assert_eq!(m.bytes(), 2 * 37 * 128 + 2 * 4 * 256);
+        m.copy();
+        m.copy();
+        for (i, c) in m.children.iter().enumerate() {
+            let mut want = [i as u64; 16];
+            want[5] = 2;
+            assert_eq!(c.0, want, "child {i}: the parent's words, the epoch of the second copy");
+        }
+        for (l, (p, c)) in m.leaves.iter().zip(&m.child_leaves).enumerate() {
+            assert_eq!(p.0[..FLOOR_SLOT], c.0[..FLOOR_SLOT], "leaf {l}: pivots copied");
+            for k in 0..12 {
+                let i = l * 12 + k;
+                let want = if i < 37 { i as u64 } else { u64::MAX };
+                assert_eq!(c.0[FLOOR_SLOT + k], want, "leaf {l} slot {k}: the child's index");
+            }
+        }
+        let (rate, share) = floor_run(&mut m, Duration::from_millis(1));
+        assert!(m.children.iter().all(|c| c.0 == [0; 16]), "each copy is followed by the exit");
+        assert!(rate > 0.0 && (0.0..=1.0).contains(&share));
+    }
 
     #[test]
     fn parents_have_exact_vmas_and_pages_and_both_modes_fork_them() {

@@ -26,13 +26,21 @@
 //! pass below only if that pass has work for it (a file VMA to register, or entries to copy). The parents are
 //! write-locked [`LOCK_BATCH`] at a time, before the first of them is read, by `vma_start_write_bulk` (the
 //! kernel's `vma_start_write` of each, with one fence per batch and no read-modify-write for a VMA without
-//! readers: `vma::lock`, "Bulk write lock"); a child VMA, which no other thread can reach until fork returns,
-//! by `vma_start_write_unpublished` (no fence). The child's VMAs come from the pool in one batch
-//! (`VmaPool::alloc_bulk`), and each is filled in one go (`Vma::init_fork_copy`: plain stores, the file and
-//! name shared by a count increment, the anon_vma chain's lock taken only when there is a chain). The copy is
-//! bound by memory, not instructions (a parent's two lines, a child's two, a node per leaf; BENCHMARKS.md
-//! "Fork"), so the callback prefetches parents eight VMAs ahead (`MapleTree::dup_ahead` shows the tree's
-//! values a leaf ahead) and the batch's VMAs sixteen ahead.
+//! readers: `vma::lock`, "Bulk write lock"). The child's VMAs come from the pool in one batch
+//! (`VmaPool::alloc_bulk`); each is handed out, write-locked and filled in one write section of its lockless
+//! readers' count (`VmaBatch::next_fork_copy`, `Vma::init_fork_child`: `vm_mm`, the child's epoch as
+//! `vma_start_write_unpublished` would store it, without its fence, since no other thread can reach the child
+//! before fork returns, then the parent's fields by plain stores, the file and name shared by a count
+//! increment, the anon_vma chain's lock taken only when there is a chain); the child's epoch is read once per
+//! fork.
+//!
+//! The copy is bound by memory, not instructions: per VMA it reads the parent's two lines, owns and fills the
+//! child's two, and copies a share of a node (BENCHMARKS.md "Fork"). So that the misses overlap instead of
+//! following each other, each parent is prefetched when the tree copy's look-ahead shows it
+//! (`MapleTree::dup_ahead`: the values of the next leaf when a leaf's copy starts, so up to a leaf before its
+//! lock and copy), and each child VMA sixteen ahead of its fill for ownership (`prefetchw`), so that its stores
+//! find the lines owned. The look-ahead's queue is a ring of cells ([`AheadRing`]), shared by the look-ahead
+//! and the copy callback.
 //!
 //! # Pages
 //!
@@ -59,9 +67,10 @@ use vmspace_pgtable::{CopyVma, PageTable, vma_needs_copy};
 
 use super::tree::{VmaExt, Vmas};
 use super::{AnonState, Errno, Mm, MmParts, MmWrite};
+use crate::vma::lock::unpublished_lock_seq;
 use crate::vma::{
     MmLocking, VmFlags, Vma, VmaBatch, VmaPool, vma_mark_attached, vma_mark_detached, vma_start_write,
-    vma_start_write_bulk, vma_start_write_unpublished,
+    vma_start_write_bulk,
 };
 
 /// How fork builds the child's VMA tree.
@@ -87,22 +96,17 @@ impl Mm {
     }
 }
 
-/// How many parent VMAs ahead of the one being copied are prefetched (the tree copy shows them up to a leaf
-/// ahead: `MapleTree::dup_ahead`).
-const PARENT_PREFETCH: usize = 8;
-
 /// How many parent VMAs are write-locked at once (`vma_start_write_bulk`: one fence per batch): the parent
-/// being copied and the ones after it, every one of them already prefetched ([`PARENT_PREFETCH`] ahead), so
-/// that the batch's stores and loads hit lines on their way in.
-const LOCK_BATCH: usize = PARENT_PREFETCH;
+/// being copied and the ones after it the look-ahead has shown, every one of them prefetched when it was shown
+/// (up to a leaf earlier), so that the batch's loads and stores find lines in the cache or on their way in.
+const LOCK_BATCH: usize = 8;
 
-/// How many VMAs of the batch ahead of the one being filled are prefetched: about one leaf's worth, so that the
-/// child's cache misses overlap as the parent's do (the tree copy's look-ahead prefetches a leaf's parents).
+/// How many VMAs of the batch ahead of the one being filled are prefetched for writing: about one leaf's worth,
+/// so that the child's lines arrive, owned, while the VMAs before them are filled.
 const CHILD_PREFETCH: usize = 16;
 
-/// Starts loading both lines of `v`, which fork reads (a parent) or writes (a child): line 0 (range, flags,
-/// `vm_mm`, `vm_lock_seq`, file, anon_vma) and `vm_refcnt`'s line (the write lock on a parent, the attach of a
-/// child; the anon name and the anon_vma chain). A hint only.
+/// Starts loading both lines of parent `v`, which fork reads: line 0 (range, flags, `vm_mm`, `vm_lock_seq`,
+/// file, anon_vma) and `vm_refcnt`'s line (the write lock; the anon name and the anon_vma chain). A hint only.
 #[inline(always)]
 fn prefetch_vma(v: &Vma) {
     #[cfg(all(target_arch = "x86_64", not(miri)))]
@@ -119,27 +123,114 @@ fn prefetch_vma(v: &Vma) {
     let _ = v;
 }
 
+/// Starts loading both lines of child `v`, which fork writes whole, for ownership (`prefetchw`: the line comes
+/// in exclusive, so the stores that follow need no second request). A hint only; a CPU without the
+/// instruction executes it as a no-op (it lies in the `0F 0D` hint space).
+#[inline(always)]
+fn prefetch_vma_write(v: &Vma) {
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    {
+        let base = std::ptr::from_ref(v).cast::<u8>();
+        for line in 0..std::mem::size_of::<Vma>() / 64 {
+            // SAFETY: `prefetchw` is a hint: it never faults, writes nothing and changes no register or flag the
+            // program sees; the address is inside a live `Vma` (pool VMAs are never freed to the allocator).
+            unsafe {
+                std::arch::asm!(
+                    "prefetchw [{p}]",
+                    p = in(reg) base.wrapping_add(line * 64),
+                    options(nostack, preserves_flags, readonly)
+                )
+            };
+        }
+    }
+    #[cfg(any(not(target_arch = "x86_64"), miri))]
+    let _ = v;
+}
+
 /// The child's VMAs, taken from the pool in one batch before the copy ([`VmaPool::alloc_bulk`]: one per parent
 /// VMA) and handed out in order, each prefetched [`CHILD_PREFETCH`] VMAs ahead; whatever is not handed out goes
 /// back to the pool with the batch.
 struct ChildVmas<'p> {
     pool: &'static VmaPool,
     batch: VmaBatch<'p>,
+    /// The child's write epoch as its VMAs' `vm_lock_seq` (`unpublished_lock_seq`), read once: the child's mmap
+    /// write lock is held for the whole copy.
+    lock_seq: u32,
 }
 
 impl ChildVmas<'static> {
     /// `n` VMAs of the child `locking`; `ENOMEM` (nothing taken) under failure injection.
     fn alloc(pool: &'static VmaPool, locking: &MmLocking, n: usize) -> Result<Self, Errno> {
-        Ok(ChildVmas { pool, batch: pool.alloc_bulk(locking, n)? })
+        Ok(ChildVmas { pool, batch: pool.alloc_bulk(locking, n)?, lock_seq: unpublished_lock_seq(locking) })
     }
 
     /// The next VMA of the batch (there is one per parent VMA: the caller takes at most that many).
     #[inline]
     fn take(&mut self) -> &'static Vma {
         if let Some(ahead) = self.batch.peek(CHILD_PREFETCH) {
-            prefetch_vma(ahead);
+            prefetch_vma_write(ahead);
         }
         self.batch.next().expect("a child VMA per parent VMA")
+    }
+
+    /// The next VMA of the batch, made the child's copy of `parent` ([`VmaBatch::next_fork_copy`]).
+    #[inline]
+    fn take_copy(&mut self, parent: &Vma, flags: VmFlags, anon: Option<AnonState>) -> &'static Vma {
+        if let Some(ahead) = self.batch.peek(CHILD_PREFETCH) {
+            prefetch_vma_write(ahead);
+        }
+        self.batch.next_fork_copy(self.lock_seq, parent, flags, anon).expect("a child VMA per parent VMA")
+    }
+}
+
+/// The parents the tree copy has shown ahead of its callback (`MapleTree::dup_ahead`), in order: a ring of
+/// [`AHEAD_CAP`] slots with free-running indices, shared by the look-ahead (which pushes) and the copy callback
+/// (which reads the front few and pops), both closures of one call on one thread, hence the cells. The
+/// look-ahead runs at most a leaf ahead, so at most two leaves' values are queued at once; a push beyond the
+/// ring's capacity would break the write-lock batches built from it and is refused by an assertion.
+struct AheadRing {
+    slots: [std::cell::Cell<Option<&'static Vma>>; AHEAD_CAP],
+    /// Index of the front (the parent being copied), free-running.
+    head: std::cell::Cell<usize>,
+    /// One past the last pushed, free-running.
+    tail: std::cell::Cell<usize>,
+}
+
+/// The look-ahead ring's capacity: a power of two above two leaves' values (16 each).
+const AHEAD_CAP: usize = 64;
+
+impl AheadRing {
+    fn new() -> Self {
+        AheadRing {
+            slots: std::array::from_fn(|_| std::cell::Cell::new(None)),
+            head: std::cell::Cell::new(0),
+            tail: std::cell::Cell::new(0),
+        }
+    }
+
+    #[inline(always)]
+    fn len(&self) -> usize {
+        self.tail.get() - self.head.get()
+    }
+
+    #[inline(always)]
+    fn push(&self, v: &'static Vma) {
+        let t = self.tail.get();
+        assert!(t - self.head.get() < AHEAD_CAP, "the tree copy's look-ahead ran more than a leaf ahead");
+        self.slots[t % AHEAD_CAP].set(Some(v));
+        self.tail.set(t + 1);
+    }
+
+    /// The parent `k` places after the front, if shown already.
+    #[inline(always)]
+    fn get(&self, k: usize) -> Option<&'static Vma> {
+        if k < self.len() { self.slots[(self.head.get() + k) % AHEAD_CAP].get() } else { None }
+    }
+
+    #[inline(always)]
+    fn pop(&self) {
+        debug_assert!(self.len() > 0);
+        self.head.set(self.head.get() + 1);
     }
 }
 
@@ -152,23 +243,27 @@ fn needs_copy(fl: VmFlags, p: &Vma) -> bool {
         && (vma_needs_copy(fl, p.has_anon_vma(), false) || fl.intersects(VmFlags::COPY_ON_FORK))
 }
 
-/// Makes `v` (fresh from the pool, detached, of the child `locking`) the child's copy of `parent` (write-locked
-/// by the caller), attached: every field of the parent but the lock state, the locked bits and, for
-/// `VM_WIPEONFORK`, the anon_vma (`vm_area_dup` plus `dup_mmap`'s fixes, [`Vma::init_fork_copy`]). Returns
-/// whether the page pass has work for it: a file VMA to register with its file, or entries to copy
+/// Makes the next VMA of `batch` (of the child `locking`) the child's copy of `parent` (write-locked by the
+/// caller), attached: every field of the parent but the lock state, the locked bits and, for `VM_WIPEONFORK`,
+/// the anon_vma (`vm_area_dup` plus `dup_mmap`'s fixes), write-locked as `vma_start_write_unpublished` would
+/// (the child is not reachable by any other thread until fork returns: no fence; `vma_start_write`'s pairs with
+/// faults in the child, which cannot run yet), all in one write section ([`VmaBatch::next_fork_copy`]). Returns
+/// the copy and whether the page pass has work for it: a file VMA to register with its file, or entries to copy
 /// (`vma_needs_copy`); a VMA without an anon_vma, file or copy flag is done here.
-fn copy_vma(locking: &MmLocking, v: &'static Vma, parent: &'static Vma) -> bool {
-    let fl = parent.fl();
+#[inline(always)]
+fn copy_vma(
+    locking: &MmLocking,
+    batch: &mut ChildVmas<'static>,
+    parent: &'static Vma,
+    fl: VmFlags,
+) -> (&'static Vma, bool) {
     // Fork the anon_vma first: its reuse rule reads the counters the copy would change. Without one (the parent's
     // `anon_vma` cell mirrors its chain's owner) the chain's lock is not even taken.
-    let anon = (!fl.intersects(VmFlags::WIPEONFORK) && parent.has_anon_vma())
-        .then(|| AnonState::fork(&parent.anon()));
-    // The child is not reachable by any other thread until fork returns: no fence (`vma_start_write`'s pairs
-    // with faults in the child, which cannot run yet).
-    vma_start_write_unpublished(locking, v);
-    v.init_fork_copy(locking, parent, fl & !VmFlags::LOCKED_MASK, anon);
+    let has_anon = parent.has_anon_vma();
+    let anon = (has_anon && !fl.intersects(VmFlags::WIPEONFORK)).then(|| AnonState::fork(&parent.anon()));
+    let v = batch.take_copy(parent, fl & !VmFlags::LOCKED_MASK, anon);
     vma_mark_attached(locking, v);
-    parent.is_file_backed() || needs_copy(fl, parent)
+    (v, parent.is_file_backed() || needs_copy(fl, parent))
 }
 
 impl MmWrite<'_> {
@@ -243,50 +338,48 @@ impl MmWrite<'_> {
         let pool = batch.pool;
         let mut copied = 0u64;
         let mut dontcopy: Vec<(u64, u64)> = Vec::new();
-        // The parents the tree copy has shown ahead (up to a leaf beyond the current one), prefetched
-        // PARENT_PREFETCH places before their copy.
-        let queue = std::cell::RefCell::new(std::collections::VecDeque::<&'static Vma>::with_capacity(64));
+        // The parents the tree copy has shown ahead (up to a leaf beyond the current one), each prefetched
+        // when shown.
+        let queue = AheadRing::new();
         // How many parents at the queue's front are write-locked already (the batch of the last bulk lock).
         let mut locked_ahead = 0usize;
         let locking_parent = self.locking();
         let dup = self.tree().dup_ahead(
-            |parent: &'static Vma| queue.borrow_mut().push_back(parent),
+            |parent: &'static Vma| {
+                prefetch_vma(parent);
+                queue.push(parent);
+            },
             |_first, _last, parent: &'static Vma| -> Result<&'static Vma, Errno> {
-                {
-                    let mut q = queue.borrow_mut();
-                    debug_assert!(
-                        q.front().is_some_and(|f| std::ptr::eq(*f, parent)),
-                        "the look-ahead is in order"
-                    );
-                    // As Linux since 6.4: the parent VMA is write-locked before it is read, so that no page fault
-                    // runs on it until the parent's mmap write lock is released; here with the next parents of
-                    // the look-ahead, LOCK_BATCH at a time (module docs). The parent tree's writer mutex is not
-                    // held by this call (released above; the copy holds the tree's own lock, as before).
-                    if locked_ahead == 0 {
-                        let mut lock = [parent; LOCK_BATCH];
-                        let n = q.len().min(LOCK_BATCH);
-                        for (slot, &p) in lock.iter_mut().zip(q.iter()) {
-                            *slot = p;
-                        }
-                        vma_start_write_bulk(locking_parent, &lock[..n]);
-                        locked_ahead = n;
+                debug_assert!(
+                    queue.get(0).is_some_and(|f| std::ptr::eq(f, parent)),
+                    "the look-ahead is in order"
+                );
+                // As Linux since 6.4: the parent VMA is write-locked before it is read, so that no page fault runs
+                // on it until the parent's mmap write lock is released; here with the next parents of the
+                // look-ahead, LOCK_BATCH at a time (module docs). The parent tree's writer mutex is not held by
+                // this call (released above; the copy holds the tree's own lock, as before).
+                if locked_ahead == 0 {
+                    let mut lock = [parent; LOCK_BATCH];
+                    let n = queue.len().min(LOCK_BATCH);
+                    for (k, slot) in lock[..n].iter_mut().enumerate().skip(1) {
+                        *slot = queue.get(k).unwrap_or(parent);
                     }
-                    locked_ahead -= 1;
-                    if let Some(&ahead) = q.get(PARENT_PREFETCH) {
-                        prefetch_vma(ahead);
-                    }
-                    q.pop_front();
+                    vma_start_write_bulk(locking_parent, &lock[..n]);
+                    locked_ahead = n;
                 }
-                let v = batch.take();
-                if parent.fl().intersects(VmFlags::DONTCOPY) {
+                locked_ahead -= 1;
+                queue.pop();
+                let fl = parent.fl();
+                if fl.intersects(VmFlags::DONTCOPY) {
                     // The slot gets a never-attached VMA, cleared below.
                     dontcopy.push((parent.start(), parent.end()));
-                } else {
-                    if copy_vma(locking, v, parent) {
-                        pages.push((parent, v));
-                    }
-                    copied += 1;
+                    return Ok(batch.take());
                 }
+                let (v, page_work) = copy_vma(locking, batch, parent, fl);
+                if page_work {
+                    pages.push((parent, v));
+                }
+                copied += 1;
                 Ok(v)
             },
             |v: &'static Vma| {
@@ -336,8 +429,7 @@ impl MmWrite<'_> {
             if p.fl().intersects(VmFlags::DONTCOPY) {
                 continue;
             }
-            let v = batch.take();
-            let page_work = copy_vma(locking, v, p);
+            let (v, page_work) = copy_vma(locking, batch, p, p.fl());
             if tree.store_range(p.start(), p.end() - 1, Some(v)).is_err() {
                 vma_mark_detached(locking, v);
                 pool.free(v);

@@ -41,7 +41,9 @@
 //! - [`vma_start_write_bulk`] (mmap write lock held): [`vma_start_write`] of a batch of VMAs with no
 //!   read-modify-write for a VMA that has no reader (below, "Bulk write lock"); fork's parent (`dup_mmap`).
 //! - [`vma_start_write_unpublished`]: a detached VMA of an mm that no other thread can reach yet (fork's child)
-//!   is write-locked without the sequentially consistent fence, which pairs only with faults in that mm.
+//!   is write-locked without the sequentially consistent fence, which pairs only with faults in that mm. Fork
+//!   itself stores the same epoch (`unpublished_lock_seq`) in the write section that fills each child VMA
+//!   (`VmaBatch::next_fork_copy`).
 //!
 //! After any successful read lock taken outside the mmap lock the caller must still check the VMA's range: the
 //! VMA may have been recycled *within the same mm* at another address (`lock_vma_under_rcu` does this).
@@ -486,6 +488,16 @@ pub fn vma_start_write_unpublished(mm: &MmLocking, vma: &Vma) {
     // Release: as in `vma_start_write` (published to readers by `vma_mark_attached`'s release store).
     vma.lock_seq_cell().store(mm_seq_relaxed(mm), Ordering::Release);
     vma.write_seq_bump();
+}
+
+/// The `vm_lock_seq` that [`vma_start_write_unpublished`] stores, for a caller that stores it itself inside a
+/// write section of its own (`VmaBatch::next_fork_copy`: fork's child VMAs, the epoch stored in the same pool
+/// section as `vm_mm` and the copied fields). The caller holds `mm`'s mmap write lock, and no thread but the
+/// caller can reach `mm` yet.
+#[inline]
+pub(crate) fn unpublished_lock_seq(mm: &MmLocking) -> u32 {
+    debug_assert!(mm.is_write_locked(), "an unpublished VMA write lock without the mmap write lock");
+    mm_seq_relaxed(mm)
 }
 
 /// `vma_assert_write_locked` as a predicate for the holder: true if `vma` is write-locked in `mm`'s current

@@ -460,23 +460,36 @@ impl Vma {
     }
     }
 
-    /// `vm_area_dup` for `dup_mmap`: fills this fresh VMA (detached, fields cleared by the pool, owned by `mm`)
-    /// from `parent` in one pass: range, pgoff, file and anon name as the parent's, `flags` as given (the parent's
-    /// minus what fork drops), and the anon_vma state `anon` if any (the child's stays empty otherwise). The file
-    /// and name are shared by a strong-count increment each, without the read section and the swap a
-    /// [`Vma::set_file`] costs; the anon_vma chain's mutex is taken only when there is a chain to store. Lock state
-    /// and `vm_mm` are not touched. Requires [`Vma::writable_by`]`(mm)` on `self` and `parent` write-locked by the
-    /// caller in its mm's current write epoch (so none of its fields changes meanwhile).
-    pub(crate) fn init_fork_copy(
+    /// `vm_area_dup` for `dup_mmap`, fused with the pool's hand-out and the child's write lock: makes this free
+    /// VMA of a pool batch (`in_pool` 1, `vm_mm` 0, fields cleared, detached) a VMA of the mm `mm_id`,
+    /// write-locked in that mm's epoch `lock_seq` (what `vma_start_write_unpublished` stores), holding `parent`'s
+    /// range, pgoff, file and anon name, `flags` as given (the parent's minus what fork drops) and the anon_vma
+    /// state `anon` if any (the child's stays empty otherwise). One write section of the lockless readers' count
+    /// (`vm_seq` odd, then even by a release store) covers every store, so a reader holding a stale pointer sees
+    /// the VMA free, or the whole copy (of another mm), never a mix; the per-VMA readers see it only after
+    /// `vma_mark_attached`'s release store. The file and name are shared by a strong-count increment each,
+    /// without the read section and the swap a [`Vma::set_file`] costs; the anon_vma chain's mutex is taken only
+    /// when there is a chain to store. The caller holds the batch (so it owns this VMA), the child's mmap write
+    /// lock with no other thread able to reach the child, and `parent` write-locked in its mm's current write
+    /// epoch (so none of its fields changes meanwhile).
+    #[inline(always)]
+    pub(crate) fn init_fork_child(
         &self,
-        mm: &MmLocking,
+        mm_id: u64,
+        lock_seq: u32,
         parent: &Vma,
         flags: VmFlags,
         anon: Option<AnonState>,
     ) {
-        self.assert_writable(mm);
         debug_assert!(self.is_empty() && !self.file.is_some() && !self.anon_vma.is_some(), "a used VMA");
-        // Relaxed: published by the lock protocol (module docs): `vma_mark_attached`'s release store.
+        debug_assert_eq!(self.refcnt(), 0, "fork copy into an attached VMA");
+        self.write_seq_begin();
+        // Relaxed, every store of the section: the section's end (a release store) publishes them to the
+        // lockless readers, `vma_mark_attached`'s release store to the per-VMA readers (module docs).
+        debug_assert_eq!(self.in_pool.load(Ordering::Relaxed), 1, "a fork copy into a VMA not free");
+        self.in_pool.store(0, Ordering::Relaxed);
+        self.vm_mm.store(mm_id, Ordering::Relaxed);
+        self.vm_lock_seq.store(lock_seq, Ordering::Relaxed);
         self.vm_start.store(parent.start(), Ordering::Relaxed);
         self.vm_end.store(parent.end(), Ordering::Relaxed);
         self.vm_flags.store(flags.bits(), Ordering::Relaxed);
@@ -489,8 +502,12 @@ impl Vma {
             self.anon_name.init_clone_from(&parent.anon_name);
         }
         if let Some(st) = anon {
-            self.set_anon(mm, st);
+            // The cell was empty (asserted above) and the chain's state is the pool's cleared one.
+            self.anon_vma.store(st.anon_vma().cloned());
+            let old = std::mem::replace(&mut *self.anon(), st);
+            drop(old);
         }
+        self.write_seq_end();
     }
 
     /// Resets range, flags, pgoff and attributes (the pool does this when a VMA is freed).

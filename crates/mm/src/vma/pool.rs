@@ -30,7 +30,9 @@
 //! `SLAB_TYPESAFE_BY_RCU` caches must not). [`VmaPool::free`] requires the VMA detached (`vm_refcnt` 0), clears its fields and attributes
 //! (attributes are released after a grace period) and sets `vm_mm` to 0; it does not touch `vm_refcnt`.
 //! [`VmaPool::alloc`] sets `vm_mm` to the new owner and `vm_lock_seq` to [`VM_LOCK_SEQ_NONE`]; `vm_refcnt` stays
-//! 0 until `vma_mark_attached` publishes the VMA with a release store.
+//! 0 until `vma_mark_attached` publishes the VMA with a release store. Fork's batch hands each child VMA out
+//! already filled (`VmaBatch::next_fork_copy`): `vm_mm`, the child's write epoch in `vm_lock_seq` and the copied
+//! fields, in one write section of the lockless readers' count.
 //!
 //! # Failure injection and statistics
 //!
@@ -275,6 +277,28 @@ impl VmaBatch<'_> {
     /// How many VMAs are left to hand out.
     pub fn remaining(&self) -> usize {
         self.vmas.len() - self.next
+    }
+}
+
+impl VmaBatch<'_> {
+    /// Hands out the next VMA as fork's copy of `parent` (`dup_mmap`'s `vm_area_dup`): what [`Iterator::next`]
+    /// stores (`in_pool` 0, `vm_mm`, `vm_lock_seq`) and the copied fields in one write section
+    /// ([`Vma::init_fork_child`]), the VMA write-locked in epoch `lock_seq` as by `vma_start_write_unpublished`
+    /// (`lock_seq` is `lock::unpublished_lock_seq` of the batch's mm, read once per fork: the caller holds that
+    /// mm's mmap write lock throughout, and no other thread can reach the mm). `parent` is write-locked in its
+    /// own mm. `None` once all are handed out.
+    #[inline(always)]
+    pub(crate) fn next_fork_copy(
+        &mut self,
+        lock_seq: u32,
+        parent: &Vma,
+        flags: super::VmFlags,
+        anon: Option<super::AnonState>,
+    ) -> Option<&'static Vma> {
+        let v = *self.vmas.get(self.next)?;
+        self.next += 1;
+        v.init_fork_child(self.mm_id, lock_seq, parent, flags, anon);
+        Some(v)
     }
 }
 
