@@ -569,29 +569,26 @@ fn cached_section(w: &World, to: usize) {
 }
 
 /// The lockless copy with a cached epoch (`vma::lockless`, "The cached epoch") against a writer that
-/// write-locks the VMA *after* the reader read its epoch: the VMA's `vm_lock_seq` is then newer than the
-/// cached value, so the reader must re-read `mm_lock_seq` (and refuse while the section runs) or see the
-/// bump in `vm_seq`; an accepted copy is the before or the after state. The writer starts only once the
-/// reader holds its cache.
+/// write-locks the VMA *after* the reader's epoch was read: `mm_lock_seq` is read and published before the
+/// reader starts, and the reader starts from that value. The writer's lock is then newer than the cached value, so the reader
+/// must re-read `mm_lock_seq` (and refuse while the section runs) or see the bump in `vm_seq`; an accepted
+/// copy is the before or the after state.
 #[test]
 fn lockless_cached_epoch_vs_later_writer() {
     model(|| {
         let w = world();
-        let cached = StdArc::new(loom::sync::atomic::AtomicBool::new(false));
-        let (r, flag) = (w.clone(), cached.clone());
+        let before = w.mm.lock_seq();
+        // Read and published now, before the writer's section.
+        drop(LocklessEpoch::new(&w.mm));
+        assert_eq!(LocklessEpoch::load(&w.mm).seen(), before);
+        let r = w.clone();
         let reader = thread::spawn(move || {
-            let mut ep = LocklessEpoch::new(&r.mm);
-            // Release: the writer below starts after the cache was read.
-            flag.store(true, Ordering::Release);
+            let mut ep = LocklessEpoch::load(&r.mm);
             if let Ok(s) = ep.snapshot(r.vma) {
                 let st = state(&s);
                 assert!(CACHED_STATES[..2].contains(&st), "a torn copy: {st:x?}");
             }
         });
-        // Acquire: pairs with the reader's release store.
-        while !cached.load(Ordering::Acquire) {
-            thread::yield_now();
-        }
         cached_section(&w, 1);
         reader.join().unwrap();
         assert_eq!(w.vma.refcnt(), 1);

@@ -204,18 +204,19 @@ pub struct LocklessEpoch<'m> {
     /// The latest `mm_lock_seq` value this reader read with acquire (or took, with acquire, from a reader
     /// that did).
     seen: u64,
-    /// What `seen` was when this cache was made: it is published on drop only if it moved.
+    /// What `seen` was when this cache was taken from the mm: it is published on drop only if it moved.
     start: u64,
 }
 
 impl<'m> LocklessEpoch<'m> {
-    /// A cache holding `mm_lock_seq` read now.
+    /// A cache holding `mm_lock_seq` read now (published when dropped, as a re-read value is).
     #[inline]
     pub fn new(mm: &'m MmLocking) -> Self {
         // Acquire (`raw_read`): pairs with the release stores of `mm_lock_seq`: every write section that
         // ended before the value read is visible to this thread's later loads.
         let seen = mm.mm_lock_seq().raw_read();
-        Self { mm, id: mm.id(), seen, start: seen }
+        // `start` is no value `seen` can hold (`mm_lock_seq` does not reach 2^64): the drop publishes.
+        Self { mm, id: mm.id(), seen, start: u64::MAX }
     }
 
     /// A cache holding the value the mm's lockless readers last published (no load of `mm_lock_seq`).

@@ -426,7 +426,9 @@ vmspace_rcu::statics! {
 /// lockless readers never touch it on their fast paths but read `id` and `mm_lock_seq` for every VMA they
 /// copy or lock: sharing one line, each of the writer's lock operations took the line back from a scanner
 /// that had just read it (BENCHMARKS.md "Contention", the twin baseline). `mm_lock_seq` itself is written by
-/// the writer and read by every such reader, as the kernel's is (`vma_start_read`), and stays beside `id`.
+/// the writer and read by every per-VMA reader, as the kernel's is (`vma_start_read`), and stays beside `id`;
+/// the lockless readers keep the epoch and the id they read and re-read `mm_lock_seq` only for a VMA locked
+/// since (`vma::lockless`, "The cached epoch"), and their mm-level state (`lockless`) is on lines of its own.
 ///
 /// Concurrency contract: `id` is immutable. `mmap_lock` and `mm_lock_seq` are the synchronisation themselves;
 /// `mm_lock_seq` is advanced only by the write-lock holder (in `write_lock`, `write_unlock`, `downgrade`) and
