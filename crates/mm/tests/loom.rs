@@ -19,6 +19,12 @@
 //! - `lockless_snapshot_vs_writer` / `_vs_two_epochs`: the lockless reader's copy (`vma_snapshot_lockless`)
 //!   against a writer changing the VMA's range and flags in one or two write sections: an accepted copy is
 //!   one state, never a mix; the reader takes no reference (the writer never waits for it).
+//! - `lockless_cached_epoch_vs_later_writer` / `_vs_earlier_writer` / `_vs_unlock_relock`: the lockless copy
+//!   with a cached epoch (`vma::lockless`, "The cached epoch"): a writer that locks the VMA after the reader
+//!   read its epoch, one whose lock began before (the cache holds that very epoch), and two sections, an
+//!   unlock and a relock, across the copy: the re-read of `mm_lock_seq` is skipped only for an epoch that
+//!   ended before the cached one, and an accepted copy is one state. `lockless_published_epoch_vs_writer`:
+//!   a reader starting from the epoch another reader published skips its re-read and still copies one state.
 //! - `lockless_snapshot_vs_recycle_other_mm` / `_same_mm`: the VMA is unmapped, freed and reused while the
 //!   lockless reader copies it through a stale pointer: the copy is refused, or is the first life's (or, in
 //!   the same mm, the new life's) state, never another mm's or a mix.
@@ -63,7 +69,7 @@ use loom::sync::atomic::{AtomicPtr, Ordering};
 use loom::thread;
 
 use vmspace_mm::vma::{
-    MmLocking, VmFlags, Vma, VmaFind, VmaLockFail, VmaLookup, VmaPool, lock_vma_under_rcu,
+    LocklessEpoch, MmLocking, VmFlags, Vma, VmaFind, VmaLockFail, VmaLookup, VmaPool, lock_vma_under_rcu,
     vma_is_write_locked, vma_mark_attached, vma_mark_detached, vma_snapshot_lockless, vma_start_read,
     vma_start_write, vma_start_write_bulk,
 };
@@ -546,6 +552,122 @@ fn lockless_snapshot_vs_recycle_other_mm() {
 #[test]
 fn lockless_snapshot_vs_recycle_same_mm() {
     lockless_recycle(true);
+}
+
+/// The states the cached-epoch models' writer goes through, one per write section: (start, end, flags bits).
+const CACHED_STATES: [(u64, u64, u64); 3] =
+    [(0x1000, 0x3000, 0), (0x2000, 0x4000, VmFlags::READ.bits()), (0x5000, 0x6000, 0)];
+
+/// One write section of the cached-epoch models: write-locks the VMA and changes its range and flags to
+/// `CACHED_STATES[to]`, in two stores (a copy that mixes them is torn).
+fn cached_section(w: &World, to: usize) {
+    let (start, end, flags) = CACHED_STATES[to];
+    let _wl = w.mm.write_lock();
+    vma_start_write(&w.mm, w.vma);
+    w.vma.set_range(&w.mm, start, end);
+    w.vma.set_flags(&w.mm, VmFlags::from_bits(flags));
+}
+
+/// The lockless copy with a cached epoch (`vma::lockless`, "The cached epoch") against a writer that
+/// write-locks the VMA *after* the reader's epoch was read: `mm_lock_seq` is read and published before the
+/// reader starts, and the reader starts from that value. The writer's lock is then newer than the cached value, so the reader
+/// must re-read `mm_lock_seq` (and refuse while the section runs) or see the bump in `vm_seq`; an accepted
+/// copy is the before or the after state.
+#[test]
+fn lockless_cached_epoch_vs_later_writer() {
+    model(|| {
+        let w = world();
+        let before = w.mm.lock_seq();
+        // Read and published now, before the writer's section.
+        drop(LocklessEpoch::new(&w.mm));
+        assert_eq!(LocklessEpoch::load(&w.mm).seen(), before);
+        let r = w.clone();
+        let reader = thread::spawn(move || {
+            let mut ep = LocklessEpoch::load(&r.mm);
+            if let Ok(s) = ep.snapshot(r.vma) {
+                let st = state(&s);
+                assert!(CACHED_STATES[..2].contains(&st), "a torn copy: {st:x?}");
+            }
+        });
+        cached_section(&w, 1);
+        reader.join().unwrap();
+        assert_eq!(w.vma.refcnt(), 1);
+    });
+}
+
+/// The lockless copy with a cached epoch read *inside* a write section that had already locked the VMA: the
+/// cached value is that epoch, equal to the VMA's `vm_lock_seq` (not older), so the reader re-reads and
+/// refuses until the epoch ends; an accepted copy can only be the after state.
+#[test]
+fn lockless_cached_epoch_vs_earlier_writer() {
+    model(|| {
+        let w = world();
+        let wl = w.mm.write_lock();
+        vma_start_write(&w.mm, w.vma);
+        let r = w.clone();
+        let reader = thread::spawn(move || {
+            let mut ep = LocklessEpoch::new(&r.mm);
+            if let Ok(s) = ep.snapshot(r.vma) {
+                let st = state(&s);
+                assert_eq!(st, CACHED_STATES[1], "a copy of a VMA locked before the cache: {st:x?}");
+            }
+        });
+        let (start, end, flags) = CACHED_STATES[1];
+        w.vma.set_range(&w.mm, start, end);
+        w.vma.set_flags(&w.mm, VmFlags::from_bits(flags));
+        drop(wl);
+        reader.join().unwrap();
+        assert_eq!(w.vma.refcnt(), 1);
+    });
+}
+
+/// The lockless copy with a cached epoch against an unlock and a relock of the VMA across the copy: two
+/// write sections, the reader's cache read at any point (before, inside or between them) and its copy
+/// after. A cache read inside the first section holds that (odd) epoch; the second section's lock is newer,
+/// so it must not pass for older (a check of equality with the cached value would accept it). An accepted
+/// copy is one of the three states.
+#[test]
+fn lockless_cached_epoch_vs_unlock_relock() {
+    model(|| {
+        let w = world();
+        let r = w.clone();
+        let reader = thread::spawn(move || {
+            let mut ep = LocklessEpoch::new(&r.mm);
+            if let Ok(s) = ep.snapshot(r.vma) {
+                let st = state(&s);
+                assert!(CACHED_STATES.contains(&st), "a torn copy: {st:x?}");
+            }
+        });
+        cached_section(&w, 1);
+        cached_section(&w, 2);
+        reader.join().unwrap();
+        assert_eq!(w.vma.refcnt(), 1);
+    });
+}
+
+/// The published epoch (`LocklessEpochs`): a first reader re-reads `mm_lock_seq` after the writer's section
+/// and publishes it; a second reader starts from the published value and skips its own re-read. The
+/// release/acquire publication must carry the first reader's view of the ended section to the second: its
+/// copy is then the after state, or the before state, never a mix.
+#[test]
+fn lockless_published_epoch_vs_writer() {
+    model(|| {
+        let w = world();
+        let (r1, r2) = (w.clone(), w.clone());
+        let first = thread::spawn(move || {
+            // The VMA was last locked at set-up, after the published value (0): a re-read, then published.
+            drop(LocklessEpoch::load(&r1.mm).snapshot(r1.vma));
+        });
+        let second = thread::spawn(move || {
+            if let Ok(s) = LocklessEpoch::load(&r2.mm).snapshot(r2.vma) {
+                let st = state(&s);
+                assert!(CACHED_STATES[..2].contains(&st), "a torn copy: {st:x?}");
+            }
+        });
+        cached_section(&w, 1);
+        first.join().unwrap();
+        second.join().unwrap();
+    });
 }
 
 #[test]

@@ -50,6 +50,7 @@ use std::fmt;
 use vmspace_rcu::SeqCount;
 use vmspace_rcu::sync::{AtomicU64, Ordering};
 
+use super::lockless::LocklessEpochs;
 use super::park::{Parked, Waiter, park, park_as, spin_once, unpark_all, unpark_reader_batch};
 use crate::vma::stats::VmaLockStats;
 
@@ -425,7 +426,9 @@ vmspace_rcu::statics! {
 /// lockless readers never touch it on their fast paths but read `id` and `mm_lock_seq` for every VMA they
 /// copy or lock: sharing one line, each of the writer's lock operations took the line back from a scanner
 /// that had just read it (BENCHMARKS.md "Contention", the twin baseline). `mm_lock_seq` itself is written by
-/// the writer and read by every such reader, as the kernel's is (`vma_start_read`), and stays beside `id`.
+/// the writer and read by every per-VMA reader, as the kernel's is (`vma_start_read`), and stays beside `id`;
+/// the lockless readers keep the epoch and the id they read and re-read `mm_lock_seq` only for a VMA locked
+/// since (`vma::lockless`, "The cached epoch"), and their mm-level state (`lockless`) is on lines of its own.
 ///
 /// Concurrency contract: `id` is immutable. `mmap_lock` and `mm_lock_seq` are the synchronisation themselves;
 /// `mm_lock_seq` is advanced only by the write-lock holder (in `write_lock`, `write_unlock`, `downgrade`) and
@@ -442,6 +445,10 @@ pub struct MmLocking {
     mmap_lock: vmspace_rcu::CachePadded<MmapLock>,
     mm_lock_seq: SeqCount,
     stats: VmaLockStats,
+    /// The lockless readers' cached epoch (`vma::lockless`, "The cached epoch"): the epoch's high bits, which
+    /// the write lock updates once per 2^19 write sections, and the epoch a reader last published; each on
+    /// its own line.
+    lockless: LocklessEpochs,
 }
 
 impl MmLocking {
@@ -462,6 +469,7 @@ impl MmLocking {
             mmap_lock: vmspace_rcu::CachePadded::new(MmapLock::new()),
             mm_lock_seq: SeqCount::new(),
             stats: VmaLockStats::new(),
+            lockless: LocklessEpochs::new(),
         }
     }
 
@@ -489,6 +497,20 @@ impl MmLocking {
     #[inline]
     pub(crate) fn mm_lock_seq(&self) -> &SeqCount {
         &self.mm_lock_seq
+    }
+
+    /// The lockless readers' cached-epoch state (`vma::lockless`, "The cached epoch").
+    #[inline(always)]
+    pub(crate) fn lockless_epochs(&self) -> &LocklessEpochs {
+        &self.lockless
+    }
+
+    /// Opens a write epoch: `mm_lock_seq` becomes odd, and the lockless readers' epoch high bits follow it
+    /// (`LocklessEpochs::note_write_begin`: a store once per 2^19 write sections).
+    #[inline(always)]
+    fn begin_write_epoch(&self) {
+        self.mm_lock_seq.write_begin();
+        self.lockless.note_write_begin(self.mm_lock_seq.raw_read());
     }
 
     /// The current value of `mm_lock_seq` (an acquire load): odd while the mmap write lock is held; it grows by
@@ -524,7 +546,7 @@ impl MmLocking {
     #[inline]
     pub fn write_lock(&self) -> MmapWriteGuard<'_> {
         self.mmap_lock.write();
-        self.mm_lock_seq.write_begin();
+        self.begin_write_epoch();
         MmapWriteGuard { mm: self }
     }
 
@@ -533,7 +555,7 @@ impl MmLocking {
     #[inline]
     pub fn try_write_lock(&self) -> Option<MmapWriteGuard<'_>> {
         if self.mmap_lock.try_write() {
-            self.mm_lock_seq.write_begin();
+            self.begin_write_epoch();
             Some(MmapWriteGuard { mm: self })
         } else {
             None
@@ -573,7 +595,7 @@ impl MmLocking {
     #[inline]
     pub fn raw_write_lock(&self) {
         self.mmap_lock.write();
-        self.mm_lock_seq.write_begin();
+        self.begin_write_epoch();
     }
 
     /// Raw `mmap_write_unlock`: ends the write epoch (releasing every VMA write lock at once) and the write

@@ -64,7 +64,9 @@ pub use lock::{
     vma_is_write_locked, vma_mark_attached, vma_mark_detached, vma_start_read, vma_start_read_locked,
     vma_start_write, vma_start_write_bulk, vma_start_write_unpublished,
 };
-pub use lockless::{SnapshotFail, next_vma_lockless, vma_snapshot_lockless, walk_vmas_lockless};
+pub use lockless::{
+    LocklessEpoch, SnapshotFail, next_vma_lockless, vma_snapshot_lockless, walk_vmas_lockless,
+};
 pub use lookup::{
     LockEvents, VmaFind, VmaLookup, lock_next_vma, lock_vma_under_rcu, lock_vma_under_rcu_events,
     walk_vmas_locked,
