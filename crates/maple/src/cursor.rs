@@ -94,6 +94,29 @@ impl CursorState {
         }
     }
 
+    /// The cursor's path as a **finger** for a store made without the cursor (`write::store`), if it is still
+    /// the tree's (walked or refreshed since the last store: `valid` and `stamp`, under the writer lock, so
+    /// every node it names is live with the range it records): the path and its deepest level whose
+    /// `[min, max]` covers `key` (level 0, the root, covers every key). The store walks down from that level
+    /// instead of from the root word: a plain insert right after a [`Writer::erase`] of the same range (an
+    /// mmap after an munmap) starts at the erase's leaf. As [`CursorState::take_scratch`], the cursor stops
+    /// trusting the path; hand it back with [`CursorState::put_scratch`]. None: no valid path (walk from the
+    /// root into [`CursorState::take_scratch`]'s storage).
+    #[inline]
+    pub(crate) fn take_finger(&mut self, stamp: u64, key: u64, leaf_d: usize) -> Option<(Box<Path>, usize)> {
+        if !(self.valid && self.stamp == stamp) {
+            return None;
+        }
+        let p = self.path.take()?;
+        self.valid = false;
+        self.at = false;
+        let mut d = leaf_d;
+        while d > 0 && !(p.lv[d].min <= key && key <= p.lv[d].max) {
+            d -= 1;
+        }
+        Some((p, d))
+    }
+
     /// Returns the storage taken by [`CursorState::take_scratch`].
     #[inline]
     pub(crate) fn put_scratch(&mut self, p: Box<Path>) {
