@@ -40,6 +40,13 @@
 //! * a rebuild that **replaces the root** (the tree grows, shrinks or empties) leaves nothing: the cursor
 //!   descends again (counted).
 //!
+//! A store made **without** the cursor ([`Writer::store_range`] and the other plain stores, `write::store`)
+//! uses the cursor's path as a finger while it is still valid (no store since its last walk or refresh): it
+//! walks down from the path's deepest level whose `[min, max]` covers its first index (counted as a descent
+//! only when that is the root), and the path stops being trusted afterwards, as after any store the cursor did
+//! not make. So an insert right after a [`Writer::erase`] (whose cursor left its path valid) of the same range
+//! starts at the erase's leaf: an munmap followed by an mmap of the same place walks from the root once.
+//!
 //! The state (index and path) lives in the writer state under the tree's mutex (`WState::cursor`, one per
 //! tree: a tree has one writer at a time), so it outlives a lock session at no cost: [`Writer::cursor`] starts
 //! a new cursor (its first operation walks from the root, as a new `ma_state` does), and

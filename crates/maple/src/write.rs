@@ -3,7 +3,11 @@
 //!
 //! A store of `[first, last]` into an empty tree makes one root leaf ([`store_empty`]). Otherwise it walks to
 //! the leaf holding `first` (or, made through a write cursor, starts from the path the cursor cached there:
-//! [`store_at`], module `cursor`; nothing else differs); [`mas_wr_store_type`] decides the store's shape
+//! [`store_at`], module `cursor`; nothing else differs; a plain store starts from the cursor's path too while
+//! it is valid: [`store`]). The churn's two node stores (an erase of a range between two gaps, an insert
+//! strictly inside a gap) are recognised first from the words around the store's slot and made in
+//! straight-line code ([`mas_wr_node_store_churn`], with the result the general path would give); otherwise
+//! [`mas_wr_store_type`] decides the store's shape
 //! ([`StoreType`], the kernel's `enum store_type`) from that leaf's pivots and slots alone, before anything is
 //! gathered or allocated (a NULL store first takes in the NULL ranges it touches, `mas_wr_extend_null`; the new
 //! slot count is `mas_wr_new_end`'s), and [`mas_wr_store_entry`] carries it out:
@@ -17,6 +21,7 @@
 //! | `mas_wr_slot_store` | [`mas_wr_slot_store`] | one pivot and at most one slot of a live leaf, under its sequence count |
 //! | `mas_wr_append` | [`mas_wr_append`] | one or two slots more at a live leaf's end, under its sequence count |
 //! | `mas_wr_node_store` | [`mas_wr_node_store`] | one leaf whose slot count changes: rewritten in place under its sequence count (the kernel copies it in RCU mode) |
+//! | (the same two shapes of it, decided before `mas_wr_store_type`) | [`mas_wr_node_store_churn`] | an erase between two gaps (three slots become one), an insert strictly inside a gap (one becomes three) |
 //! | `mas_wr_split` | [`mas_wr_split`] → [`mas_wr_bnode`] | the leaf overflows: split, ancestors as far as they overflow |
 //! | `mas_wr_rebalance` | [`mas_wr_rebalance`] → [`mas_wr_bnode`] | the leaf underflows: merged with a neighbour, ancestors as far as they underflow |
 //! | `mas_wr_spanning_store` (`mas_is_span_wr`) | [`mas_wr_spanning_store`] → [`mas_wr_bnode`] | a store across leaves, or a NULL at the end of a leaf that is not the right-most |
@@ -288,8 +293,11 @@ pub(crate) unsafe fn typed_replaced<T: Entry>(replaced: Replaced) -> Vec<(u64, u
 /// `insert`, fails with EEXIST (before allocating or changing anything) if any index of the range is taken.
 ///
 /// Tries, in order: a store into the empty tree, the exact fit, the node store, the NULL-tail shortcut, and the
-/// general rebuild (see the module docs). The walk from the root goes into the write cursor's boxed path
-/// storage (`CursorState::take_scratch`), so that no 20-level path is initialised or copied per store.
+/// general rebuild (see the module docs). The leaf is found from the writer cursor's path when that is still
+/// the tree's (`CursorState::take_finger`: a walk down from its deepest level covering `first`, the leaf
+/// itself for an insert after an erase of the same range), else by a walk from the root into the cursor's
+/// boxed path storage (`CursorState::take_scratch`), so that no 20-level path is initialised or copied per
+/// store.
 pub(crate) fn store<T: Entry>(
     w: &mut Writer<'_, T>,
     first: u64,
