@@ -40,6 +40,13 @@
 //! * a rebuild that **replaces the root** (the tree grows, shrinks or empties) leaves nothing: the cursor
 //!   descends again (counted).
 //!
+//! A store made **without** the cursor ([`Writer::store_range`] and the other plain stores, `write::store`)
+//! uses the cursor's path as a finger while it is still valid (no store since its last walk or refresh): it
+//! walks down from the path's deepest level whose `[min, max]` covers its first index (counted as a descent
+//! only when that is the root), and the path stops being trusted afterwards, as after any store the cursor did
+//! not make. So an insert right after a [`Writer::erase`] (whose cursor left its path valid) of the same range
+//! starts at the erase's leaf: an munmap followed by an mmap of the same place walks from the root once.
+//!
 //! The state (index and path) lives in the writer state under the tree's mutex (`WState::cursor`, one per
 //! tree: a tree has one writer at a time), so it outlives a lock session at no cost: [`Writer::cursor`] starts
 //! a new cursor (its first operation walks from the root, as a new `ma_state` does), and
@@ -92,6 +99,29 @@ impl CursorState {
                 Box::new(Path { lv: [top; crate::node::MAX_HEIGHT] })
             }
         }
+    }
+
+    /// The cursor's path as a **finger** for a store made without the cursor (`write::store`), if it is still
+    /// the tree's (walked or refreshed since the last store: `valid` and `stamp`, under the writer lock, so
+    /// every node it names is live with the range it records): the path and its deepest level whose
+    /// `[min, max]` covers `key` (level 0, the root, covers every key). The store walks down from that level
+    /// instead of from the root word: a plain insert right after a [`Writer::erase`] of the same range (an
+    /// mmap after an munmap) starts at the erase's leaf. As [`CursorState::take_scratch`], the cursor stops
+    /// trusting the path; hand it back with [`CursorState::put_scratch`]. None: no valid path (walk from the
+    /// root into [`CursorState::take_scratch`]'s storage).
+    #[inline]
+    pub(crate) fn take_finger(&mut self, stamp: u64, key: u64, leaf_d: usize) -> Option<(Box<Path>, usize)> {
+        if !(self.valid && self.stamp == stamp) {
+            return None;
+        }
+        let p = self.path.take()?;
+        self.valid = false;
+        self.at = false;
+        let mut d = leaf_d;
+        while d > 0 && !(p.lv[d].min <= key && key <= p.lv[d].max) {
+            d -= 1;
+        }
+        Some((p, d))
     }
 
     /// Returns the storage taken by [`CursorState::take_scratch`].

@@ -76,7 +76,9 @@
 //!    it), within 16 slots;
 //! 4. the **node store** (`mas_wr_node_store`): any other change inside one leaf, whose slot count changes
 //!    (an mmap into a gap, an munmap between gaps): the leaf's words that differ are rewritten in place (the
-//!    kernel copies the leaf here);
+//!    kernel copies the leaf here); those two shapes (an insert strictly inside a gap, an erase of a range
+//!    between two gaps) are recognised from the words around the store's slot before the general
+//!    classification and made in straight-line code (`write::mas_wr_node_store_churn`);
 //! 5. **publication**: one Release store of a new child into its parent's slot (the child covers the range of
 //!    the one it replaces, so the parent's pivots stay), or of a new root;
 //! 6. **max-gap bookkeeping**: the per-child gap words and the largest-gap offset of the internal nodes on the
@@ -804,7 +806,10 @@ impl<'a, T: Entry> Writer<'a, T> {
     /// the convenience methods of [`MapleTree`]) and by a [`WriteCursor`] when it has no valid path (its first
     /// positioning, after a store it did not make, after a store that replaced the root). Not counted: a
     /// cursor's re-walks from a cached ancestor that covers the index (as `mas_next_node` climbs to the common
-    /// ancestor), the rebuild's own walks to neighbouring nodes (module `write`), and lock-free readers.
+    /// ancestor), a store without a cursor that walks down from a level below the root of the writer cursor's
+    /// path while that path is still the tree's (module `cursor`, "Validity across stores": an insert right
+    /// after a [`Writer::erase`] of the same range starts at the erase's leaf), the rebuild's own walks to
+    /// neighbouring nodes (module `write`), and lock-free readers.
     pub fn descents(&self) -> u64 {
         self.st.descents
     }

@@ -3,7 +3,11 @@
 //!
 //! A store of `[first, last]` into an empty tree makes one root leaf ([`store_empty`]). Otherwise it walks to
 //! the leaf holding `first` (or, made through a write cursor, starts from the path the cursor cached there:
-//! [`store_at`], module `cursor`; nothing else differs); [`mas_wr_store_type`] decides the store's shape
+//! [`store_at`], module `cursor`; nothing else differs; a plain store starts from the cursor's path too while
+//! it is valid: [`store`]). The churn's two node stores (an erase of a range between two gaps, an insert
+//! strictly inside a gap) are recognised first from the words around the store's slot and made in
+//! straight-line code ([`mas_wr_node_store_churn`], with the result the general path would give); otherwise
+//! [`mas_wr_store_type`] decides the store's shape
 //! ([`StoreType`], the kernel's `enum store_type`) from that leaf's pivots and slots alone, before anything is
 //! gathered or allocated (a NULL store first takes in the NULL ranges it touches, `mas_wr_extend_null`; the new
 //! slot count is `mas_wr_new_end`'s), and [`mas_wr_store_entry`] carries it out:
@@ -17,6 +21,7 @@
 //! | `mas_wr_slot_store` | [`mas_wr_slot_store`] | one pivot and at most one slot of a live leaf, under its sequence count |
 //! | `mas_wr_append` | [`mas_wr_append`] | one or two slots more at a live leaf's end, under its sequence count |
 //! | `mas_wr_node_store` | [`mas_wr_node_store`] | one leaf whose slot count changes: rewritten in place under its sequence count (the kernel copies it in RCU mode) |
+//! | (the same two shapes of it, decided before `mas_wr_store_type`) | [`mas_wr_node_store_churn`] | an erase between two gaps (three slots become one), an insert strictly inside a gap (one becomes three) |
 //! | `mas_wr_split` | [`mas_wr_split`] → [`mas_wr_bnode`] | the leaf overflows: split, ancestors as far as they overflow |
 //! | `mas_wr_rebalance` | [`mas_wr_rebalance`] → [`mas_wr_bnode`] | the leaf underflows: merged with a neighbour, ancestors as far as they underflow |
 //! | `mas_wr_spanning_store` (`mas_is_span_wr`) | [`mas_wr_spanning_store`] → [`mas_wr_bnode`] | a store across leaves, or a NULL at the end of a leaf that is not the right-most |
@@ -288,8 +293,11 @@ pub(crate) unsafe fn typed_replaced<T: Entry>(replaced: Replaced) -> Vec<(u64, u
 /// `insert`, fails with EEXIST (before allocating or changing anything) if any index of the range is taken.
 ///
 /// Tries, in order: a store into the empty tree, the exact fit, the node store, the NULL-tail shortcut, and the
-/// general rebuild (see the module docs). The walk from the root goes into the write cursor's boxed path
-/// storage (`CursorState::take_scratch`), so that no 20-level path is initialised or copied per store.
+/// general rebuild (see the module docs). The leaf is found from the writer cursor's path when that is still
+/// the tree's (`CursorState::take_finger`: a walk down from its deepest level covering `first`, the leaf
+/// itself for an insert after an erase of the same range), else by a walk from the root into the cursor's
+/// boxed path storage (`CursorState::take_scratch`), so that no 20-level path is initialised or copied per
+/// store.
 pub(crate) fn store<T: Entry>(
     w: &mut Writer<'_, T>,
     first: u64,
@@ -303,11 +311,26 @@ pub(crate) fn store<T: Entry>(
         Some(root) if first <= last => root,
         _ => return store_at(tree, lk, st, first, last, val, insert, None).map(|(r, _)| r),
     };
-    // The walk from the root, into the cursor's boxed path storage (see `CursorState::take_scratch`): counted
-    // as the descent `store_at` would count for it.
-    st.descents += 1;
-    let mut p = st.cursor.take_scratch(root);
-    walk_from(lk, &mut p, 0, first, st.height - 1);
+    let leaf_d = st.height - 1;
+    let p = match st.cursor.take_finger(st.stamp, first, leaf_d) {
+        // The writer's cursor path is still the tree's (`CursorState::take_finger`): walk down from its deepest
+        // level covering `first` (the leaf itself after an erase of the same range: no walk but the leaf's
+        // scan). A walk from its level 0 starts at the root: counted as a descent.
+        Some((mut p, d)) => {
+            debug_assert!(p.lv[0].e == root, "a valid cursor path starts at the root");
+            st.descents += (d == 0) as u64;
+            walk_from(lk, &mut p, d, first, leaf_d);
+            p
+        }
+        // The walk from the root, into the cursor's boxed path storage (see `CursorState::take_scratch`):
+        // counted as the descent `store_at` would count for it.
+        None => {
+            st.descents += 1;
+            let mut p = st.cursor.take_scratch(root);
+            walk_from(lk, &mut p, 0, first, leaf_d);
+            p
+        }
+    };
     let r = store_at(tree, lk, st, first, last, val, insert, Some(&p));
     st.cursor.put_scratch(p);
     r.map(|(r, _)| r)
@@ -545,6 +568,9 @@ fn mas_wr_store_entry<T: Entry>(
     root: Enode,
     p: &Path,
 ) -> Result<(Replaced, After), MapleError> {
+    if let Some(r) = mas_wr_node_store_churn(tree, lk, st, p, req) {
+        return Ok((r, After::Kept));
+    }
     let (ty, w) = mas_wr_store_type(lk, st, p, req)?;
     match ty {
         StoreType::ExactFit => Ok((mas_wr_exact_fit(tree, lk, p, &w, req, &mut st.stores), After::Kept)),
@@ -994,6 +1020,131 @@ fn mas_wr_node_store_live<T: Entry>(
     }
     add_len(tree, delta);
     replaced
+}
+
+/// The two node stores an munmap and an mmap between other mappings make, decided from the leaf's words around
+/// the store's slot alone and carried out in place, before (and instead of) the general classification
+/// [`mas_wr_store_type`] and [`mas_wr_node_store_live`], whose results for these shapes they equal:
+///
+/// * the **erase between two gaps**: a NULL store of exactly the range of slot `i` holding a value, where
+///   slots `i - 1` and `i + 1` are NULL and slot `i + 1` is not the leaf's last. The three slots become one
+///   NULL (`[slot i - 1's first, slot i + 1's last]`), the tail `i + 2..=end` moves two slots left and the
+///   two words past the new end are cleared; the leaf keeps at least [`LEAF_MIN`] slots. The leaf's new max
+///   gap is the larger of its old one (the parent's gap word) and the merged NULL;
+/// * the **insert into a gap**: a value stored strictly inside NULL slot `i`, which is not the leaf's last.
+///   Slot `i` becomes three (NULL, the value, NULL), the tail `i + 1..=end` moves two slots right, within the
+///   leaf's 16 slots. The max gap is unchanged unless the split NULL held it (then one pass over the leaf).
+///
+/// Both run inside one write section of the leaf's sequence count (RCU mode; the count has room: [`seq_usable`])
+/// and only below the root (the parent holds the leaf's gap word). None: another shape, or a condition not met
+/// (the general path decides it, with the same result where it is one of these).
+#[inline]
+fn mas_wr_node_store_churn<T: Entry>(
+    tree: &MapleTree<T>,
+    lk: Locked<'_>,
+    st: &mut WState,
+    p: &Path,
+    req: Req,
+) -> Option<Replaced> {
+    let leaf_d = st.height - 1;
+    if !st.rcu || leaf_d == 0 {
+        return None;
+    }
+    let lv = p.lv[leaf_d];
+    let n = lv.e.locked(lk);
+    let i = lv.off;
+    // Used slot `k` is not the leaf's last (its pivot is below the leaf's max, not implied).
+    let inner = |k: usize| k < LEAF_PIVOTS && n.pivot(k) < lv.max;
+    let Req { first, last, val, .. } = req;
+    let (replaced, delta, gap);
+    if val == 0 {
+        // The erase between two gaps.
+        let v = n.leaf_slot_locked(i);
+        // Slot `i` ends at `last`, below the leaf's max: so slot `i + 1` exists (`inner` reads only used slots:
+        // the pivot words past the end are zero).
+        if v == 0
+            || i == 0
+            || last >= lv.max
+            || !inner(i + 1)
+            || n.pivot(i - 1).wrapping_add(1) != first
+            || n.pivot(i) != last
+            || n.leaf_slot_locked(i - 1) != 0
+            || n.leaf_slot_locked(i + 1) != 0
+        {
+            return None;
+        }
+        let mut end = i + 2;
+        while inner(end) {
+            end += 1;
+        }
+        // The new slot count is `end - 1`.
+        if end - 1 < LEAF_MIN || !seq_usable(lk, p, leaf_d) {
+            return None;
+        }
+        let (nf, nl) = (n.slot_first(i - 1, lv.min), n.pivot(i + 1));
+        let seq = n.write_begin();
+        n.set_pivot_live(i - 1, nl);
+        for j in i + 2..=end {
+            if j - 2 < LEAF_PIVOTS {
+                n.set_pivot_live(j - 2, n.slot_last(LEAF_PIVOTS, j, lv.max));
+            }
+            n.set_leaf_slot(j - 2, n.leaf_slot_locked(j));
+        }
+        // Unused words are zero (as `validate` checks).
+        for j in end - 1..=end {
+            if j < LEAF_PIVOTS {
+                n.set_pivot_live(j, 0);
+            }
+            n.set_leaf_slot(j, 0);
+        }
+        n.write_end(seq);
+        let pl = p.lv[leaf_d - 1];
+        gap = pl.e.locked(lk).gap(pl.off).max(range_size(nf, nl));
+        replaced = Replaced::from_buf_and_len([(first, last, v), (0, 0, 0)], 1);
+        delta = -1;
+    } else {
+        // The insert into a gap.
+        if n.leaf_slot_locked(i) != 0 || !inner(i) {
+            return None;
+        }
+        let (nf, nl) = (n.slot_first(i, lv.min), n.pivot(i));
+        if !(nf < first && last < nl) {
+            return None;
+        }
+        let mut end = i + 1;
+        while inner(end) {
+            end += 1;
+        }
+        // The new slot count is `end + 3`; the leaf's last slot keeps its value (a leaf that is not the
+        // right-most does not end in NULL).
+        if end + 3 > LEAF_SLOTS || !seq_usable(lk, p, leaf_d) {
+            return None;
+        }
+        let seq = n.write_begin();
+        for j in (i + 1..=end).rev() {
+            if j + 2 < LEAF_PIVOTS {
+                n.set_pivot_live(j + 2, n.slot_last(LEAF_PIVOTS, j, lv.max));
+            }
+            n.set_leaf_slot(j + 2, n.leaf_slot_locked(j));
+        }
+        n.set_pivot_live(i + 1, last);
+        n.set_leaf_slot(i + 1, val);
+        if i + 2 < LEAF_PIVOTS {
+            n.set_pivot_live(i + 2, nl);
+        }
+        n.set_leaf_slot(i + 2, 0);
+        n.set_pivot_live(i, first - 1);
+        n.write_end(seq);
+        let pl = p.lv[leaf_d - 1];
+        let old = pl.e.locked(lk).gap(pl.off);
+        gap = if range_size(nf, nl) < old { old } else { leaf_gap_to(n, lv.min, lv.max, end + 2) };
+        replaced = Replaced::new();
+        delta = 1;
+    }
+    st.stores.node_store += 1;
+    propagate_gap(lk, p, leaf_d - 1, gap);
+    add_len(tree, delta);
+    Some(replaced)
 }
 
 /// The entries an in-place store of `w` replaces (clipped to the store's own range `req`) and the change of the
@@ -1573,12 +1724,10 @@ fn commit<T: Entry>(
 }
 
 fn add_len<T: Entry>(tree: &MapleTree<T>, d: i64) {
-    // Relaxed: a statistic maintained by the (single) writer.
-    if d >= 0 {
-        tree.len.fetch_add(d as u64, Ordering::Relaxed);
-    } else {
-        tree.len.fetch_sub((-d) as u64, Ordering::Relaxed);
-    }
+    // Relaxed: a statistic maintained by the (single) writer, under its lock: a load and a store, no
+    // read-modify-write (readers only load it).
+    let l = tree.len.load(Ordering::Relaxed);
+    tree.len.store(l.wrapping_add_signed(d), Ordering::Relaxed);
 }
 
 /// Retires an unpublished, dead node: it is freed after a grace period. Nodes are handed to RCU in batches of

@@ -453,3 +453,35 @@ fn path_refreshed_after_every_kind_of_store() {
     assert_eq!(c.range(), (5, 5, Some(nz(1))));
     c.writer().validate().unwrap();
 }
+
+/// A store made through the writer walks down from the writer cursor's path while that path is still the
+/// tree's (`CursorState::take_finger`): an erase (a cursor's store) and the insert of the same range back
+/// (an munmap and an mmap of the same place) walk from the root once, the insert starting at the erase's
+/// leaf; two writer stores in a row descend twice (a store without the cursor does not keep its path).
+/// The contents and `validate()` are checked after every pair.
+#[test]
+fn writer_store_starts_from_a_valid_cursor_path() {
+    let t = tree_of(1000);
+    assert!(t.lock().height() >= 3);
+    for round in 0..200u64 {
+        let k = round * 37 % 1000;
+        let (s, e) = (10 * k, 10 * k + 4);
+        let d = descents_of(&t, |w| {
+            assert_eq!(w.erase(s + 2), Some((s, e, nz(k as usize + 1))));
+            w.insert_range(s, e, nz(k as usize + 1)).unwrap();
+        });
+        assert_eq!(d, 1, "erase and insert back, round {round}");
+        let mut w = t.lock();
+        let d0 = w.descents();
+        w.store_range(s + 5, s + 5, Some(nz(1))).unwrap();
+        w.store_range(s + 5, s + 5, None).unwrap();
+        assert_eq!(w.descents() - d0, 2, "two writer stores, round {round}");
+        drop(w);
+        let g = vmspace_rcu::pin();
+        assert_eq!(t.load_range_in(s, &g), Some((s, e, nz(k as usize + 1))));
+        assert_eq!(t.load_range_in(s + 5, &g), None);
+        drop(g);
+        t.validate().unwrap();
+    }
+    assert_eq!(t.len(), 1000);
+}

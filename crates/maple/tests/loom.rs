@@ -478,3 +478,47 @@ fn null_tail_while_reading() {
         t.validate().unwrap();
     });
 }
+
+/// The churn's node stores below the root (module `write`, `mas_wr_node_store_churn`, which the root-leaf
+/// models above do not reach): an erase of `[20, 24]` between the gaps `[15, 19]` and `[25, 29]` of a leaf
+/// under an internal root joins three slots into one NULL `[15, 29]`, and inserting it back splits that NULL
+/// again (from the state the erase left), the leaf's tail moving two slots each time under its sequence count. A reader walking from the root
+/// sees `[20, 24]` whole or absent and the moved `[40, 44]` whole, never a torn range; each store is one node
+/// store that allocates nothing.
+#[test]
+fn churn_node_stores_below_the_root() {
+    for insert in [false, true] {
+        let _ = model(move || {
+            let t = Arc::new(
+                MapleTree::<V>::from_sorted((0..20u64).map(|k| (k * 10, k * 10 + 4, nz(k as usize + 1))))
+                    .unwrap(),
+            );
+            assert!(t.lock().height() == 2);
+            if insert {
+                // The insert model starts where the erase model ends (the bulk build packs the first leaf full).
+                assert!(t.erase(22).is_some());
+            }
+            let st0 = t.store_stats();
+            let r = {
+                let t = t.clone();
+                thread::spawn(move || {
+                    let v = view(&t, 22);
+                    assert!(v.is_none() || v == Some((20, 24, 3)), "torn: {v:?}");
+                    assert_eq!(view(&t, 42), Some((40, 44, 5)));
+                })
+            };
+            let allocated = t.node_stats().allocated;
+            if insert {
+                t.insert_range(20, 24, nz(3)).unwrap();
+            } else {
+                assert_eq!(t.erase(22).map(|(s, e, v)| (s, e, v.get())), Some((20, 24, 3)));
+            }
+            r.join().unwrap();
+            let st = t.store_stats();
+            assert_eq!((st.node_store - st0.node_store, st.total() - st0.total()), (1, 1), "{st:?}");
+            assert_eq!(t.node_stats().allocated, allocated, "the store allocated a node: not in place");
+            assert_eq!(view(&t, 22), if insert { Some((20, 24, 3)) } else { None });
+            t.validate().unwrap();
+        });
+    }
+}

@@ -607,3 +607,83 @@ fn null_tail_shortcut_alloc_failure() {
     }
     assert!(taken > 10, "the shortcut was taken {taken} times");
 }
+
+/// The churn's two node stores decided from the leaf alone (module `write`, `mas_wr_node_store_churn`: an
+/// erase between two gaps, an insert strictly inside a gap) and every case where they hand over to the general
+/// path: a leaf that would fall below its minimum (rebalance), a full leaf (split), a range next to the leaf's
+/// last slot (the NULL-tail shortcut, the append), a gap at a leaf's edge. Small ranges are inserted at random
+/// places inside gaps and random ranges erased, in RCU mode, `validate()` and the oracle after every store;
+/// every second store runs with the allocator failing, which fails (ENOMEM, the tree unchanged) exactly when
+/// the store needs a node.
+#[test]
+fn churn_node_stores_at_the_edges() {
+    let n = 300u64;
+    let t = vmspace_maple::MapleTree::<V>::from_sorted(
+        (0..n).map(|k| (k * 100, k * 100 + 9, nz(k as usize + 1))),
+    )
+    .unwrap();
+    let mut o = Oracle::default();
+    for k in 0..n {
+        o.store(k * 100, k * 100 + 9, Some(k as usize + 1));
+    }
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut rnd = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let (mut failed, mut done) = (0, 0);
+    for step in 0..8000u64 {
+        let fail = step % 2 == 1;
+        let dump = t.lock().dump();
+        let before = (dump, t.len(), t.store_stats());
+        if fail {
+            t.inject_alloc_failure(Some(0));
+        }
+        let r = if rnd() % 3 == 0 {
+            // Erase the entry nearest to a random index, if any.
+            let k = rnd() % (n * 100);
+            match o.0.range(k..).next().map(|(&s, &(e, v))| (s, e, v)) {
+                Some((s, e, v)) => t.lock().try_erase(s).map(|r| {
+                    assert_eq!(r.map(|(f, l, x)| (f, l, x.get())), Some((s, e, v)), "step {step}");
+                    o.store(s, e, None);
+                }),
+                None => Ok(()),
+            }
+        } else {
+            // Insert 1 to 4 indices strictly inside the gap around a random index, if it is free there.
+            let k = rnd() % (n * 100);
+            let len = 1 + rnd() % 4;
+            let free = k > 0 && o.overlapping(k - 1, k + len).is_empty();
+            if free {
+                let v = (k + 1) as usize;
+                t.insert_range(k, k + len - 1, nz(v)).map(|()| {
+                    o.store(k, k + len - 1, Some(v));
+                })
+            } else {
+                Ok(())
+            }
+        };
+        t.inject_alloc_failure(None);
+        match r {
+            Ok(()) => done += 1,
+            Err(e) => {
+                assert!(fail, "step {step}: {e:?} without an allocation failure");
+                assert_eq!(e, MapleError::NoMem, "step {step}");
+                let dump = t.lock().dump();
+                let after = (dump, t.len(), t.store_stats());
+                assert_eq!(after, before, "step {step}: a failed store changed the tree");
+                failed += 1;
+            }
+        }
+        t.validate().unwrap_or_else(|m| panic!("step {step}: {m}"));
+    }
+    let g = vmspace_rcu::pin();
+    let mut c = t.cursor(&g);
+    let all: Vec<_> = std::iter::from_fn(|| c.find(u64::MAX).map(|(s, e, v)| (s, e, v.get()))).collect();
+    assert_eq!(all, o.all());
+    let st = t.store_stats();
+    assert!(failed > 10 && done > 4000, "failed {failed}, done {done}");
+    assert!(st.node_store > 1000 && st.rebuild > 100 && st.append > 10, "{st:?}");
+}
