@@ -147,6 +147,7 @@ use vmspace_results::report::{Placement, Report, ReportSet};
 use vmspace_results::stats::{CDF_QUANTILES, LatencyRecorder};
 
 use crate::judge::{Goal, Judged, median_interval};
+use crate::measure::{SchedClock, SchedShare};
 use crate::readers::{self, ThroughputConfig};
 
 /// The label of every side's baseline row (`Config::label` of the no-scanner, no-busy row).
@@ -680,48 +681,6 @@ fn scanner(
     flags.holds.fetch_add(n, Ordering::Relaxed);
     flags.hold_max_ns.fetch_max(max, Ordering::Relaxed);
     Ok(sched.map(|s| s.share()))
-}
-
-/// The shares of a thread's wall time it ran on a CPU and waited for one (module docs, "Whether each side had a
-/// CPU").
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct SchedShare {
-    /// Time on a CPU over the wall time.
-    pub cpu: f64,
-    /// Time runnable but waiting on a run queue over the wall time.
-    pub wait: f64,
-}
-
-/// The calling thread's `/proc/thread-self/schedstat` (`sched_info`: ns on a CPU, ns waiting on a run queue),
-/// `None` where the kernel does not have it.
-fn schedstat() -> Option<(u64, u64)> {
-    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
-    let mut it = s.split_whitespace().map(|w| w.parse::<u64>().ok());
-    Some((it.next()??, it.next()??))
-}
-
-/// A thread's schedstat and clock at a start, for [`SchedShare`] (NaN shares without schedstat).
-struct SchedClock {
-    at: Instant,
-    stat: Option<(u64, u64)>,
-}
-
-impl SchedClock {
-    fn start() -> SchedClock {
-        SchedClock { at: Instant::now(), stat: schedstat() }
-    }
-
-    /// The calling thread's shares since [`SchedClock::start`] (the same thread's).
-    fn share(&self) -> SchedShare {
-        let wall = self.at.elapsed().as_nanos().max(1) as f64;
-        match (self.stat, schedstat()) {
-            (Some((c0, w0)), Some((c1, w1))) => SchedShare {
-                cpu: c1.saturating_sub(c0) as f64 / wall,
-                wait: w1.saturating_sub(w0) as f64 / wall,
-            },
-            _ => SchedShare { cpu: f64::NAN, wait: f64::NAN },
-        }
-    }
 }
 
 /// A busy thread: from `go`, spins `busy_ms` ms, sleeps 1 ms, until `stop` (0: spins without pause).

@@ -38,7 +38,8 @@
 //! frame table and content buffers up, which the first faults of the process would otherwise pay for). Metrics per run: `faults_per_s` (all threads), `faults_per_s_per_thread` and the slowest and
 //! fastest thread, `faults_per_cpu_s_per_thread` (pages written per CPU-second of the faulting threads, from
 //! `CLOCK_THREAD_CPUTIME_ID`: what the fault path costs when threads outnumber CPUs or wait), `worker_cpu_share`
-//! (the share of the run each faulting thread had a CPU), `map_calls_share` (the share of the run each faulting
+//! (the share of the run each faulting thread had a CPU), `worker_wait_share` (engine and memset runs: the share
+//! it waited on a run queue for one, from `/proc/thread-self/schedstat`), `map_calls_share` (the share of the run each faulting
 //! thread spent in its own `mmap`, `madvise` and `munmap` calls, waits for `mmap_lock` included), with a mapper
 //! `mapper_pairs_per_s` and
 //! `mapper_cpu_share`; engine runs add the per-VMA-lock counters of the run (`vma_lock_success_count`,
@@ -71,7 +72,9 @@
 //! same side's one-thread rate without it (the mapper took the thread's CPU or its lock; a scaling over such a
 //! baseline only says how much less the mapper could take from more threads: 2.28x "met" over a baseline at
 //! 21% of its own rate without the mapper). When the T-thread run lacked CPUs (T threads and the mapper
-//! outnumber the usable CPUs, or a CPU share below [`MIN_CPU_SHARE`]), a miss or an undecided verdict is not
+//! outnumber the usable CPUs, or its threads waited on a run queue more than `1 - MIN_CPU_SHARE` of the run;
+//! where that wait is unknown, as on the kernel's side, a CPU share below [`MIN_CPU_SHARE`]: time blocked on
+//! `mmap_lock` is part of what a scaling measures, time kept from a CPU is not), a miss or an undecided verdict is not
 //! measurable either (a met stands: the threads scaled all the same), except a miss so deep that the run would
 //! miss even with all its CPU time (the interval's upper end divided by the CPU share, when the threads did not
 //! outnumber the CPUs): that miss stands, with the scaled figure in its note. The same holds for the mmap-lock mode
@@ -88,7 +91,7 @@ use vmspace_results::host::HostInfo;
 use vmspace_results::report::{Placement, Report, ReportSet};
 
 use crate::judge::{Goal, Judged, Status};
-use crate::measure::Cpus;
+use crate::measure::{Cpus, SchedClock};
 
 /// With per-VMA locks, T threads must fault at least this times T times one thread's rate (the same mapper or
 /// none).
@@ -123,6 +126,9 @@ pub struct PointFacts {
     pub faults_per_s: f64,
     /// The share of the run each faulting thread was on a CPU (median of `worker_cpu_share`; NaN: unknown).
     pub cpu_share: f64,
+    /// The share of the run each faulting thread waited on a run queue for a CPU (median of
+    /// `worker_wait_share`; NaN: unknown, as on the kernel's side).
+    pub wait_share: f64,
 }
 
 impl PointFacts {
@@ -135,6 +141,7 @@ impl PointFacts {
             cpus: r.host.cpus_usable.len(),
             faults_per_s: med("faults_per_s"),
             cpu_share: med("worker_cpu_share"),
+            wait_share: med("worker_wait_share"),
         }
     }
 
@@ -195,11 +202,17 @@ pub fn baseline_unsound(base: &PointFacts, alone: Option<&PointFacts>) -> Option
 }
 
 /// Why the T-thread run `many` could not show a scaling (its threads did not each have a CPU), `None` when it
-/// could.
+/// could. Where the run's wait for a CPU is known (`worker_wait_share`), only that wait counts: time its
+/// threads spent blocked (on `mmap_lock`, behind each other's calls) is what the scaling measures, not a
+/// machine that withheld CPUs. Elsewhere (the kernel's side) time off a CPU counts whatever kept it off.
 pub fn many_unsound(many: &PointFacts) -> Option<String> {
     let what = format!("the {}-thread run", many.threads);
     if let Some(o) = many.oversubscribed() {
         return Some(format!("{what} had {o}"));
+    }
+    if many.wait_share.is_finite() {
+        return (many.wait_share > 1.0 - MIN_CPU_SHARE)
+            .then(|| format!("{what} waited for a CPU {:.0}% of the run", 100.0 * many.wait_share));
     }
     many.short_of_cpu().map(|c| format!("{what} was {c}"))
 }
@@ -474,6 +487,8 @@ struct Worker {
     calls_s: f64,
     /// The share of its regions that were part of a larger VMA when it finished writing them.
     shared_vma: f64,
+    /// The share of its run it waited on a run queue for a CPU (`/proc/thread-self/schedstat`; NaN without it).
+    wait_share: f64,
 }
 
 /// One engine run (module docs): `threads` threads faulting in their own `regions` of one fresh
@@ -553,7 +568,7 @@ fn engine_run_spaces(
                 s.spawn(move || -> Result<Worker, String> {
                     cpus.pin(i);
                     barrier.wait();
-                    let (start, cpu0) = (Instant::now(), thread_cpu_s());
+                    let (start, cpu0, sched) = (Instant::now(), thread_cpu_s(), SchedClock::start());
                     let mut pages = 0u64;
                     let (mut rounds, mut shared) = (0u64, 0u64);
                     let mut calls = Duration::ZERO;
@@ -588,6 +603,7 @@ fn engine_run_spaces(
                         wall_s: start.elapsed().as_secs_f64(),
                         cpu_s: thread_cpu_s() - cpu0,
                         calls_s: calls.as_secs_f64(),
+                        wait_share: sched.share().wait,
                     })
                 })
             })
@@ -602,8 +618,8 @@ fn engine_run_spaces(
     });
     let after: Vec<MmFaultStats> = spaces.iter().map(Mm::fault_stats).collect();
     let mut m = BTreeMap::new();
-    let (mut total, mut pages, mut cpu_s, mut share, mut calls, mut shared_vma) =
-        (0.0, 0u64, 0.0, 0.0, 0.0, 0.0);
+    let (mut total, mut pages, mut cpu_s, mut share, mut calls, mut shared_vma, mut wait) =
+        (0.0, 0u64, 0.0, 0.0, 0.0, 0.0, 0.0);
     let (mut slowest, mut fastest) = (f64::INFINITY, 0.0f64);
     for w in workers {
         let w = w?;
@@ -616,6 +632,7 @@ fn engine_run_spaces(
         share += w.cpu_s / w.wall_s.max(1e-9);
         calls += w.calls_s / w.wall_s.max(1e-9);
         shared_vma += w.shared_vma;
+        wait += w.wait_share;
     }
     m.insert("regions_in_a_shared_vma_share".to_string(), shared_vma / threads as f64);
     m.insert("faults_per_s".to_string(), total);
@@ -625,6 +642,9 @@ fn engine_run_spaces(
     m.insert("faults_per_s_fastest_thread".to_string(), fastest);
     m.insert("faults_per_cpu_s_per_thread".to_string(), pages as f64 / cpu_s.max(1e-9));
     m.insert("worker_cpu_share".to_string(), share / threads as f64);
+    if wait.is_finite() {
+        m.insert("worker_wait_share".to_string(), wait / threads as f64);
+    }
     if let Some(mapped) = mapped {
         let (pairs, wall, cpu) = mapped?;
         m.insert("mapper_pairs_per_s".to_string(), pairs as f64 / wall.max(1e-9));
@@ -678,7 +698,7 @@ pub fn memset_run(
     let page = PAGE_SIZE as usize;
     let pages = (regions.bytes / page).max(1);
     let barrier = Barrier::new(threads);
-    let results: Vec<(u64, f64, f64)> = std::thread::scope(|s| {
+    let results: Vec<(u64, f64, f64, f64)> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|i| {
                 let barrier = &barrier;
@@ -686,7 +706,7 @@ pub fn memset_run(
                     cpus.pin(i);
                     let mut buf = vec![1u8; pages * page];
                     barrier.wait();
-                    let (start, cpu0) = (Instant::now(), thread_cpu_s());
+                    let (start, cpu0, sched) = (Instant::now(), thread_cpu_s(), SchedClock::start());
                     let mut cleared = 0u64;
                     let mut byte = 0u8;
                     while start.elapsed() < duration {
@@ -698,14 +718,14 @@ pub fn memset_run(
                         byte = byte.wrapping_add(1);
                         cleared += pages as u64;
                     }
-                    (cleared, start.elapsed().as_secs_f64(), thread_cpu_s() - cpu0)
+                    (cleared, start.elapsed().as_secs_f64(), thread_cpu_s() - cpu0, sched.share().wait)
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().unwrap_or((0, 1.0, 0.0))).collect()
+        handles.into_iter().map(|h| h.join().unwrap_or((0, 1.0, 0.0, f64::NAN))).collect()
     });
-    let (mut total, mut pages_all, mut cpu_s, mut share) = (0.0, 0u64, 0.0, 0.0);
-    for (n, wall, cpu) in results {
+    let (mut total, mut pages_all, mut cpu_s, mut share, mut wait) = (0.0, 0u64, 0.0, 0.0, 0.0);
+    for (n, wall, cpu, w) in results {
         if n == 0 {
             return Err("a memset thread cleared nothing".into());
         }
@@ -713,8 +733,12 @@ pub fn memset_run(
         pages_all += n;
         cpu_s += cpu;
         share += cpu / wall.max(1e-9);
+        wait += w;
     }
     let mut m = BTreeMap::new();
+    if wait.is_finite() {
+        m.insert("worker_wait_share".to_string(), wait / threads as f64);
+    }
     m.insert("faults_per_s".to_string(), total);
     m.insert("faults_per_s_per_thread".to_string(), total / threads as f64);
     m.insert("faults_per_cpu_s_per_thread".to_string(), pages_all as f64 / cpu_s.max(1e-9));
@@ -1046,7 +1070,27 @@ mod tests {
     use super::*;
 
     fn facts(threads: usize, mapper: bool, cpus: usize, rate: f64, share: f64) -> PointFacts {
-        PointFacts { threads, mapper, cpus, faults_per_s: rate, cpu_share: share }
+        PointFacts { threads, mapper, cpus, faults_per_s: rate, cpu_share: share, wait_share: f64::NAN }
+    }
+
+    /// A T-thread run off a CPU 18% of the time because its threads waited for each other's `mmap_lock`, not
+    /// for a CPU: its miss stands. The same time spent on a run queue makes it not measurable.
+    #[test]
+    fn time_blocked_on_a_lock_is_not_a_machine_short_of_cpus() {
+        let missed = || Judged::at_least("2 threads over 1", 1.45, 1.53);
+        let base = facts(2, false, 2, 8_600_000.0, 1.0);
+        let base = PointFacts { threads: 1, ..base };
+        let blocked = PointFacts { wait_share: 0.01, ..facts(2, false, 2, 12_500_000.0, 0.82) };
+        let j = scaling_check(missed(), Some(&base), None, Some(&blocked));
+        assert_eq!(j.status, Status::Missed, "{}", j.note);
+        let queued = PointFacts { wait_share: 0.18, ..blocked };
+        let j = scaling_check(missed(), Some(&base), None, Some(&queued));
+        assert_eq!(j.status, Status::NotMeasurable);
+        assert!(j.note.contains("waited for a CPU 18% of the run"), "{}", j.note);
+        // Unknown wait (the kernel's side): the CPU share decides, as before.
+        let unknown = facts(2, false, 2, 12_500_000.0, 0.82);
+        let j = scaling_check(missed(), Some(&base), None, Some(&unknown));
+        assert!(j.note.contains("on a CPU only 82%"), "{}", j.note);
     }
 
     /// The trial's case: 2 threads with the mapper "met" 1.9x at 2.28x over a one-thread baseline with the

@@ -230,6 +230,49 @@ pub fn stamp(r: &mut Report, timer: &Timer, cpus: &Cpus, threads: usize) {
     }
 }
 
+/// The shares of a thread's wall time it ran on a CPU and waited for one on a run queue (`bench contention`'s
+/// "Whether each side had a CPU", `bench faults`' waits): the rest of the wall time the thread was blocked.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SchedShare {
+    /// Time on a CPU over the wall time.
+    pub cpu: f64,
+    /// Time runnable but waiting on a run queue over the wall time.
+    pub wait: f64,
+}
+
+/// The calling thread's `/proc/thread-self/schedstat` (`sched_info`: ns on a CPU, ns waiting on a run queue),
+/// `None` where the kernel does not have it.
+fn schedstat() -> Option<(u64, u64)> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let mut it = s.split_whitespace().map(|w| w.parse::<u64>().ok());
+    Some((it.next()??, it.next()??))
+}
+
+/// A thread's schedstat and clock at a start, for [`SchedShare`] (NaN shares without schedstat).
+pub struct SchedClock {
+    at: Instant,
+    stat: Option<(u64, u64)>,
+}
+
+impl SchedClock {
+    /// The calling thread's clock and schedstat now.
+    pub fn start() -> SchedClock {
+        SchedClock { at: Instant::now(), stat: schedstat() }
+    }
+
+    /// The calling thread's shares since [`SchedClock::start`] (the same thread's).
+    pub fn share(&self) -> SchedShare {
+        let wall = self.at.elapsed().as_nanos().max(1) as f64;
+        match (self.stat, schedstat()) {
+            (Some((c0, w0)), Some((c1, w1))) => SchedShare {
+                cpu: c1.saturating_sub(c0) as f64 / wall,
+                wait: w1.saturating_sub(w0) as f64 / wall,
+            },
+            _ => SchedShare { cpu: f64::NAN, wait: f64::NAN },
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
