@@ -67,15 +67,21 @@ fn root_leaf_node_store() {
     });
 }
 
+/// Twenty ranges `[10k, 10k + 4] = k + 1` under an internal root (height 2): the tree the models of stores below
+/// the root start from.
+fn two_level_tree() -> Arc<MapleTree<V>> {
+    let t = Arc::new(
+        MapleTree::<V>::from_sorted((0..20u64).map(|k| (k * 10, k * 10 + 4, nz(k as usize + 1)))).unwrap(),
+    );
+    assert!(t.lock().height() == 2);
+    t
+}
+
 /// A store into a leaf under an internal root (a slot store there) while the reader walks from the root.
 #[test]
 fn leaf_under_internal_root() {
     let _ = model(|| {
-        let t = Arc::new(
-            MapleTree::<V>::from_sorted((0..20u64).map(|k| (k * 10, k * 10 + 4, nz(k as usize + 1))))
-                .unwrap(),
-        );
-        assert!(t.lock().height() == 2);
+        let t = two_level_tree();
         let r = {
             let t = t.clone();
             thread::spawn(move || {
@@ -448,11 +454,7 @@ fn slab_depot_exchange() {
 #[test]
 fn null_tail_while_reading() {
     let _ = model(|| {
-        let t = Arc::new(
-            MapleTree::<V>::from_sorted((0..20u64).map(|k| (k * 10, k * 10 + 4, nz(k as usize + 1))))
-                .unwrap(),
-        );
-        assert!(t.lock().height() == 2);
+        let t = two_level_tree();
         let r = {
             let t = t.clone();
             thread::spawn(move || {
@@ -489,11 +491,7 @@ fn null_tail_while_reading() {
 fn churn_node_stores_below_the_root() {
     for insert in [false, true] {
         let _ = model(move || {
-            let t = Arc::new(
-                MapleTree::<V>::from_sorted((0..20u64).map(|k| (k * 10, k * 10 + 4, nz(k as usize + 1))))
-                    .unwrap(),
-            );
-            assert!(t.lock().height() == 2);
+            let t = two_level_tree();
             if insert {
                 // The insert model starts where the erase model ends (the bulk build packs the first leaf full).
                 assert!(t.erase(22).is_some());
